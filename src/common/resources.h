@@ -1,0 +1,59 @@
+// ResourceRequest: what one node of a job asks for. Shared vocabulary of spec/, sched/ and server/.
+//
+// A plain value type. `gpu_milli` is 0 when the job wants no GPU; below 1000 it is a share of one device
+// (T4:0.5 -> 500); otherwise a whole number of devices times 1000 (V100:4 -> 4000).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/quantity.h"
+
+namespace berth {
+
+// A job that names no CPUs asks for half a CPU and no memory, as SkyPilot's job queue does.
+constexpr MilliCpu kDefaultJobCpus = 500;
+
+struct ResourceRequest {
+  MilliCpu cpus = kDefaultJobCpus;
+  Mib memory = 0;
+  std::string gpu_type;  // empty when gpu_milli == 0
+  MilliGpu gpu_milli = 0;
+
+  bool wants_gpu() const { return gpu_milli > 0; }
+  bool fractional_gpu() const { return gpu_milli > 0 && gpu_milli < kMilliPerGpu; }
+  // Number of whole devices; 1 for a fractional request.
+  int gpu_devices() const {
+    return gpu_milli == 0 ? 0 : (gpu_milli < kMilliPerGpu ? 1 : static_cast<int>(gpu_milli / kMilliPerGpu));
+  }
+  bool operator==(const ResourceRequest&) const = default;
+};
+
+// "V100:4", "T4:0.5", or "-" for no GPU.
+std::string FormatGpus(const std::string& type, MilliGpu milli);
+
+}  // namespace berth
+
+namespace berth {
+
+// What a job got on one node: the devices (with the share of each) and the rank of that node in the job.
+// CPUs and memory granted are the job's per-node request.
+struct GpuGrant {
+  int index = 0;          // device index on the node (what CUDA_VISIBLE_DEVICES lists)
+  MilliGpu milli = 1000;  // 1000 for a whole device, less for a share
+  bool operator==(const GpuGrant&) const = default;
+};
+
+struct NodeGrant {
+  std::string node;
+  int rank = 0;
+  std::vector<GpuGrant> gpus;
+  bool operator==(const NodeGrant&) const = default;
+};
+
+using Placement = std::vector<NodeGrant>;  // one entry per node of the job, in rank order
+
+// "0,1,3": the CUDA_VISIBLE_DEVICES value for a grant.
+std::string CudaVisibleDevices(const NodeGrant& grant);
+
+}  // namespace berth

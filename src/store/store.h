@@ -1,0 +1,150 @@
+// Store: berth's durable state (jobs, their specs, attempts and state history, nodes) behind one narrow
+// interface, so that the embedded SQLite backend and a later PostgreSQL one are interchangeable.
+//
+// Contract: every method is atomic (one transaction) and durable when it returns ok. Methods return a
+// non-ok Status on I/O or database failure and never throw. Implementations are thread-safe: methods may be
+// called from any thread; they serialize internally.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/job_status.h"
+#include "common/resources.h"
+#include "common/status.h"
+
+namespace berth {
+
+// One job as stored: the columns `berth queue` and the scheduler need, without the spec text.
+struct JobRow {
+  int64_t id = 0;
+  int64_t spec_id = 0;
+  std::optional<int64_t> group;  // bulk submission group, or none
+  std::optional<int> rank;       // rank in its group
+  std::string name;
+  std::string user;
+  int priority = 0;
+  int num_nodes = 1;
+  ResourceRequest resources;     // per node
+  JobStatus status = JobStatus::kPending;
+  std::string reason;            // why it is pending, or why it ended
+  int attempt = 0;               // 0 until first placed; +1 on every placement
+  TimeMs submitted_at = 0;
+  std::optional<TimeMs> started_at;  // when the current attempt started RUNNING
+  std::optional<TimeMs> ended_at;
+  std::optional<int> exit_code;
+  Placement placement;           // current/last attempt's placement; empty while pending
+};
+
+// One state change, for `berth show`.
+struct JobEvent {
+  TimeMs at = 0;
+  JobStatus status = JobStatus::kPending;
+  int attempt = 0;
+  std::string reason;
+};
+
+// One attempt of a job: where it ran and how it ended.
+struct AttemptRow {
+  int attempt = 1;
+  Placement placement;
+  TimeMs placed_at = 0;
+  std::optional<TimeMs> ended_at;
+  std::optional<JobStatus> outcome;  // terminal status of this attempt, or PENDING when requeued
+  std::string reason;
+  std::optional<int> exit_code;
+};
+
+struct GpuDevice {
+  int index = 0;
+  std::string type;
+};
+
+struct NodeRow {
+  std::string name;
+  std::string node_id;  // secret identity kept in the agent's state dir
+  NodeState state = NodeState::kUp;
+  bool draining = false;
+  std::string pool;
+  std::map<std::string, std::string> labels;
+  std::string address;
+  MilliCpu cpus = 0;
+  Mib memory = 0;
+  std::vector<GpuDevice> gpus;
+  TimeMs registered_at = 0;
+  TimeMs last_seen = 0;
+  std::optional<TimeMs> down_since;
+};
+
+// A new submission: one spec shared by `count` jobs.
+struct Submission {
+  std::string spec_json;
+  std::string name;
+  std::string user;
+  int priority = 0;
+  int num_nodes = 1;
+  ResourceRequest resources;
+  int count = 1;
+  bool as_group = false;  // true: create a group; jobs get ranks 0..count-1
+  TimeMs now = 0;
+};
+
+struct SubmitResult {
+  std::optional<int64_t> group;
+  int64_t spec_id = 0;
+  std::vector<int64_t> ids;  // consecutive, ascending
+};
+
+// Writes that must land together (one scheduling pass, one agent report batch).
+struct Batch {
+  std::vector<JobRow> jobs;                                  // replace the row with the same id
+  std::vector<std::pair<int64_t, JobEvent>> events;          // (job id, event) appended
+  std::vector<std::pair<int64_t, AttemptRow>> attempts;      // (job id, attempt) inserted or replaced
+  std::vector<NodeRow> nodes;                                // inserted or replaced by name
+  bool empty() const { return jobs.empty() && events.empty() && attempts.empty() && nodes.empty(); }
+};
+
+struct JobQuery {
+  bool all = false;            // include every finished job
+  int limit = 0;               // 0 = no limit; applies to finished jobs when !all, to everything when all
+  std::optional<int64_t> group;
+  std::optional<int64_t> before_id;  // page: only jobs with id < before_id
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Inserts the spec, the group (when as_group) and `count` PENDING jobs with their first event, in one
+  // transaction: either all of them exist afterwards or none does.
+  virtual Result<SubmitResult> Submit(const Submission& submission) = 0;
+
+  // Applies every write of `batch` in one transaction.
+  virtual Status Commit(const Batch& batch) = 0;
+
+  // Jobs that are not terminal (PENDING, STARTING, SETTING_UP, RUNNING), ascending id. Used at start-up.
+  virtual Result<std::vector<JobRow>> LoadActiveJobs() = 0;
+
+  // For listings: active jobs plus finished ones per `query`, newest (highest id) first.
+  virtual Result<std::vector<JobRow>> ListJobs(const JobQuery& query) = 0;
+
+  // Specific jobs by id (ascending). Unknown ids are simply absent from the result.
+  virtual Result<std::vector<JobRow>> GetJobs(const std::vector<int64_t>& ids) = 0;
+  virtual Result<std::vector<JobEvent>> GetEvents(int64_t job) = 0;
+  virtual Result<std::vector<AttemptRow>> GetAttempts(int64_t job) = 0;
+
+  // The spec text of a submission; NotFound if unknown.
+  virtual Result<std::string> GetSpec(int64_t spec_id) = 0;
+
+  virtual Result<std::vector<NodeRow>> LoadNodes() = 0;
+};
+
+// Opens (creating if needed) the SQLite database at `path` in WAL mode and migrates its schema.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+}  // namespace berth
