@@ -1,0 +1,77 @@
+#include "common/json_util.h"
+
+#include <cmath>
+
+namespace berth {
+
+Result<json::value> ParseJson(std::string_view text, const std::string& what) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) return Status::Invalid("malformed JSON in " + what + ": " + ec.message());
+  return v;
+}
+
+std::optional<int64_t> AsInt(const json::value& v) {
+  if (v.is_int64()) return v.as_int64();
+  if (v.is_uint64() && v.as_uint64() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v.as_uint64());
+  if (v.is_double()) {
+    double d = v.as_double();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> AsNumber(const json::value& v) {
+  if (v.is_int64()) return static_cast<double>(v.as_int64());
+  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (v.is_double() && std::isfinite(v.as_double())) return v.as_double();
+  return std::nullopt;
+}
+
+Result<std::string> GetString(const json::object& obj, const char* key, const std::string& fallback) {
+  auto* v = obj.if_contains(key);
+  if (!v || v->is_null()) return fallback;
+  if (!v->is_string()) return Status::Invalid(std::string("'") + key + "' must be a string");
+  return std::string(v->as_string());
+}
+
+Result<int64_t> GetInt(const json::object& obj, const char* key, int64_t fallback) {
+  auto* v = obj.if_contains(key);
+  if (!v || v->is_null()) return fallback;
+  auto i = AsInt(*v);
+  if (!i) return Status::Invalid(std::string("'") + key + "' must be an integer");
+  return *i;
+}
+
+Result<bool> GetBool(const json::object& obj, const char* key, bool fallback) {
+  auto* v = obj.if_contains(key);
+  if (!v || v->is_null()) return fallback;
+  if (!v->is_bool()) return Status::Invalid(std::string("'") + key + "' must be true or false");
+  return v->as_bool();
+}
+
+Result<double> GetNumber(const json::object& obj, const char* key, double fallback) {
+  auto* v = obj.if_contains(key);
+  if (!v || v->is_null()) return fallback;
+  auto d = AsNumber(*v);
+  if (!d) return Status::Invalid(std::string("'") + key + "' must be a number");
+  return *d;
+}
+
+json::value TimeToJson(std::optional<TimeMs> t) {
+  if (!t) return nullptr;
+  return json::value(FormatRfc3339(*t));
+}
+
+std::optional<TimeMs> TimeFromJson(const json::value& v) {
+  if (!v.is_string()) return std::nullopt;
+  return ParseRfc3339(std::string(v.as_string()));
+}
+
+std::string ErrorJson(const std::string& message) {
+  json::object o;
+  o["error"] = message;
+  return json::serialize(o);
+}
+
+}  // namespace berth

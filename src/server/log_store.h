@@ -1,0 +1,37 @@
+// LogStore: the server's copy of every job's output, one file per (job, attempt, rank) under
+// <state>/logs/<job>/, so that `berth logs` works while a job runs and after it ended, even when its node is
+// gone. Appends are idempotent by byte offset (an agent that resends after a lost answer never duplicates
+// output). Thread-safe: an internal mutex guards the size cache and serializes appends.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "common/status.h"
+
+namespace berth {
+
+class LogStore {
+ public:
+  explicit LogStore(std::string dir);
+
+  // Appends `data`, which starts at byte `offset` of the log. Bytes already stored are skipped; a gap
+  // (offset beyond the end) is refused with Conflict. Returns the log's size afterwards.
+  Result<int64_t> Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data);
+
+  // Up to `max_bytes` starting at `offset`; "" at or past the end.
+  std::string Read(int64_t job, int attempt, int rank, int64_t offset, size_t max_bytes) const;
+  int64_t Size(int64_t job, int attempt, int rank) const;
+
+ private:
+  std::string PathOf(int64_t job, int attempt, int rank) const;
+  std::string dir_;
+  mutable std::mutex mu_;
+  std::map<std::tuple<int64_t, int, int>, int64_t> sizes_;  // guarded by mu_; cache of file sizes
+};
+
+}  // namespace berth
