@@ -1,0 +1,95 @@
+#include "agent/discovery.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/cpu_budget.h"
+#include "common/strings.h"
+
+namespace berth {
+
+std::string NormalizeGpuName(const std::string& raw) {
+  std::vector<std::string> words;
+  for (auto& w : Split(Trim(raw), ' ')) {
+    if (!w.empty()) words.push_back(w);
+  }
+  while (!words.empty() && (words[0] == "NVIDIA" || words[0] == "Tesla" || words[0] == "GeForce" ||
+                            words[0] == "Quadro")) {
+    words.erase(words.begin());
+  }
+  if (words.empty()) return "GPU";
+  std::string first = words[0];
+  if ((first == "RTX" || first == "GTX" || first == "TITAN") && words.size() > 1) first += words[1];
+  std::string name = Split(first, '-')[0];
+  std::string out;
+  for (char c : name) {
+    if (isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.') out += c;
+  }
+  return out.empty() ? "GPU" : out;
+}
+
+std::vector<GpuDevice> ParseNvidiaSmi(const std::string& output) {
+  std::vector<GpuDevice> gpus;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    std::string index = Trim(line.substr(0, comma));
+    if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) continue;
+    gpus.push_back({std::stoi(index), NormalizeGpuName(line.substr(comma + 1))});
+  }
+  return gpus;
+}
+
+Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl) {
+  std::vector<GpuDevice> gpus;
+  for (const auto& part : Split(decl, ',')) {
+    auto colon = part.find(':');
+    std::string type = Trim(part.substr(0, colon));
+    std::string count = colon == std::string::npos ? "1" : Trim(part.substr(colon + 1));
+    if (!IsValidName(type)) return Status::Invalid("--gpus: bad GPU type '" + type + "' (expected TYPE:N, e.g. V100:4)");
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(count, &used);
+      if (used != count.size()) n = -1;
+    } catch (...) {
+      n = -1;
+    }
+    if (n < 0 || n > 1024) return Status::Invalid("--gpus: bad count '" + count + "' (expected TYPE:N, e.g. V100:4)");
+    for (int i = 0; i < n; ++i) gpus.push_back({static_cast<int>(gpus.size()), type});
+  }
+  return gpus;
+}
+
+NodeResources DiscoverNode(const std::string& declared_gpus) {
+  NodeResources r;
+  r.cpus = static_cast<MilliCpu>(ReadCpuBudget().usable) * kMilliPerCpu;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long long kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemTotal:") {
+      r.memory = kb / 1024;
+      break;
+    }
+  }
+  if (!declared_gpus.empty()) {
+    auto gpus = ParseGpuDeclaration(declared_gpus);
+    if (gpus.ok()) r.gpus = *gpus;
+    return r;
+  }
+  FILE* p = popen("nvidia-smi --query-gpu=index,name --format=csv,noheader 2>/dev/null", "r");
+  if (!p) return r;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  if (pclose(p) == 0) r.gpus = ParseNvidiaSmi(out);
+  return r;
+}
+
+}  // namespace berth

@@ -1,0 +1,341 @@
+#include "agent/supervisor.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/json_util.h"
+#include "common/strings.h"
+
+namespace berth {
+
+namespace {
+
+bool WriteFileAtomic(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json::object EnvJson(const std::map<std::string, std::string>& env) {
+  json::object o;
+  for (const auto& [k, v] : env) o[k] = v;
+  return o;
+}
+
+std::map<std::string, std::string> EnvFromJson(const json::value* v) {
+  std::map<std::string, std::string> env;
+  if (!v || !v->is_object()) return env;
+  for (const auto& [k, x] : v->as_object()) {
+    if (x.is_string()) env[std::string(k)] = std::string(x.as_string());
+  }
+  return env;
+}
+
+// Every live process whose parent chain leads to `root` (read from /proc).
+std::vector<pid_t> Descendants(pid_t root) {
+  std::map<pid_t, pid_t> parent;
+  DIR* d = opendir("/proc");
+  if (!d) return {};
+  while (dirent* e = readdir(d)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    std::string stat = ReadWholeFile(std::string("/proc/") + e->d_name + "/stat");
+    auto close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close_paren + 2));
+    char state;
+    pid_t ppid;
+    if (rest >> state >> ppid) parent[std::atoi(e->d_name)] = ppid;
+  }
+  closedir(d);
+  std::vector<pid_t> out;
+  for (const auto& [pid, ppid] : parent) {
+    pid_t p = pid;
+    for (int depth = 0; depth < 64 && p > 1; ++depth) {
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      if (it->second == root) {
+        out.push_back(pid);
+        break;
+      }
+      p = it->second;
+    }
+  }
+  return out;
+}
+
+void SignalAll(pid_t group, int sig) {
+  if (group > 0) ::kill(-group, sig);
+  for (pid_t pid : Descendants(::getpid())) ::kill(pid, sig);
+}
+
+std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+volatile sig_atomic_t g_stop_requested = 0;
+void OnTerm(int) { g_stop_requested = 1; }
+
+struct StepResult {
+  int exit_code = 0;
+  bool stopped = false;
+  std::string error;  // launch failure
+};
+
+// Runs one bash script as its own process group and waits for it; on a stop request, signals every process
+// of the job, escalating to SIGKILL after the grace period. Leaves no process behind.
+StepResult RunStep(const std::string& script, const std::string& workdir, const std::map<std::string, std::string>& env,
+                   int log_fd, int64_t grace_ms) {
+  StepResult result;
+  std::vector<std::string> env_strings = EnvVector(env);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string bash = "/bin/bash";
+  if (::access(bash.c_str(), X_OK) != 0) bash = "/usr/bin/bash";
+  const char* argv[] = {"bash", "-c", script.c_str(), nullptr};
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    result.error = "pipe failed";
+    result.exit_code = 127;
+    return result;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    result.error = std::string("fork failed: ") + strerror(errno);
+    result.exit_code = 127;
+    return result;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    if (!workdir.empty() && ::chdir(workdir.c_str()) != 0) {
+      char msg[] = "W";
+      ssize_t ignored = ::write(err_pipe[1], msg, 1);
+      (void)ignored;
+      _exit(127);
+    }
+    ::execve(bash.c_str(), const_cast<char**>(argv), envp.data());
+    char msg[] = "E";
+    ssize_t ignored = ::write(err_pipe[1], msg, 1);
+    (void)ignored;
+    _exit(127);
+  }
+  ::setpgid(pid, pid);  // also in the parent, so that the group exists before any signal is sent
+  ::close(err_pipe[1]);
+  char code = 0;
+  if (::read(err_pipe[0], &code, 1) == 1) {
+    result.error = code == 'W' ? "workdir " + workdir + " does not exist or is not accessible on this node"
+                               : "cannot run " + bash;
+  }
+  ::close(err_pipe[0]);
+
+  int64_t kill_at = -1;
+  bool main_done = false;
+  int status = 0;
+  while (true) {
+    if (g_stop_requested && !result.stopped) {
+      result.stopped = true;
+      SignalAll(pid, SIGTERM);
+      kill_at = MonotonicMs() + grace_ms;
+    }
+    if (kill_at >= 0 && MonotonicMs() >= kill_at) {
+      SignalAll(pid, SIGKILL);
+      kill_at = MonotonicMs() + 1000;  // keep sweeping: a fork racing the kill is caught next round
+    }
+    pid_t w;
+    while ((w = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (w == pid) {
+        main_done = true;
+        if (WIFEXITED(status)) {
+          result.exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+          result.exit_code = 128 + WTERMSIG(status);
+        }
+      }
+    }
+    if (main_done) {
+      // The script is over; whatever it left running (background jobs, daemons) goes too.
+      auto rest = Descendants(::getpid());
+      ::kill(-pid, 0);
+      bool group_alive = ::kill(-pid, 0) == 0;
+      if (rest.empty() && !group_alive) break;
+      if (kill_at < 0) {
+        SignalAll(pid, SIGTERM);
+        kill_at = MonotonicMs() + std::min<int64_t>(grace_ms, 2000);
+      }
+    }
+    ::usleep(main_done || result.stopped ? 20'000 : 50'000);
+  }
+  return result;
+}
+
+}  // namespace
+
+Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
+  json::object o{{"workdir", plan.workdir},
+                 {"setup", plan.setup},
+                 {"run", plan.run},
+                 {"setup_env", EnvJson(plan.setup_env)},
+                 {"run_env", EnvJson(plan.run_env)},
+                 {"kill_grace_ms", plan.kill_grace_ms}};
+  if (!WriteFileAtomic(dir + "/run.json", json::serialize(o))) {
+    return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<RunPlan> ReadRunPlan(const std::string& dir) {
+  auto v = ParseJson(ReadWholeFile(dir + "/run.json"), dir + "/run.json");
+  if (!v.ok()) return v.status();
+  if (!v->is_object()) return Status::Invalid("run.json is not an object");
+  const json::object& o = v->as_object();
+  RunPlan plan;
+  plan.workdir = GetString(o, "workdir").value();
+  plan.setup = GetString(o, "setup").value();
+  plan.run = GetString(o, "run").value();
+  plan.setup_env = EnvFromJson(o.if_contains("setup_env"));
+  plan.run_env = EnvFromJson(o.if_contains("run_env"));
+  auto grace = GetInt(o, "kill_grace_ms", 10'000);
+  plan.kill_grace_ms = grace.ok() ? *grace : 10'000;
+  return plan;
+}
+
+Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& dir) {
+  std::string arg = "__supervise";
+  const char* argv[] = {self_exe.c_str(), arg.c_str(), dir.c_str(), nullptr};
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::Internal(std::string("fork failed: ") + strerror(errno));
+  if (pid == 0) {
+    ::setsid();
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Only async-signal-safe calls between fork and exec: the agent is multi-threaded.
+    ::syscall(SYS_close_range, 3U, ~0U, 0U);
+    int devnull = ::open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+    }
+    ::execv(self_exe.c_str(), const_cast<char**>(argv));
+    _exit(127);
+  }
+  return pid;
+}
+
+std::vector<SupervisorEvent> ParseEvents(const std::string& text) {
+  std::vector<SupervisorEvent> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    SupervisorEvent e;
+    ls >> e.kind;
+    if (e.kind == "exited") {
+      ls >> e.exit_code >> e.phase;
+      std::getline(ls, e.reason);
+      e.reason = Trim(e.reason);
+    }
+    if (!e.kind.empty()) out.push_back(e);
+  }
+  return out;
+}
+
+void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
+  std::string line = event.kind;
+  if (event.kind == "exited") {
+    line += " " + std::to_string(event.exit_code) + " " + event.phase;
+    if (!event.reason.empty()) line += " " + event.reason;
+  }
+  line += "\n";
+  int fd = ::open((dir + "/events").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t ignored = ::write(fd, line.data(), line.size());
+  (void)ignored;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+int SupervisorMain(const std::string& dir) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction sa {};
+  sa.sa_handler = OnTerm;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  {
+    std::string pid = std::to_string(::getpid()) + "\n";
+    WriteFileAtomic(dir + "/supervisor.pid", pid);
+  }
+  int log_fd = ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  auto plan = ReadRunPlan(dir);
+  if (log_fd < 0 || !plan.ok()) {
+    AppendEvent(dir, {"exited", 127, "launch", plan.ok() ? "cannot open output.log" : plan.status().message()});
+    return 1;
+  }
+  if (!plan->setup.empty() && !g_stop_requested) {
+    AppendEvent(dir, {"setting_up"});
+    StepResult r = RunStep(plan->setup, plan->workdir, plan->setup_env, log_fd, plan->kill_grace_ms);
+    if (!r.error.empty()) {
+      AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
+      return 0;
+    }
+    if (r.exit_code != 0 || r.stopped) {
+      AppendEvent(dir, {"exited", r.exit_code, "setup", r.stopped ? "stopped" : ""});
+      return 0;
+    }
+  }
+  if (g_stop_requested) {
+    AppendEvent(dir, {"exited", 143, "run", "stopped before start"});
+    return 0;
+  }
+  AppendEvent(dir, {"running"});
+  StepResult r{};
+  if (!plan->run.empty()) r = RunStep(plan->run, plan->workdir, plan->run_env, log_fd, plan->kill_grace_ms);
+  if (!r.error.empty()) {
+    AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
+  } else {
+    AppendEvent(dir, {"exited", r.exit_code, "run", r.stopped ? "stopped" : ""});
+  }
+  ::close(log_fd);
+  return 0;
+}
+
+}  // namespace berth

@@ -1,0 +1,53 @@
+// The job supervisor: a small process that runs one rank of one attempt of a job and outlives the agent.
+//
+// The agent writes <dir>/run.json and starts `berth __supervise <dir>`, which detaches into its own session,
+// becomes a child subreaper (so that every process the job leaves behind stays its descendant), runs setup
+// then run with bash in the job's workdir as a process group, with output appended to <dir>/output.log,
+// and records each step in <dir>/events (one line each: "setting_up", "running", "exited CODE PHASE
+// REASON"). SIGTERM to the supervisor stops the job: SIGTERM to all of its processes, then SIGKILL after the
+// grace period; no process of the job survives. Because the record lives in files, a restarted agent
+// re-adopts a running job and reports exits that happened while it was away.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace berth {
+
+// What the supervisor runs: written by the agent as <dir>/run.json.
+struct RunPlan {
+  std::string workdir;
+  std::string setup;
+  std::string run;
+  std::map<std::string, std::string> setup_env;  // complete environments
+  std::map<std::string, std::string> run_env;
+  int64_t kill_grace_ms = 10'000;
+};
+
+Status WriteRunPlan(const std::string& dir, const RunPlan& plan);
+Result<RunPlan> ReadRunPlan(const std::string& dir);
+
+// Starts a supervisor for `dir` (fork + exec of `self_exe __supervise dir`) and returns its pid. The child
+// starts a new session at once, so signals to the agent's process group never reach the job.
+Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& dir);
+
+// The supervisor process's main(). Returns its exit status.
+int SupervisorMain(const std::string& dir);
+
+// One line of <dir>/events.
+struct SupervisorEvent {
+  std::string kind;   // "setting_up", "running", "exited"
+  int exit_code = 0;  // for "exited"
+  std::string phase;  // "setup", "run" or "launch" for "exited"
+  std::string reason;
+};
+std::vector<SupervisorEvent> ParseEvents(const std::string& text);
+// Appends one event line to <dir>/events (O_APPEND; one write).
+void AppendEvent(const std::string& dir, const SupervisorEvent& event);
+
+}  // namespace berth

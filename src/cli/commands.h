@@ -1,0 +1,109 @@
+// The commands behind `berth`'s subcommands. Each returns the process exit status and prints errors as
+// "berth: ..." on stderr. Not thread-safe (one command per process).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/connection.h"
+
+namespace berth::cli {
+
+struct GlobalFlags {
+  std::string server;
+  std::string token;
+  std::string self_exe;
+};
+
+// --- daemons (daemons.cpp) ---
+struct ServerFlags {
+  std::string listen = "127.0.0.1:8765";
+  std::string state_dir;
+  std::string token;
+  std::string token_file;
+  bool require_token = false;
+  std::string lease = "30s";
+  std::string kill_grace = "10s";
+  std::string starvation = "10m";
+  int threads = 0;
+  std::string url_file;
+  std::string pid_file;
+};
+int RunServer(const ServerFlags& flags);
+
+struct AgentFlags {
+  std::string server;
+  std::string token;
+  std::string token_file;
+  std::string name;
+  std::string state_dir;
+  std::string gpus;
+  std::string cpus;
+  std::string memory;
+  std::string pool;
+  std::vector<std::string> labels;
+  std::string address;
+  std::string pid_file;
+};
+int RunAgent(const AgentFlags& flags, const std::string& self_exe);
+int RunSupervisor(const std::string& dir);
+
+// --- local cluster (local_cmds.cpp) ---
+int LocalUp(const LocalClusterOptions& options, const std::string& self_exe);
+int LocalDown();
+int LocalStatus(bool as_json);
+
+// --- jobs (job_cmds.cpp) ---
+struct ExecFlags {
+  std::vector<std::string> args;  // a task YAML, or a command
+  bool detach = false;
+  bool as_json = false;
+  std::string name;
+  std::string gpus;
+  std::string cpus;
+  std::string memory;
+  std::vector<std::string> envs;
+  std::optional<int> num_jobs;
+  std::optional<int> priority;
+  std::optional<int> num_nodes;
+  std::string workdir;
+};
+int Exec(const GlobalFlags& g, const ExecFlags& flags);
+
+struct QueueFlags {
+  bool all = false;
+  bool as_json = false;
+  int limit = 20;
+  std::optional<int64_t> group;
+};
+int Queue(const GlobalFlags& g, const QueueFlags& flags);
+
+struct LogsFlags {
+  int64_t id = 0;
+  bool no_follow = false;
+  std::optional<int> rank;
+  int attempt = 0;
+};
+int Logs(const GlobalFlags& g, const LogsFlags& flags);
+
+struct CancelFlags {
+  std::vector<int64_t> ids;
+  bool all = false;
+  bool all_users = false;
+  std::optional<int64_t> group;
+  bool as_json = false;
+};
+int Cancel(const GlobalFlags& g, const CancelFlags& flags);
+int Show(const GlobalFlags& g, int64_t id, bool as_json);
+
+// --- nodes (node_cmds.cpp) ---
+int Nodes(const GlobalFlags& g, bool as_json);
+int Drain(const GlobalFlags& g, const std::string& node, bool drain);
+
+// Helpers shared by the commands.
+int Fail(const Status& status);    // prints "berth: message", returns 1
+std::string CurrentUser();
+
+}  // namespace berth::cli

@@ -1,0 +1,302 @@
+#include "cli/connection.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/clock.h"
+#include "common/strings.h"
+
+namespace berth::cli {
+
+namespace {
+
+std::string ReadFileOr(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string LocalStatePath() { return BerthHome() + "/local.json"; }
+
+bool Alive(int pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// Starts `argv` detached from this terminal (own session), output appended to `log_path`.
+Result<int> SpawnDaemon(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Status::Internal("cannot open " + log_path + ": " + strerror(errno));
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::Internal(std::string("fork failed: ") + strerror(errno));
+  if (pid == 0) {
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    // Double fork: the daemon is re-parented to init and never becomes our zombie.
+    pid_t inner = ::fork();
+    if (inner != 0) _exit(inner < 0 ? 1 : 0);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ::close(log_fd);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::Internal("could not start " + args[0]);
+  return 0;
+}
+
+int ReadPidFile(const std::string& path) {
+  std::string s = Trim(ReadFileOr(path));
+  return s.empty() ? 0 : std::atoi(s.c_str());
+}
+
+bool WaitFor(const std::function<bool()>& done, DurationMs timeout_ms) {
+  int64_t deadline = MonotonicMs() + timeout_ms;
+  while (MonotonicMs() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+bool Healthy(const std::string& url) {
+  net::HttpClient client(url, "");
+  auto res = client.Request("GET", "/v1/health", "", 2000);
+  return res.ok() && (res->status == 200 || res->status == 401);
+}
+
+void TerminateAndWait(const std::vector<int>& pids, DurationMs timeout_ms) {
+  for (int pid : pids) {
+    if (Alive(pid)) ::kill(pid, SIGTERM);
+  }
+  bool gone = WaitFor(
+      [&] {
+        for (int pid : pids) {
+          if (Alive(pid)) return false;
+        }
+        return true;
+      },
+      timeout_ms);
+  if (!gone) {
+    for (int pid : pids) {
+      if (Alive(pid)) ::kill(pid, SIGKILL);
+    }
+  }
+}
+
+}  // namespace
+
+std::string BerthHome() {
+  const char* home = std::getenv("BERTH_HOME");
+  if (home && *home) return home;
+  const char* user_home = std::getenv("HOME");
+  return std::string(user_home && *user_home ? user_home : "/tmp") + "/.berth";
+}
+
+Result<LocalCluster> FindLocalCluster() {
+  std::string text = ReadFileOr(LocalStatePath());
+  if (text.empty()) return Status::NotFound("no local cluster under " + BerthHome());
+  auto v = ParseJson(text, LocalStatePath());
+  if (!v.ok() || !v->is_object()) return Status::NotFound("no local cluster under " + BerthHome());
+  const json::object& o = v->as_object();
+  LocalCluster c;
+  c.server = GetString(o, "server").value();
+  c.server_pid = static_cast<int>(GetInt(o, "server_pid", 0).value());
+  if (const auto* n = o.if_contains("nodes"); n && n->is_array()) {
+    for (const auto& x : n->as_array()) {
+      if (x.is_string()) c.nodes.emplace_back(x.as_string());
+    }
+  }
+  if (const auto* p = o.if_contains("agent_pids"); p && p->is_array()) {
+    for (const auto& x : p->as_array()) c.agent_pids.push_back(static_cast<int>(AsInt(x).value_or(0)));
+  }
+  if (c.server.empty() || !Healthy(c.server)) return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
+  return c;
+}
+
+Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalClusterOptions& options) {
+  std::string home = BerthHome();
+  std::error_code ec;
+  std::filesystem::create_directories(home + "/logs", ec);
+  if (ec) return Status::Internal("cannot create " + home + ": " + ec.message());
+  if (options.nodes < 1 || options.nodes > 256) return Status::Invalid("--nodes must be between 1 and 256");
+
+  // Reuse the previous port when there was one, so that jobs' agents and users' BERTH_SERVER keep working.
+  std::string listen = "127.0.0.1:0";
+  if (auto old = ParseJson(ReadFileOr(LocalStatePath()), "local.json"); old.ok() && old->is_object()) {
+    auto url = net::ParseUrl(GetString(old->as_object(), "server").value());
+    if (url.ok()) listen = fmt::format("127.0.0.1:{}", url->port);
+  }
+  std::string state = home + "/server";
+  std::string url_file = state + "/server.url";
+  std::filesystem::create_directories(state, ec);
+  std::filesystem::remove(url_file, ec);
+  auto start_server = [&](const std::string& addr) {
+    return SpawnDaemon({self_exe, "server", "--listen", addr, "--state-dir", state, "--url-file", url_file,
+                        "--pid-file", state + "/server.pid"},
+                       home + "/logs/server.log");
+  };
+  auto started = start_server(listen);
+  if (!started.ok()) return started.status();
+  bool up = WaitFor([&] { return !Trim(ReadFileOr(url_file)).empty(); }, 10'000);
+  if (!up && listen != "127.0.0.1:0") {
+    started = start_server("127.0.0.1:0");  // the old port is taken: take any
+    if (!started.ok()) return started.status();
+    up = WaitFor([&] { return !Trim(ReadFileOr(url_file)).empty(); }, 10'000);
+  }
+  if (!up) return Status::Unavailable("the local server did not start; see " + home + "/logs/server.log");
+  LocalCluster c;
+  c.server = Trim(ReadFileOr(url_file));
+  c.server_pid = ReadPidFile(state + "/server.pid");
+  for (int i = 0; i < options.nodes; ++i) {
+    std::string name = fmt::format("local-{}", i);
+    std::string dir = home + "/agents/" + name;
+    std::filesystem::create_directories(dir, ec);
+    std::vector<std::string> args = {self_exe, "agent", "--server", c.server, "--name", name, "--state-dir", dir,
+                                     "--pid-file", dir + "/agent.pid"};
+    if (!options.gpus.empty()) args.insert(args.end(), {"--gpus", options.gpus});
+    if (!options.cpus.empty()) args.insert(args.end(), {"--cpus", options.cpus});
+    if (!options.memory.empty()) args.insert(args.end(), {"--memory", options.memory});
+    std::filesystem::remove(dir + "/agent.pid", ec);
+    auto agent = SpawnDaemon(args, home + "/logs/agent-" + name + ".log");
+    if (!agent.ok()) return agent.status();
+    c.nodes.push_back(name);
+  }
+  // Ready when every node is UP.
+  net::HttpClient client(c.server, "");
+  bool ready = WaitFor(
+      [&] {
+        auto res = client.Request("GET", "/v1/nodes", "", 2000);
+        if (!res.ok() || res->status != 200) return false;
+        auto v = ParseJson(res->body);
+        if (!v.ok()) return false;
+        size_t up_count = 0;
+        for (const auto& n : v->as_object().at("nodes").as_array()) {
+          const auto& o = n.as_object();
+          std::string name(o.at("name").as_string());
+          if (o.at("state").as_string() == "UP" && std::find(c.nodes.begin(), c.nodes.end(), name) != c.nodes.end()) {
+            ++up_count;
+          }
+        }
+        return up_count == c.nodes.size();
+      },
+      15'000);
+  for (const auto& name : c.nodes) c.agent_pids.push_back(ReadPidFile(home + "/agents/" + name + "/agent.pid"));
+  json::array nodes;
+  for (const auto& n : c.nodes) nodes.push_back(json::value(n));
+  json::array pids;
+  for (int p : c.agent_pids) pids.push_back(p);
+  json::object record{{"server", c.server}, {"server_pid", c.server_pid}, {"nodes", std::move(nodes)},
+                      {"agent_pids", std::move(pids)}};
+  std::ofstream(LocalStatePath()) << json::serialize(record) << "\n";
+  if (!ready) {
+    return Status::Unavailable("the local agents did not come up; see " + home + "/logs/agent-*.log");
+  }
+  return c;
+}
+
+Status StopLocalCluster() {
+  std::string text = ReadFileOr(LocalStatePath());
+  std::string home = BerthHome();
+  std::vector<int> agents;
+  int server_pid = 0;
+  if (auto v = ParseJson(text, "local.json"); v.ok() && v->is_object()) {
+    server_pid = static_cast<int>(GetInt(v->as_object(), "server_pid", 0).value());
+    if (const auto* p = v->as_object().if_contains("agent_pids"); p && p->is_array()) {
+      for (const auto& x : p->as_array()) agents.push_back(static_cast<int>(AsInt(x).value_or(0)));
+    }
+  }
+  // Agents first (they stop taking work), then the jobs' supervisors (each stops its job's processes and
+  // records the exit, reported when the cluster comes back), then the server.
+  TerminateAndWait(agents, 5000);
+  std::vector<int> supervisors;
+  std::string agents_dir = home + "/agents";
+  if (DIR* d = opendir(agents_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string jobs = agents_dir + "/" + e->d_name + "/jobs";
+      DIR* j = opendir(jobs.c_str());
+      if (!j) continue;
+      while (dirent* f = readdir(j)) {
+        int pid = ReadPidFile(jobs + "/" + f->d_name + "/supervisor.pid");
+        std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
+        if (pid > 0 && cmdline.find("__supervise") != std::string::npos) supervisors.push_back(pid);
+      }
+      closedir(j);
+    }
+    closedir(d);
+  }
+  TerminateAndWait(supervisors, 15'000);
+  if (server_pid > 0) TerminateAndWait({server_pid}, 5000);
+  if (agents.empty() && server_pid == 0) return Status::NotFound("no local cluster under " + home);
+  return Status::Ok();
+}
+
+Connection::Connection(std::string server_flag, std::string token_flag, std::string self_exe)
+    : server_flag_(std::move(server_flag)), token_(std::move(token_flag)), self_exe_(std::move(self_exe)) {}
+
+Status Connection::Connect() {
+  if (token_.empty()) {
+    if (const char* t = std::getenv("BERTH_TOKEN"); t && *t) token_ = t;
+  }
+  if (token_.empty()) {
+    if (const char* f = std::getenv("BERTH_TOKEN_FILE"); f && *f) token_ = Trim(ReadFileOr(f));
+  }
+  url_ = server_flag_;
+  if (url_.empty()) {
+    if (const char* s = std::getenv("BERTH_SERVER"); s && *s) url_ = s;
+  }
+  if (url_.empty()) {
+    auto local = FindLocalCluster();
+    if (!local.ok()) {
+      fmt::print(stderr, "berth: no server configured and no local cluster running; starting one under {}\n",
+                 BerthHome());
+      auto started = StartLocalCluster(self_exe_, LocalClusterOptions{});
+      if (!started.ok()) return started.status();
+      fmt::print(stderr, "berth: local cluster up at {} (stop it with `berth local down`)\n", started->server);
+      local = started;
+    }
+    url_ = local->server;
+    if (token_.empty()) token_ = Trim(ReadFileOr(BerthHome() + "/server/token"));
+  }
+  client_ = std::make_unique<net::HttpClient>(url_, token_);
+  return Status::Ok();
+}
+
+Result<json::value> Connection::Call(const std::string& method, const std::string& target, const std::string& body,
+                                     DurationMs timeout_ms) {
+  auto res = client_->Request(method, target, body, timeout_ms);
+  if (!res.ok()) return res.status();
+  auto v = ParseJson(res->body, "server answer");
+  if (res->status >= 200 && res->status < 300) {
+    if (!v.ok()) return Status::Internal("the server sent malformed JSON");
+    return v;
+  }
+  std::string message = v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
+  Code code = res->status == 404   ? Code::kNotFound
+              : res->status == 401 ? Code::kUnauthorized
+              : res->status == 409 ? Code::kConflict
+              : res->status == 422 ? Code::kInfeasible
+              : res->status >= 500 ? Code::kInternal
+                                   : Code::kInvalidArgument;
+  return Status(code, message);
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,62 @@
+// Connection: how a user command finds and talks to a server: `--server`, then BERTH_SERVER, then the local
+// cluster of BERTH_HOME (started on demand, saying so on stderr). Also the local cluster itself
+// (`berth local up|down|status`). Not thread-safe; one per command.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/json_util.h"
+#include "common/status.h"
+#include "net/http_client.h"
+
+namespace berth::cli {
+
+// BERTH_HOME, default ~/.berth.
+std::string BerthHome();
+
+struct LocalClusterOptions {
+  int nodes = 1;
+  std::string gpus;    // "V100:4" per node; empty: discover
+  std::string cpus;    // per node; empty: this machine's
+  std::string memory;  // GiB per node; empty: this machine's
+};
+
+struct LocalCluster {
+  std::string server;
+  std::vector<std::string> nodes;
+  int server_pid = 0;
+  std::vector<int> agent_pids;
+};
+
+// The local cluster recorded under BERTH_HOME if its server answers; NotFound otherwise.
+Result<LocalCluster> FindLocalCluster();
+// Starts server + agents under BERTH_HOME and waits until every node is UP. `self_exe` is this binary.
+Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalClusterOptions& options);
+// Stops the local cluster: the jobs' supervisors (which stop the jobs), the agents, then the server.
+Status StopLocalCluster();
+
+class Connection {
+ public:
+  // `server_flag` is --server (may be empty). `token_flag` is --token (may be empty).
+  Connection(std::string server_flag, std::string token_flag, std::string self_exe);
+
+  // Resolves the server (starting the local cluster if none is configured or running).
+  Status Connect();
+  const std::string& url() const { return url_; }
+
+  // One API call; the JSON body of a 2xx answer, or an error carrying the server's message.
+  Result<json::value> Call(const std::string& method, const std::string& target, const std::string& body = "",
+                           DurationMs timeout_ms = 60'000);
+  net::HttpClient& http() { return *client_; }
+
+ private:
+  std::string server_flag_;
+  std::string token_;
+  std::string self_exe_;
+  std::string url_;
+  std::unique_ptr<net::HttpClient> client_;
+};
+
+}  // namespace berth::cli

@@ -1,0 +1,157 @@
+// `berth server`, `berth agent` and the hidden `berth __supervise`: the long-running processes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/agent.h"
+#include "agent/supervisor.h"
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/server.h"
+
+namespace berth::cli {
+
+namespace {
+
+// Blocks SIGTERM/SIGINT in every thread (call before starting any) and returns a waiter for them.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+int WaitForStopSignal(const sigset_t& set) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+bool WriteSmallFile(const std::string& path, const std::string& text) {
+  if (path.empty()) return true;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text << "\n";
+    if (!out) return false;
+  }
+  return ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+std::string ReadToken(const std::string& flag, const std::string& file) {
+  if (!flag.empty()) return flag;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    std::string t;
+    std::getline(in, t);
+    return Trim(t);
+  }
+  if (const char* env = std::getenv("BERTH_TOKEN"); env && *env) return env;
+  return "";
+}
+
+}  // namespace
+
+int RunServer(const ServerFlags& flags) {
+  SetLogPrefix("server");
+  ServerOptions options;
+  auto colon = flags.listen.rfind(':');
+  if (colon == std::string::npos) return Fail(Status::Invalid("--listen must be HOST:PORT, got '" + flags.listen + "'"));
+  options.host = flags.listen.substr(0, colon);
+  if (options.host.size() > 2 && options.host.front() == '[') options.host = options.host.substr(1, options.host.size() - 2);
+  try {
+    options.port = std::stoi(flags.listen.substr(colon + 1));
+  } catch (...) {
+    return Fail(Status::Invalid("--listen: bad port in '" + flags.listen + "'"));
+  }
+  options.state_dir = flags.state_dir;
+  options.token = ReadToken(flags.token, flags.token_file);
+  options.require_token = flags.require_token;
+  options.threads = flags.threads;
+  auto lease = ParseDuration(flags.lease);
+  auto grace = ParseDuration(flags.kill_grace);
+  auto starvation = ParseDuration(flags.starvation);
+  if (!lease || *lease < 300) return Fail(Status::Invalid("--lease: expected a duration of at least 300ms, like 30s"));
+  if (!grace) return Fail(Status::Invalid("--kill-grace: expected a duration like 10s"));
+  if (!starvation) return Fail(Status::Invalid("--starvation: expected a duration like 10m"));
+  options.lease_ms = *lease;
+  options.kill_grace_ms = *grace;
+  options.starvation_ms = *starvation;
+
+  sigset_t signals = BlockStopSignals();
+  int64_t t0 = MonotonicMs();
+  Server server(options, SystemClock::Get());
+  Status st = server.Start();
+  if (!st.ok()) return Fail(st);
+  LogInfo("ready in {} ms", MonotonicMs() - t0);
+  WriteSmallFile(flags.pid_file, std::to_string(::getpid()));
+  if (!WriteSmallFile(flags.url_file, server.url())) LogWarn("cannot write {}", flags.url_file);
+  fmt::print("berth server listening on {}\n", server.url());
+  std::fflush(stdout);
+  int sig = WaitForStopSignal(signals);
+  LogInfo("received signal {}; shutting down", sig);
+  server.Stop();
+  return 0;
+}
+
+int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
+  AgentOptions options;
+  options.server_url = flags.server.empty() ? (std::getenv("BERTH_SERVER") ? std::getenv("BERTH_SERVER") : "")
+                                            : flags.server;
+  if (options.server_url.empty()) return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
+  options.token = ReadToken(flags.token, flags.token_file);
+  options.name = flags.name;
+  options.state_dir = flags.state_dir;
+  options.gpus = flags.gpus;
+  if (!flags.cpus.empty()) {
+    auto cpus = ParseMilli(flags.cpus);
+    if (!cpus || *cpus <= 0) return Fail(Status::Invalid("--cpus: expected a positive number, got '" + flags.cpus + "'"));
+    options.cpus = *cpus;
+  }
+  if (!flags.memory.empty()) {
+    auto gib = ParseMilli(flags.memory);
+    if (!gib) return Fail(Status::Invalid("--memory: expected GiB as a number, got '" + flags.memory + "'"));
+    options.memory = *gib * kMibPerGib / 1000;
+  }
+  options.pool = flags.pool;
+  if (!options.pool.empty() && !IsValidName(options.pool)) return Fail(Status::Invalid("--pool: invalid name"));
+  for (const auto& l : flags.labels) {
+    auto eq = l.find('=');
+    if (eq == std::string::npos || !IsValidName(l.substr(0, eq)) || !IsValidName(l.substr(eq + 1))) {
+      return Fail(Status::Invalid("--label: expected key=value, got '" + l + "'"));
+    }
+    options.labels[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  options.address = flags.address;
+  options.self_exe = self_exe;
+  sigset_t signals = BlockStopSignals();
+  Agent agent(options);
+  std::thread waiter([&] {
+    WaitForStopSignal(signals);
+    agent.RequestStop();
+  });
+  WriteSmallFile(flags.pid_file, std::to_string(::getpid()));
+  Status st = agent.Run();
+  if (!st.ok()) {
+    // Wake the waiter so it can exit, then report.
+    ::kill(::getpid(), SIGTERM);
+    waiter.join();
+    return Fail(st);
+  }
+  ::kill(::getpid(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+int RunSupervisor(const std::string& dir) { return SupervisorMain(dir); }
+
+}  // namespace berth::cli

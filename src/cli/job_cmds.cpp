@@ -1,0 +1,397 @@
+// berth exec / queue / logs / cancel / show.
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "common/clock.h"
+#include "common/strings.h"
+#include "net/http.h"
+#include "spec/job_spec.h"
+
+namespace berth::cli {
+
+int Fail(const Status& status) {
+  fmt::print(stderr, "berth: {}\n", status.message());
+  return status.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+std::string CurrentUser() {
+  if (const char* u = std::getenv("USER"); u && *u) return u;
+  if (passwd* pw = getpwuid(getuid())) return pw->pw_name;
+  return "unknown";
+}
+
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos)) {
+      plain = false;
+    }
+  }
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+bool LooksLikeTaskFile(const std::string& arg) {
+  auto ends = [&](const char* suffix) {
+    std::string s(suffix);
+    return arg.size() >= s.size() && arg.compare(arg.size() - s.size(), s.size(), s) == 0;
+  };
+  std::error_code ec;
+  return ends(".yaml") || ends(".yml") || (std::filesystem::is_regular_file(arg, ec) && arg.find(' ') == std::string::npos);
+}
+
+std::string Time(const json::value& v, TimeMs now) {
+  auto t = TimeFromJson(v);
+  return t ? FormatAgo(*t, now) : "-";
+}
+
+std::string GpusOf(const json::object& job) {
+  const json::value& acc = job.at("resources").as_object().at("accelerators");
+  if (!acc.is_object() || acc.as_object().empty()) return "-";
+  const auto& [type, count] = *acc.as_object().begin();
+  std::string n = count.is_double() ? fmt::format("{}", count.as_double()) : std::to_string(AsInt(count).value_or(0));
+  return std::string(type) + ":" + n;
+}
+
+std::string NodesOf(const json::object& job) {
+  std::vector<std::string> nodes;
+  for (const auto& p : job.at("placement").as_array()) nodes.emplace_back(p.as_object().at("node").as_string());
+  return nodes.empty() ? "-" : Join(nodes, ",");
+}
+
+// Follows a job's output from `offset` until the job ends. Returns false on a connection error.
+bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow, std::string* final_status) {
+  int64_t offset = 0;
+  int current_attempt = attempt;
+  while (true) {
+    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}", id, offset, rank,
+                                     current_attempt, follow ? 20'000 : 0);
+    auto res = conn.http().Request("GET", target, "", 70'000);
+    if (!res.ok()) {
+      fmt::print(stderr, "berth: {}\n", res.status().message());
+      return false;
+    }
+    if (res->status != 200) {
+      auto v = ParseJson(res->body);
+      fmt::print(stderr, "berth: {}\n",
+                 v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body);
+      return false;
+    }
+    if (!res->body.empty()) {
+      fwrite(res->body.data(), 1, res->body.size(), stdout);
+      fflush(stdout);
+    }
+    int reported_attempt = std::atoi(res->Header("X-Berth-Attempt").c_str());
+    if (attempt == 0 && current_attempt != 0 && reported_attempt != current_attempt) {
+      // The job was requeued: follow the new attempt from its start.
+      fmt::print(stderr, "berth: job {} restarted (attempt {})\n", id, reported_attempt);
+      offset = 0;
+    } else {
+      offset = std::atoll(res->Header("X-Berth-Offset").c_str());
+    }
+    if (attempt == 0) current_attempt = reported_attempt;
+    if (final_status) *final_status = res->Header("X-Berth-Status");
+    if (res->Header("X-Berth-Done") == "1") return true;
+    if (!follow && res->body.empty()) return true;
+  }
+}
+
+}  // namespace
+
+int Exec(const GlobalFlags& g, const ExecFlags& f) {
+  if (f.args.empty()) return Fail(Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- python train.py)"));
+  JobSpec spec;
+  std::string yaml_path;
+  if (f.args.size() == 1 && LooksLikeTaskFile(f.args[0])) {
+    yaml_path = f.args[0];
+    std::ifstream in(yaml_path);
+    if (!in) return Fail(Status::Invalid("cannot read task file " + yaml_path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto parsed = ParseTaskYaml(ss.str(), yaml_path);
+    if (!parsed.ok()) return Fail(parsed.status());
+    for (const auto& w : parsed->warnings) fmt::print(stderr, "berth: warning: {}\n", w);
+    spec = parsed->spec;
+    if (spec.name.empty()) spec.name = std::filesystem::path(yaml_path).stem().string();
+  } else {
+    std::vector<std::string> quoted;
+    for (const auto& a : f.args) quoted.push_back(f.args.size() == 1 ? a : ShellQuote(a));
+    spec.run = Join(quoted, " ");
+    std::string first = Split(Trim(f.args[0]), ' ')[0];
+    spec.name = std::filesystem::path(first).filename().string();
+  }
+  if (!f.name.empty()) spec.name = f.name;
+  if (!spec.name.empty() && !IsValidName(spec.name)) {
+    // Derived names may hold odd characters; keep what is valid.
+    std::string clean;
+    for (char c : spec.name) clean += (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+    if (!f.name.empty()) return Fail(Status::Invalid("-n: invalid job name '" + f.name + "' (use letters, digits, . _ -)"));
+    spec.name = clean.empty() || clean[0] == '-' ? "job" : clean.substr(0, 128);
+  }
+  if (!f.gpus.empty()) {
+    if (f.gpus == "none" || f.gpus == "0") {
+      spec.resources.gpu_type.clear();
+      spec.resources.gpu_milli = 0;
+    } else {
+      auto acc = ParseAccelerators(f.gpus);
+      if (!acc.ok()) return Fail(Status::Invalid("--gpus: " + acc.status().message()));
+      spec.resources.gpu_type = acc->first;
+      spec.resources.gpu_milli = acc->second;
+    }
+  }
+  if (!f.cpus.empty()) {
+    auto cpus = ParseMilli(f.cpus);
+    if (!cpus) return Fail(Status::Invalid("--cpus: expected a number like 2 or 0.5, got '" + f.cpus + "'"));
+    spec.resources.cpus = *cpus;
+  }
+  if (!f.memory.empty()) {
+    auto mem = ParseMilli(f.memory);
+    if (!mem) return Fail(Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'"));
+    spec.resources.memory = *mem * kMibPerGib / 1000;
+  }
+  for (const auto& e : f.envs) {
+    auto eq = e.find('=');
+    std::string key = e.substr(0, eq);
+    std::string value;
+    if (eq == std::string::npos) {
+      const char* v = std::getenv(key.c_str());  // --env KEY passes this shell's value, like docker -e
+      if (!v) return Fail(Status::Invalid("--env " + key + ": not set here; use --env KEY=VALUE"));
+      value = v;
+    } else {
+      value = e.substr(eq + 1);
+    }
+    std::erase_if(spec.envs, [&](const auto& kv) { return kv.first == key; });
+    spec.envs.emplace_back(key, value);
+  }
+  if (f.priority) spec.priority = *f.priority;
+  if (f.num_nodes) spec.num_nodes = *f.num_nodes;
+  if (!f.workdir.empty()) spec.workdir = f.workdir;
+  // Relative workdirs are relative to where the user stands; no workdir means here (as sbatch does).
+  std::error_code ec;
+  std::filesystem::path cwd = std::filesystem::current_path(ec);
+  if (spec.workdir.empty()) {
+    spec.workdir = cwd.string();
+  } else if (std::filesystem::path(spec.workdir).is_relative()) {
+    spec.workdir = std::filesystem::weakly_canonical(cwd / spec.workdir, ec).string();
+  }
+  Status valid = ValidateSpec(spec);
+  if (!valid.ok()) return Fail(valid);
+
+  json::object body{{"spec", SpecToJson(spec)}, {"user", CurrentUser()}};
+  if (f.num_jobs) body["num_jobs"] = *f.num_jobs;
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("POST", "/v1/jobs", json::serialize(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& out = res->as_object();
+  const json::array& ids = out.at("jobs").as_array();
+  if (f.as_json) {
+    fmt::print("{}\n", json::serialize(json::object{{"group", out.at("group")}, {"jobs", ids}}));
+  } else if (!out.at("group").is_null()) {
+    fmt::print("Submitted group {}: jobs {}-{} ({} jobs).\n", AsInt(out.at("group")).value(), AsInt(ids.front()).value(),
+               AsInt(ids.back()).value(), ids.size());
+  } else {
+    fmt::print(f.detach ? stdout : stderr, "Job {} submitted ({}).\n", AsInt(ids.front()).value(), spec.name);
+  }
+  std::fflush(stdout);
+  if (f.detach || ids.size() != 1) return 0;
+
+  int64_t id = AsInt(ids.front()).value();
+  std::string status;
+  if (!FollowLogs(conn, id, 0, 0, true, &status)) return 1;
+  auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+  if (!job.ok()) return Fail(job.status());
+  const json::object& j = job->as_object();
+  status = std::string(j.at("status").as_string());
+  if (status == "SUCCEEDED") return 0;
+  fmt::print(stderr, "berth: job {} {}: {}\n", id, status, std::string(j.at("reason").as_string()));
+  auto code = AsInt(j.at("exit_code"));
+  return code && *code > 0 && *code < 256 ? static_cast<int>(*code) : 1;
+}
+
+int Queue(const GlobalFlags& g, const QueueFlags& f) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  std::string target = fmt::format("/v1/jobs?limit={}", f.all ? 0 : f.limit);
+  if (f.all) target += "&all=1";
+  if (f.group) target += fmt::format("&group={}", *f.group);
+  auto res = conn.Call("GET", target);
+  if (!res.ok()) return Fail(res.status());
+  const json::array& jobs = res->as_object().at("jobs").as_array();
+  if (f.as_json) {
+    fmt::print("{}\n", json::serialize(jobs));
+    return 0;
+  }
+  bool grouped = false;
+  for (const auto& j : jobs) grouped = grouped || !j.as_object().at("group").is_null();
+  std::vector<std::string> header = {"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"};
+  if (grouped) header.insert(header.begin() + 2, {"GROUP", "RANK"});
+  Table table(header);
+  TimeMs now = SystemClock::Get().Now();
+  for (const auto& jv : jobs) {
+    const json::object& j = jv.as_object();
+    std::vector<std::string> row = {std::to_string(AsInt(j.at("id")).value()), std::string(j.at("name").as_string()),
+                                    std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now),
+                                    Time(j.at("started_at"), now), std::string(j.at("status").as_string()),
+                                    GpusOf(j), NodesOf(j)};
+    if (grouped) {
+      row.insert(row.begin() + 2, {j.at("group").is_null() ? "-" : std::to_string(AsInt(j.at("group")).value()),
+                                   j.at("rank").is_null() ? "-" : std::to_string(AsInt(j.at("rank")).value())});
+    }
+    table.Add(row);
+  }
+  fmt::print("{}", table.Render());
+  return 0;
+}
+
+int Logs(const GlobalFlags& g, const LogsFlags& f) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", f.id));
+  if (!job.ok()) return Fail(job.status());
+  int num_nodes = static_cast<int>(AsInt(job->as_object().at("num_nodes")).value_or(1));
+  if (f.rank && (*f.rank < 0 || *f.rank >= num_nodes)) {
+    return Fail(Status::Invalid(fmt::format("--rank: job {} has ranks 0..{}", f.id, num_nodes - 1)));
+  }
+  return FollowLogs(conn, f.id, f.rank.value_or(0), f.attempt, !f.no_follow, nullptr) ? 0 : 1;
+}
+
+int Cancel(const GlobalFlags& g, const CancelFlags& f) {
+  if (f.ids.empty() && !f.all && !f.all_users && !f.group) {
+    return Fail(Status::Invalid("cancel: give job ids, --group G or --all"));
+  }
+  json::object body{{"user", CurrentUser()}};
+  if (!f.ids.empty()) {
+    json::array ids;
+    for (auto id : f.ids) ids.push_back(id);
+    body["ids"] = std::move(ids);
+  }
+  if (f.all) body["all"] = true;
+  if (f.all_users) body["all_users"] = true;
+  if (f.group) body["group"] = *f.group;
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("POST", "/v1/jobs/cancel", json::serialize(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  if (f.as_json) {
+    fmt::print("{}\n", json::serialize(o));
+  } else {
+    auto list = [](const json::array& a) {
+      std::vector<std::string> s;
+      for (const auto& x : a) s.push_back(std::to_string(AsInt(x).value_or(0)));
+      return Join(s, ", ");
+    };
+    const auto& cancelled = o.at("cancelled").as_array();
+    if (!cancelled.empty()) fmt::print("Cancelled {}: {}\n", cancelled.size() == 1 ? "job" : "jobs", list(cancelled));
+    if (cancelled.empty() && f.ids.empty()) fmt::print("No active jobs to cancel.\n");
+    if (!o.at("already_finished").as_array().empty()) {
+      fmt::print("Already finished: {}\n", list(o.at("already_finished").as_array()));
+    }
+    if (!o.at("not_found").as_array().empty()) {
+      fmt::print(stderr, "berth: no such job: {}\n", list(o.at("not_found").as_array()));
+    }
+  }
+  return o.at("not_found").as_array().empty() ? 0 : 1;
+}
+
+int Show(const GlobalFlags& g, int64_t id, bool as_json) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& j = res->as_object();
+  if (as_json) {
+    fmt::print("{}\n", json::serialize(j));
+    return 0;
+  }
+  auto str = [&](const char* key) {
+    const json::value& v = j.at(key);
+    if (v.is_null()) return std::string("-");
+    if (v.is_string()) return std::string(v.as_string());
+    return json::serialize(v);
+  };
+  const json::object& r = j.at("resources").as_object();
+  fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
+  fmt::print("  status:     {}   attempt {}\n", str("status"), str("attempt"));
+  fmt::print("  reason:     {}\n", str("reason"));
+  fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n", str("num_nodes"), GpusOf(j),
+             json::serialize(r.at("cpus")), json::serialize(r.at("memory")), str("priority"));
+  if (!j.at("group").is_null()) fmt::print("  group:      {} rank {}\n", str("group"), str("rank"));
+  fmt::print("  submitted:  {}\n  started:    {}\n  ended:      {}\n  exit code:  {}\n", str("submitted_at"),
+             str("started_at"), str("ended_at"), str("exit_code"));
+  for (const auto& p : j.at("placement").as_array()) {
+    const json::object& po = p.as_object();
+    std::vector<std::string> gpus;
+    for (const auto& d : po.at("gpus").as_array()) gpus.push_back(std::to_string(AsInt(d).value_or(0)));
+    fmt::print("  placement:  rank {} on {}  CUDA_VISIBLE_DEVICES={}\n", AsInt(po.at("rank")).value_or(0),
+               std::string(po.at("node").as_string()), gpus.empty() ? "(none)" : Join(gpus, ","));
+  }
+  if (const auto* spec = j.if_contains("spec"); spec && spec->is_object()) {
+    const json::object& s = spec->as_object();
+    if (s.contains("workdir")) fmt::print("  workdir:    {}\n", std::string(s.at("workdir").as_string()));
+    if (s.contains("setup") && !s.at("setup").as_string().empty()) {
+      fmt::print("  setup:      {}\n", std::string(s.at("setup").as_string()));
+    }
+    if (s.contains("run")) fmt::print("  run:        {}\n", std::string(s.at("run").as_string()));
+  }
+  if (const auto* attempts = j.if_contains("attempts"); attempts && !attempts->as_array().empty()) {
+    fmt::print("Attempts:\n");
+    Table t({"  ATTEMPT", "NODES", "GPUS", "PLACED", "ENDED", "OUTCOME", "EXIT", "REASON"});
+    for (const auto& av : attempts->as_array()) {
+      const json::object& a = av.as_object();
+      std::vector<std::string> nodes;
+      std::vector<std::string> gpus;
+      for (const auto& p : a.at("placement").as_array()) {
+        nodes.emplace_back(p.as_object().at("node").as_string());
+        std::vector<std::string> d;
+        for (const auto& x : p.as_object().at("gpus").as_array()) d.push_back(std::to_string(AsInt(x).value_or(0)));
+        gpus.push_back(d.empty() ? "-" : Join(d, ","));
+      }
+      auto s = [&](const char* k) {
+        const json::value& v = a.at(k);
+        return v.is_null() ? std::string("-") : v.is_string() ? std::string(v.as_string()) : json::serialize(v);
+      };
+      t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
+             a.at("outcome").is_null() ? "(current)" : s("outcome"), s("exit_code"), s("reason")});
+    }
+    fmt::print("{}", t.Render());
+  }
+  if (const auto* events = j.if_contains("events"); events) {
+    fmt::print("Events:\n");
+    Table t({"  AT", "STATUS", "ATTEMPT", "REASON"});
+    for (const auto& ev : events->as_array()) {
+      const json::object& e = ev.as_object();
+      t.Add({"  " + std::string(e.at("at").as_string()), std::string(e.at("status").as_string()),
+             std::to_string(AsInt(e.at("attempt")).value_or(0)), std::string(e.at("reason").as_string())});
+    }
+    fmt::print("{}", t.Render());
+  }
+  return 0;
+}
+
+}  // namespace berth::cli

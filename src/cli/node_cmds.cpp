@@ -1,0 +1,115 @@
+// berth nodes / drain / undrain, and berth local up / down / status.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "common/strings.h"
+#include "net/http.h"
+
+namespace berth::cli {
+
+namespace {
+
+std::string Num(const json::value& v) {
+  if (v.is_double()) {
+    std::string s = fmt::format("{:.2f}", v.as_double());
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+    return s;
+  }
+  return json::serialize(v);
+}
+
+std::string GpuSummary(const json::object& free, const json::object& cap) {
+  std::vector<std::string> parts;
+  for (const auto& [type, total] : cap) {
+    const json::value* f = free.if_contains(type);
+    parts.push_back(fmt::format("{} {}/{}", std::string(type), f ? Num(*f) : "0", Num(total)));
+  }
+  return parts.empty() ? "-" : Join(parts, ", ");
+}
+
+}  // namespace
+
+int Nodes(const GlobalFlags& g, bool as_json) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("GET", "/v1/nodes");
+  if (!res.ok()) return Fail(res.status());
+  const json::array& nodes = res->as_object().at("nodes").as_array();
+  if (as_json) {
+    fmt::print("{}\n", json::serialize(nodes));
+    return 0;
+  }
+  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)", "MEMORY GiB (free/total)",
+           "ADDRESS"});
+  for (const auto& nv : nodes) {
+    const json::object& n = nv.as_object();
+    const json::object& cap = n.at("capacity").as_object();
+    const json::object& free = n.at("free").as_object();
+    std::vector<std::string> labels;
+    for (const auto& [k, v] : n.at("labels").as_object()) labels.push_back(std::string(k) + "=" + std::string(v.as_string()));
+    std::string state(n.at("state").as_string());
+    if (state == "DOWN" && n.at("down_since").is_string()) state += " since " + std::string(n.at("down_since").as_string());
+    std::string pool(n.at("pool").as_string());
+    t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool,
+           labels.empty() ? "-" : Join(labels, ","), GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
+           Num(free.at("cpus")) + "/" + Num(cap.at("cpus")), Num(free.at("memory")) + "/" + Num(cap.at("memory")),
+           std::string(n.at("address").as_string())});
+  }
+  fmt::print("{}", t.Render());
+  return 0;
+}
+
+int Drain(const GlobalFlags& g, const std::string& node, bool drain) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) + (drain ? "/drain" : "/undrain"));
+  if (!res.ok()) return Fail(res.status());
+  fmt::print("Node {} is {}.\n", node, std::string(res->as_object().at("state").as_string()));
+  return 0;
+}
+
+int LocalUp(const LocalClusterOptions& options, const std::string& self_exe) {
+  if (auto running = FindLocalCluster(); running.ok()) {
+    fmt::print(stderr, "berth: a local cluster is already running at {} ({} node(s)); `berth local down` stops it\n",
+               running->server, running->nodes.size());
+    return 0;
+  }
+  auto c = StartLocalCluster(self_exe, options);
+  if (!c.ok()) return Fail(c.status());
+  fmt::print("Local cluster up at {} with {} node(s): {}\n", c->server, c->nodes.size(), Join(c->nodes, ", "));
+  fmt::print("State and logs are under {}.\n", BerthHome());
+  return 0;
+}
+
+int LocalDown() {
+  Status st = StopLocalCluster();
+  if (!st.ok()) return Fail(st);
+  fmt::print("Local cluster under {} stopped.\n", BerthHome());
+  return 0;
+}
+
+int LocalStatus(bool as_json) {
+  auto c = FindLocalCluster();
+  if (!c.ok()) {
+    if (as_json) {
+      fmt::print("{}\n", json::serialize(json::object{{"server", nullptr}, {"nodes", json::array{}}}));
+      return 1;
+    }
+    return Fail(c.status());
+  }
+  if (as_json) {
+    json::array nodes;
+    for (const auto& n : c->nodes) nodes.push_back(json::value(n));
+    fmt::print("{}\n", json::serialize(json::object{{"server", c->server}, {"nodes", std::move(nodes)},
+                                                    {"home", BerthHome()}}));
+  } else {
+    fmt::print("Local cluster at {} with node(s) {} (state under {}).\n", c->server, Join(c->nodes, ", "), BerthHome());
+  }
+  return 0;
+}
+
+}  // namespace berth::cli
