@@ -1,0 +1,335 @@
+#include "scenario_runner.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "common/quantity.h"
+#include "common/strings.h"
+#include "sched/scheduler.h"
+#include "sched_testing.h"
+
+namespace berth::sched::testing {
+namespace {
+
+class Script {
+ public:
+  explicit Script(std::string name) : name_(std::move(name)) {}
+
+  // Runs one command line and returns what it prints (without the "> " prefix).
+  std::vector<std::string> Run(const std::string& line, int line_no);
+
+ private:
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw ScenarioError(name_ + ":" + std::to_string(line_no_) + ": " + what);
+  }
+  // Splits "key=value" options; bare words (like `draining`) map to "".
+  std::map<std::string, std::string> Options(const std::vector<std::string>& words, size_t from);
+  MilliCpu Cpus(const std::string& text) const;
+  Mib Memory(const std::string& text) const;
+  int64_t Integer(const std::string& text) const;
+  std::map<std::string, std::string> Labels(const std::string& text) const;
+  JobRequest Request(JobId id, const std::map<std::string, std::string>& options) const;
+
+  void AddNode(const std::vector<std::string>& words);
+  void AddRunning(const std::vector<std::string>& words);
+  void AddPending(const std::vector<std::string>& words);
+  std::vector<std::string> RunPass();
+  std::vector<std::string> Check(const std::vector<std::string>& words);
+
+  std::string name_;
+  int line_no_ = 0;
+  Snapshot snapshot_;
+  std::optional<PassResult> last_pass_;
+};
+
+std::vector<std::string> Script::Run(const std::string& line, int line_no) {
+  line_no_ = line_no;
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  const std::string& cmd = words[0];
+  if (cmd == "node") {
+    AddNode(words);
+  } else if (cmd == "running") {
+    AddRunning(words);
+  } else if (cmd == "pending") {
+    AddPending(words);
+  } else if (cmd == "schedule") {
+    return RunPass();
+  } else if (cmd == "apply") {
+    if (!last_pass_) Fail("apply without a schedule before it");
+    Apply(snapshot_, *last_pass_);
+    last_pass_.reset();
+  } else if (cmd == "finish" || cmd == "cancel") {
+    if (words.size() < 2) Fail(cmd + " needs job ids");
+    for (size_t i = 1; i < words.size(); ++i) {
+      const JobId id = Integer(words[i]);
+      if (cmd == "finish") {
+        if (!Finish(snapshot_, id)) Fail("job " + words[i] + " is not running");
+        continue;
+      }
+      auto it = std::find_if(snapshot_.pending.begin(), snapshot_.pending.end(),
+                             [&](const JobRequest& j) { return j.id == id; });
+      if (it == snapshot_.pending.end()) Fail("job " + words[i] + " is not pending");
+      snapshot_.pending.erase(it);
+    }
+    last_pass_.reset();  // decisions about a queue that changed must not be applied
+  } else if (cmd == "drain" || cmd == "resume") {
+    if (words.size() != 2) Fail(cmd + " needs one node name");
+    for (NodeView& n : snapshot_.nodes) {
+      if (n.name == words[1]) {
+        n.schedulable = cmd == "resume";
+        return {};
+      }
+    }
+    Fail("no node " + words[1]);
+  } else if (cmd == "nodes") {
+    std::vector<NodeView> nodes = snapshot_.nodes;
+    std::sort(nodes.begin(), nodes.end(),
+              [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
+    std::vector<std::string> out;
+    for (const NodeView& n : nodes) out.push_back(FormatNode(n));
+    return out;
+  } else if (cmd == "check") {
+    return Check(words);
+  } else {
+    Fail("unknown command '" + cmd + "'");
+  }
+  return {};
+}
+
+std::map<std::string, std::string> Script::Options(const std::vector<std::string>& words,
+                                                   size_t from) {
+  std::map<std::string, std::string> options;
+  for (size_t i = from; i < words.size(); ++i) {
+    const size_t eq = words[i].find('=');
+    std::string key = words[i].substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : words[i].substr(eq + 1);
+    if (!options.emplace(key, value).second) Fail("option '" + key + "' given twice");
+  }
+  return options;
+}
+
+MilliCpu Script::Cpus(const std::string& text) const {
+  std::optional<int64_t> milli = ParseMilli(text);
+  if (!milli) Fail("bad CPU count '" + text + "'");
+  return *milli;
+}
+
+Mib Script::Memory(const std::string& text) const {
+  if (text.empty()) Fail("empty memory size");
+  std::string number = text;
+  Mib unit = kMibPerGib;
+  if (number.back() == 'G') {
+    number.pop_back();
+  } else if (number.back() == 'M') {
+    number.pop_back();
+    unit = 1;
+  }
+  std::optional<int64_t> milli = ParseMilli(number);
+  if (!milli || (*milli * unit) % 1000 != 0) Fail("bad memory size '" + text + "'");
+  return *milli * unit / 1000;
+}
+
+int64_t Script::Integer(const std::string& text) const {
+  const bool negative = !text.empty() && text[0] == '-';  // priorities may be negative
+  std::optional<int64_t> milli = ParseMilli(negative ? text.substr(1) : text);
+  if (!milli || *milli % 1000 != 0 || text.back() == '+') Fail("bad integer '" + text + "'");
+  return (negative ? -*milli : *milli) / 1000;
+}
+
+std::map<std::string, std::string> Script::Labels(const std::string& text) const {
+  std::map<std::string, std::string> labels;
+  for (const std::string& pair : Split(text, ',')) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) Fail("bad label '" + pair + "' (want key=value)");
+    labels[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  return labels;
+}
+
+JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& options) const {
+  JobRequest job;
+  job.id = id;
+  for (const auto& [key, value] : options) {
+    if (key == "prio") {
+      job.priority = static_cast<int>(Integer(value));
+    } else if (key == "gpus") {
+      const size_t colon = value.find(':');
+      if (colon == std::string::npos || colon == 0) Fail("bad gpus '" + value + "' (want T4:0.5)");
+      job.per_node.gpu_type = value.substr(0, colon);
+      job.per_node.gpu_milli = Cpus(value.substr(colon + 1));
+    } else if (key == "cpus") {
+      job.per_node.cpus = Cpus(value);
+    } else if (key == "mem") {
+      job.per_node.memory = Memory(value);
+    } else if (key == "nodes") {
+      job.num_nodes = static_cast<int>(Integer(value));
+    } else if (key == "pool") {
+      job.pool = value;
+    } else if (key == "selector") {
+      job.node_selector = Labels(value);
+    } else if (key == "exclusive") {
+      job.exclusive = value;
+    } else {
+      Fail("unknown job option '" + key + "'");
+    }
+  }
+  return job;
+}
+
+void Script::AddNode(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("node needs a name");
+  NodeView node;
+  node.name = words[1];
+  for (const auto& [key, value] : Options(words, 2)) {
+    if (key == "cpus") {
+      node.cpus_total = node.cpus_free = Cpus(value);
+    } else if (key == "mem") {
+      node.memory_total = node.memory_free = Memory(value);
+    } else if (key == "gpus") {
+      for (const std::string& group : Split(value, ',')) {
+        const size_t colon = group.find(':');
+        if (colon == std::string::npos || colon == 0)
+          Fail("bad gpus '" + group + "' (want V100:4)");
+        AddGpus(node, group.substr(0, colon), static_cast<int>(Integer(group.substr(colon + 1))));
+      }
+    } else if (key == "pool") {
+      node.pool = value;
+    } else if (key == "labels") {
+      node.labels = Labels(value);
+    } else if (key == "draining") {
+      node.schedulable = false;
+    } else {
+      Fail("unknown node option '" + key + "'");
+    }
+  }
+  for (const NodeView& n : snapshot_.nodes) {
+    if (n.name == node.name) Fail("node " + node.name + " declared twice");
+  }
+  snapshot_.nodes.push_back(std::move(node));
+}
+
+void Script::AddRunning(const std::vector<std::string>& words) {
+  if (words.size() < 4) Fail("running needs an id and 'on NODE'");
+  RunningJob job;
+  job.id = Integer(words[1]);
+  auto on = std::find(words.begin(), words.end(), "on");
+  if (on == words.end()) Fail("running needs 'on NODE'");
+  const std::vector<std::string> head(words.begin(), on);
+  for (const auto& [key, value] : Options(head, 2)) {
+    if (key == "prio") {
+      job.priority = static_cast<int>(Integer(value));
+    } else if (key == "cpus") {
+      job.per_node.cpus = Cpus(value);
+    } else if (key == "mem") {
+      job.per_node.memory = Memory(value);
+    } else if (key == "exclusive") {
+      job.exclusive = value;
+    } else {
+      Fail("unknown running option '" + key + "'");
+    }
+  }
+  // The rest: "on NODE [gpus=...]" repeated, one per node of the job, in rank order.
+  for (auto it = on; it != words.end();) {
+    if (*it != "on" || it + 1 == words.end()) Fail("expected 'on NODE'");
+    NodeGrant grant;
+    grant.node = *(it + 1);
+    grant.rank = static_cast<int>(job.placement.size());
+    it += 2;
+    if (it != words.end() && StartsWith(*it, "gpus=")) {
+      for (const std::string& item : Split(it->substr(5), ',')) {
+        const size_t colon = item.find(':');
+        GpuGrant g;
+        g.index = static_cast<int>(Integer(item.substr(0, colon)));
+        g.milli = colon == std::string::npos ? kMilliPerGpu : Cpus(item.substr(colon + 1));
+        grant.gpus.push_back(g);
+      }
+      ++it;
+    }
+    job.placement.push_back(std::move(grant));
+  }
+  // The job's GPU request as the scheduler would see it, from what it holds on its first node.
+  const NodeGrant& first = job.placement.front();
+  NodeView* node = nullptr;
+  for (NodeView& n : snapshot_.nodes) {
+    if (n.name == first.node) node = &n;
+  }
+  for (const NodeGrant& g : job.placement) {
+    if (std::none_of(snapshot_.nodes.begin(), snapshot_.nodes.end(),
+                     [&](const NodeView& n) { return n.name == g.node; })) {
+      Fail("no node " + g.node);
+    }
+  }
+  for (const GpuGrant& g : first.gpus) {
+    job.per_node.gpu_milli += g.milli;
+    for (const Device& d : node->gpus) {
+      if (d.index == g.index) job.per_node.gpu_type = d.type;
+    }
+  }
+  std::string problems = Hold(snapshot_, job);
+  if (!problems.empty()) Fail("running job does not fit:" + problems);
+}
+
+void Script::AddPending(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("pending needs an id");
+  JobId first = 0;
+  JobId last = 0;
+  const size_t dots = words[1].find("..");
+  if (dots == std::string::npos) {
+    first = last = Integer(words[1]);
+  } else {
+    first = Integer(words[1].substr(0, dots));
+    last = Integer(words[1].substr(dots + 2));
+    if (last < first) Fail("empty id range " + words[1]);
+  }
+  const std::map<std::string, std::string> options = Options(words, 2);
+  for (JobId id = first; id <= last; ++id) {
+    for (const JobRequest& j : snapshot_.pending) {
+      if (j.id == id) Fail("job " + std::to_string(id) + " is already pending");
+    }
+    snapshot_.pending.push_back(Request(id, options));
+  }
+}
+
+std::vector<std::string> Script::RunPass() {
+  PassResult result = Schedule(snapshot_, Config{});
+  std::vector<std::string> out = FormatDecisions(result);
+  for (const std::string& broken : CheckInvariants(snapshot_, result)) {
+    out.push_back("BROKEN: " + broken);
+  }
+  last_pass_ = std::move(result);
+  return out;
+}
+
+std::vector<std::string> Script::Check(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("check needs an id");
+  const JobRequest job = Request(Integer(words[1]), Options(words, 2));
+  Status status = CheckFeasible(snapshot_.nodes, job);
+  if (status.ok()) return {"feasible"};
+  if (status.code() == Code::kInfeasible) return {"infeasible: " + status.message()};
+  return {"error: " + status.message()};
+}
+
+}  // namespace
+
+std::string RunScenario(const std::string& name, const std::string& script) {
+  Script runner(name);
+  std::string out;
+  std::istringstream in(script);
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    const std::string trimmed = Trim(line);
+    if (StartsWith(trimmed, ">")) continue;  // the old output; replaced below
+    out += line + "\n";
+    if (trimmed.empty() || trimmed[0] == '#') continue;
+    for (const std::string& printed : runner.Run(trimmed, line_no)) out += "> " + printed + "\n";
+  }
+  return out;
+}
+
+}  // namespace berth::sched::testing
