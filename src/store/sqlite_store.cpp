@@ -1,0 +1,643 @@
+#include "store/sqlite_store.h"
+
+#include <algorithm>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <iterator>
+#include <numeric>
+#include <string_view>
+#include <utility>
+
+#include "store/schema.h"
+
+namespace berth {
+namespace {
+
+namespace json = boost::json;
+
+// Active and finished jobs, each read through the (active, id) index. `active` is written from
+// IsTerminal() (Submit, UpdateJob), the one definition of which statuses are finished.
+constexpr std::string_view kActiveWhere = "active = 1";
+constexpr std::string_view kFinishedWhere = "active = 0";
+
+// The columns every job query selects, in the order ReadJob reads them.
+constexpr std::string_view kJobColumns =
+    "id, spec_id, group_id, rank, name, user, priority, num_nodes, cpus_milli, memory_mib, "
+    "gpu_type, gpu_milli, status, reason, attempt, submitted_at, started_at, ended_at, exit_code, "
+    "placement";
+
+// SQLite reads a negative LIMIT as "no limit".
+constexpr int64_t kNoLimit = -1;
+
+std::optional<int64_t> ToOpt(const std::optional<int>& v) {
+  if (!v) return std::nullopt;
+  return *v;
+}
+
+std::optional<int> ToOptInt(const std::optional<int64_t>& v) {
+  if (!v) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+// ---- JSON columns ----
+// Written and read only here. Decoding never throws: a malformed column (a hand-edited file, a bug)
+// is an error naming the row, not a crash of the server.
+
+std::string EncodePlacement(const Placement& placement) {
+  if (placement.empty()) return "[]";  // every pending job: skip building a JSON value
+  json::array nodes;
+  nodes.reserve(placement.size());
+  for (const NodeGrant& grant : placement) {
+    json::array gpus;
+    gpus.reserve(grant.gpus.size());
+    for (const GpuGrant& gpu : grant.gpus) {
+      gpus.push_back(json::object{{"index", gpu.index}, {"milli", gpu.milli}});
+    }
+    nodes.push_back(
+        json::object{{"node", grant.node}, {"rank", grant.rank}, {"gpus", std::move(gpus)}});
+  }
+  return json::serialize(nodes);
+}
+
+std::string EncodeLabels(const std::map<std::string, std::string>& labels) {
+  json::object o;
+  for (const auto& [key, value] : labels) o[key] = value;
+  return json::serialize(o);
+}
+
+std::string EncodeGpus(const std::vector<GpuDevice>& gpus) {
+  json::array a;
+  a.reserve(gpus.size());
+  for (const GpuDevice& gpu : gpus)
+    a.push_back(json::object{{"index", gpu.index}, {"type", gpu.type}});
+  return json::serialize(a);
+}
+
+Result<json::value> ParseJson(const std::string& text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) return Status::Internal("invalid JSON (" + ec.message() + "): " + text);
+  return v;
+}
+
+std::optional<int64_t> IntField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr) return std::nullopt;
+  if (const int64_t* i = v->if_int64()) return *i;
+  if (const uint64_t* u = v->if_uint64(); u != nullptr && *u <= INT64_MAX)
+    return static_cast<int64_t>(*u);
+  return std::nullopt;
+}
+
+const json::string* StringField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v == nullptr ? nullptr : v->if_string();
+}
+
+Result<Placement> DecodePlacement(const std::string& text) {
+  Result<json::value> v = ParseJson(text);
+  if (!v.ok()) return v.status();
+  const json::array* nodes = v->if_array();
+  if (nodes == nullptr) return Status::Internal("placement is not a JSON array: " + text);
+  Placement placement;
+  placement.reserve(nodes->size());
+  for (const json::value& n : *nodes) {
+    const json::object* o = n.if_object();
+    const json::string* node = o ? StringField(*o, "node") : nullptr;
+    std::optional<int64_t> rank = o ? IntField(*o, "rank") : std::nullopt;
+    const json::value* gpus_value = o ? o->if_contains("gpus") : nullptr;
+    const json::array* gpus = gpus_value ? gpus_value->if_array() : nullptr;
+    if (node == nullptr || !rank || gpus == nullptr) {
+      return Status::Internal("placement entry needs node, rank and gpus: " + text);
+    }
+    NodeGrant grant{.node = std::string(*node), .rank = static_cast<int>(*rank), .gpus = {}};
+    for (const json::value& g : *gpus) {
+      const json::object* go = g.if_object();
+      std::optional<int64_t> index = go ? IntField(*go, "index") : std::nullopt;
+      std::optional<int64_t> milli = go ? IntField(*go, "milli") : std::nullopt;
+      if (!index || !milli) return Status::Internal("placement GPU needs index and milli: " + text);
+      grant.gpus.push_back(GpuGrant{.index = static_cast<int>(*index), .milli = *milli});
+    }
+    placement.push_back(std::move(grant));
+  }
+  return placement;
+}
+
+Result<std::map<std::string, std::string>> DecodeLabels(const std::string& text) {
+  Result<json::value> v = ParseJson(text);
+  if (!v.ok()) return v.status();
+  const json::object* o = v->if_object();
+  if (o == nullptr) return Status::Internal("labels are not a JSON object: " + text);
+  std::map<std::string, std::string> labels;
+  for (const auto& entry : *o) {
+    const json::string* value = entry.value().if_string();
+    if (value == nullptr) return Status::Internal("label values must be strings: " + text);
+    labels.emplace(std::string(entry.key()), std::string(*value));
+  }
+  return labels;
+}
+
+Result<std::vector<GpuDevice>> DecodeGpus(const std::string& text) {
+  Result<json::value> v = ParseJson(text);
+  if (!v.ok()) return v.status();
+  const json::array* a = v->if_array();
+  if (a == nullptr) return Status::Internal("gpus are not a JSON array: " + text);
+  std::vector<GpuDevice> gpus;
+  gpus.reserve(a->size());
+  for (const json::value& g : *a) {
+    const json::object* o = g.if_object();
+    std::optional<int64_t> index = o ? IntField(*o, "index") : std::nullopt;
+    const json::string* type = o ? StringField(*o, "type") : nullptr;
+    if (!index || type == nullptr) return Status::Internal("GPU needs index and type: " + text);
+    gpus.push_back(GpuDevice{.index = static_cast<int>(*index), .type = std::string(*type)});
+  }
+  return gpus;
+}
+
+// ---- Rows ----
+
+Status Corrupt(const SqliteDb& db, const std::string& what, const Status& cause) {
+  return Status::Internal(db.path() + ": " + what + ": " + cause.message());
+}
+
+// Reads the current row of a statement that selected kJobColumns.
+Result<JobRow> ReadJob(const SqliteDb& db, const Statement& s) {
+  JobRow job;
+  job.id = s.Int(0);
+  job.spec_id = s.Int(1);
+  job.group = s.OptInt(2);
+  job.rank = ToOptInt(s.OptInt(3));
+  job.name = s.Text(4);
+  job.user = s.Text(5);
+  job.priority = static_cast<int>(s.Int(6));
+  job.num_nodes = static_cast<int>(s.Int(7));
+  job.resources.cpus = s.Int(8);
+  job.resources.memory = s.Int(9);
+  job.resources.gpu_type = s.Text(10);
+  job.resources.gpu_milli = s.Int(11);
+  std::string status = s.Text(12);
+  std::optional<JobStatus> parsed = ParseJobStatus(status);
+  if (!parsed) {
+    return Status::Internal(db.path() + ": job " + std::to_string(job.id) + ": unknown status \"" +
+                            status + "\"");
+  }
+  job.status = *parsed;
+  job.reason = s.Text(13);
+  job.attempt = static_cast<int>(s.Int(14));
+  job.submitted_at = s.Int(15);
+  job.started_at = s.OptInt(16);
+  job.ended_at = s.OptInt(17);
+  job.exit_code = ToOptInt(s.OptInt(18));
+  Result<Placement> placement = DecodePlacement(s.Text(19));
+  if (!placement.ok()) return Corrupt(db, "job " + std::to_string(job.id), placement.status());
+  job.placement = std::move(*placement);
+  return job;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  Result<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(*store));
+}
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  Result<std::unique_ptr<SqliteDb>> opened = SqliteDb::Open(path);
+  if (!opened.ok()) return opened.status();
+  SqliteDb& db = **opened;
+
+  // Set before anything else touches the file, so that even the pragmas below wait for a busy lock.
+  BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA busy_timeout = " + std::to_string(kBusyTimeoutMs)));
+  // WAL: readers never block the writer, a commit is one append, and a kill -9 loses nothing that
+  // committed (the WAL is replayed on the next open). The mode is persistent in the file.
+  Result<std::string> mode = db.QueryText("PRAGMA journal_mode = WAL");
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal") {
+    return Status::Internal(path + ": cannot switch the database to WAL mode (it stays in \"" +
+                            *mode + "\" mode)");
+  }
+  // NORMAL (not FULL): with WAL, commits no longer fsync; the WAL is synced at checkpoints.
+  // Committed transactions survive a process crash; a power loss may drop the last few, never
+  // corrupt the file.
+  BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous = NORMAL"));
+  // Off by default and per connection; without it the schema's REFERENCES clauses are ignored.
+  BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = ON"));
+  // A 100k-job submit writes tens of MiB of WAL; once checkpointed, shrink the file back to this.
+  BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit = 67108864"));
+  BERTH_RETURN_IF_ERROR(MigrateSchema(db));
+
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*opened)));
+}
+
+Result<SubmitResult> SqliteStore::Submit(const Submission& submission) {
+  if (submission.count < 1) {
+    return Status::Invalid("submit: the number of jobs must be at least 1, got " +
+                           std::to_string(submission.count));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kWrite);
+  if (!txn.ok()) return txn.status();
+
+  SubmitResult result;
+  {
+    Result<StatementRef> spec = db_->Cached("INSERT INTO specs(body) VALUES (?1)");
+    if (!spec.ok()) return spec.status();
+    BERTH_RETURN_IF_ERROR((*spec)->Bind(1, submission.spec_json).Run());
+    result.spec_id = db_->LastInsertRowid();
+  }
+  if (submission.as_group) {
+    Result<StatementRef> group =
+        db_->Cached("INSERT INTO groups(spec_id, size, created_at) VALUES (?1, ?2, ?3)");
+    if (!group.ok()) return group.status();
+    BERTH_RETURN_IF_ERROR((*group)
+                              ->Bind(1, result.spec_id)
+                              .Bind(2, int64_t{submission.count})
+                              .Bind(3, submission.now)
+                              .Run());
+    result.group = db_->LastInsertRowid();
+  }
+
+  // All `count` jobs in one statement, generating ranks 0..count-1 with a recursive CTE, then all
+  // their first events in a second: per-row statements cost about twice the instructions (each
+  // execution has its own setup, FK bookkeeping and sqlite_sequence update).
+  Result<StatementRef> jobs = db_->Cached(
+      "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1) "
+      "INSERT INTO jobs(spec_id, group_id, rank, name, user, priority, num_nodes, cpus_milli, "
+      "memory_mib, gpu_type, gpu_milli, status, active, reason, attempt, submitted_at, placement) "
+      "SELECT ?2, ?3, CASE WHEN ?3 IS NOT NULL THEN i END, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+      "'PENDING', 1, '', 0, ?12, '[]' FROM n");
+  if (!jobs.ok()) return jobs.status();
+  const ResourceRequest& r = submission.resources;
+  BERTH_RETURN_IF_ERROR((*jobs)
+                            ->Bind(1, int64_t{submission.count})
+                            .Bind(2, result.spec_id)
+                            .Bind(3, result.group)
+                            .Bind(4, submission.name)
+                            .Bind(5, submission.user)
+                            .Bind(6, int64_t{submission.priority})
+                            .Bind(7, int64_t{submission.num_nodes})
+                            .Bind(8, r.cpus)
+                            .Bind(9, r.memory)
+                            .Bind(10, r.gpu_type)
+                            .Bind(11, r.gpu_milli)
+                            .Bind(12, submission.now)
+                            .Run());
+  // AUTOINCREMENT gives each row of one INSERT the next id above every id ever used, and we hold
+  // the write lock, so the jobs are exactly first..last. The event insert re-checks it: it must
+  // find `count` jobs in that range.
+  const int64_t last = db_->LastInsertRowid();
+  const int64_t first = last - submission.count + 1;
+  Result<StatementRef> events = db_->Cached(
+      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason) "
+      "SELECT id, 1, ?1, 'PENDING', 0, 'submitted' FROM jobs WHERE id BETWEEN ?2 AND ?3");
+  if (!events.ok()) return events.status();
+  BERTH_RETURN_IF_ERROR((*events)->Bind(1, submission.now).Bind(2, first).Bind(3, last).Run());
+  if (db_->Changes() != submission.count) {
+    return Status::Internal(db_->path() + ": submit: expected jobs " + std::to_string(first) +
+                            ".." + std::to_string(last) + " but found " +
+                            std::to_string(db_->Changes()));
+  }
+  result.ids.resize(static_cast<size_t>(submission.count));
+  std::iota(result.ids.begin(), result.ids.end(), first);
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return result;
+}
+
+Status SqliteStore::UpdateJob(const JobRow& job) {
+  Result<StatementRef> ref = db_->Cached(
+      "UPDATE jobs SET name = ?2, user = ?3, priority = ?4, num_nodes = ?5, cpus_milli = ?6, "
+      "memory_mib = ?7, gpu_type = ?8, gpu_milli = ?9, status = ?10, reason = ?11, attempt = ?12, "
+      "started_at = ?13, ended_at = ?14, exit_code = ?15, placement = ?16, active = ?17 "
+      "WHERE id = ?1");
+  if (!ref.ok()) return ref.status();
+  BERTH_RETURN_IF_ERROR((*ref)
+                            ->Bind(1, job.id)
+                            .Bind(2, job.name)
+                            .Bind(3, job.user)
+                            .Bind(4, int64_t{job.priority})
+                            .Bind(5, int64_t{job.num_nodes})
+                            .Bind(6, job.resources.cpus)
+                            .Bind(7, job.resources.memory)
+                            .Bind(8, job.resources.gpu_type)
+                            .Bind(9, job.resources.gpu_milli)
+                            .Bind(10, JobStatusName(job.status))
+                            .Bind(11, job.reason)
+                            .Bind(12, int64_t{job.attempt})
+                            .Bind(13, job.started_at)
+                            .Bind(14, job.ended_at)
+                            .Bind(15, ToOpt(job.exit_code))
+                            .Bind(16, EncodePlacement(job.placement))
+                            .Bind(17, int64_t{IsTerminal(job.status) ? 0 : 1})
+                            .Run());
+  if (db_->Changes() == 0) {
+    return Status::NotFound(db_->path() + ": commit: job " + std::to_string(job.id) +
+                            " does not exist");
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
+  // seq = one past the job's last event, found through the (job_id, seq) primary key.
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason) "
+      "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5 FROM job_events WHERE job_id = ?1");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, job)
+      .Bind(2, event.at)
+      .Bind(3, JobStatusName(event.status))
+      .Bind(4, int64_t{event.attempt})
+      .Bind(5, event.reason)
+      .Run();
+}
+
+Status SqliteStore::UpsertAttempt(int64_t job, const AttemptRow& attempt) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO attempts(job_id, attempt, placement, placed_at, ended_at, outcome, reason, "
+      "exit_code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+      "ON CONFLICT(job_id, attempt) DO UPDATE SET placement = excluded.placement, "
+      "placed_at = excluded.placed_at, ended_at = excluded.ended_at, outcome = excluded.outcome, "
+      "reason = excluded.reason, exit_code = excluded.exit_code");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, job)
+      .Bind(2, int64_t{attempt.attempt})
+      .Bind(3, EncodePlacement(attempt.placement))
+      .Bind(4, attempt.placed_at)
+      .Bind(5, attempt.ended_at)
+      .Bind(7, attempt.reason)
+      .Bind(8, ToOpt(attempt.exit_code));
+  if (attempt.outcome) {
+    s.Bind(6, JobStatusName(*attempt.outcome));
+  } else {
+    s.BindNull(6);
+  }
+  return s.Run();
+}
+
+Status SqliteStore::UpsertNode(const NodeRow& node) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO nodes(name, node_id, state, draining, pool, labels, address, cpus_milli, "
+      "memory_mib, gpus, registered_at, last_seen, down_since) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+      "ON CONFLICT(name) DO UPDATE SET node_id = excluded.node_id, state = excluded.state, "
+      "draining = excluded.draining, pool = excluded.pool, labels = excluded.labels, "
+      "address = excluded.address, cpus_milli = excluded.cpus_milli, "
+      "memory_mib = excluded.memory_mib, gpus = excluded.gpus, "
+      "registered_at = excluded.registered_at, last_seen = excluded.last_seen, "
+      "down_since = excluded.down_since");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, node.name)
+      .Bind(2, node.node_id)
+      .Bind(3, NodeStateName(node.state))
+      .Bind(4, int64_t{node.draining ? 1 : 0})
+      .Bind(5, node.pool)
+      .Bind(6, EncodeLabels(node.labels))
+      .Bind(7, node.address)
+      .Bind(8, node.cpus)
+      .Bind(9, node.memory)
+      .Bind(10, EncodeGpus(node.gpus))
+      .Bind(11, node.registered_at)
+      .Bind(12, node.last_seen)
+      .Bind(13, node.down_since)
+      .Run();
+}
+
+Status SqliteStore::Commit(const Batch& batch) {
+  if (batch.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kWrite);
+  if (!txn.ok()) return txn.status();
+  for (const JobRow& job : batch.jobs) BERTH_RETURN_IF_ERROR(UpdateJob(job));
+  for (const auto& [job, event] : batch.events) BERTH_RETURN_IF_ERROR(AppendEvent(job, event));
+  for (const auto& [job, attempt] : batch.attempts) {
+    BERTH_RETURN_IF_ERROR(UpsertAttempt(job, attempt));
+  }
+  for (const NodeRow& node : batch.nodes) BERTH_RETURN_IF_ERROR(UpsertNode(node));
+  return txn->Commit();
+}
+
+Result<std::vector<JobRow>> SqliteStore::QueryJobs(const std::string& sql,
+                                                   const std::vector<int64_t>& params) {
+  Result<StatementRef> ref = db_->Cached(sql);
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  for (size_t i = 0; i < params.size(); ++i) s.Bind(static_cast<int>(i) + 1, params[i]);
+  std::vector<JobRow> jobs;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<JobRow> job = ReadJob(*db_, s);
+    if (!job.ok()) return job.status();
+    jobs.push_back(std::move(*job));
+  }
+  return jobs;
+}
+
+Result<std::vector<JobRow>> SqliteStore::LoadActiveJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  Result<std::vector<JobRow>> jobs =
+      QueryJobs("SELECT " + std::string(kJobColumns) + " FROM jobs WHERE " +
+                    std::string(kActiveWhere) + " ORDER BY id",
+                {});
+  if (!jobs.ok()) return jobs.status();
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return jobs;
+}
+
+Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
+  if (query.limit < 0) {
+    return Status::Invalid("list jobs: limit must be 0 (no limit) or more, got " +
+                           std::to_string(query.limit));
+  }
+  // The optional filters become extra terms; the SQL text stays one of a handful of variants, so
+  // the statement cache keeps them all.
+  std::string filter;
+  std::vector<int64_t> params;
+  if (query.group) {
+    filter += " AND group_id = ?";
+    params.push_back(*query.group);
+  }
+  if (query.before_id) {
+    filter += " AND id < ?";
+    params.push_back(*query.before_id);
+  }
+  const std::string select = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE ";
+  const int64_t limit = query.limit == 0 ? kNoLimit : query.limit;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  std::vector<JobRow> jobs;
+  if (query.all) {
+    std::vector<int64_t> all_params = params;
+    all_params.push_back(limit);
+    Result<std::vector<JobRow>> all =
+        QueryJobs(select + "1" + filter + " ORDER BY id DESC LIMIT ?", all_params);
+    if (!all.ok()) return all.status();
+    jobs = std::move(*all);
+  } else {
+    // Every active job, plus the newest `limit` finished ones, each a range of the (active, id)
+    // index; then merged newest first.
+    Result<std::vector<JobRow>> active =
+        QueryJobs(select + std::string(kActiveWhere) + filter + " ORDER BY id DESC", params);
+    if (!active.ok()) return active.status();
+    std::vector<int64_t> finished_params = params;
+    finished_params.push_back(limit);
+    Result<std::vector<JobRow>> finished =
+        QueryJobs(select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
+                  finished_params);
+    if (!finished.ok()) return finished.status();
+    jobs.reserve(active->size() + finished->size());
+    std::merge(std::make_move_iterator(active->begin()), std::make_move_iterator(active->end()),
+               std::make_move_iterator(finished->begin()), std::make_move_iterator(finished->end()),
+               std::back_inserter(jobs),
+               [](const JobRow& a, const JobRow& b) { return a.id > b.id; });
+  }
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return jobs;
+}
+
+Result<std::vector<JobRow>> SqliteStore::GetJobs(const std::vector<int64_t>& ids) {
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  std::vector<JobRow> jobs;
+  jobs.reserve(sorted.size());
+  const std::string sql = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE id = ?";
+  for (int64_t id : sorted) {
+    Result<std::vector<JobRow>> one = QueryJobs(sql, {id});
+    if (!one.ok()) return one.status();
+    for (JobRow& job : *one) jobs.push_back(std::move(job));
+  }
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return jobs;
+}
+
+Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<StatementRef> ref = db_->Cached(
+      "SELECT at, status, attempt, reason FROM job_events WHERE job_id = ?1 ORDER BY seq");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, job);
+  std::vector<JobEvent> events;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    std::string status = s.Text(1);
+    std::optional<JobStatus> parsed = ParseJobStatus(status);
+    if (!parsed) {
+      return Status::Internal(db_->path() + ": event of job " + std::to_string(job) +
+                              ": unknown status \"" + status + "\"");
+    }
+    events.push_back(JobEvent{.at = s.Int(0),
+                              .status = *parsed,
+                              .attempt = static_cast<int>(s.Int(2)),
+                              .reason = s.Text(3)});
+  }
+  return events;
+}
+
+Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<StatementRef> ref = db_->Cached(
+      "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code FROM attempts "
+      "WHERE job_id = ?1 ORDER BY attempt");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, job);
+  std::vector<AttemptRow> attempts;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    AttemptRow a;
+    a.attempt = static_cast<int>(s.Int(0));
+    const std::string what =
+        "attempt " + std::to_string(a.attempt) + " of job " + std::to_string(job);
+    Result<Placement> placement = DecodePlacement(s.Text(1));
+    if (!placement.ok()) return Corrupt(*db_, what, placement.status());
+    a.placement = std::move(*placement);
+    a.placed_at = s.Int(2);
+    a.ended_at = s.OptInt(3);
+    if (!s.IsNull(4)) {
+      std::string outcome = s.Text(4);
+      a.outcome = ParseJobStatus(outcome);
+      if (!a.outcome) {
+        return Status::Internal(db_->path() + ": " + what + ": unknown outcome \"" + outcome +
+                                "\"");
+      }
+    }
+    a.reason = s.Text(5);
+    a.exit_code = ToOptInt(s.OptInt(6));
+    attempts.push_back(std::move(a));
+  }
+  return attempts;
+}
+
+Result<std::string> SqliteStore::GetSpec(int64_t spec_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<StatementRef> ref = db_->Cached("SELECT body FROM specs WHERE id = ?1");
+  if (!ref.ok()) return ref.status();
+  (*ref)->Bind(1, spec_id);
+  Result<bool> row = (*ref)->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::NotFound("spec " + std::to_string(spec_id) + " not found");
+  return (*ref)->Text(0);
+}
+
+Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<StatementRef> ref = db_->Cached(
+      "SELECT name, node_id, state, draining, pool, labels, address, cpus_milli, memory_mib, gpus, "
+      "registered_at, last_seen, down_since FROM nodes ORDER BY name");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  std::vector<NodeRow> nodes;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    NodeRow n;
+    n.name = s.Text(0);
+    const std::string what = "node " + n.name;
+    n.node_id = s.Text(1);
+    std::string state = s.Text(2);
+    std::optional<NodeState> parsed = ParseNodeState(state);
+    if (!parsed) {
+      return Status::Internal(db_->path() + ": " + what + ": unknown state \"" + state + "\"");
+    }
+    n.state = *parsed;
+    n.draining = s.Int(3) != 0;
+    n.pool = s.Text(4);
+    Result<std::map<std::string, std::string>> labels = DecodeLabels(s.Text(5));
+    if (!labels.ok()) return Corrupt(*db_, what, labels.status());
+    n.labels = std::move(*labels);
+    n.address = s.Text(6);
+    n.cpus = s.Int(7);
+    n.memory = s.Int(8);
+    Result<std::vector<GpuDevice>> gpus = DecodeGpus(s.Text(9));
+    if (!gpus.ok()) return Corrupt(*db_, what, gpus.status());
+    n.gpus = std::move(*gpus);
+    n.registered_at = s.Int(10);
+    n.last_seen = s.Int(11);
+    n.down_since = s.OptInt(12);
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+}  // namespace berth

@@ -1,0 +1,63 @@
+// SqliteStore: the embedded Store, one SQLite database file in WAL mode (DESIGN.md "Store").
+//
+// Durability: WAL with synchronous=NORMAL. A transaction that returned ok survives the process
+// being killed (kill -9, crash): it is in the WAL file, which the next open replays. Only a power
+// loss or OS crash can lose the last few transactions before a checkpoint, and even then the file
+// stays consistent. SQLite's documentation calls NORMAL the right choice for most WAL databases;
+// FULL would add an fsync to every commit, i.e. to every scheduling pass.
+//
+// Thread-safety: every public method takes mu_, which guards the one connection db_ and its
+// statement cache. Methods are therefore serialized; each runs as one transaction. Several
+// processes may open the same file (SQLite's file locks and the busy timeout arbitrate), but berth
+// runs one server per file.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "store/sqlite.h"
+#include "store/store.h"
+
+namespace berth {
+
+class SqliteStore final : public Store {
+ public:
+  // How long a write waits for another connection's write lock before failing with kUnavailable.
+  static constexpr int kBusyTimeoutMs = 5000;
+
+  // Opens (creating if needed) the database at `path`, sets its pragmas and migrates the schema to
+  // kSchemaVersion. Errors name the path and carry SQLite's message.
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+
+  Result<SubmitResult> Submit(const Submission& submission) override;
+  // Job rows are replaced by id: every column except id, spec_id, group_id, rank and submitted_at,
+  // which are fixed at submission. A job id that does not exist fails the whole batch (kNotFound).
+  Status Commit(const Batch& batch) override;
+  Result<std::vector<JobRow>> LoadActiveJobs() override;
+  Result<std::vector<JobRow>> ListJobs(const JobQuery& query) override;
+  Result<std::vector<JobRow>> GetJobs(const std::vector<int64_t>& ids) override;
+  // Ascending seq (the order they were appended).
+  Result<std::vector<JobEvent>> GetEvents(int64_t job) override;
+  // Ascending attempt.
+  Result<std::vector<AttemptRow>> GetAttempts(int64_t job) override;
+  Result<std::string> GetSpec(int64_t spec_id) override;
+  // Ascending name.
+  Result<std::vector<NodeRow>> LoadNodes() override;
+
+ private:
+  explicit SqliteStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+
+  // Helpers; all require mu_ held.
+  Result<std::vector<JobRow>> QueryJobs(const std::string& sql, const std::vector<int64_t>& params);
+  Status UpdateJob(const JobRow& job);
+  Status AppendEvent(int64_t job, const JobEvent& event);
+  Status UpsertAttempt(int64_t job, const AttemptRow& attempt);
+  Status UpsertNode(const NodeRow& node);
+
+  std::mutex mu_;
+  std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)
+};
+
+}  // namespace berth
