@@ -28,12 +28,13 @@ constexpr MilliGpu kMaxGpus = 1024 * kMilliPerGpu;        // 1024 devices per no
 constexpr size_t kMaxScriptBytes = 1 << 20;               // setup and run, each
 constexpr int kMinPriority = -1000000;
 constexpr int kMaxPriority = 1000000;
+constexpr DurationMs kMaxTimeLimit = 365LL * 24 * 3'600'000;  // a year; keeps JSON seconds exact
 
 struct JobSpec {
   std::string name;                 // defaults to the first word of run, or "job"
   int num_nodes = 1;
   ResourceRequest resources;        // per node
-  std::vector<std::pair<std::string, std::string>> envs;  // in the order given; later wins
+  std::vector<std::pair<std::string, std::string>> envs;  // in the order given; unique keys
   std::string workdir;              // absolute path on the nodes; empty: the agent's job directory
   std::string setup;                // bash script, may be empty
   std::string run;                  // bash script, may be empty (the job then just succeeds)
@@ -67,6 +68,10 @@ Result<std::pair<std::string, MilliGpu>> ParseAccelerators(const std::string& te
 // within the limits above, whole GPU counts above one device, names valid, env keys valid identifiers,
 // recovery values known. Returns the first problem, naming the field.
 Status ValidateSpec(const JobSpec& spec);
+
+// Sets an environment variable: replaces the value in place if the key is there, else appends.
+// Use it (not envs.push_back) for overrides such as --env: ValidateSpec wants keys unique.
+void SetEnv(JobSpec* spec, const std::string& key, const std::string& value);
 
 // JSON form of a spec (the API's "spec" object; field names as in the YAML, resources in CPUs and GiB,
 // accelerators as {"TYPE": count}).

@@ -1,0 +1,267 @@
+// The JSON form of a JobSpec: what the CLI sends, what the server stores, what `berth show` prints.
+//
+// Resources are in CPUs and GiB (DESIGN.md "Machine-readable output"); converting back rounds to
+// the nearest milli-CPU / MiB, so SpecFromJson(SpecToJson(s)) == s for every valid spec.
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <cmath>
+#include <limits>
+#include <string_view>
+
+#include "spec/job_spec.h"
+
+namespace berth {
+namespace json = boost::json;
+
+namespace {
+
+// Whole numbers as JSON integers ("cpus": 8, not 8E0 as Boost prints doubles); the rest as doubles.
+json::value Number(int64_t thousandths, int64_t per_unit) {
+  if (thousandths % per_unit == 0) return json::value(thousandths / per_unit);
+  return json::value(static_cast<double>(thousandths) / static_cast<double>(per_unit));
+}
+
+std::string_view RecoveryName(RecoveryAction a) {
+  return a == RecoveryAction::kRequeue ? "requeue" : "fail";
+}
+
+std::string_view KindOf(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "a list";
+    case json::kind::object:
+      return "an object";
+  }
+  return "something else";
+}
+
+Status WrongType(std::string_view path, std::string_view want, const json::value& got) {
+  return Status::Invalid(fmt::format("{}: expected {}, got {}", path, want, KindOf(got)));
+}
+
+Status Unknown(std::string_view path, std::string_view key) {
+  if (path.empty()) return Status::Invalid(fmt::format("unknown field '{}'", key));
+  return Status::Invalid(fmt::format("{}: unknown field '{}'", path, key));
+}
+
+Status GetString(const json::value& v, std::string_view path, std::string* out) {
+  if (!v.is_string()) return WrongType(path, "a string", v);
+  *out = std::string(v.get_string());
+  return Status::Ok();
+}
+
+// Any JSON number as a double; finite and not absurd (so the milli conversions cannot overflow).
+Status GetDouble(const json::value& v, std::string_view path, double* out) {
+  if (!v.is_number()) return WrongType(path, "a number", v);
+  double d = v.to_number<double>();
+  if (!std::isfinite(d) || std::fabs(d) > 1e15) {
+    return Status::Invalid(fmt::format("{}: {} is out of range", path, d));
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+Status GetInt(const json::value& v, std::string_view path, int* out) {
+  int64_t i = 0;
+  if (v.is_int64()) {
+    i = v.get_int64();
+  } else if (v.is_uint64() && v.get_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+    i = static_cast<int64_t>(v.get_uint64());
+  } else if (v.is_double() && std::trunc(v.get_double()) == v.get_double() &&
+             std::fabs(v.get_double()) < 1e15) {
+    i = static_cast<int64_t>(v.get_double());  // 2.0 is a whole number, however it was written
+  } else {
+    return WrongType(path, "a whole number", v);
+  }
+  if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max()) {
+    return Status::Invalid(fmt::format("{}: {} is out of range", path, i));
+  }
+  *out = static_cast<int>(i);
+  return Status::Ok();
+}
+
+// Seconds, possibly fractional, to milliseconds; null means unset.
+Status GetSeconds(const json::value& v, std::string_view path, std::optional<DurationMs>* out) {
+  if (v.is_null()) {
+    out->reset();
+    return Status::Ok();
+  }
+  double s = 0;
+  BERTH_RETURN_IF_ERROR(GetDouble(v, path, &s));
+  *out = static_cast<DurationMs>(std::llround(s * 1000.0));
+  return Status::Ok();
+}
+
+Status GetRecovery(const json::value& v, std::string_view path, RecoveryAction* out) {
+  std::string s;
+  BERTH_RETURN_IF_ERROR(GetString(v, path, &s));
+  if (s == "requeue") {
+    *out = RecoveryAction::kRequeue;
+  } else if (s == "fail") {
+    *out = RecoveryAction::kFail;
+  } else {
+    return Status::Invalid(
+        fmt::format("{}: expected \"requeue\" or \"fail\", got \"{}\"", path, s));
+  }
+  return Status::Ok();
+}
+
+Status GetResources(const json::value& v, ResourceRequest* r) {
+  if (!v.is_object()) return WrongType("resources", "an object", v);
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "accelerators") {
+      r->gpu_type.clear();
+      r->gpu_milli = 0;
+      if (value.is_null()) continue;
+      if (!value.is_object())
+        return WrongType("resources.accelerators", "{\"TYPE\": count}", value);
+      const json::object& acc = value.get_object();
+      if (acc.size() != 1) {
+        return Status::Invalid(
+            "resources.accelerators: name exactly one accelerator type, as {\"V100\": 4}");
+      }
+      double count = 0;
+      BERTH_RETURN_IF_ERROR(GetDouble(
+          acc.begin()->value(),
+          fmt::format("resources.accelerators.{}", std::string_view(acc.begin()->key())), &count));
+      r->gpu_type = std::string(acc.begin()->key());
+      r->gpu_milli = MilliFromDouble(count);
+    } else if (key == "cpus") {
+      double cpus = 0;
+      BERTH_RETURN_IF_ERROR(GetDouble(value, "resources.cpus", &cpus));
+      r->cpus = MilliFromDouble(cpus);
+    } else if (key == "memory") {
+      double gib = 0;
+      BERTH_RETURN_IF_ERROR(GetDouble(value, "resources.memory", &gib));
+      r->memory = gib < 0 ? -MibFromGib(-gib) : MibFromGib(gib);
+    } else {
+      return Unknown("resources", key);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GetStringMap(const json::value& v, std::string_view path,
+                    std::vector<std::pair<std::string, std::string>>* out) {
+  if (!v.is_object()) return WrongType(path, "an object", v);
+  out->clear();
+  for (const auto& [key, value] : v.get_object()) {
+    std::string s;
+    BERTH_RETURN_IF_ERROR(GetString(value, fmt::format("{}.{}", path, std::string_view(key)), &s));
+    out->emplace_back(std::string(key), std::move(s));
+  }
+  return Status::Ok();
+}
+
+Status GetPlacement(const json::value& v, std::string* exclusive) {
+  exclusive->clear();
+  if (v.is_null()) return Status::Ok();
+  if (!v.is_object()) return WrongType("placement", "an object or null", v);
+  for (const auto& [key, value] : v.get_object()) {
+    if (key != "exclusive") return Unknown("placement", key);
+    BERTH_RETURN_IF_ERROR(GetString(value, "placement.exclusive", exclusive));
+  }
+  return Status::Ok();
+}
+
+Status GetRecoveryObject(const json::value& v, JobSpec* spec) {
+  if (!v.is_object()) return WrongType("recovery", "an object", v);
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "on_preemption") {
+      BERTH_RETURN_IF_ERROR(GetRecovery(value, "recovery.on_preemption", &spec->on_preemption));
+    } else if (key == "on_node_lost") {
+      BERTH_RETURN_IF_ERROR(GetRecovery(value, "recovery.on_node_lost", &spec->on_node_lost));
+    } else {
+      return Unknown("recovery", key);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
+  if (key == "name") return GetString(value, key, &spec->name);
+  if (key == "num_nodes") return GetInt(value, key, &spec->num_nodes);
+  if (key == "resources") return GetResources(value, &spec->resources);
+  if (key == "envs") return GetStringMap(value, key, &spec->envs);
+  if (key == "workdir") return GetString(value, key, &spec->workdir);
+  if (key == "setup") return GetString(value, key, &spec->setup);
+  if (key == "run") return GetString(value, key, &spec->run);
+  if (key == "priority") return GetInt(value, key, &spec->priority);
+  if (key == "pool") return GetString(value, key, &spec->pool);
+  if (key == "node_selector") {
+    std::vector<std::pair<std::string, std::string>> labels;
+    BERTH_RETURN_IF_ERROR(GetStringMap(value, key, &labels));
+    spec->node_selector = {labels.begin(), labels.end()};
+    return Status::Ok();
+  }
+  if (key == "placement") return GetPlacement(value, &spec->exclusive);
+  if (key == "time_limit_s") return GetSeconds(value, key, &spec->time_limit);
+  if (key == "kill_grace_s") return GetSeconds(value, key, &spec->kill_grace);
+  if (key == "recovery") return GetRecoveryObject(value, spec);
+  return Unknown("", key);
+}
+
+}  // namespace
+
+json::value SpecToJson(const JobSpec& spec) {
+  const ResourceRequest& r = spec.resources;
+  json::value accelerators = nullptr;
+  if (r.gpu_milli > 0) accelerators = json::object{{r.gpu_type, Number(r.gpu_milli, kMilliPerGpu)}};
+
+  json::object envs;
+  for (const auto& [key, value] : spec.envs) envs[key] = value;
+  json::object selector;
+  for (const auto& [key, value] : spec.node_selector) selector[key] = value;
+
+  json::value placement = nullptr;
+  if (!spec.exclusive.empty()) placement = json::object{{"exclusive", spec.exclusive}};
+  auto seconds = [](const std::optional<DurationMs>& d) -> json::value {
+    if (!d) return nullptr;
+    return Number(*d, 1000);
+  };
+
+  json::object out;
+  out["name"] = spec.name;
+  out["num_nodes"] = spec.num_nodes;
+  // memory: MiB over 1024 is exact in a double, so GiB can go out as a plain number.
+  json::value memory = r.memory % kMibPerGib == 0 ? json::value(r.memory / kMibPerGib)
+                                                  : json::value(GibFromMib(r.memory));
+  out["resources"] = json::object{
+      {"accelerators", accelerators}, {"cpus", Number(r.cpus, kMilliPerCpu)}, {"memory", memory}};
+  out["envs"] = std::move(envs);
+  out["workdir"] = spec.workdir;
+  out["setup"] = spec.setup;
+  out["run"] = spec.run;
+  out["priority"] = spec.priority;
+  out["pool"] = spec.pool;
+  out["node_selector"] = std::move(selector);
+  out["placement"] = placement;
+  out["time_limit_s"] = seconds(spec.time_limit);
+  out["kill_grace_s"] = seconds(spec.kill_grace);
+  out["recovery"] = json::object{{"on_preemption", RecoveryName(spec.on_preemption)},
+                                 {"on_node_lost", RecoveryName(spec.on_node_lost)}};
+  return out;
+}
+
+Result<JobSpec> SpecFromJson(const json::value& v) {
+  if (!v.is_object()) return WrongType("spec", "an object", v);
+  JobSpec spec;
+  for (const auto& [key, value] : v.get_object()) {
+    BERTH_RETURN_IF_ERROR(GetField(key, value, &spec));
+  }
+  BERTH_RETURN_IF_ERROR(ValidateSpec(spec));
+  return spec;
+}
+
+}  // namespace berth

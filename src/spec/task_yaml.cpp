@@ -1,0 +1,601 @@
+// ParseTaskYaml: SkyPilot-style task files to a JobSpec.
+//
+// The parser walks the YAML tree once, field by field, so that every message can name the file, the
+// line and the field path ("dnn.yaml:5: resources.cpus: expected a number like 8 or \"8+\", got
+// \"lots\""). Each level has a closed list of fields: those berth reads, and those only a cloud
+// provisioner needs (warned about, ignored). Anything else is an error, because a misspelled field
+// silently ignored is a job that runs with the wrong resources.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+#include <string_view>
+
+#include "common/strings.h"
+#include "spec/job_spec.h"
+
+namespace berth {
+namespace {
+
+// Two scripts of kMaxScriptBytes plus the rest; a bigger file is a mistake, not a task.
+constexpr size_t kMaxTaskFileBytes = 4 * kMaxScriptBytes;
+
+using FieldList = std::span<const std::string_view>;
+
+constexpr std::string_view kTopFields[] = {"name",       "num_nodes",  "resources",     "envs",
+                                           "secrets",    "workdir",    "setup",         "run",
+                                           "priority",   "pool",       "node_selector", "placement",
+                                           "time_limit", "kill_grace", "recovery"};
+constexpr std::string_view kTopCloudFields[] = {"file_mounts",  "storage_mounts", "service",
+                                                "config",       "event_callback", "volumes",
+                                                "experimental", "inputs",         "outputs"};
+constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory"};
+constexpr std::string_view kResourceCloudFields[] = {
+    "cloud",         "infra",        "region",           "zone",      "instance_type", "use_spot",
+    "spot_recovery", "job_recovery", "disk_size",        "disk_tier", "network_tier",  "image_id",
+    "ports",         "labels",       "accelerator_args", "any_of",    "ordered",       "autostop"};
+constexpr std::string_view kPlacementFields[] = {"exclusive"};
+constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost"};
+
+// Names people reach for that are too far from ours for the edit distance to find.
+const std::map<std::string_view, std::string_view> kAliases = {
+    {"gpus", "accelerators"}, {"gpu", "accelerators"}, {"accelerator", "accelerators"},
+    {"nodes", "num_nodes"},   {"mem", "memory"},       {"command", "run"},
+    {"cmd", "run"},           {"env", "envs"},         {"timeout", "time_limit"},
+    {"partition", "pool"},    {"queue", "pool"},       {"labels", "node_selector"}};
+
+bool Contains(FieldList fields, std::string_view name) {
+  return std::find(fields.begin(), fields.end(), name) != fields.end();
+}
+
+// Levenshtein distance, case-insensitive; field names are short so O(n*m) is nothing.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      bool same = tolower(static_cast<unsigned char>(a[i - 1])) ==
+                  tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'resources'?)" or "".
+std::string Suggestion(std::string_view name, FieldList known, FieldList cloud) {
+  auto alias = kAliases.find(name);
+  if (alias != kAliases.end() && Contains(known, alias->second)) {
+    return fmt::format(" (did you mean '{}'?)", alias->second);
+  }
+  // One typo in a short name, two in a longer one; more than that is a different word, unless it is
+  // a cut-short form ("on_preempt").
+  size_t limit = name.size() <= 4 ? 1 : 2;
+  std::string_view best;
+  size_t best_distance = limit + 1;
+  for (FieldList list : {known, cloud}) {
+    for (std::string_view candidate : list) {
+      size_t d = EditDistance(name, candidate);
+      if (name.size() >= 4 && candidate.substr(0, name.size()) == name) d = std::min(d, limit);
+      if (d < best_distance) best = candidate, best_distance = d;
+    }
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return fmt::format("\"{}\"", node.Scalar());
+    default:
+      return "nothing";
+  }
+}
+
+bool ParseInt64(std::string_view s, int64_t* out) {
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+}
+
+bool IsDocumentMarker(std::string_view line) {
+  return (StartsWith(line, "---") || StartsWith(line, "...")) &&
+         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+}
+
+// The 1-based line where each YAML document with content begins: the first line that is not blank,
+// a comment or a directive after the start or a "---"/"..." marker line. (In YAML such a marker at
+// column 0 ends a block or quoted scalar too, so this needs no knowledge of scalars.)
+std::vector<int> DocumentStarts(std::string_view text) {
+  std::vector<int> starts;
+  bool in_document = false;
+  std::vector<std::string> lines = Split(text, '\n');
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view line = lines[i];
+    if (IsDocumentMarker(line)) {
+      in_document = false;
+      line.remove_prefix(3);  // "--- name: x" starts a document with content on the marker line
+    }
+    std::string content = Trim(line);
+    if (content.empty() || content[0] == '#' || (!in_document && content[0] == '%')) continue;
+    if (!in_document) starts.push_back(static_cast<int>(i) + 1);
+    in_document = true;
+  }
+  return starts;
+}
+
+// Whether the one document of `text` is an explicit null ("~", "null"), as opposed to content that
+// yaml-cpp failed to read.
+bool IsNullDocument(std::string_view text) {
+  std::string content;
+  for (const std::string& raw : Split(text, '\n')) {
+    std::string_view line = raw;
+    if (IsDocumentMarker(line)) line.remove_prefix(3);
+    std::string t = Trim(line);
+    if (!t.empty() && t[0] != '#' && t[0] != '%') content += t.substr(0, t.find(" #"));
+  }
+  content = Trim(content);
+  return content == "~" || content == "null" || content == "Null" || content == "NULL";
+}
+
+class TaskParser {
+ public:
+  explicit TaskParser(std::string source) : source_(std::move(source)) {}
+
+  Result<ParsedTask> Parse(const std::string& text);
+
+ private:
+  Status ParseTop(const YAML::Node& top);
+  Status ParseResources(const YAML::Node& node, int line);
+  Status ParseAcceleratorsField(const YAML::Node& node, int line);
+  Status ParseEnvs(const YAML::Node& node, const std::string& path, int line);
+  Status ParseNodeSelector(const YAML::Node& node, int line);
+  Status ParsePlacement(const YAML::Node& node, int line);
+  Status ParseRecovery(const YAML::Node& node, int line);
+  Status ParseRecoveryAction(const YAML::Node& node, const std::string& path, int line,
+                             RecoveryAction* out);
+  Status ParseDurationField(const YAML::Node& node, const std::string& path, int line,
+                            bool bare_minutes, std::optional<DurationMs>* out);
+
+  // Checks that `node` is a map and returns its fields in order with their lines, erroring on
+  // unknown and repeated fields and warning about cloud-only ones (which are left out of `fields`).
+  struct Field {
+    std::string name;
+    YAML::Node value;
+    int line;  // 1-based line of the value, or of the key when the value has no position (empty)
+  };
+  Status ReadMap(const YAML::Node& node, const std::string& path, int line, FieldList known,
+                 FieldList cloud, std::vector<Field>* fields);
+  // A scalar as a string; null leaves `out` alone.
+  Status String(const Field& f, const std::string& path, std::string* out);
+  Status Int(const Field& f, const std::string& path, int* out);
+
+  Status Error(int line, std::string_view message) const {
+    return Status::Invalid(fmt::format("{}:{}: {}", source_, line, message));
+  }
+  int LineOf(const YAML::Node& node, int fallback) const {
+    YAML::Mark mark = node.Mark();
+    return mark.is_null() ? fallback : mark.line + 1;
+  }
+
+  std::string source_;
+  ParsedTask task_;
+  // Field path -> line, so that a ValidateSpec message ("envs.BERTH_X is reserved") gets its line.
+  std::map<std::string, int> lines_;
+  // (line, message): nested maps are read after their parent, so these are sorted into file order.
+  std::vector<std::pair<int, std::string>> warnings_;
+};
+
+Result<ParsedTask> TaskParser::Parse(const std::string& text) {
+  if (text.size() > kMaxTaskFileBytes) {
+    return Status::TooLarge(fmt::format("{}: the task file is {} bytes; at most {} are allowed",
+                                        source_, text.size(), kMaxTaskFileBytes));
+  }
+  // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll loops forever, allocating, on input such as ","
+  // (jbeder/yaml-cpp#1040, fixed upstream after 0.7). Load reads the first document only, so other
+  // documents and content the parser skipped are found by DocumentStarts.
+  std::vector<int> starts = DocumentStarts(text);
+  if (starts.empty()) return Status::Invalid(fmt::format("{}: empty task file", source_));
+  if (starts.size() > 1) {
+    return Error(
+        starts[1],
+        "several YAML documents (a SkyPilot pipeline) are not supported; put one task in the "
+        "file");
+  }
+  YAML::Node top;
+  try {
+    top = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null())
+      return Status::Invalid(fmt::format("{}: malformed YAML: {}", source_, e.msg));
+    return Error(e.mark.line + 1, "malformed YAML: " + e.msg);
+  }
+  if (top.IsNull() && !IsNullDocument(text)) {
+    // There is content, yet yaml-cpp made nothing of it (it gives up on a stray ',' that way).
+    return Error(starts[0], "malformed YAML: cannot read this line");
+  }
+  if (!top.IsMap()) {
+    return Error(LineOf(top, 1),
+                 fmt::format("a task file is a map of fields such as resources: and run:, got {}",
+                             Describe(top)));
+  }
+  try {
+    BERTH_RETURN_IF_ERROR(ParseTop(top));
+  } catch (const YAML::Exception& e) {
+    // The walk checks every node's type before use, so this is a bug; still, bad input must not
+    // crash.
+    return Status::Invalid(fmt::format("{}: cannot read the task file: {}", source_, e.what()));
+  }
+
+  std::stable_sort(warnings_.begin(), warnings_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [line, warning] : warnings_) task_.warnings.push_back(std::move(warning));
+
+  Status valid = ValidateSpec(task_.spec);
+  if (!valid.ok()) {
+    // The message starts with the field path; use the line of the longest recorded prefix of it.
+    const std::string& m = valid.message();
+    std::string path = m.substr(0, m.find_first_of(" :"));
+    while (!path.empty() && !lines_.count(path)) {
+      size_t dot = path.rfind('.');
+      path = dot == std::string::npos ? "" : path.substr(0, dot);
+    }
+    std::string where = path.empty() ? source_ : fmt::format("{}:{}", source_, lines_[path]);
+    return Status(valid.code(), fmt::format("{}: {}", where, m));
+  }
+  return std::move(task_);
+}
+
+Status TaskParser::ReadMap(const YAML::Node& node, const std::string& path, int line,
+                           FieldList known, FieldList cloud, std::vector<Field>* fields) {
+  if (!node.IsMap()) {
+    return Error(LineOf(node, line),
+                 fmt::format("{}: expected a map, got {}", path, Describe(node)));
+  }
+  std::string prefix = path.empty() ? "" : path + ": ";
+  std::map<std::string, int> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key = it->first;  // a copy: `it->` is a temporary proxy
+    int key_line = LineOf(key, line);
+    if (!key.IsScalar()) {
+      return Error(key_line, fmt::format("{}expected a field name, got {}", prefix, Describe(key)));
+    }
+    const std::string name = key.Scalar();
+    auto [prev, fresh] = seen.emplace(name, key_line);
+    if (!fresh) {
+      return Error(key_line, fmt::format("{}'{}' is given twice (also on line {})", prefix, name,
+                                         prev->second));
+    }
+    if (Contains(known, name)) {
+      fields->push_back({name, it->second, LineOf(it->second, key_line)});
+      lines_[path.empty() ? name : path + "." + name] = fields->back().line;
+    } else if (Contains(cloud, name)) {
+      warnings_.emplace_back(key_line, fmt::format("{}:{}: '{}' only matters to a cloud "
+                                                   "provisioner; berth ignores it",
+                                                   source_, key_line, name));
+    } else {
+      return Error(key_line, fmt::format("{}unknown field '{}'{}", prefix, name,
+                                         Suggestion(name, known, cloud)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::String(const Field& f, const std::string& path, std::string* out) {
+  if (f.value.IsNull()) return Status::Ok();
+  if (!f.value.IsScalar()) {
+    return Error(f.line, fmt::format("{}: expected a string, got {}", path, Describe(f.value)));
+  }
+  *out = f.value.Scalar();
+  return Status::Ok();
+}
+
+Status TaskParser::Int(const Field& f, const std::string& path, int* out) {
+  if (f.value.IsNull()) return Status::Ok();
+  int64_t v = 0;
+  if (!f.value.IsScalar() || !ParseInt64(Trim(f.value.Scalar()), &v)) {
+    return Error(f.line,
+                 fmt::format("{}: expected a whole number, got {}", path, Describe(f.value)));
+  }
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    return Error(f.line, fmt::format("{}: {} is out of range", path, v));
+  }
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status TaskParser::ParseTop(const YAML::Node& top) {
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(top, "", 1, kTopFields, kTopCloudFields, &fields));
+  JobSpec& spec = task_.spec;
+  const Field* secrets = nullptr;
+  for (const Field& f : fields) {
+    const std::string& n = f.name;
+    if (n == "name") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.name));
+    } else if (n == "num_nodes") {
+      BERTH_RETURN_IF_ERROR(Int(f, n, &spec.num_nodes));
+    } else if (n == "resources") {
+      if (!f.value.IsNull()) BERTH_RETURN_IF_ERROR(ParseResources(f.value, f.line));
+    } else if (n == "envs") {
+      BERTH_RETURN_IF_ERROR(ParseEnvs(f.value, n, f.line));
+    } else if (n == "secrets") {
+      secrets = &f;  // SkyPilot's secrets are env vars too, applied over envs wherever they appear
+    } else if (n == "workdir") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.workdir));
+    } else if (n == "setup") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.setup));
+    } else if (n == "run") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.run));
+    } else if (n == "priority") {
+      BERTH_RETURN_IF_ERROR(Int(f, n, &spec.priority));
+    } else if (n == "pool") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
+    } else if (n == "node_selector") {
+      BERTH_RETURN_IF_ERROR(ParseNodeSelector(f.value, f.line));
+    } else if (n == "placement") {
+      BERTH_RETURN_IF_ERROR(ParsePlacement(f.value, f.line));
+    } else if (n == "time_limit") {
+      BERTH_RETURN_IF_ERROR(ParseDurationField(f.value, n, f.line, true, &spec.time_limit));
+    } else if (n == "kill_grace") {
+      BERTH_RETURN_IF_ERROR(ParseDurationField(f.value, n, f.line, false, &spec.kill_grace));
+    } else if (n == "recovery") {
+      BERTH_RETURN_IF_ERROR(ParseRecovery(f.value, f.line));
+    }
+  }
+  if (secrets) BERTH_RETURN_IF_ERROR(ParseEnvs(secrets->value, "secrets", secrets->line));
+  return Status::Ok();
+}
+
+Status TaskParser::ParseResources(const YAML::Node& node, int line) {
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(
+      ReadMap(node, "resources", line, kResourceFields, kResourceCloudFields, &fields));
+  // SkyPilot's any_of/ordered list alternative resources. Ignoring alternatives that name GPUs
+  // would run the job with no GPU at all, so those are an error rather than the usual cloud-field
+  // warning.
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.Scalar();  // ReadMap checked keys are scalars
+    const YAML::Node list = it->second;
+    if ((key != "any_of" && key != "ordered") || !list.IsSequence()) continue;
+    for (const YAML::Node& entry : list) {
+      if (entry.IsMap() && entry["accelerators"]) {
+        return Error(LineOf(entry, line),
+                     fmt::format("resources.{}: choosing among several accelerator types is not "
+                                 "supported; name one in resources.accelerators",
+                                 key));
+      }
+    }
+  }
+  ResourceRequest& r = task_.spec.resources;
+  for (const Field& f : fields) {
+    const std::string path = "resources." + f.name;
+    if (f.value.IsNull()) continue;
+    if (f.name == "accelerators") {
+      BERTH_RETURN_IF_ERROR(ParseAcceleratorsField(f.value, f.line));
+      continue;
+    }
+    // cpus and memory: "8", "0.5", "8+" ("at least", which is what a request means anyway).
+    std::string text = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
+    std::optional<int64_t> milli = ParseMilli(text);
+    if (!milli) {
+      if (StartsWith(text, "-") && ParseMilli(text.substr(1))) {
+        return Error(f.line,
+                     fmt::format("{} must {}, got {}", path,
+                                 f.name == "cpus" ? "be positive" : "not be negative", text));
+      }
+      return Error(f.line, fmt::format("{}: expected a number like {} or \"{}+\", got {}", path,
+                                       f.name == "cpus" ? 8 : 32, f.name == "cpus" ? 8 : 32,
+                                       Describe(f.value)));
+    }
+    if (f.name == "cpus") {
+      r.cpus = *milli;
+    } else {
+      r.memory = (*milli * kMibPerGib + 500) / 1000;  // thousandths of a GiB -> MiB, rounded
+    }
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParseAcceleratorsField(const YAML::Node& node, int line) {
+  constexpr std::string_view kOneType =
+      "resources.accelerators: choosing among several accelerator types is not supported; name one";
+  std::string text;
+  if (node.IsSequence() || (node.IsMap() && node.size() != 1)) return Error(line, kOneType);
+  if (node.IsMap()) {
+    auto it = node.begin();
+    if (!it->first.IsScalar() || !it->second.IsScalar()) {
+      return Error(line, fmt::format("resources.accelerators: expected {{TYPE: COUNT}} such as "
+                                     "{{V100: 4}}, got {} for {}",
+                                     Describe(it->second), Describe(it->first)));
+    }
+    text = it->first.Scalar() + ":" + it->second.Scalar();
+  } else {
+    text = node.Scalar();
+    // SkyPilot also spells alternatives as a string: "{A100:1, H100:1}" or "A100:1,H100:1".
+    if (text.find(',') != std::string::npos || StartsWith(Trim(text), "{")) {
+      return Error(line, kOneType);
+    }
+  }
+  auto parsed = ParseAccelerators(text);
+  if (!parsed.ok()) return Error(line, "resources.accelerators: " + parsed.status().message());
+  task_.spec.resources.gpu_type = parsed->first;
+  task_.spec.resources.gpu_milli = parsed->second;
+  return Status::Ok();
+}
+
+Status TaskParser::ParseEnvs(const YAML::Node& node, const std::string& path, int line) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return Error(LineOf(node, line),
+                 fmt::format("{}: expected a map of NAME: value, got {}", path, Describe(node)));
+  }
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    int key_line = LineOf(it->first, line);
+    if (!it->first.IsScalar()) {
+      return Error(key_line,
+                   fmt::format("{}: expected a variable name, got {}", path, Describe(it->first)));
+    }
+    const std::string key = it->first.Scalar();
+    const std::string field = path + "." + key;
+    if (!seen.insert(key).second) return Error(key_line, fmt::format("{} is given twice", field));
+    const YAML::Node value = it->second;
+    if (value.IsNull()) return Error(key_line, fmt::format("{} has no value", field));
+    if (!value.IsScalar()) {
+      return Error(key_line, fmt::format("{}: expected a string, got {}", field, Describe(value)));
+    }
+    lines_.emplace("envs." + key, key_line);  // ValidateSpec names every variable envs.X
+    SetEnv(&task_.spec, key, value.Scalar());
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParseNodeSelector(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return Error(
+        LineOf(node, line),
+        fmt::format("node_selector: expected a map of label: value, got {}", Describe(node)));
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    int key_line = LineOf(it->first, line);
+    if (!it->first.IsScalar() || !it->second.IsScalar()) {
+      return Error(key_line, fmt::format("node_selector: expected label: value, got {}: {}",
+                                         Describe(it->first), Describe(it->second)));
+    }
+    const std::string key = it->first.Scalar();
+    if (!task_.spec.node_selector.emplace(key, it->second.Scalar()).second) {
+      return Error(key_line, fmt::format("node_selector.{} is given twice", key));
+    }
+    lines_["node_selector." + key] = key_line;
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParsePlacement(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(node, "placement", line, kPlacementFields, {}, &fields));
+  for (const Field& f : fields) {
+    BERTH_RETURN_IF_ERROR(String(f, "placement.exclusive", &task_.spec.exclusive));
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParseRecovery(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(node, "recovery", line, kRecoveryFields, {}, &fields));
+  for (const Field& f : fields) {
+    RecoveryAction* out =
+        f.name == "on_preemption" ? &task_.spec.on_preemption : &task_.spec.on_node_lost;
+    BERTH_RETURN_IF_ERROR(ParseRecoveryAction(f.value, "recovery." + f.name, f.line, out));
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParseRecoveryAction(const YAML::Node& node, const std::string& path, int line,
+                                       RecoveryAction* out) {
+  if (node.IsNull()) return Status::Ok();
+  std::string v = node.IsScalar() ? node.Scalar() : "";
+  if (v == "requeue") {
+    *out = RecoveryAction::kRequeue;
+  } else if (v == "fail") {
+    *out = RecoveryAction::kFail;
+  } else {
+    return Error(line, fmt::format("{}: expected requeue or fail, got {}", path, Describe(node)));
+  }
+  return Status::Ok();
+}
+
+Status TaskParser::ParseDurationField(const YAML::Node& node, const std::string& path, int line,
+                                      bool bare_minutes, std::optional<DurationMs>* out) {
+  if (node.IsNull()) return Status::Ok();
+  std::string text = node.IsScalar() ? Trim(node.Scalar()) : "";
+  std::optional<DurationMs> d = ParseDuration(text);
+  // A bare number is minutes for time_limit (as Slurm's --time); for a grace period people mean
+  // seconds as often as minutes, so there a unit is required.
+  bool bare = !text.empty() && isdigit(static_cast<unsigned char>(text.back()));
+  if (!d || (bare && !bare_minutes)) {
+    return Error(line, fmt::format("{}: expected a duration like {}, got {}", path,
+                                   bare_minutes ? "90m, 2h or 1h30m (a bare number is minutes)"
+                                                : "30s or 2m (with a unit)",
+                                   Describe(node)));
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::pair<std::string, MilliGpu>> ParseAccelerators(const std::string& raw) {
+  std::string text = Trim(raw);
+  size_t colon = text.find(':');
+  std::string type = Trim(text.substr(0, colon));
+  std::string count = colon == std::string::npos ? "1" : Trim(text.substr(colon + 1));
+  if (type.empty()) {
+    return Status::Invalid(fmt::format(
+        "expected an accelerator type and count such as V100:4 or T4:0.5, got \"{}\"", raw));
+  }
+  if (!IsValidName(type)) {
+    return Status::Invalid(fmt::format("\"{}\" is not a valid accelerator type", type));
+  }
+  std::optional<int64_t> milli =
+      count.find('+') == std::string::npos ? ParseMilli(count) : std::nullopt;
+  if (!milli) {
+    char* end = nullptr;
+    double v = std::strtod(count.c_str(), &end);
+    bool numeric = !count.empty() && end == count.c_str() + count.size() && std::isfinite(v) &&
+                   count.find_first_not_of("-0123456789.") == std::string::npos;
+    if (numeric && v <= 0) {
+      return Status::Invalid(fmt::format(
+          "the GPU count must be positive, got {} (leave accelerators out to ask for no GPU)",
+          count));
+    }
+    if (numeric && v > static_cast<double>(kMaxGpus / kMilliPerGpu)) {
+      return Status::Invalid(
+          fmt::format("at most {} GPUs per node, got {}", kMaxGpus / kMilliPerGpu, count));
+    }
+    if (numeric) {
+      return Status::Invalid(fmt::format("a GPU share has at most three decimals, got {}", count));
+    }
+    return Status::Invalid(
+        fmt::format("expected a GPU count like {}:4 or {}:0.5, got \"{}\"", type, type, count));
+  }
+  if (*milli == 0) {
+    return Status::Invalid(fmt::format(
+        "the GPU count must be positive, got {} (leave accelerators out to ask for no GPU)",
+        count));
+  }
+  if (*milli > kMaxGpus) {
+    return Status::Invalid(
+        fmt::format("at most {} GPUs per node, got {}", kMaxGpus / kMilliPerGpu, count));
+  }
+  if (*milli > kMilliPerGpu && *milli % kMilliPerGpu != 0) {
+    return Status::Invalid(
+        fmt::format("more than one GPU must be a whole number, got {}", FormatMilli(*milli)));
+  }
+  return std::make_pair(type, *milli);
+}
+
+Result<ParsedTask> ParseTaskYaml(const std::string& text, const std::string& source) {
+  return TaskParser(source).Parse(text);
+}
+
+}  // namespace berth

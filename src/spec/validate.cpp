@@ -1,0 +1,165 @@
+// ValidateSpec: the rules every JobSpec obeys, whichever door it came in by (YAML, JSON, CLI
+// flags).
+//
+// Messages start with the field path ("resources.cpus must be positive") so that ParseTaskYaml can
+// find the line the field came from and put it in front.
+#include <fmt/format.h>
+
+#include <set>
+#include <string_view>
+
+#include "common/strings.h"
+#include "spec/job_spec.h"
+
+namespace berth {
+namespace {
+
+constexpr DurationMs kMaxKillGrace = 3'600'000;  // longer than an hour is a hung job, not a grace
+
+bool IsEnvName(std::string_view s) {
+  if (s.empty() || s.size() > 256) return false;
+  auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  if (!alpha(s[0])) return false;
+  for (char c : s) {
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+Status CheckName(const std::string& path, const std::string& value) {
+  if (IsValidName(value)) return Status::Ok();
+  return Status::Invalid(
+      fmt::format("{} \"{}\" is not a valid name (1-128 letters, digits, '.', '_' or '-', not "
+                  "starting with '-')",
+                  path, value));
+}
+
+Status CheckScript(const char* path, const std::string& script) {
+  if (script.size() <= kMaxScriptBytes) return Status::Ok();
+  return Status::TooLarge(
+      fmt::format("{} is {} bytes; at most {} are allowed (put long scripts in a file "
+                  "under workdir and run that)",
+                  path, script.size(), kMaxScriptBytes));
+}
+
+Status CheckResources(const ResourceRequest& r) {
+  if (r.cpus <= 0) {
+    std::string got = r.cpus < 0 ? "-" + FormatMilli(-r.cpus) : "0";
+    return Status::Invalid(fmt::format(
+        "resources.cpus must be positive, got {} (leave it out to ask for the default 0.5)", got));
+  }
+  if (r.cpus > kMaxCpus) {
+    return Status::Invalid(fmt::format("resources.cpus must be at most {}, got {}",
+                                       FormatMilli(kMaxCpus), FormatMilli(r.cpus)));
+  }
+  if (r.memory < 0) return Status::Invalid("resources.memory must not be negative");
+  if (r.memory > kMaxMemory) {
+    return Status::Invalid(
+        fmt::format("resources.memory must be at most {} GiB", kMaxMemory / kMibPerGib));
+  }
+  if (r.gpu_milli < 0)
+    return Status::Invalid("resources.accelerators: the GPU count must be positive");
+  if (r.gpu_milli > kMaxGpus) {
+    return Status::Invalid(fmt::format("resources.accelerators: at most {} GPUs per node, got {}",
+                                       kMaxGpus / kMilliPerGpu, FormatMilli(r.gpu_milli)));
+  }
+  if (r.gpu_milli > kMilliPerGpu && r.gpu_milli % kMilliPerGpu != 0) {
+    return Status::Invalid(
+        fmt::format("resources.accelerators: more than one GPU must be a whole number, got {}",
+                    FormatMilli(r.gpu_milli)));
+  }
+  if (r.gpu_milli > 0 && r.gpu_type.empty()) {
+    return Status::Invalid("resources.accelerators: a GPU count needs a type, like V100:4");
+  }
+  if (r.gpu_milli == 0 && !r.gpu_type.empty()) {
+    return Status::Invalid(fmt::format("resources.accelerators: {} with a count of 0", r.gpu_type));
+  }
+  if (!r.gpu_type.empty() && !IsValidName(r.gpu_type)) {
+    return Status::Invalid(
+        fmt::format("resources.accelerators: \"{}\" is not a valid accelerator type", r.gpu_type));
+  }
+  return Status::Ok();
+}
+
+Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
+  std::set<std::string_view> seen;
+  for (const auto& [key, value] : envs) {
+    if (!IsEnvName(key)) {
+      return Status::Invalid(
+          fmt::format("envs.{} is not a valid variable name (letters, digits and '_', not starting "
+                      "with a digit)",
+                      key));
+    }
+    // berth sets these itself for every job (DESIGN.md "Environment of a job"); letting a task file
+    // override them would hand the job the wrong devices or the wrong rank.
+    if (StartsWith(key, "BERTH_") || StartsWith(key, "SKYPILOT_")) {
+      return Status::Invalid(fmt::format("envs.{} is reserved: berth sets {}* variables itself",
+                                         key, key.substr(0, key.find('_') + 1)));
+    }
+    if (key == "CUDA_VISIBLE_DEVICES") {
+      return Status::Invalid(
+          "envs.CUDA_VISIBLE_DEVICES is reserved: berth sets it to the GPUs it allocated");
+    }
+    // One value per key keeps the JSON form (an object) exact; SetEnv replaces instead of
+    // appending.
+    if (!seen.insert(key).second)
+      return Status::Invalid(fmt::format("envs.{} is given twice", key));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void SetEnv(JobSpec* spec, const std::string& key, const std::string& value) {
+  for (auto& [k, v] : spec->envs) {
+    if (k == key) {
+      v = value;
+      return;
+    }
+  }
+  spec->envs.emplace_back(key, value);
+}
+
+Status ValidateSpec(const JobSpec& spec) {
+  if (!spec.name.empty()) BERTH_RETURN_IF_ERROR(CheckName("name", spec.name));
+  if (spec.num_nodes < 1 || spec.num_nodes > kMaxNumNodes) {
+    return Status::Invalid(
+        fmt::format("num_nodes must be between 1 and {}, got {}", kMaxNumNodes, spec.num_nodes));
+  }
+  BERTH_RETURN_IF_ERROR(CheckResources(spec.resources));
+  BERTH_RETURN_IF_ERROR(CheckEnvs(spec.envs));
+  BERTH_RETURN_IF_ERROR(CheckScript("setup", spec.setup));
+  BERTH_RETURN_IF_ERROR(CheckScript("run", spec.run));
+  if (spec.workdir.find('\0') != std::string::npos) {
+    return Status::Invalid("workdir contains a NUL byte");
+  }
+  if (spec.priority < kMinPriority || spec.priority > kMaxPriority) {
+    return Status::Invalid(fmt::format("priority must be between {} and {}, got {}", kMinPriority,
+                                       kMaxPriority, spec.priority));
+  }
+  if (!spec.pool.empty()) BERTH_RETURN_IF_ERROR(CheckName("pool", spec.pool));
+  for (const auto& [key, value] : spec.node_selector) {
+    BERTH_RETURN_IF_ERROR(CheckName("node_selector key", key));
+    BERTH_RETURN_IF_ERROR(CheckName("node_selector." + key, value));
+  }
+  if (!spec.exclusive.empty())
+    BERTH_RETURN_IF_ERROR(CheckName("placement.exclusive", spec.exclusive));
+  if (spec.time_limit) {
+    if (*spec.time_limit <= 0) return Status::Invalid("time_limit must be positive");
+    if (*spec.time_limit > kMaxTimeLimit) {
+      return Status::Invalid(fmt::format("time_limit must be at most {}, got {}",
+                                         FormatDuration(kMaxTimeLimit),
+                                         FormatDuration(*spec.time_limit)));
+    }
+  }
+  if (spec.kill_grace) {
+    if (*spec.kill_grace < 0) return Status::Invalid("kill_grace must not be negative");
+    if (*spec.kill_grace > kMaxKillGrace) {
+      return Status::Invalid(
+          fmt::format("kill_grace must be at most 1h, got {}", FormatDuration(*spec.kill_grace)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace berth

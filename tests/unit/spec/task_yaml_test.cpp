@@ -1,0 +1,312 @@
+// Task files as users write them: the DESIGN.md example, SkyPilot's own examples, and the mistakes
+// people make. Every error must say file, line and field, because that is all a user has to go on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "spec/job_spec.h"
+
+namespace berth {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+ParsedTask MustParse(const std::string& yaml) {
+  auto parsed = ParseTaskYaml(yaml, "task.yaml");
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  return parsed.ok() ? *parsed : ParsedTask{};
+}
+
+std::string ErrorOf(const std::string& yaml) {
+  auto parsed = ParseTaskYaml(yaml, "task.yaml");
+  EXPECT_FALSE(parsed.ok()) << "parsed without error:\n" << yaml;
+  return parsed.ok() ? "" : parsed.status().message();
+}
+
+// The example of DESIGN.md "Task YAML", comments and all: every field lands where it should.
+TEST(TaskYaml, DesignExampleParsesFully) {
+  ParsedTask t = MustParse(R"(name: train
+num_nodes: 2                  # gang: all nodes start together or not at all
+resources:
+  accelerators: V100:4        # per node; also {V100: 4}; fractional (T4:0.5) shares one device
+  cpus: 8                     # per node; "8+" accepted
+  memory: 32                  # GiB per node; "32+" accepted
+envs: {LR: "0.01"}
+workdir: .                    # where run/setup execute
+setup: pip install -r requirements.txt
+run: python train.py --lr $LR
+# berth extensions
+priority: 10                  # higher runs first and may preempt lower
+placement: {exclusive: rack}  # all nodes in one value of node label "rack", which no other job shares
+pool: research                # only nodes of this pool
+node_selector: {gpu_gen: hopper}  # only nodes with these labels
+time_limit: 4h                # stopped after this; lets backfill plan around reservations
+recovery: {on_preemption: requeue, on_node_lost: fail}
+)");
+  const JobSpec& s = t.spec;
+  EXPECT_EQ(s.name, "train");
+  EXPECT_EQ(s.num_nodes, 2);
+  EXPECT_EQ(s.resources.gpu_type, "V100");
+  EXPECT_EQ(s.resources.gpu_milli, 4000);
+  EXPECT_EQ(s.resources.cpus, 8000);
+  EXPECT_EQ(s.resources.memory, 32 * 1024);
+  EXPECT_THAT(s.envs, ElementsAre(Pair("LR", "0.01")));
+  EXPECT_EQ(s.workdir, ".");  // the CLI makes it absolute, not the parser
+  EXPECT_EQ(s.setup, "pip install -r requirements.txt");
+  EXPECT_EQ(s.run, "python train.py --lr $LR");
+  EXPECT_EQ(s.priority, 10);
+  EXPECT_EQ(s.exclusive, "rack");
+  EXPECT_EQ(s.pool, "research");
+  EXPECT_THAT(s.node_selector, ElementsAre(Pair("gpu_gen", "hopper")));
+  EXPECT_EQ(s.time_limit, 4 * 3'600'000);
+  EXPECT_EQ(s.on_preemption, RecoveryAction::kRequeue);
+  EXPECT_EQ(s.on_node_lost, RecoveryAction::kFail);
+  EXPECT_THAT(t.warnings, IsEmpty());
+}
+
+// SkyPilot's examples/resnet_distributed_torch-style dnn.yaml: multi-line setup and run scripts,
+// with $SKYPILOT_* variables that berth sets, kept byte for byte.
+TEST(TaskYaml, SkyPilotDnnExample) {
+  ParsedTask t = MustParse(R"(name: resnet
+resources:
+  accelerators: V100:4
+
+setup: |
+  pip install torch torchvision
+  git clone https://github.com/michaelzhiluo/pytorch-distributed-resnet
+
+run: |
+  cd pytorch-distributed-resnet
+  python3 -m torch.distributed.launch --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE \
+    main.py --epochs 1
+)");
+  EXPECT_EQ(t.spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(t.spec.setup,
+            "pip install torch torchvision\n"
+            "git clone https://github.com/michaelzhiluo/pytorch-distributed-resnet\n");
+  EXPECT_EQ(t.spec.run,
+            "cd pytorch-distributed-resnet\n"
+            "python3 -m torch.distributed.launch --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE \\\n"
+            "  main.py --epochs 1\n");
+}
+
+// A job that names nothing asks for half a CPU and no memory, so two such jobs share a core.
+TEST(TaskYaml, DefaultsAreHalfACpuNoMemoryNoGpu) {
+  ParsedTask t = MustParse("run: echo hi\n");
+  EXPECT_EQ(t.spec.name, "");  // the CLI picks the default name
+  EXPECT_EQ(t.spec.num_nodes, 1);
+  EXPECT_EQ(t.spec.resources.cpus, 500);
+  EXPECT_EQ(t.spec.resources.memory, 0);
+  EXPECT_FALSE(t.spec.resources.wants_gpu());
+  EXPECT_EQ(t.spec.time_limit, std::nullopt);
+  EXPECT_EQ(t.spec.on_preemption, RecoveryAction::kRequeue);
+  EXPECT_EQ(t.spec.on_node_lost, RecoveryAction::kFail);
+}
+
+TEST(TaskYaml, EveryAcceleratorFormMeansTheSame) {
+  EXPECT_EQ(MustParse("resources: {accelerators: V100:4}").spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(MustParse("resources: {accelerators: {V100: 4}}").spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(MustParse("resources:\n  accelerators:\n    V100: 4\n").spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(MustParse("resources: {accelerators: V100}").spec.resources.gpu_milli, 1000);
+  ResourceRequest half = MustParse("resources: {accelerators: T4:0.5}").spec.resources;
+  EXPECT_EQ(half.gpu_type, "T4");
+  EXPECT_EQ(half.gpu_milli, 500);
+  EXPECT_EQ(MustParse("resources: {accelerators: {T4: 0.5}}").spec.resources, half);
+}
+
+// "8+" is SkyPilot for "at least 8"; a request is a minimum anyway, so it means 8.
+TEST(TaskYaml, PlusMeansAtLeast) {
+  ResourceRequest r = MustParse("resources:\n  cpus: 8+\n  memory: \"32+\"\n").spec.resources;
+  EXPECT_EQ(r.cpus, 8000);
+  EXPECT_EQ(r.memory, 32 * 1024);
+  EXPECT_EQ(MustParse("resources: {cpus: 0.25, memory: 0.5}").spec.resources.memory, 512);
+}
+
+TEST(TaskYaml, DurationsAndRecovery) {
+  JobSpec s = MustParse(
+                  "time_limit: 90\nkill_grace: 30s\n"
+                  "recovery: {on_preemption: fail, on_node_lost: requeue}\n")
+                  .spec;
+  EXPECT_EQ(s.time_limit, 90 * 60'000);  // a bare number is minutes, as Slurm's --time
+  EXPECT_EQ(s.kill_grace, 30'000);
+  EXPECT_EQ(s.on_preemption, RecoveryAction::kFail);
+  EXPECT_EQ(s.on_node_lost, RecoveryAction::kRequeue);
+  // "kill_grace: 30" could mean seconds or minutes; berth asks for a unit instead of guessing.
+  EXPECT_EQ(
+      ErrorOf("kill_grace: 30\n"),
+      "task.yaml:1: kill_grace: expected a duration like 30s or 2m (with a unit), got \"30\"");
+}
+
+// envs values are strings whatever YAML thinks they are; secrets are env vars too and win over
+// envs.
+TEST(TaskYaml, EnvsAndSecretsBecomeStringsInOrder) {
+  JobSpec s = MustParse(R"(secrets:
+  HF_TOKEN: hf_secret
+envs:
+  LR: 0.01
+  EPOCHS: 3
+  HF_TOKEN: placeholder
+  DEBUG: true
+)")
+                  .spec;
+  EXPECT_THAT(s.envs, ElementsAre(Pair("LR", "0.01"), Pair("EPOCHS", "3"),
+                                  Pair("HF_TOKEN", "hf_secret"), Pair("DEBUG", "true")));
+}
+
+// Cloud-only fields are not mistakes in a SkyPilot file; they are noted, with their line, and
+// ignored.
+TEST(TaskYaml, CloudFieldsAreWarningsWithTheirLine) {
+  ParsedTask t = MustParse(R"(name: train
+resources:
+  accelerators: A100:8
+  infra: aws/us-east-1
+  use_spot: true
+  disk_size: 256
+file_mounts:
+  /data: s3://bucket/data
+run: python train.py
+)");
+  EXPECT_EQ(t.spec.resources.gpu_milli, 8000);
+  EXPECT_THAT(
+      t.warnings,
+      ElementsAre(
+          "task.yaml:4: 'infra' only matters to a cloud provisioner; berth ignores it",
+          "task.yaml:5: 'use_spot' only matters to a cloud provisioner; berth ignores it",
+          "task.yaml:6: 'disk_size' only matters to a cloud provisioner; berth ignores it",
+          "task.yaml:7: 'file_mounts' only matters to a cloud provisioner; berth ignores it"));
+}
+
+TEST(TaskYaml, MisspelledFieldIsAnErrorWithASuggestion) {
+  EXPECT_EQ(ErrorOf("name: x\nrun: echo\nresouces:\n  cpus: 2\n"),
+            "task.yaml:3: unknown field 'resouces' (did you mean 'resources'?)");
+  EXPECT_EQ(ErrorOf("resources:\n  cpus: 2\n  acelerators: V100:1\n"),
+            "task.yaml:3: resources: unknown field 'acelerators' (did you mean 'accelerators'?)");
+  // gpus is far from accelerators by spelling, and close to cpus, which would be the wrong hint.
+  EXPECT_EQ(ErrorOf("resources: {gpus: 2}"),
+            "task.yaml:1: resources: unknown field 'gpus' (did you mean 'accelerators'?)");
+  EXPECT_EQ(ErrorOf("walltime: 2h\n"), "task.yaml:1: unknown field 'walltime'");
+  EXPECT_EQ(ErrorOf("recovery: {on_preempt: fail}\n"),
+            "task.yaml:1: recovery: unknown field 'on_preempt' (did you mean 'on_preemption'?)");
+}
+
+TEST(TaskYaml, WrongTypesNameLineAndField) {
+  EXPECT_EQ(ErrorOf("run: x\nresources:\n  accelerators: V100:1\n  cpus: lots\n"),
+            "task.yaml:4: resources.cpus: expected a number like 8 or \"8+\", got \"lots\"");
+  EXPECT_EQ(ErrorOf("num_nodes: two\n"),
+            "task.yaml:1: num_nodes: expected a whole number, got \"two\"");
+  EXPECT_EQ(ErrorOf("run:\n  - echo a\n  - echo b\n"),
+            "task.yaml:2: run: expected a string, got a list");
+  EXPECT_EQ(ErrorOf("resources: V100:4\n"),
+            "task.yaml:1: resources: expected a map, got \"V100:4\"");
+  EXPECT_EQ(ErrorOf("envs:\n  - LR=1\n"),
+            "task.yaml:2: envs: expected a map of NAME: value, got a list");
+  EXPECT_EQ(ErrorOf("time_limit: soon\n"),
+            "task.yaml:1: time_limit: expected a duration like 90m, 2h or 1h30m (a bare number is "
+            "minutes), got \"soon\"");
+}
+
+TEST(TaskYaml, BadCountsNameLineAndField) {
+  EXPECT_EQ(ErrorOf("run: x\nresources:\n  cpus: -2\n"),
+            "task.yaml:3: resources.cpus must be positive, got -2");
+  // Zero CPUs passes parsing and is caught by ValidateSpec, which still gets the line.
+  EXPECT_THAT(ErrorOf("resources:\n  cpus: 0\n"),
+              HasSubstr("task.yaml:2: resources.cpus must be positive"));
+  EXPECT_EQ(ErrorOf("num_nodes: 0\n"), "task.yaml:1: num_nodes must be between 1 and 1024, got 0");
+  EXPECT_EQ(ErrorOf("resources:\n  accelerators: V100:0\n"),
+            "task.yaml:2: resources.accelerators: the GPU count must be positive, got 0 (leave "
+            "accelerators out to ask for no GPU)");
+  EXPECT_EQ(
+      ErrorOf("resources:\n  accelerators: V100:1.5\n"),
+      "task.yaml:2: resources.accelerators: more than one GPU must be a whole number, got 1.5");
+  EXPECT_EQ(ErrorOf("resources:\n  accelerators: {V100: -1}\n"),
+            "task.yaml:2: resources.accelerators: the GPU count must be positive, got -1 (leave "
+            "accelerators out to ask for no GPU)");
+}
+
+TEST(TaskYaml, SeveralAcceleratorTypesAreRefused) {
+  const std::string kWant =
+      "resources.accelerators: choosing among several accelerator types is not supported; name one";
+  EXPECT_EQ(ErrorOf("resources:\n  accelerators: [V100:1, A100:1]\n"), "task.yaml:2: " + kWant);
+  EXPECT_EQ(ErrorOf("resources:\n  accelerators: {V100: 1, A100: 1}\n"), "task.yaml:2: " + kWant);
+  EXPECT_EQ(ErrorOf("resources:\n  accelerators: \"{V100:1, A100:1}\"\n"), "task.yaml:2: " + kWant);
+  // Ignoring any_of as a cloud field would run the job without any GPU: refused too.
+  EXPECT_THAT(
+      ErrorOf("resources:\n  any_of:\n    - accelerators: V100\n    - accelerators: A100\n"),
+      HasSubstr("task.yaml:3: resources.any_of: choosing among several accelerator types"));
+}
+
+TEST(TaskYaml, UnknownRecoveryValue) {
+  EXPECT_EQ(ErrorOf("run: x\nrecovery:\n  on_preemption: retry\n"),
+            "task.yaml:3: recovery.on_preemption: expected requeue or fail, got \"retry\"");
+}
+
+TEST(TaskYaml, ReservedEnvNamesAreRefusedAtTheirLine) {
+  EXPECT_EQ(ErrorOf("envs:\n  LR: 1\n  BERTH_NODE_RANK: 3\n"),
+            "task.yaml:3: envs.BERTH_NODE_RANK is reserved: berth sets BERTH_* variables itself");
+  EXPECT_EQ(ErrorOf("envs:\n  SKYPILOT_NUM_NODES: 3\n"),
+            "task.yaml:2: envs.SKYPILOT_NUM_NODES is reserved: berth sets SKYPILOT_* variables "
+            "itself");
+  EXPECT_EQ(ErrorOf("envs: {CUDA_VISIBLE_DEVICES: 0}\n"),
+            "task.yaml:1: envs.CUDA_VISIBLE_DEVICES is reserved: berth sets it to the GPUs it "
+            "allocated");
+  EXPECT_EQ(ErrorOf("envs:\n  HF_TOKEN:\n"), "task.yaml:2: envs.HF_TOKEN has no value");
+  EXPECT_THAT(ErrorOf("envs:\n  1LR: x\n"), HasSubstr("task.yaml:2: envs.1LR is not a valid"));
+}
+
+TEST(TaskYaml, MalformedOrEmptyFiles) {
+  // The bracket opened on line 2 is found unclosed on line 3.
+  EXPECT_EQ(ErrorOf("name: x\nresources: {cpus: 2\nrun: echo\n"),
+            "task.yaml:3: malformed YAML: end of map flow not found");
+  EXPECT_EQ(ErrorOf(""), "task.yaml: empty task file");
+  EXPECT_EQ(ErrorOf("# only a comment\n"), "task.yaml: empty task file");
+  EXPECT_EQ(ErrorOf("- run: echo\n"),
+            "task.yaml:1: a task file is a map of fields such as resources: and run:, got a list");
+  EXPECT_EQ(ErrorOf("echo hi\n"),
+            "task.yaml:1: a task file is a map of fields such as resources: and run:, got \"echo "
+            "hi\"");
+  EXPECT_EQ(ErrorOf("run: a\nrun: b\n"), "task.yaml:2: 'run' is given twice (also on line 1)");
+  EXPECT_THAT(ErrorOf("name: a\n---\nrun: b\n"), HasSubstr("task.yaml:3: several YAML documents"));
+  EXPECT_EQ(MustParse("%YAML 1.2\n---\nrun: b\n...\n").spec.run, "b");
+}
+
+// yaml-cpp 0.7's LoadAll never returns on a stray ',' (it allocates until the process dies); berth
+// must answer with an error instead (jbeder/yaml-cpp#1040).
+TEST(TaskYaml, StrayCommaIsAnErrorNotAHang) {
+  EXPECT_EQ(ErrorOf(","), "task.yaml:1: malformed YAML: cannot read this line");
+  EXPECT_EQ(ErrorOf("# task\n,ame: x\nrun: y\n"),
+            "task.yaml:2: malformed YAML: cannot read this line");
+  EXPECT_THAT(ErrorOf("run: y\n---\n,\n"), HasSubstr("task.yaml:3: several YAML documents"));
+  EXPECT_EQ(ErrorOf("~\n"),
+            "task.yaml:1: a task file is a map of fields such as resources: and run:, got nothing");
+}
+
+TEST(ParseAccelerators, Forms) {
+  using P = std::pair<std::string, MilliGpu>;
+  EXPECT_EQ(*ParseAccelerators("V100:4"), P("V100", 4000));
+  EXPECT_EQ(*ParseAccelerators("V100"), P("V100", 1000));
+  EXPECT_EQ(*ParseAccelerators("T4:0.5"), P("T4", 500));
+  EXPECT_EQ(*ParseAccelerators(" H100 : 8 "), P("H100", 8000));
+}
+
+TEST(ParseAccelerators, Errors) {
+  auto error = [](const std::string& s) {
+    auto r = ParseAccelerators(s);
+    EXPECT_FALSE(r.ok()) << s;
+    return r.ok() ? "" : r.status().message();
+  };
+  EXPECT_THAT(error(":4"), HasSubstr("expected an accelerator type"));
+  EXPECT_THAT(error(""), HasSubstr("expected an accelerator type"));
+  EXPECT_THAT(error("V100:0"), HasSubstr("must be positive"));
+  EXPECT_THAT(error("V100:-2"), HasSubstr("must be positive"));
+  EXPECT_EQ(error("V100:four"), "expected a GPU count like V100:4 or V100:0.5, got \"four\"");
+  EXPECT_EQ(error("V100:1.5"), "more than one GPU must be a whole number, got 1.5");
+  EXPECT_EQ(error("V100:5000"), "at most 1024 GPUs per node, got 5000");
+  EXPECT_EQ(error("V100:99999999999999999"), "at most 1024 GPUs per node, got 99999999999999999");
+  EXPECT_THAT(error("T4:0.0001"), HasSubstr("at most three decimals"));
+  EXPECT_THAT(error("V 100:1"), HasSubstr("not a valid accelerator type"));
+}
+
+}  // namespace
+}  // namespace berth
