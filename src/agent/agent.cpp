@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "agent/supervisor.h"
+#include "spec/job_spec.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"

@@ -1,5 +1,6 @@
 #include "agent/discovery.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>

@@ -265,7 +265,8 @@ Status HttpClient::Stream(const std::string& method, const std::string& target, 
   while (!parser.is_done()) {
     parser.get().body().data = buf;
     parser.get().body().size = sizeof(buf);
-    http::read(stream, impl_->buffer, parser, ec);
+    // read_some returns as soon as some body arrived; read() would wait to fill the whole buffer.
+    http::read_some(stream, impl_->buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       impl_->Close();
