@@ -1,0 +1,89 @@
+// The shared vocabulary: quantities, times, durations, CPU budget parsing.
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "common/cpu_budget.h"
+#include "common/quantity.h"
+#include "common/resources.h"
+#include "common/strings.h"
+
+namespace berth {
+namespace {
+
+TEST(Quantity, ParsesDecimalsIntoThousandths) {
+  EXPECT_EQ(ParseMilli("8"), 8000);
+  EXPECT_EQ(ParseMilli("0.5"), 500);
+  EXPECT_EQ(ParseMilli("8+"), 8000);
+  EXPECT_EQ(ParseMilli(" 1.25 "), 1250);
+  EXPECT_EQ(ParseMilli("1.500"), 1500);
+}
+
+TEST(Quantity, RefusesWhatIsNotANonNegativeDecimal) {
+  EXPECT_FALSE(ParseMilli(""));
+  EXPECT_FALSE(ParseMilli("-1"));
+  EXPECT_FALSE(ParseMilli("lots"));
+  EXPECT_FALSE(ParseMilli("1.0005"));  // finer than a thousandth
+  EXPECT_FALSE(ParseMilli("99999999999999999"));
+  EXPECT_FALSE(ParseMilli("."));
+}
+
+TEST(Quantity, FormatsShortly) {
+  EXPECT_EQ(FormatMilli(500), "0.5");
+  EXPECT_EQ(FormatMilli(4000), "4");
+  EXPECT_EQ(FormatMib(32 * 1024), "32G");
+  EXPECT_EQ(FormatMib(512), "512M");
+  EXPECT_EQ(FormatGpus("T4", 500), "T4:0.5");
+  EXPECT_EQ(FormatGpus("", 0), "-");
+}
+
+TEST(Clock, Rfc3339RoundTripsWithMilliseconds) {
+  TimeMs t = 1'795'323'723'123;  // 2026-11-22T05:02:03.123Z
+  EXPECT_EQ(FormatRfc3339(t), "2026-11-22T05:02:03.123Z");
+  EXPECT_EQ(ParseRfc3339("2026-11-22T05:02:03.123Z"), t);
+  EXPECT_EQ(ParseRfc3339("2026-11-22T05:02:03Z"), t - 123);
+  EXPECT_FALSE(ParseRfc3339("yesterday"));
+}
+
+TEST(Clock, DurationsInSlurmAndSkyPilotForms) {
+  EXPECT_EQ(ParseDuration("90m"), 90 * 60'000);
+  EXPECT_EQ(ParseDuration("2h"), 2 * 3'600'000);
+  EXPECT_EQ(ParseDuration("1h30m"), 90 * 60'000);
+  EXPECT_EQ(ParseDuration("45s"), 45'000);
+  EXPECT_EQ(ParseDuration("250ms"), 250);
+  EXPECT_EQ(ParseDuration("30"), 30 * 60'000);  // a bare number is minutes
+  EXPECT_FALSE(ParseDuration("soon"));
+  EXPECT_FALSE(ParseDuration("5 x"));
+  EXPECT_EQ(FormatDuration(90 * 60'000), "1h30m");
+}
+
+TEST(Clock, AgoReadsLikeAQueueListing) {
+  EXPECT_EQ(FormatAgo(0, 1000), "just now");
+  EXPECT_EQ(FormatAgo(0, 10 * 60'000), "10 mins ago");
+  EXPECT_EQ(FormatAgo(0, 3 * 3'600'000), "3 hrs ago");
+}
+
+TEST(CpuBudget, ReadsCgroupV2Quota) {
+  EXPECT_FALSE(ParseCgroupV2CpuMax("max 100000"));
+  EXPECT_DOUBLE_EQ(*ParseCgroupV2CpuMax("150000 100000"), 1.5);
+  EXPECT_FALSE(ParseCgroupV2CpuMax("garbage"));
+  CpuBudget b = ReadCpuBudget();
+  EXPECT_GE(b.usable, 1);
+  EXPECT_LE(b.usable, b.affinity);
+}
+
+TEST(Strings, NamesAndSplits) {
+  EXPECT_TRUE(IsValidName("local-0"));
+  EXPECT_FALSE(IsValidName("-x"));
+  EXPECT_FALSE(IsValidName("a b"));
+  EXPECT_EQ(Split("a,b,,c", ',').size(), 4u);
+  EXPECT_EQ(Trim("  x \n"), "x");
+  EXPECT_EQ(RandomHex(8).size(), 16u);
+}
+
+TEST(Resources, CudaVisibleDevicesListsTheGrantedIndices) {
+  NodeGrant g{"n1", 0, {{2, 1000}, {3, 1000}}};
+  EXPECT_EQ(CudaVisibleDevices(g), "2,3");
+}
+
+}  // namespace
+}  // namespace berth
