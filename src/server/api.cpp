@@ -222,6 +222,11 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
 }
 
 net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
+  uint64_t received_at_seq;
+  {
+    std::lock_guard lock(mu_);
+    received_at_seq = cancel_seq_;
+  }
   auto body = ParseJson(req.body);
   if (!body.ok()) return Error(body.status());
   if (!body->is_object()) return Error(Status::Invalid("request body must be a JSON object"));
@@ -284,6 +289,10 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   auto shared = std::make_shared<const JobSpec>(std::move(spec));
   specs_[result->spec_id] = shared;
   json::array ids;
+  auto user_seq = cancel_user_seq_.find(*user);
+  bool cancelled_in_flight = cancel_all_users_seq_ > received_at_seq ||
+                             (user_seq != cancel_user_seq_.end() && user_seq->second > received_at_seq);
+  Batch cancel_batch;
   for (size_t i = 0; i < result->ids.size(); ++i) {
     ActiveJob job;
     job.row.id = result->ids[i];
@@ -301,8 +310,17 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     job.spec = shared;
     job.group_size = sub.count;
     job.ranks.resize(static_cast<size_t>(sub.num_nodes));
-    jobs_.emplace(job.row.id, std::move(job));
+    auto& stored = jobs_.emplace(job.row.id, std::move(job)).first->second;
+    if (cancelled_in_flight) {
+      EndJob(stored, JobStatus::kCancelled, "cancelled by a cancel --all that arrived while it was submitted",
+             std::nullopt, sub.now, cancel_batch);
+    }
     ids.push_back(result->ids[i]);
+  }
+  if (cancelled_in_flight) {
+    Status st = CommitLocked(cancel_batch);
+    if (!st.ok()) LogError("recording cancelled submission: {}", st.message());
+    ReapFinished();
   }
   pass_requested_ = true;
   sched_cv_.notify_one();
@@ -413,6 +431,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
 
   std::lock_guard lock(mu_);
   TimeMs now = clock_.Now();
+  if (*all_users) cancel_all_users_seq_ = ++cancel_seq_;
+  if (*all && !*all_users) cancel_user_seq_[*user] = ++cancel_seq_;
   if (by_filter) {
     for (const auto& [id, job] : jobs_) {
       if (job.terminating) continue;

@@ -134,6 +134,7 @@ Status Server::LoadState() {
   }
   auto jobs = store_->LoadActiveJobs();
   if (!jobs.ok()) return jobs.status();
+  std::map<int64_t, int> group_sizes;
   for (auto& row : *jobs) {
     ActiveJob job;
     job.row = row;
@@ -143,6 +144,14 @@ Status Server::LoadState() {
       continue;
     }
     job.ranks.resize(static_cast<size_t>(row.num_nodes));
+    if (row.group) {
+      auto size = group_sizes.find(*row.group);
+      if (size == group_sizes.end()) {
+        auto stored = store_->GroupSize(*row.group);
+        size = group_sizes.emplace(*row.group, stored.ok() ? *stored : 0).first;
+      }
+      job.group_size = size->second;
+    }
     if (row.status == JobStatus::kRunning) {
       for (auto& r : job.ranks) r.running = true;
     }

@@ -164,6 +164,12 @@ class Server {
   std::map<int64_t, ActiveJob> jobs_;                      // guarded by mu_; non-terminal + terminating
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // guarded by mu_; cache by spec id
   std::multimap<int64_t, LogWaiter> log_waiters_;          // guarded by mu_; job id -> long-poll
+  // Cancel-all epochs: bumped by every `cancel --all` (per user) and `--all-users` (everyone). A submission
+  // that was received before such a cancel but commits after it is cancelled too, so a cancel never misses
+  // a submission that was in flight (SkyPilot's `cancel -a` did).
+  uint64_t cancel_seq_ = 0;                                // guarded by mu_; +1 per cancel-all
+  uint64_t cancel_all_users_seq_ = 0;                      // guarded by mu_; seq of the last --all-users
+  std::map<std::string, uint64_t> cancel_user_seq_;        // guarded by mu_; seq of each user's last --all
   bool pass_requested_ = false;                            // guarded by mu_
   bool stopping_ = false;                                  // guarded by mu_
   std::condition_variable sched_cv_;

@@ -599,6 +599,17 @@ Result<std::string> SqliteStore::GetSpec(int64_t spec_id) {
   return (*ref)->Text(0);
 }
 
+Result<int> SqliteStore::GroupSize(int64_t group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<StatementRef> ref = db_->Cached("SELECT size FROM groups WHERE id = ?1");
+  if (!ref.ok()) return ref.status();
+  (*ref)->Bind(1, group);
+  Result<bool> row = (*ref)->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
+  return static_cast<int>((*ref)->Int(0));
+}
+
 Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   Result<StatementRef> ref = db_->Cached(

@@ -43,6 +43,7 @@ class SqliteStore final : public Store {
   // Ascending attempt.
   Result<std::vector<AttemptRow>> GetAttempts(int64_t job) override;
   Result<std::string> GetSpec(int64_t spec_id) override;
+  Result<int> GroupSize(int64_t group) override;
   // Ascending name.
   Result<std::vector<NodeRow>> LoadNodes() override;
 

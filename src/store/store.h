@@ -141,6 +141,9 @@ class Store {
   // The spec text of a submission; NotFound if unknown.
   virtual Result<std::string> GetSpec(int64_t spec_id) = 0;
 
+  // The number of jobs of a bulk group (its BERTH_NUM_JOBS); NotFound if unknown.
+  virtual Result<int> GroupSize(int64_t group) = 0;
+
   virtual Result<std::vector<NodeRow>> LoadNodes() = 0;
 };
 
