@@ -58,6 +58,7 @@ int LocalStatus(bool as_json);
 // --- jobs (job_cmds.cpp) ---
 struct ExecFlags {
   std::vector<std::string> args;  // a task YAML, or a command
+  bool command = false;            // args came after "--": a command, never a task file
   bool detach = false;
   bool as_json = false;
   std::string name;

@@ -33,7 +33,14 @@ std::string ReadFileOr(const std::string& path) {
 
 std::string LocalStatePath() { return BerthHome() + "/local.json"; }
 
-bool Alive(int pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+// A zombie counts as gone: the daemons are re-parented to init, and an init that reaps lazily (or never,
+// as a container's PID 1 may) would otherwise make `local down` wait out its whole timeout.
+bool Alive(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
+  auto paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
 
 // Starts `argv` detached from this terminal (own session), output appended to `log_path`.
 Result<int> SpawnDaemon(const std::vector<std::string>& args, const std::string& log_path) {

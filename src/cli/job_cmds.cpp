@@ -121,7 +121,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (f.args.empty()) return Fail(Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- python train.py)"));
   JobSpec spec;
   std::string yaml_path;
-  if (f.args.size() == 1 && LooksLikeTaskFile(f.args[0])) {
+  if (f.args.size() == 1 && !f.command && LooksLikeTaskFile(f.args[0])) {
     yaml_path = f.args[0];
     std::ifstream in(yaml_path);
     if (!in) return Fail(Status::Invalid("cannot read task file " + yaml_path));

@@ -68,7 +68,8 @@ int Main(int argc, char** argv) {
   agent->add_option("--cpus", agent_flags.cpus, "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");
   agent->add_option("--pool", agent_flags.pool, "Pool this node belongs to");
-  agent->add_option("--label", agent_flags.labels, "Node label key=value (repeatable)");
+  // Repeatable flags take one value each, so that `--label a=1 task.yaml` leaves task.yaml alone.
+  agent->add_option("--label", agent_flags.labels, "Node label key=value (repeatable)")->allow_extra_args(false);
   agent->add_option("--address", agent_flags.address, "Address other nodes reach this one at (default: as the server sees it)");
   agent->add_option("--pid-file", agent_flags.pid_file, "Write the agent's pid here");
   agent->callback([&] { rc = RunAgent(agent_flags, g.self_exe); });
@@ -97,14 +98,18 @@ int Main(int argc, char** argv) {
   exec->add_option("--gpus", exec_flags.gpus, "Accelerators per node, TYPE:N (e.g. V100:1, T4:0.5)");
   exec->add_option("--cpus", exec_flags.cpus, "CPUs per node (default 0.5)");
   exec->add_option("--memory", exec_flags.memory, "Memory per node in GiB (default: none reserved)");
-  exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)");
+  exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")->allow_extra_args(false);
   exec->add_option("--num-jobs", exec_flags.num_jobs, "Submit N copies as one group, ranks 0..N-1");
   exec->add_option("--priority", exec_flags.priority, "Priority (higher runs first; default 0)");
   exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
   exec->add_option("--workdir", exec_flags.workdir, "Working directory on the nodes (default: the current one)");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
   add_global(exec);
-  exec->callback([&] { rc = Exec(g, exec_flags); });
+  exec->callback([&] {
+    // What follows "--" is a command even when it names a file (`berth exec -- ./train.sh`).
+    for (int i = 1; i < argc; ++i) exec_flags.command = exec_flags.command || std::strcmp(argv[i], "--") == 0;
+    rc = Exec(g, exec_flags);
+  });
 
   QueueFlags queue_flags;
   auto* queue = app.add_subcommand("queue", "List active jobs and the most recent finished ones, newest first");
