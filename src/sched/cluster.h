@@ -56,6 +56,9 @@ struct RunningJob {
   Placement placement;
   TimeMs started_at = 0;
   std::optional<DurationMs> time_limit;
+  // True while the job's processes are being stopped (cancelled or preempted): it holds its resources
+  // but can be neither preempted again nor counted as running work.
+  bool stopping = false;
 };
 
 struct Snapshot {

@@ -38,8 +38,20 @@
 namespace berth::sched {
 
 struct Config {
-  // Reserved for the starvation/preemption rules of later issues; not yet used by Schedule().
+  // A pending job that has waited longer than this (now - submitted_at) gets a reservation: lower- or
+  // equal-priority jobs stop being placed on the nodes it waits for, unless their time_limit ends before
+  // those nodes are expected to free (EASY backfill).
   DurationMs starvation_bound = 10 * 60 * 1000;
+  bool preemption = true;  // pending jobs may evict running jobs of strictly lower priority
+};
+
+// A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a gang).
+// The caller stops the victims and holds `placement` for the preemptor: no other job may take those
+// resources in between, and the preemptor launches once the victims' processes are gone.
+struct PreemptDecision {
+  JobId preemptor = 0;
+  std::vector<JobId> victims;
+  Placement placement;  // where the preemptor goes (on resources the victims free)
 };
 
 struct PlaceDecision {
@@ -49,6 +61,7 @@ struct PlaceDecision {
 
 struct PassResult {
   std::vector<PlaceDecision> placements;  // in the order they were decided
+  std::vector<PreemptDecision> preemptions;
   // Every pending job not placed -> why it waits (for `berth show`).
   std::map<JobId, std::string> waiting;
 };
