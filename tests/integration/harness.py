@@ -148,6 +148,7 @@ class Berth:
         self.env["BERTH_HOME"] = self.home
         self.env[TAG] = self.tmp
         self.daemons = []
+        self.clients = []  # CLI processes started with popen()
         self.local_started = False
 
     # --- the CLI ---
@@ -171,8 +172,10 @@ class Berth:
         """Starts `berth ARGS...` in the background with piped output (for `logs`, `exec`)."""
         full_env = dict(self.env)
         full_env.update(env or {})
-        return subprocess.Popen([BERTH_BIN, *map(str, args)], env=full_env, cwd=cwd or self.tmp,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([BERTH_BIN, *map(str, args)], env=full_env, cwd=cwd or self.tmp,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.clients.append(p)
+        return p
 
     def json(self, *args, **kw):
         _, out, _ = self.run(*args, **kw)
@@ -312,6 +315,13 @@ class Berth:
         return "\n".join(parts)
 
     def cleanup(self):
+        for p in self.clients:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            for pipe in (p.stdout, p.stderr):
+                if pipe:
+                    pipe.close()
         if self.local_started or os.path.exists(os.path.join(self.home, "local.json")):
             try:
                 self.local_down()

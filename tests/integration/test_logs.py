@@ -1,0 +1,141 @@
+"""Reading a job's output with `berth logs`.
+
+A user follows a running job and sees its lines as they come, and `logs` returns when the job ends; with
+--no-follow they get what is there at once. The output stays available from the server after the job
+ended, even once the node's agent is gone, and it is exactly what the job wrote, however large.
+"""
+
+import os
+import queue
+import signal
+import threading
+import time
+import unittest
+
+from harness import SCALE, BerthTestCase, alive
+
+# Prints a line, waits for the test to say "go on" (a file), prints another, and so on.
+STEPPED_SCRIPT = r"""
+for i in 1 2 3; do
+  echo "line $i"
+  while [ ! -e "$STEP_DIR/step-$i" ]; do sleep 0.05; done
+done
+echo "done"
+"""
+
+
+class LineReader:
+    """Reads a pipe's lines on a thread, so that the test can wait for each with a timeout."""
+
+    def __init__(self, pipe):
+        self.lines = queue.Queue()
+        self.thread = threading.Thread(target=self._pump, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, pipe):
+        for line in pipe:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout=30):
+        try:
+            return self.lines.get(timeout=timeout * SCALE)
+        except queue.Empty:
+            raise AssertionError(f"no output line within {timeout * SCALE:.0f}s")
+
+
+class LogsTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.b.local_up(gpus="V100:4")
+
+    def test_follow_a_running_job(self):
+        b = self.b
+        script = self.write("stepped.sh", STEPPED_SCRIPT)
+        job = b.submit("--env", f"STEP_DIR={b.tmp}", "--", "bash", script)
+        b.wait_status(job, "RUNNING")
+        follower = b.popen("logs", job)
+        reader = LineReader(follower.stdout)
+        # Each line shows up while the job is still running, before the next one is even written.
+        for i in (1, 2, 3):
+            self.assertEqual(reader.next(), f"line {i}\n")
+            self.assertIsNone(follower.poll(), "logs returned while the job still runs")
+            self.assertIn(b.status(job), ("RUNNING",))
+            self.write(f"step-{i}", "")
+        self.assertEqual(reader.next(), "done\n")
+        # The job ends, and so does `logs`, successfully.
+        self.assertIsNone(reader.next())
+        self.assertEqual(follower.wait(timeout=30 * SCALE), 0, follower.stderr.read())
+        self.assertEqual(b.status(job), "SUCCEEDED")
+
+    def test_follow_a_job_that_has_not_started_yet(self):
+        # `logs` on a queued job waits for it to start, then follows it to its end.
+        b = self.b
+        blocker = b.submit("--gpus", "V100:4", "--", f"while [ ! -e {b.tmp}/release ]; do sleep 0.05; done")
+        b.wait_status(blocker, "RUNNING")
+        job = b.submit("--gpus", "V100:1", "--", "echo started; echo finished")
+        follower = b.popen("logs", job)
+        reader = LineReader(follower.stdout)
+        time.sleep(0.5)  # give `logs` time to wrongly give up; it must still be waiting
+        self.assertIsNone(follower.poll(), follower.stderr.read() if follower.poll() is not None else "")
+        self.assertEqual(b.status(job), "PENDING")
+        self.write("release", "")
+        self.assertEqual(reader.next(), "started\n")
+        self.assertEqual(reader.next(), "finished\n")
+        self.assertIsNone(reader.next())
+        self.assertEqual(follower.wait(timeout=30 * SCALE), 0)
+
+    def test_no_follow_prints_what_is_there(self):
+        b = self.b
+        script = self.write("stepped.sh", STEPPED_SCRIPT)
+        job = b.submit("--env", f"STEP_DIR={b.tmp}", "--", "bash", script)
+        b.wait_until(lambda: b.run("logs", job, "--no-follow")[1] == "line 1\n", message="the first line")
+        started = time.monotonic()
+        rc, out, _ = b.run("logs", job, "--no-follow")
+        self.assertEqual((rc, out), (0, "line 1\n"))
+        self.assertLess(time.monotonic() - started, 10 * SCALE, "--no-follow waited for more output")
+        for i in (1, 2, 3):
+            self.write(f"step-{i}", "")
+        b.wait_status(job, "SUCCEEDED")
+        rc, out, _ = b.run("logs", job, "--no-follow")
+        self.assertEqual(out, "line 1\nline 2\nline 3\ndone\n")
+
+    def test_logs_outlive_the_job_and_the_agent(self):
+        b = self.b
+        job = b.submit("--", "printf 'alpha\\nbeta\\nno newline at the end'; echo oops >&2; exit 4")
+        b.wait_status(job, "FAILED")
+        expected = "alpha\nbeta\nno newline at the endoops\n"
+        self.assertEqual(b.run("logs", job)[1], expected)  # following a finished job just prints it
+        self.assertEqual(b.run("logs", job, "--no-follow")[1], expected)
+        # The node's agent dies: the server still has every byte.
+        agent = b.agent_pid("local-0")
+        os.kill(agent, signal.SIGKILL)
+        b.wait_until(lambda: not alive(agent), message="the agent to die")
+        rc, out, err = b.run("logs", job, "--no-follow")
+        self.assertEqual((rc, out), (0, expected), err)
+        rc, out, err = b.run("logs", job, timeout=30)
+        self.assertEqual((rc, out), (0, expected), err)
+
+    def test_large_output_arrives_whole(self):
+        # More than the server's 1 MiB chunk, in lines of varying length: every byte, in order, once.
+        b = self.b
+        job = b.submit("--", "python3 -c \"import sys\nfor i in range(60000): sys.stdout.write(str(i) * (i % 7 + 1) + '\\n')\"")
+        b.wait_status(job, "SUCCEEDED", timeout=60)
+        expected = "".join(str(i) * (i % 7 + 1) + "\n" for i in range(60000))
+        self.assertGreater(len(expected), 1 << 20)
+        rc, out, _ = b.run("logs", job, "--no-follow", timeout=60)
+        self.assertEqual(len(out), len(expected))
+        self.assertEqual(out, expected)
+        rc, out, _ = b.run("logs", job, timeout=60)
+        self.assertEqual(out, expected)
+
+    def test_logs_of_unknown_job(self):
+        rc, out, err = self.b.run("logs", 999, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(out, "")
+        self.assertIn("no job 999", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
