@@ -139,6 +139,7 @@ Status Agent::Run() {
     resources_.gpus = *gpus;
   }
   AdoptExisting();
+  spawner_ = std::make_unique<Spawner>(options_.self_exe);
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
@@ -474,7 +475,8 @@ void Agent::Launch(const json::object& m) {
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
-    auto pid = SpawnSupervisor(options_.self_exe, job.dir);
+    auto pid = spawner_->Spawn(job.dir);
+    if (!pid.ok()) pid = SpawnSupervisor(options_.self_exe, job.dir);
     if (!pid.ok()) {
       AppendEvent(job.dir, {"exited", 127, "launch", pid.status().message()});
     } else {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/discovery.h"
+#include "agent/spawner.h"
 #include "common/json_util.h"
 #include "common/status.h"
 
@@ -97,6 +98,7 @@ class Agent {
   std::map<int64_t, std::string> spec_cache_; // guarded by mu_; spec id -> JSON text
   std::atomic<bool> stop_{false};
   std::atomic<void*> watch_client_{nullptr};  // the client reading the watch stream, to abort it
+  std::unique_ptr<Spawner> spawner_;          // set before the threads start
 };
 
 }  // namespace berth

@@ -24,12 +24,14 @@ namespace berth {
 
 namespace {
 
-bool WriteFileAtomic(const std::string& path, const std::string& data) {
+// Writes via a temp file and rename, so readers see the old or the new content, never half. `sync` also
+// makes it survive a power loss (the run plan must; a pid file need not).
+bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  ok = ::fsync(fd) == 0 && ok;
+  if (sync) ok = ::fsync(fd) == 0 && ok;
   ::close(fd);
   return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
 }
@@ -99,8 +101,38 @@ std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env
   return out;
 }
 
-volatile sig_atomic_t g_stop_requested = 0;
-void OnTerm(int) { g_stop_requested = 1; }
+// The supervisor blocks these and takes them with sigtimedwait: SIGCHLD wakes it the moment a process of
+// the job exits, and a stop request is noticed without a signal handler.
+bool g_stop_requested = false;
+
+sigset_t WaitedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Waits up to `ms` for one of WaitedSignals(); records a stop request.
+void WaitForSignal(int64_t ms) {
+  sigset_t set = WaitedSignals();
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
+  siginfo_t info;
+  int sig = ::sigtimedwait(&set, &info, &ts);
+  if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) g_stop_requested = true;
+}
+
+// Takes pending stop signals without waiting.
+void PollStopSignals() {
+  sigset_t pending;
+  sigpending(&pending);
+  if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT) || sigismember(&pending, SIGHUP)) {
+    WaitForSignal(0);
+    PollStopSignals();
+  }
+}
 
 struct StepResult {
   int exit_code = 0;
@@ -168,15 +200,7 @@ StepResult RunStep(const std::string& script, const std::string& workdir, const 
   bool main_done = false;
   int status = 0;
   while (true) {
-    if (g_stop_requested && !result.stopped) {
-      result.stopped = true;
-      SignalAll(pid, SIGTERM);
-      kill_at = MonotonicMs() + grace_ms;
-    }
-    if (kill_at >= 0 && MonotonicMs() >= kill_at) {
-      SignalAll(pid, SIGKILL);
-      kill_at = MonotonicMs() + 1000;  // keep sweeping: a fork racing the kill is caught next round
-    }
+    bool no_children = false;
     pid_t w;
     while ((w = ::waitpid(-1, &status, WNOHANG)) > 0) {
       if (w == pid) {
@@ -188,18 +212,26 @@ StepResult RunStep(const std::string& script, const std::string& workdir, const 
         }
       }
     }
-    if (main_done) {
-      // The script is over; whatever it left running (background jobs, daemons) goes too.
-      auto rest = Descendants(::getpid());
-      ::kill(-pid, 0);
-      bool group_alive = ::kill(-pid, 0) == 0;
-      if (rest.empty() && !group_alive) break;
-      if (kill_at < 0) {
-        SignalAll(pid, SIGTERM);
-        kill_at = MonotonicMs() + std::min<int64_t>(grace_ms, 2000);
-      }
+    if (w < 0 && errno == ECHILD) no_children = true;
+    // As the subreaper, every process the job left behind is our descendant, and becomes our child when
+    // its parent dies: no child at all means nothing of the job is left.
+    if (main_done && no_children) break;
+    if (g_stop_requested && !result.stopped) {
+      result.stopped = true;
+      SignalAll(pid, SIGTERM);
+      kill_at = MonotonicMs() + grace_ms;
     }
-    ::usleep(main_done || result.stopped ? 20'000 : 50'000);
+    if (main_done && kill_at < 0) {
+      // The script is over; whatever it left running (background jobs, daemons) goes too.
+      SignalAll(pid, SIGTERM);
+      kill_at = MonotonicMs() + std::min<int64_t>(grace_ms, 2000);
+    }
+    if (kill_at >= 0 && MonotonicMs() >= kill_at) {
+      SignalAll(pid, SIGKILL);
+      kill_at = MonotonicMs() + 200;  // keep sweeping: a fork racing the kill is caught next round
+    }
+    int64_t wait_ms = kill_at >= 0 ? std::max<int64_t>(1, kill_at - MonotonicMs()) : 1000;
+    WaitForSignal(wait_ms);
   }
   return result;
 }
@@ -213,7 +245,7 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"setup_env", EnvJson(plan.setup_env)},
                  {"run_env", EnvJson(plan.run_env)},
                  {"kill_grace_ms", plan.kill_grace_ms}};
-  if (!WriteFileAtomic(dir + "/run.json", json::serialize(o))) {
+  if (!WriteFileAtomic(dir + "/run.json", json::serialize(o), /*sync=*/false)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
   }
   return Status::Ok();
@@ -287,29 +319,23 @@ void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
   if (fd < 0) return;
   ssize_t ignored = ::write(fd, line.data(), line.size());
   (void)ignored;
-  ::fsync(fd);
   ::close(fd);
 }
 
 int SupervisorMain(const std::string& dir) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct sigaction sa {};
-  sa.sa_handler = OnTerm;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGHUP, &sa, nullptr);
+  ::signal(SIGCHLD, SIG_DFL);
+  sigset_t waited = WaitedSignals();
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  {
-    std::string pid = std::to_string(::getpid()) + "\n";
-    WriteFileAtomic(dir + "/supervisor.pid", pid);
-  }
+  WriteFileAtomic(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", /*sync=*/false);
   int log_fd = ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   auto plan = ReadRunPlan(dir);
   if (log_fd < 0 || !plan.ok()) {
     AppendEvent(dir, {"exited", 127, "launch", plan.ok() ? "cannot open output.log" : plan.status().message()});
     return 1;
   }
+  PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
     StepResult r = RunStep(plan->setup, plan->workdir, plan->setup_env, log_fd, plan->kill_grace_ms);
@@ -322,6 +348,7 @@ int SupervisorMain(const std::string& dir) {
       return 0;
     }
   }
+  PollStopSignals();
   if (g_stop_requested) {
     AppendEvent(dir, {"exited", 143, "run", "stopped before start"});
     return 0;

@@ -49,6 +49,7 @@ struct AgentFlags {
 };
 int RunAgent(const AgentFlags& flags, const std::string& self_exe);
 int RunSupervisor(const std::string& dir);
+int RunSpawner();
 
 // --- local cluster (local_cmds.cpp) ---
 int LocalUp(const LocalClusterOptions& options, const std::string& self_exe);

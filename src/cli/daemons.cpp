@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/spawner.h"
 #include "agent/supervisor.h"
 #include "cli/commands.h"
 #include "common/log.h"
@@ -153,5 +154,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
 }
 
 int RunSupervisor(const std::string& dir) { return SupervisorMain(dir); }
+
+int RunSpawner() { return SpawnerMain(); }
 
 }  // namespace berth::cli

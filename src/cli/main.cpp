@@ -24,6 +24,7 @@ std::string SelfExe(const char* argv0) {
 int Main(int argc, char** argv) {
   // The job supervisor starts for every job: keep its path free of argument parsing.
   if (argc == 3 && std::strcmp(argv[1], "__supervise") == 0) return RunSupervisor(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "__spawner") == 0) return RunSpawner();
 
   CLI::App app{"berth: a job queue and batch scheduler for GPU clusters.\n"
                "User commands find the server in --server, then BERTH_SERVER, then the local cluster of\n"
