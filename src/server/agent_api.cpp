@@ -232,7 +232,10 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
         rs.exited = true;
         bool all = true;
         for (const auto& x : job->ranks) all = all && x.exited;
-        if (all) Release(*job);
+        if (all) {
+          Release(*job);
+          ended = true;  // reap it: a finished job left in jobs_ would look cancellable again
+        }
       } else {
         result["action"] = "stop";
       }

@@ -435,7 +435,7 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   if (*all && !*all_users) cancel_user_seq_[*user] = ++cancel_seq_;
   if (by_filter) {
     for (const auto& [id, job] : jobs_) {
-      if (job.terminating) continue;
+      if (job.terminating || IsTerminal(job.row.status)) continue;
       if (*group >= 0 && job.row.group != *group) continue;
       if (*all && !*all_users && job.row.user != *user) continue;
       ids.push_back(id);
@@ -448,7 +448,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   Batch batch;
   for (int64_t id : ids) {
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.terminating) {
+    // Ended for the user (perhaps still stopping): reported as finished, never ended a second time.
+    if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
       unknown.push_back(id);
       continue;
     }
