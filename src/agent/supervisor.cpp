@@ -142,8 +142,10 @@ struct StepResult {
 
 // Runs one bash script as its own process group and waits for it; on a stop request, signals every process
 // of the job, escalating to SIGKILL after the grace period. Leaves no process behind.
-StepResult RunStep(const std::string& script, const std::string& workdir, const std::map<std::string, std::string>& env,
-                   int log_fd, int64_t grace_ms) {
+// The script is read by bash from `script_path` rather than passed with -c: Linux refuses any one argument
+// over 128 KiB (MAX_ARG_STRLEN), and task files may hold scripts up to kMaxScriptBytes.
+StepResult RunStep(const std::string& script_path, const std::string& workdir,
+                   const std::map<std::string, std::string>& env, int log_fd, int64_t grace_ms) {
   StepResult result;
   std::vector<std::string> env_strings = EnvVector(env);
   std::vector<char*> envp;
@@ -151,7 +153,7 @@ StepResult RunStep(const std::string& script, const std::string& workdir, const 
   envp.push_back(nullptr);
   std::string bash = "/bin/bash";
   if (::access(bash.c_str(), X_OK) != 0) bash = "/usr/bin/bash";
-  const char* argv[] = {"bash", "-c", script.c_str(), nullptr};
+  const char* argv[] = {"bash", script_path.c_str(), nullptr};
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     result.error = "pipe failed";
@@ -175,24 +177,40 @@ StepResult RunStep(const std::string& script, const std::string& workdir, const 
     ::dup2(devnull, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
+    // On failure the child sends a letter saying which step failed, then errno, so that the reason
+    // reported names the real cause (e.g. E2BIG for an oversized environment).
     if (!workdir.empty() && ::chdir(workdir.c_str()) != 0) {
-      char msg[] = "W";
-      ssize_t ignored = ::write(err_pipe[1], msg, 1);
+      char msg[1 + sizeof(int)] = {'W'};
+      int err = errno;
+      std::memcpy(msg + 1, &err, sizeof(err));
+      ssize_t ignored = ::write(err_pipe[1], msg, sizeof(msg));
       (void)ignored;
       _exit(127);
     }
     ::execve(bash.c_str(), const_cast<char**>(argv), envp.data());
-    char msg[] = "E";
-    ssize_t ignored = ::write(err_pipe[1], msg, 1);
+    char msg[1 + sizeof(int)] = {'E'};
+    int err = errno;
+    std::memcpy(msg + 1, &err, sizeof(err));
+    ssize_t ignored = ::write(err_pipe[1], msg, sizeof(msg));
     (void)ignored;
     _exit(127);
   }
   ::setpgid(pid, pid);  // also in the parent, so that the group exists before any signal is sent
   ::close(err_pipe[1]);
-  char code = 0;
-  if (::read(err_pipe[0], &code, 1) == 1) {
-    result.error = code == 'W' ? "workdir " + workdir + " does not exist or is not accessible on this node"
-                               : "cannot run " + bash;
+  char msg[1 + sizeof(int)] = {};
+  ssize_t got = 0;
+  while (got < static_cast<ssize_t>(sizeof(msg))) {
+    ssize_t n = ::read(err_pipe[0], msg + got, sizeof(msg) - static_cast<size_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += n;
+  }
+  if (got > 0) {
+    int err = 0;
+    if (got == static_cast<ssize_t>(sizeof(msg))) std::memcpy(&err, msg + 1, sizeof(err));
+    std::string why = err != 0 ? std::string(": ") + strerror(err) : "";
+    result.error = msg[0] == 'W' ? "workdir " + workdir + " does not exist or is not accessible on this node" + why
+                                 : "cannot run " + bash + why;
   }
   ::close(err_pipe[0]);
 
@@ -338,7 +356,11 @@ int SupervisorMain(const std::string& dir) {
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
-    StepResult r = RunStep(plan->setup, plan->workdir, plan->setup_env, log_fd, plan->kill_grace_ms);
+    if (!WriteFileAtomic(dir + "/setup.sh", plan->setup)) {
+      AppendEvent(dir, {"exited", 127, "launch", "cannot write " + dir + "/setup.sh"});
+      return 1;
+    }
+    StepResult r = RunStep(dir + "/setup.sh", plan->workdir, plan->setup_env, log_fd, plan->kill_grace_ms);
     if (!r.error.empty()) {
       AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
       return 0;
@@ -355,7 +377,13 @@ int SupervisorMain(const std::string& dir) {
   }
   AppendEvent(dir, {"running"});
   StepResult r{};
-  if (!plan->run.empty()) r = RunStep(plan->run, plan->workdir, plan->run_env, log_fd, plan->kill_grace_ms);
+  if (!plan->run.empty()) {
+    if (!WriteFileAtomic(dir + "/run.sh", plan->run)) {
+      AppendEvent(dir, {"exited", 127, "launch", "cannot write " + dir + "/run.sh"});
+      return 1;
+    }
+    r = RunStep(dir + "/run.sh", plan->workdir, plan->run_env, log_fd, plan->kill_grace_ms);
+  }
   if (!r.error.empty()) {
     AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
   } else {

@@ -14,6 +14,7 @@
 namespace berth {
 namespace {
 
+constexpr size_t kMaxEnvEntryBytes = 128 * 1024;  // Linux MAX_ARG_STRLEN, "KEY=VALUE\0" included
 constexpr DurationMs kMaxKillGrace = 3'600'000;  // longer than an hour is a hung job, not a grace
 
 bool IsEnvName(std::string_view s) {
@@ -99,6 +100,12 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
     if (key == "CUDA_VISIBLE_DEVICES") {
       return Status::Invalid(
           "envs.CUDA_VISIBLE_DEVICES is reserved: berth sets it to the GPUs it allocated");
+    }
+    // Linux's execve refuses any one "KEY=VALUE" string over MAX_ARG_STRLEN (32 pages): such a job
+    // could never start, so it is refused here with the reason instead of failing on the node.
+    if (key.size() + value.size() + 2 > kMaxEnvEntryBytes) {
+      return Status::Invalid(fmt::format("envs.{} is {} bytes long; a variable can hold at most {} KiB",
+                                         key, value.size(), kMaxEnvEntryBytes / 1024));
     }
     // One value per key keeps the JSON form (an object) exact; SetEnv replaces instead of
     // appending.
