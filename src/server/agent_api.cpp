@@ -39,6 +39,44 @@ Result<Server::NodeRuntime*> Server::AuthenticateAgent(const json::object& body)
   return &it->second;
 }
 
+void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tuple<int64_t, int, int>>& running) {
+  // An agent still runs an attempt that the store says has ended: the job was cancelled (or failed, or
+  // timed out) and its processes were still being stopped when this server started. Its resources stay
+  // held until they are gone, as they would have been without the restart, so that no new job lands on
+  // devices the dying one still uses. The node is not schedulable before this runs (it had no session).
+  for (const auto& [job_id, attempt, rank] : running) {
+    if (jobs_.count(job_id)) continue;
+    auto rows = store_->GetJobs({job_id});
+    if (!rows.ok() || rows->empty()) continue;
+    const JobRow& row = rows->front();
+    if (!IsTerminal(row.status) || row.attempt != attempt || row.placement.empty()) continue;
+    ActiveJob job;
+    job.row = row;
+    job.spec = SpecFor(row.spec_id);
+    if (!job.spec) job.spec = std::make_shared<const JobSpec>();
+    job.ranks.resize(static_cast<size_t>(std::max(1, row.num_nodes)));
+    bool any_running = false;
+    for (const auto& grant : row.placement) {
+      if (static_cast<size_t>(grant.rank) >= job.ranks.size()) continue;
+      bool here = grant.node == node.row.name;
+      auto other = nodes_.find(grant.node);
+      // Ranks on nodes that already re-registered without this job are gone; those on nodes not heard
+      // from yet are held until they register (or their lease runs out).
+      bool gone = here ? !running.count({job_id, attempt, grant.rank})
+                       : other == nodes_.end() || !other->second.session.empty() ||
+                             other->second.row.state == NodeState::kDown;
+      job.ranks[grant.rank].exited = gone;
+      any_running = any_running || !gone;
+    }
+    if (!any_running) continue;
+    LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone", job_id,
+            attempt, node.row.name);
+    job.terminating = true;
+    Allocate(job.row, +1);
+    jobs_.emplace(job_id, std::move(job));
+  }
+}
+
 net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) return Err(400, "register: body must be a JSON object");
@@ -120,18 +158,35 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
 
   // Reconcile: launches the agent never got are sent again; attempts it runs that are not current are
   // told to stop.
-  for (const auto& [id, job] : jobs_) {
-    if (!IsActive(job.row.status) || job.terminating) continue;
+  HoldEndedAttempts(node, running);
+  bool released = false;
+  for (auto& [id, job] : jobs_) {
+    if (job.terminating) {
+      // A rank the agent no longer has is gone: its exit was reported, or it never started.
+      for (const auto& grant : job.row.placement) {
+        if (grant.node != *name || running.count({id, job.row.attempt, grant.rank})) continue;
+        if (static_cast<size_t>(grant.rank) < job.ranks.size()) job.ranks[grant.rank].exited = true;
+      }
+      bool all = true;
+      for (const auto& r : job.ranks) all = all && r.exited;
+      if (all) {
+        Release(job);
+        released = true;
+      }
+      continue;
+    }
+    if (!IsActive(job.row.status)) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != *name) continue;
       if (!running.count({id, job.row.attempt, grant.rank})) SendToNode(node, LaunchMessage(job, grant.rank));
     }
   }
+  if (released) ReapFinished();
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
     bool current = j != jobs_.end() && j->second.row.attempt == attempt && IsActive(j->second.row.status) &&
                    !j->second.terminating;
-    if (!current && !(j != jobs_.end() && j->second.terminating)) {
+    if (!current) {
       SendToNode(node, json::object{{"type", "stop"}, {"job", job_id}, {"attempt", attempt}, {"rank", rank},
                                     {"reason", "not the current attempt"}});
     }

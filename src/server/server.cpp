@@ -249,7 +249,7 @@ void Server::CheckLeases(TimeMs now) {
     for (auto& [id, job] : jobs_) {
       bool here = false;
       for (const auto& g : job.row.placement) here = here || g.node == name;
-      if (!here || !IsActive(job.row.status) && !job.terminating) continue;
+      if (!here || (!IsActive(job.row.status) && !job.terminating)) continue;
       if (job.terminating) {  // its processes died with the node
         Release(job);
         continue;

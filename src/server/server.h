@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -151,6 +152,7 @@ class Server {
   net::HttpResponse HandleLogAppend(const net::HttpRequest& req);
   net::HttpResponse HandleGetSpec(int64_t spec_id);
   Result<NodeRuntime*> AuthenticateAgent(const json::object& body);
+  void HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tuple<int64_t, int, int>>& running);
 
   ServerOptions options_;
   const Clock& clock_;
