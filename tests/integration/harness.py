@@ -78,6 +78,14 @@ def pids_with_env(key, value):
     return out
 
 
+def _env_has_key(pid, key):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return any(e.startswith(key.encode() + b"=") for e in f.read().split(b"\0"))
+    except OSError:
+        return False
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -290,6 +298,11 @@ class Berth:
         """Live processes of job `job_id` of this test (supervisor excluded: it has no BERTH_JOB_ID)."""
         tagged = set(pids_with_env(TAG, self.tmp))
         return sorted(tagged & set(pids_with_env("BERTH_JOB_ID", str(job_id))))
+
+    def job_pids_any(self):
+        """Live processes of any job of this test."""
+        tagged = set(pids_with_env(TAG, self.tmp))
+        return sorted(p for p in tagged if _env_has_key(p, "BERTH_JOB_ID"))
 
     def tagged_pids(self):
         return pids_with_env(TAG, self.tmp)
