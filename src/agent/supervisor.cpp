@@ -356,7 +356,7 @@ int SupervisorMain(const std::string& dir) {
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
-    if (!WriteFileAtomic(dir + "/setup.sh", plan->setup)) {
+    if (!WriteFileAtomic(dir + "/setup.sh", plan->setup, /*sync=*/false)) {
       AppendEvent(dir, {"exited", 127, "launch", "cannot write " + dir + "/setup.sh"});
       return 1;
     }
@@ -378,7 +378,7 @@ int SupervisorMain(const std::string& dir) {
   AppendEvent(dir, {"running"});
   StepResult r{};
   if (!plan->run.empty()) {
-    if (!WriteFileAtomic(dir + "/run.sh", plan->run)) {
+    if (!WriteFileAtomic(dir + "/run.sh", plan->run, /*sync=*/false)) {
       AppendEvent(dir, {"exited", 127, "launch", "cannot write " + dir + "/run.sh"});
       return 1;
     }

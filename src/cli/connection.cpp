@@ -173,6 +173,7 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
   LocalCluster c;
   c.server = Trim(ReadFileOr(url_file));
   c.server_pid = ReadPidFile(state + "/server.pid");
+  TimeMs agents_started = SystemClock::Get().Now();
   for (int i = 0; i < options.nodes; ++i) {
     std::string name = fmt::format("local-{}", i);
     std::string dir = home + "/agents/" + name;
@@ -187,7 +188,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
     if (!agent.ok()) return agent.status();
     c.nodes.push_back(name);
   }
-  // Ready when every node is UP.
+  // Ready when every node is UP and was seen since its agent started: a restarted server lists the nodes
+  // it knew as UP for a lease period before any agent is back, and the agents' pid files (recorded below
+  // for `local down`) may not be written yet.
   net::HttpClient client(c.server, "");
   bool ready = WaitFor(
       [&] {
@@ -199,11 +202,17 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
         for (const auto& n : v->as_object().at("nodes").as_array()) {
           const auto& o = n.as_object();
           std::string name(o.at("name").as_string());
-          if (o.at("state").as_string() == "UP" && std::find(c.nodes.begin(), c.nodes.end(), name) != c.nodes.end()) {
+          auto seen = TimeFromJson(o.at("last_seen"));
+          if (o.at("state").as_string() == "UP" && seen && *seen >= agents_started &&
+              std::find(c.nodes.begin(), c.nodes.end(), name) != c.nodes.end()) {
             ++up_count;
           }
         }
-        return up_count == c.nodes.size();
+        if (up_count != c.nodes.size()) return false;
+        for (const auto& name : c.nodes) {
+          if (ReadPidFile(home + "/agents/" + name + "/agent.pid") <= 0) return false;
+        }
+        return true;
       },
       15'000);
   for (const auto& name : c.nodes) c.agent_pids.push_back(ReadPidFile(home + "/agents/" + name + "/agent.pid"));
@@ -244,7 +253,12 @@ Status StopLocalCluster() {
       while (dirent* f = readdir(j)) {
         int pid = ReadPidFile(jobs + "/" + f->d_name + "/supervisor.pid");
         std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
-        if (pid > 0 && cmdline.find("__supervise") != std::string::npos) supervisors.push_back(pid);
+        // A supervisor is either exec'd (`berth __supervise DIR`) or forked by the agent's spawner, whose
+        // command line it keeps (`berth __spawner`); the pid file says which process it is.
+        if (pid > 0 && (cmdline.find("__supervise") != std::string::npos ||
+                        cmdline.find("__spawner") != std::string::npos)) {
+          supervisors.push_back(pid);
+        }
       }
       closedir(j);
     }

@@ -86,6 +86,14 @@ def _env_has_key(pid, key):
         return False
 
 
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -343,7 +351,7 @@ class Berth:
         # Agents first (they would otherwise re-launch), then servers; jobs left to their supervisors go below.
         for d in sorted(self.daemons, key=lambda d: "server" in os.path.basename(d.log_path)):
             d.kill(signal.SIGTERM, timeout=10)
-        self.leftovers = self.tagged_pids()
+        self.leftovers = [f"{pid} ({cmdline(pid)})" for pid in self.tagged_pids()]
         for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 5)):
             pids = self.tagged_pids()
             for pid in pids:
