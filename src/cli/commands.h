@@ -46,6 +46,7 @@ struct AgentFlags {
   std::vector<std::string> labels;
   std::string address;
   std::string pid_file;
+  int hollow = 0;  // > 0: simulate this many nodes without processes
 };
 int RunAgent(const AgentFlags& flags, const std::string& self_exe);
 int RunSupervisor(const std::string& dir);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/hollow.h"
 #include "agent/spawner.h"
 #include "agent/supervisor.h"
 #include "cli/commands.h"
@@ -134,6 +135,20 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   }
   options.address = flags.address;
   options.self_exe = self_exe;
+  if (flags.hollow > 0) {
+    sigset_t signals = BlockStopSignals();
+    HollowNodes hollow(options, flags.hollow);
+    std::thread waiter([&] {
+      WaitForStopSignal(signals);
+      hollow.RequestStop();
+    });
+    WriteSmallFile(flags.pid_file, std::to_string(::getpid()));
+    Status st = hollow.Run();
+    ::kill(::getpid(), SIGTERM);
+    waiter.join();
+    return st.ok() ? 0 : Fail(st);
+  }
+  if (flags.state_dir.empty()) return Fail(Status::Invalid("the agent needs --state-dir (unless --hollow)"));
   sigset_t signals = BlockStopSignals();
   Agent agent(options);
   std::thread waiter([&] {

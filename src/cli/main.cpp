@@ -63,8 +63,12 @@ int Main(int argc, char** argv) {
   agent->add_option("--server", agent_flags.server, "Server URL (default: BERTH_SERVER)");
   agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
   agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
-  agent->add_option("--name", agent_flags.name, "Node name")->required();
-  agent->add_option("--state-dir", agent_flags.state_dir, "Directory for the node's identity and its jobs")->required();
+  agent->add_option("--name", agent_flags.name, "Node name (with --hollow: the name prefix)")->required();
+  agent->add_option("--state-dir", agent_flags.state_dir, "Directory for the node's identity and its jobs (required "
+                                                          "unless --hollow)");
+  agent->add_option("--hollow", agent_flags.hollow,
+                    "Simulate N nodes named NAME-0..NAME-(N-1) that run jobs without processes (a job lasts "
+                    "BERTH_HOLLOW_SECONDS from its envs, or until cancelled); for scale tests");
   agent->add_option("--gpus", agent_flags.gpus, "Declare GPUs TYPE:N instead of asking nvidia-smi");
   agent->add_option("--cpus", agent_flags.cpus, "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");

@@ -1,0 +1,71 @@
+// HollowNodes: N simulated nodes in one process (`berth agent --hollow N`), for scale tests and demos.
+//
+// Each node registers with the declared resources, keeps its own watch stream, heartbeats and reports
+// over the real agent protocol — the server cannot tell them from real agents — but "runs" jobs without
+// processes: a job lasts as many seconds as its env var BERTH_HOLLOW_SECONDS says (absent: until it is
+// stopped), then exits 0, reported like a real exit.
+//
+// Threads: one watch-stream reader per node, one heartbeat thread, one reporter/timer thread. Shared state
+// is guarded by `mu_`. Run() blocks until RequestStop().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "common/json_util.h"
+
+namespace berth {
+
+class HollowNodes {
+ public:
+  // `options.name` is the prefix: nodes are PREFIX-0 ... PREFIX-(count-1).
+  HollowNodes(AgentOptions options, int count);
+  ~HollowNodes();
+
+  Status Run();
+  void RequestStop();
+
+ private:
+  struct Node {
+    std::string name;
+    std::string node_id;
+    std::string session;
+    bool need_register = true;
+    std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank)
+    std::vector<json::object> reports;
+  };
+  struct Timer {
+    int64_t due_ms;  // monotonic
+    size_t node;
+    int64_t job;
+    int attempt;
+    int rank;
+    bool operator<(const Timer& o) const { return due_ms > o.due_ms; }  // min-heap
+  };
+
+  Status Register(size_t index);
+  void WatchLoop(size_t index);
+  void HeartbeatLoop();
+  void ReporterLoop();
+  void OnMessage(size_t index, const json::object& m);
+  std::optional<double> HollowSeconds(int64_t spec_id);
+
+  AgentOptions options_;
+  int count_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Node> nodes_;                        // guarded by mu_ (the vector's size is fixed)
+  std::vector<Timer> timers_;                      // guarded by mu_; a heap
+  std::map<int64_t, std::optional<double>> spec_seconds_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+  DurationMs heartbeat_ms_ = 5000;
+};
+
+}  // namespace berth
