@@ -222,7 +222,7 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
   for (int p : c.agent_pids) pids.push_back(p);
   json::object record{{"server", c.server}, {"server_pid", c.server_pid}, {"nodes", std::move(nodes)},
                       {"agent_pids", std::move(pids)}};
-  std::ofstream(LocalStatePath()) << json::serialize(record) << "\n";
+  std::ofstream(LocalStatePath()) << SerializeJson(record) << "\n";
   if (!ready) {
     return Status::Unavailable("the local agents did not come up; see " + home + "/logs/agent-*.log");
   }

@@ -201,12 +201,12 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  auto res = conn.Call("POST", "/v1/jobs", json::serialize(body));
+  auto res = conn.Call("POST", "/v1/jobs", SerializeJson(body));
   if (!res.ok()) return Fail(res.status());
   const json::object& out = res->as_object();
   const json::array& ids = out.at("jobs").as_array();
   if (f.as_json) {
-    fmt::print("{}\n", json::serialize(json::object{{"group", out.at("group")}, {"jobs", ids}}));
+    fmt::print("{}\n", SerializeJson(json::object{{"group", out.at("group")}, {"jobs", ids}}));
   } else if (!out.at("group").is_null()) {
     fmt::print("Submitted group {}: jobs {}-{} ({} jobs).\n", AsInt(out.at("group")).value(), AsInt(ids.front()).value(),
                AsInt(ids.back()).value(), ids.size());
@@ -218,7 +218,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
 
   int64_t id = AsInt(ids.front()).value();
   std::string status;
-  if (!FollowLogs(conn, id, 0, 0, true, &status)) return 1;
+  if (!FollowLogs(conn, id, -1, 0, true, &status)) return 1;
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());
   const json::object& j = job->as_object();
@@ -240,7 +240,7 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   if (!res.ok()) return Fail(res.status());
   const json::array& jobs = res->as_object().at("jobs").as_array();
   if (f.as_json) {
-    fmt::print("{}\n", json::serialize(jobs));
+    fmt::print("{}\n", SerializeJson(jobs));
     return 0;
   }
   bool grouped = false;
@@ -275,7 +275,7 @@ int Logs(const GlobalFlags& g, const LogsFlags& f) {
   if (f.rank && (*f.rank < 0 || *f.rank >= num_nodes)) {
     return Fail(Status::Invalid(fmt::format("--rank: job {} has ranks 0..{}", f.id, num_nodes - 1)));
   }
-  return FollowLogs(conn, f.id, f.rank.value_or(0), f.attempt, !f.no_follow, nullptr) ? 0 : 1;
+  return FollowLogs(conn, f.id, f.rank.value_or(-1), f.attempt, !f.no_follow, nullptr) ? 0 : 1;
 }
 
 int Cancel(const GlobalFlags& g, const CancelFlags& f) {
@@ -294,11 +294,11 @@ int Cancel(const GlobalFlags& g, const CancelFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  auto res = conn.Call("POST", "/v1/jobs/cancel", json::serialize(body));
+  auto res = conn.Call("POST", "/v1/jobs/cancel", SerializeJson(body));
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
   if (f.as_json) {
-    fmt::print("{}\n", json::serialize(o));
+    fmt::print("{}\n", SerializeJson(o));
   } else {
     auto list = [](const json::array& a) {
       std::vector<std::string> s;
@@ -326,21 +326,21 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   if (!res.ok()) return Fail(res.status());
   const json::object& j = res->as_object();
   if (as_json) {
-    fmt::print("{}\n", json::serialize(j));
+    fmt::print("{}\n", SerializeJson(j));
     return 0;
   }
   auto str = [&](const char* key) {
     const json::value& v = j.at(key);
     if (v.is_null()) return std::string("-");
     if (v.is_string()) return std::string(v.as_string());
-    return json::serialize(v);
+    return SerializeJson(v);
   };
   const json::object& r = j.at("resources").as_object();
   fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
   fmt::print("  status:     {}   attempt {}\n", str("status"), str("attempt"));
   fmt::print("  reason:     {}\n", str("reason"));
   fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n", str("num_nodes"), GpusOf(j),
-             json::serialize(r.at("cpus")), json::serialize(r.at("memory")), str("priority"));
+             SerializeJson(r.at("cpus")), SerializeJson(r.at("memory")), str("priority"));
   if (!j.at("group").is_null()) fmt::print("  group:      {} rank {}\n", str("group"), str("rank"));
   fmt::print("  submitted:  {}\n  started:    {}\n  ended:      {}\n  exit code:  {}\n", str("submitted_at"),
              str("started_at"), str("ended_at"), str("exit_code"));
@@ -374,7 +374,7 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
       }
       auto s = [&](const char* k) {
         const json::value& v = a.at(k);
-        return v.is_null() ? std::string("-") : v.is_string() ? std::string(v.as_string()) : json::serialize(v);
+        return v.is_null() ? std::string("-") : v.is_string() ? std::string(v.as_string()) : SerializeJson(v);
       };
       t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
              a.at("outcome").is_null() ? "(current)" : s("outcome"), s("exit_code"), s("reason")});

@@ -17,7 +17,7 @@ std::string Num(const json::value& v) {
     if (s.back() == '.') s.pop_back();
     return s;
   }
-  return json::serialize(v);
+  return SerializeJson(v);
 }
 
 std::string GpuSummary(const json::object& free, const json::object& cap) {
@@ -39,7 +39,7 @@ int Nodes(const GlobalFlags& g, bool as_json) {
   if (!res.ok()) return Fail(res.status());
   const json::array& nodes = res->as_object().at("nodes").as_array();
   if (as_json) {
-    fmt::print("{}\n", json::serialize(nodes));
+    fmt::print("{}\n", SerializeJson(nodes));
     return 0;
   }
   Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)", "MEMORY GiB (free/total)",
@@ -96,7 +96,7 @@ int LocalStatus(bool as_json) {
   auto c = FindLocalCluster();
   if (!c.ok()) {
     if (as_json) {
-      fmt::print("{}\n", json::serialize(json::object{{"server", nullptr}, {"nodes", json::array{}}}));
+      fmt::print("{}\n", SerializeJson(json::object{{"server", nullptr}, {"nodes", json::array{}}}));
       return 1;
     }
     return Fail(c.status());
@@ -104,7 +104,7 @@ int LocalStatus(bool as_json) {
   if (as_json) {
     json::array nodes;
     for (const auto& n : c->nodes) nodes.push_back(json::value(n));
-    fmt::print("{}\n", json::serialize(json::object{{"server", c->server}, {"nodes", std::move(nodes)},
+    fmt::print("{}\n", SerializeJson(json::object{{"server", c->server}, {"nodes", std::move(nodes)},
                                                     {"home", BerthHome()}}));
   } else {
     fmt::print("Local cluster at {} with node(s) {} (state under {}).\n", c->server, Join(c->nodes, ", "), BerthHome());

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace berth {
 
 Result<json::value> ParseJson(std::string_view text, const std::string& what) {
@@ -71,7 +73,55 @@ std::optional<TimeMs> TimeFromJson(const json::value& v) {
 std::string ErrorJson(const std::string& message) {
   json::object o;
   o["error"] = message;
-  return json::serialize(o);
+  return SerializeJson(o);
+}
+
+namespace {
+void WriteJson(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_: {
+      double d = v.as_double();
+      if (!std::isfinite(d)) {
+        out += "null";
+      } else {
+        out += fmt::format("{}", d);
+      }
+      break;
+    }
+    case json::kind::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, value] : v.as_object()) {
+        if (!first) out += ',';
+        first = false;
+        out += json::serialize(json::string_view(key));
+        out += ':';
+        WriteJson(out, value);
+      }
+      out += '}';
+      break;
+    }
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& value : v.as_array()) {
+        if (!first) out += ',';
+        first = false;
+        WriteJson(out, value);
+      }
+      out += ']';
+      break;
+    }
+    default:
+      out += json::serialize(v);
+  }
+}
+}  // namespace
+
+std::string SerializeJson(const json::value& v) {
+  std::string out;
+  WriteJson(out, v);
+  return out;
 }
 
 }  // namespace berth

@@ -30,4 +30,8 @@ std::optional<TimeMs> TimeFromJson(const json::value& v);
 
 std::string ErrorJson(const std::string& message);  // {"error": message}
 
+// Like json::serialize, but numbers with a fraction print as people write them ("0.5", not Boost's
+// "5E-1"), which is what scripts and humans reading `--json` output expect.
+std::string SerializeJson(const json::value& v);
+
 }  // namespace berth

@@ -14,7 +14,7 @@ namespace {
 net::HttpResponse Json(int status, const json::value& v) {
   net::HttpResponse r;
   r.status = status;
-  r.body = json::serialize(v) + "\n";
+  r.body = SerializeJson(v) + "\n";
   return r;
 }
 
@@ -216,7 +216,7 @@ void Server::HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Respo
   if (node.watch) node.watch->End();
   node.watch = res;
   res->StartStream(200, "application/x-ndjson");
-  res->Write(json::serialize(json::object{{"type", "hello"}}) + "\n");
+  res->Write(SerializeJson(json::object{{"type", "hello"}}) + "\n");
   while (!node.outbox.empty()) {
     res->Write(std::move(node.outbox.front()));
     node.outbox.pop_front();
@@ -353,15 +353,18 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req) {
   } catch (...) {
     return Err(400, "logs: job, attempt, rank and offset must be integers");
   }
+  std::string prefix;  // multi-node jobs also get an interleaved log, each line tagged "(rank R, node) "
   {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(req.Query("node"));
     if (it == nodes_.end() || it->second.session.empty() || it->second.session != req.Query("session")) {
       return Err(409, "unknown agent session; register again");
     }
+    auto j = jobs_.find(job);
+    if (j != jobs_.end() && j->second.row.num_nodes > 1) prefix = fmt::format("(rank {}, {}) ", rank, it->first);
   }
   if (job <= 0 || attempt <= 0 || rank < 0 || offset < 0) return Err(400, "logs: bad job, attempt, rank or offset");
-  auto size = logs_->Append(job, attempt, rank, offset, req.body);
+  auto size = logs_->Append(job, attempt, rank, offset, req.body, prefix);
   if (!size.ok()) {
     return Json(409, json::object{{"error", size.status().message()}, {"size", logs_->Size(job, attempt, rank)}});
   }

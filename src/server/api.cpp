@@ -26,7 +26,7 @@ int HttpStatusOf(Code code) {
 net::HttpResponse Json(int status, const json::value& v) {
   net::HttpResponse r;
   r.status = status;
-  r.body = json::serialize(v);
+  r.body = SerializeJson(v);
   r.body += '\n';
   return r;
 }
@@ -265,7 +265,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   if (spec.name.empty()) spec.name = "job";
 
   Submission sub;
-  sub.spec_json = json::serialize(SpecToJson(spec));
+  sub.spec_json = SerializeJson(SpecToJson(spec));
   sub.name = spec.name;
   sub.user = *user;
   sub.priority = spec.priority;
@@ -498,19 +498,19 @@ net::HttpResponse Server::HandleDrain(const std::string& name, bool drain) {
 
 void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr<net::Responder> res) {
   int64_t offset = 0;
-  int rank = 0;
+  int rank = LogStore::kAllRanks;  // no rank: every rank of a multi-node job, interleaved
   int attempt = 0;
   int wait_ms = 0;
   try {
     offset = std::stoll(req.Query("offset", "0"));
-    rank = std::stoi(req.Query("rank", "0"));
+    if (!req.Query("rank").empty()) rank = std::stoi(req.Query("rank"));
     attempt = std::stoi(req.Query("attempt", "0"));
     wait_ms = std::stoi(req.Query("wait_ms", "0"));
   } catch (...) {
     res->Send(Error(Status::Invalid("offset, rank, attempt and wait_ms must be integers")));
     return;
   }
-  if (offset < 0 || rank < 0 || attempt < 0 || wait_ms < 0) {
+  if (offset < 0 || rank < LogStore::kAllRanks || attempt < 0 || wait_ms < 0) {
     res->Send(Error(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
     return;
   }
@@ -537,6 +537,7 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
     res->Send(Error(Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
     return;
   }
+  if (rank == LogStore::kAllRanks && row.num_nodes == 1) rank = 0;  // a single node's output, exactly
   if (attempt == 0) attempt = row.attempt;
   constexpr size_t kMaxChunk = 1 << 20;
   auto answer = [this, id, attempt, rank, offset, res, status = row.status, live]() {

@@ -16,8 +16,30 @@ LogStore::LogStore(std::string dir) : dir_(std::move(dir)) {
 }
 
 std::string LogStore::PathOf(int64_t job, int attempt, int rank) const {
+  if (rank == kAllRanks) return fmt::format("{}/{}/attempt-{}.all.log", dir_, job, attempt);
   return fmt::format("{}/{}/attempt-{}.rank-{}.log", dir_, job, attempt, rank);
 }
+
+namespace {
+
+Status AppendToFile(const std::string& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Internal(fmt::format("cannot open {}: {}", path, strerror(errno)));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return Status::Internal(fmt::format("cannot write {}: {}", path, strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
 
 int64_t LogStore::Size(int64_t job, int attempt, int rank) const {
   std::lock_guard lock(mu_);
@@ -28,7 +50,8 @@ int64_t LogStore::Size(int64_t job, int attempt, int rank) const {
   return st.st_size;
 }
 
-Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data) {
+Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data,
+                                 const std::string& prefix) {
   std::lock_guard lock(mu_);
   std::string path = PathOf(job, attempt, rank);
   auto key = std::make_tuple(job, attempt, rank);
@@ -46,19 +69,18 @@ Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t off
   data.remove_prefix(static_cast<size_t>(skip));
   std::error_code ec;
   std::filesystem::create_directories(fmt::format("{}/{}", dir_, job), ec);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Internal(fmt::format("cannot open {}: {}", path, strerror(errno)));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return Status::Internal(fmt::format("cannot write {}: {}", path, strerror(errno)));
+  BERTH_RETURN_IF_ERROR(AppendToFile(path, data));
+  if (!prefix.empty()) {
+    std::string lines;
+    bool& mid_line = mid_line_[key];
+    for (char c : data) {
+      if (!mid_line) lines += prefix;
+      lines += c;
+      mid_line = c != '\n';
     }
-    done += static_cast<size_t>(n);
+    BERTH_RETURN_IF_ERROR(AppendToFile(PathOf(job, attempt, kAllRanks), lines));
+    sizes_.erase({job, attempt, kAllRanks});
   }
-  ::close(fd);
   size += static_cast<int64_t>(data.size());
   sizes_[key] = size;
   return size;

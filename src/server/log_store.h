@@ -19,9 +19,15 @@ class LogStore {
  public:
   explicit LogStore(std::string dir);
 
+  // Rank index of the interleaved log of a multi-node job: every rank's lines, each prefixed.
+  static constexpr int kAllRanks = -1;
+
   // Appends `data`, which starts at byte `offset` of the log. Bytes already stored are skipped; a gap
-  // (offset beyond the end) is refused with Conflict. Returns the log's size afterwards.
-  Result<int64_t> Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data);
+  // (offset beyond the end) is refused with Conflict. Returns the log's size afterwards. With a
+  // non-empty `prefix` (multi-node jobs), the new bytes also go to the kAllRanks log, each line
+  // starting with `prefix`, in arrival order.
+  Result<int64_t> Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data,
+                         const std::string& prefix = "");
 
   // Up to `max_bytes` starting at `offset`; "" at or past the end.
   std::string Read(int64_t job, int attempt, int rank, int64_t offset, size_t max_bytes) const;
@@ -32,6 +38,8 @@ class LogStore {
   std::string dir_;
   mutable std::mutex mu_;
   std::map<std::tuple<int64_t, int, int>, int64_t> sizes_;  // guarded by mu_; cache of file sizes
+  // guarded by mu_; ranks whose last appended byte ended mid-line (their next bytes get no prefix)
+  std::map<std::tuple<int64_t, int, int>, bool> mid_line_;
 };
 
 }  // namespace berth

@@ -196,7 +196,7 @@ void Server::Allocate(const JobRow& row, int sign) {
 }
 
 void Server::SendToNode(NodeRuntime& node, const json::object& message) {
-  std::string line = json::serialize(message) + "\n";
+  std::string line = SerializeJson(message) + "\n";
   if (node.watch && !node.watch->closed()) {
     node.watch->Write(std::move(line));
   } else {
