@@ -129,6 +129,8 @@ Status Agent::Run() {
   SetLogPrefix("agent " + options_.name);
   if (!IsValidName(options_.name)) return Status::Invalid("--name: invalid node name '" + options_.name + "'");
   if (options_.state_dir.empty()) return Status::Invalid("the agent needs a --state-dir");
+  std::error_code abs_ec;
+  options_.state_dir = std::filesystem::absolute(options_.state_dir, abs_ec).string();
   BERTH_RETURN_IF_ERROR(LoadIdentity());
   resources_ = DiscoverNode(options_.gpus);
   if (options_.cpus) resources_.cpus = *options_.cpus;
@@ -188,6 +190,7 @@ Status Agent::Register() {
   }
   body["running"] = std::move(running);
   net::HttpClient client(options_.server_url, options_.token);
+  int64_t sent_at = MonotonicMs();  // the server's lease starts no earlier than this
   auto res = client.Request("POST", "/v1/agent/register", json::serialize(body), 10'000);
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "register answer");
@@ -202,7 +205,8 @@ Status Agent::Register() {
   session_ = GetString(o, "session").value();
   lease_ms_ = GetInt(o, "lease_ms", 30'000).value();
   heartbeat_ms_ = GetInt(o, "heartbeat_ms", lease_ms_ / 4).value();
-  last_renewal_ = MonotonicMs();
+  last_renewal_ = sent_at;
+  WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
   need_register_ = false;
   LogInfo("registered with {} ({} GPUs, {} CPUs, {} memory)", options_.server_url, resources_.gpus.size(),
           FormatMilli(resources_.cpus), FormatMib(resources_.memory));
@@ -303,19 +307,11 @@ void Agent::StopJob(LocalJob& job) {
   job.stop_sent = true;
 }
 
-void Agent::StopAllJobs(const std::string& why) {
-  std::lock_guard lock(mu_);
-  for (auto& [key, job] : jobs_) {
-    if (!job.exited && !job.stop_sent) {
-      LogWarn("stopping job {} attempt {}: {}", job.job, job.attempt, why);
-      StopJob(job);
-    }
-  }
-}
-
+// Renews the node's lease. Each renewal is also written to <state>/lease, which every job's supervisor
+// watches: without renewals (server unreachable, agent frozen or dead) the supervisors stop their jobs
+// before the server's lease runs out, so that no job ever runs twice.
 void Agent::HeartbeatLoop() {
   net::HttpClient client(options_.server_url, options_.token);
-  bool lease_lost = false;
   while (!stop_) {
     DurationMs interval;
     std::string session;
@@ -325,23 +321,16 @@ void Agent::HeartbeatLoop() {
       cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return stop_.load(); });
       if (stop_) return;
       session = session_;
-      // Without a renewed lease the server will soon count this node as lost and may restart its jobs
-      // elsewhere: stop them first, so that no job ever runs twice.
-      if (!lease_lost && MonotonicMs() - last_renewal_ > lease_ms_ * 2 / 3) {
-        lease_lost = true;
-      }
-    }
-    if (lease_lost) {
-      StopAllJobs("lease could not be renewed");
     }
     if (session.empty()) continue;
+    int64_t sent_at = MonotonicMs();
     json::object body{{"node", options_.name}, {"session", session}};
     auto res = client.Request("POST", "/v1/agent/heartbeat", json::serialize(body), std::max<DurationMs>(interval, 1000));
     if (!res.ok()) continue;
     std::lock_guard lock(mu_);
     if (res->status == 200) {
-      last_renewal_ = MonotonicMs();
-      lease_lost = false;
+      last_renewal_ = sent_at;
+      WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
     } else if (res->status == 409 && session == session_) {
       need_register_ = true;
       if (auto* c = static_cast<net::HttpClient*>(watch_client_.load())) c->Abort();
@@ -465,6 +454,7 @@ void Agent::Launch(const json::object& m) {
       plan.setup = spec->setup;
       plan.run = spec->run;
       plan.kill_grace_ms = GetInt(m, "kill_grace_ms", 10'000).value();
+      plan.lease_file = options_.state_dir + "/lease";
       Status st = WriteRunPlan(job.dir, plan);
       if (!st.ok()) error = st.message();
     }

@@ -78,7 +78,6 @@ class Agent {
   void ShipperLoop();
   void ShipOnce(bool final);
   void StopJob(LocalJob& job);
-  void StopAllJobs(const std::string& why);
   std::string KeyOf(int64_t job, int attempt, int rank) const;
 
   AgentOptions options_;

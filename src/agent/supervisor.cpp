@@ -124,6 +124,21 @@ void WaitForSignal(int64_t ms) {
   if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) g_stop_requested = true;
 }
 
+// The lease this node holds, as the agent last renewed it (see RunPlan::lease_file).
+std::string g_lease_file;
+bool g_kill_now = false;  // the lease is past its kill point: no grace
+
+void CheckLease() {
+  if (g_lease_file.empty()) return;
+  std::ifstream in(g_lease_file);
+  int64_t term_at = 0;
+  int64_t kill_at = 0;
+  if (!(in >> term_at >> kill_at)) return;
+  int64_t now = MonotonicMs();
+  if (now >= term_at) g_stop_requested = true;
+  if (now >= kill_at) g_kill_now = true;
+}
+
 // Takes pending stop signals without waiting.
 void PollStopSignals() {
   sigset_t pending;
@@ -234,11 +249,13 @@ StepResult RunStep(const std::string& script_path, const std::string& workdir,
     // As the subreaper, every process the job left behind is our descendant, and becomes our child when
     // its parent dies: no child at all means nothing of the job is left.
     if (main_done && no_children) break;
+    CheckLease();
     if (g_stop_requested && !result.stopped) {
       result.stopped = true;
       SignalAll(pid, SIGTERM);
       kill_at = MonotonicMs() + grace_ms;
     }
+    if (g_kill_now && kill_at > MonotonicMs()) kill_at = MonotonicMs();
     if (main_done && kill_at < 0) {
       // The script is over; whatever it left running (background jobs, daemons) goes too.
       SignalAll(pid, SIGTERM);
@@ -249,6 +266,7 @@ StepResult RunStep(const std::string& script_path, const std::string& workdir,
       kill_at = MonotonicMs() + 200;  // keep sweeping: a fork racing the kill is caught next round
     }
     int64_t wait_ms = kill_at >= 0 ? std::max<int64_t>(1, kill_at - MonotonicMs()) : 1000;
+    if (!g_lease_file.empty()) wait_ms = std::min<int64_t>(wait_ms, 200);
     WaitForSignal(wait_ms);
   }
   return result;
@@ -262,10 +280,17 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"run", plan.run},
                  {"setup_env", EnvJson(plan.setup_env)},
                  {"run_env", EnvJson(plan.run_env)},
-                 {"kill_grace_ms", plan.kill_grace_ms}};
+                 {"kill_grace_ms", plan.kill_grace_ms},
+                 {"lease_file", plan.lease_file}};
   if (!WriteFileAtomic(dir + "/run.json", json::serialize(o), /*sync=*/false)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
   }
+  return Status::Ok();
+}
+
+Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t lease_ms) {
+  std::string text = std::to_string(renewed_at_ms + lease_ms / 2) + " " + std::to_string(renewed_at_ms + lease_ms * 3 / 4) + "\n";
+  if (!WriteFileAtomic(path, text, /*sync=*/false)) return Status::Internal("cannot write " + path);
   return Status::Ok();
 }
 
@@ -282,6 +307,7 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   plan.run_env = EnvFromJson(o.if_contains("run_env"));
   auto grace = GetInt(o, "kill_grace_ms", 10'000);
   plan.kill_grace_ms = grace.ok() ? *grace : 10'000;
+  plan.lease_file = GetString(o, "lease_file").value();
   return plan;
 }
 
@@ -353,6 +379,8 @@ int SupervisorMain(const std::string& dir) {
     AppendEvent(dir, {"exited", 127, "launch", plan.ok() ? "cannot open output.log" : plan.status().message()});
     return 1;
   }
+  g_lease_file = plan->lease_file;
+  CheckLease();
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
@@ -370,6 +398,7 @@ int SupervisorMain(const std::string& dir) {
       return 0;
     }
   }
+  CheckLease();
   PollStopSignals();
   if (g_stop_requested) {
     AppendEvent(dir, {"exited", 143, "run", "stopped before start"});

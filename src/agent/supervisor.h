@@ -27,7 +27,14 @@ struct RunPlan {
   std::map<std::string, std::string> setup_env;  // complete environments
   std::map<std::string, std::string> run_env;
   int64_t kill_grace_ms = 10'000;
+  // The agent's lease file ("TERM_AT KILL_AT", monotonic ms). When the agent cannot renew its node's lease
+  // (it is partitioned, frozen or dead), the supervisor stops the job by itself: SIGTERM at TERM_AT, SIGKILL
+  // at KILL_AT, both before the server's lease runs out and it may start the job elsewhere.
+  std::string lease_file;
 };
+
+// Writes the lease file for a lease renewed at monotonic time `renewed_at_ms` for `lease_ms`.
+Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t lease_ms);
 
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan);
 Result<RunPlan> ReadRunPlan(const std::string& dir);
