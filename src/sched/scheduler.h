@@ -12,18 +12,32 @@
 // lowest-indexed fully free devices; a fractional request (< 1 GPU) takes the device with the least
 // free share that still fits (lowest index on ties), so shares pack together. A gang (num_nodes >
 // 1) gets num_nodes distinct nodes in one decision, or nothing; rank 0 is the best fit.
-// Exclusive jobs (`exclusive` = a label key) get nodes sharing one value of that label, in a domain
-// where no job runs; while they hold it, no other job is placed in that domain. (Preemption and
-// reservations for starving jobs come later; Config is reserved for them.)
+//
+// Exclusive jobs (`exclusive` = a label key) get nodes sharing one value of that label (a domain),
+// in a domain where no job runs (the smallest such domain that fits, then by value); while they
+// hold it, no other job is placed in that domain.
+//
+// Preemption (Config::preemption): a job that cannot be placed may evict running jobs of strictly
+// lower priority when that lets it start. Victims are whole jobs, chosen to lose the least: lowest
+// priority first, then fewest victims, then the most recently started; never one more than needed.
+// An exclusive job may take a domain only if everything running there has lower priority (all of it
+// is evicted); another job enters a domain held exclusively only by evicting the holder, which must
+// have lower priority. Jobs already stopping are never victims; a job waits for lower-priority
+// stopping jobs (their resources held for it) rather than evicting more. The victims' resources
+// belong to the preemptor for the rest of the pass.
+//
+// Starvation (Config::starvation_bound): a job that has waited longer than the bound and still
+// cannot start reserves the nodes that free soonest (judging by running jobs' time limits); later
+// jobs of the pass may use them only if their time_limit ends before then (EASY backfill).
 //
 // Waiting reasons are deterministic, human sentences for `berth show`, naming the scarce resource:
 // "waiting for resources: needs V100:4 on 1 node; most free on one node: 2 V100 (n1)",
-// "waiting: no schedulable node in pool 'research' (all 2 are draining or down)".
+// "waiting: no schedulable node in pool 'research' (all 2 are draining or down)",
+// "preempting lower-priority jobs 3, 4; starts on n1 once they stop".
 //
-// Cost: a pass is O(pending log shapes + (shapes + placements) x nodes): once a request shape
-// (per-node resources, node count, pool, selector, exclusivity) fails in a pass, later jobs of the
-// same shape get its reason without being tried (free resources only shrink within a pass), and
-// placements are bounded by what the cluster can hold.
+// Cost (pass.h): a pass is not O(pending x nodes): a request shape that failed is not tried again
+// in the pass, and after a few scans nodes are found through an index ordered by free resources, so
+// a placement costs O(log nodes). See bench/sched_bench.cpp.
 //
 // Schedule() and CheckFeasible() are pure and thread-safe (they touch only their arguments).
 #pragma once
@@ -38,20 +52,34 @@
 namespace berth::sched {
 
 struct Config {
-  // A pending job that has waited longer than this (now - submitted_at) gets a reservation: lower- or
-  // equal-priority jobs stop being placed on the nodes it waits for, unless their time_limit ends before
-  // those nodes are expected to free (EASY backfill).
+  // A pending job that has waited longer than this (now - submitted_at) gets a reservation: lower-
+  // or equal-priority jobs stop being placed on the nodes it waits for, unless their time_limit
+  // ends before those nodes are expected to free (EASY backfill).
   DurationMs starvation_bound = 10 * 60 * 1000;
   bool preemption = true;  // pending jobs may evict running jobs of strictly lower priority
 };
 
-// A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a gang).
-// The caller stops the victims and holds `placement` for the preemptor: no other job may take those
-// resources in between, and the preemptor launches once the victims' processes are gone.
+// A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a
+// gang). The caller stops the victims and holds `placement` for the preemptor: no other job may
+// take those resources in between, and the preemptor launches once the victims' processes are gone.
 struct PreemptDecision {
   JobId preemptor = 0;
-  std::vector<JobId> victims;
-  Placement placement;  // where the preemptor goes (on resources the victims free)
+  std::vector<JobId> victims;  // by id
+  Placement placement;         // where the preemptor goes (on resources the victims free)
+  // Jobs already stopping (not victims: their stop was asked for before) whose resources the
+  // placement also uses; the preemptor launches once these are gone too. Usually empty.
+  std::vector<JobId> waits_for;
+};
+
+// A pending job that cannot start yet, but will as soon as lower-priority jobs that are already
+// stopping are gone: in this pass their resources (and what else `placement` uses) are held for it,
+// rather than evicting anyone else. The job stays pending (its reason says what it waits for); the
+// server need not act, a later pass places it. Reported so that every resource a pass hands out is
+// accounted for.
+struct HoldDecision {
+  JobId job = 0;
+  std::vector<JobId> waits_for;  // stopping jobs, by id
+  Placement placement;
 };
 
 struct PlaceDecision {
@@ -60,9 +88,11 @@ struct PlaceDecision {
 };
 
 struct PassResult {
-  std::vector<PlaceDecision> placements;  // in the order they were decided
-  std::vector<PreemptDecision> preemptions;
-  // Every pending job not placed -> why it waits (for `berth show`).
+  std::vector<PlaceDecision> placements;     // in the order they were decided
+  std::vector<PreemptDecision> preemptions;  // in the order they were decided
+  std::vector<HoldDecision> holds;           // in the order they were decided
+  // Every pending job not placed -> why it waits (for `berth show`). A preemptor is among them
+  // ("preempting lower-priority job 3; starts on n1 once it stops").
   std::map<JobId, std::string> waiting;
 };
 

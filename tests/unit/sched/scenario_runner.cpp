@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "sched/scheduler.h"
@@ -30,6 +31,8 @@ class Script {
   MilliCpu Cpus(const std::string& text) const;
   Mib Memory(const std::string& text) const;
   int64_t Integer(const std::string& text) const;
+  // A time or a duration: a bare number is milliseconds; "90s", "10m", "1h30m" as in job specs.
+  int64_t Millis(const std::string& text) const;
   std::map<std::string, std::string> Labels(const std::string& text) const;
   JobRequest Request(JobId id, const std::map<std::string, std::string>& options) const;
 
@@ -42,6 +45,8 @@ class Script {
   std::string name_;
   int line_no_ = 0;
   Snapshot snapshot_;
+  Config config_;
+  std::map<JobId, JobRequest> submitted_;  // every pending job as submitted, for requeueing
   std::optional<PassResult> last_pass_;
 };
 
@@ -61,7 +66,30 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
     return RunPass();
   } else if (cmd == "apply") {
     if (!last_pass_) Fail("apply without a schedule before it");
-    Apply(snapshot_, *last_pass_);
+    if (words.size() > 2 || (words.size() == 2 && words[1] != "stop")) Fail("apply [stop]");
+    const PreemptMode mode = words.size() == 2 ? PreemptMode::kStop : PreemptMode::kInstant;
+    // A requeued victim keeps its original request (and submission time) when the script has it.
+    for (JobId id : Apply(snapshot_, *last_pass_, mode)) {
+      auto original = submitted_.find(id);
+      if (original == submitted_.end()) continue;
+      for (JobRequest& j : snapshot_.pending) {
+        if (j.id == id) j = original->second;
+      }
+    }
+    last_pass_.reset();
+  } else if (cmd == "config") {
+    for (const auto& [key, value] : Options(words, 1)) {
+      if (key == "starvation") {
+        config_.starvation_bound = Millis(value);
+      } else if (key == "preemption" && (value == "on" || value == "off")) {
+        config_.preemption = value == "on";
+      } else {
+        Fail("unknown config '" + key + "=" + value + "' (starvation=D, preemption=on|off)");
+      }
+    }
+  } else if (cmd == "now") {
+    if (words.size() != 2) Fail("now needs one time");
+    snapshot_.now = Millis(words[1]);
     last_pass_.reset();
   } else if (cmd == "finish" || cmd == "cancel") {
     if (words.size() < 2) Fail(cmd + " needs job ids");
@@ -111,6 +139,16 @@ std::map<std::string, std::string> Script::Options(const std::vector<std::string
     if (!options.emplace(key, value).second) Fail("option '" + key + "' given twice");
   }
   return options;
+}
+
+int64_t Script::Millis(const std::string& text) const {
+  if (!text.empty() &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Integer(text);
+  }
+  std::optional<DurationMs> d = ParseDuration(text);
+  if (!d) Fail("bad time '" + text + "' (want 700000, 90s, 10m or 1h30m)");
+  return *d;
 }
 
 MilliCpu Script::Cpus(const std::string& text) const {
@@ -174,6 +212,10 @@ JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& o
       job.node_selector = Labels(value);
     } else if (key == "exclusive") {
       job.exclusive = value;
+    } else if (key == "submitted") {
+      job.submitted_at = Millis(value);
+    } else if (key == "limit") {
+      job.time_limit = Millis(value);
     } else {
       Fail("unknown job option '" + key + "'");
     }
@@ -229,6 +271,12 @@ void Script::AddRunning(const std::vector<std::string>& words) {
       job.per_node.memory = Memory(value);
     } else if (key == "exclusive") {
       job.exclusive = value;
+    } else if (key == "started") {
+      job.started_at = Millis(value);
+    } else if (key == "limit") {
+      job.time_limit = Millis(value);
+    } else if (key == "stopping") {
+      job.stopping = true;
     } else {
       Fail("unknown running option '" + key + "'");
     }
@@ -292,11 +340,12 @@ void Script::AddPending(const std::vector<std::string>& words) {
       if (j.id == id) Fail("job " + std::to_string(id) + " is already pending");
     }
     snapshot_.pending.push_back(Request(id, options));
+    submitted_[id] = snapshot_.pending.back();
   }
 }
 
 std::vector<std::string> Script::RunPass() {
-  PassResult result = Schedule(snapshot_, Config{});
+  PassResult result = Schedule(snapshot_, config_);
   std::vector<std::string> out = FormatDecisions(result);
   for (const std::string& broken : CheckInvariants(snapshot_, result)) {
     out.push_back("BROKEN: " + broken);

@@ -10,13 +10,20 @@
 //   schedule
 //   > wait 2: waiting for resources: ...
 //
-// Commands (quantities as in job specs: cpus=0.5, mem=512M or 32G (a bare number is GiB)):
+// Commands (quantities as in job specs: cpus=0.5, mem=512M or 32G (a bare number is GiB); times and
+// durations: a bare number is milliseconds, or 90s, 10m, 1h30m):
 //   node NAME [cpus=N] [mem=M] [gpus=TYPE:N[,TYPE:N]] [pool=P] [labels=k=v[,k=v]] [draining]
-//   running ID [prio=P] [cpus=N] [mem=M] [exclusive=KEY] on NODE [gpus=I[:SHARE],...] [on NODE ...]
+//   running ID [prio=P] [cpus=N] [mem=M] [exclusive=KEY] [started=T] [limit=D] [stopping]
+//           on NODE [gpus=I[:SHARE],...] [on NODE ...]
 //   pending ID|FIRST..LAST [prio=P] [gpus=TYPE:N] [cpus=N] [mem=M] [nodes=N] [pool=P]
-//           [selector=k=v[,k=v]] [exclusive=KEY]
-//   schedule          run one pass; print "place ..." and "wait ID: reason" lines
-//   apply             start the jobs the last pass placed (their resources become taken)
+//           [selector=k=v[,k=v]] [exclusive=KEY] [submitted=T] [limit=D]
+//   config [starvation=D] [preemption=on|off]   (defaults: Config{}: 10m, on)
+//   now T             the time of the next passes (starts at 0)
+//   schedule          run one pass; print "place ...", "preempt ..." and "wait ID: reason" lines
+//   apply             carry out the last pass: placed jobs start (their resources become taken);
+//                     victims stop at once and return to the queue, and their preemptor starts
+//   apply stop        the same, but victims only begin to stop (they keep their resources) and
+//                     their preemptor stays pending, as the server does it; `finish` them later
 //   finish ID...      running jobs end; their resources become free
 //   cancel ID...      pending jobs leave the queue
 //   drain NODE / resume NODE

@@ -102,22 +102,69 @@ std::string Hold(Snapshot& snapshot, const RunningJob& job) {
   return problems;
 }
 
-void Apply(Snapshot& snapshot, const PassResult& result) {
-  for (const PlaceDecision& d : result.placements) {
+namespace {
+
+RunningJob Started(const JobRequest& job, const Placement& placement, TimeMs now) {
+  RunningJob running;
+  running.id = job.id;
+  running.priority = job.priority;
+  running.per_node = job.per_node;
+  running.exclusive = job.exclusive;
+  running.placement = placement;
+  running.started_at = now;
+  running.time_limit = job.time_limit;
+  return running;
+}
+
+}  // namespace
+
+std::vector<JobId> Apply(Snapshot& snapshot, const PassResult& result, PreemptMode mode) {
+  auto take_pending = [&](JobId id) -> std::optional<JobRequest> {
     auto it = std::find_if(snapshot.pending.begin(), snapshot.pending.end(),
-                           [&](const JobRequest& j) { return j.id == d.job; });
-    if (it == snapshot.pending.end()) continue;
-    RunningJob running;
-    running.id = it->id;
-    running.priority = it->priority;
-    running.per_node = it->per_node;
-    running.exclusive = it->exclusive;
-    running.placement = d.placement;
-    running.started_at = snapshot.now;
-    running.time_limit = it->time_limit;
+                           [&](const JobRequest& j) { return j.id == id; });
+    if (it == snapshot.pending.end()) return std::nullopt;
+    JobRequest job = *it;
     snapshot.pending.erase(it);
-    Hold(snapshot, running);
+    return job;
+  };
+  for (const PlaceDecision& d : result.placements) {
+    if (std::optional<JobRequest> job = take_pending(d.job)) {
+      Hold(snapshot, Started(*job, d.placement, snapshot.now));
+    }
   }
+  std::vector<JobId> requeued;
+  for (const PreemptDecision& d : result.preemptions) {
+    if (mode == PreemptMode::kStop) {
+      for (RunningJob& r : snapshot.running) {
+        if (std::find(d.victims.begin(), d.victims.end(), r.id) != d.victims.end()) {
+          r.stopping = true;
+        }
+      }
+      continue;
+    }
+    std::optional<JobRequest> preemptor = take_pending(d.preemptor);
+    if (!preemptor) continue;
+    std::vector<JobId> gone = d.victims;
+    gone.insert(gone.end(), d.waits_for.begin(), d.waits_for.end());
+    for (JobId id : gone) {
+      auto it = std::find_if(snapshot.running.begin(), snapshot.running.end(),
+                             [&](const RunningJob& r) { return r.id == id; });
+      if (it == snapshot.running.end()) continue;
+      JobRequest again;
+      again.id = it->id;
+      again.priority = it->priority;
+      again.num_nodes = static_cast<int>(it->placement.size());
+      again.per_node = it->per_node;
+      again.exclusive = it->exclusive;
+      again.submitted_at = snapshot.now;
+      again.time_limit = it->time_limit;
+      Finish(snapshot, id);
+      snapshot.pending.push_back(again);
+      requeued.push_back(id);
+    }
+    Hold(snapshot, Started(*preemptor, d.placement, snapshot.now));
+  }
+  return requeued;
 }
 
 bool Finish(Snapshot& snapshot, JobId id) {
@@ -151,6 +198,20 @@ std::vector<std::string> FormatDecisions(const PassResult& result) {
   std::vector<std::string> lines;
   for (const PlaceDecision& d : result.placements) {
     lines.push_back("place " + std::to_string(d.job) + " on " + FormatPlacement(d.placement));
+  }
+  auto ids = [](const std::vector<JobId>& list) {
+    std::string out;
+    for (JobId id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
+    return out;
+  };
+  for (const PreemptDecision& d : result.preemptions) {
+    lines.push_back("preempt " + std::to_string(d.preemptor) + " victims=" + ids(d.victims) +
+                    " on " + FormatPlacement(d.placement) +
+                    (d.waits_for.empty() ? "" : " waits_for=" + ids(d.waits_for)));
+  }
+  for (const HoldDecision& d : result.holds) {
+    lines.push_back("hold " + std::to_string(d.job) + " on " + FormatPlacement(d.placement) +
+                    " waits_for=" + ids(d.waits_for));
   }
   for (const auto& [id, reason] : result.waiting) {
     lines.push_back("wait " + std::to_string(id) + ": " + reason);
@@ -186,31 +247,50 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
   std::vector<std::string> broken;
   std::map<JobId, const JobRequest*> pending;
   for (const JobRequest& j : snapshot.pending) pending[j.id] = &j;
-
-  Snapshot after = snapshot;
-  std::set<JobId> placed;
-  for (const PlaceDecision& d : result.placements) {
-    const std::string job = "job " + std::to_string(d.job);
-    auto it = pending.find(d.job);
-    if (it == pending.end()) {
-      broken.push_back(job + " placed but not pending");
-      continue;
+  std::map<JobId, const RunningJob*> running;
+  for (const RunningJob& r : snapshot.running) running[r.id] = &r;
+  auto find_node = [](Snapshot& s, const std::string& name) -> NodeView* {
+    auto it = std::find_if(s.nodes.begin(), s.nodes.end(),
+                           [&](const NodeView& n) { return n.name == name; });
+    return it == s.nodes.end() ? nullptr : &*it;
+  };
+  auto label_of = [&](const std::string& node,
+                      const std::string& key) -> std::optional<std::string> {
+    for (const NodeView& n : snapshot.nodes) {
+      if (n.name != node) continue;
+      auto it = n.labels.find(key);
+      if (it != n.labels.end()) return it->second;
     }
-    if (!placed.insert(d.job).second) broken.push_back(job + " placed twice");
-    if (result.waiting.count(d.job)) broken.push_back(job + " both placed and waiting");
+    return std::nullopt;
+  };
+
+  // `after` is the cluster as the pass leaves it: placements taken while every victim still holds
+  // its resources, then the victims gone and the preemptors in.
+  Snapshot after = snapshot;
+  std::set<JobId> decided;
+  // Checks one job's placement and takes it from `after`.
+  auto check = [&](JobId id, const Placement& placement, bool preemptor) {
+    const std::string job = "job " + std::to_string(id);
+    auto it = pending.find(id);
+    if (it == pending.end()) {
+      broken.push_back(job + (preemptor ? " preempts" : " placed") + " but not pending");
+      return;
+    }
+    if (!decided.insert(id).second) broken.push_back(job + " decided twice");
+    if (!preemptor && result.waiting.count(id)) broken.push_back(job + " both placed and waiting");
+    if (preemptor && !result.waiting.count(id)) broken.push_back(job + " waits without a reason");
     const JobRequest& req = *it->second;
-    if (d.placement.size() != static_cast<size_t>(req.num_nodes)) {
-      broken.push_back(job + " got " + std::to_string(d.placement.size()) + " nodes");
+    if (placement.size() != static_cast<size_t>(req.num_nodes)) {
+      broken.push_back(job + " got " + std::to_string(placement.size()) + " nodes");
     }
     std::set<std::string> names;
     std::optional<std::string> domain;
-    for (size_t rank = 0; rank < d.placement.size(); ++rank) {
-      const NodeGrant& grant = d.placement[rank];
+    for (size_t rank = 0; rank < placement.size(); ++rank) {
+      const NodeGrant& grant = placement[rank];
       if (!names.insert(grant.node).second) broken.push_back(job + " got " + grant.node + " twice");
       if (grant.rank != static_cast<int>(rank)) broken.push_back(job + " ranks out of order");
-      auto node = std::find_if(after.nodes.begin(), after.nodes.end(),
-                               [&](const NodeView& n) { return n.name == grant.node; });
-      if (node == after.nodes.end()) {
+      NodeView* node = find_node(after, grant.node);
+      if (node == nullptr) {
         broken.push_back(job + " placed on unknown node " + grant.node);
         continue;
       }
@@ -242,15 +322,128 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
       std::string problems = Adjust(*node, req.per_node, grant, -1);
       if (!problems.empty()) broken.push_back(job + ":" + problems);
     }
+  };
+  for (const PlaceDecision& d : result.placements) check(d.job, d.placement, false);
+
+  // The resources of victims (and of stopping jobs waited for) are the waiting job's for the rest
+  // of the pass, even what it does not use: nothing on any node becomes free for later decisions.
+  auto keep_held = [&](const std::vector<NodeView>& before) {
+    for (size_t k = 0; k < after.nodes.size(); ++k) {
+      NodeView& n = after.nodes[k];
+      n.cpus_free = std::min(n.cpus_free, before[k].cpus_free);
+      n.memory_free = std::min(n.memory_free, before[k].memory_free);
+      for (size_t g = 0; g < n.gpus.size(); ++g) {
+        n.gpus[g].free = std::min(n.gpus[g].free, before[k].gpus[g].free);
+      }
+    }
+  };
+  std::set<JobId> gone;  // victims and the stopping jobs preemptors wait for
+  // Holds take what is free and what stopping jobs give back, never what victims hold.
+  for (const HoldDecision& d : result.holds) {
+    const std::string job = "job " + std::to_string(d.job);
+    auto it = pending.find(d.job);
+    const int priority = it == pending.end() ? 0 : it->second->priority;
+    if (d.waits_for.empty()) broken.push_back(job + " holds resources but waits for nobody");
+    const std::vector<NodeView> before = after.nodes;
+    for (JobId id : d.waits_for) {
+      const std::string who = "job " + std::to_string(id);
+      auto r = running.find(id);
+      if (r == running.end() || !r->second->stopping || r->second->priority >= priority) {
+        broken.push_back(who + " waited for by " + job + " but not a stopping lower-priority job");
+        continue;
+      }
+      if (!gone.insert(id).second) broken.push_back(who + " waited for twice");
+      for (const NodeGrant& g : r->second->placement) {
+        if (NodeView* n = find_node(after, g.node)) Adjust(*n, r->second->per_node, g, +1);
+      }
+    }
+    check(d.job, d.placement, true);
+    keep_held(before);
+  }
+  for (const PreemptDecision& d : result.preemptions) {
+    const std::string job = "job " + std::to_string(d.preemptor);
+    auto preemptor = pending.find(d.preemptor);
+    const int priority = preemptor == pending.end() ? 0 : preemptor->second->priority;
+    std::vector<const RunningJob*> leaving;
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool victims = pass == 0;
+      for (JobId id : victims ? d.victims : d.waits_for) {
+        const std::string who = "job " + std::to_string(id);
+        auto it = running.find(id);
+        if (it == running.end()) {
+          broken.push_back(who + " evicted by " + job + " but not running");
+          continue;
+        }
+        const RunningJob& r = *it->second;
+        if (r.stopping != !victims) {
+          broken.push_back(who +
+                           (victims ? " is stopping, yet a victim of "
+                                    : " is not stopping, yet waited for by ") +
+                           job);
+        }
+        if (r.priority >= priority) {
+          broken.push_back(who + " (priority " + std::to_string(r.priority) + ") evicted by " +
+                           job + " (priority " + std::to_string(priority) + ")");
+        }
+        if (!gone.insert(id).second) broken.push_back(who + " evicted twice");
+        leaving.push_back(&r);
+      }
+    }
+    if (d.victims.empty()) broken.push_back(job + " preempts nobody");
+    // Every victim is needed: the placement uses what it holds, or it holds (or runs in) a domain
+    // the preemptor enters.
+    const JobRequest* req = preemptor == pending.end() ? nullptr : preemptor->second;
+    for (const RunningJob* v : leaving) {
+      if (v->stopping || req == nullptr) continue;
+      Snapshot trial = after;
+      for (const RunningJob* other : leaving) {
+        if (other == v) continue;
+        for (const NodeGrant& g : other->placement) {
+          if (NodeView* n = find_node(trial, g.node)) Adjust(*n, other->per_node, g, +1);
+        }
+      }
+      bool needed = false;
+      for (const NodeGrant& g : d.placement) {
+        NodeView* n = find_node(trial, g.node);
+        if (n != nullptr && !Adjust(*n, req->per_node, g, -1).empty()) needed = true;
+      }
+      auto shares_domain = [&](const std::string& key, const Placement& a, const Placement& b) {
+        for (const NodeGrant& x : a) {
+          std::optional<std::string> value = label_of(x.node, key);
+          if (!value) continue;
+          for (const NodeGrant& y : b) {
+            if (label_of(y.node, key) == value) return true;
+          }
+        }
+        return false;
+      };
+      if (!v->exclusive.empty() && shares_domain(v->exclusive, v->placement, d.placement)) {
+        needed = true;
+      }
+      if (!req->exclusive.empty() && shares_domain(req->exclusive, d.placement, v->placement)) {
+        needed = true;
+      }
+      if (!needed) {
+        broken.push_back("job " + std::to_string(v->id) + " evicted by " + job + " but not needed");
+      }
+    }
+    const std::vector<NodeView> before = after.nodes;
+    for (const RunningJob* r : leaving) {
+      for (const NodeGrant& g : r->placement) {
+        if (NodeView* n = find_node(after, g.node)) Adjust(*n, r->per_node, g, +1);
+      }
+    }
+    check(d.preemptor, d.placement, true);
+    keep_held(before);
   }
   for (const JobRequest& j : snapshot.pending) {
-    if (!placed.count(j.id) && !result.waiting.count(j.id)) {
+    if (!decided.count(j.id) && !result.waiting.count(j.id)) {
       broken.push_back("job " + std::to_string(j.id) + " neither placed nor waiting");
     }
   }
 
-  // Exclusivity: no other job, running or just placed, on a node of a domain an exclusive job
-  // holds, where at least one of the two was placed in this pass.
+  // Exclusivity, in the cluster the pass leaves: no other job on a node of a domain an exclusive
+  // job holds, where at least one of the two is new.
   struct Holder {
     JobId id;
     std::string exclusive;
@@ -259,22 +452,23 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
   };
   std::vector<Holder> holders;
   for (const RunningJob& r : snapshot.running) {
-    holders.push_back({r.id, r.exclusive, &r.placement, false});
+    if (!gone.count(r.id)) holders.push_back({r.id, r.exclusive, &r.placement, false});
   }
   for (const PlaceDecision& d : result.placements) {
     if (auto it = pending.find(d.job); it != pending.end()) {
       holders.push_back({d.job, it->second->exclusive, &d.placement, true});
     }
   }
-  auto label_of = [&](const std::string& node,
-                      const std::string& key) -> std::optional<std::string> {
-    for (const NodeView& n : snapshot.nodes) {
-      if (n.name != node) continue;
-      auto it = n.labels.find(key);
-      if (it != n.labels.end()) return it->second;
+  for (const PreemptDecision& d : result.preemptions) {
+    if (auto it = pending.find(d.preemptor); it != pending.end()) {
+      holders.push_back({d.preemptor, it->second->exclusive, &d.placement, true});
     }
-    return std::nullopt;
-  };
+  }
+  for (const HoldDecision& d : result.holds) {
+    if (auto it = pending.find(d.job); it != pending.end()) {
+      holders.push_back({d.job, it->second->exclusive, &d.placement, true});
+    }
+  }
   for (const Holder& e : holders) {
     if (e.exclusive.empty() || e.placement->empty()) continue;
     std::optional<std::string> value = label_of(e.placement->front().node, e.exclusive);

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "sched/pass.h"
 #include "sched_testing.h"
 
 namespace berth::sched {
@@ -25,10 +26,18 @@ using testing::MakeJob;
 using testing::MakeNode;
 
 // Runs a pass, checks the rules that hold under any policy, and returns it.
-PassResult Pass(const Snapshot& snapshot) {
-  PassResult result = Schedule(snapshot, Config{});
+PassResult Pass(const Snapshot& snapshot, const Config& config = Config{}) {
+  PassResult result = Schedule(snapshot, config);
   EXPECT_THAT(CheckInvariants(snapshot, result), IsEmpty());
   return result;
+}
+
+// For stories about placement alone, where a higher-priority job would otherwise evict a lower one
+// (preemption_test.cpp has those stories).
+Config NoPreemption() {
+  Config config;
+  config.preemption = false;
+  return config;
 }
 
 RunningJob Holding(JobId id, const std::string& node, std::vector<int> devices,
@@ -112,13 +121,14 @@ TEST(ScheduleTest, PriorityBeatsSubmissionOrder) {
 }
 
 // Node n1 has 4 V100s, 2 of them held by job 1. Job 2 (first in line) wants 4 and cannot start;
-// job 3 wants 1 and fits. Job 2 must not hold job 3 back (backfill).
+// job 3 wants 1 and fits. Job 2 must not hold job 3 back (backfill). (Without preemption: with it,
+// job 2 would evict job 1.)
 TEST(ScheduleTest, BackfillsPastAJobThatDoesNotFit) {
   Snapshot s;
   s.nodes = {MakeNode("n1", 8, 32, "V100", 4)};
   ASSERT_EQ(Hold(s, Holding(1, "n1", {0, 1})), "");
   s.pending = {MakeJob(2, "V100:4", 5), MakeJob(3, "V100:1")};
-  PassResult pass = Pass(s);
+  PassResult pass = Pass(s, NoPreemption());
   EXPECT_THAT(FormatDecisions(pass), ElementsAre("place 3 on n1 gpus=2",
                                                  "wait 2: waiting for resources: needs V100:4 on "
                                                  "1 node; most free on one node: 2 V100 (n1)"));
@@ -324,7 +334,8 @@ TEST(ScheduleTest, DrainingNodeTakesNoNewJobsButCountsForFeasibility) {
 
 // Racks r1 = {n1, n2} and r2 = {n3, n4}; n5 has no rack label. Job 1 runs on n3. An exclusive-rack
 // 2-node job takes rack r1 (r2 is in use); a second one waits, and an ordinary job may not enter r1
-// while it is held, so it lands on n4 (in r2, which only job 1 holds, not exclusively).
+// while it is held, so it lands on n4 (in r2, which only job 1 holds, not exclusively). (Without
+// preemption: with it, job 3 would evict job 1 from r2; exclusive_preemption.scn tells that.)
 TEST(ScheduleTest, ExclusiveJobsHoldAWholeDomain) {
   Snapshot s;
   for (const char* name : {"n1", "n2", "n3", "n4", "n5"})
@@ -340,7 +351,7 @@ TEST(ScheduleTest, ExclusiveJobsHoldAWholeDomain) {
     s.pending[i].num_nodes = 2;
     s.pending[i].exclusive = "rack";
   }
-  PassResult pass = Pass(s);
+  PassResult pass = Pass(s, NoPreemption());
   EXPECT_THAT(
       FormatDecisions(pass),
       ElementsAre("place 2 on n1 gpus=0 and n2 gpus=0", "place 4 on n4 gpus=0,1,2,3",
@@ -389,6 +400,90 @@ TEST(ScheduleTest, RandomPassesKeepInvariants) {
       }
     }
   }
+}
+
+std::string Dump(const Snapshot& s, const PassResult& r) {
+  std::string out = "\nnow " + std::to_string(s.now) + "\n";
+  for (const NodeView& n : s.nodes) {
+    out += testing::FormatNode(n) + " pool=" + n.pool + " labels=";
+    for (auto& [k, v] : n.labels) out += k + "=" + v + ",";
+    out += "\n";
+  }
+  for (const RunningJob& j : s.running) {
+    out += "running " + std::to_string(j.id) + " prio=" + std::to_string(j.priority) +
+           " excl=" + j.exclusive + " cpus=" + std::to_string(j.per_node.cpus) +
+           " mem=" + std::to_string(j.per_node.memory) + (j.stopping ? " stopping" : "") +
+           " started=" + std::to_string(j.started_at) + " on " + FormatPlacement(j.placement) +
+           "\n";
+  }
+  for (const JobRequest& j : s.pending) {
+    out += "pending " + std::to_string(j.id) + " prio=" + std::to_string(j.priority) +
+           " gpus=" + j.per_node.gpu_type + ":" + std::to_string(j.per_node.gpu_milli) +
+           " cpus=" + std::to_string(j.per_node.cpus) +
+           " mem=" + std::to_string(j.per_node.memory) + " nodes=" + std::to_string(j.num_nodes) +
+           " pool=" + j.pool + " excl=" + j.exclusive +
+           " sel=" + (j.node_selector.empty() ? "" : "gen=a") + "\n";
+  }
+  for (const std::string& line : FormatDecisions(r)) out += line + "\n";
+  return out;
+}
+
+// The node index changes how a pass finds nodes, never what it decides. Random clusters (pools,
+// labels, two GPU types, draining nodes, fractional shares, gangs, exclusive jobs, priorities,
+// time limits, starving and stopping jobs) go through passes in which every search scans all nodes,
+// and passes in which every search uses the index: the decisions and reasons must be the same.
+TEST(ScheduleTest, IndexAndScanDecideAlike) {
+  std::mt19937 rng(99);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::vector<std::string> gpus = {"",        "V100:1", "V100:2", "V100:4", "T4:0.5",
+                                         "T4:0.25", "T4:1",   "T4:2",   "A100:1"};
+  internal::Tuning scan;
+  scan.index_after_searches = std::numeric_limits<int>::max();
+  internal::Tuning index;
+  index.index_after_searches = 0;
+  int decisions = 0;
+  for (int round = 0; round < 150; ++round) {
+    Snapshot s;
+    for (int n = pick(1, 24); n > 0; --n) {
+      s.nodes.push_back(MakeNode("n" + std::to_string(pick(0, 99)) + "_" + std::to_string(n),
+                                 pick(1, 16), pick(1, 64), pick(0, 1) ? "V100" : "T4", pick(0, 4)));
+      if (pick(0, 3) == 0) testing::AddGpus(s.nodes.back(), "A100", pick(1, 2));
+      s.nodes.back().pool = pick(0, 3) == 0 ? "p" : "";
+      s.nodes.back().schedulable = pick(0, 6) != 0;
+      s.nodes.back().labels["rack"] = "r" + std::to_string(pick(0, 3));
+      if (pick(0, 1)) s.nodes.back().labels["gen"] = pick(0, 1) ? "a" : "b";
+    }
+    Config config;
+    config.preemption = pick(0, 3) != 0;
+    config.starvation_bound = 50;
+    JobId next = 1;
+    for (int step = 0; step < 5; ++step) {
+      s.now += pick(0, 100);
+      for (int j = pick(0, 30); j > 0; --j) {
+        JobRequest job = MakeJob(next++, gpus[static_cast<size_t>(pick(0, 8))], pick(0, 3));
+        job.per_node.cpus = pick(0, 4) * 500;
+        job.per_node.memory = pick(0, 8) * kGib;
+        job.num_nodes = pick(0, 4) == 0 ? pick(2, 3) : 1;
+        job.pool = pick(0, 5) == 0 ? "p" : "";
+        if (pick(0, 6) == 0) job.node_selector["gen"] = "a";
+        job.exclusive = pick(0, 6) == 0 ? "rack" : "";
+        job.submitted_at = s.now - pick(0, 120);
+        if (pick(0, 1)) job.time_limit = pick(1, 200);
+        s.pending.push_back(job);
+      }
+      PassResult scanned = internal::Schedule(s, config, scan);
+      PassResult indexed = internal::Schedule(s, config, index);
+      ASSERT_EQ(FormatDecisions(scanned), FormatDecisions(indexed)) << "round " << round;
+      EXPECT_THAT(CheckInvariants(s, scanned), IsEmpty()) << "round " << round << Dump(s, scanned);
+      decisions += static_cast<int>(scanned.placements.size() + scanned.preemptions.size());
+      Apply(s, scanned, pick(0, 1) ? testing::PreemptMode::kInstant : testing::PreemptMode::kStop);
+      for (int f = pick(0, 4); f > 0 && !s.running.empty(); --f) {
+        Finish(s,
+               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))].id);
+      }
+    }
+  }
+  EXPECT_GT(decisions, 1000);  // the rounds did decide things
 }
 
 }  // namespace

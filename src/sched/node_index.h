@@ -1,0 +1,134 @@
+// Node index: the nodes of a pass ordered by how much they have free, so that the best fit for a
+// request is found by starting at the first node with enough free GPUs of its type and walking up,
+// instead of scanning every node (DESIGN.md "Cost": nodes are indexed by free resources).
+//
+// One ordered set per slot (a GPU type, or "all types" for jobs that want no GPU) and pool, ordered
+// by FitOrder: free milli-GPUs of the slot, free CPUs, free memory, position. Because a request's
+// FitOrder on a node is that node's key minus the request, walking a slot in order from the first
+// node with at least the requested milli-GPUs visits the nodes that can fit in best-fit order, and
+// the first ones that do fit are the ones a full scan would pick.
+//
+// Slots are built on first use. The owner must Remove() a node before changing its free amounts and
+// Insert() it afterwards (the sets are ordered by those amounts). Not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "sched/node_state.h"
+
+namespace berth::sched::internal {
+
+class NodeIndex {
+ public:
+  explicit NodeIndex(const NodeState& state) : state_(&state) {}
+
+  bool built(int slot) const { return static_cast<size_t>(slot) < built_.size() && built_[slot]; }
+  // Builds `slot` from every node with devices of its type (every node for the all-types slot) for
+  // which `member(i)` holds.
+  template <class Member>
+  void Build(int slot, Member member);
+  // Takes node i out of every built slot. Call before changing its free amounts.
+  void Remove(NodeIdx i);
+  // Puts node i back into every built slot it belongs to. Call after changing its free amounts.
+  void Insert(NodeIdx i);
+  // Takes node i out for good (its exclusive domain closed).
+  void Exclude(NodeIdx i);
+
+  // Visits the nodes of `slot` in `pool` (every pool when pool < 0) whose slot free is at least
+  // `min_free`, in FitOrder order, until `visit(i)` returns false.
+  template <class Visit>
+  void Scan(int slot, int pool, MilliGpu min_free, Visit visit) const;
+
+ private:
+  struct Probe {
+    MilliGpu free;
+  };
+  struct Less {
+    const NodeState* state;
+    int slot;
+    using is_transparent = void;
+    bool operator()(NodeIdx a, NodeIdx b) const {
+      const MilliGpu fa = state->slot_free(slot, a), fb = state->slot_free(slot, b);
+      if (fa != fb) return fa < fb;
+      if (state->cpus_free(a) != state->cpus_free(b))
+        return state->cpus_free(a) < state->cpus_free(b);
+      if (state->memory_free(a) != state->memory_free(b)) {
+        return state->memory_free(a) < state->memory_free(b);
+      }
+      return a < b;
+    }
+    bool operator()(NodeIdx a, Probe p) const { return state->slot_free(slot, a) < p.free; }
+    bool operator()(Probe p, NodeIdx b) const { return p.free < state->slot_free(slot, b); }
+  };
+  using Set = std::set<NodeIdx, Less>;
+
+  bool Belongs(int slot, NodeIdx i) const {
+    return slot == state_->all_slot() || state_->devices_of(slot, i) > 0;
+  }
+
+  const NodeState* state_;
+  std::vector<bool> built_;
+  std::vector<std::vector<Set>> sets_;  // [slot][pool]
+  std::vector<bool> member_;            // node i is in the sets of every built slot it belongs to
+};
+
+template <class Member>
+void NodeIndex::Build(int slot, Member member) {
+  const size_t s = static_cast<size_t>(slot);
+  if (sets_.size() <= s) {
+    sets_.resize(s + 1);
+    built_.resize(s + 1, false);
+  }
+  if (member_.empty()) {
+    member_.resize(state_->size());
+    for (NodeIdx i = 0; i < state_->size(); ++i) member_[i] = member(i);
+  }
+  const Less less{state_, slot};
+  std::vector<std::vector<NodeIdx>> by_pool(static_cast<size_t>(state_->num_pools()));
+  for (NodeIdx i = 0; i < state_->size(); ++i) {
+    if (member_[i] && Belongs(slot, i)) by_pool[static_cast<size_t>(state_->pool(i))].push_back(i);
+  }
+  sets_[s].clear();
+  for (std::vector<NodeIdx>& nodes : by_pool) {
+    std::sort(nodes.begin(), nodes.end(), less);
+    Set set(less);
+    for (NodeIdx i : nodes) set.emplace_hint(set.end(), i);
+    sets_[s].push_back(std::move(set));
+  }
+  built_[s] = true;
+}
+
+template <class Visit>
+void NodeIndex::Scan(int slot, int pool, MilliGpu min_free, Visit visit) const {
+  const std::vector<Set>& pools = sets_[static_cast<size_t>(slot)];
+  if (pool >= 0) {
+    const Set& set = pools[static_cast<size_t>(pool)];
+    for (auto it = set.lower_bound(Probe{min_free}); it != set.end(); ++it) {
+      if (!visit(*it)) return;
+    }
+    return;
+  }
+  // Every pool: merge the pools' orders (there are few pools).
+  struct Cursor {
+    Set::const_iterator it, end;
+  };
+  std::vector<Cursor> cursors;
+  for (const Set& set : pools) {
+    auto it = set.lower_bound(Probe{min_free});
+    if (it != set.end()) cursors.push_back({it, set.end()});
+  }
+  const Less less{state_, slot};
+  while (!cursors.empty()) {
+    size_t best = 0;
+    for (size_t c = 1; c < cursors.size(); ++c) {
+      if (less(*cursors[c].it, *cursors[best].it)) best = c;
+    }
+    const NodeIdx i = *cursors[best].it;
+    if (++cursors[best].it == cursors[best].end) cursors.erase(cursors.begin() + best);
+    if (!visit(i)) return;
+  }
+}
+
+}  // namespace berth::sched::internal

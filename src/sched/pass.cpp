@@ -1,0 +1,732 @@
+#include "sched/pass.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "common/quantity.h"
+#include "sched/describe.h"
+#include "sched/node_fit.h"
+
+namespace berth::sched::internal {
+namespace {
+
+// A job's shape: the parts of it that decide where it can go (per-node resources, node count, pool,
+// selector, exclusivity). Within one pass free resources only shrink, exclusive domains only close
+// and reservations only grow, so once a shape fails, every later job of that shape would fail in
+// the same way: it gets the first one's reason without being tried (the pass stays O(shapes x
+// nodes) however long the queue of identical jobs). Keyed by the first job of the shape, by
+// pointer.
+struct ShapeRef {
+  const JobRequest* job;
+  size_t hash;
+};
+
+bool SameText(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k] != b[k]) return false;
+  }
+  return true;
+}
+
+// A queue of 100,000 jobs is hashed once per pass: short strings are hashed inline (FNV-1a), and
+// compared without calls to memcmp.
+uint64_t HashText(uint64_t h, std::string_view s) {
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return (h ^ 0xff) * 1099511628211ULL;  // ends the field: ("ab", "c") differs from ("a", "bc")
+}
+
+uint64_t HashInt(uint64_t h, int64_t v) {
+  return (h ^ static_cast<uint64_t>(v)) * 0x9e3779b97f4a7c15ULL;
+}
+
+size_t HashShape(const JobRequest& j) {
+  uint64_t h = 1469598103934665603ULL;
+  h = HashInt(h, j.per_node.cpus);
+  h = HashInt(h, j.per_node.memory);
+  h = HashInt(h, j.per_node.gpu_milli);
+  h = HashInt(h, j.num_nodes);
+  h = HashText(h, j.per_node.gpu_type);
+  h = HashText(h, j.pool);
+  h = HashText(h, j.exclusive);
+  for (const auto& [key, value] : j.node_selector) h = HashText(HashText(h, key), value);
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+struct ShapeHash {
+  size_t operator()(const ShapeRef& s) const { return s.hash; }
+};
+struct ShapeEq {
+  bool operator()(const ShapeRef& a, const ShapeRef& b) const {
+    const JobRequest& x = *a.job;
+    const JobRequest& y = *b.job;
+    if (a.hash != b.hash || x.per_node.cpus != y.per_node.cpus ||
+        x.per_node.memory != y.per_node.memory || x.per_node.gpu_milli != y.per_node.gpu_milli ||
+        x.num_nodes != y.num_nodes || !SameText(x.per_node.gpu_type, y.per_node.gpu_type) ||
+        !SameText(x.pool, y.pool) || !SameText(x.exclusive, y.exclusive) ||
+        x.node_selector.size() != y.node_selector.size()) {
+      return false;
+    }
+    return x.node_selector == y.node_selector;
+  }
+};
+
+// The value of label `key` on `node`, or nullptr. Nodes carry a few labels: a walk is quicker than
+// the map's search, which calls memcmp for every comparison.
+const std::string* LabelOf(const NodeView& node, std::string_view key) {
+  if (node.labels.size() > 8) {
+    auto it = node.labels.find(std::string(key));
+    return it == node.labels.end() ? nullptr : &it->second;
+  }
+  for (const auto& [k, v] : node.labels) {
+    if (SameText(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+// A pending job as the pass walks the queue.
+struct QueueEntry {
+  int priority;
+  uint32_t shape;
+  JobId id;
+  uint32_t pos;   // in Snapshot::pending
+  bool starving;  // waited longer than the starvation bound
+};
+
+// Priority high first, then id (then position, for duplicate ids). The server lists the queue by
+// id and uses few priorities, so a stable counting sort by priority usually does.
+std::vector<QueueEntry> InQueueOrder(std::vector<QueueEntry> entries) {
+  constexpr size_t kMaxBuckets = 64;
+  bool by_id = true;
+  std::vector<int> priorities;  // distinct, high first
+  for (size_t k = 0; k < entries.size() && by_id; ++k) {
+    if (k > 0 && entries[k].id < entries[k - 1].id) by_id = false;
+    const int p = entries[k].priority;
+    if (k > 0 && p == entries[k - 1].priority) continue;
+    auto it = std::lower_bound(priorities.begin(), priorities.end(), p, std::greater<int>());
+    if (it == priorities.end() || *it != p) priorities.insert(it, p);
+    if (priorities.size() > kMaxBuckets) by_id = false;
+  }
+  if (!by_id) {
+    std::sort(entries.begin(), entries.end(), [](const QueueEntry& a, const QueueEntry& b) {
+      if (a.priority != b.priority) return a.priority > b.priority;
+      if (a.id != b.id) return a.id < b.id;
+      return a.pos < b.pos;
+    });
+    return entries;
+  }
+  auto bucket = [&](int p) {
+    return static_cast<size_t>(
+        std::lower_bound(priorities.begin(), priorities.end(), p, std::greater<int>()) -
+        priorities.begin());
+  };
+  std::vector<size_t> start(priorities.size() + 1, 0);
+  for (const QueueEntry& e : entries) ++start[bucket(e.priority) + 1];
+  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  std::vector<QueueEntry> out(entries.size());
+  for (const QueueEntry& e : entries) out[start[bucket(e.priority)]++] = e;
+  return out;
+}
+
+}  // namespace
+
+int PoolOf(const NodeState& state, const JobRequest& job) {
+  if (job.pool.empty()) return -1;
+  const int pool = state.PoolId(job.pool);
+  return pool < 0 ? -2 : pool;
+}
+
+PassResult Schedule(const Snapshot& snapshot, const Config& config, const Tuning& tuning) {
+  Pass pass(snapshot, config, tuning);
+  return pass.Run();
+}
+
+bool Pass::Memo::Covers(const std::optional<DurationMs>& limit) const {
+  return any || std::find(limits.begin(), limits.end(), limit) != limits.end();
+}
+
+void Pass::Memo::Add(bool reservations, const std::optional<DurationMs>& limit) {
+  if (!reservations) {
+    any = true;
+  } else if (!Covers(limit)) {
+    limits.push_back(limit);
+  }
+}
+
+Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
+    : snapshot_(snapshot),
+      config_(config),
+      tuning_(tuning),
+      state_(snapshot.nodes),
+      index_(state_) {
+  closed_.assign(state_.size(), 0);
+  for (const RunningJob& job : snapshot.running) {
+    if (job.exclusive.empty()) continue;
+    for (const NodeGrant& grant : job.placement) {
+      const NodeIdx i = state_.Find(grant.node);
+      if (i == kNoNode) continue;  // the node left; its jobs no longer constrain anyone
+      CloseDomainOf(job.exclusive, i);
+    }
+  }
+}
+
+PassResult Pass::Run() {
+  const std::vector<JobRequest>& pending = snapshot_.pending;
+
+  // One sequential sweep over the queue groups it by shape; the queue is then walked in priority
+  // order through these small entries, and a job's request is read again only when it is tried.
+  struct ShapeState {
+    const JobRequest* first = nullptr;
+    Need need;
+    Memo place;             // placement failed
+    Memo preempt;           // preemption failed (for its priority, so for every later, lower one)
+    bool reserved = false;  // a starving job of this shape holds a reservation
+    const std::string* reason = nullptr;
+  };
+  std::vector<ShapeState> shapes;
+  std::vector<QueueEntry> entries;
+  entries.reserve(pending.size());
+  {
+    std::unordered_map<ShapeRef, uint32_t, ShapeHash, ShapeEq> ids;
+    for (uint32_t k = 0; k < pending.size(); ++k) {
+      const JobRequest& job = pending[k];
+      auto [it, fresh] =
+          ids.try_emplace(ShapeRef{&job, HashShape(job)}, static_cast<uint32_t>(shapes.size()));
+      if (fresh) shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr});
+      entries.push_back({job.priority, it->second, job.id, k, Starving(job)});
+    }
+  }
+  const std::vector<QueueEntry> order = InQueueOrder(std::move(entries));
+
+  std::deque<std::string> reasons;
+  std::vector<const std::string*> outcome(pending.size(), nullptr);  // nullptr: placed
+  for (const QueueEntry& e : order) {
+    ShapeState& shape = shapes[e.shape];
+    if (shape.place.any && (!config_.preemption || shape.preempt.any) &&
+        (shape.reserved || !e.starving)) {
+      outcome[e.pos] = shape.reason;  // the common case of a long queue: nothing left to try
+      continue;
+    }
+    const JobRequest& job = pending[e.pos];
+    const Need& need = shape.need;
+    if (!shape.place.Covers(job.time_limit)) {
+      std::string reason;
+      if (TryPlace(job, need, &reason)) continue;
+      shape.place.Add(!reservations_.empty(), job.time_limit);
+      shape.reason = &reasons.emplace_back(std::move(reason));
+    }
+    if (config_.preemption && !shape.preempt.Covers(job.time_limit)) {
+      std::string reason;
+      if (TryPreempt(job, need, &reason) != Outcome::kNone) {
+        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
+        continue;
+      }
+      shape.preempt.Add(!reservations_.empty(), job.time_limit);
+    }
+    if (!shape.reserved && e.starving) {
+      std::string more = Reserve(job, need);
+      if (!more.empty()) {
+        shape.reserved = true;  // later jobs of the shape queue behind this one
+        outcome[e.pos] = &reasons.emplace_back(*shape.reason + more);
+        continue;
+      }
+    }
+    outcome[e.pos] = shape.reason;
+  }
+
+  PassResult result;
+  result.placements.reserve(placed_.size());
+  for (PlaceDecision& d : placed_) result.placements.push_back(std::move(d));
+  result.preemptions.reserve(preempted_.size());
+  for (PreemptDecision& d : preempted_) result.preemptions.push_back(std::move(d));
+  for (HoldDecision& d : held_) result.holds.push_back(std::move(d));
+  // The server lists pending jobs by id: then every insertion goes at the end, in O(1).
+  for (size_t k = 0; k < pending.size(); ++k) {
+    if (outcome[k] != nullptr) {
+      result.waiting.emplace_hint(result.waiting.end(), pending[k].id, *outcome[k]);
+    }
+  }
+  return result;
+}
+
+bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason) {
+  if (std::string problem = RequestProblem(job); !problem.empty()) {
+    *reason = "invalid request: " + problem;
+    return false;
+  }
+  if (!job.exclusive.empty()) return TryPlaceExclusive(job, need, reason);
+  std::vector<NodeIdx> nodes = BestNodes(job, need, static_cast<size_t>(job.num_nodes));
+  if (nodes.size() < static_cast<size_t>(job.num_nodes)) {
+    *reason = WhyNot(job, need);
+    return false;
+  }
+  Commit(job, need, nodes);
+  return true;
+}
+
+bool Pass::InScope(NodeIdx i, const JobRequest& job, int pool) const {
+  if (pool == -2 || (pool >= 0 && state_.pool(i) != pool)) return false;
+  return job.node_selector.empty() || InPoolAndSelector(state_.view(i), job);
+}
+
+std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, size_t count) {
+  std::vector<NodeIdx> out;
+  const int pool = PoolOf(state_, job);
+  if (need.unknown_type || pool == -2) return out;
+  auto fits = [&](NodeIdx i) {
+    return state_.Fits(i, need) &&
+           (job.node_selector.empty() || InPoolAndSelector(state_.view(i), job)) &&
+           !Blocked(i, job);
+  };
+  if (++searches_ > tuning_.index_after_searches) {
+    const int slot = need.wants_gpu() ? need.type : state_.all_slot();
+    if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
+    index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, [&](NodeIdx i) {
+      if (fits(i)) out.push_back(i);
+      return out.size() < count;
+    });
+    return out;
+  }
+  // A scan of every node, keeping the `count` tightest fits in a max-heap.
+  std::vector<FitOrder> best;
+  best.reserve(count + 1);
+  for (NodeIdx i = 0; i < state_.size(); ++i) {
+    if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
+    const FitOrder order = state_.Order(i, need);
+    if (best.size() == count) {
+      if (!(order < best.front())) continue;
+      std::pop_heap(best.begin(), best.end());
+      best.pop_back();
+    }
+    best.push_back(order);
+    std::push_heap(best.begin(), best.end());
+  }
+  std::sort_heap(best.begin(), best.end());
+  for (const FitOrder& o : best) out.push_back(o.node);
+  return out;
+}
+
+bool Pass::TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason) {
+  Domains& d = DomainsOf(job.exclusive);
+  if (!d.tracked) Track(d);
+  const int pool = PoolOf(state_, job);
+  const size_t needed = static_cast<size_t>(job.num_nodes);
+  if (!need.unknown_type && pool != -2) {
+    // Free domains from the smallest (then the first by value): the domain-level analogue of best
+    // fit, which keeps big domains for big jobs.
+    std::vector<FitOrder> fits;
+    for (const auto& [size, dom] : d.free) {
+      fits.clear();
+      bool blocked = false;
+      for (NodeIdx m : d.members[static_cast<size_t>(dom)]) {
+        // Holding the domain would keep a starving job off its reserved node in it.
+        if (Blocked(m, job)) {
+          blocked = true;
+          break;
+        }
+        if (InIndex(m) && InScope(m, job, pool) && state_.Fits(m, need)) {
+          fits.push_back(state_.Order(m, need));
+        }
+      }
+      if (blocked || fits.size() < needed) continue;
+      std::partial_sort(fits.begin(), fits.begin() + static_cast<std::ptrdiff_t>(needed),
+                        fits.end());
+      std::vector<NodeIdx> nodes;
+      for (size_t k = 0; k < needed; ++k) nodes.push_back(fits[k].node);
+      Commit(job, need, nodes);  // changes d.free: do not touch the loop again
+      return true;
+    }
+  }
+  *reason = ExclusiveReason(job, need, d);
+  return false;
+}
+
+void Pass::Commit(const JobRequest& job, const Need& need, const std::vector<NodeIdx>& nodes) {
+  PlaceDecision& decision = placed_.emplace_back();
+  decision.job = job.id;
+  decision.placement.reserve(nodes.size());
+  for (size_t rank = 0; rank < nodes.size(); ++rank) {
+    std::vector<GpuGrant> gpus = state_.Pick(nodes[rank], need);
+    TakeOn(nodes[rank], need, gpus);
+    decision.placement.push_back(
+        {state_.name(nodes[rank]), static_cast<int>(rank), std::move(gpus)});
+  }
+  Hold(job, &decision.placement, nodes);
+}
+
+void Pass::TakeOn(NodeIdx i, const Need& need, const std::vector<GpuGrant>& gpus) {
+  index_.Remove(i);
+  state_.Take(i, need, gpus);
+  index_.Insert(i);
+}
+
+void Pass::Hold(const JobRequest& job, const Placement* placement,
+                const std::vector<NodeIdx>& nodes) {
+  if (!job.exclusive.empty()) {
+    for (NodeIdx i : nodes) CloseDomainOf(job.exclusive, i);
+  }
+  for (auto& [key, d] : domains_) {
+    if (!d->tracked) continue;
+    for (NodeIdx i : nodes) {
+      const int dom = d->of_node[i];
+      if (dom >= 0 && d->grants[static_cast<size_t>(dom)]++ == 0) {
+        d->free.erase({d->members[static_cast<size_t>(dom)].size(), dom});
+      }
+    }
+  }
+  if (occupancy_built_) {
+    AddOccupant(OccupantOf(job, placement, nodes));
+  } else {
+    early_.push_back(OccupantOf(job, placement, nodes));
+  }
+}
+
+Pass::Occupant Pass::OccupantOf(const JobRequest& job, const Placement* placement,
+                                std::vector<NodeIdx> nodes) const {
+  Occupant o;
+  o.id = job.id;
+  o.priority = job.priority;
+  o.kind = Kind::kPlaced;
+  o.started_at = snapshot_.now;
+  o.end = job.time_limit ? snapshot_.now + *job.time_limit : kNever;
+  o.per_node = &job.per_node;
+  o.exclusive = &job.exclusive;
+  o.placement = placement;
+  o.nodes = std::move(nodes);
+  return o;
+}
+
+void Pass::CloseDomainOf(const std::string& key, NodeIdx i) {
+  Domains& d = DomainsOf(key);
+  const int dom = d.of_node[i];
+  auto close = [&](NodeIdx n) {
+    if (closed_[n]) return;
+    closed_[n] = 1;
+    index_.Exclude(n);
+  };
+  if (dom < 0) {
+    close(i);  // its label was removed while the job ran: still keep others off it
+    return;
+  }
+  if (d.closed[static_cast<size_t>(dom)]) return;
+  d.closed[static_cast<size_t>(dom)] = 1;
+  for (NodeIdx n : d.members[static_cast<size_t>(dom)]) close(n);
+}
+
+Pass::Domains& Pass::DomainsOf(const std::string& key) {
+  auto it = domains_.find(key);
+  if (it != domains_.end()) return *it->second;
+  auto d = std::make_unique<Domains>();
+  const size_t n = state_.size();
+  d->of_node.assign(n, -1);
+  // Numbered in order of first appearance, then renumbered in value order. Domains are usually runs
+  // of consecutive nodes (rack r12: node-0192..0207), so most nodes cost no map lookup.
+  std::map<std::string_view, int> ids;
+  std::string_view last;
+  int last_id = -1;
+  for (NodeIdx i = 0; i < n; ++i) {
+    const std::string* value = LabelOf(state_.view(i), key);
+    if (value == nullptr) continue;
+    if (last_id < 0 || !SameText(*value, last)) {
+      last = *value;
+      last_id = ids.try_emplace(last, static_cast<int>(ids.size())).first->second;
+    }
+    d->of_node[i] = last_id;
+  }
+  std::vector<int> renumber(ids.size());
+  for (const auto& [value, id] : ids) {
+    renumber[static_cast<size_t>(id)] = static_cast<int>(d->values.size());
+    d->values.emplace_back(value);
+  }
+  d->members.resize(ids.size());
+  for (NodeIdx i = 0; i < n; ++i) {
+    int& dom = d->of_node[i];
+    if (dom < 0) continue;
+    dom = renumber[static_cast<size_t>(dom)];
+    d->members[static_cast<size_t>(dom)].push_back(i);
+  }
+  d->closed.assign(ids.size(), 0);
+  return *domains_.emplace(key, std::move(d)).first->second;
+}
+
+void Pass::Track(Domains& d) {
+  d.grants.assign(d.values.size(), 0);
+  auto count = [&](NodeIdx i) {
+    if (i != kNoNode && d.of_node[i] >= 0) ++d.grants[static_cast<size_t>(d.of_node[i])];
+  };
+  if (occupancy_built_) {
+    for (const Occupant& o : occupants_) {
+      for (NodeIdx i : o.nodes) count(i);
+    }
+  } else {  // only where jobs are, not who: cheaper than building the occupancy
+    if (snapshot_.running.size() > 64) state_.IndexNames();
+    for (const RunningJob& r : snapshot_.running) {
+      for (const NodeGrant& g : r.placement) count(state_.Find(g.node));
+    }
+    for (const Occupant& o : early_) {
+      for (NodeIdx i : o.nodes) count(i);
+    }
+  }
+  for (size_t dom = 0; dom < d.values.size(); ++dom) {
+    if (d.grants[dom] == 0) d.free.emplace(d.members[dom].size(), static_cast<int>(dom));
+  }
+  d.tracked = true;
+}
+
+void Pass::EnsureOccupancy() {
+  if (occupancy_built_) return;
+  occupancy_built_ = true;
+  on_node_.resize(state_.size());
+  holders_.resize(state_.size());
+  occupants_.reserve(snapshot_.running.size() + early_.size());
+  if (snapshot_.running.size() > 64) state_.IndexNames();
+  for (const RunningJob& r : snapshot_.running) {
+    Occupant o;
+    o.id = r.id;
+    o.priority = r.priority;
+    o.kind = r.stopping ? Kind::kStopping : Kind::kRunning;
+    o.started_at = r.started_at;
+    o.end = r.stopping ? snapshot_.now : r.time_limit ? r.started_at + *r.time_limit : kNever;
+    o.per_node = &r.per_node;
+    o.exclusive = &r.exclusive;
+    o.placement = &r.placement;
+    o.nodes.reserve(r.placement.size());
+    for (const NodeGrant& g : r.placement) o.nodes.push_back(state_.Find(g.node));
+    AddOccupant(std::move(o));
+  }
+  for (Occupant& o : early_) AddOccupant(std::move(o));
+  early_.clear();
+  marked_.assign(occupants_.size(), 0);
+}
+
+int Pass::AddOccupant(Occupant o) {
+  const int id = static_cast<int>(occupants_.size());
+  for (NodeIdx i : o.nodes) {
+    if (i != kNoNode) on_node_[i].push_back(id);
+  }
+  if (!o.exclusive->empty()) {
+    const Domains& d = DomainsOf(*o.exclusive);
+    std::vector<int> done;
+    for (NodeIdx i : o.nodes) {
+      if (i == kNoNode) continue;
+      const int dom = d.of_node[i];
+      if (dom < 0) {
+        holders_[i].push_back(id);
+      } else if (std::find(done.begin(), done.end(), dom) == done.end()) {
+        done.push_back(dom);
+        for (NodeIdx m : d.members[static_cast<size_t>(dom)]) holders_[m].push_back(id);
+      }
+    }
+  }
+  occupants_.push_back(std::move(o));
+  marked_.push_back(0);
+  return id;
+}
+
+std::vector<NodeIdx> Pass::EligibleNodes(const JobRequest& job, std::string* reason) const {
+  std::vector<NodeIdx> out;
+  const int pool = PoolOf(state_, job);
+  int in_pool = 0;
+  int in_scope = 0;
+  int schedulable = 0;
+  for (NodeIdx i = 0; i < state_.size(); ++i) {
+    if (pool == -2 || (pool >= 0 && state_.pool(i) != pool)) continue;
+    ++in_pool;
+    if (!job.node_selector.empty() && !InPoolAndSelector(state_.view(i), job)) continue;
+    ++in_scope;
+    if (!state_.schedulable(i)) continue;
+    ++schedulable;
+    if (closed_[i]) continue;
+    out.push_back(i);
+  }
+  if (!out.empty()) return out;
+  const std::string pool_words = job.pool.empty() ? "" : " in pool '" + job.pool + "'";
+  if (state_.size() == 0) {
+    *reason = "waiting: no nodes have joined the cluster";
+  } else if (in_pool == 0) {
+    *reason = "waiting: no node" + pool_words;
+  } else if (in_scope == 0) {
+    *reason = "waiting: no node" + pool_words + " matches node_selector " +
+              DescribeSelector(job.node_selector);
+  } else if (schedulable == 0) {
+    *reason = "waiting: no schedulable node" + DescribeScope(job) + " (" +
+              (in_scope == 1 ? "its 1 node is" : "all " + std::to_string(in_scope) + " are") +
+              " draining or down)";
+  } else {
+    *reason = "waiting: every schedulable node" + DescribeScope(job) +
+              " is in a domain held by an exclusive job";
+  }
+  return out;
+}
+
+std::string Pass::WhyNot(const JobRequest& job, const Need& need) const {
+  std::string reason;
+  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  if (eligible.empty()) return reason;
+  if (!reserved_.empty()) {
+    // Enough nodes fit, but some are reserved for a job that has waited too long.
+    std::vector<NodeIdx> blocked;
+    size_t fits = 0;
+    for (NodeIdx i : eligible) {
+      if (!state_.Fits(i, need)) continue;
+      ++fits;
+      if (Blocked(i, job)) blocked.push_back(i);
+    }
+    if (!blocked.empty() && fits >= static_cast<size_t>(job.num_nodes)) {
+      return ReservedReason(job, blocked);
+    }
+  }
+  return ResourceReason(job, need, eligible);
+}
+
+std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
+                                 const std::vector<NodeIdx>& eligible) const {
+  const ResourceRequest& r = job.per_node;
+  const size_t needed = static_cast<size_t>(job.num_nodes);
+  const std::string where =
+      job.num_nodes == 1 ? "on 1 node" : "on each of " + CountNodes(job.num_nodes);
+  auto head = [&](const std::string& what) {
+    return "waiting for resources: needs " + what + " " + where + "; ";
+  };
+  // Up to four names: ListNames() shows three, then "..." when there are more.
+  auto some_names = [](std::vector<std::string>& names, const std::string& name) {
+    if (names.size() < 4) names.push_back(name);
+  };
+
+  // One resource on its own: fails when fewer than num_nodes nodes have `amount` of it free. The
+  // reason names the node with the most of it, which is the most useful hint for a single-node job.
+  auto scarce = [&](const std::string& what, int64_t amount, auto have_of, auto show,
+                    const std::string& none) -> std::optional<std::string> {
+    size_t enough = 0;
+    std::vector<std::string> names;
+    int64_t best = -1;
+    NodeIdx best_node = kNoNode;
+    for (NodeIdx i : eligible) {
+      const int64_t have = have_of(i);
+      if (have >= amount) {
+        ++enough;
+        some_names(names, state_.name(i));
+      }
+      if (have > best) {
+        best = have;
+        best_node = i;
+      }
+    }
+    if (enough >= needed) return std::nullopt;
+    if (enough > 0) {
+      return head(what) + "only " + CountNodes(static_cast<int>(enough)) +
+             (enough == 1 ? " has" : " have") + " that free (" + ListNames(names) + ")";
+    }
+    if (best <= 0) return head(what) + none;
+    return head(what) + "most free on one node: " + show(best) + " (" + state_.name(best_node) +
+           ")";
+  };
+
+  if (r.wants_gpu()) {
+    const std::string gpus = FormatGpus(r.gpu_type, r.gpu_milli);
+    const int t = need.type;
+    const bool has_type = std::any_of(eligible.begin(), eligible.end(),
+                                      [&](NodeIdx i) { return state_.devices_of(t, i) > 0; });
+    if (!has_type) {
+      return head(gpus) + "no schedulable node" + DescribeScope(job) + " has " + r.gpu_type +
+             " GPUs";
+    }
+    std::optional<std::string> why;
+    if (r.fractional_gpu()) {
+      why = scarce(
+          gpus, r.gpu_milli, [&](NodeIdx i) { return state_.largest_free(t, i); },
+          [&](int64_t have) { return FormatMilli(have) + " of one " + r.gpu_type; },
+          "every " + r.gpu_type + " is fully taken");
+    } else {
+      why = scarce(
+          gpus, r.gpu_devices(), [&](NodeIdx i) { return int64_t{state_.whole_free(t, i)}; },
+          [&](int64_t have) { return std::to_string(have) + " " + r.gpu_type; },
+          "no whole " + r.gpu_type + " free on any node");
+    }
+    if (why) return *why;
+  }
+  if (r.cpus > 0) {
+    std::optional<std::string> why = scarce(
+        DescribeCpus(r.cpus), r.cpus, [&](NodeIdx i) { return state_.cpus_free(i); },
+        [](int64_t have) { return DescribeCpus(have); }, "no CPUs free on any node");
+    if (why) return *why;
+  }
+  if (r.memory > 0) {
+    std::optional<std::string> why = scarce(
+        DescribeMemory(r.memory), r.memory, [&](NodeIdx i) { return state_.memory_free(i); },
+        [](int64_t have) { return FormatMib(have); }, "no memory free on any node");
+    if (why) return *why;
+  }
+  // Each resource is free somewhere, but not together on enough nodes.
+  size_t enough = 0;
+  std::vector<std::string> names;
+  for (NodeIdx i : eligible) {
+    if (!state_.Fits(i, need)) continue;
+    ++enough;
+    some_names(names, state_.name(i));
+  }
+  if (enough == 0) return head(DescribeRequest(r)) + "no node has all of it free at once";
+  return head(DescribeRequest(r)) + "only " + CountNodes(static_cast<int>(enough)) +
+         (enough == 1 ? " has" : " have") + " all of it free at once (" + ListNames(names) + ")";
+}
+
+std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domains& d) const {
+  std::string reason;
+  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  if (eligible.empty()) return reason;
+  const std::string& key = job.exclusive;
+  std::vector<uint8_t> is_eligible(state_.size(), 0);
+  for (NodeIdx i : eligible) is_eligible[i] = 1;
+
+  std::vector<std::string> busy;
+  size_t busy_count = 0;
+  std::vector<NodeIdx> in_free_domains;
+  std::vector<int> free_domains;  // in value order
+  for (size_t dom = 0; dom < d.values.size(); ++dom) {
+    bool usable = false;  // it has a schedulable node in the job's scope (free or not)
+    bool any_eligible = false;
+    bool blocked = false;  // holding it would keep a starving job off its reserved node
+    for (NodeIdx m : d.members[dom]) {
+      usable = usable || (state_.schedulable(m) && InPoolAndSelector(state_.view(m), job));
+      any_eligible = any_eligible || is_eligible[m];
+      blocked = blocked || Blocked(m, job);
+    }
+    if (!usable) continue;
+    if (d.grants[dom] > 0 || !any_eligible || blocked) {
+      if (busy.size() < 4) busy.push_back(d.values[dom]);
+      ++busy_count;
+      continue;
+    }
+    free_domains.push_back(static_cast<int>(dom));
+    for (NodeIdx m : d.members[dom]) {
+      if (is_eligible[m]) in_free_domains.push_back(m);
+    }
+  }
+  if (busy_count == 0 && in_free_domains.empty()) {
+    return "waiting: no schedulable node" + DescribeScope(job) + " has the label '" + key +
+           "' that exclusive placement needs";
+  }
+  if (in_free_domains.empty()) {
+    return "waiting for a free '" + key + "' domain: every one is in use (" + ListNames(busy) + ")";
+  }
+  size_t most_fits = 0;
+  int most_fits_domain = -1;
+  for (int dom : free_domains) {
+    size_t fits = 0;
+    for (NodeIdx m : d.members[static_cast<size_t>(dom)]) {
+      if (is_eligible[m] && state_.Fits(m, need)) ++fits;
+    }
+    if (fits > most_fits) {
+      most_fits = fits;
+      most_fits_domain = dom;
+    }
+  }
+  if (most_fits == 0) return ResourceReason(job, need, in_free_domains);
+  return "waiting for resources: needs " + DescribeRequest(job.per_node) + " on each of " +
+         CountNodes(job.num_nodes) + " in one free '" + key + "' domain; at most " +
+         std::to_string(most_fits) + " fit in one (" +
+         d.values[static_cast<size_t>(most_fits_domain)] + ")";
+}
+
+}  // namespace berth::sched::internal

@@ -1,0 +1,192 @@
+// Pass: one run of Schedule() (scheduler.h) over one snapshot. Internal to sched/; its methods are
+// split over pass.cpp (queue order, placement, exclusive domains, waiting reasons), preemption.cpp
+// and reservation.cpp.
+//
+// A pass walks the queue once, best job first. For each job it tries, in order: to place it on what
+// is free (best fit; a failed request shape is not tried again), to preempt lower-priority jobs
+// (Config::preemption), and, when it has waited longer than Config::starvation_bound, to reserve
+// the nodes it waits for. Every decision lowers the pass's own free amounts at once, so no later
+// job of the pass counts the same unit twice.
+//
+// Cost: building the pass is O(nodes) (plus O(running jobs) the first time a job needs to know who
+// runs where: an exclusive job, a preemption, a reservation). A search scans every node until the
+// pass has made Tuning::index_after_searches of them, then walks a NodeIndex: O(log nodes + nodes
+// visited before the first fit). Failures cost O(nodes) once per request shape, for the reason.
+// Not thread-safe; Schedule() makes one per call.
+#pragma once
+
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sched/node_index.h"
+#include "sched/node_state.h"
+#include "sched/scheduler.h"
+
+namespace berth::sched::internal {
+
+inline constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+
+// Knobs that change how a pass computes, never what it decides. Tests turn them to make sure.
+struct Tuning {
+  // Searches scan every node until a pass has made this many, then use the node index (building it
+  // costs about as much as 30 scans; a pass that places one job never pays for it).
+  int index_after_searches = 32;
+};
+
+PassResult Schedule(const Snapshot& snapshot, const Config& config, const Tuning& tuning);
+
+// The pool a job may use: its pool's id, -1 for any pool, -2 for a pool no node is in.
+int PoolOf(const NodeState& state, const JobRequest& job);
+
+class Pass {
+ public:
+  Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning);
+  PassResult Run();
+
+ private:
+  // ---- Who holds resources, and where (built on first need: EnsureOccupancy) ----
+  enum class Kind : uint8_t {
+    kRunning,   // may be preempted by a job of higher priority
+    kStopping,  // RunningJob::stopping: never a victim, but a preemptor may wait for it
+    kPlaced,    // placed in this pass, or resources held for a job in this pass: never moved
+    kVictim,    // evicted (or waited for) in this pass: its resources are held for the preemptor
+  };
+  struct Occupant {
+    JobId id = 0;
+    int priority = 0;
+    Kind kind = Kind::kRunning;
+    TimeMs started_at = 0;
+    TimeMs end = kNever;  // when its resources are expected back
+    const ResourceRequest* per_node = nullptr;
+    const std::string* exclusive = nullptr;
+    const Placement* placement = nullptr;
+    std::vector<NodeIdx> nodes;  // the node of each grant of `placement`; kNoNode if it left
+  };
+  // What a job may do with an occupant of a node it wants.
+  enum class Role { kBlocks, kVictim, kWait };
+
+  // ---- The domains of one exclusive label key ----
+  struct Domains {
+    std::vector<std::string> values;            // sorted; a domain is its position
+    std::vector<int> of_node;                   // node -> domain, -1 without the label
+    std::vector<std::vector<NodeIdx>> members;  // in node order
+    std::vector<uint8_t> closed;                // held by an exclusive job: closed to others
+    bool tracked = false;                       // `grants` and `free` are maintained
+    std::vector<int> grants;                    // grants of occupants on the domain's nodes
+    std::set<std::pair<size_t, int>> free;      // (size, domain) of domains without a grant
+  };
+
+  // What a job's shape has already shown in this pass (see Run()).
+  struct Memo {
+    bool any = false;                               // failed while no reservation was in force
+    std::vector<std::optional<DurationMs>> limits;  // failed under reservations, for these limits
+    bool Covers(const std::optional<DurationMs>& limit) const;
+    void Add(bool reservations, const std::optional<DurationMs>& limit);
+  };
+
+  // A preemption (or a wait for stopping jobs) that would let a job start.
+  struct Choice {
+    std::vector<int> victims;    // occupants to evict
+    std::vector<int> waits;      // stopping occupants to wait for
+    std::vector<NodeIdx> nodes;  // rank order
+    std::vector<Scratch> after;  // per rank: the node once the set is gone
+  };
+  // What a set of victims costs, smaller is better: lowest priority first, then fewest victims,
+  // then the most recently started, then the fewest stopping jobs waited for.
+  struct Cost {
+    int max_priority = std::numeric_limits<int>::min();
+    int victims = 0;
+    TimeMs oldest_start = kNever;
+    int waits = 0;
+    bool operator<(const Cost& o) const;
+  };
+
+  enum class Outcome { kNone, kPreempted, kHeld };
+
+  // pass.cpp
+  bool TryPlace(const JobRequest& job, const Need& need, std::string* reason);
+  bool TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason);
+  std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count);
+  bool InIndex(NodeIdx i) const { return state_.schedulable(i) && !closed_[i]; }
+  bool InScope(NodeIdx i, const JobRequest& job, int pool) const;
+  // A node reserved for a starving job, which `job` may not use (reservation.cpp).
+  bool Blocked(NodeIdx i, const JobRequest& job) const;
+  void Commit(const JobRequest& job, const Need& need, const std::vector<NodeIdx>& nodes);
+  void TakeOn(NodeIdx i, const Need& need, const std::vector<GpuGrant>& gpus);
+  // From now on `job` holds `placement` on `nodes` in this pass.
+  void Hold(const JobRequest& job, const Placement* placement, const std::vector<NodeIdx>& nodes);
+  void CloseDomainOf(const std::string& key, NodeIdx i);
+  Domains& DomainsOf(const std::string& key);
+  void Track(Domains& domains);
+  void EnsureOccupancy();
+  int AddOccupant(Occupant o);
+  Occupant OccupantOf(const JobRequest& job, const Placement* placement,
+                      std::vector<NodeIdx> nodes) const;
+  // Waiting reasons.
+  std::vector<NodeIdx> EligibleNodes(const JobRequest& job, std::string* reason) const;
+  std::string WhyNot(const JobRequest& job, const Need& need) const;
+  std::string ResourceReason(const JobRequest& job, const Need& need,
+                             const std::vector<NodeIdx>& eligible) const;
+  std::string ExclusiveReason(const JobRequest& job, const Need& need, Domains& domains) const;
+
+  // preemption.cpp
+  Outcome TryPreempt(const JobRequest& job, const Need& need, std::string* reason);
+  Role RoleOf(const Occupant& o, int priority) const;
+  std::optional<Choice> ChooseVictims(const JobRequest& job, const Need& need);
+  std::optional<Choice> ChooseDomain(const JobRequest& job, const Need& need);
+  Cost CostOf(const std::vector<int>& set) const;
+  void ReleaseOn(Scratch& s, const Occupant& o, NodeIdx i) const;  // o's grant on node i, if any
+  TimeMs EndOf(const Occupant& o) const;  // when o's resources come back (reservation.cpp)
+  // Node i with the jobs of `set` gone (and its grants of them given back).
+  Scratch Without(NodeIdx i, const std::vector<int>& set) const;
+  // Whether `need` fits on node i once the jobs marked in `marked_` are gone.
+  bool FitsWithout(NodeIdx i, const Need& need, Scratch* after) const;
+  Outcome Execute(const JobRequest& job, const Need& need, Choice choice, std::string* reason);
+
+  // reservation.cpp
+  bool Starving(const JobRequest& job) const;
+  // Reserves what a starving job waits for; returns the words to add to its waiting reason, or ""
+  // when there is nothing to reserve.
+  std::string Reserve(const JobRequest& job, const Need& need);
+  // The earliest time `need` fits on node i as the jobs there end (kNever: only once a job without
+  // a time limit ends); nullopt when it does not fit even with the node empty.
+  std::optional<TimeMs> FreeTime(NodeIdx i, const Need& need) const;
+  std::string ReservedReason(const JobRequest& job, const std::vector<NodeIdx>& blocked) const;
+
+  const Snapshot& snapshot_;
+  const Config& config_;
+  const Tuning& tuning_;
+  NodeState state_;
+  NodeIndex index_;
+  std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
+  std::map<std::string, std::unique_ptr<Domains>, std::less<>> domains_;
+  int searches_ = 0;
+  std::optional<int> min_running_priority_;  // computed on the first attempt to preempt
+
+  bool occupancy_built_ = false;
+  std::vector<Occupant> occupants_;
+  std::vector<std::vector<int>> on_node_;  // occupants with a grant on node i
+  std::vector<std::vector<int>> holders_;  // exclusive occupants whose domain contains node i
+  std::vector<Occupant> early_;  // placed before occupancy was built: added to it when it is
+  mutable std::vector<uint8_t> marked_;  // scratch flags per occupant (preemption)
+
+  // Decisions, in deques so that occupants can point at their placements.
+  std::deque<PlaceDecision> placed_;
+  std::deque<PreemptDecision> preempted_;
+  std::deque<HoldDecision> held_;
+
+  struct Reservation {
+    JobId job = 0;
+    TimeMs until = kNever;  // when the reserved nodes are expected to be free
+  };
+  std::vector<Reservation> reservations_;
+  std::vector<int> reserved_;  // node -> reservation, -1; empty until the first reservation
+};
+
+}  // namespace berth::sched::internal
