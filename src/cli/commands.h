@@ -78,7 +78,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& flags);
 struct QueueFlags {
   bool all = false;
   bool as_json = false;
-  int limit = 20;
+  int limit = 50;
   std::optional<int64_t> group;
 };
 int Queue(const GlobalFlags& g, const QueueFlags& flags);

@@ -233,8 +233,8 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  std::string target = fmt::format("/v1/jobs?limit={}", f.all ? 0 : f.limit);
-  if (f.all) target += "&all=1";
+  // A page: at most --limit rows, newest first, of the active jobs and the most recent finished ones.
+  std::string target = f.all ? "/v1/jobs?all=1&limit=0" : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
   if (f.group) target += fmt::format("&group={}", *f.group);
   auto res = conn.Call("GET", target);
   if (!res.ok()) return Fail(res.status());
@@ -262,6 +262,9 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
     table.Add(row);
   }
   fmt::print("{}", table.Render());
+  if (const auto* more = res->as_object().if_contains("more"); more && more->is_bool() && more->as_bool()) {
+    fmt::print("(the newest {} shown; --limit N shows more, --all every job)\n", f.limit);
+  }
   return 0;
 }
 

@@ -119,7 +119,8 @@ int Main(int argc, char** argv) {
   QueueFlags queue_flags;
   auto* queue = app.add_subcommand("queue", "List active jobs and the most recent finished ones, newest first");
   queue->add_flag("-a,--all", queue_flags.all, "Every job, finished ones included");
-  queue->add_option("--limit", queue_flags.limit, "Finished jobs to show")->capture_default_str();
+  queue->add_option("--limit", queue_flags.limit, "Jobs per page (active ones and the most recent finished)")
+      ->capture_default_str();
   queue->add_option("--group", queue_flags.group, "Only the jobs of this group");
   queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");
   add_global(queue);

@@ -335,12 +335,13 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   q.all = req.Query("all") == "1" || req.Query("all") == "true";
   try {
     q.limit = std::stoi(req.Query("limit", "0"));
+    q.page = std::stoi(req.Query("page", "0"));
     if (!req.Query("group").empty()) q.group = std::stoll(req.Query("group"));
     if (!req.Query("before").empty()) q.before_id = std::stoll(req.Query("before"));
   } catch (...) {
-    return Error(Status::Invalid("limit, group and before must be integers"));
+    return Error(Status::Invalid("limit, page, group and before must be integers"));
   }
-  if (q.limit < 0) return Error(Status::Invalid("limit must not be negative"));
+  if (q.limit < 0 || q.page < 0) return Error(Status::Invalid("limit and page must not be negative"));
   auto rows = store_->ListJobs(q);
   if (!rows.ok()) return Error(rows.status());
   json::array jobs;
@@ -353,7 +354,8 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
       jobs.push_back(JobJson(row, ""));
     }
   }
-  return Json(200, json::object{{"jobs", std::move(jobs)}});
+  bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
+  return Json(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id) {

@@ -486,8 +486,11 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
   } else {
     // Every active job, plus the newest `limit` finished ones, each a range of the (active, id)
     // index; then merged newest first.
-    Result<std::vector<JobRow>> active =
-        QueryJobs(select + std::string(kActiveWhere) + filter + " ORDER BY id DESC", params);
+    // A page needs at most `page` active rows: with 100k queued jobs the first page stays cheap.
+    std::vector<int64_t> active_params = params;
+    active_params.push_back(query.page > 0 ? query.page : kNoLimit);
+    Result<std::vector<JobRow>> active = QueryJobs(
+        select + std::string(kActiveWhere) + filter + " ORDER BY id DESC LIMIT ?", active_params);
     if (!active.ok()) return active.status();
     std::vector<int64_t> finished_params = params;
     finished_params.push_back(limit);
@@ -500,6 +503,7 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
                std::make_move_iterator(finished->begin()), std::make_move_iterator(finished->end()),
                std::back_inserter(jobs),
                [](const JobRow& a, const JobRow& b) { return a.id > b.id; });
+    if (query.page > 0 && jobs.size() > static_cast<size_t>(query.page)) jobs.resize(query.page);
   }
   BERTH_RETURN_IF_ERROR(txn->Commit());
   return jobs;

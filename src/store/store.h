@@ -112,6 +112,7 @@ struct Batch {
 struct JobQuery {
   bool all = false;            // include every finished job
   int limit = 0;               // 0 = no limit; applies to finished jobs when !all, to everything when all
+  int page = 0;                // 0 = no limit; when !all: at most this many rows in all (a page)
   std::optional<int64_t> group;
   std::optional<int64_t> before_id;  // page: only jobs with id < before_id
 };
