@@ -82,6 +82,8 @@ void Server::Release(ActiveJob& job) {
   if (!job.terminating) return;
   Allocate(job.row, -1);
   job.terminating = false;
+  // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
+  WakeLogWaiters(job.row.id);
   pass_requested_ = true;
   sched_cv_.notify_one();
 }

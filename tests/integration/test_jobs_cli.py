@@ -8,9 +8,10 @@ the nodes.
 
 import os
 import re
+import time
 import unittest
 
-from harness import BerthTestCase
+from harness import SCALE, BerthTestCase
 
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -57,6 +58,27 @@ class JobsCliTest(BerthTestCase):
         self.assertIn("exit code 3", err)
         rc, out, _ = self.b.run("exec", "--", "echo", "two words", check=False)
         self.assertEqual((rc, out), (0, "two words\n"))
+
+    def test_exec_streams_while_the_job_runs(self):
+        # The first line shows up while the job is still running, not only at its end.
+        b = self.b
+        follower = b.popen("exec", "--", f"echo first; while [ ! -e {b.tmp}/go ]; do sleep 0.05; done; echo second")
+        self.assertEqual(follower.stdout.readline(), "first\n")
+        self.assertIsNone(follower.poll())
+        self.assertEqual(b.status(1), "RUNNING")
+        self.write("go", "")
+        self.assertEqual(follower.stdout.read(), "second\n")
+        self.assertEqual(follower.wait(timeout=30), 0)
+
+    def test_exec_of_a_cancelled_job_fails(self):
+        b = self.b
+        follower = b.popen("exec", "--", "echo started; sleep 1000")
+        self.assertEqual(follower.stdout.readline(), "started\n")
+        started = time.monotonic()
+        b.run("cancel", 1)
+        self.assertNotEqual(follower.wait(timeout=60), 0)
+        self.assertLess(time.monotonic() - started, 10 * SCALE, "exec kept waiting after the job was gone")
+        self.assertIn("CANCELLED", follower.stderr.read())
 
     def test_exec_detached_prints_the_id_as_json(self):
         _, out, _ = self.b.run("exec", "-d", "--json", "--", "true")
@@ -148,6 +170,33 @@ class JobsCliTest(BerthTestCase):
         self.assertRegex(lines[2], r"beta .*RUNNING\s+V100:1\s+local-0")
         self.assertRegex(lines[3], r"alpha .*SUCCEEDED\s+-\s+local-0")
         b.run("cancel", second, third)
+
+    def test_queue_limit_keeps_active_jobs_and_recent_finished_ones(self):
+        b = self.b
+        for _ in range(4):
+            b.run("exec", "--", "true")
+        running = b.submit("--", "sleep 1000")
+        b.wait_status(running, "RUNNING")
+        _, out, _ = b.run("queue", "--limit", "2")
+        self.assertEqual([line.split()[0] for line in out.splitlines()[1:]], [str(running), "4", "3"])
+        self.assertEqual([j["id"] for j in b.json("queue", "--limit", "2", "--json")], [running, 4, 3])
+        self.assertEqual([j["id"] for j in b.queue()], [running, 4, 3, 2, 1])
+        b.run("cancel", running)
+
+    def test_drain_and_undrain(self):
+        b = self.b
+        _, out, _ = b.run("drain", "local-0")
+        self.assertIn("DRAINING", out)
+        self.assertEqual(b.nodes()[0]["state"], "DRAINING")
+        job = b.submit("--", "echo ran")
+        b.wait_until(lambda: "draining" in b.show(job)["reason"], message="the job to say the node is draining")
+        self.assertEqual(b.status(job), "PENDING")
+        _, out, _ = b.run("undrain", "local-0")
+        self.assertIn("UP", out)
+        b.wait_status(job, "SUCCEEDED")
+        rc, _, err = b.run("drain", "no-such-node", check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no-such-node", err)
 
     def test_queue_json_fields_and_units(self):
         b = self.b

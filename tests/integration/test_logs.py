@@ -86,6 +86,17 @@ class LogsTest(BerthTestCase):
         self.assertIsNone(reader.next())
         self.assertEqual(follower.wait(timeout=30 * SCALE), 0)
 
+    def test_follow_ends_soon_after_a_cancel(self):
+        b = self.b
+        job = b.submit("--", "echo started; sleep 1000")
+        b.wait_status(job, "RUNNING")
+        follower = b.popen("logs", job)
+        self.assertEqual(follower.stdout.readline(), "started\n")
+        started = time.monotonic()
+        b.run("cancel", job)
+        self.assertEqual(follower.wait(timeout=30 * SCALE), 0)
+        self.assertLess(time.monotonic() - started, 10 * SCALE, "`logs` kept waiting after the job was gone")
+
     def test_no_follow_prints_what_is_there(self):
         b = self.b
         script = self.write("stepped.sh", STEPPED_SCRIPT)
@@ -130,11 +141,15 @@ class LogsTest(BerthTestCase):
         rc, out, _ = b.run("logs", job, timeout=60)
         self.assertEqual(out, expected)
 
-    def test_logs_of_unknown_job(self):
+    def test_logs_of_unknown_job_or_rank(self):
         rc, out, err = self.b.run("logs", 999, check=False)
         self.assertNotEqual(rc, 0)
         self.assertEqual(out, "")
         self.assertIn("no job 999", err)
+        job = self.b.submit("--", "echo x")
+        rc, out, err = self.b.run("logs", job, "--rank", "1", check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("ranks 0..0", err)
 
 
 if __name__ == "__main__":
