@@ -175,13 +175,42 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
       }
       continue;
     }
-    if (!IsActive(job.row.status)) continue;
+    if (!IsActive(job.row.status) || job.launch_held) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != *name) continue;
       if (!running.count({id, job.row.attempt, grant.rank})) SendToNode(node, LaunchMessage(job, grant.rank));
     }
   }
   if (released) ReapFinished();
+  // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or running
+  // jobs that it still runs (a server restart forgot them) are held again until they are gone.
+  std::vector<std::tuple<int64_t, int, int>> gone;
+  for (const auto& [key, dying] : dying_) {
+    for (const auto& grant : dying.placement) {
+      if (grant.node == *name && dying.alive.count(grant.rank) && !running.count({key.first, key.second, grant.rank})) {
+        gone.emplace_back(key.first, key.second, grant.rank);
+      }
+    }
+  }
+  for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(job_id, attempt, rank);
+  for (const auto& [job_id, attempt, rank] : running) {
+    auto j = jobs_.find(job_id);
+    if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt})) continue;
+    auto attempts = store_->GetAttempts(job_id);
+    if (!attempts.ok()) continue;
+    for (const auto& a : *attempts) {
+      if (a.attempt != attempt) continue;
+      DyingAttempt dying{a.placement, j->second.row.resources, {}};
+      for (const auto& grant : a.placement) {
+        if (grant.node != *name || running.count({job_id, attempt, grant.rank})) dying.alive.insert(grant.rank);
+      }
+      JobRow held;
+      held.placement = dying.placement;
+      held.resources = dying.per_node;
+      Allocate(held, +1);
+      dying_[{job_id, attempt}] = std::move(dying);
+    }
+  }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
     bool current = j != jobs_.end() && j->second.row.attempt == attempt && IsActive(j->second.row.status) &&
@@ -274,6 +303,16 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
     bool on_this_node = false;
     if (job) {
       for (const auto& g : job->row.placement) on_this_node = on_this_node || (g.node == node.row.name && g.rank == *rank);
+    }
+    if (auto d = dying_.find({*job_id, static_cast<int>(*attempt)}); d != dying_.end()) {
+      // An earlier attempt being stopped: it holds its resources until each rank is reported gone.
+      if (exited) {
+        DyingRankGone(*job_id, static_cast<int>(*attempt), static_cast<int>(*rank));
+      } else {
+        result["action"] = "stop";
+      }
+      results.push_back(std::move(result));
+      continue;
     }
     if (!job || job->row.attempt != *attempt || !on_this_node || *rank >= static_cast<int64_t>(job->ranks.size())) {
       // Not the current attempt: fenced. A process still running must stop.

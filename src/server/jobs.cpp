@@ -60,7 +60,20 @@ void Server::Requeue(ActiveJob& job, const std::string& reason, TimeMs now, Batc
   attempt.reason = reason;
   batch.attempts.push_back({job.row.id, attempt});
   StopRanks(job, reason);
-  Allocate(job.row, -1);
+  DyingAttempt dying{job.row.placement, job.row.resources, {}};
+  for (const auto& grant : job.row.placement) {
+    auto node = nodes_.find(grant.node);
+    bool exited = static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited;
+    bool node_down = node == nodes_.end() || node->second.row.state == NodeState::kDown;
+    if (!exited && !node_down) dying.alive.insert(grant.rank);
+  }
+  if (dying.alive.empty()) {
+    Allocate(job.row, -1);
+  } else {
+    // The old attempt keeps its resources until its processes are gone: no new job (nor this job's next
+    // attempt) lands on devices it still uses.
+    dying_[{job.row.id, job.row.attempt}] = std::move(dying);
+  }
   job.row.placement.clear();
   job.row.started_at.reset();
   job.ranks.assign(job.ranks.size(), RankState{});
@@ -84,8 +97,38 @@ void Server::Release(ActiveJob& job) {
   job.terminating = false;
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
   WakeLogWaiters(job.row.id);
+  for (auto& [id, other] : jobs_) other.launch_after.erase({job.row.id, job.row.attempt});
+  LaunchUnblocked();
   pass_requested_ = true;
   sched_cv_.notify_one();
+}
+
+void Server::DyingRankGone(int64_t job, int attempt, int rank) {
+  auto it = dying_.find({job, attempt});
+  if (it == dying_.end()) return;
+  it->second.alive.erase(rank);
+  if (!it->second.alive.empty()) return;
+  JobRow freed;
+  freed.placement = it->second.placement;
+  freed.resources = it->second.per_node;
+  Allocate(freed, -1);
+  dying_.erase(it);
+  for (auto& [id, other] : jobs_) other.launch_after.erase({job, attempt});
+  LaunchUnblocked();
+  pass_requested_ = true;
+  sched_cv_.notify_one();
+}
+
+void Server::LaunchUnblocked() {
+  for (auto& [id, job] : jobs_) {
+    if (!job.launch_held || !job.launch_after.empty()) continue;
+    job.launch_held = false;
+    if (job.row.status != JobStatus::kStarting || job.terminating) continue;  // ended meanwhile
+    for (const auto& grant : job.row.placement) {
+      auto node = nodes_.find(grant.node);
+      if (node != nodes_.end()) SendToNode(node->second, LaunchMessage(job, grant.rank));
+    }
+  }
 }
 
 void Server::ReapFinished() {

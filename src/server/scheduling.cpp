@@ -70,8 +70,17 @@ sched::Snapshot Server::BuildSnapshot(TimeMs now) const {
       r.placement = job.row.placement;
       r.started_at = job.row.started_at.value_or(job.placed_at);
       r.time_limit = job.spec->time_limit;
+      r.stopping = job.terminating;
       snap.running.push_back(std::move(r));
     }
+  }
+  for (const auto& [key, dying] : dying_) {
+    sched::RunningJob r;
+    r.id = key.first;
+    r.per_node = dying.per_node;
+    r.placement = dying.placement;
+    r.stopping = true;  // holds resources until its processes are gone; never a victim again
+    snap.running.push_back(std::move(r));
   }
   return snap;
 }
@@ -145,11 +154,57 @@ void Server::RunPass() {
     Allocate(job.row, +1);
     placed.push_back(job.row.id);
   }
+  // Preemptions: the victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
+  // preemptor is placed at once on what they free, so that nobody else can take it, but launched only
+  // when their processes are gone.
+  std::vector<int64_t> held;
+  for (const auto& decision : result.preemptions) {
+    auto it = jobs_.find(decision.preemptor);
+    if (it == jobs_.end()) continue;
+    ActiveJob& job = it->second;
+    std::vector<std::string> victims;
+    for (int64_t victim_id : decision.victims) {
+      auto v = jobs_.find(victim_id);
+      if (v == jobs_.end() || !IsActive(v->second.row.status) || v->second.terminating) continue;
+      ActiveJob& victim = v->second;
+      std::string why = fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+      std::pair<int64_t, int> key{victim.row.id, victim.row.attempt};
+      if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
+        Requeue(victim, why + "; requeued", now, batch);
+        if (dying_.count(key)) job.launch_after.insert(key);
+      } else {
+        EndJob(victim, JobStatus::kPreempted, why, std::nullopt, now, batch);
+        if (victim.terminating) job.launch_after.insert(key);
+      }
+      victims.push_back(std::to_string(victim_id));
+    }
+    job.row.attempt += 1;
+    job.row.placement = decision.placement;
+    job.row.started_at.reset();
+    job.row.ended_at.reset();
+    job.row.exit_code.reset();
+    job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
+    job.placed_at = now;
+    job.waiting.clear();
+    job.launch_held = true;
+    std::vector<std::string> where;
+    for (const auto& g : decision.placement) where.push_back(g.node);
+    Transition(job, JobStatus::kStarting,
+               fmt::format("placed on {} by preempting job(s) {}", Join(where, ", "), Join(victims, ", ")), now,
+               batch);
+    AttemptRow attempt;
+    attempt.attempt = job.row.attempt;
+    attempt.placement = job.row.placement;
+    attempt.placed_at = now;
+    batch.attempts.push_back({job.row.id, attempt});
+    Allocate(job.row, +1);
+    held.push_back(job.row.id);
+  }
   for (auto& [id, reason] : result.waiting) {
     auto it = jobs_.find(id);
     if (it != jobs_.end()) it->second.waiting = std::move(reason);
   }
-  if (placed.empty()) return;
+  if (placed.empty() && held.empty()) return;
   // Committed before anything is sent: an agent never runs an attempt the store does not know.
   Status st = CommitLocked(batch);
   if (!st.ok()) {
@@ -171,6 +226,8 @@ void Server::RunPass() {
       if (node != nodes_.end()) SendToNode(node->second, LaunchMessage(job, grant.rank));
     }
   }
+  ReapFinished();
+  LaunchUnblocked();  // preemptors whose victims had nothing left running
 }
 
 }  // namespace berth

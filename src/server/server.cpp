@@ -246,6 +246,13 @@ void Server::CheckLeases(TimeMs now) {
     node.outbox.clear();
     batch.nodes.push_back(node.row);
     changed = true;
+    std::vector<std::tuple<int64_t, int, int>> gone;  // dying ranks that died with the node
+    for (const auto& [key, dying] : dying_) {
+      for (const auto& grant : dying.placement) {
+        if (grant.node == name) gone.emplace_back(key.first, key.second, grant.rank);
+      }
+    }
+    for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(job_id, attempt, rank);
     for (auto& [id, job] : jobs_) {
       bool here = false;
       for (const auto& g : job.row.placement) here = here || g.node == name;

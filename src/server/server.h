@@ -96,6 +96,16 @@ class Server {
     bool terminating = false;           // ended for the user; processes still being stopped
     TimeMs placed_at = 0;               // when the current attempt was placed
     std::string waiting;                // scheduler's reason while pending
+    // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each victim.
+    std::set<std::pair<int64_t, int>> launch_after;
+    bool launch_held = false;  // placed, launch not sent yet (waiting on launch_after)
+  };
+  // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while some of
+  // its ranks still run: its resources stay held until every one of them is reported gone.
+  struct DyingAttempt {
+    Placement placement;
+    ResourceRequest per_node;
+    std::set<int> alive;  // ranks not yet reported gone
   };
   struct LogWaiter {
     int64_t job;
@@ -129,6 +139,10 @@ class Server {
   void StopRanks(ActiveJob& job, const std::string& reason);
   void Requeue(ActiveJob& job, const std::string& reason, TimeMs now, Batch& batch);
   void Release(ActiveJob& job);
+  // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.
+  void DyingRankGone(int64_t job, int attempt, int rank);
+  // Sends the launches of preemptors whose victims are all gone.
+  void LaunchUnblocked();
   void ReapFinished();
   Status CommitLocked(const Batch& batch);
 
@@ -164,6 +178,7 @@ class Server {
   mutable std::mutex mu_;
   std::map<std::string, NodeRuntime> nodes_;              // guarded by mu_
   std::map<int64_t, ActiveJob> jobs_;                      // guarded by mu_; non-terminal + terminating
+  std::map<std::pair<int64_t, int>, DyingAttempt> dying_;  // guarded by mu_; (job, attempt)
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // guarded by mu_; cache by spec id
   std::multimap<int64_t, LogWaiter> log_waiters_;          // guarded by mu_; job id -> long-poll
   // Cancel-all epochs: bumped by every `cancel --all` (per user) and `--all-users` (everyone). A submission
