@@ -171,15 +171,20 @@ class JobsCliTest(BerthTestCase):
         self.assertRegex(lines[3], r"alpha .*SUCCEEDED\s+-\s+local-0")
         b.run("cancel", second, third)
 
-    def test_queue_limit_keeps_active_jobs_and_recent_finished_ones(self):
+    def test_queue_pages(self):
+        # `queue` shows a page (--limit rows) of the newest jobs and says when there are more; --all shows
+        # every one.
         b = self.b
         for _ in range(4):
             b.run("exec", "--", "true")
         running = b.submit("--", "sleep 1000")
         b.wait_status(running, "RUNNING")
         _, out, _ = b.run("queue", "--limit", "2")
-        self.assertEqual([line.split()[0] for line in out.splitlines()[1:]], [str(running), "4", "3"])
-        self.assertEqual([j["id"] for j in b.json("queue", "--limit", "2", "--json")], [running, 4, 3])
+        lines = out.splitlines()
+        self.assertEqual([line.split()[0] for line in lines[1:3]], [str(running), "4"])
+        self.assertIn("--all", lines[3])
+        self.assertEqual([j["id"] for j in b.json("queue", "--limit", "2", "--json")], [running, 4])
+        self.assertEqual([j["id"] for j in b.json("queue", "--json")], [running, 4, 3, 2, 1])
         self.assertEqual([j["id"] for j in b.queue()], [running, 4, 3, 2, 1])
         b.run("cancel", running)
 
