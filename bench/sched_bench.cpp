@@ -213,6 +213,22 @@ void BM_FullClusterNothingFits(benchmark::State& state) {
 }
 BENCHMARK(BM_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Every GPU taken by priority-0 jobs, and the queue's priorities 1-3 outrank them: the pass evicts
+// its way through the cluster (every preemption scans the nodes for the cheapest victims).
+void BM_FullClusterMassPreemption(benchmark::State& state) {
+  Snapshot s = FullCluster(/*priority=*/0);
+  s.pending = MakeQueue(kPending, 2);
+  PassResult last;
+  for (auto _ : state) {
+    PassResult result = Schedule(s, Config{});
+    state.PauseTiming();
+    last = std::move(result);
+    state.ResumeTiming();
+  }
+  Report(state, last);
+}
+BENCHMARK(BM_FullClusterMassPreemption)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_OneJobIntoBusyCluster(benchmark::State& state) {
   Snapshot s = BusyCluster();
   JobRequest job;

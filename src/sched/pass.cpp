@@ -161,6 +161,7 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
       state_(snapshot.nodes),
       index_(state_) {
   closed_.assign(state_.size(), 0);
+  version_.assign(state_.size(), 0);
   for (const RunningJob& job : snapshot.running) {
     if (job.exclusive.empty()) continue;
     for (const NodeGrant& grant : job.placement) {
@@ -218,7 +219,7 @@ PassResult Pass::Run() {
     }
     if (config_.preemption && !shape.preempt.Covers(job.time_limit)) {
       std::string reason;
-      if (TryPreempt(job, need, &reason) != Outcome::kNone) {
+      if (TryPreempt(e.shape, job, need, &reason) != Outcome::kNone) {
         outcome[e.pos] = &reasons.emplace_back(std::move(reason));
         continue;
       }
@@ -359,6 +360,7 @@ void Pass::TakeOn(NodeIdx i, const Need& need, const std::vector<GpuGrant>& gpus
   index_.Remove(i);
   state_.Take(i, need, gpus);
   index_.Insert(i);
+  Touch(i);
 }
 
 void Pass::Hold(const JobRequest& job, const Placement* placement,
@@ -519,6 +521,7 @@ int Pass::AddOccupant(Occupant o) {
       }
     }
   }
+  TouchOccupant(o);
   occupants_.push_back(std::move(o));
   marked_.push_back(0);
   return id;

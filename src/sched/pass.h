@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sched/node_index.h"
@@ -37,6 +38,10 @@ struct Tuning {
   // Searches scan every node until a pass has made this many, then use the node index (building it
   // costs about as much as 30 scans; a pass that places one job never pays for it).
   int index_after_searches = 32;
+  // One preemption queue serves every job of its shape and priority (else: a new one per job).
+  bool reuse_preemption_queues = true;
+  // Queue entries start as cheap lower bounds of their cost (else: exact, every node evaluated).
+  bool bound_preemption_queues = true;
 };
 
 PassResult Schedule(const Snapshot& snapshot, const Config& config, const Tuning& tuning);
@@ -136,10 +141,50 @@ class Pass {
   std::string ExclusiveReason(const JobRequest& job, const Need& need, Domains& domains) const;
 
   // preemption.cpp
-  Outcome TryPreempt(const JobRequest& job, const Need& need, std::string* reason);
+  // Where a preemption could go, cheapest first: a node (or an exclusive domain) and what evicting
+  // there would cost. Lazy: an entry may hold only a lower bound of the cost until it reaches the
+  // top, and is recomputed when its node changed since (version_). One queue per shape, priority
+  // and time limit serves every job of that kind in the pass, so a queue of jobs that all preempt
+  // pays for one scan of the nodes, not one each.
+  struct Candidate {
+    Cost cost;
+    FitOrder order;
+    uint32_t where = 0;  // a node, or a domain
+    uint64_t version = 0;
+    bool exact = false;  // `cost` is exact, not a lower bound
+  };
+  struct CandidateQueue {
+    std::vector<Candidate> heap;
+    // Per node (or domain): the version of its one live entry; older entries are dropped when they
+    // come out. A node's cost can fall as well as rise when it changes (another job's victims
+    // leave it), so a changed node gets a new entry with a fresh bound at once (see Sync).
+    std::vector<uint64_t> latest;
+    size_t synced = 0;  // touched_ entries seen
+    void Push(const Candidate& c);
+    Candidate Pop();
+  };
+  using QueueKey = std::tuple<uint32_t, int, std::optional<DurationMs>>;
+  static bool Later(const Candidate& a, const Candidate& b);  // heap order: a comes out after b
+
+  Outcome TryPreempt(uint32_t shape, const JobRequest& job, const Need& need, std::string* reason);
   Role RoleOf(const Occupant& o, int priority) const;
-  std::optional<Choice> ChooseVictims(const JobRequest& job, const Need& need);
-  std::optional<Choice> ChooseDomain(const JobRequest& job, const Need& need);
+  std::optional<Choice> ChooseVictims(CandidateQueue& queue, const JobRequest& job,
+                                      const Need& need);
+  std::optional<Choice> ChooseDomain(CandidateQueue& queue, const JobRequest& job,
+                                     const Need& need);
+  std::optional<Candidate> NodeBound(NodeIdx i, const JobRequest& job, const Need& need) const;
+  // The cheapest set that frees node i for one node's share of `job`, with its cost in *out.
+  std::optional<Candidate> NodeExact(NodeIdx i, const JobRequest& job, const Need& need,
+                                     std::vector<int>* set) const;
+  std::vector<int> LocalVictims(NodeIdx i, const Need& need, const std::vector<int>& must,
+                                const std::vector<int>& may) const;
+  std::optional<Candidate> DomainExact(const Domains& d, size_t dom, const JobRequest& job,
+                                       const Need& need, std::vector<int>* set) const;
+  uint64_t DomainVersion(const Domains& d, size_t dom) const;
+  // Drops from `set` (most expensive first) every job but those in `keep` without which `fits`
+  // still holds.
+  template <class Fits>
+  void Prune(std::vector<int>& set, const std::vector<int>& keep, Fits fits) const;
   Cost CostOf(const std::vector<int>& set) const;
   void ReleaseOn(Scratch& s, const Occupant& o, NodeIdx i) const;  // o's grant on node i, if any
   TimeMs EndOf(const Occupant& o) const;  // when o's resources come back (reservation.cpp)
@@ -148,6 +193,11 @@ class Pass {
   // Whether `need` fits on node i once the jobs marked in `marked_` are gone.
   bool FitsWithout(NodeIdx i, const Need& need, Scratch* after) const;
   Outcome Execute(const JobRequest& job, const Need& need, Choice choice, std::string* reason);
+  void Touch(NodeIdx i) {
+    ++version_[i];
+    touched_.push_back(i);
+  }
+  void TouchOccupant(const Occupant& o);  // its nodes, and the domains it holds
 
   // reservation.cpp
   bool Starving(const JobRequest& job) const;
@@ -175,6 +225,10 @@ class Pass {
   std::vector<std::vector<int>> holders_;  // exclusive occupants whose domain contains node i
   std::vector<Occupant> early_;  // placed before occupancy was built: added to it when it is
   mutable std::vector<uint8_t> marked_;  // scratch flags per occupant (preemption)
+  std::vector<uint32_t> version_;        // per node: bumped whenever it changes
+  std::vector<NodeIdx> touched_;         // every change, in order: queues catch up from it
+  std::map<QueueKey, CandidateQueue> queues_;
+  int queues_priority_ = std::numeric_limits<int>::max();  // queues_ serve jobs of this priority
 
   // Decisions, in deques so that occupants can point at their placements.
   std::deque<PlaceDecision> placed_;

@@ -86,7 +86,39 @@ bool Pass::FitsWithout(NodeIdx i, const Need& need, Scratch* after) const {
   return true;
 }
 
-Pass::Outcome Pass::TryPreempt(const JobRequest& job, const Need& need, std::string* reason) {
+void Pass::CandidateQueue::Push(const Candidate& c) {
+  heap.push_back(c);
+  std::push_heap(heap.begin(), heap.end(), Later);
+}
+
+Pass::Candidate Pass::CandidateQueue::Pop() {
+  std::pop_heap(heap.begin(), heap.end(), Later);
+  Candidate c = heap.back();
+  heap.pop_back();
+  return c;
+}
+
+bool Pass::Later(const Candidate& a, const Candidate& b) {
+  if (a.cost < b.cost) return false;
+  if (b.cost < a.cost) return true;
+  if (a.order != b.order) return b.order < a.order;
+  return a.exact && !b.exact;  // a bound comes out before the exact entry it bounds
+}
+
+void Pass::TouchOccupant(const Occupant& o) {
+  for (NodeIdx i : o.nodes) {
+    if (i != kNoNode) Touch(i);
+  }
+  if (o.exclusive->empty()) return;
+  const Domains& d = DomainsOf(*o.exclusive);
+  for (NodeIdx i : o.nodes) {
+    if (i == kNoNode || d.of_node[i] < 0) continue;
+    for (NodeIdx m : d.members[static_cast<size_t>(d.of_node[i])]) Touch(m);
+  }
+}
+
+Pass::Outcome Pass::TryPreempt(uint32_t shape, const JobRequest& job, const Need& need,
+                               std::string* reason) {
   if (!RequestProblem(job).empty() || need.unknown_type) return Outcome::kNone;
   if (!min_running_priority_) {
     min_running_priority_ = std::numeric_limits<int>::max();
@@ -96,154 +128,254 @@ Pass::Outcome Pass::TryPreempt(const JobRequest& job, const Need& need, std::str
   }
   if (job.priority <= *min_running_priority_) return Outcome::kNone;  // nobody it may evict
   EnsureOccupancy();
+  // Jobs come in priority order: the queues of a higher priority serve nobody any more.
+  if (job.priority < queues_priority_ || !tuning_.reuse_preemption_queues) {
+    queues_.clear();
+    queues_priority_ = job.priority;
+  }
+  auto [it, fresh] = queues_.try_emplace(QueueKey(shape, job.priority, job.time_limit));
+  CandidateQueue& queue = it->second;
+  const int pool = PoolOf(state_, job);
+  if (fresh && job.exclusive.empty()) {
+    queue.latest.assign(version_.begin(), version_.end());
+    for (NodeIdx i = 0; i < state_.size(); ++i) {
+      if (!state_.schedulable(i) || !InScope(i, job, pool)) continue;
+      std::optional<Candidate> c = tuning_.bound_preemption_queues
+                                       ? NodeBound(i, job, need)
+                                       : NodeExact(i, job, need, nullptr);
+      if (c) queue.heap.push_back(*c);
+    }
+    std::make_heap(queue.heap.begin(), queue.heap.end(), Later);
+  } else if (fresh) {
+    const Domains& d = DomainsOf(job.exclusive);
+    queue.latest.resize(d.values.size());
+    for (size_t dom = 0; dom < d.values.size(); ++dom) {
+      queue.latest[dom] = DomainVersion(d, dom);
+      if (std::optional<Candidate> c = DomainExact(d, dom, job, need, nullptr)) {
+        queue.heap.push_back(*c);
+      }
+    }
+    std::make_heap(queue.heap.begin(), queue.heap.end(), Later);
+  }
+  if (fresh) queue.synced = touched_.size();
   std::optional<Choice> choice =
-      job.exclusive.empty() ? ChooseVictims(job, need) : ChooseDomain(job, need);
+      job.exclusive.empty() ? ChooseVictims(queue, job, need) : ChooseDomain(queue, job, need);
   if (!choice) return Outcome::kNone;
   return Execute(job, need, std::move(*choice), reason);
 }
 
-std::optional<Pass::Choice> Pass::ChooseVictims(const JobRequest& job, const Need& need) {
-  const int priority = job.priority;
-  const int pool = PoolOf(state_, job);
-  const size_t needed = static_cast<size_t>(job.num_nodes);
-  auto candidate = [&](NodeIdx i) {
-    return state_.schedulable(i) && InScope(i, job, pool) && !Blocked(i, job);
-  };
-  auto by_id = [&](int a, int b) {
-    return occupants_[static_cast<size_t>(a)].id < occupants_[static_cast<size_t>(b)].id;
-  };
-  // Most expensive to lose first: the order in which a set drops what it does not need.
+std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& job,
+                                               const Need& need) const {
+  // Holders of the node's domain must all go; any job may go only if it has lower priority.
+  int floor = std::numeric_limits<int>::min();
+  int must = 0;
+  TimeMs must_oldest = kNever;
+  bool waits = false;  // a set of stopping jobs only might do: no useful bound
+  for (int h : holders_[i]) {
+    const Occupant& o = occupants_[static_cast<size_t>(h)];
+    switch (RoleOf(o, job.priority)) {
+      case Role::kBlocks:
+        return std::nullopt;
+      case Role::kWait:
+        waits = true;
+        break;
+      case Role::kVictim:
+        floor = std::max(floor, o.priority);
+        ++must;
+        must_oldest = std::min(must_oldest, o.started_at);
+        break;
+    }
+  }
+  Candidate c;
+  c.where = i;
+  c.version = version_[i];
+  if (holders_[i].empty() && state_.Fits(i, need)) {  // free: nobody need go
+    c.order = state_.Order(i, need);
+    c.exact = true;
+    return c;
+  }
+  int lowest = std::numeric_limits<int>::max();
+  TimeMs latest = std::numeric_limits<TimeMs>::min();
+  bool any = false;
+  for (int v : on_node_[i]) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    const Role role = RoleOf(o, job.priority);
+    if (role == Role::kWait) waits = true;
+    if (role != Role::kVictim) continue;
+    any = true;
+    lowest = std::min(lowest, o.priority);
+    latest = std::max(latest, o.started_at);
+  }
+  if (!any && !waits && must == 0) return std::nullopt;  // nothing here may go
+  // Every set for this node contains the holders, and, unless stopping jobs might do, one job more
+  // if the holders are none: its cost is no lower than this.
+  if (waits || must > 0) {
+    c.cost = Cost{must > 0 ? floor : std::numeric_limits<int>::min(), must, must_oldest, 0};
+  } else {
+    c.cost = Cost{lowest, 1, latest, 0};
+  }
+  c.order = FitOrder{std::numeric_limits<MilliGpu>::min(), std::numeric_limits<MilliCpu>::min(),
+                     std::numeric_limits<Mib>::min(), i};
+  return c;
+}
+
+std::optional<Pass::Candidate> Pass::NodeExact(NodeIdx i, const JobRequest& job, const Need& need,
+                                               std::vector<int>* set) const {
+  std::vector<int> must;
+  for (int h : holders_[i]) {
+    // Held by a job of equal or higher priority: never entered.
+    if (RoleOf(occupants_[static_cast<size_t>(h)], job.priority) == Role::kBlocks) {
+      return std::nullopt;
+    }
+    must.push_back(h);
+  }
+  Candidate c;
+  c.where = i;
+  c.version = version_[i];
+  c.exact = true;
+  if (must.empty() && state_.Fits(i, need)) {
+    c.order = state_.Order(i, need);
+    if (set != nullptr) set->clear();
+    return c;
+  }
+  std::vector<int> may;
+  for (int o : on_node_[i]) {
+    if (RoleOf(occupants_[static_cast<size_t>(o)], job.priority) == Role::kBlocks) continue;
+    if (std::find(must.begin(), must.end(), o) == must.end()) may.push_back(o);
+  }
+  std::vector<int> everyone = must;
+  everyone.insert(everyone.end(), may.begin(), may.end());
+  if (everyone.empty() || !Without(i, everyone).Fits(need)) return std::nullopt;
+  std::vector<int> local = LocalVictims(i, need, must, may);
+  c.cost = CostOf(local);
+  c.order = Without(i, local).Order(need);
+  if (set != nullptr) *set = std::move(local);
+  return c;
+}
+
+template <class Fits>
+void Pass::Prune(std::vector<int>& set, const std::vector<int>& keep, Fits fits) const {
+  // Most expensive to lose first: evictions before waits, then high priority, then the oldest.
   auto dearest_first = [&](int a, int b) {
     const Occupant& x = occupants_[static_cast<size_t>(a)];
     const Occupant& y = occupants_[static_cast<size_t>(b)];
     if ((x.kind == Kind::kStopping) != (y.kind == Kind::kStopping)) {
-      return y.kind == Kind::kStopping;  // evictions before waits
+      return y.kind == Kind::kStopping;
     }
     if (x.priority != y.priority) return x.priority > y.priority;
     if (x.started_at != y.started_at) return x.started_at < y.started_at;
     return x.id < y.id;
   };
-  auto prune = [&](std::vector<int>& set, const std::vector<int>& keep, auto fits) {
-    std::vector<int> order;
-    for (int v : set) {
-      if (std::find(keep.begin(), keep.end(), v) == keep.end()) order.push_back(v);
-    }
-    std::sort(order.begin(), order.end(), dearest_first);
-    for (int v : order) {
-      std::vector<int> without = set;
-      without.erase(std::find(without.begin(), without.end(), v));
-      if (fits(without)) set = std::move(without);
-    }
-  };
+  std::vector<int> order;
+  for (int v : set) {
+    if (std::find(keep.begin(), keep.end(), v) == keep.end()) order.push_back(v);
+  }
+  std::sort(order.begin(), order.end(), dearest_first);
+  for (int v : order) {
+    std::vector<int> without = set;
+    without.erase(std::find(without.begin(), without.end(), v));
+    if (fits(without)) set = std::move(without);
+  }
+}
 
-  // The cheapest set that frees node i for one node's share: holders of its domain must go; then,
-  // allowing victims up to one priority at a time (lowest first), take stopping jobs, then the
-  // victims that free the most of what the job asks for, and drop whatever proved unneeded.
-  auto local = [&](NodeIdx i, const std::vector<int>& must,
-                   const std::vector<int>& may) -> std::vector<int> {
-    const int type = need.type;
-    auto gives = [&](int v) {
-      const Occupant& o = occupants_[static_cast<size_t>(v)];
-      MilliGpu gpus = 0;
-      if (need.wants_gpu() && state_.TypeId(o.per_node->gpu_type) == type) {
-        for (size_t k = 0; k < o.nodes.size(); ++k) {
-          if (o.nodes[k] != i) continue;
-          for (const GpuGrant& g : (*o.placement)[k].gpus) gpus += g.milli;
-        }
+// The cheapest set that frees node i for one node's share: holders of its domain must go; then,
+// allowing victims up to one priority at a time (lowest first), take stopping jobs, then the
+// victims that free the most of what the job asks for, and drop whatever proved unneeded.
+std::vector<int> Pass::LocalVictims(NodeIdx i, const Need& need, const std::vector<int>& must,
+                                    const std::vector<int>& may) const {
+  auto gives = [&](int v) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    MilliGpu gpus = 0;
+    if (need.wants_gpu() && state_.TypeId(o.per_node->gpu_type) == need.type) {
+      for (size_t k = 0; k < o.nodes.size(); ++k) {
+        if (o.nodes[k] != i) continue;
+        for (const GpuGrant& g : (*o.placement)[k].gpus) gpus += g.milli;
       }
-      return std::tuple(gpus, o.per_node->cpus, o.per_node->memory, o.started_at, o.id);
-    };
-    auto fits = [&](const std::vector<int>& set) { return Without(i, set).Fits(need); };
-    int floor = std::numeric_limits<int>::min();
-    for (int v : must) {
-      const Occupant& o = occupants_[static_cast<size_t>(v)];
-      if (o.kind != Kind::kStopping) floor = std::max(floor, o.priority);
     }
-    std::vector<int> caps = {floor};
+    return std::tuple(gpus, o.per_node->cpus, o.per_node->memory, o.started_at, o.id);
+  };
+  auto fits = [&](const std::vector<int>& set) { return Without(i, set).Fits(need); };
+  int floor = std::numeric_limits<int>::min();
+  for (int v : must) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    if (o.kind != Kind::kStopping) floor = std::max(floor, o.priority);
+  }
+  std::vector<int> caps = {floor};
+  for (int v : may) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    if (o.kind != Kind::kStopping && o.priority > floor) caps.push_back(o.priority);
+  }
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  for (int cap : caps) {
+    std::vector<int> waits;
+    std::vector<int> victims;
     for (int v : may) {
       const Occupant& o = occupants_[static_cast<size_t>(v)];
-      if (o.kind != Kind::kStopping && o.priority > floor) caps.push_back(o.priority);
-    }
-    std::sort(caps.begin(), caps.end());
-    caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-    for (int cap : caps) {
-      std::vector<int> waits;
-      std::vector<int> victims;
-      for (int v : may) {
-        const Occupant& o = occupants_[static_cast<size_t>(v)];
-        if (o.kind == Kind::kStopping) {
-          waits.push_back(v);
-        } else if (o.priority <= cap) {
-          victims.push_back(v);
-        }
+      if (o.kind == Kind::kStopping) {
+        waits.push_back(v);
+      } else if (o.priority <= cap) {
+        victims.push_back(v);
       }
-      std::vector<int> all = must;
-      all.insert(all.end(), waits.begin(), waits.end());
-      all.insert(all.end(), victims.begin(), victims.end());
-      if (!fits(all)) continue;
-      std::sort(waits.begin(), waits.end(), by_id);
-      std::sort(victims.begin(), victims.end(), [&](int a, int b) { return gives(a) > gives(b); });
-      std::vector<int> set = must;
-      for (const std::vector<int>* group : {&waits, &victims}) {
-        for (int v : *group) {
-          if (fits(set)) break;
-          set.push_back(v);
-        }
+    }
+    std::vector<int> all = must;
+    all.insert(all.end(), waits.begin(), waits.end());
+    all.insert(all.end(), victims.begin(), victims.end());
+    if (!fits(all)) continue;
+    std::sort(waits.begin(), waits.end(), [&](int a, int b) {
+      return occupants_[static_cast<size_t>(a)].id < occupants_[static_cast<size_t>(b)].id;
+    });
+    std::sort(victims.begin(), victims.end(), [&](int a, int b) { return gives(a) > gives(b); });
+    std::vector<int> set = must;
+    for (const std::vector<int>* group : {&waits, &victims}) {
+      for (int v : *group) {
+        if (fits(set)) break;
+        set.push_back(v);
       }
-      prune(set, must, fits);
-      return set;
     }
-    return {};  // not reached: the last cap allows everything, which was checked to fit
-  };
-
-  struct Option {
-    Cost cost;
-    FitOrder order;
-    std::vector<int> set;
-  };
-  std::vector<Option> options;
-  std::vector<NodeIdx> free_nodes;  // fit without anyone leaving
-  std::vector<int> must;
-  std::vector<int> may;
-  for (NodeIdx i = 0; i < state_.size(); ++i) {
-    if (!candidate(i)) continue;
-    must.clear();
-    bool closed = false;
-    for (int h : holders_[i]) {
-      if (RoleOf(occupants_[static_cast<size_t>(h)], priority) == Role::kBlocks) {
-        closed = true;  // held by a job of equal or higher priority: never entered
-        break;
-      }
-      must.push_back(h);
-    }
-    if (closed) continue;
-    if (must.empty() && state_.Fits(i, need)) {
-      free_nodes.push_back(i);
-      options.push_back({Cost{}, state_.Order(i, need), {}});
-      continue;
-    }
-    may.clear();
-    for (int o : on_node_[i]) {
-      if (RoleOf(occupants_[static_cast<size_t>(o)], priority) == Role::kBlocks) continue;
-      if (std::find(must.begin(), must.end(), o) == must.end()) may.push_back(o);
-    }
-    std::vector<int> everyone = must;
-    everyone.insert(everyone.end(), may.begin(), may.end());
-    if (everyone.empty() || !Without(i, everyone).Fits(need)) continue;
-    std::vector<int> set = local(i, must, may);
-    options.push_back({CostOf(set), Without(i, set).Order(need), std::move(set)});
+    Prune(set, must, fits);
+    return set;
   }
-  if (options.size() < needed) return std::nullopt;
-  auto cheaper = [](const Option& a, const Option& b) {
-    if (a.cost < b.cost) return true;
-    if (b.cost < a.cost) return false;
-    return a.order < b.order;
+  return {};  // not reached: the last cap allows everything, which the caller found to fit
+}
+
+std::optional<Pass::Choice> Pass::ChooseVictims(CandidateQueue& queue, const JobRequest& job,
+                                                const Need& need) {
+  const int pool = PoolOf(state_, job);
+  const size_t needed = static_cast<size_t>(job.num_nodes);
+  auto candidate = [&](NodeIdx i) {
+    return state_.schedulable(i) && InScope(i, job, pool) && !Blocked(i, job);
   };
-  std::partial_sort(options.begin(), options.begin() + static_cast<std::ptrdiff_t>(needed),
-                    options.end(), cheaper);
+  // The `needed` cheapest nodes, each with what evicting there alone would cost.
+  for (; queue.synced < touched_.size(); ++queue.synced) {  // nodes changed since the last job
+    const NodeIdx i = touched_[queue.synced];
+    if (queue.latest[i] == version_[i]) continue;
+    queue.latest[i] = version_[i];
+    if (!state_.schedulable(i) || !InScope(i, job, pool)) continue;
+    if (std::optional<Candidate> bound = NodeBound(i, job, need)) queue.Push(*bound);
+  }
+  std::vector<Candidate> chosen;
+  while (!queue.heap.empty() && chosen.size() < needed) {
+    const Candidate c = queue.Pop();
+    const NodeIdx i = c.where;
+    if (c.version != queue.latest[i]) continue;  // superseded by a newer entry
+    if (Blocked(i, job)) continue;               // reservations only grow within a pass
+    if (!c.exact) {
+      if (std::optional<Candidate> exact = NodeExact(i, job, need, nullptr)) queue.Push(*exact);
+    } else {
+      chosen.push_back(c);
+    }
+  }
+  for (const Candidate& c : chosen) queue.Push(c);  // still candidates for the next job
+  if (chosen.size() < needed) return std::nullopt;
+
   std::vector<int> set;
-  for (size_t k = 0; k < needed; ++k) {
-    for (int v : options[k].set) {
+  std::vector<NodeIdx> free_nodes;  // fit without anyone leaving
+  for (const Candidate& c : chosen) {
+    std::vector<int> local;
+    NodeExact(c.where, job, need, &local);
+    if (local.empty()) free_nodes.push_back(c.where);
+    for (int v : local) {
       if (std::find(set.begin(), set.end(), v) == set.end()) set.push_back(v);
     }
   }
@@ -284,7 +416,7 @@ std::optional<Pass::Choice> Pass::ChooseVictims(const JobRequest& job, const Nee
   };
   // A gang's victims were chosen node by node; one evicted for one node may have freed another.
   if (needed > 1) {
-    prune(set, {}, [&](const std::vector<int>& s) { return fitting(s).size() >= needed; });
+    Prune(set, {}, [&](const std::vector<int>& s) { return fitting(s).size() >= needed; });
   }
   std::vector<std::pair<FitOrder, Scratch>> nodes = fitting(set);
   if (nodes.size() < needed) return std::nullopt;  // cannot happen: the set was built to fit
@@ -300,66 +432,98 @@ std::optional<Pass::Choice> Pass::ChooseVictims(const JobRequest& job, const Nee
   return choice;
 }
 
-std::optional<Pass::Choice> Pass::ChooseDomain(const JobRequest& job, const Need& need) {
+uint64_t Pass::DomainVersion(const Domains& d, size_t dom) const {
+  uint64_t sum = 0;  // versions only grow: the sum changes when any member does
+  for (NodeIdx m : d.members[dom]) sum += version_[m];
+  return sum;
+}
+
+std::optional<Pass::Candidate> Pass::DomainExact(const Domains& d, size_t dom,
+                                                 const JobRequest& job, const Need& need,
+                                                 std::vector<int>* set) const {
+  const int pool = PoolOf(state_, job);
+  const std::vector<NodeIdx>& members = d.members[dom];
+  if (std::any_of(members.begin(), members.end(), [&](NodeIdx m) { return Blocked(m, job); })) {
+    return std::nullopt;
+  }
+  // Everything in the domain must go, and may only if it has lower priority.
+  std::vector<int> present;
+  for (NodeIdx m : members) {
+    for (const std::vector<int>* list : {&on_node_[m], &holders_[m]}) {
+      for (int o : *list) {
+        if (marked_[static_cast<size_t>(o)]) continue;
+        marked_[static_cast<size_t>(o)] = 1;
+        present.push_back(o);
+      }
+    }
+  }
+  bool ok = !present.empty();  // an empty domain that did not fit will not fit now
+  for (int o : present) {
+    ok = ok && RoleOf(occupants_[static_cast<size_t>(o)], job.priority) != Role::kBlocks;
+  }
+  size_t fits = 0;
+  for (NodeIdx m : members) {
+    if (!ok) break;
+    if (state_.schedulable(m) && InScope(m, job, pool) && FitsWithout(m, need, nullptr)) ++fits;
+  }
+  for (int o : present) marked_[static_cast<size_t>(o)] = 0;
+  if (!ok || fits < static_cast<size_t>(job.num_nodes)) return std::nullopt;
+  Candidate c;
+  c.cost = CostOf(present);
+  // Ties: the smallest domain, then the first by value (positions are in value order).
+  c.order = FitOrder{static_cast<MilliGpu>(members.size()), static_cast<MilliCpu>(dom), 0,
+                     static_cast<NodeIdx>(dom)};
+  c.where = static_cast<uint32_t>(dom);
+  c.version = DomainVersion(d, dom);
+  c.exact = true;
+  if (set != nullptr) *set = std::move(present);
+  return c;
+}
+
+std::optional<Pass::Choice> Pass::ChooseDomain(CandidateQueue& queue, const JobRequest& job,
+                                               const Need& need) {
   const int pool = PoolOf(state_, job);
   const size_t needed = static_cast<size_t>(job.num_nodes);
   const Domains& d = DomainsOf(job.exclusive);
-  struct Best {
-    Cost cost;
-    size_t size = 0;
-    size_t dom = 0;
-    std::vector<int> set;
-  };
-  std::optional<Best> best;
-  std::vector<int> present;
-  for (size_t dom = 0; dom < d.values.size(); ++dom) {
-    const std::vector<NodeIdx>& members = d.members[dom];
-    if (std::any_of(members.begin(), members.end(), [&](NodeIdx m) { return Blocked(m, job); })) {
-      continue;
-    }
-    // Everything in the domain must go, and may only if it has lower priority.
-    present.clear();
-    for (NodeIdx m : members) {
-      for (const std::vector<int>* list : {&on_node_[m], &holders_[m]}) {
-        for (int o : *list) {
-          if (marked_[static_cast<size_t>(o)]) continue;
-          marked_[static_cast<size_t>(o)] = 1;
-          present.push_back(o);
-        }
-      }
-    }
-    bool ok = !present.empty();  // an empty domain that did not fit will not fit now
-    for (int o : present) {
-      ok = ok && RoleOf(occupants_[static_cast<size_t>(o)], job.priority) != Role::kBlocks;
-    }
-    size_t fits = 0;
-    for (NodeIdx m : members) {
-      if (!ok) break;
-      if (state_.schedulable(m) && InScope(m, job, pool) && FitsWithout(m, need, nullptr)) ++fits;
-    }
-    for (int o : present) marked_[static_cast<size_t>(o)] = 0;
-    if (!ok || fits < needed) continue;
-    Best here{CostOf(present), members.size(), dom, present};
-    if (!best || here.cost < best->cost ||
-        (!(best->cost < here.cost) &&
-         std::pair(here.size, here.dom) < std::pair(best->size, best->dom))) {
-      best = std::move(here);
+  for (; queue.synced < touched_.size(); ++queue.synced) {  // domains changed since the last job
+    const NodeIdx i = touched_[queue.synced];
+    const int dom = d.of_node[i];
+    if (dom < 0) continue;
+    const uint64_t version = DomainVersion(d, static_cast<size_t>(dom));
+    if (queue.latest[static_cast<size_t>(dom)] == version) continue;
+    queue.latest[static_cast<size_t>(dom)] = version;
+    if (std::optional<Candidate> c = DomainExact(d, static_cast<size_t>(dom), job, need, nullptr)) {
+      queue.Push(*c);
     }
   }
+  std::optional<Candidate> best;
+  while (!queue.heap.empty()) {
+    const Candidate c = queue.Pop();
+    if (c.version != queue.latest[c.where]) continue;  // superseded by a newer entry
+    if (std::any_of(d.members[c.where].begin(), d.members[c.where].end(),
+                    [&](NodeIdx m) { return Blocked(m, job); })) {
+      continue;  // reservations only grow within a pass
+    }
+    best = c;
+    queue.Push(c);
+    break;
+  }
   if (!best) return std::nullopt;
-  for (int o : best->set) marked_[static_cast<size_t>(o)] = 1;
+  std::vector<int> set;
+  DomainExact(d, best->where, job, need, &set);
+  for (int o : set) marked_[static_cast<size_t>(o)] = 1;
   std::vector<std::pair<FitOrder, Scratch>> nodes;
-  for (NodeIdx m : d.members[best->dom]) {
+  for (NodeIdx m : d.members[best->where]) {
     Scratch after;
     if (state_.schedulable(m) && InScope(m, job, pool) && FitsWithout(m, need, &after)) {
       nodes.emplace_back(after.Order(need), std::move(after));
     }
   }
-  for (int o : best->set) marked_[static_cast<size_t>(o)] = 0;
+  for (int o : set) marked_[static_cast<size_t>(o)] = 0;
   std::sort(nodes.begin(), nodes.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   Choice choice;
-  for (int v : best->set) {
+  for (int v : set) {
     (occupants_[static_cast<size_t>(v)].kind == Kind::kStopping ? choice.waits : choice.victims)
         .push_back(v);
   }
@@ -376,10 +540,12 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
   std::vector<JobId> waits;
   for (int v : choice.victims) {
     occupants_[static_cast<size_t>(v)].kind = Kind::kVictim;
+    TouchOccupant(occupants_[static_cast<size_t>(v)]);
     victims.push_back(occupants_[static_cast<size_t>(v)].id);
   }
   for (int v : choice.waits) {
     occupants_[static_cast<size_t>(v)].kind = Kind::kVictim;  // held for this job from now on
+    TouchOccupant(occupants_[static_cast<size_t>(v)]);
     waits.push_back(occupants_[static_cast<size_t>(v)].id);
   }
   std::sort(victims.begin(), victims.end());
@@ -397,6 +563,7 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
     index_.Remove(i);
     state_.LowerTo(i, after);
     index_.Insert(i);
+    Touch(i);
     names.push_back(state_.name(i));
     placement.push_back({state_.name(i), static_cast<int>(rank), std::move(gpus)});
   }

@@ -441,6 +441,11 @@ TEST(ScheduleTest, IndexAndScanDecideAlike) {
   scan.index_after_searches = std::numeric_limits<int>::max();
   internal::Tuning index;
   index.index_after_searches = 0;
+  internal::Tuning fresh_queues;
+  fresh_queues.reuse_preemption_queues = false;
+  internal::Tuning exact_queues;
+  exact_queues.reuse_preemption_queues = false;
+  exact_queues.bound_preemption_queues = false;
   int decisions = 0;
   for (int round = 0; round < 150; ++round) {
     Snapshot s;
@@ -474,6 +479,10 @@ TEST(ScheduleTest, IndexAndScanDecideAlike) {
       PassResult scanned = internal::Schedule(s, config, scan);
       PassResult indexed = internal::Schedule(s, config, index);
       ASSERT_EQ(FormatDecisions(scanned), FormatDecisions(indexed)) << "round " << round;
+      PassResult fresh = internal::Schedule(s, config, fresh_queues);
+      ASSERT_EQ(FormatDecisions(scanned), FormatDecisions(fresh)) << "round " << round;
+      PassResult exact = internal::Schedule(s, config, exact_queues);
+      ASSERT_EQ(FormatDecisions(scanned), FormatDecisions(exact)) << "round " << round;
       EXPECT_THAT(CheckInvariants(s, scanned), IsEmpty()) << "round " << round << Dump(s, scanned);
       decisions += static_cast<int>(scanned.placements.size() + scanned.preemptions.size());
       Apply(s, scanned, pick(0, 1) ? testing::PreemptMode::kInstant : testing::PreemptMode::kStop);
@@ -484,6 +493,64 @@ TEST(ScheduleTest, IndexAndScanDecideAlike) {
     }
   }
   EXPECT_GT(decisions, 1000);  // the rounds did decide things
+}
+
+}  // namespace
+}  // namespace berth::sched
+
+namespace berth::sched {
+namespace {
+
+// Preemption candidates are kept in queues that serve every job of a shape and priority in a pass,
+// updated as nodes change (preemption.cpp). A cluster of 40 full nodes (8 GPUs, jobs of 1-8 GPUs,
+// priority 0) and 400 jobs of priorities 0-3 that evict their way in: the decisions must be those
+// of a fresh queue per job, and of queues that evaluate every node exactly.
+TEST(ScheduleTest, PreemptionQueuesDecideLikeFullScans) {
+  std::mt19937 rng(5);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  internal::Tuning fresh;
+  fresh.reuse_preemption_queues = false;
+  internal::Tuning exact = fresh;
+  exact.bound_preemption_queues = false;
+  for (int round = 0; round < 30; ++round) {
+    Snapshot s;
+    JobId next = 1;
+    for (int n = 0; n < 40; ++n) {
+      s.nodes.push_back(
+          MakeNode("n" + std::to_string(100 + n), 64, 512, n % 3 ? "H100" : "A100", 8));
+      s.nodes.back().labels["rack"] = "r" + std::to_string(n / 4);
+      for (int used = 0; used < 8;) {
+        int size = 1 << pick(0, 3);
+        while (used + size > 8) size /= 2;
+        RunningJob r;
+        r.id = next++;
+        r.per_node.gpu_type = s.nodes.back().gpus[0].type;
+        r.per_node.gpu_milli = size * kMilliPerGpu;
+        r.started_at = pick(0, 100000);
+        r.stopping = pick(0, 30) == 0;
+        NodeGrant g{s.nodes.back().name, 0, {}};
+        for (int d = used; d < used + size; ++d) g.gpus.push_back({d, kMilliPerGpu});
+        r.placement.push_back(g);
+        ASSERT_EQ(Hold(s, r), "");
+        used += size;
+      }
+    }
+    for (int j = 0; j < 400; ++j) {
+      JobRequest job = MakeJob(
+          1000 + j, std::string(pick(0, 2) ? "H100:" : "A100:") + std::to_string(1 << pick(0, 3)),
+          pick(0, 3));
+      if (pick(0, 9) == 0) job.num_nodes = pick(2, 3);
+      if (pick(0, 19) == 0) job.exclusive = "rack";
+      s.pending.push_back(job);
+    }
+    const PassResult reused = internal::Schedule(s, Config{}, internal::Tuning{});
+    EXPECT_GT(reused.preemptions.size(), 30u);
+    EXPECT_THAT(CheckInvariants(s, reused), IsEmpty());
+    EXPECT_EQ(FormatDecisions(reused), FormatDecisions(internal::Schedule(s, Config{}, fresh)))
+        << "round " << round;
+    EXPECT_EQ(FormatDecisions(reused), FormatDecisions(internal::Schedule(s, Config{}, exact)))
+        << "round " << round;
+  }
 }
 
 }  // namespace
