@@ -8,6 +8,9 @@
 //                           <= 1 ms)
 //   PreemptGang/PreemptExclusive  one pass in which a high-priority 8-node gang (or an exclusive
 //                           8-node rack job) has to evict low-priority jobs from a full cluster
+//   FullClusterMassPreemption  one pass over 100,000 pending jobs of priorities 0-3 on a cluster
+//                           full of priority-0 jobs: the queue evicts its way in (~15,000
+//                           preemptions)
 //   SnapshotCopy*           what it costs the server to copy a snapshot of that size (the passes
 //                           above time Schedule() alone)
 //
@@ -68,7 +71,7 @@ ResourceRequest PerNode(const std::string& type, int gpus) {
   return r;
 }
 
-// The queue: 40% 1 GPU, 20% 2, 12% 4, 12% 8, 12% gangs of 2-16 nodes x 8 GPUs, 4% exclusive rack
+// The queue: 45% 1 GPU, 25% 2, 12% 4, 12% 8, 5% gangs of 2-16 nodes x 8 GPUs, 1% exclusive rack
 // jobs of 2-16 nodes x 8 GPUs; 70% H100. Submitted within the last 100 s, so nobody starves.
 std::vector<JobRequest> MakeQueue(int count, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -83,17 +86,17 @@ std::vector<JobRequest> MakeQueue(int count, uint32_t seed) {
     const std::string type = pick(0, 9) < 7 ? "H100" : "A100";
     const int r = pick(0, 99);
     int gpus = 8;
-    if (r < 40) {
+    if (r < 45) {
       gpus = 1;
-    } else if (r < 60) {
+    } else if (r < 70) {
       gpus = 2;
-    } else if (r < 72) {
+    } else if (r < 82) {
       gpus = 4;
-    } else if (r < 84) {
+    } else if (r < 94) {
       gpus = 8;
     } else {
       j.num_nodes = pick(2, 16);
-      if (r >= 96) j.exclusive = "rack";
+      if (r >= 99) j.exclusive = "rack";
     }
     j.per_node = PerNode(type, gpus);
     jobs.push_back(std::move(j));

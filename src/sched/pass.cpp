@@ -95,20 +95,19 @@ struct QueueEntry {
 };
 
 // Priority high first, then id (then position, for duplicate ids). The server lists the queue by
-// id and uses few priorities, so a stable counting sort by priority usually does.
+// id and uses a narrow range of priorities, so a stable counting sort by priority usually does.
 std::vector<QueueEntry> InQueueOrder(std::vector<QueueEntry> entries) {
-  constexpr size_t kMaxBuckets = 64;
+  constexpr int64_t kMaxBuckets = 4096;
   bool by_id = true;
-  std::vector<int> priorities;  // distinct, high first
-  for (size_t k = 0; k < entries.size() && by_id; ++k) {
+  int lowest = std::numeric_limits<int>::max();
+  int highest = std::numeric_limits<int>::min();
+  for (size_t k = 0; k < entries.size(); ++k) {
     if (k > 0 && entries[k].id < entries[k - 1].id) by_id = false;
-    const int p = entries[k].priority;
-    if (k > 0 && p == entries[k - 1].priority) continue;
-    auto it = std::lower_bound(priorities.begin(), priorities.end(), p, std::greater<int>());
-    if (it == priorities.end() || *it != p) priorities.insert(it, p);
-    if (priorities.size() > kMaxBuckets) by_id = false;
+    lowest = std::min(lowest, entries[k].priority);
+    highest = std::max(highest, entries[k].priority);
   }
-  if (!by_id) {
+  if (entries.empty()) return entries;
+  if (!by_id || int64_t{highest} - lowest >= kMaxBuckets) {
     std::sort(entries.begin(), entries.end(), [](const QueueEntry& a, const QueueEntry& b) {
       if (a.priority != b.priority) return a.priority > b.priority;
       if (a.id != b.id) return a.id < b.id;
@@ -116,12 +115,8 @@ std::vector<QueueEntry> InQueueOrder(std::vector<QueueEntry> entries) {
     });
     return entries;
   }
-  auto bucket = [&](int p) {
-    return static_cast<size_t>(
-        std::lower_bound(priorities.begin(), priorities.end(), p, std::greater<int>()) -
-        priorities.begin());
-  };
-  std::vector<size_t> start(priorities.size() + 1, 0);
+  auto bucket = [&](int p) { return static_cast<size_t>(highest - p); };
+  std::vector<size_t> start(static_cast<size_t>(highest - lowest) + 2, 0);
   for (const QueueEntry& e : entries) ++start[bucket(e.priority) + 1];
   for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
   std::vector<QueueEntry> out(entries.size());
@@ -405,6 +400,7 @@ void Pass::CloseDomainOf(const std::string& key, NodeIdx i) {
   auto close = [&](NodeIdx n) {
     if (closed_[n]) return;
     closed_[n] = 1;
+    ++closings_;
     index_.Exclude(n);
   };
   if (dom < 0) {
@@ -462,10 +458,7 @@ void Pass::Track(Domains& d) {
       for (NodeIdx i : o.nodes) count(i);
     }
   } else {  // only where jobs are, not who: cheaper than building the occupancy
-    if (snapshot_.running.size() > 64) state_.IndexNames();
-    for (const RunningJob& r : snapshot_.running) {
-      for (const NodeGrant& g : r.placement) count(state_.Find(g.node));
-    }
+    for (NodeIdx i : RunningNodes()) count(i);
     for (const Occupant& o : early_) {
       for (NodeIdx i : o.nodes) count(i);
     }
@@ -476,13 +469,24 @@ void Pass::Track(Domains& d) {
   d.tracked = true;
 }
 
+const std::vector<NodeIdx>& Pass::RunningNodes() {
+  if (running_nodes_.empty() && !snapshot_.running.empty()) {
+    if (snapshot_.running.size() > 64) state_.IndexNames();
+    for (const RunningJob& r : snapshot_.running) {
+      for (const NodeGrant& g : r.placement) running_nodes_.push_back(state_.Find(g.node));
+    }
+  }
+  return running_nodes_;
+}
+
 void Pass::EnsureOccupancy() {
   if (occupancy_built_) return;
   occupancy_built_ = true;
   on_node_.resize(state_.size());
   holders_.resize(state_.size());
   occupants_.reserve(snapshot_.running.size() + early_.size());
-  if (snapshot_.running.size() > 64) state_.IndexNames();
+  const std::vector<NodeIdx>& running_nodes = RunningNodes();
+  size_t at = 0;
   for (const RunningJob& r : snapshot_.running) {
     Occupant o;
     o.id = r.id;
@@ -494,7 +498,9 @@ void Pass::EnsureOccupancy() {
     o.exclusive = &r.exclusive;
     o.placement = &r.placement;
     o.nodes.reserve(r.placement.size());
-    for (const NodeGrant& g : r.placement) o.nodes.push_back(state_.Find(g.node));
+    o.nodes.assign(running_nodes.begin() + static_cast<std::ptrdiff_t>(at),
+                   running_nodes.begin() + static_cast<std::ptrdiff_t>(at + r.placement.size()));
+    at += r.placement.size();
     AddOccupant(std::move(o));
   }
   for (Occupant& o : early_) AddOccupant(std::move(o));
@@ -528,6 +534,22 @@ int Pass::AddOccupant(Occupant o) {
 }
 
 std::vector<NodeIdx> Pass::EligibleNodes(const JobRequest& job, std::string* reason) const {
+  // Many failing shapes share a scope (the default pool, no selector): one scan serves them until
+  // a domain closes.
+  const bool cacheable = job.node_selector.empty();
+  if (cacheable) {
+    auto it = eligible_.find(job.pool);
+    if (it != eligible_.end() && it->second.closed == closings_) {
+      if (it->second.nodes.empty()) *reason = it->second.reason;
+      return it->second.nodes;
+    }
+  }
+  std::vector<NodeIdx> out = ScanEligible(job, reason);
+  if (cacheable) eligible_[job.pool] = {closings_, out, out.empty() ? *reason : ""};
+  return out;
+}
+
+std::vector<NodeIdx> Pass::ScanEligible(const JobRequest& job, std::string* reason) const {
   std::vector<NodeIdx> out;
   const int pool = PoolOf(state_, job);
   int in_pool = 0;

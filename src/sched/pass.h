@@ -130,11 +130,16 @@ class Pass {
   Domains& DomainsOf(const std::string& key);
   void Track(Domains& domains);
   void EnsureOccupancy();
+  // The node of every grant of every running job, in order (kNoNode: the node left).
+  const std::vector<NodeIdx>& RunningNodes();
   int AddOccupant(Occupant o);
   Occupant OccupantOf(const JobRequest& job, const Placement* placement,
                       std::vector<NodeIdx> nodes) const;
   // Waiting reasons.
+  // The nodes a job may use at all: schedulable, in its pool and selector, outside any domain held
+  // exclusively. Empty, with *reason set, when there are none.
   std::vector<NodeIdx> EligibleNodes(const JobRequest& job, std::string* reason) const;
+  std::vector<NodeIdx> ScanEligible(const JobRequest& job, std::string* reason) const;
   std::string WhyNot(const JobRequest& job, const Need& need) const;
   std::string ResourceReason(const JobRequest& job, const Need& need,
                              const std::vector<NodeIdx>& eligible) const;
@@ -215,6 +220,14 @@ class Pass {
   NodeState state_;
   NodeIndex index_;
   std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
+  uint64_t closings_ = 0;        // nodes closed so far
+  struct Eligible {
+    uint64_t closed;  // closings_ when computed
+    std::vector<NodeIdx> nodes;
+    std::string reason;
+  };
+  mutable std::map<std::string, Eligible, std::less<>>
+      eligible_;  // by pool, for jobs without a selector
   std::map<std::string, std::unique_ptr<Domains>, std::less<>> domains_;
   int searches_ = 0;
   std::optional<int> min_running_priority_;  // computed on the first attempt to preempt
@@ -223,6 +236,7 @@ class Pass {
   std::vector<Occupant> occupants_;
   std::vector<std::vector<int>> on_node_;  // occupants with a grant on node i
   std::vector<std::vector<int>> holders_;  // exclusive occupants whose domain contains node i
+  std::vector<NodeIdx> running_nodes_;     // see RunningNodes()
   std::vector<Occupant> early_;  // placed before occupancy was built: added to it when it is
   mutable std::vector<uint8_t> marked_;  // scratch flags per occupant (preemption)
   std::vector<uint32_t> version_;        // per node: bumped whenever it changes
