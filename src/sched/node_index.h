@@ -29,7 +29,8 @@ class NodeIndex {
   // which `member(i)` holds.
   template <class Member>
   void Build(int slot, Member member);
-  // Takes node i out of every built slot. Call before changing its free amounts.
+  // Takes node i out of every built slot. Call before changing its free amounts, and Insert() it
+  // before removing another.
   void Remove(NodeIdx i);
   // Puts node i back into every built slot it belongs to. Call after changing its free amounts.
   void Insert(NodeIdx i);
@@ -72,6 +73,7 @@ class NodeIndex {
   std::vector<bool> built_;
   std::vector<std::vector<Set>> sets_;  // [slot][pool]
   std::vector<bool> member_;            // node i is in the sets of every built slot it belongs to
+  std::vector<std::pair<size_t, Set::node_type>> removed_;  // taken out by Remove(), for Insert()
 };
 
 template <class Member>

@@ -39,6 +39,7 @@ struct Need {
   MilliGpu milli = 0;         // 0 when no GPU is wanted
   int devices = 0;            // whole devices; 1 for a share of one
   bool fractional = false;
+  bool valid = true;  // the request is well formed (RequestProblem() is "")
   bool wants_gpu() const { return milli > 0; }
 };
 

@@ -189,7 +189,10 @@ PassResult Pass::Run() {
       const JobRequest& job = pending[k];
       auto [it, fresh] =
           ids.try_emplace(ShapeRef{&job, HashShape(job)}, static_cast<uint32_t>(shapes.size()));
-      if (fresh) shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr});
+      if (fresh) {
+        shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr});
+        shapes.back().need.valid = RequestProblem(job).empty();
+      }
       entries.push_back({job.priority, it->second, job.id, k, Starving(job)});
     }
   }
@@ -247,8 +250,8 @@ PassResult Pass::Run() {
 }
 
 bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason) {
-  if (std::string problem = RequestProblem(job); !problem.empty()) {
-    *reason = "invalid request: " + problem;
+  if (!need.valid) {
+    *reason = "invalid request: " + RequestProblem(job);
     return false;
   }
   if (!job.exclusive.empty()) return TryPlaceExclusive(job, need, reason);

@@ -119,7 +119,7 @@ void Pass::TouchOccupant(const Occupant& o) {
 
 Pass::Outcome Pass::TryPreempt(uint32_t shape, const JobRequest& job, const Need& need,
                                std::string* reason) {
-  if (!RequestProblem(job).empty() || need.unknown_type) return Outcome::kNone;
+  if (!need.valid || need.unknown_type) return Outcome::kNone;
   if (!min_running_priority_) {
     min_running_priority_ = std::numeric_limits<int>::max();
     for (const RunningJob& r : snapshot_.running) {

@@ -63,7 +63,7 @@ std::optional<TimeMs> Pass::FreeTime(NodeIdx i, const Need& need) const {
 
 std::string Pass::Reserve(const JobRequest& job, const Need& need) {
   const int pool = PoolOf(state_, job);
-  if (!RequestProblem(job).empty() || need.unknown_type || pool == -2) return "";
+  if (!need.valid || need.unknown_type || pool == -2) return "";
   EnsureOccupancy();
   const size_t needed = static_cast<size_t>(job.num_nodes);
   auto taken = [&](NodeIdx i) { return !reserved_.empty() && reserved_[i] >= 0; };

@@ -135,6 +135,40 @@ TEST(ReservationTest, ExclusiveJobReservesTheDomainThatEmptiesFirst) {
                   "holds a reservation on 'rack' domain r1 (expected free in 30m)"));
 }
 
+// A starving gang reserves the nodes that free soonest. n1's job ends at 20m, n2's at 50m, n3's at
+// 30m, and n4's has no time limit. Job 10 (2 nodes, waited 15 minutes) reserves n1 and n3, free
+// in 20 minutes (at 30m). Job 11 (limit 15m, ends at 25m) may use n1; job 12 (limit 25m) may not,
+// and takes n2's free half instead.
+TEST(ReservationTest, GangReservesTheNodesThatFreeSoonest) {
+  constexpr TimeMs kMinute = 60 * 1000;
+  Snapshot s;
+  s.now = 10 * kMinute;
+  for (const char* name : {"n1", "n2", "n3", "n4"}) {
+    s.nodes.push_back(MakeNode(name, 8, 32, "V100", 4));
+  }
+  const std::pair<const char*, std::optional<TimeMs>> ends[] = {
+      {"n1", 20 * kMinute}, {"n2", 50 * kMinute}, {"n3", 30 * kMinute}, {"n4", std::nullopt}};
+  JobId id = 1;
+  for (const auto& [node, end] : ends) {
+    RunningJob r = Running(id++, 0, {{node, {0, 1}}});
+    if (end) r.time_limit = *end;
+    ASSERT_EQ(Hold(s, r), "");
+  }
+  s.pending = {MakeJob(10, "V100:4"), MakeJob(11, "V100:2"), MakeJob(12, "V100:2")};
+  s.pending[0].num_nodes = 2;
+  s.pending[0].submitted_at = -5 * kMinute;
+  s.pending[1].time_limit = 15 * kMinute;
+  s.pending[1].submitted_at = s.pending[2].submitted_at = s.now;
+  s.pending[2].time_limit = 25 * kMinute;
+  Config no_preemption;
+  no_preemption.preemption = false;
+  EXPECT_THAT(FormatDecisions(Pass(s, no_preemption)),
+              ElementsAre("place 11 on n1 gpus=2,3", "place 12 on n2 gpus=2,3",
+                          "wait 10: waiting for resources: needs V100:4 on each of 2 nodes; most "
+                          "free on one node: 2 V100 (n1); holds a reservation on n1, n3 (expected "
+                          "free in 20m)"));
+}
+
 // Reservations are for jobs that waited longer than the bound: the same queue a minute earlier
 // backfills freely.
 TEST(ReservationTest, NoneBeforeTheBound) {
