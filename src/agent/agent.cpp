@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,7 +63,9 @@ std::map<std::string, std::string> BaseEnvironment() {
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 std::string Agent::KeyOf(int64_t job, int attempt, int rank) const {
   return fmt::format("{}-{}-{}", job, attempt, rank);
@@ -79,6 +82,20 @@ Status Agent::LoadIdentity() {
   std::filesystem::create_directories(options_.state_dir + "/jobs", ec);
   std::filesystem::create_directories(options_.state_dir + "/specs", ec);
   if (ec) return Status::Internal("cannot create " + options_.state_dir + ": " + ec.message());
+  // One agent per state dir: two would adopt, stop and report the same jobs, and keep taking the node's
+  // session from each other. The lock dies with this process (supervisors do not inherit the fd).
+  std::string lock_path = options_.state_dir + "/agent.lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::Internal("cannot open " + lock_path + ": " + strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder = Trim(ReadFileOr(lock_path));
+    return Status::Conflict("another agent" + (holder.empty() ? "" : " (pid " + holder + ")") +
+                            " is running with state dir " + options_.state_dir);
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    LogWarn("cannot write {}", lock_path);
+  }
   std::string path = options_.state_dir + "/node_id";
   node_id_ = Trim(ReadFileOr(path));
   if (node_id_.empty()) {

@@ -83,6 +83,7 @@ class Agent {
   AgentOptions options_;
   NodeResources resources_;
   std::string node_id_;
+  int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 
   std::mutex mu_;
   std::condition_variable cv_;

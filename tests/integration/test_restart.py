@@ -110,6 +110,26 @@ class RestartTest(BerthTestCase):
                          "the next job started while the cancelled one still ran")
         self.assertEqual(b.status(job, env=env), "CANCELLED")
 
+    def test_second_agent_on_the_same_state_dir_is_refused(self):
+        # Two agents sharing one state dir would both adopt (and stop, and report) the same jobs and keep
+        # taking the node's session from each other: the second one must refuse to start.
+        b = self.b
+        server = b.start_server()
+        env = {"BERTH_SERVER": server.url}
+        first = b.start_agent(server.url, name="node-0", gpus="V100:4")
+        b.wait_nodes_up(["node-0"], env=env)
+        second = b.start_agent(server.url, name="node-0", gpus="V100:4", state_dir=first.state_dir)
+        self.assertNotEqual(second.proc.wait(timeout=30), 0)
+        self.assertIn("another agent", second.log())
+        self.assertIn(str(first.pid), second.log())
+        # The first one is undisturbed.
+        self.assertIsNone(first.proc.poll())
+        self.assertEqual(b.run("exec", "--", "echo fine", env=env)[1], "fine\n")
+        # Once it is gone, a new one may use the state dir.
+        first.kill(signal.SIGTERM)
+        b.start_agent(server.url, name="node-0", gpus="V100:4", state_dir=first.state_dir)
+        self.assertEqual(b.run("exec", "--", "echo again", env=env, timeout=60)[1], "again\n")
+
     def test_agent_restart(self):
         b = self.b
         server = b.start_server()
