@@ -149,8 +149,19 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
   // Reuse the previous port when there was one, so that jobs' agents and users' BERTH_SERVER keep working.
   std::string listen = "127.0.0.1:0";
   if (auto old = ParseJson(ReadFileOr(LocalStatePath()), "local.json"); old.ok() && old->is_object()) {
-    auto url = net::ParseUrl(GetString(old->as_object(), "server").value());
+    const json::object& o = old->as_object();
+    auto url = net::ParseUrl(GetString(o, "server").value());
     if (url.ok()) listen = fmt::format("127.0.0.1:{}", url->port);
+    // What is left of the previous cluster (its server died or hangs; its agents outlive it, retrying)
+    // goes first: an old agent would hold its state dir against the new one and serve the new server.
+    std::vector<int> stale = {static_cast<int>(GetInt(o, "server_pid", 0).value())};
+    if (const auto* p = o.if_contains("agent_pids"); p && p->is_array()) {
+      for (const auto& x : p->as_array()) stale.push_back(static_cast<int>(AsInt(x).value_or(0)));
+    }
+    std::erase_if(stale, [&](int pid) {
+      return !Alive(pid) || ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline").find(home) == std::string::npos;
+    });
+    TerminateAndWait(stale, 5000);
   }
   std::string state = home + "/server";
   std::string url_file = state + "/server.url";

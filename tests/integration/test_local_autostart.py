@@ -7,6 +7,7 @@ on the same address with its history.
 """
 
 import os
+import signal
 import unittest
 
 from harness import BerthTestCase, alive, pids_with_env
@@ -96,6 +97,23 @@ class LocalAutostartTest(BerthTestCase):
             b.run("local", "down", env=other)
         self.assertEqual(pids_with_env("BERTH_HOME", other_home), [])
         self.assertEqual(b.nodes()[0]["state"], "UP")  # the first one is untouched
+
+    def test_restart_after_the_local_server_died(self):
+        # The local server crashed; its agent lives on. The next command starts a fresh cluster (saying
+        # so), which works, and `local down` then stops everything, the old agent included.
+        b = self.b
+        b.local_up(gpus="V100:2")
+        old_agent = b.agent_pid("local-0")
+        with open(os.path.join(b.home, "server", "server.pid")) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        rc, out, err = b.run("queue")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("starting one", err)
+        b.wait_nodes_up(["local-0"])
+        self.assertEqual(b.run("exec", "--", "echo after the crash")[1], "after the crash\n")
+        b.run("local", "down")
+        self.assertFalse(alive(old_agent), "the old agent survived")
+        self.assertEqual(self.berth_processes(), [])
 
     def test_local_down_without_a_cluster(self):
         rc, _, err = self.b.run("local", "down", check=False)
