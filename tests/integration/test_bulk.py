@@ -66,7 +66,7 @@ class BulkTest(BerthTestCase):
         jobs = self.b.json("queue", "--group", sub["group"], "--all", "--json")
         self.assertEqual(len(jobs), 200)  # every job exists the moment exec returned
         self.b.wait_until(lambda: sum(j["status"] == "RUNNING" for j in
-                                      self.b.json("queue", "--group", sub["group"], "--json")) == 64,
+                                      self.b.json("queue", "--group", sub["group"], "--all", "--json")) == 64,
                           timeout=60, message="64 jobs of the group running")
         _, out, _ = self.b.run("cancel", "--group", sub["group"])
         self.assertIn("Cancelled jobs", out)
