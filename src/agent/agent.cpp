@@ -299,6 +299,10 @@ void Agent::HandleMessage(const json::object& m) {
     auto it = jobs_.find(KeyOf(job, attempt, rank));
     if (it != jobs_.end()) {
       StopJob(it->second);
+    } else if (launching_.count(KeyOf(job, attempt, rank))) {
+      // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never ran. Saying
+      // so here would let the server free its GPUs while the launch still starts the job.
+      stopped_launches_.insert(KeyOf(job, attempt, rank));
     } else {
       // Maybe still queued for launch: drop it, and tell the server it never ran.
       bool dropped = false;
@@ -365,6 +369,8 @@ void Agent::LauncherLoop() {
       if (stop_) return;
       launch = std::move(launches_.front());
       launches_.pop_front();
+      launching_.insert(KeyOf(GetInt(launch, "job").value(), static_cast<int>(GetInt(launch, "attempt").value()),
+                              static_cast<int>(GetInt(launch, "rank").value())));
     }
     int64_t spec_id = GetInt(launch, "spec_id").value();
     std::string spec_text;
@@ -408,7 +414,11 @@ void Agent::Launch(const json::object& m) {
   std::string key = KeyOf(job_id, attempt, rank);
   {
     std::lock_guard lock(mu_);
-    if (jobs_.count(key)) return;  // already have it (a resent launch): its reports will follow
+    if (jobs_.count(key)) {  // already have it (a resent launch): its reports will follow
+      launching_.erase(key);
+      stopped_launches_.erase(key);
+      return;
+    }
   }
   LocalJob job;
   job.job = job_id;
@@ -477,7 +487,16 @@ void Agent::Launch(const json::object& m) {
     }
   }
   std::lock_guard lock(mu_);
+  launching_.erase(key);
+  bool stopped = stopped_launches_.erase(key) > 0;
   if (jobs_.count(key)) return;
+  if (stopped) {
+    std::filesystem::remove_all(job.dir, ec);
+    reports_.push_back(json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "exited"},
+                                    {"exit_code", nullptr}, {"phase", "run"}, {"reason", "was not running"}});
+    cv_.notify_all();
+    return;
+  }
   reports_.push_back(json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "accepted"}});
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,8 @@ class Agent {
   std::condition_variable cv_;
   std::map<std::string, LocalJob> jobs_;      // guarded by mu_; key "job-attempt-rank"
   std::deque<json::object> launches_;         // guarded by mu_
+  std::set<std::string> launching_;           // guarded by mu_; keys taken from launches_, not yet in jobs_
+  std::set<std::string> stopped_launches_;    // guarded by mu_; keys of launching_ told to stop meanwhile
   std::deque<json::object> reports_;          // guarded by mu_; waiting to be sent
   std::string session_;                       // guarded by mu_
   DurationMs heartbeat_ms_ = 5000;            // guarded by mu_
