@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +67,7 @@ Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
 
 Agent::~Agent() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
 }
 
 std::string Agent::KeyOf(int64_t job, int attempt, int rank) const {
@@ -137,6 +140,7 @@ void Agent::AdoptExisting() {
       AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
     }
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.job, job.attempt, job.rank, exited ? " (exited)" : "");
+    WatchDir(job, name);
     jobs_[name] = job;
   }
   closedir(d);
@@ -157,6 +161,8 @@ Status Agent::Run() {
     if (!gpus.ok()) return gpus.status();
     resources_.gpus = *gpus;
   }
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   AdoptExisting();
   spawner_ = std::make_unique<Spawner>(options_.self_exe);
 
@@ -509,19 +515,62 @@ void Agent::Launch(const json::object& m) {
       job.pid = *pid;
     }
   }
+  WatchDir(job, key);
   jobs_[key] = job;
+  dirty_.insert(key);
   cv_.notify_all();
 }
 
+void Agent::WatchDir(LocalJob& job, const std::string& key) {
+  if (inotify_fd_ < 0) return;
+  job.watch = inotify_add_watch(inotify_fd_, job.dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+  if (job.watch >= 0) watch_keys_[job.watch] = key;
+}
+
 void Agent::ShipperLoop() {
+  int64_t last_full = 0;
+  alignas(inotify_event) char buf[16384];
   while (!stop_) {
-    ShipOnce(false);
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_.load(); });
+    bool full = inotify_fd_ < 0 || MonotonicMs() - last_full >= 1000;
+    std::set<std::string> dirty;
+    if (!full) {
+      pollfd p{inotify_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) {
+        ::usleep(2000);  // let a burst of changes arrive, to ship them in one round
+        ssize_t n;
+        std::lock_guard lock(mu_);
+        while ((n = ::read(inotify_fd_, buf, sizeof(buf))) > 0) {
+          for (char* at = buf; at < buf + n;) {
+            auto* e = reinterpret_cast<inotify_event*>(at);
+            if (e->mask & IN_Q_OVERFLOW) full = true;
+            auto it = watch_keys_.find(e->wd);
+            if (it != watch_keys_.end()) dirty.insert(it->second);
+            at += sizeof(inotify_event) + e->len;
+          }
+        }
+      }
+    }
+    bool reports_waiting;
+    {
+      std::lock_guard lock(mu_);
+      dirty.insert(dirty_.begin(), dirty_.end());
+      dirty_.clear();
+      reports_waiting = !reports_.empty();
+    }
+    if (full) {
+      last_full = MonotonicMs();
+      ShipOnce(false);
+    } else if (!dirty.empty() || reports_waiting) {
+      ShipOnce(false, &dirty);
+    }
+    if (inotify_fd_ < 0) {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_.load(); });
+    }
   }
 }
 
-void Agent::ShipOnce(bool final) {
+void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   // Reap supervisors that were our children (they exit after recording the job's end).
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -532,7 +581,14 @@ void Agent::ShipOnce(bool final) {
   {
     std::lock_guard lock(mu_);
     session = session_;
-    for (const auto& [key, job] : jobs_) snapshot.push_back(job);
+    if (only) {
+      for (const auto& key : *only) {
+        auto it = jobs_.find(key);
+        if (it != jobs_.end()) snapshot.push_back(it->second);
+      }
+    } else {
+      for (const auto& [key, job] : jobs_) snapshot.push_back(job);
+    }
   }
   if (session.empty()) return;
   DurationMs timeout = final ? 2000 : 10'000;
@@ -637,6 +693,10 @@ void Agent::ShipOnce(bool final) {
       // The server has the exit and all output: the record can go.
       std::error_code ec;
       std::filesystem::remove_all(it->second.dir, ec);
+      if (it->second.watch >= 0) {
+        inotify_rm_watch(inotify_fd_, it->second.watch);
+        watch_keys_.erase(it->second.watch);
+      }
       jobs_.erase(it);
     }
   }
