@@ -12,6 +12,8 @@
 // runs where: an exclusive job, a preemption, a reservation). A search scans every node until the
 // pass has made Tuning::index_after_searches of them, then walks a NodeIndex: O(log nodes + nodes
 // visited before the first fit). Failures cost O(nodes) once per request shape, for the reason.
+// Preemption keeps a queue of candidate nodes per shape and priority, built in O(nodes) and then
+// updated only where nodes change, so jobs that evict one after another do not rescan the cluster.
 // Not thread-safe; Schedule() makes one per call.
 #pragma once
 

@@ -62,6 +62,9 @@ struct Config {
 // A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a
 // gang). The caller stops the victims and holds `placement` for the preemptor: no other job may
 // take those resources in between, and the preemptor launches once the victims' processes are gone.
+// The simplest way to do that: list the victims as RunningJob::stopping in later snapshots (they
+// keep their resources until gone) and keep the preemptor pending. Later passes then hold what it
+// needs (HoldDecision) instead of evicting anyone else, and place it once the victims are gone.
 struct PreemptDecision {
   JobId preemptor = 0;
   std::vector<JobId> victims;  // by id
