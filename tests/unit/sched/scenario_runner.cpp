@@ -261,8 +261,32 @@ void Script::AddRunning(const std::vector<std::string>& words) {
   job.id = Integer(words[1]);
   auto on = std::find(words.begin(), words.end(), "on");
   if (on == words.end()) Fail("running needs 'on NODE'");
-  const std::vector<std::string> head(words.begin(), on);
-  for (const auto& [key, value] : Options(head, 2)) {
+  // Options may come before the nodes or after them: "running 1 prio=2 on n1 gpus=0 limit=1h".
+  std::vector<std::string> options(words.begin(), on);
+  // The rest: "on NODE [gpus=...]" repeated, one per node of the job, in rank order.
+  for (auto it = on; it != words.end();) {
+    if (*it != "on") {
+      options.push_back(*it++);
+      continue;
+    }
+    if (it + 1 == words.end()) Fail("expected 'on NODE'");
+    NodeGrant grant;
+    grant.node = *(it + 1);
+    grant.rank = static_cast<int>(job.placement.size());
+    it += 2;
+    if (it != words.end() && StartsWith(*it, "gpus=")) {
+      for (const std::string& item : Split(it->substr(5), ',')) {
+        const size_t colon = item.find(':');
+        GpuGrant g;
+        g.index = static_cast<int>(Integer(item.substr(0, colon)));
+        g.milli = colon == std::string::npos ? kMilliPerGpu : Cpus(item.substr(colon + 1));
+        grant.gpus.push_back(g);
+      }
+      ++it;
+    }
+    job.placement.push_back(std::move(grant));
+  }
+  for (const auto& [key, value] : Options(options, 2)) {
     if (key == "prio") {
       job.priority = static_cast<int>(Integer(value));
     } else if (key == "cpus") {
@@ -280,25 +304,6 @@ void Script::AddRunning(const std::vector<std::string>& words) {
     } else {
       Fail("unknown running option '" + key + "'");
     }
-  }
-  // The rest: "on NODE [gpus=...]" repeated, one per node of the job, in rank order.
-  for (auto it = on; it != words.end();) {
-    if (*it != "on" || it + 1 == words.end()) Fail("expected 'on NODE'");
-    NodeGrant grant;
-    grant.node = *(it + 1);
-    grant.rank = static_cast<int>(job.placement.size());
-    it += 2;
-    if (it != words.end() && StartsWith(*it, "gpus=")) {
-      for (const std::string& item : Split(it->substr(5), ',')) {
-        const size_t colon = item.find(':');
-        GpuGrant g;
-        g.index = static_cast<int>(Integer(item.substr(0, colon)));
-        g.milli = colon == std::string::npos ? kMilliPerGpu : Cpus(item.substr(colon + 1));
-        grant.gpus.push_back(g);
-      }
-      ++it;
-    }
-    job.placement.push_back(std::move(grant));
   }
   // The job's GPU request as the scheduler would see it, from what it holds on its first node.
   const NodeGrant& first = job.placement.front();

@@ -14,7 +14,7 @@
 // durations: a bare number is milliseconds, or 90s, 10m, 1h30m):
 //   node NAME [cpus=N] [mem=M] [gpus=TYPE:N[,TYPE:N]] [pool=P] [labels=k=v[,k=v]] [draining]
 //   running ID [prio=P] [cpus=N] [mem=M] [exclusive=KEY] [started=T] [limit=D] [stopping]
-//           on NODE [gpus=I[:SHARE],...] [on NODE ...]
+//           on NODE [gpus=I[:SHARE],...] [on NODE ...]    (options may also follow the nodes)
 //   pending ID|FIRST..LAST [prio=P] [gpus=TYPE:N] [cpus=N] [mem=M] [nodes=N] [pool=P]
 //           [selector=k=v[,k=v]] [exclusive=KEY] [submitted=T] [limit=D]
 //   config [starvation=D] [preemption=on|off]   (defaults: Config{}: 10m, on)
