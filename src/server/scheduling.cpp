@@ -117,6 +117,29 @@ json::object Server::LaunchMessage(const ActiveJob& job, int rank) const {
   return m;
 }
 
+void Server::Place(ActiveJob& job, const Placement& placement, const std::string& how, TimeMs now,
+                   Batch& batch) {
+  job.row.attempt += 1;
+  job.row.placement = placement;
+  job.row.started_at.reset();
+  job.row.ended_at.reset();
+  job.row.exit_code.reset();
+  job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
+  job.placed_at = now;
+  job.waiting.clear();
+  std::vector<std::string> where;
+  for (const auto& g : placement) {
+    where.push_back(g.gpus.empty() ? g.node : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
+  }
+  Transition(job, JobStatus::kStarting, "placed on " + Join(where, ", ") + how, now, batch);
+  AttemptRow attempt;
+  attempt.attempt = job.row.attempt;
+  attempt.placement = job.row.placement;
+  attempt.placed_at = now;
+  batch.attempts.push_back({job.row.id, attempt});
+  Allocate(job.row, +1);
+}
+
 void Server::RunPass() {
   TimeMs now = clock_.Now();
   bool any_pending = false;
@@ -133,25 +156,7 @@ void Server::RunPass() {
     auto it = jobs_.find(decision.job);
     if (it == jobs_.end()) continue;
     ActiveJob& job = it->second;
-    job.row.attempt += 1;
-    job.row.placement = decision.placement;
-    job.row.started_at.reset();
-    job.row.ended_at.reset();
-    job.row.exit_code.reset();
-    job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
-    job.placed_at = now;
-    job.waiting.clear();
-    std::vector<std::string> where;
-    for (const auto& g : decision.placement) {
-      where.push_back(g.gpus.empty() ? g.node : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
-    }
-    Transition(job, JobStatus::kStarting, "placed on " + Join(where, ", "), now, batch);
-    AttemptRow attempt;
-    attempt.attempt = job.row.attempt;
-    attempt.placement = job.row.placement;
-    attempt.placed_at = now;
-    batch.attempts.push_back({job.row.id, attempt});
-    Allocate(job.row, +1);
+    Place(job, decision.placement, "", now, batch);
     placed.push_back(job.row.id);
   }
   // Preemptions: the victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
@@ -178,26 +183,8 @@ void Server::RunPass() {
       }
       victims.push_back(std::to_string(victim_id));
     }
-    job.row.attempt += 1;
-    job.row.placement = decision.placement;
-    job.row.started_at.reset();
-    job.row.ended_at.reset();
-    job.row.exit_code.reset();
-    job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
-    job.placed_at = now;
-    job.waiting.clear();
     job.launch_held = true;
-    std::vector<std::string> where;
-    for (const auto& g : decision.placement) where.push_back(g.node);
-    Transition(job, JobStatus::kStarting,
-               fmt::format("placed on {} by preempting job(s) {}", Join(where, ", "), Join(victims, ", ")), now,
-               batch);
-    AttemptRow attempt;
-    attempt.attempt = job.row.attempt;
-    attempt.placement = job.row.placement;
-    attempt.placed_at = now;
-    batch.attempts.push_back({job.row.id, attempt});
-    Allocate(job.row, +1);
+    Place(job, decision.placement, " by preempting job(s) " + Join(victims, ", "), now, batch);
     held.push_back(job.row.id);
   }
   for (auto& [id, reason] : result.waiting) {

@@ -131,6 +131,8 @@ class Server {
   std::vector<sched::NodeView> NodeViews() const;
   sched::JobRequest RequestFor(const ActiveJob& job) const;
   json::object LaunchMessage(const ActiveJob& job, int rank) const;
+  // Starts a new attempt of `job` on `placement` (STARTING; resources taken); `how` ends the reason.
+  void Place(ActiveJob& job, const Placement& placement, const std::string& how, TimeMs now, Batch& batch);
 
   // jobs.cpp: state transitions, each committed to the store before it is visible.
   void Transition(ActiveJob& job, JobStatus status, const std::string& reason, TimeMs now, Batch& batch);
