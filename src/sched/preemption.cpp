@@ -278,9 +278,11 @@ void Pass::Prune(std::vector<int>& set, const std::vector<int>& keep, Fits fits)
   }
 }
 
-// The cheapest set that frees node i for one node's share: holders of its domain must go; then,
-// allowing victims up to one priority at a time (lowest first), take stopping jobs, then the
-// victims that free the most of what the job asks for, and drop whatever proved unneeded.
+// The cheapest set that frees node i for one node's share. Holders of its domain must go. Then,
+// allowing victims up to one priority at a time (lowest first): stopping jobs first (they cost
+// nothing), then as few victims as possible (those that free the most of what the job asks for
+// first, dropping whatever proved unneeded), and among sets that small, the one whose oldest victim
+// started last (tried on ever longer lists of the most recently started victims).
 std::vector<int> Pass::LocalVictims(NodeIdx i, const Need& need, const std::vector<int>& must,
                                     const std::vector<int>& may) const {
   auto gives = [&](int v) {
@@ -295,6 +297,11 @@ std::vector<int> Pass::LocalVictims(NodeIdx i, const Need& need, const std::vect
     return std::tuple(gpus, o.per_node->cpus, o.per_node->memory, o.started_at, o.id);
   };
   auto fits = [&](const std::vector<int>& set) { return Without(i, set).Fits(need); };
+  auto count_victims = [&](const std::vector<int>& set) {
+    return std::count_if(set.begin(), set.end(), [&](int v) {
+      return occupants_[static_cast<size_t>(v)].kind != Kind::kStopping;
+    });
+  };
   int floor = std::numeric_limits<int>::min();
   for (int v : must) {
     const Occupant& o = occupants_[static_cast<size_t>(v)];
@@ -325,16 +332,32 @@ std::vector<int> Pass::LocalVictims(NodeIdx i, const Need& need, const std::vect
     std::sort(waits.begin(), waits.end(), [&](int a, int b) {
       return occupants_[static_cast<size_t>(a)].id < occupants_[static_cast<size_t>(b)].id;
     });
-    std::sort(victims.begin(), victims.end(), [&](int a, int b) { return gives(a) > gives(b); });
-    std::vector<int> set = must;
-    for (const std::vector<int>* group : {&waits, &victims}) {
-      for (int v : *group) {
-        if (fits(set)) break;
-        set.push_back(v);
+    // The set `pool` allows: waits, then the biggest victims, until it fits; then pruned.
+    auto greedy = [&](std::vector<int> pool) -> std::optional<std::vector<int>> {
+      std::sort(pool.begin(), pool.end(), [&](int a, int b) { return gives(a) > gives(b); });
+      std::vector<int> set = must;
+      for (const std::vector<int>* group : {&waits, &pool}) {
+        for (int v : *group) {
+          if (fits(set)) break;
+          set.push_back(v);
+        }
       }
+      if (!fits(set)) return std::nullopt;
+      Prune(set, must, fits);
+      return set;
+    };
+    std::vector<int> fewest = *greedy(victims);
+    std::sort(victims.begin(), victims.end(), [&](int a, int b) {
+      const Occupant& x = occupants_[static_cast<size_t>(a)];
+      const Occupant& y = occupants_[static_cast<size_t>(b)];
+      return std::pair(x.started_at, x.id) > std::pair(y.started_at, y.id);
+    });
+    for (size_t n = 0; n < victims.size(); ++n) {
+      std::optional<std::vector<int>> recent = greedy(
+          std::vector<int>(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(n)));
+      if (recent && count_victims(*recent) <= count_victims(fewest)) return *recent;
     }
-    Prune(set, must, fits);
-    return set;
+    return fewest;
   }
   return {};  // not reached: the last cap allows everything, which the caller found to fit
 }
