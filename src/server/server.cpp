@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -224,6 +225,11 @@ void Server::HousekeepingLoop() {
     CheckTimeLimits(now);
     if (MonotonicMs() - last_ping >= 5000) {
       last_ping = MonotonicMs();
+      // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
+      // rather than keep the peak for ever (outside the lock: it may take milliseconds).
+      lock.unlock();
+      malloc_trim(0);
+      lock.lock();
       json::object ping{{"type", "ping"}};
       for (auto& [name, node] : nodes_) {
         if (node.watch && !node.watch->closed()) SendToNode(node, ping);
