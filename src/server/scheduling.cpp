@@ -183,6 +183,14 @@ void Server::RunPass() {
       }
       victims.push_back(std::to_string(victim_id));
     }
+    // Jobs already stopping whose resources this placement also uses must be gone first, too.
+    for (int64_t stopping : decision.waits_for) {
+      for (const auto& [key, dying] : dying_) {
+        if (key.first == stopping) job.launch_after.insert(key);
+      }
+      auto t = jobs_.find(stopping);
+      if (t != jobs_.end() && t->second.terminating) job.launch_after.insert({stopping, t->second.row.attempt});
+    }
     job.launch_held = true;
     Place(job, decision.placement, " by preempting job(s) " + Join(victims, ", "), now, batch);
     held.push_back(job.row.id);
