@@ -578,7 +578,20 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
     HandleLogs(id, again, res);
   };
   log_waiters_.emplace(id, LogWaiter{id, res, fire});
-  http_->RunAfter(wait_ms, fire);
+  http_->RunAfter(wait_ms, [this, id, res, fire]() mutable {
+    {
+      // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
+      std::lock_guard lock(mu_);
+      auto range = log_waiters_.equal_range(id);
+      for (auto w = range.first; w != range.second; ++w) {
+        if (w->second.responder == res) {
+          log_waiters_.erase(w);
+          break;
+        }
+      }
+    }
+    fire();
+  });
 }
 
 }  // namespace berth
