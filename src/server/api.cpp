@@ -344,15 +344,13 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   if (q.limit < 0 || q.page < 0) return Error(Status::Invalid("limit and page must not be negative"));
   auto rows = store_->ListJobs(q);
   if (!rows.ok()) return Error(rows.status());
+  // Rows come from the store (every change is committed before it is visible) and the scheduler's
+  // reasons from their own small lock: a listing never waits for a scheduling pass.
   json::array jobs;
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(waiting_mu_);
   for (const auto& row : *rows) {
-    auto it = jobs_.find(row.id);
-    if (it != jobs_.end()) {
-      jobs.push_back(JobJson(it->second.row, it->second.waiting));
-    } else {
-      jobs.push_back(JobJson(row, ""));
-    }
+    auto it = row.status == JobStatus::kPending ? waiting_.find(row.id) : waiting_.end();
+    jobs.push_back(JobJson(row, it == waiting_.end() ? "" : it->second));
   }
   bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
   return Json(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
@@ -362,15 +360,12 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
   auto rows = store_->GetJobs({id});
   if (!rows.ok()) return Error(rows.status());
   if (rows->empty()) return Error(Status::NotFound(fmt::format("no job {}", id)));
-  JobRow row = rows->front();
+  const JobRow& row = rows->front();
   std::string waiting;
   {
-    std::lock_guard lock(mu_);
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) {
-      row = it->second.row;
-      waiting = it->second.waiting;
-    }
+    std::lock_guard lock(waiting_mu_);
+    auto it = waiting_.find(id);
+    if (it != waiting_.end()) waiting = it->second;
   }
   json::object o = JobJson(row, waiting);
   auto spec = store_->GetSpec(row.spec_id);

@@ -132,7 +132,12 @@ void Server::LaunchUnblocked() {
 }
 
 void Server::ReapFinished() {
-  std::erase_if(jobs_, [](const auto& kv) { return IsTerminal(kv.second.row.status) && !kv.second.terminating; });
+  std::lock_guard lock(waiting_mu_);
+  std::erase_if(jobs_, [this](const auto& kv) {
+    bool done = IsTerminal(kv.second.row.status) && !kv.second.terminating;
+    if (done) waiting_.erase(kv.first);
+    return done;
+  });
 }
 
 }  // namespace berth

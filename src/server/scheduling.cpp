@@ -126,7 +126,10 @@ void Server::Place(ActiveJob& job, const Placement& placement, const std::string
   job.row.exit_code.reset();
   job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
   job.placed_at = now;
-  job.waiting.clear();
+  {
+    std::lock_guard lock(waiting_mu_);
+    waiting_.erase(job.row.id);
+  }
   std::vector<std::string> where;
   for (const auto& g : placement) {
     where.push_back(g.gpus.empty() ? g.node : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
@@ -195,9 +198,9 @@ void Server::RunPass() {
     Place(job, decision.placement, " by preempting job(s) " + Join(victims, ", "), now, batch);
     held.push_back(job.row.id);
   }
-  for (auto& [id, reason] : result.waiting) {
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) it->second.waiting = std::move(reason);
+  {
+    std::lock_guard lock(waiting_mu_);
+    for (auto& [id, reason] : result.waiting) waiting_[id] = std::move(reason);
   }
   if (placed.empty() && held.empty()) return;
   // Committed before anything is sent: an agent never runs an attempt the store does not know.
@@ -210,7 +213,8 @@ void Server::RunPass() {
       job.row.attempt -= 1;
       job.row.placement.clear();
       job.row.status = JobStatus::kPending;
-      job.waiting = "the server could not record its placement: " + st.message();
+      std::lock_guard lock(waiting_mu_);
+      waiting_[id] = "the server could not record its placement: " + st.message();
     }
     return;
   }

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -95,7 +96,6 @@ class Server {
     std::vector<RankState> ranks;       // per rank of the current attempt
     bool terminating = false;           // ended for the user; processes still being stopped
     TimeMs placed_at = 0;               // when the current attempt was placed
-    std::string waiting;                // scheduler's reason while pending
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each victim.
     std::set<std::pair<int64_t, int>> launch_after;
     bool launch_held = false;  // placed, launch not sent yet (waiting on launch_after)
@@ -179,6 +179,10 @@ class Server {
 
   mutable std::mutex mu_;
   std::map<std::string, NodeRuntime> nodes_;              // guarded by mu_
+  // Why each pending job waits (the last pass's reasons). Its own lock, taken after mu_ when both are
+  // held, so that listings read it without waiting for a scheduling pass.
+  std::mutex waiting_mu_;
+  std::unordered_map<int64_t, std::string> waiting_;       // guarded by waiting_mu_
   std::map<int64_t, ActiveJob> jobs_;                      // guarded by mu_; non-terminal + terminating
   std::map<std::pair<int64_t, int>, DyingAttempt> dying_;  // guarded by mu_; (job, attempt)
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // guarded by mu_; cache by spec id

@@ -229,7 +229,12 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
   BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit = 67108864"));
   BERTH_RETURN_IF_ERROR(MigrateSchema(db));
 
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*opened)));
+  // A second connection for reads: with WAL, listings and `show` read the last committed state while a
+  // big write (a scheduling pass placing thousands of jobs) is in progress, instead of waiting for it.
+  Result<std::unique_ptr<SqliteDb>> reader = SqliteDb::Open(path);
+  if (!reader.ok()) return reader.status();
+  BERTH_RETURN_IF_ERROR((*reader)->Exec("PRAGMA busy_timeout = " + std::to_string(kBusyTimeoutMs)));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*opened), std::move(*reader)));
 }
 
 Result<SubmitResult> SqliteStore::Submit(const Submission& submission) {
@@ -421,9 +426,9 @@ Status SqliteStore::Commit(const Batch& batch) {
   return txn->Commit();
 }
 
-Result<std::vector<JobRow>> SqliteStore::QueryJobs(const std::string& sql,
+Result<std::vector<JobRow>> SqliteStore::QueryJobs(SqliteDb& db, const std::string& sql,
                                                    const std::vector<int64_t>& params) {
-  Result<StatementRef> ref = db_->Cached(sql);
+  Result<StatementRef> ref = db.Cached(sql);
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   for (size_t i = 0; i < params.size(); ++i) s.Bind(static_cast<int>(i) + 1, params[i]);
@@ -432,7 +437,7 @@ Result<std::vector<JobRow>> SqliteStore::QueryJobs(const std::string& sql,
     Result<bool> row = s.Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    Result<JobRow> job = ReadJob(*db_, s);
+    Result<JobRow> job = ReadJob(db, s);
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(*job));
   }
@@ -440,11 +445,11 @@ Result<std::vector<JobRow>> SqliteStore::QueryJobs(const std::string& sql,
 }
 
 Result<std::vector<JobRow>> SqliteStore::LoadActiveJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
   if (!txn.ok()) return txn.status();
   Result<std::vector<JobRow>> jobs =
-      QueryJobs("SELECT " + std::string(kJobColumns) + " FROM jobs WHERE " +
+      QueryJobs(*read_db_, "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE " +
                     std::string(kActiveWhere) + " ORDER BY id",
                 {});
   if (!jobs.ok()) return jobs.status();
@@ -472,15 +477,15 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
   const std::string select = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE ";
   const int64_t limit = query.limit == 0 ? kNoLimit : query.limit;
 
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
   if (!txn.ok()) return txn.status();
   std::vector<JobRow> jobs;
   if (query.all) {
     std::vector<int64_t> all_params = params;
     all_params.push_back(limit);
     Result<std::vector<JobRow>> all =
-        QueryJobs(select + "1" + filter + " ORDER BY id DESC LIMIT ?", all_params);
+        QueryJobs(*read_db_, select + "1" + filter + " ORDER BY id DESC LIMIT ?", all_params);
     if (!all.ok()) return all.status();
     jobs = std::move(*all);
   } else {
@@ -489,13 +494,13 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
     // A page needs at most `page` active rows: with 100k queued jobs the first page stays cheap.
     std::vector<int64_t> active_params = params;
     active_params.push_back(query.page > 0 ? query.page : kNoLimit);
-    Result<std::vector<JobRow>> active = QueryJobs(
+    Result<std::vector<JobRow>> active = QueryJobs(*read_db_, 
         select + std::string(kActiveWhere) + filter + " ORDER BY id DESC LIMIT ?", active_params);
     if (!active.ok()) return active.status();
     std::vector<int64_t> finished_params = params;
     finished_params.push_back(limit);
     Result<std::vector<JobRow>> finished =
-        QueryJobs(select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
+        QueryJobs(*read_db_, select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
                   finished_params);
     if (!finished.ok()) return finished.status();
     jobs.reserve(active->size() + finished->size());
@@ -514,14 +519,14 @@ Result<std::vector<JobRow>> SqliteStore::GetJobs(const std::vector<int64_t>& ids
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
 
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kRead);
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
   if (!txn.ok()) return txn.status();
   std::vector<JobRow> jobs;
   jobs.reserve(sorted.size());
   const std::string sql = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE id = ?";
   for (int64_t id : sorted) {
-    Result<std::vector<JobRow>> one = QueryJobs(sql, {id});
+    Result<std::vector<JobRow>> one = QueryJobs(*read_db_, sql, {id});
     if (!one.ok()) return one.status();
     for (JobRow& job : *one) jobs.push_back(std::move(job));
   }
@@ -530,8 +535,8 @@ Result<std::vector<JobRow>> SqliteStore::GetJobs(const std::vector<int64_t>& ids
 }
 
 Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<StatementRef> ref = db_->Cached(
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
       "SELECT at, status, attempt, reason FROM job_events WHERE job_id = ?1 ORDER BY seq");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
@@ -544,7 +549,7 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
     std::string status = s.Text(1);
     std::optional<JobStatus> parsed = ParseJobStatus(status);
     if (!parsed) {
-      return Status::Internal(db_->path() + ": event of job " + std::to_string(job) +
+      return Status::Internal(read_db_->path() + ": event of job " + std::to_string(job) +
                               ": unknown status \"" + status + "\"");
     }
     events.push_back(JobEvent{.at = s.Int(0),
@@ -556,8 +561,8 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
 }
 
 Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<StatementRef> ref = db_->Cached(
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
       "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code FROM attempts "
       "WHERE job_id = ?1 ORDER BY attempt");
   if (!ref.ok()) return ref.status();
@@ -573,7 +578,7 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
     const std::string what =
         "attempt " + std::to_string(a.attempt) + " of job " + std::to_string(job);
     Result<Placement> placement = DecodePlacement(s.Text(1));
-    if (!placement.ok()) return Corrupt(*db_, what, placement.status());
+    if (!placement.ok()) return Corrupt(*read_db_, what, placement.status());
     a.placement = std::move(*placement);
     a.placed_at = s.Int(2);
     a.ended_at = s.OptInt(3);
@@ -581,7 +586,7 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
       std::string outcome = s.Text(4);
       a.outcome = ParseJobStatus(outcome);
       if (!a.outcome) {
-        return Status::Internal(db_->path() + ": " + what + ": unknown outcome \"" + outcome +
+        return Status::Internal(read_db_->path() + ": " + what + ": unknown outcome \"" + outcome +
                                 "\"");
       }
     }
@@ -593,8 +598,8 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
 }
 
 Result<std::string> SqliteStore::GetSpec(int64_t spec_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<StatementRef> ref = db_->Cached("SELECT body FROM specs WHERE id = ?1");
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached("SELECT body FROM specs WHERE id = ?1");
   if (!ref.ok()) return ref.status();
   (*ref)->Bind(1, spec_id);
   Result<bool> row = (*ref)->Step();
@@ -604,8 +609,8 @@ Result<std::string> SqliteStore::GetSpec(int64_t spec_id) {
 }
 
 Result<int> SqliteStore::GroupSize(int64_t group) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<StatementRef> ref = db_->Cached("SELECT size FROM groups WHERE id = ?1");
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached("SELECT size FROM groups WHERE id = ?1");
   if (!ref.ok()) return ref.status();
   (*ref)->Bind(1, group);
   Result<bool> row = (*ref)->Step();

@@ -48,10 +48,12 @@ class SqliteStore final : public Store {
   Result<std::vector<NodeRow>> LoadNodes() override;
 
  private:
-  explicit SqliteStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  SqliteStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<SqliteDb> read_db)
+      : db_(std::move(db)), read_db_(std::move(read_db)) {}
 
   // Helpers; all require mu_ held.
-  Result<std::vector<JobRow>> QueryJobs(const std::string& sql, const std::vector<int64_t>& params);
+  // Runs on `db` (db_ with mu_ held, or read_db_ with read_mu_ held).
+  Result<std::vector<JobRow>> QueryJobs(SqliteDb& db, const std::string& sql, const std::vector<int64_t>& params);
   Status UpdateJob(const JobRow& job);
   Status AppendEvent(int64_t job, const JobEvent& event);
   Status UpsertAttempt(int64_t job, const AttemptRow& attempt);
@@ -59,6 +61,8 @@ class SqliteStore final : public Store {
 
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)
+  std::mutex read_mu_;
+  std::unique_ptr<SqliteDb> read_db_;  // guarded by read_mu_: reads that must not wait for a big write
 };
 
 }  // namespace berth
