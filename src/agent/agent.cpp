@@ -20,6 +20,7 @@
 #include "agent/supervisor.h"
 #include "spec/job_spec.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "net/http_client.h"
@@ -30,13 +31,6 @@ namespace berth {
 
 namespace {
 
-std::string ReadFileOr(const std::string& path, const std::string& fallback = "") {
-  std::ifstream in(path);
-  if (!in) return fallback;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool ProcessAlive(pid_t pid) {
   if (pid <= 0) return false;
@@ -311,16 +305,13 @@ void Agent::HandleMessage(const json::object& m) {
       stopped_launches_.insert(KeyOf(job, attempt, rank));
     } else {
       // Maybe still queued for launch: drop it, and tell the server it never ran.
-      bool dropped = false;
       for (auto q = launches_.begin(); q != launches_.end(); ++q) {
         if (GetInt(*q, "job").value() == job && GetInt(*q, "attempt").value() == attempt &&
             GetInt(*q, "rank").value() == rank) {
           launches_.erase(q);
-          dropped = true;
           break;
         }
       }
-      (void)dropped;
       reports_.push_back(json::object{{"job", job}, {"attempt", attempt}, {"rank", rank}, {"event", "exited"},
                                       {"exit_code", nullptr}, {"phase", "run"}, {"reason", "was not running"}});
       cv_.notify_all();

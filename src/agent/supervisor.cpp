@@ -17,42 +17,13 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/json_util.h"
 #include "common/strings.h"
 
 namespace berth {
 
 namespace {
-
-// Writes via a temp file and rename, so readers see the old or the new content, never half. `sync` also
-// makes it survive a power loss (the run plan must; a pid file need not).
-bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  if (sync) ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-// For files in a job's fresh directory that nobody reads before they are complete (the agent writes the
-// run plan before it starts the supervisor; readers of the pid file tolerate an empty one): one inode,
-// no temp file and rename.
-bool WriteFileInPlace(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  ::close(fd);
-  return ok;
-}
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 json::object EnvJson(const std::map<std::string, std::string>& env) {
   json::object o;
@@ -76,7 +47,7 @@ std::vector<pid_t> Descendants(pid_t root) {
   if (!d) return {};
   while (dirent* e = readdir(d)) {
     if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    std::string stat = ReadWholeFile(std::string("/proc/") + e->d_name + "/stat");
+    std::string stat = ReadFileOr(std::string("/proc/") + e->d_name + "/stat");
     auto close_paren = stat.rfind(')');
     if (close_paren == std::string::npos) continue;
     std::istringstream rest(stat.substr(close_paren + 2));
@@ -305,7 +276,7 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"run_env", EnvJson(plan.run_env)},
                  {"kill_grace_ms", plan.kill_grace_ms},
                  {"lease_file", plan.lease_file}};
-  if (!WriteFileInPlace(dir + "/run.json", SerializeJson(o))) {
+  if (!WriteFileInPlace(dir + "/run.json", SerializeJson(o), 0600)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
   }
   return Status::Ok();
@@ -318,7 +289,7 @@ Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t le
 }
 
 Result<RunPlan> ReadRunPlan(const std::string& dir) {
-  auto v = ParseJson(ReadWholeFile(dir + "/run.json"), dir + "/run.json");
+  auto v = ParseJson(ReadFileOr(dir + "/run.json"), dir + "/run.json");
   if (!v.ok()) return v.status();
   if (!v->is_object()) return Status::Invalid("run.json is not an object");
   const json::object& o = v->as_object();
@@ -395,7 +366,7 @@ int SupervisorMain(const std::string& dir) {
   sigset_t waited = WaitedSignals();
   ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n");
+  WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", 0600);
   int log_fd = ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   auto plan = ReadRunPlan(dir);
   if (log_fd < 0 || !plan.ok()) {

@@ -17,19 +17,13 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace berth::cli {
 
 namespace {
 
-std::string ReadFileOr(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string LocalStatePath() { return BerthHome() + "/local.json"; }
 

@@ -13,6 +13,7 @@
 #include "agent/spawner.h"
 #include "agent/supervisor.h"
 #include "cli/commands.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "server/server.h"
@@ -38,15 +39,9 @@ int WaitForStopSignal(const sigset_t& set) {
   return sig;
 }
 
+// pid and URL files: replaced atomically, so a reader never sees half of one.
 bool WriteSmallFile(const std::string& path, const std::string& text) {
-  if (path.empty()) return true;
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text << "\n";
-    if (!out) return false;
-  }
-  return ::rename(tmp.c_str(), path.c_str()) == 0;
+  return path.empty() || WriteFileAtomic(path, text + "\n", /*sync=*/false);
 }
 
 std::string ReadToken(const std::string& flag, const std::string& file) {

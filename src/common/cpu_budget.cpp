@@ -1,5 +1,7 @@
 #include "common/cpu_budget.h"
 
+#include "common/files.h"
+
 #include <sched.h>
 
 #include <cmath>
@@ -9,13 +11,6 @@
 namespace berth {
 namespace {
 
-std::optional<std::string> ReadFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::optional<double> CgroupV1Quota() {
   auto quota = ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");

@@ -5,27 +5,10 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "server/responses.h"
 #include "server/server.h"
 
 namespace berth {
-
-namespace {
-
-net::HttpResponse Json(int status, const json::value& v) {
-  net::HttpResponse r;
-  r.status = status;
-  r.body = SerializeJson(v) + "\n";
-  return r;
-}
-
-net::HttpResponse Err(int status, const std::string& message) {
-  net::HttpResponse r;
-  r.status = status;
-  r.body = ErrorJson(message) + "\n";
-  return r;
-}
-
-}  // namespace
 
 Result<Server::NodeRuntime*> Server::AuthenticateAgent(const json::object& body) {
   auto name = GetString(body, "node");
@@ -79,7 +62,7 @@ void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tupl
 
 net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return Err(400, "register: body must be a JSON object");
+  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "register: body must be a JSON object");
   const json::object& o = body->as_object();
   auto name = GetString(o, "name");
   auto node_id = GetString(o, "node_id");
@@ -89,17 +72,17 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto memory = GetInt(o, "memory_mib");
   for (const Status* st : {&name.status(), &node_id.status(), &address.status(), &pool.status(), &cpus.status(),
                            &memory.status()}) {
-    if (!st->ok()) return Err(400, "register: " + st->message());
+    if (!st->ok()) return ErrorResponse(400, "register: " + st->message());
   }
-  if (!IsValidName(*name)) return Err(400, "register: invalid node name '" + *name + "'");
-  if (node_id->size() < 8) return Err(400, "register: node_id is missing");
-  if (*cpus <= 0 || *memory < 0) return Err(400, "register: cpus must be positive and memory not negative");
-  if (!pool->empty() && !IsValidName(*pool)) return Err(400, "register: invalid pool name");
+  if (!IsValidName(*name)) return ErrorResponse(400, "register: invalid node name '" + *name + "'");
+  if (node_id->size() < 8) return ErrorResponse(400, "register: node_id is missing");
+  if (*cpus <= 0 || *memory < 0) return ErrorResponse(400, "register: cpus must be positive and memory not negative");
+  if (!pool->empty() && !IsValidName(*pool)) return ErrorResponse(400, "register: invalid pool name");
   std::map<std::string, std::string> labels;
   if (const auto* l = o.if_contains("labels"); l && l->is_object()) {
     for (const auto& [k, v] : l->as_object()) {
       if (!v.is_string() || !IsValidName(k) || !IsValidName(v.as_string())) {
-        return Err(400, "register: labels must be name=value pairs of [A-Za-z0-9._-]");
+        return ErrorResponse(400, "register: labels must be name=value pairs of [A-Za-z0-9._-]");
       }
       labels[std::string(k)] = std::string(v.as_string());
     }
@@ -107,11 +90,11 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   std::vector<GpuDevice> gpus;
   if (const auto* g = o.if_contains("gpus"); g && g->is_array()) {
     for (const auto& d : g->as_array()) {
-      if (!d.is_object()) return Err(400, "register: gpus must be objects");
+      if (!d.is_object()) return ErrorResponse(400, "register: gpus must be objects");
       auto index = GetInt(d.as_object(), "index", -1);
       auto type = GetString(d.as_object(), "type");
       if (!index.ok() || !type.ok() || *index < 0 || !IsValidName(*type)) {
-        return Err(400, "register: each GPU needs an index and a type");
+        return ErrorResponse(400, "register: each GPU needs an index and a type");
       }
       gpus.push_back({static_cast<int>(*index), *type});
     }
@@ -134,7 +117,7 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto it = nodes_.find(*name);
   if (it != nodes_.end() && it->second.row.node_id != *node_id && it->second.row.state != NodeState::kDown &&
       it->second.lease_expires > now) {
-    return Err(409, "node name '" + *name + "' is held by another live agent; pick another --name");
+    return ErrorResponse(409, "node name '" + *name + "' is held by another live agent; pick another --name");
   }
   NodeRuntime& node = nodes_[*name];
   if (node.watch) node.watch->End();  // the old session is replaced at once
@@ -223,12 +206,12 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   Batch batch;
   batch.nodes.push_back(node.row);
   Status st = CommitLocked(batch);
-  if (!st.ok()) return Err(500, st.message());
+  if (!st.ok()) return ErrorResponse(500, st.message());
   LogInfo("node {} registered ({} GPUs, {} CPUs) at {}", *name, gpus.size(), FormatMilli(*cpus),
           node.row.address);
   pass_requested_ = true;
   sched_cv_.notify_one();
-  return Json(200, json::object{{"session", node.session},
+  return JsonResponse(200, json::object{{"session", node.session},
                                 {"lease_ms", options_.lease_ms},
                                 {"heartbeat_ms", std::max<DurationMs>(100, options_.lease_ms / 4)}});
 }
@@ -238,7 +221,7 @@ void Server::HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Respo
   auto it = nodes_.find(req.Query("node"));
   if (it == nodes_.end() || it->second.session.empty() || it->second.session != req.Query("session") ||
       stopping_) {
-    res->Send(Err(409, "unknown agent session; register again"));
+    res->Send(ErrorResponse(409, "unknown agent session; register again"));
     return;
   }
   NodeRuntime& node = it->second;
@@ -254,25 +237,25 @@ void Server::HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Respo
 
 net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return Err(400, "heartbeat: body must be a JSON object");
+  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "heartbeat: body must be a JSON object");
   std::lock_guard lock(mu_);
   auto node = AuthenticateAgent(body->as_object());
-  if (!node.ok()) return Err(409, node.status().message());
+  if (!node.ok()) return ErrorResponse(409, node.status().message());
   TimeMs now = clock_.Now();
   (*node)->lease_expires = now + options_.lease_ms;
   (*node)->row.last_seen = now;
-  return Json(200, json::object{{"ok", true}, {"lease_ms", options_.lease_ms}});
+  return JsonResponse(200, json::object{{"ok", true}, {"lease_ms", options_.lease_ms}});
 }
 
 net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return Err(400, "report: body must be a JSON object");
+  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "report: body must be a JSON object");
   const json::object& o = body->as_object();
   const json::value* reports = o.if_contains("reports");
-  if (!reports || !reports->is_array()) return Err(400, "report: 'reports' must be an array");
+  if (!reports || !reports->is_array()) return ErrorResponse(400, "report: 'reports' must be an array");
   std::lock_guard lock(mu_);
   auto node_or = AuthenticateAgent(o);
-  if (!node_or.ok()) return Err(409, node_or.status().message());
+  if (!node_or.ok()) return ErrorResponse(409, node_or.status().message());
   NodeRuntime& node = **node_or;
   TimeMs now = clock_.Now();
   node.lease_expires = now + options_.lease_ms;
@@ -280,7 +263,7 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
   json::array results;
   bool ended = false;
   for (const auto& rv : reports->as_array()) {
-    if (!rv.is_object()) return Err(400, "report: each report must be an object");
+    if (!rv.is_object()) return ErrorResponse(400, "report: each report must be an object");
     const json::object& r = rv.as_object();
     auto job_id = GetInt(r, "job");
     auto attempt = GetInt(r, "attempt");
@@ -289,7 +272,7 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
     auto reason = GetString(r, "reason");
     auto phase = GetString(r, "phase", "run");
     if (!job_id.ok() || !attempt.ok() || !rank.ok() || !event.ok() || !reason.ok() || !phase.ok()) {
-      return Err(400, "report: job, attempt, rank and event are required");
+      return ErrorResponse(400, "report: job, attempt, rank and event are required");
     }
     std::optional<int> exit_code;
     if (const auto* c = r.if_contains("exit_code"); c && !c->is_null()) {
@@ -370,13 +353,13 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
     results.push_back(std::move(result));
   }
   Status st = CommitLocked(batch);
-  if (!st.ok()) return Err(500, "report not recorded: " + st.message());
+  if (!st.ok()) return ErrorResponse(500, "report not recorded: " + st.message());
   if (ended) {
     ReapFinished();
     pass_requested_ = true;
     sched_cv_.notify_one();
   }
-  return Json(200, json::object{{"results", std::move(results)}});
+  return JsonResponse(200, json::object{{"results", std::move(results)}});
 }
 
 net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req) {
@@ -390,33 +373,33 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req) {
     rank = std::stoi(req.Query("rank", "0"));
     offset = std::stoll(req.Query("offset", "0"));
   } catch (...) {
-    return Err(400, "logs: job, attempt, rank and offset must be integers");
+    return ErrorResponse(400, "logs: job, attempt, rank and offset must be integers");
   }
   std::string prefix;  // multi-node jobs also get an interleaved log, each line tagged "(rank R, node) "
   {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(req.Query("node"));
     if (it == nodes_.end() || it->second.session.empty() || it->second.session != req.Query("session")) {
-      return Err(409, "unknown agent session; register again");
+      return ErrorResponse(409, "unknown agent session; register again");
     }
     auto j = jobs_.find(job);
     if (j != jobs_.end() && j->second.row.num_nodes > 1) prefix = fmt::format("(rank {}, {}) ", rank, it->first);
   }
-  if (job <= 0 || attempt <= 0 || rank < 0 || offset < 0) return Err(400, "logs: bad job, attempt, rank or offset");
+  if (job <= 0 || attempt <= 0 || rank < 0 || offset < 0) return ErrorResponse(400, "logs: bad job, attempt, rank or offset");
   auto size = logs_->Append(job, attempt, rank, offset, req.body, prefix);
   if (!size.ok()) {
-    return Json(409, json::object{{"error", size.status().message()}, {"size", logs_->Size(job, attempt, rank)}});
+    return JsonResponse(409, json::object{{"error", size.status().message()}, {"size", logs_->Size(job, attempt, rank)}});
   }
   {
     std::lock_guard lock(mu_);
     WakeLogWaiters(job);
   }
-  return Json(200, json::object{{"size", *size}});
+  return JsonResponse(200, json::object{{"size", *size}});
 }
 
 net::HttpResponse Server::HandleGetSpec(int64_t spec_id) {
   auto text = store_->GetSpec(spec_id);
-  if (!text.ok()) return Err(text.status().code() == Code::kNotFound ? 404 : 500, text.status().message());
+  if (!text.ok()) return ErrorResponse(text.status().code() == Code::kNotFound ? 404 : 500, text.status().message());
   net::HttpResponse r;
   r.body = *text;
   return r;

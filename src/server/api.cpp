@@ -2,41 +2,12 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "server/responses.h"
 #include "server/server.h"
 
 namespace berth {
 
 namespace {
-
-int HttpStatusOf(Code code) {
-  switch (code) {
-    case Code::kOk: return 200;
-    case Code::kInvalidArgument: return 400;
-    case Code::kUnauthorized: return 401;
-    case Code::kNotFound: return 404;
-    case Code::kConflict: return 409;
-    case Code::kTooLarge: return 413;
-    case Code::kInfeasible: return 422;
-    case Code::kUnavailable: return 503;
-    case Code::kInternal: return 500;
-  }
-  return 500;
-}
-
-net::HttpResponse Json(int status, const json::value& v) {
-  net::HttpResponse r;
-  r.status = status;
-  r.body = SerializeJson(v);
-  r.body += '\n';
-  return r;
-}
-
-net::HttpResponse Error(const Status& st) {
-  net::HttpResponse r;
-  r.status = HttpStatusOf(st.code());
-  r.body = ErrorJson(st.message()) + "\n";
-  return r;
-}
 
 std::optional<int64_t> ParseId(const std::string& s) {
   if (s.empty() || s.size() > 18) return std::nullopt;
@@ -154,7 +125,7 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
     std::string auth = req.Header("authorization");
     const std::string prefix = "Bearer ";
     if (auth.rfind(prefix, 0) != 0 || !SameToken(auth.substr(prefix.size()), token_)) {
-      res->Send(Error(Status::Unauthorized(
+      res->Send(ErrorResponse(Status::Unauthorized(
           "this berth server requires the cluster token (Authorization: Bearer ...); "
           "pass --token, set BERTH_TOKEN or use --token-file")));
       return;
@@ -167,7 +138,7 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
     if (parts.size() < 3 || parts[1] != "v1") return std::nullopt;
     const std::string& top = parts[2];
     if (top == "health" && m == "GET") {
-      return Json(200, json::object{{"ok", true}, {"version", "0.1.0"}});
+      return JsonResponse(200, json::object{{"ok", true}, {"version", "0.1.0"}});
     }
     if (top == "jobs") {
       if (parts.size() == 3 && m == "POST") return HandleSubmit(req);
@@ -175,7 +146,7 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
       if (parts.size() == 4 && parts[3] == "cancel" && m == "POST") return HandleCancel(req);
       if (parts.size() >= 4) {
         auto id = ParseId(parts[3]);
-        if (!id) return Error(Status::Invalid("job id must be a positive integer, got '" + parts[3] + "'"));
+        if (!id) return ErrorResponse(Status::Invalid("job id must be a positive integer, got '" + parts[3] + "'"));
         if (parts.size() == 4 && m == "GET") return HandleShowJob(*id);
         if (parts.size() == 5 && parts[4] == "logs" && m == "GET") {
           HandleLogs(*id, req, res);
@@ -191,7 +162,7 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
     }
     if (top == "specs" && parts.size() == 4 && m == "GET") {
       auto id = ParseId(parts[3]);
-      if (!id) return Error(Status::Invalid("bad spec id"));
+      if (!id) return ErrorResponse(Status::Invalid("bad spec id"));
       return HandleGetSpec(*id);
     }
     if (top == "agent" && parts.size() == 4) {
@@ -212,10 +183,10 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
     out = route();
   } catch (const std::exception& e) {
     LogError("{} {}: {}", m, p, e.what());
-    out = Error(Status::Internal(std::string("internal error: ") + e.what()));
+    out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
   }
   if (!out) {
-    res->Send(Error(Status::NotFound("no such endpoint: " + m + " " + p)));
+    res->Send(ErrorResponse(Status::NotFound("no such endpoint: " + m + " " + p)));
   } else if (out->status != 0) {  // 0: the handler answers (or streams) by itself
     res->Send(std::move(*out));
   }
@@ -228,38 +199,38 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     received_at_seq = cancel_seq_;
   }
   auto body = ParseJson(req.body);
-  if (!body.ok()) return Error(body.status());
-  if (!body->is_object()) return Error(Status::Invalid("request body must be a JSON object"));
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object()) return ErrorResponse(Status::Invalid("request body must be a JSON object"));
   const json::object& o = body->as_object();
   for (const auto& [key, value] : o) {
     if (key != "spec" && key != "yaml" && key != "num_jobs" && key != "user") {
-      return Error(Status::Invalid("unknown field '" + std::string(key) + "' in submission"));
+      return ErrorResponse(Status::Invalid("unknown field '" + std::string(key) + "' in submission"));
     }
   }
   JobSpec spec;
   json::array warnings;
   if (const auto* yaml = o.if_contains("yaml")) {
-    if (!yaml->is_string()) return Error(Status::Invalid("'yaml' must be a string"));
+    if (!yaml->is_string()) return ErrorResponse(Status::Invalid("'yaml' must be a string"));
     auto parsed = ParseTaskYaml(std::string(yaml->as_string()), "task.yaml");
-    if (!parsed.ok()) return Error(parsed.status());
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
     spec = parsed->spec;
     for (const auto& w : parsed->warnings) warnings.push_back(json::value(w));
   } else if (const auto* s = o.if_contains("spec")) {
     auto parsed = SpecFromJson(*s);
-    if (!parsed.ok()) return Error(parsed.status());
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
     spec = std::move(*parsed);
   } else {
-    return Error(Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
+    return ErrorResponse(Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
   }
   auto user = GetString(o, "user", "unknown");
-  if (!user.ok()) return Error(user.status());
+  if (!user.ok()) return ErrorResponse(user.status());
   auto num_jobs = GetInt(o, "num_jobs", 0);
-  if (!num_jobs.ok()) return Error(num_jobs.status());
+  if (!num_jobs.ok()) return ErrorResponse(num_jobs.status());
   if (*num_jobs < 0 || (o.contains("num_jobs") && *num_jobs == 0)) {
-    return Error(Status::Invalid("num_jobs must be at least 1"));
+    return ErrorResponse(Status::Invalid("num_jobs must be at least 1"));
   }
   if (*num_jobs > options_.max_jobs_per_submit) {
-    return Error(Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
+    return ErrorResponse(Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
                                              *num_jobs, options_.max_jobs_per_submit)));
   }
   if (spec.name.empty()) spec.name = "job";
@@ -282,10 +253,10 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   probe.node_selector = spec.node_selector;
   probe.exclusive = spec.exclusive;
   Status feasible = sched::CheckFeasible(NodeViews(), probe);
-  if (!feasible.ok()) return Error(Status::Infeasible("this job can never run here: " + feasible.message()));
+  if (!feasible.ok()) return ErrorResponse(Status::Infeasible("this job can never run here: " + feasible.message()));
   sub.now = clock_.Now();
   auto result = store_->Submit(sub);
-  if (!result.ok()) return Error(result.status());
+  if (!result.ok()) return ErrorResponse(result.status());
   auto shared = std::make_shared<const JobSpec>(std::move(spec));
   specs_[result->spec_id] = shared;
   json::array ids;
@@ -327,7 +298,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   json::object out{{"group", result->group ? json::value(*result->group) : json::value(nullptr)},
                    {"jobs", std::move(ids)}};
   if (!warnings.empty()) out["warnings"] = std::move(warnings);
-  return Json(201, out);
+  return JsonResponse(201, out);
 }
 
 net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
@@ -339,11 +310,11 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     if (!req.Query("group").empty()) q.group = std::stoll(req.Query("group"));
     if (!req.Query("before").empty()) q.before_id = std::stoll(req.Query("before"));
   } catch (...) {
-    return Error(Status::Invalid("limit, page, group and before must be integers"));
+    return ErrorResponse(Status::Invalid("limit, page, group and before must be integers"));
   }
-  if (q.limit < 0 || q.page < 0) return Error(Status::Invalid("limit and page must not be negative"));
+  if (q.limit < 0 || q.page < 0) return ErrorResponse(Status::Invalid("limit and page must not be negative"));
   auto rows = store_->ListJobs(q);
-  if (!rows.ok()) return Error(rows.status());
+  if (!rows.ok()) return ErrorResponse(rows.status());
   // Rows come from the store (every change is committed before it is visible) and the scheduler's
   // reasons from their own small lock: a listing never waits for a scheduling pass.
   json::array jobs;
@@ -353,13 +324,13 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     jobs.push_back(JobJson(row, it == waiting_.end() ? "" : it->second));
   }
   bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
-  return Json(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
+  return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id) {
   auto rows = store_->GetJobs({id});
-  if (!rows.ok()) return Error(rows.status());
-  if (rows->empty()) return Error(Status::NotFound(fmt::format("no job {}", id)));
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
   std::string waiting;
   {
@@ -399,32 +370,32 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
     }
     o["attempts"] = std::move(at);
   }
-  return Json(200, o);
+  return JsonResponse(200, o);
 }
 
 net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok()) return Error(body.status());
-  if (!body->is_object()) return Error(Status::Invalid("request body must be a JSON object"));
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object()) return ErrorResponse(Status::Invalid("request body must be a JSON object"));
   const json::object& o = body->as_object();
   auto all = GetBool(o, "all");
   auto all_users = GetBool(o, "all_users");
   auto user = GetString(o, "user");
   auto group = GetInt(o, "group", -1);
   for (auto* st : {&all.status(), &all_users.status(), &user.status(), &group.status()}) {
-    if (!st->ok()) return Error(*st);
+    if (!st->ok()) return ErrorResponse(*st);
   }
   std::vector<int64_t> ids;
   if (const auto* v = o.if_contains("ids")) {
-    if (!v->is_array()) return Error(Status::Invalid("'ids' must be an array of job ids"));
+    if (!v->is_array()) return ErrorResponse(Status::Invalid("'ids' must be an array of job ids"));
     for (const auto& e : v->as_array()) {
       auto id = AsInt(e);
-      if (!id || *id <= 0) return Error(Status::Invalid("'ids' must hold positive integers"));
+      if (!id || *id <= 0) return ErrorResponse(Status::Invalid("'ids' must hold positive integers"));
       ids.push_back(*id);
     }
   }
   bool by_filter = *all || *all_users || *group >= 0;
-  if (ids.empty() && !by_filter) return Error(Status::Invalid("say which jobs: 'ids', 'group' or 'all'"));
+  if (ids.empty() && !by_filter) return ErrorResponse(Status::Invalid("say which jobs: 'ids', 'group' or 'all'"));
 
   std::lock_guard lock(mu_);
   TimeMs now = clock_.Now();
@@ -463,11 +434,11 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
     for (int64_t id : unknown) (known.count(id) ? finished : not_found).push_back(id);
   }
   Status st = CommitLocked(batch);
-  if (!st.ok()) return Error(st);
+  if (!st.ok()) return ErrorResponse(st);
   ReapFinished();
   pass_requested_ = true;
   sched_cv_.notify_one();
-  return Json(200, json::object{{"cancelled", std::move(cancelled)},
+  return JsonResponse(200, json::object{{"cancelled", std::move(cancelled)},
                                 {"already_finished", std::move(finished)},
                                 {"not_found", std::move(not_found)}});
 }
@@ -476,21 +447,21 @@ net::HttpResponse Server::HandleNodes() {
   json::array nodes;
   std::lock_guard lock(mu_);
   for (const auto& [name, node] : nodes_) nodes.push_back(NodeJson(node));
-  return Json(200, json::object{{"nodes", std::move(nodes)}});
+  return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
 }
 
 net::HttpResponse Server::HandleDrain(const std::string& name, bool drain) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(name);
-  if (it == nodes_.end()) return Error(Status::NotFound("no node named '" + name + "'"));
+  if (it == nodes_.end()) return ErrorResponse(Status::NotFound("no node named '" + name + "'"));
   it->second.row.draining = drain;
   Batch batch;
   batch.nodes.push_back(it->second.row);
   Status st = CommitLocked(batch);
-  if (!st.ok()) return Error(st);
+  if (!st.ok()) return ErrorResponse(st);
   pass_requested_ = true;
   sched_cv_.notify_one();
-  return Json(200, NodeJson(it->second));
+  return JsonResponse(200, NodeJson(it->second));
 }
 
 void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr<net::Responder> res) {
@@ -504,11 +475,11 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
     attempt = std::stoi(req.Query("attempt", "0"));
     wait_ms = std::stoi(req.Query("wait_ms", "0"));
   } catch (...) {
-    res->Send(Error(Status::Invalid("offset, rank, attempt and wait_ms must be integers")));
+    res->Send(ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must be integers")));
     return;
   }
   if (offset < 0 || rank < LogStore::kAllRanks || attempt < 0 || wait_ms < 0) {
-    res->Send(Error(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
+    res->Send(ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
     return;
   }
   wait_ms = std::min(wait_ms, 60'000);
@@ -525,13 +496,13 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
   if (row.id == 0) {
     auto rows = store_->GetJobs({id});
     if (!rows.ok() || rows->empty()) {
-      res->Send(Error(Status::NotFound(fmt::format("no job {}", id))));
+      res->Send(ErrorResponse(Status::NotFound(fmt::format("no job {}", id))));
       return;
     }
     row = rows->front();
   }
   if (rank >= row.num_nodes) {
-    res->Send(Error(Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
+    res->Send(ErrorResponse(Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
     return;
   }
   if (rank == LogStore::kAllRanks && row.num_nodes == 1) rank = 0;  // a single node's output, exactly

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/cpu_budget.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -22,25 +23,12 @@ namespace {
 
 // Reads the token file, or creates it (mode 0600) with a fresh random token.
 Result<std::string> LoadOrCreateToken(const std::string& path) {
-  std::ifstream in(path);
-  if (in) {
-    std::string token;
-    std::getline(in, token);
-    token = Trim(token);
-    if (!token.empty()) return token;
-  }
+  std::string existing = Trim(ReadFileOr(path));
+  if (!existing.empty()) return existing;
   std::string token = RandomHex(24);
-  std::string tmp = path + ".tmp";
-  {
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::Internal("cannot write " + tmp + ": " + strerror(errno));
-    std::string line = token + "\n";
-    bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-    ::fsync(fd);
-    ::close(fd);
-    if (!ok) return Status::Internal("cannot write " + tmp);
+  if (!WriteFileAtomic(path, token + "\n", /*sync=*/true, 0600)) {
+    return Status::Internal("cannot write " + path + ": " + strerror(errno));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::Internal("cannot write " + path);
   return token;
 }
 

@@ -1,0 +1,34 @@
+#include "server/responses.h"
+
+namespace berth {
+
+int HttpStatusOf(Code code) {
+  switch (code) {
+    case Code::kOk: return 200;
+    case Code::kInvalidArgument: return 400;
+    case Code::kUnauthorized: return 401;
+    case Code::kNotFound: return 404;
+    case Code::kConflict: return 409;
+    case Code::kTooLarge: return 413;
+    case Code::kInfeasible: return 422;
+    case Code::kUnavailable: return 503;
+    case Code::kInternal: return 500;
+  }
+  return 500;
+}
+
+net::HttpResponse JsonResponse(int status, const json::value& v) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = SerializeJson(v) + "\n";
+  return r;
+}
+
+net::HttpResponse ErrorResponse(int status, const std::string& message) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = ErrorJson(message) + "\n";
+  return r;
+}
+
+}  // namespace berth

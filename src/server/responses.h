@@ -1,0 +1,18 @@
+// JSON answers of the server's handlers: a value, or {"error": message} with the HTTP status of a Status
+// code (docs/api.md). Pure; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "common/json_util.h"
+#include "common/status.h"
+#include "net/http.h"
+
+namespace berth {
+
+int HttpStatusOf(Code code);
+net::HttpResponse JsonResponse(int status, const json::value& v);
+net::HttpResponse ErrorResponse(int status, const std::string& message);
+inline net::HttpResponse ErrorResponse(const Status& st) { return ErrorResponse(HttpStatusOf(st.code()), st.message()); }
+
+}  // namespace berth
