@@ -158,7 +158,7 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
       }
       continue;
     }
-    if (!IsActive(job.row.status) || job.launch_held) continue;
+    if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != *name) continue;
       if (!running.count({id, job.row.attempt, grant.rank})) SendToNode(node, LaunchMessage(job, grant.rank));

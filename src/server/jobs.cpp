@@ -97,8 +97,7 @@ void Server::Release(ActiveJob& job) {
   job.terminating = false;
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
   WakeLogWaiters(job.row.id);
-  for (auto& [id, other] : jobs_) other.launch_after.erase({job.row.id, job.row.attempt});
-  LaunchUnblocked();
+  LaunchUnblocked(std::make_pair(job.row.id, job.row.attempt));
   pass_requested_ = true;
   sched_cv_.notify_one();
 }
@@ -113,16 +112,27 @@ void Server::DyingRankGone(int64_t job, int attempt, int rank) {
   freed.resources = it->second.per_node;
   Allocate(freed, -1);
   dying_.erase(it);
-  for (auto& [id, other] : jobs_) other.launch_after.erase({job, attempt});
-  LaunchUnblocked();
+  LaunchUnblocked(std::make_pair(job, attempt));
   pass_requested_ = true;
   sched_cv_.notify_one();
 }
 
-void Server::LaunchUnblocked() {
-  for (auto& [id, job] : jobs_) {
-    if (!job.launch_held || !job.launch_after.empty()) continue;
-    job.launch_held = false;
+void Server::LaunchUnblocked(std::optional<std::pair<int64_t, int>> gone) {
+  // Only the few jobs whose launch is held are looked at, not every active job: this runs on every
+  // release of a stopped attempt.
+  for (auto it = launch_held_.begin(); it != launch_held_.end();) {
+    auto j = jobs_.find(*it);
+    if (j == jobs_.end()) {
+      it = launch_held_.erase(it);
+      continue;
+    }
+    ActiveJob& job = j->second;
+    if (gone) job.launch_after.erase(*gone);
+    if (!job.launch_after.empty()) {
+      ++it;
+      continue;
+    }
+    it = launch_held_.erase(it);
     if (job.row.status != JobStatus::kStarting || job.terminating) continue;  // ended meanwhile
     for (const auto& grant : job.row.placement) {
       auto node = nodes_.find(grant.node);

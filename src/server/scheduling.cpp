@@ -194,7 +194,7 @@ void Server::RunPass() {
       auto t = jobs_.find(stopping);
       if (t != jobs_.end() && t->second.terminating) job.launch_after.insert({stopping, t->second.row.attempt});
     }
-    job.launch_held = true;
+    launch_held_.insert(job.row.id);
     Place(job, decision.placement, " by preempting job(s) " + Join(victims, ", "), now, batch);
     held.push_back(job.row.id);
   }

@@ -98,7 +98,6 @@ class Server {
     TimeMs placed_at = 0;               // when the current attempt was placed
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each victim.
     std::set<std::pair<int64_t, int>> launch_after;
-    bool launch_held = false;  // placed, launch not sent yet (waiting on launch_after)
   };
   // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while some of
   // its ranks still run: its resources stay held until every one of them is reported gone.
@@ -143,8 +142,9 @@ class Server {
   void Release(ActiveJob& job);
   // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.
   void DyingRankGone(int64_t job, int attempt, int rank);
-  // Sends the launches of preemptors whose victims are all gone.
-  void LaunchUnblocked();
+  // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches of
+  // preemptors left waiting on nothing.
+  void LaunchUnblocked(std::optional<std::pair<int64_t, int>> gone = std::nullopt);
   void ReapFinished();
   Status CommitLocked(const Batch& batch);
 
@@ -185,6 +185,7 @@ class Server {
   std::unordered_map<int64_t, std::string> waiting_;       // guarded by waiting_mu_
   std::map<int64_t, ActiveJob> jobs_;                      // guarded by mu_; non-terminal + terminating
   std::map<std::pair<int64_t, int>, DyingAttempt> dying_;  // guarded by mu_; (job, attempt)
+  std::set<int64_t> launch_held_;  // guarded by mu_; placed preemptors whose launch waits on launch_after
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // guarded by mu_; cache by spec id
   std::multimap<int64_t, LogWaiter> log_waiters_;          // guarded by mu_; job id -> long-poll
   // Cancel-all epochs: bumped by every `cancel --all` (per user) and `--all-users` (everyone). A submission
