@@ -2,9 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <poll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,22 +16,19 @@
 #include <sstream>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "agent/supervisor.h"
-#include "spec/job_spec.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "net/http_client.h"
+#include "spec/job_spec.h"
 
 extern char** environ;
 
 namespace berth {
 
 namespace {
-
 
 bool ProcessAlive(pid_t pid) {
   if (pid <= 0) return false;
@@ -49,7 +47,8 @@ std::map<std::string, std::string> BaseEnvironment() {
     auto eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string key = kv.substr(0, eq);
-    if (StartsWith(key, "BERTH_") || StartsWith(key, "SKYPILOT_") || key == "CUDA_VISIBLE_DEVICES") continue;
+    if (StartsWith(key, "BERTH_") || StartsWith(key, "SKYPILOT_") || key == "CUDA_VISIBLE_DEVICES")
+      continue;
     env[key] = kv.substr(eq + 1);
   }
   return env;
@@ -79,8 +78,9 @@ Status Agent::LoadIdentity() {
   std::filesystem::create_directories(options_.state_dir + "/jobs", ec);
   std::filesystem::create_directories(options_.state_dir + "/specs", ec);
   if (ec) return Status::Internal("cannot create " + options_.state_dir + ": " + ec.message());
-  // One agent per state dir: two would adopt, stop and report the same jobs, and keep taking the node's
-  // session from each other. The lock dies with this process (supervisors do not inherit the fd).
+  // One agent per state dir: two would adopt, stop and report the same jobs, and keep taking the
+  // node's session from each other. The lock dies with this process (supervisors do not inherit the
+  // fd).
   std::string lock_path = options_.state_dir + "/agent.lock";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) return Status::Internal("cannot open " + lock_path + ": " + strerror(errno));
@@ -104,8 +104,8 @@ Status Agent::LoadIdentity() {
   return Status::Ok();
 }
 
-// Re-adopts the jobs a previous agent process left in the state dir: running ones are watched again, and
-// exits that happened meanwhile get reported.
+// Re-adopts the jobs a previous agent process left in the state dir: running ones are watched
+// again, and exits that happened meanwhile get reported.
 void Agent::AdoptExisting() {
   std::string root = options_.state_dir + "/jobs";
   DIR* d = opendir(root.c_str());
@@ -130,10 +130,12 @@ void Agent::AdoptExisting() {
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     bool exited = !events.empty() && events.back().kind == "exited";
     if (!exited && !ProcessAlive(job.pid)) {
-      // The supervisor is gone without recording an exit (machine reboot, kill -9 of the supervisor).
+      // The supervisor is gone without recording an exit (machine reboot, kill -9 of the
+      // supervisor).
       AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
     }
-    LogInfo("re-adopting job {} attempt {} rank {}{}", job.job, job.attempt, job.rank, exited ? " (exited)" : "");
+    LogInfo("re-adopting job {} attempt {} rank {}{}", job.job, job.attempt, job.rank,
+            exited ? " (exited)" : "");
     WatchDir(job, name);
     jobs_[name] = job;
   }
@@ -142,7 +144,8 @@ void Agent::AdoptExisting() {
 
 Status Agent::Run() {
   SetLogPrefix("agent " + options_.name);
-  if (!IsValidName(options_.name)) return Status::Invalid("--name: invalid node name '" + options_.name + "'");
+  if (!IsValidName(options_.name))
+    return Status::Invalid("--name: invalid node name '" + options_.name + "'");
   if (options_.state_dir.empty()) return Status::Invalid("the agent needs a --state-dir");
   std::error_code abs_ec;
   options_.state_dir = std::filesystem::absolute(options_.state_dir, abs_ec).string();
@@ -156,7 +159,8 @@ Status Agent::Run() {
     resources_.gpus = *gpus;
   }
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
+  if (inotify_fd_ < 0)
+    LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   AdoptExisting();
   spawner_ = std::make_unique<Spawner>(options_.self_exe);
 
@@ -196,13 +200,15 @@ Status Agent::Register() {
   body["cpus_milli"] = resources_.cpus;
   body["memory_mib"] = resources_.memory;
   json::array gpus;
-  for (const auto& g : resources_.gpus) gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
+  for (const auto& g : resources_.gpus)
+    gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
   body["gpus"] = std::move(gpus);
   json::array running;
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, job] : jobs_) {
-      running.push_back(json::object{{"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}});
+      running.push_back(
+          json::object{{"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}});
     }
   }
   body["running"] = std::move(running);
@@ -211,7 +217,8 @@ Status Agent::Register() {
   auto res = client.Request("POST", "/v1/agent/register", json::serialize(body), 10'000);
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "register answer");
-  std::string error = v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
+  std::string error =
+      v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
   if (res->status == 409) return Status::Conflict(error);
   if (res->status == 401) return Status::Unauthorized(error);
   if (res->status != 200 || !v.ok() || !v->is_object()) {
@@ -225,8 +232,8 @@ Status Agent::Register() {
   last_renewal_ = sent_at;
   WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
   need_register_ = false;
-  LogInfo("registered with {} ({} GPUs, {} CPUs, {} memory)", options_.server_url, resources_.gpus.size(),
-          FormatMilli(resources_.cpus), FormatMib(resources_.memory));
+  LogInfo("registered with {} ({} GPUs, {} CPUs, {} memory)", options_.server_url,
+          resources_.gpus.size(), FormatMilli(resources_.cpus), FormatMib(resources_.memory));
   return Status::Ok();
 }
 
@@ -259,8 +266,10 @@ void Agent::ControlLoop() {
     std::string pending;
     int status = 0;
     Status st = client.Stream(
-        "GET", "/v1/agent/watch?node=" + net::UrlEncode(options_.name) + "&session=" + net::UrlEncode(session), "",
-        20'000,
+        "GET",
+        "/v1/agent/watch?node=" + net::UrlEncode(options_.name) +
+            "&session=" + net::UrlEncode(session),
+        "", 20'000,
         [&](std::string_view data) {
           pending.append(data);
           size_t nl;
@@ -278,7 +287,8 @@ void Agent::ControlLoop() {
     if (!st.ok()) LogWarn("watch stream: {}", st.message());
     {
       std::lock_guard lock(mu_);
-      need_register_ = true;  // the server may have restarted: register again, which also reconciles
+      need_register_ =
+          true;  // the server may have restarted: register again, which also reconciles
     }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_.load(); });
@@ -300,8 +310,9 @@ void Agent::HandleMessage(const json::object& m) {
     if (it != jobs_.end()) {
       StopJob(it->second);
     } else if (launching_.count(KeyOf(job, attempt, rank))) {
-      // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never ran. Saying
-      // so here would let the server free its GPUs while the launch still starts the job.
+      // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never
+      // ran. Saying so here would let the server free its GPUs while the launch still starts the
+      // job.
       stopped_launches_.insert(KeyOf(job, attempt, rank));
     } else {
       // Maybe still queued for launch: drop it, and tell the server it never ran.
@@ -312,8 +323,13 @@ void Agent::HandleMessage(const json::object& m) {
           break;
         }
       }
-      reports_.push_back(json::object{{"job", job}, {"attempt", attempt}, {"rank", rank}, {"event", "exited"},
-                                      {"exit_code", nullptr}, {"phase", "run"}, {"reason", "was not running"}});
+      reports_.push_back(json::object{{"job", job},
+                                      {"attempt", attempt},
+                                      {"rank", rank},
+                                      {"event", "exited"},
+                                      {"exit_code", nullptr},
+                                      {"phase", "run"},
+                                      {"reason", "was not running"}});
       cv_.notify_all();
     }
   }
@@ -325,9 +341,9 @@ void Agent::StopJob(LocalJob& job) {
   job.stop_sent = true;
 }
 
-// Renews the node's lease. Each renewal is also written to <state>/lease, which every job's supervisor
-// watches: without renewals (server unreachable, agent frozen or dead) the supervisors stop their jobs
-// before the server's lease runs out, so that no job ever runs twice.
+// Renews the node's lease. Each renewal is also written to <state>/lease, which every job's
+// supervisor watches: without renewals (server unreachable, agent frozen or dead) the supervisors
+// stop their jobs before the server's lease runs out, so that no job ever runs twice.
 void Agent::HeartbeatLoop() {
   net::HttpClient client(options_.server_url, options_.token);
   while (!stop_) {
@@ -343,7 +359,8 @@ void Agent::HeartbeatLoop() {
     if (session.empty()) continue;
     int64_t sent_at = MonotonicMs();
     json::object body{{"node", options_.name}, {"session", session}};
-    auto res = client.Request("POST", "/v1/agent/heartbeat", json::serialize(body), std::max<DurationMs>(interval, 1000));
+    auto res = client.Request("POST", "/v1/agent/heartbeat", json::serialize(body),
+                              std::max<DurationMs>(interval, 1000));
     if (!res.ok()) continue;
     std::lock_guard lock(mu_);
     if (res->status == 200) {
@@ -366,7 +383,8 @@ void Agent::LauncherLoop() {
       if (stop_) return;
       launch = std::move(launches_.front());
       launches_.pop_front();
-      launching_.insert(KeyOf(GetInt(launch, "job").value(), static_cast<int>(GetInt(launch, "attempt").value()),
+      launching_.insert(KeyOf(GetInt(launch, "job").value(),
+                              static_cast<int>(GetInt(launch, "attempt").value()),
                               static_cast<int>(GetInt(launch, "rank").value())));
     }
     int64_t spec_id = GetInt(launch, "spec_id").value();
@@ -430,14 +448,16 @@ void Agent::Launch(const json::object& m) {
   RunPlan plan;
   if (error.empty()) {
     auto spec_json = ParseJson(GetString(m, "spec_text").value(), "spec");
-    Result<JobSpec> spec = spec_json.ok() ? SpecFromJson(*spec_json) : Result<JobSpec>(spec_json.status());
+    Result<JobSpec> spec =
+        spec_json.ok() ? SpecFromJson(*spec_json) : Result<JobSpec>(spec_json.status());
     if (!spec.ok()) {
       error = "the job's spec is unreadable: " + spec.status().message();
     } else {
       int num_nodes = static_cast<int>(GetInt(m, "num_nodes", 1).value());
       std::vector<std::string> ips;
       if (const auto* a = m.if_contains("node_ips"); a && a->is_array()) {
-        for (const auto& ip : a->as_array()) ips.push_back(ip.is_string() ? std::string(ip.as_string()) : "");
+        for (const auto& ip : a->as_array())
+          ips.push_back(ip.is_string() ? std::string(ip.as_string()) : "");
       }
       std::vector<std::string> devices;
       if (const auto* a = m.if_contains("gpus"); a && a->is_array()) {
@@ -489,12 +509,18 @@ void Agent::Launch(const json::object& m) {
   if (jobs_.count(key)) return;
   if (stopped) {
     std::filesystem::remove_all(job.dir, ec);
-    reports_.push_back(json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "exited"},
-                                    {"exit_code", nullptr}, {"phase", "run"}, {"reason", "was not running"}});
+    reports_.push_back(json::object{{"job", job_id},
+                                    {"attempt", attempt},
+                                    {"rank", rank},
+                                    {"event", "exited"},
+                                    {"exit_code", nullptr},
+                                    {"phase", "run"},
+                                    {"reason", "was not running"}});
     cv_.notify_all();
     return;
   }
-  reports_.push_back(json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "accepted"}});
+  reports_.push_back(
+      json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "accepted"}});
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
@@ -514,7 +540,8 @@ void Agent::Launch(const json::object& m) {
 
 void Agent::WatchDir(LocalJob& job, const std::string& key) {
   if (inotify_fd_ < 0) return;
-  job.watch = inotify_add_watch(inotify_fd_, job.dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+  job.watch = inotify_add_watch(inotify_fd_, job.dir.c_str(),
+                                IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
   if (job.watch >= 0) watch_keys_[job.watch] = key;
 }
 
@@ -583,12 +610,13 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   }
   if (session.empty()) return;
   DurationMs timeout = final ? 2000 : 10'000;
-  // For each job: new events first, then its output up to now, so that an exit is reported only after all
-  // output written before it has been shipped.
+  // For each job: new events first, then its output up to now, so that an exit is reported only
+  // after all output written before it has been shipped.
   std::vector<json::object> new_reports;
   for (auto& job : snapshot) {
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
-    std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()), events.end());
+    std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
+                                       events.end());
     struct stat st {};
     int64_t size = ::stat((job.dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
     bool shipped_all = true;
@@ -599,24 +627,28 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       }
       int fd = ::open((job.dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) break;
-      std::string buf(static_cast<size_t>(std::min<int64_t>(size - job.log_shipped, 1 << 20)), '\0');
+      std::string buf(static_cast<size_t>(std::min<int64_t>(size - job.log_shipped, 1 << 20)),
+                      '\0');
       ssize_t n = ::pread(fd, buf.data(), buf.size(), job.log_shipped);
       ::close(fd);
       if (n <= 0) break;
       buf.resize(static_cast<size_t>(n));
-      auto res = client->Request("POST",
-                                 fmt::format("/v1/agent/logs?node={}&session={}&job={}&attempt={}&rank={}&offset={}",
-                                             net::UrlEncode(options_.name), session, job.job, job.attempt, job.rank,
-                                             job.log_shipped),
-                                 buf, timeout);
+      auto res = client->Request(
+          "POST",
+          fmt::format("/v1/agent/logs?node={}&session={}&job={}&attempt={}&rank={}&offset={}",
+                      net::UrlEncode(options_.name), session, job.job, job.attempt, job.rank,
+                      job.log_shipped),
+          buf, timeout);
       if (!res.ok()) {
         shipped_all = false;
         break;
       }
       auto v = ParseJson(res->body, "logs answer");
-      int64_t server_size = v.ok() && v->is_object() ? GetInt(v->as_object(), "size", -1).value() : -1;
+      int64_t server_size =
+          v.ok() && v->is_object() ? GetInt(v->as_object(), "size", -1).value() : -1;
       if ((res->status == 200 || res->status == 409) && server_size >= 0) {
-        // 409: the server holds a different amount (e.g. it lost a tail in a crash): resume from its size.
+        // 409: the server holds a different amount (e.g. it lost a tail in a crash): resume from
+        // its size.
         job.log_shipped = std::min<int64_t>(server_size, size);
         if (res->status == 409 && server_size > size) break;
       } else {
@@ -627,7 +659,8 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     size_t reported = job.events_seen;
     if (shipped_all) {
       for (const auto& e : fresh) {
-        json::object r{{"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}, {"event", e.kind}};
+        json::object r{
+            {"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}, {"event", e.kind}};
         if (e.kind == "exited") {
           r["exit_code"] = e.exit_code;
           r["phase"] = e.phase;
@@ -666,7 +699,8 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   }
   auto v = ParseJson(res->body, "report answer");
   std::lock_guard lock(mu_);
-  reports_.erase(reports_.begin(), reports_.begin() + static_cast<long>(std::min(batch.size(), reports_.size())));
+  reports_.erase(reports_.begin(),
+                 reports_.begin() + static_cast<long>(std::min(batch.size(), reports_.size())));
   if (!v.ok() || !v->is_object()) return;
   const json::value* results = v->as_object().if_contains("results");
   if (!results || !results->is_array()) return;
@@ -675,8 +709,9 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     if (!r.is_object()) continue;
     std::string action = GetString(r.as_object(), "action").value();
     const json::object& sent = batch[i];
-    std::string key = KeyOf(GetInt(sent, "job").value(), static_cast<int>(GetInt(sent, "attempt").value()),
-                            static_cast<int>(GetInt(sent, "rank").value()));
+    std::string key =
+        KeyOf(GetInt(sent, "job").value(), static_cast<int>(GetInt(sent, "attempt").value()),
+              static_cast<int>(GetInt(sent, "rank").value()));
     auto it = jobs_.find(key);
     if (it == jobs_.end()) continue;
     if (action == "stop") StopJob(it->second);

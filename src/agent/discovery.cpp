@@ -50,7 +50,8 @@ Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl) {
     auto colon = part.find(':');
     std::string type = Trim(part.substr(0, colon));
     std::string count = colon == std::string::npos ? "1" : Trim(part.substr(colon + 1));
-    if (!IsValidName(type)) return Status::Invalid("--gpus: bad GPU type '" + type + "' (expected TYPE:N, e.g. V100:4)");
+    if (!IsValidName(type))
+      return Status::Invalid("--gpus: bad GPU type '" + type + "' (expected TYPE:N, e.g. V100:4)");
     int n = 0;
     try {
       size_t used = 0;
@@ -59,7 +60,8 @@ Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl) {
     } catch (...) {
       n = -1;
     }
-    if (n < 0 || n > 1024) return Status::Invalid("--gpus: bad count '" + count + "' (expected TYPE:N, e.g. V100:4)");
+    if (n < 0 || n > 1024)
+      return Status::Invalid("--gpus: bad count '" + count + "' (expected TYPE:N, e.g. V100:4)");
     for (int i = 0; i < n; ++i) gpus.push_back({static_cast<int>(gpus.size()), type});
   }
   return gpus;

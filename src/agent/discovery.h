@@ -1,5 +1,6 @@
-// Node discovery: what this machine offers (CPUs, memory, GPUs). GPUs come from `nvidia-smi` when it is
-// present; a declared `--gpus TYPE:N` wins (machines without GPUs, tests and demos). Thread-safe.
+// Node discovery: what this machine offers (CPUs, memory, GPUs). GPUs come from `nvidia-smi` when
+// it is present; a declared `--gpus TYPE:N` wins (machines without GPUs, tests and demos).
+// Thread-safe.
 #pragma once
 
 #include <string>
@@ -17,16 +18,16 @@ struct NodeResources {
   std::vector<GpuDevice> gpus;
 };
 
-// "NVIDIA H100 80GB HBM3" -> "H100", "Tesla V100-SXM2-16GB" -> "V100", "NVIDIA A100-SXM4-80GB" -> "A100",
-// "NVIDIA GeForce RTX 4090" -> "RTX4090", "NVIDIA L4" -> "L4": the names task files use.
+// "NVIDIA H100 80GB HBM3" -> "H100", "Tesla V100-SXM2-16GB" -> "V100", "NVIDIA A100-SXM4-80GB" ->
+// "A100", "NVIDIA GeForce RTX 4090" -> "RTX4090", "NVIDIA L4" -> "L4": the names task files use.
 std::string NormalizeGpuName(const std::string& name);
 // Parses `nvidia-smi --query-gpu=index,name --format=csv,noheader` output.
 std::vector<GpuDevice> ParseNvidiaSmi(const std::string& output);
 // Parses a declaration "V100:4" (or "V100:4,T4:2") into devices 0..N-1.
 Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl);
 
-// Reads this machine's usable CPUs (affinity/cgroup), MemTotal and, when `declared_gpus` is empty, the GPUs
-// nvidia-smi lists (none if it is absent or fails).
+// Reads this machine's usable CPUs (affinity/cgroup), MemTotal and, when `declared_gpus` is empty,
+// the GPUs nvidia-smi lists (none if it is absent or fails).
 NodeResources DiscoverNode(const std::string& declared_gpus);
 
 }  // namespace berth

@@ -1,9 +1,9 @@
 #include "agent/hollow.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -13,7 +13,8 @@
 
 namespace berth {
 
-HollowNodes::HollowNodes(AgentOptions options, int count) : options_(std::move(options)), count_(count) {}
+HollowNodes::HollowNodes(AgentOptions options, int count)
+    : options_(std::move(options)), count_(count) {}
 
 HollowNodes::~HollowNodes() = default;
 
@@ -44,7 +45,8 @@ Status HollowNodes::Register(size_t index) {
   if (!options_.gpus.empty()) {
     auto declared = ParseGpuDeclaration(options_.gpus);
     if (!declared.ok()) return declared.status();
-    for (const auto& g : *declared) gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
+    for (const auto& g : *declared)
+      gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
   }
   body["gpus"] = std::move(gpus);
   json::array running;
@@ -60,8 +62,9 @@ Status HollowNodes::Register(size_t index) {
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "register answer");
   if (res->status != 200 || !v.ok() || !v->is_object()) {
-    return Status(res->status == 409 ? Code::kConflict : Code::kInvalidArgument,
-                  fmt::format("node {}: registration refused ({}): {}", name, res->status, res->body));
+    return Status(
+        res->status == 409 ? Code::kConflict : Code::kInvalidArgument,
+        fmt::format("node {}: registration refused ({}): {}", name, res->status, res->body));
   }
   std::lock_guard lock(mu_);
   nodes_[index].session = GetString(v->as_object(), "session").value();
@@ -122,7 +125,8 @@ void HollowNodes::OnMessage(size_t index, const json::object& m) {
     node.reports.push_back(std::move(accepted));
     node.reports.push_back(std::move(running));
     if (seconds) {
-      timers_.push_back({MonotonicMs() + static_cast<int64_t>(*seconds * 1000), index, job, attempt, rank});
+      timers_.push_back(
+          {MonotonicMs() + static_cast<int64_t>(*seconds * 1000), index, job, attempt, rank});
       std::push_heap(timers_.begin(), timers_.end());
     }
     cv_.notify_all();
@@ -165,18 +169,19 @@ void HollowNodes::WatchLoop(size_t index) {
     net::HttpClient client(options_.server_url, options_.token);
     std::string pending;
     int status = 0;
-    client.Stream("GET", "/v1/agent/watch?node=" + net::UrlEncode(name) + "&session=" + session, "", 20'000,
-                  [&](std::string_view data) {
-                    pending.append(data);
-                    size_t nl;
-                    while ((nl = pending.find('\n')) != std::string::npos) {
-                      auto v = ParseJson(pending.substr(0, nl), "watch message");
-                      pending.erase(0, nl + 1);
-                      if (v.ok() && v->is_object()) OnMessage(index, v->as_object());
-                    }
-                    return !stop_.load();
-                  },
-                  &status);
+    client.Stream(
+        "GET", "/v1/agent/watch?node=" + net::UrlEncode(name) + "&session=" + session, "", 20'000,
+        [&](std::string_view data) {
+          pending.append(data);
+          size_t nl;
+          while ((nl = pending.find('\n')) != std::string::npos) {
+            auto v = ParseJson(pending.substr(0, nl), "watch message");
+            pending.erase(0, nl + 1);
+            if (v.ok() && v->is_object()) OnMessage(index, v->as_object());
+          }
+          return !stop_.load();
+        },
+        &status);
     std::lock_guard lock(mu_);
     nodes_[index].need_register = true;
   }
@@ -202,7 +207,8 @@ void HollowNodes::HeartbeatLoop() {
       }
       if (session.empty()) continue;
       auto res = client.Request("POST", "/v1/agent/heartbeat",
-                                json::serialize(json::object{{"node", name}, {"session", session}}), 10'000);
+                                json::serialize(json::object{{"node", name}, {"session", session}}),
+                                10'000);
       if (res.ok() && res->status == 409) {
         std::lock_guard lock(mu_);
         nodes_[i].need_register = true;
@@ -218,7 +224,8 @@ void HollowNodes::ReporterLoop() {
     {
       std::unique_lock lock(mu_);
       int64_t wait = 50;
-      if (!timers_.empty()) wait = std::clamp<int64_t>(timers_.front().due_ms - MonotonicMs(), 0, 50);
+      if (!timers_.empty())
+        wait = std::clamp<int64_t>(timers_.front().due_ms - MonotonicMs(), 0, 50);
       cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stop_.load(); });
       if (stop_) return;
       int64_t now = MonotonicMs();
@@ -228,8 +235,12 @@ void HollowNodes::ReporterLoop() {
         timers_.pop_back();
         Node& node = nodes_[t.node];
         if (node.running.erase({t.job, t.attempt, t.rank})) {
-          node.reports.push_back(json::object{{"job", t.job}, {"attempt", t.attempt}, {"rank", t.rank},
-                                              {"event", "exited"}, {"exit_code", 0}, {"phase", "run"}});
+          node.reports.push_back(json::object{{"job", t.job},
+                                              {"attempt", t.attempt},
+                                              {"rank", t.rank},
+                                              {"event", "exited"},
+                                              {"exit_code", 0},
+                                              {"phase", "run"}});
         }
       }
       for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -241,9 +252,10 @@ void HollowNodes::ReporterLoop() {
     for (auto& [index, name, session, reports] : batches) {
       json::array arr;
       for (auto& r : reports) arr.push_back(r);
-      auto res = client.Request("POST", "/v1/agent/report",
-                                json::serialize(json::object{{"node", name}, {"session", session}, {"reports", arr}}),
-                                30'000);
+      auto res = client.Request(
+          "POST", "/v1/agent/report",
+          json::serialize(json::object{{"node", name}, {"session", session}, {"reports", arr}}),
+          30'000);
       if (!res.ok() || res->status != 200) {
         std::lock_guard lock(mu_);
         auto& pending = nodes_[index].reports;
@@ -259,12 +271,17 @@ void HollowNodes::ReporterLoop() {
       for (const auto& r : results->as_array()) {
         if (!r.is_object() || GetString(r.as_object(), "action").value() != "stop") continue;
         const auto& o = r.as_object();
-        auto key = std::make_tuple(GetInt(o, "job").value(), static_cast<int>(GetInt(o, "attempt").value()),
+        auto key = std::make_tuple(GetInt(o, "job").value(),
+                                   static_cast<int>(GetInt(o, "attempt").value()),
                                    static_cast<int>(GetInt(o, "rank").value()));
         if (nodes_[index].running.erase(key)) {
-          nodes_[index].reports.push_back(json::object{{"job", std::get<0>(key)}, {"attempt", std::get<1>(key)},
-                                                       {"rank", std::get<2>(key)}, {"event", "exited"},
-                                                       {"exit_code", 143}, {"phase", "run"}, {"reason", "stopped"}});
+          nodes_[index].reports.push_back(json::object{{"job", std::get<0>(key)},
+                                                       {"attempt", std::get<1>(key)},
+                                                       {"rank", std::get<2>(key)},
+                                                       {"event", "exited"},
+                                                       {"exit_code", 143},
+                                                       {"phase", "run"},
+                                                       {"reason", "stopped"}});
         }
       }
     }
@@ -274,13 +291,16 @@ void HollowNodes::ReporterLoop() {
 Status HollowNodes::Run() {
   SetLogPrefix("hollow " + options_.name);
   if (count_ < 1 || count_ > 100'000) return Status::Invalid("--hollow: expected 1..100000 nodes");
-  if (!IsValidName(options_.name)) return Status::Invalid("--name: invalid prefix '" + options_.name + "'");
+  if (!IsValidName(options_.name))
+    return Status::Invalid("--name: invalid prefix '" + options_.name + "'");
   nodes_.resize(static_cast<size_t>(count_));
-  // Identities are derived from the prefix: a restarted hollow agent replaces its old sessions at once.
+  // Identities are derived from the prefix: a restarted hollow agent replaces its old sessions at
+  // once.
   std::string base = options_.server_url + "/" + options_.name;
   for (int i = 0; i < count_; ++i) {
     nodes_[i].name = fmt::format("{}-{}", options_.name, i);
-    nodes_[i].node_id = fmt::format("hollow-{:016x}", std::hash<std::string>{}(base + nodes_[i].name));
+    nodes_[i].node_id =
+        fmt::format("hollow-{:016x}", std::hash<std::string>{}(base + nodes_[i].name));
   }
   Status first = Register(0);
   if (!first.ok() && first.code() != Code::kUnavailable) return first;

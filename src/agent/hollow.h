@@ -1,12 +1,13 @@
-// HollowNodes: N simulated nodes in one process (`berth agent --hollow N`), for scale tests and demos.
+// HollowNodes: N simulated nodes in one process (`berth agent --hollow N`), for scale tests and
+// demos.
 //
-// Each node registers with the declared resources, keeps its own watch stream, heartbeats and reports
-// over the real agent protocol — the server cannot tell them from real agents — but "runs" jobs without
-// processes: a job lasts as many seconds as its env var BERTH_HOLLOW_SECONDS says (absent: until it is
-// stopped), then exits 0, reported like a real exit.
+// Each node registers with the declared resources, keeps its own watch stream, heartbeats and
+// reports over the real agent protocol — the server cannot tell them from real agents — but "runs"
+// jobs without processes: a job lasts as many seconds as its env var BERTH_HOLLOW_SECONDS says
+// (absent: until it is stopped), then exits 0, reported like a real exit.
 //
-// Threads: one watch-stream reader per node, one heartbeat thread, one reporter/timer thread. Shared state
-// is guarded by `mu_`. Run() blocks until RequestStop().
+// Threads: one watch-stream reader per node, one heartbeat thread, one reporter/timer thread.
+// Shared state is guarded by `mu_`. Run() blocks until RequestStop().
 #pragma once
 
 #include <atomic>
@@ -61,8 +62,8 @@ class HollowNodes {
   int count_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Node> nodes_;                        // guarded by mu_ (the vector's size is fixed)
-  std::vector<Timer> timers_;                      // guarded by mu_; a heap
+  std::vector<Node> nodes_;    // guarded by mu_ (the vector's size is fixed)
+  std::vector<Timer> timers_;  // guarded by mu_; a heap
   std::map<int64_t, std::optional<double>> spec_seconds_;  // guarded by mu_
   std::atomic<bool> stop_{false};
   DurationMs heartbeat_ms_ = 5000;

@@ -102,7 +102,8 @@ Result<pid_t> Spawner::Spawn(const std::string& dir) {
 }
 
 int SpawnerMain() {
-  // Supervisors are reaped by the kernel; they report through their job directory, not their exit status.
+  // Supervisors are reaped by the kernel; they report through their job directory, not their exit
+  // status.
   ::signal(SIGCHLD, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
@@ -119,7 +120,8 @@ int SpawnerMain() {
       ::syscall(SYS_close_range, 3U, ~0U, 0U);
       _exit(SupervisorMain(dir));
     }
-    std::string answer = pid > 0 ? std::to_string(pid) + "\n" : std::string("fork failed: ") + strerror(errno) + "\n";
+    std::string answer = pid > 0 ? std::to_string(pid) + "\n"
+                                 : std::string("fork failed: ") + strerror(errno) + "\n";
     if (::write(1, answer.data(), answer.size()) < 0) return 1;
   }
   return 0;

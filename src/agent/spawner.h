@@ -1,10 +1,12 @@
-// Spawner: a small single-threaded helper process (`berth __spawner`) that forks job supervisors for the
-// agent. Forking from a single-threaded process is safe without an exec, so each job costs one fork here
-// and one exec (bash) instead of two execs — the supervisor is a copy of the spawner, already loaded.
-// The helper reads job directories from a pipe, one per line, forks a supervisor for each (which starts
-// its own session and outlives both the spawner and the agent) and answers with its pid.
+// Spawner: a small single-threaded helper process (`berth __spawner`) that forks job supervisors
+// for the agent. Forking from a single-threaded process is safe without an exec, so each job costs
+// one fork here and one exec (bash) instead of two execs — the supervisor is a copy of the spawner,
+// already loaded. The helper reads job directories from a pipe, one per line, forks a supervisor
+// for each (which starts its own session and outlives both the spawner and the agent) and answers
+// with its pid.
 //
-// Spawner is thread-safe: Spawn() serializes on an internal mutex. If the helper dies it is restarted.
+// Spawner is thread-safe: Spawn() serializes on an internal mutex. If the helper dies it is
+// restarted.
 #pragma once
 
 #include <sys/types.h>
@@ -32,9 +34,9 @@ class Spawner {
 
   std::string self_exe_;
   std::mutex mu_;
-  pid_t pid_ = 0;      // guarded by mu_
-  int to_fd_ = -1;     // guarded by mu_
-  int from_fd_ = -1;   // guarded by mu_
+  pid_t pid_ = 0;     // guarded by mu_
+  int to_fd_ = -1;    // guarded by mu_
+  int from_fd_ = -1;  // guarded by mu_
 };
 
 // main() of `berth __spawner`.

@@ -83,8 +83,8 @@ std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env
   return out;
 }
 
-// The supervisor blocks these and takes them with sigtimedwait: SIGCHLD wakes it the moment a process of
-// the job exits, and a stop request is noticed without a signal handler.
+// The supervisor blocks these and takes them with sigtimedwait: SIGCHLD wakes it the moment a
+// process of the job exits, and a stop request is noticed without a signal handler.
 bool g_stop_requested = false;
 
 sigset_t WaitedSignals() {
@@ -125,7 +125,8 @@ void CheckLease() {
 void PollStopSignals() {
   sigset_t pending;
   sigpending(&pending);
-  if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT) || sigismember(&pending, SIGHUP)) {
+  if (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT) ||
+      sigismember(&pending, SIGHUP)) {
     WaitForSignal(0);
     PollStopSignals();
   }
@@ -137,16 +138,17 @@ struct StepResult {
   std::string error;  // launch failure
 };
 
-// Runs one bash script as its own process group and waits for it; on a stop request, signals every process
-// of the job, escalating to SIGKILL after the grace period. Leaves no process behind.
-// A script up to 64 KiB is passed with -c; a longer one is read by bash from `script_path`: Linux refuses
-// any one argument over 128 KiB (MAX_ARG_STRLEN), and task files may hold scripts up to kMaxScriptBytes.
-// (Not writing a file per job matters: on ext4, creating inodes next to many recently deleted ones is
-// what a thousand-job sweep spends most of its kernel time on.)
+// Runs one bash script as its own process group and waits for it; on a stop request, signals every
+// process of the job, escalating to SIGKILL after the grace period. Leaves no process behind. A
+// script up to 64 KiB is passed with -c; a longer one is read by bash from `script_path`: Linux
+// refuses any one argument over 128 KiB (MAX_ARG_STRLEN), and task files may hold scripts up to
+// kMaxScriptBytes. (Not writing a file per job matters: on ext4, creating inodes next to many
+// recently deleted ones is what a thousand-job sweep spends most of its kernel time on.)
 constexpr size_t kMaxInlineScript = 64 * 1024;
 
-StepResult RunStep(const std::string& script, const std::string& script_path, const std::string& workdir,
-                   const std::map<std::string, std::string>& env, int log_fd, int64_t grace_ms) {
+StepResult RunStep(const std::string& script, const std::string& script_path,
+                   const std::string& workdir, const std::map<std::string, std::string>& env,
+                   int log_fd, int64_t grace_ms) {
   StepResult result;
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false)) {
@@ -218,7 +220,8 @@ StepResult RunStep(const std::string& script, const std::string& script_path, co
     int err = 0;
     if (got == static_cast<ssize_t>(sizeof(msg))) std::memcpy(&err, msg + 1, sizeof(err));
     std::string why = err != 0 ? std::string(": ") + strerror(err) : "";
-    result.error = msg[0] == 'W' ? "workdir " + workdir + " does not exist or is not accessible on this node" + why
+    result.error = msg[0] == 'W' ? "workdir " + workdir +
+                                       " does not exist or is not accessible on this node" + why
                                  : "cannot run " + bash + why;
   }
   ::close(err_pipe[0]);
@@ -240,8 +243,8 @@ StepResult RunStep(const std::string& script, const std::string& script_path, co
       }
     }
     if (w < 0 && errno == ECHILD) no_children = true;
-    // As the subreaper, every process the job left behind is our descendant, and becomes our child when
-    // its parent dies: no child at all means nothing of the job is left.
+    // As the subreaper, every process the job left behind is our descendant, and becomes our child
+    // when its parent dies: no child at all means nothing of the job is left.
     if (main_done && no_children) break;
     CheckLease();
     if (g_stop_requested && !result.stopped) {
@@ -283,7 +286,8 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
 }
 
 Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t lease_ms) {
-  std::string text = std::to_string(renewed_at_ms + lease_ms / 2) + " " + std::to_string(renewed_at_ms + lease_ms * 3 / 4) + "\n";
+  std::string text = std::to_string(renewed_at_ms + lease_ms / 2) + " " +
+                     std::to_string(renewed_at_ms + lease_ms * 3 / 4) + "\n";
   if (!WriteFileAtomic(path, text, /*sync=*/false)) return Status::Internal("cannot write " + path);
   return Status::Ok();
 }
@@ -367,10 +371,12 @@ int SupervisorMain(const std::string& dir) {
   ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", 0600);
-  int log_fd = ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int log_fd =
+      ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   auto plan = ReadRunPlan(dir);
   if (log_fd < 0 || !plan.ok()) {
-    AppendEvent(dir, {"exited", 127, "launch", plan.ok() ? "cannot open output.log" : plan.status().message()});
+    AppendEvent(dir, {"exited", 127, "launch",
+                      plan.ok() ? "cannot open output.log" : plan.status().message()});
     return 1;
   }
   g_lease_file = plan->lease_file;
@@ -378,7 +384,8 @@ int SupervisorMain(const std::string& dir) {
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
-    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env, log_fd, plan->kill_grace_ms);
+    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env, log_fd,
+                           plan->kill_grace_ms);
     if (!r.error.empty()) {
       AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
       return 0;
@@ -397,7 +404,8 @@ int SupervisorMain(const std::string& dir) {
   AppendEvent(dir, {"running"});
   StepResult r{};
   if (!plan->run.empty()) {
-    r = RunStep(plan->run, dir + "/run.sh", plan->workdir, plan->run_env, log_fd, plan->kill_grace_ms);
+    r = RunStep(plan->run, dir + "/run.sh", plan->workdir, plan->run_env, log_fd,
+                plan->kill_grace_ms);
   }
   if (!r.error.empty()) {
     AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});

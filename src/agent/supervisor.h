@@ -1,12 +1,14 @@
-// The job supervisor: a small process that runs one rank of one attempt of a job and outlives the agent.
+// The job supervisor: a small process that runs one rank of one attempt of a job and outlives the
+// agent.
 //
-// The agent writes <dir>/run.json and starts `berth __supervise <dir>`, which detaches into its own session,
-// becomes a child subreaper (so that every process the job leaves behind stays its descendant), runs setup
-// then run with bash in the job's workdir as a process group, with output appended to <dir>/output.log,
-// and records each step in <dir>/events (one line each: "setting_up", "running", "exited CODE PHASE
-// REASON"). SIGTERM to the supervisor stops the job: SIGTERM to all of its processes, then SIGKILL after the
-// grace period; no process of the job survives. Because the record lives in files, a restarted agent
-// re-adopts a running job and reports exits that happened while it was away.
+// The agent writes <dir>/run.json and starts `berth __supervise <dir>`, which detaches into its own
+// session, becomes a child subreaper (so that every process the job leaves behind stays its
+// descendant), runs setup then run with bash in the job's workdir as a process group, with output
+// appended to <dir>/output.log, and records each step in <dir>/events (one line each: "setting_up",
+// "running", "exited CODE PHASE REASON"). SIGTERM to the supervisor stops the job: SIGTERM to all
+// of its processes, then SIGKILL after the grace period; no process of the job survives. Because
+// the record lives in files, a restarted agent re-adopts a running job and reports exits that
+// happened while it was away.
 #pragma once
 
 #include <sys/types.h>
@@ -27,9 +29,10 @@ struct RunPlan {
   std::map<std::string, std::string> setup_env;  // complete environments
   std::map<std::string, std::string> run_env;
   int64_t kill_grace_ms = 10'000;
-  // The agent's lease file ("TERM_AT KILL_AT", monotonic ms). When the agent cannot renew its node's lease
-  // (it is partitioned, frozen or dead), the supervisor stops the job by itself: SIGTERM at TERM_AT, SIGKILL
-  // at KILL_AT, both before the server's lease runs out and it may start the job elsewhere.
+  // The agent's lease file ("TERM_AT KILL_AT", monotonic ms). When the agent cannot renew its
+  // node's lease (it is partitioned, frozen or dead), the supervisor stops the job by itself:
+  // SIGTERM at TERM_AT, SIGKILL at KILL_AT, both before the server's lease runs out and it may
+  // start the job elsewhere.
   std::string lease_file;
 };
 
@@ -39,8 +42,9 @@ Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t le
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan);
 Result<RunPlan> ReadRunPlan(const std::string& dir);
 
-// Starts a supervisor for `dir` (fork + exec of `self_exe __supervise dir`) and returns its pid. The child
-// starts a new session at once, so signals to the agent's process group never reach the job.
+// Starts a supervisor for `dir` (fork + exec of `self_exe __supervise dir`) and returns its pid.
+// The child starts a new session at once, so signals to the agent's process group never reach the
+// job.
 Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& dir);
 
 // The supervisor process's main(). Returns its exit status.

@@ -1,5 +1,5 @@
-// The commands behind `berth`'s subcommands. Each returns the process exit status and prints errors as
-// "berth: ..." on stderr. Not thread-safe (one command per process).
+// The commands behind `berth`'s subcommands. Each returns the process exit status and prints errors
+// as "berth: ..." on stderr. Not thread-safe (one command per process).
 #pragma once
 
 #include <map>
@@ -60,7 +60,7 @@ int LocalStatus(bool as_json);
 // --- jobs (job_cmds.cpp) ---
 struct ExecFlags {
   std::vector<std::string> args;  // a task YAML, or a command
-  bool command = false;            // args came after "--": a command, never a task file
+  bool command = false;           // args came after "--": a command, never a task file
   bool detach = false;
   bool as_json = false;
   std::string name;
@@ -106,7 +106,7 @@ int Nodes(const GlobalFlags& g, bool as_json);
 int Drain(const GlobalFlags& g, const std::string& node, bool drain);
 
 // Helpers shared by the commands.
-int Fail(const Status& status);    // prints "berth: message", returns 1
+int Fail(const Status& status);  // prints "berth: message", returns 1
 std::string CurrentUser();
 
 }  // namespace berth::cli

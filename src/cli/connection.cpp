@@ -1,20 +1,18 @@
 #include "cli/connection.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/files.h"
@@ -24,11 +22,10 @@ namespace berth::cli {
 
 namespace {
 
-
 std::string LocalStatePath() { return BerthHome() + "/local.json"; }
 
-// A zombie counts as gone: the daemons are re-parented to init, and an init that reaps lazily (or never,
-// as a container's PID 1 may) would otherwise make `local down` wait out its whole timeout.
+// A zombie counts as gone: the daemons are re-parented to init, and an init that reaps lazily (or
+// never, as a container's PID 1 may) would otherwise make `local down` wait out its whole timeout.
 bool Alive(int pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
   std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
@@ -60,7 +57,8 @@ Result<int> SpawnDaemon(const std::vector<std::string>& args, const std::string&
   ::close(log_fd);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::Internal("could not start " + args[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::Internal("could not start " + args[0]);
   return 0;
 }
 
@@ -127,33 +125,41 @@ Result<LocalCluster> FindLocalCluster() {
     }
   }
   if (const auto* p = o.if_contains("agent_pids"); p && p->is_array()) {
-    for (const auto& x : p->as_array()) c.agent_pids.push_back(static_cast<int>(AsInt(x).value_or(0)));
+    for (const auto& x : p->as_array())
+      c.agent_pids.push_back(static_cast<int>(AsInt(x).value_or(0)));
   }
-  if (c.server.empty() || !Healthy(c.server)) return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
+  if (c.server.empty() || !Healthy(c.server))
+    return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
   return c;
 }
 
-Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalClusterOptions& options) {
+Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
+                                       const LocalClusterOptions& options) {
   std::string home = BerthHome();
   std::error_code ec;
   std::filesystem::create_directories(home + "/logs", ec);
   if (ec) return Status::Internal("cannot create " + home + ": " + ec.message());
-  if (options.nodes < 1 || options.nodes > 256) return Status::Invalid("--nodes must be between 1 and 256");
+  if (options.nodes < 1 || options.nodes > 256)
+    return Status::Invalid("--nodes must be between 1 and 256");
 
-  // Reuse the previous port when there was one, so that jobs' agents and users' BERTH_SERVER keep working.
+  // Reuse the previous port when there was one, so that jobs' agents and users' BERTH_SERVER keep
+  // working.
   std::string listen = "127.0.0.1:0";
-  if (auto old = ParseJson(ReadFileOr(LocalStatePath()), "local.json"); old.ok() && old->is_object()) {
+  if (auto old = ParseJson(ReadFileOr(LocalStatePath()), "local.json");
+      old.ok() && old->is_object()) {
     const json::object& o = old->as_object();
     auto url = net::ParseUrl(GetString(o, "server").value());
     if (url.ok()) listen = fmt::format("127.0.0.1:{}", url->port);
-    // What is left of the previous cluster (its server died or hangs; its agents outlive it, retrying)
-    // goes first: an old agent would hold its state dir against the new one and serve the new server.
+    // What is left of the previous cluster (its server died or hangs; its agents outlive it,
+    // retrying) goes first: an old agent would hold its state dir against the new one and serve the
+    // new server.
     std::vector<int> stale = {static_cast<int>(GetInt(o, "server_pid", 0).value())};
     if (const auto* p = o.if_contains("agent_pids"); p && p->is_array()) {
       for (const auto& x : p->as_array()) stale.push_back(static_cast<int>(AsInt(x).value_or(0)));
     }
     std::erase_if(stale, [&](int pid) {
-      return !Alive(pid) || ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline").find(home) == std::string::npos;
+      return !Alive(pid) || ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline").find(home) ==
+                                std::string::npos;
     });
     TerminateAndWait(stale, 5000);
   }
@@ -162,8 +168,8 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
   std::filesystem::create_directories(state, ec);
   std::filesystem::remove(url_file, ec);
   auto start_server = [&](const std::string& addr) {
-    return SpawnDaemon({self_exe, "server", "--listen", addr, "--state-dir", state, "--url-file", url_file,
-                        "--pid-file", state + "/server.pid"},
+    return SpawnDaemon({self_exe, "server", "--listen", addr, "--state-dir", state, "--url-file",
+                        url_file, "--pid-file", state + "/server.pid"},
                        home + "/logs/server.log");
   };
   auto started = start_server(listen);
@@ -174,7 +180,8 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
     if (!started.ok()) return started.status();
     up = WaitFor([&] { return !Trim(ReadFileOr(url_file)).empty(); }, 10'000);
   }
-  if (!up) return Status::Unavailable("the local server did not start; see " + home + "/logs/server.log");
+  if (!up)
+    return Status::Unavailable("the local server did not start; see " + home + "/logs/server.log");
   LocalCluster c;
   c.server = Trim(ReadFileOr(url_file));
   c.server_pid = ReadPidFile(state + "/server.pid");
@@ -183,8 +190,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
     std::string name = fmt::format("local-{}", i);
     std::string dir = home + "/agents/" + name;
     std::filesystem::create_directories(dir, ec);
-    std::vector<std::string> args = {self_exe, "agent", "--server", c.server, "--name", name, "--state-dir", dir,
-                                     "--pid-file", dir + "/agent.pid"};
+    std::vector<std::string> args = {
+        self_exe, "agent",       "--server", c.server,     "--name",
+        name,     "--state-dir", dir,        "--pid-file", dir + "/agent.pid"};
     if (!options.gpus.empty()) args.insert(args.end(), {"--gpus", options.gpus});
     if (!options.cpus.empty()) args.insert(args.end(), {"--cpus", options.cpus});
     if (!options.memory.empty()) args.insert(args.end(), {"--memory", options.memory});
@@ -193,9 +201,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
     if (!agent.ok()) return agent.status();
     c.nodes.push_back(name);
   }
-  // Ready when every node is UP and was seen since its agent started: a restarted server lists the nodes
-  // it knew as UP for a lease period before any agent is back, and the agents' pid files (recorded below
-  // for `local down`) may not be written yet.
+  // Ready when every node is UP and was seen since its agent started: a restarted server lists the
+  // nodes it knew as UP for a lease period before any agent is back, and the agents' pid files
+  // (recorded below for `local down`) may not be written yet.
   net::HttpClient client(c.server, "");
   bool ready = WaitFor(
       [&] {
@@ -220,16 +228,20 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalC
         return true;
       },
       15'000);
-  for (const auto& name : c.nodes) c.agent_pids.push_back(ReadPidFile(home + "/agents/" + name + "/agent.pid"));
+  for (const auto& name : c.nodes)
+    c.agent_pids.push_back(ReadPidFile(home + "/agents/" + name + "/agent.pid"));
   json::array nodes;
   for (const auto& n : c.nodes) nodes.push_back(json::value(n));
   json::array pids;
   for (int p : c.agent_pids) pids.push_back(p);
-  json::object record{{"server", c.server}, {"server_pid", c.server_pid}, {"nodes", std::move(nodes)},
+  json::object record{{"server", c.server},
+                      {"server_pid", c.server_pid},
+                      {"nodes", std::move(nodes)},
                       {"agent_pids", std::move(pids)}};
   std::ofstream(LocalStatePath()) << SerializeJson(record) << "\n";
   if (!ready) {
-    return Status::Unavailable("the local agents did not come up; see " + home + "/logs/agent-*.log");
+    return Status::Unavailable("the local agents did not come up; see " + home +
+                               "/logs/agent-*.log");
   }
   return c;
 }
@@ -245,8 +257,8 @@ Status StopLocalCluster() {
       for (const auto& x : p->as_array()) agents.push_back(static_cast<int>(AsInt(x).value_or(0)));
     }
   }
-  // Agents first (they stop taking work), then the jobs' supervisors (each stops its job's processes and
-  // records the exit, reported when the cluster comes back), then the server.
+  // Agents first (they stop taking work), then the jobs' supervisors (each stops its job's
+  // processes and records the exit, reported when the cluster comes back), then the server.
   TerminateAndWait(agents, 5000);
   std::vector<int> supervisors;
   std::string agents_dir = home + "/agents";
@@ -258,8 +270,8 @@ Status StopLocalCluster() {
       while (dirent* f = readdir(j)) {
         int pid = ReadPidFile(jobs + "/" + f->d_name + "/supervisor.pid");
         std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
-        // A supervisor is either exec'd (`berth __supervise DIR`) or forked by the agent's spawner, whose
-        // command line it keeps (`berth __spawner`); the pid file says which process it is.
+        // A supervisor is either exec'd (`berth __supervise DIR`) or forked by the agent's spawner,
+        // whose command line it keeps (`berth __spawner`); the pid file says which process it is.
         if (pid > 0 && (cmdline.find("__supervise") != std::string::npos ||
                         cmdline.find("__spawner") != std::string::npos)) {
           supervisors.push_back(pid);
@@ -276,7 +288,9 @@ Status StopLocalCluster() {
 }
 
 Connection::Connection(std::string server_flag, std::string token_flag, std::string self_exe)
-    : server_flag_(std::move(server_flag)), token_(std::move(token_flag)), self_exe_(std::move(self_exe)) {}
+    : server_flag_(std::move(server_flag)),
+      token_(std::move(token_flag)),
+      self_exe_(std::move(self_exe)) {}
 
 Status Connection::Connect() {
   if (token_.empty()) {
@@ -292,11 +306,14 @@ Status Connection::Connect() {
   if (url_.empty()) {
     auto local = FindLocalCluster();
     if (!local.ok()) {
-      fmt::print(stderr, "berth: no server configured and no local cluster running; starting one under {}\n",
-                 BerthHome());
+      fmt::print(
+          stderr,
+          "berth: no server configured and no local cluster running; starting one under {}\n",
+          BerthHome());
       auto started = StartLocalCluster(self_exe_, LocalClusterOptions{});
       if (!started.ok()) return started.status();
-      fmt::print(stderr, "berth: local cluster up at {} (stop it with `berth local down`)\n", started->server);
+      fmt::print(stderr, "berth: local cluster up at {} (stop it with `berth local down`)\n",
+                 started->server);
       local = started;
     }
     url_ = local->server;
@@ -306,8 +323,8 @@ Status Connection::Connect() {
   return Status::Ok();
 }
 
-Result<json::value> Connection::Call(const std::string& method, const std::string& target, const std::string& body,
-                                     DurationMs timeout_ms) {
+Result<json::value> Connection::Call(const std::string& method, const std::string& target,
+                                     const std::string& body, DurationMs timeout_ms) {
   auto res = client_->Request(method, target, body, timeout_ms);
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "server answer");
@@ -315,7 +332,8 @@ Result<json::value> Connection::Call(const std::string& method, const std::strin
     if (!v.ok()) return Status::Internal("the server sent malformed JSON");
     return v;
   }
-  std::string message = v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
+  std::string message =
+      v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
   Code code = res->status == 404   ? Code::kNotFound
               : res->status == 401 ? Code::kUnauthorized
               : res->status == 409 ? Code::kConflict

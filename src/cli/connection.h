@@ -1,5 +1,6 @@
-// Connection: how a user command finds and talks to a server: `--server`, then BERTH_SERVER, then the local
-// cluster of BERTH_HOME (started on demand, saying so on stderr). Also the local cluster itself
+// Connection: how a user command finds and talks to a server: `--server`, then BERTH_SERVER, then
+// the local cluster of BERTH_HOME (started on demand, saying so on stderr). Also the local cluster
+// itself
 // (`berth local up|down|status`). Not thread-safe; one per command.
 #pragma once
 
@@ -32,9 +33,12 @@ struct LocalCluster {
 
 // The local cluster recorded under BERTH_HOME if its server answers; NotFound otherwise.
 Result<LocalCluster> FindLocalCluster();
-// Starts server + agents under BERTH_HOME and waits until every node is UP. `self_exe` is this binary.
-Result<LocalCluster> StartLocalCluster(const std::string& self_exe, const LocalClusterOptions& options);
-// Stops the local cluster: the jobs' supervisors (which stop the jobs), the agents, then the server.
+// Starts server + agents under BERTH_HOME and waits until every node is UP. `self_exe` is this
+// binary.
+Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
+                                       const LocalClusterOptions& options);
+// Stops the local cluster: the jobs' supervisors (which stop the jobs), the agents, then the
+// server.
 Status StopLocalCluster();
 
 class Connection {
@@ -47,8 +51,8 @@ class Connection {
   const std::string& url() const { return url_; }
 
   // One API call; the JSON body of a 2xx answer, or an error carrying the server's message.
-  Result<json::value> Call(const std::string& method, const std::string& target, const std::string& body = "",
-                           DurationMs timeout_ms = 60'000);
+  Result<json::value> Call(const std::string& method, const std::string& target,
+                           const std::string& body = "", DurationMs timeout_ms = 60'000);
   net::HttpClient& http() { return *client_; }
 
  private:

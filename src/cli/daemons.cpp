@@ -1,12 +1,11 @@
 // `berth server`, `berth agent` and the hidden `berth __supervise`: the long-running processes.
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "agent/agent.h"
 #include "agent/hollow.h"
@@ -62,9 +61,11 @@ int RunServer(const ServerFlags& flags) {
   SetLogPrefix("server");
   ServerOptions options;
   auto colon = flags.listen.rfind(':');
-  if (colon == std::string::npos) return Fail(Status::Invalid("--listen must be HOST:PORT, got '" + flags.listen + "'"));
+  if (colon == std::string::npos)
+    return Fail(Status::Invalid("--listen must be HOST:PORT, got '" + flags.listen + "'"));
   options.host = flags.listen.substr(0, colon);
-  if (options.host.size() > 2 && options.host.front() == '[') options.host = options.host.substr(1, options.host.size() - 2);
+  if (options.host.size() > 2 && options.host.front() == '[')
+    options.host = options.host.substr(1, options.host.size() - 2);
   try {
     options.port = std::stoi(flags.listen.substr(colon + 1));
   } catch (...) {
@@ -77,7 +78,8 @@ int RunServer(const ServerFlags& flags) {
   auto lease = ParseDuration(flags.lease);
   auto grace = ParseDuration(flags.kill_grace);
   auto starvation = ParseDuration(flags.starvation);
-  if (!lease || *lease < 300) return Fail(Status::Invalid("--lease: expected a duration of at least 300ms, like 30s"));
+  if (!lease || *lease < 300)
+    return Fail(Status::Invalid("--lease: expected a duration of at least 300ms, like 30s"));
   if (!grace) return Fail(Status::Invalid("--kill-grace: expected a duration like 10s"));
   if (!starvation) return Fail(Status::Invalid("--starvation: expected a duration like 10m"));
   options.lease_ms = *lease;
@@ -102,28 +104,35 @@ int RunServer(const ServerFlags& flags) {
 
 int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   AgentOptions options;
-  options.server_url = flags.server.empty() ? (std::getenv("BERTH_SERVER") ? std::getenv("BERTH_SERVER") : "")
-                                            : flags.server;
-  if (options.server_url.empty()) return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
+  options.server_url = flags.server.empty()
+                           ? (std::getenv("BERTH_SERVER") ? std::getenv("BERTH_SERVER") : "")
+                           : flags.server;
+  if (options.server_url.empty())
+    return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
   options.token = ReadToken(flags.token, flags.token_file);
   options.name = flags.name;
   options.state_dir = flags.state_dir;
   options.gpus = flags.gpus;
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
-    if (!cpus || *cpus <= 0) return Fail(Status::Invalid("--cpus: expected a positive number, got '" + flags.cpus + "'"));
+    if (!cpus || *cpus <= 0)
+      return Fail(Status::Invalid("--cpus: expected a positive number, got '" + flags.cpus + "'"));
     options.cpus = *cpus;
   }
   if (!flags.memory.empty()) {
     auto gib = ParseMilli(flags.memory);
-    if (!gib) return Fail(Status::Invalid("--memory: expected GiB as a number, got '" + flags.memory + "'"));
+    if (!gib)
+      return Fail(
+          Status::Invalid("--memory: expected GiB as a number, got '" + flags.memory + "'"));
     options.memory = *gib * kMibPerGib / 1000;
   }
   options.pool = flags.pool;
-  if (!options.pool.empty() && !IsValidName(options.pool)) return Fail(Status::Invalid("--pool: invalid name"));
+  if (!options.pool.empty() && !IsValidName(options.pool))
+    return Fail(Status::Invalid("--pool: invalid name"));
   for (const auto& l : flags.labels) {
     auto eq = l.find('=');
-    if (eq == std::string::npos || !IsValidName(l.substr(0, eq)) || !IsValidName(l.substr(eq + 1))) {
+    if (eq == std::string::npos || !IsValidName(l.substr(0, eq)) ||
+        !IsValidName(l.substr(eq + 1))) {
       return Fail(Status::Invalid("--label: expected key=value, got '" + l + "'"));
     }
     options.labels[l.substr(0, eq)] = l.substr(eq + 1);
@@ -143,7 +152,8 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     waiter.join();
     return st.ok() ? 0 : Fail(st);
   }
-  if (flags.state_dir.empty()) return Fail(Status::Invalid("the agent needs --state-dir (unless --hollow)"));
+  if (flags.state_dir.empty())
+    return Fail(Status::Invalid("the agent needs --state-dir (unless --hollow)"));
   sigset_t signals = BlockStopSignals();
   Agent agent(options);
   std::thread waiter([&] {

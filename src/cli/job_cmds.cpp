@@ -1,4 +1,5 @@
 // berth exec / queue / logs / cancel / show.
+#include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -6,8 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -34,7 +33,8 @@ namespace {
 std::string ShellQuote(const std::string& s) {
   bool plain = !s.empty();
   for (char c : s) {
-    if (!(isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos)) {
+    if (!(isalnum(static_cast<unsigned char>(c)) ||
+          std::string("-_./=:,+@%").find(c) != std::string::npos)) {
       plain = false;
     }
   }
@@ -56,7 +56,8 @@ bool LooksLikeTaskFile(const std::string& arg) {
     return arg.size() >= s.size() && arg.compare(arg.size() - s.size(), s.size(), s) == 0;
   };
   std::error_code ec;
-  return ends(".yaml") || ends(".yml") || (std::filesystem::is_regular_file(arg, ec) && arg.find(' ') == std::string::npos);
+  return ends(".yaml") || ends(".yml") ||
+         (std::filesystem::is_regular_file(arg, ec) && arg.find(' ') == std::string::npos);
 }
 
 std::string Time(const json::value& v, TimeMs now) {
@@ -68,23 +69,26 @@ std::string GpusOf(const json::object& job) {
   const json::value& acc = job.at("resources").as_object().at("accelerators");
   if (!acc.is_object() || acc.as_object().empty()) return "-";
   const auto& [type, count] = *acc.as_object().begin();
-  std::string n = count.is_double() ? fmt::format("{}", count.as_double()) : std::to_string(AsInt(count).value_or(0));
+  std::string n = count.is_double() ? fmt::format("{}", count.as_double())
+                                    : std::to_string(AsInt(count).value_or(0));
   return std::string(type) + ":" + n;
 }
 
 std::string NodesOf(const json::object& job) {
   std::vector<std::string> nodes;
-  for (const auto& p : job.at("placement").as_array()) nodes.emplace_back(p.as_object().at("node").as_string());
+  for (const auto& p : job.at("placement").as_array())
+    nodes.emplace_back(p.as_object().at("node").as_string());
   return nodes.empty() ? "-" : Join(nodes, ",");
 }
 
 // Follows a job's output from `offset` until the job ends. Returns false on a connection error.
-bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow, std::string* final_status) {
+bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow,
+                std::string* final_status) {
   int64_t offset = 0;
   int current_attempt = attempt;
   while (true) {
-    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}", id, offset, rank,
-                                     current_attempt, follow ? 20'000 : 0);
+    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}", id,
+                                     offset, rank, current_attempt, follow ? 20'000 : 0);
     auto res = conn.http().Request("GET", target, "", 70'000);
     if (!res.ok()) {
       fmt::print(stderr, "berth: {}\n", res.status().message());
@@ -118,7 +122,10 @@ bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow
 }  // namespace
 
 int Exec(const GlobalFlags& g, const ExecFlags& f) {
-  if (f.args.empty()) return Fail(Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- python train.py)"));
+  if (f.args.empty())
+    return Fail(
+        Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- "
+                        "python train.py)"));
   JobSpec spec;
   std::string yaml_path;
   if (f.args.size() == 1 && !f.command && LooksLikeTaskFile(f.args[0])) {
@@ -143,8 +150,12 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!spec.name.empty() && !IsValidName(spec.name)) {
     // Derived names may hold odd characters; keep what is valid.
     std::string clean;
-    for (char c : spec.name) clean += (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
-    if (!f.name.empty()) return Fail(Status::Invalid("-n: invalid job name '" + f.name + "' (use letters, digits, . _ -)"));
+    for (char c : spec.name)
+      clean +=
+          (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+    if (!f.name.empty())
+      return Fail(
+          Status::Invalid("-n: invalid job name '" + f.name + "' (use letters, digits, . _ -)"));
     spec.name = clean.empty() || clean[0] == '-' ? "job" : clean.substr(0, 128);
   }
   if (!f.gpus.empty()) {
@@ -160,12 +171,15 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   }
   if (!f.cpus.empty()) {
     auto cpus = ParseMilli(f.cpus);
-    if (!cpus) return Fail(Status::Invalid("--cpus: expected a number like 2 or 0.5, got '" + f.cpus + "'"));
+    if (!cpus)
+      return Fail(Status::Invalid("--cpus: expected a number like 2 or 0.5, got '" + f.cpus + "'"));
     spec.resources.cpus = *cpus;
   }
   if (!f.memory.empty()) {
     auto mem = ParseMilli(f.memory);
-    if (!mem) return Fail(Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'"));
+    if (!mem)
+      return Fail(
+          Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'"));
     spec.resources.memory = *mem * kMibPerGib / 1000;
   }
   for (const auto& e : f.envs) {
@@ -173,7 +187,8 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
     std::string key = e.substr(0, eq);
     std::string value;
     if (eq == std::string::npos) {
-      const char* v = std::getenv(key.c_str());  // --env KEY passes this shell's value, like docker -e
+      const char* v =
+          std::getenv(key.c_str());  // --env KEY passes this shell's value, like docker -e
       if (!v) return Fail(Status::Invalid("--env " + key + ": not set here; use --env KEY=VALUE"));
       value = v;
     } else {
@@ -185,7 +200,8 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (f.priority) spec.priority = *f.priority;
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
-  // Relative workdirs are relative to where the user stands; no workdir means here (as sbatch does).
+  // Relative workdirs are relative to where the user stands; no workdir means here (as sbatch
+  // does).
   std::error_code ec;
   std::filesystem::path cwd = std::filesystem::current_path(ec);
   if (spec.workdir.empty()) {
@@ -208,10 +224,11 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (f.as_json) {
     fmt::print("{}\n", SerializeJson(json::object{{"group", out.at("group")}, {"jobs", ids}}));
   } else if (!out.at("group").is_null()) {
-    fmt::print("Submitted group {}: jobs {}-{} ({} jobs).\n", AsInt(out.at("group")).value(), AsInt(ids.front()).value(),
-               AsInt(ids.back()).value(), ids.size());
+    fmt::print("Submitted group {}: jobs {}-{} ({} jobs).\n", AsInt(out.at("group")).value(),
+               AsInt(ids.front()).value(), AsInt(ids.back()).value(), ids.size());
   } else {
-    fmt::print(f.detach ? stdout : stderr, "Job {} submitted ({}).\n", AsInt(ids.front()).value(), spec.name);
+    fmt::print(f.detach ? stdout : stderr, "Job {} submitted ({}).\n", AsInt(ids.front()).value(),
+               spec.name);
   }
   std::fflush(stdout);
   if (f.detach || ids.size() != 1) return 0;
@@ -233,8 +250,10 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  // A page: at most --limit rows, newest first, of the active jobs and the most recent finished ones.
-  std::string target = f.all ? "/v1/jobs?all=1&limit=0" : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
+  // A page: at most --limit rows, newest first, of the active jobs and the most recent finished
+  // ones.
+  std::string target =
+      f.all ? "/v1/jobs?all=1&limit=0" : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
   if (f.group) target += fmt::format("&group={}", *f.group);
   auto res = conn.Call("GET", target);
   if (!res.ok()) return Fail(res.status());
@@ -245,24 +264,31 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   }
   bool grouped = false;
   for (const auto& j : jobs) grouped = grouped || !j.as_object().at("group").is_null();
-  std::vector<std::string> header = {"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"};
+  std::vector<std::string> header = {"ID",      "NAME",   "USER", "SUBMITTED",
+                                     "STARTED", "STATUS", "GPUS", "NODE"};
   if (grouped) header.insert(header.begin() + 2, {"GROUP", "RANK"});
   Table table(header);
   TimeMs now = SystemClock::Get().Now();
   for (const auto& jv : jobs) {
     const json::object& j = jv.as_object();
-    std::vector<std::string> row = {std::to_string(AsInt(j.at("id")).value()), std::string(j.at("name").as_string()),
-                                    std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now),
-                                    Time(j.at("started_at"), now), std::string(j.at("status").as_string()),
-                                    GpusOf(j), NodesOf(j)};
+    std::vector<std::string> row = {std::to_string(AsInt(j.at("id")).value()),
+                                    std::string(j.at("name").as_string()),
+                                    std::string(j.at("user").as_string()),
+                                    Time(j.at("submitted_at"), now),
+                                    Time(j.at("started_at"), now),
+                                    std::string(j.at("status").as_string()),
+                                    GpusOf(j),
+                                    NodesOf(j)};
     if (grouped) {
-      row.insert(row.begin() + 2, {j.at("group").is_null() ? "-" : std::to_string(AsInt(j.at("group")).value()),
-                                   j.at("rank").is_null() ? "-" : std::to_string(AsInt(j.at("rank")).value())});
+      row.insert(row.begin() + 2,
+                 {j.at("group").is_null() ? "-" : std::to_string(AsInt(j.at("group")).value()),
+                  j.at("rank").is_null() ? "-" : std::to_string(AsInt(j.at("rank")).value())});
     }
     table.Add(row);
   }
   fmt::print("{}", table.Render());
-  if (const auto* more = res->as_object().if_contains("more"); more && more->is_bool() && more->as_bool()) {
+  if (const auto* more = res->as_object().if_contains("more");
+      more && more->is_bool() && more->as_bool()) {
     fmt::print("(the newest {} shown; --limit N shows more, --all every job)\n", f.limit);
   }
   return 0;
@@ -276,7 +302,8 @@ int Logs(const GlobalFlags& g, const LogsFlags& f) {
   if (!job.ok()) return Fail(job.status());
   int num_nodes = static_cast<int>(AsInt(job->as_object().at("num_nodes")).value_or(1));
   if (f.rank && (*f.rank < 0 || *f.rank >= num_nodes)) {
-    return Fail(Status::Invalid(fmt::format("--rank: job {} has ranks 0..{}", f.id, num_nodes - 1)));
+    return Fail(
+        Status::Invalid(fmt::format("--rank: job {} has ranks 0..{}", f.id, num_nodes - 1)));
   }
   return FollowLogs(conn, f.id, f.rank.value_or(-1), f.attempt, !f.no_follow, nullptr) ? 0 : 1;
 }
@@ -309,7 +336,8 @@ int Cancel(const GlobalFlags& g, const CancelFlags& f) {
       return Join(s, ", ");
     };
     const auto& cancelled = o.at("cancelled").as_array();
-    if (!cancelled.empty()) fmt::print("Cancelled {}: {}\n", cancelled.size() == 1 ? "job" : "jobs", list(cancelled));
+    if (!cancelled.empty())
+      fmt::print("Cancelled {}: {}\n", cancelled.size() == 1 ? "job" : "jobs", list(cancelled));
     if (cancelled.empty() && f.ids.empty()) fmt::print("No active jobs to cancel.\n");
     if (!o.at("already_finished").as_array().empty()) {
       fmt::print("Already finished: {}\n", list(o.at("already_finished").as_array()));
@@ -342,21 +370,25 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
   fmt::print("  status:     {}   attempt {}\n", str("status"), str("attempt"));
   fmt::print("  reason:     {}\n", str("reason"));
-  fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n", str("num_nodes"), GpusOf(j),
-             SerializeJson(r.at("cpus")), SerializeJson(r.at("memory")), str("priority"));
+  fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n",
+             str("num_nodes"), GpusOf(j), SerializeJson(r.at("cpus")),
+             SerializeJson(r.at("memory")), str("priority"));
   if (!j.at("group").is_null()) fmt::print("  group:      {} rank {}\n", str("group"), str("rank"));
-  fmt::print("  submitted:  {}\n  started:    {}\n  ended:      {}\n  exit code:  {}\n", str("submitted_at"),
-             str("started_at"), str("ended_at"), str("exit_code"));
+  fmt::print("  submitted:  {}\n  started:    {}\n  ended:      {}\n  exit code:  {}\n",
+             str("submitted_at"), str("started_at"), str("ended_at"), str("exit_code"));
   for (const auto& p : j.at("placement").as_array()) {
     const json::object& po = p.as_object();
     std::vector<std::string> gpus;
-    for (const auto& d : po.at("gpus").as_array()) gpus.push_back(std::to_string(AsInt(d).value_or(0)));
-    fmt::print("  placement:  rank {} on {}  CUDA_VISIBLE_DEVICES={}\n", AsInt(po.at("rank")).value_or(0),
-               std::string(po.at("node").as_string()), gpus.empty() ? "(none)" : Join(gpus, ","));
+    for (const auto& d : po.at("gpus").as_array())
+      gpus.push_back(std::to_string(AsInt(d).value_or(0)));
+    fmt::print("  placement:  rank {} on {}  CUDA_VISIBLE_DEVICES={}\n",
+               AsInt(po.at("rank")).value_or(0), std::string(po.at("node").as_string()),
+               gpus.empty() ? "(none)" : Join(gpus, ","));
   }
   if (const auto* spec = j.if_contains("spec"); spec && spec->is_object()) {
     const json::object& s = spec->as_object();
-    if (s.contains("workdir")) fmt::print("  workdir:    {}\n", std::string(s.at("workdir").as_string()));
+    if (s.contains("workdir"))
+      fmt::print("  workdir:    {}\n", std::string(s.at("workdir").as_string()));
     if (s.contains("setup") && !s.at("setup").as_string().empty()) {
       fmt::print("  setup:      {}\n", std::string(s.at("setup").as_string()));
     }
@@ -372,12 +404,15 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
       for (const auto& p : a.at("placement").as_array()) {
         nodes.emplace_back(p.as_object().at("node").as_string());
         std::vector<std::string> d;
-        for (const auto& x : p.as_object().at("gpus").as_array()) d.push_back(std::to_string(AsInt(x).value_or(0)));
+        for (const auto& x : p.as_object().at("gpus").as_array())
+          d.push_back(std::to_string(AsInt(x).value_or(0)));
         gpus.push_back(d.empty() ? "-" : Join(d, ","));
       }
       auto s = [&](const char* k) {
         const json::value& v = a.at(k);
-        return v.is_null() ? std::string("-") : v.is_string() ? std::string(v.as_string()) : SerializeJson(v);
+        return v.is_null()     ? std::string("-")
+               : v.is_string() ? std::string(v.as_string())
+                               : SerializeJson(v);
       };
       t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
              a.at("outcome").is_null() ? "(current)" : s("outcome"), s("exit_code"), s("reason")});
@@ -390,7 +425,8 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     for (const auto& ev : events->as_array()) {
       const json::object& e = ev.as_object();
       t.Add({"  " + std::string(e.at("at").as_string()), std::string(e.at("status").as_string()),
-             std::to_string(AsInt(e.at("attempt")).value_or(0)), std::string(e.at("reason").as_string())});
+             std::to_string(AsInt(e.at("attempt")).value_or(0)),
+             std::string(e.at("reason").as_string())});
     }
     fmt::print("{}", t.Render());
   }

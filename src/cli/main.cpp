@@ -26,35 +26,49 @@ int Main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "__supervise") == 0) return RunSupervisor(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "__spawner") == 0) return RunSpawner();
 
-  CLI::App app{"berth: a job queue and batch scheduler for GPU clusters.\n"
-               "User commands find the server in --server, then BERTH_SERVER, then the local cluster of\n"
-               "BERTH_HOME (default ~/.berth), which they start if it is not running."};
+  CLI::App app{
+      "berth: a job queue and batch scheduler for GPU clusters.\n"
+      "User commands find the server in --server, then BERTH_SERVER, then the local cluster of\n"
+      "BERTH_HOME (default ~/.berth), which they start if it is not running."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "berth 0.1.0");
   GlobalFlags g;
   g.self_exe = SelfExe(argv[0]);
   auto add_global = [&](CLI::App* cmd) {
-    cmd->add_option("--server", g.server, "Server URL (default: BERTH_SERVER, else the local cluster)");
-    cmd->add_option("--token", g.token, "Cluster token (default: BERTH_TOKEN, BERTH_TOKEN_FILE, the local cluster's)");
+    cmd->add_option("--server", g.server,
+                    "Server URL (default: BERTH_SERVER, else the local cluster)");
+    cmd->add_option("--token", g.token,
+                    "Cluster token (default: BERTH_TOKEN, BERTH_TOKEN_FILE, the local cluster's)");
   };
   int rc = 0;
 
   // --- daemons ---
   ServerFlags server_flags;
   auto* server = app.add_subcommand("server", "Run the control-plane server");
-  server->add_option("--listen", server_flags.listen, "HOST:PORT to listen on (port 0 picks one)")->capture_default_str();
-  server->add_option("--state-dir", server_flags.state_dir, "Directory for the database, logs and token")->required();
+  server->add_option("--listen", server_flags.listen, "HOST:PORT to listen on (port 0 picks one)")
+      ->capture_default_str();
+  server
+      ->add_option("--state-dir", server_flags.state_dir,
+                   "Directory for the database, logs and token")
+      ->required();
   server->add_option("--token", server_flags.token, "Cluster token clients must present");
   server->add_option("--token-file", server_flags.token_file, "File holding the cluster token");
   server->add_flag("--require-token", server_flags.require_token,
                    "Require the token even on loopback (always required on other addresses)");
-  server->add_option("--lease", server_flags.lease, "Node lease: a node silent this long is down")->capture_default_str();
-  server->add_option("--kill-grace", server_flags.kill_grace, "Default SIGTERM-to-SIGKILL grace for stopping jobs")
+  server->add_option("--lease", server_flags.lease, "Node lease: a node silent this long is down")
       ->capture_default_str();
-  server->add_option("--starvation", server_flags.starvation, "Wait after which a job gets a reservation")
+  server
+      ->add_option("--kill-grace", server_flags.kill_grace,
+                   "Default SIGTERM-to-SIGKILL grace for stopping jobs")
       ->capture_default_str();
-  server->add_option("--threads", server_flags.threads, "HTTP worker threads (default: the CPUs this process may use)");
-  server->add_option("--url-file", server_flags.url_file, "Write the server's URL here once it listens");
+  server
+      ->add_option("--starvation", server_flags.starvation,
+                   "Wait after which a job gets a reservation")
+      ->capture_default_str();
+  server->add_option("--threads", server_flags.threads,
+                     "HTTP worker threads (default: the CPUs this process may use)");
+  server->add_option("--url-file", server_flags.url_file,
+                     "Write the server's URL here once it listens");
   server->add_option("--pid-file", server_flags.pid_file, "Write the server's pid here");
   server->callback([&] { rc = RunServer(server_flags); });
 
@@ -63,19 +77,25 @@ int Main(int argc, char** argv) {
   agent->add_option("--server", agent_flags.server, "Server URL (default: BERTH_SERVER)");
   agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
   agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
-  agent->add_option("--name", agent_flags.name, "Node name (with --hollow: the name prefix)")->required();
-  agent->add_option("--state-dir", agent_flags.state_dir, "Directory for the node's identity and its jobs (required "
-                                                          "unless --hollow)");
-  agent->add_option("--hollow", agent_flags.hollow,
-                    "Simulate N nodes named NAME-0..NAME-(N-1) that run jobs without processes (a job lasts "
-                    "BERTH_HOLLOW_SECONDS from its envs, or until cancelled); for scale tests");
+  agent->add_option("--name", agent_flags.name, "Node name (with --hollow: the name prefix)")
+      ->required();
+  agent->add_option("--state-dir", agent_flags.state_dir,
+                    "Directory for the node's identity and its jobs (required "
+                    "unless --hollow)");
+  agent->add_option(
+      "--hollow", agent_flags.hollow,
+      "Simulate N nodes named NAME-0..NAME-(N-1) that run jobs without processes (a job lasts "
+      "BERTH_HOLLOW_SECONDS from its envs, or until cancelled); for scale tests");
   agent->add_option("--gpus", agent_flags.gpus, "Declare GPUs TYPE:N instead of asking nvidia-smi");
-  agent->add_option("--cpus", agent_flags.cpus, "CPUs to offer (default: what this process may use)");
+  agent->add_option("--cpus", agent_flags.cpus,
+                    "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");
   agent->add_option("--pool", agent_flags.pool, "Pool this node belongs to");
   // Repeatable flags take one value each, so that `--label a=1 task.yaml` leaves task.yaml alone.
-  agent->add_option("--label", agent_flags.labels, "Node label key=value (repeatable)")->allow_extra_args(false);
-  agent->add_option("--address", agent_flags.address, "Address other nodes reach this one at (default: as the server sees it)");
+  agent->add_option("--label", agent_flags.labels, "Node label key=value (repeatable)")
+      ->allow_extra_args(false);
+  agent->add_option("--address", agent_flags.address,
+                    "Address other nodes reach this one at (default: as the server sees it)");
   agent->add_option("--pid-file", agent_flags.pid_file, "Write the agent's pid here");
   agent->callback([&] { rc = RunAgent(agent_flags, g.self_exe); });
 
@@ -83,12 +103,17 @@ int Main(int argc, char** argv) {
   local->require_subcommand(1);
   LocalClusterOptions local_options;
   auto* up = local->add_subcommand("up", "Start a server and agents on this machine");
-  up->add_option("--nodes", local_options.nodes, "Number of agents (local-0 ... local-K-1)")->capture_default_str();
-  up->add_option("--gpus", local_options.gpus, "GPUs per node, TYPE:N (default: discover with nvidia-smi)");
+  up->add_option("--nodes", local_options.nodes, "Number of agents (local-0 ... local-K-1)")
+      ->capture_default_str();
+  up->add_option("--gpus", local_options.gpus,
+                 "GPUs per node, TYPE:N (default: discover with nvidia-smi)");
   up->add_option("--cpus", local_options.cpus, "CPUs per node (default: this machine's)");
-  up->add_option("--memory", local_options.memory, "Memory per node in GiB (default: this machine's)");
+  up->add_option("--memory", local_options.memory,
+                 "Memory per node in GiB (default: this machine's)");
   up->callback([&] { rc = LocalUp(local_options, g.self_exe); });
-  local->add_subcommand("down", "Stop the local cluster and its jobs")->callback([&] { rc = LocalDown(); });
+  local->add_subcommand("down", "Stop the local cluster and its jobs")->callback([&] {
+    rc = LocalDown();
+  });
   bool local_json = false;
   auto* status = local->add_subcommand("status", "Show the local cluster");
   status->add_flag("--json", local_json, "Machine-readable output");
@@ -98,28 +123,37 @@ int Main(int argc, char** argv) {
   ExecFlags exec_flags;
   auto* exec = app.add_subcommand("exec", "Submit a job: a task YAML, or a command after --");
   exec->add_option("args", exec_flags.args, "task.yaml, or the command to run (put it after --)");
-  exec->add_flag("-d,--detach", exec_flags.detach, "Return at once instead of streaming the output");
+  exec->add_flag("-d,--detach", exec_flags.detach,
+                 "Return at once instead of streaming the output");
   exec->add_option("-n,--name", exec_flags.name, "Job name");
-  exec->add_option("--gpus", exec_flags.gpus, "Accelerators per node, TYPE:N (e.g. V100:1, T4:0.5)");
+  exec->add_option("--gpus", exec_flags.gpus,
+                   "Accelerators per node, TYPE:N (e.g. V100:1, T4:0.5)");
   exec->add_option("--cpus", exec_flags.cpus, "CPUs per node (default 0.5)");
-  exec->add_option("--memory", exec_flags.memory, "Memory per node in GiB (default: none reserved)");
-  exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")->allow_extra_args(false);
+  exec->add_option("--memory", exec_flags.memory,
+                   "Memory per node in GiB (default: none reserved)");
+  exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
   exec->add_option("--num-jobs", exec_flags.num_jobs, "Submit N copies as one group, ranks 0..N-1");
   exec->add_option("--priority", exec_flags.priority, "Priority (higher runs first; default 0)");
   exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
-  exec->add_option("--workdir", exec_flags.workdir, "Working directory on the nodes (default: the current one)");
+  exec->add_option("--workdir", exec_flags.workdir,
+                   "Working directory on the nodes (default: the current one)");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
   add_global(exec);
   exec->callback([&] {
     // What follows "--" is a command even when it names a file (`berth exec -- ./train.sh`).
-    for (int i = 1; i < argc; ++i) exec_flags.command = exec_flags.command || std::strcmp(argv[i], "--") == 0;
+    for (int i = 1; i < argc; ++i)
+      exec_flags.command = exec_flags.command || std::strcmp(argv[i], "--") == 0;
     rc = Exec(g, exec_flags);
   });
 
   QueueFlags queue_flags;
-  auto* queue = app.add_subcommand("queue", "List active jobs and the most recent finished ones, newest first");
+  auto* queue = app.add_subcommand(
+      "queue", "List active jobs and the most recent finished ones, newest first");
   queue->add_flag("-a,--all", queue_flags.all, "Every job, finished ones included");
-  queue->add_option("--limit", queue_flags.limit, "Jobs per page (active ones and the most recent finished)")
+  queue
+      ->add_option("--limit", queue_flags.limit,
+                   "Jobs per page (active ones and the most recent finished)")
       ->capture_default_str();
   queue->add_option("--group", queue_flags.group, "Only the jobs of this group");
   queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");
@@ -147,14 +181,16 @@ int Main(int argc, char** argv) {
 
   int64_t show_id = 0;
   bool show_json = false;
-  auto* show = app.add_subcommand("show", "One job in full: spec, placement, attempts, events, why pending");
+  auto* show =
+      app.add_subcommand("show", "One job in full: spec, placement, attempts, events, why pending");
   show->add_option("id", show_id, "Job id")->required();
   show->add_flag("--json", show_json, "Print the job object");
   add_global(show);
   show->callback([&] { rc = Show(g, show_id, show_json); });
 
   bool nodes_json = false;
-  auto* nodes = app.add_subcommand("nodes", "List nodes: state, pool, labels, resources total and free");
+  auto* nodes =
+      app.add_subcommand("nodes", "List nodes: state, pool, labels, resources total and free");
   nodes->add_flag("--json", nodes_json, "Machine-readable output (a JSON array of nodes)");
   add_global(nodes);
   nodes->callback([&] { rc = Nodes(g, nodes_json); });

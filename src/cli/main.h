@@ -1,5 +1,5 @@
-// The `berth` command line: daemons (server, agent, local) and user commands (exec, queue, logs, cancel,
-// nodes, show, drain, undrain). User commands are thin HTTP clients of the server's API.
+// The `berth` command line: daemons (server, agent, local) and user commands (exec, queue, logs,
+// cancel, nodes, show, drain, undrain). User commands are thin HTTP clients of the server's API.
 #pragma once
 
 namespace berth::cli {

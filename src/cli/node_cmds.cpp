@@ -42,20 +42,24 @@ int Nodes(const GlobalFlags& g, bool as_json) {
     fmt::print("{}\n", SerializeJson(nodes));
     return 0;
   }
-  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)", "MEMORY GiB (free/total)",
-           "ADDRESS"});
+  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)",
+           "MEMORY GiB (free/total)", "ADDRESS"});
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
     const json::object& cap = n.at("capacity").as_object();
     const json::object& free = n.at("free").as_object();
     std::vector<std::string> labels;
-    for (const auto& [k, v] : n.at("labels").as_object()) labels.push_back(std::string(k) + "=" + std::string(v.as_string()));
+    for (const auto& [k, v] : n.at("labels").as_object())
+      labels.push_back(std::string(k) + "=" + std::string(v.as_string()));
     std::string state(n.at("state").as_string());
-    if (state == "DOWN" && n.at("down_since").is_string()) state += " since " + std::string(n.at("down_since").as_string());
+    if (state == "DOWN" && n.at("down_since").is_string())
+      state += " since " + std::string(n.at("down_since").as_string());
     std::string pool(n.at("pool").as_string());
     t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool,
-           labels.empty() ? "-" : Join(labels, ","), GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
-           Num(free.at("cpus")) + "/" + Num(cap.at("cpus")), Num(free.at("memory")) + "/" + Num(cap.at("memory")),
+           labels.empty() ? "-" : Join(labels, ","),
+           GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
+           Num(free.at("cpus")) + "/" + Num(cap.at("cpus")),
+           Num(free.at("memory")) + "/" + Num(cap.at("memory")),
            std::string(n.at("address").as_string())});
   }
   fmt::print("{}", t.Render());
@@ -66,7 +70,8 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  auto res = conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) + (drain ? "/drain" : "/undrain"));
+  auto res =
+      conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) + (drain ? "/drain" : "/undrain"));
   if (!res.ok()) return Fail(res.status());
   fmt::print("Node {} is {}.\n", node, std::string(res->as_object().at("state").as_string()));
   return 0;
@@ -74,13 +79,16 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain) {
 
 int LocalUp(const LocalClusterOptions& options, const std::string& self_exe) {
   if (auto running = FindLocalCluster(); running.ok()) {
-    fmt::print(stderr, "berth: a local cluster is already running at {} ({} node(s)); `berth local down` stops it\n",
+    fmt::print(stderr,
+               "berth: a local cluster is already running at {} ({} node(s)); `berth local down` "
+               "stops it\n",
                running->server, running->nodes.size());
     return 0;
   }
   auto c = StartLocalCluster(self_exe, options);
   if (!c.ok()) return Fail(c.status());
-  fmt::print("Local cluster up at {} with {} node(s): {}\n", c->server, c->nodes.size(), Join(c->nodes, ", "));
+  fmt::print("Local cluster up at {} with {} node(s): {}\n", c->server, c->nodes.size(),
+             Join(c->nodes, ", "));
   fmt::print("State and logs are under {}.\n", BerthHome());
   return 0;
 }
@@ -96,7 +104,8 @@ int LocalStatus(bool as_json) {
   auto c = FindLocalCluster();
   if (!c.ok()) {
     if (as_json) {
-      fmt::print("{}\n", SerializeJson(json::object{{"server", nullptr}, {"nodes", json::array{}}}));
+      fmt::print("{}\n",
+                 SerializeJson(json::object{{"server", nullptr}, {"nodes", json::array{}}}));
       return 1;
     }
     return Fail(c.status());
@@ -104,10 +113,12 @@ int LocalStatus(bool as_json) {
   if (as_json) {
     json::array nodes;
     for (const auto& n : c->nodes) nodes.push_back(json::value(n));
-    fmt::print("{}\n", SerializeJson(json::object{{"server", c->server}, {"nodes", std::move(nodes)},
-                                                    {"home", BerthHome()}}));
+    fmt::print("{}\n",
+               SerializeJson(json::object{
+                   {"server", c->server}, {"nodes", std::move(nodes)}, {"home", BerthHome()}}));
   } else {
-    fmt::print("Local cluster at {} with node(s) {} (state under {}).\n", c->server, Join(c->nodes, ", "), BerthHome());
+    fmt::print("Local cluster at {} with node(s) {} (state under {}).\n", c->server,
+               Join(c->nodes, ", "), BerthHome());
   }
   return 0;
 }

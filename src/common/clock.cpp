@@ -1,10 +1,10 @@
 #include "common/clock.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-
-#include <fmt/format.h>
 
 namespace berth {
 
@@ -40,8 +40,8 @@ std::optional<TimeMs> ParseRfc3339(const std::string& s) {
   struct tm tm {};
   int ms = 0;
   int n = 0;
-  if (sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-             &tm.tm_min, &tm.tm_sec, &n) != 6) {
+  if (sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+             &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6) {
     return std::nullopt;
   }
   size_t pos = static_cast<size_t>(n);

@@ -1,7 +1,8 @@
 // Clock: the only way berth code reads the time, so that tests can drive it.
 //
-// Times are integer milliseconds since the Unix epoch (wall clock); durations are integer milliseconds.
-// SystemClock is thread-safe. The pure scheduler never reads a clock: callers pass `now` in.
+// Times are integer milliseconds since the Unix epoch (wall clock); durations are integer
+// milliseconds. SystemClock is thread-safe. The pure scheduler never reads a clock: callers pass
+// `now` in.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ int64_t MonotonicMs();
 
 // "2026-11-22T05:02:03.123Z".
 std::string FormatRfc3339(TimeMs t);
-// Parses what FormatRfc3339 writes (and whole seconds without a fraction). nullopt on malformed input.
+// Parses what FormatRfc3339 writes (and whole seconds without a fraction). nullopt on malformed
+// input.
 std::optional<TimeMs> ParseRfc3339(const std::string& s);
 
 // "90m", "2h", "1h30m", "45s", "1d", or a bare number of minutes. nullopt on malformed input.

@@ -1,16 +1,15 @@
 #include "common/cpu_budget.h"
 
-#include "common/files.h"
-
 #include <sched.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "common/files.h"
+
 namespace berth {
 namespace {
-
 
 std::optional<double> CgroupV1Quota() {
   auto quota = ReadFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");

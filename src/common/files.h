@@ -1,5 +1,5 @@
-// Small whole-file helpers shared by the server, the agent, the supervisor and the CLI (state files, pid
-// files, tokens, run plans). Thread-safe: each call opens its own descriptor.
+// Small whole-file helpers shared by the server, the agent, the supervisor and the CLI (state
+// files, pid files, tokens, run plans). Thread-safe: each call opens its own descriptor.
 #pragma once
 
 #include <sys/types.h>
@@ -14,9 +14,10 @@ std::optional<std::string> ReadFile(const std::string& path);
 // The whole file, or `fallback` if it cannot be read.
 std::string ReadFileOr(const std::string& path, const std::string& fallback = "");
 
-// Writes via a temp file and rename, so readers see the old or the new content, never half. `sync` also
-// makes it survive a power loss. Returns false on any failure.
-bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true, mode_t mode = 0644);
+// Writes via a temp file and rename, so readers see the old or the new content, never half. `sync`
+// also makes it survive a power loss. Returns false on any failure.
+bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true,
+                     mode_t mode = 0644);
 // Writes in place (one inode, no temp file): for files nobody reads before they are complete.
 bool WriteFileInPlace(const std::string& path, const std::string& data, mode_t mode = 0644);
 

@@ -38,9 +38,7 @@ std::optional<JobStatus> ParseJobStatus(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsTerminal(JobStatus s) {
-  return !(s == JobStatus::kPending || IsActive(s));
-}
+bool IsTerminal(JobStatus s) { return !(s == JobStatus::kPending || IsActive(s)); }
 
 std::string_view NodeStateName(NodeState s) {
   for (const auto& [k, v] : kNodeNames) {

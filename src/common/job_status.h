@@ -10,15 +10,15 @@ namespace berth {
 
 enum class JobStatus {
   kPending,
-  kStarting,    // placed; launch sent to the agent(s)
-  kSettingUp,   // setup running
+  kStarting,   // placed; launch sent to the agent(s)
+  kSettingUp,  // setup running
   kRunning,
   kSucceeded,
   kFailed,
   kFailedSetup,
   kCancelled,
-  kLost,        // its node stopped answering and its lease ran out
-  kPreempted,   // preempted and opted out of requeueing
+  kLost,       // its node stopped answering and its lease ran out
+  kPreempted,  // preempted and opted out of requeueing
 };
 
 std::string_view JobStatusName(JobStatus s);  // "PENDING", ...

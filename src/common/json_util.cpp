@@ -1,8 +1,8 @@
 #include "common/json_util.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace berth {
 
@@ -15,10 +15,12 @@ Result<json::value> ParseJson(std::string_view text, const std::string& what) {
 
 std::optional<int64_t> AsInt(const json::value& v) {
   if (v.is_int64()) return v.as_int64();
-  if (v.is_uint64() && v.as_uint64() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v.as_uint64());
+  if (v.is_uint64() && v.as_uint64() <= static_cast<uint64_t>(INT64_MAX))
+    return static_cast<int64_t>(v.as_uint64());
   if (v.is_double()) {
     double d = v.as_double();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
+      return static_cast<int64_t>(d);
   }
   return std::nullopt;
 }
@@ -30,7 +32,8 @@ std::optional<double> AsNumber(const json::value& v) {
   return std::nullopt;
 }
 
-Result<std::string> GetString(const json::object& obj, const char* key, const std::string& fallback) {
+Result<std::string> GetString(const json::object& obj, const char* key,
+                              const std::string& fallback) {
   auto* v = obj.if_contains(key);
   if (!v || v->is_null()) return fallback;
   if (!v->is_string()) return Status::Invalid(std::string("'") + key + "' must be a string");

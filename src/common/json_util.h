@@ -1,5 +1,5 @@
-// Helpers for reading Boost.JSON values with clear errors, and for berth's JSON conventions (times as
-// RFC 3339 strings or null, CPUs and GiB as numbers). Pure and thread-safe.
+// Helpers for reading Boost.JSON values with clear errors, and for berth's JSON conventions (times
+// as RFC 3339 strings or null, CPUs and GiB as numbers). Pure and thread-safe.
 #pragma once
 
 #include <boost/json.hpp>
@@ -16,13 +16,14 @@ namespace json = boost::json;
 // Parses text as JSON; InvalidArgument naming `what` on malformed input.
 Result<json::value> ParseJson(std::string_view text, const std::string& what = "request body");
 
-// Typed reads of obj[key]. Missing keys give `fallback` (or nullopt); wrong types give InvalidArgument
-// naming the key.
-Result<std::string> GetString(const json::object& obj, const char* key, const std::string& fallback = "");
+// Typed reads of obj[key]. Missing keys give `fallback` (or nullopt); wrong types give
+// InvalidArgument naming the key.
+Result<std::string> GetString(const json::object& obj, const char* key,
+                              const std::string& fallback = "");
 Result<int64_t> GetInt(const json::object& obj, const char* key, int64_t fallback = 0);
 Result<bool> GetBool(const json::object& obj, const char* key, bool fallback = false);
 Result<double> GetNumber(const json::object& obj, const char* key, double fallback = 0);
-std::optional<int64_t> AsInt(const json::value& v);   // integers, and doubles with no fraction
+std::optional<int64_t> AsInt(const json::value& v);  // integers, and doubles with no fraction
 std::optional<double> AsNumber(const json::value& v);
 
 json::value TimeToJson(std::optional<TimeMs> t);  // RFC 3339 string or null

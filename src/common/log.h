@@ -16,19 +16,23 @@ void LogLine(LogLevel level, std::string_view message);
 
 template <typename... Args>
 void LogInfo(fmt::format_string<Args...> f, Args&&... args) {
-  if (LogEnabled(LogLevel::kInfo)) LogLine(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
+  if (LogEnabled(LogLevel::kInfo))
+    LogLine(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void LogWarn(fmt::format_string<Args...> f, Args&&... args) {
-  if (LogEnabled(LogLevel::kWarn)) LogLine(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
+  if (LogEnabled(LogLevel::kWarn))
+    LogLine(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void LogError(fmt::format_string<Args...> f, Args&&... args) {
-  if (LogEnabled(LogLevel::kError)) LogLine(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
+  if (LogEnabled(LogLevel::kError))
+    LogLine(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void LogDebug(fmt::format_string<Args...> f, Args&&... args) {
-  if (LogEnabled(LogLevel::kDebug)) LogLine(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
+  if (LogEnabled(LogLevel::kDebug))
+    LogLine(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace berth

@@ -1,8 +1,8 @@
 // Quantities: resource amounts as integers, and their parsing and printing.
 //
 // CPUs are counted in milli-CPUs, memory in MiB, GPUs in milli-GPUs (1000 = one whole device). No
-// floating-point resource arithmetic happens anywhere in berth; doubles appear only at the edges (JSON
-// numbers in CPUs and GiB, YAML values) and are converted here, rounding to the nearest unit.
+// floating-point resource arithmetic happens anywhere in berth; doubles appear only at the edges
+// (JSON numbers in CPUs and GiB, YAML values) and are converted here, rounding to the nearest unit.
 // All functions are pure and thread-safe.
 #pragma once
 
@@ -25,7 +25,9 @@ constexpr MilliGpu kMilliPerGpu = 1000;
 // more than three decimals and absurdly large values (> 10^12).
 std::optional<int64_t> ParseMilli(const std::string& text);
 
-inline int64_t MilliFromDouble(double v) { return static_cast<int64_t>(v * 1000.0 + (v >= 0 ? 0.5 : -0.5)); }
+inline int64_t MilliFromDouble(double v) {
+  return static_cast<int64_t>(v * 1000.0 + (v >= 0 ? 0.5 : -0.5));
+}
 inline Mib MibFromGib(double gib) { return static_cast<Mib>(gib * 1024.0 + 0.5); }
 inline double GibFromMib(Mib mib) { return static_cast<double>(mib) / 1024.0; }
 inline double CpusFromMilli(MilliCpu m) { return static_cast<double>(m) / 1000.0; }

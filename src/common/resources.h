@@ -1,7 +1,7 @@
 // ResourceRequest: what one node of a job asks for. Shared vocabulary of spec/, sched/ and server/.
 //
-// A plain value type. `gpu_milli` is 0 when the job wants no GPU; below 1000 it is a share of one device
-// (T4:0.5 -> 500); otherwise a whole number of devices times 1000 (V100:4 -> 4000).
+// A plain value type. `gpu_milli` is 0 when the job wants no GPU; below 1000 it is a share of one
+// device (T4:0.5 -> 500); otherwise a whole number of devices times 1000 (V100:4 -> 4000).
 #pragma once
 
 #include <string>
@@ -24,7 +24,9 @@ struct ResourceRequest {
   bool fractional_gpu() const { return gpu_milli > 0 && gpu_milli < kMilliPerGpu; }
   // Number of whole devices; 1 for a fractional request.
   int gpu_devices() const {
-    return gpu_milli == 0 ? 0 : (gpu_milli < kMilliPerGpu ? 1 : static_cast<int>(gpu_milli / kMilliPerGpu));
+    return gpu_milli == 0
+               ? 0
+               : (gpu_milli < kMilliPerGpu ? 1 : static_cast<int>(gpu_milli / kMilliPerGpu));
   }
   bool operator==(const ResourceRequest&) const = default;
 };
@@ -36,8 +38,8 @@ std::string FormatGpus(const std::string& type, MilliGpu milli);
 
 namespace berth {
 
-// What a job got on one node: the devices (with the share of each) and the rank of that node in the job.
-// CPUs and memory granted are the job's per-node request.
+// What a job got on one node: the devices (with the share of each) and the rank of that node in the
+// job. CPUs and memory granted are the job's per-node request.
 struct GpuGrant {
   int index = 0;          // device index on the node (what CUDA_VISIBLE_DEVICES lists)
   MilliGpu milli = 1000;  // 1000 for a whole device, less for a share

@@ -1,9 +1,9 @@
 // Status and Result<T>: errors as values at module boundaries.
 //
-// A Status is either ok or carries an error code and a message meant for a user ("line 4: resources.cpus:
-// expected a number"). Result<T> holds a T or a non-ok Status. Both are plain values: copyable, movable, and
-// safe to pass between threads like any value type. Code that cannot continue on "cannot happen" aborts
-// loudly instead of returning a Status.
+// A Status is either ok or carries an error code and a message meant for a user ("line 4:
+// resources.cpus: expected a number"). Result<T> holds a T or a non-ok Status. Both are plain
+// values: copyable, movable, and safe to pass between threads like any value type. Code that cannot
+// continue on "cannot happen" aborts loudly instead of returning a Status.
 #pragma once
 
 #include <cassert>
@@ -76,8 +76,8 @@ class Result {
 
 }  // namespace berth
 
-#define BERTH_RETURN_IF_ERROR(expr)   \
-  do {                                \
-    ::berth::Status _st = (expr);     \
-    if (!_st.ok()) return _st;        \
+#define BERTH_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::berth::Status _st = (expr);   \
+    if (!_st.ok()) return _st;      \
   } while (0)

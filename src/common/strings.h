@@ -11,7 +11,8 @@ std::vector<std::string> Split(std::string_view s, char sep);
 std::string Trim(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view prefix);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
-// A valid name for a job, node, pool or label: 1-128 chars of [A-Za-z0-9._-], not starting with '-'.
+// A valid name for a job, node, pool or label: 1-128 chars of [A-Za-z0-9._-], not starting with
+// '-'.
 bool IsValidName(std::string_view s);
 // Generates a random token of `bytes` random bytes, hex-encoded (from /dev/urandom).
 std::string RandomHex(size_t bytes);

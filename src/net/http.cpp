@@ -51,7 +51,8 @@ std::string UrlEncode(const std::string& s) {
   return out;
 }
 
-void ParseTarget(const std::string& target, std::string* path, std::map<std::string, std::string>* query) {
+void ParseTarget(const std::string& target, std::string* path,
+                 std::map<std::string, std::string>* query) {
   size_t q = target.find('?');
   *path = UrlDecode(target.substr(0, q), false);
   query->clear();
@@ -60,7 +61,8 @@ void ParseTarget(const std::string& target, std::string* path, std::map<std::str
   size_t start = 0;
   while (start <= rest.size()) {
     size_t amp = rest.find('&', start);
-    std::string part = rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    std::string part =
+        rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
     if (!part.empty()) {
       size_t eq = part.find('=');
       if (eq == std::string::npos) {

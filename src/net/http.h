@@ -1,5 +1,5 @@
-// Plain HTTP/1.1 message types shared by berth's HTTP server and client, free of Boost.Beast so that only
-// net/*.cpp pay Beast's compile time. Values; thread-safe like any value type.
+// Plain HTTP/1.1 message types shared by berth's HTTP server and client, free of Boost.Beast so
+// that only net/*.cpp pay Beast's compile time. Values; thread-safe like any value type.
 #pragma once
 
 #include <functional>
@@ -12,9 +12,9 @@
 namespace berth::net {
 
 struct HttpRequest {
-  std::string method;   // "GET", "POST", ...
-  std::string target;   // as sent: "/v1/jobs?all=1"
-  std::string path;     // decoded path without the query: "/v1/jobs"
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // as sent: "/v1/jobs?all=1"
+  std::string path;                            // decoded path without the query: "/v1/jobs"
   std::map<std::string, std::string> query;    // decoded query parameters
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
@@ -40,9 +40,9 @@ struct HttpResponse {
   std::string Header(const std::string& name) const;  // case-insensitive; "" if absent
 };
 
-// How a handler answers one request: once with Send(), or as a chunked stream (StartStream, Write..., End).
-// Every method is thread-safe and may be called from any thread, long after the handler returned (long
-// polls, watch streams). Calls after the peer went away are ignored.
+// How a handler answers one request: once with Send(), or as a chunked stream (StartStream,
+// Write..., End). Every method is thread-safe and may be called from any thread, long after the
+// handler returned (long polls, watch streams). Calls after the peer went away are ignored.
 class Responder {
  public:
   virtual ~Responder() = default;
@@ -52,7 +52,8 @@ class Responder {
   virtual bool Write(std::string chunk) = 0;
   virtual void End() = 0;
   virtual bool closed() const = 0;
-  // Bytes queued but not yet written to the socket: lets producers notice a peer that stopped reading.
+  // Bytes queued but not yet written to the socket: lets producers notice a peer that stopped
+  // reading.
   virtual size_t backlog() const = 0;
 };
 
@@ -62,6 +63,7 @@ using Handler = std::function<void(HttpRequest&& request, std::shared_ptr<Respon
 std::string UrlDecode(const std::string& s, bool plus_is_space);
 std::string UrlEncode(const std::string& s);
 // Splits "/a/b?x=1&y=2" into the decoded path and query map.
-void ParseTarget(const std::string& target, std::string* path, std::map<std::string, std::string>* query);
+void ParseTarget(const std::string& target, std::string* path,
+                 std::map<std::string, std::string>* query);
 
 }  // namespace berth::net

@@ -18,7 +18,8 @@ Result<Url> ParseUrl(const std::string& url) {
   std::string rest = url;
   const std::string scheme = "http://";
   if (rest.rfind("https://", 0) == 0) {
-    return Status::Invalid("https is not supported by berth's client: '" + url + "' (use http:// behind a TLS proxy)");
+    return Status::Invalid("https is not supported by berth's client: '" + url +
+                           "' (use http:// behind a TLS proxy)");
   }
   if (rest.rfind(scheme, 0) == 0) rest = rest.substr(scheme.size());
   Url out;
@@ -48,12 +49,14 @@ Result<Url> ParseUrl(const std::string& url) {
 
 namespace {
 
-// A SyncReadStream/SyncWriteStream over a connected socket that gives up after a timeout, so that a server
-// that stops answering makes a call fail instead of hanging (asio's blocking reads ignore SO_RCVTIMEO).
+// A SyncReadStream/SyncWriteStream over a connected socket that gives up after a timeout, so that a
+// server that stops answering makes a call fail instead of hanging (asio's blocking reads ignore
+// SO_RCVTIMEO).
 class TimedSocket {
  public:
   using executor_type = tcp::socket::executor_type;
-  TimedSocket(tcp::socket& socket, DurationMs* timeout_ms) : socket_(socket), timeout_ms_(timeout_ms) {}
+  TimedSocket(tcp::socket& socket, DurationMs* timeout_ms)
+      : socket_(socket), timeout_ms_(timeout_ms) {}
   executor_type get_executor() { return socket_.get_executor(); }
 
   template <class Buffers>
@@ -135,7 +138,8 @@ struct HttpClient::Impl {
         socklen_t len = sizeof(err);
         if (r <= 0) {
           ec = asio::error::timed_out;
-        } else if (getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
+        } else if (getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+                   err != 0) {
           ec = beast::error_code(err, boost::system::system_category());
         } else {
           ec = {};
@@ -197,9 +201,10 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   if (!impl_->url_status.ok()) return impl_->url_status;
   impl_->timeout_ms = timeout_ms;
   auto req = impl_->MakeRequest(method, target, body);
-  // A kept-alive connection may have been closed by the server meanwhile: retry once on a fresh one,
-  // but only if nothing of the response arrived (so a request is never applied twice by our retry...
-  // the server may still have applied it; callers that must be exactly-once use idempotent requests).
+  // A kept-alive connection may have been closed by the server meanwhile: retry once on a fresh
+  // one, but only if nothing of the response arrived (so a request is never applied twice by our
+  // retry... the server may still have applied it; callers that must be exactly-once use idempotent
+  // requests).
   for (int tries = 0; tries < 2; ++tries) {
     bool reused = impl_->socket.has_value();
     BERTH_RETURN_IF_ERROR(impl_->Connect());
@@ -221,8 +226,8 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
         continue;
       }
       if (ec == asio::error::timed_out) {
-        return Status::Unavailable("berth server did not answer " + method + " " + target + " within " +
-                                   FormatDuration(timeout_ms));
+        return Status::Unavailable("berth server did not answer " + method + " " + target +
+                                   " within " + FormatDuration(timeout_ms));
       }
       return Status::Unavailable("reading from berth server: " + ec.message());
     }
@@ -230,7 +235,8 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
     HttpResponse out;
     out.status = static_cast<int>(msg.result_int());
     out.content_type = std::string(msg[http::field::content_type]);
-    for (const auto& f : msg) out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : msg)
+      out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     out.body = std::move(msg.body());
     if (!msg.keep_alive()) impl_->Close();
     return out;
@@ -238,9 +244,9 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   return Status::Unavailable("berth server closed the connection");
 }
 
-Status HttpClient::Stream(const std::string& method, const std::string& target, const std::string& body,
-                          DurationMs idle_timeout_ms, const std::function<bool(std::string_view)>& on_data,
-                          int* status_code) {
+Status HttpClient::Stream(const std::string& method, const std::string& target,
+                          const std::string& body, DurationMs idle_timeout_ms,
+                          const std::function<bool(std::string_view)>& on_data, int* status_code) {
   if (!impl_->url_status.ok()) return impl_->url_status;
   impl_->Close();  // a stream gets its own connection
   impl_->timeout_ms = idle_timeout_ms;
@@ -270,7 +276,8 @@ Status HttpClient::Stream(const std::string& method, const std::string& target, 
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       impl_->Close();
-      if (ec == asio::error::timed_out) return Status::Unavailable("berth server stream went silent");
+      if (ec == asio::error::timed_out)
+        return Status::Unavailable("berth server stream went silent");
       return Status::Unavailable("berth server stream ended: " + ec.message());
     }
     size_t n = sizeof(buf) - parser.get().body().size;

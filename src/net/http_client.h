@@ -1,8 +1,8 @@
 // HttpClient: a small blocking HTTP/1.1 client for the CLI and the agent, on Boost.Beast.
 //
-// Keeps one keep-alive connection to `base_url` and reconnects on demand. Every call has a timeout; a
-// server that stops answering yields an Unavailable status, never a hang. Presents the cluster token as
-// "Authorization: Bearer" when one is set. Not thread-safe: use one client per thread.
+// Keeps one keep-alive connection to `base_url` and reconnects on demand. Every call has a timeout;
+// a server that stops answering yields an Unavailable status, never a hang. Presents the cluster
+// token as "Authorization: Bearer" when one is set. Not thread-safe: use one client per thread.
 #pragma once
 
 #include <functional>
@@ -35,9 +35,10 @@ class HttpClient {
   Result<HttpResponse> Request(const std::string& method, const std::string& target,
                                const std::string& body = "", DurationMs timeout_ms = 30'000);
 
-  // Sends one request and delivers the response body as it arrives. `on_data` returns false to stop.
-  // `idle_timeout_ms` bounds the wait for each piece (the server sends keep-alive pings on streams).
-  // Returns the status line's code in *status_code. Ok when the stream ended normally or was stopped.
+  // Sends one request and delivers the response body as it arrives. `on_data` returns false to
+  // stop. `idle_timeout_ms` bounds the wait for each piece (the server sends keep-alive pings on
+  // streams). Returns the status line's code in *status_code. Ok when the stream ended normally or
+  // was stopped.
   Status Stream(const std::string& method, const std::string& target, const std::string& body,
                 DurationMs idle_timeout_ms, const std::function<bool(std::string_view)>& on_data,
                 int* status_code);

@@ -34,8 +34,8 @@ HttpResponse JsonError(int status, const std::string& message) {
   return r;
 }
 
-// One connection. All socket work happens on the session's strand; Responder calls from other threads are
-// posted onto it.
+// One connection. All socket work happens on the session's strand; Responder calls from other
+// threads are posted onto it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const Handler& handler, const HttpServerOptions& options)
@@ -48,18 +48,22 @@ class Session : public std::enable_shared_from_this<Session> {
   // --- called through SessionResponder, from any thread ---
   void PostSend(HttpResponse response) {
     asio::post(stream_.get_executor(),
-               [self = shared_from_this(), r = std::move(response)]() mutable { self->DoSend(std::move(r)); });
+               [self = shared_from_this(), r = std::move(response)]() mutable {
+                 self->DoSend(std::move(r));
+               });
   }
   void PostStartStream(int status, std::string content_type) {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), status, ct = std::move(content_type)] {
-      self->DoStartStream(status, ct);
-    });
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), status, ct = std::move(content_type)] {
+                 self->DoStartStream(status, ct);
+               });
   }
   bool PostWrite(std::string chunk) {
     if (closed_) return false;
     backlog_ += chunk.size();
-    asio::post(stream_.get_executor(),
-               [self = shared_from_this(), c = std::move(chunk)]() mutable { self->QueueChunk(std::move(c)); });
+    asio::post(stream_.get_executor(), [self = shared_from_this(), c = std::move(chunk)]() mutable {
+      self->QueueChunk(std::move(c));
+    });
     return true;
   }
   void PostEnd() {
@@ -75,20 +79,22 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(64 * 1024);
     buffer_.consume(buffer_.size() > 0 ? 0 : 0);
     stream_.expires_after(std::chrono::milliseconds(options_.idle_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
-        ec == beast::error::timeout || ec == asio::error::connection_reset || ec == asio::error::eof) {
+        ec == beast::error::timeout || ec == asio::error::connection_reset ||
+        ec == asio::error::eof) {
       Close();
       return;
     }
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
-      DoSend(JsonError(413, "request body too large (limit " + std::to_string(options_.max_body_bytes) +
-                                " bytes)"));
+      DoSend(JsonError(413, "request body too large (limit " +
+                                std::to_string(options_.max_body_bytes) + " bytes)"));
       return;
     }
     if (ec) {
@@ -134,13 +140,14 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive_);
     res->body() = std::move(r.body);
     res->prepare_payload();
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-      if (ec || !self->keep_alive_) {
-        self->Close();
-        return;
-      }
-      self->DoRead();
-    });
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec || !self->keep_alive_) {
+                          self->Close();
+                          return;
+                        }
+                        self->DoRead();
+                      });
   }
 
   void DoStartStream(int status, const std::string& content_type) {
@@ -156,27 +163,28 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_res_->chunked(true);
     stream_sr_ = std::make_shared<http::response_serializer<http::empty_body>>(*stream_res_);
     writing_ = true;
-    http::async_write_header(stream_, *stream_sr_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->writing_ = false;
-      if (ec) {
-        self->Close();
-        return;
-      }
-      self->WatchPeer();
-      self->FlushQueue();
-    });
+    http::async_write_header(stream_, *stream_sr_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) {
+                                 self->Close();
+                                 return;
+                               }
+                               self->WatchPeer();
+                               self->FlushQueue();
+                             });
   }
 
   // While streaming nothing is expected from the peer; a read that completes means it hung up.
   void WatchPeer() {
-    stream_.socket().async_read_some(asio::buffer(peek_), [self = shared_from_this()](beast::error_code ec,
-                                                                                       size_t) {
-      if (ec) {
-        self->Close();
-      } else {
-        self->WatchPeer();
-      }
-    });
+    stream_.socket().async_read_some(asio::buffer(peek_),
+                                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                                       if (ec) {
+                                         self->Close();
+                                       } else {
+                                         self->WatchPeer();
+                                       }
+                                     });
   }
 
   void QueueChunk(std::string chunk) {
@@ -193,14 +201,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (out_.empty()) {
       if (end_queued_) {
         writing_ = true;
-        asio::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code, size_t) {
-          self->writing_ = false;
-          self->Close();
-        });
+        asio::async_write(stream_, http::make_chunk_last(),
+                          [self = shared_from_this()](beast::error_code, size_t) {
+                            self->writing_ = false;
+                            self->Close();
+                          });
       }
       return;
     }
-    // Coalesce what is queued into one chunk: fewer syscalls when a producer writes many small pieces.
+    // Coalesce what is queued into one chunk: fewer syscalls when a producer writes many small
+    // pieces.
     auto data = std::make_shared<std::string>();
     while (!out_.empty()) {
       *data += out_.front();
@@ -291,7 +301,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(HttpServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
 }
@@ -301,7 +312,8 @@ HttpServer::~HttpServer() { Stop(); }
 Status HttpServer::Start() {
   beast::error_code ec;
   auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec) return Status::Invalid("bad listen address '" + impl_->options.host + "': " + ec.message());
+  if (ec)
+    return Status::Invalid("bad listen address '" + impl_->options.host + "': " + ec.message());
   tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
   auto& acc = impl_->acceptor;
   acc.open(endpoint.protocol(), ec);

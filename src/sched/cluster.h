@@ -1,6 +1,6 @@
-// The scheduler's view of the world: nodes with their capacity and what is free now, running jobs, and
-// pending requests. Plain values built by the server for each pass; the scheduler never reads a clock, a
-// store or a socket. Not thread-safe to mutate concurrently; a pass owns its copy.
+// The scheduler's view of the world: nodes with their capacity and what is free now, running jobs,
+// and pending requests. Plain values built by the server for each pass; the scheduler never reads a
+// clock, a store or a socket. Not thread-safe to mutate concurrently; a pass owns its copy.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +17,15 @@ namespace berth::sched {
 using JobId = int64_t;  // ids grow with submission order
 
 struct Device {
-  int index = 0;             // the device index on its node
-  std::string type;          // "V100"
+  int index = 0;                 // the device index on its node
+  std::string type;              // "V100"
   MilliGpu free = kMilliPerGpu;  // 1000 when nobody holds a share of it
 };
 
 struct NodeView {
   std::string name;
-  bool schedulable = true;   // UP and not DRAINING; unschedulable nodes still count for feasibility
-  std::string pool;          // "" = default pool
+  bool schedulable = true;  // UP and not DRAINING; unschedulable nodes still count for feasibility
+  std::string pool;         // "" = default pool
   std::map<std::string, std::string> labels;
   MilliCpu cpus_total = 0;
   MilliCpu cpus_free = 0;
@@ -40,14 +40,15 @@ struct JobRequest {
   int priority = 0;
   int num_nodes = 1;
   ResourceRequest per_node;
-  std::string pool;                          // "" = any pool
+  std::string pool;  // "" = any pool
   std::map<std::string, std::string> node_selector;
-  std::string exclusive;                     // node label key for exclusive placement; "" = none
+  std::string exclusive;  // node label key for exclusive placement; "" = none
   TimeMs submitted_at = 0;
   std::optional<DurationMs> time_limit;
 };
 
-// A job holding resources now (STARTING, SETTING_UP or RUNNING). Used for preemption and reservations.
+// A job holding resources now (STARTING, SETTING_UP or RUNNING). Used for preemption and
+// reservations.
 struct RunningJob {
   JobId id = 0;
   int priority = 0;
@@ -56,8 +57,8 @@ struct RunningJob {
   Placement placement;
   TimeMs started_at = 0;
   std::optional<DurationMs> time_limit;
-  // True while the job's processes are being stopped (cancelled or preempted): it holds its resources
-  // but can be neither preempted again nor counted as running work.
+  // True while the job's processes are being stopped (cancelled or preempted): it holds its
+  // resources but can be neither preempted again nor counted as running work.
   bool stopping = false;
 };
 

@@ -1,6 +1,6 @@
-// The agents' protocol (docs/api.md, "Agent protocol"): register, watch stream, heartbeat, reports, log
-// shipping and spec fetch. Every report names (job, attempt, rank); only the current attempt is applied and
-// anything else is told to stop (fencing).
+// The agents' protocol (docs/api.md, "Agent protocol"): register, watch stream, heartbeat, reports,
+// log shipping and spec fetch. Every report names (job, attempt, rank); only the current attempt is
+// applied and anything else is told to stop (fencing).
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -22,11 +22,13 @@ Result<Server::NodeRuntime*> Server::AuthenticateAgent(const json::object& body)
   return &it->second;
 }
 
-void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tuple<int64_t, int, int>>& running) {
-  // An agent still runs an attempt that the store says has ended: the job was cancelled (or failed, or
-  // timed out) and its processes were still being stopped when this server started. Its resources stay
-  // held until they are gone, as they would have been without the restart, so that no new job lands on
-  // devices the dying one still uses. The node is not schedulable before this runs (it had no session).
+void Server::HoldEndedAttempts(const NodeRuntime& node,
+                               const std::set<std::tuple<int64_t, int, int>>& running) {
+  // An agent still runs an attempt that the store says has ended: the job was cancelled (or failed,
+  // or timed out) and its processes were still being stopped when this server started. Its
+  // resources stay held until they are gone, as they would have been without the restart, so that
+  // no new job lands on devices the dying one still uses. The node is not schedulable before this
+  // runs (it had no session).
   for (const auto& [job_id, attempt, rank] : running) {
     if (jobs_.count(job_id)) continue;
     auto rows = store_->GetJobs({job_id});
@@ -43,8 +45,8 @@ void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tupl
       if (static_cast<size_t>(grant.rank) >= job.ranks.size()) continue;
       bool here = grant.node == node.row.name;
       auto other = nodes_.find(grant.node);
-      // Ranks on nodes that already re-registered without this job are gone; those on nodes not heard
-      // from yet are held until they register (or their lease runs out).
+      // Ranks on nodes that already re-registered without this job are gone; those on nodes not
+      // heard from yet are held until they register (or their lease runs out).
       bool gone = here ? !running.count({job_id, attempt, grant.rank})
                        : other == nodes_.end() || !other->second.session.empty() ||
                              other->second.row.state == NodeState::kDown;
@@ -52,8 +54,8 @@ void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tupl
       any_running = any_running || !gone;
     }
     if (!any_running) continue;
-    LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone", job_id,
-            attempt, node.row.name);
+    LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
+            job_id, attempt, node.row.name);
     job.terminating = true;
     Allocate(job.row, +1);
     jobs_.emplace(job_id, std::move(job));
@@ -62,7 +64,8 @@ void Server::HoldEndedAttempts(const NodeRuntime& node, const std::set<std::tupl
 
 net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "register: body must be a JSON object");
+  if (!body.ok() || !body->is_object())
+    return ErrorResponse(400, "register: body must be a JSON object");
   const json::object& o = body->as_object();
   auto name = GetString(o, "name");
   auto node_id = GetString(o, "node_id");
@@ -70,14 +73,16 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   auto pool = GetString(o, "pool");
   auto cpus = GetInt(o, "cpus_milli");
   auto memory = GetInt(o, "memory_mib");
-  for (const Status* st : {&name.status(), &node_id.status(), &address.status(), &pool.status(), &cpus.status(),
-                           &memory.status()}) {
+  for (const Status* st : {&name.status(), &node_id.status(), &address.status(), &pool.status(),
+                           &cpus.status(), &memory.status()}) {
     if (!st->ok()) return ErrorResponse(400, "register: " + st->message());
   }
   if (!IsValidName(*name)) return ErrorResponse(400, "register: invalid node name '" + *name + "'");
   if (node_id->size() < 8) return ErrorResponse(400, "register: node_id is missing");
-  if (*cpus <= 0 || *memory < 0) return ErrorResponse(400, "register: cpus must be positive and memory not negative");
-  if (!pool->empty() && !IsValidName(*pool)) return ErrorResponse(400, "register: invalid pool name");
+  if (*cpus <= 0 || *memory < 0)
+    return ErrorResponse(400, "register: cpus must be positive and memory not negative");
+  if (!pool->empty() && !IsValidName(*pool))
+    return ErrorResponse(400, "register: invalid pool name");
   std::map<std::string, std::string> labels;
   if (const auto* l = o.if_contains("labels"); l && l->is_object()) {
     for (const auto& [k, v] : l->as_object()) {
@@ -115,9 +120,10 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   std::lock_guard lock(mu_);
   TimeMs now = clock_.Now();
   auto it = nodes_.find(*name);
-  if (it != nodes_.end() && it->second.row.node_id != *node_id && it->second.row.state != NodeState::kDown &&
-      it->second.lease_expires > now) {
-    return ErrorResponse(409, "node name '" + *name + "' is held by another live agent; pick another --name");
+  if (it != nodes_.end() && it->second.row.node_id != *node_id &&
+      it->second.row.state != NodeState::kDown && it->second.lease_expires > now) {
+    return ErrorResponse(
+        409, "node name '" + *name + "' is held by another live agent; pick another --name");
   }
   NodeRuntime& node = nodes_[*name];
   if (node.watch) node.watch->End();  // the old session is replaced at once
@@ -139,8 +145,8 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   node.session = RandomHex(12);
   node.lease_expires = now + options_.lease_ms;
 
-  // Reconcile: launches the agent never got are sent again; attempts it runs that are not current are
-  // told to stop.
+  // Reconcile: launches the agent never got are sent again; attempts it runs that are not current
+  // are told to stop.
   HoldEndedAttempts(node, running);
   bool released = false;
   for (auto& [id, job] : jobs_) {
@@ -161,16 +167,19 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
     if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != *name) continue;
-      if (!running.count({id, job.row.attempt, grant.rank})) SendToNode(node, LaunchMessage(job, grant.rank));
+      if (!running.count({id, job.row.attempt, grant.rank}))
+        SendToNode(node, LaunchMessage(job, grant.rank));
     }
   }
   if (released) ReapFinished();
-  // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or running
-  // jobs that it still runs (a server restart forgot them) are held again until they are gone.
+  // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or
+  // running jobs that it still runs (a server restart forgot them) are held again until they are
+  // gone.
   std::vector<std::tuple<int64_t, int, int>> gone;
   for (const auto& [key, dying] : dying_) {
     for (const auto& grant : dying.placement) {
-      if (grant.node == *name && dying.alive.count(grant.rank) && !running.count({key.first, key.second, grant.rank})) {
+      if (grant.node == *name && dying.alive.count(grant.rank) &&
+          !running.count({key.first, key.second, grant.rank})) {
         gone.emplace_back(key.first, key.second, grant.rank);
       }
     }
@@ -178,14 +187,16 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(job_id, attempt, rank);
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
-    if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt})) continue;
+    if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt}))
+      continue;
     auto attempts = store_->GetAttempts(job_id);
     if (!attempts.ok()) continue;
     for (const auto& a : *attempts) {
       if (a.attempt != attempt) continue;
       DyingAttempt dying{a.placement, j->second.row.resources, {}};
       for (const auto& grant : a.placement) {
-        if (grant.node != *name || running.count({job_id, attempt, grant.rank})) dying.alive.insert(grant.rank);
+        if (grant.node != *name || running.count({job_id, attempt, grant.rank}))
+          dying.alive.insert(grant.rank);
       }
       JobRow held;
       held.placement = dying.placement;
@@ -196,10 +207,13 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
   }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
-    bool current = j != jobs_.end() && j->second.row.attempt == attempt && IsActive(j->second.row.status) &&
-                   !j->second.terminating;
+    bool current = j != jobs_.end() && j->second.row.attempt == attempt &&
+                   IsActive(j->second.row.status) && !j->second.terminating;
     if (!current) {
-      SendToNode(node, json::object{{"type", "stop"}, {"job", job_id}, {"attempt", attempt}, {"rank", rank},
+      SendToNode(node, json::object{{"type", "stop"},
+                                    {"job", job_id},
+                                    {"attempt", attempt},
+                                    {"rank", rank},
                                     {"reason", "not the current attempt"}});
     }
   }
@@ -211,16 +225,17 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req) {
           node.row.address);
   pass_requested_ = true;
   sched_cv_.notify_one();
-  return JsonResponse(200, json::object{{"session", node.session},
-                                {"lease_ms", options_.lease_ms},
-                                {"heartbeat_ms", std::max<DurationMs>(100, options_.lease_ms / 4)}});
+  return JsonResponse(
+      200, json::object{{"session", node.session},
+                        {"lease_ms", options_.lease_ms},
+                        {"heartbeat_ms", std::max<DurationMs>(100, options_.lease_ms / 4)}});
 }
 
 void Server::HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Responder> res) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(req.Query("node"));
-  if (it == nodes_.end() || it->second.session.empty() || it->second.session != req.Query("session") ||
-      stopping_) {
+  if (it == nodes_.end() || it->second.session.empty() ||
+      it->second.session != req.Query("session") || stopping_) {
     res->Send(ErrorResponse(409, "unknown agent session; register again"));
     return;
   }
@@ -237,7 +252,8 @@ void Server::HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Respo
 
 net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "heartbeat: body must be a JSON object");
+  if (!body.ok() || !body->is_object())
+    return ErrorResponse(400, "heartbeat: body must be a JSON object");
   std::lock_guard lock(mu_);
   auto node = AuthenticateAgent(body->as_object());
   if (!node.ok()) return ErrorResponse(409, node.status().message());
@@ -249,10 +265,12 @@ net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req) {
 
 net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) return ErrorResponse(400, "report: body must be a JSON object");
+  if (!body.ok() || !body->is_object())
+    return ErrorResponse(400, "report: body must be a JSON object");
   const json::object& o = body->as_object();
   const json::value* reports = o.if_contains("reports");
-  if (!reports || !reports->is_array()) return ErrorResponse(400, "report: 'reports' must be an array");
+  if (!reports || !reports->is_array())
+    return ErrorResponse(400, "report: 'reports' must be an array");
   std::lock_guard lock(mu_);
   auto node_or = AuthenticateAgent(o);
   if (!node_or.ok()) return ErrorResponse(409, node_or.status().message());
@@ -285,7 +303,8 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
     ActiveJob* job = it == jobs_.end() ? nullptr : &it->second;
     bool on_this_node = false;
     if (job) {
-      for (const auto& g : job->row.placement) on_this_node = on_this_node || (g.node == node.row.name && g.rank == *rank);
+      for (const auto& g : job->row.placement)
+        on_this_node = on_this_node || (g.node == node.row.name && g.rank == *rank);
     }
     if (auto d = dying_.find({*job_id, static_cast<int>(*attempt)}); d != dying_.end()) {
       // An earlier attempt being stopped: it holds its resources until each rank is reported gone.
@@ -297,7 +316,8 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
       results.push_back(std::move(result));
       continue;
     }
-    if (!job || job->row.attempt != *attempt || !on_this_node || *rank >= static_cast<int64_t>(job->ranks.size())) {
+    if (!job || job->row.attempt != *attempt || !on_this_node ||
+        *rank >= static_cast<int64_t>(job->ranks.size())) {
       // Not the current attempt: fenced. A process still running must stop.
       if (!exited) result["action"] = "stop";
       results.push_back(std::move(result));
@@ -321,25 +341,29 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req) {
     }
     if (*event == "setting_up") {
       rs.setting_up = true;
-      if (job->row.status == JobStatus::kStarting) Transition(*job, JobStatus::kSettingUp, "setup running", now, batch);
+      if (job->row.status == JobStatus::kStarting)
+        Transition(*job, JobStatus::kSettingUp, "setup running", now, batch);
     } else if (*event == "running") {
       rs.running = true;
       bool all = true;
       for (const auto& x : job->ranks) all = all && (x.running || x.exited);
-      if (all && job->row.status != JobStatus::kRunning) Transition(*job, JobStatus::kRunning, "running", now, batch);
+      if (all && job->row.status != JobStatus::kRunning)
+        Transition(*job, JobStatus::kRunning, "running", now, batch);
     } else if (exited) {
       rs.exited = true;
       rs.exit_code = exit_code.value_or(-1);
-      std::string where = job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", *rank, node.row.name) : "";
+      std::string where =
+          job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", *rank, node.row.name) : "";
       if (*phase == "launch") {
-        EndJob(*job, JobStatus::kFailed, "could not start" + where + ": " + *reason, exit_code, now, batch);
+        EndJob(*job, JobStatus::kFailed, "could not start" + where + ": " + *reason, exit_code, now,
+               batch);
         ended = true;
       } else if (!exit_code || *exit_code != 0) {
         JobStatus status = *phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
         std::string what = exit_code ? fmt::format("exit code {}", *exit_code) : "no exit code";
         if (!reason->empty()) what += " (" + *reason + ")";
-        EndJob(*job, status, std::string(*phase == "setup" ? "setup failed: " : "") + what + where, exit_code, now,
-               batch);
+        EndJob(*job, status, std::string(*phase == "setup" ? "setup failed: " : "") + what + where,
+               exit_code, now, batch);
         ended = true;
       } else {
         bool all = true;
@@ -375,20 +399,25 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req) {
   } catch (...) {
     return ErrorResponse(400, "logs: job, attempt, rank and offset must be integers");
   }
-  std::string prefix;  // multi-node jobs also get an interleaved log, each line tagged "(rank R, node) "
+  std::string
+      prefix;  // multi-node jobs also get an interleaved log, each line tagged "(rank R, node) "
   {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(req.Query("node"));
-    if (it == nodes_.end() || it->second.session.empty() || it->second.session != req.Query("session")) {
+    if (it == nodes_.end() || it->second.session.empty() ||
+        it->second.session != req.Query("session")) {
       return ErrorResponse(409, "unknown agent session; register again");
     }
     auto j = jobs_.find(job);
-    if (j != jobs_.end() && j->second.row.num_nodes > 1) prefix = fmt::format("(rank {}, {}) ", rank, it->first);
+    if (j != jobs_.end() && j->second.row.num_nodes > 1)
+      prefix = fmt::format("(rank {}, {}) ", rank, it->first);
   }
-  if (job <= 0 || attempt <= 0 || rank < 0 || offset < 0) return ErrorResponse(400, "logs: bad job, attempt, rank or offset");
+  if (job <= 0 || attempt <= 0 || rank < 0 || offset < 0)
+    return ErrorResponse(400, "logs: bad job, attempt, rank or offset");
   auto size = logs_->Append(job, attempt, rank, offset, req.body, prefix);
   if (!size.ok()) {
-    return JsonResponse(409, json::object{{"error", size.status().message()}, {"size", logs_->Size(job, attempt, rank)}});
+    return JsonResponse(409, json::object{{"error", size.status().message()},
+                                          {"size", logs_->Size(job, attempt, rank)}});
   }
   {
     std::lock_guard lock(mu_);
@@ -399,7 +428,9 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req) {
 
 net::HttpResponse Server::HandleGetSpec(int64_t spec_id) {
   auto text = store_->GetSpec(spec_id);
-  if (!text.ok()) return ErrorResponse(text.status().code() == Code::kNotFound ? 404 : 500, text.status().message());
+  if (!text.ok())
+    return ErrorResponse(text.status().code() == Code::kNotFound ? 404 : 500,
+                         text.status().message());
   net::HttpResponse r;
   r.body = *text;
   return r;

@@ -52,7 +52,9 @@ json::array PlacementJson(const Placement& placement) {
       gpus.push_back(d.index);
       shares.push_back(static_cast<double>(d.milli) / kMilliPerGpu);
     }
-    out.push_back(json::object{{"node", g.node}, {"rank", g.rank}, {"gpus", std::move(gpus)},
+    out.push_back(json::object{{"node", g.node},
+                               {"rank", g.rank},
+                               {"gpus", std::move(gpus)},
                                {"gpu_shares", std::move(shares)}});
   }
   return out;
@@ -109,11 +111,13 @@ json::object Server::NodeJson(const NodeRuntime& node) const {
     }
     devices.push_back(json::object{{"index", d.index}, {"type", d.type}, {"free", free_share}});
   }
-  o["capacity"] = json::object{{"cpus", CpusFromMilli(row.cpus)}, {"memory", GibFromMib(row.memory)},
+  o["capacity"] = json::object{{"cpus", CpusFromMilli(row.cpus)},
+                               {"memory", GibFromMib(row.memory)},
                                {"gpus", std::move(cap_gpus)}};
-  o["free"] = json::object{{"cpus", CpusFromMilli(std::max<MilliCpu>(0, row.cpus - node.cpus_used))},
-                           {"memory", GibFromMib(std::max<Mib>(0, row.memory - node.memory_used))},
-                           {"gpus", std::move(free_gpus)}};
+  o["free"] =
+      json::object{{"cpus", CpusFromMilli(std::max<MilliCpu>(0, row.cpus - node.cpus_used))},
+                   {"memory", GibFromMib(std::max<Mib>(0, row.memory - node.memory_used))},
+                   {"gpus", std::move(free_gpus)}};
   o["devices"] = std::move(devices);
   o["last_seen"] = TimeToJson(row.last_seen);
   o["down_since"] = TimeToJson(row.down_since);
@@ -146,7 +150,9 @@ void Server::Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res)
       if (parts.size() == 4 && parts[3] == "cancel" && m == "POST") return HandleCancel(req);
       if (parts.size() >= 4) {
         auto id = ParseId(parts[3]);
-        if (!id) return ErrorResponse(Status::Invalid("job id must be a positive integer, got '" + parts[3] + "'"));
+        if (!id)
+          return ErrorResponse(
+              Status::Invalid("job id must be a positive integer, got '" + parts[3] + "'"));
         if (parts.size() == 4 && m == "GET") return HandleShowJob(*id);
         if (parts.size() == 5 && parts[4] == "logs" && m == "GET") {
           HandleLogs(*id, req, res);
@@ -200,11 +206,13 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   }
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
-  if (!body->is_object()) return ErrorResponse(Status::Invalid("request body must be a JSON object"));
+  if (!body->is_object())
+    return ErrorResponse(Status::Invalid("request body must be a JSON object"));
   const json::object& o = body->as_object();
   for (const auto& [key, value] : o) {
     if (key != "spec" && key != "yaml" && key != "num_jobs" && key != "user") {
-      return ErrorResponse(Status::Invalid("unknown field '" + std::string(key) + "' in submission"));
+      return ErrorResponse(
+          Status::Invalid("unknown field '" + std::string(key) + "' in submission"));
     }
   }
   JobSpec spec;
@@ -220,7 +228,8 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     if (!parsed.ok()) return ErrorResponse(parsed.status());
     spec = std::move(*parsed);
   } else {
-    return ErrorResponse(Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
+    return ErrorResponse(
+        Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
   }
   auto user = GetString(o, "user", "unknown");
   if (!user.ok()) return ErrorResponse(user.status());
@@ -230,8 +239,9 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     return ErrorResponse(Status::Invalid("num_jobs must be at least 1"));
   }
   if (*num_jobs > options_.max_jobs_per_submit) {
-    return ErrorResponse(Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
-                                             *num_jobs, options_.max_jobs_per_submit)));
+    return ErrorResponse(
+        Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
+                                    *num_jobs, options_.max_jobs_per_submit)));
   }
   if (spec.name.empty()) spec.name = "job";
 
@@ -253,7 +263,8 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   probe.node_selector = spec.node_selector;
   probe.exclusive = spec.exclusive;
   Status feasible = sched::CheckFeasible(NodeViews(), probe);
-  if (!feasible.ok()) return ErrorResponse(Status::Infeasible("this job can never run here: " + feasible.message()));
+  if (!feasible.ok())
+    return ErrorResponse(Status::Infeasible("this job can never run here: " + feasible.message()));
   sub.now = clock_.Now();
   auto result = store_->Submit(sub);
   if (!result.ok()) return ErrorResponse(result.status());
@@ -261,8 +272,9 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
   specs_[result->spec_id] = shared;
   json::array ids;
   auto user_seq = cancel_user_seq_.find(*user);
-  bool cancelled_in_flight = cancel_all_users_seq_ > received_at_seq ||
-                             (user_seq != cancel_user_seq_.end() && user_seq->second > received_at_seq);
+  bool cancelled_in_flight =
+      cancel_all_users_seq_ > received_at_seq ||
+      (user_seq != cancel_user_seq_.end() && user_seq->second > received_at_seq);
   Batch cancel_batch;
   for (size_t i = 0; i < result->ids.size(); ++i) {
     ActiveJob job;
@@ -283,8 +295,9 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     job.ranks.resize(static_cast<size_t>(sub.num_nodes));
     auto& stored = jobs_.emplace(job.row.id, std::move(job)).first->second;
     if (cancelled_in_flight) {
-      EndJob(stored, JobStatus::kCancelled, "cancelled by a cancel --all that arrived while it was submitted",
-             std::nullopt, sub.now, cancel_batch);
+      EndJob(stored, JobStatus::kCancelled,
+             "cancelled by a cancel --all that arrived while it was submitted", std::nullopt,
+             sub.now, cancel_batch);
     }
     ids.push_back(result->ids[i]);
   }
@@ -312,7 +325,8 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   } catch (...) {
     return ErrorResponse(Status::Invalid("limit, page, group and before must be integers"));
   }
-  if (q.limit < 0 || q.page < 0) return ErrorResponse(Status::Invalid("limit and page must not be negative"));
+  if (q.limit < 0 || q.page < 0)
+    return ErrorResponse(Status::Invalid("limit and page must not be negative"));
   auto rows = store_->ListJobs(q);
   if (!rows.ok()) return ErrorResponse(rows.status());
   // Rows come from the store (every change is committed before it is visible) and the scheduler's
@@ -364,7 +378,8 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
           {"placement", PlacementJson(a.placement)},
           {"placed_at", TimeToJson(a.placed_at)},
           {"ended_at", TimeToJson(a.ended_at)},
-          {"outcome", a.outcome ? json::value(std::string(JobStatusName(*a.outcome))) : json::value(nullptr)},
+          {"outcome",
+           a.outcome ? json::value(std::string(JobStatusName(*a.outcome))) : json::value(nullptr)},
           {"reason", a.reason},
           {"exit_code", a.exit_code ? json::value(*a.exit_code) : json::value(nullptr)}});
     }
@@ -376,7 +391,8 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
 net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
-  if (!body->is_object()) return ErrorResponse(Status::Invalid("request body must be a JSON object"));
+  if (!body->is_object())
+    return ErrorResponse(Status::Invalid("request body must be a JSON object"));
   const json::object& o = body->as_object();
   auto all = GetBool(o, "all");
   auto all_users = GetBool(o, "all_users");
@@ -390,12 +406,14 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
     if (!v->is_array()) return ErrorResponse(Status::Invalid("'ids' must be an array of job ids"));
     for (const auto& e : v->as_array()) {
       auto id = AsInt(e);
-      if (!id || *id <= 0) return ErrorResponse(Status::Invalid("'ids' must hold positive integers"));
+      if (!id || *id <= 0)
+        return ErrorResponse(Status::Invalid("'ids' must hold positive integers"));
       ids.push_back(*id);
     }
   }
   bool by_filter = *all || *all_users || *group >= 0;
-  if (ids.empty() && !by_filter) return ErrorResponse(Status::Invalid("say which jobs: 'ids', 'group' or 'all'"));
+  if (ids.empty() && !by_filter)
+    return ErrorResponse(Status::Invalid("say which jobs: 'ids', 'group' or 'all'"));
 
   std::lock_guard lock(mu_);
   TimeMs now = clock_.Now();
@@ -421,8 +439,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
       unknown.push_back(id);
       continue;
     }
-    EndJob(it->second, JobStatus::kCancelled, "cancelled by " + (user->empty() ? "user" : *user), std::nullopt,
-           now, batch);
+    EndJob(it->second, JobStatus::kCancelled, "cancelled by " + (user->empty() ? "user" : *user),
+           std::nullopt, now, batch);
     cancelled.push_back(id);
   }
   if (!unknown.empty()) {
@@ -439,8 +457,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   pass_requested_ = true;
   sched_cv_.notify_one();
   return JsonResponse(200, json::object{{"cancelled", std::move(cancelled)},
-                                {"already_finished", std::move(finished)},
-                                {"not_found", std::move(not_found)}});
+                                        {"already_finished", std::move(finished)},
+                                        {"not_found", std::move(not_found)}});
 }
 
 net::HttpResponse Server::HandleNodes() {
@@ -464,7 +482,8 @@ net::HttpResponse Server::HandleDrain(const std::string& name, bool drain) {
   return JsonResponse(200, NodeJson(it->second));
 }
 
-void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr<net::Responder> res) {
+void Server::HandleLogs(int64_t id, const net::HttpRequest& req,
+                        std::shared_ptr<net::Responder> res) {
   int64_t offset = 0;
   int rank = LogStore::kAllRanks;  // no rank: every rank of a multi-node job, interleaved
   int attempt = 0;
@@ -479,7 +498,8 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
     return;
   }
   if (offset < 0 || rank < LogStore::kAllRanks || attempt < 0 || wait_ms < 0) {
-    res->Send(ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
+    res->Send(
+        ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
     return;
   }
   wait_ms = std::min(wait_ms, 60'000);
@@ -502,17 +522,20 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
     row = rows->front();
   }
   if (rank >= row.num_nodes) {
-    res->Send(ErrorResponse(Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
+    res->Send(ErrorResponse(
+        Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
     return;
   }
-  if (rank == LogStore::kAllRanks && row.num_nodes == 1) rank = 0;  // a single node's output, exactly
+  if (rank == LogStore::kAllRanks && row.num_nodes == 1)
+    rank = 0;  // a single node's output, exactly
   if (attempt == 0) attempt = row.attempt;
   constexpr size_t kMaxChunk = 1 << 20;
   auto answer = [this, id, attempt, rank, offset, res, status = row.status, live]() {
     std::string data = attempt > 0 ? logs_->Read(id, attempt, rank, offset, kMaxChunk) : "";
     net::HttpResponse r;
     r.content_type = "application/octet-stream";
-    r.headers.push_back({"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(data.size()))});
+    r.headers.push_back(
+        {"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(data.size()))});
     r.headers.push_back({"X-Berth-Attempt", std::to_string(attempt)});
     r.headers.push_back({"X-Berth-Status", std::string(JobStatusName(status))});
     r.headers.push_back({"X-Berth-Done", !live && data.size() < kMaxChunk ? "1" : "0"});
@@ -527,7 +550,8 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
   // Long poll: answer when output arrives or the job ends, or at the deadline with nothing.
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
-  bool still_live = it != jobs_.end() && (!IsTerminal(it->second.row.status) || it->second.terminating);
+  bool still_live =
+      it != jobs_.end() && (!IsTerminal(it->second.row.status) || it->second.terminating);
   if (!still_live || it->second.row.attempt != attempt || stopping_) {
     http_->Post([this, id, req, res]() mutable {
       net::HttpRequest again = req;
@@ -546,7 +570,8 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr
   log_waiters_.emplace(id, LogWaiter{id, res, fire});
   http_->RunAfter(wait_ms, [this, id, res, fire]() mutable {
     {
-      // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
+      // The deadline came first: forget the waiter, so that a silent job's followers do not pile
+      // up.
       std::lock_guard lock(mu_);
       auto range = log_waiters_.equal_range(id);
       for (auto w = range.first; w != range.second; ++w) {

@@ -1,5 +1,5 @@
-// Job state transitions. Each one updates the in-memory job and adds its writes (job row, event, attempt)
-// to a Batch that the caller commits in one transaction. Called with mu_ held.
+// Job state transitions. Each one updates the in-memory job and adds its writes (job row, event,
+// attempt) to a Batch that the caller commits in one transaction. Called with mu_ held.
 #include "common/log.h"
 #include "server/server.h"
 
@@ -20,8 +20,8 @@ void Server::Transition(ActiveJob& job, JobStatus status, const std::string& rea
   if (IsTerminal(status)) WakeLogWaiters(job.row.id);
 }
 
-void Server::EndJob(ActiveJob& job, JobStatus status, const std::string& reason, std::optional<int> exit_code,
-                    TimeMs now, Batch& batch) {
+void Server::EndJob(ActiveJob& job, JobStatus status, const std::string& reason,
+                    std::optional<int> exit_code, TimeMs now, Batch& batch) {
   bool holds_resources = IsActive(job.row.status);
   job.row.exit_code = exit_code;
   job.row.ended_at = now;
@@ -43,8 +43,8 @@ void Server::EndJob(ActiveJob& job, JobStatus status, const std::string& reason,
   if (all_exited) {
     Allocate(job.row, -1);
   } else {
-    // The user sees the end at once; the devices stay held until every process is really gone, so that no
-    // new job lands on a GPU that a dying one still uses.
+    // The user sees the end at once; the devices stay held until every process is really gone, so
+    // that no new job lands on a GPU that a dying one still uses.
     job.terminating = true;
     StopRanks(job, reason);
   }
@@ -63,15 +63,16 @@ void Server::Requeue(ActiveJob& job, const std::string& reason, TimeMs now, Batc
   DyingAttempt dying{job.row.placement, job.row.resources, {}};
   for (const auto& grant : job.row.placement) {
     auto node = nodes_.find(grant.node);
-    bool exited = static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited;
+    bool exited =
+        static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited;
     bool node_down = node == nodes_.end() || node->second.row.state == NodeState::kDown;
     if (!exited && !node_down) dying.alive.insert(grant.rank);
   }
   if (dying.alive.empty()) {
     Allocate(job.row, -1);
   } else {
-    // The old attempt keeps its resources until its processes are gone: no new job (nor this job's next
-    // attempt) lands on devices it still uses.
+    // The old attempt keeps its resources until its processes are gone: no new job (nor this job's
+    // next attempt) lands on devices it still uses.
     dying_[{job.row.id, job.row.attempt}] = std::move(dying);
   }
   job.row.placement.clear();
@@ -81,9 +82,11 @@ void Server::Requeue(ActiveJob& job, const std::string& reason, TimeMs now, Batc
 }
 
 void Server::StopRanks(ActiveJob& job, const std::string& reason) {
-  json::object stop{{"type", "stop"}, {"job", job.row.id}, {"attempt", job.row.attempt}, {"reason", reason}};
+  json::object stop{
+      {"type", "stop"}, {"job", job.row.id}, {"attempt", job.row.attempt}, {"reason", reason}};
   for (const auto& grant : job.row.placement) {
-    if (static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited) continue;
+    if (static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited)
+      continue;
     auto it = nodes_.find(grant.node);
     if (it == nodes_.end() || it->second.row.state == NodeState::kDown) continue;
     stop["rank"] = grant.rank;

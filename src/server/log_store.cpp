@@ -1,12 +1,11 @@
 #include "server/log_store.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace berth {
 
@@ -50,8 +49,8 @@ int64_t LogStore::Size(int64_t job, int attempt, int rank) const {
   return st.st_size;
 }
 
-Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data,
-                                 const std::string& prefix) {
+Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t offset,
+                                 std::string_view data, const std::string& prefix) {
   std::lock_guard lock(mu_);
   std::string path = PathOf(job, attempt, rank);
   auto key = std::make_tuple(job, attempt, rank);
@@ -63,7 +62,8 @@ Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t off
     struct stat st {};
     size = ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
   }
-  if (offset > size) return Status::Conflict(fmt::format("log gap: have {} bytes, got data at {}", size, offset));
+  if (offset > size)
+    return Status::Conflict(fmt::format("log gap: have {} bytes, got data at {}", size, offset));
   int64_t skip = size - offset;
   if (skip >= static_cast<int64_t>(data.size())) return size;
   data.remove_prefix(static_cast<size_t>(skip));
@@ -86,7 +86,8 @@ Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t off
   return size;
 }
 
-std::string LogStore::Read(int64_t job, int attempt, int rank, int64_t offset, size_t max_bytes) const {
+std::string LogStore::Read(int64_t job, int attempt, int rank, int64_t offset,
+                           size_t max_bytes) const {
   std::string path = PathOf(job, attempt, rank);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";

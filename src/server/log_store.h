@@ -1,7 +1,8 @@
 // LogStore: the server's copy of every job's output, one file per (job, attempt, rank) under
-// <state>/logs/<job>/, so that `berth logs` works while a job runs and after it ended, even when its node is
-// gone. Appends are idempotent by byte offset (an agent that resends after a lost answer never duplicates
-// output). Thread-safe: an internal mutex guards the size cache and serializes appends.
+// <state>/logs/<job>/, so that `berth logs` works while a job runs and after it ended, even when
+// its node is gone. Appends are idempotent by byte offset (an agent that resends after a lost
+// answer never duplicates output). Thread-safe: an internal mutex guards the size cache and
+// serializes appends.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@ class LogStore {
   // Rank index of the interleaved log of a multi-node job: every rank's lines, each prefixed.
   static constexpr int kAllRanks = -1;
 
-  // Appends `data`, which starts at byte `offset` of the log. Bytes already stored are skipped; a gap
-  // (offset beyond the end) is refused with Conflict. Returns the log's size afterwards. With a
+  // Appends `data`, which starts at byte `offset` of the log. Bytes already stored are skipped; a
+  // gap (offset beyond the end) is refused with Conflict. Returns the log's size afterwards. With a
   // non-empty `prefix` (multi-node jobs), the new bytes also go to the kAllRanks log, each line
   // starting with `prefix`, in arrival order.
   Result<int64_t> Append(int64_t job, int attempt, int rank, int64_t offset, std::string_view data,

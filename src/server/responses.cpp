@@ -4,15 +4,24 @@ namespace berth {
 
 int HttpStatusOf(Code code) {
   switch (code) {
-    case Code::kOk: return 200;
-    case Code::kInvalidArgument: return 400;
-    case Code::kUnauthorized: return 401;
-    case Code::kNotFound: return 404;
-    case Code::kConflict: return 409;
-    case Code::kTooLarge: return 413;
-    case Code::kInfeasible: return 422;
-    case Code::kUnavailable: return 503;
-    case Code::kInternal: return 500;
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kUnauthorized:
+      return 401;
+    case Code::kNotFound:
+      return 404;
+    case Code::kConflict:
+      return 409;
+    case Code::kTooLarge:
+      return 413;
+    case Code::kInfeasible:
+      return 422;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kInternal:
+      return 500;
   }
   return 500;
 }

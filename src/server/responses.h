@@ -1,5 +1,5 @@
-// JSON answers of the server's handlers: a value, or {"error": message} with the HTTP status of a Status
-// code (docs/api.md). Pure; thread-safe.
+// JSON answers of the server's handlers: a value, or {"error": message} with the HTTP status of a
+// Status code (docs/api.md). Pure; thread-safe.
 #pragma once
 
 #include <string>
@@ -13,6 +13,8 @@ namespace berth {
 int HttpStatusOf(Code code);
 net::HttpResponse JsonResponse(int status, const json::value& v);
 net::HttpResponse ErrorResponse(int status, const std::string& message);
-inline net::HttpResponse ErrorResponse(const Status& st) { return ErrorResponse(HttpStatusOf(st.code()), st.message()); }
+inline net::HttpResponse ErrorResponse(const Status& st) {
+  return ErrorResponse(HttpStatusOf(st.code()), st.message());
+}
 
 }  // namespace berth

@@ -1,5 +1,6 @@
-// The scheduler loop: builds a snapshot, asks the pure scheduler for decisions, commits them (placement and
-// new attempt, one transaction), then queues the launches for the agents. It never waits on an agent.
+// The scheduler loop: builds a snapshot, asks the pure scheduler for decisions, commits them
+// (placement and new attempt, one transaction), then queues the launches for the agents. It never
+// waits on an agent.
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -106,8 +107,9 @@ json::object Server::LaunchMessage(const ActiveJob& job, int rank) const {
   }
   m["node_ips"] = std::move(ips);
   m["gpus"] = std::move(gpus);
-  m["gpus_per_node"] = job.row.resources.gpu_milli >= kMilliPerGpu ? job.row.resources.gpu_milli / kMilliPerGpu
-                                                                   : (job.row.resources.gpu_milli > 0 ? 1 : 0);
+  m["gpus_per_node"] = job.row.resources.gpu_milli >= kMilliPerGpu
+                           ? job.row.resources.gpu_milli / kMilliPerGpu
+                           : (job.row.resources.gpu_milli > 0 ? 1 : 0);
   if (job.row.group) {
     m["group"] = *job.row.group;
     m["group_rank"] = job.row.rank.value_or(0);
@@ -132,7 +134,8 @@ void Server::Place(ActiveJob& job, const Placement& placement, const std::string
   }
   std::vector<std::string> where;
   for (const auto& g : placement) {
-    where.push_back(g.gpus.empty() ? g.node : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
+    where.push_back(g.gpus.empty() ? g.node
+                                   : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
   }
   Transition(job, JobStatus::kStarting, "placed on " + Join(where, ", ") + how, now, batch);
   AttemptRow attempt;
@@ -146,7 +149,8 @@ void Server::Place(ActiveJob& job, const Placement& placement, const std::string
 void Server::RunPass() {
   TimeMs now = clock_.Now();
   bool any_pending = false;
-  for (const auto& [id, job] : jobs_) any_pending = any_pending || job.row.status == JobStatus::kPending;
+  for (const auto& [id, job] : jobs_)
+    any_pending = any_pending || job.row.status == JobStatus::kPending;
   if (!any_pending) return;
 
   sched::Config config;
@@ -162,9 +166,9 @@ void Server::RunPass() {
     Place(job, decision.placement, "", now, batch);
     placed.push_back(job.row.id);
   }
-  // Preemptions: the victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
-  // preemptor is placed at once on what they free, so that nobody else can take it, but launched only
-  // when their processes are gone.
+  // Preemptions: the victims go back to the queue (or end PREEMPTED, as they asked) and are
+  // stopped; the preemptor is placed at once on what they free, so that nobody else can take it,
+  // but launched only when their processes are gone.
   std::vector<int64_t> held;
   for (const auto& decision : result.preemptions) {
     auto it = jobs_.find(decision.preemptor);
@@ -175,7 +179,8 @@ void Server::RunPass() {
       auto v = jobs_.find(victim_id);
       if (v == jobs_.end() || !IsActive(v->second.row.status) || v->second.terminating) continue;
       ActiveJob& victim = v->second;
-      std::string why = fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+      std::string why =
+          fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
       std::pair<int64_t, int> key{victim.row.id, victim.row.attempt};
       if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
         Requeue(victim, why + "; requeued", now, batch);
@@ -192,7 +197,8 @@ void Server::RunPass() {
         if (key.first == stopping) job.launch_after.insert(key);
       }
       auto t = jobs_.find(stopping);
-      if (t != jobs_.end() && t->second.terminating) job.launch_after.insert({stopping, t->second.row.attempt});
+      if (t != jobs_.end() && t->second.terminating)
+        job.launch_after.insert({stopping, t->second.row.attempt});
     }
     launch_held_.insert(job.row.id);
     Place(job, decision.placement, " by preempting job(s) " + Join(victims, ", "), now, batch);

@@ -34,7 +34,8 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 
 }  // namespace
 
-Server::Server(ServerOptions options, const Clock& clock) : options_(std::move(options)), clock_(clock) {}
+Server::Server(ServerOptions options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
 
 Server::~Server() { Stop(); }
 
@@ -42,7 +43,8 @@ Status Server::Start() {
   if (options_.state_dir.empty()) return Status::Invalid("the server needs a --state-dir");
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
-  if (ec) return Status::Internal("cannot create state dir " + options_.state_dir + ": " + ec.message());
+  if (ec)
+    return Status::Internal("cannot create state dir " + options_.state_dir + ": " + ec.message());
 
   if (!IsLoopbackHost(options_.host)) options_.require_token = true;
   if (options_.require_token) {
@@ -67,7 +69,9 @@ Status Server::Start() {
   http.max_body_bytes = options_.max_body_bytes;
   http.threads = options_.threads > 0 ? options_.threads : ReadCpuBudget().usable;
   http_ = std::make_unique<net::HttpServer>(
-      http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) { Handle(std::move(req), res); });
+      http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
+        Handle(std::move(req), res);
+      });
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
   scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
@@ -117,7 +121,8 @@ Status Server::LoadState() {
   for (auto& row : *nodes) {
     NodeRuntime node;
     node.row = row;
-    // Agents get one lease period after a server restart to reconnect before their nodes count as down.
+    // Agents get one lease period after a server restart to reconnect before their nodes count as
+    // down.
     if (row.state != NodeState::kDown) node.lease_expires = now + options_.lease_ms;
     nodes_[row.name] = std::move(node);
   }
@@ -277,8 +282,9 @@ void Server::CheckTimeLimits(TimeMs now) {
     if (job.terminating || !IsActive(job.row.status) || !job.spec->time_limit) continue;
     TimeMs since = job.row.started_at.value_or(0);
     if (!job.row.started_at || now - since <= *job.spec->time_limit) continue;
-    EndJob(job, JobStatus::kFailed, "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded",
-           std::nullopt, now, batch);
+    EndJob(job, JobStatus::kFailed,
+           "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded", std::nullopt, now,
+           batch);
   }
   if (batch.empty()) return;
   Status st = CommitLocked(batch);

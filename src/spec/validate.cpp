@@ -15,7 +15,7 @@ namespace berth {
 namespace {
 
 constexpr size_t kMaxEnvEntryBytes = 128 * 1024;  // Linux MAX_ARG_STRLEN, "KEY=VALUE\0" included
-constexpr DurationMs kMaxKillGrace = 3'600'000;  // longer than an hour is a hung job, not a grace
+constexpr DurationMs kMaxKillGrace = 3'600'000;   // longer than an hour is a hung job, not a grace
 
 bool IsEnvName(std::string_view s) {
   if (s.empty() || s.size() > 256) return false;
@@ -92,9 +92,10 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
                       key));
     }
     // berth sets these itself for every job (DESIGN.md "Environment of a job"); letting a task file
-    // override them would hand the job the wrong devices or the wrong rank. BERTH_HOLLOW_SECONDS is the
-    // one berth reads instead of setting: a hollow node's simulated run time.
-    if ((StartsWith(key, "BERTH_") && key != "BERTH_HOLLOW_SECONDS") || StartsWith(key, "SKYPILOT_")) {
+    // override them would hand the job the wrong devices or the wrong rank. BERTH_HOLLOW_SECONDS is
+    // the one berth reads instead of setting: a hollow node's simulated run time.
+    if ((StartsWith(key, "BERTH_") && key != "BERTH_HOLLOW_SECONDS") ||
+        StartsWith(key, "SKYPILOT_")) {
       return Status::Invalid(fmt::format("envs.{} is reserved: berth sets {}* variables itself",
                                          key, key.substr(0, key.find('_') + 1)));
     }
@@ -105,8 +106,9 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
     // Linux's execve refuses any one "KEY=VALUE" string over MAX_ARG_STRLEN (32 pages): such a job
     // could never start, so it is refused here with the reason instead of failing on the node.
     if (key.size() + value.size() + 2 > kMaxEnvEntryBytes) {
-      return Status::Invalid(fmt::format("envs.{} is {} bytes long; a variable can hold at most {} KiB",
-                                         key, value.size(), kMaxEnvEntryBytes / 1024));
+      return Status::Invalid(
+          fmt::format("envs.{} is {} bytes long; a variable can hold at most {} KiB", key,
+                      value.size(), kMaxEnvEntryBytes / 1024));
     }
     // One value per key keeps the JSON form (an object) exact; SetEnv replaces instead of
     // appending.

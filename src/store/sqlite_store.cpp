@@ -229,8 +229,9 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
   BERTH_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit = 67108864"));
   BERTH_RETURN_IF_ERROR(MigrateSchema(db));
 
-  // A second connection for reads: with WAL, listings and `show` read the last committed state while a
-  // big write (a scheduling pass placing thousands of jobs) is in progress, instead of waiting for it.
+  // A second connection for reads: with WAL, listings and `show` read the last committed state
+  // while a big write (a scheduling pass placing thousands of jobs) is in progress, instead of
+  // waiting for it.
   Result<std::unique_ptr<SqliteDb>> reader = SqliteDb::Open(path);
   if (!reader.ok()) return reader.status();
   BERTH_RETURN_IF_ERROR((*reader)->Exec("PRAGMA busy_timeout = " + std::to_string(kBusyTimeoutMs)));
@@ -449,7 +450,8 @@ Result<std::vector<JobRow>> SqliteStore::LoadActiveJobs() {
   Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
   if (!txn.ok()) return txn.status();
   Result<std::vector<JobRow>> jobs =
-      QueryJobs(*read_db_, "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE " +
+      QueryJobs(*read_db_,
+                "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE " +
                     std::string(kActiveWhere) + " ORDER BY id",
                 {});
   if (!jobs.ok()) return jobs.status();
@@ -494,14 +496,15 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
     // A page needs at most `page` active rows: with 100k queued jobs the first page stays cheap.
     std::vector<int64_t> active_params = params;
     active_params.push_back(query.page > 0 ? query.page : kNoLimit);
-    Result<std::vector<JobRow>> active = QueryJobs(*read_db_, 
-        select + std::string(kActiveWhere) + filter + " ORDER BY id DESC LIMIT ?", active_params);
+    Result<std::vector<JobRow>> active = QueryJobs(
+        *read_db_, select + std::string(kActiveWhere) + filter + " ORDER BY id DESC LIMIT ?",
+        active_params);
     if (!active.ok()) return active.status();
     std::vector<int64_t> finished_params = params;
     finished_params.push_back(limit);
-    Result<std::vector<JobRow>> finished =
-        QueryJobs(*read_db_, select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
-                  finished_params);
+    Result<std::vector<JobRow>> finished = QueryJobs(
+        *read_db_, select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
+        finished_params);
     if (!finished.ok()) return finished.status();
     jobs.reserve(active->size() + finished->size());
     std::merge(std::make_move_iterator(active->begin()), std::make_move_iterator(active->end()),

@@ -53,7 +53,8 @@ class SqliteStore final : public Store {
 
   // Helpers; all require mu_ held.
   // Runs on `db` (db_ with mu_ held, or read_db_ with read_mu_ held).
-  Result<std::vector<JobRow>> QueryJobs(SqliteDb& db, const std::string& sql, const std::vector<int64_t>& params);
+  Result<std::vector<JobRow>> QueryJobs(SqliteDb& db, const std::string& sql,
+                                        const std::vector<int64_t>& params);
   Status UpdateJob(const JobRow& job);
   Status AppendEvent(int64_t job, const JobEvent& event);
   Status UpsertAttempt(int64_t job, const AttemptRow& attempt);
@@ -62,7 +63,8 @@ class SqliteStore final : public Store {
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)
   std::mutex read_mu_;
-  std::unique_ptr<SqliteDb> read_db_;  // guarded by read_mu_: reads that must not wait for a big write
+  std::unique_ptr<SqliteDb>
+      read_db_;  // guarded by read_mu_: reads that must not wait for a big write
 };
 
 }  // namespace berth

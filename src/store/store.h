@@ -1,9 +1,10 @@
-// Store: berth's durable state (jobs, their specs, attempts and state history, nodes) behind one narrow
-// interface, so that the embedded SQLite backend and a later PostgreSQL one are interchangeable.
+// Store: berth's durable state (jobs, their specs, attempts and state history, nodes) behind one
+// narrow interface, so that the embedded SQLite backend and a later PostgreSQL one are
+// interchangeable.
 //
-// Contract: every method is atomic (one transaction) and durable when it returns ok. Methods return a
-// non-ok Status on I/O or database failure and never throw. Implementations are thread-safe: methods may be
-// called from any thread; they serialize internally.
+// Contract: every method is atomic (one transaction) and durable when it returns ok. Methods return
+// a non-ok Status on I/O or database failure and never throw. Implementations are thread-safe:
+// methods may be called from any thread; they serialize internally.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +31,15 @@ struct JobRow {
   std::string user;
   int priority = 0;
   int num_nodes = 1;
-  ResourceRequest resources;     // per node
+  ResourceRequest resources;  // per node
   JobStatus status = JobStatus::kPending;
-  std::string reason;            // why it is pending, or why it ended
-  int attempt = 0;               // 0 until first placed; +1 on every placement
+  std::string reason;  // why it is pending, or why it ended
+  int attempt = 0;     // 0 until first placed; +1 on every placement
   TimeMs submitted_at = 0;
   std::optional<TimeMs> started_at;  // when the current attempt started RUNNING
   std::optional<TimeMs> ended_at;
   std::optional<int> exit_code;
-  Placement placement;           // current/last attempt's placement; empty while pending
+  Placement placement;  // current/last attempt's placement; empty while pending
 };
 
 // One state change, for `berth show`.
@@ -102,17 +103,17 @@ struct SubmitResult {
 
 // Writes that must land together (one scheduling pass, one agent report batch).
 struct Batch {
-  std::vector<JobRow> jobs;                                  // replace the row with the same id
-  std::vector<std::pair<int64_t, JobEvent>> events;          // (job id, event) appended
-  std::vector<std::pair<int64_t, AttemptRow>> attempts;      // (job id, attempt) inserted or replaced
-  std::vector<NodeRow> nodes;                                // inserted or replaced by name
+  std::vector<JobRow> jobs;                              // replace the row with the same id
+  std::vector<std::pair<int64_t, JobEvent>> events;      // (job id, event) appended
+  std::vector<std::pair<int64_t, AttemptRow>> attempts;  // (job id, attempt) inserted or replaced
+  std::vector<NodeRow> nodes;                            // inserted or replaced by name
   bool empty() const { return jobs.empty() && events.empty() && attempts.empty() && nodes.empty(); }
 };
 
 struct JobQuery {
-  bool all = false;            // include every finished job
-  int limit = 0;               // 0 = no limit; applies to finished jobs when !all, to everything when all
-  int page = 0;                // 0 = no limit; when !all: at most this many rows in all (a page)
+  bool all = false;  // include every finished job
+  int limit = 0;     // 0 = no limit; applies to finished jobs when !all, to everything when all
+  int page = 0;      // 0 = no limit; when !all: at most this many rows in all (a page)
   std::optional<int64_t> group;
   std::optional<int64_t> before_id;  // page: only jobs with id < before_id
 };
@@ -121,14 +122,15 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Inserts the spec, the group (when as_group) and `count` PENDING jobs with their first event, in one
-  // transaction: either all of them exist afterwards or none does.
+  // Inserts the spec, the group (when as_group) and `count` PENDING jobs with their first event, in
+  // one transaction: either all of them exist afterwards or none does.
   virtual Result<SubmitResult> Submit(const Submission& submission) = 0;
 
   // Applies every write of `batch` in one transaction.
   virtual Status Commit(const Batch& batch) = 0;
 
-  // Jobs that are not terminal (PENDING, STARTING, SETTING_UP, RUNNING), ascending id. Used at start-up.
+  // Jobs that are not terminal (PENDING, STARTING, SETTING_UP, RUNNING), ascending id. Used at
+  // start-up.
   virtual Result<std::vector<JobRow>> LoadActiveJobs() = 0;
 
   // For listings: active jobs plus finished ones per `query`, newest (highest id) first.

@@ -1,7 +1,8 @@
 // GPU discovery and declaration, and the supervisor's event records.
+#include "agent/discovery.h"
+
 #include <gtest/gtest.h>
 
-#include "agent/discovery.h"
 #include "agent/supervisor.h"
 
 namespace berth {
