@@ -1,0 +1,667 @@
+#include "protocol/agent_protocol.h"
+
+#include <charconv>
+#include <limits>
+#include <utility>
+
+#include "common/json_util.h"
+#include "common/strings.h"
+
+namespace berth::proto {
+
+namespace {
+
+bool FitsInt(int64_t v) {
+  return v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max();
+}
+
+std::string Quoted(const char* key) { return std::string("'") + key + "'"; }
+
+// Reads the fields of one JSON object and keeps the first error, prefixed with the message's name
+// ("launch: 'attempt' must be an integer"). After an error, reads return zero values: the caller
+// finishes reading and returns status(). A field that is absent or null is given its fallback, or
+// is an error ("is missing") when it has none.
+class Fields {
+ public:
+  Fields(const json::object& o, std::string_view what) : o_(o), what_(what) {}
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+
+  void Fail(const std::string& message) {
+    if (status_.ok()) status_ = Status::Invalid(std::string(what_) + ": " + message);
+  }
+
+  // The value of `key`, or nullptr when it is absent or null.
+  const json::value* Find(const char* key) const {
+    const json::value* v = o_.if_contains(key);
+    return v && !v->is_null() ? v : nullptr;
+  }
+
+  int64_t Int64(const char* key, std::optional<int64_t> fallback) {
+    const json::value* v = Find(key);
+    if (!v) {
+      if (!fallback) Fail(Quoted(key) + " is missing");
+      return fallback.value_or(0);
+    }
+    std::optional<int64_t> i = AsInt(*v);
+    if (!i) {
+      Fail(Quoted(key) + " must be an integer");
+      return 0;
+    }
+    return *i;
+  }
+
+  int Int(const char* key, std::optional<int> fallback) {
+    std::optional<int64_t> wide;
+    if (fallback) wide = *fallback;
+    int64_t v = Int64(key, wide);
+    if (!FitsInt(v)) {
+      Fail(Quoted(key) + " is out of range");
+      return 0;
+    }
+    return static_cast<int>(v);
+  }
+
+  std::string String(const char* key, std::optional<std::string> fallback) {
+    const json::value* v = Find(key);
+    if (!v) {
+      if (!fallback) Fail(Quoted(key) + " is missing");
+      return fallback.value_or("");
+    }
+    if (!v->is_string()) {
+      Fail(Quoted(key) + " must be a string");
+      return "";
+    }
+    return std::string(v->as_string());
+  }
+
+  bool Bool(const char* key, bool fallback) {
+    const json::value* v = Find(key);
+    if (!v) return fallback;
+    if (!v->is_bool()) {
+      Fail(Quoted(key) + " must be true or false");
+      return false;
+    }
+    return v->as_bool();
+  }
+
+  // The string field "type" must be `expected` (watch messages).
+  void Type(std::string_view expected) {
+    std::string type = String("type", std::nullopt);
+    if (ok() && type != expected) Fail("'type' must be \"" + std::string(expected) + "\"");
+  }
+
+ private:
+  const json::object& o_;
+  std::string_view what_;
+  Status status_;
+};
+
+// The object in `v`, or an error "WHAT: NOUN must be a JSON object".
+Result<const json::object*> ObjectOf(const json::value& v, std::string_view what,
+                                     std::string_view noun) {
+  if (!v.is_object()) {
+    return Status::Invalid(std::string(what) + ": " + std::string(noun) + " must be a JSON object");
+  }
+  return &v.as_object();
+}
+
+// Reads job, attempt and rank as far as they can be read (0 where not): names a bad report entry.
+AttemptRank BestEffortId(const json::value& v) {
+  AttemptRank id;
+  if (!v.is_object()) return id;
+  const json::object& o = v.as_object();
+  auto read = [&](const char* key) -> int64_t {
+    const json::value* f = o.if_contains(key);
+    std::optional<int64_t> i = f ? AsInt(*f) : std::nullopt;
+    return i.value_or(0);
+  };
+  id.job = read("job");
+  int64_t attempt = read("attempt");
+  int64_t rank = read("rank");
+  id.attempt = FitsInt(attempt) ? static_cast<int>(attempt) : 0;
+  id.rank = FitsInt(rank) ? static_cast<int>(rank) : 0;
+  return id;
+}
+
+// A whole decimal integer, nothing else (no sign but '-', no spaces).
+std::optional<int64_t> ParseDecimal(std::string_view s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Percent-encodes all but the unreserved characters of RFC 3986 (as net::UrlEncode does; the
+// protocol does not depend on net/).
+std::string PercentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.' || c == '~';
+    if (unreserved) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+constexpr char kLabelsMessage[] = "register: labels must be name=value pairs of [A-Za-z0-9._-]";
+constexpr char kGpuMessage[] = "register: each GPU needs an index and a type";
+constexpr char kRunningMessage[] =
+    "register: each entry of 'running' needs an integer job, attempt and rank";
+constexpr char kLogRangeMessage[] = "logs: bad job, attempt, rank or offset";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Register
+
+json::object RegisterRequest::Encode() const {
+  json::object o;
+  o["name"] = name;
+  o["node_id"] = node_id;
+  o["address"] = address;
+  o["pool"] = pool;
+  json::object l;
+  for (const auto& [k, v] : labels) l[k] = v;
+  o["labels"] = std::move(l);
+  o["cpus_milli"] = cpus_milli;
+  o["memory_mib"] = memory_mib;
+  json::array g;
+  for (const auto& gpu : gpus) g.push_back(json::object{{"index", gpu.index}, {"type", gpu.type}});
+  o["gpus"] = std::move(g);
+  json::array r;
+  for (const auto& a : running) {
+    r.push_back(json::object{{"job", a.job}, {"attempt", a.attempt}, {"rank", a.rank}});
+  }
+  o["running"] = std::move(r);
+  return o;
+}
+
+Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "register", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "register");
+  RegisterRequest r;
+  r.name = f.String("name", "");
+  r.node_id = f.String("node_id", "");
+  r.address = f.String("address", "");
+  r.pool = f.String("pool", "");
+  r.cpus_milli = f.Int64("cpus_milli", 0);
+  r.memory_mib = f.Int64("memory_mib", 0);
+  if (!f.ok()) return f.status();
+  if (const json::value* l = f.Find("labels")) {
+    if (!l->is_object()) return Status::Invalid("register: 'labels' must be an object");
+    for (const auto& [k, v] : l->as_object()) {
+      if (!v.is_string()) return Status::Invalid(kLabelsMessage);
+      r.labels[std::string(k)] = std::string(v.as_string());
+    }
+  }
+  if (const json::value* g = f.Find("gpus")) {
+    if (!g->is_array()) return Status::Invalid("register: 'gpus' must be an array");
+    for (const auto& d : g->as_array()) {
+      if (!d.is_object()) return Status::Invalid("register: gpus must be objects");
+      Fields gf(d.as_object(), "register");
+      NodeGpu gpu;
+      gpu.index = gf.Int("index", -1);
+      gpu.type = gf.String("type", "");
+      if (!gf.ok()) return Status::Invalid(kGpuMessage);
+      r.gpus.push_back(std::move(gpu));
+    }
+  }
+  if (const json::value* run = f.Find("running")) {
+    if (!run->is_array()) return Status::Invalid("register: 'running' must be an array");
+    for (const auto& e : run->as_array()) {
+      if (!e.is_object()) return Status::Invalid(kRunningMessage);
+      Fields ef(e.as_object(), "register");
+      AttemptRank a;
+      a.job = ef.Int64("job", std::nullopt);
+      a.attempt = ef.Int("attempt", std::nullopt);
+      a.rank = ef.Int("rank", std::nullopt);
+      if (!ef.ok()) return Status::Invalid(kRunningMessage);
+      r.running.push_back(a);
+    }
+  }
+  BERTH_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+Status RegisterRequest::Validate() const {
+  if (!IsValidName(name)) return Status::Invalid("register: invalid node name '" + name + "'");
+  if (node_id.size() < 8) return Status::Invalid("register: node_id is missing");
+  if (cpus_milli <= 0 || memory_mib < 0)
+    return Status::Invalid("register: cpus must be positive and memory not negative");
+  if (!pool.empty() && !IsValidName(pool)) return Status::Invalid("register: invalid pool name");
+  for (const auto& [k, v] : labels) {
+    if (!IsValidName(k) || !IsValidName(v)) return Status::Invalid(kLabelsMessage);
+  }
+  for (const auto& gpu : gpus) {
+    if (gpu.index < 0 || !IsValidName(gpu.type)) return Status::Invalid(kGpuMessage);
+  }
+  return Status::Ok();
+}
+
+json::object RegisterAnswer::Encode() const {
+  return json::object{{"session", session}, {"lease_ms", lease_ms}, {"heartbeat_ms", heartbeat_ms}};
+}
+
+Result<RegisterAnswer> RegisterAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "register answer", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "register answer");
+  RegisterAnswer a;
+  a.session = f.String("session", std::nullopt);
+  a.lease_ms = f.Int64("lease_ms", 30'000);
+  a.heartbeat_ms = f.Int64("heartbeat_ms", a.lease_ms / 4);
+  if (!f.ok()) return f.status();
+  if (a.session.empty()) return Status::Invalid("register answer: 'session' is missing");
+  if (a.lease_ms <= 0) return Status::Invalid("register answer: 'lease_ms' must be positive");
+  if (a.heartbeat_ms <= 0)
+    return Status::Invalid("register answer: 'heartbeat_ms' must be positive");
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch stream
+
+json::object HelloMessage::Encode() const { return json::object{{"type", "hello"}}; }
+
+Result<HelloMessage> HelloMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "hello", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "hello");
+  f.Type("hello");
+  if (!f.ok()) return f.status();
+  return HelloMessage{};
+}
+
+json::object PingMessage::Encode() const { return json::object{{"type", "ping"}}; }
+
+Result<PingMessage> PingMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "ping", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "ping");
+  f.Type("ping");
+  if (!f.ok()) return f.status();
+  return PingMessage{};
+}
+
+json::object LaunchMessage::Encode() const {
+  // The order of Server::LaunchMessage, so that the bytes on the wire do not change.
+  json::object m;
+  m["type"] = "launch";
+  m["job"] = job;
+  m["attempt"] = attempt;
+  m["rank"] = rank;
+  m["num_nodes"] = num_nodes;
+  m["spec_id"] = spec_id;
+  m["name"] = name;
+  m["user"] = user;
+  json::array ips;
+  for (const auto& ip : node_ips) ips.push_back(json::value(ip));
+  m["node_ips"] = std::move(ips);
+  json::array devices;
+  for (int g : gpus) devices.push_back(g);
+  m["gpus"] = std::move(devices);
+  m["gpus_per_node"] = gpus_per_node;
+  if (group) {
+    m["group"] = *group;
+    m["group_rank"] = group_rank;
+    m["num_jobs"] = num_jobs;
+  }
+  m["kill_grace_ms"] = kill_grace_ms;
+  return m;
+}
+
+Result<LaunchMessage> LaunchMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "launch", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "launch");
+  f.Type("launch");
+  LaunchMessage m;
+  m.job = f.Int64("job", std::nullopt);
+  m.attempt = f.Int("attempt", std::nullopt);
+  m.rank = f.Int("rank", std::nullopt);
+  m.num_nodes = f.Int("num_nodes", 1);
+  m.spec_id = f.Int64("spec_id", std::nullopt);
+  m.name = f.String("name", "");
+  m.user = f.String("user", "");
+  if (const json::value* ips = f.Find("node_ips")) {
+    if (!ips->is_array()) {
+      f.Fail("'node_ips' must be an array");
+    } else {
+      for (const auto& ip : ips->as_array()) {
+        if (!ip.is_string()) {
+          f.Fail("'node_ips' must hold strings");
+          break;
+        }
+        m.node_ips.emplace_back(ip.as_string());
+      }
+    }
+  }
+  if (const json::value* gpus = f.Find("gpus")) {
+    if (!gpus->is_array()) {
+      f.Fail("'gpus' must be an array");
+    } else {
+      for (const auto& g : gpus->as_array()) {
+        std::optional<int64_t> index = AsInt(g);
+        if (!index || *index < 0 || !FitsInt(*index)) {
+          f.Fail("'gpus' must hold device indices (integers >= 0)");
+          break;
+        }
+        m.gpus.push_back(static_cast<int>(*index));
+      }
+    }
+  }
+  m.gpus_per_node = f.Int64("gpus_per_node", 0);
+  if (f.Find("group")) {
+    m.group = f.Int64("group", std::nullopt);
+    m.group_rank = f.Int("group_rank", std::nullopt);
+    m.num_jobs = f.Int("num_jobs", std::nullopt);
+  }
+  m.kill_grace_ms = f.Int64("kill_grace_ms", 10'000);
+  if (!f.ok()) return f.status();
+  if (m.job <= 0) return Status::Invalid("launch: 'job' must be positive");
+  if (m.attempt <= 0) return Status::Invalid("launch: 'attempt' must be positive");
+  if (m.num_nodes <= 0) return Status::Invalid("launch: 'num_nodes' must be positive");
+  if (m.rank < 0 || m.rank >= m.num_nodes)
+    return Status::Invalid("launch: 'rank' must be in [0, num_nodes)");
+  if (m.gpus_per_node < 0) return Status::Invalid("launch: 'gpus_per_node' must not be negative");
+  if (m.kill_grace_ms < 0) return Status::Invalid("launch: 'kill_grace_ms' must not be negative");
+  return m;
+}
+
+json::object StopMessage::Encode() const {
+  return json::object{
+      {"type", "stop"}, {"job", job}, {"attempt", attempt}, {"rank", rank}, {"reason", reason}};
+}
+
+Result<StopMessage> StopMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "stop", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "stop");
+  f.Type("stop");
+  StopMessage m;
+  m.job = f.Int64("job", std::nullopt);
+  m.attempt = f.Int("attempt", std::nullopt);
+  m.rank = f.Int("rank", std::nullopt);
+  m.reason = f.String("reason", "");
+  if (!f.ok()) return f.status();
+  return m;
+}
+
+std::string EncodeWatchLine(const WatchMessage& message) {
+  json::object o = std::visit([](const auto& m) { return m.Encode(); }, message);
+  return SerializeJson(o) + "\n";
+}
+
+Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  auto v = ParseJson(line, "watch message");
+  if (!v.ok()) return v.status();
+  auto obj = ObjectOf(*v, "watch", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "watch");
+  std::string type = f.String("type", std::nullopt);
+  if (!f.ok()) return f.status();
+  auto widen = [](auto decoded) -> Result<WatchMessage> {
+    if (!decoded.ok()) return decoded.status();
+    return WatchMessage(std::move(*decoded));
+  };
+  if (type == "launch") return widen(LaunchMessage::Decode(*v));
+  if (type == "stop") return widen(StopMessage::Decode(*v));
+  if (type == "ping") return widen(PingMessage::Decode(*v));
+  if (type == "hello") return widen(HelloMessage::Decode(*v));
+  return Status::NotFound("watch: unknown message type '" + type + "'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heartbeat
+
+json::object HeartbeatRequest::Encode() const {
+  return json::object{{"node", node}, {"session", session}};
+}
+
+Result<HeartbeatRequest> HeartbeatRequest::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "heartbeat", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "heartbeat");
+  HeartbeatRequest r;
+  r.node = f.String("node", "");
+  r.session = f.String("session", "");
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+json::object HeartbeatAnswer::Encode() const {
+  return json::object{{"ok", ok}, {"lease_ms", lease_ms}};
+}
+
+Result<HeartbeatAnswer> HeartbeatAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "heartbeat answer", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "heartbeat answer");
+  HeartbeatAnswer a;
+  a.ok = f.Bool("ok", false);
+  a.lease_ms = f.Int64("lease_ms", 0);
+  if (!f.ok()) return f.status();
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+
+std::string_view ReportEventName(ReportEvent event) {
+  switch (event) {
+    case ReportEvent::kAccepted:
+      return "accepted";
+    case ReportEvent::kSettingUp:
+      return "setting_up";
+    case ReportEvent::kRunning:
+      return "running";
+    case ReportEvent::kExited:
+      return "exited";
+  }
+  return "accepted";  // not reached: every enumerator is handled above
+}
+
+std::optional<ReportEvent> ParseReportEvent(std::string_view name) {
+  for (ReportEvent e : {ReportEvent::kAccepted, ReportEvent::kSettingUp, ReportEvent::kRunning,
+                        ReportEvent::kExited}) {
+    if (ReportEventName(e) == name) return e;
+  }
+  return std::nullopt;
+}
+
+json::object Report::Encode() const {
+  json::object r{
+      {"job", job}, {"attempt", attempt}, {"rank", rank}, {"event", ReportEventName(event)}};
+  if (event == ReportEvent::kExited) {
+    r["exit_code"] = exit_code ? json::value(*exit_code) : json::value(nullptr);
+    r["phase"] = phase;
+    r["reason"] = reason;
+  }
+  return r;
+}
+
+Result<Report> Report::Decode(const json::value& entry) {
+  auto obj = ObjectOf(entry, "report", "each report");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "report");
+  Report r;
+  r.job = f.Int64("job", std::nullopt);
+  r.attempt = f.Int("attempt", std::nullopt);
+  r.rank = f.Int("rank", std::nullopt);
+  std::string event = f.String("event", std::nullopt);
+  if (const json::value* c = f.Find("exit_code")) {
+    std::optional<int64_t> code = AsInt(*c);
+    if (!code || !FitsInt(*code)) {
+      f.Fail("'exit_code' must be an integer or null");
+    } else {
+      r.exit_code = static_cast<int>(*code);
+    }
+  }
+  r.phase = f.String("phase", "run");
+  r.reason = f.String("reason", "");
+  if (!f.ok()) return f.status();
+  std::optional<ReportEvent> e = ParseReportEvent(event);
+  if (!e) return Status::Invalid("report: 'event' must be accepted, setting_up, running or exited");
+  r.event = *e;
+  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch")
+    return Status::Invalid("report: 'phase' must be setup, run or launch");
+  return r;
+}
+
+json::object ReportRequest::Encode() const {
+  json::array a;
+  for (const auto& r : reports) a.push_back(r.Encode());
+  return json::object{{"node", node}, {"session", session}, {"reports", std::move(a)}};
+}
+
+Result<ReportBatch> ReportRequest::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "report", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "report");
+  ReportBatch batch;
+  batch.node = f.String("node", "");
+  batch.session = f.String("session", "");
+  if (!f.ok()) return f.status();
+  const json::value* reports = f.Find("reports");
+  if (!reports || !reports->is_array())
+    return Status::Invalid("report: 'reports' must be an array");
+  batch.entries.reserve(reports->as_array().size());
+  for (const auto& entry : reports->as_array()) {
+    batch.entries.push_back(ReportEntry{BestEffortId(entry), Report::Decode(entry)});
+  }
+  return batch;
+}
+
+std::string_view ReportActionName(ReportAction action) {
+  switch (action) {
+    case ReportAction::kOk:
+      return "ok";
+    case ReportAction::kStop:
+      return "stop";
+    case ReportAction::kError:
+      return "error";
+  }
+  return "ok";  // not reached: every enumerator is handled above
+}
+
+std::optional<ReportAction> ParseReportAction(std::string_view name) {
+  for (ReportAction a : {ReportAction::kOk, ReportAction::kStop, ReportAction::kError}) {
+    if (ReportActionName(a) == name) return a;
+  }
+  return std::nullopt;
+}
+
+json::object ReportResult::Encode() const {
+  json::object r{
+      {"job", job}, {"attempt", attempt}, {"rank", rank}, {"action", ReportActionName(action)}};
+  if (action == ReportAction::kError) r["error"] = error;
+  return r;
+}
+
+Result<ReportResult> ReportResult::Decode(const json::value& result) {
+  auto obj = ObjectOf(result, "report answer", "each result");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "report answer");
+  ReportResult r;
+  r.job = f.Int64("job", std::nullopt);
+  r.attempt = f.Int("attempt", std::nullopt);
+  r.rank = f.Int("rank", std::nullopt);
+  std::string action = f.String("action", std::nullopt);
+  r.error = f.String("error", "");
+  if (!f.ok()) return f.status();
+  std::optional<ReportAction> a = ParseReportAction(action);
+  if (!a) return Status::Invalid("report answer: 'action' must be ok, stop or error");
+  r.action = *a;
+  return r;
+}
+
+json::object ReportAnswer::Encode() const {
+  json::array a;
+  for (const auto& r : results) a.push_back(r.Encode());
+  return json::object{{"results", std::move(a)}};
+}
+
+Result<ReportAnswer> ReportAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "report answer", "body");
+  if (!obj.ok()) return obj.status();
+  const json::value* results = (*obj)->if_contains("results");
+  if (!results || !results->is_array())
+    return Status::Invalid("report answer: 'results' must be an array");
+  ReportAnswer answer;
+  for (const auto& r : results->as_array()) {
+    auto decoded = ReportResult::Decode(r);
+    if (!decoded.ok()) return decoded.status();
+    answer.results.push_back(std::move(*decoded));
+  }
+  return answer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log shipping
+
+Result<LogAppend> LogAppend::FromQuery(const std::map<std::string, std::string>& query) {
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = query.find(key);
+    return it == query.end() ? nullptr : &it->second;
+  };
+  LogAppend l;
+  if (const std::string* node = get("node")) l.node = *node;
+  if (const std::string* session = get("session")) l.session = *session;
+  int64_t values[4] = {0, 0, 0, 0};
+  const char* keys[4] = {"job", "attempt", "rank", "offset"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string* text = get(keys[i]);
+    if (!text) {
+      if (i < 2) return Status::Invalid(std::string("logs: ") + Quoted(keys[i]) + " is missing");
+      continue;  // rank and offset default to 0
+    }
+    std::optional<int64_t> v = ParseDecimal(*text);
+    if (!v) return Status::Invalid(std::string("logs: ") + Quoted(keys[i]) + " must be an integer");
+    values[i] = *v;
+  }
+  if (values[0] <= 0 || values[1] <= 0 || values[2] < 0 || values[3] < 0 || !FitsInt(values[1]) ||
+      !FitsInt(values[2])) {
+    return Status::Invalid(kLogRangeMessage);
+  }
+  l.job = values[0];
+  l.attempt = static_cast<int>(values[1]);
+  l.rank = static_cast<int>(values[2]);
+  l.offset = values[3];
+  return l;
+}
+
+std::string LogAppend::ToQueryString() const {
+  return "node=" + PercentEncode(node) + "&session=" + PercentEncode(session) +
+         "&job=" + std::to_string(job) + "&attempt=" + std::to_string(attempt) +
+         "&rank=" + std::to_string(rank) + "&offset=" + std::to_string(offset);
+}
+
+json::object LogAppendAnswer::Encode() const {
+  if (error.empty()) return json::object{{"size", size}};
+  return json::object{{"error", error}, {"size", size}};
+}
+
+Result<LogAppendAnswer> LogAppendAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "logs answer", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "logs answer");
+  LogAppendAnswer a;
+  a.size = f.Int64("size", std::nullopt);
+  a.error = f.String("error", "");
+  if (!f.ok()) return f.status();
+  if (a.size < 0) return Status::Invalid("logs answer: 'size' must not be negative");
+  return a;
+}
+
+}  // namespace berth::proto

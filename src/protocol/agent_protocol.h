@@ -1,0 +1,311 @@
+// The protocol between berth's server and its agents (docs/api.md, "Agent protocol") as typed
+// messages: register, the watch stream (hello, ping, launch, stop), heartbeat, reports and log
+// shipping. Each message is a plain struct with Encode(), which builds exactly the JSON the wire
+// carries today (same field names, types and order), and a static Decode(), which checks every
+// field it reads and returns InvalidArgument naming the message and the field ("launch: 'attempt'
+// must be an integer") instead of throwing or crashing on a malformed peer.
+//
+// Rules every Decode follows, so that servers and agents of different versions keep talking:
+// - unknown fields are ignored; a field that has a default may be absent, and JSON null reads as
+//   absent;
+// - integers may arrive as JSON doubles without a fraction (as common/json_util.h's AsInt reads
+//   them); an int field out of int range is an error;
+// - authentication is not a decoding matter: `node` and `session` are only type-checked (absent
+//   reads as ""), and the server's session check answers 409 "register again" as it does today.
+//
+// Thread-safety: plain values and pure functions; safe to use from any thread.
+#pragma once
+
+#include <boost/json.hpp>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+namespace berth::proto {
+
+namespace json = boost::json;
+
+// One rank of one attempt of a job: what the agent runs, and what reports and stops name.
+struct AttemptRank {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+
+  auto operator<=>(const AttemptRank&) const = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/agent/register
+
+struct NodeGpu {
+  int index = 0;     // the device index (what CUDA_VISIBLE_DEVICES names)
+  std::string type;  // e.g. "H100"
+
+  bool operator==(const NodeGpu&) const = default;
+};
+
+struct RegisterRequest {
+  std::string name;     // the node's name
+  std::string node_id;  // the node's secret identity, kept in the agent's state dir (>= 8 chars)
+  std::string address;  // empty: the server uses the connection's remote address
+  std::string pool;     // empty: the default pool
+  std::map<std::string, std::string> labels;
+  int64_t cpus_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<NodeGpu> gpus;
+  std::vector<AttemptRank> running;  // what the agent runs now; the server reconciles with it
+
+  bool operator==(const RegisterRequest&) const = default;
+
+  json::object Encode() const;
+  // Type-checks every field, then Validate()s. Ill-typed containers ('labels' not an object,
+  // 'gpus' or 'running' not an array, a running entry without integer ids) are errors.
+  static Result<RegisterRequest> Decode(const json::value& body);
+  // What the server requires of a node, with the messages it has always given: a valid name
+  // ("register: invalid node name 'x'"), node_id of >= 8 chars ("register: node_id is missing"),
+  // cpus > 0 and memory >= 0, a valid pool or none, labels of valid names and values, and GPUs with
+  // an index >= 0 and a valid type.
+  Status Validate() const;
+};
+
+struct RegisterAnswer {
+  std::string session;
+  int64_t lease_ms = 30'000;
+  int64_t heartbeat_ms = 7'500;
+
+  bool operator==(const RegisterAnswer&) const = default;
+
+  json::object Encode() const;
+  // `session` is required and non-empty. An absent lease_ms reads as 30000 and an absent
+  // heartbeat_ms as lease_ms / 4 (the agent's defaults); both must be positive.
+  static Result<RegisterAnswer> Decode(const json::value& body);
+};
+
+// ---------------------------------------------------------------------------------------------
+// GET /v1/agent/watch?node=N&session=S: a stream of JSON lines, one message each.
+
+struct HelloMessage {  // {"type":"hello"}: the first line of every stream
+  bool operator==(const HelloMessage&) const = default;
+  json::object Encode() const;
+  static Result<HelloMessage> Decode(const json::value& message);
+};
+
+struct PingMessage {  // {"type":"ping"}: keeps an idle stream alive, every 5 s
+  bool operator==(const PingMessage&) const = default;
+  json::object Encode() const;
+  static Result<PingMessage> Decode(const json::value& message);
+};
+
+// Start one rank of one attempt of a job.
+struct LaunchMessage {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  int num_nodes = 1;
+  int64_t spec_id = 0;
+  std::string name;  // the job's name
+  std::string user;
+  std::vector<std::string> node_ips;  // by rank; "" for a node the server no longer knows
+  std::vector<int> gpus;              // device indices for this rank
+  int64_t gpus_per_node = 0;          // whole devices (a fraction of one counts as 1)
+  std::optional<int64_t> group;       // the bulk group; group_rank and num_jobs only with it
+  int group_rank = 0;
+  int num_jobs = 1;
+  int64_t kill_grace_ms = 10'000;
+
+  bool operator==(const LaunchMessage&) const = default;
+
+  AttemptRank id() const { return {job, attempt, rank}; }
+  json::object Encode() const;
+  // job, attempt, rank and spec_id are required; job > 0, attempt > 0, num_nodes > 0 and
+  // 0 <= rank < num_nodes; GPU indices >= 0. With 'group', 'group_rank' and 'num_jobs' are
+  // required too.
+  static Result<LaunchMessage> Decode(const json::value& message);
+};
+
+// Stop one rank of one attempt (SIGTERM, then SIGKILL after the kill grace).
+struct StopMessage {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  std::string reason;
+
+  bool operator==(const StopMessage&) const = default;
+
+  AttemptRank id() const { return {job, attempt, rank}; }
+  json::object Encode() const;
+  // job, attempt and rank are required; reason may be absent.
+  static Result<StopMessage> Decode(const json::value& message);
+};
+
+using WatchMessage = std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage>;
+
+// One line of the watch stream: the message's JSON and "\n".
+std::string EncodeWatchLine(const WatchMessage& message);
+
+// Decodes one line of the watch stream (a trailing "\n" or "\r\n" is allowed). A line whose "type"
+// this version does not know gives Code::kNotFound ("watch: unknown message type 'x'"): callers
+// should skip such lines, since a newer server may send types an older agent does not know. Any
+// other problem (not JSON, not an object, no "type", a bad field) gives kInvalidArgument.
+Result<WatchMessage> DecodeWatchMessage(std::string_view line);
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/agent/heartbeat
+
+struct HeartbeatRequest {
+  std::string node;
+  std::string session;
+
+  bool operator==(const HeartbeatRequest&) const = default;
+
+  json::object Encode() const;
+  static Result<HeartbeatRequest> Decode(const json::value& body);
+};
+
+struct HeartbeatAnswer {
+  bool ok = false;
+  int64_t lease_ms = 0;
+
+  bool operator==(const HeartbeatAnswer&) const = default;
+
+  json::object Encode() const;
+  // Absent fields read as ok = false and lease_ms = 0 (today's agents do not read this answer).
+  static Result<HeartbeatAnswer> Decode(const json::value& body);
+};
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/agent/report
+
+enum class ReportEvent { kAccepted, kSettingUp, kRunning, kExited };
+
+// "accepted", "setting_up", "running", "exited".
+std::string_view ReportEventName(ReportEvent event);
+std::optional<ReportEvent> ParseReportEvent(std::string_view name);
+
+// What happened to one rank of one attempt.
+struct Report {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  ReportEvent event = ReportEvent::kAccepted;
+  // Only meaningful with kExited, and only sent with it.
+  std::optional<int> exit_code;  // none: the job never ran, or its end is unknown (JSON null)
+  std::string phase = "run";     // "setup", "run" or "launch" (could not start)
+  std::string reason;
+
+  bool operator==(const Report&) const = default;
+
+  AttemptRank id() const { return {job, attempt, rank}; }
+  // {"job","attempt","rank","event"}, plus "exit_code" (null when none), "phase" and "reason" for
+  // kExited.
+  json::object Encode() const;
+  // job, attempt, rank and event are required; event must be one of the four names, phase one of
+  // "setup", "run" and "launch" (default "run"), exit_code an integer or null.
+  static Result<Report> Decode(const json::value& entry);
+};
+
+// One entry of a received report batch: its id as far as it could be read (0 where not) and the
+// entry itself or why it is unreadable.
+struct ReportEntry {
+  AttemptRank id;
+  Result<Report> report;
+};
+
+// A report request as the server receives it: each entry decoded on its own, so that one bad entry
+// is answered with an error and does not fail the rest.
+struct ReportBatch {
+  std::string node;
+  std::string session;
+  std::vector<ReportEntry> entries;  // in the order sent; answers go back in the same order
+};
+
+struct ReportRequest {
+  std::string node;
+  std::string session;
+  std::vector<Report> reports;
+
+  bool operator==(const ReportRequest&) const = default;
+
+  json::object Encode() const;
+  // Fails as a whole only when the body is not an object, 'node' or 'session' is not a string, or
+  // 'reports' is not an array; a bad entry becomes an error in its ReportEntry.
+  static Result<ReportBatch> Decode(const json::value& body);
+};
+
+enum class ReportAction { kOk, kStop, kError };
+
+// "ok", "stop", "error".
+std::string_view ReportActionName(ReportAction action);
+std::optional<ReportAction> ParseReportAction(std::string_view name);
+
+// The server's answer to one report: kOk (applied or nothing to do), kStop (the rank is not
+// current: stop it if it runs) or kError (the entry was unreadable; `error` says why).
+struct ReportResult {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  ReportAction action = ReportAction::kOk;
+  std::string error;  // only with kError
+
+  bool operator==(const ReportResult&) const = default;
+
+  // {"job","attempt","rank","action"}, plus "error" with kError.
+  json::object Encode() const;
+  // job, attempt, rank and action are required.
+  static Result<ReportResult> Decode(const json::value& result);
+};
+
+struct ReportAnswer {
+  std::vector<ReportResult> results;  // one per report, in the order they were sent
+
+  bool operator==(const ReportAnswer&) const = default;
+
+  json::object Encode() const;
+  // Fails if any result is unreadable: results are matched to reports by position.
+  static Result<ReportAnswer> Decode(const json::value& body);
+};
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/agent/logs?node&session&job&attempt&rank&offset with the raw output bytes as the body.
+
+struct LogAppend {
+  std::string node;
+  std::string session;
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  int64_t offset = 0;  // where the body's bytes start in the rank's output
+
+  bool operator==(const LogAppend&) const = default;
+
+  // From the request's decoded query parameters. job and attempt are required; rank and offset
+  // default to 0. Non-integers give "logs: 'job' must be an integer" (and so on); values out of
+  // range (job > 0, attempt > 0, rank >= 0, offset >= 0) give "logs: bad job, attempt, rank or
+  // offset".
+  static Result<LogAppend> FromQuery(const std::map<std::string, std::string>& query);
+  // "node=...&session=...&job=...&attempt=...&rank=...&offset=..." (no leading '?'), node and
+  // session percent-encoded.
+  std::string ToQueryString() const;
+};
+
+// The answer to a log append: the size the server holds (200), or on 409 the same with `error`
+// (a gap: the agent resumes from `size`).
+struct LogAppendAnswer {
+  int64_t size = 0;
+  std::string error;  // "" on success
+
+  bool operator==(const LogAppendAnswer&) const = default;
+
+  json::object Encode() const;
+  // 'size' is required and >= 0.
+  static Result<LogAppendAnswer> Decode(const json::value& body);
+};
+
+}  // namespace berth::proto

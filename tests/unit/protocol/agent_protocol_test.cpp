@@ -1,0 +1,426 @@
+// The agent protocol as typed messages. Each message must come back from its own JSON unchanged,
+// encode to the bytes the server and agents exchange today (so that old peers keep working), and
+// refuse a malformed peer with a message that names the field instead of crashing.
+#include "protocol/agent_protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/json_util.h"
+
+namespace berth::proto {
+namespace {
+
+using ::testing::HasSubstr;
+
+json::value Parse(std::string_view text) {
+  auto v = ParseJson(text, "test");
+  EXPECT_TRUE(v.ok()) << text;
+  return v.ok() ? *v : json::value();
+}
+
+// Encodes `m` to text and decodes it back, as a peer would.
+template <typename T>
+T RoundTrip(const T& m) {
+  std::string wire = SerializeJson(m.Encode());
+  auto back = T::Decode(Parse(wire));
+  EXPECT_TRUE(back.ok()) << wire << ": " << back.status().message();
+  return back.ok() ? *back : T{};
+}
+
+template <typename T>
+std::string ErrorOf(const Result<T>& r) {
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "(no error)" : r.status().message();
+}
+
+// --- register --------------------------------------------------------------------------------
+
+RegisterRequest FullRegister() {
+  RegisterRequest r;
+  r.name = "gpu-07";
+  r.node_id = "0123456789abcdef";
+  r.address = "10.0.0.7";
+  r.pool = "research";
+  r.labels = {{"rack", "r12"}, {"zone", "b"}};
+  r.cpus_milli = 64'000;
+  r.memory_mib = 512 * 1024;
+  r.gpus = {{0, "H100"}, {1, "H100"}};
+  r.running = {{42, 3, 1}, {43, 1, 0}};
+  return r;
+}
+
+TEST(Register, RequestRoundTripsInTheAgentsFieldOrder) {
+  RegisterRequest r = FullRegister();
+  EXPECT_EQ(RoundTrip(r), r);
+  EXPECT_EQ(SerializeJson(r.Encode()),
+            R"({"name":"gpu-07","node_id":"0123456789abcdef","address":"10.0.0.7",)"
+            R"("pool":"research","labels":{"rack":"r12","zone":"b"},"cpus_milli":64000,)"
+            R"("memory_mib":524288,"gpus":[{"index":0,"type":"H100"},{"index":1,"type":"H100"}],)"
+            R"("running":[{"job":42,"attempt":3,"rank":1},{"job":43,"attempt":1,"rank":0}]})");
+}
+
+TEST(Register, TheIntegrationTestsFakeAgentRegisters) {
+  // tests/integration/test_dispatch.py speaks the protocol by hand.
+  auto r = RegisterRequest::Decode(Parse(
+      R"({"name": "fake", "node_id": "fake-node-identity", "address": "", "pool": "",)"
+      R"( "labels": {}, "cpus_milli": 4000, "memory_mib": 1024, "gpus": [], "running": []})"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->name, "fake");
+  EXPECT_EQ(r->cpus_milli, 4000);
+  EXPECT_TRUE(r->gpus.empty());
+}
+
+TEST(Register, RefusesWithTheServersMessages) {
+  auto decode = [](std::string_view text) { return ErrorOf(RegisterRequest::Decode(Parse(text))); };
+  const std::string ok = R"("node_id": "0123456789", "cpus_milli": 1000)";
+  EXPECT_EQ(decode("[]"), "register: body must be a JSON object");
+  EXPECT_EQ(decode(R"({"name": 7})"), "register: 'name' must be a string");
+  EXPECT_EQ(decode(R"({"name": "n", "node_id": "0123456789", "cpus_milli": "8"})"),
+            "register: 'cpus_milli' must be an integer");
+  EXPECT_EQ(decode(R"({"name": "-n", )" + ok + "}"), "register: invalid node name '-n'");
+  EXPECT_EQ(decode(R"({"name": "n", "node_id": "short", "cpus_milli": 1000})"),
+            "register: node_id is missing");
+  EXPECT_EQ(decode(R"({"name": "n", "node_id": "0123456789"})"),
+            "register: cpus must be positive and memory not negative");
+  EXPECT_EQ(decode(R"({"name": "n", "memory_mib": -1, )" + ok + "}"),
+            "register: cpus must be positive and memory not negative");
+  EXPECT_EQ(decode(R"({"name": "n", "pool": "a b", )" + ok + "}"), "register: invalid pool name");
+  EXPECT_EQ(decode(R"({"name": "n", "labels": {"zone": 1}, )" + ok + "}"),
+            "register: labels must be name=value pairs of [A-Za-z0-9._-]");
+  EXPECT_EQ(decode(R"({"name": "n", "labels": {"zone": "a b"}, )" + ok + "}"),
+            "register: labels must be name=value pairs of [A-Za-z0-9._-]");
+  EXPECT_EQ(decode(R"({"name": "n", "labels": ["zone"], )" + ok + "}"),
+            "register: 'labels' must be an object");
+  EXPECT_EQ(decode(R"({"name": "n", "gpus": [0], )" + ok + "}"), "register: gpus must be objects");
+  EXPECT_EQ(decode(R"({"name": "n", "gpus": [{"type": "H100"}], )" + ok + "}"),
+            "register: each GPU needs an index and a type");
+  EXPECT_EQ(decode(R"({"name": "n", "gpus": [{"index": 0, "type": ""}], )" + ok + "}"),
+            "register: each GPU needs an index and a type");
+  EXPECT_EQ(decode(R"({"name": "n", "gpus": {}, )" + ok + "}"),
+            "register: 'gpus' must be an array");
+  EXPECT_EQ(
+      decode(R"({"name": "n", "running": [{"job": 1, "attempt": "2", "rank": 0}], )" + ok + "}"),
+      "register: each entry of 'running' needs an integer job, attempt and rank");
+}
+
+TEST(Register, ValidateHoldsForHandBuiltRequests) {
+  RegisterRequest r = FullRegister();
+  EXPECT_TRUE(r.Validate().ok());
+  r.gpus.push_back({-1, "H100"});
+  EXPECT_EQ(r.Validate().message(), "register: each GPU needs an index and a type");
+}
+
+TEST(Register, AnswerRoundTripsAndFillsTheAgentsDefaults) {
+  RegisterAnswer a{"c0ffee", 20'000, 5'000};
+  EXPECT_EQ(RoundTrip(a), a);
+  EXPECT_EQ(SerializeJson(a.Encode()),
+            R"({"session":"c0ffee","lease_ms":20000,"heartbeat_ms":5000})");
+  // An answer with only a session: a 30 s lease, renewed every quarter of it.
+  auto bare = RegisterAnswer::Decode(Parse(R"({"session": "s"})"));
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->lease_ms, 30'000);
+  EXPECT_EQ(bare->heartbeat_ms, 7'500);
+  EXPECT_EQ(ErrorOf(RegisterAnswer::Decode(Parse(R"({"lease_ms": 1000})"))),
+            "register answer: 'session' is missing");
+  EXPECT_EQ(ErrorOf(RegisterAnswer::Decode(Parse(R"({"session": "s", "heartbeat_ms": 0})"))),
+            "register answer: 'heartbeat_ms' must be positive");
+}
+
+// --- watch stream ----------------------------------------------------------------------------
+
+LaunchMessage GangLaunch() {
+  LaunchMessage m;
+  m.job = 42;
+  m.attempt = 2;
+  m.rank = 1;
+  m.num_nodes = 2;
+  m.spec_id = 9;
+  m.name = "train";
+  m.user = "ada";
+  m.node_ips = {"10.0.0.1", "10.0.0.2"};
+  m.gpus = {2, 3};
+  m.gpus_per_node = 2;
+  m.kill_grace_ms = 30'000;
+  return m;
+}
+
+TEST(Watch, LaunchEncodesAsTheServerSendsIt) {
+  // Byte for byte what Server::LaunchMessage has always written, so old agents read it.
+  EXPECT_EQ(EncodeWatchLine(GangLaunch()),
+            R"({"type":"launch","job":42,"attempt":2,"rank":1,"num_nodes":2,"spec_id":9,)"
+            R"("name":"train","user":"ada","node_ips":["10.0.0.1","10.0.0.2"],"gpus":[2,3],)"
+            R"("gpus_per_node":2,"kill_grace_ms":30000})"
+            "\n");
+  LaunchMessage bulk = GangLaunch();
+  bulk.group = 5;
+  bulk.group_rank = 3;
+  bulk.num_jobs = 8;
+  EXPECT_THAT(EncodeWatchLine(bulk),
+              HasSubstr(R"("gpus_per_node":2,"group":5,"group_rank":3,"num_jobs":8,)"
+                        R"("kill_grace_ms":30000})"));
+}
+
+TEST(Watch, EveryMessageComesBackFromItsLine) {
+  LaunchMessage bulk = GangLaunch();
+  bulk.group = 5;
+  bulk.group_rank = 3;
+  bulk.num_jobs = 8;
+  std::vector<WatchMessage> messages = {HelloMessage{}, PingMessage{}, GangLaunch(), bulk,
+                                        StopMessage{42, 2, 1, "cancelled by ada"}};
+  for (const auto& m : messages) {
+    std::string line = EncodeWatchLine(m);
+    ASSERT_EQ(line.back(), '\n');
+    auto back = DecodeWatchMessage(line);
+    ASSERT_TRUE(back.ok()) << line << ": " << back.status().message();
+    EXPECT_EQ(*back, m) << line;
+  }
+  EXPECT_EQ(EncodeWatchLine(HelloMessage{}), "{\"type\":\"hello\"}\n");
+  EXPECT_EQ(EncodeWatchLine(PingMessage{}), "{\"type\":\"ping\"}\n");
+  EXPECT_EQ(EncodeWatchLine(StopMessage{42, 2, 1, "preempted"}),
+            R"({"type":"stop","job":42,"attempt":2,"rank":1,"reason":"preempted"})"
+            "\n");
+}
+
+TEST(Watch, ALaunchWithOnlyWhatIsRequiredGetsTheAgentsDefaults) {
+  auto m = DecodeWatchMessage(R"({"type":"launch","job":1,"attempt":1,"rank":0,"spec_id":4})");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const auto& launch = std::get<LaunchMessage>(*m);
+  EXPECT_EQ(launch.num_nodes, 1);
+  EXPECT_EQ(launch.gpus_per_node, 0);
+  EXPECT_EQ(launch.kill_grace_ms, 10'000);
+  EXPECT_FALSE(launch.group);
+  EXPECT_TRUE(launch.gpus.empty());
+}
+
+TEST(Watch, AStopWithTheRankLastDecodesToo) {
+  // Server::StopRanks adds "rank" after "reason": order does not matter.
+  auto m =
+      DecodeWatchMessage(R"({"type":"stop","job":7,"attempt":1,"reason":"time limit","rank":0})"
+                         "\r\n");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(std::get<StopMessage>(*m), (StopMessage{7, 1, 0, "time limit"}));
+}
+
+TEST(Watch, BadLaunchesNameTheField) {
+  auto error = [](std::string_view line) { return ErrorOf(DecodeWatchMessage(line)); };
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":"1","rank":0,"spec_id":4})"),
+            "launch: 'attempt' must be an integer");
+  EXPECT_EQ(error(R"({"type":"launch","attempt":1,"rank":0,"spec_id":4})"),
+            "launch: 'job' is missing");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":0})"),
+            "launch: 'spec_id' is missing");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":4294967296,"spec_id":4})"),
+            "launch: 'rank' is out of range");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":2,"num_nodes":2,"spec_id":4})"),
+            "launch: 'rank' must be in [0, num_nodes)");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":0,"spec_id":4,"gpus":["0"]})"),
+            "launch: 'gpus' must hold device indices (integers >= 0)");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":0,"spec_id":4,"node_ips":[1]})"),
+            "launch: 'node_ips' must hold strings");
+  EXPECT_EQ(error(R"({"type":"launch","job":1,"attempt":1,"rank":0,"spec_id":4,"group":3,)"
+                  R"("group_rank":0})"),
+            "launch: 'num_jobs' is missing");
+  EXPECT_EQ(error(R"({"type":"stop","job":1,"attempt":1})"), "stop: 'rank' is missing");
+}
+
+TEST(Watch, AnUnknownTypeIsAnErrorCallersMaySkip) {
+  // A newer server may send messages an older agent does not know: NotFound, not InvalidArgument.
+  auto m = DecodeWatchMessage(R"({"type":"drain","deadline_ms":1000})");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Code::kNotFound);
+  EXPECT_EQ(m.status().message(), "watch: unknown message type 'drain'");
+}
+
+TEST(Watch, MalformedLinesAreInvalid) {
+  for (std::string_view line : {"{\"type\":", "[1,2]", "{}", "{\"type\":3}"}) {
+    auto m = DecodeWatchMessage(line);
+    ASSERT_FALSE(m.ok()) << line;
+    EXPECT_EQ(m.status().code(), Code::kInvalidArgument) << line;
+  }
+  EXPECT_EQ(ErrorOf(DecodeWatchMessage("{}")), "watch: 'type' is missing");
+  EXPECT_EQ(ErrorOf(DecodeWatchMessage("[1]")), "watch: message must be a JSON object");
+}
+
+// --- heartbeat -------------------------------------------------------------------------------
+
+TEST(Heartbeat, RoundTrips) {
+  HeartbeatRequest r{"gpu-07", "c0ffee"};
+  EXPECT_EQ(RoundTrip(r), r);
+  EXPECT_EQ(SerializeJson(r.Encode()), R"({"node":"gpu-07","session":"c0ffee"})");
+  HeartbeatAnswer a{true, 30'000};
+  EXPECT_EQ(RoundTrip(a), a);
+  EXPECT_EQ(SerializeJson(a.Encode()), R"({"ok":true,"lease_ms":30000})");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(Parse(R"({"node":"n","session":1})"))),
+            "heartbeat: 'session' must be a string");
+  // Missing credentials are left to the server's session check (409 "register again").
+  auto bare = HeartbeatRequest::Decode(Parse("{}"));
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->session, "");
+}
+
+// --- reports ---------------------------------------------------------------------------------
+
+TEST(Reports, EveryEventRoundTrips) {
+  Report accepted{42, 2, 1, ReportEvent::kAccepted};
+  Report setting_up{42, 2, 1, ReportEvent::kSettingUp};
+  Report running{42, 2, 1, ReportEvent::kRunning};
+  Report failed{42, 2, 1, ReportEvent::kExited, 3, "setup", "pip failed"};
+  Report never_ran{42, 2, 1, ReportEvent::kExited, std::nullopt, "run", "was not running"};
+  for (const Report& r : {accepted, setting_up, running, failed, never_ran}) {
+    EXPECT_EQ(RoundTrip(r), r) << SerializeJson(r.Encode());
+  }
+  // What the agent sends today: the exit's details only with "exited", and null for no code.
+  EXPECT_EQ(SerializeJson(accepted.Encode()),
+            R"({"job":42,"attempt":2,"rank":1,"event":"accepted"})");
+  EXPECT_EQ(SerializeJson(never_ran.Encode()),
+            R"({"job":42,"attempt":2,"rank":1,"event":"exited","exit_code":null,"phase":"run",)"
+            R"("reason":"was not running"})");
+}
+
+TEST(Reports, RequestRoundTripsEntryByEntry) {
+  ReportRequest req{
+      "gpu-07",
+      "c0ffee",
+      {{42, 2, 1, ReportEvent::kRunning}, {42, 2, 1, ReportEvent::kExited, 0, "run", ""}}};
+  std::string wire = SerializeJson(req.Encode());
+  auto batch = ReportRequest::Decode(Parse(wire));
+  ASSERT_TRUE(batch.ok()) << batch.status().message();
+  EXPECT_EQ(batch->node, "gpu-07");
+  EXPECT_EQ(batch->session, "c0ffee");
+  ASSERT_EQ(batch->entries.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(batch->entries[i].report.ok());
+    EXPECT_EQ(*batch->entries[i].report, req.reports[i]);
+    EXPECT_EQ(batch->entries[i].id, (AttemptRank{42, 2, 1}));
+  }
+}
+
+TEST(Reports, OneBadEntryDoesNotFailTheBatch) {
+  // An agent reports three ranks; the second entry has a string attempt and the third is not an
+  // object. The first is still applied, and the server can answer the other two with an error each
+  // (the second still names its job and rank).
+  auto batch = ReportRequest::Decode(Parse(R"({"node":"n1","session":"s","reports":[)"
+                                           R"({"job":1,"attempt":1,"rank":0,"event":"running"},)"
+                                           R"({"job":2,"attempt":"1","rank":3,"event":"running"},)"
+                                           R"("exited"]})"));
+  ASSERT_TRUE(batch.ok()) << batch.status().message();
+  ASSERT_EQ(batch->entries.size(), 3u);
+  ASSERT_TRUE(batch->entries[0].report.ok());
+  EXPECT_EQ(batch->entries[0].report->event, ReportEvent::kRunning);
+  EXPECT_EQ(ErrorOf(batch->entries[1].report), "report: 'attempt' must be an integer");
+  EXPECT_EQ(batch->entries[1].id, (AttemptRank{2, 0, 3}));
+  EXPECT_EQ(ErrorOf(batch->entries[2].report), "report: each report must be a JSON object");
+  EXPECT_EQ(batch->entries[2].id, (AttemptRank{}));
+}
+
+TEST(Reports, TheIntegrationTestsMinimalReportDecodes) {
+  auto batch = ReportRequest::Decode(
+      Parse(R"({"node": "fake", "session": "s", "reports": [{"job": 1, "attempt": 7, "rank": 0, )"
+            R"("event": "running"}]})"));
+  ASSERT_TRUE(batch.ok());
+  ASSERT_TRUE(batch->entries[0].report.ok());
+  const Report& r = *batch->entries[0].report;
+  EXPECT_EQ(r.attempt, 7);
+  EXPECT_EQ(r.phase, "run");  // the default
+  EXPECT_FALSE(r.exit_code);
+}
+
+TEST(Reports, BadEntriesNameTheField) {
+  auto error = [](std::string_view text) { return ErrorOf(Report::Decode(Parse(text))); };
+  EXPECT_EQ(error(R"({"attempt":1,"rank":0,"event":"running"})"), "report: 'job' is missing");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0})"), "report: 'event' is missing");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"finished"})"),
+            "report: 'event' must be accepted, setting_up, running or exited");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","exit_code":"3"})"),
+            "report: 'exit_code' must be an integer or null");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","phase":"teardown"})"),
+            "report: 'phase' must be setup, run or launch");
+  // The whole request fails only when it is not a batch at all.
+  EXPECT_EQ(ErrorOf(ReportRequest::Decode(Parse(R"({"node":"n","session":"s"})"))),
+            "report: 'reports' must be an array");
+  EXPECT_EQ(ErrorOf(ReportRequest::Decode(Parse(R"("reports")"))),
+            "report: body must be a JSON object");
+}
+
+TEST(Reports, AnswersRoundTripWithTheirActions) {
+  ReportAnswer a{{{42, 2, 1, ReportAction::kOk, ""},
+                  {42, 1, 1, ReportAction::kStop, ""},
+                  {2, 0, 3, ReportAction::kError, "report: 'attempt' must be an integer"}}};
+  EXPECT_EQ(RoundTrip(a), a);
+  EXPECT_EQ(SerializeJson(a.Encode()),
+            R"({"results":[{"job":42,"attempt":2,"rank":1,"action":"ok"},)"
+            R"({"job":42,"attempt":1,"rank":1,"action":"stop"},)"
+            R"({"job":2,"attempt":0,"rank":3,"action":"error",)"
+            R"("error":"report: 'attempt' must be an integer"}]})");
+  EXPECT_EQ(ErrorOf(ReportAnswer::Decode(
+                Parse(R"({"results":[{"job":1,"attempt":1,"rank":0,"action":"pause"}]})"))),
+            "report answer: 'action' must be ok, stop or error");
+  EXPECT_EQ(ErrorOf(ReportAnswer::Decode(Parse("{}"))),
+            "report answer: 'results' must be an array");
+}
+
+TEST(Reports, EventAndActionNames) {
+  EXPECT_EQ(ReportEventName(ReportEvent::kSettingUp), "setting_up");
+  EXPECT_EQ(ParseReportEvent("exited"), ReportEvent::kExited);
+  EXPECT_FALSE(ParseReportEvent("Exited"));
+  EXPECT_EQ(ReportActionName(ReportAction::kStop), "stop");
+  EXPECT_EQ(ParseReportAction("error"), ReportAction::kError);
+  EXPECT_FALSE(ParseReportAction(""));
+}
+
+// --- log shipping ----------------------------------------------------------------------------
+
+TEST(Logs, QueryRoundTrips) {
+  LogAppend l{"gpu-07", "c0ffee", 42, 2, 1, 1 << 20};
+  EXPECT_EQ(l.ToQueryString(), "node=gpu-07&session=c0ffee&job=42&attempt=2&rank=1&offset=1048576");
+  std::map<std::string, std::string> query = {{"node", "gpu-07"}, {"session", "c0ffee"},
+                                              {"job", "42"},      {"attempt", "2"},
+                                              {"rank", "1"},      {"offset", "1048576"}};
+  auto back = LogAppend::FromQuery(query);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, l);
+}
+
+TEST(Logs, NamesOutsideTheSafeSetArePercentEncoded) {
+  LogAppend l{"a b/c", "s", 1, 1, 0, 0};
+  EXPECT_EQ(l.ToQueryString(), "node=a%20b%2Fc&session=s&job=1&attempt=1&rank=0&offset=0");
+}
+
+TEST(Logs, RankAndOffsetDefaultToZero) {
+  auto l = LogAppend::FromQuery({{"node", "n"}, {"session", "s"}, {"job", "3"}, {"attempt", "1"}});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->rank, 0);
+  EXPECT_EQ(l->offset, 0);
+}
+
+TEST(Logs, BadNumbersAreRefused) {
+  auto error = [](std::map<std::string, std::string> q) {
+    return ErrorOf(LogAppend::FromQuery(q));
+  };
+  EXPECT_EQ(error({{"attempt", "1"}}), "logs: 'job' is missing");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "one"}}), "logs: 'attempt' must be an integer");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "1"}, {"offset", "12abc"}}),
+            "logs: 'offset' must be an integer");
+  EXPECT_EQ(error({{"job", "0"}, {"attempt", "1"}}), "logs: bad job, attempt, rank or offset");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "0"}}), "logs: bad job, attempt, rank or offset");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "1"}, {"rank", "-1"}}),
+            "logs: bad job, attempt, rank or offset");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "1"}, {"offset", "-5"}}),
+            "logs: bad job, attempt, rank or offset");
+  EXPECT_EQ(error({{"job", "1"}, {"attempt", "4294967296"}}),
+            "logs: bad job, attempt, rank or offset");
+}
+
+TEST(Logs, AnswersRoundTrip) {
+  LogAppendAnswer stored{4096, ""};
+  EXPECT_EQ(RoundTrip(stored), stored);
+  EXPECT_EQ(SerializeJson(stored.Encode()), R"({"size":4096})");
+  LogAppendAnswer gap{1024, "offset 2048 is past the stored size 1024"};
+  EXPECT_EQ(RoundTrip(gap), gap);
+  EXPECT_EQ(ErrorOf(LogAppendAnswer::Decode(Parse(R"({"error":"x"})"))),
+            "logs answer: 'size' is missing");
+}
+
+}  // namespace
+}  // namespace berth::proto
