@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/quantity.h"
+#include "common/resources.h"
 #include "common/status.h"
-#include "store/store.h"
 
 namespace berth {
 

@@ -17,7 +17,7 @@ struct GlobalFlags {
   std::string self_exe;
 };
 
-// --- daemons (daemons.cpp) ---
+// --- daemons (parsed here, run by src/exe/daemons.cpp) ---
 struct ServerFlags {
   std::string listen = "127.0.0.1:8765";
   std::string state_dir;
@@ -31,7 +31,6 @@ struct ServerFlags {
   std::string url_file;
   std::string pid_file;
 };
-int RunServer(const ServerFlags& flags);
 
 struct AgentFlags {
   std::string server;
@@ -48,9 +47,6 @@ struct AgentFlags {
   std::string pid_file;
   int hollow = 0;  // > 0: simulate this many nodes without processes
 };
-int RunAgent(const AgentFlags& flags, const std::string& self_exe);
-int RunSupervisor(const std::string& dir);
-int RunSpawner();
 
 // --- local cluster (local_cmds.cpp) ---
 int LocalUp(const LocalClusterOptions& options, const std::string& self_exe);

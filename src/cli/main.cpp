@@ -21,17 +21,17 @@ std::string SelfExe(const char* argv0) {
 
 }  // namespace
 
-int Main(int argc, char** argv) {
+int Main(int argc, char** argv, const Daemons& daemons) {
   // The job supervisor starts for every job: keep its path free of argument parsing.
-  if (argc == 3 && std::strcmp(argv[1], "__supervise") == 0) return RunSupervisor(argv[2]);
-  if (argc == 2 && std::strcmp(argv[1], "__spawner") == 0) return RunSpawner();
+  if (argc == 3 && std::strcmp(argv[1], "__supervise") == 0) return daemons.supervise(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "__spawner") == 0) return daemons.spawner();
 
   CLI::App app{
       "berth: a job queue and batch scheduler for GPU clusters.\n"
       "User commands find the server in --server, then BERTH_SERVER, then the local cluster of\n"
       "BERTH_HOME (default ~/.berth), which they start if it is not running."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "berth 0.1.0");
+  app.set_version_flag("--version", "berth " BERTH_VERSION);
   GlobalFlags g;
   g.self_exe = SelfExe(argv[0]);
   auto add_global = [&](CLI::App* cmd) {
@@ -70,7 +70,7 @@ int Main(int argc, char** argv) {
   server->add_option("--url-file", server_flags.url_file,
                      "Write the server's URL here once it listens");
   server->add_option("--pid-file", server_flags.pid_file, "Write the server's pid here");
-  server->callback([&] { rc = RunServer(server_flags); });
+  server->callback([&] { rc = daemons.server(server_flags); });
 
   AgentFlags agent_flags;
   auto* agent = app.add_subcommand("agent", "Run a node agent");
@@ -97,7 +97,7 @@ int Main(int argc, char** argv) {
   agent->add_option("--address", agent_flags.address,
                     "Address other nodes reach this one at (default: as the server sees it)");
   agent->add_option("--pid-file", agent_flags.pid_file, "Write the agent's pid here");
-  agent->callback([&] { rc = RunAgent(agent_flags, g.self_exe); });
+  agent->callback([&] { rc = daemons.agent(agent_flags, g.self_exe); });
 
   auto* local = app.add_subcommand("local", "Manage the local cluster under BERTH_HOME");
   local->require_subcommand(1);

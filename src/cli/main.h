@@ -2,9 +2,24 @@
 // cancel, nodes, show, drain, undrain). User commands are thin HTTP clients of the server's API.
 #pragma once
 
+#include <functional>
+#include <string>
+
 namespace berth::cli {
 
+struct ServerFlags;
+struct AgentFlags;
+
+// The long-running processes, wired in src/exe (the CLI does not link the server or the agent):
+// `berth server`, `berth agent`, and the hidden `berth __supervise DIR` and `berth __spawner`.
+struct Daemons {
+  std::function<int(const ServerFlags&)> server;
+  std::function<int(const AgentFlags&, const std::string& self_exe)> agent;
+  std::function<int(const std::string& dir)> supervise;
+  std::function<int()> spawner;
+};
+
 // Parses argv and runs the command; returns the process exit status.
-int Main(int argc, char** argv);
+int Main(int argc, char** argv, const Daemons& daemons);
 
 }  // namespace berth::cli

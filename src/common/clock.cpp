@@ -13,6 +13,8 @@ TimeMs SystemClock::Now() const {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+int64_t SystemClock::Monotonic() const { return MonotonicMs(); }
+
 const SystemClock& SystemClock::Get() {
   static const SystemClock clock;
   return clock;

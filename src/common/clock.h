@@ -1,8 +1,11 @@
-// Clock: the only way berth code reads the time, so that tests can drive it.
+// Clock: the only way berth code reads the time, so that tests can drive it (Envoy's TimeSource).
 //
-// Times are integer milliseconds since the Unix epoch (wall clock); durations are integer
-// milliseconds. SystemClock is thread-safe. The pure scheduler never reads a clock: callers pass
-// `now` in.
+// Two readings: Now() is wall time, integer milliseconds since the Unix epoch — for what is stored
+// and shown (submitted_at, events); Monotonic() is a monotonic reading in milliseconds — for
+// leases, timeouts and intervals, which a step of the wall clock (NTP, an operator) must never
+// shorten or stretch. Durations are integer milliseconds. Implementations are thread-safe. The pure
+// scheduler never reads a clock: callers pass `now` in. tests/fakes/fake_clock.h drives both by
+// hand.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +20,21 @@ using DurationMs = int64_t;  // milliseconds
 class Clock {
  public:
   virtual ~Clock() = default;
+  // Wall time (ms since the Unix epoch).
   virtual TimeMs Now() const = 0;
+  // Monotonic time (ms since an arbitrary origin); never goes back. Not comparable across processes
+  // of different boots, and never stored.
+  virtual int64_t Monotonic() const = 0;
 };
 
 class SystemClock final : public Clock {
  public:
   TimeMs Now() const override;
+  int64_t Monotonic() const override;
   static const SystemClock& Get();
 };
 
-// A monotonic reading in milliseconds, for measuring intervals (never stored).
+// SystemClock::Get().Monotonic(), for code that is not handed a Clock (the CLI, the supervisor).
 int64_t MonotonicMs();
 
 // "2026-11-22T05:02:03.123Z".

@@ -55,6 +55,13 @@ struct NodeGrant {
 
 using Placement = std::vector<NodeGrant>;  // one entry per node of the job, in rank order
 
+// One GPU of a node, as its agent discovered or declared it.
+struct GpuDevice {
+  int index = 0;     // what CUDA_VISIBLE_DEVICES lists
+  std::string type;  // "V100"
+  bool operator==(const GpuDevice&) const = default;
+};
+
 // "0,1,3": the CUDA_VISIBLE_DEVICES value for a grant.
 std::string CudaVisibleDevices(const NodeGrant& grant);
 

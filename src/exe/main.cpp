@@ -1,4 +1,10 @@
 // berth: one binary for the server, the agent and the user commands.
 #include "cli/main.h"
 
-int main(int argc, char** argv) { return berth::cli::Main(argc, argv); }
+#include "exe/daemons.h"
+
+int main(int argc, char** argv) {
+  using namespace berth;
+  cli::Daemons daemons{exe::RunServer, exe::RunAgent, exe::RunSupervisor, exe::RunSpawner};
+  return cli::Main(argc, argv, daemons);
+}

@@ -51,6 +51,8 @@ struct JobRequest {
 // reservations.
 struct RunningJob {
   JobId id = 0;
+  int attempt = 0;  // which attempt of the job holds these resources (a job may have two: one
+                    // still stopping, one placed)
   int priority = 0;
   ResourceRequest per_node;
   std::string exclusive;
@@ -60,6 +62,14 @@ struct RunningJob {
   // True while the job's processes are being stopped (cancelled or preempted): it holds its
   // resources but can be neither preempted again nor counted as running work.
   bool stopping = false;
+};
+
+// One attempt of one job: what a decision names when "job 3" alone would be ambiguous (an earlier
+// attempt may still be stopping while the next one is placed).
+struct AttemptRef {
+  JobId job = 0;
+  int attempt = 0;
+  auto operator<=>(const AttemptRef&) const = default;
 };
 
 struct Snapshot {

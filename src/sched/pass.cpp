@@ -493,6 +493,7 @@ void Pass::EnsureOccupancy() {
   for (const RunningJob& r : snapshot_.running) {
     Occupant o;
     o.id = r.id;
+    o.attempt = r.attempt;
     o.priority = r.priority;
     o.kind = r.stopping ? Kind::kStopping : Kind::kRunning;
     o.started_at = r.started_at;

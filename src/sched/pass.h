@@ -66,6 +66,7 @@ class Pass {
   };
   struct Occupant {
     JobId id = 0;
+    int attempt = 0;
     int priority = 0;
     Kind kind = Kind::kRunning;
     TimeMs started_at = 0;

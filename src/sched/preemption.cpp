@@ -571,6 +571,16 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
     TouchOccupant(occupants_[static_cast<size_t>(v)]);
     waits.push_back(occupants_[static_cast<size_t>(v)].id);
   }
+  std::vector<AttemptRef> launch_after;
+  for (int v : choice.victims) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    launch_after.push_back({o.id, o.attempt});
+  }
+  for (int v : choice.waits) {
+    const Occupant& o = occupants_[static_cast<size_t>(v)];
+    launch_after.push_back({o.id, o.attempt});
+  }
+  std::sort(launch_after.begin(), launch_after.end());
   std::sort(victims.begin(), victims.end());
   std::sort(waits.begin(), waits.end());
 
@@ -598,6 +608,7 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
     d.preemptor = job.id;
     d.victims = victims;
     d.waits_for = waits;
+    d.launch_after = std::move(launch_after);
     d.placement = std::move(placement);
     where = &d.placement;
     *reason = "preempting lower-priority " + Jobs(victims) +

@@ -72,6 +72,9 @@ struct PreemptDecision {
   // Jobs already stopping (not victims: their stop was asked for before) whose resources the
   // placement also uses; the preemptor launches once these are gone too. Usually empty.
   std::vector<JobId> waits_for;
+  // The attempts the preemptor's launch waits for: each victim's current attempt and each
+  // stopping attempt of `waits_for`, so that the server need not look them up.
+  std::vector<AttemptRef> launch_after;
 };
 
 // A pending job that cannot start yet, but will as soon as lower-priority jobs that are already

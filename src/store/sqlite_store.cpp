@@ -238,15 +238,29 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
   return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*opened), std::move(*reader)));
 }
 
-Result<SubmitResult> SqliteStore::Submit(const Submission& submission) {
-  if (submission.count < 1) {
-    return Status::Invalid("submit: the number of jobs must be at least 1, got " +
-                           std::to_string(submission.count));
+Result<std::vector<SubmitResult>> SqliteStore::SubmitMany(
+    const std::vector<Submission>& submissions) {
+  for (const Submission& submission : submissions) {
+    if (submission.count < 1) {
+      return Status::Invalid("submit: the number of jobs must be at least 1, got " +
+                             std::to_string(submission.count));
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kWrite);
   if (!txn.ok()) return txn.status();
+  std::vector<SubmitResult> results;
+  results.reserve(submissions.size());
+  for (const Submission& submission : submissions) {
+    Result<SubmitResult> one = InsertSubmission(submission);
+    if (!one.ok()) return one.status();
+    results.push_back(std::move(*one));
+  }
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return results;
+}
 
+Result<SubmitResult> SqliteStore::InsertSubmission(const Submission& submission) {
   SubmitResult result;
   {
     Result<StatementRef> spec = db_->Cached("INSERT INTO specs(body) VALUES (?1)");
@@ -308,7 +322,6 @@ Result<SubmitResult> SqliteStore::Submit(const Submission& submission) {
   }
   result.ids.resize(static_cast<size_t>(submission.count));
   std::iota(result.ids.begin(), result.ids.end(), first);
-  BERTH_RETURN_IF_ERROR(txn->Commit());
   return result;
 }
 

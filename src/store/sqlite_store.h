@@ -31,7 +31,7 @@ class SqliteStore final : public Store {
   // kSchemaVersion. Errors name the path and carry SQLite's message.
   static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
 
-  Result<SubmitResult> Submit(const Submission& submission) override;
+  Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& submissions) override;
   // Job rows are replaced by id: every column except id, spec_id, group_id, rank and submitted_at,
   // which are fixed at submission. A job id that does not exist fails the whole batch (kNotFound).
   Status Commit(const Batch& batch) override;
@@ -55,6 +55,7 @@ class SqliteStore final : public Store {
   // Runs on `db` (db_ with mu_ held, or read_db_ with read_mu_ held).
   Result<std::vector<JobRow>> QueryJobs(SqliteDb& db, const std::string& sql,
                                         const std::vector<int64_t>& params);
+  Result<SubmitResult> InsertSubmission(const Submission& submission);
   Status UpdateJob(const JobRow& job);
   Status AppendEvent(int64_t job, const JobEvent& event);
   Status UpsertAttempt(int64_t job, const AttemptRow& attempt);

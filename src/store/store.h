@@ -61,11 +61,6 @@ struct AttemptRow {
   std::optional<int> exit_code;
 };
 
-struct GpuDevice {
-  int index = 0;
-  std::string type;
-};
-
 struct NodeRow {
   std::string name;
   std::string node_id;  // secret identity kept in the agent's state dir
@@ -122,9 +117,17 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Inserts the spec, the group (when as_group) and `count` PENDING jobs with their first event, in
-  // one transaction: either all of them exist afterwards or none does.
-  virtual Result<SubmitResult> Submit(const Submission& submission) = 0;
+  // For each submission, inserts the spec, the group (when as_group) and `count` PENDING jobs with
+  // their first event — all submissions in one transaction (the server's group commit): either all
+  // of them exist afterwards or none does. Results are in the order of `submissions`.
+  virtual Result<std::vector<SubmitResult>> SubmitMany(
+      const std::vector<Submission>& submissions) = 0;
+  // SubmitMany of one.
+  Result<SubmitResult> Submit(const Submission& submission) {
+    auto results = SubmitMany({submission});
+    if (!results.ok()) return results.status();
+    return std::move(results->front());
+  }
 
   // Applies every write of `batch` in one transaction.
   virtual Status Commit(const Batch& batch) = 0;

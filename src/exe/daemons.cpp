@@ -1,9 +1,14 @@
-// `berth server`, `berth agent` and the hidden `berth __supervise`: the long-running processes.
+// `berth server`, `berth agent` and the hidden `berth __supervise` / `berth __spawner`: the
+// long-running processes, wired from their parts (the store the server uses, its clock, the agent's
+// options). The command line parses their flags (cli/commands.h) and calls these (exe/daemons.h).
+#include "exe/daemons.h"
+
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -16,8 +21,13 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "server/server.h"
+#include "store/store.h"
 
-namespace berth::cli {
+namespace berth::exe {
+
+using cli::AgentFlags;
+using cli::Fail;
+using cli::ServerFlags;
 
 namespace {
 
@@ -88,7 +98,14 @@ int RunServer(const ServerFlags& flags) {
 
   sigset_t signals = BlockStopSignals();
   int64_t t0 = MonotonicMs();
-  Server server(options, SystemClock::Get());
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec)
+    return Fail(
+        Status::Internal("cannot create state dir " + options.state_dir + ": " + ec.message()));
+  auto store = OpenSqliteStore(options.state_dir + "/berth.db");
+  if (!store.ok()) return Fail(store.status());
+  Server server(options, SystemClock::Get(), std::move(*store));
   Status st = server.Start();
   if (!st.ok()) return Fail(st);
   LogInfo("ready in {} ms", MonotonicMs() - t0);
@@ -177,4 +194,4 @@ int RunSupervisor(const std::string& dir) { return SupervisorMain(dir); }
 
 int RunSpawner() { return SpawnerMain(); }
 
-}  // namespace berth::cli
+}  // namespace berth::exe

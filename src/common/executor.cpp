@@ -1,0 +1,57 @@
+#include "common/executor.h"
+
+#include <pthread.h>
+
+namespace berth {
+
+Executor::Executor(int threads, std::string name) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] { Loop(); });
+    pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
+  }
+}
+
+Executor::~Executor() { Stop(); }
+
+void Executor::Post(std::function<void()> task) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return;
+    tasks_.push_back(std::move(task));
+  }
+  cv_.Signal();
+}
+
+size_t Executor::queued() {
+  MutexLock lock(mu_);
+  return tasks_.size();
+}
+
+void Executor::Stop() {
+  {
+    MutexLock lock(mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.SignalAll();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void Executor::Loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      MutexLock lock(mu_);
+      while (tasks_.empty() && !stopping_) cv_.Wait(mu_);
+      if (tasks_.empty()) return;  // stopping, and everything queued has run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace berth

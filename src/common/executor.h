@@ -1,0 +1,43 @@
+// Executor: a fixed pool of threads running posted tasks in FIFO order. The server hands every
+// handler that may wait — for its state lock or for the store — to an executor, so that the HTTP
+// I/O threads never block and a health check or a listing is answered while a scheduling pass
+// commits.
+//
+// Thread-safety: Post() from any thread, also from a task. Stop() (or the destructor) runs the
+// tasks already queued, then joins; tasks posted after Stop() are dropped.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace berth {
+
+class Executor {
+ public:
+  // `threads` >= 1. `name` names the threads (for debuggers and `top -H`), at most 15 characters.
+  Executor(int threads, std::string name);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void Post(std::function<void()> task) EXCLUDES(mu_);
+  void Stop() EXCLUDES(mu_);
+  // Tasks queued and not yet started (for tests and metrics).
+  size_t queued() EXCLUDES(mu_);
+
+ private:
+  void Loop() EXCLUDES(mu_);
+
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace berth

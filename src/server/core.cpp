@@ -1,0 +1,338 @@
+// Core: loading, plans (commit, then apply, then send), log followers and housekeeping.
+#include "server/core.h"
+
+#include <fmt/format.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+
+namespace berth {
+
+Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& channel)
+    : options_(std::move(options)), store_(store), clock_(clock), channel_(channel) {}
+
+sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
+  sched::JobRequest r;
+  r.id = row.id;
+  r.priority = row.priority;
+  r.num_nodes = row.num_nodes;
+  r.per_node = row.resources;
+  r.pool = spec.pool;
+  r.node_selector = spec.node_selector;
+  r.exclusive = spec.exclusive;
+  r.submitted_at = row.submitted_at;
+  r.time_limit = spec.time_limit;
+  return r;
+}
+
+Status Core::Load() {
+  auto nodes = store_.LoadNodes();
+  if (!nodes.ok()) return nodes.status();
+  auto jobs = store_.LoadActiveJobs();
+  if (!jobs.ok()) return jobs.status();
+  MutexLock lock(mu_);
+  TimeMs now = clock_.Now();
+  int64_t mono = clock_.Monotonic();
+  for (auto& row : *nodes) {
+    NodeRuntime node;
+    node.row = row;
+    // Agents get one lease period after a server restart to reconnect before their nodes count
+    // as down.
+    if (row.state != NodeState::kDown) node.lease_expires = mono + options_.lease_ms;
+    nodes_[row.name] = std::move(node);
+  }
+  std::map<int64_t, int> group_sizes;
+  Plan unused;  // Allocate() journals; nothing here is ever undone
+  for (auto& row : *jobs) {
+    ActiveJob job;
+    job.row = row;
+    job.spec = SpecFor(row.spec_id);
+    if (!job.spec) {
+      LogError("job {}: spec {} is unreadable; it stays pending", row.id, row.spec_id);
+      continue;
+    }
+    job.request = RequestFor(row, *job.spec);
+    job.ranks.resize(static_cast<size_t>(row.num_nodes));
+    if (row.group) {
+      auto size = group_sizes.find(*row.group);
+      if (size == group_sizes.end()) {
+        auto stored = store_.GroupSize(*row.group);
+        size = group_sizes.emplace(*row.group, stored.ok() ? *stored : 0).first;
+      }
+      job.group_size = size->second;
+    }
+    if (row.status == JobStatus::kRunning) {
+      for (auto& r : job.ranks) r.running = true;
+      // Time limits run on monotonic time; a job that was running before the restart has run
+      // for as long as the wall clock says.
+      job.running_since = mono - (now - row.started_at.value_or(now));
+    }
+    if (IsActive(row.status)) Allocate(unused, row.placement, row.resources, +1);
+    jobs_[row.id] = std::move(job);
+  }
+  LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
+  return Status::Ok();
+}
+
+std::shared_ptr<const JobSpec> Core::SpecFor(int64_t spec_id) {
+  auto it = specs_.find(spec_id);
+  if (it != specs_.end()) return it->second;
+  auto text = store_.GetSpec(spec_id);
+  if (!text.ok()) return nullptr;
+  auto value = ParseJson(*text, "stored spec");
+  if (!value.ok()) return nullptr;
+  auto spec = SpecFromJson(*value);
+  if (!spec.ok()) return nullptr;
+  auto shared = std::make_shared<const JobSpec>(std::move(*spec));
+  specs_[spec_id] = shared;
+  return shared;
+}
+
+// --- plans ---
+
+Core::ActiveJob& Core::MutJob(Plan& plan, ActiveJob& job) {
+  plan.jobs_before.try_emplace(job.row.id, job);
+  ++job.gen;
+  return job;
+}
+
+Core::NodeRuntime& Core::MutNode(Plan& plan, NodeRuntime& node) {
+  plan.nodes_before.try_emplace(node.row.name, node);
+  node.view_stale = true;
+  return node;
+}
+
+void Core::SaveDying(Plan& plan, const AttemptKey& key) {
+  if (plan.dying_before.count(key)) return;
+  auto it = dying_.find(key);
+  plan.dying_before.emplace(
+      key, it == dying_.end() ? std::nullopt : std::optional<DyingAttempt>(it->second));
+}
+
+void Core::SaveLaunchHeld(Plan& plan) {
+  if (!plan.launch_held_before) plan.launch_held_before = launch_held_;
+}
+
+void Core::Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node,
+                    int sign) {
+  for (const auto& grant : placement) {
+    auto it = nodes_.find(grant.node);
+    if (it == nodes_.end()) continue;
+    NodeRuntime& node = MutNode(plan, it->second);
+    node.cpus_used += sign * per_node.cpus;
+    node.memory_used += sign * per_node.memory;
+    for (const auto& g : grant.gpus) node.gpu_used[g.index] += sign * g.milli;
+    if (sign > 0) ++node.sched_gen;
+  }
+}
+
+Status Core::Execute(Plan& plan) {
+  if (!plan.batch.empty()) {
+    Status st = store_.Commit(plan.batch);
+    if (!st.ok()) {
+      Undo(plan);
+      LogError("a change could not be recorded and was dropped: {}", st.message());
+      return Status::Unavailable("the server could not record the change (" + st.message() +
+                                 "); nothing was changed, try again");
+    }
+  }
+  for (const auto& [node, session] : plan.opens) channel_.Open(node, session);
+  for (const auto& node : plan.closes) channel_.Close(node);
+  for (const auto& [node, message] : plan.sends) channel_.Send(node, message);
+  for (int64_t job : plan.wake_logs) WakeLogWaiters(job);
+  if (plan.reap) ReapFinished();
+  if (plan.kick) RequestPassLocked();
+  return Status::Ok();
+}
+
+void Core::Undo(Plan& plan) {
+  for (auto& [id, before] : plan.jobs_before) {
+    if (before) {
+      jobs_[id] = std::move(*before);
+    } else {
+      jobs_.erase(id);
+    }
+  }
+  for (auto& [name, before] : plan.nodes_before) {
+    if (before) {
+      nodes_[name] = std::move(*before);
+      nodes_[name].view_stale = true;
+    } else {
+      nodes_.erase(name);
+    }
+  }
+  if (!plan.nodes_before.empty()) capacity_stale_ = true;
+  for (auto& [key, before] : plan.dying_before) {
+    if (before) {
+      dying_[key] = std::move(*before);
+    } else {
+      dying_.erase(key);
+    }
+  }
+  if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
+  if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
+  // Generations are restored with their entries: the state is again exactly what any pass in
+  // flight saw, so its decisions stay valid.
+}
+
+void Core::ReapFinished() {
+  MutexLock lock(waiting_mu_);
+  std::erase_if(jobs_, [this](const auto& kv) {
+    waiting_mu_.AssertHeld();
+    bool done = IsTerminal(kv.second.row.status) && !kv.second.terminating;
+    if (done) waiting_.erase(kv.first);
+    return done;
+  });
+}
+
+void Core::RequestPassLocked() {
+  pass_requested_ = true;
+  pass_cv_.SignalAll();
+}
+
+void Core::RequestPass() {
+  MutexLock lock(mu_);
+  RequestPassLocked();
+}
+
+bool Core::WaitForPassRequest(DurationMs timeout_ms) {
+  MutexLock lock(mu_);
+  if (!pass_requested_ && !shutdown_) pass_cv_.WaitFor(mu_, timeout_ms);
+  if (shutdown_ || !pass_requested_) return false;
+  pass_requested_ = false;
+  return true;
+}
+
+void Core::Shutdown() {
+  MutexLock lock(mu_);
+  shutdown_ = true;
+  log_waiters_.clear();
+  pass_cv_.SignalAll();
+}
+
+// --- log followers ---
+
+void Core::WakeLogWaiters(int64_t job) {
+  auto range = log_waiters_.equal_range(job);
+  for (auto it = range.first; it != range.second; ++it) it->second.fire();
+  log_waiters_.erase(range.first, range.second);
+}
+
+std::optional<uint64_t> Core::AddLogWaiter(int64_t job, int attempt, std::function<void()> fire) {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(job);
+  bool live = it != jobs_.end() && (!IsTerminal(it->second.row.status) || it->second.terminating) &&
+              it->second.row.attempt == attempt;
+  if (!live || shutdown_) return std::nullopt;
+  uint64_t id = next_waiter_id_++;
+  log_waiters_.emplace(job, LogWaiter{id, std::move(fire)});
+  return id;
+}
+
+void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
+  MutexLock lock(mu_);
+  auto range = log_waiters_.equal_range(job);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.id == id) {
+      log_waiters_.erase(it);
+      return;
+    }
+  }
+}
+
+void Core::LogsAppended(int64_t job) {
+  MutexLock lock(mu_);
+  WakeLogWaiters(job);
+}
+
+std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  return std::make_pair(it->second.row,
+                        !IsTerminal(it->second.row.status) || it->second.terminating);
+}
+
+std::string Core::WaitingReason(int64_t job) {
+  MutexLock lock(waiting_mu_);
+  auto it = waiting_.find(job);
+  return it == waiting_.end() ? "" : it->second;
+}
+
+std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<int64_t>& jobs) {
+  std::unordered_map<int64_t, std::string> out;
+  MutexLock lock(waiting_mu_);
+  for (int64_t id : jobs) {
+    auto it = waiting_.find(id);
+    if (it != waiting_.end()) out.emplace(id, it->second);
+  }
+  return out;
+}
+
+// --- housekeeping ---
+
+void Core::CheckLeases() {
+  MutexLock lock(mu_);
+  int64_t mono = clock_.Monotonic();
+  TimeMs now = clock_.Now();
+  Plan plan;
+  for (auto& [name, runtime] : nodes_) {
+    if (runtime.row.state == NodeState::kDown || runtime.lease_expires > mono) continue;
+    LogWarn("node {}: lease expired; marking it down", name);
+    NodeRuntime& node = MutNode(plan, runtime);
+    node.row.state = NodeState::kDown;
+    node.row.down_since = now;
+    node.session.clear();
+    ++node.sched_gen;
+    capacity_stale_ = true;
+    plan.closes.push_back(name);
+    plan.batch.nodes.push_back(node.row);
+    std::vector<std::tuple<int64_t, int, int>> gone;  // dying ranks that died with the node
+    for (const auto& [key, dying] : dying_) {
+      for (const auto& grant : dying.placement) {
+        if (grant.node == name) gone.emplace_back(key.first, key.second, grant.rank);
+      }
+    }
+    for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(plan, job_id, attempt, rank);
+    for (auto& [id, job] : jobs_) {
+      bool here = false;
+      for (const auto& g : job.row.placement) here = here || g.node == name;
+      if (!here || (!IsActive(job.row.status) && !job.terminating)) continue;
+      if (job.terminating) {  // its processes died with the node
+        Release(plan, job);
+        continue;
+      }
+      std::string why = "node " + name + " stopped answering (lease expired)";
+      if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
+        Requeue(plan, job, why + "; requeued", now);
+      } else {
+        EndJob(plan, job, JobStatus::kLost, why, std::nullopt, now);
+      }
+    }
+  }
+  if (plan.batch.empty()) return;
+  plan.reap = true;
+  plan.kick = true;
+  Status st = Execute(plan);
+  if (!st.ok()) LogError("lost nodes stay as they were until the next check: {}", st.message());
+}
+
+void Core::CheckTimeLimits() {
+  MutexLock lock(mu_);
+  int64_t mono = clock_.Monotonic();
+  TimeMs now = clock_.Now();
+  Plan plan;
+  for (auto& [id, job] : jobs_) {
+    if (job.terminating || !IsActive(job.row.status) || !job.spec->time_limit) continue;
+    if (job.running_since == 0 || mono - job.running_since <= *job.spec->time_limit) continue;
+    EndJob(plan, job, JobStatus::kFailed,
+           "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded", std::nullopt, now);
+  }
+  if (plan.batch.empty()) return;
+  plan.reap = true;
+  plan.kick = true;
+  Status st = Execute(plan);
+  if (!st.ok()) LogError("time limits are enforced at the next check: {}", st.message());
+}
+
+}  // namespace berth

@@ -1,0 +1,359 @@
+// Core: the server's state machine — nodes, active jobs, leases, scheduling passes — without HTTP.
+// The HTTP front (server/server.h) parses requests and calls it; unit tests call it directly with a
+// fake clock, a fault-injecting store and a fake agent channel (tests/unit/server/).
+//
+// Commit, then apply, then send. Every state change (a pass, a report batch, a cancel, a drain, a
+// registration, a lease expiry, a time limit) is built as a Plan: the store Batch, the in-memory
+// changes and the messages for agents. The batch is committed first; only when it is durable do the
+// messages go out and the log followers wake. The in-memory changes are made while the plan is
+// built, each entry saved in the plan's undo journal before its first change; if the commit fails
+// the journal restores every entry, nothing is sent, and the caller gets Unavailable (HTTP 503,
+// retryable). Either way the state under the lock equals what a fresh server would load from the
+// store (tests/unit/server/core_commit_test.cpp proves it for each kind of change).
+//
+// Scheduling off the lock. RunPass() copies a snapshot under the lock (node views and pending
+// requests are cached per entry and rebuilt only when they change), runs the pure scheduler without
+// the lock, then applies the decisions under the lock in chunks of `pass_commit_chunk`, each chunk
+// one commit. A generation check drops decisions about jobs or nodes that changed meanwhile (a job
+// cancelled, a node drained or re-registered, resources taken); they are retried in the next pass.
+//
+// Submissions are group-committed: concurrent Submit() calls queue, the first one writes the
+// whole queue in one store transaction (LevelDB's writer queue), without holding the state lock.
+//
+// Time: wall time (Clock::Now) is what is stored and shown; leases, time limits and intervals run
+// on monotonic time (Clock::Monotonic), so a step of the wall clock expires nothing.
+//
+// Thread-safety: every public method is thread-safe. The state is guarded by `mu_`; the pending
+// jobs' waiting reasons by `waiting_mu_` (taken after mu_), so listings never wait for a pass.
+// Methods never call back into their caller while holding a lock, except the log-waiter callbacks,
+// which must only post work elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/status.h"
+#include "protocol/agent_protocol.h"
+#include "sched/scheduler.h"
+#include "server/agent_channel.h"
+#include "spec/job_spec.h"
+#include "store/store.h"
+
+namespace berth {
+
+struct CoreOptions {
+  DurationMs lease_ms = 30'000;
+  DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
+  DurationMs starvation_ms = 10 * 60'000;
+  int max_jobs_per_submit = 100'000;
+  size_t pass_commit_chunk = 2'000;     // decisions applied per commit (and per hold of the lock)
+  int max_group_commit_jobs = 200'000;  // jobs written in one group commit of submissions
+};
+
+struct SubmitRequest {
+  JobSpec spec;
+  std::string user;
+  int count = 1;
+  bool as_group = false;  // a bulk group: jobs get ranks 0..count-1
+};
+
+struct SubmitAnswer {
+  std::optional<int64_t> group;
+  std::vector<int64_t> ids;
+};
+
+struct CancelRequest {
+  std::vector<int64_t> ids;
+  bool all = false;        // every job of `user`
+  bool all_users = false;  // every job
+  std::optional<int64_t> group;
+  std::string user;  // who asks
+};
+
+struct CancelAnswer {
+  std::vector<int64_t> cancelled;
+  std::vector<int64_t> already_finished;
+  std::vector<int64_t> not_found;
+};
+
+// A node as `berth nodes` shows it: its row and what its jobs hold.
+struct NodeStatus {
+  NodeRow row;
+  MilliCpu cpus_used = 0;
+  Mib memory_used = 0;
+  std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
+};
+
+class Core {
+ public:
+  // `store`, `clock` and `channel` must outlive the Core.
+  Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& channel);
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // Loads nodes and active jobs from the store. Call once, before anything else.
+  Status Load() EXCLUDES(mu_);
+
+  // --- users ---
+  // Checks feasibility, then records the jobs (group-committed with concurrent submissions).
+  // Infeasible: the job can never run on this cluster; Unavailable: the store failed (nothing
+  // kept).
+  Result<SubmitAnswer> Submit(SubmitRequest request) EXCLUDES(mu_, submit_mu_);
+  Result<CancelAnswer> Cancel(const CancelRequest& request) EXCLUDES(mu_);
+  // NotFound for an unknown node; Unavailable when the change could not be recorded.
+  Result<NodeStatus> Drain(const std::string& node, bool drain) EXCLUDES(mu_);
+  std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
+  // Why a pending job waits (the last pass's reason), or "".
+  std::string WaitingReason(int64_t job) EXCLUDES(waiting_mu_);
+  std::unordered_map<int64_t, std::string> WaitingReasons(const std::vector<int64_t>& jobs)
+      EXCLUDES(waiting_mu_);
+  // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
+  std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
+
+  // --- log followers ---
+  // Calls `fire` once when output for `job` arrives or the job ends for good. Returns nullopt (and
+  // never calls `fire`) when attempt `attempt` of the job is no longer live. `fire` may run under
+  // the core's lock: it must only post work to another thread.
+  std::optional<uint64_t> AddLogWaiter(int64_t job, int attempt, std::function<void()> fire)
+      EXCLUDES(mu_);
+  void RemoveLogWaiter(int64_t job, uint64_t id) EXCLUDES(mu_);
+  void LogsAppended(int64_t job) EXCLUDES(mu_);
+
+  // --- agents ---
+  // Starts a new session for the node (replacing any earlier one) and reconciles what the agent
+  // says it runs with what the store says should run. Conflict: the name is held by another live
+  // agent. Unavailable: the registration could not be recorded (nothing changed).
+  Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request,
+                                         const std::string& remote_address) EXCLUDES(mu_);
+  // Renews the node's lease. Conflict: not the node's current session.
+  Result<proto::HeartbeatAnswer> Heartbeat(const std::string& node, const std::string& session)
+      EXCLUDES(mu_);
+  // Applies a batch of reports all or nothing; entries that could not be decoded, or name nothing
+  // applicable, are answered one by one. Conflict: unknown session. Unavailable: not recorded.
+  Result<std::vector<proto::ReportResult>> Report(const proto::ReportBatch& request) EXCLUDES(mu_);
+  // Whether `session` is the node's current session.
+  bool SessionIs(const std::string& node, const std::string& session) EXCLUDES(mu_);
+  // For a log append: checks the session; returns the prefix each line of `rank` gets in the
+  // interleaved log of a multi-node job ("" for a single-node job).
+  Result<std::string> LogPrefix(const std::string& node, const std::string& session, int64_t job,
+                                int rank) EXCLUDES(mu_);
+
+  // --- housekeeping and scheduling ---
+  // Marks down nodes whose lease ran out (monotonic time) and ends or requeues their jobs.
+  void CheckLeases() EXCLUDES(mu_);
+  // Ends running jobs past their time limit (monotonic time since they started running).
+  void CheckTimeLimits() EXCLUDES(mu_);
+  void RequestPass() EXCLUDES(mu_);
+  // Waits up to `timeout_ms` for RequestPass(); true (and the request taken) when there was one.
+  bool WaitForPassRequest(DurationMs timeout_ms) EXCLUDES(mu_);
+  // One scheduling pass. Returns false when a commit failed (the rest is retried by a later pass).
+  bool RunPass() EXCLUDES(mu_);
+  // Wakes WaitForPassRequest and drops the log waiters (their connections are being closed).
+  void Shutdown() EXCLUDES(mu_);
+
+  const CoreOptions& options() const { return options_; }
+
+  // --- for tests (core_debug.cpp) ---
+  // The whole in-memory state as canonical text (nodes with sessions and what they hold, jobs with
+  // their ranks, dying attempts, held launches): equal texts mean equal states.
+  std::string DebugState() EXCLUDES(mu_);
+  // What a fresh Core loading the same store rebuilds: the active jobs' rows, and the nodes' rows
+  // (without last_seen, which heartbeats renew in memory only) with the resources active jobs hold.
+  std::string DurableState() EXCLUDES(mu_);
+  // Runs `hook` in every RunPass between the scheduler's decision and its application, without
+  // the lock: lets a test change the state while a pass is deciding.
+  void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(mu_);
+
+ private:
+  struct NodeRuntime {
+    NodeRow row;
+    MilliCpu cpus_used = 0;
+    Mib memory_used = 0;
+    std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
+    std::string session;               // current agent session; "" when none
+    int64_t lease_expires = 0;         // monotonic ms
+    // Bumped by every change that may invalidate a placement decided on an older snapshot:
+    // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
+    uint64_t sched_gen = 0;
+    bool view_stale = true;  // `view` must be rebuilt before the next snapshot
+    sched::NodeView view;    // cached scheduler view
+  };
+  struct RankState {
+    bool setting_up = false;
+    bool running = false;
+    bool exited = false;
+    int exit_code = 0;
+  };
+  struct ActiveJob {
+    JobRow row;
+    std::shared_ptr<const JobSpec> spec;
+    sched::JobRequest request;     // the scheduler's view while pending (built once)
+    int group_size = 0;            // BERTH_NUM_JOBS for bulk groups
+    std::vector<RankState> ranks;  // per rank of the current attempt
+    bool terminating = false;      // ended for the user; processes still being stopped
+    TimeMs placed_at = 0;          // wall time the current attempt was placed
+    int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
+    uint64_t gen = 0;              // bumped by every change
+    // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
+    std::set<std::pair<int64_t, int>> launch_after;
+  };
+  // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while
+  // some of its ranks still run: its resources stay held until every one of them is reported gone.
+  struct DyingAttempt {
+    Placement placement;
+    ResourceRequest per_node;
+    std::set<int> alive;  // ranks not yet reported gone
+  };
+  struct LogWaiter {
+    uint64_t id;
+    std::function<void()> fire;
+  };
+  struct CancelSeqs {
+    uint64_t seq = 0;                          // +1 per cancel-all
+    uint64_t all_users_seq = 0;                // seq of the last --all-users
+    std::map<std::string, uint64_t> user_seq;  // seq of each user's last --all
+  };
+  using AttemptKey = std::pair<int64_t, int>;  // (job, attempt)
+
+  // A state change being built: store writes, effects to run once they are committed, and the undo
+  // journal (each entry as it was before the plan first changed it; nullopt: it did not exist).
+  struct Plan {
+    Batch batch;
+    std::vector<std::pair<std::string, std::string>> opens;  // (node, session)
+    std::vector<std::string> closes;
+    std::vector<std::pair<std::string, proto::WatchMessage>> sends;
+    std::set<int64_t> wake_logs;
+    bool kick = false;  // request a scheduling pass
+    bool reap = false;  // drop jobs that ended for good from memory
+    std::map<int64_t, std::optional<ActiveJob>> jobs_before;
+    std::map<std::string, std::optional<NodeRuntime>> nodes_before;
+    std::map<AttemptKey, std::optional<DyingAttempt>> dying_before;
+    std::optional<std::set<int64_t>> launch_held_before;
+    std::optional<CancelSeqs> cancel_before;
+  };
+
+  // A pass's input, copied under the lock: the snapshot and the generations it saw.
+  struct PassInput {
+    sched::Snapshot snapshot;
+    std::unordered_map<int64_t, uint64_t> job_gens;
+    std::unordered_map<std::string, uint64_t> node_gens;
+  };
+
+  // core.cpp: plans.
+  ActiveJob& MutJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);
+  NodeRuntime& MutNode(Plan& plan, NodeRuntime& node) REQUIRES(mu_);
+  void SaveDying(Plan& plan, const AttemptKey& key) REQUIRES(mu_);
+  void SaveLaunchHeld(Plan& plan) REQUIRES(mu_);
+  // Commits the plan's batch; then runs its effects, or undoes its memory changes on failure.
+  Status Execute(Plan& plan) REQUIRES(mu_);
+  void Undo(Plan& plan) REQUIRES(mu_);
+  void RequestPassLocked() REQUIRES(mu_);
+  void WakeLogWaiters(int64_t job) REQUIRES(mu_);
+  std::shared_ptr<const JobSpec> SpecFor(int64_t spec_id) REQUIRES(mu_);
+  void Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node, int sign)
+      REQUIRES(mu_);
+  void ReapFinished() REQUIRES(mu_);
+  static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
+
+  // core_jobs.cpp: job state transitions, each adding its writes to the plan.
+  void Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+                  TimeMs now) REQUIRES(mu_);
+  void EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+              std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
+  void StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) REQUIRES(mu_);
+  void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now) REQUIRES(mu_);
+  // A terminating job whose processes are all gone: frees its resources.
+  void Release(Plan& plan, ActiveJob& job) REQUIRES(mu_);
+  // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.
+  void DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) REQUIRES(mu_);
+  // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches
+  // of preemptors left waiting on nothing.
+  void LaunchUnblocked(Plan& plan, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(mu_);
+  void SendLaunches(Plan& plan, const ActiveJob& job) REQUIRES(mu_);
+  proto::LaunchMessage LaunchFor(const ActiveJob& job, int rank) const REQUIRES(mu_);
+  // Starts a new attempt of `job` on `placement` (STARTING; resources taken); `how` ends the
+  // reason.
+  void Place(Plan& plan, ActiveJob& job, const Placement& placement, const std::string& how,
+             TimeMs now) REQUIRES(mu_);
+
+  // core_scheduling.cpp
+  PassInput BuildPassInput(TimeMs now) REQUIRES(mu_);
+  const sched::NodeView& ViewOf(NodeRuntime& node) REQUIRES(mu_);
+  std::vector<sched::NodeView> NodeViews() REQUIRES(mu_);
+  // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
+  bool NodesUnchanged(const Placement& placement,
+                      const std::unordered_map<std::string, uint64_t>& gens) REQUIRES(mu_);
+  void NoteNodeGens(const Placement& placement, std::unordered_map<std::string, uint64_t>& gens)
+      REQUIRES(mu_);
+
+  // core_agents.cpp
+  Result<NodeRuntime*> Authenticate(const std::string& node, const std::string& session)
+      REQUIRES(mu_);
+  // Attempts an agent runs that are not in memory (a restart forgot them): read from the store.
+  struct ForgottenAttempts {
+    std::map<int64_t, JobRow> rows;                       // terminal jobs the agent still runs
+    std::map<int64_t, std::vector<AttemptRow>> attempts;  // earlier attempts of active jobs
+  };
+  ForgottenAttempts ReadForgotten(const std::set<std::tuple<int64_t, int, int>>& running)
+      EXCLUDES(mu_);
+  void HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
+                         const std::set<std::tuple<int64_t, int, int>>& running,
+                         const ForgottenAttempts& forgotten) REQUIRES(mu_);
+  proto::ReportResult ApplyReport(Plan& plan, NodeRuntime& node, const proto::Report& report,
+                                  TimeMs now) REQUIRES(mu_);
+
+  // core_users.cpp
+  struct SubmitWriter {
+    SubmitRequest* request;
+    uint64_t received_at_seq;  // cancel_.seq when it arrived
+    Result<SubmitAnswer> answer = Status::Internal("not written");
+    bool done = false;
+  };
+  void ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) REQUIRES(mu_);
+
+  const CoreOptions options_;
+  Store& store_;
+  const Clock& clock_;
+  AgentChannel& channel_;
+
+  Mutex mu_;
+  std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
+  std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
+  std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
+  std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
+  std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id
+  std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);            // job id -> follower
+  uint64_t next_waiter_id_ GUARDED_BY(mu_) = 1;
+  // Cancel-all epochs: a submission received before a `cancel --all` but committed after it is
+  // cancelled too, so a cancel never misses a submission that was in flight (SkyPilot's did).
+  CancelSeqs cancel_ GUARDED_BY(mu_);
+  std::function<void()> pass_hook_ GUARDED_BY(mu_);
+  bool pass_requested_ GUARDED_BY(mu_) = false;
+  bool shutdown_ GUARDED_BY(mu_) = false;
+  CondVar pass_cv_;
+  // Capacity-only views of every node, for the feasibility check at submit; rebuilt when a node
+  // joins or changes.
+  std::vector<sched::NodeView> capacity_views_ GUARDED_BY(mu_);
+  bool capacity_stale_ GUARDED_BY(mu_) = true;
+
+  Mutex waiting_mu_ ACQUIRED_AFTER(mu_);
+  std::unordered_map<int64_t, std::string> waiting_ GUARDED_BY(waiting_mu_);
+
+  // Group commit of submissions: writers queue here; the one at the front writes for all.
+  Mutex submit_mu_;
+  CondVar submit_cv_;
+  std::deque<SubmitWriter*> submit_queue_ GUARDED_BY(submit_mu_);
+};
+
+}  // namespace berth

@@ -1,0 +1,87 @@
+// Canonical text of the core's state, for tests that compare states (core.h, "for tests").
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "server/core.h"
+
+namespace berth {
+
+namespace {
+
+std::string PlacementText(const Placement& placement) {
+  std::string out;
+  for (const auto& g : placement) {
+    out += fmt::format("[{}#{}", g.node, g.rank);
+    for (const auto& d : g.gpus) out += fmt::format(" {}:{}", d.index, d.milli);
+    out += "]";
+  }
+  return out;
+}
+
+std::string RowText(const JobRow& r) {
+  return fmt::format(
+      "job {} {} attempt={} prio={} nodes={} reason='{}' started={} ended={} exit={} at={}", r.id,
+      JobStatusName(r.status), r.attempt, r.priority, r.num_nodes, r.reason,
+      r.started_at.value_or(-1), r.ended_at.value_or(-1), r.exit_code.value_or(-999),
+      PlacementText(r.placement));
+}
+
+std::string NodeText(const NodeRow& n, MilliCpu cpus, Mib memory,
+                     const std::map<int, MilliGpu>& gpus) {
+  std::string out =
+      fmt::format("node {} {} draining={} pool={} cpus={}/{} mem={}/{} gpus=", n.name,
+                  NodeStateName(n.state), n.draining, n.pool, cpus, n.cpus, memory, n.memory);
+  for (const auto& [index, milli] : gpus) {
+    if (milli != 0) out += fmt::format("{}:{} ", index, milli);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Core::DebugState() {
+  MutexLock lock(mu_);
+  std::ostringstream out;
+  for (const auto& [name, n] : nodes_) {
+    out << NodeText(n.row, n.cpus_used, n.memory_used, n.gpu_used) << " session=" << n.session
+        << " lease=" << n.lease_expires << " gen=" << n.sched_gen << "\n";
+  }
+  for (const auto& [id, j] : jobs_) {
+    out << RowText(j.row) << " terminating=" << j.terminating << " gen=" << j.gen << " ranks=";
+    for (const auto& r : j.ranks) out << r.setting_up << r.running << r.exited << ",";
+    out << " after=";
+    for (const auto& [job, attempt] : j.launch_after) out << job << "/" << attempt << ",";
+    out << "\n";
+  }
+  for (const auto& [key, d] : dying_) {
+    out << "dying " << key.first << "/" << key.second << " " << PlacementText(d.placement)
+        << " alive=";
+    for (int r : d.alive) out << r << ",";
+    out << "\n";
+  }
+  out << "held:";
+  for (int64_t id : launch_held_) out << " " << id;
+  out << "\ncancel " << cancel_.seq << "\n";
+  return out.str();
+}
+
+std::string Core::DurableState() {
+  MutexLock lock(mu_);
+  std::ostringstream out;
+  for (const auto& [name, n] : nodes_) {
+    out << NodeText(n.row, n.cpus_used, n.memory_used, n.gpu_used) << "\n";
+  }
+  for (const auto& [id, j] : jobs_) {
+    if (IsActive(j.row.status) || j.row.status == JobStatus::kPending)
+      out << RowText(j.row) << "\n";
+  }
+  return out.str();
+}
+
+void Core::SetPassHookForTesting(std::function<void()> hook) {
+  MutexLock lock(mu_);
+  pass_hook_ = std::move(hook);
+}
+
+}  // namespace berth

@@ -1,0 +1,215 @@
+// Job state transitions. Each one changes the in-memory job (through the plan's journal) and adds
+// its writes (job row, event, attempt) and messages to the plan, which the caller executes.
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/core.h"
+
+namespace berth {
+
+void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+                      TimeMs now) {
+  MutJob(plan, job);
+  job.row.status = status;
+  job.row.reason = reason;
+  if (status == JobStatus::kRunning && !job.row.started_at) {
+    job.row.started_at = now;
+    job.running_since = clock_.Monotonic();
+  }
+  plan.batch.jobs.push_back(job.row);
+  plan.batch.events.push_back({job.row.id, JobEvent{now, status, job.row.attempt, reason}});
+  if (IsTerminal(status)) {
+    plan.wake_logs.insert(job.row.id);
+    plan.reap = true;
+  }
+}
+
+void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+                  std::optional<int> exit_code, TimeMs now) {
+  MutJob(plan, job);
+  bool holds_resources = IsActive(job.row.status);
+  job.row.exit_code = exit_code;
+  job.row.ended_at = now;
+  if (holds_resources && job.row.attempt > 0) {
+    AttemptRow attempt;
+    attempt.attempt = job.row.attempt;
+    attempt.placement = job.row.placement;
+    attempt.placed_at = job.placed_at;
+    attempt.ended_at = now;
+    attempt.outcome = status;
+    attempt.reason = reason;
+    attempt.exit_code = exit_code;
+    plan.batch.attempts.push_back({job.row.id, attempt});
+  }
+  Transition(plan, job, status, reason, now);
+  plan.kick = true;
+  if (!holds_resources) return;
+  bool all_exited = true;
+  for (const auto& r : job.ranks) all_exited = all_exited && r.exited;
+  if (all_exited) {
+    Allocate(plan, job.row.placement, job.row.resources, -1);
+  } else {
+    // The user sees the end at once; the devices stay held until every process is really gone,
+    // so that no new job lands on a GPU that a dying one still uses.
+    job.terminating = true;
+    StopRanks(plan, job, reason);
+  }
+}
+
+void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now) {
+  MutJob(plan, job);
+  AttemptRow attempt;
+  attempt.attempt = job.row.attempt;
+  attempt.placement = job.row.placement;
+  attempt.placed_at = job.placed_at;
+  attempt.ended_at = now;
+  attempt.outcome = JobStatus::kPending;
+  attempt.reason = reason;
+  plan.batch.attempts.push_back({job.row.id, attempt});
+  StopRanks(plan, job, reason);
+  DyingAttempt dying{job.row.placement, job.row.resources, {}};
+  for (const auto& grant : job.row.placement) {
+    auto node = nodes_.find(grant.node);
+    bool exited =
+        static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited;
+    bool node_down = node == nodes_.end() || node->second.row.state == NodeState::kDown;
+    if (!exited && !node_down) dying.alive.insert(grant.rank);
+  }
+  if (dying.alive.empty()) {
+    Allocate(plan, job.row.placement, job.row.resources, -1);
+  } else {
+    // The old attempt keeps its resources until its processes are gone: no new job (nor this
+    // job's next attempt) lands on devices it still uses.
+    AttemptKey key{job.row.id, job.row.attempt};
+    SaveDying(plan, key);
+    dying_[key] = std::move(dying);
+  }
+  job.row.placement.clear();
+  job.row.started_at.reset();
+  job.running_since = 0;
+  job.ranks.assign(job.ranks.size(), RankState{});
+  Transition(plan, job, JobStatus::kPending, reason, now);
+  plan.kick = true;
+}
+
+void Core::StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) {
+  for (const auto& grant : job.row.placement) {
+    if (static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited) {
+      continue;
+    }
+    auto it = nodes_.find(grant.node);
+    if (it == nodes_.end() || it->second.row.state == NodeState::kDown) continue;
+    plan.sends.emplace_back(grant.node,
+                            proto::StopMessage{job.row.id, job.row.attempt, grant.rank, reason});
+  }
+}
+
+void Core::Release(Plan& plan, ActiveJob& job) {
+  if (!job.terminating) return;
+  MutJob(plan, job);
+  Allocate(plan, job.row.placement, job.row.resources, -1);
+  job.terminating = false;
+  // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
+  plan.wake_logs.insert(job.row.id);
+  plan.reap = true;
+  plan.kick = true;
+  LaunchUnblocked(plan, AttemptKey{job.row.id, job.row.attempt});
+}
+
+void Core::DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) {
+  AttemptKey key{job, attempt};
+  auto it = dying_.find(key);
+  if (it == dying_.end()) return;
+  SaveDying(plan, key);
+  it->second.alive.erase(rank);
+  if (!it->second.alive.empty()) return;
+  Allocate(plan, it->second.placement, it->second.per_node, -1);
+  dying_.erase(it);
+  plan.kick = true;
+  LaunchUnblocked(plan, key);
+}
+
+void Core::LaunchUnblocked(Plan& plan, std::optional<AttemptKey> gone) {
+  // Only the few jobs whose launch is held are looked at, not every active job: this runs on
+  // every release of a stopped attempt.
+  if (launch_held_.empty()) return;
+  SaveLaunchHeld(plan);
+  for (auto it = launch_held_.begin(); it != launch_held_.end();) {
+    auto j = jobs_.find(*it);
+    if (j == jobs_.end()) {
+      it = launch_held_.erase(it);
+      continue;
+    }
+    ActiveJob& job = j->second;
+    if (gone && job.launch_after.count(*gone)) MutJob(plan, job).launch_after.erase(*gone);
+    if (!job.launch_after.empty()) {
+      ++it;
+      continue;
+    }
+    it = launch_held_.erase(it);
+    if (job.row.status != JobStatus::kStarting || job.terminating) continue;  // ended meanwhile
+    SendLaunches(plan, job);
+  }
+}
+
+proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
+  proto::LaunchMessage m;
+  m.job = job.row.id;
+  m.attempt = job.row.attempt;
+  m.rank = rank;
+  m.num_nodes = job.row.num_nodes;
+  m.spec_id = job.row.spec_id;
+  m.name = job.row.name;
+  m.user = job.row.user;
+  for (const auto& grant : job.row.placement) {
+    auto it = nodes_.find(grant.node);
+    m.node_ips.push_back(it == nodes_.end() ? std::string() : it->second.row.address);
+    if (grant.rank == rank) {
+      for (const auto& g : grant.gpus) m.gpus.push_back(g.index);
+    }
+  }
+  const ResourceRequest& r = job.row.resources;
+  m.gpus_per_node = r.gpu_milli >= kMilliPerGpu ? static_cast<int>(r.gpu_milli / kMilliPerGpu)
+                                                : (r.gpu_milli > 0 ? 1 : 0);
+  if (job.row.group) {
+    m.group = *job.row.group;
+    m.group_rank = job.row.rank.value_or(0);
+    m.num_jobs = job.group_size;
+  }
+  m.kill_grace_ms = job.spec->kill_grace.value_or(options_.kill_grace_ms);
+  return m;
+}
+
+void Core::SendLaunches(Plan& plan, const ActiveJob& job) {
+  for (const auto& grant : job.row.placement) {
+    if (nodes_.count(grant.node)) plan.sends.emplace_back(grant.node, LaunchFor(job, grant.rank));
+  }
+}
+
+void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const std::string& how,
+                 TimeMs now) {
+  MutJob(plan, job);
+  job.row.attempt += 1;
+  job.row.placement = placement;
+  job.row.started_at.reset();
+  job.row.ended_at.reset();
+  job.row.exit_code.reset();
+  job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
+  job.placed_at = now;
+  job.running_since = 0;
+  std::vector<std::string> where;
+  for (const auto& g : placement) {
+    where.push_back(g.gpus.empty() ? g.node
+                                   : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
+  }
+  Transition(plan, job, JobStatus::kStarting, "placed on " + Join(where, ", ") + how, now);
+  AttemptRow attempt;
+  attempt.attempt = job.row.attempt;
+  attempt.placement = job.row.placement;
+  attempt.placed_at = now;
+  plan.batch.attempts.push_back({job.row.id, attempt});
+  Allocate(plan, job.row.placement, job.row.resources, +1);
+}
+
+}  // namespace berth

@@ -1,0 +1,228 @@
+// Scheduling passes: a snapshot copied under the lock, the pure scheduler run without it, and its
+// decisions applied under the lock in chunks, each chunk one commit, with a generation check.
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/core.h"
+
+namespace berth {
+
+const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
+  if (!node.view_stale) return node.view;
+  sched::NodeView& v = node.view;
+  v.name = node.row.name;
+  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty();
+  v.pool = node.row.pool;
+  v.labels = node.row.labels;
+  v.cpus_total = node.row.cpus;
+  v.cpus_free = std::max<MilliCpu>(0, node.row.cpus - node.cpus_used);
+  v.memory_total = node.row.memory;
+  v.memory_free = std::max<Mib>(0, node.row.memory - node.memory_used);
+  v.gpus.clear();
+  for (const auto& d : node.row.gpus) {
+    auto used = node.gpu_used.find(d.index);
+    MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
+    v.gpus.push_back({d.index, d.type, std::max<MilliGpu>(0, kMilliPerGpu - held)});
+  }
+  node.view_stale = false;
+  return v;
+}
+
+std::vector<sched::NodeView> Core::NodeViews() {
+  std::vector<sched::NodeView> views;
+  views.reserve(nodes_.size());
+  for (auto& [name, node] : nodes_) views.push_back(ViewOf(node));
+  return views;
+}
+
+Core::PassInput Core::BuildPassInput(TimeMs now) {
+  PassInput in;
+  sched::Snapshot& snap = in.snapshot;
+  snap.now = now;
+  snap.nodes.reserve(nodes_.size());
+  for (auto& [name, node] : nodes_) {
+    snap.nodes.push_back(ViewOf(node));
+    in.node_gens.emplace(name, node.sched_gen);
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (job.row.status == JobStatus::kPending) {
+      snap.pending.push_back(job.request);
+      in.job_gens.emplace(id, job.gen);
+    } else if (IsActive(job.row.status) || job.terminating) {
+      sched::RunningJob r;
+      r.id = id;
+      r.attempt = job.row.attempt;
+      r.priority = job.row.priority;
+      r.per_node = job.row.resources;
+      r.exclusive = job.spec->exclusive;
+      r.placement = job.row.placement;
+      r.started_at = job.row.started_at.value_or(job.placed_at);
+      r.time_limit = job.spec->time_limit;
+      r.stopping = job.terminating;
+      snap.running.push_back(std::move(r));
+      in.job_gens.emplace(id, job.gen);
+    }
+  }
+  for (const auto& [key, dying] : dying_) {
+    sched::RunningJob r;
+    r.id = key.first;
+    r.attempt = key.second;
+    r.per_node = dying.per_node;
+    r.placement = dying.placement;
+    r.stopping = true;  // holds resources until its processes are gone; never a victim again
+    snap.running.push_back(std::move(r));
+  }
+  return in;
+}
+
+bool Core::NodesUnchanged(const Placement& placement,
+                          const std::unordered_map<std::string, uint64_t>& gens) {
+  for (const auto& grant : placement) {
+    auto node = nodes_.find(grant.node);
+    auto seen = gens.find(grant.node);
+    if (node == nodes_.end() || seen == gens.end() || node->second.sched_gen != seen->second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Core::NoteNodeGens(const Placement& placement,
+                        std::unordered_map<std::string, uint64_t>& gens) {
+  for (const auto& grant : placement) {
+    auto node = nodes_.find(grant.node);
+    if (node != nodes_.end()) gens[grant.node] = node->second.sched_gen;
+  }
+}
+
+bool Core::RunPass() {
+  PassInput in;
+  std::function<void()> hook;
+  {
+    MutexLock lock(mu_);
+    bool any_pending = false;
+    for (const auto& [id, job] : jobs_) {
+      if (job.row.status == JobStatus::kPending) {
+        any_pending = true;
+        break;
+      }
+    }
+    if (!any_pending) return true;
+    in = BuildPassInput(clock_.Now());
+    hook = pass_hook_;
+  }
+
+  // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
+  sched::Config config;
+  config.starvation_bound = options_.starvation_ms;
+  sched::PassResult result = sched::Schedule(in.snapshot, config);
+  if (hook) hook();
+  {
+    MutexLock lock(waiting_mu_);
+    for (auto& [id, reason] : result.waiting) waiting_[id] = std::move(reason);
+  }
+
+  // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
+  // lock, so that a pass placing 100,000 jobs never holds the lock for long.
+  size_t total = result.placements.size() + result.preemptions.size();
+  size_t next = 0;
+  bool dropped = false;
+  while (next < total) {
+    MutexLock lock(mu_);
+    TimeMs now = clock_.Now();
+    Plan plan;
+    std::vector<int64_t> placed;
+    size_t end = std::min(total, next + std::max<size_t>(1, options_.pass_commit_chunk));
+    for (; next < end; ++next) {
+      // A decision is applied only on the state the pass saw: the job (and every victim) has the
+      // generation of the snapshot, and the nodes it uses have not changed since (except by this
+      // pass's own earlier decisions).
+      auto current = [&](int64_t id) {
+        auto it = jobs_.find(id);
+        auto seen = in.job_gens.find(id);
+        return it != jobs_.end() && seen != in.job_gens.end() && it->second.gen == seen->second;
+      };
+      if (next < result.placements.size()) {
+        const auto& d = result.placements[next];
+        if (!current(d.job) || jobs_.at(d.job).row.status != JobStatus::kPending ||
+            !NodesUnchanged(d.placement, in.node_gens)) {
+          dropped = true;
+          continue;
+        }
+        ActiveJob& job = jobs_.at(d.job);
+        Place(plan, job, d.placement, "", now);
+        SendLaunches(plan, job);
+        NoteNodeGens(d.placement, in.node_gens);
+        placed.push_back(d.job);
+        continue;
+      }
+      // A preemption: the victims go back to the queue (or end PREEMPTED, as they asked) and are
+      // stopped; the preemptor is placed at once on what they free, so that nobody else can take
+      // it, but launched only when their processes are gone.
+      const auto& d = result.preemptions[next - result.placements.size()];
+      bool valid = current(d.preemptor) &&
+                   jobs_.at(d.preemptor).row.status == JobStatus::kPending &&
+                   NodesUnchanged(d.placement, in.node_gens);
+      for (int64_t v : d.victims) valid = valid && current(v);
+      if (!valid) {
+        dropped = true;
+        continue;
+      }
+      ActiveJob& job = jobs_.at(d.preemptor);
+      std::vector<std::string> victims;
+      for (int64_t victim_id : d.victims) {
+        ActiveJob& victim = jobs_.at(victim_id);
+        if (!IsActive(victim.row.status) || victim.terminating) continue;
+        std::string why =
+            fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+        if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
+          Requeue(plan, victim, why + "; requeued", now);
+        } else {
+          EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
+        }
+        victims.push_back(std::to_string(victim_id));
+      }
+      // The launch waits for every attempt named by the decision (victims, and jobs already
+      // stopping whose resources the placement also uses) that still has processes running.
+      std::set<AttemptKey> launch_after;
+      for (const auto& a : d.launch_after) {
+        AttemptKey key{a.job, a.attempt};
+        auto t = jobs_.find(a.job);
+        bool stopping =
+            t != jobs_.end() && t->second.terminating && t->second.row.attempt == a.attempt;
+        if (dying_.count(key) || stopping) launch_after.insert(key);
+      }
+      Place(plan, job, d.placement, " by preempting job(s) " + Join(victims, ", "), now);
+      NoteNodeGens(d.placement, in.node_gens);
+      job.launch_after = std::move(launch_after);
+      SaveLaunchHeld(plan);
+      launch_held_.insert(job.row.id);
+      placed.push_back(job.row.id);
+    }
+    if (placed.empty()) continue;
+    LaunchUnblocked(plan);  // preemptors whose victims had nothing left running
+    // Committed before anything is sent: an agent never runs an attempt the store does not know.
+    plan.reap = true;
+    Status st = Execute(plan);
+    if (!st.ok()) {
+      MutexLock wl(waiting_mu_);
+      for (int64_t id : placed) {
+        waiting_[id] =
+            "the server could not record its placement (" + st.message() + "); it is retried";
+      }
+      return false;
+    }
+    {
+      MutexLock wl(waiting_mu_);
+      for (int64_t id : placed) waiting_.erase(id);
+    }
+  }
+  if (dropped) {
+    MutexLock lock(mu_);
+    RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot
+  }
+  return true;
+}
+
+}  // namespace berth

@@ -1,0 +1,214 @@
+// The users' side of the core: submissions (group-committed), cancels, drains, node listings.
+#include <fmt/format.h>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "server/core.h"
+
+namespace berth {
+
+Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
+  if (request.count < 1) return Status::Invalid("num_jobs must be at least 1");
+  if (request.count > options_.max_jobs_per_submit) {
+    return Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
+                                       request.count, options_.max_jobs_per_submit));
+  }
+  if (request.spec.name.empty()) request.spec.name = "job";
+  SubmitWriter writer{&request, 0};
+  {
+    MutexLock lock(mu_);
+    writer.received_at_seq = cancel_.seq;
+    if (capacity_stale_) {
+      capacity_views_.clear();
+      for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
+      capacity_stale_ = false;
+    }
+    sched::JobRequest probe;
+    probe.num_nodes = request.spec.num_nodes;
+    probe.per_node = request.spec.resources;
+    probe.pool = request.spec.pool;
+    probe.node_selector = request.spec.node_selector;
+    probe.exclusive = request.spec.exclusive;
+    Status feasible = sched::CheckFeasible(capacity_views_, probe);
+    if (!feasible.ok()) {
+      return Status::Infeasible("this job can never run here: " + feasible.message());
+    }
+  }
+
+  // Group commit: wait in the queue; the writer at its front writes everything queued behind it
+  // in one store transaction, outside the state lock, then applies it to memory for all of them.
+  MutexLock queue_lock(submit_mu_);
+  submit_queue_.push_back(&writer);
+  while (!writer.done && submit_queue_.front() != &writer) submit_cv_.Wait(submit_mu_);
+  if (writer.done) return std::move(writer.answer);
+  std::vector<SubmitWriter*> group;
+  int64_t jobs = 0;
+  for (SubmitWriter* w : submit_queue_) {
+    if (!group.empty() && jobs + w->request->count > options_.max_group_commit_jobs) break;
+    group.push_back(w);
+    jobs += w->request->count;
+  }
+  queue_lock.Unlock();
+
+  TimeMs now = clock_.Now();
+  std::vector<Submission> subs;
+  subs.reserve(group.size());
+  for (SubmitWriter* w : group) {
+    const JobSpec& spec = w->request->spec;
+    Submission sub;
+    sub.spec_json = SerializeJson(SpecToJson(spec));
+    sub.name = spec.name;
+    sub.user = w->request->user;
+    sub.priority = spec.priority;
+    sub.num_nodes = spec.num_nodes;
+    sub.resources = spec.resources;
+    sub.as_group = w->request->as_group;
+    sub.count = w->request->count;
+    sub.now = now;
+    subs.push_back(std::move(sub));
+  }
+  auto stored = store_.SubmitMany(subs);
+  {
+    MutexLock lock(mu_);
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!stored.ok()) {
+        group[i]->answer = Status::Unavailable("the submission could not be recorded (" +
+                                               stored.status().message() + "); try again");
+      } else {
+        ApplySubmitted(*group[i], (*stored)[i], now);
+      }
+    }
+    if (stored.ok()) RequestPassLocked();
+  }
+
+  queue_lock.Lock();
+  for (SubmitWriter* w : group) {
+    w->done = true;
+    submit_queue_.pop_front();
+  }
+  submit_cv_.SignalAll();
+  return std::move(writer.answer);
+}
+
+void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {
+  SubmitRequest& request = *writer.request;
+  auto shared = std::make_shared<const JobSpec>(std::move(request.spec));
+  specs_[stored.spec_id] = shared;
+  auto user_seq = cancel_.user_seq.find(request.user);
+  bool cancelled_in_flight =
+      cancel_.all_users_seq > writer.received_at_seq ||
+      (user_seq != cancel_.user_seq.end() && user_seq->second > writer.received_at_seq);
+  Plan cancel_plan;
+  SubmitAnswer answer;
+  answer.group = stored.group;
+  answer.ids = stored.ids;
+  for (size_t i = 0; i < stored.ids.size(); ++i) {
+    ActiveJob job;
+    job.row.id = stored.ids[i];
+    job.row.spec_id = stored.spec_id;
+    job.row.group = stored.group;
+    if (stored.group) job.row.rank = static_cast<int>(i);
+    job.row.name = shared->name;
+    job.row.user = request.user;
+    job.row.priority = shared->priority;
+    job.row.num_nodes = shared->num_nodes;
+    job.row.resources = shared->resources;
+    job.row.status = JobStatus::kPending;
+    job.row.reason = "";  // as stored; the submission event says "submitted"
+    job.row.submitted_at = now;
+    job.spec = shared;
+    job.request = RequestFor(job.row, *shared);
+    job.group_size = request.count;
+    job.ranks.resize(static_cast<size_t>(shared->num_nodes));
+    auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
+    if (cancelled_in_flight) {
+      EndJob(cancel_plan, added, JobStatus::kCancelled,
+             "cancelled by a cancel --all that arrived while it was submitted", std::nullopt, now);
+    }
+  }
+  if (cancelled_in_flight) {
+    Status st = Execute(cancel_plan);
+    // The jobs stay pending, as recorded: the submission itself succeeded.
+    if (!st.ok()) LogError("cancelling an in-flight submission: {}", st.message());
+  }
+  writer.answer = std::move(answer);
+}
+
+Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
+  bool by_filter = request.all || request.all_users || request.group;
+  if (request.ids.empty() && !by_filter) {
+    return Status::Invalid("say which jobs: 'ids', 'group' or 'all'");
+  }
+  CancelAnswer answer;
+  std::vector<int64_t> unknown;
+  {
+    MutexLock lock(mu_);
+    TimeMs now = clock_.Now();
+    Plan plan;
+    plan.cancel_before = cancel_;
+    if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
+    if (request.all && !request.all_users) cancel_.user_seq[request.user] = ++cancel_.seq;
+    std::vector<int64_t> ids = request.ids;
+    if (by_filter) {
+      for (const auto& [id, job] : jobs_) {
+        if (job.terminating || IsTerminal(job.row.status)) continue;
+        if (request.group && job.row.group != *request.group) continue;
+        if (request.all && !request.all_users && job.row.user != request.user) continue;
+        ids.push_back(id);
+      }
+    }
+    std::set<int64_t> seen;
+    for (int64_t id : ids) {
+      if (!seen.insert(id).second) continue;
+      auto it = jobs_.find(id);
+      // Ended for the user (perhaps still stopping): reported as finished, never ended twice.
+      if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
+        unknown.push_back(id);
+        continue;
+      }
+      EndJob(plan, it->second, JobStatus::kCancelled,
+             "cancelled by " + (request.user.empty() ? "user" : request.user), std::nullopt, now);
+      answer.cancelled.push_back(id);
+    }
+    plan.reap = true;
+    plan.kick = true;
+    BERTH_RETURN_IF_ERROR(Execute(plan));
+  }
+  if (!unknown.empty()) {
+    auto rows = store_.GetJobs(unknown);
+    std::set<int64_t> known;
+    if (rows.ok()) {
+      for (const auto& r : *rows) known.insert(r.id);
+    }
+    for (int64_t id : unknown)
+      (known.count(id) ? answer.already_finished : answer.not_found).push_back(id);
+  }
+  return answer;
+}
+
+Result<NodeStatus> Core::Drain(const std::string& name, bool drain) {
+  MutexLock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
+  Plan plan;
+  NodeRuntime& node = MutNode(plan, it->second);
+  node.row.draining = drain;
+  ++node.sched_gen;
+  plan.batch.nodes.push_back(node.row);
+  plan.kick = true;
+  BERTH_RETURN_IF_ERROR(Execute(plan));
+  capacity_stale_ = true;
+  return NodeStatus{node.row, node.cpus_used, node.memory_used, node.gpu_used};
+}
+
+std::vector<NodeStatus> Core::Nodes() {
+  MutexLock lock(mu_);
+  std::vector<NodeStatus> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) {
+    out.push_back({node.row, node.cpus_used, node.memory_used, node.gpu_used});
+  }
+  return out;
+}
+
+}  // namespace berth

@@ -1,0 +1,68 @@
+#include "server/watch_streams.h"
+
+namespace berth {
+
+void WatchStreams::Open(const std::string& node, const std::string& session) {
+  MutexLock lock(mu_);
+  Stream& s = streams_[node];
+  if (s.watch) s.watch->End();
+  s.watch.reset();
+  s.outbox.clear();
+  s.session = session;
+}
+
+void WatchStreams::Close(const std::string& node) {
+  MutexLock lock(mu_);
+  auto it = streams_.find(node);
+  if (it == streams_.end()) return;
+  if (it->second.watch) it->second.watch->End();
+  streams_.erase(it);
+}
+
+void WatchStreams::Send(const std::string& node, const proto::WatchMessage& message) {
+  std::string line = proto::EncodeWatchLine(message);
+  MutexLock lock(mu_);
+  Stream& s = streams_[node];
+  if (s.watch && !s.watch->closed()) {
+    s.watch->Write(std::move(line));
+  } else {
+    s.outbox.push_back(std::move(line));
+  }
+}
+
+bool WatchStreams::Attach(const std::string& node, const std::string& session,
+                          std::shared_ptr<net::Responder> stream) {
+  MutexLock lock(mu_);
+  auto it = streams_.find(node);
+  if (it == streams_.end() || it->second.session.empty() || it->second.session != session) {
+    return false;
+  }
+  Stream& s = it->second;
+  if (s.watch) s.watch->End();
+  s.watch = std::move(stream);
+  s.watch->StartStream(200, "application/x-ndjson");
+  s.watch->Write(proto::EncodeWatchLine(proto::HelloMessage{}));
+  while (!s.outbox.empty()) {
+    s.watch->Write(std::move(s.outbox.front()));
+    s.outbox.pop_front();
+  }
+  return true;
+}
+
+void WatchStreams::PingAll() {
+  std::string ping = proto::EncodeWatchLine(proto::PingMessage{});
+  MutexLock lock(mu_);
+  for (auto& [node, s] : streams_) {
+    if (s.watch && !s.watch->closed()) s.watch->Write(ping);
+  }
+}
+
+void WatchStreams::EndAll() {
+  MutexLock lock(mu_);
+  for (auto& [node, s] : streams_) {
+    if (s.watch) s.watch->End();
+    s.watch.reset();
+  }
+}
+
+}  // namespace berth

@@ -1,0 +1,46 @@
+// WatchStreams: the AgentChannel of the HTTP server. Each node's agent holds one long-lived watch
+// stream (GET /v1/agent/watch); messages for the node's current session are written to it, or wait
+// in a queue until the agent attaches. A new session (registration) ends the old stream and drops
+// what was queued for it.
+//
+// Thread-safety: every method is thread-safe (one internal mutex, never held while calling out of
+// this class except into Responders, which only queue bytes).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "net/http.h"
+#include "server/agent_channel.h"
+
+namespace berth {
+
+class WatchStreams final : public AgentChannel {
+ public:
+  void Open(const std::string& node, const std::string& session) override EXCLUDES(mu_);
+  void Close(const std::string& node) override EXCLUDES(mu_);
+  void Send(const std::string& node, const proto::WatchMessage& message) override EXCLUDES(mu_);
+
+  // Makes `stream` the node's watch stream if `session` is its current session: starts it with a
+  // hello and flushes what was queued. Returns false (and leaves `stream` alone) otherwise.
+  bool Attach(const std::string& node, const std::string& session,
+              std::shared_ptr<net::Responder> stream) EXCLUDES(mu_);
+  // A ping on every attached stream (keeps idle connections and their proxies alive).
+  void PingAll() EXCLUDES(mu_);
+  // Ends every stream (server shutdown).
+  void EndAll() EXCLUDES(mu_);
+
+ private:
+  struct Stream {
+    std::string session;
+    std::shared_ptr<net::Responder> watch;
+    std::deque<std::string> outbox;  // lines waiting for the session's stream
+  };
+  Mutex mu_;
+  std::map<std::string, Stream> streams_ GUARDED_BY(mu_);
+};
+
+}  // namespace berth

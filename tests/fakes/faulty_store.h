@@ -1,0 +1,102 @@
+// FaultyStore: a Store that forwards every call to a real one (SQLite in a temp dir, in tests) and
+// fails or delays the calls a test asks it to — LevelDB's EnvWrapper idea: wrap, forward, override
+// the one thing under test. Writes are SubmitMany() and Commit(); reads are everything else.
+//
+//   store.FailWrites(1);        // the next write fails with Unavailable, then writes work again
+//   store.FailWriteNumber(3);   // the third write from now fails
+//   store.SetWriteDelayMs(50);  // every write sleeps first (a slow disk, a remote database)
+//   store.FailReads(true);
+//
+// Thread-safe: the counters are atomic; the wrapped store is thread-safe by contract.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "store/store.h"
+
+namespace berth::testing {
+
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  void FailWrites(int count) { fail_writes_ = count; }
+  void FailWriteNumber(int n) { fail_at_ = writes_ + n; }
+  void SetWriteDelayMs(int ms) { delay_ms_ = ms; }
+  void FailReads(bool fail) { fail_reads_ = fail; }
+  int writes() const { return writes_; }  // writes attempted
+  int failed_writes() const { return failed_writes_; }
+  int submit_calls() const { return submit_calls_; }  // SubmitMany calls (group commits)
+  Store& inner() { return *inner_; }
+
+  Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& s) override {
+    ++submit_calls_;
+    if (Status st = BeforeWrite(); !st.ok()) return st;
+    return inner_->SubmitMany(s);
+  }
+  Status Commit(const Batch& batch) override {
+    if (Status st = BeforeWrite(); !st.ok()) return st;
+    return inner_->Commit(batch);
+  }
+  Result<std::vector<JobRow>> LoadActiveJobs() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadActiveJobs();
+  }
+  Result<std::vector<JobRow>> ListJobs(const JobQuery& q) override {
+    if (fail_reads_) return ReadError();
+    return inner_->ListJobs(q);
+  }
+  Result<std::vector<JobRow>> GetJobs(const std::vector<int64_t>& ids) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GetJobs(ids);
+  }
+  Result<std::vector<JobEvent>> GetEvents(int64_t job) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GetEvents(job);
+  }
+  Result<std::vector<AttemptRow>> GetAttempts(int64_t job) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GetAttempts(job);
+  }
+  Result<std::string> GetSpec(int64_t spec_id) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GetSpec(spec_id);
+  }
+  Result<int> GroupSize(int64_t group) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GroupSize(group);
+  }
+  Result<std::vector<NodeRow>> LoadNodes() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadNodes();
+  }
+
+ private:
+  Status BeforeWrite() {
+    int n = ++writes_;
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+    bool fail = n == fail_at_;
+    int left = fail_writes_.load();
+    while (!fail && left > 0 && !fail_writes_.compare_exchange_weak(left, left - 1)) {
+    }
+    fail = fail || left > 0;
+    if (!fail) return Status::Ok();
+    ++failed_writes_;
+    return Status::Unavailable("injected write failure #" + std::to_string(n));
+  }
+  static Status ReadError() { return Status::Unavailable("injected read failure"); }
+
+  std::unique_ptr<Store> inner_;
+  std::atomic<int> fail_writes_{0};
+  std::atomic<int> fail_at_{-1};
+  std::atomic<int> delay_ms_{0};
+  std::atomic<bool> fail_reads_{false};
+  std::atomic<int> writes_{0};
+  std::atomic<int> failed_writes_{0};
+  std::atomic<int> submit_calls_{0};
+};
+
+}  // namespace berth::testing

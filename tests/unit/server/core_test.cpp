@@ -1,0 +1,200 @@
+// The core's state machine without HTTP: time, passes racing with changes, group commit, gangs.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core_fixture.h"
+
+namespace berth::testing {
+namespace {
+
+using proto::ReportEvent;
+
+// Leases run on monotonic time. The wall clock jumps an hour ahead (an NTP step): nothing expires.
+// Then 30 s really pass without a heartbeat: the node is down and its job lost.
+TEST_F(CoreTest, SteppedWallClockExpiresNoLease) {
+  Register("n1");
+  int64_t job = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  clock_.StepWall(3'600'000);
+  core_->CheckLeases();
+  EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
+  EXPECT_TRUE(channel_.closes().empty());
+  clock_.Advance(options_.lease_ms + 1);
+  core_->CheckLeases();
+  EXPECT_EQ(Stored(job).status, JobStatus::kLost);
+}
+
+// A heartbeat renews the lease for another lease period of monotonic time.
+TEST_F(CoreTest, HeartbeatRenewsTheLease) {
+  std::string session = Register("n1");
+  clock_.Advance(options_.lease_ms - 1);
+  ASSERT_TRUE(core_->Heartbeat("n1", session).ok());
+  clock_.Advance(options_.lease_ms - 1);
+  core_->CheckLeases();
+  EXPECT_TRUE(channel_.closes().empty());
+  EXPECT_EQ(core_->Heartbeat("n1", "not-the-session").status().code(), Code::kConflict);
+}
+
+// Job 1 has a 1-minute time limit. The wall clock jumps two hours: it keeps running. A minute of
+// monotonic time later it is stopped, FAILED for its time limit.
+TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
+  Register("n1");
+  JobSpec spec = Spec();
+  spec.time_limit = 60'000;
+  int64_t job = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  clock_.StepWall(2 * 3'600'000);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
+  clock_.Advance(60'001);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
+  EXPECT_NE(Stored(job).reason.find("time limit"), std::string::npos);
+  ASSERT_EQ(channel_.Stops("n1").size(), 1u);
+}
+
+// The scheduler decides without the lock. While it decides to place job 1, the user cancels it:
+// the decision is dropped (no attempt recorded, nothing launched, nothing held on n1).
+TEST_F(CoreTest, PassDropsThePlacementOfAJobCancelledWhileItDecided) {
+  Register("n1", 1);
+  int64_t job = Submit(Spec(1));
+  core_->SetPassHookForTesting([&] {
+    CancelRequest cancel;
+    cancel.ids = {job};
+    ASSERT_TRUE(core_->Cancel(cancel).ok());
+  });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  EXPECT_EQ(Stored(job).status, JobStatus::kCancelled);
+  EXPECT_EQ(Stored(job).attempt, 0);
+  EXPECT_TRUE(channel_.Launches().empty());
+  // n1's CPU is free: another job takes it.
+  int64_t next = Submit(Spec(1));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
+}
+
+// While the scheduler places job 1 on n1, an operator drains n1: the decision is dropped and job 1
+// waits (and a new pass is requested to decide again).
+TEST_F(CoreTest, PassDropsAPlacementOnANodeDrainedWhileItDecided) {
+  Register("n1");
+  int64_t job = Submit(Spec());
+  core_->SetPassHookForTesting([&] { ASSERT_TRUE(core_->Drain("n1", true).ok()); });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  EXPECT_EQ(Stored(job).status, JobStatus::kPending);
+  EXPECT_TRUE(channel_.Launches().empty());
+  EXPECT_TRUE(core_->WaitForPassRequest(0));
+}
+
+// While the scheduler places job 2 on n1's last free CPU, n1 re-registers with fewer CPUs: the
+// decision (made on the old capacity) is dropped.
+TEST_F(CoreTest, PassDropsAPlacementOnANodeThatChangedWhileItDecided) {
+  Register("n1", 2);
+  int64_t job = Submit(Spec(2));
+  core_->SetPassHookForTesting([&] { Register("n1", 1); });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  EXPECT_EQ(Stored(job).status, JobStatus::kPending);
+}
+
+// A job that finishes on n1 while the scheduler decides frees resources: that does not invalidate
+// a placement elsewhere on n1 (freeing never makes a decision unsafe).
+TEST_F(CoreTest, PassKeepsAPlacementWhenResourcesWereOnlyFreedMeanwhile) {
+  Register("n1", 2);
+  int64_t first = Submit(Spec(1));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", first);
+  int64_t second = Submit(Spec(1));
+  core_->SetPassHookForTesting(
+      [&] { ASSERT_TRUE(Report("n1", {Entry(first, 1, 0, ReportEvent::kExited, 0)}).ok()); });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  EXPECT_EQ(Stored(second).status, JobStatus::kStarting);
+}
+
+// Sixteen users submit at once while every store write takes 20 ms: the submissions queue and are
+// written together, in far fewer transactions than submissions (LevelDB's group commit).
+TEST_F(CoreTest, ConcurrentSubmissionsAreGroupCommitted) {
+  Register("n1");
+  store_->SetWriteDelayMs(20);
+  std::vector<std::thread> users;
+  std::vector<int64_t> ids(16);
+  for (int i = 0; i < 16; ++i) {
+    users.emplace_back([&, i] { ids[i] = Submit(Spec(), "user" + std::to_string(i)); });
+  }
+  for (auto& t : users) t.join();
+  std::set<int64_t> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), 16u);
+  EXPECT_EQ(distinct.count(0), 0u);
+  EXPECT_LT(store_->submit_calls(), 16);
+  for (int64_t id : ids) EXPECT_EQ(Stored(id).status, JobStatus::kPending);
+}
+
+// A 3-node gang: rank 1's setup fails while ranks 0 and 2 still set up. The job ends FAILED_SETUP
+// at once, the other ranks are told to stop, and every node's CPUs come back when they report
+// their processes gone.
+TEST_F(CoreTest, GangWhoseSetupFailsOnOneRankFreesEveryNode) {
+  for (const char* n : {"a", "b", "c"}) Register(n, 4);
+  int64_t job = Submit(Spec(4, 0, 0, 3));
+  ASSERT_TRUE(core_->RunPass());
+  JobRow row = Stored(job);
+  ASSERT_EQ(row.placement.size(), 3u);
+  std::map<int, std::string> node_of;
+  for (const auto& g : row.placement) node_of[g.rank] = g.node;
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(Report(node_of[rank], {Entry(job, 1, rank, ReportEvent::kSettingUp)}).ok());
+  }
+  ASSERT_TRUE(Report(node_of[1], {Entry(job, 1, 1, ReportEvent::kExited, 3, "setup")}).ok());
+  EXPECT_EQ(Stored(job).status, JobStatus::kFailedSetup);
+  EXPECT_EQ(channel_.Stops(node_of[0]).size(), 1u);
+  EXPECT_EQ(channel_.Stops(node_of[2]).size(), 1u);
+  // The devices of a stopping job stay held until every rank is gone.
+  int64_t next = Submit(Spec(4));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "ranks 0 and 2 are still stopping";
+  ASSERT_TRUE(Report(node_of[0], {Entry(job, 1, 0, ReportEvent::kExited, 143, "setup")}).ok());
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "rank 2 is still stopping";
+  ASSERT_TRUE(Report(node_of[2], {Entry(job, 1, 2, ReportEvent::kExited, 143, "setup")}).ok());
+  int64_t more = Submit(Spec(4));
+  int64_t third = Submit(Spec(4));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
+  EXPECT_EQ(Stored(more).status, JobStatus::kStarting);
+  EXPECT_EQ(Stored(third).status, JobStatus::kStarting) << "all three nodes are free again";
+}
+
+// A restarted agent reports what it runs: a launch it never got is sent again; an attempt that is
+// not current is told to stop.
+TEST_F(CoreTest, ReRegistrationResendsMissingLaunchesAndStopsStaleAttempts) {
+  Register("n1");
+  int64_t job = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+  ASSERT_EQ(channel_.Launches("n1").size(), 1u);
+  Register("n1", 8, 0, {{job + 100, 1, 0}});
+  auto launches = channel_.Launches("n1");
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].job, job);
+  EXPECT_EQ(launches[1].attempt, 1);
+  auto stops = channel_.Stops("n1");
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].job, job + 100);
+}
+
+// Reports name (job, attempt, rank): a report from an earlier attempt is fenced (told to stop).
+TEST_F(CoreTest, ReportOfAnEarlierAttemptIsToldToStop) {
+  Register("n1");
+  int64_t job = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+  auto results = Report("n1", {Entry(job, 7, 0, ReportEvent::kRunning)});
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ((*results)[0].action, proto::ReportAction::kStop);
+  EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
+}
+
+}  // namespace
+}  // namespace berth::testing
