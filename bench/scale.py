@@ -2,15 +2,37 @@
 """End-to-end scale benchmark (issue "Scale"): a real server, 1,000 hollow nodes, 100,000 jobs.
 
   python3 bench/scale.py [--berth build/src/berth] [--nodes 1000] [--jobs 100000] [--groups 10]
+                         [--probe-interval-ms 20] [--probes queue,health,submit,show]
+                         [--progress-page 1000] [--json-out FILE]
 
 Starts `berth server` and one `berth agent --hollow N` process (N simulated nodes over the real protocol,
-8 H100 and 128 CPUs each), submits the jobs in bulk (`--groups` requests of jobs/groups each; 1 CPU per
-job, so that all of them fit at once; hollow jobs without BERTH_HOLLOW_SECONDS run until cancelled), and
-measures: the time until every job is placed (STARTING or later) and until every job is RUNNING, server
-RSS (and per stored job), and the latency of `queue`'s first page and of `show` while it runs.
+8 H100 and 128 CPUs each), submits the jobs in bulk (`--groups` requests of jobs/groups each, user `bench`;
+1 CPU per job, so that all of them fit at once; hollow jobs without BERTH_HOLLOW_SECONDS run until
+cancelled), and measures: the time until every job is placed (STARTING or later) and until every job is
+RUNNING, server RSS (and per stored job).
+
+From the moment the bulk submissions start until every job is RUNNING, probes measure the server's latency
+continuously, each in its own thread on its own keep-alive connection (http.client to 127.0.0.1), one
+request at a time, the next one `--probe-interval-ms` after the previous one was sent (or at once if it took
+longer than that):
+  queue   GET /v1/jobs?limit=50&page=50   (what `berth queue` sends: its first page)
+  health  GET /v1/health
+  submit  POST /v1/jobs of one 1-CPU job (user `probe`; they need free CPUs beside the bulk jobs, are
+          placed like the others and are counted, not waited for)
+  show    GET /v1/jobs/1                  (every 100 ms)
+The probe threads run in a child process, so that the main process's polling (it lists every job, then
+sleeps 0.5 s, to follow placement) cannot hold them up on Python's GIL; that poll asks for the jobs in
+pages of `--progress-page` (1000) so that no request of its own holds the server for seconds either.
+For each probe it prints count, p50, p99 and max, and the 5 worst samples with when they were sent
+(seconds since the first bulk POST) and how far placement had got by then. A probe sends one request at
+a time: a stall of S seconds shows as a single sample of S seconds (the requests it would have sent
+meanwhile are not counted). `--probes` picks which run; `--json-out FILE` writes every figure, the
+probes' samples and the progress polls as JSON.
 """
 import argparse
 import json
+import math
+import multiprocessing
 import os
 import platform
 import shutil
@@ -19,7 +41,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
+from http.client import HTTPConnection, HTTPException
 
 
 def http(url, method="GET", body=None, timeout=120):
@@ -37,13 +61,104 @@ def rss_mib(pid):
     return 0.0
 
 
-def count_states(url):
-    """Counts of jobs by status, from the full listing."""
-    jobs = http(url + "/v1/jobs?all=1&limit=0")["jobs"]
+def cpu_s(pid):
+    """User + system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def count_states(url, user=None, page=0):
+    """Counts of jobs by status (only `user`'s jobs when given): from the full listing in one request
+    (page=0), or in requests of `page` jobs each, newest first, so that no single request holds the
+    server (and its store's read connection) for long."""
     counts = {}
-    for j in jobs:
-        counts[j["status"]] = counts.get(j["status"], 0) + 1
-    return counts
+
+    def add(jobs):
+        for j in jobs:
+            if user is None or j["user"] == user:
+                counts[j["status"]] = counts.get(j["status"], 0) + 1
+
+    if page <= 0:
+        add(http(url + "/v1/jobs?all=1&limit=0")["jobs"])
+        return counts
+    before = None
+    while True:
+        jobs = http(url + f"/v1/jobs?all=1&limit={page}" + (f"&before={before}" if before else ""))["jobs"]
+        add(jobs)
+        if len(jobs) < page:
+            return counts
+        before = min(j["id"] for j in jobs)
+
+
+PROBE_JOB = {"spec": {"name": "probe", "run": "true", "resources": {"cpus": 1}}, "user": "probe"}
+
+
+def probe_requests(interval_ms):
+    """name -> (method, target, body, expected statuses, interval in s)."""
+    every = interval_ms / 1000
+    return {
+        "queue": ("GET", "/v1/jobs?limit=50&page=50", None, (200,), every),
+        "health": ("GET", "/v1/health", None, (200,), every),
+        "submit": ("POST", "/v1/jobs", json.dumps(PROBE_JOB).encode(), (201,), every),
+        # 404 until the first bulk POST has made job 1: a full answer too
+        "show": ("GET", "/v1/jobs/1", None, (200, 404), 0.1),
+    }
+
+
+def probe_process(host, port, interval_ms, names, ready, go, stop, t0_value, out):
+    """Child process: one thread per probe; sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
+    results = {}
+    threads = []
+    probes = {k: v for k, v in probe_requests(interval_ms).items() if k in names}
+    connected = threading.Barrier(len(probes) + 1)
+
+    def run(name, method, target, body, expect, every):
+        samples, errors = [], []
+        results[name] = {"samples": samples, "errors": errors}
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn = HTTPConnection(host, port, timeout=120)
+        try:
+            conn.connect()
+        finally:
+            connected.wait()
+        go.wait()
+        t0 = t0_value.value
+        while not stop.is_set():
+            sent = time.monotonic()
+            try:
+                conn.request(method, target, body=body, headers=headers)
+                r = conn.getresponse()
+                r.read()
+                ms = (time.monotonic() - sent) * 1000
+                if r.status in expect:
+                    samples.append((round(sent - t0, 4), round(ms, 3)))
+                else:
+                    errors.append((round(sent - t0, 4), f"HTTP {r.status} after {ms:.1f} ms"))
+            except (OSError, HTTPException) as e:
+                errors.append((round(sent - t0, 4), f"{type(e).__name__}: {e}"))
+                conn.close()
+                conn = HTTPConnection(host, port, timeout=120)
+            wait = sent + every - time.monotonic()
+            if wait > 0:
+                stop.wait(wait)
+        conn.close()
+
+    for name, (method, target, body, expect, every) in probes.items():
+        t = threading.Thread(target=run, args=(name, method, target, body, expect, every), daemon=True)
+        t.start()
+        threads.append(t)
+    connected.wait()
+    ready.set()
+    for t in threads:
+        t.join()
+    out.send(results)
+    out.close()
+
+
+def pct(xs, p):
+    """Nearest-rank percentile of a sorted list."""
+    return xs[max(0, math.ceil(len(xs) * p / 100) - 1)]
 
 
 def main():
@@ -53,10 +168,24 @@ def main():
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--groups", type=int, default=10)
+    ap.add_argument("--probe-interval-ms", type=float, default=20,
+                    help="time between the starts of two requests of the queue, health and submit probes")
+    ap.add_argument("--progress-page", type=int, default=1000,
+                    help="the placement-progress poll lists the jobs in requests of this many (0: the whole "
+                         "listing in one request, as this script did before; it holds a server worker and the "
+                         "store's read connection for seconds at 100,000 jobs and stalls the probes)")
+    ap.add_argument("--json-out", metavar="FILE", help="write every figure (and the probes' samples) as JSON")
+    ap.add_argument("--probes", default="queue,health,submit,show",
+                    help="which probes run (comma-separated; default all four)")
     args = ap.parse_args()
+    probes = [p for p in args.probes.split(",") if p]
+    unknown = set(probes) - set(probe_requests(0))
+    if unknown:
+        ap.error(f"unknown probes: {', '.join(sorted(unknown))}")
     berth = os.path.abspath(args.berth)
     tmp = tempfile.mkdtemp(prefix="berth-scale-")
     procs = []
+    prober = None
     try:
         state = os.path.join(tmp, "server")
         url_file = os.path.join(tmp, "url")
@@ -76,57 +205,144 @@ def main():
         while len([n for n in http(url + "/v1/nodes")["nodes"] if n["state"] == "UP"]) < args.nodes:
             time.sleep(0.1)
         joined = time.time() - t0
-        print(f"machine: {platform.node()}, {os.cpu_count()} CPUs; berth {berth}")
+        machine = f"{platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+        load_before = os.getloadavg()
+        print(f"machine: {machine}; berth {berth}; load average {load_before[0]:.2f} (1 min)")
         print(f"{args.nodes} hollow nodes joined in {joined:.2f} s; server RSS {rss_mib(server.pid):.0f} MiB")
 
         per_group = args.jobs // args.groups
+        total = per_group * args.groups
         spec = {"name": "sim", "run": "python train.py", "resources": {"cpus": 1}}
-        latencies = {"queue": [], "show": []}
-        stop = threading.Event()
 
-        def probe():
-            while not stop.is_set():
-                t = time.perf_counter()
-                http(url + "/v1/jobs?limit=50&page=50")
-                latencies["queue"].append((time.perf_counter() - t) * 1000)
-                t = time.perf_counter()
-                http(url + "/v1/jobs/1")
-                latencies["show"].append((time.perf_counter() - t) * 1000)
-                time.sleep(0.1)
+        # The probes: a child process (fork, before any thread of ours exists) with one thread each.
+        ctx = multiprocessing.get_context("fork")
+        ready, go, stop = ctx.Event(), ctx.Event(), ctx.Event()
+        t0_value = ctx.Value("d", 0.0)
+        recv_end, send_end = ctx.Pipe(duplex=False)
+        hostport = urllib.parse.urlsplit(url)
+        prober = ctx.Process(target=probe_process,
+                             args=(hostport.hostname, hostport.port, args.probe_interval_ms, probes,
+                                   ready, go, stop, t0_value, send_end), daemon=True)
+        prober.start()
+        send_end.close()
+        ready.wait(30)
 
         submit_ms = []
-        t0 = time.time()
+        posts = []  # (seconds since t0 when the POST returned, ms)
+        progress = []  # (t, placed, running, ms the listing took)
+        t0m = time.monotonic()
+        t0_value.value = t0m
+        cpu0 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid), "probes": cpu_s(prober.pid),
+                "bench (this script)": time.process_time()}
+        go.set()
         for g in range(args.groups):
             t = time.perf_counter()
             http(url + "/v1/jobs", "POST", {"spec": spec, "user": "bench", "num_jobs": per_group})
             submit_ms.append((time.perf_counter() - t) * 1000)
-            if g == 0:
-                prober = threading.Thread(target=probe, daemon=True)
-                prober.start()
-        submitted = time.time() - t0
-        total = per_group * args.groups
+            posts.append((time.monotonic() - t0m, submit_ms[-1]))
+        submitted = time.monotonic() - t0m
         placed_at = running_at = None
-        while running_at is None and time.time() - t0 < 600:
-            counts = count_states(url)
+        while running_at is None and time.monotonic() - t0m < 600:
+            t = time.monotonic()
+            counts = count_states(url, user="bench", page=args.progress_page)
             pending = counts.get("PENDING", 0)
+            running = counts.get("RUNNING", 0)
+            placed = sum(counts.values()) - pending
+            progress.append((t - t0m, placed, running, (time.monotonic() - t) * 1000))
             if placed_at is None and pending == 0:
-                placed_at = time.time() - t0
-            if counts.get("RUNNING", 0) == total:
-                running_at = time.time() - t0
+                placed_at = time.monotonic() - t0m
+            if running == total:
+                running_at = time.monotonic() - t0m
+                break
             time.sleep(0.5)
+        cpu1 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid), "probes": cpu_s(prober.pid),
+                "bench (this script)": time.process_time()}
         stop.set()
+        results = recv_end.recv() if recv_end.poll(180) else {}
+        prober.join(30)
         rss = rss_mib(server.pid)
+        load_after = os.getloadavg()
+        probe_counts = count_states(url, user="probe", page=args.progress_page) if "submit" in probes else {}
+
         print(f"submitted {total} jobs in {args.groups} requests: {submitted:.2f} s "
-              f"(per request median {statistics.median(submit_ms):.0f} ms)")
+              f"(per request median {statistics.median(submit_ms):.0f} ms; "
+              f"each: {', '.join(f'{ms:.0f}' for ms in submit_ms)} ms)")
         print(f"all placed after {placed_at if placed_at is None else round(placed_at, 2)} s; "
               f"all RUNNING after {running_at if running_at is None else round(running_at, 2)} s")
+        print(f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after (this run counts too)")
         print(f"server RSS with {total} jobs: {rss:.0f} MiB ({rss * 1024 * 1024 / total:.0f} bytes per job)")
-        for name, xs in latencies.items():
+        window = running_at if running_at is not None else time.monotonic() - t0m
+        cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
+        print(f"CPU seconds used from the first bulk POST until all RUNNING ({window:.1f} s wall, "
+              f"{os.cpu_count()} CPUs): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
+        polls = sorted(p[3] for p in progress)
+        if polls:
+            how = f"in requests of {args.progress_page} jobs" if args.progress_page > 0 else "in one request"
+            print(f"progress polls (every job listed {how}; every 0.5 s + its duration): {len(polls)}, "
+                  f"median {statistics.median(polls):.0f} ms, max {polls[-1]:.0f} ms")
+
+        def where(t):
+            """How far placement had got at t s (the last progress poll started before t)."""
+            done = sum(1 for p in posts if p[0] <= t)
+            seen = [p for p in progress if p[0] <= t]
+            s = f"{done}/{args.groups} POSTs returned"
+            if seen:
+                s += f"; poll sent at {seen[-1][0]:.1f} s: {seen[-1][1]} placed, {seen[-1][2]} RUNNING"
+            return s
+
+        print(f"latency from the first bulk POST until all RUNNING ({window:.1f} s), one request at a time per "
+              f"probe, every {args.probe_interval_ms:g} ms (show: 100 ms):")
+        figures = {}
+        for name in probes:
+            r = results.get(name, {"samples": [], "errors": []})
+            xs = sorted(ms for _, ms in r["samples"])
+            f = {"count": len(xs), "errors": len(r["errors"])}
             if xs:
-                xs.sort()
-                print(f"{name} latency while it ran: median {statistics.median(xs):.1f} ms, "
-                      f"p99 {xs[int(len(xs) * 0.99)]:.1f} ms, max {xs[-1]:.1f} ms over {len(xs)} calls")
+                f.update(p50_ms=pct(xs, 50), p99_ms=pct(xs, 99), max_ms=xs[-1],
+                         mean_ms=round(statistics.fmean(xs), 3))
+                worst = sorted(r["samples"], key=lambda s: -s[1])[:5]
+                f["worst"] = [{"t_s": t, "ms": ms, "progress": where(t)} for t, ms in worst]
+                print(f"  {name:6}: {len(xs):5} calls, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, "
+                      f"max {f['max_ms']:.1f} ms" + (f", {f['errors']} errors" if r["errors"] else ""))
+                for w in f["worst"]:
+                    print(f"          {w['ms']:8.1f} ms sent at {w['t_s']:6.2f} s ({w['progress']})")
+            else:
+                print(f"  {name:6}: no samples ({len(r['errors'])} errors)")
+            for t, what in r["errors"][:5]:
+                print(f"          error at {t:.2f} s: {what}")
+            f["samples"] = r["samples"]
+            f["error_samples"] = r["errors"]
+            figures[name] = f
+        n_probe = sum(probe_counts.values())
+        if "submit" in probes:
+            by_state = ", ".join(f"{k} {v}" for k, v in sorted(probe_counts.items()))
+            print(f"probe jobs submitted: {n_probe} ({by_state})")
+
+        if args.json_out:
+            doc = {
+                "machine": machine, "berth": berth,
+                "loadavg_1min_before": load_before[0], "loadavg_1min_after": load_after[0],
+                "nodes": args.nodes, "jobs": total, "groups": args.groups,
+                "probe_interval_ms": args.probe_interval_ms, "probes": probes,
+                "progress_page": args.progress_page,
+                "nodes_joined_s": round(joined, 3), "submitted_s": round(submitted, 3),
+                "submit_post_ms": [round(ms, 1) for ms in submit_ms],
+                "posts": [{"returned_at_s": round(t, 3), "ms": round(ms, 1)} for t, ms in posts],
+                "all_placed_s": placed_at and round(placed_at, 3),
+                "all_running_s": running_at and round(running_at, 3),
+                "cpu_s": cpu,
+                "server_rss_mib": round(rss, 1), "bytes_per_job": round(rss * 1024 * 1024 / total),
+                "progress": [{"t_s": round(t, 3), "placed": pl, "running": ru, "poll_ms": round(ms, 1)}
+                             for t, pl, ru, ms in progress],
+                "latency": figures,
+                "probe_jobs": probe_counts,
+            }
+            with open(args.json_out, "w") as out:
+                json.dump(doc, out, indent=1)
+            print(f"wrote {args.json_out}")
     finally:
+        if prober is not None and prober.is_alive():
+            prober.terminate()
         for p in reversed(procs):
             p.terminate()
             try:
