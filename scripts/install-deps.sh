@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev libsqlite3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   procps iproute2 curl python3
+  clang clang-format
 )
 
 missing=()

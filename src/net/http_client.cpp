@@ -1,10 +1,12 @@
 #include "net/http_client.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <mutex>
 #include <optional>
 
 namespace berth::net {
@@ -116,8 +118,20 @@ struct HttpClient::Impl {
   std::optional<tcp::socket> socket;
   beast::flat_buffer buffer;
   DurationMs timeout_ms = 30'000;
+  // Abort() may come from another thread: it reads only these, under abort_mu, and shuts down the
+  // connected socket's fd; Close() forgets the fd under the same lock before closing it, so Abort()
+  // never touches a closed (or reused) descriptor.
+  std::mutex abort_mu;
+  int live_fd = -1;      // guarded by abort_mu
+  bool aborted = false;  // guarded by abort_mu; sticky
+
+  bool Aborted() {
+    std::lock_guard lock(abort_mu);
+    return aborted;
+  }
 
   Status Connect() {
+    if (Aborted()) return Status::Unavailable("the connection was aborted");
     if (socket && socket->is_open()) return Status::Ok();
     buffer.clear();
     beast::error_code ec;
@@ -148,6 +162,9 @@ struct HttpClient::Impl {
       if (!ec) {
         socket->non_blocking(false, ec);
         socket->set_option(tcp::no_delay(true), ec);
+        std::lock_guard lock(abort_mu);
+        if (aborted) return Status::Unavailable("the connection was aborted");
+        live_fd = socket->native_handle();
         return Status::Ok();
       }
       socket.reset();
@@ -157,6 +174,10 @@ struct HttpClient::Impl {
   }
 
   void Close() {
+    {
+      std::lock_guard lock(abort_mu);
+      live_fd = -1;
+    }
     if (socket) {
       beast::error_code ignored;
       socket->shutdown(tcp::socket::shutdown_both, ignored);
@@ -291,10 +312,9 @@ Status HttpClient::Stream(const std::string& method, const std::string& target,
 }
 
 void HttpClient::Abort() {
-  if (impl_->socket) {
-    beast::error_code ignored;
-    impl_->socket->shutdown(tcp::socket::shutdown_both, ignored);
-  }
+  std::lock_guard lock(impl_->abort_mu);
+  impl_->aborted = true;
+  if (impl_->live_fd >= 0) ::shutdown(impl_->live_fd, SHUT_RDWR);
 }
 
 }  // namespace berth::net

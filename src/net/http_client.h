@@ -2,7 +2,8 @@
 //
 // Keeps one keep-alive connection to `base_url` and reconnects on demand. Every call has a timeout;
 // a server that stops answering yields an Unavailable status, never a hang. Presents the cluster
-// token as "Authorization: Bearer" when one is set. Not thread-safe: use one client per thread.
+// token as "Authorization: Bearer" when one is set. Not thread-safe: use one client per thread
+// (except Abort(), which any thread may call).
 #pragma once
 
 #include <functional>
@@ -43,7 +44,9 @@ class HttpClient {
                 DurationMs idle_timeout_ms, const std::function<bool(std::string_view)>& on_data,
                 int* status_code);
 
-  // Closes the connection (e.g. to abort a stream from another thread: shuts the socket down).
+  // Ends the client for good, from any thread: a request or stream in progress fails at once (its
+  // socket is shut down) and every later call fails with Unavailable. The only method that is safe
+  // to call concurrently with the others.
   void Abort();
 
   const std::string& base_url() const { return base_url_; }

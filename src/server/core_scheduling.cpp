@@ -139,6 +139,7 @@ bool Core::RunPass() {
       // generation of the snapshot, and the nodes it uses have not changed since (except by this
       // pass's own earlier decisions).
       auto current = [&](int64_t id) {
+        mu_.AssertHeld();
         auto it = jobs_.find(id);
         auto seen = in.job_gens.find(id);
         return it != jobs_.end() && seen != in.job_gens.end() && it->second.gen == seen->second;
