@@ -39,6 +39,22 @@ bool ProcessAlive(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
 
+// Records the end of a job whose supervisor is gone without having recorded it (SIGKILL, the OOM
+// killer, a stop signal that reached it before it could block it): without an "exited" event the
+// job is never reported gone, and the server holds its resources for good. `pid` is the
+// supervisor's, or 0 to take it from <dir>/supervisor.pid. Returns true if it recorded an end.
+bool RecordEndOfDeadSupervisor(const std::string& dir, pid_t pid) {
+  if (pid <= 0) pid = std::atoi(Trim(ReadFileOr(dir + "/supervisor.pid")).c_str());
+  if (ProcessAlive(pid)) return false;
+  // Read only now that the process is seen dead: a supervisor appends its "exited" event before it
+  // exits, so an event written by a live supervisor is never missed.
+  for (const auto& e : ParseEvents(ReadFileOr(dir + "/events"))) {
+    if (e.kind == "exited") return false;
+  }
+  AppendEvent(dir, {"exited", 137, "run", "the job's supervisor died"});
+  return true;
+}
+
 // The environment jobs inherit: the agent's own, minus its secrets and berth's reserved names.
 std::map<std::string, std::string> BaseEnvironment() {
   std::map<std::string, std::string> env;
@@ -606,6 +622,14 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       }
     } else {
       for (const auto& [key, job] : jobs_) snapshot.push_back(job);
+    }
+  }
+  if (!only) {  // the full scan: also look for supervisors that died without a word
+    for (const auto& job : snapshot) {
+      if (!job.exited && RecordEndOfDeadSupervisor(job.dir, job.pid)) {
+        LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit", job.job,
+                job.attempt, job.rank);
+      }
     }
   }
   if (session.empty()) return;

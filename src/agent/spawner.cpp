@@ -107,9 +107,17 @@ int SpawnerMain() {
   ::signal(SIGCHLD, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
+  // The supervisor's waited signals are blocked across each fork, so that the child holds them
+  // blocked from birth: the agent may SIGTERM a supervisor as soon as it has its pid, and that
+  // stop must stay pending until SupervisorMain records it, not kill the child silently.
+  sigset_t waited = SupervisorWaitedSignals();
   std::string dir;
   while (std::getline(std::cin, dir)) {
+    sigset_t old_mask;
+    ::sigprocmask(SIG_BLOCK, &waited, &old_mask);
     pid_t pid = ::fork();
+    int fork_errno = errno;
+    if (pid != 0) ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid == 0) {
       ::signal(SIGCHLD, SIG_DFL);
       ::signal(SIGINT, SIG_DFL);
@@ -121,7 +129,7 @@ int SpawnerMain() {
       _exit(SupervisorMain(dir));
     }
     std::string answer = pid > 0 ? std::to_string(pid) + "\n"
-                                 : std::string("fork failed: ") + strerror(errno) + "\n";
+                                 : std::string("fork failed: ") + strerror(fork_errno) + "\n";
     if (::write(1, answer.data(), answer.size()) < 0) return 1;
   }
   return 0;

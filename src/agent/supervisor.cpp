@@ -83,23 +83,13 @@ std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env
   return out;
 }
 
-// The supervisor blocks these and takes them with sigtimedwait: SIGCHLD wakes it the moment a
-// process of the job exits, and a stop request is noticed without a signal handler.
+// The supervisor blocks SupervisorWaitedSignals() and takes them with sigtimedwait: SIGCHLD wakes
+// it the moment a process of the job exits, and a stop request is noticed without a signal handler.
 bool g_stop_requested = false;
 
-sigset_t WaitedSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  return set;
-}
-
-// Waits up to `ms` for one of WaitedSignals(); records a stop request.
+// Waits up to `ms` for one of SupervisorWaitedSignals(); records a stop request.
 void WaitForSignal(int64_t ms) {
-  sigset_t set = WaitedSignals();
+  sigset_t set = SupervisorWaitedSignals();
   timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
   siginfo_t info;
   int sig = ::sigtimedwait(&set, &info, &ts);
@@ -271,6 +261,16 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
 
 }  // namespace
 
+sigset_t SupervisorWaitedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
   json::object o{{"workdir", plan.workdir},
                  {"setup", plan.setup},
@@ -312,13 +312,22 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
 Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& dir) {
   std::string arg = "__supervise";
   const char* argv[] = {self_exe.c_str(), arg.c_str(), dir.c_str(), nullptr};
+  // The child must hold the waited signals blocked from birth through exec (the mask survives
+  // exec): a SIGTERM that the agent sends as soon as it knows the pid would otherwise kill it
+  // before it records anything. Blocked in this thread only, and restored right after the fork.
+  sigset_t waited = SupervisorWaitedSignals();
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &waited, &old_mask);
   pid_t pid = ::fork();
-  if (pid < 0) return Status::Internal(std::string("fork failed: ") + strerror(errno));
+  if (pid < 0) {
+    int err = errno;
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    return Status::Internal(std::string("fork failed: ") + strerror(err));
+  }
   if (pid == 0) {
     ::setsid();
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Exactly the waited signals: whatever else the agent's thread blocked is not the job's.
+    sigprocmask(SIG_SETMASK, &waited, nullptr);
     // Only async-signal-safe calls between fork and exec: the agent is multi-threaded.
     ::syscall(SYS_close_range, 3U, ~0U, 0U);
     int devnull = ::open("/dev/null", O_RDWR);
@@ -329,6 +338,7 @@ Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& di
     ::execv(self_exe.c_str(), const_cast<char**>(argv));
     _exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   return pid;
 }
 
@@ -365,10 +375,12 @@ void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
 }
 
 int SupervisorMain(const std::string& dir) {
+  // Normally already blocked by whoever forked us (see SupervisorWaitedSignals()); blocked again
+  // for a supervisor started by hand.
+  sigset_t waited = SupervisorWaitedSignals();
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::signal(SIGCHLD, SIG_DFL);
-  sigset_t waited = WaitedSignals();
-  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", 0600);
   int log_fd =

@@ -11,6 +11,7 @@
 // happened while it was away.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <map>
@@ -42,12 +43,22 @@ Status WriteLeaseFile(const std::string& path, int64_t renewed_at_ms, int64_t le
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan);
 Result<RunPlan> ReadRunPlan(const std::string& dir);
 
+// The signals the supervisor blocks and takes with sigtimedwait: SIGTERM, SIGINT and SIGHUP (stop
+// the job) and SIGCHLD. Whoever forks a supervisor blocks them in the parent before the fork, so
+// that the child holds them blocked from its first instruction: a stop sent the moment its pid is
+// known stays pending until SupervisorMain takes it and records the job's end, instead of killing
+// the supervisor before it has written anything.
+sigset_t SupervisorWaitedSignals();
+
 // Starts a supervisor for `dir` (fork + exec of `self_exe __supervise dir`) and returns its pid.
 // The child starts a new session at once, so signals to the agent's process group never reach the
-// job.
+// job. Safe to call from any thread of a multi-threaded process; blocks SupervisorWaitedSignals()
+// in the calling thread across the fork.
 Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& dir);
 
-// The supervisor process's main(). Returns its exit status.
+// The supervisor process's main(). Returns its exit status. Expects to be entered with
+// SupervisorWaitedSignals() already blocked (see above); a stop signal pending at entry ends the
+// job with an "exited" event before setup or run starts.
 int SupervisorMain(const std::string& dir);
 
 // One line of <dir>/events.
