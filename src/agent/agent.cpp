@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -13,80 +12,66 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "agent/supervisor.h"
-#include "common/clock.h"
 #include "common/files.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/strings.h"
-#include "net/http_client.h"
+#include "protocol/job_env.h"
 #include "spec/job_spec.h"
-
-extern char** environ;
 
 namespace berth {
 
 namespace {
 
-bool ProcessAlive(pid_t pid) {
-  if (pid <= 0) return false;
-  if (::kill(pid, 0) != 0) return errno == EPERM;
-  // A zombie counts as gone.
-  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
-  auto paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+proto::Report Exited(const proto::AttemptRank& id, std::optional<int> exit_code,
+                     const std::string& phase, const std::string& reason) {
+  proto::Report r;
+  r.job = id.job;
+  r.attempt = id.attempt;
+  r.rank = id.rank;
+  r.event = proto::ReportEvent::kExited;
+  r.exit_code = exit_code;
+  r.phase = phase;
+  r.reason = reason;
+  return r;
 }
 
-// Records the end of a job whose supervisor is gone without having recorded it (SIGKILL, the OOM
-// killer, a stop signal that reached it before it could block it): without an "exited" event the
-// job is never reported gone, and the server holds its resources for good. `pid` is the
-// supervisor's, or 0 to take it from <dir>/supervisor.pid. Returns true if it recorded an end.
-bool RecordEndOfDeadSupervisor(const std::string& dir, pid_t pid) {
-  if (pid <= 0) pid = std::atoi(Trim(ReadFileOr(dir + "/supervisor.pid")).c_str());
-  if (ProcessAlive(pid)) return false;
-  // Read only now that the process is seen dead: a supervisor appends its "exited" event before it
-  // exits, so an event written by a live supervisor is never missed.
-  for (const auto& e : ParseEvents(ReadFileOr(dir + "/events"))) {
-    if (e.kind == "exited") return false;
-  }
-  AppendEvent(dir, {"exited", 137, "run", "the job's supervisor died"});
-  return true;
-}
-
-// The environment jobs inherit: the agent's own, minus its secrets and berth's reserved names.
-std::map<std::string, std::string> BaseEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = kv.substr(0, eq);
-    if (StartsWith(key, "BERTH_") || StartsWith(key, "SKYPILOT_") || key == "CUDA_VISIBLE_DEVICES")
-      continue;
-    env[key] = kv.substr(eq + 1);
-  }
-  return env;
+proto::Report EventReport(const proto::AttemptRank& id, proto::ReportEvent event) {
+  proto::Report r;
+  r.job = id.job;
+  r.attempt = id.attempt;
+  r.rank = id.rank;
+  r.event = event;
+  return r;
 }
 
 }  // namespace
 
-Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
+Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connection,
+             Launcher& launcher)
+    : options_(std::move(options)), clock_(clock), connection_(connection), launcher_(launcher) {}
 
 Agent::~Agent() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
 }
 
-std::string Agent::KeyOf(int64_t job, int attempt, int rank) const {
-  return fmt::format("{}-{}-{}", job, attempt, rank);
+std::string Agent::KeyOf(const proto::AttemptRank& id) {
+  return fmt::format("{}-{}-{}", id.job, id.attempt, id.rank);
 }
 
 void Agent::RequestStop() {
   stop_ = true;
-  cv_.notify_all();
-  if (auto* c = static_cast<net::HttpClient*>(watch_client_.load())) c->Abort();
+  cv_.SignalAll();
+  connection_.AbortWatch();
+}
+
+void Agent::Pause(int64_t ms) {
+  MutexLock lock(mu_);
+  if (!stop_) cv_.WaitFor(mu_, ms);
 }
 
 Status Agent::LoadIdentity() {
@@ -126,7 +111,7 @@ void Agent::AdoptExisting() {
   std::string root = options_.state_dir + "/jobs";
   DIR* d = opendir(root.c_str());
   if (!d) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
@@ -134,9 +119,7 @@ void Agent::AdoptExisting() {
     if (parts.size() != 3) continue;
     LocalJob job;
     try {
-      job.job = std::stoll(parts[0]);
-      job.attempt = std::stoi(parts[1]);
-      job.rank = std::stoi(parts[2]);
+      job.id = {std::stoll(parts[0]), std::stoi(parts[1]), std::stoi(parts[2])};
     } catch (...) {
       continue;
     }
@@ -145,12 +128,12 @@ void Agent::AdoptExisting() {
     job.pid = pid.empty() ? 0 : std::atoi(pid.c_str());
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     bool exited = !events.empty() && events.back().kind == "exited";
-    if (!exited && !ProcessAlive(job.pid)) {
+    if (!exited && !launcher_.Alive(job.pid)) {
       // The supervisor is gone without recording an exit (machine reboot, kill -9 of the
       // supervisor).
       AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
     }
-    LogInfo("re-adopting job {} attempt {} rank {}{}", job.job, job.attempt, job.rank,
+    LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
             exited ? " (exited)" : "");
     WatchDir(job, name);
     jobs_[name] = job;
@@ -160,8 +143,9 @@ void Agent::AdoptExisting() {
 
 Status Agent::Run() {
   SetLogPrefix("agent " + options_.name);
-  if (!IsValidName(options_.name))
+  if (!IsValidName(options_.name)) {
     return Status::Invalid("--name: invalid node name '" + options_.name + "'");
+  }
   if (options_.state_dir.empty()) return Status::Invalid("the agent needs a --state-dir");
   std::error_code abs_ec;
   options_.state_dir = std::filesystem::absolute(options_.state_dir, abs_ec).string();
@@ -175,18 +159,16 @@ Status Agent::Run() {
     resources_.gpus = *gpus;
   }
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0)
+  if (inotify_fd_ < 0) {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
+  }
   AdoptExisting();
-  spawner_ = std::make_unique<Spawner>(options_.self_exe);
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
   while (!first.ok() && first.code() == Code::kUnavailable && !stop_) {
     LogWarn("{}; retrying", first.message());
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_.load(); });
-    lock.unlock();
+    Pause(1000);
     first = Register();
   }
   if (!first.ok() && !stop_) return first;
@@ -195,57 +177,37 @@ Status Agent::Run() {
   std::thread launcher([this] { LauncherLoop(); });
   std::thread shipper([this] { ShipperLoop(); });
   ControlLoop();
-  cv_.notify_all();
+  cv_.SignalAll();
   heartbeat.join();
   launcher.join();
   shipper.join();
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
+  MutexLock lock(mu_);
   LogInfo("stopped; {} job(s) keep running under their supervisors", jobs_.size());
   return Status::Ok();
 }
 
 Status Agent::Register() {
-  json::object body;
-  body["name"] = options_.name;
-  body["node_id"] = node_id_;
-  body["address"] = options_.address;
-  body["pool"] = options_.pool;
-  json::object labels;
-  for (const auto& [k, v] : options_.labels) labels[k] = v;
-  body["labels"] = std::move(labels);
-  body["cpus_milli"] = resources_.cpus;
-  body["memory_mib"] = resources_.memory;
-  json::array gpus;
-  for (const auto& g : resources_.gpus)
-    gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
-  body["gpus"] = std::move(gpus);
-  json::array running;
+  proto::RegisterRequest request;
+  request.name = options_.name;
+  request.node_id = node_id_;
+  request.address = options_.address;
+  request.pool = options_.pool;
+  request.labels = options_.labels;
+  request.cpus_milli = resources_.cpus;
+  request.memory_mib = resources_.memory;
+  for (const auto& g : resources_.gpus) request.gpus.push_back({g.index, g.type});
   {
-    std::lock_guard lock(mu_);
-    for (const auto& [key, job] : jobs_) {
-      running.push_back(
-          json::object{{"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}});
-    }
+    MutexLock lock(mu_);
+    for (const auto& [key, job] : jobs_) request.running.push_back(job.id);
   }
-  body["running"] = std::move(running);
-  net::HttpClient client(options_.server_url, options_.token);
-  int64_t sent_at = MonotonicMs();  // the server's lease starts no earlier than this
-  auto res = client.Request("POST", "/v1/agent/register", json::serialize(body), 10'000);
-  if (!res.ok()) return res.status();
-  auto v = ParseJson(res->body, "register answer");
-  std::string error =
-      v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
-  if (res->status == 409) return Status::Conflict(error);
-  if (res->status == 401) return Status::Unauthorized(error);
-  if (res->status != 200 || !v.ok() || !v->is_object()) {
-    return Status::Invalid(fmt::format("server refused registration ({}): {}", res->status, error));
-  }
-  const json::object& o = v->as_object();
-  std::lock_guard lock(mu_);
-  session_ = GetString(o, "session").value();
-  lease_ms_ = GetInt(o, "lease_ms", 30'000).value();
-  heartbeat_ms_ = GetInt(o, "heartbeat_ms", lease_ms_ / 4).value();
-  last_renewal_ = sent_at;
+  int64_t sent_at = clock_.Monotonic();  // the server's lease starts no earlier than this
+  auto answer = connection_.Register(request);
+  if (!answer.ok()) return answer.status();
+  MutexLock lock(mu_);
+  session_ = answer->session;
+  lease_ms_ = answer->lease_ms;
+  heartbeat_ms_ = answer->heartbeat_ms;
   WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
   need_register_ = false;
   LogInfo("registered with {} ({} GPUs, {} CPUs, {} memory)", options_.server_url,
@@ -258,7 +220,7 @@ void Agent::ControlLoop() {
     bool must_register;
     std::string session;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       must_register = need_register_;
       session = session_;
     }
@@ -266,185 +228,140 @@ void Agent::ControlLoop() {
       Status st = Register();
       if (!st.ok()) {
         if (st.code() == Code::kConflict) LogError("{}", st.message());
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop_.load(); });
+        Pause(500);
         continue;
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       session = session_;
     }
-    net::HttpClient client(options_.server_url, options_.token);
-    watch_client_ = &client;
-    if (stop_) {
-      watch_client_ = nullptr;
-      break;
-    }
-    std::string pending;
-    int status = 0;
-    Status st = client.Stream(
-        "GET",
-        "/v1/agent/watch?node=" + net::UrlEncode(options_.name) +
-            "&session=" + net::UrlEncode(session),
-        "", 20'000,
-        [&](std::string_view data) {
-          pending.append(data);
-          size_t nl;
-          while ((nl = pending.find('\n')) != std::string::npos) {
-            std::string line = pending.substr(0, nl);
-            pending.erase(0, nl + 1);
-            auto v = ParseJson(line, "watch message");
-            if (v.ok() && v->is_object()) HandleMessage(v->as_object());
-          }
-          return !stop_.load();
-        },
-        &status);
-    watch_client_ = nullptr;
+    Status st = connection_.Watch(options_.name, session, [this](const proto::WatchMessage& m) {
+      HandleMessage(m);
+      return !stop_.load();
+    });
     if (stop_) break;
     if (!st.ok()) LogWarn("watch stream: {}", st.message());
     {
-      std::lock_guard lock(mu_);
-      need_register_ =
-          true;  // the server may have restarted: register again, which also reconciles
+      // The server may have restarted: register again, which also reconciles.
+      MutexLock lock(mu_);
+      need_register_ = true;
     }
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_.load(); });
+    Pause(200);
   }
 }
 
-void Agent::HandleMessage(const json::object& m) {
-  std::string type = GetString(m, "type").value();
-  if (type == "launch") {
-    std::lock_guard lock(mu_);
-    launches_.push_back(m);
-    cv_.notify_all();
-  } else if (type == "stop") {
-    auto job = GetInt(m, "job").value();
-    auto attempt = static_cast<int>(GetInt(m, "attempt").value());
-    auto rank = static_cast<int>(GetInt(m, "rank").value());
-    std::lock_guard lock(mu_);
-    auto it = jobs_.find(KeyOf(job, attempt, rank));
-    if (it != jobs_.end()) {
-      StopJob(it->second);
-    } else if (launching_.count(KeyOf(job, attempt, rank))) {
-      // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never
-      // ran. Saying so here would let the server free its GPUs while the launch still starts the
-      // job.
-      stopped_launches_.insert(KeyOf(job, attempt, rank));
-    } else {
-      // Maybe still queued for launch: drop it, and tell the server it never ran.
-      for (auto q = launches_.begin(); q != launches_.end(); ++q) {
-        if (GetInt(*q, "job").value() == job && GetInt(*q, "attempt").value() == attempt &&
-            GetInt(*q, "rank").value() == rank) {
-          launches_.erase(q);
-          break;
-        }
+void Agent::HandleMessage(const proto::WatchMessage& message) {
+  if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
+    MutexLock lock(mu_);
+    launches_.push_back(*launch);
+    cv_.SignalAll();
+    return;
+  }
+  const auto* stop = std::get_if<proto::StopMessage>(&message);
+  if (!stop) return;  // hello, ping
+  std::string key = KeyOf(stop->id());
+  MutexLock lock(mu_);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) {
+    StopJob(it->second);
+  } else if (launching_.count(key)) {
+    // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never
+    // ran. Saying so here would let the server free its GPUs while the launch still starts the
+    // job.
+    stopped_launches_.insert(key);
+  } else {
+    // Maybe still queued for launch: drop it, and tell the server it never ran.
+    for (auto q = launches_.begin(); q != launches_.end(); ++q) {
+      if (q->id() == stop->id()) {
+        launches_.erase(q);
+        break;
       }
-      reports_.push_back(json::object{{"job", job},
-                                      {"attempt", attempt},
-                                      {"rank", rank},
-                                      {"event", "exited"},
-                                      {"exit_code", nullptr},
-                                      {"phase", "run"},
-                                      {"reason", "was not running"}});
-      cv_.notify_all();
     }
+    reports_.push_back(Exited(stop->id(), std::nullopt, "run", "was not running"));
+    cv_.SignalAll();
   }
 }
 
 void Agent::StopJob(LocalJob& job) {
   if (job.exited) return;
-  if (job.pid > 0) ::kill(job.pid, SIGTERM);
-  job.stop_sent = true;
+  launcher_.Stop(job.pid);
 }
 
 // Renews the node's lease. Each renewal is also written to <state>/lease, which every job's
 // supervisor watches: without renewals (server unreachable, agent frozen or dead) the supervisors
 // stop their jobs before the server's lease runs out, so that no job ever runs twice.
 void Agent::HeartbeatLoop() {
-  net::HttpClient client(options_.server_url, options_.token);
   while (!stop_) {
     DurationMs interval;
     std::string session;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       interval = heartbeat_ms_;
-      cv_.wait_for(lock, std::chrono::milliseconds(interval), [this] { return stop_.load(); });
+      if (!stop_) cv_.WaitFor(mu_, interval);
       if (stop_) return;
       session = session_;
     }
     if (session.empty()) continue;
-    int64_t sent_at = MonotonicMs();
-    json::object body{{"node", options_.name}, {"session", session}};
-    auto res = client.Request("POST", "/v1/agent/heartbeat", json::serialize(body),
-                              std::max<DurationMs>(interval, 1000));
-    if (!res.ok()) continue;
-    std::lock_guard lock(mu_);
-    if (res->status == 200) {
-      last_renewal_ = sent_at;
-      WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
-    } else if (res->status == 409 && session == session_) {
-      need_register_ = true;
-      if (auto* c = static_cast<net::HttpClient*>(watch_client_.load())) c->Abort();
+    int64_t sent_at = clock_.Monotonic();
+    Status st = connection_.Heartbeat({options_.name, session});
+    if (st.code() == Code::kUnavailable) continue;
+    bool abort_watch = false;
+    {
+      MutexLock lock(mu_);
+      if (st.ok()) {
+        WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
+      } else if (st.code() == Code::kConflict && session == session_) {
+        need_register_ = true;
+        abort_watch = true;
+      }
     }
+    if (abort_watch) connection_.AbortWatch();
   }
 }
 
 void Agent::LauncherLoop() {
-  net::HttpClient client(options_.server_url, options_.token);
   while (true) {
-    json::object launch;
+    proto::LaunchMessage launch;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !launches_.empty(); });
+      MutexLock lock(mu_);
+      while (!stop_ && launches_.empty()) cv_.Wait(mu_);
       if (stop_) return;
       launch = std::move(launches_.front());
       launches_.pop_front();
-      launching_.insert(KeyOf(GetInt(launch, "job").value(),
-                              static_cast<int>(GetInt(launch, "attempt").value()),
-                              static_cast<int>(GetInt(launch, "rank").value())));
+      launching_.insert(KeyOf(launch.id()));
     }
-    int64_t spec_id = GetInt(launch, "spec_id").value();
     std::string spec_text;
     {
-      std::lock_guard lock(mu_);
-      auto it = spec_cache_.find(spec_id);
+      MutexLock lock(mu_);
+      auto it = spec_cache_.find(launch.spec_id);
       if (it != spec_cache_.end()) spec_text = it->second;
     }
     std::string error;
     if (spec_text.empty()) {
       // Agents fetch a spec once, however many jobs share it.
-      std::string cached = ReadFileOr(fmt::format("{}/specs/{}.json", options_.state_dir, spec_id));
-      if (!cached.empty()) {
-        spec_text = cached;
-      } else {
-        auto res = client.Request("GET", fmt::format("/v1/specs/{}", spec_id), "", 30'000);
-        if (!res.ok()) {
-          error = "cannot fetch the job's spec: " + res.status().message();
-        } else if (res->status != 200) {
-          error = fmt::format("cannot fetch the job's spec (HTTP {})", res->status);
+      std::string path = fmt::format("{}/specs/{}.json", options_.state_dir, launch.spec_id);
+      spec_text = ReadFileOr(path);
+      if (spec_text.empty()) {
+        auto fetched = connection_.GetSpec(launch.spec_id);
+        if (!fetched.ok()) {
+          error = "cannot fetch the job's spec: " + fetched.status().message();
         } else {
-          spec_text = res->body;
-          std::ofstream(fmt::format("{}/specs/{}.json", options_.state_dir, spec_id)) << spec_text;
+          spec_text = std::move(*fetched);
+          std::ofstream(path) << spec_text;
         }
       }
       if (!spec_text.empty()) {
-        std::lock_guard lock(mu_);
-        spec_cache_[spec_id] = spec_text;
+        MutexLock lock(mu_);
+        spec_cache_[launch.spec_id] = spec_text;
       }
     }
-    launch["spec_text"] = spec_text;
-    launch["error"] = error;
-    Launch(launch);
+    Launch(launch, spec_text, error);
   }
 }
 
-void Agent::Launch(const json::object& m) {
-  int64_t job_id = GetInt(m, "job").value();
-  int attempt = static_cast<int>(GetInt(m, "attempt").value());
-  int rank = static_cast<int>(GetInt(m, "rank").value());
-  std::string key = KeyOf(job_id, attempt, rank);
+void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, std::string error) {
+  std::string key = KeyOf(m.id());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (jobs_.count(key)) {  // already have it (a resent launch): its reports will follow
       launching_.erase(key);
       stopped_launches_.erase(key);
@@ -452,96 +369,49 @@ void Agent::Launch(const json::object& m) {
     }
   }
   LocalJob job;
-  job.job = job_id;
-  job.attempt = attempt;
-  job.rank = rank;
+  job.id = m.id();
   job.dir = options_.state_dir + "/jobs/" + key;
   std::error_code ec;
   std::filesystem::create_directories(job.dir, ec);
-  std::string error = GetString(m, "error").value();
   if (ec) error = "cannot create " + job.dir + ": " + ec.message();
 
-  RunPlan plan;
   if (error.empty()) {
-    auto spec_json = ParseJson(GetString(m, "spec_text").value(), "spec");
+    auto spec_json = ParseJson(spec_text, "spec");
     Result<JobSpec> spec =
         spec_json.ok() ? SpecFromJson(*spec_json) : Result<JobSpec>(spec_json.status());
     if (!spec.ok()) {
       error = "the job's spec is unreadable: " + spec.status().message();
     } else {
-      int num_nodes = static_cast<int>(GetInt(m, "num_nodes", 1).value());
-      std::vector<std::string> ips;
-      if (const auto* a = m.if_contains("node_ips"); a && a->is_array()) {
-        for (const auto& ip : a->as_array())
-          ips.push_back(ip.is_string() ? std::string(ip.as_string()) : "");
-      }
-      std::vector<std::string> devices;
-      if (const auto* a = m.if_contains("gpus"); a && a->is_array()) {
-        for (const auto& g : a->as_array()) devices.push_back(std::to_string(AsInt(g).value_or(0)));
-      }
-      bool grouped = m.contains("group");
-      std::string job_rank = grouped ? std::to_string(GetInt(m, "group_rank").value()) : "0";
-      std::string num_jobs = grouped ? std::to_string(GetInt(m, "num_jobs").value()) : "1";
-      std::map<std::string, std::string> env = BaseEnvironment();
-      for (const auto& [k, v] : spec->envs) env[k] = v;
-      std::string gpus_per_node = std::to_string(GetInt(m, "gpus_per_node", 0).value());
-      std::string node_ips = Join(ips, "\n");
-      std::map<std::string, std::string> berth = {
-          {"BERTH_JOB_ID", std::to_string(job_id)},
-          {"BERTH_JOB_NAME", GetString(m, "name").value()},
-          {"BERTH_ATTEMPT", std::to_string(attempt)},
-          {"BERTH_NODE_RANK", std::to_string(rank)},
-          {"BERTH_NUM_NODES", std::to_string(num_nodes)},
-          {"BERTH_NODE_IPS", node_ips},
-          {"BERTH_NUM_GPUS_PER_NODE", gpus_per_node},
-          {"BERTH_JOB_RANK", job_rank},
-          {"BERTH_NUM_JOBS", num_jobs},
-          {"SKYPILOT_NODE_RANK", std::to_string(rank)},
-          {"SKYPILOT_NUM_NODES", std::to_string(num_nodes)},
-          {"SKYPILOT_NODE_IPS", node_ips},
-          {"SKYPILOT_NUM_GPUS_PER_NODE", gpus_per_node},
-          {"SKYPILOT_JOB_RANK", job_rank},
-          {"SKYPILOT_NUM_JOBS", num_jobs},
-          {"SKYPILOT_TASK_ID", fmt::format("berth-{}-{}", job_id, attempt)},
-      };
-      for (const auto& [k, v] : berth) env[k] = v;
-      plan.setup_env = env;
-      plan.setup_env["BERTH_SETUP_NODE_RANK"] = std::to_string(rank);
-      plan.setup_env["SKYPILOT_SETUP_NODE_RANK"] = std::to_string(rank);
-      plan.run_env = env;
-      plan.run_env["CUDA_VISIBLE_DEVICES"] = Join(devices, ",");
+      proto::JobEnvironment env =
+          proto::BuildJobEnvironment(m, spec->envs, options_.base_environment);
+      RunPlan plan;
+      plan.setup_env = std::move(env.setup_env);
+      plan.run_env = std::move(env.run_env);
       plan.workdir = spec->workdir.empty() ? job.dir : spec->workdir;
       plan.setup = spec->setup;
       plan.run = spec->run;
-      plan.kill_grace_ms = GetInt(m, "kill_grace_ms", 10'000).value();
+      plan.kill_grace_ms = m.kill_grace_ms;
       plan.lease_file = options_.state_dir + "/lease";
       Status st = WriteRunPlan(job.dir, plan);
       if (!st.ok()) error = st.message();
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   launching_.erase(key);
   bool stopped = stopped_launches_.erase(key) > 0;
   if (jobs_.count(key)) return;
   if (stopped) {
     std::filesystem::remove_all(job.dir, ec);
-    reports_.push_back(json::object{{"job", job_id},
-                                    {"attempt", attempt},
-                                    {"rank", rank},
-                                    {"event", "exited"},
-                                    {"exit_code", nullptr},
-                                    {"phase", "run"},
-                                    {"reason", "was not running"}});
-    cv_.notify_all();
+    reports_.push_back(Exited(job.id, std::nullopt, "run", "was not running"));
+    cv_.SignalAll();
     return;
   }
-  reports_.push_back(
-      json::object{{"job", job_id}, {"attempt", attempt}, {"rank", rank}, {"event", "accepted"}});
+  reports_.push_back(EventReport(job.id, proto::ReportEvent::kAccepted));
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
-    auto pid = spawner_->Spawn(job.dir);
-    if (!pid.ok()) pid = SpawnSupervisor(options_.self_exe, job.dir);
+    // Started under the lock, so that a stop arriving meanwhile finds the job with its pid.
+    auto pid = launcher_.Start(job.dir);
     if (!pid.ok()) {
       AppendEvent(job.dir, {"exited", 127, "launch", pid.status().message()});
     } else {
@@ -551,7 +421,7 @@ void Agent::Launch(const json::object& m) {
   WatchDir(job, key);
   jobs_[key] = job;
   dirty_.insert(key);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Agent::WatchDir(LocalJob& job, const std::string& key) {
@@ -565,14 +435,14 @@ void Agent::ShipperLoop() {
   int64_t last_full = 0;
   alignas(inotify_event) char buf[16384];
   while (!stop_) {
-    bool full = inotify_fd_ < 0 || MonotonicMs() - last_full >= 1000;
+    bool full = inotify_fd_ < 0 || clock_.Monotonic() - last_full >= 1000;
     std::set<std::string> dirty;
     if (!full) {
       pollfd p{inotify_fd_, POLLIN, 0};
       if (::poll(&p, 1, 50) > 0) {
         ::usleep(2000);  // let a burst of changes arrive, to ship them in one round
         ssize_t n;
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         while ((n = ::read(inotify_fd_, buf, sizeof(buf))) > 0) {
           for (char* at = buf; at < buf + n;) {
             auto* e = reinterpret_cast<inotify_event*>(at);
@@ -586,21 +456,18 @@ void Agent::ShipperLoop() {
     }
     bool reports_waiting;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       dirty.insert(dirty_.begin(), dirty_.end());
       dirty_.clear();
       reports_waiting = !reports_.empty();
     }
     if (full) {
-      last_full = MonotonicMs();
+      last_full = clock_.Monotonic();
       ShipOnce(false);
     } else if (!dirty.empty() || reports_waiting) {
       ShipOnce(false, &dirty);
     }
-    if (inotify_fd_ < 0) {
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_.load(); });
-    }
+    if (inotify_fd_ < 0) Pause(50);
   }
 }
 
@@ -608,12 +475,10 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   // Reap supervisors that were our children (they exit after recording the job's end).
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
-  thread_local std::unique_ptr<net::HttpClient> client;
-  if (!client) client = std::make_unique<net::HttpClient>(options_.server_url, options_.token);
   std::string session;
   std::vector<LocalJob> snapshot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     session = session_;
     if (only) {
       for (const auto& key : *only) {
@@ -624,19 +489,30 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       for (const auto& [key, job] : jobs_) snapshot.push_back(job);
     }
   }
-  if (!only) {  // the full scan: also look for supervisors that died without a word
+  if (!only) {
+    // The full scan also notices supervisors that died without recording an end (SIGKILL, the
+    // OOM killer): without an "exited" event the job would never be reported gone, and the server
+    // would hold its resources for good. Events are read only once the process is seen dead: a
+    // supervisor appends its "exited" event before it exits.
     for (const auto& job : snapshot) {
-      if (!job.exited && RecordEndOfDeadSupervisor(job.dir, job.pid)) {
-        LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit", job.job,
-                job.attempt, job.rank);
+      if (job.exited) continue;
+      pid_t pid =
+          job.pid > 0 ? job.pid : std::atoi(Trim(ReadFileOr(job.dir + "/supervisor.pid")).c_str());
+      if (launcher_.Alive(pid)) continue;
+      bool recorded = false;
+      for (const auto& e : ParseEvents(ReadFileOr(job.dir + "/events"))) {
+        recorded = recorded || e.kind == "exited";
       }
+      if (recorded) continue;
+      AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
+      LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit",
+              job.id.job, job.id.attempt, job.id.rank);
     }
   }
   if (session.empty()) return;
-  DurationMs timeout = final ? 2000 : 10'000;
   // For each job: new events first, then its output up to now, so that an exit is reported only
   // after all output written before it has been shipped.
-  std::vector<json::object> new_reports;
+  std::vector<proto::Report> new_reports;
   for (auto& job : snapshot) {
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
@@ -657,45 +533,37 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       ::close(fd);
       if (n <= 0) break;
       buf.resize(static_cast<size_t>(n));
-      auto res = client->Request(
-          "POST",
-          fmt::format("/v1/agent/logs?node={}&session={}&job={}&attempt={}&rank={}&offset={}",
-                      net::UrlEncode(options_.name), session, job.job, job.attempt, job.rank,
-                      job.log_shipped),
-          buf, timeout);
-      if (!res.ok()) {
+      proto::LogAppend where{options_.name,  session,     job.id.job,
+                             job.id.attempt, job.id.rank, job.log_shipped};
+      auto answer = connection_.AppendLog(where, buf, final ? 2000 : 10'000);
+      if (!answer.ok()) {
         shipped_all = false;
+        if (answer.status().code() == Code::kConflict) {
+          MutexLock lock(mu_);
+          need_register_ = true;
+        }
         break;
       }
-      auto v = ParseJson(res->body, "logs answer");
-      int64_t server_size =
-          v.ok() && v->is_object() ? GetInt(v->as_object(), "size", -1).value() : -1;
-      if ((res->status == 200 || res->status == 409) && server_size >= 0) {
-        // 409: the server holds a different amount (e.g. it lost a tail in a crash): resume from
-        // its size.
-        job.log_shipped = std::min<int64_t>(server_size, size);
-        if (res->status == 409 && server_size > size) break;
-      } else {
-        shipped_all = false;
-        break;
-      }
+      // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
+      // resume from its size.
+      job.log_shipped = std::min<int64_t>(answer->size, size);
+      if (!answer->error.empty() && answer->size > size) break;
     }
     size_t reported = job.events_seen;
     if (shipped_all) {
       for (const auto& e : fresh) {
-        json::object r{
-            {"job", job.job}, {"attempt", job.attempt}, {"rank", job.rank}, {"event", e.kind}};
-        if (e.kind == "exited") {
-          r["exit_code"] = e.exit_code;
-          r["phase"] = e.phase;
-          r["reason"] = e.reason;
+        auto event = proto::ParseReportEvent(e.kind);
+        if (!event) continue;
+        if (*event == proto::ReportEvent::kExited) {
+          new_reports.push_back(Exited(job.id, e.exit_code, e.phase, e.reason));
+        } else {
+          new_reports.push_back(EventReport(job.id, *event));
         }
-        new_reports.push_back(std::move(r));
       }
       reported = events.size();
     }
-    std::lock_guard lock(mu_);
-    auto it = jobs_.find(KeyOf(job.job, job.attempt, job.rank));
+    MutexLock lock(mu_);
+    auto it = jobs_.find(KeyOf(job.id));
     if (it == jobs_.end()) continue;
     it->second.log_shipped = job.log_shipped;
     it->second.events_seen = reported;
@@ -703,43 +571,44 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       if (shipped_all && e.kind == "exited") it->second.exited = true;
     }
   }
-  std::vector<json::object> batch;
+  proto::ReportRequest request{options_.name, session, {}};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& r : new_reports) reports_.push_back(std::move(r));
-    batch.assign(reports_.begin(), reports_.end());
+    request.reports.assign(reports_.begin(), reports_.end());
   }
-  if (batch.empty()) return;
-  json::array arr;
-  for (const auto& r : batch) arr.push_back(r);
-  json::object body{{"node", options_.name}, {"session", session}, {"reports", std::move(arr)}};
-  auto res = client->Request("POST", "/v1/agent/report", json::serialize(body), timeout);
-  if (!res.ok() || res->status != 200) {
-    if (res.ok() && res->status == 409) {
-      std::lock_guard lock(mu_);
+  if (request.reports.empty()) return;
+  auto answer = connection_.Report(request, final ? 2000 : 10'000);
+  if (!answer.ok()) {
+    if (answer.status().code() == Code::kConflict) {
+      MutexLock lock(mu_);
       need_register_ = true;
     }
     return;  // kept; sent again next round
   }
-  auto v = ParseJson(res->body, "report answer");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
+  size_t sent = request.reports.size();
   reports_.erase(reports_.begin(),
-                 reports_.begin() + static_cast<long>(std::min(batch.size(), reports_.size())));
-  if (!v.ok() || !v->is_object()) return;
-  const json::value* results = v->as_object().if_contains("results");
-  if (!results || !results->is_array()) return;
-  for (size_t i = 0; i < results->as_array().size() && i < batch.size(); ++i) {
-    const auto& r = results->as_array()[i];
-    if (!r.is_object()) continue;
-    std::string action = GetString(r.as_object(), "action").value();
-    const json::object& sent = batch[i];
-    std::string key =
-        KeyOf(GetInt(sent, "job").value(), static_cast<int>(GetInt(sent, "attempt").value()),
-              static_cast<int>(GetInt(sent, "rank").value()));
-    auto it = jobs_.find(key);
+                 reports_.begin() + static_cast<long>(std::min(sent, reports_.size())));
+  // The server answers each report, in order.
+  for (size_t i = 0; i < answer->results.size() && i < sent; ++i) {
+    const proto::ReportResult& result = answer->results[i];
+    const proto::Report& report = request.reports[i];
+    if (result.job != report.job || result.attempt != report.attempt ||
+        result.rank != report.rank) {
+      LogWarn("report answer {} names job {} attempt {} rank {}, not the report sent; ignored", i,
+              result.job, result.attempt, result.rank);
+      continue;
+    }
+    if (result.action == proto::ReportAction::kError) {
+      LogError("the server could not read a report of job {} attempt {} rank {}: {}", report.job,
+               report.attempt, report.rank, result.error);
+      continue;
+    }
+    auto it = jobs_.find(KeyOf(report.id()));
     if (it == jobs_.end()) continue;
-    if (action == "stop") StopJob(it->second);
-    if (GetString(sent, "event").value() == "exited" && it->second.exited) {
+    if (result.action == proto::ReportAction::kStop) StopJob(it->second);
+    if (report.event == proto::ReportEvent::kExited && it->second.exited) {
       // The server has the exit and all output: the record can go.
       std::error_code ec;
       std::filesystem::remove_all(it->second.dir, ec);

@@ -8,68 +8,53 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"
-#include "net/http_client.h"
 #include "spec/job_spec.h"
 
 namespace berth {
 
-HollowNodes::HollowNodes(AgentOptions options, int count)
-    : options_(std::move(options)), count_(count) {}
+HollowNodes::HollowNodes(AgentOptions options, int count, const Clock& clock)
+    : options_(std::move(options)),
+      count_(count),
+      clock_(clock),
+      connection_(std::make_unique<HttpAgentConnection>(options_.server_url, options_.token)) {}
 
 HollowNodes::~HollowNodes() = default;
 
 void HollowNodes::RequestStop() {
   stop_ = true;
   cv_.notify_all();
+  connection_->AbortWatch();
 }
 
 Status HollowNodes::Register(size_t index) {
-  json::object body;
-  std::string name;
-  std::string node_id;
+  proto::RegisterRequest request;
   {
     std::lock_guard lock(mu_);
-    name = nodes_[index].name;
-    node_id = nodes_[index].node_id;
+    request.name = nodes_[index].name;
+    request.node_id = nodes_[index].node_id;
+    for (const auto& [job, attempt, rank] : nodes_[index].running) {
+      request.running.push_back({job, attempt, rank});
+    }
   }
-  body["name"] = name;
-  body["node_id"] = node_id;
-  body["address"] = options_.address.empty() ? "127.0.0.1" : options_.address;
-  body["pool"] = options_.pool;
-  json::object labels;
-  for (const auto& [k, v] : options_.labels) labels[k] = v;
-  body["labels"] = std::move(labels);
-  body["cpus_milli"] = options_.cpus.value_or(8 * kMilliPerCpu);
-  body["memory_mib"] = options_.memory.value_or(64 * kMibPerGib);
-  json::array gpus;
+  request.address = options_.address.empty() ? "127.0.0.1" : options_.address;
+  request.pool = options_.pool;
+  request.labels = options_.labels;
+  request.cpus_milli = options_.cpus.value_or(8 * kMilliPerCpu);
+  request.memory_mib = options_.memory.value_or(64 * kMibPerGib);
   if (!options_.gpus.empty()) {
     auto declared = ParseGpuDeclaration(options_.gpus);
     if (!declared.ok()) return declared.status();
-    for (const auto& g : *declared)
-      gpus.push_back(json::object{{"index", g.index}, {"type", g.type}});
+    for (const auto& g : *declared) request.gpus.push_back({g.index, g.type});
   }
-  body["gpus"] = std::move(gpus);
-  json::array running;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [job, attempt, rank] : nodes_[index].running) {
-      running.push_back(json::object{{"job", job}, {"attempt", attempt}, {"rank", rank}});
-    }
-  }
-  body["running"] = std::move(running);
-  net::HttpClient client(options_.server_url, options_.token);
-  auto res = client.Request("POST", "/v1/agent/register", json::serialize(body), 30'000);
-  if (!res.ok()) return res.status();
-  auto v = ParseJson(res->body, "register answer");
-  if (res->status != 200 || !v.ok() || !v->is_object()) {
-    return Status(
-        res->status == 409 ? Code::kConflict : Code::kInvalidArgument,
-        fmt::format("node {}: registration refused ({}): {}", name, res->status, res->body));
+  auto answer = connection_->Register(request);
+  if (!answer.ok()) {
+    return Status(answer.status().code(), fmt::format("node {}: registration refused: {}",
+                                                      request.name, answer.status().message()));
   }
   std::lock_guard lock(mu_);
-  nodes_[index].session = GetString(v->as_object(), "session").value();
+  nodes_[index].session = answer->session;
   nodes_[index].need_register = false;
-  heartbeat_ms_ = GetInt(v->as_object(), "heartbeat_ms", 5000).value();
+  heartbeat_ms_ = answer->heartbeat_ms;
   return Status::Ok();
 }
 
@@ -79,12 +64,10 @@ std::optional<double> HollowNodes::HollowSeconds(int64_t spec_id) {
     auto it = spec_seconds_.find(spec_id);
     if (it != spec_seconds_.end()) return it->second;
   }
-  thread_local std::unique_ptr<net::HttpClient> client;
-  if (!client) client = std::make_unique<net::HttpClient>(options_.server_url, options_.token);
   std::optional<double> seconds;
-  auto res = client->Request("GET", fmt::format("/v1/specs/{}", spec_id), "", 30'000);
-  if (res.ok() && res->status == 200) {
-    auto v = ParseJson(res->body, "spec");
+  auto text = connection_->GetSpec(spec_id);
+  if (text.ok()) {
+    auto v = ParseJson(*text, "spec");
     if (v.ok()) {
       auto spec = SpecFromJson(*v);
       if (spec.ok()) {
@@ -104,42 +87,46 @@ std::optional<double> HollowNodes::HollowSeconds(int64_t spec_id) {
   return seconds;
 }
 
-void HollowNodes::OnMessage(size_t index, const json::object& m) {
-  std::string type = GetString(m, "type").value();
-  if (type != "launch" && type != "stop") return;
-  int64_t job = GetInt(m, "job").value();
-  int attempt = static_cast<int>(GetInt(m, "attempt").value());
-  int rank = static_cast<int>(GetInt(m, "rank").value());
-  auto key = std::make_tuple(job, attempt, rank);
-  json::object base{{"job", job}, {"attempt", attempt}, {"rank", rank}};
-  if (type == "launch") {
-    std::optional<double> seconds = HollowSeconds(GetInt(m, "spec_id").value());
+namespace {
+
+proto::Report HollowReport(const proto::AttemptRank& id, proto::ReportEvent event,
+                           std::optional<int> exit_code = std::nullopt,
+                           const std::string& reason = "") {
+  proto::Report r;
+  r.job = id.job;
+  r.attempt = id.attempt;
+  r.rank = id.rank;
+  r.event = event;
+  r.exit_code = exit_code;
+  r.reason = reason;
+  return r;
+}
+
+}  // namespace
+
+void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
+  if (const auto* launch = std::get_if<proto::LaunchMessage>(&m)) {
+    std::optional<double> seconds = HollowSeconds(launch->spec_id);
+    proto::AttemptRank id = launch->id();
+    auto key = std::make_tuple(id.job, id.attempt, id.rank);
     std::lock_guard lock(mu_);
     Node& node = nodes_[index];
     if (node.running.count(key)) return;
     node.running.insert(key);
-    json::object accepted = base;
-    accepted["event"] = "accepted";
-    json::object running = base;
-    running["event"] = "running";
-    node.reports.push_back(std::move(accepted));
-    node.reports.push_back(std::move(running));
+    node.reports.push_back(HollowReport(id, proto::ReportEvent::kAccepted));
+    node.reports.push_back(HollowReport(id, proto::ReportEvent::kRunning));
     if (seconds) {
-      timers_.push_back(
-          {MonotonicMs() + static_cast<int64_t>(*seconds * 1000), index, job, attempt, rank});
+      timers_.push_back({clock_.Monotonic() + static_cast<int64_t>(*seconds * 1000), index, id.job,
+                         id.attempt, id.rank});
       std::push_heap(timers_.begin(), timers_.end());
     }
     cv_.notify_all();
-  } else {
+  } else if (const auto* stop = std::get_if<proto::StopMessage>(&m)) {
+    proto::AttemptRank id = stop->id();
     std::lock_guard lock(mu_);
     Node& node = nodes_[index];
-    node.running.erase(key);
-    json::object exited = base;
-    exited["event"] = "exited";
-    exited["exit_code"] = 143;
-    exited["phase"] = "run";
-    exited["reason"] = "stopped";
-    node.reports.push_back(std::move(exited));
+    node.running.erase(std::make_tuple(id.job, id.attempt, id.rank));
+    node.reports.push_back(HollowReport(id, proto::ReportEvent::kExited, 143, "stopped"));
     cv_.notify_all();
   }
 }
@@ -166,29 +153,16 @@ void HollowNodes::WatchLoop(size_t index) {
       std::lock_guard lock(mu_);
       session = nodes_[index].session;
     }
-    net::HttpClient client(options_.server_url, options_.token);
-    std::string pending;
-    int status = 0;
-    client.Stream(
-        "GET", "/v1/agent/watch?node=" + net::UrlEncode(name) + "&session=" + session, "", 20'000,
-        [&](std::string_view data) {
-          pending.append(data);
-          size_t nl;
-          while ((nl = pending.find('\n')) != std::string::npos) {
-            auto v = ParseJson(pending.substr(0, nl), "watch message");
-            pending.erase(0, nl + 1);
-            if (v.ok() && v->is_object()) OnMessage(index, v->as_object());
-          }
-          return !stop_.load();
-        },
-        &status);
+    connection_->Watch(name, session, [&](const proto::WatchMessage& m) {
+      OnMessage(index, m);
+      return !stop_.load();
+    });
     std::lock_guard lock(mu_);
     nodes_[index].need_register = true;
   }
 }
 
 void HollowNodes::HeartbeatLoop() {
-  net::HttpClient client(options_.server_url, options_.token);
   while (!stop_) {
     DurationMs interval;
     {
@@ -198,18 +172,14 @@ void HollowNodes::HeartbeatLoop() {
       if (stop_) return;
     }
     for (size_t i = 0; i < nodes_.size() && !stop_; ++i) {
-      std::string name;
-      std::string session;
+      proto::HeartbeatRequest request;
       {
         std::lock_guard lock(mu_);
-        name = nodes_[i].name;
-        session = nodes_[i].session;
+        request = {nodes_[i].name, nodes_[i].session};
       }
-      if (session.empty()) continue;
-      auto res = client.Request("POST", "/v1/agent/heartbeat",
-                                json::serialize(json::object{{"node", name}, {"session", session}}),
-                                10'000);
-      if (res.ok() && res->status == 409) {
+      if (request.session.empty()) continue;
+      Status st = connection_->Heartbeat(request);
+      if (st.code() == Code::kConflict) {
         std::lock_guard lock(mu_);
         nodes_[i].need_register = true;
       }
@@ -218,70 +188,52 @@ void HollowNodes::HeartbeatLoop() {
 }
 
 void HollowNodes::ReporterLoop() {
-  net::HttpClient client(options_.server_url, options_.token);
   while (!stop_) {
-    std::vector<std::tuple<size_t, std::string, std::string, std::vector<json::object>>> batches;
+    std::vector<proto::ReportRequest> batches;
+    std::vector<size_t> batch_nodes;
     {
       std::unique_lock lock(mu_);
       int64_t wait = 50;
-      if (!timers_.empty())
-        wait = std::clamp<int64_t>(timers_.front().due_ms - MonotonicMs(), 0, 50);
+      if (!timers_.empty()) {
+        wait = std::clamp<int64_t>(timers_.front().due_ms - clock_.Monotonic(), 0, 50);
+      }
       cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stop_.load(); });
       if (stop_) return;
-      int64_t now = MonotonicMs();
+      int64_t now = clock_.Monotonic();
       while (!timers_.empty() && timers_.front().due_ms <= now) {
         std::pop_heap(timers_.begin(), timers_.end());
         Timer t = timers_.back();
         timers_.pop_back();
         Node& node = nodes_[t.node];
         if (node.running.erase({t.job, t.attempt, t.rank})) {
-          node.reports.push_back(json::object{{"job", t.job},
-                                              {"attempt", t.attempt},
-                                              {"rank", t.rank},
-                                              {"event", "exited"},
-                                              {"exit_code", 0},
-                                              {"phase", "run"}});
+          node.reports.push_back(
+              HollowReport({t.job, t.attempt, t.rank}, proto::ReportEvent::kExited, 0));
         }
       }
       for (size_t i = 0; i < nodes_.size(); ++i) {
         if (nodes_[i].reports.empty() || nodes_[i].session.empty()) continue;
-        batches.emplace_back(i, nodes_[i].name, nodes_[i].session, std::move(nodes_[i].reports));
+        batches.push_back({nodes_[i].name, nodes_[i].session, std::move(nodes_[i].reports)});
+        batch_nodes.push_back(i);
         nodes_[i].reports.clear();
       }
     }
-    for (auto& [index, name, session, reports] : batches) {
-      json::array arr;
-      for (auto& r : reports) arr.push_back(r);
-      auto res = client.Request(
-          "POST", "/v1/agent/report",
-          json::serialize(json::object{{"node", name}, {"session", session}, {"reports", arr}}),
-          30'000);
-      if (!res.ok() || res->status != 200) {
+    for (size_t b = 0; b < batches.size(); ++b) {
+      size_t index = batch_nodes[b];
+      const auto& reports = batches[b].reports;
+      auto answer = connection_->Report(batches[b], 30'000);
+      if (!answer.ok()) {
         std::lock_guard lock(mu_);
         auto& pending = nodes_[index].reports;
         pending.insert(pending.begin(), reports.begin(), reports.end());  // resend next round
-        if (res.ok() && res->status == 409) nodes_[index].need_register = true;
+        if (answer.status().code() == Code::kConflict) nodes_[index].need_register = true;
         continue;
       }
-      auto v = ParseJson(res->body, "report answer");
-      if (!v.ok() || !v->is_object()) continue;
-      const json::value* results = v->as_object().if_contains("results");
-      if (!results || !results->is_array()) continue;
       std::lock_guard lock(mu_);
-      for (const auto& r : results->as_array()) {
-        if (!r.is_object() || GetString(r.as_object(), "action").value() != "stop") continue;
-        const auto& o = r.as_object();
-        auto key = std::make_tuple(GetInt(o, "job").value(),
-                                   static_cast<int>(GetInt(o, "attempt").value()),
-                                   static_cast<int>(GetInt(o, "rank").value()));
-        if (nodes_[index].running.erase(key)) {
-          nodes_[index].reports.push_back(json::object{{"job", std::get<0>(key)},
-                                                       {"attempt", std::get<1>(key)},
-                                                       {"rank", std::get<2>(key)},
-                                                       {"event", "exited"},
-                                                       {"exit_code", 143},
-                                                       {"phase", "run"},
-                                                       {"reason", "stopped"}});
+      for (const auto& r : answer->results) {
+        if (r.action != proto::ReportAction::kStop) continue;
+        if (nodes_[index].running.erase(std::make_tuple(r.job, r.attempt, r.rank))) {
+          nodes_[index].reports.push_back(HollowReport(
+              {r.job, r.attempt, r.rank}, proto::ReportEvent::kExited, 143, "stopped"));
         }
       }
     }

@@ -20,14 +20,17 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/connection.h"
+#include "common/clock.h"
 #include "common/json_util.h"
+#include "protocol/agent_protocol.h"
 
 namespace berth {
 
 class HollowNodes {
  public:
   // `options.name` is the prefix: nodes are PREFIX-0 ... PREFIX-(count-1).
-  HollowNodes(AgentOptions options, int count);
+  HollowNodes(AgentOptions options, int count, const Clock& clock);
   ~HollowNodes();
 
   Status Run();
@@ -40,7 +43,7 @@ class HollowNodes {
     std::string session;
     bool need_register = true;
     std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank)
-    std::vector<json::object> reports;
+    std::vector<proto::Report> reports;
   };
   struct Timer {
     int64_t due_ms;  // monotonic
@@ -55,11 +58,13 @@ class HollowNodes {
   void WatchLoop(size_t index);
   void HeartbeatLoop();
   void ReporterLoop();
-  void OnMessage(size_t index, const json::object& m);
+  void OnMessage(size_t index, const proto::WatchMessage& m);
   std::optional<double> HollowSeconds(int64_t spec_id);
 
   AgentOptions options_;
   int count_;
+  const Clock& clock_;
+  std::unique_ptr<AgentConnection> connection_;  // one for every simulated node
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Node> nodes_;    // guarded by mu_ (the vector's size is fixed)

@@ -13,15 +13,20 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/connection.h"
 #include "agent/hollow.h"
+#include "agent/launcher.h"
 #include "agent/spawner.h"
 #include "agent/supervisor.h"
 #include "cli/commands.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "protocol/job_env.h"
 #include "server/server.h"
 #include "store/store.h"
+
+extern char** environ;
 
 namespace berth::exe {
 
@@ -158,7 +163,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   options.self_exe = self_exe;
   if (flags.hollow > 0) {
     sigset_t signals = BlockStopSignals();
-    HollowNodes hollow(options, flags.hollow);
+    HollowNodes hollow(options, flags.hollow, SystemClock::Get());
     std::thread waiter([&] {
       WaitForStopSignal(signals);
       hollow.RequestStop();
@@ -172,7 +177,10 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (flags.state_dir.empty())
     return Fail(Status::Invalid("the agent needs --state-dir (unless --hollow)"));
   sigset_t signals = BlockStopSignals();
-  Agent agent(options);
+  options.base_environment = proto::FilterBaseEnvironment(proto::EnvironmentFromArray(environ));
+  HttpAgentConnection connection(options.server_url, options.token);
+  SupervisorLauncher launcher(options.self_exe);
+  Agent agent(options, SystemClock::Get(), connection, launcher);
   std::thread waiter([&] {
     WaitForStopSignal(signals);
     agent.RequestStop();

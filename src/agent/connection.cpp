@@ -1,0 +1,157 @@
+#include "agent/connection.h"
+
+#include <fmt/format.h>
+
+#include "common/json_util.h"
+#include "net/http.h"
+#include "net/http_client.h"
+
+namespace berth {
+
+struct HttpAgentConnection::Lane {
+  Lane(const std::string& url, const std::string& token) : client(url, token) {}
+  std::mutex mu;
+  net::HttpClient client;  // guarded by mu
+};
+
+HttpAgentConnection::HttpAgentConnection(std::string server_url, std::string token)
+    : server_url_(std::move(server_url)),
+      token_(std::move(token)),
+      control_(std::make_unique<Lane>(server_url_, token_)),
+      heartbeat_(std::make_unique<Lane>(server_url_, token_)),
+      shipping_(std::make_unique<Lane>(server_url_, token_)),
+      specs_(std::make_unique<Lane>(server_url_, token_)) {}
+
+HttpAgentConnection::~HttpAgentConnection() = default;
+
+namespace {
+
+// The error text of a refusal: its JSON "error", or the body itself.
+std::string ErrorOf(const net::HttpResponse& res) {
+  auto v = ParseJson(res.body, "answer");
+  if (v.ok() && v->is_object()) {
+    if (const auto* e = v->as_object().if_contains("error"); e && e->is_string()) {
+      return std::string(e->as_string());
+    }
+  }
+  return res.body;
+}
+
+Status StatusOf(const net::HttpResponse& res, const std::string& what) {
+  std::string error = ErrorOf(res);
+  switch (res.status) {
+    case 409:
+      return Status::Conflict(error);
+    case 401:
+      return Status::Unauthorized(error);
+    case 503:
+      return Status::Unavailable(error);
+    default:
+      return Status::Invalid(fmt::format("{} refused ({}): {}", what, res.status, error));
+  }
+}
+
+template <typename Answer>
+Result<Answer> Call(std::mutex& mu, net::HttpClient& client, const std::string& what,
+                    const std::string& target, const json::object& body, int64_t timeout_ms) {
+  std::lock_guard lock(mu);
+  auto res = client.Request("POST", target, json::serialize(body), timeout_ms);
+  if (!res.ok()) return res.status();
+  if (res->status != 200) return StatusOf(*res, what);
+  auto v = ParseJson(res->body, what + " answer");
+  if (!v.ok()) return v.status();
+  return Answer::Decode(*v);
+}
+
+}  // namespace
+
+Result<proto::RegisterAnswer> HttpAgentConnection::Register(const proto::RegisterRequest& request) {
+  return Call<proto::RegisterAnswer>(control_->mu, control_->client, "registration",
+                                     "/v1/agent/register", request.Encode(), 10'000);
+}
+
+Status HttpAgentConnection::Heartbeat(const proto::HeartbeatRequest& request) {
+  auto answer = Call<proto::HeartbeatAnswer>(heartbeat_->mu, heartbeat_->client, "heartbeat",
+                                             "/v1/agent/heartbeat", request.Encode(), 10'000);
+  return answer.status();
+}
+
+Result<proto::ReportAnswer> HttpAgentConnection::Report(const proto::ReportRequest& request,
+                                                        int64_t timeout_ms) {
+  return Call<proto::ReportAnswer>(shipping_->mu, shipping_->client, "report", "/v1/agent/report",
+                                   request.Encode(), timeout_ms);
+}
+
+Result<proto::LogAppendAnswer> HttpAgentConnection::AppendLog(const proto::LogAppend& where,
+                                                              std::string_view data,
+                                                              int64_t timeout_ms) {
+  std::lock_guard lock(shipping_->mu);
+  auto res = shipping_->client.Request("POST", "/v1/agent/logs?" + where.ToQueryString(),
+                                       std::string(data), timeout_ms);
+  if (!res.ok()) return res.status();
+  if (res->status != 200 && res->status != 409) return StatusOf(*res, "log shipping");
+  auto v = ParseJson(res->body, "logs answer");
+  if (!v.ok()) return v.status();
+  return proto::LogAppendAnswer::Decode(*v);
+}
+
+Result<std::string> HttpAgentConnection::GetSpec(int64_t spec_id) {
+  std::lock_guard lock(specs_->mu);
+  auto res = specs_->client.Request("GET", fmt::format("/v1/specs/{}", spec_id), "", 30'000);
+  if (!res.ok()) return res.status();
+  if (res->status == 404) return Status::NotFound(fmt::format("spec {} is unknown", spec_id));
+  if (res->status != 200) return StatusOf(*res, "spec fetch");
+  return std::move(res->body);
+}
+
+Status HttpAgentConnection::Watch(
+    const std::string& node, const std::string& session,
+    const std::function<bool(const proto::WatchMessage&)>& on_message) {
+  auto client = std::make_shared<net::HttpClient>(server_url_, token_);
+  {
+    std::lock_guard lock(watch_mu_);
+    if (watch_aborted_) {
+      watch_aborted_ = false;
+      return Status::Unavailable("the watch was aborted");
+    }
+    watches_.insert(client);
+  }
+  std::string pending;
+  int status = 0;
+  Status st = client->Stream(
+      "GET", "/v1/agent/watch?node=" + net::UrlEncode(node) + "&session=" + net::UrlEncode(session),
+      "", 20'000,
+      [&](std::string_view data) {
+        pending.append(data);
+        size_t nl;
+        while ((nl = pending.find('\n')) != std::string::npos) {
+          std::string line = pending.substr(0, nl);
+          pending.erase(0, nl + 1);
+          auto message = proto::DecodeWatchMessage(line);
+          // Types this version does not know are skipped (a newer server may send them).
+          if (message.ok() && !on_message(*message)) return false;
+        }
+        return true;
+      },
+      &status);
+  {
+    std::lock_guard lock(watch_mu_);
+    watches_.erase(client);
+  }
+  if (st.ok() && status == 409) return Status::Conflict("unknown agent session; register again");
+  return st;
+}
+
+void HttpAgentConnection::AbortWatch() {
+  std::set<std::shared_ptr<net::HttpClient>> clients;
+  {
+    std::lock_guard lock(watch_mu_);
+    clients = watches_;
+    if (clients.empty()) watch_aborted_ = true;
+  }
+  // The shared pointers keep the clients alive while they are aborted, even if their Watch
+  // returns meanwhile.
+  for (const auto& client : clients) client->Abort();
+}
+
+}  // namespace berth

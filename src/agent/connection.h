@@ -1,0 +1,83 @@
+// AgentConnection: the agent's link to the server — the calls of the agent protocol
+// (protocol/agent_protocol.h) without their transport. HttpAgentConnection speaks HTTP to a server
+// URL; unit tests use a fake that plays the server (tests/fakes/fake_connection.h).
+//
+// Errors: Unavailable when the server cannot be reached (retry later); Conflict when the server
+// does not know the session (register again) or, on Register, when the node's name is held by
+// another live agent; Unauthorized for a wrong token; InvalidArgument for a refusal.
+//
+// Thread-safety: implementations are thread-safe; calls from different threads may overlap, Watch
+// included (the hollow agent reads one stream per simulated node). AbortWatch from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "protocol/agent_protocol.h"
+
+namespace berth {
+
+namespace net {
+class HttpClient;
+}
+
+class AgentConnection {
+ public:
+  virtual ~AgentConnection() = default;
+  virtual Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) = 0;
+  virtual Status Heartbeat(const proto::HeartbeatRequest& request) = 0;
+  // `timeout_ms` bounds the call (the agent's last flush at shutdown waits less).
+  virtual Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
+                                             int64_t timeout_ms) = 0;
+  // Ships output bytes. A 409 answer (the server holds a different amount) is not an error: the
+  // answer then carries the server's size and an error text.
+  virtual Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where,
+                                                   std::string_view data, int64_t timeout_ms) = 0;
+  // The spec text of a submission. NotFound if the server does not know it.
+  virtual Result<std::string> GetSpec(int64_t spec_id) = 0;
+  // Reads the session's watch stream, calling `on_message` for every message, until the stream
+  // ends (Ok or an error), `on_message` returns false, or AbortWatch() is called.
+  virtual Status Watch(const std::string& node, const std::string& session,
+                       const std::function<bool(const proto::WatchMessage&)>& on_message) = 0;
+  // Ends every Watch in progress (or the next one, if none is in progress) at once.
+  virtual void AbortWatch() = 0;
+};
+
+class HttpAgentConnection final : public AgentConnection {
+ public:
+  HttpAgentConnection(std::string server_url, std::string token);
+  ~HttpAgentConnection() override;
+
+  Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) override;
+  Status Heartbeat(const proto::HeartbeatRequest& request) override;
+  Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
+                                     int64_t timeout_ms) override;
+  Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
+                                           int64_t timeout_ms) override;
+  Result<std::string> GetSpec(int64_t spec_id) override;
+  Status Watch(const std::string& node, const std::string& session,
+               const std::function<bool(const proto::WatchMessage&)>& on_message) override;
+  void AbortWatch() override;
+
+ private:
+  // One client per kind of call, each used under its own mutex: calls from the agent's threads
+  // (heartbeat, shipper, launcher, control) never wait for each other's requests.
+  struct Lane;
+  std::string server_url_;
+  std::string token_;
+  std::unique_ptr<Lane> control_;  // register
+  std::unique_ptr<Lane> heartbeat_;
+  std::unique_ptr<Lane> shipping_;  // reports and logs
+  std::unique_ptr<Lane> specs_;
+  std::mutex watch_mu_;
+  std::set<std::shared_ptr<net::HttpClient>> watches_;  // guarded by watch_mu_; streams being read
+  bool watch_aborted_ = false;                          // guarded by watch_mu_
+};
+
+}  // namespace berth

@@ -1,0 +1,42 @@
+// Launcher: how the agent starts and stops the supervisor of one job rank (agent/supervisor.h),
+// given the job directory holding its run plan. SupervisorLauncher forks supervisors through the
+// Spawner helper process (falling back to fork+exec); unit tests use a fake that records what it
+// was asked and lets the test write the job's events itself (tests/fakes/fake_launcher.h).
+//
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "agent/spawner.h"
+#include "common/status.h"
+
+namespace berth {
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts a supervisor for the run plan in `dir`; returns its pid.
+  virtual Result<pid_t> Start(const std::string& dir) = 0;
+  // Asks the supervisor to stop its job (SIGTERM; it escalates to SIGKILL after the grace).
+  virtual void Stop(pid_t pid) = 0;
+  // Whether the supervisor still lives (a zombie counts as gone).
+  virtual bool Alive(pid_t pid) = 0;
+};
+
+class SupervisorLauncher final : public Launcher {
+ public:
+  explicit SupervisorLauncher(std::string self_exe);
+  Result<pid_t> Start(const std::string& dir) override;
+  void Stop(pid_t pid) override;
+  bool Alive(pid_t pid) override;
+
+ private:
+  std::string self_exe_;
+  Spawner spawner_;
+};
+
+}  // namespace berth
