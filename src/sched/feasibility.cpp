@@ -9,7 +9,7 @@
 
 #include "common/quantity.h"
 #include "sched/describe.h"
-#include "sched/node_fit.h"
+#include "sched/matching.h"
 #include "sched/scheduler.h"
 
 namespace berth::sched {

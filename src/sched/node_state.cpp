@@ -21,8 +21,7 @@ bool DevicesFit(std::span<const DeviceFree> devices, const Need& need) {
   return whole >= need.devices;
 }
 
-// The same choice as PickDevices() in node_fit.cpp: devices are addressed by their `index`, which
-// need not match their position.
+// Devices are addressed by their `index`, which need not match their position.
 std::vector<GpuGrant> PickDevices(std::span<const DeviceFree> devices, const Need& need) {
   std::vector<GpuGrant> grants;
   if (!need.wants_gpu()) return grants;

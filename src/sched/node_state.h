@@ -1,8 +1,10 @@
 // Node state: what every node has free during one scheduling pass, in a compact form built for
 // speed (GPU types and pools interned as small integers, per-type totals kept current), so that
 // "does this node fit, and how tightly" is a handful of integer comparisons instead of a walk over
-// strings. It answers the same questions as node_fit.h (FitOnNode and FitKey) and must give the
-// same answers; the pass, its node index, preemption and reservations are built on it.
+// strings: whole GPUs go to the lowest-indexed fully free devices of the type; a fractional GPU to
+// the device of the type with the least free share that still holds it (lowest index on ties), so
+// that shares pack onto used devices. The pass, its node index, preemption and reservations are
+// built on it.
 //
 // Nodes are numbered in name order, so that comparing positions breaks ties the way comparing names
 // does. Internal to sched/. Not thread-safe: a pass owns its NodeState.
@@ -43,7 +45,7 @@ struct Need {
   bool wants_gpu() const { return milli > 0; }
 };
 
-// How tight a fit is; smaller is better. FitKey (node_fit.h) with the node's position for its name.
+// How tight a fit is; smaller is better. FitKey (matching.h) with the node's position for its name.
 struct FitOrder {
   MilliGpu gpus_left = 0;
   MilliCpu cpus_left = 0;

@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "sched/describe.h"
-#include "sched/node_fit.h"
+#include "sched/matching.h"
 #include "sched/pass.h"
 
 namespace berth::sched::internal {

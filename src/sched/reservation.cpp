@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "sched/describe.h"
-#include "sched/node_fit.h"
+#include "sched/matching.h"
 #include "sched/pass.h"
 
 namespace berth::sched::internal {

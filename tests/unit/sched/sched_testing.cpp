@@ -8,7 +8,7 @@
 #include <set>
 
 #include "common/resources.h"
-#include "sched/node_fit.h"
+#include "sched/matching.h"
 
 namespace berth::sched::testing {
 

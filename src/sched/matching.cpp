@@ -1,0 +1,32 @@
+#include "sched/matching.h"
+
+#include <algorithm>
+
+namespace berth::sched {
+
+std::string RequestProblem(const JobRequest& job) {
+  const ResourceRequest& r = job.per_node;
+  if (job.num_nodes < 1) return "num_nodes must be at least 1";
+  if (r.cpus < 0 || r.memory < 0 || r.gpu_milli < 0) return "resources must not be negative";
+  if (r.gpu_milli > 0 && r.gpu_type.empty()) return "a GPU request needs a GPU type";
+  if (r.gpu_milli > kMilliPerGpu && r.gpu_milli % kMilliPerGpu != 0) {
+    return "more than one GPU must be a whole number of GPUs";
+  }
+  return "";
+}
+
+bool InPoolAndSelector(const NodeView& node, const JobRequest& job) {
+  if (!job.pool.empty() && node.pool != job.pool) return false;
+  for (const auto& [key, value] : job.node_selector) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+int DevicesOfType(const NodeView& node, const std::string& type) {
+  return static_cast<int>(std::count_if(node.gpus.begin(), node.gpus.end(),
+                                        [&](const Device& d) { return d.type == type; }));
+}
+
+}  // namespace berth::sched

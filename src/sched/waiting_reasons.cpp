@@ -1,0 +1,182 @@
+// The waiting reasons of a pass: the sentence `berth show` prints for a job that was not placed,
+// naming the scarce resource ("needs V100:4 on 1 node; most free on one node: 2 V100 (n1)"). Kept
+// apart from the placement policies in pass.cpp: these only describe, they never decide.
+#include <algorithm>
+
+#include "common/quantity.h"
+#include "sched/describe.h"
+#include "sched/matching.h"
+#include "sched/pass.h"
+
+namespace berth::sched::internal {
+
+std::string Pass::WhyNot(const JobRequest& job, const Need& need) const {
+  std::string reason;
+  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  if (eligible.empty()) return reason;
+  if (!reserved_.empty()) {
+    // Enough nodes fit, but some are reserved for a job that has waited too long.
+    std::vector<NodeIdx> blocked;
+    size_t fits = 0;
+    for (NodeIdx i : eligible) {
+      if (!state_.Fits(i, need)) continue;
+      ++fits;
+      if (Blocked(i, job)) blocked.push_back(i);
+    }
+    if (!blocked.empty() && fits >= static_cast<size_t>(job.num_nodes)) {
+      return ReservedReason(job, blocked);
+    }
+  }
+  return ResourceReason(job, need, eligible);
+}
+
+std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
+                                 const std::vector<NodeIdx>& eligible) const {
+  const ResourceRequest& r = job.per_node;
+  const size_t needed = static_cast<size_t>(job.num_nodes);
+  const std::string where =
+      job.num_nodes == 1 ? "on 1 node" : "on each of " + CountNodes(job.num_nodes);
+  auto head = [&](const std::string& what) {
+    return "waiting for resources: needs " + what + " " + where + "; ";
+  };
+  // Up to four names: ListNames() shows three, then "..." when there are more.
+  auto some_names = [](std::vector<std::string>& names, const std::string& name) {
+    if (names.size() < 4) names.push_back(name);
+  };
+
+  // One resource on its own: fails when fewer than num_nodes nodes have `amount` of it free. The
+  // reason names the node with the most of it, which is the most useful hint for a single-node job.
+  auto scarce = [&](const std::string& what, int64_t amount, auto have_of, auto show,
+                    const std::string& none) -> std::optional<std::string> {
+    size_t enough = 0;
+    std::vector<std::string> names;
+    int64_t best = -1;
+    NodeIdx best_node = kNoNode;
+    for (NodeIdx i : eligible) {
+      const int64_t have = have_of(i);
+      if (have >= amount) {
+        ++enough;
+        some_names(names, state_.name(i));
+      }
+      if (have > best) {
+        best = have;
+        best_node = i;
+      }
+    }
+    if (enough >= needed) return std::nullopt;
+    if (enough > 0) {
+      return head(what) + "only " + CountNodes(static_cast<int>(enough)) +
+             (enough == 1 ? " has" : " have") + " that free (" + ListNames(names) + ")";
+    }
+    if (best <= 0) return head(what) + none;
+    return head(what) + "most free on one node: " + show(best) + " (" + state_.name(best_node) +
+           ")";
+  };
+
+  if (r.wants_gpu()) {
+    const std::string gpus = FormatGpus(r.gpu_type, r.gpu_milli);
+    const int t = need.type;
+    const bool has_type = std::any_of(eligible.begin(), eligible.end(),
+                                      [&](NodeIdx i) { return state_.devices_of(t, i) > 0; });
+    if (!has_type) {
+      return head(gpus) + "no schedulable node" + DescribeScope(job) + " has " + r.gpu_type +
+             " GPUs";
+    }
+    std::optional<std::string> why;
+    if (r.fractional_gpu()) {
+      why = scarce(
+          gpus, r.gpu_milli, [&](NodeIdx i) { return state_.largest_free(t, i); },
+          [&](int64_t have) { return FormatMilli(have) + " of one " + r.gpu_type; },
+          "every " + r.gpu_type + " is fully taken");
+    } else {
+      why = scarce(
+          gpus, r.gpu_devices(), [&](NodeIdx i) { return int64_t{state_.whole_free(t, i)}; },
+          [&](int64_t have) { return std::to_string(have) + " " + r.gpu_type; },
+          "no whole " + r.gpu_type + " free on any node");
+    }
+    if (why) return *why;
+  }
+  if (r.cpus > 0) {
+    std::optional<std::string> why = scarce(
+        DescribeCpus(r.cpus), r.cpus, [&](NodeIdx i) { return state_.cpus_free(i); },
+        [](int64_t have) { return DescribeCpus(have); }, "no CPUs free on any node");
+    if (why) return *why;
+  }
+  if (r.memory > 0) {
+    std::optional<std::string> why = scarce(
+        DescribeMemory(r.memory), r.memory, [&](NodeIdx i) { return state_.memory_free(i); },
+        [](int64_t have) { return FormatMib(have); }, "no memory free on any node");
+    if (why) return *why;
+  }
+  // Each resource is free somewhere, but not together on enough nodes.
+  size_t enough = 0;
+  std::vector<std::string> names;
+  for (NodeIdx i : eligible) {
+    if (!state_.Fits(i, need)) continue;
+    ++enough;
+    some_names(names, state_.name(i));
+  }
+  if (enough == 0) return head(DescribeRequest(r)) + "no node has all of it free at once";
+  return head(DescribeRequest(r)) + "only " + CountNodes(static_cast<int>(enough)) +
+         (enough == 1 ? " has" : " have") + " all of it free at once (" + ListNames(names) + ")";
+}
+
+std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domains& d) const {
+  std::string reason;
+  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  if (eligible.empty()) return reason;
+  const std::string& key = job.exclusive;
+  std::vector<uint8_t> is_eligible(state_.size(), 0);
+  for (NodeIdx i : eligible) is_eligible[i] = 1;
+
+  std::vector<std::string> busy;
+  size_t busy_count = 0;
+  std::vector<NodeIdx> in_free_domains;
+  std::vector<int> free_domains;  // in value order
+  for (size_t dom = 0; dom < d.values.size(); ++dom) {
+    bool usable = false;  // it has a schedulable node in the job's scope (free or not)
+    bool any_eligible = false;
+    bool blocked = false;  // holding it would keep a starving job off its reserved node
+    for (NodeIdx m : d.members[dom]) {
+      usable = usable || (state_.schedulable(m) && InPoolAndSelector(state_.view(m), job));
+      any_eligible = any_eligible || is_eligible[m];
+      blocked = blocked || Blocked(m, job);
+    }
+    if (!usable) continue;
+    if (d.grants[dom] > 0 || !any_eligible || blocked) {
+      if (busy.size() < 4) busy.push_back(d.values[dom]);
+      ++busy_count;
+      continue;
+    }
+    free_domains.push_back(static_cast<int>(dom));
+    for (NodeIdx m : d.members[dom]) {
+      if (is_eligible[m]) in_free_domains.push_back(m);
+    }
+  }
+  if (busy_count == 0 && in_free_domains.empty()) {
+    return "waiting: no schedulable node" + DescribeScope(job) + " has the label '" + key +
+           "' that exclusive placement needs";
+  }
+  if (in_free_domains.empty()) {
+    return "waiting for a free '" + key + "' domain: every one is in use (" + ListNames(busy) + ")";
+  }
+  size_t most_fits = 0;
+  int most_fits_domain = -1;
+  for (int dom : free_domains) {
+    size_t fits = 0;
+    for (NodeIdx m : d.members[static_cast<size_t>(dom)]) {
+      if (is_eligible[m] && state_.Fits(m, need)) ++fits;
+    }
+    if (fits > most_fits) {
+      most_fits = fits;
+      most_fits_domain = dom;
+    }
+  }
+  if (most_fits == 0) return ResourceReason(job, need, in_free_domains);
+  return "waiting for resources: needs " + DescribeRequest(job.per_node) + " on each of " +
+         CountNodes(job.num_nodes) + " in one free '" + key + "' domain; at most " +
+         std::to_string(most_fits) + " fit in one (" +
+         d.values[static_cast<size_t>(most_fits_domain)] + ")";
+}
+
+}  // namespace berth::sched::internal
