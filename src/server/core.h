@@ -57,7 +57,7 @@ struct CoreOptions {
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
-  size_t pass_commit_chunk = 2'000;     // decisions applied per commit (and per hold of the lock)
+  size_t pass_commit_chunk = 500;  // decisions applied per commit (and per hold of the lock)
   int max_group_commit_jobs = 200'000;  // jobs written in one group commit of submissions
 };
 
