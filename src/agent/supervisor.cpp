@@ -100,13 +100,17 @@ void WaitForSignal(int64_t ms) {
 std::string g_lease_file;
 bool g_kill_now = false;  // the lease is past its kill point: no grace
 
+// The supervisor's time source (SupervisorMain's argument): leases and kill deadlines are
+// monotonic.
+const Clock* g_clock = &SystemClock::Get();
+
 void CheckLease() {
   if (g_lease_file.empty()) return;
   std::ifstream in(g_lease_file);
   int64_t term_at = 0;
   int64_t kill_at = 0;
   if (!(in >> term_at >> kill_at)) return;
-  int64_t now = MonotonicMs();
+  int64_t now = g_clock->Monotonic();
   if (now >= term_at) g_stop_requested = true;
   if (now >= kill_at) g_kill_now = true;
 }
@@ -240,19 +244,20 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
     if (g_stop_requested && !result.stopped) {
       result.stopped = true;
       SignalAll(pid, SIGTERM);
-      kill_at = MonotonicMs() + grace_ms;
+      kill_at = g_clock->Monotonic() + grace_ms;
     }
-    if (g_kill_now && kill_at > MonotonicMs()) kill_at = MonotonicMs();
+    if (g_kill_now && kill_at > g_clock->Monotonic()) kill_at = g_clock->Monotonic();
     if (main_done && kill_at < 0) {
       // The script is over; whatever it left running (background jobs, daemons) goes too.
       SignalAll(pid, SIGTERM);
-      kill_at = MonotonicMs() + std::min<int64_t>(grace_ms, 2000);
+      kill_at = g_clock->Monotonic() + std::min<int64_t>(grace_ms, 2000);
     }
-    if (kill_at >= 0 && MonotonicMs() >= kill_at) {
+    if (kill_at >= 0 && g_clock->Monotonic() >= kill_at) {
       SignalAll(pid, SIGKILL);
-      kill_at = MonotonicMs() + 200;  // keep sweeping: a fork racing the kill is caught next round
+      kill_at =
+          g_clock->Monotonic() + 200;  // keep sweeping: a fork racing the kill is caught next round
     }
-    int64_t wait_ms = kill_at >= 0 ? std::max<int64_t>(1, kill_at - MonotonicMs()) : 1000;
+    int64_t wait_ms = kill_at >= 0 ? std::max<int64_t>(1, kill_at - g_clock->Monotonic()) : 1000;
     if (!g_lease_file.empty()) wait_ms = std::min<int64_t>(wait_ms, 200);
     WaitForSignal(wait_ms);
   }
@@ -374,7 +379,8 @@ void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
   ::close(fd);
 }
 
-int SupervisorMain(const std::string& dir) {
+int SupervisorMain(const std::string& dir, const Clock& clock) {
+  g_clock = &clock;
   // Normally already blocked by whoever forked us (see SupervisorWaitedSignals()); blocked again
   // for a supervisor started by hand.
   sigset_t waited = SupervisorWaitedSignals();

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 
 namespace berth {
@@ -59,7 +60,8 @@ Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& di
 // The supervisor process's main(). Returns its exit status. Expects to be entered with
 // SupervisorWaitedSignals() already blocked (see above); a stop signal pending at entry ends the
 // job with an "exited" event before setup or run starts.
-int SupervisorMain(const std::string& dir);
+// `clock` times the lease checks and kill deadlines (monotonic time).
+int SupervisorMain(const std::string& dir, const Clock& clock = SystemClock::Get());
 
 // One line of <dir>/events.
 struct SupervisorEvent {
