@@ -219,7 +219,7 @@ void Core::WakeLogWaiters(int64_t job) {
 }
 
 std::optional<uint64_t> Core::AddLogWaiter(int64_t job, int attempt, std::function<void()> fire) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto it = jobs_.find(job);
   bool live = it != jobs_.end() && (!IsTerminal(it->second.row.status) || it->second.terminating) &&
               it->second.row.attempt == attempt;
@@ -230,7 +230,7 @@ std::optional<uint64_t> Core::AddLogWaiter(int64_t job, int attempt, std::functi
 }
 
 void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto range = log_waiters_.equal_range(job);
   for (auto it = range.first; it != range.second; ++it) {
     if (it->second.id == id) {
@@ -241,12 +241,12 @@ void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
 }
 
 void Core::LogsAppended(int64_t job) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   WakeLogWaiters(job);
 }
 
 std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return std::nullopt;
   return std::make_pair(it->second.row,

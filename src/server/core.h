@@ -29,6 +29,7 @@
 // which must only post work elsewhere.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -57,7 +58,7 @@ struct CoreOptions {
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
-  size_t pass_commit_chunk = 500;  // decisions applied per commit (and per hold of the lock)
+  size_t pass_commit_chunk = 500;       // decisions applied per commit (and per hold of the lock)
   int max_group_commit_jobs = 200'000;  // jobs written in one group commit of submissions
 };
 
@@ -250,6 +251,24 @@ class Core {
     std::unordered_map<std::string, uint64_t> node_gens;
   };
 
+  // Takes mu_ for a caller that answers someone (a request handler): a pass applying a big batch
+  // lets such callers in between its chunks (std::mutex alone would let the pass take it back
+  // first).
+  class SCOPED_CAPABILITY HandlerLock {
+   public:
+    explicit HandlerLock(Core* core) ACQUIRE(core->mu_) : core_(core) {
+      core_->handlers_waiting_.fetch_add(1);
+      core_->mu_.Lock();
+      core_->handlers_waiting_.fetch_sub(1);
+    }
+    ~HandlerLock() RELEASE() { core_->mu_.Unlock(); }
+    HandlerLock(const HandlerLock&) = delete;
+    HandlerLock& operator=(const HandlerLock&) = delete;
+
+   private:
+    Core* core_;
+  };
+
   // core.cpp: plans.
   ActiveJob& MutJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);
   NodeRuntime& MutNode(Plan& plan, NodeRuntime& node) REQUIRES(mu_);
@@ -328,6 +347,7 @@ class Core {
   AgentChannel& channel_;
 
   Mutex mu_;
+  std::atomic<int> handlers_waiting_{0};  // callers blocked in HandlerLock
   std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);

@@ -18,13 +18,13 @@ Result<Core::NodeRuntime*> Core::Authenticate(const std::string& node, const std
 }
 
 bool Core::SessionIs(const std::string& node, const std::string& session) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   return Authenticate(node, session).ok() && !shutdown_;
 }
 
 Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
                                     int64_t job, int rank) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
   auto j = jobs_.find(job);
@@ -36,7 +36,7 @@ Result<std::string> Core::LogPrefix(const std::string& node, const std::string& 
 
 Result<proto::HeartbeatAnswer> Core::Heartbeat(const std::string& node,
                                                const std::string& session) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
   // A lease lives in memory only: a restarted server gives every node a fresh one (Load()).
@@ -53,7 +53,7 @@ Core::ForgottenAttempts Core::ReadForgotten(
   std::set<int64_t> unknown_jobs;
   std::set<int64_t> old_attempts;
   {
-    MutexLock lock(mu_);
+    HandlerLock lock(this);
     for (const auto& [job_id, attempt, rank] : running) {
       auto j = jobs_.find(job_id);
       if (j == jobs_.end()) {
@@ -126,7 +126,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   for (const auto& r : request.running) running.insert({r.job, r.attempt, r.rank});
   ForgottenAttempts forgotten = ReadForgotten(running);
 
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   const std::string& name = request.name;
   TimeMs now = clock_.Now();
   int64_t mono = clock_.Monotonic();
@@ -325,7 +325,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
 }
 
 Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& request) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto runtime = Authenticate(request.node, request.session);
   if (!runtime.ok()) return runtime.status();
   TimeMs now = clock_.Now();

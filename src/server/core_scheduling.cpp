@@ -2,6 +2,9 @@
 // decisions applied under the lock in chunks, each chunk one commit, with a generation check.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/log.h"
 #include "common/strings.h"
 #include "server/core.h"
@@ -129,6 +132,11 @@ bool Core::RunPass() {
   size_t next = 0;
   bool dropped = false;
   while (next < total) {
+    // Between chunks, requests waiting for the lock go first (a submission waits for at most one
+    // chunk, not for the whole pass).
+    for (int i = 0; i < 100 && handlers_waiting_.load() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     MutexLock lock(mu_);
     TimeMs now = clock_.Now();
     Plan plan;

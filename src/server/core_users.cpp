@@ -16,7 +16,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (request.spec.name.empty()) request.spec.name = "job";
   SubmitWriter writer{&request, 0};
   {
-    MutexLock lock(mu_);
+    HandlerLock lock(this);
     writer.received_at_seq = cancel_.seq;
     if (capacity_stale_) {
       capacity_views_.clear();
@@ -69,7 +69,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   }
   auto stored = store_.SubmitMany(subs);
   {
-    MutexLock lock(mu_);
+    HandlerLock lock(this);
     for (size_t i = 0; i < group.size(); ++i) {
       if (!stored.ok()) {
         group[i]->answer = Status::Unavailable("the submission could not be recorded (" +
@@ -142,7 +142,7 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   CancelAnswer answer;
   std::vector<int64_t> unknown;
   {
-    MutexLock lock(mu_);
+    HandlerLock lock(this);
     TimeMs now = clock_.Now();
     Plan plan;
     plan.cancel_before = cancel_;
@@ -187,7 +187,7 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
 }
 
 Result<NodeStatus> Core::Drain(const std::string& name, bool drain) {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
   Plan plan;
@@ -202,7 +202,7 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain) {
 }
 
 std::vector<NodeStatus> Core::Nodes() {
-  MutexLock lock(mu_);
+  HandlerLock lock(this);
   std::vector<NodeStatus> out;
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
