@@ -1,12 +1,25 @@
 #include "common/executor.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace berth {
 
-Executor::Executor(int threads, std::string name) {
+void LowerThisThreadPriority(int nice) {
+  if (nice <= 0) return;
+  auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  int current = ::getpriority(PRIO_PROCESS, tid);
+  ::setpriority(PRIO_PROCESS, tid, std::min(19, current + nice));
+}
+
+Executor::Executor(int threads, std::string name, int nice) {
   for (int i = 0; i < std::max(1, threads); ++i) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back([this, nice] {
+      LowerThisThreadPriority(nice);
+      Loop();
+    });
     pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
   }
 }

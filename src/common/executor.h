@@ -17,10 +17,16 @@
 
 namespace berth {
 
+// Lowers the calling thread's CPU priority by `nice` steps (Linux nice values are per thread), so
+// that on a busy machine latency-sensitive threads (the HTTP I/O threads) get the CPU first. Best
+// effort: failures are ignored.
+void LowerThisThreadPriority(int nice);
+
 class Executor {
  public:
   // `threads` >= 1. `name` names the threads (for debuggers and `top -H`), at most 15 characters.
-  Executor(int threads, std::string name);
+  // `nice` > 0 lowers their CPU priority (see LowerThisThreadPriority).
+  Executor(int threads, std::string name, int nice = 0);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

@@ -17,6 +17,9 @@ bool IsLoopbackHost(const std::string& host) {
 
 namespace {
 
+// How far below the I/O threads the executors and the scheduler run (nice steps).
+constexpr int kWorkNice = 5;
+
 // Reads the token file, or creates it (mode 0600) with a fresh random token.
 Result<std::string> LoadOrCreateToken(const std::string& path) {
   std::string existing = Trim(ReadFileOr(path));
@@ -71,7 +74,10 @@ Status Server::Start() {
   http.threads = options_.threads > 0 ? options_.threads : cpus;
   // Handlers waiting for the state lock sit here, not on the I/O threads. Several threads, so
   // that submissions queue for one group commit and a slow one does not hold up heartbeats.
-  state_exec_ = std::make_unique<Executor>(std::max(4, cpus), "berth-state");
+  // The I/O threads and the readers keep the default priority; changes and passes run a little
+  // below it, so that on a busy machine a health check or a listing is answered before a pass or a
+  // big submission goes on.
+  state_exec_ = std::make_unique<Executor>(std::max(4, cpus), "berth-state", kWorkNice);
   read_exec_ = std::make_unique<Executor>(std::max(2, cpus), "berth-read");
   http_ = std::make_unique<net::HttpServer>(
       http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
@@ -79,7 +85,10 @@ Status Server::Start() {
       });
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
-  scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
+  scheduler_thread_ = std::thread([this] {
+    LowerThisThreadPriority(kWorkNice);
+    SchedulerLoop();
+  });
   housekeeping_thread_ = std::thread([this] { HousekeepingLoop(); });
   core_->RequestPass();
   LogInfo("listening on {} ({} I/O threads{})", url(), http.threads,
