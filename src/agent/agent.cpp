@@ -132,7 +132,11 @@ void Agent::AdoptExisting() {
       // The supervisor is gone without recording an exit (machine reboot, kill -9 of the
       // supervisor).
       AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
+      exited = true;
     }
+    // A job known to be over is never signalled: its supervisor's pid may belong to another
+    // process by now (after a reboot, surely), and a stop can come before the exit is shipped.
+    job.exited = exited;
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
             exited ? " (exited)" : "");
     WatchDir(job, name);

@@ -1,0 +1,63 @@
+// FakeLauncher: a Launcher that starts nothing. Start(dir) records the directory and hands out
+// made-up pids (100001, 100002, ...); the test plays the supervisor by writing the job's output and
+// events itself (AppendEvent). Stop(pid) is recorded, and Alive(pid) holds until the test kills
+// the pid (a supervisor that died, e.g. SIGKILL before it recorded an exit). The agent never
+// signals a pid itself — only through its Launcher — so the made-up pids never reach the kernel.
+// Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/launcher.h"
+
+namespace berth::testing {
+
+class FakeLauncher final : public Launcher {
+ public:
+  static constexpr pid_t kFirstPid = 100'001;
+
+  Result<pid_t> Start(const std::string& dir) override {
+    std::lock_guard lock(mu_);
+    starts_.push_back(dir);
+    return next_pid_++;
+  }
+  void Stop(pid_t pid) override {
+    std::lock_guard lock(mu_);
+    stops_.push_back(pid);
+  }
+  // As SupervisorLauncher: pid 0 (none known) is not alive.
+  bool Alive(pid_t pid) override {
+    std::lock_guard lock(mu_);
+    return pid > 0 && dead_.count(pid) == 0;
+  }
+
+  // The supervisor `pid` is gone from now on.
+  void Kill(pid_t pid) {
+    std::lock_guard lock(mu_);
+    dead_.insert(pid);
+  }
+
+  // The job directories started, in order; the i-th got pid kFirstPid + i.
+  std::vector<std::string> starts() const {
+    std::lock_guard lock(mu_);
+    return starts_;
+  }
+  std::vector<pid_t> stops() const {
+    std::lock_guard lock(mu_);
+    return stops_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> starts_;  // guarded by mu_
+  std::vector<pid_t> stops_;         // guarded by mu_
+  std::set<pid_t> dead_;             // guarded by mu_
+  pid_t next_pid_ = kFirstPid;       // guarded by mu_
+};
+
+}  // namespace berth::testing

@@ -1,0 +1,342 @@
+// The agent against a fake server (FakeConnection), a fake supervisor launcher (FakeLauncher) and a
+// FakeClock. Job directories, events files and inotify are real, in a temp state dir: the test
+// plays each job's supervisor by writing its output and events itself.
+//
+// Every test runs one agent for node n1, which declares two V100s, 4 CPUs and 8 GiB, on its own
+// thread, and waits for what it does (WaitFor) instead of sleeping.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/supervisor.h"
+#include "fakes/fake_clock.h"
+#include "fakes/fake_connection.h"
+#include "fakes/fake_launcher.h"
+#include "fakes/temp_dir.h"
+
+namespace berth {
+namespace {
+
+using proto::AttemptRank;
+using proto::ReportEvent;
+using testing::FakeClock;
+using testing::FakeConnection;
+using testing::FakeLauncher;
+using testing::TempDir;
+using testing::WaitFor;
+
+// How long a test waits for the agent to do something: ample, since each wait normally ends in
+// a few milliseconds.
+constexpr int kTimeoutMs = 3000;
+constexpr int64_t kSpecId = 7;
+
+class AgentTest : public ::testing::Test {
+ protected:
+  AgentTest() {
+    options_.name = "n1";
+    options_.state_dir = state_.path();
+    options_.gpus = "V100:2";
+    options_.cpus = 4000;
+    options_.memory = 8192;
+    connection_.AddSpec(kSpecId, R"({"run":"echo hi"})");
+  }
+
+  ~AgentTest() override {
+    connection_.ReleaseSpecs();  // a launcher thread held in GetSpec would keep Run() from ending
+    if (agent_) {
+      agent_->RequestStop();
+      thread_.join();
+    }
+  }
+
+  void StartAgent() {
+    agent_ = std::make_unique<Agent>(options_, clock_, connection_, launcher_);
+    thread_ = std::thread([this] { run_status_ = agent_->Run(); });
+  }
+
+  std::string JobDir(const std::string& key) const { return state_.path() + "/jobs/" + key; }
+
+  static proto::LaunchMessage LaunchOf(const AttemptRank& id, std::vector<int> gpus) {
+    proto::LaunchMessage m;
+    m.job = id.job;
+    m.attempt = id.attempt;
+    m.rank = id.rank;
+    m.spec_id = kSpecId;
+    m.name = "train";
+    m.user = "alice";
+    m.node_ips = {"10.0.0.1"};
+    m.gpus_per_node = static_cast<int64_t>(gpus.size());
+    m.gpus = std::move(gpus);
+    return m;
+  }
+
+  static proto::StopMessage StopOf(const AttemptRank& id) {
+    return {id.job, id.attempt, id.rank, "cancelled by alice"};
+  }
+
+  // The first report of `event` for `id` the server received, if any.
+  std::optional<proto::Report> Reported(const AttemptRank& id, ReportEvent event) const {
+    for (const auto& r : connection_.reports()) {
+      if (r.id() == id && r.event == event) return r;
+    }
+    return std::nullopt;
+  }
+  bool WaitForReport(const AttemptRank& id, ReportEvent event) const {
+    return WaitFor([&] { return Reported(id, event).has_value(); }, kTimeoutMs);
+  }
+
+  TempDir state_;
+  AgentOptions options_;
+  FakeClock clock_;
+  FakeConnection connection_;
+  FakeLauncher launcher_;
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+  Status run_status_;
+};
+
+// The server launches rank 0 of job 1's first attempt on n1, on GPU 1, with spec 7 ("echo hi").
+// The agent writes the run plan into <state>/jobs/1-1-0, starts a supervisor for that directory and
+// reports the rank accepted. The run sees GPU 1 only; setup sees no CUDA_VISIBLE_DEVICES at all.
+TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  proto::RegisterRequest joined = connection_.registers()[0];
+  EXPECT_EQ(joined.name, "n1");
+  EXPECT_EQ(joined.cpus_milli, 4000);
+  EXPECT_EQ(joined.memory_mib, 8192);
+  EXPECT_EQ(joined.gpus, (std::vector<proto::NodeGpu>{{0, "V100"}, {1, "V100"}}));
+  EXPECT_TRUE(joined.running.empty());
+
+  connection_.Push(LaunchOf({1, 1, 0}, {1}));
+
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  EXPECT_EQ(launcher_.starts()[0], JobDir("1-1-0"));
+  auto plan = ReadRunPlan(JobDir("1-1-0"));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->run, "echo hi");
+  EXPECT_EQ(plan->run_env["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(plan->run_env["BERTH_JOB_ID"], "1");
+  EXPECT_EQ(plan->setup_env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(plan->setup_env["BERTH_JOB_ID"], "1");
+  EXPECT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
+}
+
+// Job 1 prints "hello" and exits 0. The server must have the whole output before it hears of the
+// exit (a user who sees "succeeded" then reads the log), so the 6 bytes arrive before, or in the
+// same round as, the "exited" report. Once the server has acknowledged the exit, the agent has
+// nothing left to ship and removes the job's directory.
+TEST_F(AgentTest, ProgressAndExitAreReportedAfterTheOutput) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  std::string dir = JobDir("1-1-0");
+
+  std::ofstream(dir + "/output.log", std::ios::app) << "hello\n";
+  AppendEvent(dir, {"running"});
+  AppendEvent(dir, {"exited", 0, "run", ""});
+
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  auto exited = *Reported({1, 1, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited.exit_code, 0);
+  EXPECT_EQ(exited.phase, "run");
+  EXPECT_TRUE(Reported({1, 1, 0}, ReportEvent::kRunning).has_value());
+  EXPECT_EQ(connection_.log({1, 1, 0}), "hello\n");
+  auto journal = connection_.journal();
+  auto log_at = std::find(journal.begin(), journal.end(), "log 1-1-0 6");
+  auto exit_at = std::find(journal.begin(), journal.end(), "report 1-1-0 exited");
+  EXPECT_LT(log_at, exit_at) << "the exit was reported before the output was shipped";
+
+  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(dir); }, kTimeoutMs));
+}
+
+// The user cancels job 1 while it runs: the server sends a stop, and the agent asks the job's
+// supervisor (pid 100001, the first the fake hands out) to stop it.
+TEST_F(AgentTest, StopOfARunningJobSignalsItsSupervisor) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  EXPECT_TRUE(launcher_.stops().empty());
+
+  connection_.Push(StopOf({1, 1, 0}));
+
+  EXPECT_TRUE(
+      WaitFor([&] { return launcher_.stops() == std::vector<pid_t>{FakeLauncher::kFirstPid}; },
+              kTimeoutMs));
+}
+
+// The server launches job 3, but its spec is slow to come: the agent has taken the launch off the
+// queue and waits for the spec when the user cancels the job and the stop arrives. The agent must
+// not say "never ran" yet — the server would free the GPUs while the launch could still start the
+// job — and once the spec arrives it must not start the job either. Only then does it report the
+// rank exited with no exit code, "was not running".
+TEST_F(AgentTest, StopOfALaunchNotYetStartedIsReportedAsNeverRun) {
+  connection_.HoldSpecs();
+  StartAgent();
+  connection_.Push(LaunchOf({3, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.spec_requests() == 1; }, kTimeoutMs));
+
+  connection_.Push(StopOf({3, 1, 0}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.delivered() == 2; }, kTimeoutMs));
+  EXPECT_FALSE(Reported({3, 1, 0}, ReportEvent::kExited).has_value());
+
+  connection_.ReleaseSpecs();
+
+  ASSERT_TRUE(WaitForReport({3, 1, 0}, ReportEvent::kExited));
+  auto exited = *Reported({3, 1, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited.exit_code, std::nullopt);
+  EXPECT_EQ(exited.reason, "was not running");
+  EXPECT_TRUE(launcher_.starts().empty());
+  EXPECT_FALSE(Reported({3, 1, 0}, ReportEvent::kAccepted).has_value());
+  EXPECT_FALSE(std::filesystem::exists(JobDir("3-1-0")));
+}
+
+// The spec of job 3 is slow to come, so job 4's launch waits in the queue behind it; then job 4 is
+// cancelled. The agent drops the queued launch and reports at once that rank 0 of job 4 never ran;
+// when the spec arrives, only job 3 starts.
+TEST_F(AgentTest, StopOfAQueuedLaunchDropsItAndReportsItNeverRan) {
+  connection_.HoldSpecs();
+  StartAgent();
+  connection_.Push(LaunchOf({3, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.spec_requests() == 1; }, kTimeoutMs));
+  connection_.Push(LaunchOf({4, 1, 0}, {1}));
+  connection_.Push(StopOf({4, 1, 0}));
+
+  ASSERT_TRUE(WaitForReport({4, 1, 0}, ReportEvent::kExited));
+  auto exited = *Reported({4, 1, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited.exit_code, std::nullopt);
+  EXPECT_EQ(exited.reason, "was not running");
+
+  connection_.ReleaseSpecs();
+  ASSERT_TRUE(WaitForReport({3, 1, 0}, ReportEvent::kAccepted));
+  EXPECT_EQ(launcher_.starts(), std::vector<std::string>{JobDir("3-1-0")});
+  EXPECT_FALSE(Reported({4, 1, 0}, ReportEvent::kAccepted).has_value());
+}
+
+// Job 1 runs on n1, but the server has moved on (it requeued the attempt while n1 was cut off): it
+// answers the rank's next report with "stop". The agent stops the job's supervisor.
+TEST_F(AgentTest, AReportAnsweredStopStopsTheJob) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
+  EXPECT_TRUE(launcher_.stops().empty());  // "accepted" was answered ok
+
+  connection_.MarkStale({1, 1, 0});
+  AppendEvent(JobDir("1-1-0"), {"running"});
+
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kRunning));
+  EXPECT_TRUE(
+      WaitFor([&] { return launcher_.stops() == std::vector<pid_t>{FakeLauncher::kFirstPid}; },
+              kTimeoutMs));
+}
+
+// An agent on n1 ran rank 0 of job 5's second attempt and was restarted (an upgrade). While it was
+// away the job ended with exit 0 and its supervisor (pid 100077) exited. The new agent finds the
+// job's directory, tells the server at registration that it holds 5-2-0, reports the "running" and
+// the exit it missed, and cleans the directory up once the server has them. It starts nothing.
+TEST_F(AgentTest, ReAdoptionReportsExitsThatHappenedWhileTheAgentWasAway) {
+  std::string dir = JobDir("5-2-0");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/supervisor.pid") << "100077\n";
+  launcher_.Kill(100077);
+  AppendEvent(dir, {"running"});
+  AppendEvent(dir, {"exited", 0, "run", ""});
+
+  StartAgent();
+
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  EXPECT_EQ(connection_.registers()[0].running, (std::vector<AttemptRank>{{5, 2, 0}}));
+  ASSERT_TRUE(WaitForReport({5, 2, 0}, ReportEvent::kExited));
+  auto exited = *Reported({5, 2, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited.exit_code, 0);
+  EXPECT_EQ(exited.phase, "run");
+  EXPECT_TRUE(Reported({5, 2, 0}, ReportEvent::kRunning).has_value());
+  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(dir); }, kTimeoutMs));
+  EXPECT_TRUE(launcher_.starts().empty());
+}
+
+// Regression: a stop of a re-adopted job that had already exited signalled its dead supervisor's
+// pid. Job 5's supervisor (pid 100077) recorded exit 0 and exited while the agent was away; after
+// a reboot that pid may belong to any process. The new agent registers holding 5-2-0, and the
+// server, which gave up on n1 meanwhile, stops it — before the agent could ship the job's output
+// and exit (here the server refuses log appends for a while). The agent knows from the events file
+// that the job is over: it must signal no one, and report the exit once shipping works again.
+TEST_F(AgentTest, StopAfterReAdoptionSignalledTheDeadSupervisorsPid) {
+  std::string dir = JobDir("5-2-0");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/supervisor.pid") << "100077\n";
+  launcher_.Kill(100077);
+  std::ofstream(dir + "/output.log") << "done\n";
+  AppendEvent(dir, {"running"});
+  AppendEvent(dir, {"exited", 0, "run", ""});
+  connection_.SetLogStatus(Status::Unavailable("the server is busy"));
+  connection_.Push(StopOf({5, 2, 0}));
+
+  StartAgent();
+
+  ASSERT_TRUE(WaitFor([&] { return connection_.delivered() == 1; }, kTimeoutMs));
+  EXPECT_TRUE(launcher_.stops().empty()) << "the stop signalled pid " << launcher_.stops()[0];
+
+  connection_.SetLogStatus(Status::Ok());
+  clock_.Advance(1000);  // output that failed to ship is retried by the next full scan
+  ASSERT_TRUE(WaitForReport({5, 2, 0}, ReportEvent::kExited));
+  EXPECT_EQ(Reported({5, 2, 0}, ReportEvent::kExited)->exit_code, 0);
+  EXPECT_EQ(connection_.log({5, 2, 0}), "done\n");
+  EXPECT_TRUE(launcher_.stops().empty());
+}
+
+// Defence in depth for the gang setup race: job 1's supervisor dies (SIGKILL, the OOM killer, a
+// stop that landed before it could write anything) without recording an exit. Its events file
+// never changes, so nothing wakes the agent; only the full scan, which runs once a second of
+// monotonic time, notices the dead supervisor. The agent then records the end itself and reports
+// exit 137, "the job's supervisor died" — else the server would hold the job's GPUs for good.
+TEST_F(AgentTest, ASupervisorThatDiedWithoutAnExitIsReportedLost) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0, 1}));
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
+
+  launcher_.Kill(FakeLauncher::kFirstPid);
+  clock_.Advance(1000);  // the next full scan is due
+
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  auto exited = *Reported({1, 1, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited.exit_code, 137);
+  EXPECT_EQ(exited.phase, "run");
+  EXPECT_EQ(exited.reason, "the job's supervisor died");
+}
+
+// The server restarted and lost n1's session: the heartbeat answers Conflict ("register again").
+// The agent registers anew, with the same identity, and renews its lease under the new session.
+// Registrations answer a 50 ms heartbeat interval, so the first heartbeat comes at once.
+TEST_F(AgentTest, AConflictOnHeartbeatMakesTheAgentRegisterAgain) {
+  connection_.SetHeartbeatMs(50);
+  connection_.SetHeartbeatStatus(Status::Conflict("register again"));
+  StartAgent();
+
+  ASSERT_TRUE(WaitFor([&] { return connection_.registers().size() >= 2; }, kTimeoutMs));
+  auto registers = connection_.registers();
+  EXPECT_EQ(registers[1].name, "n1");
+  EXPECT_EQ(registers[1].node_id, registers[0].node_id);
+
+  connection_.SetHeartbeatStatus(Status::Ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& h : connection_.heartbeats()) {
+          if (h.session != "session-1") return true;
+        }
+        return false;
+      },
+      kTimeoutMs));
+}
+
+}  // namespace
+}  // namespace berth
