@@ -160,6 +160,8 @@ class Core {
   bool WaitForPassRequest(DurationMs timeout_ms) EXCLUDES(mu_);
   // One scheduling pass. Returns false when a commit failed (the rest is retried by a later pass).
   bool RunPass() EXCLUDES(mu_);
+  // Monotonic time the last pass that had pending jobs ended (0: none yet).
+  int64_t last_pass_with_work() const { return last_pass_with_work_.load(); }
   // Wakes WaitForPassRequest and drops the log waiters (their connections are being closed).
   void Shutdown() EXCLUDES(mu_);
 
@@ -348,6 +350,7 @@ class Core {
 
   Mutex mu_;
   std::atomic<int> handlers_waiting_{0};  // callers blocked in HandlerLock
+  std::atomic<int64_t> last_pass_with_work_{0};
   std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);

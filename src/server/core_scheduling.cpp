@@ -220,6 +220,7 @@ bool Core::RunPass() {
         waiting_[id] =
             "the server could not record its placement (" + st.message() + "); it is retried";
       }
+      last_pass_with_work_ = clock_.Monotonic();
       return false;
     }
     {
@@ -227,6 +228,7 @@ bool Core::RunPass() {
       for (int64_t id : placed) waiting_.erase(id);
     }
   }
+  last_pass_with_work_ = clock_.Monotonic();
   if (dropped) {
     MutexLock lock(mu_);
     RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot

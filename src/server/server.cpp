@@ -132,17 +132,24 @@ void Server::SchedulerLoop() {
 
 void Server::HousekeepingLoop() {
   int64_t last_ping = clock_.Monotonic();
+  int64_t last_trim = last_ping;
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
     core_->CheckLeases();
     core_->CheckTimeLimits();
-    if (clock_.Monotonic() - last_ping >= 5000) {
-      last_ping = clock_.Monotonic();
-      // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
-      // rather than keep the peak for ever.
-      malloc_trim(0);
+    int64_t now = clock_.Monotonic();
+    if (now - last_ping >= 5000) {
+      last_ping = now;
       streams_.PingAll();
+    }
+    // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
+    // rather than keep the peak for ever. Only once the scheduler has been quiet for a while:
+    // malloc_trim holds the allocator's lock for tens of milliseconds on a big heap, which would
+    // stall every thread that allocates — the I/O threads answering health checks included.
+    if (now - last_trim >= 5000 && now - core_->last_pass_with_work() >= 3000) {
+      last_trim = now;
+      malloc_trim(0);
     }
   }
 }
