@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include "common/strings.h"
+
 namespace berth::net {
 
 std::string HttpResponse::Header(const std::string& name) const {
@@ -36,20 +38,7 @@ std::string UrlDecode(const std::string& s, bool plus_is_space) {
   return out;
 }
 
-std::string UrlEncode(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string UrlEncode(const std::string& s) { return PercentEncode(s); }
 
 void ParseTarget(const std::string& target, std::string* path,
                  std::map<std::string, std::string>* query) {

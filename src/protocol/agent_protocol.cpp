@@ -133,25 +133,6 @@ std::optional<int64_t> ParseDecimal(std::string_view s) {
   return v;
 }
 
-// Percent-encodes all but the unreserved characters of RFC 3986 (as net::UrlEncode does; the
-// protocol does not depend on net/).
-std::string PercentEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '_' || c == '.' || c == '~';
-    if (unreserved) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 constexpr char kLabelsMessage[] = "register: labels must be name=value pairs of [A-Za-z0-9._-]";
 constexpr char kGpuMessage[] = "register: each GPU needs an index and a type";
 constexpr char kRunningMessage[] =

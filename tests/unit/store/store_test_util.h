@@ -9,33 +9,12 @@
 #include <memory>
 #include <string>
 
+#include "fakes/temp_dir.h"
 #include "store/sqlite.h"
 
 namespace berth::store_test {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it when the object dies.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "berth_store_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp(" << pattern << ") failed";
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = berth::testing::TempDir;
 
 // Opens `path` as another process would see it, bypassing the store. Fails the test if it cannot.
 inline std::unique_ptr<SqliteDb> OpenRaw(const std::string& path) {
