@@ -200,7 +200,7 @@ Status Agent::Register() {
   request.labels = options_.labels;
   request.cpus_milli = resources_.cpus;
   request.memory_mib = resources_.memory;
-  for (const auto& g : resources_.gpus) request.gpus.push_back({g.index, g.type});
+  request.gpus = resources_.gpus;
   {
     MutexLock lock(mu_);
     for (const auto& [key, job] : jobs_) request.running.push_back(job.id);

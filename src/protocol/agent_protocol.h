@@ -26,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/resources.h"
 #include "common/status.h"
 
 namespace berth::proto {
@@ -44,12 +45,7 @@ struct AttemptRank {
 // ---------------------------------------------------------------------------------------------
 // POST /v1/agent/register
 
-struct NodeGpu {
-  int index = 0;     // the device index (what CUDA_VISIBLE_DEVICES names)
-  std::string type;  // e.g. "H100"
-
-  bool operator==(const NodeGpu&) const = default;
-};
+using NodeGpu = GpuDevice;  // common/resources.h: {index, type}
 
 struct RegisterRequest {
   std::string name;     // the node's name

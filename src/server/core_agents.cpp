@@ -151,8 +151,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.row.address = request.address.empty() ? remote_address : request.address;
   node.row.cpus = request.cpus_milli;
   node.row.memory = request.memory_mib;
-  node.row.gpus.clear();
-  for (const auto& g : request.gpus) node.row.gpus.push_back({g.index, g.type});
+  node.row.gpus = request.gpus;
   if (is_new) node.row.registered_at = now;
   node.row.last_seen = now;
   node.row.down_since.reset();
