@@ -175,6 +175,10 @@ def main():
                          "listing in one request, as this script did before; it holds a server worker and the "
                          "store's read connection for seconds at 100,000 jobs and stalls the probes)")
     ap.add_argument("--json-out", metavar="FILE", help="write every figure (and the probes' samples) as JSON")
+    ap.add_argument("--harness-nice", type=int, default=0,
+                    help="run the load generator (the hollow agent and this script's bulk POSTs and progress "
+                         "poll) this many nice steps below the server and the probes, so that on a small "
+                         "machine the harness does not take the CPU from what is measured (0: same priority)")
     ap.add_argument("--probes", default="queue,health,submit,show",
                     help="which probes run (comma-separated; default all four)")
     args = ap.parse_args()
@@ -199,7 +203,8 @@ def main():
         cpus_per_node = 128
         agent = subprocess.Popen([berth, "agent", "--hollow", str(args.nodes), "--server", url, "--name", "h",
                                   "--gpus", "H100:8", "--cpus", str(cpus_per_node), "--memory", "1024"],
-                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "agent.log"), "w"))
+                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "agent.log"), "w"),
+                                 preexec_fn=(lambda: os.nice(args.harness_nice)) if args.harness_nice else None)
         procs.append(agent)
         t0 = time.time()
         while len([n for n in http(url + "/v1/nodes")["nodes"] if n["state"] == "UP"]) < args.nodes:
@@ -224,6 +229,8 @@ def main():
                              args=(hostport.hostname, hostport.port, args.probe_interval_ms, probes,
                                    ready, go, stop, t0_value, send_end), daemon=True)
         prober.start()
+        if args.harness_nice:
+            os.nice(args.harness_nice)  # the probes (started above) keep the server's priority
         send_end.close()
         ready.wait(30)
 

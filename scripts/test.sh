@@ -31,6 +31,8 @@ cmake -S . -B build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -D
 cmake --build build-tsa -j"$jobs" --target berth_common berth_server berth_agent
 
 if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
+  # The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers.
+  export BERTH_GANG_RACE_ROUNDS=6
   echo "== build (ASan + UBSan)"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
     -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF >/dev/null
