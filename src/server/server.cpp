@@ -131,24 +131,23 @@ void Server::SchedulerLoop() {
 }
 
 void Server::HousekeepingLoop() {
-  int64_t last_ping = clock_.Monotonic();
-  int64_t last_trim = last_ping;
+  int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
     core_->CheckLeases();
     core_->CheckTimeLimits();
     int64_t now = clock_.Monotonic();
-    if (now - last_ping >= 5000) {
-      last_ping = now;
-      streams_.PingAll();
-    }
+    // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
+    streams_.PingSome(25);
     // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
     // rather than keep the peak for ever. Only once the scheduler has been quiet for a while:
     // malloc_trim holds the allocator's lock for tens of milliseconds on a big heap, which would
     // stall every thread that allocates — the I/O threads answering health checks included.
-    if (now - last_trim >= 5000 && now - core_->last_pass_with_work() >= 3000) {
-      last_trim = now;
+    // Once per busy period: trimming walks the whole heap even when there is little to give back.
+    int64_t busy = core_->last_pass_with_work();
+    if (busy != trimmed_after && now - busy >= 3000) {
+      trimmed_after = busy;
       malloc_trim(0);
     }
   }

@@ -1,5 +1,7 @@
 #include "server/watch_streams.h"
 
+#include <algorithm>
+
 namespace berth {
 
 void WatchStreams::Open(const std::string& node, const std::string& session) {
@@ -49,11 +51,17 @@ bool WatchStreams::Attach(const std::string& node, const std::string& session,
   return true;
 }
 
-void WatchStreams::PingAll() {
+void WatchStreams::PingSome(size_t fraction) {
   std::string ping = proto::EncodeWatchLine(proto::PingMessage{});
   MutexLock lock(mu_);
-  for (auto& [node, s] : streams_) {
-    if (s.watch && !s.watch->closed()) s.watch->Write(ping);
+  if (streams_.empty()) return;
+  size_t count = (streams_.size() + fraction - 1) / std::max<size_t>(1, fraction);
+  auto it = streams_.upper_bound(last_pinged_);
+  for (size_t i = 0; i < count; ++i) {
+    if (it == streams_.end()) it = streams_.begin();
+    if (it->second.watch && !it->second.watch->closed()) it->second.watch->Write(ping);
+    last_pinged_ = it->first;
+    ++it;
   }
 }
 

@@ -28,8 +28,10 @@ class WatchStreams final : public AgentChannel {
   // hello and flushes what was queued. Returns false (and leaves `stream` alone) otherwise.
   bool Attach(const std::string& node, const std::string& session,
               std::shared_ptr<net::Responder> stream) EXCLUDES(mu_);
-  // A ping on every attached stream (keeps idle connections and their proxies alive).
-  void PingAll() EXCLUDES(mu_);
+  // A ping on the next `fraction`-th of the attached streams, round robin (keeps idle connections
+  // and their proxies alive). Called every tick with fraction n, each stream gets a ping every n
+  // ticks; spreading them keeps a thousand pings from landing on the I/O threads at once.
+  void PingSome(size_t fraction) EXCLUDES(mu_);
   // Ends every stream (server shutdown).
   void EndAll() EXCLUDES(mu_);
 
@@ -41,6 +43,7 @@ class WatchStreams final : public AgentChannel {
   };
   Mutex mu_;
   std::map<std::string, Stream> streams_ GUARDED_BY(mu_);
+  std::string last_pinged_ GUARDED_BY(mu_);  // PingSome's round-robin cursor
 };
 
 }  // namespace berth
