@@ -24,32 +24,6 @@
 
 namespace berth {
 
-namespace {
-
-proto::Report Exited(const proto::AttemptRank& id, std::optional<int> exit_code,
-                     const std::string& phase, const std::string& reason) {
-  proto::Report r;
-  r.job = id.job;
-  r.attempt = id.attempt;
-  r.rank = id.rank;
-  r.event = proto::ReportEvent::kExited;
-  r.exit_code = exit_code;
-  r.phase = phase;
-  r.reason = reason;
-  return r;
-}
-
-proto::Report EventReport(const proto::AttemptRank& id, proto::ReportEvent event) {
-  proto::Report r;
-  r.job = id.job;
-  r.attempt = id.attempt;
-  r.rank = id.rank;
-  r.event = event;
-  return r;
-}
-
-}  // namespace
-
 Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connection,
              Launcher& launcher)
     : options_(std::move(options)), clock_(clock), connection_(connection), launcher_(launcher) {}
@@ -128,12 +102,8 @@ void Agent::AdoptExisting() {
     job.pid = pid.empty() ? 0 : std::atoi(pid.c_str());
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     bool exited = !events.empty() && events.back().kind == "exited";
-    if (!exited && !launcher_.Alive(job.pid)) {
-      // The supervisor is gone without recording an exit (machine reboot, kill -9 of the
-      // supervisor).
-      AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
-      exited = true;
-    }
+    // The supervisor may be gone without recording an exit (machine reboot, kill -9).
+    if (!exited) exited = RecordEndOfDeadSupervisor(job);
     // A job known to be over is never signalled: its supervisor's pid may belong to another
     // process by now (after a reboot, surely), and a stop can come before the exit is shipped.
     job.exited = exited;
@@ -280,9 +250,24 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
         break;
       }
     }
-    reports_.push_back(Exited(stop->id(), std::nullopt, "run", "was not running"));
+    reports_.push_back(proto::Report::Exited(stop->id(), std::nullopt, "run", "was not running"));
     cv_.SignalAll();
   }
+}
+
+bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
+  pid_t pid =
+      job.pid > 0 ? job.pid : std::atoi(Trim(ReadFileOr(job.dir + "/supervisor.pid")).c_str());
+  if (launcher_.Alive(pid)) return false;
+  // Read only now that the process is seen dead: a supervisor appends its "exited" event before it
+  // exits, so an event written by a live supervisor is never missed.
+  for (const auto& e : ParseEvents(ReadFileOr(job.dir + "/events"))) {
+    if (e.kind == "exited") return true;
+  }
+  AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
+  LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit", job.id.job,
+          job.id.attempt, job.id.rank);
+  return true;
 }
 
 void Agent::StopJob(LocalJob& job) {
@@ -406,11 +391,11 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   if (jobs_.count(key)) return;
   if (stopped) {
     std::filesystem::remove_all(job.dir, ec);
-    reports_.push_back(Exited(job.id, std::nullopt, "run", "was not running"));
+    reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
     return;
   }
-  reports_.push_back(EventReport(job.id, proto::ReportEvent::kAccepted));
+  reports_.push_back(proto::Report::Event(job.id, proto::ReportEvent::kAccepted));
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
@@ -499,18 +484,7 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     // would hold its resources for good. Events are read only once the process is seen dead: a
     // supervisor appends its "exited" event before it exits.
     for (const auto& job : snapshot) {
-      if (job.exited) continue;
-      pid_t pid =
-          job.pid > 0 ? job.pid : std::atoi(Trim(ReadFileOr(job.dir + "/supervisor.pid")).c_str());
-      if (launcher_.Alive(pid)) continue;
-      bool recorded = false;
-      for (const auto& e : ParseEvents(ReadFileOr(job.dir + "/events"))) {
-        recorded = recorded || e.kind == "exited";
-      }
-      if (recorded) continue;
-      AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
-      LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit",
-              job.id.job, job.id.attempt, job.id.rank);
+      if (!job.exited) RecordEndOfDeadSupervisor(job);
     }
   }
   if (session.empty()) return;
@@ -559,9 +533,9 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
         auto event = proto::ParseReportEvent(e.kind);
         if (!event) continue;
         if (*event == proto::ReportEvent::kExited) {
-          new_reports.push_back(Exited(job.id, e.exit_code, e.phase, e.reason));
+          new_reports.push_back(proto::Report::Exited(job.id, e.exit_code, e.phase, e.reason));
         } else {
-          new_reports.push_back(EventReport(job.id, *event));
+          new_reports.push_back(proto::Report::Event(job.id, *event));
         }
       }
       reported = events.size();

@@ -90,6 +90,10 @@ class Agent {
   void ShipOnce(bool final, const std::set<std::string>* only = nullptr) EXCLUDES(mu_);
   void WatchDir(LocalJob& job, const std::string& key) REQUIRES(mu_);
   void StopJob(LocalJob& job) REQUIRES(mu_);
+  // A job whose supervisor is gone without an "exited" event would never be reported gone and the
+  // server would hold its resources for good: records one (exit 137). Returns whether the job has
+  // ended (recorded now or before).
+  bool RecordEndOfDeadSupervisor(const LocalJob& job);
   // Sleeps up to `ms` or until RequestStop().
   void Pause(int64_t ms) EXCLUDES(mu_);
   static std::string KeyOf(const proto::AttemptRank& id);

@@ -87,23 +87,6 @@ std::optional<double> HollowNodes::HollowSeconds(int64_t spec_id) {
   return seconds;
 }
 
-namespace {
-
-proto::Report HollowReport(const proto::AttemptRank& id, proto::ReportEvent event,
-                           std::optional<int> exit_code = std::nullopt,
-                           const std::string& reason = "") {
-  proto::Report r;
-  r.job = id.job;
-  r.attempt = id.attempt;
-  r.rank = id.rank;
-  r.event = event;
-  r.exit_code = exit_code;
-  r.reason = reason;
-  return r;
-}
-
-}  // namespace
-
 void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&m)) {
     std::optional<double> seconds = HollowSeconds(launch->spec_id);
@@ -113,8 +96,8 @@ void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
     Node& node = nodes_[index];
     if (node.running.count(key)) return;
     node.running.insert(key);
-    node.reports.push_back(HollowReport(id, proto::ReportEvent::kAccepted));
-    node.reports.push_back(HollowReport(id, proto::ReportEvent::kRunning));
+    node.reports.push_back(proto::Report::Event(id, proto::ReportEvent::kAccepted));
+    node.reports.push_back(proto::Report::Event(id, proto::ReportEvent::kRunning));
     if (seconds) {
       timers_.push_back({clock_.Monotonic() + static_cast<int64_t>(*seconds * 1000), index, id.job,
                          id.attempt, id.rank});
@@ -126,7 +109,7 @@ void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
     std::lock_guard lock(mu_);
     Node& node = nodes_[index];
     node.running.erase(std::make_tuple(id.job, id.attempt, id.rank));
-    node.reports.push_back(HollowReport(id, proto::ReportEvent::kExited, 143, "stopped"));
+    node.reports.push_back(proto::Report::Exited(id, 143, "run", "stopped"));
     cv_.notify_all();
   }
 }
@@ -206,8 +189,7 @@ void HollowNodes::ReporterLoop() {
         timers_.pop_back();
         Node& node = nodes_[t.node];
         if (node.running.erase({t.job, t.attempt, t.rank})) {
-          node.reports.push_back(
-              HollowReport({t.job, t.attempt, t.rank}, proto::ReportEvent::kExited, 0));
+          node.reports.push_back(proto::Report::Exited({t.job, t.attempt, t.rank}, 0, "run", ""));
         }
       }
       for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -232,8 +214,8 @@ void HollowNodes::ReporterLoop() {
       for (const auto& r : answer->results) {
         if (r.action != proto::ReportAction::kStop) continue;
         if (nodes_[index].running.erase(std::make_tuple(r.job, r.attempt, r.rank))) {
-          nodes_[index].reports.push_back(HollowReport(
-              {r.job, r.attempt, r.rank}, proto::ReportEvent::kExited, 143, "stopped"));
+          nodes_[index].reports.push_back(
+              proto::Report::Exited({r.job, r.attempt, r.rank}, 143, "run", "stopped"));
         }
       }
     }

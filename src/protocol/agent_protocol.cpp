@@ -461,6 +461,24 @@ std::optional<ReportEvent> ParseReportEvent(std::string_view name) {
   return std::nullopt;
 }
 
+Report Report::Event(const AttemptRank& id, ReportEvent event) {
+  Report r;
+  r.job = id.job;
+  r.attempt = id.attempt;
+  r.rank = id.rank;
+  r.event = event;
+  return r;
+}
+
+Report Report::Exited(const AttemptRank& id, std::optional<int> exit_code, std::string phase,
+                      std::string reason) {
+  Report r = Event(id, ReportEvent::kExited);
+  r.exit_code = exit_code;
+  r.phase = std::move(phase);
+  r.reason = std::move(reason);
+  return r;
+}
+
 json::object Report::Encode() const {
   json::object r{
       {"job", job}, {"attempt", attempt}, {"rank", rank}, {"event", ReportEventName(event)}};

@@ -198,6 +198,13 @@ struct Report {
 
   bool operator==(const Report&) const = default;
 
+  // A progress event (accepted, setting_up, running) of one rank.
+  static Report Event(const AttemptRank& id, ReportEvent event);
+  // The end of one rank: its exit code (none: it never ran, or its end is unknown), the phase it
+  // ended in, and why.
+  static Report Exited(const AttemptRank& id, std::optional<int> exit_code, std::string phase,
+                       std::string reason);
+
   AttemptRank id() const { return {job, attempt, rank}; }
   // {"job","attempt","rank","event"}, plus "exit_code" (null when none), "phase" and "reason" for
   // kExited.

@@ -23,13 +23,10 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
       for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
       capacity_stale_ = false;
     }
-    sched::JobRequest probe;
-    probe.num_nodes = request.spec.num_nodes;
-    probe.per_node = request.spec.resources;
-    probe.pool = request.spec.pool;
-    probe.node_selector = request.spec.node_selector;
-    probe.exclusive = request.spec.exclusive;
-    Status feasible = sched::CheckFeasible(capacity_views_, probe);
+    JobRow row;
+    row.num_nodes = request.spec.num_nodes;
+    row.resources = request.spec.resources;
+    Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
     if (!feasible.ok()) {
       return Status::Infeasible("this job can never run here: " + feasible.message());
     }
