@@ -2,14 +2,32 @@
 // that only net/*.cpp pay Beast's compile time. Values; thread-safe like any value type.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace berth::net {
+
+// How a request reached the server, for identifying its sender (server/identity.h).
+struct PeerInfo {
+  enum class Transport { kTcp, kTls, kUnix };
+  Transport transport = Transport::kTcp;
+  // kUnix: the connecting process's credentials from SO_PEERCRED, which the kernel attests.
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  int pid = 0;
+  // kTcp/kTls: both ends of the connection (a loopback peer's uid can be asked of the kernel with
+  // net::LoopbackPeerUid).
+  std::string local_address;
+  int local_port = 0;
+  std::string remote_address;
+  int remote_port = 0;
+};
 
 struct HttpRequest {
   std::string method;                          // "GET", "POST", ...
@@ -18,7 +36,8 @@ struct HttpRequest {
   std::map<std::string, std::string> query;    // decoded query parameters
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
-  std::string remote_address;  // peer IP
+  std::string remote_address;  // peer IP ("" on the unix socket)
+  PeerInfo peer;
 
   // The value of a header (lower-case name) or "".
   std::string Header(const std::string& name) const {
