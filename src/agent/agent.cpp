@@ -53,6 +53,12 @@ Status Agent::LoadIdentity() {
   std::filesystem::create_directories(options_.state_dir + "/jobs", ec);
   std::filesystem::create_directories(options_.state_dir + "/specs", ec);
   if (ec) return Status::Internal("cannot create " + options_.state_dir + ": " + ec.message());
+  // The state dir holds the jobs' specs and environments: the agent's alone. When jobs run as
+  // other users, they may pass through it (search) to their own work dirs, never list or read it.
+  mode_t pass = options_.lookup_account ? 0711 : 0700;
+  ::chmod(options_.state_dir.c_str(), pass);
+  ::chmod((options_.state_dir + "/jobs").c_str(), pass);
+  ::chmod((options_.state_dir + "/specs").c_str(), 0700);
   // One agent per state dir: two would adopt, stop and report the same jobs, and keep taking the
   // node's session from each other. The lock dies with this process (supervisors do not inherit the
   // fd).
@@ -72,9 +78,9 @@ Status Agent::LoadIdentity() {
   node_id_ = Trim(ReadFileOr(path));
   if (node_id_.empty()) {
     node_id_ = RandomHex(16);
-    std::ofstream out(path);
-    out << node_id_ << "\n";
-    if (!out) return Status::Internal("cannot write " + path);
+    if (!WriteFileAtomic(path, node_id_ + "\n", /*sync=*/true, 0600)) {
+      return Status::Internal("cannot write " + path);
+    }
   }
   return Status::Ok();
 }
@@ -335,7 +341,7 @@ void Agent::LauncherLoop() {
           error = "cannot fetch the job's spec: " + fetched.status().message();
         } else {
           spec_text = std::move(*fetched);
-          std::ofstream(path) << spec_text;
+          WriteFileAtomic(path, spec_text, /*sync=*/false, 0600);
         }
       }
       if (!spec_text.empty()) {
@@ -363,6 +369,8 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   std::error_code ec;
   std::filesystem::create_directories(job.dir, ec);
   if (ec) error = "cannot create " + job.dir + ": " + ec.message();
+  // Jobs of other users must reach their work dir inside (search), never list or read it.
+  ::chmod(job.dir.c_str(), options_.lookup_account ? 0711 : 0700);
 
   if (error.empty()) {
     auto spec_json = ParseJson(spec_text, "spec");
@@ -371,12 +379,36 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     if (!spec.ok()) {
       error = "the job's spec is unreadable: " + spec.status().message();
     } else {
-      proto::JobEnvironment env =
-          proto::BuildJobEnvironment(m, spec->envs, options_.base_environment);
       RunPlan plan;
+      plan.workdir = spec->workdir.empty() ? job.dir : spec->workdir;
+      std::optional<JobAccount> account;
+      if (options_.lookup_account) {
+        auto found = options_.lookup_account(m.user);
+        if (!found.ok()) {
+          error = found.status().message() + " (" + options_.name + ")";
+        } else {
+          account = *found;
+        }
+      }
+      if (account && error.empty()) {
+        plan.run_as = RunPlan::RunAs{account->user, account->uid, account->gid, account->groups};
+        if (spec->workdir.empty()) {
+          // The job dir is the agent's; the job gets a work dir of its own inside it.
+          plan.workdir = job.dir + "/work";
+          if (::mkdir(plan.workdir.c_str(), 0700) != 0 && errno != EEXIST) {
+            error = "cannot create " + plan.workdir + ": " + strerror(errno);
+          } else if (::chown(plan.workdir.c_str(), account->uid, account->gid) != 0) {
+            error = "cannot give " + plan.workdir + " to " + account->user + ": " + strerror(errno);
+          }
+        }
+      }
+      proto::Environment base = options_.base_environment;
+      if (account) {
+        for (auto& [k, v] : AccountEnvironment(*account)) base[k] = v;
+      }
+      proto::JobEnvironment env = proto::BuildJobEnvironment(m, spec->envs, base);
       plan.setup_env = std::move(env.setup_env);
       plan.run_env = std::move(env.run_env);
-      plan.workdir = spec->workdir.empty() ? job.dir : spec->workdir;
       plan.setup = spec->setup;
       plan.run = spec->run;
       plan.kill_grace_ms = m.kill_grace_ms;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent/connection.h"
+#include "agent/job_account.h"
 #include "agent/discovery.h"
 #include "agent/launcher.h"
 #include "common/clock.h"
@@ -50,6 +51,10 @@ struct AgentOptions {
   std::string self_exe;  // path of the berth binary, for supervisors
   // The environment jobs start from (the agent's own, by default; see FilterBaseEnvironment).
   std::map<std::string, std::string> base_environment;
+  // Run each job as its user (set when the agent is root): `lookup_account` finds the account on
+  // this node; a user without one fails the job with that reason. Unset: every job runs as the
+  // agent's own user.
+  AccountLookup lookup_account;
 };
 
 class Agent {

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -142,11 +143,16 @@ constexpr size_t kMaxInlineScript = 64 * 1024;
 
 StepResult RunStep(const std::string& script, const std::string& script_path,
                    const std::string& workdir, const std::map<std::string, std::string>& env,
-                   int log_fd, int64_t grace_ms) {
+                   const std::optional<RunPlan::RunAs>& run_as, int log_fd, int64_t grace_ms) {
   StepResult result;
   bool inline_script = script.size() <= kMaxInlineScript;
-  if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false)) {
+  if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     result.error = "cannot write " + script_path;
+    result.exit_code = 127;
+    return result;
+  }
+  if (!inline_script && run_as && ::chown(script_path.c_str(), run_as->uid, run_as->gid) != 0) {
+    result.error = "cannot give " + script_path + " to " + run_as->user + ": " + strerror(errno);
     result.exit_code = 127;
     return result;
   }
@@ -182,8 +188,23 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
     ::dup2(devnull, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
+    ::umask(022);
     // On failure the child sends a letter saying which step failed, then errno, so that the reason
     // reported names the real cause (e.g. E2BIG for an oversized environment).
+    auto fail = [&](char letter) {
+      char msg[1 + sizeof(int)] = {letter};
+      int err = errno;
+      std::memcpy(msg + 1, &err, sizeof(err));
+      ssize_t ignored = ::write(err_pipe[1], msg, sizeof(msg));
+      (void)ignored;
+      _exit(127);
+    };
+    // Groups, then gid, then uid: once the uid is dropped nothing else may be changed.
+    if (run_as) {
+      if (::setgroups(run_as->groups.size(), run_as->groups.data()) != 0) fail('U');
+      if (::setgid(run_as->gid) != 0) fail('U');
+      if (::setuid(run_as->uid) != 0) fail('U');
+    }
     if (!workdir.empty() && ::chdir(workdir.c_str()) != 0) {
       char msg[1 + sizeof(int)] = {'W'};
       int err = errno;
@@ -214,9 +235,14 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
     int err = 0;
     if (got == static_cast<ssize_t>(sizeof(msg))) std::memcpy(&err, msg + 1, sizeof(err));
     std::string why = err != 0 ? std::string(": ") + strerror(err) : "";
-    result.error = msg[0] == 'W' ? "workdir " + workdir +
-                                       " does not exist or is not accessible on this node" + why
-                                 : "cannot run " + bash + why;
+    if (msg[0] == 'W') {
+      result.error = "workdir " + workdir + " does not exist or is not accessible" +
+                     (run_as ? " to " + run_as->user : std::string()) + " on this node" + why;
+    } else if (msg[0] == 'U') {
+      result.error = "cannot switch to user " + (run_as ? run_as->user : std::string("?")) + why;
+    } else {
+      result.error = "cannot run " + bash + why;
+    }
   }
   ::close(err_pipe[0]);
 
@@ -276,8 +302,46 @@ sigset_t SupervisorWaitedSignals() {
   return set;
 }
 
+namespace {
+
+json::value RunAsJson(const std::optional<RunPlan::RunAs>& run_as) {
+  if (!run_as) return nullptr;
+  json::array groups;
+  for (gid_t g : run_as->groups) groups.push_back(static_cast<int64_t>(g));
+  return json::object{{"user", run_as->user},
+                      {"uid", static_cast<int64_t>(run_as->uid)},
+                      {"gid", static_cast<int64_t>(run_as->gid)},
+                      {"groups", std::move(groups)}};
+}
+
+Result<std::optional<RunPlan::RunAs>> RunAsFromJson(const json::value* v) {
+  if (v == nullptr || v->is_null()) return std::optional<RunPlan::RunAs>();
+  if (!v->is_object()) return Status::Invalid("run.json: run_as is not an object");
+  const json::object& o = v->as_object();
+  RunPlan::RunAs run_as;
+  run_as.user = GetString(o, "user").value();
+  auto uid = GetInt(o, "uid", -1);
+  auto gid = GetInt(o, "gid", -1);
+  if (!uid.ok() || !gid.ok() || *uid < 0 || *gid < 0) {
+    return Status::Invalid("run.json: run_as needs uid and gid");
+  }
+  run_as.uid = static_cast<uid_t>(*uid);
+  run_as.gid = static_cast<gid_t>(*gid);
+  if (const auto* groups = o.if_contains("groups"); groups && groups->is_array()) {
+    for (const auto& g : groups->as_array()) {
+      auto id = AsInt(g);
+      if (!id || *id < 0) return Status::Invalid("run.json: run_as.groups must hold gids");
+      run_as.groups.push_back(static_cast<gid_t>(*id));
+    }
+  }
+  return std::optional<RunPlan::RunAs>(std::move(run_as));
+}
+
+}  // namespace
+
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
   json::object o{{"workdir", plan.workdir},
+                 {"run_as", RunAsJson(plan.run_as)},
                  {"setup", plan.setup},
                  {"run", plan.run},
                  {"setup_env", EnvJson(plan.setup_env)},
@@ -311,6 +375,9 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   auto grace = GetInt(o, "kill_grace_ms", 10'000);
   plan.kill_grace_ms = grace.ok() ? *grace : 10'000;
   plan.lease_file = GetString(o, "lease_file").value();
+  auto run_as = RunAsFromJson(o.if_contains("run_as"));
+  if (!run_as.ok()) return run_as.status();
+  plan.run_as = *run_as;
   return plan;
 }
 
@@ -372,7 +439,7 @@ void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
     if (!event.reason.empty()) line += " " + event.reason;
   }
   line += "\n";
-  int fd = ::open((dir + "/events").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open((dir + "/events").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
   ssize_t ignored = ::write(fd, line.data(), line.size());
   (void)ignored;
@@ -389,12 +456,18 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   ::signal(SIGCHLD, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
   WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", 0600);
+  // The job's output is its user's (and the daemons') to read, no one else's.
   int log_fd =
-      ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   auto plan = ReadRunPlan(dir);
   if (log_fd < 0 || !plan.ok()) {
     AppendEvent(dir, {"exited", 127, "launch",
                       plan.ok() ? "cannot open output.log" : plan.status().message()});
+    return 1;
+  }
+  if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
+    AppendEvent(dir, {"exited", 127, "launch",
+                      "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
     return 1;
   }
   g_lease_file = plan->lease_file;
@@ -402,7 +475,7 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
-    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env, log_fd,
+    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env, plan->run_as, log_fd,
                            plan->kill_grace_ms);
     if (!r.error.empty()) {
       AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
@@ -422,7 +495,7 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   AppendEvent(dir, {"running"});
   StepResult r{};
   if (!plan->run.empty()) {
-    r = RunStep(plan->run, dir + "/run.sh", plan->workdir, plan->run_env, log_fd,
+    r = RunStep(plan->run, dir + "/run.sh", plan->workdir, plan->run_env, plan->run_as, log_fd,
                 plan->kill_grace_ms);
   }
   if (!r.error.empty()) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,16 @@ namespace berth {
 
 // What the supervisor runs: written by the agent as <dir>/run.json.
 struct RunPlan {
+  // Run the job's processes as this account (uid, gid, groups); the files the job gets (its
+  // output log, a script too long for the command line) are made its own. Only a root supervisor
+  // can; unset: as the supervisor's own user.
+  struct RunAs {
+    std::string user;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+  };
+  std::optional<RunAs> run_as;
   std::string workdir;
   std::string setup;
   std::string run;

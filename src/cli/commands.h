@@ -24,6 +24,10 @@ struct ServerFlags {
   std::string token;
   std::string token_file;
   bool require_token = false;
+  bool allow_root_jobs = false;
+  std::string unix_socket;
+  std::string tls_cert;
+  std::string tls_key;
   std::string lease = "30s";
   std::string kill_grace = "10s";
   std::string starvation = "10m";
@@ -100,6 +104,35 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json);
 // --- nodes (node_cmds.cpp) ---
 int Nodes(const GlobalFlags& g, bool as_json);
 int Drain(const GlobalFlags& g, const std::string& node, bool drain);
+
+// --- identity and administration (admin_cmds.cpp) ---
+int Whoami(const GlobalFlags& g, bool as_json);
+struct LoginFlags {
+  std::string token_file;
+  std::string fingerprint;  // pin this instead of the one the server presents
+};
+int Login(const GlobalFlags& g, const LoginFlags& flags);
+struct TokenCreateFlags {
+  std::string user;
+  std::string name;
+  std::string role;
+  std::string expires;
+  bool as_json = false;
+};
+int TokenCreate(const GlobalFlags& g, const TokenCreateFlags& flags);
+int TokenList(const GlobalFlags& g, bool as_json);
+int TokenRevoke(const GlobalFlags& g, const std::string& name);
+struct UserSetFlags {
+  std::string name;
+  std::string role;
+  std::optional<int> max_priority;
+  std::optional<std::string> team;
+};
+int UserSet(const GlobalFlags& g, const UserSetFlags& flags);
+int UserList(const GlobalFlags& g, bool as_json);
+int Audit(const GlobalFlags& g, int limit, bool as_json);
+// The SHA-256 fingerprint of an https server's certificate, unverified (trust on first use).
+Result<std::string> ServerFingerprint(const std::string& url);
 
 // Helpers shared by the commands.
 int Fail(const Status& status);  // prints "berth: message", returns 1

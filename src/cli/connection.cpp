@@ -23,6 +23,8 @@ namespace berth::cli {
 namespace {
 
 std::string LocalStatePath() { return BerthHome() + "/local.json"; }
+std::string ConfigPath() { return BerthHome() + "/config"; }
+std::string LocalSocketPath() { return BerthHome() + "/server/berth.sock"; }
 
 // A zombie counts as gone: the daemons are re-parented to init, and an init that reaps lazily (or
 // never, as a container's PID 1 may) would otherwise make `local down` wait out its whole timeout.
@@ -130,7 +132,35 @@ Result<LocalCluster> FindLocalCluster() {
   }
   if (c.server.empty() || !Healthy(c.server))
     return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
+  if (::access(LocalSocketPath().c_str(), F_OK) == 0) c.unix_socket = "unix:" + LocalSocketPath();
   return c;
+}
+
+Result<LoginConfig> ReadLoginConfig() {
+  std::string text = ReadFileOr(ConfigPath());
+  if (text.empty()) return Status::NotFound("no login config at " + ConfigPath());
+  auto v = ParseJson(text, ConfigPath());
+  if (!v.ok()) return v.status();
+  if (!v->is_object()) return Status::Invalid(ConfigPath() + ": expected a JSON object");
+  const json::object& o = v->as_object();
+  LoginConfig c;
+  c.server = GetString(o, "server").value();
+  c.token = GetString(o, "token").value();
+  c.tls_fingerprint = GetString(o, "tls_fingerprint").value();
+  return c;
+}
+
+Status WriteLoginConfig(const LoginConfig& config) {
+  std::error_code ec;
+  std::filesystem::create_directories(BerthHome(), ec);
+  if (ec) return Status::Internal("cannot create " + BerthHome() + ": " + ec.message());
+  json::object o{{"server", config.server},
+                 {"token", config.token},
+                 {"tls_fingerprint", config.tls_fingerprint}};
+  if (!WriteFileAtomic(ConfigPath(), SerializeJson(o) + "\n", /*sync=*/true, 0600)) {
+    return Status::Internal("cannot write " + ConfigPath() + ": " + strerror(errno));
+  }
+  return Status::Ok();
 }
 
 Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
@@ -168,9 +198,12 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
   std::filesystem::create_directories(state, ec);
   std::filesystem::remove(url_file, ec);
   auto start_server = [&](const std::string& addr) {
-    return SpawnDaemon({self_exe, "server", "--listen", addr, "--state-dir", state, "--url-file",
-                        url_file, "--pid-file", state + "/server.pid"},
-                       home + "/logs/server.log");
+    std::vector<std::string> args = {self_exe,   "server",   "--listen",   addr,
+                                     "--state-dir", state,   "--url-file", url_file,
+                                     "--pid-file",  state + "/server.pid"};
+    // The local cluster is its user's own: when that is root, its jobs are root's.
+    if (::geteuid() == 0) args.push_back("--allow-root-jobs");
+    return SpawnDaemon(args, home + "/logs/server.log");
   };
   auto started = start_server(listen);
   if (!started.ok()) return started.status();
@@ -184,6 +217,7 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
     return Status::Unavailable("the local server did not start; see " + home + "/logs/server.log");
   LocalCluster c;
   c.server = Trim(ReadFileOr(url_file));
+  c.unix_socket = "unix:" + LocalSocketPath();
   c.server_pid = ReadPidFile(state + "/server.pid");
   TimeMs agents_started = SystemClock::Get().Now();
   for (int i = 0; i < options.nodes; ++i) {
@@ -204,7 +238,7 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
   // Ready when every node is UP and was seen since its agent started: a restarted server lists the
   // nodes it knew as UP for a lease period before any agent is back, and the agents' pid files
   // (recorded below for `local down`) may not be written yet.
-  net::HttpClient client(c.server, "");
+  net::HttpClient client(c.unix_socket, "");
   bool ready = WaitFor(
       [&] {
         auto res = client.Request("GET", "/v1/nodes", "", 2000);
@@ -303,6 +337,12 @@ Status Connection::Connect() {
   if (url_.empty()) {
     if (const char* s = std::getenv("BERTH_SERVER"); s && *s) url_ = s;
   }
+  auto login = ReadLoginConfig();
+  if (login.ok() && !login->server.empty() && (url_.empty() || url_ == login->server)) {
+    url_ = login->server;
+    tls_fingerprint_ = login->tls_fingerprint;
+    if (token_.empty()) token_ = login->token;
+  }
   if (url_.empty()) {
     auto local = FindLocalCluster();
     if (!local.ok()) {
@@ -316,8 +356,8 @@ Status Connection::Connect() {
                  started->server);
       local = started;
     }
-    url_ = local->server;
-    if (token_.empty()) token_ = Trim(ReadFileOr(BerthHome() + "/server/token"));
+    // The unix socket: the kernel tells the server who we are.
+    url_ = local->unix_socket.empty() ? local->server : local->unix_socket;
   }
   client_ = std::make_unique<net::HttpClient>(url_, token_);
   return Status::Ok();
@@ -336,6 +376,7 @@ Result<json::value> Connection::Call(const std::string& method, const std::strin
       v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
   Code code = res->status == 404   ? Code::kNotFound
               : res->status == 401 ? Code::kUnauthorized
+              : res->status == 403 ? Code::kForbidden
               : res->status == 409 ? Code::kConflict
               : res->status == 422 ? Code::kInfeasible
               : res->status >= 500 ? Code::kInternal

@@ -1,7 +1,10 @@
 // Connection: how a user command finds and talks to a server: `--server`, then BERTH_SERVER, then
-// the local cluster of BERTH_HOME (started on demand, saying so on stderr). Also the local cluster
-// itself
-// (`berth local up|down|status`). Not thread-safe; one per command.
+// the server saved by `berth login` (BERTH_HOME/config), then the local cluster of BERTH_HOME
+// (started on demand, saying so on stderr), reached through its unix socket, where the kernel
+// says who we are. Server URLs are http://HOST:PORT, https://HOST:PORT or unix:/path/berth.sock.
+// The token (a user's own, from `berth admin token create`) comes from --token, BERTH_TOKEN,
+// BERTH_TOKEN_FILE, or the login config when talking to the server saved there.
+// Also the local cluster itself (`berth local up|down|status`). Not thread-safe; one per command.
 #pragma once
 
 #include <memory>
@@ -17,6 +20,15 @@ namespace berth::cli {
 // BERTH_HOME, default ~/.berth.
 std::string BerthHome();
 
+// What `berth login` saves in BERTH_HOME/config (mode 0600).
+struct LoginConfig {
+  std::string server;
+  std::string token;
+  std::string tls_fingerprint;  // "sha256:..." pinned at login; "" for http and unix servers
+};
+Result<LoginConfig> ReadLoginConfig();  // NotFound when there is none
+Status WriteLoginConfig(const LoginConfig& config);
+
 struct LocalClusterOptions {
   int nodes = 1;
   std::string gpus;    // "V100:4" per node; empty: discover
@@ -25,7 +37,8 @@ struct LocalClusterOptions {
 };
 
 struct LocalCluster {
-  std::string server;
+  std::string server;       // the server's TCP URL (for agents)
+  std::string unix_socket;  // where local users reach it: unix:/.../berth.sock
   std::vector<std::string> nodes;
   int server_pid = 0;
   std::vector<int> agent_pids;
@@ -58,6 +71,7 @@ class Connection {
  private:
   std::string server_flag_;
   std::string token_;
+  std::string tls_fingerprint_;
   std::string self_exe_;
   std::string url_;
   std::unique_ptr<net::HttpClient> client_;

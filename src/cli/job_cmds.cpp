@@ -212,7 +212,8 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   Status valid = ValidateSpec(spec);
   if (!valid.ok()) return Fail(valid);
 
-  json::object body{{"spec", SpecToJson(spec)}, {"user", CurrentUser()}};
+  // No "user": the server knows who we are (socket credentials or our token).
+  json::object body{{"spec", SpecToJson(spec)}};
   if (f.num_jobs) body["num_jobs"] = *f.num_jobs;
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
@@ -312,7 +313,7 @@ int Cancel(const GlobalFlags& g, const CancelFlags& f) {
   if (f.ids.empty() && !f.all && !f.all_users && !f.group) {
     return Fail(Status::Invalid("cancel: give job ids, --group G or --all"));
   }
-  json::object body{{"user", CurrentUser()}};
+  json::object body;
   if (!f.ids.empty()) {
     json::array ids;
     for (auto id : f.ids) ids.push_back(id);
@@ -345,8 +346,15 @@ int Cancel(const GlobalFlags& g, const CancelFlags& f) {
     if (!o.at("not_found").as_array().empty()) {
       fmt::print(stderr, "berth: no such job: {}\n", list(o.at("not_found").as_array()));
     }
+    if (const auto* f = o.if_contains("forbidden"); f && !f->as_array().empty()) {
+      fmt::print(stderr,
+                 "berth: not yours (cancelling another user's job needs the operator role): {}\n",
+                 list(f->as_array()));
+    }
   }
-  return o.at("not_found").as_array().empty() ? 0 : 1;
+  const auto* forbidden = o.if_contains("forbidden");
+  bool refused = forbidden && forbidden->is_array() && !forbidden->as_array().empty();
+  return o.at("not_found").as_array().empty() && !refused ? 0 : 1;
 }
 
 int Show(const GlobalFlags& g, int64_t id, bool as_json) {
@@ -421,11 +429,13 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   }
   if (const auto* events = j.if_contains("events"); events) {
     fmt::print("Events:\n");
-    Table t({"  AT", "STATUS", "ATTEMPT", "REASON"});
+    Table t({"  AT", "STATUS", "ATTEMPT", "BY", "REASON"});
     for (const auto& ev : events->as_array()) {
       const json::object& e = ev.as_object();
+      const json::value* by = e.if_contains("by");
       t.Add({"  " + std::string(e.at("at").as_string()), std::string(e.at("status").as_string()),
              std::to_string(AsInt(e.at("attempt")).value_or(0)),
+             by && by->is_string() ? std::string(by->as_string()) : "-",
              std::string(e.at("reason").as_string())});
     }
     fmt::print("{}", t.Render());

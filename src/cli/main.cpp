@@ -28,17 +28,19 @@ int Main(int argc, char** argv, const Daemons& daemons) {
 
   CLI::App app{
       "berth: a job queue and batch scheduler for GPU clusters.\n"
-      "User commands find the server in --server, then BERTH_SERVER, then the local cluster of\n"
-      "BERTH_HOME (default ~/.berth), which they start if it is not running."};
+      "User commands find the server in --server, then BERTH_SERVER, then the one saved by\n"
+      "`berth login`, then the local cluster of BERTH_HOME (default ~/.berth), which they start\n"
+      "if it is not running. Server URLs: http://HOST:PORT, https://HOST:PORT, unix:/PATH."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "berth " BERTH_VERSION);
   GlobalFlags g;
   g.self_exe = SelfExe(argv[0]);
   auto add_global = [&](CLI::App* cmd) {
     cmd->add_option("--server", g.server,
-                    "Server URL (default: BERTH_SERVER, else the local cluster)");
+                    "Server URL (default: BERTH_SERVER, `berth login`'s, the local cluster)");
     cmd->add_option("--token", g.token,
-                    "Cluster token (default: BERTH_TOKEN, BERTH_TOKEN_FILE, the local cluster's)");
+                    "Your token (default: BERTH_TOKEN, BERTH_TOKEN_FILE, `berth login`'s); not "
+                    "needed on the server's machine, whose unix socket identifies you");
   };
   int rc = 0;
 
@@ -51,10 +53,21 @@ int Main(int argc, char** argv, const Daemons& daemons) {
       ->add_option("--state-dir", server_flags.state_dir,
                    "Directory for the database, logs and token")
       ->required();
-  server->add_option("--token", server_flags.token, "Cluster token clients must present");
+  server->add_option("--token", server_flags.token,
+                     "Cluster token, the agents' credential (default: STATE_DIR/token, made at "
+                     "first start)");
   server->add_option("--token-file", server_flags.token_file, "File holding the cluster token");
   server->add_flag("--require-token", server_flags.require_token,
-                   "Require the token even on loopback (always required on other addresses)");
+                   "TCP clients must present a token even from loopback (always so on other "
+                   "addresses); the unix socket identifies local users either way");
+  server->add_option("--unix-socket", server_flags.unix_socket,
+                     "Unix socket for local users (default: STATE_DIR/berth.sock; '-': none)");
+  server->add_flag("--allow-root-jobs", server_flags.allow_root_jobs,
+                   "Accept jobs of root (refused by default: they would run as root)");
+  server->add_option("--tls-cert", server_flags.tls_cert,
+                     "TLS certificate (PEM) for a non-loopback listener (default: a self-signed "
+                     "one made in STATE_DIR at first start)");
+  server->add_option("--tls-key", server_flags.tls_key, "TLS private key (PEM)");
   server->add_option("--lease", server_flags.lease, "Node lease: a node silent this long is down")
       ->capture_default_str();
   server
@@ -205,6 +218,74 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   undrain->add_option("node", undrain_node, "Node name")->required();
   add_global(undrain);
   undrain->callback([&] { rc = Drain(g, undrain_node, false); });
+
+  // --- identity and administration ---
+  bool whoami_json = false;
+  auto* whoami = app.add_subcommand("whoami", "Who the server takes you for, and your rights");
+  whoami->add_flag("--json", whoami_json, "Machine-readable output");
+  add_global(whoami);
+  whoami->callback([&] { rc = Whoami(g, whoami_json); });
+
+  LoginFlags login_flags;
+  auto* login = app.add_subcommand(
+      "login", "Save a server and your token in BERTH_HOME/config (mode 0600) for later commands");
+  login->add_option("--token-file", login_flags.token_file, "File holding your token");
+  login->add_option("--fingerprint", login_flags.fingerprint,
+                    "Pin this certificate fingerprint (sha256:...) instead of the one presented");
+  add_global(login);
+  login->callback([&] { rc = Login(g, login_flags); });
+
+  auto* admin = app.add_subcommand("admin", "Users, tokens and the audit log (admins only)");
+  admin->require_subcommand(1);
+  auto* token = admin->add_subcommand("token", "Users' bearer tokens");
+  token->require_subcommand(1);
+  TokenCreateFlags token_flags;
+  auto* token_create =
+      token->add_subcommand("create", "Issue a token for a user; it is printed only once");
+  token_create->add_option("--user", token_flags.user, "Whose token")->required();
+  token_create->add_option("--name", token_flags.name, "Token name (default: USER-xxxxxx)");
+  token_create->add_option("--role", token_flags.role,
+                           "Also set the user's role: user, operator or admin");
+  token_create->add_option("--expires", token_flags.expires,
+                           "Lifetime, like 90d or 12h (default: never expires)");
+  token_create->add_flag("--json", token_flags.as_json, "Machine-readable output");
+  add_global(token_create);
+  token_create->callback([&] { rc = TokenCreate(g, token_flags); });
+  bool token_list_json = false;
+  auto* token_list = token->add_subcommand("list", "Every token, without its secret");
+  token_list->add_flag("--json", token_list_json, "Machine-readable output");
+  add_global(token_list);
+  token_list->callback([&] { rc = TokenList(g, token_list_json); });
+  std::string revoke_name;
+  auto* token_revoke = token->add_subcommand("revoke", "Revoke a token at once");
+  token_revoke->add_option("name", revoke_name, "Token name")->required();
+  add_global(token_revoke);
+  token_revoke->callback([&] { rc = TokenRevoke(g, revoke_name); });
+
+  auto* user = admin->add_subcommand("user", "Users' rights");
+  user->require_subcommand(1);
+  UserSetFlags user_flags;
+  auto* user_set = user->add_subcommand("set", "Set a user's role, highest priority or team");
+  user_set->add_option("name", user_flags.name, "User name")->required();
+  user_set->add_option("--role", user_flags.role, "user, operator or admin");
+  user_set->add_option("--max-priority", user_flags.max_priority,
+                       "Highest priority the user may submit at (default 0)");
+  user_set->add_option("--team", user_flags.team, "Team (\"\" for none)");
+  add_global(user_set);
+  user_set->callback([&] { rc = UserSet(g, user_flags); });
+  bool user_list_json = false;
+  auto* user_list = user->add_subcommand("list", "Users with rights set");
+  user_list->add_flag("--json", user_list_json, "Machine-readable output");
+  add_global(user_list);
+  user_list->callback([&] { rc = UserList(g, user_list_json); });
+
+  int audit_limit = 100;
+  bool audit_json = false;
+  auto* audit = admin->add_subcommand("audit", "Administrative actions: who did what, when");
+  audit->add_option("--limit", audit_limit, "How many of the newest")->capture_default_str();
+  audit->add_flag("--json", audit_json, "Machine-readable output");
+  add_global(audit);
+  audit->callback([&] { rc = Audit(g, audit_limit, audit_json); });
 
   try {
     app.parse(argc, argv);

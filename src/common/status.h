@@ -20,7 +20,8 @@ enum class Code {
   kNotFound,         // 404
   kConflict,         // state does not allow it: 409
   kInfeasible,       // can never be satisfied by this cluster: 422
-  kUnauthorized,     // 401
+  kUnauthorized,     // who you are is unknown: 401
+  kForbidden,        // known, but without the right: 403
   kTooLarge,         // 413
   kUnavailable,      // transient: network, peer down: 503
   kInternal,         // 500
@@ -37,6 +38,7 @@ class Status {
   static Status Conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
   static Status Infeasible(std::string m) { return {Code::kInfeasible, std::move(m)}; }
   static Status Unauthorized(std::string m) { return {Code::kUnauthorized, std::move(m)}; }
+  static Status Forbidden(std::string m) { return {Code::kForbidden, std::move(m)}; }
   static Status TooLarge(std::string m) { return {Code::kTooLarge, std::move(m)}; }
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }

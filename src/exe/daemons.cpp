@@ -4,7 +4,9 @@
 #include "exe/daemons.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/connection.h"
 #include "agent/hollow.h"
+#include "agent/job_account.h"
 #include "agent/launcher.h"
 #include "agent/spawner.h"
 #include "agent/supervisor.h"
@@ -89,6 +92,8 @@ int RunServer(const ServerFlags& flags) {
   options.state_dir = flags.state_dir;
   options.token = ReadToken(flags.token, flags.token_file);
   options.require_token = flags.require_token;
+  options.allow_root_jobs = flags.allow_root_jobs;
+  options.unix_socket = flags.unix_socket;
   options.threads = flags.threads;
   auto lease = ParseDuration(flags.lease);
   auto grace = ParseDuration(flags.kill_grace);
@@ -103,6 +108,8 @@ int RunServer(const ServerFlags& flags) {
 
   sigset_t signals = BlockStopSignals();
   int64_t t0 = MonotonicMs();
+  // Everything the server writes (database, logs, token) is its own to read.
+  ::umask(077);
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
   if (ec)
@@ -178,6 +185,16 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     return Fail(Status::Invalid("the agent needs --state-dir (unless --hollow)"));
   sigset_t signals = BlockStopSignals();
   options.base_environment = proto::FilterBaseEnvironment(proto::EnvironmentFromArray(environ));
+  if (::geteuid() == 0) {
+    options.lookup_account = LookupJobAccount;
+    LogInfo("running as root: each job runs as its user");
+  } else {
+    // Before any thread starts: getpwuid is not thread-safe.
+    passwd* pw = ::getpwuid(::geteuid());
+    std::string self = pw ? pw->pw_name : "uid " + std::to_string(::geteuid());
+    LogInfo("not running as root: every job runs as {} (this agent's user), whoever submits it",
+            self);
+  }
   HttpAgentConnection connection(options.server_url, options.token);
   SupervisorLauncher launcher(options.self_exe);
   Agent agent(options, SystemClock::Get(), connection, launcher);

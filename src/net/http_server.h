@@ -24,6 +24,7 @@ struct HttpServerOptions {
   size_t max_body_bytes =
       64 << 20;  // 64 MiB: a 100k-job spec fits easily; a runaway upload does not
   DurationMs idle_timeout_ms = 120'000;
+  std::string unix_socket_path;  // also listen here (mode 0666) when set
 };
 
 class HttpServer {

@@ -1,5 +1,6 @@
 // The user-facing HTTP API (docs/api.md): submit, list, show, cancel, logs, nodes, drain.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -16,14 +17,6 @@ std::optional<int64_t> ParseId(const std::string& s) {
     if (!isdigit(static_cast<unsigned char>(c))) return std::nullopt;
   }
   return std::stoll(s);
-}
-
-// Constant-time comparison, so that response timing does not leak the token.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 json::object ResourcesJson(const ResourceRequest& r) {
@@ -125,23 +118,21 @@ json::object NodeJson(const NodeStatus& node) {
 
 }  // namespace
 
-bool Server::Authorized(const net::HttpRequest& req) const {
-  if (!options_.require_token) return true;
-  std::string auth = req.Header("authorization");
-  const std::string prefix = "Bearer ";
-  return auth.rfind(prefix, 0) == 0 && SameToken(auth.substr(prefix.size()), token_);
-}
-
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
-  if (!Authorized(request)) {
-    res->Send(ErrorResponse(
-        Status::Unauthorized("this berth server requires the cluster token (Authorization: Bearer "
-                             "...); pass --token, set BERTH_TOKEN or use --token-file")));
+  const std::string& m = request.method;
+  std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
+  if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
+    // Answered on the I/O thread, to anyone: never waits for anything.
+    res->Send(JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}}));
+    return;
+  }
+  auto who = identity_->Identify(request);
+  if (!who.ok()) {
+    res->Send(ErrorResponse(who.status()));
     return;
   }
   auto req = std::make_shared<net::HttpRequest>(std::move(request));
-  const std::string& m = req->method;
-  std::vector<std::string> parts = Split(req->path, '/');  // "", "v1", ...
+  auto by = std::make_shared<Principal>(std::move(*who));
   // Runs `handler` on `exec` and sends what it answers (0: it answers, or streams, by itself).
   auto on = [req, res](Executor& exec, std::function<net::HttpResponse()> handler) {
     exec.Post([req, res, handler = std::move(handler)] {
@@ -157,19 +148,34 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   };
   Executor& state = *state_exec_;
   Executor& read = *read_exec_;
+  bool agent_call = parts.size() >= 3 && parts[1] == "v1" &&
+                    (parts[2] == "agent" || parts[2] == "specs");
+  if (agent_call && !by->is_node) {
+    res->Send(ErrorResponse(Status::Forbidden(
+        "the agents' protocol needs the cluster token (" +
+        (by->is_user ? by->user + " is a user, not a node" : std::string("none presented")) +
+        ")")));
+    return;
+  }
+  if (!agent_call && !by->is_user) {
+    res->Send(ErrorResponse(Status::Forbidden(
+        "the cluster token identifies nodes, not users: present your own token (berth login) or "
+        "use the server's unix socket")));
+    return;
+  }
   if (parts.size() >= 3 && parts[1] == "v1") {
     const std::string& top = parts[2];
-    if (top == "health" && m == "GET") {  // answered on the I/O thread: never waits for anything
-      res->Send(JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}}));
+    if (top == "whoami" && parts.size() == 3 && m == "GET") {
+      res->Send(HandleWhoami(*by));
       return;
     }
     if (top == "jobs") {
       if (parts.size() == 3 && m == "POST")
-        return on(state, [this, req] { return HandleSubmit(*req); });
+        return on(state, [this, req, by] { return HandleSubmit(*req, *by); });
       if (parts.size() == 3 && m == "GET")
         return on(read, [this, req] { return HandleListJobs(*req); });
       if (parts.size() == 4 && parts[3] == "cancel" && m == "POST") {
-        return on(state, [this, req] { return HandleCancel(*req); });
+        return on(state, [this, req, by] { return HandleCancel(*req, *by); });
       }
       if (parts.size() >= 4) {
         auto id = ParseId(parts[3]);
@@ -179,10 +185,10 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
           return;
         }
         if (parts.size() == 4 && m == "GET")
-          return on(read, [this, id] { return HandleShowJob(*id); });
+          return on(read, [this, id, by] { return HandleShowJob(*id, *by); });
         if (parts.size() == 5 && parts[4] == "logs" && m == "GET") {
-          return on(read, [this, id, req, res] {
-            HandleLogs(*id, *req, res);
+          return on(read, [this, id, req, by, res] {
+            HandleLogs(*id, *req, *by, res);
             return net::HttpResponse{.status = 0};
           });
         }
@@ -191,10 +197,29 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
     if (top == "nodes") {
       if (parts.size() == 3 && m == "GET") return on(read, [this] { return HandleNodes(); });
       if (parts.size() == 5 && m == "POST" && (parts[4] == "drain" || parts[4] == "undrain")) {
-        return on(state, [this, node = parts[3], drain = parts[4] == "drain"] {
-          return HandleDrain(node, drain);
+        return on(state, [this, node = parts[3], drain = parts[4] == "drain", by] {
+          return HandleDrain(node, drain, *by);
         });
       }
+    }
+    if (top == "admin" && parts.size() >= 4) {
+      const std::string& what = parts[3];
+      if (what == "tokens" && parts.size() == 4 && m == "GET")
+        return on(read, [this, by] { return HandleListTokens(*by); });
+      if (what == "tokens" && parts.size() == 4 && m == "POST")
+        return on(state, [this, req, by] { return HandleCreateToken(*req, *by); });
+      if (what == "tokens" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
+        return on(state,
+                  [this, name = parts[4], by] { return HandleRevokeToken(name, *by); });
+      }
+      if (what == "users" && parts.size() == 4 && m == "GET")
+        return on(read, [this, by] { return HandleListUsers(*by); });
+      if (what == "users" && parts.size() == 5 && m == "POST") {
+        return on(state,
+                  [this, name = parts[4], req, by] { return HandleSetUser(name, *req, *by); });
+      }
+      if (what == "audit" && parts.size() == 4 && m == "GET")
+        return on(read, [this, req, by] { return HandleAudit(*req, *by); });
     }
     if (top == "specs" && parts.size() == 4 && m == "GET") {
       auto id = ParseId(parts[3]);
@@ -226,7 +251,7 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   res->Send(ErrorResponse(Status::NotFound("no such endpoint: " + m + " " + req->path)));
 }
 
-net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
+net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
   if (!body->is_object())
@@ -254,8 +279,25 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
     return ErrorResponse(
         Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
   }
-  auto user = GetString(o, "user", "unknown");
+  // Jobs belong to, and run as, whoever submits them: a body naming someone else is refused.
+  auto user = GetString(o, "user", by.user);
   if (!user.ok()) return ErrorResponse(user.status());
+  if (*user != by.user) {
+    return ErrorResponse(Status::Forbidden("jobs run as the user who submits them: you are " +
+                                           by.user + " (" + by.via + "), the request says '" +
+                                           *user + "'"));
+  }
+  if (by.user == "root" && !options_.allow_root_jobs) {
+    return ErrorResponse(Status::Forbidden(
+        "this server refuses jobs of root (they would run as root on the nodes); submit as "
+        "another user, or start the server with --allow-root-jobs"));
+  }
+  if (by.max_priority && request.spec.priority > *by.max_priority) {
+    return ErrorResponse(Status::Forbidden(fmt::format(
+        "priority {} is over your limit: {} may submit at priority {} at most (an admin raises "
+        "it with `berth admin user set {} --max-priority N`)",
+        request.spec.priority, by.user, *by.max_priority, by.user)));
+  }
   auto num_jobs = GetInt(o, "num_jobs", 0);
   if (!num_jobs.ok()) return ErrorResponse(num_jobs.status());
   if (*num_jobs < 0 || (o.contains("num_jobs") && *num_jobs == 0)) {
@@ -266,7 +308,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req) {
         Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
                                     *num_jobs, options_.max_jobs_per_submit)));
   }
-  request.user = *user;
+  request.user = by.user;
   request.as_group = o.contains("num_jobs");
   request.count = request.as_group ? static_cast<int>(*num_jobs) : 1;
   auto answer = core_->Submit(std::move(request));
@@ -311,13 +353,16 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
 }
 
-net::HttpResponse Server::HandleShowJob(int64_t id) {
+net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   auto rows = store_->GetJobs({id});
   if (!rows.ok()) return ErrorResponse(rows.status());
   if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
   json::object o = JobJson(row, core_->WaitingReason(id));
-  auto spec = store_->GetSpec(row.spec_id);
+  // The spec holds the job's environment (often secrets): its owner's and operators' to read.
+  o["spec"] = nullptr;
+  auto spec = MayActOn(by, row) ? store_->GetSpec(row.spec_id)
+                                : Result<std::string>(Status::Forbidden("not yours"));
   if (spec.ok()) {
     auto v = ParseJson(*spec, "stored spec");
     if (v.ok()) o["spec"] = std::move(*v);
@@ -329,7 +374,8 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
       ev.push_back(json::object{{"at", FormatRfc3339(e.at)},
                                 {"status", std::string(JobStatusName(e.status))},
                                 {"attempt", e.attempt},
-                                {"reason", e.reason}});
+                                {"reason", e.reason},
+                                {"by", e.by.empty() ? json::value(nullptr) : json::value(e.by)}});
     }
     o["events"] = std::move(ev);
   }
@@ -352,7 +398,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id) {
   return JsonResponse(200, o);
 }
 
-net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
+net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
   if (!body->is_object())
@@ -378,9 +424,25 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   request.all = *all;
   request.all_users = *all_users;
   if (*group >= 0) request.group = *group;
-  request.user = *user;
+  if (!user->empty() && *user != by.user) {
+    return ErrorResponse(Status::Forbidden("you are " + by.user + " (" + by.via +
+                                           "), the request says '" + *user + "'"));
+  }
+  if (request.all_users && !by.Has(Role::kOperator)) {
+    return ErrorResponse(Status::Forbidden(
+        "cancelling every user's jobs needs the operator role; " + by.user + " is " +
+        std::string(RoleName(by.role))));
+  }
+  request.user = by.user;
+  request.cancel_any = by.Has(Role::kOperator);
   auto answer = core_->Cancel(request);
   if (!answer.ok()) return ErrorResponse(answer.status());
+  if (!answer->forbidden.empty() && answer->cancelled.empty() &&
+      answer->already_finished.empty() && answer->not_found.empty()) {
+    return ErrorResponse(Status::Forbidden(fmt::format(
+        "job {} is not yours: cancelling another user's job needs the operator role ({} is {})",
+        fmt::join(answer->forbidden, ", "), by.user, RoleName(by.role))));
+  }
   auto ids = [](const std::vector<int64_t>& v) {
     json::array a;
     for (int64_t id : v) a.push_back(id);
@@ -388,7 +450,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req) {
   };
   return JsonResponse(200, json::object{{"cancelled", ids(answer->cancelled)},
                                         {"already_finished", ids(answer->already_finished)},
-                                        {"not_found", ids(answer->not_found)}});
+                                        {"not_found", ids(answer->not_found)},
+                                        {"forbidden", ids(answer->forbidden)}});
 }
 
 net::HttpResponse Server::HandleNodes() {
@@ -397,13 +460,18 @@ net::HttpResponse Server::HandleNodes() {
   return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
 }
 
-net::HttpResponse Server::HandleDrain(const std::string& name, bool drain) {
-  auto node = core_->Drain(name, drain);
+net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, const Principal& by) {
+  if (!by.Has(Role::kOperator)) {
+    return ErrorResponse(Status::Forbidden(std::string(drain ? "draining" : "undraining") +
+                                           " a node needs the operator role; " + by.user + " is " +
+                                           std::string(RoleName(by.role))));
+  }
+  auto node = core_->Drain(name, drain, by.user);
   if (!node.ok()) return ErrorResponse(node.status());
   return JsonResponse(200, NodeJson(*node));
 }
 
-void Server::HandleLogs(int64_t id, const net::HttpRequest& req,
+void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
                         std::shared_ptr<net::Responder> res) {
   int64_t offset = 0;
   int rank = LogStore::kAllRanks;  // no rank: every rank of a multi-node job, interleaved
@@ -437,6 +505,12 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req,
     }
     row = rows->front();
   }
+  if (!MayActOn(by, row)) {
+    res->Send(ErrorResponse(Status::Forbidden(fmt::format(
+        "job {} belongs to {}: reading another user's logs needs the operator role ({} is {})", id,
+        row.user, by.user, RoleName(by.role)))));
+    return;
+  }
   if (rank >= row.num_nodes) {
     res->Send(ErrorResponse(
         Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
@@ -462,12 +536,12 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req,
   // Long poll: answer when output arrives or the job ends, or at the deadline with nothing. The
   // answer is made again from scratch (with no wait) on the read executor.
   auto fired = std::make_shared<std::atomic<bool>>(false);
-  auto again = [this, id, req, res, fired]() {
+  auto again = [this, id, req, by, res, fired]() {
     if (fired->exchange(true)) return;
-    read_exec_->Post([this, id, req, res] {
+    read_exec_->Post([this, id, req, by, res] {
       net::HttpRequest now = req;
       now.query["wait_ms"] = "0";
-      HandleLogs(id, now, res);
+      HandleLogs(id, now, by, res);
     });
   };
   auto waiter = core_->AddLogWaiter(id, attempt, again);

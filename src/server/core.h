@@ -79,13 +79,15 @@ struct CancelRequest {
   bool all = false;        // every job of `user`
   bool all_users = false;  // every job
   std::optional<int64_t> group;
-  std::string user;  // who asks
+  std::string user;         // who asks
+  bool cancel_any = false;  // may cancel other users' jobs (an operator); else they are forbidden
 };
 
 struct CancelAnswer {
   std::vector<int64_t> cancelled;
   std::vector<int64_t> already_finished;
   std::vector<int64_t> not_found;
+  std::vector<int64_t> forbidden;  // other users' jobs, named by id, that the asker may not cancel
 };
 
 // A node as `berth nodes` shows it: its row and what its jobs hold.
@@ -113,7 +115,9 @@ class Core {
   Result<SubmitAnswer> Submit(SubmitRequest request) EXCLUDES(mu_, submit_mu_);
   Result<CancelAnswer> Cancel(const CancelRequest& request) EXCLUDES(mu_);
   // NotFound for an unknown node; Unavailable when the change could not be recorded.
-  Result<NodeStatus> Drain(const std::string& node, bool drain) EXCLUDES(mu_);
+  // `by` is recorded in the audit log.
+  Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "")
+      EXCLUDES(mu_);
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
   // Why a pending job waits (the last pass's reason), or "".
   std::string WaitingReason(int64_t job) EXCLUDES(waiting_mu_);
@@ -232,6 +236,7 @@ class Core {
   // A state change being built: store writes, effects to run once they are committed, and the undo
   // journal (each entry as it was before the plan first changed it; nullopt: it did not exist).
   struct Plan {
+    std::string by;  // the user on whose request the change is made; recorded in its events
     Batch batch;
     std::vector<std::pair<std::string, std::string>> opens;  // (node, session)
     std::vector<std::string> closes;

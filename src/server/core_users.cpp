@@ -142,6 +142,7 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
     HandlerLock lock(this);
     TimeMs now = clock_.Now();
     Plan plan;
+    plan.by = request.user;
     plan.cancel_before = cancel_;
     if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
     if (request.all && !request.all_users) cancel_.user_seq[request.user] = ++cancel_.seq;
@@ -161,6 +162,10 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
       // Ended for the user (perhaps still stopping): reported as finished, never ended twice.
       if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
         unknown.push_back(id);
+        continue;
+      }
+      if (!request.cancel_any && it->second.row.user != request.user) {
+        answer.forbidden.push_back(id);
         continue;
       }
       EndJob(plan, it->second, JobStatus::kCancelled,
@@ -183,11 +188,18 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   return answer;
 }
 
-Result<NodeStatus> Core::Drain(const std::string& name, bool drain) {
+Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by) {
   HandlerLock lock(this);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
   Plan plan;
+  plan.by = by;
+  plan.batch.audit.push_back(AuditRow{.seq = 0,
+                                      .at = clock_.Now(),
+                                      .by = by,
+                                      .action = drain ? "drain" : "undrain",
+                                      .target = name,
+                                      .detail = ""});
   NodeRuntime& node = MutNode(plan, it->second);
   node.row.draining = drain;
   ++node.sched_gen;

@@ -10,6 +10,8 @@ int HttpStatusOf(Code code) {
       return 400;
     case Code::kUnauthorized:
       return 401;
+    case Code::kForbidden:
+      return 403;
     case Code::kNotFound:
       return 404;
     case Code::kConflict:

@@ -1,6 +1,8 @@
 #include "server/server.h"
 
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -46,16 +48,29 @@ Status Server::Start() {
   if (ec) {
     return Status::Internal("cannot create state dir " + options_.state_dir + ": " + ec.message());
   }
-  if (!IsLoopbackHost(options_.host)) options_.require_token = true;
-  if (options_.require_token) {
-    if (!options_.token.empty()) {
-      token_ = options_.token;
-    } else {
-      auto token = LoadOrCreateToken(options_.state_dir + "/token");
-      if (!token.ok()) return token.status();
-      token_ = *token;
-    }
+  // The state dir holds the database (every job's spec and environment), the logs and the
+  // cluster token: only the server's user may read it. Others may pass through (search, no read)
+  // to reach the unix socket in it.
+  ::chmod(options_.state_dir.c_str(), 0711);
+  for (const char* name : {"berth.db", "berth.db-wal", "berth.db-shm", "token"}) {
+    std::string path = options_.state_dir + "/" + name;
+    if (::access(path.c_str(), F_OK) == 0) ::chmod(path.c_str(), 0600);
   }
+  if (!IsLoopbackHost(options_.host)) options_.require_token = true;
+  if (!options_.token.empty()) {
+    token_ = options_.token;
+  } else {
+    auto token = LoadOrCreateToken(options_.state_dir + "/token");
+    if (!token.ok()) return token.status();
+    token_ = *token;
+  }
+  if (options_.unix_socket.empty()) options_.unix_socket = options_.state_dir + "/berth.sock";
+  if (options_.unix_socket == "-") options_.unix_socket.clear();
+  accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
+  BERTH_RETURN_IF_ERROR(accounts_->Load());
+  identity_ = std::make_unique<Identity>(
+      IdentityOptions{.cluster_token = token_, .tokens_on_tcp = options_.require_token},
+      *accounts_, system_users_);
 
   logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
   CoreOptions core;
@@ -71,6 +86,7 @@ Status Server::Start() {
   http.host = options_.host;
   http.port = options_.port;
   http.max_body_bytes = options_.max_body_bytes;
+  http.unix_socket_path = options_.unix_socket;
   http.threads = options_.threads > 0 ? options_.threads : cpus;
   // Handlers waiting for the state lock sit here, not on the I/O threads. Several threads, so
   // that submissions queue for one group commit and a slow one does not hold up heartbeats.
@@ -91,8 +107,9 @@ Status Server::Start() {
   });
   housekeeping_thread_ = std::thread([this] { HousekeepingLoop(); });
   core_->RequestPass();
-  LogInfo("listening on {} ({} I/O threads{})", url(), http.threads,
-          options_.require_token ? ", token required" : "");
+  LogInfo("listening on {}{} ({} I/O threads{})", url(),
+          options_.unix_socket.empty() ? "" : " and unix:" + options_.unix_socket, http.threads,
+          options_.require_token ? ", TCP clients need a token" : "");
   return Status::Ok();
 }
 

@@ -23,7 +23,9 @@
 #include "common/status.h"
 #include "net/http.h"
 #include "net/http_server.h"
+#include "server/accounts.h"
 #include "server/core.h"
+#include "server/identity.h"
 #include "server/log_store.h"
 #include "server/watch_streams.h"
 #include "store/store.h"
@@ -34,8 +36,13 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string state_dir;
-  std::string token;           // empty: read or generate <state_dir>/token when one is required
-  bool require_token = false;  // forced on when host is not a loopback address
+  // The cluster token, the agents' credential; empty: read or generate <state_dir>/token.
+  std::string token;
+  // TCP clients must present a token even from this machine's loopback (forced on when the
+  // host is not a loopback address). The unix socket identifies local users either way.
+  bool require_token = false;
+  std::string unix_socket;       // empty: <state_dir>/berth.sock; "-": none
+  bool allow_root_jobs = false;  // accept jobs of root (refused by default)
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs starvation_ms = 10 * 60'000;
@@ -61,23 +68,35 @@ class Server {
   int port() const;
   std::string url() const;
   const std::string& token() const { return token_; }
+  // The unix socket's path ("" when none).
+  const std::string& unix_socket() const { return options_.unix_socket; }
   // Stops serving: in-flight handlers finish, streams close, threads join. Idempotent.
   void Stop();
 
  private:
   void Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res);
-  bool Authorized(const net::HttpRequest& req) const;
   void SchedulerLoop();
   void HousekeepingLoop();
 
-  // api.cpp: the users' API.
-  net::HttpResponse HandleSubmit(const net::HttpRequest& req);
+  // api.cpp: the users' API. `by` is who asks.
+  net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
-  net::HttpResponse HandleShowJob(int64_t id);
-  net::HttpResponse HandleCancel(const net::HttpRequest& req);
+  net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
+  net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleNodes();
-  net::HttpResponse HandleDrain(const std::string& node, bool drain);
-  void HandleLogs(int64_t id, const net::HttpRequest& req, std::shared_ptr<net::Responder> res);
+  net::HttpResponse HandleDrain(const std::string& node, bool drain, const Principal& by);
+  void HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
+                  std::shared_ptr<net::Responder> res);
+
+  // admin_api.cpp: who am I, users, tokens, audit.
+  net::HttpResponse HandleWhoami(const Principal& by);
+  net::HttpResponse HandleCreateToken(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleListTokens(const Principal& by);
+  net::HttpResponse HandleRevokeToken(const std::string& name, const Principal& by);
+  net::HttpResponse HandleListUsers(const Principal& by);
+  net::HttpResponse HandleSetUser(const std::string& name, const net::HttpRequest& req,
+                                  const Principal& by);
+  net::HttpResponse HandleAudit(const net::HttpRequest& req, const Principal& by);
 
   // agent_api.cpp: the agents' protocol.
   net::HttpResponse HandleRegister(const net::HttpRequest& req);
@@ -91,6 +110,9 @@ class Server {
   const Clock& clock_;
   std::string token_;
   std::unique_ptr<Store> store_;
+  RealSystemUsers system_users_;
+  std::unique_ptr<Accounts> accounts_;
+  std::unique_ptr<Identity> identity_;
   std::unique_ptr<LogStore> logs_;
   WatchStreams streams_;
   std::unique_ptr<Core> core_;

@@ -99,11 +99,48 @@ CREATE TABLE nodes (
 
 Status MigrateToV1(SqliteDb& db) { return db.Exec(kSchemaV1); }
 
+// Version 2: who is who. Users' rights, their tokens (hashes only), the audit log of
+// administrative actions, and who made each job event. `actor`, not `by`: BY is an SQL keyword.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE users (
+  name         TEXT PRIMARY KEY,
+  role         TEXT NOT NULL,        -- "user", "operator", "admin"
+  max_priority INTEGER NOT NULL,
+  team         TEXT NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  updated_by   TEXT NOT NULL
+);
+
+CREATE TABLE tokens (
+  name       TEXT PRIMARY KEY,
+  user       TEXT NOT NULL,
+  hash       TEXT NOT NULL UNIQUE,   -- "sha256:<hex>" of the secret, never the secret
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  revoked_at INTEGER,
+  created_by TEXT NOT NULL
+);
+
+CREATE TABLE audit (
+  seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+  at     INTEGER NOT NULL,
+  actor  TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+
+ALTER TABLE job_events ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+)sql";
+
+Status MigrateToV2(SqliteDb& db) { return db.Exec(kSchemaV2); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1,
+    &MigrateToV2,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

@@ -311,10 +311,15 @@ Result<SubmitResult> SqliteStore::InsertSubmission(const Submission& submission)
   const int64_t last = db_->LastInsertRowid();
   const int64_t first = last - submission.count + 1;
   Result<StatementRef> events = db_->Cached(
-      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason) "
-      "SELECT id, 1, ?1, 'PENDING', 0, 'submitted' FROM jobs WHERE id BETWEEN ?2 AND ?3");
+      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason, actor) "
+      "SELECT id, 1, ?1, 'PENDING', 0, 'submitted', ?4 FROM jobs WHERE id BETWEEN ?2 AND ?3");
   if (!events.ok()) return events.status();
-  BERTH_RETURN_IF_ERROR((*events)->Bind(1, submission.now).Bind(2, first).Bind(3, last).Run());
+  BERTH_RETURN_IF_ERROR((*events)
+                            ->Bind(1, submission.now)
+                            .Bind(2, first)
+                            .Bind(3, last)
+                            .Bind(4, submission.user)
+                            .Run());
   if (db_->Changes() != submission.count) {
     return Status::Internal(db_->path() + ": submit: expected jobs " + std::to_string(first) +
                             ".." + std::to_string(last) + " but found " +
@@ -361,8 +366,8 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
 Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
   // seq = one past the job's last event, found through the (job_id, seq) primary key.
   Result<StatementRef> ref = db_->Cached(
-      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason) "
-      "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5 FROM job_events WHERE job_id = ?1");
+      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason, actor) "
+      "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 FROM job_events WHERE job_id = ?1");
   if (!ref.ok()) return ref.status();
   return (*ref)
       ->Bind(1, job)
@@ -370,6 +375,7 @@ Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
       .Bind(3, JobStatusName(event.status))
       .Bind(4, int64_t{event.attempt})
       .Bind(5, event.reason)
+      .Bind(6, event.by)
       .Run();
 }
 
@@ -437,6 +443,9 @@ Status SqliteStore::Commit(const Batch& batch) {
     BERTH_RETURN_IF_ERROR(UpsertAttempt(job, attempt));
   }
   for (const NodeRow& node : batch.nodes) BERTH_RETURN_IF_ERROR(UpsertNode(node));
+  for (const UserRow& user : batch.users) BERTH_RETURN_IF_ERROR(UpsertUser(user));
+  for (const TokenRow& token : batch.tokens) BERTH_RETURN_IF_ERROR(UpsertToken(token));
+  for (const AuditRow& row : batch.audit) BERTH_RETURN_IF_ERROR(AppendAudit(row));
   return txn->Commit();
 }
 
@@ -553,7 +562,7 @@ Result<std::vector<JobRow>> SqliteStore::GetJobs(const std::vector<int64_t>& ids
 Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
   std::lock_guard<std::mutex> lock(read_mu_);
   Result<StatementRef> ref = read_db_->Cached(
-      "SELECT at, status, attempt, reason FROM job_events WHERE job_id = ?1 ORDER BY seq");
+      "SELECT at, status, attempt, reason, actor FROM job_events WHERE job_id = ?1 ORDER BY seq");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   s.Bind(1, job);
@@ -571,7 +580,8 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
     events.push_back(JobEvent{.at = s.Int(0),
                               .status = *parsed,
                               .attempt = static_cast<int>(s.Int(2)),
-                              .reason = s.Text(3)});
+                              .reason = s.Text(3),
+                              .by = s.Text(4)});
   }
   return events;
 }
@@ -674,6 +684,128 @@ Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
     nodes.push_back(std::move(n));
   }
   return nodes;
+}
+
+Status SqliteStore::UpsertUser(const UserRow& user) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO users(name, role, max_priority, team, updated_at, updated_by) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "ON CONFLICT(name) DO UPDATE SET role = excluded.role, "
+      "max_priority = excluded.max_priority, team = excluded.team, "
+      "updated_at = excluded.updated_at, updated_by = excluded.updated_by");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, user.name)
+      .Bind(2, RoleName(user.role))
+      .Bind(3, int64_t{user.max_priority})
+      .Bind(4, user.team)
+      .Bind(5, user.updated_at)
+      .Bind(6, user.updated_by)
+      .Run();
+}
+
+Status SqliteStore::UpsertToken(const TokenRow& token) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO tokens(name, user, hash, created_at, expires_at, revoked_at, created_by) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+      "ON CONFLICT(name) DO UPDATE SET user = excluded.user, hash = excluded.hash, "
+      "created_at = excluded.created_at, expires_at = excluded.expires_at, "
+      "revoked_at = excluded.revoked_at, created_by = excluded.created_by");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, token.name)
+      .Bind(2, token.user)
+      .Bind(3, token.hash)
+      .Bind(4, token.created_at)
+      .Bind(5, token.expires_at)
+      .Bind(6, token.revoked_at)
+      .Bind(7, token.created_by)
+      .Run();
+}
+
+Status SqliteStore::AppendAudit(const AuditRow& row) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO audit(at, actor, action, target, detail) VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, row.at)
+      .Bind(2, row.by)
+      .Bind(3, row.action)
+      .Bind(4, row.target)
+      .Bind(5, row.detail)
+      .Run();
+}
+
+Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT name, role, max_priority, team, updated_at, updated_by FROM users ORDER BY name");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  std::vector<UserRow> users;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    std::optional<Role> role = ParseRole(s.Text(1));
+    if (!role) {
+      return Status::Internal(read_db_->path() + ": user " + s.Text(0) + ": unknown role \"" +
+                              s.Text(1) + "\"");
+    }
+    users.push_back(UserRow{.name = s.Text(0),
+                            .role = *role,
+                            .max_priority = static_cast<int>(s.Int(2)),
+                            .team = s.Text(3),
+                            .updated_at = s.Int(4),
+                            .updated_by = s.Text(5)});
+  }
+  return users;
+}
+
+Result<std::vector<TokenRow>> SqliteStore::LoadTokens() {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT name, user, hash, created_at, expires_at, revoked_at, created_by FROM tokens "
+      "ORDER BY name");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  std::vector<TokenRow> tokens;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    tokens.push_back(TokenRow{.name = s.Text(0),
+                              .user = s.Text(1),
+                              .hash = s.Text(2),
+                              .created_at = s.Int(3),
+                              .expires_at = s.OptInt(4),
+                              .revoked_at = s.OptInt(5),
+                              .created_by = s.Text(6)});
+  }
+  return tokens;
+}
+
+Result<std::vector<AuditRow>> SqliteStore::ListAudit(int limit) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT seq, at, actor, action, target, detail FROM "
+      "(SELECT * FROM audit ORDER BY seq DESC LIMIT ?1) ORDER BY seq");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, limit > 0 ? int64_t{limit} : kNoLimit);
+  std::vector<AuditRow> rows;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    rows.push_back(AuditRow{.seq = s.Int(0),
+                            .at = s.Int(1),
+                            .by = s.Text(2),
+                            .action = s.Text(3),
+                            .target = s.Text(4),
+                            .detail = s.Text(5)});
+  }
+  return rows;
 }
 
 }  // namespace berth

@@ -46,6 +46,9 @@ class SqliteStore final : public Store {
   Result<int> GroupSize(int64_t group) override;
   // Ascending name.
   Result<std::vector<NodeRow>> LoadNodes() override;
+  Result<std::vector<UserRow>> LoadUsers() override;
+  Result<std::vector<TokenRow>> LoadTokens() override;
+  Result<std::vector<AuditRow>> ListAudit(int limit) override;
 
  private:
   SqliteStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<SqliteDb> read_db)
@@ -60,6 +63,9 @@ class SqliteStore final : public Store {
   Status AppendEvent(int64_t job, const JobEvent& event);
   Status UpsertAttempt(int64_t job, const AttemptRow& attempt);
   Status UpsertNode(const NodeRow& node);
+  Status UpsertUser(const UserRow& user);
+  Status UpsertToken(const TokenRow& token);
+  Status AppendAudit(const AuditRow& row);
 
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/job_status.h"
 #include "common/resources.h"
+#include "common/role.h"
 #include "common/status.h"
 
 namespace berth {
@@ -48,6 +49,7 @@ struct JobEvent {
   JobStatus status = JobStatus::kPending;
   int attempt = 0;
   std::string reason;
+  std::string by;  // the user whose request made the change ("" when berth made it by itself)
 };
 
 // One attempt of a job: where it ran and how it ended.
@@ -77,6 +79,38 @@ struct NodeRow {
   std::optional<TimeMs> down_since;
 };
 
+// A user's rights, as an admin set them. A user without a row has the defaults.
+struct UserRow {
+  std::string name;
+  Role role = Role::kUser;
+  int max_priority = 0;  // the highest priority the user may submit at
+  std::string team;      // "" when none
+  TimeMs updated_at = 0;
+  std::string updated_by;
+};
+
+// A user's bearer token. Only a hash of the secret is kept.
+struct TokenRow {
+  std::string name;  // unique, chosen by the admin or generated
+  std::string user;
+  std::string hash;  // "sha256:<hex>" of the secret
+  TimeMs created_at = 0;
+  std::optional<TimeMs> expires_at;  // none: never expires
+  std::optional<TimeMs> revoked_at;
+  std::string created_by;
+};
+
+// One administrative action (drain, tokens, users), for `berth admin audit`. Actions on jobs are
+// recorded as their events instead (JobEvent::by).
+struct AuditRow {
+  int64_t seq = 0;  // assigned by the store, ascending
+  TimeMs at = 0;
+  std::string by;
+  std::string action;  // "drain", "undrain", "token create", "token revoke", "user set", ...
+  std::string target;  // the node, token or user acted on
+  std::string detail;
+};
+
 // A new submission: one spec shared by `count` jobs.
 struct Submission {
   std::string spec_json;
@@ -102,7 +136,13 @@ struct Batch {
   std::vector<std::pair<int64_t, JobEvent>> events;      // (job id, event) appended
   std::vector<std::pair<int64_t, AttemptRow>> attempts;  // (job id, attempt) inserted or replaced
   std::vector<NodeRow> nodes;                            // inserted or replaced by name
-  bool empty() const { return jobs.empty() && events.empty() && attempts.empty() && nodes.empty(); }
+  std::vector<UserRow> users;                            // inserted or replaced by name
+  std::vector<TokenRow> tokens;                          // inserted or replaced by name
+  std::vector<AuditRow> audit;                           // appended (seq is assigned)
+  bool empty() const {
+    return jobs.empty() && events.empty() && attempts.empty() && nodes.empty() && users.empty() &&
+           tokens.empty() && audit.empty();
+  }
 };
 
 struct JobQuery {
@@ -151,6 +191,12 @@ class Store {
   virtual Result<int> GroupSize(int64_t group) = 0;
 
   virtual Result<std::vector<NodeRow>> LoadNodes() = 0;
+
+  // Every user row and every token (revoked and expired ones included), ascending name.
+  virtual Result<std::vector<UserRow>> LoadUsers() = 0;
+  virtual Result<std::vector<TokenRow>> LoadTokens() = 0;
+  // The newest `limit` audit rows, oldest first.
+  virtual Result<std::vector<AuditRow>> ListAudit(int limit) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path` in WAL mode and migrates its schema.

@@ -73,6 +73,18 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->LoadNodes();
   }
+  Result<std::vector<UserRow>> LoadUsers() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadUsers();
+  }
+  Result<std::vector<TokenRow>> LoadTokens() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadTokens();
+  }
+  Result<std::vector<AuditRow>> ListAudit(int limit) override {
+    if (fail_reads_) return ReadError();
+    return inner_->ListAudit(limit);
+  }
 
  private:
   Status BeforeWrite() {

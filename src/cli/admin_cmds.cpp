@@ -1,0 +1,187 @@
+// berth whoami / login, and berth admin token|user|audit (docs/security.md).
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "common/files.h"
+#include "common/strings.h"
+#include "net/http.h"
+
+namespace berth::cli {
+
+namespace {
+
+std::string Str(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || v->is_null()) return "-";
+  if (v->is_string()) return std::string(v->as_string());
+  return SerializeJson(*v);
+}
+
+// Connects, calls, and prints a failure: the common shape of every admin command.
+Result<json::value> CallServer(const GlobalFlags& g, const std::string& method,
+                               const std::string& target, const std::string& body = "") {
+  Connection conn(g.server, g.token, g.self_exe);
+  BERTH_RETURN_IF_ERROR(conn.Connect());
+  return conn.Call(method, target, body);
+}
+
+}  // namespace
+
+Result<std::string> ServerFingerprint(const std::string& url) {
+  (void)url;
+  return Status::Unavailable("TLS is not available in this build");
+}
+
+int Whoami(const GlobalFlags& g, bool as_json) {
+  auto res = CallServer(g, "GET", "/v1/whoami");
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  if (as_json) {
+    fmt::print("{}\n", SerializeJson(o));
+    return 0;
+  }
+  fmt::print("user:          {}\n", Str(o, "user"));
+  fmt::print("role:          {}\n", Str(o, "role"));
+  fmt::print("team:          {}\n", Str(o, "team"));
+  std::string max = Str(o, "max_priority");
+  fmt::print("max priority:  {}\n", max == "-" ? "no limit" : max);
+  fmt::print("identified by: {}\n", Str(o, "via"));
+  if (std::string exp = Str(o, "token_expires"); Str(o, "via").rfind("token", 0) == 0) {
+    fmt::print("token expires: {}\n", exp == "-" ? "never" : exp);
+  }
+  return 0;
+}
+
+int Login(const GlobalFlags& g, const LoginFlags& f) {
+  if (g.server.empty()) return Fail(Status::Invalid("login: say which server: --server URL"));
+  std::string token = g.token;
+  if (!f.token_file.empty()) {
+    token = Trim(ReadFileOr(f.token_file));
+    if (token.empty()) return Fail(Status::Invalid("login: " + f.token_file + " is empty"));
+  }
+  if (token.empty()) {
+    return Fail(Status::Invalid("login: give your token with --token-file FILE (or --token)"));
+  }
+  LoginConfig config{.server = g.server, .token = token, .tls_fingerprint = f.fingerprint};
+  if (StartsWith(g.server, "https://") && config.tls_fingerprint.empty()) {
+    auto fp = ServerFingerprint(g.server);
+    if (!fp.ok()) return Fail(fp.status());
+    config.tls_fingerprint = *fp;
+    fmt::print(
+        "The server's certificate fingerprint is\n  {}\nCompare it with the one the server "
+        "printed at its start (`berth server` logs it); it is pinned from now on.\n",
+        *fp);
+  }
+  Status saved = WriteLoginConfig(config);
+  if (!saved.ok()) return Fail(saved);
+  GlobalFlags check = g;
+  check.token.clear();
+  auto res = CallServer(check, "GET", "/v1/whoami");
+  if (!res.ok()) return Fail(res.status());
+  fmt::print("Logged in to {} as {} ({}). Saved in {}/config.\n", g.server,
+             Str(res->as_object(), "user"), Str(res->as_object(), "role"), BerthHome());
+  return 0;
+}
+
+int TokenCreate(const GlobalFlags& g, const TokenCreateFlags& f) {
+  json::object body{{"user", f.user}};
+  if (!f.name.empty()) body["name"] = f.name;
+  if (!f.role.empty()) body["role"] = f.role;
+  if (!f.expires.empty()) {
+    auto d = ParseDuration(f.expires);
+    if (!d || *d <= 0) {
+      return Fail(Status::Invalid("--expires: expected a duration like 90d, 12h or 30m, got '" +
+                                  f.expires + "'"));
+    }
+    body["expires_in_ms"] = *d;
+  }
+  auto res = CallServer(g, "POST", "/v1/admin/tokens", SerializeJson(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  if (f.as_json) {
+    fmt::print("{}\n", SerializeJson(o));
+    return 0;
+  }
+  fmt::print(stderr, "Token {} for {} (expires {}). It is shown only this once:\n",
+             Str(o, "name"), Str(o, "user"),
+             Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"));
+  fmt::print("{}\n", Str(o, "token"));
+  return 0;
+}
+
+int TokenList(const GlobalFlags& g, bool as_json) {
+  auto res = CallServer(g, "GET", "/v1/admin/tokens");
+  if (!res.ok()) return Fail(res.status());
+  const json::array& tokens = res->as_object().at("tokens").as_array();
+  if (as_json) {
+    fmt::print("{}\n", SerializeJson(tokens));
+    return 0;
+  }
+  Table t({"NAME", "USER", "STATE", "CREATED", "BY", "EXPIRES"});
+  for (const auto& v : tokens) {
+    const json::object& o = v.as_object();
+    t.Add({Str(o, "name"), Str(o, "user"), Str(o, "state"), Str(o, "created_at"),
+           Str(o, "created_by"), Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at")});
+  }
+  fmt::print("{}", t.Render());
+  return 0;
+}
+
+int TokenRevoke(const GlobalFlags& g, const std::string& name) {
+  auto res = CallServer(g, "POST", "/v1/admin/tokens/" + net::UrlEncode(name) + "/revoke");
+  if (!res.ok()) return Fail(res.status());
+  fmt::print("Token {} of {} is revoked.\n", name, Str(res->as_object(), "user"));
+  return 0;
+}
+
+int UserSet(const GlobalFlags& g, const UserSetFlags& f) {
+  json::object body;
+  if (!f.role.empty()) body["role"] = f.role;
+  if (f.max_priority) body["max_priority"] = *f.max_priority;
+  if (f.team) body["team"] = *f.team;
+  auto res = CallServer(g, "POST", "/v1/admin/users/" + net::UrlEncode(f.name),
+                        SerializeJson(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  fmt::print("{}: role {}, max priority {}, team {}\n", Str(o, "name"), Str(o, "role"),
+             Str(o, "max_priority"), Str(o, "team"));
+  return 0;
+}
+
+int UserList(const GlobalFlags& g, bool as_json) {
+  auto res = CallServer(g, "GET", "/v1/admin/users");
+  if (!res.ok()) return Fail(res.status());
+  const json::array& users = res->as_object().at("users").as_array();
+  if (as_json) {
+    fmt::print("{}\n", SerializeJson(users));
+    return 0;
+  }
+  Table t({"USER", "ROLE", "MAX PRIORITY", "TEAM", "UPDATED", "BY"});
+  for (const auto& v : users) {
+    const json::object& o = v.as_object();
+    t.Add({Str(o, "name"), Str(o, "role"), Str(o, "max_priority"), Str(o, "team"),
+           Str(o, "updated_at"), Str(o, "updated_by")});
+  }
+  fmt::print("{}", t.Render());
+  return 0;
+}
+
+int Audit(const GlobalFlags& g, int limit, bool as_json) {
+  auto res = CallServer(g, "GET", fmt::format("/v1/admin/audit?limit={}", limit));
+  if (!res.ok()) return Fail(res.status());
+  const json::array& rows = res->as_object().at("audit").as_array();
+  if (as_json) {
+    fmt::print("{}\n", SerializeJson(rows));
+    return 0;
+  }
+  Table t({"AT", "BY", "ACTION", "TARGET", "DETAIL"});
+  for (const auto& v : rows) {
+    const json::object& o = v.as_object();
+    t.Add({Str(o, "at"), Str(o, "by"), Str(o, "action"), Str(o, "target"), Str(o, "detail")});
+  }
+  fmt::print("{}", t.Render());
+  return 0;
+}
+
+}  // namespace berth::cli

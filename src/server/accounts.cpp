@@ -1,0 +1,259 @@
+#include "server/accounts.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include "common/strings.h"
+
+namespace berth {
+
+std::string HashToken(const std::string& secret) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(secret.data(), secret.size(), digest, &size, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned int i = 0; i < size; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+Status CheckAccountName(const std::string& what, const std::string& name) {
+  if (name.empty() || name.size() > Accounts::kMaxNameBytes) {
+    return Status::Invalid(fmt::format("{} must be 1 to {} characters, got {}", what,
+                                       Accounts::kMaxNameBytes, name.size()));
+  }
+  for (char c : name) {
+    bool ok = isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return Status::Invalid(what + " '" + name +
+                             "' may only hold letters, digits, '.', '_' and '-'");
+    }
+  }
+  if (name[0] == '-') return Status::Invalid(what + " must not start with '-'");
+  return Status::Ok();
+}
+
+bool MayActOn(const Principal& by, const JobRow& job) {
+  return by.is_user && (job.user == by.user || by.Has(Role::kOperator));
+}
+
+Accounts::Accounts(Store& store, const Clock& clock, std::set<std::string> builtin_admins)
+    : store_(store), clock_(clock), builtin_admins_(std::move(builtin_admins)) {}
+
+Status Accounts::Load() {
+  auto users = store_.LoadUsers();
+  if (!users.ok()) return users.status();
+  auto tokens = store_.LoadTokens();
+  if (!tokens.ok()) return tokens.status();
+  MutexLock lock(mu_);
+  users_.clear();
+  tokens_.clear();
+  token_by_hash_.clear();
+  for (auto& u : *users) users_[u.name] = std::move(u);
+  for (auto& t : *tokens) {
+    token_by_hash_[t.hash] = t.name;
+    tokens_[t.name] = std::move(t);
+  }
+  return Status::Ok();
+}
+
+Principal Accounts::PrincipalFor(const std::string& user, const std::string& via) const {
+  Principal p;
+  p.user = user;
+  p.via = via;
+  p.is_user = true;
+  bool builtin = builtin_admins_.count(user) > 0;
+  auto it = users_.find(user);
+  if (it != users_.end()) {
+    p.role = it->second.role;
+    p.max_priority = it->second.max_priority;
+    p.team = it->second.team;
+  }
+  if (builtin) {
+    p.role = Role::kAdmin;
+    if (it == users_.end()) p.max_priority = std::nullopt;
+  } else if (it == users_.end()) {
+    p.max_priority = 0;
+  }
+  return p;
+}
+
+Principal Accounts::ForUser(const std::string& user, const std::string& via) const {
+  MutexLock lock(mu_);
+  return PrincipalFor(user, via);
+}
+
+Result<Principal> Accounts::ForToken(const std::string& secret) const {
+  std::string hash = HashToken(secret);
+  MutexLock lock(mu_);
+  auto name = token_by_hash_.find(hash);
+  if (name == token_by_hash_.end()) {
+    return Status::Unauthorized(
+        "unknown token: this server issued no such token (ask an admin for one: berth admin token "
+        "create)");
+  }
+  const TokenRow& token = tokens_.at(name->second);
+  if (token.revoked_at) {
+    return Status::Unauthorized("token '" + token.name + "' was revoked");
+  }
+  if (token.expires_at && *token.expires_at <= clock_.Now()) {
+    return Status::Unauthorized("token '" + token.name + "' expired at " +
+                                FormatRfc3339(*token.expires_at));
+  }
+  Principal p = PrincipalFor(token.user, "token " + token.name);
+  p.token_expires = token.expires_at;
+  return p;
+}
+
+AuditRow Accounts::AuditRowFor(const Principal& by, const std::string& action,
+                               const std::string& target, const std::string& detail) const {
+  return AuditRow{.seq = 0,
+                  .at = clock_.Now(),
+                  .by = by.user.empty() ? by.via : by.user,
+                  .action = action,
+                  .target = target,
+                  .detail = detail};
+}
+
+namespace {
+
+Status NeedAdmin(const Principal& by, const std::string& what) {
+  if (by.Has(Role::kAdmin)) return Status::Ok();
+  return Status::Forbidden(what + " needs the admin role; " +
+                           (by.is_user ? by.user + " is " + std::string(RoleName(by.role))
+                                       : std::string("the cluster token is not a user")));
+}
+
+}  // namespace
+
+Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request) {
+  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "creating a token"));
+  BERTH_RETURN_IF_ERROR(CheckAccountName("the user name", request.user));
+  if (request.name.empty()) request.name = request.user + "-" + RandomHex(3);
+  BERTH_RETURN_IF_ERROR(CheckAccountName("the token name", request.name));
+  TimeMs now = clock_.Now();
+  if (request.expires_at && *request.expires_at <= now) {
+    return Status::Invalid("the token's expiry must be in the future");
+  }
+  CreatedToken created;
+  created.secret = "berth_" + RandomHex(32);
+  created.row = TokenRow{.name = request.name,
+                         .user = request.user,
+                         .hash = HashToken(created.secret),
+                         .created_at = now,
+                         .expires_at = request.expires_at,
+                         .revoked_at = std::nullopt,
+                         .created_by = by.user};
+  MutexLock lock(mu_);
+  if (tokens_.count(request.name)) {
+    return Status::Conflict("a token named '" + request.name +
+                            "' exists already (revoked tokens keep their names)");
+  }
+  Batch batch;
+  batch.tokens.push_back(created.row);
+  std::string detail = "user " + request.user;
+  if (request.expires_at) detail += ", expires " + FormatRfc3339(*request.expires_at);
+  std::optional<UserRow> user_row;
+  if (request.role) {
+    UserRow row;
+    if (auto it = users_.find(request.user); it != users_.end()) {
+      row = it->second;
+    } else {
+      row.name = request.user;
+    }
+    row.role = *request.role;
+    row.updated_at = now;
+    row.updated_by = by.user;
+    batch.users.push_back(row);
+    user_row = row;
+    detail += ", role " + std::string(RoleName(*request.role));
+  }
+  batch.audit.push_back(AuditRowFor(by, "token create", request.name, detail));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the token could not be recorded: " + st.message());
+  token_by_hash_[created.row.hash] = created.row.name;
+  tokens_[created.row.name] = created.row;
+  if (user_row) users_[user_row->name] = *user_row;
+  return created;
+}
+
+Result<TokenRow> Accounts::RevokeToken(const Principal& by, const std::string& name) {
+  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "revoking a token"));
+  MutexLock lock(mu_);
+  auto it = tokens_.find(name);
+  if (it == tokens_.end()) return Status::NotFound("no token named '" + name + "'");
+  if (it->second.revoked_at) return it->second;  // already revoked: nothing to change
+  TokenRow row = it->second;
+  row.revoked_at = clock_.Now();
+  Batch batch;
+  batch.tokens.push_back(row);
+  batch.audit.push_back(AuditRowFor(by, "token revoke", name, "user " + row.user));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the revocation could not be recorded: " + st.message());
+  it->second = row;
+  return row;
+}
+
+Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change) {
+  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "changing a user's rights"));
+  BERTH_RETURN_IF_ERROR(CheckAccountName("the user name", change.name));
+  if (change.team) {
+    if (!change.team->empty()) BERTH_RETURN_IF_ERROR(CheckAccountName("the team", *change.team));
+  }
+  MutexLock lock(mu_);
+  UserRow row;
+  if (auto it = users_.find(change.name); it != users_.end()) {
+    row = it->second;
+  } else {
+    row.name = change.name;
+  }
+  std::vector<std::string> changed;
+  if (change.role) {
+    row.role = *change.role;
+    changed.push_back("role " + std::string(RoleName(row.role)));
+  }
+  if (change.max_priority) {
+    row.max_priority = *change.max_priority;
+    changed.push_back("max_priority " + std::to_string(row.max_priority));
+  }
+  if (change.team) {
+    row.team = *change.team;
+    changed.push_back("team " + (row.team.empty() ? std::string("(none)") : row.team));
+  }
+  if (changed.empty()) return Status::Invalid("say what to change: --role, --max-priority, --team");
+  row.updated_at = clock_.Now();
+  row.updated_by = by.user;
+  Batch batch;
+  batch.users.push_back(row);
+  batch.audit.push_back(AuditRowFor(by, "user set", row.name, Join(changed, ", ")));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
+  users_[row.name] = row;
+  return row;
+}
+
+std::vector<TokenRow> Accounts::Tokens() const {
+  MutexLock lock(mu_);
+  std::vector<TokenRow> out;
+  for (const auto& [name, t] : tokens_) out.push_back(t);
+  return out;
+}
+
+std::vector<UserRow> Accounts::Users() const {
+  MutexLock lock(mu_);
+  std::vector<UserRow> out;
+  for (const auto& [name, u] : users_) out.push_back(u);
+  return out;
+}
+
+Status Accounts::Audit(const Principal& by, const std::string& action, const std::string& target,
+                       const std::string& detail) {
+  Batch batch;
+  batch.audit.push_back(AuditRowFor(by, action, target, detail));
+  return store_.Commit(batch);
+}
+
+}  // namespace berth

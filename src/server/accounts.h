@@ -1,0 +1,121 @@
+// Accounts: who may use the cluster and how — users' rights (role, highest priority, team), their
+// bearer tokens and the audit log of administrative actions — and the Principal a request acts
+// as once it is identified (server/identity.h).
+//
+// Tokens: a secret of 32 random bytes, shown once when created; the store keeps only its SHA-256
+// hash, and a presented secret is looked up by hash, so no stored value lets anyone in. A token has
+// a name (unique), an owner, an optional expiry, and may be revoked.
+//
+// Rights: a user without a row has the defaults (role user, max priority 0, no team). The built-in
+// admins — `root` and the user the server runs as — are admins whatever their row says, without a
+// priority limit unless a row sets one.
+//
+// Commit, then apply: every change is written to the store first; memory changes only once it is
+// durable, so a failed commit (Unavailable) leaves nothing half-applied.
+//
+// Thread-safety: every method is thread-safe (one internal mutex, never held across a call out of
+// this class except the store's commit, which is quick and ordered after no other lock).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/role.h"
+#include "common/status.h"
+#include "store/store.h"
+
+namespace berth {
+
+// The identity a request acts as.
+struct Principal {
+  std::string user;  // "" for a node that presented only the cluster token
+  Role role = Role::kUser;
+  std::optional<int> max_priority;  // none: no limit
+  std::string team;
+  std::string via;  // how it was identified: "socket", "loopback", "token NAME", "cluster token"
+  std::optional<TimeMs> token_expires;
+  bool is_user = false;  // identifies a user (who may use the users' API)
+  bool is_node = false;  // may speak the agents' protocol (the cluster token, or a local admin)
+
+  bool Has(Role need) const { return is_user && RoleAtLeast(role, need); }
+};
+
+// What `berth admin user set` changes; unset fields stay as they are.
+struct UserChange {
+  std::string name;
+  std::optional<Role> role;
+  std::optional<int> max_priority;
+  std::optional<std::string> team;
+};
+
+struct NewToken {
+  std::string name;  // "" to generate one ("<user>-<6 hex>")
+  std::string user;
+  std::optional<Role> role;          // also sets the user's role
+  std::optional<TimeMs> expires_at;  // wall time
+};
+
+struct CreatedToken {
+  TokenRow row;
+  std::string secret;  // shown once
+};
+
+// "sha256:<hex>" of `secret`.
+std::string HashToken(const std::string& secret);
+
+class Accounts {
+ public:
+  // `builtin_admins`: user names that are always admins (root, the server's own user).
+  Accounts(Store& store, const Clock& clock, std::set<std::string> builtin_admins);
+  Accounts(const Accounts&) = delete;
+  Accounts& operator=(const Accounts&) = delete;
+
+  Status Load() EXCLUDES(mu_);
+
+  // The principal of a user identified by the kernel (socket, loopback) or by a token.
+  Principal ForUser(const std::string& user, const std::string& via) const EXCLUDES(mu_);
+  // The principal of a presented token secret; Unauthorized when it is unknown, revoked or
+  // expired (saying which, by the token's name, when it is known).
+  Result<Principal> ForToken(const std::string& secret) const EXCLUDES(mu_);
+
+  // Admin actions; PermissionDenied when `by` is not an admin. Each is audited.
+  Result<CreatedToken> CreateToken(const Principal& by, NewToken request) EXCLUDES(mu_);
+  Result<TokenRow> RevokeToken(const Principal& by, const std::string& name) EXCLUDES(mu_);
+  Result<UserRow> SetUser(const Principal& by, const UserChange& change) EXCLUDES(mu_);
+  // Tokens (without secrets; hashes included) and user rows, by name.
+  std::vector<TokenRow> Tokens() const EXCLUDES(mu_);
+  std::vector<UserRow> Users() const EXCLUDES(mu_);
+
+  // Records an administrative action done elsewhere (a drain) in the audit log.
+  Status Audit(const Principal& by, const std::string& action, const std::string& target,
+               const std::string& detail) EXCLUDES(mu_);
+
+  static constexpr size_t kMaxNameBytes = 64;
+
+ private:
+  Principal PrincipalFor(const std::string& user, const std::string& via) const REQUIRES(mu_);
+  AuditRow AuditRowFor(const Principal& by, const std::string& action, const std::string& target,
+                       const std::string& detail) const;
+
+  Store& store_;
+  const Clock& clock_;
+  const std::set<std::string> builtin_admins_;
+  mutable Mutex mu_;
+  std::map<std::string, UserRow> users_ GUARDED_BY(mu_);
+  std::map<std::string, TokenRow> tokens_ GUARDED_BY(mu_);           // by name
+  std::map<std::string, std::string> token_by_hash_ GUARDED_BY(mu_);  // hash -> name
+};
+
+// Whether `by` may act on `job` beyond reading the queue (cancel it, read its logs and spec): its
+// owner and operators may.
+bool MayActOn(const Principal& by, const JobRow& job);
+
+// A user or token name: 1..64 characters of [A-Za-z0-9._-], not starting with '-'.
+Status CheckAccountName(const std::string& what, const std::string& name);
+
+}  // namespace berth

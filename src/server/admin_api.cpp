@@ -1,0 +1,176 @@
+// Who am I, and the admins' API: users' rights, tokens, the audit log (docs/api.md "Admin").
+#include <fmt/format.h>
+
+#include "common/json_util.h"
+#include "server/responses.h"
+#include "server/server.h"
+
+namespace berth {
+
+namespace {
+
+json::object TokenJson(const TokenRow& t, TimeMs now) {
+  std::string state = t.revoked_at                           ? "revoked"
+                      : t.expires_at && *t.expires_at <= now ? "expired"
+                                                             : "active";
+  return json::object{{"name", t.name},
+                      {"user", t.user},
+                      {"state", state},
+                      {"created_at", TimeToJson(t.created_at)},
+                      {"created_by", t.created_by},
+                      {"expires_at", TimeToJson(t.expires_at)},
+                      {"revoked_at", TimeToJson(t.revoked_at)}};
+}
+
+json::object UserJson(const UserRow& u) {
+  return json::object{{"name", u.name},
+                      {"role", std::string(RoleName(u.role))},
+                      {"max_priority", u.max_priority},
+                      {"team", u.team.empty() ? json::value(nullptr) : json::value(u.team)},
+                      {"updated_at", TimeToJson(u.updated_at)},
+                      {"updated_by", u.updated_by}};
+}
+
+Status NeedAdmin(const Principal& by, const std::string& what) {
+  if (by.Has(Role::kAdmin)) return Status::Ok();
+  return Status::Forbidden(what + " needs the admin role; " + by.user + " is " +
+                           std::string(RoleName(by.role)));
+}
+
+Result<json::object> BodyObject(const net::HttpRequest& req) {
+  auto body = ParseJson(req.body.empty() ? "{}" : req.body);
+  if (!body.ok()) return body.status();
+  if (!body->is_object()) return Status::Invalid("request body must be a JSON object");
+  return body->as_object();
+}
+
+Status OnlyFields(const json::object& o, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : o) {
+    if (std::find(known.begin(), known.end(), std::string_view(key)) == known.end()) {
+      return Status::Invalid("unknown field '" + std::string(key) + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+net::HttpResponse Server::HandleWhoami(const Principal& by) {
+  json::object o{{"user", by.user},
+                 {"role", std::string(RoleName(by.role))},
+                 {"team", by.team.empty() ? json::value(nullptr) : json::value(by.team)},
+                 {"max_priority", by.max_priority ? json::value(*by.max_priority) : nullptr},
+                 {"via", by.via},
+                 {"token_expires", TimeToJson(by.token_expires)}};
+  return JsonResponse(200, o);
+}
+
+net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const Principal& by) {
+  auto o = BodyObject(req);
+  if (!o.ok()) return ErrorResponse(o.status());
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"user", "name", "role", "expires_in_ms"}));
+  NewToken request;
+  auto user = GetString(*o, "user");
+  auto name = GetString(*o, "name");
+  auto role = GetString(*o, "role");
+  auto expires = GetInt(*o, "expires_in_ms", 0);
+  for (const Status* st : {&user.status(), &name.status(), &role.status(), &expires.status()}) {
+    if (!st->ok()) return ErrorResponse(*st);
+  }
+  if (user->empty()) return ErrorResponse(Status::Invalid("say whose token it is: 'user'"));
+  request.user = *user;
+  request.name = *name;
+  if (!role->empty()) {
+    request.role = ParseRole(*role);
+    if (!request.role) {
+      return ErrorResponse(
+          Status::Invalid("unknown role '" + *role + "' (user, operator or admin)"));
+    }
+  }
+  if (*expires < 0) return ErrorResponse(Status::Invalid("expires_in_ms must not be negative"));
+  if (*expires > 0) request.expires_at = clock_.Now() + *expires;
+  auto created = accounts_->CreateToken(by, std::move(request));
+  if (!created.ok()) return ErrorResponse(created.status());
+  json::object out = TokenJson(created->row, clock_.Now());
+  out["token"] = created->secret;
+  return JsonResponse(201, out);
+}
+
+net::HttpResponse Server::HandleListTokens(const Principal& by) {
+  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "listing tokens"));
+  json::array tokens;
+  TimeMs now = clock_.Now();
+  for (const auto& t : accounts_->Tokens()) tokens.push_back(TokenJson(t, now));
+  return JsonResponse(200, json::object{{"tokens", std::move(tokens)}});
+}
+
+net::HttpResponse Server::HandleRevokeToken(const std::string& name, const Principal& by) {
+  auto row = accounts_->RevokeToken(by, name);
+  if (!row.ok()) return ErrorResponse(row.status());
+  return JsonResponse(200, TokenJson(*row, clock_.Now()));
+}
+
+net::HttpResponse Server::HandleListUsers(const Principal& by) {
+  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "listing users"));
+  json::array users;
+  for (const auto& u : accounts_->Users()) users.push_back(UserJson(u));
+  return JsonResponse(200, json::object{{"users", std::move(users)}});
+}
+
+net::HttpResponse Server::HandleSetUser(const std::string& name, const net::HttpRequest& req,
+                                        const Principal& by) {
+  auto o = BodyObject(req);
+  if (!o.ok()) return ErrorResponse(o.status());
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"role", "max_priority", "team"}));
+  UserChange change;
+  change.name = name;
+  if (const auto* v = o->if_contains("role")) {
+    if (!v->is_string()) return ErrorResponse(Status::Invalid("'role' must be a string"));
+    change.role = ParseRole(std::string(v->as_string()));
+    if (!change.role) {
+      return ErrorResponse(Status::Invalid("unknown role '" + std::string(v->as_string()) +
+                                           "' (user, operator or admin)"));
+    }
+  }
+  if (const auto* v = o->if_contains("max_priority")) {
+    auto p = AsInt(*v);
+    if (!p || *p < -1'000'000 || *p > 1'000'000) {
+      return ErrorResponse(
+          Status::Invalid("'max_priority' must be an integer between -1000000 and 1000000"));
+    }
+    change.max_priority = static_cast<int>(*p);
+  }
+  if (const auto* v = o->if_contains("team")) {
+    if (!v->is_string() && !v->is_null()) {
+      return ErrorResponse(Status::Invalid("'team' must be a string (\"\" or null: none)"));
+    }
+    change.team = v->is_string() ? std::string(v->as_string()) : "";
+  }
+  auto row = accounts_->SetUser(by, change);
+  if (!row.ok()) return ErrorResponse(row.status());
+  return JsonResponse(200, UserJson(*row));
+}
+
+net::HttpResponse Server::HandleAudit(const net::HttpRequest& req, const Principal& by) {
+  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "reading the audit log"));
+  int limit = 100;
+  try {
+    limit = std::stoi(req.Query("limit", "100"));
+  } catch (...) {
+    return ErrorResponse(Status::Invalid("limit must be an integer"));
+  }
+  auto rows = store_->ListAudit(limit);
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  json::array out;
+  for (const auto& r : *rows) {
+    out.push_back(json::object{{"seq", r.seq},
+                               {"at", TimeToJson(r.at)},
+                               {"by", r.by},
+                               {"action", r.action},
+                               {"target", r.target},
+                               {"detail", r.detail}});
+  }
+  return JsonResponse(200, json::object{{"audit", std::move(out)}});
+}
+
+}  // namespace berth

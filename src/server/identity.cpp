@@ -1,0 +1,86 @@
+#include "server/identity.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "net/peer_identity.h"
+
+namespace berth {
+
+bool SameSecret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::optional<std::string> RealSystemUsers::NameOf(uint32_t uid) const {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(found->pw_name);
+}
+
+Result<uint32_t> RealSystemUsers::LoopbackPeerUid(const net::PeerInfo& peer) const {
+  return net::LoopbackPeerUid(peer);
+}
+
+uint32_t RealSystemUsers::OwnUid() const { return ::geteuid(); }
+
+std::set<std::string> Identity::BuiltinAdmins(const SystemUsers& system) {
+  std::set<std::string> admins = {"root"};
+  if (auto own = system.NameOf(system.OwnUid())) admins.insert(*own);
+  return admins;
+}
+
+Identity::Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system)
+    : options_(std::move(options)), accounts_(accounts), system_(system) {}
+
+Result<Principal> Identity::ForUid(uint32_t uid, const std::string& via) const {
+  std::optional<std::string> name = system_.NameOf(uid);
+  if (!name) {
+    return Status::Unauthorized("uid " + std::to_string(uid) +
+                                " has no user name on the server's machine (passwd database)");
+  }
+  Principal p = accounts_.ForUser(*name, via);
+  p.is_node = uid == 0 || uid == system_.OwnUid();
+  return p;
+}
+
+Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
+  std::string auth = request.Header("authorization");
+  if (!auth.empty()) {
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) != 0) {
+      return Status::Unauthorized("the Authorization header must be 'Bearer TOKEN'");
+    }
+    std::string secret = auth.substr(prefix.size());
+    if (!options_.cluster_token.empty() && SameSecret(secret, options_.cluster_token)) {
+      Principal node;
+      node.via = "cluster token";
+      node.is_node = true;
+      return node;
+    }
+    return accounts_.ForToken(secret);
+  }
+  const net::PeerInfo& peer = request.peer;
+  if (peer.transport == net::PeerInfo::Transport::kUnix) {
+    if (!peer.uid) return Status::Unauthorized("the unix socket did not say who connected");
+    return ForUid(*peer.uid, "socket");
+  }
+  if (peer.transport == net::PeerInfo::Transport::kTcp && !options_.tokens_on_tcp) {
+    auto uid = system_.LoopbackPeerUid(peer);
+    if (uid.ok()) return ForUid(*uid, "loopback");
+  }
+  return Status::Unauthorized(
+      "this berth server does not know who you are: on its machine use its unix socket "
+      "(--server unix:STATE_DIR/berth.sock); elsewhere present a token (berth login, --token, "
+      "BERTH_TOKEN or BERTH_TOKEN_FILE)");
+}
+
+}  // namespace berth

@@ -1,0 +1,76 @@
+// Identity: who sent a request, from what the kernel or a token says — never from what the request
+// claims (docs/security.md).
+//
+//   1. `Authorization: Bearer SECRET`: the cluster token identifies a node (agents' protocol only,
+//      never a user); any other secret must be a user's token (Accounts::ForToken).
+//   2. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
+//   3. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
+//      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP.
+//   Anything else is refused (Unauthorized, 401).
+// uid 0 and the server's own uid are admins (Accounts' built-in admins) and may also act as nodes:
+// they can read the cluster token anyway.
+//
+// The parts that ask the system (uid -> name, loopback peer uid) are behind SystemUsers, so that
+// tests substitute a fake (tests/fakes/fake_system_users.h).
+//
+// Thread-safety: Identify() is thread-safe (Accounts is; the rest is immutable after
+// construction); SystemUsers implementations must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "net/http.h"
+#include "server/accounts.h"
+
+namespace berth {
+
+class SystemUsers {
+ public:
+  virtual ~SystemUsers() = default;
+  // The login name of `uid`, or nullopt when the passwd database has none.
+  virtual std::optional<std::string> NameOf(uint32_t uid) const = 0;
+  // The uid owning the client end of a TCP connection from the loopback (see net/peer_identity.h).
+  virtual Result<uint32_t> LoopbackPeerUid(const net::PeerInfo& peer) const = 0;
+  // The uid this process runs as.
+  virtual uint32_t OwnUid() const = 0;
+};
+
+// The real thing: getpwuid_r, NETLINK_SOCK_DIAG, geteuid.
+class RealSystemUsers final : public SystemUsers {
+ public:
+  std::optional<std::string> NameOf(uint32_t uid) const override;
+  Result<uint32_t> LoopbackPeerUid(const net::PeerInfo& peer) const override;
+  uint32_t OwnUid() const override;
+};
+
+struct IdentityOptions {
+  std::string cluster_token;
+  bool tokens_on_tcp = false;  // refuse loopback peer identification: TCP clients need a token
+};
+
+class Identity {
+ public:
+  // `accounts` and `system` must outlive this.
+  Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system);
+
+  // Who sent `request`. Unauthorized (with what to do about it) when nobody is identified.
+  Result<Principal> Identify(const net::HttpRequest& request) const;
+
+  // The names that are always admins: root and the server's own user.
+  static std::set<std::string> BuiltinAdmins(const SystemUsers& system);
+
+ private:
+  Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
+
+  IdentityOptions options_;
+  const Accounts& accounts_;
+  const SystemUsers& system_;
+};
+
+// Constant-time comparison, so that response timing does not leak a secret.
+bool SameSecret(const std::string& a, const std::string& b);
+
+}  // namespace berth
