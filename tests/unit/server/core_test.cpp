@@ -64,6 +64,7 @@ TEST_F(CoreTest, PassDropsThePlacementOfAJobCancelledWhileItDecided) {
   core_->SetPassHookForTesting([&] {
     CancelRequest cancel;
     cancel.ids = {job};
+    cancel.user = "alice";
     ASSERT_TRUE(core_->Cancel(cancel).ok());
   });
   ASSERT_TRUE(core_->RunPass());
@@ -194,6 +195,54 @@ TEST_F(CoreTest, ReportOfAnEarlierAttemptIsToldToStop) {
   ASSERT_TRUE(results.ok());
   EXPECT_EQ((*results)[0].action, proto::ReportAction::kStop);
   EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
+}
+
+// A user cancels only their own jobs: another user's are answered "forbidden" and left alone; an
+// operator (cancel_any) may cancel anyone's. Each cancel's event records who asked.
+TEST_F(CoreTest, UsersCancelOnlyTheirOwnJobsAndEventsSayWhoDid) {
+  Register("n1", 4);
+  int64_t alices = Submit(Spec(1), "alice");
+  int64_t bobs = Submit(Spec(1), "bob");
+  CancelRequest by_bob;
+  by_bob.ids = {alices, bobs};
+  by_bob.user = "bob";
+  auto answer = core_->Cancel(by_bob);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->cancelled, std::vector<int64_t>{bobs});
+  EXPECT_EQ(answer->forbidden, std::vector<int64_t>{alices});
+  EXPECT_EQ(Stored(alices).status, JobStatus::kPending);
+  // --all of a user touches only theirs.
+  int64_t alices2 = Submit(Spec(1), "alice");
+  CancelRequest all_of_bob;
+  all_of_bob.all = true;
+  all_of_bob.user = "bob";
+  ASSERT_TRUE(core_->Cancel(all_of_bob).ok());
+  EXPECT_EQ(Stored(alices2).status, JobStatus::kPending);
+
+  CancelRequest by_operator;
+  by_operator.ids = {alices};
+  by_operator.user = "olga";
+  by_operator.cancel_any = true;
+  answer = core_->Cancel(by_operator);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->cancelled, std::vector<int64_t>{alices});
+  auto events = store_->GetEvents(alices);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->front().by, "alice");  // submitted by
+  EXPECT_EQ(events->back().status, JobStatus::kCancelled);
+  EXPECT_EQ(events->back().by, "olga");
+}
+
+// Draining is an administrative action: it lands in the audit log with who did it.
+TEST_F(CoreTest, DrainIsAudited) {
+  Register("n1");
+  ASSERT_TRUE(core_->Drain("n1", true, "olga").ok());
+  auto audit = store_->ListAudit(10);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ(audit->front().by, "olga");
+  EXPECT_EQ(audit->front().action, "drain");
+  EXPECT_EQ(audit->front().target, "n1");
 }
 
 }  // namespace

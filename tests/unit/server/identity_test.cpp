@@ -1,0 +1,236 @@
+// Accounts and Identity: who a request is, from the kernel's word or a token, and what admins may
+// change — against a real SQLite store (wrapped to inject commit failures), a fake clock and a
+// fake passwd database.
+#include "server/identity.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_system_users.h"
+#include "fakes/faulty_store.h"
+#include "fakes/temp_dir.h"
+#include "server/accounts.h"
+
+namespace berth::testing {
+namespace {
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto sqlite = OpenSqliteStore(dir_.File("berth.db"));
+    ASSERT_TRUE(sqlite.ok()) << sqlite.status().message();
+    store_ = std::make_unique<FaultyStore>(std::move(*sqlite));
+    sys_.AddUser(1001, "alice");
+    sys_.AddUser(1002, "bob");
+    Reload();
+  }
+
+  // A fresh Accounts and Identity over the same store: what a restarted server would know.
+  void Reload() {
+    identity_.reset();
+    accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(sys_));
+    ASSERT_TRUE(accounts_->Load().ok());
+    identity_ = std::make_unique<Identity>(
+        IdentityOptions{.cluster_token = "cluster-secret", .tokens_on_tcp = false}, *accounts_,
+        sys_);
+  }
+
+  static net::HttpRequest Socket(uint32_t uid) {
+    net::HttpRequest r;
+    r.peer.transport = net::PeerInfo::Transport::kUnix;
+    r.peer.uid = uid;
+    return r;
+  }
+  static net::HttpRequest Bearer(const std::string& secret,
+                                 net::PeerInfo::Transport t = net::PeerInfo::Transport::kTls) {
+    net::HttpRequest r;
+    r.peer.transport = t;
+    r.headers["authorization"] = "Bearer " + secret;
+    return r;
+  }
+  Principal Admin() { return accounts_->ForUser("root", "socket"); }
+
+  TempDir dir_;
+  FakeClock clock_;
+  FakeSystemUsers sys_;
+  std::unique_ptr<FaultyStore> store_;
+  std::unique_ptr<Accounts> accounts_;
+  std::unique_ptr<Identity> identity_;
+};
+
+TEST_F(IdentityTest, TheSocketsUidIsTheUser) {
+  auto alice = identity_->Identify(Socket(1001));
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_EQ(alice->user, "alice");
+  EXPECT_EQ(alice->via, "socket");
+  EXPECT_EQ(alice->role, Role::kUser);
+  EXPECT_EQ(alice->max_priority, 0);
+  EXPECT_TRUE(alice->is_user);
+  EXPECT_FALSE(alice->is_node);
+  // A body claiming another user changes nothing here: Identify never reads the body.
+  net::HttpRequest claims = Socket(1001);
+  claims.body = R"({"user": "bob"})";
+  EXPECT_EQ(identity_->Identify(claims)->user, "alice");
+}
+
+TEST_F(IdentityTest, RootAndTheServersOwnUserAreAdminsAndNodes) {
+  for (uint32_t uid : {0u, 999u}) {
+    auto p = identity_->Identify(Socket(uid));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->role, Role::kAdmin) << uid;
+    EXPECT_FALSE(p->max_priority.has_value()) << "built-in admins have no priority limit";
+    EXPECT_TRUE(p->is_node);
+  }
+}
+
+TEST_F(IdentityTest, AnUnknownUidIsRefused) {
+  auto p = identity_->Identify(Socket(4242));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kUnauthorized);
+  EXPECT_NE(p.status().message().find("4242"), std::string::npos);
+}
+
+TEST_F(IdentityTest, LoopbackTcpIsIdentifiedByTheKernelUnlessTokensAreRequired) {
+  sys_.SetLoopbackPeer(40000, 1002);
+  net::HttpRequest r;
+  r.peer.transport = net::PeerInfo::Transport::kTcp;
+  r.peer.remote_port = 40000;
+  auto bob = identity_->Identify(r);
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ(bob->user, "bob");
+  EXPECT_EQ(bob->via, "loopback");
+  r.peer.remote_port = 40001;  // not a local peer
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kUnauthorized);
+
+  Identity strict(IdentityOptions{.cluster_token = "cluster-secret", .tokens_on_tcp = true},
+                  *accounts_, sys_);
+  r.peer.remote_port = 40000;
+  EXPECT_EQ(strict.Identify(r).status().code(), Code::kUnauthorized);
+}
+
+TEST_F(IdentityTest, TheClusterTokenIsANodeNeverAUser) {
+  auto node = identity_->Identify(Bearer("cluster-secret"));
+  ASSERT_TRUE(node.ok());
+  EXPECT_TRUE(node->is_node);
+  EXPECT_FALSE(node->is_user);
+  EXPECT_FALSE(node->Has(Role::kUser));
+  EXPECT_EQ(identity_->Identify(Bearer("cluster-secreT")).status().code(), Code::kUnauthorized);
+  net::HttpRequest no_bearer;
+  no_bearer.headers["authorization"] = "cluster-secret";
+  EXPECT_EQ(identity_->Identify(no_bearer).status().code(), Code::kUnauthorized);
+}
+
+TEST_F(IdentityTest, AUsersTokenIdentifiesThemUntilRevokedOrExpired) {
+  auto created = accounts_->CreateToken(
+      Admin(), NewToken{.name = "alice-laptop",
+                        .user = "alice",
+                        .role = std::nullopt,
+                        .expires_at = clock_.Now() + 90LL * 24 * 3600 * 1000});
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_EQ(created->row.hash, HashToken(created->secret));
+  EXPECT_NE(created->row.hash.find("sha256:"), std::string::npos);
+
+  auto alice = identity_->Identify(Bearer(created->secret));
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_EQ(alice->user, "alice");
+  EXPECT_EQ(alice->via, "token alice-laptop");
+  EXPECT_EQ(alice->token_expires, created->row.expires_at);
+
+  // Only the hash is stored: a restarted server still knows the token by it.
+  auto stored = store_->LoadTokens();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ(stored->front().hash, created->row.hash);
+  EXPECT_EQ(stored->front().hash.find(created->secret), std::string::npos);
+  Reload();
+  EXPECT_EQ(identity_->Identify(Bearer(created->secret))->user, "alice");
+
+  // Expired: refused, naming the token.
+  clock_.Advance(91LL * 24 * 3600 * 1000);
+  auto expired = identity_->Identify(Bearer(created->secret));
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.status().code(), Code::kUnauthorized);
+  EXPECT_NE(expired.status().message().find("alice-laptop"), std::string::npos);
+  EXPECT_NE(expired.status().message().find("expired"), std::string::npos);
+}
+
+TEST_F(IdentityTest, RevokedTokensAreRefusedAtOnceAndAfterARestart) {
+  auto created = accounts_->CreateToken(Admin(), NewToken{.name = "", .user = "bob"});
+  ASSERT_TRUE(created.ok());
+  EXPECT_EQ(created->row.name.rfind("bob-", 0), 0u) << created->row.name;
+  ASSERT_TRUE(accounts_->RevokeToken(Admin(), created->row.name).ok());
+  auto refused = identity_->Identify(Bearer(created->secret));
+  EXPECT_EQ(refused.status().code(), Code::kUnauthorized);
+  EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
+  Reload();
+  EXPECT_EQ(identity_->Identify(Bearer(created->secret)).status().code(), Code::kUnauthorized);
+  EXPECT_EQ(accounts_->RevokeToken(Admin(), "no-such").status().code(), Code::kNotFound);
+}
+
+TEST_F(IdentityTest, OnlyAdminsManageTokensAndRights) {
+  Principal alice = accounts_->ForUser("alice", "socket");
+  auto refused = accounts_->CreateToken(alice, NewToken{.name = "x", .user = "alice"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kForbidden);
+  EXPECT_NE(refused.status().message().find("admin"), std::string::npos);
+  EXPECT_EQ(accounts_->SetUser(alice, UserChange{.name = "alice", .max_priority = 100})
+                .status()
+                .code(),
+            Code::kForbidden);
+
+  ASSERT_TRUE(accounts_
+                  ->SetUser(Admin(), UserChange{.name = "alice",
+                                                .role = Role::kOperator,
+                                                .max_priority = 10,
+                                                .team = "vision"})
+                  .ok());
+  Principal now = accounts_->ForUser("alice", "socket");
+  EXPECT_EQ(now.role, Role::kOperator);
+  EXPECT_EQ(now.max_priority, 10);
+  EXPECT_EQ(now.team, "vision");
+  EXPECT_TRUE(now.Has(Role::kOperator));
+  EXPECT_FALSE(now.Has(Role::kAdmin));
+  Reload();
+  EXPECT_EQ(accounts_->ForUser("alice", "socket").team, "vision");
+
+  // Every change is in the audit log, with who made it.
+  auto audit = store_->ListAudit(10);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ(audit->front().by, "root");
+  EXPECT_EQ(audit->front().action, "user set");
+  EXPECT_EQ(audit->front().target, "alice");
+}
+
+TEST_F(IdentityTest, AFailedCommitChangesNothing) {
+  store_->FailWrites(1);
+  auto created = accounts_->CreateToken(Admin(), NewToken{.name = "t1", .user = "alice"});
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), Code::kUnavailable);
+  EXPECT_TRUE(accounts_->Tokens().empty());
+  store_->FailWrites(1);
+  EXPECT_FALSE(
+      accounts_->SetUser(Admin(), UserChange{.name = "bob", .role = Role::kAdmin}).ok());
+  EXPECT_EQ(accounts_->ForUser("bob", "socket").role, Role::kUser);
+  // And the name is free: the failed attempt left no half-made token behind.
+  EXPECT_TRUE(accounts_->CreateToken(Admin(), NewToken{.name = "t1", .user = "alice"}).ok());
+}
+
+TEST_F(IdentityTest, NamesAreChecked) {
+  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "a b", .user = "alice"})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "", .user = std::string(65, 'a')})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
+  ASSERT_TRUE(accounts_->CreateToken(Admin(), NewToken{.name = "dup", .user = "alice"}).ok());
+  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "dup", .user = "bob"})
+                .status()
+                .code(),
+            Code::kConflict);
+}
+
+}  // namespace
+}  // namespace berth::testing
