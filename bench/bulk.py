@@ -242,7 +242,7 @@ def bench_bulk_http(berth, tmp, i, n=1000):
     try:
         t0_wall = time.time()
         t0 = time.perf_counter()
-        post_s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(), "num_jobs": n, "user": "bench"})
+        post_s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(), "num_jobs": n})
         t_done = c.wait_done(max(ans["jobs"]), ans["group"]) - t0
         jobs = c.all_jobs(ans["group"])
         assert len(jobs) == n
@@ -273,7 +273,7 @@ def bench_accept_10k(berth, tmp, reps=5, n=10000):
     for i in range(reps):
         c = Cluster(berth, tmp, f"accept-{i}")
         try:
-            s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(), "num_jobs": n, "user": "bench"})
+            s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(), "num_jobs": n})
             assert len(ans["jobs"]) == n
             times.append(s)
         finally:
@@ -287,7 +287,7 @@ def bench_rss_pending(berth, tmp, total=100000, batch=10000):
     try:
         r = {"idle": proc_status(c.server_pid)}
         blocker = http(c.url + "/v1/jobs", "POST", {"spec": c.spec(name="blocker", run="sleep 3600", resources={
-            "cpus": 1, "accelerators": {"BENCH": 1}}), "user": "bench"})["jobs"][0]
+            "cpus": 1, "accelerators": {"BENCH": 1}})})["jobs"][0]
         deadline = time.time() + 30
         while http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
             if time.time() > deadline:
@@ -296,7 +296,7 @@ def bench_rss_pending(berth, tmp, total=100000, batch=10000):
         posts = []
         for _ in range(total // batch):
             s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(resources={"cpus": 1, "accelerators": {"BENCH": 1}}),
-                                                     "num_jobs": batch, "user": "bench"})
+                                                     "num_jobs": batch})
             posts.append(s)
         time.sleep(1)  # let a scheduling pass run over the whole queue
         t0 = time.perf_counter()
@@ -324,7 +324,7 @@ def bench_rss_ran(berth, tmp, total=100000, batch=10000):
         t0_wall = time.time()
         t0 = time.perf_counter()
         for _ in range(total // batch):
-            http(c.url + "/v1/jobs", "POST", {"spec": c.spec(), "num_jobs": batch, "user": "bench"})
+            http(c.url + "/v1/jobs", "POST", {"spec": c.spec(), "num_jobs": batch})
         r["submitted_s"] = time.perf_counter() - t0
         peak = 0.0
         q = f"{c.url}/v1/jobs?limit=1"

@@ -13,7 +13,10 @@ namespace berth {
 
 namespace json = boost::json;
 
-// Parses text as JSON; InvalidArgument naming `what` on malformed input.
+// JSON nested deeper than this is refused (a request is a few levels deep; a deep one is an attack
+// on the stack of whatever walks it).
+constexpr int kMaxJsonDepth = 64;
+// Parses text as JSON; InvalidArgument naming `what` on malformed input or beyond kMaxJsonDepth.
 Result<json::value> ParseJson(std::string_view text, const std::string& what = "request body");
 
 // Typed reads of obj[key]. Missing keys give `fallback` (or nullopt); wrong types give

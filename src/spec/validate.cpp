@@ -15,6 +15,8 @@ namespace berth {
 namespace {
 
 constexpr size_t kMaxEnvEntryBytes = 128 * 1024;  // Linux MAX_ARG_STRLEN, "KEY=VALUE\0" included
+constexpr size_t kMaxEnvCount = 1000;
+constexpr size_t kMaxEnvTotalBytes = 1 << 20;     // all of them: well under execve's ARG_MAX
 constexpr DurationMs kMaxKillGrace = 3'600'000;   // longer than an hour is a hung job, not a grace
 
 bool IsEnvName(std::string_view s) {
@@ -83,6 +85,16 @@ Status CheckResources(const ResourceRequest& r) {
 }
 
 Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
+  if (envs.size() > kMaxEnvCount) {
+    return Status::Invalid(
+        fmt::format("envs has {} variables; at most {} are allowed", envs.size(), kMaxEnvCount));
+  }
+  size_t total = 0;
+  for (const auto& [key, value] : envs) total += key.size() + value.size() + 2;
+  if (total > kMaxEnvTotalBytes) {
+    return Status::Invalid(fmt::format("envs hold {} bytes in all; at most {} KiB are allowed",
+                                       total, kMaxEnvTotalBytes / 1024));
+  }
   std::set<std::string_view> seen;
   for (const auto& [key, value] : envs) {
     if (!IsEnvName(key)) {

@@ -248,8 +248,12 @@ class Berth:
     def local_down(self):
         return self.run("local", "down", check=False, timeout=90)
 
-    def start_server(self, state_dir=None, listen="127.0.0.1:0", extra=(), env=None, wait=True):
-        """A bare `berth server`; returns a Daemon whose .url is read from its --url-file."""
+    def start_server(self, state_dir=None, listen="127.0.0.1:0", extra=(), env=None, wait=True,
+                     allow_root_jobs=True):
+        """A bare `berth server`; returns a Daemon whose .url is read from its --url-file. The tests run
+        as root, whose jobs a server refuses unless told otherwise: by default it is told."""
+        if allow_root_jobs and os.geteuid() == 0:
+            extra = ["--allow-root-jobs", *extra]
         state_dir = state_dir or os.path.join(self.tmp, "server")
         os.makedirs(state_dir, exist_ok=True)
         url_file = os.path.join(state_dir, "server.url")

@@ -60,7 +60,7 @@ class DispatchTest(BerthTestCase):
                 "cpus_milli": 4000, "memory_mib": 1024, "gpus": [], "running": []}
         status, reg, _ = http("POST", server.url + "/v1/agent/register", json.dumps(body))
         self.assertEqual(status, 200, reg)
-        status, sub, _ = http("POST", server.url + "/v1/jobs", json.dumps({"spec": {"run": "sleep 1"}, "user": "t"}))
+        status, sub, _ = http("POST", server.url + "/v1/jobs", json.dumps({"spec": {"run": "sleep 1"}}))
         self.assertEqual(status, 201, sub)
         job = sub["jobs"][0]
         self.b.wait_until(lambda: http("GET", f"{server.url}/v1/jobs/{job}")[1]["attempt"] == 1,
@@ -114,7 +114,7 @@ class DispatchTest(BerthTestCase):
                 n += 1
                 try:
                     status, out, _ = http("POST", server.url + "/v1/jobs",
-                                          json.dumps({"spec": {"name": f"b{n}", "run": "true"}, "user": "t"}),
+                                          json.dumps({"spec": {"name": f"b{n}", "run": "true"}}),
                                           timeout=5)
                     if status == 201:
                         accepted.append((f"b{n}", out["jobs"][0]))

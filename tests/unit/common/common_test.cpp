@@ -1,6 +1,8 @@
 // The shared vocabulary: quantities, times, durations, CPU budget parsing.
 #include <gtest/gtest.h>
 
+#include "common/json_util.h"
+
 #include "common/clock.h"
 #include "common/cpu_budget.h"
 #include "common/quantity.h"
@@ -83,6 +85,15 @@ TEST(Strings, NamesAndSplits) {
 TEST(Resources, CudaVisibleDevicesListsTheGrantedIndices) {
   NodeGrant g{"n1", 0, {{2, 1000}, {3, 1000}}};
   EXPECT_EQ(CudaVisibleDevices(g), "2,3");
+}
+
+TEST(Json, DepthIsBoundedWithTheLimitNamed) {
+  std::string ok = std::string(60, '[') + std::string(60, ']');
+  EXPECT_TRUE(ParseJson(ok).ok());
+  auto deep = ParseJson(std::string(100000, '[') + std::string(100000, ']'));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("deeper than 64 levels"), std::string::npos)
+      << deep.status().message();
 }
 
 }  // namespace

@@ -308,5 +308,22 @@ TEST(ParseAccelerators, Errors) {
   EXPECT_THAT(error("V 100:1"), HasSubstr("not a valid accelerator type"));
 }
 
+// Nesting is bounded (yaml-cpp recurses per level): a deep file is refused naming the limit and
+// the line, while scripts full of brackets in block scalars are text, not nesting.
+TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
+  std::string deep = "run: echo hi\nenvs: " + std::string(5000, '[') + std::string(5000, ']');
+  EXPECT_THAT(ErrorOf(deep), HasSubstr("task.yaml:2: nested"));
+  EXPECT_THAT(ErrorOf(deep), HasSubstr("at most 64"));
+  std::string indented = "run: x\nenvs:\n";
+  for (int i = 0; i < 70; ++i) indented += std::string(static_cast<size_t>(2 * i + 2), ' ') + "a:\n";
+  EXPECT_THAT(ErrorOf(indented), HasSubstr("at most 64"));
+
+  std::string script = "run: |\n";
+  for (int i = 0; i < 100; ++i) script += "  if [ -e x ]; then { echo '['; }; fi\n";
+  script += "  echo " + std::string(100, '{') + "\n";
+  script += "setup: >-\n  " + std::string(100, '[') + "\nname: ok\n";
+  EXPECT_EQ(MustParse(script).spec.name, "ok");
+}
+
 }  // namespace
 }  // namespace berth
