@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libboost1.81-dev libboost-json1.81-dev
   libyaml-cpp-dev libsqlite3-dev libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   procps iproute2 curl python3
   clang clang-format
 )

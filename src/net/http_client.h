@@ -1,9 +1,19 @@
-// HttpClient: a small blocking HTTP/1.1 client for the CLI and the agent, on Boost.Beast.
+// HttpClient: a small blocking HTTP/1.1 client for the CLI and the agent, on Boost.Beast's parser
+// and serializer over a plain socket or OpenSSL.
 //
-// Keeps one keep-alive connection to `base_url` and reconnects on demand. Every call has a timeout;
-// a server that stops answering yields an Unavailable status, never a hang. Presents the cluster
-// token as "Authorization: Bearer" when one is set. Not thread-safe: use one client per thread
-// (except Abort(), which any thread may call).
+// Speaks to "http://host:port[/prefix]", "https://host:port[/prefix]" (TLS 1.2+) and
+// "unix:/path/to/berth.sock" (HTTP over a unix socket, where the server learns the caller's uid
+// from the kernel). Keeps one keep-alive connection to the server and reconnects on demand. Every
+// call has a timeout; a server that stops answering yields an Unavailable status, never a hang.
+// Presents the token as "Authorization: Bearer" when one is set.
+//
+// TLS trust: with a pinned fingerprint (HttpClientOptions::tls_fingerprint) the server's leaf
+// certificate must have exactly that SHA-256 fingerprint, and nothing else is checked (trust on
+// first use: `berth login` shows the fingerprint, FetchServerFingerprint, for the user to compare).
+// Without a pin the chain is verified against `ca_file`, or the system's CAs, and the certificate
+// must name the URL's host (DNS name or IP address).
+//
+// Not thread-safe: use one client per thread (except Abort(), which any thread may call).
 #pragma once
 
 #include <functional>
@@ -18,21 +28,38 @@
 namespace berth::net {
 
 struct Url {
-  std::string host;
-  int port = 80;
-  std::string base_path;  // "" or "/prefix"
+  std::string scheme = "http";  // "http", "https" or "unix"
+  std::string host;             // http(s): a name or an address (IPv6 without brackets)
+  int port = 80;                // http(s)
+  std::string base_path;        // http(s): "" or "/prefix"
+  std::string socket_path;      // unix: the socket file
 };
-// Parses "http://host:port[/prefix]". https is not supported (put berth behind a TLS proxy).
+// Parses "http://host:port[/prefix]", "https://host[:port][/prefix]" (port 443 by default),
+// "unix:/path/to/socket" (also "unix:///path"), or "host:port" (http). IPv6 hosts go in brackets:
+// "http://[::1]:8080". Invalid, naming the problem, for an unknown scheme, a bad port or an empty
+// host.
 Result<Url> ParseUrl(const std::string& url);
+
+struct HttpClientOptions {
+  std::string token;  // sent as "Authorization: Bearer <token>" when not empty
+  // https: the server certificate's SHA-256 fingerprint ("sha256:<hex>", any spelling
+  // NormalizeFingerprint accepts). When set, it replaces CA and hostname verification.
+  std::string tls_fingerprint;
+  // https without a pin: PEM file of the CAs to trust instead of the system's.
+  std::string ca_file;
+};
 
 class HttpClient {
  public:
   HttpClient(std::string base_url, std::string token);
+  HttpClient(std::string base_url, HttpClientOptions options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // Sends one request and reads the whole response. Unavailable on connection failure or timeout.
+  // Sends one request and reads the whole response. Unavailable on connection failure or timeout
+  // (`timeout_ms` bounds each wait for the server: connecting, the TLS handshake, each read and
+  // write). Unauthorized when the server's TLS certificate is not the pinned one or not trusted.
   Result<HttpResponse> Request(const std::string& method, const std::string& target,
                                const std::string& body = "", DurationMs timeout_ms = 30'000);
 
@@ -56,5 +83,13 @@ class HttpClient {
   std::string base_url_;
   std::unique_ptr<Impl> impl_;
 };
+
+// Connects to an https:// URL, completes a TLS handshake WITHOUT verifying the certificate, and
+// returns the fingerprint ("sha256:<hex>") of the server's leaf certificate, for a user to compare
+// with the one the server's admin announces before pinning it. Invalid for a URL that is not
+// https://; Unavailable when the server cannot be reached or the handshake fails or takes longer
+// than `timeout_ms` per step.
+Result<std::string> FetchServerFingerprint(const std::string& https_url,
+                                           DurationMs timeout_ms = 10'000);
 
 }  // namespace berth::net

@@ -1,12 +1,25 @@
 #include "net/http_server.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/log.h"
@@ -16,92 +29,248 @@ namespace berth::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
 
 namespace {
 
 const char* kServerName = "berth";
 
+// The three kinds of connection; one Session template serves them all.
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using UnixStream = beast::basic_stream<local>;
+
+// How much a connection waiting for its next request reads at once.
+constexpr size_t kFirstReadBytes = 4096;
+// How long a connection we are closing after an error response may keep sending (what it sends is
+// discarded), so that closing with unread data does not reset the connection before the peer has
+// read the response.
+constexpr DurationMs kLingerMs = 2'000;
+
+std::string JsonEscape(const std::string& message) {
+  std::string escaped;
+  for (char c : message) {
+    if (c == '"' || c == '\\') {
+      escaped += '\\';
+      escaped += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      escaped += ' ';
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
 HttpResponse JsonError(int status, const std::string& message) {
   HttpResponse r;
   r.status = status;
-  std::string escaped;
-  for (char c : message) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    escaped += c;
-  }
-  r.body = "{\"error\":\"" + escaped + "\"}";
+  r.body = "{\"error\":\"" + JsonEscape(message) + "\"}";
   return r;
 }
 
+// True for the ways a peer ends a connection or a deadline closes it: nothing to answer.
+bool IsHangupOrTimeout(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == http::error::partial_message ||
+         ec == asio::error::operation_aborted || ec == beast::error::timeout ||
+         ec == asio::error::connection_reset || ec == asio::error::eof ||
+         ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor ||
+         ec == ssl::error::stream_truncated;
+}
+
 // One connection. All socket work happens on the session's strand; Responder calls from other
-// threads are posted onto it.
-class Session : public std::enable_shared_from_this<Session> {
+// threads are posted onto it. `Stream` is PlainStream, TlsStream or UnixStream; deadlines and
+// closing act on its lowest layer (a beast::basic_stream).
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, const Handler& handler, const HttpServerOptions& options)
-      : stream_(std::move(socket)), handler_(handler), options_(options) {}
+  template <class... StreamArgs>
+  Session(PeerInfo peer, const Handler& handler, const HttpServerOptions& options,
+          StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...),
+        handler_(handler),
+        options_(options),
+        peer_(std::move(peer)) {}
 
   void Start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->Handshake();
+      } else {
+        self->DoRead();
+      }
+    });
   }
 
   // --- called through SessionResponder, from any thread ---
   void PostSend(HttpResponse response) {
     asio::post(stream_.get_executor(),
-               [self = shared_from_this(), r = std::move(response)]() mutable {
+               [self = this->shared_from_this(), r = std::move(response)]() mutable {
                  self->DoSend(std::move(r));
                });
   }
   void PostStartStream(int status, std::string content_type) {
     asio::post(stream_.get_executor(),
-               [self = shared_from_this(), status, ct = std::move(content_type)] {
+               [self = this->shared_from_this(), status, ct = std::move(content_type)] {
                  self->DoStartStream(status, ct);
                });
   }
   bool PostWrite(std::string chunk) {
     if (closed_) return false;
     backlog_ += chunk.size();
-    asio::post(stream_.get_executor(), [self = shared_from_this(), c = std::move(chunk)]() mutable {
-      self->QueueChunk(std::move(c));
-    });
+    asio::post(stream_.get_executor(),
+               [self = this->shared_from_this(), c = std::move(chunk)]() mutable {
+                 self->QueueChunk(std::move(c));
+               });
     return true;
   }
   void PostEnd() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->QueueEnd(); });
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->QueueEnd(); });
   }
   bool closed() const { return closed_; }
   size_t backlog() const { return backlog_; }
 
  private:
+  auto& Lowest() { return beast::get_lowest_layer(stream_); }
+  void Deadline(DurationMs ms) { Lowest().expires_after(std::chrono::milliseconds(ms)); }
+
+  void Handshake() {
+    if constexpr (kTls) {
+      Deadline(options_.header_timeout_ms);
+      stream_.async_handshake(ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (!ec) {
+                                  self->DoRead();
+                                } else if (ec.category() == asio::error::get_ssl_category() &&
+                                           ERR_GET_REASON(ec.value()) == SSL_R_HTTP_REQUEST) {
+                                  self->AnswerPlainHttp();
+                                } else {
+                                  self->Close();
+                                }
+                              });
+    }
+  }
+
+  // A plain HTTP request reached the TLS port: tell the client in plain HTTP, which it can read,
+  // instead of leaving it with a reset connection.
+  void AnswerPlainHttp() {
+    std::string body = "{\"error\":\"this port speaks HTTPS only: use an https:// server URL\"}";
+    auto text = std::make_shared<std::string>(
+        "HTTP/1.1 400 Bad Request\r\nServer: berth\r\nContent-Type: application/json\r\n"
+        "Connection: close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    Deadline(kLingerMs);
+    asio::async_write(Lowest(), asio::buffer(*text),
+                      [self = this->shared_from_this(), text](beast::error_code ec, size_t) {
+                        if (ec) {
+                          self->Close();
+                        } else {
+                          self->LingerThenClose();
+                        }
+                      });
+  }
+
+  // Waits for the next request: its first bytes under the idle deadline, then the rest of its
+  // headers under the header deadline, then its body under the body deadline.
   void DoRead() {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
-    parser_->header_limit(64 * 1024);
-    buffer_.consume(buffer_.size() > 0 ? 0 : 0);
-    stream_.expires_after(std::chrono::milliseconds(options_.idle_timeout_ms));
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    parser_->header_limit(
+        static_cast<uint32_t>(std::min<size_t>(options_.max_header_bytes, UINT32_MAX)));
+    if (buffer_.size() > 0) {  // the client sent (part of) its next request already
+      ReadHeader();
+      return;
+    }
+    Deadline(options_.idle_timeout_ms);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              self->buffer_.commit(n);
+                              if (ec) {
+                                self->Close();
+                              } else {
+                                self->ReadHeader();
+                              }
+                            });
   }
 
-  void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
-        ec == beast::error::timeout || ec == asio::error::connection_reset ||
-        ec == asio::error::eof) {
-      Close();
-      return;
-    }
-    if (ec == http::error::body_limit) {
-      keep_alive_ = false;
-      DoSend(JsonError(413, "request body too large (limit " +
-                                std::to_string(options_.max_body_bytes) + " bytes)"));
-      return;
-    }
+  void ReadHeader() {
+    Deadline(options_.header_timeout_ms);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
     if (ec) {
-      keep_alive_ = false;
-      DoSend(JsonError(400, "malformed HTTP request: " + ec.message()));
+      OnReadError(ec);
       return;
     }
+    const auto& header = parser_->get();
+    if (header.target().size() > options_.max_target_bytes) {
+      SendError(414, "request target too long: " + std::to_string(header.target().size()) +
+                         " bytes, the limit is " + std::to_string(options_.max_target_bytes) +
+                         " bytes (max_target_bytes)");
+      return;
+    }
+    size_t fields = static_cast<size_t>(std::distance(header.begin(), header.end()));
+    if (fields > options_.max_header_count) {
+      SendError(431, "too many request header fields: " + std::to_string(fields) +
+                         ", the limit is " + std::to_string(options_.max_header_count) +
+                         " (max_header_count)");
+      return;
+    }
+    if (parser_->is_done()) {
+      Dispatch();
+      return;
+    }
+    Deadline(options_.body_timeout_ms);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) {
+                         self->OnReadError(ec);
+                       } else {
+                         self->Dispatch();
+                       }
+                     });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (IsHangupOrTimeout(ec)) {
+      Close();
+    } else if (ec == http::error::body_limit) {
+      SendError(413, "request body too large: the limit is " +
+                         std::to_string(options_.max_body_bytes) + " bytes (max_body_bytes)");
+    } else if (ec == http::error::header_limit) {
+      // The parser keeps an incomplete header in the buffer: a first line longer than a target
+      // may be is a 414, anything else a 431.
+      auto data = buffer_.data();
+      std::string_view head(static_cast<const char*>(data.data()), data.size());
+      size_t eol = head.find("\r\n");
+      if ((eol == std::string_view::npos ? head.size() : eol) > options_.max_target_bytes + 64) {
+        SendError(414, "request line too long: the limit for the request target is " +
+                           std::to_string(options_.max_target_bytes) + " bytes (max_target_bytes)");
+      } else {
+        SendError(431, "request header block too large: the limit is " +
+                           std::to_string(options_.max_header_bytes) + " bytes (max_header_bytes)");
+      }
+    } else {
+      SendError(400, "malformed HTTP request: " + ec.message());
+    }
+  }
+
+  // Answers a request the handler never sees, then closes the connection.
+  void SendError(int status, const std::string& message) {
+    keep_alive_ = false;
+    linger_ = true;
+    responded_ = false;
+    DoSend(JsonError(status, message));
+  }
+
+  void Dispatch() {
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
     HttpRequest req;
@@ -114,12 +283,13 @@ class Session : public std::enable_shared_from_this<Session> {
       req.headers[name] = std::string(field.value());
     }
     req.body = std::move(msg.body());
-    beast::error_code ignored;
-    auto endpoint = stream_.socket().remote_endpoint(ignored);
-    if (!ignored) req.remote_address = endpoint.address().to_string();
-    stream_.expires_never();
+    req.peer = peer_;
+    if (peer_.transport != PeerInfo::Transport::kUnix) req.remote_address = peer_.remote_address;
+    // Long polls and streams may take as long as they need.
+    Lowest().expires_never();
     responded_ = false;
-    auto responder = std::make_shared<SessionResponder>(shared_from_this());
+    streaming_ = false;
+    auto responder = std::make_shared<SessionResponder>(this->shared_from_this());
     try {
       handler_(std::move(req), responder);
     } catch (const std::exception& e) {
@@ -141,12 +311,18 @@ class Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(r.body);
     res->prepare_payload();
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                        if (ec || !self->keep_alive_) {
+                      [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec) {
                           self->Close();
-                          return;
+                        } else if (!self->keep_alive_) {
+                          if (self->linger_) {
+                            self->LingerThenClose();
+                          } else {
+                            self->Close();
+                          }
+                        } else {
+                          self->DoRead();
                         }
-                        self->DoRead();
                       });
   }
 
@@ -164,7 +340,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_sr_ = std::make_shared<http::response_serializer<http::empty_body>>(*stream_res_);
     writing_ = true;
     http::async_write_header(stream_, *stream_sr_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
                                self->writing_ = false;
                                if (ec) {
                                  self->Close();
@@ -176,15 +352,16 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // While streaming nothing is expected from the peer; a read that completes means it hung up.
+  // (Through the stream, not the raw socket: TLS may read records of its own meanwhile.)
   void WatchPeer() {
-    stream_.socket().async_read_some(asio::buffer(peek_),
-                                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                                       if (ec) {
-                                         self->Close();
-                                       } else {
-                                         self->WatchPeer();
-                                       }
-                                     });
+    stream_.async_read_some(asio::buffer(peek_),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) {
+                                self->Close();
+                              } else {
+                                self->WatchPeer();
+                              }
+                            });
   }
 
   void QueueChunk(std::string chunk) {
@@ -202,7 +379,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (end_queued_) {
         writing_ = true;
         asio::async_write(stream_, http::make_chunk_last(),
-                          [self = shared_from_this()](beast::error_code, size_t) {
+                          [self = this->shared_from_this()](beast::error_code, size_t) {
                             self->writing_ = false;
                             self->Close();
                           });
@@ -218,7 +395,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     writing_ = true;
     asio::async_write(stream_, http::make_chunk(asio::buffer(*data)),
-                      [self = shared_from_this(), data](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), data](beast::error_code ec, size_t) {
                         self->writing_ = false;
                         self->backlog_ -= std::min(self->backlog_.load(), data->size());
                         if (ec) {
@@ -229,12 +406,31 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
+  // After an error response: stop sending, discard what the peer still sends for a little while,
+  // then close (see kLingerMs).
+  void LingerThenClose() {
+    beast::error_code ignored;
+    Lowest().socket().shutdown(asio::socket_base::shutdown_send, ignored);
+    Deadline(std::min(kLingerMs, options_.header_timeout_ms));
+    Drain();
+  }
+  void Drain() {
+    Lowest().async_read_some(asio::buffer(peek_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                               if (ec) {
+                                 self->Close();
+                               } else {
+                                 self->Drain();
+                               }
+                             });
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.socket().close(ignored);
+    Lowest().socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    Lowest().socket().close(ignored);
     out_.clear();
   }
 
@@ -254,12 +450,14 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<Session> session_;
   };
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   const Handler& handler_;
   const HttpServerOptions& options_;
+  const PeerInfo peer_;  // filled at accept
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
+  bool linger_ = false;
   bool responded_ = false;
   bool streaming_ = false;
   bool writing_ = false;
@@ -272,6 +470,62 @@ class Session : public std::enable_shared_from_this<Session> {
   char peek_[512];
 };
 
+PeerInfo TcpPeer(const tcp::socket& socket, bool tls) {
+  PeerInfo peer;
+  peer.transport = tls ? PeerInfo::Transport::kTls : PeerInfo::Transport::kTcp;
+  beast::error_code ec;
+  auto local_end = socket.local_endpoint(ec);
+  if (!ec) {
+    peer.local_address = local_end.address().to_string();
+    peer.local_port = local_end.port();
+  }
+  auto remote_end = socket.remote_endpoint(ec);
+  if (!ec) {
+    peer.remote_address = remote_end.address().to_string();
+    peer.remote_port = remote_end.port();
+  }
+  return peer;
+}
+
+PeerInfo UnixPeer(local::socket& socket) {
+  PeerInfo peer;
+  peer.transport = PeerInfo::Transport::kUnix;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      len == sizeof(cred)) {
+    peer.uid = cred.uid;
+    peer.gid = cred.gid;
+    peer.pid = cred.pid;
+  }
+  return peer;
+}
+
+// So that a few thousand connections fit: the soft limit is often 1024, the hard one far more.
+void RaiseOpenFileLimit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  rlim_t wanted = lim.rlim_max;
+  lim.rlim_cur = wanted;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    LogWarn("cannot raise the open-file limit to {}: {}", static_cast<uint64_t>(wanted),
+            std::strerror(errno));
+  }
+}
+
+// Whether a server answers on the unix socket at `path`.
+bool UnixSocketIsLive(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ||
+              errno == EAGAIN;  // EAGAIN: its backlog is full, so it is alive
+  ::close(fd);
+  return live;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -279,24 +533,149 @@ struct HttpServer::Impl {
   Handler handler;
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{ioc};
+  tcp::acceptor tcp_acceptor{ioc};
+  local::acceptor unix_acceptor{ioc};
+  std::optional<ssl::context> tls;  // set when the TCP listener speaks TLS
+  // The unix socket file we created, to remove it on Stop (only if it is still ours).
+  dev_t unix_dev = 0;
+  ino_t unix_ino = 0;
   std::vector<std::thread> threads;
   std::atomic<bool> stopped{false};
   int port = 0;
 
-  void Accept() {
-    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-      if (stopped) return;
-      if (!ec) {
-        beast::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), handler, options)->Start();
-      } else if (ec == asio::error::operation_aborted) {
+  Status LoadTls() {
+    const auto& o = options;
+    if (o.tls_cert_file.empty() && o.tls_key_file.empty()) return Status::Ok();
+    if (o.tls_cert_file.empty() || o.tls_key_file.empty())
+      return Status::Invalid("TLS needs both a certificate file and a key file");
+    for (const auto& f : {o.tls_cert_file, o.tls_key_file}) {
+      if (::access(f.c_str(), R_OK) != 0)
+        return Status::Invalid("cannot read TLS file " + f + ": " + std::strerror(errno));
+    }
+    tls.emplace(ssl::context::tls_server);
+    SSL_CTX* ctx = tls->native_handle();
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(
+        ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    beast::error_code ec;
+    tls->use_certificate_chain_file(o.tls_cert_file, ec);
+    if (ec) {
+      tls.reset();
+      return Status::Invalid("cannot load the TLS certificate " + o.tls_cert_file + ": " +
+                             ec.message());
+    }
+    tls->use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
+    if (ec || SSL_CTX_check_private_key(ctx) != 1) {
+      std::string why = ec ? ec.message() : "it does not match the certificate";
+      ERR_clear_error();
+      tls.reset();
+      return Status::Invalid("cannot use the TLS key " + o.tls_key_file + " with " +
+                             o.tls_cert_file + ": " + why);
+    }
+    return Status::Ok();
+  }
+
+  Status ListenUnix() {
+    const std::string& path = options.unix_socket_path;
+    if (path.empty()) return Status::Ok();
+    if (path.size() >= sizeof(sockaddr_un{}.sun_path))
+      return Status::Invalid("unix socket path too long (" + std::to_string(path.size()) +
+                             " bytes, at most " +
+                             std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + "): " + path);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode))
+        return Status::Conflict(path + " exists and is not a unix socket; remove it or choose " +
+                                "another socket path");
+      if (UnixSocketIsLive(path))
+        return Status::Conflict("another server is already listening on the unix socket " + path +
+                                " (stop it first)");
+      ::unlink(path.c_str());  // left behind by a server that died
+    }
+    beast::error_code ec;
+    local::endpoint endpoint(path);
+    unix_acceptor.open(endpoint.protocol(), ec);
+    if (!ec) unix_acceptor.bind(endpoint, ec);
+    if (ec) {
+      beast::error_code ignored;
+      unix_acceptor.close(ignored);
+      return Status::Unavailable("cannot listen on unix socket " + path + ": " + ec.message());
+    }
+    // Every local user may connect; who they are comes from SO_PEERCRED, not from the mode.
+    if (::chmod(path.c_str(), 0666) != 0 || ::stat(path.c_str(), &st) != 0) {
+      int err = errno;
+      beast::error_code ignored;
+      unix_acceptor.close(ignored);
+      ::unlink(path.c_str());
+      return Status::Unavailable("cannot make unix socket " + path +
+                                 " world-connectable: " + std::strerror(err));
+    }
+    unix_dev = st.st_dev;
+    unix_ino = st.st_ino;
+    unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      CloseUnix();
+      return Status::Unavailable("cannot listen on unix socket " + path + ": " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  void CloseUnix() {
+    if (!unix_acceptor.is_open()) return;
+    beast::error_code ignored;
+    unix_acceptor.close(ignored);
+    struct stat st {};
+    const std::string& path = options.unix_socket_path;
+    if (::lstat(path.c_str(), &st) == 0 && st.st_dev == unix_dev && st.st_ino == unix_ino)
+      ::unlink(path.c_str());
+  }
+
+  // An accept that failed for lack of descriptors (or memory) is retried after a pause, not at
+  // once: the connection stays queued, so an immediate retry would spin.
+  template <class Retry>
+  void AcceptFailed(const beast::error_code& ec, Retry retry) {
+    LogWarn("accept failed: {}", ec.message());
+    auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(100));
+    timer->async_wait([this, timer, retry](beast::error_code wait_ec) {
+      if (!wait_ec && !stopped) retry();
+    });
+  }
+
+  void AcceptTcp() {
+    tcp_acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec,
+                                                             tcp::socket socket) {
+      if (stopped || ec == asio::error::operation_aborted) return;
+      if (ec) {
+        AcceptFailed(ec, [this] { AcceptTcp(); });
         return;
-      } else {
-        LogWarn("accept failed: {}", ec.message());
       }
-      Accept();
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      PeerInfo peer = TcpPeer(socket, tls.has_value());
+      if (tls) {
+        std::make_shared<Session<TlsStream>>(std::move(peer), handler, options, std::move(socket),
+                                             *tls)
+            ->Start();
+      } else {
+        std::make_shared<Session<PlainStream>>(std::move(peer), handler, options, std::move(socket))
+            ->Start();
+      }
+      AcceptTcp();
+    });
+  }
+
+  void AcceptUnix() {
+    unix_acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec,
+                                                              local::socket socket) {
+      if (stopped || ec == asio::error::operation_aborted) return;
+      if (ec) {
+        AcceptFailed(ec, [this] { AcceptUnix(); });
+        return;
+      }
+      PeerInfo peer = UnixPeer(socket);
+      std::make_shared<Session<UnixStream>>(std::move(peer), handler, options, std::move(socket))
+          ->Start();
+      AcceptUnix();
     });
   }
 };
@@ -310,23 +689,33 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
+  RaiseOpenFileLimit();
+  BERTH_RETURN_IF_ERROR(impl_->LoadTls());
   beast::error_code ec;
   auto address = asio::ip::make_address(impl_->options.host, ec);
   if (ec)
     return Status::Invalid("bad listen address '" + impl_->options.host + "': " + ec.message());
   tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
-  auto& acc = impl_->acceptor;
+  auto& acc = impl_->tcp_acceptor;
   acc.open(endpoint.protocol(), ec);
   if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acc.bind(endpoint, ec);
   if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
+    beast::error_code ignored;
+    acc.close(ignored);
     return Status::Unavailable("cannot listen on " + impl_->options.host + ":" +
                                std::to_string(impl_->options.port) + ": " + ec.message());
   }
+  if (Status st = impl_->ListenUnix(); !st.ok()) {
+    beast::error_code ignored;
+    acc.close(ignored);
+    return st;
+  }
   impl_->port = acc.local_endpoint().port();
   impl_->work.emplace(impl_->ioc.get_executor());
-  impl_->Accept();
+  impl_->AcceptTcp();
+  if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
     impl_->threads.emplace_back([this] {
       while (true) {
@@ -346,16 +735,16 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  asio::post(impl_->ioc, [this] {
-    beast::error_code ignored;
-    impl_->acceptor.close(ignored);
-  });
   impl_->work.reset();
   impl_->ioc.stop();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
   }
   impl_->threads.clear();
+  // No thread runs the io_context any more: the acceptors can be closed from here.
+  beast::error_code ignored;
+  impl_->tcp_acceptor.close(ignored);
+  impl_->CloseUnix();
 }
 
 void HttpServer::Post(std::function<void()> fn) {

@@ -2,9 +2,19 @@
 //
 // Each request is handed to one Handler on a worker thread; the handler answers through a
 // Responder, at once or later (long polls) or as a chunked stream (agents' watch streams).
-// Thousands of idle streams cost only their buffers, not threads. A request body over
-// `max_body_bytes` gets 413 without reaching the handler. Thread-safety: Start/Stop from one
-// controlling thread; port(), Post() and RunAfter() from any thread.
+// Thousands of idle streams cost only their buffers, not threads. The server listens on TCP
+// (plain, or TLS only when a certificate is configured) and, optionally, also on a unix socket,
+// and tells the handler who is at the other end of each request (HttpRequest::peer).
+//
+// Slow or idle peers cost a socket and a buffer each, never a thread: a connection that sends
+// nothing is closed after `idle_timeout_ms`, and once a request's first byte arrived its headers
+// must be complete within `header_timeout_ms` and its body within `body_timeout_ms`. Requests
+// over the limits below get a JSON error ({"error": "..."}, naming the limit) and
+// "Connection: close" without reaching the handler: 413 (body), 431 (header block or header
+// count), 414 (request target). Responses being streamed are never cut by these deadlines.
+//
+// Thread-safety: Start/Stop from one controlling thread; port(), Post() and RunAfter() from any
+// thread.
 #pragma once
 
 #include <functional>
@@ -23,8 +33,26 @@ struct HttpServerOptions {
   int threads = 1;
   size_t max_body_bytes =
       64 << 20;  // 64 MiB: a 100k-job spec fits easily; a runaway upload does not
-  DurationMs idle_timeout_ms = 120'000;
-  std::string unix_socket_path;  // also listen here (mode 0666) when set
+  size_t max_header_bytes = 64 << 10;  // request line and headers together
+  size_t max_header_count = 100;
+  size_t max_target_bytes = 8 << 10;  // the request target ("/v1/jobs?...")
+  // A connection with no request in progress (before the first request, or kept alive after a
+  // response) is closed after this long.
+  DurationMs idle_timeout_ms = 60'000;
+  // From a request's first byte (or a TLS connection's start, for its handshake) to the end of
+  // its headers.
+  DurationMs header_timeout_ms = 10'000;
+  // From the end of the headers to the end of the body.
+  DurationMs body_timeout_ms = 60'000;
+  // When set, the server also listens on a unix stream socket at this path, made 0666 so that
+  // every local user can connect (the server tells them apart by SO_PEERCRED). A stale socket
+  // file left by a dead server is replaced; a live server answering on it makes Start() fail.
+  // Removed by Stop(). Always plain HTTP.
+  std::string unix_socket_path;
+  // When both are set, the TCP listener speaks TLS (1.2 or later) only, with this PEM
+  // certificate (chain) and private key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {
@@ -34,13 +62,16 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and listens, then starts the worker threads. Returns an error if the address cannot be
-  // bound.
+  // Raises the soft limit on open files to the hard limit (so that thousands of connections fit),
+  // loads the TLS certificate and key if configured, binds and listens on TCP (and the unix
+  // socket), then starts the worker threads. Returns an error, and listens on nothing, if the
+  // address cannot be bound, the unix socket path is taken or unusable, or the certificate or
+  // key cannot be loaded or do not match.
   Status Start();
-  // The bound port (valid after Start).
+  // The bound TCP port (valid after Start).
   int port() const;
-  // Stops accepting, lets running handlers finish, closes connections and joins the workers.
-  // Idempotent.
+  // Stops accepting, lets running handlers finish, closes connections, removes the unix socket
+  // file and joins the workers. Idempotent.
   void Stop();
 
   // Runs `fn` on a worker thread soon / after `delay`. Safe from any thread; dropped after Stop().
