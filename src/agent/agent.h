@@ -40,6 +40,7 @@ namespace berth {
 struct AgentOptions {
   std::string server_url;
   std::string token;
+  std::string tls_fingerprint;  // pins an https server's certificate
   std::string name;
   std::string state_dir;
   std::string gpus;              // declared "TYPE:N"; empty: discover with nvidia-smi

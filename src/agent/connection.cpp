@@ -9,18 +9,21 @@
 namespace berth {
 
 struct HttpAgentConnection::Lane {
-  Lane(const std::string& url, const std::string& token) : client(url, token) {}
+  Lane(const std::string& url, const net::HttpClientOptions& options) : client(url, options) {}
   std::mutex mu;
   net::HttpClient client;  // guarded by mu
 };
 
-HttpAgentConnection::HttpAgentConnection(std::string server_url, std::string token)
+HttpAgentConnection::HttpAgentConnection(std::string server_url, std::string token,
+                                         std::string tls_fingerprint)
     : server_url_(std::move(server_url)),
-      token_(std::move(token)),
-      control_(std::make_unique<Lane>(server_url_, token_)),
-      heartbeat_(std::make_unique<Lane>(server_url_, token_)),
-      shipping_(std::make_unique<Lane>(server_url_, token_)),
-      specs_(std::make_unique<Lane>(server_url_, token_)) {}
+      client_options_{.token = std::move(token),
+                      .tls_fingerprint = std::move(tls_fingerprint),
+                      .ca_file = ""},
+      control_(std::make_unique<Lane>(server_url_, client_options_)),
+      heartbeat_(std::make_unique<Lane>(server_url_, client_options_)),
+      shipping_(std::make_unique<Lane>(server_url_, client_options_)),
+      specs_(std::make_unique<Lane>(server_url_, client_options_)) {}
 
 HttpAgentConnection::~HttpAgentConnection() = default;
 
@@ -44,6 +47,8 @@ Status StatusOf(const net::HttpResponse& res, const std::string& what) {
       return Status::Conflict(error);
     case 401:
       return Status::Unauthorized(error);
+    case 403:
+      return Status::Forbidden(error);
     case 503:
       return Status::Unavailable(error);
     default:
@@ -107,7 +112,7 @@ Result<std::string> HttpAgentConnection::GetSpec(int64_t spec_id) {
 Status HttpAgentConnection::Watch(
     const std::string& node, const std::string& session,
     const std::function<bool(const proto::WatchMessage&)>& on_message) {
-  auto client = std::make_shared<net::HttpClient>(server_url_, token_);
+  auto client = std::make_shared<net::HttpClient>(server_url_, client_options_);
   {
     std::lock_guard lock(watch_mu_);
     if (watch_aborted_) {

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "net/http_client.h"
 #include "protocol/agent_protocol.h"
 
 namespace berth {
@@ -51,7 +52,8 @@ class AgentConnection {
 
 class HttpAgentConnection final : public AgentConnection {
  public:
-  HttpAgentConnection(std::string server_url, std::string token);
+  // `tls_fingerprint` pins an https server's certificate ("": verify with the system's CAs).
+  HttpAgentConnection(std::string server_url, std::string token, std::string tls_fingerprint = "");
   ~HttpAgentConnection() override;
 
   Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) override;
@@ -70,7 +72,7 @@ class HttpAgentConnection final : public AgentConnection {
   // (heartbeat, shipper, launcher, control) never wait for each other's requests.
   struct Lane;
   std::string server_url_;
-  std::string token_;
+  net::HttpClientOptions client_options_;
   std::unique_ptr<Lane> control_;  // register
   std::unique_ptr<Lane> heartbeat_;
   std::unique_ptr<Lane> shipping_;  // reports and logs

@@ -16,7 +16,8 @@ HollowNodes::HollowNodes(AgentOptions options, int count, const Clock& clock)
     : options_(std::move(options)),
       count_(count),
       clock_(clock),
-      connection_(std::make_unique<HttpAgentConnection>(options_.server_url, options_.token)) {}
+      connection_(std::make_unique<HttpAgentConnection>(options_.server_url, options_.token,
+                                                          options_.tls_fingerprint)) {}
 
 HollowNodes::~HollowNodes() = default;
 

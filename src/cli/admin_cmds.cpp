@@ -6,6 +6,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "net/http.h"
+#include "net/http_client.h"
 
 namespace berth::cli {
 
@@ -29,8 +30,7 @@ Result<json::value> CallServer(const GlobalFlags& g, const std::string& method,
 }  // namespace
 
 Result<std::string> ServerFingerprint(const std::string& url) {
-  (void)url;
-  return Status::Unavailable("TLS is not available in this build");
+  return net::FetchServerFingerprint(url, 10'000);
 }
 
 int Whoami(const GlobalFlags& g, bool as_json) {

@@ -26,6 +26,7 @@ struct ServerFlags {
   bool require_token = false;
   bool allow_root_jobs = false;
   std::string unix_socket;
+  bool tls = false;
   std::string tls_cert;
   std::string tls_key;
   std::string lease = "30s";
@@ -38,6 +39,7 @@ struct ServerFlags {
 
 struct AgentFlags {
   std::string server;
+  std::string tls_fingerprint;
   std::string token;
   std::string token_file;
   std::string name;

@@ -68,6 +68,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                      "TLS certificate (PEM) for a non-loopback listener (default: a self-signed "
                      "one made in STATE_DIR at first start)");
   server->add_option("--tls-key", server_flags.tls_key, "TLS private key (PEM)");
+  server->add_flag("--tls", server_flags.tls,
+                   "Speak TLS on a loopback listener too (always on other addresses)");
   server->add_option("--lease", server_flags.lease, "Node lease: a node silent this long is down")
       ->capture_default_str();
   server
@@ -90,6 +92,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   agent->add_option("--server", agent_flags.server, "Server URL (default: BERTH_SERVER)");
   agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
   agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
+  agent->add_option("--tls-fingerprint", agent_flags.tls_fingerprint,
+                    "Pin the https server's certificate (sha256:..., as the server logs it; "
+                    "default: BERTH_TLS_FINGERPRINT, else verify with the system's CAs)");
   agent->add_option("--name", agent_flags.name, "Node name (with --hollow: the name prefix)")
       ->required();
   agent->add_option("--state-dir", agent_flags.state_dir,

@@ -94,6 +94,9 @@ int RunServer(const ServerFlags& flags) {
   options.require_token = flags.require_token;
   options.allow_root_jobs = flags.allow_root_jobs;
   options.unix_socket = flags.unix_socket;
+  options.tls = flags.tls;
+  options.tls_cert = flags.tls_cert;
+  options.tls_key = flags.tls_key;
   options.threads = flags.threads;
   auto lease = ParseDuration(flags.lease);
   auto grace = ParseDuration(flags.kill_grace);
@@ -124,6 +127,9 @@ int RunServer(const ServerFlags& flags) {
   WriteSmallFile(flags.pid_file, std::to_string(::getpid()));
   if (!WriteSmallFile(flags.url_file, server.url())) LogWarn("cannot write {}", flags.url_file);
   fmt::print("berth server listening on {}\n", server.url());
+  if (!server.tls_fingerprint().empty()) {
+    fmt::print("tls certificate fingerprint {}\n", server.tls_fingerprint());
+  }
   std::fflush(stdout);
   int sig = WaitForStopSignal(signals);
   LogInfo("received signal {}; shutting down", sig);
@@ -139,6 +145,11 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (options.server_url.empty())
     return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
   options.token = ReadToken(flags.token, flags.token_file);
+  options.tls_fingerprint = flags.tls_fingerprint;
+  if (options.tls_fingerprint.empty()) {
+    const char* fp = std::getenv("BERTH_TLS_FINGERPRINT");
+    if (fp && *fp) options.tls_fingerprint = fp;
+  }
   options.name = flags.name;
   options.state_dir = flags.state_dir;
   options.gpus = flags.gpus;
@@ -195,7 +206,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     LogInfo("not running as root: every job runs as {} (this agent's user), whoever submits it",
             self);
   }
-  HttpAgentConnection connection(options.server_url, options.token);
+  HttpAgentConnection connection(options.server_url, options.token, options.tls_fingerprint);
   SupervisorLauncher launcher(options.self_exe);
   Agent agent(options, SystemClock::Get(), connection, launcher);
   std::thread waiter([&] {

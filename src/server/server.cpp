@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "net/tls.h"
 
 namespace berth {
 
@@ -87,6 +88,7 @@ Status Server::Start() {
   http.port = options_.port;
   http.max_body_bytes = options_.max_body_bytes;
   http.unix_socket_path = options_.unix_socket;
+  BERTH_RETURN_IF_ERROR(SetUpTls(http));
   http.threads = options_.threads > 0 ? options_.threads : cpus;
   // Handlers waiting for the state lock sit here, not on the I/O threads. Several threads, so
   // that submissions queue for one group commit and a slow one does not hold up heartbeats.
@@ -113,13 +115,46 @@ Status Server::Start() {
   return Status::Ok();
 }
 
+Status Server::SetUpTls(net::HttpServerOptions& http) {
+  if (!options_.tls && options_.tls_cert.empty() && IsLoopbackHost(options_.host)) {
+    return Status::Ok();
+  }
+  if (options_.tls_cert.empty() != options_.tls_key.empty()) {
+    return Status::Invalid("give both --tls-cert and --tls-key, or neither (for a self-signed pair)");
+  }
+  std::string cert = options_.tls_cert;
+  std::string key = options_.tls_key;
+  if (cert.empty()) {
+    cert = options_.state_dir + "/tls.crt";
+    key = options_.state_dir + "/tls.key";
+    std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.push_back(host);
+    if (options_.host != "0.0.0.0" && options_.host != "::" && options_.host != "localhost" &&
+        !IsLoopbackHost(options_.host)) {
+      names.push_back(options_.host);
+    }
+    BERTH_RETURN_IF_ERROR(net::EnsureSelfSignedCertificate(cert, key, names));
+  }
+  auto fingerprint = net::CertificateFingerprint(cert);
+  if (!fingerprint.ok()) return fingerprint.status();
+  tls_fingerprint_ = *fingerprint;
+  WriteFileAtomic(options_.state_dir + "/tls.fingerprint", tls_fingerprint_ + "\n",
+                  /*sync=*/false, 0644);
+  LogInfo("tls certificate {} fingerprint {}", cert, tls_fingerprint_);
+  http.tls_cert_file = cert;
+  http.tls_key_file = key;
+  return Status::Ok();
+}
+
 int Server::port() const { return http_ ? http_->port() : 0; }
 
 std::string Server::url() const {
   std::string host = options_.host;
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return "http://" + host + ":" + std::to_string(port());
+  return (tls_fingerprint_.empty() ? "http://" : "https://") + host + ":" +
+         std::to_string(port());
 }
 
 void Server::Stop() {

@@ -43,6 +43,11 @@ struct ServerOptions {
   bool require_token = false;
   std::string unix_socket;       // empty: <state_dir>/berth.sock; "-": none
   bool allow_root_jobs = false;  // accept jobs of root (refused by default)
+  // TLS: always on a non-loopback host; `tls` turns it on for loopback too. Without a certificate
+  // a self-signed one is made at first start into <state_dir>/tls.crt and tls.key.
+  bool tls = false;
+  std::string tls_cert;
+  std::string tls_key;
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs starvation_ms = 10 * 60'000;
@@ -70,11 +75,15 @@ class Server {
   const std::string& token() const { return token_; }
   // The unix socket's path ("" when none).
   const std::string& unix_socket() const { return options_.unix_socket; }
+  // The TLS certificate's fingerprint ("sha256:..."; "" without TLS).
+  const std::string& tls_fingerprint() const { return tls_fingerprint_; }
   // Stops serving: in-flight handlers finish, streams close, threads join. Idempotent.
   void Stop();
 
  private:
   void Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res);
+  // Sets up TLS when it is on: the certificate (made if needed) and its fingerprint.
+  Status SetUpTls(net::HttpServerOptions& http);
   void SchedulerLoop();
   void HousekeepingLoop();
 
@@ -109,6 +118,7 @@ class Server {
   ServerOptions options_;
   const Clock& clock_;
   std::string token_;
+  std::string tls_fingerprint_;
   std::unique_ptr<Store> store_;
   RealSystemUsers system_users_;
   std::unique_ptr<Accounts> accounts_;
