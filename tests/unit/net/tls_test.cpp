@@ -271,6 +271,25 @@ TEST(TlsServer, ChunkedStreamOverTls) {
   EXPECT_EQ(got, "1;2;3;4;5;");
 }
 
+// The TLS handshake runs under the header deadline: a connection to the TLS port that never
+// starts one is closed after header_timeout_ms (300 ms here), not the 10 s idle timeout.
+TEST(TlsServer, SilentConnectionIsClosedAtTheHandshakeDeadline) {
+  TempDir dir;
+  ASSERT_TRUE(EnsureSelfSignedCertificate(dir.File("c.pem"), dir.File("k.pem"), {}).ok());
+  HttpServerOptions o;
+  o.tls_cert_file = dir.File("c.pem");
+  o.tls_key_file = dir.File("k.pem");
+  o.idle_timeout_ms = 10'000;
+  o.header_timeout_ms = 300;
+  HttpServer server(o, DescribingHandler());
+  ASSERT_TRUE(server.Start().ok());
+  RawSocket s = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(s.ok());
+  auto r = s.ReadUntilClosed(5'000);
+  EXPECT_TRUE(r.closed);
+  EXPECT_GE(r.elapsed_ms, 250);
+}
+
 TEST(TlsServer, BadCertificateOrKeyMakesStartFail) {
   TempDir dir;
   ASSERT_TRUE(EnsureSelfSignedCertificate(dir.File("a.pem"), dir.File("a.key"), {}).ok());
