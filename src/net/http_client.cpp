@@ -481,7 +481,8 @@ struct Connection {
       live_fd = -1;
     }
     if (ssl) {
-      if (fd >= 0) SSL_shutdown(ssl);  // one try, no waiting: a courtesy close_notify
+      // One try, no waiting: a courtesy close_notify, only after a completed handshake.
+      if (fd >= 0 && SSL_is_init_finished(ssl)) SSL_shutdown(ssl);
       SSL_free(ssl);
       ssl = nullptr;
       ERR_clear_error();

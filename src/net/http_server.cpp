@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -506,6 +507,14 @@ void RaiseOpenFileLimit() {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
   rlim_t wanted = lim.rlim_max;
+  if (wanted == RLIM_INFINITY) {  // the kernel caps it at fs.nr_open
+    wanted = 1 << 20;
+    if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+      unsigned long long n = 0;
+      if (std::fscanf(f, "%llu", &n) == 1 && n > 0) wanted = static_cast<rlim_t>(n);
+      std::fclose(f);
+    }
+  }
   lim.rlim_cur = wanted;
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
     LogWarn("cannot raise the open-file limit to {}: {}", static_cast<uint64_t>(wanted),
@@ -515,7 +524,8 @@ void RaiseOpenFileLimit() {
 
 // Whether a server answers on the unix socket at `path`.
 bool UnixSocketIsLive(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a unix socket connect() to a full backlog would wait instead of saying EAGAIN.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -531,11 +541,12 @@ bool UnixSocketIsLive(const std::string& path) {
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
+  // Before ioc: sessions, destroyed with ioc, refer to the handler, the options and the context.
+  std::optional<ssl::context> tls;  // set when the TCP listener speaks TLS
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   tcp::acceptor tcp_acceptor{ioc};
   local::acceptor unix_acceptor{ioc};
-  std::optional<ssl::context> tls;  // set when the TCP listener speaks TLS
   // The unix socket file we created, to remove it on Stop (only if it is still ours).
   dev_t unix_dev = 0;
   ino_t unix_ino = 0;

@@ -117,6 +117,20 @@ bool Same(const Address& a, const Address& b) {
   return a.family == b.family && std::memcmp(a.words, b.words, sizeof(a.words)) == 0;
 }
 
+// NLMSG_OK and NLMSG_NEXT without their signed/unsigned comparisons.
+bool MessageFits(const nlmsghdr* h, size_t left) {
+  return left >= sizeof(nlmsghdr) && h->nlmsg_len >= sizeof(nlmsghdr) && h->nlmsg_len <= left;
+}
+nlmsghdr* NextMessage(nlmsghdr* h, size_t* left) {
+  size_t step = NLMSG_ALIGN(h->nlmsg_len);
+  if (step >= *left) {  // the last one: MessageFits(h, 0) ends the loop
+    *left = 0;
+    return h;
+  }
+  *left -= step;
+  return reinterpret_cast<nlmsghdr*>(reinterpret_cast<char*>(h) + step);
+}
+
 // One by-id lookup (not a dump) of the socket whose local end is `src`:`sport` and remote end
 // `dst`:`dport` (normalized addresses), in `family`'s tables.
 Result<uint32_t> Lookup(int family, const Address& src, int sport, const Address& dst, int dport,
@@ -168,8 +182,9 @@ Result<uint32_t> Lookup(int family, const Address& src, int sport, const Address
                                  std::string(std::strerror(errno)));
     }
     if (n == 0) return Status::Unavailable("sock_diag socket closed while asking about " + what);
-    int len = static_cast<int>(n);
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+    size_t left = static_cast<size_t>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); MessageFits(h, left);
+         h = NextMessage(h, &left)) {
       if (h->nlmsg_seq != msg.nlh.nlmsg_seq) continue;
       if (h->nlmsg_type == NLMSG_ERROR) {
         auto* err = static_cast<nlmsgerr*>(NLMSG_DATA(h));

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "common/files.h"
 #include "net/http_client.h"
@@ -269,6 +271,64 @@ TEST(TlsServer, ChunkedStreamOverTls) {
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(code, 200);
   EXPECT_EQ(got, "1;2;3;4;5;");
+}
+
+// Abort() from another thread ends a TLS stream that is waiting for data at once (the agent
+// stops its watch streams this way).
+TEST(TlsClient, AbortEndsAWaitingStream) {
+  TempDir dir;
+  ASSERT_TRUE(EnsureSelfSignedCertificate(dir.File("c.pem"), dir.File("k.pem"), {}).ok());
+  HttpServerOptions o;
+  o.tls_cert_file = dir.File("c.pem");
+  o.tls_key_file = dir.File("k.pem");
+  HttpServer server(o, [](HttpRequest&&, std::shared_ptr<Responder> res) {
+    res->StartStream(200, "text/plain");
+    res->Write("hello;");  // and then nothing, for ever
+  });
+  ASSERT_TRUE(server.Start().ok());
+  HttpClient client(
+      "https://127.0.0.1:" + std::to_string(server.port()),
+      HttpClientOptions{.tls_fingerprint = *CertificateFingerprint(dir.File("c.pem"))});
+  std::atomic<bool> got_hello{false};
+  std::thread aborter([&] {
+    for (int i = 0; i < 500 && !got_hello; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    client.Abort();
+  });
+  int64_t start = MonotonicMs();
+  int code = 0;
+  Status st = client.Stream(
+      "GET", "/watch", "", 30'000,
+      [&](std::string_view d) {
+        if (d.find("hello;") != std::string_view::npos) got_hello = true;
+        return true;
+      },
+      &code);
+  int64_t elapsed = MonotonicMs() - start;
+  aborter.join();
+  EXPECT_TRUE(got_hello);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
+  EXPECT_LT(elapsed, 10'000);
+  EXPECT_EQ(client.Request("GET", "/").status().code(), Code::kUnavailable);
+}
+
+// The TLS handshake runs under the header deadline: a connection to the TLS port that never
+// starts one is closed after header_timeout_ms (300 ms here), not the 10 s idle timeout.
+TEST(TlsServer, SilentConnectionIsClosedAtTheHandshakeDeadline) {
+  TempDir dir;
+  ASSERT_TRUE(EnsureSelfSignedCertificate(dir.File("c.pem"), dir.File("k.pem"), {}).ok());
+  HttpServerOptions o;
+  o.tls_cert_file = dir.File("c.pem");
+  o.tls_key_file = dir.File("k.pem");
+  o.idle_timeout_ms = 10'000;
+  o.header_timeout_ms = 300;
+  HttpServer server(o, DescribingHandler());
+  ASSERT_TRUE(server.Start().ok());
+  RawSocket s = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(s.ok());
+  auto r = s.ReadUntilClosed(5'000);
+  EXPECT_TRUE(r.closed);
+  EXPECT_GE(r.elapsed_ms, 250);
 }
 
 TEST(TlsServer, BadCertificateOrKeyMakesStartFail) {
