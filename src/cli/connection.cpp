@@ -359,9 +359,8 @@ Status Connection::Connect() {
     // The unix socket: the kernel tells the server who we are.
     url_ = local->unix_socket.empty() ? local->server : local->unix_socket;
   }
-  if (tls_fingerprint_.empty()) {
-    if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;
-  }
+  // BERTH_TLS_FINGERPRINT, when set, pins over the login's.
+  if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;
   client_ = std::make_unique<net::HttpClient>(
       url_, net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
   return Status::Ok();

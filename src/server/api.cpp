@@ -119,7 +119,7 @@ json::object NodeJson(const NodeStatus& node) {
 }  // namespace
 
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
-  const std::string& m = request.method;
+  const std::string m = request.method;  // a copy: `request` is moved below
   std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
   if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
     // Answered on the I/O thread, to anyone: never waits for anything.

@@ -89,12 +89,6 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
     return Status::Invalid(
         fmt::format("envs has {} variables; at most {} are allowed", envs.size(), kMaxEnvCount));
   }
-  size_t total = 0;
-  for (const auto& [key, value] : envs) total += key.size() + value.size() + 2;
-  if (total > kMaxEnvTotalBytes) {
-    return Status::Invalid(fmt::format("envs hold {} bytes in all; at most {} KiB are allowed",
-                                       total, kMaxEnvTotalBytes / 1024));
-  }
   std::set<std::string_view> seen;
   for (const auto& [key, value] : envs) {
     if (!IsEnvName(key)) {
@@ -126,6 +120,12 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
     // appending.
     if (!seen.insert(key).second)
       return Status::Invalid(fmt::format("envs.{} is given twice", key));
+  }
+  size_t total = 0;
+  for (const auto& [key, value] : envs) total += key.size() + value.size() + 2;
+  if (total > kMaxEnvTotalBytes) {
+    return Status::Invalid(fmt::format("envs hold {} bytes in all; at most {} KiB are allowed",
+                                       total, kMaxEnvTotalBytes / 1024));
   }
   return Status::Ok();
 }

@@ -122,6 +122,34 @@ def http(method, url, body=None, token=None, headers=None, timeout=30):
     return status, parsed, hdrs
 
 
+def http_unix(method, socket_path, path, body=None, token=None, timeout=30):
+    """One HTTP request over a unix socket (the server's berth.sock); returns (status, parsed JSON or
+    raw text). The server identifies the caller by the socket's peer credentials."""
+    import http.client
+    import socket
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout * SCALE)
+            self.sock.connect(socket_path)
+
+    conn = Conn("localhost", timeout=timeout * SCALE)
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        r = conn.getresponse()
+        raw = r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, raw.decode(errors="replace")
+    finally:
+        conn.close()
+
+
 class Daemon:
     """A `berth server` or `berth agent` started by the harness (not through `local up`)."""
 

@@ -1,71 +1,94 @@
-"""The cluster token.
+"""Tokens: the cluster token for nodes, users' own tokens for people.
 
-An operator starts a server that requires a token. Anyone without it (or with a wrong one) gets 401 and a
-JSON error saying what to do; an agent given the token joins, and a user passing it by flag, by BERTH_TOKEN
-or by BERTH_TOKEN_FILE can run jobs. A server told to require a token but given none makes one, stores it
-mode 0600 in its state dir, and keeps it across restarts.
+A server made to require tokens on TCP (as any server off loopback does) answers requests from nobody
+with 401 and a JSON error saying what to do; /v1/health stays open for probes. Agents join with the
+cluster token, which the users' API refuses: it identifies nodes, never a user. An admin on the server's
+machine (identified by the unix socket) issues users their own tokens, presented by flag, by BERTH_TOKEN,
+by BERTH_TOKEN_FILE or saved by `berth login`. The generated cluster token is kept mode 0600 across
+restarts. A loopback server needs no token at all from local users: the kernel says who they are.
 """
 
 import os
 import stat
 import unittest
 
-from harness import BerthTestCase, http
+from harness import BerthTestCase, http, http_unix
 
 
 class AuthTest(BerthTestCase):
 
-    def test_token_required(self):
-        b = self.b
-        token_file = self.write("cluster.token", "s3cret-token-value\n")
-        server = b.start_server(extra=["--require-token", "--token-file", token_file])
-        url = server.url
-        token = "s3cret-token-value"
+    def admin_token(self, sock, user, **fields):
+        """A token for `user`, issued over the unix socket (the test runs as root: an admin)."""
+        import json
+        status, body = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": user, **fields}))
+        self.assertEqual(status, 201, body)
+        return body["token"]
 
-        # Without the token, or with a wrong one, every endpoint answers 401 with a JSON error.
-        for path in ("/v1/health", "/v1/jobs", "/v1/nodes", "/v1/jobs/1", "/v1/nope"):
-            for bad in (None, "wrong", token + "x"):
+    def test_tokens_on_tcp(self):
+        b = self.b
+        cluster_file = self.write("cluster.token", "s3cret-cluster-token\n")
+        server = b.start_server(extra=["--require-token", "--token-file", cluster_file])
+        url = server.url
+        sock = os.path.join(server.state_dir, "berth.sock")
+        cluster = "s3cret-cluster-token"
+
+        # Nobody, or a wrong token: 401 with a JSON error saying what to do. Health stays open.
+        for path in ("/v1/jobs", "/v1/nodes", "/v1/jobs/1", "/v1/whoami", "/v1/nope"):
+            for bad in (None, "wrong", cluster + "x"):
                 status, body, _ = http("GET", url + path, token=bad)
                 self.assertEqual(status, 401, f"{path} with token {bad!r}: {body}")
                 self.assertIn("token", body["error"])
-        status, body, _ = http("POST", url + "/v1/jobs", '{"spec": {"run": "true"}}')
+        status, _, _ = http("POST", url + "/v1/jobs", '{"spec": {"run": "true"}}')
         self.assertEqual(status, 401)
-        status, body, _ = http("GET", url + "/v1/health", headers={"Authorization": token})  # no "Bearer"
+        status, body, _ = http("GET", url + "/v1/jobs", headers={"Authorization": cluster})  # no "Bearer"
         self.assertEqual(status, 401)
-        status, body, _ = http("GET", url + "/v1/health", token=token)
+        status, body, _ = http("GET", url + "/v1/health")
         self.assertEqual((status, body["ok"]), (200, True))
 
-        # An agent without the token cannot join, and says why.
+        # The cluster token is a node's credential: the users' API refuses it, saying so.
+        status, body, _ = http("GET", url + "/v1/jobs", token=cluster)
+        self.assertEqual(status, 403, body)
+        self.assertIn("identifies nodes, not users", body["error"])
+        rc, _, err = b.run("queue", "--server", url, "--token", cluster, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("nodes, not users", err)
+
+        # An agent without it cannot join, and says why; with it, it joins.
         stray = b.start_agent(url, name="stray", gpus="V100:1")
         self.assertNotEqual(stray.proc.wait(timeout=30), 0)
         self.assertIn("token", stray.log())
-        # With it, it joins.
-        b.start_agent(url, name="node-0", gpus="V100:2", extra=["--token", token])
-        b.wait_nodes_up(["node-0"], env={"BERTH_SERVER": url, "BERTH_TOKEN": token})
-        self.assertEqual([n["name"] for n in b.nodes(env={"BERTH_SERVER": url, "BERTH_TOKEN": token})],
-                         ["node-0"])
+        b.start_agent(url, name="node-0", gpus="V100:2", extra=["--token", cluster])
 
-        # The CLI without the token is refused, with the reason.
-        rc, _, err = b.run("queue", "--server", url, check=False)
-        self.assertNotEqual(rc, 0)
-        self.assertIn("token", err)
-        rc, _, err = b.run("exec", "--server", url, "--token", "wrong", "--", "true", check=False)
-        self.assertNotEqual(rc, 0)
-        self.assertIn("token", err)
+        # A user's token works where the cluster token does not: by flag, environment, file or login.
+        token = self.admin_token(sock, "root", name="root-remote")
+        env = {"BERTH_SERVER": url, "BERTH_TOKEN": token}
+        b.wait_nodes_up(["node-0"], env=env)
+        status, body, _ = http("GET", url + "/v1/whoami", token=token)
+        self.assertEqual((status, body["user"], body["via"]), (200, "root", "token root-remote"), body)
+        # ...but it does not make its bearer a node.
+        status, body, _ = http("POST", url + "/v1/agent/heartbeat", "{}", token=token)
+        self.assertEqual(status, 403, body)
+        self.assertIn("cluster token", body["error"])
 
-        # With the token, by flag, by environment or by file, it works.
         rc, out, err = b.run("exec", "--server", url, "--token", token, "--gpus", "V100:1", "--", "echo by flag")
         self.assertEqual(out, "by flag\n")
-        rc, out, err = b.run("exec", "--", "echo by env", env={"BERTH_SERVER": url, "BERTH_TOKEN": token})
+        rc, out, err = b.run("exec", "--", "echo by env", env=env)
         self.assertEqual(out, "by env\n")
+        token_file = self.write("my.token", token + "\n")
         rc, out, err = b.run("exec", "--", "echo by file", env={"BERTH_SERVER": url, "BERTH_TOKEN_FILE": token_file})
         self.assertEqual(out, "by file\n")
-        jobs = b.queue(env={"BERTH_SERVER": url, "BERTH_TOKEN": token})
-        self.assertEqual([j["status"] for j in jobs], ["SUCCEEDED"] * 3)
+        rc, out, err = b.run("login", "--server", url, "--token-file", token_file)
+        self.assertIn("as root", out)
+        config = os.path.join(b.home, "config")
+        self.assertEqual(stat.S_IMODE(os.stat(config).st_mode), 0o600)
+        rc, out, err = b.run("exec", "--", "echo by login")  # no flag, no env: the saved login
+        self.assertEqual(out, "by login\n")
+        jobs = b.queue(env=env)
+        self.assertEqual([j["status"] for j in jobs], ["SUCCEEDED"] * 4)
         _, out, _ = b.run("logs", jobs[-1]["id"], "--server", url, "--token", token)
         self.assertEqual(out, "by flag\n")
 
-    def test_generated_token(self):
+    def test_generated_cluster_token(self):
         b = self.b
         state = self.path("state")
         server = b.start_server(state_dir=state, extra=["--require-token"])
@@ -75,13 +98,9 @@ class AuthTest(BerthTestCase):
         with open(token_path) as f:
             token = f.read().strip()
         self.assertGreaterEqual(len(token), 32)
-        status, _, _ = http("GET", server.url + "/v1/health")
-        self.assertEqual(status, 401)
-        status, _, _ = http("GET", server.url + "/v1/health", token=token)
-        self.assertEqual(status, 200)
-        # The agent and the CLI can use the file.
+        # The agent uses the file; a user on this machine the unix socket.
         b.start_agent(server.url, name="node-0", gpus="V100:1", extra=["--token-file", token_path])
-        env = {"BERTH_SERVER": server.url, "BERTH_TOKEN_FILE": token_path}
+        env = {"BERTH_SERVER": "unix:" + os.path.join(state, "berth.sock")}
         b.wait_nodes_up(["node-0"], env=env)
         self.assertEqual(b.run("exec", "--", "echo ok", env=env)[1], "ok\n")
         # A restart keeps the token.
@@ -89,14 +108,31 @@ class AuthTest(BerthTestCase):
         server = b.start_server(state_dir=state, extra=["--require-token"])
         with open(token_path) as f:
             self.assertEqual(f.read().strip(), token)
-        status, _, _ = http("GET", server.url + "/v1/health", token=token)
-        self.assertEqual(status, 200)
+        status, _, _ = http("GET", server.url + "/v1/agent/heartbeat", token=token)
+        self.assertNotIn(status, (401, 403))
 
-    def test_loopback_server_needs_no_token_by_default(self):
+    def test_loopback_users_need_no_token(self):
         server = self.b.start_server()
-        status, body, _ = http("GET", server.url + "/v1/health")
+        status, body, _ = http("GET", server.url + "/v1/whoami")
         self.assertEqual(status, 200, body)
-        self.assertFalse(os.path.exists(os.path.join(server.state_dir, "token")))
+        self.assertEqual((body["user"], body["via"], body["role"]), ("root", "loopback", "admin"))
+        status, body = http_unix("GET", os.path.join(server.state_dir, "berth.sock"), "/v1/whoami")
+        self.assertEqual((status, body["via"]), (200, "socket"), body)
+        # A revoked or expired token is refused even where no token is needed: it says who it is not.
+        sock = os.path.join(server.state_dir, "berth.sock")
+        token = self.admin_token(sock, "root", name="short", expires_in_ms=1500)
+        status, body, _ = http("GET", server.url + "/v1/whoami", token=token)
+        self.assertEqual((status, body["via"]), (200, "token short"))
+        self.b.wait_until(lambda: http("GET", server.url + "/v1/whoami", token=token)[0] == 401, 30,
+                          message="the token to expire")
+        status, body, _ = http("GET", server.url + "/v1/whoami", token=token)
+        self.assertIn("expired", body["error"])
+        token2 = self.admin_token(sock, "root", name="revoked")
+        status, body = http_unix("POST", sock, "/v1/admin/tokens/revoked/revoke")
+        self.assertEqual(status, 200, body)
+        status, body, _ = http("GET", server.url + "/v1/whoami", token=token2)
+        self.assertEqual(status, 401)
+        self.assertIn("revoked", body["error"])
 
 
 if __name__ == "__main__":

@@ -39,20 +39,50 @@ class NetnsTest(BerthTestCase):
             raise unittest.SkipTest(f"cannot create network namespaces here: {e}")
 
     def test_node_ips_are_the_addresses_the_server_sees(self):
+        """Off loopback the server speaks TLS with a self-signed certificate made at first start; agents
+        in other network namespaces pin its fingerprint and join with the cluster token."""
         token = "netns-test-token"
         server = self.b.start_server(listen="10.213.1.1:0", extra=("--token", token))
-        self.b.env["BERTH_SERVER"] = server.url
-        self.b.env["BERTH_TOKEN"] = token
+        self.assertTrue(server.url.startswith("https://10.213.1.1:"), server.url)
+        with open(os.path.join(server.state_dir, "tls.fingerprint")) as f:
+            fingerprint = f.read().strip()
+        self.assertRegex(fingerprint, r"^sha256:[0-9a-f]{64}$")
+        self.assertIn(fingerprint, server.log())  # printed for the admin to hand out
+        # Users on the server's machine: the unix socket.
+        self.b.env["BERTH_SERVER"] = "unix:" + os.path.join(server.state_dir, "berth.sock")
         for i, ns in enumerate(self.ns, start=1):
             state = self.path(f"agent{i}")
             os.makedirs(state)
             with open(self.path(f"agent{i}.log"), "w") as log:
                 proc = subprocess.Popen(["ip", "netns", "exec", ns, BERTH_BIN, "agent", "--server", server.url,
-                                         "--token", token, "--name", f"host{i}", "--state-dir", state,
+                                         "--tls-fingerprint", fingerprint, "--token", token,
+                                         "--name", f"host{i}", "--state-dir", state,
                                          "--gpus", "V100:4"], env=self.b.env, stdout=log,
                                         stderr=subprocess.STDOUT)
             self.addCleanup(lambda p=proc: (p.terminate(), p.wait()))
         self.b.wait_nodes_up(["host1", "host2"])
+
+        # A remote user: their own token over TLS, the pin from `berth login` (trust on first use).
+        rc, out, err = self.b.run("admin", "token", "create", "--user", "root", "--name", "remote")
+        user_token = out.strip()
+        token_file = self.write("user.token", user_token + "\n")
+        remote = dict(self.b.env)
+        remote["BERTH_SERVER"] = ""  # as if unset: the saved login says where
+        rc, out, err = self.b.run("login", "--server", server.url, "--token-file", token_file, env=remote)
+        self.assertIn(fingerprint, out)
+        self.assertIn("as root", out)
+        rc, out, err = self.b.run("whoami", "--json", env=remote)
+        self.assertIn('"via":"token remote"', out)
+        # A wrong pin is refused, naming both fingerprints; so is plain HTTP to the TLS port.
+        wrong = "sha256:" + "0" * 64
+        rc, out, err = self.b.run("queue", "--server", server.url, "--token", user_token, check=False,
+                                  env=dict(remote, BERTH_TLS_FINGERPRINT=wrong))
+        self.assertNotEqual(rc, 0)
+        self.assertIn(wrong, err)
+        self.assertIn(fingerprint, err)
+        rc, out, err = self.b.run("queue", "--server", server.url.replace("https", "http"), "--token",
+                                  user_token, check=False, env=remote)
+        self.assertNotEqual(rc, 0)
         addresses = {n["name"]: n["address"] for n in self.b.nodes()}
         self.assertEqual(addresses, {"host1": "10.213.1.2", "host2": "10.213.2.2"})
         task = self.write("dist.yaml", "num_nodes: 2\nresources: {accelerators: V100:4}\n"
