@@ -202,6 +202,7 @@ def main():
         url = open(url_file).read().strip()
         cpus_per_node = 128
         agent = subprocess.Popen([berth, "agent", "--hollow", str(args.nodes), "--server", url, "--name", "h",
+                                  "--token-file", os.path.join(state, "token"),
                                   "--gpus", "H100:8", "--cpus", str(cpus_per_node), "--memory", "1024"],
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "agent.log"), "w"),
                                  preexec_fn=(lambda: os.nice(args.harness_nice)) if args.harness_nice else None)

@@ -224,9 +224,11 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
     std::string name = fmt::format("local-{}", i);
     std::string dir = home + "/agents/" + name;
     std::filesystem::create_directories(dir, ec);
-    std::vector<std::string> args = {
-        self_exe, "agent",       "--server", c.server,     "--name",
-        name,     "--state-dir", dir,        "--pid-file", dir + "/agent.pid"};
+    // The agents present the cluster token like any node's (the server made it before listening).
+    std::vector<std::string> args = {self_exe,   "agent",       "--server",   c.server,
+                                     "--name",   name,          "--state-dir", dir,
+                                     "--pid-file", dir + "/agent.pid", "--token-file",
+                                     state + "/token"};
     if (!options.gpus.empty()) args.insert(args.end(), {"--gpus", options.gpus});
     if (!options.cpus.empty()) args.insert(args.end(), {"--cpus", options.cpus});
     if (!options.memory.empty()) args.insert(args.end(), {"--memory", options.memory});
