@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "agent/connection.h"
-#include "agent/job_account.h"
 #include "agent/discovery.h"
+#include "agent/job_account.h"
 #include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/mutex.h"

@@ -17,9 +17,8 @@ struct HttpAgentConnection::Lane {
 HttpAgentConnection::HttpAgentConnection(std::string server_url, std::string token,
                                          std::string tls_fingerprint)
     : server_url_(std::move(server_url)),
-      client_options_{.token = std::move(token),
-                      .tls_fingerprint = std::move(tls_fingerprint),
-                      .ca_file = ""},
+      client_options_{
+          .token = std::move(token), .tls_fingerprint = std::move(tls_fingerprint), .ca_file = ""},
       control_(std::make_unique<Lane>(server_url_, client_options_)),
       heartbeat_(std::make_unique<Lane>(server_url_, client_options_)),
       shipping_(std::make_unique<Lane>(server_url_, client_options_)),

@@ -17,7 +17,7 @@ HollowNodes::HollowNodes(AgentOptions options, int count, const Clock& clock)
       count_(count),
       clock_(clock),
       connection_(std::make_unique<HttpAgentConnection>(options_.server_url, options_.token,
-                                                          options_.tls_fingerprint)) {}
+                                                        options_.tls_fingerprint)) {}
 
 HollowNodes::~HollowNodes() = default;
 

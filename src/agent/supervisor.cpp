@@ -475,8 +475,8 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   PollStopSignals();
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
-    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env, plan->run_as, log_fd,
-                           plan->kill_grace_ms);
+    StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env,
+                           plan->run_as, log_fd, plan->kill_grace_ms);
     if (!r.error.empty()) {
       AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
       return 0;

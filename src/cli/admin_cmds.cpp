@@ -103,9 +103,8 @@ int TokenCreate(const GlobalFlags& g, const TokenCreateFlags& f) {
     fmt::print("{}\n", SerializeJson(o));
     return 0;
   }
-  fmt::print(stderr, "Token {} for {} (expires {}). It is shown only this once:\n",
-             Str(o, "name"), Str(o, "user"),
-             Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"));
+  fmt::print(stderr, "Token {} for {} (expires {}). It is shown only this once:\n", Str(o, "name"),
+             Str(o, "user"), Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"));
   fmt::print("{}\n", Str(o, "token"));
   return 0;
 }
@@ -140,8 +139,8 @@ int UserSet(const GlobalFlags& g, const UserSetFlags& f) {
   if (!f.role.empty()) body["role"] = f.role;
   if (f.max_priority) body["max_priority"] = *f.max_priority;
   if (f.team) body["team"] = *f.team;
-  auto res = CallServer(g, "POST", "/v1/admin/users/" + net::UrlEncode(f.name),
-                        SerializeJson(body));
+  auto res =
+      CallServer(g, "POST", "/v1/admin/users/" + net::UrlEncode(f.name), SerializeJson(body));
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
   fmt::print("{}: role {}, max priority {}, team {}\n", Str(o, "name"), Str(o, "role"),

@@ -198,9 +198,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
   std::filesystem::create_directories(state, ec);
   std::filesystem::remove(url_file, ec);
   auto start_server = [&](const std::string& addr) {
-    std::vector<std::string> args = {self_exe,   "server",   "--listen",   addr,
-                                     "--state-dir", state,   "--url-file", url_file,
-                                     "--pid-file",  state + "/server.pid"};
+    std::vector<std::string> args = {
+        self_exe, "server",     "--listen", addr,         "--state-dir",
+        state,    "--url-file", url_file,   "--pid-file", state + "/server.pid"};
     // The local cluster is its user's own: when that is root, its jobs are root's.
     if (::geteuid() == 0) args.push_back("--allow-root-jobs");
     return SpawnDaemon(args, home + "/logs/server.log");
@@ -225,10 +225,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
     std::string dir = home + "/agents/" + name;
     std::filesystem::create_directories(dir, ec);
     // The agents present the cluster token like any node's (the server made it before listening).
-    std::vector<std::string> args = {self_exe,   "agent",       "--server",   c.server,
-                                     "--name",   name,          "--state-dir", dir,
-                                     "--pid-file", dir + "/agent.pid", "--token-file",
-                                     state + "/token"};
+    std::vector<std::string> args = {
+        self_exe,      "agent", "--server",   c.server,           "--name",       name,
+        "--state-dir", dir,     "--pid-file", dir + "/agent.pid", "--token-file", state + "/token"};
     if (!options.gpus.empty()) args.insert(args.end(), {"--gpus", options.gpus});
     if (!options.cpus.empty()) args.insert(args.end(), {"--cpus", options.cpus});
     if (!options.memory.empty()) args.insert(args.end(), {"--memory", options.memory});
@@ -364,7 +363,8 @@ Status Connection::Connect() {
   // BERTH_TLS_FINGERPRINT, when set, pins over the login's.
   if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;
   client_ = std::make_unique<net::HttpClient>(
-      url_, net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
+      url_,
+      net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
   return Status::Ok();
 }
 

@@ -12,8 +12,8 @@ Result<json::value> ParseJson(std::string_view text, const std::string& what) {
   options.max_depth = kMaxJsonDepth;
   json::value v = json::parse(text, ec, {}, options);
   if (ec == json::error::too_deep) {
-    return Status::Invalid(fmt::format("{} is nested deeper than {} levels, the limit", what,
-                                       kMaxJsonDepth));
+    return Status::Invalid(
+        fmt::format("{} is nested deeper than {} levels, the limit", what, kMaxJsonDepth));
   }
   if (ec) return Status::Invalid("malformed JSON in " + what + ": " + ec.message());
   return v;

@@ -107,7 +107,7 @@ class Accounts {
   const std::set<std::string> builtin_admins_;
   mutable Mutex mu_;
   std::map<std::string, UserRow> users_ GUARDED_BY(mu_);
-  std::map<std::string, TokenRow> tokens_ GUARDED_BY(mu_);           // by name
+  std::map<std::string, TokenRow> tokens_ GUARDED_BY(mu_);            // by name
   std::map<std::string, std::string> token_by_hash_ GUARDED_BY(mu_);  // hash -> name
 };
 

@@ -119,7 +119,7 @@ json::object NodeJson(const NodeStatus& node) {
 }  // namespace
 
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
-  const std::string m = request.method;  // a copy: `request` is moved below
+  const std::string m = request.method;                       // a copy: `request` is moved below
   std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
   if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
     // Answered on the I/O thread, to anyone: never waits for anything.
@@ -148,8 +148,8 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   };
   Executor& state = *state_exec_;
   Executor& read = *read_exec_;
-  bool agent_call = parts.size() >= 3 && parts[1] == "v1" &&
-                    (parts[2] == "agent" || parts[2] == "specs");
+  bool agent_call =
+      parts.size() >= 3 && parts[1] == "v1" && (parts[2] == "agent" || parts[2] == "specs");
   if (agent_call && !by->is_node) {
     res->Send(ErrorResponse(Status::Forbidden(
         "the agents' protocol needs the cluster token (" +
@@ -209,8 +209,7 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
       if (what == "tokens" && parts.size() == 4 && m == "POST")
         return on(state, [this, req, by] { return HandleCreateToken(*req, *by); });
       if (what == "tokens" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
-        return on(state,
-                  [this, name = parts[4], by] { return HandleRevokeToken(name, *by); });
+        return on(state, [this, name = parts[4], by] { return HandleRevokeToken(name, *by); });
       }
       if (what == "users" && parts.size() == 4 && m == "GET")
         return on(read, [this, by] { return HandleListUsers(*by); });
@@ -429,16 +428,16 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
                                            "), the request says '" + *user + "'"));
   }
   if (request.all_users && !by.Has(Role::kOperator)) {
-    return ErrorResponse(Status::Forbidden(
-        "cancelling every user's jobs needs the operator role; " + by.user + " is " +
-        std::string(RoleName(by.role))));
+    return ErrorResponse(
+        Status::Forbidden("cancelling every user's jobs needs the operator role; " + by.user +
+                          " is " + std::string(RoleName(by.role))));
   }
   request.user = by.user;
   request.cancel_any = by.Has(Role::kOperator);
   auto answer = core_->Cancel(request);
   if (!answer.ok()) return ErrorResponse(answer.status());
-  if (!answer->forbidden.empty() && answer->cancelled.empty() &&
-      answer->already_finished.empty() && answer->not_found.empty()) {
+  if (!answer->forbidden.empty() && answer->cancelled.empty() && answer->already_finished.empty() &&
+      answer->not_found.empty()) {
     return ErrorResponse(Status::Forbidden(fmt::format(
         "job {} is not yours: cancelling another user's job needs the operator role ({} is {})",
         fmt::join(answer->forbidden, ", "), by.user, RoleName(by.role))));

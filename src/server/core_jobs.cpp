@@ -18,7 +18,8 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
     job.running_since = clock_.Monotonic();
   }
   plan.batch.jobs.push_back(job.row);
-  plan.batch.events.push_back({job.row.id, JobEvent{now, status, job.row.attempt, reason, plan.by}});
+  plan.batch.events.push_back(
+      {job.row.id, JobEvent{now, status, job.row.attempt, reason, plan.by}});
   if (IsTerminal(status)) {
     plan.wake_logs.insert(job.row.id);
     plan.reap = true;

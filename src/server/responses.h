@@ -14,9 +14,9 @@ int HttpStatusOf(Code code);
 net::HttpResponse JsonResponse(int status, const json::value& v);
 net::HttpResponse ErrorResponse(int status, const std::string& message);
 // Returns the error response of a failed Status from a handler.
-#define BERTH_RESPOND_IF_ERROR(expr)                              \
-  do {                                                            \
-    ::berth::Status berth_respond_status_ = (expr);               \
+#define BERTH_RESPOND_IF_ERROR(expr)                                              \
+  do {                                                                            \
+    ::berth::Status berth_respond_status_ = (expr);                               \
     if (!berth_respond_status_.ok()) return ErrorResponse(berth_respond_status_); \
   } while (0)
 

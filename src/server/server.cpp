@@ -70,8 +70,8 @@ Status Server::Start() {
   accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
   BERTH_RETURN_IF_ERROR(accounts_->Load());
   identity_ = std::make_unique<Identity>(
-      IdentityOptions{.cluster_token = token_, .tokens_on_tcp = options_.require_token},
-      *accounts_, system_users_);
+      IdentityOptions{.cluster_token = token_, .tokens_on_tcp = options_.require_token}, *accounts_,
+      system_users_);
 
   logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
   CoreOptions core;
@@ -120,7 +120,8 @@ Status Server::SetUpTls(net::HttpServerOptions& http) {
     return Status::Ok();
   }
   if (options_.tls_cert.empty() != options_.tls_key.empty()) {
-    return Status::Invalid("give both --tls-cert and --tls-key, or neither (for a self-signed pair)");
+    return Status::Invalid(
+        "give both --tls-cert and --tls-key, or neither (for a self-signed pair)");
   }
   std::string cert = options_.tls_cert;
   std::string key = options_.tls_key;
@@ -153,8 +154,7 @@ std::string Server::url() const {
   std::string host = options_.host;
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return (tls_fingerprint_.empty() ? "http://" : "https://") + host + ":" +
-         std::to_string(port());
+  return (tls_fingerprint_.empty() ? "http://" : "https://") + host + ":" + std::to_string(port());
 }
 
 void Server::Stop() {

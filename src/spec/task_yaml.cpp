@@ -87,8 +87,8 @@ std::pair<int, int> NestingDepth(const std::string& text) {
       // "run: |", "run: >-", "run: |+": the lines below, indented deeper, are text.
       std::string_view t = line.substr(0, line.find(" #"));
       size_t bar = t.find_last_of("|>");
-      if (bar != std::string_view::npos && t.find_first_not_of("-+0123456789 ", bar + 1) ==
-                                                std::string_view::npos) {
+      if (bar != std::string_view::npos &&
+          t.find_first_not_of("-+0123456789 ", bar + 1) == std::string_view::npos) {
         block_indent = static_cast<long>(ind);
       }
     }
@@ -287,8 +287,8 @@ Result<ParsedTask> TaskParser::Parse(const std::string& text) {
         "file");
   }
   if (auto [depth, line] = NestingDepth(text); depth > kMaxYamlDepth) {
-    return Error(line, fmt::format("nested {} levels deep; at most {} are allowed", depth,
-                                   kMaxYamlDepth));
+    return Error(
+        line, fmt::format("nested {} levels deep; at most {} are allowed", depth, kMaxYamlDepth));
   }
   YAML::Node top;
   try {

@@ -16,8 +16,8 @@ namespace {
 
 constexpr size_t kMaxEnvEntryBytes = 128 * 1024;  // Linux MAX_ARG_STRLEN, "KEY=VALUE\0" included
 constexpr size_t kMaxEnvCount = 1000;
-constexpr size_t kMaxEnvTotalBytes = 1 << 20;     // all of them: well under execve's ARG_MAX
-constexpr DurationMs kMaxKillGrace = 3'600'000;   // longer than an hour is a hung job, not a grace
+constexpr size_t kMaxEnvTotalBytes = 1 << 20;    // all of them: well under execve's ARG_MAX
+constexpr DurationMs kMaxKillGrace = 3'600'000;  // longer than an hour is a hung job, not a grace
 
 bool IsEnvName(std::string_view s) {
   if (s.empty() || s.size() > 256) return false;

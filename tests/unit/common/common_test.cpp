@@ -1,10 +1,9 @@
 // The shared vocabulary: quantities, times, durations, CPU budget parsing.
 #include <gtest/gtest.h>
 
-#include "common/json_util.h"
-
 #include "common/clock.h"
 #include "common/cpu_budget.h"
+#include "common/json_util.h"
 #include "common/quantity.h"
 #include "common/resources.h"
 #include "common/strings.h"

@@ -173,10 +173,9 @@ TEST_F(IdentityTest, OnlyAdminsManageTokensAndRights) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kForbidden);
   EXPECT_NE(refused.status().message().find("admin"), std::string::npos);
-  EXPECT_EQ(accounts_->SetUser(alice, UserChange{.name = "alice", .max_priority = 100})
-                .status()
-                .code(),
-            Code::kForbidden);
+  EXPECT_EQ(
+      accounts_->SetUser(alice, UserChange{.name = "alice", .max_priority = 100}).status().code(),
+      Code::kForbidden);
 
   ASSERT_TRUE(accounts_
                   ->SetUser(Admin(), UserChange{.name = "alice",
@@ -209,26 +208,22 @@ TEST_F(IdentityTest, AFailedCommitChangesNothing) {
   EXPECT_EQ(created.status().code(), Code::kUnavailable);
   EXPECT_TRUE(accounts_->Tokens().empty());
   store_->FailWrites(1);
-  EXPECT_FALSE(
-      accounts_->SetUser(Admin(), UserChange{.name = "bob", .role = Role::kAdmin}).ok());
+  EXPECT_FALSE(accounts_->SetUser(Admin(), UserChange{.name = "bob", .role = Role::kAdmin}).ok());
   EXPECT_EQ(accounts_->ForUser("bob", "socket").role, Role::kUser);
   // And the name is free: the failed attempt left no half-made token behind.
   EXPECT_TRUE(accounts_->CreateToken(Admin(), NewToken{.name = "t1", .user = "alice"}).ok());
 }
 
 TEST_F(IdentityTest, NamesAreChecked) {
-  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "a b", .user = "alice"})
-                .status()
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      accounts_->CreateToken(Admin(), NewToken{.name = "a b", .user = "alice"}).status().code(),
+      Code::kInvalidArgument);
   EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "", .user = std::string(65, 'a')})
                 .status()
                 .code(),
             Code::kInvalidArgument);
   ASSERT_TRUE(accounts_->CreateToken(Admin(), NewToken{.name = "dup", .user = "alice"}).ok());
-  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "dup", .user = "bob"})
-                .status()
-                .code(),
+  EXPECT_EQ(accounts_->CreateToken(Admin(), NewToken{.name = "dup", .user = "bob"}).status().code(),
             Code::kConflict);
 }
 

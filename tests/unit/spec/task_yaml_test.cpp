@@ -315,7 +315,8 @@ TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
   EXPECT_THAT(ErrorOf(deep), HasSubstr("task.yaml:2: nested"));
   EXPECT_THAT(ErrorOf(deep), HasSubstr("at most 64"));
   std::string indented = "run: x\nenvs:\n";
-  for (int i = 0; i < 70; ++i) indented += std::string(static_cast<size_t>(2 * i + 2), ' ') + "a:\n";
+  for (int i = 0; i < 70; ++i)
+    indented += std::string(static_cast<size_t>(2 * i + 2), ' ') + "a:\n";
   EXPECT_THAT(ErrorOf(indented), HasSubstr("at most 64"));
 
   std::string script = "run: |\n";

@@ -83,7 +83,8 @@ TEST(ValidateSpec, EnvCountAndTotalSizeAreBounded) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("at most 1000"), std::string::npos) << st.message();
   spec.envs.clear();
-  for (int i = 0; i < 10; ++i) spec.envs.push_back({"V" + std::to_string(i), std::string(120'000, 'x')});
+  for (int i = 0; i < 10; ++i)
+    spec.envs.push_back({"V" + std::to_string(i), std::string(120'000, 'x')});
   st = ValidateSpec(spec);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("KiB"), std::string::npos) << st.message();
