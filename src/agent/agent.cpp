@@ -75,6 +75,7 @@ Status Agent::LoadIdentity() {
     LogWarn("cannot write {}", lock_path);
   }
   std::string path = options_.state_dir + "/node_id";
+  ::chmod(path.c_str(), 0600);  // written 0644 by older agents
   node_id_ = Trim(ReadFileOr(path));
   if (node_id_.empty()) {
     node_id_ = RandomHex(16);
@@ -382,10 +383,19 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
       RunPlan plan;
       plan.workdir = spec->workdir.empty() ? job.dir : spec->workdir;
       std::optional<JobAccount> account;
-      if (options_.lookup_account) {
+      if (!options_.only_user.empty() && m.user != options_.only_user) {
+        error = "the agent of " + options_.name + " runs as " + options_.only_user +
+                ", not root, so it runs only " + options_.only_user + "'s jobs, not " + m.user +
+                "'s";
+      } else if (options_.lookup_account) {
         auto found = options_.lookup_account(m.user);
         if (!found.ok()) {
           error = found.status().message() + " (" + options_.name + ")";
+        } else if (found->uid == 0 && m.user != "root") {
+          // The server refuses root's jobs unless told otherwise, by name: another name for uid 0
+          // must not get past that.
+          error = "user '" + m.user + "' is uid 0 on " + options_.name +
+                  ": only jobs of 'root' itself may run as root";
         } else {
           account = *found;
         }
@@ -403,8 +413,10 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
         }
       }
       proto::Environment base = options_.base_environment;
-      if (account) {
-        for (auto& [k, v] : AccountEnvironment(*account)) base[k] = v;
+      if (account && account->uid != ::geteuid()) {
+        base = AccountEnvironment(*account, options_.base_environment);
+      } else if (account) {
+        for (auto& [k, v] : AccountEnvironment(*account, {})) base[k] = v;
       }
       proto::JobEnvironment env = proto::BuildJobEnvironment(m, spec->envs, base);
       plan.setup_env = std::move(env.setup_env);
@@ -422,6 +434,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   bool stopped = stopped_launches_.erase(key) > 0;
   if (jobs_.count(key)) return;
   if (stopped) {
+    RemoveTreeAsOwner(job.dir + "/work");
     std::filesystem::remove_all(job.dir, ec);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
@@ -596,6 +609,7 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     }
     return;  // kept; sent again next round
   }
+  std::vector<std::string> done_dirs;  // removed after the lock: a big work dir takes a while
   MutexLock lock(mu_);
   size_t sent = request.reports.size();
   reports_.erase(reports_.begin(),
@@ -620,14 +634,19 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     if (result.action == proto::ReportAction::kStop) StopJob(it->second);
     if (report.event == proto::ReportEvent::kExited && it->second.exited) {
       // The server has the exit and all output: the record can go.
-      std::error_code ec;
-      std::filesystem::remove_all(it->second.dir, ec);
+      done_dirs.push_back(it->second.dir);
       if (it->second.watch >= 0) {
         inotify_rm_watch(inotify_fd_, it->second.watch);
         watch_keys_.erase(it->second.watch);
       }
       jobs_.erase(it);
     }
+  }
+  lock.Unlock();
+  for (const std::string& dir : done_dirs) {
+    std::error_code ec;
+    RemoveTreeAsOwner(dir + "/work");
+    std::filesystem::remove_all(dir, ec);
   }
 }
 

@@ -56,6 +56,9 @@ struct AgentOptions {
   // this node; a user without one fails the job with that reason. Unset: every job runs as the
   // agent's own user.
   AccountLookup lookup_account;
+  // Set when the agent is not root: the one user whose jobs it may run (as itself); other users'
+  // jobs fail, saying why, instead of running as this user with its files and credentials.
+  std::string only_user;
 };
 
 class Agent {

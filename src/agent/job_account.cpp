@@ -2,6 +2,12 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 
 namespace berth {
 
@@ -32,13 +38,46 @@ Result<JobAccount> LookupJobAccount(const std::string& user) {
   return Status::Internal("cannot list the groups of user '" + user + "'");
 }
 
-std::map<std::string, std::string> AccountEnvironment(const JobAccount& account) {
-  return {{"HOME", account.home},
-          {"USER", account.user},
-          {"LOGNAME", account.user},
-          {"SHELL", account.shell},
-          {"PATH", account.uid == 0 ? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-                                    : "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"}};
+std::map<std::string, std::string> AccountEnvironment(
+    const JobAccount& account, const std::map<std::string, std::string>& agent_environment) {
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : agent_environment) {
+    if (key == "LANG" || key == "LANGUAGE" || key == "TZ" || key.rfind("LC_", 0) == 0) {
+      env[key] = value;
+    }
+  }
+  env["HOME"] = account.home;
+  env["USER"] = account.user;
+  env["LOGNAME"] = account.user;
+  env["SHELL"] = account.shell;
+  env["PATH"] = account.uid == 0 ? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+                                 : "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games";
+  return env;
+}
+
+void RemoveTreeAsOwner(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (st.st_uid == ::geteuid()) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    return;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls: the agent is multi-threaded.
+    if (::setgroups(0, nullptr) != 0 || ::setgid(st.st_gid) != 0 || ::setuid(st.st_uid) != 0) {
+      _exit(126);
+    }
+    const char* argv[] = {"rm", "-rf", "--", path.c_str(), nullptr};
+    ::execv("/bin/rm", const_cast<char**>(argv));
+    _exit(127);
+  }
+  if (pid > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
 }
 
 }  // namespace berth

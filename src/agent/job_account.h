@@ -33,8 +33,16 @@ Result<JobAccount> LookupJobAccount(const std::string& user);
 
 using AccountLookup = std::function<Result<JobAccount>(const std::string& user)>;
 
-// The login-like variables a job of `account` starts with (they replace the agent's own): HOME,
+// The environment a job of another user than the agent's starts from: of the agent's own
+// environment only the locale and time zone (LANG, LANGUAGE, LC_*, TZ) — nothing of root's (cloud
+// keys, tokens) reaches another user's job — plus the login-like variables of `account`: HOME,
 // USER, LOGNAME, SHELL and PATH.
-std::map<std::string, std::string> AccountEnvironment(const JobAccount& account);
+std::map<std::string, std::string> AccountEnvironment(
+    const JobAccount& account, const std::map<std::string, std::string>& agent_environment);
+
+// Removes the tree at `path` as the user who owns it (a job's work dir): a root process walking a
+// tree its user can change could be steered through a symlink into any directory. Forks, drops to
+// the owner, and runs `rm -rf`. Nothing happens when `path` does not exist.
+void RemoveTreeAsOwner(const std::string& path);
 
 }  // namespace berth

@@ -1,5 +1,8 @@
 // berth whoami / login, and berth admin token|user|audit (docs/security.md).
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
 
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -65,13 +68,25 @@ int Login(const GlobalFlags& g, const LoginFlags& f) {
   }
   LoginConfig config{.server = g.server, .token = token, .tls_fingerprint = f.fingerprint};
   if (StartsWith(g.server, "https://") && config.tls_fingerprint.empty()) {
+    // Trust on first use — but the user decides before the token goes anywhere.
     auto fp = ServerFingerprint(g.server);
     if (!fp.ok()) return Fail(fp.status());
     config.tls_fingerprint = *fp;
-    fmt::print(
-        "The server's certificate fingerprint is\n  {}\nCompare it with the one the server "
-        "printed at its start (`berth server` logs it); it is pinned from now on.\n",
-        *fp);
+    fmt::print("The server's certificate fingerprint is\n  {}\n", *fp);
+    if (f.trust) {
+      fmt::print("Trusted as asked (--trust); it is pinned from now on.\n");
+    } else if (::isatty(STDIN_FILENO)) {
+      fmt::print("Is it the one your admin gave you (the server prints it at start)? [y/N] ");
+      std::fflush(stdout);
+      std::string answer;
+      if (!std::getline(std::cin, answer) || (answer != "y" && answer != "Y" && answer != "yes")) {
+        return Fail(Status::Forbidden("login: fingerprint not confirmed; nothing saved or sent"));
+      }
+    } else {
+      return Fail(
+          Status::Invalid("login: confirm the server's certificate: pass --fingerprint " + *fp +
+                          " if it is the one your admin gave you (or --trust to pin it unseen)"));
+    }
   }
   Status saved = WriteLoginConfig(config);
   if (!saved.ok()) return Fail(saved);

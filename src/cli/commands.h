@@ -25,6 +25,7 @@ struct ServerFlags {
   std::string token_file;
   bool require_token = false;
   bool allow_root_jobs = false;
+  bool owner_only = false;
   std::string unix_socket;
   bool tls = false;
   std::string tls_cert;
@@ -112,6 +113,7 @@ int Whoami(const GlobalFlags& g, bool as_json);
 struct LoginFlags {
   std::string token_file;
   std::string fingerprint;  // pin this instead of the one the server presents
+  bool trust = false;       // pin the presented one without asking
 };
 int Login(const GlobalFlags& g, const LoginFlags& flags);
 struct TokenCreateFlags {
@@ -138,6 +140,5 @@ Result<std::string> ServerFingerprint(const std::string& url);
 
 // Helpers shared by the commands.
 int Fail(const Status& status);  // prints "berth: message", returns 1
-std::string CurrentUser();
 
 }  // namespace berth::cli

@@ -201,7 +201,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
     std::vector<std::string> args = {
         self_exe, "server",     "--listen", addr,         "--state-dir",
         state,    "--url-file", url_file,   "--pid-file", state + "/server.pid"};
-    // The local cluster is its user's own: when that is root, its jobs are root's.
+    // The local cluster is its user's own, and only theirs: when that is root, its jobs are
+    // root's.
+    args.push_back("--owner-only");
     if (::geteuid() == 0) args.push_back("--allow-root-jobs");
     return SpawnDaemon(args, home + "/logs/server.log");
   };
@@ -359,6 +361,15 @@ Status Connection::Connect() {
     }
     // The unix socket: the kernel tells the server who we are.
     url_ = local->unix_socket.empty() ? local->server : local->unix_socket;
+  }
+  // A token never crosses a network in the clear.
+  if (!token_.empty() && StartsWith(url_, "http://")) {
+    auto url = net::ParseUrl(url_);
+    if (url.ok() && url->host != "localhost" && !StartsWith(url->host, "127.") &&
+        url->host != "::1") {
+      return Status::Invalid("refusing to send your token over plain HTTP to " + url->host +
+                             ": use the server's https:// URL");
+    }
   }
   // BERTH_TLS_FINGERPRINT, when set, pins over the login's.
   if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;

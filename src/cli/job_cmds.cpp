@@ -22,12 +22,6 @@ int Fail(const Status& status) {
   return status.code() == Code::kInvalidArgument ? 2 : 1;
 }
 
-std::string CurrentUser() {
-  if (const char* u = std::getenv("USER"); u && *u) return u;
-  if (passwd* pw = getpwuid(getuid())) return pw->pw_name;
-  return "unknown";
-}
-
 namespace {
 
 std::string ShellQuote(const std::string& s) {

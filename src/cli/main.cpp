@@ -62,6 +62,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                    "addresses); the unix socket identifies local users either way");
   server->add_option("--unix-socket", server_flags.unix_socket,
                      "Unix socket for local users (default: STATE_DIR/berth.sock; '-': none)");
+  server->add_flag("--owner-only", server_flags.owner_only,
+                   "A private server: only the user running it (and root) may use it (the local "
+                   "cluster's)");
   server->add_flag("--allow-root-jobs", server_flags.allow_root_jobs,
                    "Accept jobs of root (refused by default: they would run as root)");
   server->add_option("--tls-cert", server_flags.tls_cert,
@@ -191,7 +194,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   auto* cancel = app.add_subcommand("cancel", "Cancel jobs");
   cancel->add_option("ids", cancel_flags.ids, "Job ids");
   cancel->add_flag("-a,--all", cancel_flags.all, "All of your active jobs");
-  cancel->add_flag("--all-users", cancel_flags.all_users, "Every active job of every user");
+  cancel->add_flag("--all-users", cancel_flags.all_users,
+                   "Every active job of every user (operators)");
   cancel->add_option("--group", cancel_flags.group, "Every job of this group");
   cancel->add_flag("--json", cancel_flags.as_json, "Machine-readable output");
   add_global(cancel);
@@ -214,12 +218,13 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   nodes->callback([&] { rc = Nodes(g, nodes_json); });
 
   std::string drain_node;
-  auto* drain = app.add_subcommand("drain", "Let a node finish its jobs and take no new ones");
+  auto* drain =
+      app.add_subcommand("drain", "Let a node finish its jobs and take no new ones (operators)");
   drain->add_option("node", drain_node, "Node name")->required();
   add_global(drain);
   drain->callback([&] { rc = Drain(g, drain_node, true); });
   std::string undrain_node;
-  auto* undrain = app.add_subcommand("undrain", "Let a drained node take jobs again");
+  auto* undrain = app.add_subcommand("undrain", "Let a drained node take jobs again (operators)");
   undrain->add_option("node", undrain_node, "Node name")->required();
   add_global(undrain);
   undrain->callback([&] { rc = Drain(g, undrain_node, false); });
@@ -236,7 +241,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
       "login", "Save a server and your token in BERTH_HOME/config (mode 0600) for later commands");
   login->add_option("--token-file", login_flags.token_file, "File holding your token");
   login->add_option("--fingerprint", login_flags.fingerprint,
-                    "Pin this certificate fingerprint (sha256:...) instead of the one presented");
+                    "Pin this certificate fingerprint (sha256:...), as your admin gave it");
+  login->add_flag("--trust", login_flags.trust,
+                  "Pin the fingerprint the server presents without asking (trust on first use)");
   add_global(login);
   login->callback([&] { rc = Login(g, login_flags); });
 

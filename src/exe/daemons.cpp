@@ -93,6 +93,12 @@ int RunServer(const ServerFlags& flags) {
   options.token = ReadToken(flags.token, flags.token_file);
   options.require_token = flags.require_token;
   options.allow_root_jobs = flags.allow_root_jobs;
+  options.owner_only = flags.owner_only;
+  if (!flags.token.empty()) {
+    LogWarn(
+        "--token is visible to every local user in the process list (and to jobs): prefer "
+        "--token-file or BERTH_TOKEN");
+  }
   options.unix_socket = flags.unix_socket;
   options.tls = flags.tls;
   options.tls_cert = flags.tls_cert;
@@ -145,6 +151,11 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (options.server_url.empty())
     return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
   options.token = ReadToken(flags.token, flags.token_file);
+  if (!flags.token.empty()) {
+    LogWarn(
+        "--token is visible to every local user in the process list (and to jobs): prefer "
+        "--token-file or BERTH_TOKEN");
+  }
   options.tls_fingerprint = flags.tls_fingerprint;
   if (options.tls_fingerprint.empty()) {
     const char* fp = std::getenv("BERTH_TLS_FINGERPRINT");
@@ -203,7 +214,8 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     // Before any thread starts: getpwuid is not thread-safe.
     passwd* pw = ::getpwuid(::geteuid());
     std::string self = pw ? pw->pw_name : "uid " + std::to_string(::geteuid());
-    LogInfo("not running as root: every job runs as {} (this agent's user), whoever submits it",
+    options.only_user = self;
+    LogInfo("not running as root: only {}'s jobs run here (as {}); other users' jobs fail", self,
             self);
   }
   HttpAgentConnection connection(options.server_url, options.token, options.tls_fingerprint);

@@ -95,6 +95,8 @@ class Accounts {
   Status Audit(const Principal& by, const std::string& action, const std::string& target,
                const std::string& detail) EXCLUDES(mu_);
 
+  bool IsBuiltinAdmin(const std::string& user) const { return builtin_admins_.count(user) > 0; }
+
   static constexpr size_t kMaxNameBytes = 64;
 
  private:

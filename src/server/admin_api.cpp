@@ -87,7 +87,10 @@ net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const P
           Status::Invalid("unknown role '" + *role + "' (user, operator or admin)"));
     }
   }
-  if (*expires < 0) return ErrorResponse(Status::Invalid("expires_in_ms must not be negative"));
+  constexpr int64_t kMaxExpiresMs = 100LL * 365 * 24 * 3600 * 1000;
+  if (*expires < 0 || *expires > kMaxExpiresMs) {
+    return ErrorResponse(Status::Invalid("expires_in_ms must be between 0 and 100 years"));
+  }
   if (*expires > 0) request.expires_at = clock_.Now() + *expires;
   auto created = accounts_->CreateToken(by, std::move(request));
   if (!created.ok()) return ErrorResponse(created.status());

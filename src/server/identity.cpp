@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "common/clock.h"
 #include "net/peer_identity.h"
 
 namespace berth {
@@ -17,13 +18,23 @@ bool SameSecret(const std::string& a, const std::string& b) {
 }
 
 std::optional<std::string> RealSystemUsers::NameOf(uint32_t uid) const {
+  int64_t now = MonotonicMs();
+  {
+    MutexLock lock(mu_);
+    auto it = names_.find(uid);
+    if (it != names_.end() && now - it->second.at < 60'000) return it->second.name;
+  }
   passwd pw{};
   passwd* found = nullptr;
   std::vector<char> buf(16384);
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return std::nullopt;
+  std::optional<std::string> name;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    name = found->pw_name;
   }
-  return std::string(found->pw_name);
+  MutexLock lock(mu_);
+  if (names_.size() > 10'000) names_.clear();
+  names_[uid] = Cached{name, now};
+  return name;
 }
 
 Result<uint32_t> RealSystemUsers::LoopbackPeerUid(const net::PeerInfo& peer) const {
@@ -47,8 +58,14 @@ Result<Principal> Identity::ForUid(uint32_t uid, const std::string& via) const {
     return Status::Unauthorized("uid " + std::to_string(uid) +
                                 " has no user name on the server's machine (passwd database)");
   }
+  bool owner = uid == 0 || uid == system_.OwnUid();
+  if (options_.owner_only && !owner) {
+    return Status::Forbidden("this is a private server (a local cluster) of " +
+                             system_.NameOf(system_.OwnUid()).value_or("another user") + "; " +
+                             *name + " may not use it");
+  }
   Principal p = accounts_.ForUser(*name, via);
-  p.is_node = uid == 0 || uid == system_.OwnUid();
+  p.is_node = owner;
   return p;
 }
 
@@ -66,7 +83,12 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
       node.is_node = true;
       return node;
     }
-    return accounts_.ForToken(secret);
+    auto p = accounts_.ForToken(secret);
+    if (p.ok() && options_.owner_only && !accounts_.IsBuiltinAdmin(p->user)) {
+      return Status::Forbidden("this is a private server (a local cluster): " + p->user +
+                               " may not use it");
+    }
+    return p;
   }
   const net::PeerInfo& peer = request.peer;
   if (peer.transport == net::PeerInfo::Transport::kUnix) {

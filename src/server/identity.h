@@ -18,10 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "common/mutex.h"
 #include "net/http.h"
 #include "server/accounts.h"
 
@@ -38,17 +40,28 @@ class SystemUsers {
   virtual uint32_t OwnUid() const = 0;
 };
 
-// The real thing: getpwuid_r, NETLINK_SOCK_DIAG, geteuid.
+// The real thing: getpwuid_r, NETLINK_SOCK_DIAG, geteuid. Names are cached for a minute, so that
+// a slow name service (LDAP, sssd) is asked once per user, not once per request.
 class RealSystemUsers final : public SystemUsers {
  public:
   std::optional<std::string> NameOf(uint32_t uid) const override;
   Result<uint32_t> LoopbackPeerUid(const net::PeerInfo& peer) const override;
   uint32_t OwnUid() const override;
+
+ private:
+  struct Cached {
+    std::optional<std::string> name;
+    int64_t at = 0;  // monotonic ms
+  };
+  mutable Mutex mu_;
+  mutable std::map<uint32_t, Cached> names_ GUARDED_BY(mu_);
 };
 
 struct IdentityOptions {
   std::string cluster_token;
   bool tokens_on_tcp = false;  // refuse loopback peer identification: TCP clients need a token
+  // A private server (the local cluster): only its own user and root are let in (403 for others).
+  bool owner_only = false;
 };
 
 class Identity {

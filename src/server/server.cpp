@@ -34,6 +34,19 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
   return token;
 }
 
+// A state dir from before per-user identity kept the jobs' logs world-readable: made private once
+// (the logs dir's own mode says whether that was done).
+void TightenOlderLogs(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    ::chmod(it->path().c_str(), it->is_directory(ec) ? 0700 : 0600);
+  }
+  ::chmod(dir.c_str(), 0700);
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options, const Clock& clock, std::unique_ptr<Store> store)
@@ -53,10 +66,11 @@ Status Server::Start() {
   // cluster token: only the server's user may read it. Others may pass through (search, no read)
   // to reach the unix socket in it.
   ::chmod(options_.state_dir.c_str(), 0711);
-  for (const char* name : {"berth.db", "berth.db-wal", "berth.db-shm", "token"}) {
+  for (const char* name : {"berth.db", "berth.db-wal", "berth.db-shm", "token", "tls.key"}) {
     std::string path = options_.state_dir + "/" + name;
     if (::access(path.c_str(), F_OK) == 0) ::chmod(path.c_str(), 0600);
   }
+  TightenOlderLogs(options_.state_dir + "/logs");
   if (!IsLoopbackHost(options_.host)) options_.require_token = true;
   if (!options_.token.empty()) {
     token_ = options_.token;
@@ -69,9 +83,10 @@ Status Server::Start() {
   if (options_.unix_socket == "-") options_.unix_socket.clear();
   accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
   BERTH_RETURN_IF_ERROR(accounts_->Load());
-  identity_ = std::make_unique<Identity>(
-      IdentityOptions{.cluster_token = token_, .tokens_on_tcp = options_.require_token}, *accounts_,
-      system_users_);
+  identity_ = std::make_unique<Identity>(IdentityOptions{.cluster_token = token_,
+                                                         .tokens_on_tcp = options_.require_token,
+                                                         .owner_only = options_.owner_only},
+                                         *accounts_, system_users_);
 
   logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
   CoreOptions core;

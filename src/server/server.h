@@ -43,6 +43,7 @@ struct ServerOptions {
   bool require_token = false;
   std::string unix_socket;       // empty: <state_dir>/berth.sock; "-": none
   bool allow_root_jobs = false;  // accept jobs of root (refused by default)
+  bool owner_only = false;       // a private server: only its own user and root may use it
   // TLS: always on a non-loopback host; `tls` turns it on for loopback too. Without a certificate
   // a self-signed one is made at first start into <state_dir>/tls.crt and tls.key.
   bool tls = false;

@@ -6,6 +6,7 @@
 // provisioner needs (warned about, ignored). Anything else is an error, because a misspelled field
 // silently ignored is a job that runs with the wrong resources.
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -26,74 +27,34 @@ namespace {
 
 // Two scripts of kMaxScriptBytes plus the rest; a bigger file is a mistake, not a task.
 constexpr size_t kMaxTaskFileBytes = 4 * kMaxScriptBytes;
-// A task file is a few levels deep; yaml-cpp recurses once per level (up to its own guard of 2000).
+// A task file is a few levels deep. yaml-cpp's parser recurses once per level and stops at its own
+// guard (2000 levels, DeepRecursion); the tree it built is then checked against this.
 constexpr int kMaxYamlDepth = 64;
 
-// The deepest nesting of `text` and the (1-based) line where it is reached: block indentation
-// levels, "- " sequence entries and flow brackets, outside quotes, comments and block scalars
-// (`run: |` and its lines). A cheap over-estimate is fine: real task files are far below the limit.
-std::pair<int, int> NestingDepth(const std::string& text) {
-  std::vector<size_t> indents;
-  int flow = 0;
+// The depth of the tree under `top` (top itself: 1) and the line of its deepest node, walked
+// without recursion.
+std::pair<int, int> TreeDepth(const YAML::Node& top) {
   int deepest = 0;
-  int deepest_line = 1;
-  long block_indent = -1;  // inside a block scalar started at this indentation
-  int line_no = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    size_t ind = line.find_first_not_of(' ');
-    if (ind == std::string_view::npos || line[ind] == '#') continue;
-    if (block_indent >= 0 && static_cast<long>(ind) > block_indent) continue;
-    block_indent = -1;
-    if (flow == 0) {
-      while (!indents.empty() && indents.back() >= ind) indents.pop_back();
-      indents.push_back(ind);
-    }
-    int depth = static_cast<int>(indents.size());
-    size_t i = ind;
-    while (i + 1 < line.size() && line[i] == '-' && line[i + 1] == ' ') {  // "- - x"
-      ++depth;
-      i = line.find_first_not_of(' ', i + 1);
-      if (i == std::string_view::npos) break;
-    }
-    char quote = 0;
-    char last = 0;
-    for (; i != std::string_view::npos && i < line.size(); ++i) {
-      char c = line[i];
-      if (quote) {
-        if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '#' && (i == 0 || line[i - 1] == ' ')) break;
-      if (c == '\'' || c == '"') quote = c;
-      if (c == '[' || c == '{') ++flow;
-      if ((c == ']' || c == '}') && flow > 0) --flow;
-      if (c != ' ') last = c;
-      if (depth + flow > deepest) {
-        deepest = depth + flow;
-        deepest_line = line_no;
-      }
-    }
+  int line = 1;
+  std::vector<std::pair<YAML::Node, int>> stack = {{top, 1}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
     if (depth > deepest) {
       deepest = depth;
-      deepest_line = line_no;
+      line = node.Mark().is_null() ? line : node.Mark().line + 1;
     }
-    if (flow == 0 && (last == '|' || last == '>' || last == '-' || last == '+')) {
-      // "run: |", "run: >-", "run: |+": the lines below, indented deeper, are text.
-      std::string_view t = line.substr(0, line.find(" #"));
-      size_t bar = t.find_last_of("|>");
-      if (bar != std::string_view::npos &&
-          t.find_first_not_of("-+0123456789 ", bar + 1) == std::string_view::npos) {
-        block_indent = static_cast<long>(ind);
+    if (depth > kMaxYamlDepth) break;
+    if (node.IsMap()) {
+      for (const auto& kv : node) {
+        stack.emplace_back(kv.first, depth + 1);
+        stack.emplace_back(kv.second, depth + 1);
       }
+    } else if (node.IsSequence()) {
+      for (const auto& item : node) stack.emplace_back(item, depth + 1);
     }
   }
-  return {deepest, deepest_line};
+  return {deepest, line};
 }
 
 using FieldList = std::span<const std::string_view>;
@@ -286,13 +247,12 @@ Result<ParsedTask> TaskParser::Parse(const std::string& text) {
         "several YAML documents (a SkyPilot pipeline) are not supported; put one task in the "
         "file");
   }
-  if (auto [depth, line] = NestingDepth(text); depth > kMaxYamlDepth) {
-    return Error(
-        line, fmt::format("nested {} levels deep; at most {} are allowed", depth, kMaxYamlDepth));
-  }
   YAML::Node top;
   try {
     top = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    return Error(e.mark.is_null() ? 1 : e.mark.line + 1,
+                 fmt::format("nested too deep; at most {} levels are allowed", kMaxYamlDepth));
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null())
       return Status::Invalid(fmt::format("{}: malformed YAML: {}", source_, e.msg));
@@ -301,6 +261,10 @@ Result<ParsedTask> TaskParser::Parse(const std::string& text) {
   if (top.IsNull() && !IsNullDocument(text)) {
     // There is content, yet yaml-cpp made nothing of it (it gives up on a stray ',' that way).
     return Error(starts[0], "malformed YAML: cannot read this line");
+  }
+  if (auto [depth, line] = TreeDepth(top); depth > kMaxYamlDepth) {
+    return Error(line,
+                 fmt::format("nested too deep; at most {} levels are allowed", kMaxYamlDepth));
   }
   if (!top.IsMap()) {
     return Error(LineOf(top, 1),

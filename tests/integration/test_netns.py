@@ -68,9 +68,17 @@ class NetnsTest(BerthTestCase):
         token_file = self.write("user.token", user_token + "\n")
         remote = dict(self.b.env)
         remote["BERTH_SERVER"] = ""  # as if unset: the saved login says where
-        rc, out, err = self.b.run("login", "--server", server.url, "--token-file", token_file, env=remote)
+        rc, out, err = self.b.run("login", "--server", server.url, "--token-file", token_file, check=False,
+                                  env=remote)
+        self.assertNotEqual(rc, 0)  # not confirmed: nothing sent, nothing saved
         self.assertIn(fingerprint, out)
+        self.assertIn("--fingerprint " + fingerprint, err)
+        self.assertFalse(os.path.exists(os.path.join(self.b.home, "config")))
+        rc, out, err = self.b.run("login", "--server", server.url, "--token-file", token_file, "--fingerprint",
+                                  fingerprint, env=remote)
         self.assertIn("as root", out)
+        with open(os.path.join(self.b.home, "config")) as f:
+            self.assertIn(fingerprint, f.read())
         rc, out, err = self.b.run("whoami", "--json", env=remote)
         self.assertIn('"via":"token remote"', out)
         # A wrong pin is refused, naming both fingerprints; so is plain HTTP to the TLS port.

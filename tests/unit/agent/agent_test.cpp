@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -336,6 +337,61 @@ TEST_F(AgentTest, AConflictOnHeartbeatMakesTheAgentRegisterAgain) {
         return false;
       },
       kTimeoutMs));
+}
+
+// An agent that is not root runs only its own user's jobs: another user's fails at launch, saying
+// why, and never reaches a supervisor (it would run as the agent's user, with its files).
+TEST_F(AgentTest, ANonRootAgentRunsOnlyItsOwnUsersJobs) {
+  options_.only_user = "bob";
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));  // alice's
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  auto exited = Reported({1, 1, 0}, ReportEvent::kExited);
+  EXPECT_EQ(exited->phase, "launch");
+  EXPECT_NE(exited->reason.find("runs only bob's jobs, not alice's"), std::string::npos)
+      << exited->reason;
+  EXPECT_TRUE(launcher_.starts().empty());
+}
+
+// A root agent runs each job as its user: the plan carries the account, and the job's environment
+// is the account's (HOME, USER, PATH...), with nothing of the agent's own but the locale. A user
+// the node does not know fails the job; so does another name for uid 0.
+TEST_F(AgentTest, ARootAgentRunsJobsAsTheirUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a job its work dir (chown) needs root";
+  options_.base_environment = {{"AWS_SECRET_ACCESS_KEY", "s3cr3t"}, {"LANG", "C.UTF-8"}};
+  options_.lookup_account = [](const std::string& user) -> Result<JobAccount> {
+    if (user == "alice")
+      return JobAccount{"alice", 1001, 1001, {1001, 27}, "/home/alice", "/bin/zsh"};
+    if (user == "toor") return JobAccount{"toor", 0, 0, {0}, "/root", "/bin/sh"};
+    return Status::NotFound("user '" + user + "' does not exist on this node");
+  };
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  auto plan = ReadRunPlan(JobDir("1-1-0"));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_TRUE(plan->run_as.has_value());
+  EXPECT_EQ(plan->run_as->uid, 1001u);
+  EXPECT_EQ(plan->run_as->groups, (std::vector<gid_t>{1001, 27}));
+  EXPECT_EQ(plan->run_env["HOME"], "/home/alice");
+  EXPECT_EQ(plan->run_env["USER"], "alice");
+  EXPECT_EQ(plan->run_env["LOGNAME"], "alice");
+  EXPECT_EQ(plan->run_env["SHELL"], "/bin/zsh");
+  EXPECT_EQ(plan->run_env["LANG"], "C.UTF-8");
+  EXPECT_EQ(plan->run_env.count("AWS_SECRET_ACCESS_KEY"), 0u);
+
+  auto unknown = LaunchOf({2, 1, 0}, {1});
+  unknown.user = "mallory";
+  connection_.Push(unknown);
+  ASSERT_TRUE(WaitForReport({2, 1, 0}, ReportEvent::kExited));
+  EXPECT_NE(Reported({2, 1, 0}, ReportEvent::kExited)->reason.find("'mallory' does not exist"),
+            std::string::npos);
+  auto alias = LaunchOf({3, 1, 0}, {});
+  alias.user = "toor";
+  connection_.Push(alias);
+  ASSERT_TRUE(WaitForReport({3, 1, 0}, ReportEvent::kExited));
+  EXPECT_NE(Reported({3, 1, 0}, ReportEvent::kExited)->reason.find("uid 0"), std::string::npos);
+  EXPECT_EQ(launcher_.starts().size(), 1u);
 }
 
 }  // namespace

@@ -312,8 +312,14 @@ TEST(ParseAccelerators, Errors) {
 // the line, while scripts full of brackets in block scalars are text, not nesting.
 TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
   std::string deep = "run: echo hi\nenvs: " + std::string(5000, '[') + std::string(5000, ']');
-  EXPECT_THAT(ErrorOf(deep), HasSubstr("task.yaml:2: nested"));
+  EXPECT_THAT(ErrorOf(deep), HasSubstr("task.yaml:2: nested too deep"));
   EXPECT_THAT(ErrorOf(deep), HasSubstr("at most 64"));
+  std::string under_the_guard =
+      "run: echo hi\nenvs: " + std::string(100, '[') + std::string(100, ']');
+  EXPECT_THAT(ErrorOf(under_the_guard), HasSubstr("task.yaml:2: nested too deep"));
+  // A quote in a plain key does not hide the brackets after it.
+  std::string quoted = "run: echo hi\nx'y: " + std::string(100, '[') + std::string(100, ']');
+  EXPECT_THAT(ErrorOf(quoted), HasSubstr("at most 64"));
   std::string indented = "run: x\nenvs:\n";
   for (int i = 0; i < 70; ++i)
     indented += std::string(static_cast<size_t>(2 * i + 2), ' ') + "a:\n";
@@ -323,6 +329,7 @@ TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
   for (int i = 0; i < 100; ++i) script += "  if [ -e x ]; then { echo '['; }; fi\n";
   script += "  echo " + std::string(100, '{') + "\n";
   script += "setup: >-\n  " + std::string(100, '[') + "\nname: ok\n";
+  script = "workdir: test [ -f x\n" + script;  // an unbalanced bracket in a plain scalar
   EXPECT_EQ(MustParse(script).spec.name, "ok");
 }
 
