@@ -111,6 +111,30 @@ class AuthTest(BerthTestCase):
         status, _, _ = http("GET", server.url + "/v1/agent/heartbeat", token=token)
         self.assertNotIn(status, (401, 403))
 
+    def test_tls_on_loopback_with_a_pinned_certificate(self):
+        """--tls serves HTTPS on loopback too (as always off loopback): the CLI pins the certificate's
+        fingerprint; a wrong pin, or plain HTTP to the TLS port, is refused with the reason."""
+        b = self.b
+        server = b.start_server(extra=["--tls"])
+        self.assertTrue(server.url.startswith("https://127.0.0.1:"), server.url)
+        with open(os.path.join(server.state_dir, "tls.fingerprint")) as f:
+            fingerprint = f.read().strip()
+        key = os.path.join(server.state_dir, "tls.key")
+        self.assertEqual(stat.S_IMODE(os.stat(key).st_mode), 0o600)
+        sock = os.path.join(server.state_dir, "berth.sock")
+        token = self.admin_token(sock, "root", name="tls-user")
+        token_file = self.write("tls.token", token + "\n")
+        rc, out, err = b.run("login", "--server", server.url, "--token-file", token_file, "--trust")
+        self.assertIn(fingerprint, out)
+        rc, out, err = b.run("whoami", "--json")
+        self.assertIn('"via":"token tls-user"', out)
+        rc, out, err = b.run("whoami", "--server", server.url, "--token", token, check=False,
+                             env={"BERTH_TLS_FINGERPRINT": "sha256:" + "ab" * 32})
+        self.assertNotEqual(rc, 0)
+        self.assertIn(fingerprint, err)
+        rc, out, err = b.run("whoami", "--server", server.url.replace("https:", "http:"), check=False)
+        self.assertNotEqual(rc, 0)
+
     def test_loopback_users_need_no_token(self):
         server = self.b.start_server()
         status, body, _ = http("GET", server.url + "/v1/whoami")

@@ -150,6 +150,19 @@ class IdentityTest(BerthTestCase):
         rc, _, err = self.as_user("olga", "admin", "audit", check=False)
         self.assertIn("admin role", err)
 
+        # A token for alice, over TCP, is alice (the server's TCP port, as from another machine).
+        _, out, _ = self.as_user("root", "admin", "token", "create", "--user", alice, "--expires", "1h",
+                                 "--json")
+        alice_token = json.loads(out)["token"]
+        status, body, _ = http("GET", self.server.url + "/v1/whoami", token=alice_token)
+        self.assertEqual((status, body["user"], body["role"]), (200, alice, "user"), body)
+        self.assertIsNotNone(body["token_expires"])
+        status, body, _ = http("GET", self.server.url + f"/v1/jobs/{long_job}/logs", token=alice_token)
+        self.assertEqual(status, 403, body)
+        _, out, _ = self.as_user("root", "admin", "token", "list", "--json")
+        listed = {t["name"]: t for t in json.loads(out)}
+        self.assertTrue(all("token" not in t and "hash" not in t for t in listed.values()))
+
         # root's own jobs are refused by this server (no --allow-root-jobs), saying how to allow them.
         rc, _, err = self.as_user("root", "exec", "-d", "--", "true", check=False)
         self.assertNotEqual(rc, 0)
