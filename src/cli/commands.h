@@ -40,6 +40,7 @@ struct ServerFlags {
 
 struct AgentFlags {
   std::string server;
+  std::string user_socket;  // "": STATE_DIR/berth.sock; "-": none
   std::string tls_fingerprint;
   std::string token;
   std::string token_file;

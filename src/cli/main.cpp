@@ -95,6 +95,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   agent->add_option("--server", agent_flags.server, "Server URL (default: BERTH_SERVER)");
   agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
   agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
+  agent->add_option("--user-socket", agent_flags.user_socket,
+                    "Unix socket through which this node's users reach the server without a token "
+                    "(default: STATE_DIR/berth.sock; '-': none)");
   agent->add_option("--tls-fingerprint", agent_flags.tls_fingerprint,
                     "Pin the https server's certificate (sha256:..., as the server logs it; "
                     "default: BERTH_TLS_FINGERPRINT, else verify with the system's CAs)");

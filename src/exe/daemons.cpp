@@ -21,6 +21,7 @@
 #include "agent/launcher.h"
 #include "agent/spawner.h"
 #include "agent/supervisor.h"
+#include "agent/user_socket.h"
 #include "cli/commands.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -144,6 +145,7 @@ int RunServer(const ServerFlags& flags) {
 }
 
 int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
+  SetLogPrefix("agent " + flags.name);
   AgentOptions options;
   options.server_url = flags.server.empty()
                            ? (std::getenv("BERTH_SERVER") ? std::getenv("BERTH_SERVER") : "")
@@ -221,6 +223,25 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   HttpAgentConnection connection(options.server_url, options.token, options.tls_fingerprint);
   SupervisorLauncher launcher(options.self_exe);
   Agent agent(options, SystemClock::Get(), connection, launcher);
+  // The node's users reach the server through the agent's socket, the kernel vouching for them.
+  std::unique_ptr<UserSocket> user_socket;
+  if (flags.user_socket != "-") {
+    std::string path =
+        flags.user_socket.empty() ? options.state_dir + "/berth.sock" : flags.user_socket;
+    user_socket = std::make_unique<UserSocket>(
+        path, options.server_url,
+        net::HttpClientOptions{
+            .token = options.token, .tls_fingerprint = options.tls_fingerprint, .ca_file = ""});
+    std::error_code ec;
+    std::filesystem::create_directories(options.state_dir, ec);
+    Status st = user_socket->Start();
+    if (st.ok()) {
+      LogInfo("users of this node reach the server through unix:{}", path);
+    } else {  // e.g. another agent holds it: Run() says so, more clearly
+      LogWarn("no user socket: {}", st.message());
+      user_socket.reset();
+    }
+  }
   std::thread waiter([&] {
     WaitForStopSignal(signals);
     agent.RequestStop();

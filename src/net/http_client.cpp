@@ -496,7 +496,8 @@ struct Connection {
   }
 
   http::request<http::string_body> MakeRequest(const std::string& method, const std::string& target,
-                                               const std::string& body) {
+                                               const std::string& body,
+                                               const HttpHeaders& extra = {}) {
     http::request<http::string_body> req;
     req.method_string(method);
     req.target(url.base_path + target);
@@ -510,6 +511,7 @@ struct Connection {
     req.set(http::field::user_agent, "berth");
     if (!options.token.empty()) req.set(http::field::authorization, "Bearer " + options.token);
     if (!body.empty()) req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : extra) req.set(name, value);
     req.keep_alive(true);
     req.body() = body;
     req.prepare_payload();
@@ -590,10 +592,11 @@ HttpClient::HttpClient(std::string base_url, HttpClientOptions options)
 HttpClient::~HttpClient() = default;
 
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
-                                         const std::string& body, DurationMs timeout_ms) {
+                                         const std::string& body, DurationMs timeout_ms,
+                                         const HttpHeaders& headers) {
   if (!impl_->url_status.ok()) return impl_->url_status;
   impl_->timeout_ms = timeout_ms;
-  auto req = impl_->MakeRequest(method, target, body);
+  auto req = impl_->MakeRequest(method, target, body, headers);
   // A kept-alive connection may have been closed by the server meanwhile: retry once on a fresh
   // one, but only if nothing of the response arrived (so a request is never applied twice by our
   // retry... the server may still have applied it; callers that must be exactly-once use idempotent

@@ -20,6 +20,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -39,6 +41,8 @@ struct Url {
 // "http://[::1]:8080". Invalid, naming the problem, for an unknown scheme, a bad port or an empty
 // host.
 Result<Url> ParseUrl(const std::string& url);
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpClientOptions {
   std::string token;  // sent as "Authorization: Bearer <token>" when not empty
@@ -60,8 +64,10 @@ class HttpClient {
   // Sends one request and reads the whole response. Unavailable on connection failure or timeout
   // (`timeout_ms` bounds each wait for the server: connecting, the TLS handshake, each read and
   // write). Unauthorized when the server's TLS certificate is not the pinned one or not trusted.
+  // `headers` are sent besides the usual ones (Host, Authorization, Content-Type).
   Result<HttpResponse> Request(const std::string& method, const std::string& target,
-                               const std::string& body = "", DurationMs timeout_ms = 30'000);
+                               const std::string& body = "", DurationMs timeout_ms = 30'000,
+                               const HttpHeaders& headers = {});
 
   // Sends one request and delivers the response body as it arrives. `on_data` returns false to
   // stop. `idle_timeout_ms` bounds the wait for each piece (the server sends keep-alive pings on

@@ -7,6 +7,9 @@
 //   3. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
 //      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP.
 //   Anything else is refused (Unauthorized, 401).
+// A node (the cluster token) may speak for a user of its own machine with `X-Berth-On-Behalf-Of`
+// (agent/user_socket.h: the agent read the uid from its unix socket): never for a built-in admin,
+// and never with more than the operator role.
 // uid 0 and the server's own uid are admins (Accounts' built-in admins) and may also act as nodes:
 // they can read the cluster token anyway.
 //
@@ -77,6 +80,7 @@ class Identity {
 
  private:
   Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
+  Result<Principal> VouchedByNode(const std::string& user) const;
 
   IdentityOptions options_;
   const Accounts& accounts_;

@@ -174,6 +174,20 @@ class IdentityTest(BerthTestCase):
         listed = {t["name"]: t for t in json.loads(out)}
         self.assertTrue(all("token" not in t and "hash" not in t for t in listed.values()))
 
+        # On a node, the agent's socket speaks for its users: no token needed, rights unchanged.
+        node_sock = "unix:" + os.path.join(self.agent.state_dir, "berth.sock")
+        _, out, _ = self.as_user("alice", "whoami", "--json", "--server", node_sock)
+        me = json.loads(out)
+        self.assertEqual((me["user"], me["via"]), (alice, "a node's socket"), me)
+        bobs = self.submit_as("bob", "--server", node_sock, "--", "sleep 300")
+        self.assertEqual(self.status(bobs)["user"], bob)
+        rc, _, err = self.as_user("alice", "cancel", bobs, "--server", node_sock, check=False)
+        self.assertIn("not yours", err)
+        self.as_user("bob", "cancel", bobs, "--server", node_sock)
+        rc, _, err = self.as_user("root", "whoami", "--server", node_sock, check=False)
+        self.assertNotEqual(rc, 0)  # a node never speaks for an admin
+        self.assertIn("may not speak for root", err)
+
         # root's own jobs are refused by this server (no --allow-root-jobs), saying how to allow them.
         rc, _, err = self.as_user("root", "exec", "-d", "--", "true", check=False)
         self.assertNotEqual(rc, 0)

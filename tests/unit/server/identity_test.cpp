@@ -227,5 +227,36 @@ TEST_F(IdentityTest, NamesAreChecked) {
             Code::kConflict);
 }
 
+// A node (the cluster token) speaks for the users of its machine — whom its agent's socket
+// identified — but never for a built-in admin and never with the admin role; nobody else may
+// speak for anyone.
+TEST_F(IdentityTest, ANodeSpeaksForItsUsersWithinLimits) {
+  net::HttpRequest r = Bearer("cluster-secret");
+  r.headers["x-berth-on-behalf-of"] = "alice";
+  auto alice = identity_->Identify(r);
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_EQ(alice->user, "alice");
+  EXPECT_EQ(alice->via, "a node's socket");
+  EXPECT_TRUE(alice->is_user);
+  EXPECT_FALSE(alice->is_node);
+
+  ASSERT_TRUE(accounts_->SetUser(Admin(), UserChange{.name = "carol", .role = Role::kAdmin}).ok());
+  r.headers["x-berth-on-behalf-of"] = "carol";
+  EXPECT_EQ(identity_->Identify(r)->role, Role::kOperator);
+  r.headers["x-berth-on-behalf-of"] = "root";
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+  r.headers["x-berth-on-behalf-of"] = "berthd";  // the server's own user
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+
+  auto token = accounts_->CreateToken(Admin(), NewToken{.name = "b", .user = "bob"});
+  ASSERT_TRUE(token.ok());
+  net::HttpRequest by_user = Bearer(token->secret);
+  by_user.headers["x-berth-on-behalf-of"] = "alice";
+  EXPECT_EQ(identity_->Identify(by_user).status().code(), Code::kForbidden);
+  net::HttpRequest by_socket = Socket(1002);
+  by_socket.headers["x-berth-on-behalf-of"] = "alice";
+  EXPECT_EQ(identity_->Identify(by_socket).status().code(), Code::kForbidden);
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -1,0 +1,105 @@
+#include "agent/user_socket.h"
+
+#include <pwd.h>
+
+#include <vector>
+
+#include "common/json_util.h"
+#include "common/log.h"
+
+namespace berth {
+
+namespace {
+
+net::HttpResponse Refuse(int status, const std::string& message) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = SerializeJson(json::object{{"error", message}}) + "\n";
+  return r;
+}
+
+std::optional<std::string> NameOf(uint32_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(found->pw_name);
+}
+
+}  // namespace
+
+UserSocket::UserSocket(std::string path, std::string server_url, net::HttpClientOptions client)
+    : path_(std::move(path)), server_url_(std::move(server_url)), client_(std::move(client)) {}
+
+UserSocket::~UserSocket() { Stop(); }
+
+Status UserSocket::Start() {
+  pool_ = std::make_unique<Executor>(kMaxInFlight, "berth-users");
+  net::HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;  // the TCP side is not used: bound to loopback, never advertised
+  options.unix_socket_path = path_;
+  options.threads = 1;
+  http_ = std::make_unique<net::HttpServer>(
+      options, [this](net::HttpRequest&& request, std::shared_ptr<net::Responder> responder) {
+        Forward(std::move(request), std::move(responder));
+      });
+  return http_->Start();
+}
+
+void UserSocket::Stop() {
+  {
+    MutexLock lock(mu_);
+    stopped_ = true;
+    for (net::HttpClient* client : active_) client->Abort();
+  }
+  if (pool_) pool_->Stop();  // the forwards end at once: their clients were aborted
+  if (http_) http_->Stop();
+}
+
+void UserSocket::Send(const std::string& user, const net::HttpRequest& request,
+                      const std::shared_ptr<net::Responder>& responder) {
+  net::HttpClient http(server_url_, client_);
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    active_.insert(&http);
+  }
+  auto answer = http.Request(request.method, request.target, request.body, 90'000,
+                             {{"X-Berth-On-Behalf-Of", user}});
+  {
+    MutexLock lock(mu_);
+    active_.erase(&http);
+  }
+  if (answer.ok()) {
+    responder->Send(std::move(*answer));
+  } else {
+    responder->Send(Refuse(503, "cannot reach the server: " + answer.status().message()));
+  }
+}
+
+void UserSocket::Forward(net::HttpRequest request, std::shared_ptr<net::Responder> responder) {
+  if (request.peer.transport != net::PeerInfo::Transport::kUnix || !request.peer.uid) {
+    responder->Send(Refuse(401, "use this node's unix socket " + path_));
+    return;
+  }
+  std::optional<std::string> user = NameOf(*request.peer.uid);
+  if (!user) {
+    responder->Send(
+        Refuse(401, "uid " + std::to_string(*request.peer.uid) + " has no name on this node"));
+    return;
+  }
+  if (in_flight_.fetch_add(1) >= kMaxInFlight) {
+    in_flight_.fetch_sub(1);
+    responder->Send(Refuse(503, "this node's user socket is busy; try again"));
+    return;
+  }
+  pool_->Post([this, user = *user, request = std::move(request), responder] {
+    Send(user, request, responder);
+    in_flight_.fetch_sub(1);
+  });
+}
+
+}  // namespace berth
