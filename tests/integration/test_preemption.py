@@ -47,7 +47,10 @@ class PreemptionTest(BerthTestCase):
         racks = {j: {p["node"] for p in self.b.show(j)["placement"]} for j in (low1, low2)}
         self.assertEqual(sorted(map(sorted, racks.values())), [["n1", "n2"], ["n3", "n4"]])
 
-        high = self.rack_job("high", 10, run="sleep 3")
+        # The high-priority job runs until the test has looked (a fixed sleep raced slow builds: under
+        # ASan six CLI calls outlast 3 s, and the victim was already back).
+        release = self.path("release-high")
+        high = self.rack_job("high", 10, run=f"while [ ! -e {release} ]; do sleep 0.1; done")
         running = self.b.wait_status(high, "RUNNING", timeout=60)
         victims = [j for j in (low1, low2) if self.b.show(j)["attempt"] == 2 or self.b.status(j) == "PENDING"]
         self.assertEqual(len(victims), 1, "exactly one low-priority gang preempted")
@@ -63,6 +66,7 @@ class PreemptionTest(BerthTestCase):
         # Both ranks of the victim were stopped.
         self.b.wait_until(lambda: not self.b.job_pids(victim), timeout=30, message="victim's processes gone")
         # When the high-priority job ends, the victim restarts as attempt 2 on the freed rack.
+        open(release, "w").close()
         self.b.wait_status(high, "SUCCEEDED", timeout=60)
         again = self.b.wait_status(victim, "RUNNING", timeout=60)
         self.assertEqual(again["attempt"], 2)
