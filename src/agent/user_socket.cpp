@@ -1,11 +1,8 @@
 #include "agent/user_socket.h"
 
-#include <pwd.h>
-
-#include <vector>
-
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/unix_user.h"
 
 namespace berth {
 
@@ -18,16 +15,6 @@ net::HttpResponse Refuse(int status, const std::string& message) {
   return r;
 }
 
-std::optional<std::string> NameOf(uint32_t uid) {
-  passwd pw{};
-  passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return std::nullopt;
-  }
-  return std::string(found->pw_name);
-}
-
 }  // namespace
 
 UserSocket::UserSocket(std::string path, std::string server_url, net::HttpClientOptions client)
@@ -38,8 +25,7 @@ UserSocket::~UserSocket() { Stop(); }
 Status UserSocket::Start() {
   pool_ = std::make_unique<Executor>(kMaxInFlight, "berth-users");
   net::HttpServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;  // the TCP side is not used: bound to loopback, never advertised
+  options.listen_tcp = false;
   options.unix_socket_path = path_;
   options.threads = 1;
   http_ = std::make_unique<net::HttpServer>(
@@ -85,7 +71,7 @@ void UserSocket::Forward(net::HttpRequest request, std::shared_ptr<net::Responde
     responder->Send(Refuse(401, "use this node's unix socket " + path_));
     return;
   }
-  std::optional<std::string> user = NameOf(*request.peer.uid);
+  std::optional<std::string> user = UserNameOf(*request.peer.uid);
   if (!user) {
     responder->Send(
         Refuse(401, "uid " + std::to_string(*request.peer.uid) + " has no name on this node"));

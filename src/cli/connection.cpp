@@ -365,8 +365,7 @@ Status Connection::Connect() {
   // A token never crosses a network in the clear.
   if (!token_.empty() && StartsWith(url_, "http://")) {
     auto url = net::ParseUrl(url_);
-    if (url.ok() && url->host != "localhost" && !StartsWith(url->host, "127.") &&
-        url->host != "::1") {
+    if (url.ok() && !net::IsLoopbackHost(url->host)) {
       return Status::Invalid("refusing to send your token over plain HTTP to " + url->host +
                              ": use the server's https:// URL");
     }

@@ -3,6 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
 namespace berth {
 
 namespace {
@@ -46,13 +50,21 @@ std::string ReadFileOr(const std::string& path, const std::string& fallback) {
 }
 
 bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // A temp file of this call's own, created here (O_EXCL): never one left behind with looser
+  // permissions, never a symlink, never another thread's.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return false;
   bool ok = WriteAll(fd, data);
-  if (sync) ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (sync) ok = ok && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  int err = errno;
+  ::unlink(tmp.c_str());
+  errno = err;
+  return false;
 }
 
 bool WriteFileInPlace(const std::string& path, const std::string& data, mode_t mode) {

@@ -14,8 +14,10 @@ std::optional<std::string> ReadFile(const std::string& path);
 // The whole file, or `fallback` if it cannot be read.
 std::string ReadFileOr(const std::string& path, const std::string& fallback = "");
 
-// Writes via a temp file and rename, so readers see the old or the new content, never half. `sync`
-// also makes it survive a power loss. Returns false on any failure.
+// Writes via a temp file and rename, so readers see the old or the new content, never half. The
+// temp file is created afresh with `mode` (less the umask), so a secret is never readable by
+// others, not even briefly. `sync` also makes it survive a power loss. Returns false on any failure
+// (errno says why).
 bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true,
                      mode_t mode = 0644);
 // Writes in place (one inode, no temp file): for files nobody reads before they are complete.

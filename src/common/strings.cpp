@@ -57,9 +57,14 @@ std::string RandomHex(size_t bytes) {
     std::random_device rd;
     for (auto& c : raw) c = static_cast<char>(rd());
   }
+  return HexEncode(raw);
+}
+
+std::string HexEncode(std::string_view bytes) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  for (unsigned char c : raw) {
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
     out += kHex[c >> 4];
     out += kHex[c & 15];
   }

@@ -16,6 +16,8 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 bool IsValidName(std::string_view s);
 // Generates a random token of `bytes` random bytes, hex-encoded (from /dev/urandom).
 std::string RandomHex(size_t bytes);
+// Lower-case hex of `bytes` ("\x01\xab" -> "01ab").
+std::string HexEncode(std::string_view bytes);
 // Percent-encodes all but the unreserved characters of RFC 3986 (A-Z a-z 0-9 - _ . ~), for URL
 // query values.
 std::string PercentEncode(std::string_view s);

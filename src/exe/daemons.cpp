@@ -4,7 +4,6 @@
 #include "exe/daemons.h"
 
 #include <fmt/format.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "common/unix_user.h"
 #include "protocol/job_env.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -63,7 +63,12 @@ bool WriteSmallFile(const std::string& path, const std::string& text) {
 }
 
 std::string ReadToken(const std::string& flag, const std::string& file) {
-  if (!flag.empty()) return flag;
+  if (!flag.empty()) {
+    LogWarn(
+        "--token is visible to every local user in the process list (and to jobs): prefer "
+        "--token-file or BERTH_TOKEN");
+    return flag;
+  }
   if (!file.empty()) {
     std::ifstream in(file);
     std::string t;
@@ -95,11 +100,6 @@ int RunServer(const ServerFlags& flags) {
   options.require_token = flags.require_token;
   options.allow_root_jobs = flags.allow_root_jobs;
   options.owner_only = flags.owner_only;
-  if (!flags.token.empty()) {
-    LogWarn(
-        "--token is visible to every local user in the process list (and to jobs): prefer "
-        "--token-file or BERTH_TOKEN");
-  }
   options.unix_socket = flags.unix_socket;
   options.tls = flags.tls;
   options.tls_cert = flags.tls_cert;
@@ -153,11 +153,6 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (options.server_url.empty())
     return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
   options.token = ReadToken(flags.token, flags.token_file);
-  if (!flags.token.empty()) {
-    LogWarn(
-        "--token is visible to every local user in the process list (and to jobs): prefer "
-        "--token-file or BERTH_TOKEN");
-  }
   options.tls_fingerprint = flags.tls_fingerprint;
   if (options.tls_fingerprint.empty()) {
     const char* fp = std::getenv("BERTH_TLS_FINGERPRINT");
@@ -213,9 +208,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     options.lookup_account = LookupJobAccount;
     LogInfo("running as root: each job runs as its user");
   } else {
-    // Before any thread starts: getpwuid is not thread-safe.
-    passwd* pw = ::getpwuid(::geteuid());
-    std::string self = pw ? pw->pw_name : "uid " + std::to_string(::geteuid());
+    std::string self = UserNameOf(::geteuid()).value_or("uid " + std::to_string(::geteuid()));
     options.only_user = self;
     LogInfo("not running as root: only {}'s jobs run here (as {}); other users' jobs fail", self,
             self);

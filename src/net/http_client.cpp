@@ -32,6 +32,10 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 Result<Url> ParseUrl(const std::string& url) {
   Url out;
   std::string rest = url;
@@ -106,22 +110,6 @@ Result<Url> ParseUrl(const std::string& url) {
 }
 
 namespace {
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-std::string OpenSslErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
 
 // A BIO over a non-blocking socket that sends with MSG_NOSIGNAL: OpenSSL's own socket BIO
 // write()s, which raises SIGPIPE when the server has gone, killing a CLI that does not ignore it.

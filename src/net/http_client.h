@@ -42,6 +42,9 @@ struct Url {
 // host.
 Result<Url> ParseUrl(const std::string& url);
 
+// Whether `host` names only the local machine ("localhost", "::1", "127.x.y.z").
+bool IsLoopbackHost(const std::string& host);
+
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpClientOptions {

@@ -691,6 +691,25 @@ struct HttpServer::Impl {
   }
 };
 
+// Binds and listens on options.host:options.port.
+Status ListenTcp(const HttpServerOptions& options, tcp::acceptor& acc) {
+  beast::error_code ec;
+  auto address = asio::ip::make_address(options.host, ec);
+  if (ec) return Status::Invalid("bad listen address '" + options.host + "': " + ec.message());
+  tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
+  acc.open(endpoint.protocol(), ec);
+  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc.bind(endpoint, ec);
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    beast::error_code ignored;
+    acc.close(ignored);
+    return Status::Unavailable("cannot listen on " + options.host + ":" +
+                               std::to_string(options.port) + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
@@ -702,30 +721,20 @@ HttpServer::~HttpServer() { Stop(); }
 Status HttpServer::Start() {
   RaiseOpenFileLimit();
   BERTH_RETURN_IF_ERROR(impl_->LoadTls());
-  beast::error_code ec;
-  auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec)
-    return Status::Invalid("bad listen address '" + impl_->options.host + "': " + ec.message());
-  tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
   auto& acc = impl_->tcp_acceptor;
-  acc.open(endpoint.protocol(), ec);
-  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acc.bind(endpoint, ec);
-  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    beast::error_code ignored;
-    acc.close(ignored);
-    return Status::Unavailable("cannot listen on " + impl_->options.host + ":" +
-                               std::to_string(impl_->options.port) + ": " + ec.message());
+  if (impl_->options.listen_tcp) {
+    BERTH_RETURN_IF_ERROR(ListenTcp(impl_->options, acc));
+  } else if (impl_->options.unix_socket_path.empty()) {
+    return Status::Invalid("nothing to listen on: no TCP and no unix socket");
   }
   if (Status st = impl_->ListenUnix(); !st.ok()) {
     beast::error_code ignored;
     acc.close(ignored);
     return st;
   }
-  impl_->port = acc.local_endpoint().port();
+  if (acc.is_open()) impl_->port = acc.local_endpoint().port();
   impl_->work.emplace(impl_->ioc.get_executor());
-  impl_->AcceptTcp();
+  if (acc.is_open()) impl_->AcceptTcp();
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
     impl_->threads.emplace_back([this] {

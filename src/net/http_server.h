@@ -49,6 +49,8 @@ struct HttpServerOptions {
   // file left by a dead server is replaced; a live server answering on it makes Start() fail.
   // Removed by Stop(). Always plain HTTP.
   std::string unix_socket_path;
+  // False: no TCP listener at all (a unix socket only; `host` and `port` are unused).
+  bool listen_tcp = true;
   // When both are set, the TCP listener speaks TLS (1.2 or later) only, with this PEM
   // certificate (chain) and private key.
   std::string tls_cert_file;

@@ -17,6 +17,10 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <tuple>
+
+#include "common/files.h"
+#include "common/strings.h"
 
 namespace berth::net {
 
@@ -36,25 +40,9 @@ using BnPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
 using NamePtr = std::unique_ptr<X509_NAME, Deleter<X509_NAME_free>>;
 using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
 
-// OpenSSL's queued errors as text, emptying the queue.
-std::string OpenSslErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
-
 Status SslFailure(const std::string& what) {
-  return Status::Internal(what + ": " + OpenSslErrors());
-}
-
-bool IsIpAddress(const std::string& name) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+  std::string why = OpenSslErrors();
+  return Status::Internal(what + ": " + (why.empty() ? "unknown OpenSSL error" : why));
 }
 
 bool IsDnsName(const std::string& name) {
@@ -64,36 +52,6 @@ bool IsDnsName(const std::string& name) {
       return false;
   }
   return true;
-}
-
-bool WriteAllFd(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Writes `data` to `path` through a fresh temp file created with `mode` (O_EXCL, so a leftover
-// temp file with looser permissions is never reused), fsync and rename.
-Status WriteFileWithMode(const std::string& path, const std::string& data, mode_t mode) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
-  // The umask may have taken bits away from `mode`; it never adds any.
-  bool ok = ::fchmod(fd, mode) == 0 && WriteAllFd(fd, data) && ::fsync(fd) == 0;
-  int err = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return Status::Ok();
-  if (ok) err = errno;
-  ::unlink(tmp.c_str());
-  return Status::Internal("cannot write " + path + ": " + std::strerror(err));
 }
 
 Result<std::string> BioContents(BIO* bio) {
@@ -122,7 +80,7 @@ Status EnsureSelfSignedCertificate(const std::string& cert_path, const std::stri
   std::string san;
   for (const auto& name : names) {
     std::string entry;
-    if (IsIpAddress(name)) {
+    if (IsIpLiteral(name)) {
       entry = "IP:" + name;
     } else if (IsDnsName(name)) {
       entry = "DNS:" + name;
@@ -195,8 +153,13 @@ Status EnsureSelfSignedCertificate(const std::string& cert_path, const std::stri
     }
   }
   // The key first: a certificate on disk without its key would be kept by the next call.
-  BERTH_RETURN_IF_ERROR(WriteFileWithMode(key_path, *key_pem, 0600));
-  return WriteFileWithMode(cert_path, *cert_pem, 0644);
+  for (const auto& [path, pem, mode] :
+       {std::tuple{key_path, *key_pem, 0600}, std::tuple{cert_path, *cert_pem, 0644}}) {
+    if (!WriteFileAtomic(path, pem, /*sync=*/true, static_cast<mode_t>(mode))) {
+      return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<std::string> CertificateFingerprint(const std::string& cert_path) {
@@ -209,7 +172,9 @@ Result<std::string> CertificateFingerprint(const std::string& cert_path) {
   }
   X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (!cert) {
-    return Status::Invalid(cert_path + " holds no PEM certificate (" + OpenSslErrors() + ")");
+    std::string why = OpenSslErrors();
+    return Status::Invalid(cert_path + " holds no PEM certificate" +
+                           (why.empty() ? "" : " (" + why + ")"));
   }
   unsigned char* der = nullptr;
   int n = i2d_X509(cert.get(), &der);
@@ -219,16 +184,29 @@ Result<std::string> CertificateFingerprint(const std::string& cert_path) {
   return out;
 }
 
-std::string FingerprintOfDer(std::string_view der) {
+std::string FingerprintOfDer(std::string_view der) { return Sha256Digest(der); }
+
+std::string Sha256Digest(std::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(der.data()), der.size(), digest);
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "sha256:";
-  for (unsigned char b : digest) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  return "sha256:" +
+         HexEncode(std::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
+}
+
+std::string OpenSslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
   }
   return out;
+}
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 std::string NormalizeFingerprint(std::string fingerprint) {

@@ -21,9 +21,10 @@ namespace berth::net {
 // CN=berth, valid for about 10 years, random serial) whose subjectAltName lists `names`: each one
 // that parses as an IPv4/IPv6 address becomes an IP entry, every other one a DNS entry. No names:
 // "localhost", "127.0.0.1" and "::1". Both files are written atomically (temp file, fsync,
-// rename), the key with mode 0600 from its creation on, the certificate with mode 0644; a
-// missing parent directory is created. Errors: a name that is empty or holds characters a DNS
-// name cannot (Invalid), a file that cannot be written (Internal), an OpenSSL failure (Internal).
+// rename), the key with mode 0600 from its creation on, the certificate with mode 0644 (less the
+// umask); a missing parent directory is created. Errors: a name that is empty or holds characters a
+// DNS name cannot (Invalid), a file that cannot be written (Internal), an OpenSSL failure
+// (Internal).
 Status EnsureSelfSignedCertificate(const std::string& cert_path, const std::string& key_path,
                                    const std::vector<std::string>& names);
 
@@ -31,8 +32,16 @@ Status EnsureSelfSignedCertificate(const std::string& cert_path, const std::stri
 // NotFound when the file cannot be read, Invalid when it holds no PEM certificate.
 Result<std::string> CertificateFingerprint(const std::string& cert_path);
 
-// The fingerprint ("sha256:...") of a DER-encoded certificate.
+// The fingerprint ("sha256:...") of a DER-encoded certificate: Sha256Digest of it.
 std::string FingerprintOfDer(std::string_view der);
+// "sha256:" + the lower-case hex SHA-256 of `data` (certificates' fingerprints, tokens' hashes).
+std::string Sha256Digest(std::string_view data);
+
+// Helpers the TLS client and the certificate code share.
+// OpenSSL's queued errors as text ("" when none), emptying the queue.
+std::string OpenSslErrors();
+// Whether `host` is an IPv4 or IPv6 address literal (not a name).
+bool IsIpLiteral(const std::string& host);
 
 // Brings a fingerprint to the canonical "sha256:<64 lowercase hex>" form. Accepts upper or lower
 // case, an optional "sha256:"/"SHA256:" prefix (or "SHA256 Fingerprint="), and the

@@ -1,24 +1,13 @@
 #include "server/accounts.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include "common/strings.h"
+#include "net/tls.h"
 
 namespace berth {
 
-std::string HashToken(const std::string& secret) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(secret.data(), secret.size(), digest, &size, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "sha256:";
-  for (unsigned int i = 0; i < size; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
-}
+std::string HashToken(const std::string& secret) { return net::Sha256Digest(secret); }
 
 Status CheckAccountName(const std::string& what, const std::string& name) {
   if (name.empty() || name.size() > Accounts::kMaxNameBytes) {
@@ -34,6 +23,13 @@ Status CheckAccountName(const std::string& what, const std::string& name) {
   }
   if (name[0] == '-') return Status::Invalid(what + " must not start with '-'");
   return Status::Ok();
+}
+
+Status NeedRole(const Principal& by, Role need, const std::string& what) {
+  if (by.Has(need)) return Status::Ok();
+  return Status::Forbidden(what + " needs the " + std::string(RoleName(need)) + " role; " +
+                           (by.is_user ? by.user + " is " + std::string(RoleName(by.role))
+                                       : std::string("the cluster token is not a user")));
 }
 
 bool MayActOn(const Principal& by, const JobRow& job) {
@@ -118,19 +114,8 @@ AuditRow Accounts::AuditRowFor(const Principal& by, const std::string& action,
                   .detail = detail};
 }
 
-namespace {
-
-Status NeedAdmin(const Principal& by, const std::string& what) {
-  if (by.Has(Role::kAdmin)) return Status::Ok();
-  return Status::Forbidden(what + " needs the admin role; " +
-                           (by.is_user ? by.user + " is " + std::string(RoleName(by.role))
-                                       : std::string("the cluster token is not a user")));
-}
-
-}  // namespace
-
 Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request) {
-  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "creating a token"));
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "creating a token"));
   BERTH_RETURN_IF_ERROR(CheckAccountName("the user name", request.user));
   if (request.name.empty()) request.name = request.user + "-" + RandomHex(3);
   BERTH_RETURN_IF_ERROR(CheckAccountName("the token name", request.name));
@@ -181,7 +166,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
 }
 
 Result<TokenRow> Accounts::RevokeToken(const Principal& by, const std::string& name) {
-  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "revoking a token"));
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a token"));
   MutexLock lock(mu_);
   auto it = tokens_.find(name);
   if (it == tokens_.end()) return Status::NotFound("no token named '" + name + "'");
@@ -198,7 +183,7 @@ Result<TokenRow> Accounts::RevokeToken(const Principal& by, const std::string& n
 }
 
 Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change) {
-  BERTH_RETURN_IF_ERROR(NeedAdmin(by, "changing a user's rights"));
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "changing a user's rights"));
   BERTH_RETURN_IF_ERROR(CheckAccountName("the user name", change.name));
   if (change.team) {
     if (!change.team->empty()) BERTH_RETURN_IF_ERROR(CheckAccountName("the team", *change.team));

@@ -113,6 +113,9 @@ class Accounts {
   std::map<std::string, std::string> token_by_hash_ GUARDED_BY(mu_);  // hash -> name
 };
 
+// Ok when `by` has the `need` role; else Forbidden, saying what needs it and what `by` is.
+Status NeedRole(const Principal& by, Role need, const std::string& what);
+
 // Whether `by` may act on `job` beyond reading the queue (cancel it, read its logs and spec): its
 // owner and operators may.
 bool MayActOn(const Principal& by, const JobRow& job);

@@ -31,12 +31,6 @@ json::object UserJson(const UserRow& u) {
                       {"updated_by", u.updated_by}};
 }
 
-Status NeedAdmin(const Principal& by, const std::string& what) {
-  if (by.Has(Role::kAdmin)) return Status::Ok();
-  return Status::Forbidden(what + " needs the admin role; " + by.user + " is " +
-                           std::string(RoleName(by.role)));
-}
-
 Result<json::object> BodyObject(const net::HttpRequest& req) {
   auto body = ParseJson(req.body.empty() ? "{}" : req.body);
   if (!body.ok()) return body.status();
@@ -100,7 +94,7 @@ net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const P
 }
 
 net::HttpResponse Server::HandleListTokens(const Principal& by) {
-  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "listing tokens"));
+  BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "listing tokens"));
   json::array tokens;
   TimeMs now = clock_.Now();
   for (const auto& t : accounts_->Tokens()) tokens.push_back(TokenJson(t, now));
@@ -114,7 +108,7 @@ net::HttpResponse Server::HandleRevokeToken(const std::string& name, const Princ
 }
 
 net::HttpResponse Server::HandleListUsers(const Principal& by) {
-  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "listing users"));
+  BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "listing users"));
   json::array users;
   for (const auto& u : accounts_->Users()) users.push_back(UserJson(u));
   return JsonResponse(200, json::object{{"users", std::move(users)}});
@@ -155,7 +149,7 @@ net::HttpResponse Server::HandleSetUser(const std::string& name, const net::Http
 }
 
 net::HttpResponse Server::HandleAudit(const net::HttpRequest& req, const Principal& by) {
-  BERTH_RESPOND_IF_ERROR(NeedAdmin(by, "reading the audit log"));
+  BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "reading the audit log"));
   int limit = 100;
   try {
     limit = std::stoi(req.Query("limit", "100"));

@@ -427,10 +427,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
     return ErrorResponse(Status::Forbidden("you are " + by.user + " (" + by.via +
                                            "), the request says '" + *user + "'"));
   }
-  if (request.all_users && !by.Has(Role::kOperator)) {
-    return ErrorResponse(
-        Status::Forbidden("cancelling every user's jobs needs the operator role; " + by.user +
-                          " is " + std::string(RoleName(by.role))));
+  if (request.all_users) {
+    BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kOperator, "cancelling every user's jobs"));
   }
   request.user = by.user;
   request.cancel_any = by.Has(Role::kOperator);
@@ -460,11 +458,8 @@ net::HttpResponse Server::HandleNodes() {
 }
 
 net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, const Principal& by) {
-  if (!by.Has(Role::kOperator)) {
-    return ErrorResponse(Status::Forbidden(std::string(drain ? "draining" : "undraining") +
-                                           " a node needs the operator role; " + by.user + " is " +
-                                           std::string(RoleName(by.role))));
-  }
+  BERTH_RESPOND_IF_ERROR(
+      NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
   auto node = core_->Drain(name, drain, by.user);
   if (!node.ok()) return ErrorResponse(node.status());
   return JsonResponse(200, NodeJson(*node));

@@ -1,11 +1,9 @@
 #include "server/identity.h"
 
-#include <pwd.h>
 #include <unistd.h>
 
-#include <vector>
-
 #include "common/clock.h"
+#include "common/unix_user.h"
 #include "net/peer_identity.h"
 
 namespace berth {
@@ -24,13 +22,7 @@ std::optional<std::string> RealSystemUsers::NameOf(uint32_t uid) const {
     auto it = names_.find(uid);
     if (it != names_.end() && now - it->second.at < 60'000) return it->second.name;
   }
-  passwd pw{};
-  passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  std::optional<std::string> name;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
-    name = found->pw_name;
-  }
+  std::optional<std::string> name = UserNameOf(uid);
   MutexLock lock(mu_);
   if (names_.size() > 10'000) names_.clear();
   names_[uid] = Cached{name, now};

@@ -10,13 +10,10 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "net/http_client.h"
 #include "net/tls.h"
 
 namespace berth {
-
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || StartsWith(host, "127.");
-}
 
 namespace {
 
@@ -71,7 +68,7 @@ Status Server::Start() {
     if (::access(path.c_str(), F_OK) == 0) ::chmod(path.c_str(), 0600);
   }
   TightenOlderLogs(options_.state_dir + "/logs");
-  if (!IsLoopbackHost(options_.host)) options_.require_token = true;
+  if (!net::IsLoopbackHost(options_.host)) options_.require_token = true;
   if (!options_.token.empty()) {
     token_ = options_.token;
   } else {
@@ -131,7 +128,7 @@ Status Server::Start() {
 }
 
 Status Server::SetUpTls(net::HttpServerOptions& http) {
-  if (!options_.tls && options_.tls_cert.empty() && IsLoopbackHost(options_.host)) {
+  if (!options_.tls && options_.tls_cert.empty() && net::IsLoopbackHost(options_.host)) {
     return Status::Ok();
   }
   if (options_.tls_cert.empty() != options_.tls_key.empty()) {
@@ -147,7 +144,7 @@ Status Server::SetUpTls(net::HttpServerOptions& http) {
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.push_back(host);
     if (options_.host != "0.0.0.0" && options_.host != "::" && options_.host != "localhost" &&
-        !IsLoopbackHost(options_.host)) {
+        !net::IsLoopbackHost(options_.host)) {
       names.push_back(options_.host);
     }
     BERTH_RETURN_IF_ERROR(net::EnsureSelfSignedCertificate(cert, key, names));

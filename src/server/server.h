@@ -57,9 +57,6 @@ struct ServerOptions {
   int threads = 0;  // I/O threads; 0: sized from the CPUs this process may use
 };
 
-// Whether `host` names only the local machine ("127.0.0.1", "::1", "localhost").
-bool IsLoopbackHost(const std::string& host);
-
 class Server {
  public:
   // `store` holds the durable state (src/exe opens SQLite under the state dir; tests may wrap it
