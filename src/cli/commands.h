@@ -103,6 +103,7 @@ struct CancelFlags {
   bool as_json = false;
 };
 int Cancel(const GlobalFlags& g, const CancelFlags& flags);
+int Requeue(const GlobalFlags& g, const std::vector<int64_t>& ids);
 int Show(const GlobalFlags& g, int64_t id, bool as_json);
 
 // --- nodes (node_cmds.cpp) ---

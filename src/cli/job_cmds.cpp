@@ -351,6 +351,22 @@ int Cancel(const GlobalFlags& g, const CancelFlags& f) {
   return o.at("not_found").as_array().empty() && !refused ? 0 : 1;
 }
 
+int Requeue(const GlobalFlags& g, const std::vector<int64_t>& ids) {
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  int rc = 0;
+  for (int64_t id : ids) {
+    auto res = conn.Call("POST", fmt::format("/v1/jobs/{}/requeue", id));
+    if (!res.ok()) {
+      rc = Fail(res.status());
+      continue;
+    }
+    fmt::print("Job {} is back in the queue.\n", id);
+  }
+  return rc;
+}
+
 int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();

@@ -204,6 +204,14 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   add_global(cancel);
   cancel->callback([&] { rc = Cancel(g, cancel_flags); });
 
+  std::vector<int64_t> requeue_ids;
+  auto* requeue = app.add_subcommand(
+      "requeue",
+      "Stop jobs' running attempts and put them back in the queue (yours; operators: any)");
+  requeue->add_option("ids", requeue_ids, "Job ids")->required();
+  add_global(requeue);
+  requeue->callback([&] { rc = Requeue(g, requeue_ids); });
+
   int64_t show_id = 0;
   bool show_json = false;
   auto* show =

@@ -186,6 +186,8 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         }
         if (parts.size() == 4 && m == "GET")
           return on(read, [this, id, by] { return HandleShowJob(*id, *by); });
+        if (parts.size() == 5 && parts[4] == "requeue" && m == "POST")
+          return on(state, [this, id, by] { return HandleRequeue(*id, *by); });
         if (parts.size() == 5 && parts[4] == "logs" && m == "GET") {
           return on(read, [this, id, req, by, res] {
             HandleLogs(*id, *req, *by, res);
@@ -449,6 +451,16 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
                                         {"already_finished", ids(answer->already_finished)},
                                         {"not_found", ids(answer->not_found)},
                                         {"forbidden", ids(answer->forbidden)}});
+}
+
+net::HttpResponse Server::HandleRequeue(int64_t id, const Principal& by) {
+  Status st = core_->Requeue(id, by.user, by.Has(Role::kOperator));
+  if (st.code() == Code::kConflict && !core_->ActiveJobRow(id)) {
+    auto rows = store_->GetJobs({id});
+    if (rows.ok() && rows->empty()) st = Status::NotFound(fmt::format("no job {}", id));
+  }
+  if (!st.ok()) return ErrorResponse(st);
+  return JsonResponse(200, json::object{{"id", id}, {"status", "PENDING"}});
 }
 
 net::HttpResponse Server::HandleNodes() {

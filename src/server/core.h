@@ -114,6 +114,10 @@ class Core {
   // kept).
   Result<SubmitAnswer> Submit(SubmitRequest request) EXCLUDES(mu_, submit_mu_);
   Result<CancelAnswer> Cancel(const CancelRequest& request) EXCLUDES(mu_);
+  // Stops the running attempt of `job` and puts it back in the queue (its next attempt starts
+  // afresh), on the request of `user`; `any` lets them requeue other users' jobs (an operator).
+  // Forbidden (not theirs), NotFound, Conflict (pending already, or ended), Unavailable.
+  Status Requeue(int64_t job, const std::string& user, bool any) EXCLUDES(mu_);
   // NotFound for an unknown node; Unavailable when the change could not be recorded.
   // `by` is recorded in the audit log.
   Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "")

@@ -188,6 +188,29 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   return answer;
 }
 
+Status Core::Requeue(int64_t id, const std::string& user, bool any) {
+  HandlerLock lock(this);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
+    return Status::Conflict(
+        fmt::format("job {} is not active: only a queued or running job can be "
+                    "requeued",
+                    id));
+  }
+  ActiveJob& job = it->second;
+  if (!any && job.row.user != user) {
+    return Status::Forbidden(fmt::format(
+        "job {} is not yours: requeueing another user's job needs the operator role", id));
+  }
+  if (job.row.status == JobStatus::kPending) {
+    return Status::Conflict(fmt::format("job {} is queued already", id));
+  }
+  Plan plan;
+  plan.by = user;
+  Requeue(plan, job, "requeued by " + user, clock_.Now());
+  return Execute(plan);
+}
+
 Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by) {
   HandlerLock lock(this);
   auto it = nodes_.find(name);

@@ -90,6 +90,7 @@ class Server {
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
   net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleRequeue(int64_t id, const Principal& by);
   net::HttpResponse HandleNodes();
   net::HttpResponse HandleDrain(const std::string& node, bool drain, const Principal& by);
   void HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,

@@ -133,7 +133,15 @@ class IdentityTest(BerthTestCase):
         self.assertIn("admin role", err)
 
         # An admin (root, on the socket) makes olga an operator: she may cancel bob's job.
+        rc, _, err = self.as_user("alice", "requeue", long_job, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("operator role", err)
         self.as_user("root", "admin", "user", "set", olga, "--role", "operator")
+        # An operator may requeue bob's job: it goes back to the queue and runs again.
+        self.as_user("olga", "requeue", long_job)
+        again = self.wait_status(long_job, "RUNNING")
+        self.assertEqual(again["attempt"], 2)
+        self.assertEqual(again["attempts"][0]["reason"], f"requeued by {olga}")
         _, out, _ = self.as_user("olga", "show", long_job, "--json")
         self.assertIsNotNone(json.loads(out)["spec"])
         self.as_user("olga", "logs", long_job, "--no-follow")

@@ -245,5 +245,34 @@ TEST_F(CoreTest, DrainIsAudited) {
   EXPECT_EQ(audit->front().target, "n1");
 }
 
+// Requeue: a user puts their own running job back in the queue (its agent is told to stop it, the
+// attempt is recorded, the event says who); another user's is forbidden unless an operator asks;
+// a queued job is refused; a failed commit changes nothing.
+TEST_F(CoreTest, RequeueIsTheOwnersOrAnOperators) {
+  Register("n1", 1);
+  int64_t job = Submit(Spec(1), "alice");
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  EXPECT_EQ(core_->Requeue(job, "bob", false).code(), Code::kForbidden);
+  std::string before = core_->DebugState();
+  store_->FailWrites(1);
+  EXPECT_EQ(core_->Requeue(job, "alice", false).code(), Code::kUnavailable);
+  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_TRUE(channel_.Stops("n1").empty());
+
+  ASSERT_TRUE(core_->Requeue(job, "alice", false).ok());
+  EXPECT_EQ(Stored(job).status, JobStatus::kPending);
+  ASSERT_EQ(channel_.Stops("n1").size(), 1u);
+  auto events = store_->GetEvents(job);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().by, "alice");
+  EXPECT_EQ(events->back().reason, "requeued by alice");
+  EXPECT_EQ(core_->Requeue(job, "alice", false).code(), Code::kConflict);  // queued already
+
+  int64_t other = Submit(Spec(1), "bob");
+  EXPECT_EQ(core_->Requeue(other, "olga", false).code(), Code::kForbidden);
+  EXPECT_EQ(core_->Requeue(other, "olga", true).code(), Code::kConflict);  // pending: nothing to do
+}
+
 }  // namespace
 }  // namespace berth::testing
