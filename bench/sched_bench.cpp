@@ -13,6 +13,13 @@
 //                           preemptions)
 //   SnapshotCopy*           what it costs the server to copy a snapshot of that size (the passes
 //                           above time Schedule() alone)
+//   FairShare_*             the same passes with fair share (issue 12): the 100,000 jobs belong to
+//                           200 users in 20 teams with quotas, borrow limits, weights and usage
+//                           (see "Fair share" below); the target is at most 1.5x the plain pass. At
+//                           the end the binary prints each fair/plain ratio of the medians (real
+//                           and CPU time); compare with --benchmark_repetitions=5
+//                           --benchmark_enable_random_interleaving=true, so that a machine's load
+//                           drifting during the run weighs on both alike.
 //
 // The cluster: 10,000 nodes with 8 GPUs each (70% H100, 30% A100, interleaved), 128 CPUs and 1 TiB,
 // labelled rack=r0..r624 in groups of 16 nodes. The queue mixes 1-, 2-, 4- and 8-GPU jobs, 2-16
@@ -23,7 +30,11 @@
 //      cmake --build build-sched --target sched_bench -j1 && ./build-sched/bench/sched_bench
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -294,7 +305,345 @@ void BM_SnapshotCopyFullQueue(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotCopyFullQueue)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- Fair share (issue 12) ----
+//
+// The same clusters and queues, owned: 200 users (user-000..199) in 20 teams (team-00..19, ten
+// users each). Team t weighs 1 + t % 3 and has a nominal quota per GPU type in proportion to
+// 1 + 7t % 5; teams with t % 5 == 4 have no A100 quota and teams with t % 7 == 3 no H100 quota. The
+// quotas of a type sum to 101% of the cluster's GPUs of that type. Borrow limits: teams with
+// t % 4 == 1 may borrow a quarter of their quota of each type; team-02 and team-06 may not borrow
+// A100 at all (limit 0); the rest have none (unlimited). Every user has decayed usage (1-2000
+// GPU-hours; a team's is its users' sum); every tenth user has max_running_gpus = 64. The pending
+// queue is the plain benchmarks' queue (same shapes, priorities and ids), submitted in sweeps:
+// runs of 1-100 consecutive jobs, each run by a random user, so every user's jobs interleave with
+// everyone's. H100-seconds weigh 2, A100-seconds 1; the rest of Config is the default (admission
+// charge 1h, reclaim 3 per team per minute).
+constexpr int kTeams = 20;
+constexpr int kUsers = 200;
+
+std::string TeamName(int t) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "team-%02d", t);
+  return buf;
+}
+
+std::string UserName(int u) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "user-%03d", u);
+  return buf;
+}
+
+int TeamOfUser(int u) { return u / (kUsers / kTeams); }
+
+// GPUs of each type in the cluster.
+std::map<std::string, int64_t> Capacity() {
+  std::map<std::string, int64_t> cap;
+  for (int i = 0; i < kNodes; ++i) cap[GpuTypeOf(i)] += kGpusPerNode;
+  return cap;
+}
+
+std::vector<TeamView> MakeTeams() {
+  const std::map<std::string, int64_t> cap = Capacity();
+  auto has_quota = [](int t, const std::string& type) {
+    return type == "A100" ? t % 5 != 4 : t % 7 != 3;
+  };
+  std::vector<TeamView> teams(kTeams);
+  for (const auto& [type, gpus] : cap) {
+    int share_sum = 0;
+    for (int t = 0; t < kTeams; ++t) {
+      if (has_quota(t, type)) share_sum += 1 + (7 * t) % 5;
+    }
+    for (int t = 0; t < kTeams; ++t) {
+      if (!has_quota(t, type)) continue;
+      const int64_t quota =
+          static_cast<int64_t>(1.01 * static_cast<double>(gpus) * (1 + (7 * t) % 5) / share_sum);
+      teams[static_cast<size_t>(t)].quota[type] = quota * kMilliPerGpu;
+      if (t % 4 == 1) teams[static_cast<size_t>(t)].borrow_limit[type] = quota / 4 * kMilliPerGpu;
+    }
+  }
+  teams[2].borrow_limit["A100"] = 0;
+  teams[6].borrow_limit["A100"] = 0;
+  for (int t = 0; t < kTeams; ++t) {
+    teams[static_cast<size_t>(t)].name = TeamName(t);
+    teams[static_cast<size_t>(t)].weight = 1 + t % 3;
+  }
+  return teams;
+}
+
+std::vector<UserView> MakeUsers(std::vector<TeamView>& teams) {
+  std::mt19937 rng(12);
+  std::vector<UserView> users;
+  for (int u = 0; u < kUsers; ++u) {
+    UserView v;
+    v.name = UserName(u);
+    v.team = TeamName(TeamOfUser(u));
+    v.usage = std::uniform_int_distribution<int>(1, 2000)(rng) * 3600.0;
+    if (u % 10 == 9) v.max_running_gpus = 64 * kMilliPerGpu;
+    teams[static_cast<size_t>(TeamOfUser(u))].usage += v.usage;
+    users.push_back(std::move(v));
+  }
+  return users;
+}
+
+Config FairConfig() {
+  Config c;
+  c.gpu_weights = {{"A100", 1.0}, {"H100", 2.0}};
+  return c;
+}
+
+// Teams, users, and the pending jobs' owners, in sweeps (see above).
+void AddOwners(Snapshot& s) {
+  s.teams = MakeTeams();
+  s.users = MakeUsers(s.teams);
+  std::mt19937 rng(13);
+  size_t k = 0;
+  while (k < s.pending.size()) {
+    const size_t run = static_cast<size_t>(std::uniform_int_distribution<int>(1, 100)(rng));
+    const std::string user = UserName(std::uniform_int_distribution<int>(0, kUsers - 1)(rng));
+    for (size_t end = std::min(k + run, s.pending.size()); k < end; ++k) s.pending[k].user = user;
+  }
+}
+
+// Gives every running job an owner (a random user of the chosen team).
+// kWithinQuota: per GPU type, the running jobs in order fill team after team up to its quota, so
+// no team borrows and nobody may reclaim (the quotas exceed the cluster by 1%, enough for all).
+// kSomeOverQuota: each job goes to a random team, in proportion to its quota times 0.5, 1 or 1.5
+// (t-dependent; 1% of the type's capacity for a team without a quota of it), so that some teams
+// are over their quota (borrowing) and others under it (they may reclaim).
+enum class Owners { kWithinQuota, kSomeOverQuota };
+void OwnRunning(Snapshot& s, Owners how) {
+  std::mt19937 rng(14);
+  auto user_of = [&](int team) {
+    return UserName(team * (kUsers / kTeams) +
+                    std::uniform_int_distribution<int>(0, kUsers / kTeams - 1)(rng));
+  };
+  const std::map<std::string, int64_t> cap = Capacity();
+  if (how == Owners::kWithinQuota) {
+    std::map<std::string, std::pair<int, MilliGpu>> fill;  // type -> (team, what it holds)
+    for (RunningJob& r : s.running) {
+      auto& [team, held] = fill[r.per_node.gpu_type];
+      const MilliGpu gpus = r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size());
+      auto quota = [&](int t) {
+        const auto& q = s.teams[static_cast<size_t>(t)].quota;
+        auto it = q.find(r.per_node.gpu_type);
+        return it == q.end() ? MilliGpu{0} : it->second;
+      };
+      while (team < kTeams && held + gpus > quota(team)) {
+        ++team;
+        held = 0;
+      }
+      if (team == kTeams) {
+        std::fprintf(stderr, "OwnRunning: the quotas do not cover the cluster\n");
+        std::abort();
+      }
+      held += gpus;
+      r.user = user_of(team);
+    }
+    return;
+  }
+  std::map<std::string, std::discrete_distribution<int>> pick;
+  for (const auto& [type, gpus] : cap) {
+    std::vector<double> w;
+    for (int t = 0; t < kTeams; ++t) {
+      const auto& q = s.teams[static_cast<size_t>(t)].quota;
+      auto it = q.find(type);
+      const double factor = 0.5 * (1 + (2 * t + 1) % 3);
+      w.push_back(it == q.end() ? 0.01 * static_cast<double>(gpus)
+                                : factor * static_cast<double>(it->second) / kMilliPerGpu);
+    }
+    pick[type] = std::discrete_distribution<int>(w.begin(), w.end());
+  }
+  for (RunningJob& r : s.running) r.user = user_of(pick[r.per_node.gpu_type](rng));
+}
+
+void CountReclaims(benchmark::State& state, const PassResult& last) {
+  int reclaims = 0;
+  for (const PreemptDecision& d : last.preemptions) reclaims += d.reclaim ? 1 : 0;
+  state.counters["reclaims"] = reclaims;
+}
+
+// Times Schedule() on `s` as the plain benchmarks do (freeing the result is not timed).
+void FairPasses(benchmark::State& state, const Snapshot& s, bool count_placements = false) {
+  const Config config = FairConfig();
+  PassResult last;
+  int64_t placed = 0;
+  for (auto _ : state) {
+    PassResult result = Schedule(s, config);
+    placed += static_cast<int64_t>(result.placements.size());
+    state.PauseTiming();
+    last = std::move(result);
+    state.ResumeTiming();
+  }
+  if (count_placements) state.SetItemsProcessed(placed);
+  state.counters["running"] = static_cast<double>(s.running.size());
+  Report(state, last);
+  CountReclaims(state, last);
+}
+
+void BM_FairShare_EmptyClusterPlacements(benchmark::State& state) {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.pending = MakeQueue(kPending, 1);
+  AddOwners(s);
+  FairPasses(state, s, /*count_placements=*/true);
+}
+BENCHMARK(BM_FairShare_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Nobody may preempt by priority, and every team runs within its quota: nobody may reclaim.
+void BM_FairShare_FullClusterNothingFits(benchmark::State& state) {
+  Snapshot s = FullCluster(/*priority=*/10);
+  s.pending = MakeQueue(kPending, 2);
+  AddOwners(s);
+  OwnRunning(s, Owners::kWithinQuota);
+  FairPasses(state, s);
+}
+BENCHMARK(BM_FairShare_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// As above, but some teams borrow: the teams under their quota reclaim, up to the rate limit
+// (3 each), and every other in-quota job's waiting reason names the limit.
+void BM_FairShare_FullClusterReclaimLimited(benchmark::State& state) {
+  Snapshot s = FullCluster(/*priority=*/10);
+  s.pending = MakeQueue(kPending, 2);
+  AddOwners(s);
+  OwnRunning(s, Owners::kSomeOverQuota);
+  FairPasses(state, s);
+}
+BENCHMARK(BM_FairShare_FullClusterReclaimLimited)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The mass preemption, with teams: priority preempts only a job's own team's work or borrowed
+// work, and teams under their quota reclaim (rate-limited).
+void BM_FairShare_FullClusterMassPreemption(benchmark::State& state) {
+  Snapshot s = FullCluster(/*priority=*/0);
+  s.pending = MakeQueue(kPending, 2);
+  AddOwners(s);
+  OwnRunning(s, Owners::kSomeOverQuota);
+  FairPasses(state, s);
+}
+BENCHMARK(BM_FairShare_FullClusterMassPreemption)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One job of one user into the busy cluster, whose running jobs belong to the 200 users: the
+// queue's order is plain, but the pass still builds the teams' holdings from every running job.
+void BM_FairShare_OneJobIntoBusyCluster(benchmark::State& state) {
+  Snapshot s = BusyCluster();
+  s.teams = MakeTeams();
+  s.users = MakeUsers(s.teams);
+  OwnRunning(s, Owners::kSomeOverQuota);
+  JobRequest job;
+  job.id = 5'000'000;
+  job.user = UserName(0);
+  job.priority = 1;
+  job.submitted_at = kNow;
+  job.per_node = PerNode("H100", 2);
+  s.pending = {job};
+  const Config config = FairConfig();
+  PassResult last;
+  for (auto _ : state) {
+    last = Schedule(s, config);
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["running"] = static_cast<double>(s.running.size());
+  Report(state, last);
+}
+BENCHMARK(BM_FairShare_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The display reporter the command line asks for, which also keeps every run's real time and, at
+// the end, prints each fair/plain ratio of medians (of the repetitions; one run: its time).
+class RatioReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit RatioReporter(benchmark::BenchmarkReporter* inner) : inner_(inner) {}
+  bool ReportContext(const Context& context) override { return inner_->ReportContext(context); }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      Times& t = times_[r.run_name.function_name];
+      t.unit = r.time_unit;
+      if (r.run_type == Run::RT_Iteration) {
+        t.real.runs.push_back(r.GetAdjustedRealTime());
+        t.cpu.runs.push_back(r.GetAdjustedCPUTime());
+      } else if (r.aggregate_name == "median") {
+        t.real.median = r.GetAdjustedRealTime();
+        t.cpu.median = r.GetAdjustedCPUTime();
+      }
+    }
+    inner_->ReportRuns(runs);
+  }
+  void Finalize() override {
+    inner_->Finalize();
+    // {fair, plain, target ratio (0: none)}
+    static const struct {
+      const char* fair;
+      const char* plain;
+      double target;
+    } kPairs[] = {
+        {"BM_FairShare_FullClusterNothingFits", "BM_FullClusterNothingFits", 1.5},
+        {"BM_FairShare_FullClusterReclaimLimited", "BM_FullClusterNothingFits", 1.5},
+        {"BM_FairShare_EmptyClusterPlacements", "BM_EmptyClusterPlacements", 1.5},
+        {"BM_FairShare_FullClusterMassPreemption", "BM_FullClusterMassPreemption", 1.5},
+        {"BM_FairShare_OneJobIntoBusyCluster", "BM_OneJobIntoBusyCluster", 0},
+    };
+    bool header = false;
+    for (const auto& p : kPairs) {
+      const Times* fair = Find(p.fair);
+      const Times* plain = Find(p.plain);
+      if (fair == nullptr || plain == nullptr) continue;
+      if (!header) {
+        std::cout << "\nfair share / plain, medians per pass (real time; CPU time):\n";
+        header = true;
+      }
+      const double f = fair->real.Median() / benchmark::GetTimeUnitMultiplier(fair->unit);
+      const double q = plain->real.Median() / benchmark::GetTimeUnitMultiplier(plain->unit);
+      const double fc = fair->cpu.Median() / benchmark::GetTimeUnitMultiplier(fair->unit);
+      const double qc = plain->cpu.Median() / benchmark::GetTimeUnitMultiplier(plain->unit);
+      const double ratio = f / q;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "  %-40s %9.3f / %9.3f ms = %5.2fx; CPU %9.3f / %9.3f ms = %5.2fx", p.fair,
+                    f * 1e3, q * 1e3, ratio, fc * 1e3, qc * 1e3, fc / qc);
+      std::cout << line;
+      if (p.target > 0) {
+        std::cout << (ratio <= p.target ? "  (target <= " : "  (MISSED: target <= ") << p.target
+                  << "x)";
+      }
+      std::cout << "\n";
+    }
+  }
+
+ private:
+  struct Series {
+    std::vector<double> runs;
+    double median = -1;
+    double Median() const {
+      if (runs.empty()) return median;
+      std::vector<double> v = runs;
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    }
+  };
+  struct Times {
+    benchmark::TimeUnit unit = benchmark::kMillisecond;
+    Series real;
+    Series cpu;
+  };
+  const Times* Find(const std::string& name) const {
+    auto it = times_.find(name);
+    if (it == times_.end() || it->second.real.Median() < 0) return nullptr;
+    return &it->second;
+  }
+  benchmark::BenchmarkReporter* inner_;
+  std::map<std::string, Times> times_;
+};
+
 }  // namespace
 }  // namespace berth::sched
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // The library's own reporter (--benchmark_format): a static it owns.
+  berth::sched::RatioReporter reporter(benchmark::CreateDefaultDisplayReporter());
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,17 +1,25 @@
 // Store benchmarks: the cost of one bulk submission (DESIGN.md "Bulk submission": 1000 jobs, one
-// request, one transaction) and of the reads a restart and `berth queue` make.
+// request, one transaction), of the reads a restart and `berth queue` make, and of usage accounting
+// (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up rebuild).
 //
 // Run: cmake --build build --target store_bench && ./build/bench/store_bench
 // Each Submit iteration uses a fresh database file in a temp directory, so the numbers include the
 // WAL writes and the checkpoint a real first submit pays, and none of the file growth of earlier
-// iterations.
+// iterations. The usage benchmarks share one database, built once (5-8 s on 2 cores).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "store/sqlite.h"
 #include "store/store.h"
 
 namespace berth {
@@ -117,6 +125,240 @@ void BM_LoadActiveJobs(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_LoadActiveJobs)->Arg(100)->Arg(10'000)->Unit(benchmark::kMillisecond);
+
+// ---- Usage accounting (issue 12) ----
+//
+// A cluster's 60 days: 1,000,000 attempts of 200 users in 20 teams on 3 GPU types, each 10 min to
+// 6 h long (uniform), ending uniformly over the 60 days, written in end order in Commits of 10,000
+// records as a server would write them. That is ~860k hourly buckets (1440 hours x 600 user-type
+// pairs) and ~36k daily ones. Then `berth usage` over the last 30 days (by user, by team; the
+// window does not start or end on an hour) and the start-up read of the last 70 days. The floor is
+// SQLite scanning a plain 1M-row table the same way (same pragmas, same default page cache), so
+// that the figures read as ratios on any machine.
+
+constexpr int kUsageRecords = 1'000'000;
+constexpr int kUsageBatch = 10'000;
+constexpr int kUsers = 200;
+constexpr int kTeams = 20;
+constexpr DurationMs kMinuteMs = 60'000;
+constexpr DurationMs kHourMs = 60 * kMinuteMs;
+constexpr DurationMs kDayMs = 24 * kHourMs;
+constexpr TimeMs kUsageEnd = 1'790'000'000'000;  // "now": the end of the 60 days
+constexpr TimeMs kUsageStart = kUsageEnd - 60 * kDayMs;
+
+class UsageFixture {
+ public:
+  UsageFixture() {
+    const auto start = std::chrono::steady_clock::now();
+    if (!Build().ok()) return;
+    setup_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "usage fixture: %d records committed, floor table built: %.1f s\n",
+                 kUsageRecords, setup_seconds_);
+  }
+
+  // Not ok when building failed; the benchmarks then skip with its message.
+  const Status& status() const { return status_; }
+  Store& store() { return *store_; }
+  SqliteDb& raw() { return *raw_; }
+  SqliteDb& floor() { return *floor_; }
+
+ private:
+  Status Build() {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("berth.db"));
+    if (!store.ok()) return status_ = store.status();
+    store_ = std::move(*store);
+
+    std::mt19937_64 rng(12);
+    const std::array<std::string, 3> types = {"H100", "A100", "L40S"};
+    const std::array<MilliGpu, 4> gpus = {1'000, 2'000, 4'000, 8'000};
+    const DurationMs slice = (kUsageEnd - kUsageStart) / (kUsageRecords / kUsageBatch);
+    for (int b = 0; b < kUsageRecords / kUsageBatch; ++b) {
+      // This batch's attempts end in its slice of the 60 days, in order.
+      std::vector<TimeMs> ends(kUsageBatch);
+      for (TimeMs& end : ends) {
+        end = kUsageStart + b * slice + static_cast<TimeMs>(rng() % static_cast<uint64_t>(slice));
+      }
+      std::sort(ends.begin(), ends.end());
+      Batch batch;
+      batch.usage.reserve(kUsageBatch);
+      for (TimeMs end : ends) {
+        const int user = static_cast<int>(rng() % kUsers);
+        const MilliGpu gpu_milli = gpus[rng() % gpus.size()];
+        const DurationMs length =
+            10 * kMinuteMs + static_cast<DurationMs>(rng() % (6 * kHourMs - 10 * kMinuteMs + 1));
+        const uint64_t outcome = rng() % 10;
+        batch.usage.push_back(UsageRecord{.user = "user" + std::to_string(user),
+                                          .team = "team" + std::to_string(user % kTeams),
+                                          .gpu_type = types[rng() % types.size()],
+                                          .gpu_milli = gpu_milli,
+                                          .cpu_milli = 4 * gpu_milli,
+                                          .placed_at = end - length,
+                                          .ended_at = end,
+                                          .wait_ms = static_cast<DurationMs>(rng() % kHourMs),
+                                          .job_ended = outcome < 8,
+                                          .preempted = outcome == 9});
+      }
+      if (Status st = store_->Commit(batch); !st.ok()) return status_ = st;
+    }
+
+    Result<std::unique_ptr<SqliteDb>> raw = SqliteDb::Open(dir_.File("berth.db"), false);
+    if (!raw.ok()) return status_ = raw.status();
+    raw_ = std::move(*raw);
+
+    // The floor: 1M rows of one small integer, in a file of its own with the store's pragmas.
+    Result<std::unique_ptr<SqliteDb>> floor = SqliteDb::Open(dir_.File("floor.db"));
+    if (!floor.ok()) return status_ = floor.status();
+    floor_ = std::move(*floor);
+    Result<std::string> mode = floor_->QueryText("PRAGMA journal_mode = WAL");
+    if (!mode.ok()) return status_ = mode.status();
+    if (Status st = floor_->Exec(
+            "PRAGMA synchronous = NORMAL;"
+            "CREATE TABLE t (x INTEGER NOT NULL);"
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < 1000000) "
+            "INSERT INTO t(x) SELECT i % 1000 FROM n;");
+        !st.ok()) {
+      return status_ = st;
+    }
+    return status_;
+  }
+
+  TempDir dir_;  // declared first: destroyed after the connections to its files
+  Status status_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<SqliteDb> raw_;
+  std::unique_ptr<SqliteDb> floor_;
+  double setup_seconds_ = 0;
+};
+
+// Built on first use, kept for every usage benchmark; destroyed (its files removed) at exit.
+UsageFixture& Usage() {
+  static UsageFixture fixture;
+  return fixture;
+}
+
+// The floor: SELECT sum(x) over 1,000,000 rows.
+void BM_UsageFloorScan1M(benchmark::State& state) {
+  UsageFixture& f = Usage();
+  if (!f.status().ok()) {
+    state.SkipWithError(f.status().message().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    Result<int64_t> sum = f.floor().QueryInt("SELECT sum(x) FROM t");
+    if (!sum.ok() || *sum != 499'500'000) {
+      state.SkipWithError("floor scan failed or summed wrong");
+      return;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 1'000'000);
+}
+BENCHMARK(BM_UsageFloorScan1M)->Unit(benchmark::kMillisecond);
+
+// What the report would cost from the hourly buckets alone (before usage_daily): counting the
+// window's hourly rows (the least any reading of them costs), and SQLite's GROUP BY over them.
+void BM_UsageHourlyCount30d(benchmark::State& state) {
+  UsageFixture& f = Usage();
+  if (!f.status().ok()) {
+    state.SkipWithError(f.status().message().c_str());
+    return;
+  }
+  const std::string sql =
+      "SELECT count(*) FROM usage_hourly WHERE hour >= " + std::to_string(kUsageEnd - 30 * kDayMs) +
+      " AND hour < " + std::to_string(kUsageEnd);
+  int64_t rows = 0;
+  for (auto _ : state) {
+    Result<int64_t> n = f.raw().QueryInt(sql);
+    if (!n.ok()) {
+      state.SkipWithError(n.status().message().c_str());
+      return;
+    }
+    rows = *n;
+  }
+  state.counters["buckets"] = static_cast<double>(rows);
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_UsageHourlyCount30d)->Unit(benchmark::kMillisecond);
+
+void BM_UsageHourlyGroupBy30d(benchmark::State& state) {
+  UsageFixture& f = Usage();
+  if (!f.status().ok()) {
+    state.SkipWithError(f.status().message().c_str());
+    return;
+  }
+  const std::string sql =
+      "SELECT user, gpu_type, sum(gpu_milli_ms), sum(cpu_milli_ms), sum(jobs), sum(wait_ms), "
+      "sum(waits), sum(preemptions) FROM usage_hourly WHERE hour >= " +
+      std::to_string(kUsageEnd - 30 * kDayMs - (kUsageEnd - 30 * kDayMs) % kHourMs) +
+      " AND hour < " + std::to_string(kUsageEnd) +
+      " GROUP BY user, gpu_type ORDER BY user, gpu_type";
+  Result<Statement> stmt = f.raw().Prepare(sql);
+  if (!stmt.ok()) {
+    state.SkipWithError(stmt.status().message().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    int rows = 0;
+    for (;;) {
+      Result<bool> row = stmt->Step();
+      if (!row.ok()) {
+        state.SkipWithError(row.status().message().c_str());
+        return;
+      }
+      if (!*row) break;
+      ++rows;
+    }
+    stmt->Reset();
+    if (rows != kUsers * 3) {
+      state.SkipWithError("GROUP BY returned the wrong rows");
+      return;
+    }
+  }
+}
+BENCHMARK(BM_UsageHourlyGroupBy30d)->Unit(benchmark::kMillisecond);
+
+// `berth usage --since 30d` (range(0) = 0) and `berth usage --since 30d --by-team` (1).
+void BM_QueryUsage30d(benchmark::State& state) {
+  UsageFixture& f = Usage();
+  if (!f.status().ok()) {
+    state.SkipWithError(f.status().message().c_str());
+    return;
+  }
+  const UsageQuery query{
+      .since = kUsageEnd - 30 * kDayMs, .until = kUsageEnd, .by_team = state.range(0) == 1};
+  const size_t expected = query.by_team ? kTeams : kUsers;
+  for (auto _ : state) {
+    Result<std::vector<UsageRow>> rows = f.store().QueryUsage(query);
+    if (!rows.ok() || rows->size() != expected) {
+      state.SkipWithError("QueryUsage failed or returned the wrong rows");
+      return;
+    }
+    benchmark::DoNotOptimize(rows);
+  }
+}
+BENCHMARK(BM_QueryUsage30d)->ArgName("by_team")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The start-up rebuild of decayed fair-share usage: every bucket of the last 70 days (all of them).
+void BM_LoadUsageBuckets70d(benchmark::State& state) {
+  UsageFixture& f = Usage();
+  if (!f.status().ok()) {
+    state.SkipWithError(f.status().message().c_str());
+    return;
+  }
+  size_t buckets = 0;
+  for (auto _ : state) {
+    Result<std::vector<UsageBucket>> rows = f.store().LoadUsageBuckets(kUsageEnd - 70 * kDayMs);
+    if (!rows.ok() || rows->empty()) {
+      state.SkipWithError("LoadUsageBuckets failed or returned nothing");
+      return;
+    }
+    buckets = rows->size();
+    benchmark::DoNotOptimize(rows);
+  }
+  state.counters["buckets"] = static_cast<double>(buckets);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(buckets));
+}
+BENCHMARK(BM_LoadUsageBuckets70d)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace berth

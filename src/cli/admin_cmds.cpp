@@ -154,12 +154,30 @@ int UserSet(const GlobalFlags& g, const UserSetFlags& f) {
   if (!f.role.empty()) body["role"] = f.role;
   if (f.max_priority) body["max_priority"] = *f.max_priority;
   if (f.team) body["team"] = *f.team;
+  for (const auto& [flag, field, value] :
+       {std::tuple("--max-running-gpus", "max_running_gpus", &f.max_running_gpus),
+        std::tuple("--max-pending-jobs", "max_pending_jobs", &f.max_pending_jobs)}) {
+    if (!*value) continue;
+    if (**value == "none") {
+      body[field] = nullptr;
+      continue;
+    }
+    char* end = nullptr;
+    const long n = std::strtol((*value)->c_str(), &end, 10);
+    if ((*value)->empty() || *end != '\0' || n < 0) {
+      return Fail(Status::Invalid(std::string(flag) + ": expected a number >= 0 or none, got '" +
+                                  **value + "'"));
+    }
+    body[field] = n;
+  }
   auto res =
       CallServer(g, "POST", "/v1/admin/users/" + net::UrlEncode(f.name), SerializeJson(body));
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
-  fmt::print("{}: role {}, max priority {}, team {}\n", Str(o, "name"), Str(o, "role"),
-             Str(o, "max_priority"), Str(o, "team"));
+  fmt::print("{}: role {}, max priority {}, team {}, max running GPUs {}, max pending jobs {}\n",
+             Str(o, "name"), Str(o, "role"), Str(o, "max_priority"), Str(o, "team"),
+             Str(o, "max_running_gpus") == "-" ? "no limit" : Str(o, "max_running_gpus"),
+             Str(o, "max_pending_jobs") == "-" ? "no limit" : Str(o, "max_pending_jobs"));
   return 0;
 }
 
@@ -171,11 +189,12 @@ int UserList(const GlobalFlags& g, bool as_json) {
     fmt::print("{}\n", SerializeJson(users));
     return 0;
   }
-  Table t({"USER", "ROLE", "MAX PRIORITY", "TEAM", "UPDATED", "BY"});
+  Table t({"USER", "ROLE", "MAX PRIORITY", "TEAM", "MAX GPUS", "MAX PENDING", "UPDATED", "BY"});
   for (const auto& v : users) {
     const json::object& o = v.as_object();
     t.Add({Str(o, "name"), Str(o, "role"), Str(o, "max_priority"), Str(o, "team"),
-           Str(o, "updated_at"), Str(o, "updated_by")});
+           Str(o, "max_running_gpus"), Str(o, "max_pending_jobs"), Str(o, "updated_at"),
+           Str(o, "updated_by")});
   }
   fmt::print("{}", t.Render());
   return 0;

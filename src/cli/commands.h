@@ -33,6 +33,11 @@ struct ServerFlags {
   std::string lease = "30s";
   std::string kill_grace = "10s";
   std::string starvation = "10m";
+  std::string fair_share_half_life = "7d";
+  std::string gpu_weights;  // "A100=2,T4=0.5"
+  std::string admission_charge = "1h";
+  int reclaim_limit = 3;
+  std::string reclaim_window = "1m";
   int threads = 0;
   std::string url_file;
   std::string pid_file;
@@ -84,6 +89,8 @@ struct QueueFlags {
   bool as_json = false;
   int limit = 50;
   std::optional<int64_t> group;
+  std::string user;  // only this user's jobs
+  std::string team;  // only this team's jobs ("-": the default team)
 };
 int Queue(const GlobalFlags& g, const QueueFlags& flags);
 
@@ -133,10 +140,29 @@ struct UserSetFlags {
   std::string role;
   std::optional<int> max_priority;
   std::optional<std::string> team;
+  std::optional<std::string> max_running_gpus;  // a number, or "none"
+  std::optional<std::string> max_pending_jobs;
 };
 int UserSet(const GlobalFlags& g, const UserSetFlags& flags);
 int UserList(const GlobalFlags& g, bool as_json);
 int Audit(const GlobalFlags& g, int limit, bool as_json);
+
+// --- fair share (share_cmds.cpp) ---
+struct TeamSetFlags {
+  std::string name;
+  std::optional<std::string> gpus;          // "A100:16,V100:8" ("none": no quota)
+  std::optional<std::string> borrow_limit;  // "A100:8" ("none": no limit)
+  std::optional<double> weight;
+};
+int TeamSet(const GlobalFlags& g, const TeamSetFlags& flags);
+int TeamList(const GlobalFlags& g, bool as_json);
+struct UsageFlags {
+  std::string since = "7d";
+  std::string until;
+  std::string by = "user";
+  bool as_json = false;
+};
+int Usage(const GlobalFlags& g, const UsageFlags& flags);
 // The SHA-256 fingerprint of an https server's certificate, unverified (trust on first use).
 Result<std::string> ServerFingerprint(const std::string& url);
 

@@ -250,6 +250,8 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   std::string target =
       f.all ? "/v1/jobs?all=1&limit=0" : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
   if (f.group) target += fmt::format("&group={}", *f.group);
+  if (!f.user.empty()) target += "&user=" + net::UrlEncode(f.user);
+  if (!f.team.empty()) target += "&team=" + net::UrlEncode(f.team);
   auto res = conn.Call("GET", target);
   if (!res.ok()) return Fail(res.status());
   const json::array& jobs = res->as_object().at("jobs").as_array();
@@ -367,6 +369,82 @@ int Requeue(const GlobalFlags& g, const std::vector<int64_t>& ids) {
   return rc;
 }
 
+namespace {
+
+std::string Num(const json::value* v) {
+  if (v == nullptr || v->is_null()) return "-";
+  if (v->is_double()) {
+    const double d = v->as_double();
+    if (d == static_cast<double>(static_cast<int64_t>(d))) return std::to_string(int64_t(d));
+    return fmt::format("{:.2f}", d);
+  }
+  if (v->is_string()) return std::string(v->as_string());
+  return SerializeJson(*v);
+}
+
+// `berth show`'s "why pending" block, from the job JSON's `waiting` object (docs/fair-share.md).
+void PrintWaiting(const json::object& w) {
+  const json::value* position = w.if_contains("position");
+  if (position == nullptr) return;
+  const std::string team =
+      Num(w.if_contains("team")) == "-" ? "(default)" : Num(w.if_contains("team"));
+  fmt::print("  in line:    #{} of the waiting jobs, #{} in team {}\n", Num(position),
+             Num(w.if_contains("team_position")), team);
+  const json::object& q = w.at("quota").as_object();
+  if (Num(q.if_contains("state")) != "no GPU") {
+    fmt::print(
+        "  quota:      {}: team {} uses {} of quota {} (may borrow {} more); this job needs {}\n",
+        Num(q.if_contains("state")), team, Num(q.if_contains("team_uses")),
+        Num(q.if_contains("quota")),
+        Num(q.if_contains("borrow_limit")) == "-" ? "without limit"
+                                                  : Num(q.if_contains("borrow_limit")),
+        Num(q.if_contains("job_needs")));
+  }
+  const json::object& f = w.at("fair_share").as_object();
+  fmt::print("  fair share: user score {}, team score {} (team usage {} / weight {})\n",
+             Num(f.if_contains("user_score")), Num(f.if_contains("team_score")),
+             Num(f.if_contains("team_usage")), Num(f.if_contains("team_weight")));
+  if (const json::value* first = f.if_contains("first_waiting"); first && first->is_object()) {
+    const json::object& o = first->as_object();
+    fmt::print("  next up:    job {} (team {}, user score {}, team score {})\n",
+               Num(o.if_contains("job")),
+               Num(o.if_contains("team")) == "-" ? "(default)" : Num(o.if_contains("team")),
+               Num(o.if_contains("user_score")), Num(o.if_contains("team_score")));
+  }
+  if (const json::value* b = w.if_contains("blocking"); b && b->is_object()) {
+    const json::object& o = b->as_object();
+    fmt::print("  blocking:   {} {} on {} node(s); {} node(s) have that free; most free: {}{}\n",
+               Num(o.if_contains("needed")), Num(o.if_contains("resource")),
+               Num(o.if_contains("nodes_needed")), Num(o.if_contains("nodes_with_enough")),
+               Num(o.if_contains("most_free")),
+               Num(o.if_contains("most_free_node")) == "-"
+                   ? ""
+                   : " on " + Num(o.if_contains("most_free_node")));
+  }
+  if (const json::value* b = w.if_contains("blocking"); b && b->is_object()) {
+    if (const json::value* held = b->as_object().if_contains("held_by"); held && held->is_array()) {
+      std::vector<std::string> who;
+      for (const auto& h : held->as_array()) {
+        const json::object& o = h.as_object();
+        who.push_back(fmt::format(
+            "{} ({}) {}", Num(o.if_contains("user")),
+            Num(o.if_contains("team")) == "-" ? "(default)" : Num(o.if_contains("team")),
+            Num(o.if_contains("gpus"))));
+      }
+      if (!who.empty()) fmt::print("  held by:    {}\n", Join(who, ", "));
+    }
+  }
+  if (const json::value* r = w.if_contains("reservation"); r && r->is_object()) {
+    const json::object& o = r->as_object();
+    std::vector<std::string> nodes;
+    for (const auto& n : o.at("nodes").as_array()) nodes.push_back(std::string(n.as_string()));
+    fmt::print("  reserved:   {} until {}\n", Join(nodes, ", "),
+               Num(o.if_contains("until")) == "-" ? "unknown" : Num(o.if_contains("until")));
+  }
+}
+
+}  // namespace
+
 int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
@@ -388,6 +466,9 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
   fmt::print("  status:     {}   attempt {}\n", str("status"), str("attempt"));
   fmt::print("  reason:     {}\n", str("reason"));
+  if (const json::value* w = j.if_contains("waiting"); w != nullptr && w->is_object()) {
+    PrintWaiting(w->as_object());
+  }
   fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n",
              str("num_nodes"), GpusOf(j), SerializeJson(r.at("cpus")),
              SerializeJson(r.at("memory")), str("priority"));

@@ -83,6 +83,23 @@ int Main(int argc, char** argv, const Daemons& daemons) {
       ->add_option("--starvation", server_flags.starvation,
                    "Wait after which a job gets a reservation")
       ->capture_default_str();
+  server
+      ->add_option("--fair-share-half-life", server_flags.fair_share_half_life,
+                   "Half-life of the usage fair share counts (0 is refused: it would do nothing)")
+      ->capture_default_str();
+  server->add_option("--gpu-weights", server_flags.gpu_weights,
+                     "What a GPU-second of each type costs in fair share and usage, like "
+                     "A100=2,T4=0.5 (default 1 each)");
+  server
+      ->add_option("--admission-charge", server_flags.admission_charge,
+                   "Fair share counts each weighted GPU a job holds as this much use in advance")
+      ->capture_default_str();
+  server
+      ->add_option("--reclaim-limit", server_flags.reclaim_limit,
+                   "Reclaims of borrowed GPUs a team may decide per --reclaim-window (0: none)")
+      ->capture_default_str();
+  server->add_option("--reclaim-window", server_flags.reclaim_window, "See --reclaim-limit")
+      ->capture_default_str();
   server->add_option("--threads", server_flags.threads,
                      "HTTP worker threads (default: the CPUs this process may use)");
   server->add_option("--url-file", server_flags.url_file,
@@ -180,6 +197,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                    "Jobs per page (active ones and the most recent finished)")
       ->capture_default_str();
   queue->add_option("--group", queue_flags.group, "Only the jobs of this group");
+  queue->add_option("--user", queue_flags.user, "Only this user's jobs");
+  queue->add_option("--team", queue_flags.team, "Only this team's jobs ('-': the default team)");
   queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");
   add_global(queue);
   queue->callback([&] { rc = Queue(g, queue_flags); });
@@ -258,7 +277,21 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   add_global(login);
   login->callback([&] { rc = Login(g, login_flags); });
 
-  auto* admin = app.add_subcommand("admin", "Users, tokens and the audit log (admins only)");
+  UsageFlags usage_flags;
+  auto* usage = app.add_subcommand(
+      "usage", "GPU-hours by type, CPU-hours, jobs, mean wait and preemptions, per user or team");
+  usage
+      ->add_option("--since", usage_flags.since,
+                   "Start of the window: a duration back from now (7d, 12h) or a time "
+                   "(2026-11-01T00:00:00Z); rounded down to the hour")
+      ->capture_default_str();
+  usage->add_option("--until", usage_flags.until, "End of the window (default: now)");
+  usage->add_option("--by", usage_flags.by, "user or team")->capture_default_str();
+  usage->add_flag("--json", usage_flags.as_json, "Machine-readable output");
+  add_global(usage);
+  usage->callback([&] { rc = Usage(g, usage_flags); });
+
+  auto* admin = app.add_subcommand("admin", "Users, teams, tokens and the audit log (admins only)");
   admin->require_subcommand(1);
   auto* token = admin->add_subcommand("token", "Users' bearer tokens");
   token->require_subcommand(1);
@@ -294,6 +327,12 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   user_set->add_option("--max-priority", user_flags.max_priority,
                        "Highest priority the user may submit at (default 0)");
   user_set->add_option("--team", user_flags.team, "Team (\"\" for none)");
+  user_set->add_option("--max-running-gpus", user_flags.max_running_gpus,
+                       "GPUs (any type) the user's running jobs may hold at once; more wait "
+                       "('none': no limit)");
+  user_set->add_option("--max-pending-jobs", user_flags.max_pending_jobs,
+                       "Jobs the user may have waiting; submissions beyond it are refused "
+                       "('none': no limit)");
   add_global(user_set);
   user_set->callback([&] { rc = UserSet(g, user_flags); });
   bool user_list_json = false;
@@ -301,6 +340,29 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   user_list->add_flag("--json", user_list_json, "Machine-readable output");
   add_global(user_list);
   user_list->callback([&] { rc = UserList(g, user_list_json); });
+
+  auto* team = admin->add_subcommand("team", "Teams: GPU quotas, borrowing, fair-share weight");
+  team->require_subcommand(1);
+  TeamSetFlags team_flags;
+  auto* team_set = team->add_subcommand(
+      "set", "Create or change a team (docs/fair-share.md); unset options stay as they are");
+  team_set->add_option("name", team_flags.name, "Team name")->required();
+  team_set->add_option("--gpus", team_flags.gpus,
+                       "Guaranteed (nominal) quota per GPU type, like A100:16,V100:8 ('none': "
+                       "no quota)");
+  team_set->add_option("--borrow-limit", team_flags.borrow_limit,
+                       "How many idle GPUs beyond the quota it may borrow, per type, like A100:8 "
+                       "(a type not named: no limit; A100:0 forbids borrowing; 'none': no "
+                       "limits)");
+  team_set->add_option("--weight", team_flags.weight,
+                       "Fair-share weight: usage is divided by it (default 1)");
+  add_global(team_set);
+  team_set->callback([&] { rc = TeamSet(g, team_flags); });
+  bool team_list_json = false;
+  auto* team_list = team->add_subcommand("list", "Teams, their quotas and what they use now");
+  team_list->add_flag("--json", team_list_json, "Machine-readable output");
+  add_global(team_list);
+  team_list->callback([&] { rc = TeamList(g, team_list_json); });
 
   int audit_limit = 100;
   bool audit_json = false;

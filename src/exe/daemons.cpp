@@ -115,6 +115,37 @@ int RunServer(const ServerFlags& flags) {
   options.lease_ms = *lease;
   options.kill_grace_ms = *grace;
   options.starvation_ms = *starvation;
+  auto half_life = ParseDuration(flags.fair_share_half_life);
+  auto charge = ParseDuration(flags.admission_charge);
+  auto window = ParseDuration(flags.reclaim_window);
+  if (!half_life || *half_life <= 0) {
+    return Fail(Status::Invalid(
+        "--fair-share-half-life: expected a positive duration like 7d (a half-life of 0 would "
+        "forget all usage at once, so fair share would do nothing)"));
+  }
+  if (!charge) return Fail(Status::Invalid("--admission-charge: expected a duration like 1h"));
+  if (!window || *window <= 0) {
+    return Fail(Status::Invalid("--reclaim-window: expected a positive duration like 1m"));
+  }
+  if (flags.reclaim_limit < 0) return Fail(Status::Invalid("--reclaim-limit must be >= 0"));
+  options.usage.half_life_ms = *half_life;
+  options.admission_charge_s = static_cast<double>(*charge) / 1000;
+  options.reclaim_limit = flags.reclaim_limit;
+  options.reclaim_window = *window;
+  for (const std::string& item : Split(flags.gpu_weights, ',')) {
+    if (Trim(item).empty()) continue;
+    const size_t eq = item.find('=');
+    char* end = nullptr;
+    const std::string number = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const double weight = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || weight < 0) {
+      return Fail(
+          Status::Invalid("--gpu-weights: expected TYPE=WEIGHT[,TYPE=WEIGHT], like "
+                          "A100=2,T4=0.5; got '" +
+                          item + "'"));
+    }
+    options.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
+  }
 
   sigset_t signals = BlockStopSignals();
   int64_t t0 = MonotonicMs();

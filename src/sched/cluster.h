@@ -37,6 +37,7 @@ struct NodeView {
 // A job waiting to be placed.
 struct JobRequest {
   JobId id = 0;
+  std::string user;  // its owner, for fair share and quotas ("" = anonymous, default team)
   int priority = 0;
   int num_nodes = 1;
   ResourceRequest per_node;
@@ -53,6 +54,7 @@ struct RunningJob {
   JobId id = 0;
   int attempt = 0;  // which attempt of the job holds these resources (a job may have two: one
                     // still stopping, one placed)
+  std::string user;
   int priority = 0;
   ResourceRequest per_node;
   std::string exclusive;
@@ -72,10 +74,34 @@ struct AttemptRef {
   auto operator<=>(const AttemptRef&) const = default;
 };
 
+// A team's claim on the cluster (docs/fair-share.md). A team without a view (and the default team,
+// "") has no quota, no borrow limit and weight 1.
+struct TeamView {
+  std::string name;
+  // GPU type -> milli-GPUs guaranteed (nominal quota); a type without an entry has quota 0.
+  std::map<std::string, MilliGpu> quota;
+  // GPU type -> milli-GPUs it may use beyond its quota; a type without an entry: no limit.
+  std::map<std::string, MilliGpu> borrow_limit;
+  double weight = 1;  // fair-share weight (> 0)
+  double usage = 0;   // decayed, weighted GPU-seconds its users consumed (the server computes it)
+  std::vector<TimeMs> reclaims;  // when its recent reclaims were decided (for the rate limit)
+};
+
+// A user, for fair share and per-user caps. A user without a view is in the default team, with no
+// usage and no cap.
+struct UserView {
+  std::string name;
+  std::string team;                          // "" = the default team
+  double usage = 0;                          // decayed, weighted GPU-seconds
+  std::optional<MilliGpu> max_running_gpus;  // over all GPU types, whole GPUs x 1000
+};
+
 struct Snapshot {
   std::vector<NodeView> nodes;
   std::vector<RunningJob> running;
-  std::vector<JobRequest> pending;  // any order; the scheduler orders by (priority desc, id asc)
+  std::vector<JobRequest> pending;  // any order; see scheduler.h for the order of a pass
+  std::vector<TeamView> teams;
+  std::vector<UserView> users;
   TimeMs now = 0;
 };
 

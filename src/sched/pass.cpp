@@ -85,15 +85,6 @@ const std::string* LabelOf(const NodeView& node, std::string_view key) {
   return nullptr;
 }
 
-// A pending job as the pass walks the queue.
-struct QueueEntry {
-  int priority;
-  uint32_t shape;
-  JobId id;
-  uint32_t pos;   // in Snapshot::pending
-  bool starving;  // waited longer than the starvation bound
-};
-
 // Priority high first, then id (then position, for duplicate ids). The server lists the queue by
 // id and uses a narrow range of priorities, so a stable counting sort by priority usually does.
 std::vector<QueueEntry> InQueueOrder(std::vector<QueueEntry> entries) {
@@ -153,10 +144,14 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
     : snapshot_(snapshot),
       config_(config),
       tuning_(tuning),
+      shares_(snapshot, config),
       state_(snapshot.nodes),
       index_(state_) {
   closed_.assign(state_.size(), 0);
   version_.assign(state_.size(), 0);
+  for (size_t t = 0; t < shares_.team_count(); ++t) {
+    any_quota_ = any_quota_ || shares_.HasQuota(static_cast<int>(t));
+  }
   for (const RunningJob& job : snapshot.running) {
     if (job.exclusive.empty()) continue;
     for (const NodeGrant& grant : job.placement) {
@@ -170,8 +165,8 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
 PassResult Pass::Run() {
   const std::vector<JobRequest>& pending = snapshot_.pending;
 
-  // One sequential sweep over the queue groups it by shape; the queue is then walked in priority
-  // order through these small entries, and a job's request is read again only when it is tried.
+  // One sequential sweep over the queue groups it by shape; the queue is then walked in order
+  // through these small entries, and a job's request is read again only when it is tried.
   struct ShapeState {
     const JobRequest* first = nullptr;
     Need need;
@@ -179,9 +174,15 @@ PassResult Pass::Run() {
     Memo preempt;           // preemption failed (for its priority, so for every later, lower one)
     bool reserved = false;  // a starving job of this shape holds a reservation
     const std::string* reason = nullptr;
+    int blocking = -1;  // into blockings_ (the numbers behind `reason`)
   };
   std::vector<ShapeState> shapes;
+  std::vector<Ask> asks;  // by shape: what it asks of quotas and caps
   std::vector<QueueEntry> entries;
+  PendingIndex jobs;
+  jobs.id.resize(pending.size());
+  jobs.shape.resize(pending.size());
+  jobs.user.resize(pending.size());
   entries.reserve(pending.size());
   {
     std::unordered_map<ShapeRef, uint32_t, ShapeHash, ShapeEq> ids;
@@ -190,48 +191,152 @@ PassResult Pass::Run() {
       auto [it, fresh] =
           ids.try_emplace(ShapeRef{&job, HashShape(job)}, static_cast<uint32_t>(shapes.size()));
       if (fresh) {
-        shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr});
+        shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr, -1});
         shapes.back().need.valid = RequestProblem(job).empty();
+        asks.push_back(shares_.AskOf(job));
       }
-      entries.push_back({job.priority, it->second, job.id, k, Starving(job)});
+      const int user = shares_.pending_users()[k];
+      jobs.id[k] = job.id;
+      jobs.shape[k] = it->second;
+      jobs.user[k] = user;
+      entries.push_back({job.priority, it->second, job.id, k, user, Starving(job)});
     }
   }
-  const std::vector<QueueEntry> order = InQueueOrder(std::move(entries));
+  // The plain order (one owner) is a sort; a fair one is decided job by job, as jobs are admitted.
+  std::optional<FairOrder> fair;
+  std::vector<QueueEntry> order;
+  if (shares_.plain()) {
+    order = InQueueOrder(std::move(entries));
+  } else {
+    fair.emplace(shares_, asks, std::move(entries));
+  }
+  size_t next_in_order = 0;
+  auto next = [&](QueueEntry* e) {
+    if (fair) return fair->Next(e);
+    if (next_in_order == order.size()) return false;
+    *e = order[next_in_order++];
+    return true;
+  };
+
+  // With team quotas, whom a job may preempt depends on its team: memos are per (shape, team).
+  const bool any_quota = any_quota_;
+  const bool any_limits = shares_.any_limits();
+  auto key = [](uint32_t shape, int other) {
+    return (static_cast<uint64_t>(shape) << 32) | static_cast<uint32_t>(other);
+  };
+  std::unordered_map<uint64_t, Memo> team_preempt;                // by (shape, team)
+  std::unordered_map<uint64_t, Memo> reclaim;                     // by (shape, team)
+  std::unordered_map<uint64_t, const std::string*> rate_limited;  // reasons, by (shape, team)
+  // Limit reasons are the same for every job of a (shape, user) until something is admitted.
+  std::unordered_map<uint64_t, std::pair<uint64_t, const std::string*>> limits;
+  uint64_t admissions = 0;
 
   std::deque<std::string> reasons;
   std::vector<const std::string*> outcome(pending.size(), nullptr);  // nullptr: placed
-  for (const QueueEntry& e : order) {
+  std::vector<uint32_t> considered;
+  considered.reserve(pending.size());
+  auto consider = [&](const QueueEntry& e) -> bool {  // true: admitted
+    // Only what the shape says is read until the job has something left to try: in a long queue
+    // of jobs that cannot start, a job's own request is never touched.
     ShapeState& shape = shapes[e.shape];
-    if (shape.place.any && (!config_.preemption || shape.preempt.any) &&
+    const Ask& ask = asks[e.shape];
+    if (any_limits && ask.gpus > 0) {
+      auto [it, fresh] = limits.try_emplace(key(e.shape, e.user), admissions, nullptr);
+      if (fresh || it->second.first != admissions) {
+        it->second.first = admissions;
+        std::string limit = shares_.LimitReason(e.user, ask);
+        it->second.second = limit.empty() ? nullptr : &reasons.emplace_back(std::move(limit));
+      }
+      if (it->second.second != nullptr) {
+        outcome[e.pos] = it->second.second;
+        return false;
+      }
+    }
+    const int team = shares_.TeamOf(e.user);
+    Memo& preempt = any_quota ? team_preempt[key(e.shape, team)] : shape.preempt;
+    // A job within its team's quota may reclaim it from other teams' borrowed work.
+    const bool in_quota = config_.preemption && any_quota && shares_.InQuota(e.user, ask);
+    Memo* reclaim_memo = nullptr;
+    if (in_quota && shares_.ReclaimsLeft(team) > 0) {
+      reclaim_memo = &reclaim[key(e.shape, team)];
+      if (reclaim_memo->any || reclaim_memo->Covers(pending[e.pos].time_limit)) {
+        reclaim_memo = nullptr;
+      }
+    }
+    // Its reason, and why it does not reclaim when the team's rate limit is what stops it.
+    auto waits = [&](const std::string* reason) {
+      if (!in_quota || config_.reclaim_limit <= 0 || shares_.ReclaimsLeft(team) > 0 ||
+          !AnyBorrowedOutside(team)) {
+        return reason;
+      }
+      auto [it, fresh] = rate_limited.try_emplace(key(e.shape, team), nullptr);
+      if (fresh) {
+        it->second = &reasons.emplace_back(
+            *reason + "; team " + TeamLabel(shares_.TeamName(team)) +
+            "'s quota is held by other teams' borrowed jobs, but the team has made its " +
+            std::to_string(config_.reclaim_limit) + " reclaims allowed per " +
+            FormatDuration(config_.reclaim_window) + "; the next is allowed in " +
+            FormatDuration(shares_.NextReclaimAt(team) - snapshot_.now));
+      }
+      return it->second;
+    };
+    if (shape.place.any && (!config_.preemption || preempt.any) && reclaim_memo == nullptr &&
         (shape.reserved || !e.starving)) {
-      outcome[e.pos] = shape.reason;  // the common case of a long queue: nothing left to try
-      continue;
+      outcome[e.pos] = waits(shape.reason);  // the common case of a long queue: nothing to try
+      return false;
     }
     const JobRequest& job = pending[e.pos];
     const Need& need = shape.need;
     if (!shape.place.Covers(job.time_limit)) {
       std::string reason;
-      if (TryPlace(job, need, &reason)) continue;
+      blocking_.reset();
+      if (TryPlace(job, need, &reason)) return true;
       shape.place.Add(!reservations_.empty(), job.time_limit);
       shape.reason = &reasons.emplace_back(std::move(reason));
-    }
-    if (config_.preemption && !shape.preempt.Covers(job.time_limit)) {
-      std::string reason;
-      if (TryPreempt(e.shape, job, need, &reason) != Outcome::kNone) {
-        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
-        continue;
+      if (blocking_) {
+        shape.blocking = static_cast<int>(blockings_.size());
+        blockings_.push_back(std::move(*blocking_));
       }
-      shape.preempt.Add(!reservations_.empty(), job.time_limit);
+    }
+    if (config_.preemption && !preempt.Covers(job.time_limit)) {
+      std::string reason;
+      if (TryPreempt(e.shape, job, need, Claim{job.priority, team, false}, &reason) !=
+          Outcome::kNone) {
+        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
+        return true;
+      }
+      preempt.Add(!reservations_.empty(), job.time_limit);
+    }
+    if (reclaim_memo != nullptr) {
+      std::string reason;
+      const Outcome got = TryPreempt(e.shape, job, need, Claim{job.priority, team, true}, &reason);
+      if (got != Outcome::kNone) {
+        if (got == Outcome::kPreempted) shares_.Reclaimed(team, snapshot_.now);
+        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
+        return true;
+      }
+      reclaim_memo->Add(!reservations_.empty(), job.time_limit);
     }
     if (!shape.reserved && e.starving) {
       std::string more = Reserve(job, need);
       if (!more.empty()) {
         shape.reserved = true;  // later jobs of the shape queue behind this one
         outcome[e.pos] = &reasons.emplace_back(*shape.reason + more);
-        continue;
+        return false;
       }
     }
-    outcome[e.pos] = shape.reason;
+    outcome[e.pos] = waits(shape.reason);
+    return false;
+  };
+  QueueEntry e{};
+  while (next(&e)) {
+    considered.push_back(e.pos);
+    const bool admitted = consider(e);
+    if (admitted) {
+      shares_.Admit(e.user, asks[e.shape]);
+      ++admissions;
+    }
+    if (fair) fair->Done(admitted);
   }
 
   PassResult result;
@@ -246,7 +351,88 @@ PassResult Pass::Run() {
       result.waiting.emplace_hint(result.waiting.end(), pending[k].id, *outcome[k]);
     }
   }
+  std::vector<int> blocking(shapes.size());
+  for (size_t k = 0; k < shapes.size(); ++k) blocking[k] = shapes[k].blocking;
+  Explain(considered, outcome, jobs, asks, blocking, result);
   return result;
+}
+
+void Pass::Explain(const std::vector<uint32_t>& considered,
+                   const std::vector<const std::string*>& outcome, const PendingIndex& jobs,
+                   const std::vector<Ask>& asks, const std::vector<int>& blocking,
+                   PassResult& result) {
+  for (size_t t = 0; t < shares_.team_count(); ++t) result.teams.push_back(shares_.TeamName(t));
+  result.blockings = std::move(blockings_);
+  std::unordered_map<JobId, int> reserved_job;
+  for (size_t r = 0; r < reservations_.size(); ++r) {
+    ReservationView& v = result.reservations.emplace_back();
+    v.job = reservations_[r].job;
+    if (reservations_[r].until != kNever) v.until = reservations_[r].until;
+    reserved_job[v.job] = static_cast<int>(r);
+  }
+  for (NodeIdx i = 0; i < reserved_.size(); ++i) {
+    if (reserved_[i] >= 0) {
+      result.reservations[static_cast<size_t>(reserved_[i])].nodes.push_back(state_.name(i));
+    }
+  }
+  // Positions in the order the pass considered the jobs; the explanations then in pending order
+  // (the server's, by id), from per-position arrays, so that no job's request is read again.
+  const size_t n = outcome.size();
+  std::vector<int> position(n, 0);
+  std::vector<int> team_position(n, 0);
+  std::vector<int> team_waiting(shares_.team_count(), 0);
+  JobId first = 0;
+  int waiting = 0;
+  for (uint32_t pos : considered) {
+    if (outcome[pos] == nullptr) continue;
+    if (first == 0) first = jobs.id[pos];
+    position[pos] = ++waiting;
+    team_position[pos] = ++team_waiting[static_cast<size_t>(shares_.TeamOf(jobs.user[pos]))];
+  }
+  std::vector<double> user_usage(shares_.user_count());
+  for (size_t u = 0; u < user_usage.size(); ++u) user_usage[u] = shares_.UserUsage(int(u));
+  std::vector<double> team_usage(shares_.team_count());
+  for (size_t t = 0; t < team_usage.size(); ++t) team_usage[t] = shares_.TeamUsage(int(t));
+  result.explain.reserve(static_cast<size_t>(waiting));
+  for (size_t pos = 0; pos < n; ++pos) {
+    if (outcome[pos] == nullptr) continue;
+    const int user = jobs.user[pos];
+    const int team = shares_.TeamOf(user);
+    const Ask& ask = asks[jobs.shape[pos]];
+    Explanation x;
+    x.position = position[pos];
+    x.team_position = team_position[pos];
+    x.team = team;
+    x.job_needs = ask.gpus;
+    if (ask.gpus > 0) {
+      x.team_uses = shares_.TeamHolds(team, ask.type);
+      x.quota = shares_.TeamQuota(team, ask.type);
+      x.borrow_limit = shares_.TeamBorrowLimit(team, ask.type);
+      if (x.team_uses + x.job_needs <= x.quota) {
+        x.quota_state = Explanation::Quota::kWithin;
+      } else if (x.borrow_limit && x.team_uses + x.job_needs > x.quota + *x.borrow_limit) {
+        x.quota_state = Explanation::Quota::kOverLimit;
+      } else {
+        x.quota_state = Explanation::Quota::kBorrowing;
+      }
+    }
+    x.user_usage = user_usage[static_cast<size_t>(user)];
+    x.team_usage = team_usage[static_cast<size_t>(team)];
+    x.team_weight = shares_.TeamWeight(team);
+    x.user_score = x.user_usage;
+    x.team_score = x.team_usage / x.team_weight;
+    x.first_waiting = first;
+    x.blocking = blocking[jobs.shape[pos]];
+    if (!reserved_job.empty()) {
+      auto r = reserved_job.find(jobs.id[pos]);
+      if (r != reserved_job.end()) x.reservation = r->second;
+    }
+    result.explain.emplace_back(jobs.id[pos], x);
+  }
+  auto by_id = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(result.explain.begin(), result.explain.end(), by_id)) {
+    std::sort(result.explain.begin(), result.explain.end(), by_id);
+  }
 }
 
 bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason) {
@@ -388,6 +574,8 @@ Pass::Occupant Pass::OccupantOf(const JobRequest& job, const Placement* placemen
   o.id = job.id;
   o.priority = job.priority;
   o.kind = Kind::kPlaced;
+  o.team = shares_.TeamOf(shares_.UserIndex(job.user));
+  o.borrowed = false;
   o.started_at = snapshot_.now;
   o.end = job.time_limit ? snapshot_.now + *job.time_limit : kNever;
   o.per_node = &job.per_node;
@@ -501,11 +689,38 @@ void Pass::EnsureOccupancy() {
     o.per_node = &r.per_node;
     o.exclusive = &r.exclusive;
     o.placement = &r.placement;
+    o.team = shares_.TeamOf(shares_.running_users()[occupants_.size()]);
     o.nodes.reserve(r.placement.size());
     o.nodes.assign(running_nodes.begin() + static_cast<std::ptrdiff_t>(at),
                    running_nodes.begin() + static_cast<std::ptrdiff_t>(at + r.placement.size()));
     at += r.placement.size();
     AddOccupant(std::move(o));
+  }
+  // Borrowed work: per team and GPU type, the running jobs oldest first fill the quota; a job that
+  // starts once the older ones already fill it is borrowed (and so is everything of a type or
+  // resource without a quota). A job partly within the quota is not: evicting it would take its
+  // team below its quota, and the team could then reclaim back.
+  if (any_quota_) {
+    for (size_t k = 0; k < snapshot_.running.size(); ++k) {
+      const Occupant& o = occupants_[k];
+      if (o.kind != Kind::kRunning || o.per_node->gpu_milli <= 0) continue;
+      if (shares_.TeamQuota(o.team, shares_.FindType(o.per_node->gpu_type)) <= 0) continue;
+      borrow_groups_[{o.team, o.per_node->gpu_type}].push_back(static_cast<int>(k));
+    }
+    for (auto& [key, members] : borrow_groups_) {
+      std::sort(members.begin(), members.end(), [&](int a, int b) {
+        const Occupant& x = occupants_[static_cast<size_t>(a)];
+        const Occupant& y = occupants_[static_cast<size_t>(b)];
+        return std::pair(x.started_at, x.id) < std::pair(y.started_at, y.id);
+      });
+      const MilliGpu quota = shares_.TeamQuota(key.first, shares_.FindType(key.second));
+      MilliGpu filled = 0;
+      for (int k : members) {
+        Occupant& o = occupants_[static_cast<size_t>(k)];
+        o.borrowed = filled >= quota;  // older jobs fill the quota without it
+        filled += o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size());
+      }
+    }
   }
   for (Occupant& o : early_) AddOccupant(std::move(o));
   early_.clear();

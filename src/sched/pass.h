@@ -27,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sched/fair_share.h"
 #include "sched/node_index.h"
 #include "sched/node_state.h"
 #include "sched/scheduler.h"
@@ -71,6 +72,10 @@ class Pass {
     Kind kind = Kind::kRunning;
     TimeMs started_at = 0;
     TimeMs end = kNever;  // when its resources are expected back
+    int team = 0;         // Shares' index
+    // Running work wholly beyond its team's nominal quota (or of a resource without one): other
+    // teams may evict it (by priority, or to reclaim their quota). Kept current as the pass evicts.
+    bool borrowed = true;
     const ResourceRequest* per_node = nullptr;
     const std::string* exclusive = nullptr;
     const Placement* placement = nullptr;
@@ -78,6 +83,13 @@ class Pass {
   };
   // What a job may do with an occupant of a node it wants.
   enum class Role { kBlocks, kVictim, kWait };
+  // Who a preemption may evict: lower-priority jobs of the team or borrowed ones (by priority), or
+  // other teams' borrowed jobs of any priority (a reclaim).
+  struct Claim {
+    int priority = 0;
+    int team = 0;
+    bool reclaim = false;
+  };
 
   // ---- The domains of one exclusive label key ----
   struct Domains {
@@ -118,6 +130,16 @@ class Pass {
   enum class Outcome { kNone, kPreempted, kHeld };
 
   // pass.cpp
+  // Per position in Snapshot::pending: what the pass needs of a job without reading it again.
+  struct PendingIndex {
+    std::vector<JobId> id;
+    std::vector<uint32_t> shape;
+    std::vector<int> user;
+  };
+  // Fills result.explain (and its tables) for the jobs left waiting (`blocking`: by shape).
+  void Explain(const std::vector<uint32_t>& considered,
+               const std::vector<const std::string*>& outcome, const PendingIndex& jobs,
+               const std::vector<Ask>& asks, const std::vector<int>& blocking, PassResult& result);
   bool TryPlace(const JobRequest& job, const Need& need, std::string* reason);
   bool TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason);
   std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count);
@@ -171,11 +193,17 @@ class Pass {
     void Push(const Candidate& c);
     Candidate Pop();
   };
-  using QueueKey = std::tuple<uint32_t, int, std::optional<DurationMs>>;
+  using QueueKey = std::tuple<uint32_t, int, std::optional<DurationMs>, int>;  // team: reclaim
   static bool Later(const Candidate& a, const Candidate& b);  // heap order: a comes out after b
 
-  Outcome TryPreempt(uint32_t shape, const JobRequest& job, const Need& need, std::string* reason);
-  Role RoleOf(const Occupant& o, int priority) const;
+  Outcome TryPreempt(uint32_t shape, const JobRequest& job, const Need& need, const Claim& claim,
+                     std::string* reason);
+  Role RoleOf(const Occupant& o) const;
+  // After `victim` was evicted: its team's jobs of its GPU type, oldest first, fill the quota
+  // again; those that now fit in it are no longer borrowed.
+  void UpdateBorrowed(const Occupant& victim);
+  // Whether another team holds borrowed work `job` could reclaim (for its waiting reason).
+  bool AnyBorrowedOutside(int team);
   std::optional<Choice> ChooseVictims(CandidateQueue& queue, const JobRequest& job,
                                       const Need& need);
   std::optional<Choice> ChooseDomain(CandidateQueue& queue, const JobRequest& job,
@@ -220,6 +248,8 @@ class Pass {
   const Snapshot& snapshot_;
   const Config& config_;
   const Tuning& tuning_;
+  Shares shares_;
+  Claim claim_;  // of the preemption being decided
   NodeState state_;
   NodeIndex index_;
   std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
@@ -245,6 +275,11 @@ class Pass {
   std::vector<uint32_t> version_;        // per node: bumped whenever it changes
   std::vector<NodeIdx> touched_;         // every change, in order: queues catch up from it
   std::map<QueueKey, CandidateQueue> queues_;
+  bool any_quota_ = false;  // some team has a quota
+  uint64_t evictions_ = 0;  // decisions that evicted someone so far
+  std::vector<std::pair<uint64_t, bool>> borrowed_outside_;  // by team: (evictions_, answer)
+  // (team, GPU type) -> its running occupants, oldest first: whose work is borrowed.
+  std::map<std::pair<int, std::string>, std::vector<int>> borrow_groups_;
   int queues_priority_ = std::numeric_limits<int>::max();  // queues_ serve jobs of this priority
 
   // Decisions, in deques so that occupants can point at their placements.
@@ -258,6 +293,10 @@ class Pass {
   };
   std::vector<Reservation> reservations_;
   std::vector<int> reserved_;  // node -> reservation, -1; empty until the first reservation
+
+  // Why the last WhyNot() call's job waits, as numbers (waiting_reasons.cpp).
+  mutable std::optional<Blocking> blocking_;
+  std::vector<Blocking> blockings_;  // one per failing shape that had numbers
 };
 
 }  // namespace berth::sched::internal

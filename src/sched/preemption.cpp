@@ -36,11 +36,52 @@ bool Pass::Cost::operator<(const Cost& o) const {
   return waits < o.waits;
 }
 
-Pass::Role Pass::RoleOf(const Occupant& o, int priority) const {
-  if (o.kind == Kind::kPlaced || o.kind == Kind::kVictim || o.priority >= priority) {
-    return Role::kBlocks;
+Pass::Role Pass::RoleOf(const Occupant& o) const {
+  if (o.kind == Kind::kPlaced || o.kind == Kind::kVictim) return Role::kBlocks;
+  if (claim_.reclaim) {
+    // Not what is stopping: its resources may already be promised to the job that evicted it.
+    if (o.kind == Kind::kStopping) return Role::kBlocks;
+    return o.team != claim_.team && o.borrowed ? Role::kVictim : Role::kBlocks;
   }
-  return o.kind == Kind::kStopping ? Role::kWait : Role::kVictim;
+  if (o.priority >= claim_.priority) return Role::kBlocks;
+  if (o.kind == Kind::kStopping) return Role::kWait;
+  // Work within another team's quota is never preempted by priority.
+  return o.team == claim_.team || o.borrowed ? Role::kVictim : Role::kBlocks;
+}
+
+void Pass::UpdateBorrowed(const Occupant& victim) {
+  if (victim.per_node->gpu_milli <= 0) return;  // no quota covers it: always borrowed
+  auto it = borrow_groups_.find({victim.team, victim.per_node->gpu_type});
+  if (it == borrow_groups_.end()) return;
+  const MilliGpu quota =
+      shares_.TeamQuota(victim.team, shares_.FindType(victim.per_node->gpu_type));
+  MilliGpu filled = 0;
+  for (int k : it->second) {
+    Occupant& o = occupants_[static_cast<size_t>(k)];
+    if (o.kind != Kind::kRunning) continue;
+    const bool borrowed = filled >= quota;  // older jobs fill the quota without it
+    filled += o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size());
+    if (borrowed != o.borrowed) {
+      o.borrowed = borrowed;
+      TouchOccupant(o);
+    }
+  }
+}
+
+bool Pass::AnyBorrowedOutside(int team) {
+  EnsureOccupancy();
+  // Borrowed work only changes when the pass evicts someone: one scan per team in between.
+  if (borrowed_outside_.size() < shares_.team_count()) {
+    borrowed_outside_.assign(shares_.team_count(), {~uint64_t{0}, false});
+  }
+  auto& [seen, any] = borrowed_outside_[static_cast<size_t>(team)];
+  if (seen != evictions_) {
+    seen = evictions_;
+    any = std::any_of(occupants_.begin(), occupants_.end(), [&](const Occupant& o) {
+      return o.kind == Kind::kRunning && o.borrowed && o.team != team;
+    });
+  }
+  return any;
 }
 
 Pass::Cost Pass::CostOf(const std::vector<int>& set) const {
@@ -118,22 +159,29 @@ void Pass::TouchOccupant(const Occupant& o) {
 }
 
 Pass::Outcome Pass::TryPreempt(uint32_t shape, const JobRequest& job, const Need& need,
-                               std::string* reason) {
+                               const Claim& claim, std::string* reason) {
   if (!need.valid || need.unknown_type) return Outcome::kNone;
-  if (!min_running_priority_) {
-    min_running_priority_ = std::numeric_limits<int>::max();
-    for (const RunningJob& r : snapshot_.running) {
-      min_running_priority_ = std::min(*min_running_priority_, r.priority);
+  if (claim.reclaim) {
+    if (!AnyBorrowedOutside(claim.team)) return Outcome::kNone;  // nothing to take back
+  } else {
+    if (!min_running_priority_) {
+      min_running_priority_ = std::numeric_limits<int>::max();
+      for (const RunningJob& r : snapshot_.running) {
+        min_running_priority_ = std::min(*min_running_priority_, r.priority);
+      }
     }
+    if (job.priority <= *min_running_priority_) return Outcome::kNone;  // nobody it may evict
   }
-  if (job.priority <= *min_running_priority_) return Outcome::kNone;  // nobody it may evict
   EnsureOccupancy();
+  claim_ = claim;
   // Jobs come in priority order: the queues of a higher priority serve nobody any more.
   if (job.priority < queues_priority_ || !tuning_.reuse_preemption_queues) {
     queues_.clear();
     queues_priority_ = job.priority;
   }
-  auto [it, fresh] = queues_.try_emplace(QueueKey(shape, job.priority, job.time_limit));
+  // Whom a job may evict depends on its team once teams have quotas (and always in a reclaim).
+  const int team_key = claim.reclaim ? -2 - claim.team : any_quota_ ? claim.team : 0;
+  auto [it, fresh] = queues_.try_emplace(QueueKey(shape, job.priority, job.time_limit, team_key));
   CandidateQueue& queue = it->second;
   const int pool = PoolOf(state_, job);
   if (fresh && job.exclusive.empty()) {
@@ -164,7 +212,7 @@ Pass::Outcome Pass::TryPreempt(uint32_t shape, const JobRequest& job, const Need
   return Execute(job, need, std::move(*choice), reason);
 }
 
-std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& job,
+std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& /*job*/,
                                                const Need& need) const {
   // Holders of the node's domain must all go; any job may go only if it has lower priority.
   int floor = std::numeric_limits<int>::min();
@@ -173,7 +221,7 @@ std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& job,
   bool waits = false;  // a set of stopping jobs only might do: no useful bound
   for (int h : holders_[i]) {
     const Occupant& o = occupants_[static_cast<size_t>(h)];
-    switch (RoleOf(o, job.priority)) {
+    switch (RoleOf(o)) {
       case Role::kBlocks:
         return std::nullopt;
       case Role::kWait:
@@ -199,7 +247,7 @@ std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& job,
   bool any = false;
   for (int v : on_node_[i]) {
     const Occupant& o = occupants_[static_cast<size_t>(v)];
-    const Role role = RoleOf(o, job.priority);
+    const Role role = RoleOf(o);
     if (role == Role::kWait) waits = true;
     if (role != Role::kVictim) continue;
     any = true;
@@ -219,12 +267,12 @@ std::optional<Pass::Candidate> Pass::NodeBound(NodeIdx i, const JobRequest& job,
   return c;
 }
 
-std::optional<Pass::Candidate> Pass::NodeExact(NodeIdx i, const JobRequest& job, const Need& need,
-                                               std::vector<int>* set) const {
+std::optional<Pass::Candidate> Pass::NodeExact(NodeIdx i, const JobRequest& /*job*/,
+                                               const Need& need, std::vector<int>* set) const {
   std::vector<int> must;
   for (int h : holders_[i]) {
     // Held by a job of equal or higher priority: never entered.
-    if (RoleOf(occupants_[static_cast<size_t>(h)], job.priority) == Role::kBlocks) {
+    if (RoleOf(occupants_[static_cast<size_t>(h)]) == Role::kBlocks) {
       return std::nullopt;
     }
     must.push_back(h);
@@ -240,7 +288,7 @@ std::optional<Pass::Candidate> Pass::NodeExact(NodeIdx i, const JobRequest& job,
   }
   std::vector<int> may;
   for (int o : on_node_[i]) {
-    if (RoleOf(occupants_[static_cast<size_t>(o)], job.priority) == Role::kBlocks) continue;
+    if (RoleOf(occupants_[static_cast<size_t>(o)]) == Role::kBlocks) continue;
     if (std::find(must.begin(), must.end(), o) == must.end()) may.push_back(o);
   }
   std::vector<int> everyone = must;
@@ -482,7 +530,7 @@ std::optional<Pass::Candidate> Pass::DomainExact(const Domains& d, size_t dom,
   }
   bool ok = !present.empty();  // an empty domain that did not fit will not fit now
   for (int o : present) {
-    ok = ok && RoleOf(occupants_[static_cast<size_t>(o)], job.priority) != Role::kBlocks;
+    ok = ok && RoleOf(occupants_[static_cast<size_t>(o)]) != Role::kBlocks;
   }
   size_t fits = 0;
   for (NodeIdx m : members) {
@@ -566,6 +614,8 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
     TouchOccupant(occupants_[static_cast<size_t>(v)]);
     victims.push_back(occupants_[static_cast<size_t>(v)].id);
   }
+  for (int v : choice.victims) UpdateBorrowed(occupants_[static_cast<size_t>(v)]);
+  ++evictions_;
   for (int v : choice.waits) {
     occupants_[static_cast<size_t>(v)].kind = Kind::kVictim;  // held for this job from now on
     TouchOccupant(occupants_[static_cast<size_t>(v)]);
@@ -606,12 +656,16 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
   if (!victims.empty()) {
     PreemptDecision& d = preempted_.emplace_back();
     d.preemptor = job.id;
+    d.reclaim = claim_.reclaim;
+    d.team = shares_.TeamName(claim_.team);
     d.victims = victims;
     d.waits_for = waits;
     d.launch_after = std::move(launch_after);
     d.placement = std::move(placement);
     where = &d.placement;
-    *reason = "preempting lower-priority " + Jobs(victims) +
+    *reason = (claim_.reclaim ? "reclaiming team " + TeamLabel(d.team) +
+                                    "'s quota from other teams' borrowed " + Jobs(victims)
+                              : "preempting lower-priority " + Jobs(victims)) +
               (waits.empty() ? "" : " and waiting for stopping " + Jobs(waits)) + "; starts on " +
               ListNames(names) +
               (victims.size() + waits.size() == 1 ? " once it stops" : " once they stop");
@@ -619,11 +673,14 @@ Pass::Outcome Pass::Execute(const JobRequest& job, const Need& need, Choice choi
   } else {
     HoldDecision& d = held_.emplace_back();
     d.job = job.id;
+    d.reclaim = claim_.reclaim;
     d.waits_for = waits;
     d.placement = std::move(placement);
     where = &d.placement;
-    *reason = "waiting for stopping lower-priority " + Jobs(waits) + "; " + ListNames(names) +
-              (names.size() == 1 ? " is" : " are") + " held for it";
+    *reason = std::string(claim_.reclaim ? "waiting for stopping "
+                                         : "waiting for stopping lower-priority ") +
+              Jobs(waits) + "; " + ListNames(names) + (names.size() == 1 ? " is" : " are") +
+              " held for it";
     outcome = Outcome::kHeld;
   }
   Hold(job, where, choice.nodes);

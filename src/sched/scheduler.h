@@ -2,7 +2,15 @@
 // shell").
 //
 // Rules (DESIGN.md "Scheduling"): pending jobs are considered in order of priority (high first),
-// then id (submission order). A job is placed only where every resource it asks for is free on
+// then by fair share (docs/fair-share.md), then id (submission order). Within one priority: jobs
+// that fit in their team's nominal quota first, then the teams with the least usage per weight,
+// then within a team the users with the least usage, each user's jobs oldest first. Usage is the
+// decayed, weighted GPU-seconds the server passes in (TeamView/UserView::usage), plus
+// Config::admission_charge for every weighted GPU held now, charged as each job is admitted in the
+// pass, so that one user's burst is interleaved with others' jobs. A job that would take its user
+// over max_running_gpus, or its team over quota plus borrow limit for its GPU type, waits.
+//
+// A job is placed only where every resource it asks for is free on
 // every node it gets (no oversubscription); a job that does not fit is skipped and later jobs that
 // fit are placed (backfill). A job goes only to schedulable nodes in its pool ("" = any) that carry
 // every label of its node_selector. Placement is best fit: among the nodes that can hold the job,
@@ -25,6 +33,15 @@
 // have lower priority. Jobs already stopping are never victims; a job waits for lower-priority
 // stopping jobs (their resources held for it) rather than evicting more. The victims' resources
 // belong to the preemptor for the rest of the pass.
+//
+// Teams and preemption: running work of a team beyond its nominal quota is *borrowed* (per GPU
+// type: the team's jobs oldest first fill the quota; the rest, and jobs of a type or resource
+// without a quota, are borrowed). A job preempts by priority only its own team's jobs or borrowed
+// ones; work within another team's quota is never preempted by priority. Reclaim: a job that fits
+// in its team's quota and cannot start may evict other teams' borrowed jobs of any priority (the
+// same victim rules), at most Config::reclaim_limit decisions per team per Config::reclaim_window.
+// A job evicted as borrowed cannot reclaim its way back while the rest of its team runs (the jobs
+// that filled the quota before it still hold it), so two teams never reclaim back and forth.
 //
 // Starvation (Config::starvation_bound): a job that has waited longer than the bound and still
 // cannot start reserves the nodes that free soonest (judging by running jobs' time limits); later
@@ -57,6 +74,13 @@ struct Config {
   // ends before those nodes are expected to free (EASY backfill).
   DurationMs starvation_bound = 10 * 60 * 1000;
   bool preemption = true;  // pending jobs may evict running jobs of strictly lower priority
+  // Fair share: every weighted GPU a job holds (or is admitted to in the pass) counts as this many
+  // seconds of use in its user's and team's score.
+  double admission_charge_s = 3600;
+  std::map<std::string, double> gpu_weights;  // GPU type -> weight of one GPU-second; default 1
+  // Reclaim rate limit: decisions per team within the window (TeamView::reclaims).
+  int reclaim_limit = 3;
+  DurationMs reclaim_window = 60'000;
 };
 
 // A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a
@@ -67,6 +91,10 @@ struct Config {
 // needs (HoldDecision) instead of evicting anyone else, and place it once the victims are gone.
 struct PreemptDecision {
   JobId preemptor = 0;
+  // A reclaim: the preemptor takes back its team's quota from other teams' borrowed jobs (else: by
+  // priority). The server records it against `team`'s rate limit.
+  bool reclaim = false;
+  std::string team;
   std::vector<JobId> victims;  // by id
   Placement placement;         // where the preemptor goes (on resources the victims free)
   // Jobs already stopping (not victims: their stop was asked for before) whose resources the
@@ -84,6 +112,7 @@ struct PreemptDecision {
 // accounted for.
 struct HoldDecision {
   JobId job = 0;
+  bool reclaim = false;          // it waits for other teams' stopping jobs to take back its quota
   std::vector<JobId> waits_for;  // stopping jobs, by id
   Placement placement;
 };
@@ -93,6 +122,51 @@ struct PlaceDecision {
   Placement placement;  // num_nodes entries, rank 0..n-1
 };
 
+// Why one resource blocks a job: the numbers behind "needs V100:4 on 1 node; most free on one node:
+// 2 V100 (n1)". GPUs count devices (a share: the fraction of one), CPUs count CPUs, memory MiB.
+struct Blocking {
+  std::string resource;  // a GPU type, "cpus" or "memory"; "" when no single resource is short
+  double needed = 0;     // per node
+  int nodes_needed = 1;
+  int nodes_with_enough = 0;  // how many eligible nodes have `needed` free
+  double most_free = 0;       // the most free on one eligible node
+  std::string most_free_node;
+};
+
+// A starving job's reservation (see "Starvation" above).
+struct ReservationView {
+  JobId job = 0;
+  std::vector<std::string> nodes;
+  std::optional<TimeMs> until;  // when they are expected free; none: unknown
+};
+
+// Where a waiting job stands, as numbers (the job JSON's `waiting` object; docs/fair-share.md).
+// Plain numbers and indexes into PassResult, so that a queue of 100,000 costs no strings.
+struct Explanation {
+  enum class Quota : uint8_t {
+    kNoGpu,      // the job wants no GPU: quotas do not apply
+    kWithin,     // it fits in its team's nominal quota
+    kBorrowing,  // it would borrow beyond the quota
+    kOverLimit,  // it would exceed quota plus borrow limit: it waits for its team
+  };
+  int position = 0;       // 1-based, among the jobs still waiting after the pass, in pass order
+  int team_position = 0;  // the same among its team's waiting jobs
+  int team = 0;           // into PassResult::teams
+  Quota quota_state = Quota::kNoGpu;
+  MilliGpu team_uses = 0;  // of the job's GPU type, after the pass
+  MilliGpu quota = 0;
+  std::optional<MilliGpu> borrow_limit;
+  MilliGpu job_needs = 0;  // over all its nodes
+  double user_usage = 0;   // decayed usage + admission charge, weighted GPU-seconds
+  double team_usage = 0;
+  double team_weight = 1;
+  double user_score = 0;    // = user_usage (users weigh 1 within their team)
+  double team_score = 0;    // = team_usage / team_weight
+  JobId first_waiting = 0;  // the first waiting job in pass order: the next to start
+  int blocking = -1;        // into PassResult::blockings, or -1
+  int reservation = -1;     // into PassResult::reservations, or -1
+};
+
 struct PassResult {
   std::vector<PlaceDecision> placements;     // in the order they were decided
   std::vector<PreemptDecision> preemptions;  // in the order they were decided
@@ -100,6 +174,10 @@ struct PassResult {
   // Every pending job not placed -> why it waits (for `berth show`). A preemptor is among them
   // ("preempting lower-priority job 3; starts on n1 once it stops").
   std::map<JobId, std::string> waiting;
+  std::vector<std::pair<JobId, Explanation>> explain;  // the same jobs, by id
+  std::vector<std::string> teams;                      // Explanation::team names ("" = default)
+  std::vector<Blocking> blockings;
+  std::vector<ReservationView> reservations;
 };
 
 // Decides which pending jobs start now and where. Does not modify anything; the caller applies the

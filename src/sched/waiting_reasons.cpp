@@ -46,7 +46,9 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
 
   // One resource on its own: fails when fewer than num_nodes nodes have `amount` of it free. The
   // reason names the node with the most of it, which is the most useful hint for a single-node job.
-  auto scarce = [&](const std::string& what, int64_t amount, auto have_of, auto show,
+  // `resource` and `unit` give the numbers of Blocking: the amounts divided by `unit`.
+  auto scarce = [&](const std::string& resource, double unit, const std::string& what,
+                    int64_t amount, auto have_of, auto show,
                     const std::string& none) -> std::optional<std::string> {
     size_t enough = 0;
     std::vector<std::string> names;
@@ -64,6 +66,12 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
       }
     }
     if (enough >= needed) return std::nullopt;
+    blocking_ = Blocking{resource,
+                         static_cast<double>(amount) / unit,
+                         job.num_nodes,
+                         static_cast<int>(enough),
+                         static_cast<double>(std::max<int64_t>(best, 0)) / unit,
+                         best_node == kNoNode ? "" : state_.name(best_node)};
     if (enough > 0) {
       return head(what) + "only " + CountNodes(static_cast<int>(enough)) +
              (enough == 1 ? " has" : " have") + " that free (" + ListNames(names) + ")";
@@ -85,12 +93,14 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
     std::optional<std::string> why;
     if (r.fractional_gpu()) {
       why = scarce(
-          gpus, r.gpu_milli, [&](NodeIdx i) { return state_.largest_free(t, i); },
+          r.gpu_type, kMilliPerGpu, gpus, r.gpu_milli,
+          [&](NodeIdx i) { return state_.largest_free(t, i); },
           [&](int64_t have) { return FormatMilli(have) + " of one " + r.gpu_type; },
           "every " + r.gpu_type + " is fully taken");
     } else {
       why = scarce(
-          gpus, r.gpu_devices(), [&](NodeIdx i) { return int64_t{state_.whole_free(t, i)}; },
+          r.gpu_type, 1, gpus, r.gpu_devices(),
+          [&](NodeIdx i) { return int64_t{state_.whole_free(t, i)}; },
           [&](int64_t have) { return std::to_string(have) + " " + r.gpu_type; },
           "no whole " + r.gpu_type + " free on any node");
     }
@@ -98,13 +108,15 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
   }
   if (r.cpus > 0) {
     std::optional<std::string> why = scarce(
-        DescribeCpus(r.cpus), r.cpus, [&](NodeIdx i) { return state_.cpus_free(i); },
+        "cpus", kMilliPerCpu, DescribeCpus(r.cpus), r.cpus,
+        [&](NodeIdx i) { return state_.cpus_free(i); },
         [](int64_t have) { return DescribeCpus(have); }, "no CPUs free on any node");
     if (why) return *why;
   }
   if (r.memory > 0) {
     std::optional<std::string> why = scarce(
-        DescribeMemory(r.memory), r.memory, [&](NodeIdx i) { return state_.memory_free(i); },
+        "memory", 1, DescribeMemory(r.memory), r.memory,
+        [&](NodeIdx i) { return state_.memory_free(i); },
         [](int64_t have) { return FormatMib(have); }, "no memory free on any node");
     if (why) return *why;
   }

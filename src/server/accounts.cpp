@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
 
@@ -44,7 +45,11 @@ Status Accounts::Load() {
   if (!users.ok()) return users.status();
   auto tokens = store_.LoadTokens();
   if (!tokens.ok()) return tokens.status();
+  auto teams = store_.LoadTeams();
+  if (!teams.ok()) return teams.status();
   MutexLock lock(mu_);
+  teams_.clear();
+  for (auto& t : *teams) teams_[t.name] = std::move(t);
   users_.clear();
   tokens_.clear();
   token_by_hash_.clear();
@@ -208,7 +213,18 @@ Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change)
     row.team = *change.team;
     changed.push_back("team " + (row.team.empty() ? std::string("(none)") : row.team));
   }
-  if (changed.empty()) return Status::Invalid("say what to change: --role, --max-priority, --team");
+  auto cap = [&](const std::optional<int>& value, std::optional<int>& field, const char* what) {
+    if (!value) return;
+    field = *value < 0 ? std::nullopt : std::optional<int>(*value);
+    changed.push_back(std::string(what) + " " + (field ? std::to_string(*field) : "none"));
+  };
+  cap(change.max_running_gpus, row.max_running_gpus, "max_running_gpus");
+  cap(change.max_pending_jobs, row.max_pending_jobs, "max_pending_jobs");
+  if (changed.empty()) {
+    return Status::Invalid(
+        "say what to change: --role, --max-priority, --team, --max-running-gpus, "
+        "--max-pending-jobs");
+  }
   row.updated_at = clock_.Now();
   row.updated_by = by.user;
   Batch batch;
@@ -218,6 +234,68 @@ Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change)
   if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
   users_[row.name] = row;
   return row;
+}
+
+Result<TeamRow> Accounts::SetTeam(const Principal& by, const TeamChange& change) {
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "changing a team's quota"));
+  BERTH_RETURN_IF_ERROR(CheckAccountName("the team name", change.name));
+  auto check = [](const std::map<std::string, MilliGpu>& amounts, const char* what) -> Status {
+    for (const auto& [type, milli] : amounts) {
+      if (type.empty() || milli < 0) {
+        return Status::Invalid(std::string(what) + " needs TYPE:N with N >= 0, not '" + type + ":" +
+                               FormatMilli(milli) + "'");
+      }
+    }
+    return Status::Ok();
+  };
+  if (change.quota) BERTH_RETURN_IF_ERROR(check(*change.quota, "--gpus"));
+  if (change.borrow_limit) BERTH_RETURN_IF_ERROR(check(*change.borrow_limit, "--borrow-limit"));
+  if (change.weight && !(*change.weight > 0 && *change.weight < 1e9)) {
+    return Status::Invalid("--weight must be a number above 0");
+  }
+  MutexLock lock(mu_);
+  TeamRow row;
+  if (auto it = teams_.find(change.name); it != teams_.end()) {
+    row = it->second;
+  } else {
+    row.name = change.name;
+  }
+  auto describe = [](const std::map<std::string, MilliGpu>& amounts) {
+    std::vector<std::string> parts;
+    for (const auto& [type, milli] : amounts) parts.push_back(type + ":" + FormatMilli(milli));
+    return parts.empty() ? std::string("none") : Join(parts, ",");
+  };
+  std::vector<std::string> changed;
+  if (change.quota) {
+    row.quota = *change.quota;
+    changed.push_back("quota " + describe(row.quota));
+  }
+  if (change.borrow_limit) {
+    row.borrow_limit = *change.borrow_limit;
+    changed.push_back("borrow_limit " + describe(row.borrow_limit));
+  }
+  if (change.weight) {
+    row.weight = *change.weight;
+    changed.push_back(fmt::format("weight {}", row.weight));
+  }
+  if (changed.empty())
+    return Status::Invalid("say what to change: --gpus, --borrow-limit, --weight");
+  row.updated_at = clock_.Now();
+  row.updated_by = by.user;
+  Batch batch;
+  batch.teams.push_back(row);
+  batch.audit.push_back(AuditRowFor(by, "team set", row.name, Join(changed, ", ")));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
+  teams_[row.name] = row;
+  return row;
+}
+
+std::vector<TeamRow> Accounts::Teams() const {
+  MutexLock lock(mu_);
+  std::vector<TeamRow> out;
+  for (const auto& [name, t] : teams_) out.push_back(t);
+  return out;
 }
 
 std::vector<TokenRow> Accounts::Tokens() const {

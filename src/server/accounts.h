@@ -51,6 +51,16 @@ struct UserChange {
   std::optional<Role> role;
   std::optional<int> max_priority;
   std::optional<std::string> team;
+  std::optional<int> max_running_gpus;  // < 0: no limit
+  std::optional<int> max_pending_jobs;  // < 0: no limit
+};
+
+// What `berth admin team set` changes; unset fields stay as they are.
+struct TeamChange {
+  std::string name;
+  std::optional<std::map<std::string, MilliGpu>> quota;  // replaces the whole quota
+  std::optional<std::map<std::string, MilliGpu>> borrow_limit;
+  std::optional<double> weight;
 };
 
 struct NewToken {
@@ -87,6 +97,8 @@ class Accounts {
   Result<CreatedToken> CreateToken(const Principal& by, NewToken request) EXCLUDES(mu_);
   Result<TokenRow> RevokeToken(const Principal& by, const std::string& name) EXCLUDES(mu_);
   Result<UserRow> SetUser(const Principal& by, const UserChange& change) EXCLUDES(mu_);
+  Result<TeamRow> SetTeam(const Principal& by, const TeamChange& change) EXCLUDES(mu_);
+  std::vector<TeamRow> Teams() const EXCLUDES(mu_);
   // Tokens (without secrets; hashes included) and user rows, by name.
   std::vector<TokenRow> Tokens() const EXCLUDES(mu_);
   std::vector<UserRow> Users() const EXCLUDES(mu_);
@@ -109,6 +121,7 @@ class Accounts {
   const std::set<std::string> builtin_admins_;
   mutable Mutex mu_;
   std::map<std::string, UserRow> users_ GUARDED_BY(mu_);
+  std::map<std::string, TeamRow> teams_ GUARDED_BY(mu_);
   std::map<std::string, TokenRow> tokens_ GUARDED_BY(mu_);            // by name
   std::map<std::string, std::string> token_by_hash_ GUARDED_BY(mu_);  // hash -> name
 };

@@ -1,6 +1,8 @@
 // Who am I, and the admins' API: users' rights, tokens, the audit log (docs/api.md "Admin").
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "common/json_util.h"
 #include "server/responses.h"
 #include "server/server.h"
@@ -22,11 +24,15 @@ json::object TokenJson(const TokenRow& t, TimeMs now) {
                       {"revoked_at", TimeToJson(t.revoked_at)}};
 }
 
+json::value OptionalInt(const std::optional<int>& v) { return v ? json::value(*v) : nullptr; }
+
 json::object UserJson(const UserRow& u) {
   return json::object{{"name", u.name},
                       {"role", std::string(RoleName(u.role))},
                       {"max_priority", u.max_priority},
                       {"team", u.team.empty() ? json::value(nullptr) : json::value(u.team)},
+                      {"max_running_gpus", OptionalInt(u.max_running_gpus)},
+                      {"max_pending_jobs", OptionalInt(u.max_pending_jobs)},
                       {"updated_at", TimeToJson(u.updated_at)},
                       {"updated_by", u.updated_by}};
 }
@@ -118,7 +124,8 @@ net::HttpResponse Server::HandleSetUser(const std::string& name, const net::Http
                                         const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
-  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"role", "max_priority", "team"}));
+  BERTH_RESPOND_IF_ERROR(
+      OnlyFields(*o, {"role", "max_priority", "team", "max_running_gpus", "max_pending_jobs"}));
   UserChange change;
   change.name = name;
   if (const auto* v = o->if_contains("role")) {
@@ -143,9 +150,66 @@ net::HttpResponse Server::HandleSetUser(const std::string& name, const net::Http
     }
     change.team = v->is_string() ? std::string(v->as_string()) : "";
   }
+  for (const char* field : {"max_running_gpus", "max_pending_jobs"}) {
+    const auto* v = o->if_contains(field);
+    if (v == nullptr) continue;
+    std::optional<int64_t> n = v->is_null() ? std::optional<int64_t>(-1) : AsInt(*v);
+    if (!n || *n < -1 || *n > 100'000'000) {
+      return ErrorResponse(
+          Status::Invalid("'" + std::string(field) + "' must be an integer >= 0 (null: no limit)"));
+    }
+    (std::string_view(field) == "max_running_gpus" ? change.max_running_gpus
+                                                   : change.max_pending_jobs) =
+        static_cast<int>(*n);
+  }
   auto row = accounts_->SetUser(by, change);
   if (!row.ok()) return ErrorResponse(row.status());
+  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
   return JsonResponse(200, UserJson(*row));
+}
+
+net::HttpResponse Server::HandleSetTeam(const std::string& name, const net::HttpRequest& req,
+                                        const Principal& by) {
+  auto o = BodyObject(req);
+  if (!o.ok()) return ErrorResponse(o.status());
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"quota", "borrow_limit", "weight"}));
+  TeamChange change;
+  change.name = name;
+  for (const char* field : {"quota", "borrow_limit"}) {
+    const auto* v = o->if_contains(field);
+    if (v == nullptr) continue;
+    if (!v->is_object()) {
+      return ErrorResponse(
+          Status::Invalid("'" + std::string(field) + "' must be an object of GPU type -> GPUs"));
+    }
+    std::map<std::string, MilliGpu> amounts;
+    for (const auto& [type, n] : v->as_object()) {
+      if (!n.is_number() || n.to_number<double>() < 0 || n.to_number<double>() > 1e9) {
+        return ErrorResponse(Status::Invalid("'" + std::string(field) + "." + std::string(type) +
+                                             "' must be a number of GPUs >= 0"));
+      }
+      amounts[std::string(type)] =
+          static_cast<MilliGpu>(std::llround(n.to_number<double>() * kMilliPerGpu));
+    }
+    (std::string_view(field) == "quota" ? change.quota : change.borrow_limit) = std::move(amounts);
+  }
+  if (const auto* v = o->if_contains("weight")) {
+    if (!v->is_number()) return ErrorResponse(Status::Invalid("'weight' must be a number"));
+    change.weight = v->to_number<double>();
+  }
+  auto row = accounts_->SetTeam(by, change);
+  if (!row.ok()) return ErrorResponse(row.status());
+  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
+  json::object quota;
+  for (const auto& [type, milli] : row->quota) quota[type] = double(milli) / kMilliPerGpu;
+  json::object borrow;
+  for (const auto& [type, milli] : row->borrow_limit) borrow[type] = double(milli) / kMilliPerGpu;
+  return JsonResponse(200, json::object{{"name", row->name},
+                                        {"quota", std::move(quota)},
+                                        {"borrow_limit", std::move(borrow)},
+                                        {"weight", row->weight},
+                                        {"updated_at", TimeToJson(row->updated_at)},
+                                        {"updated_by", row->updated_by}});
 }
 
 net::HttpResponse Server::HandleAudit(const net::HttpRequest& req, const Principal& by) {

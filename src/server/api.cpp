@@ -196,6 +196,10 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         }
       }
     }
+    if (top == "usage" && parts.size() == 3 && m == "GET")
+      return on(read, [this, req] { return HandleUsage(*req); });
+    if (top == "teams" && parts.size() == 3 && m == "GET")
+      return on(read, [this] { return HandleListTeams(); });
     if (top == "nodes") {
       if (parts.size() == 3 && m == "GET") return on(read, [this] { return HandleNodes(); });
       if (parts.size() == 5 && m == "POST" && (parts[4] == "drain" || parts[4] == "undrain")) {
@@ -218,6 +222,10 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
       if (what == "users" && parts.size() == 5 && m == "POST") {
         return on(state,
                   [this, name = parts[4], req, by] { return HandleSetUser(name, *req, *by); });
+      }
+      if (what == "teams" && parts.size() == 5 && m == "POST") {
+        return on(state,
+                  [this, name = parts[4], req, by] { return HandleSetTeam(name, *req, *by); });
       }
       if (what == "audit" && parts.size() == 4 && m == "GET")
         return on(read, [this, req, by] { return HandleAudit(*req, *by); });
@@ -336,8 +344,32 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   if (q.limit < 0 || q.page < 0) {
     return ErrorResponse(Status::Invalid("limit and page must not be negative"));
   }
+  // `berth queue --user U | --team T`: only their jobs. The filter is applied before the page cap
+  // (the store cannot filter by user or team), so a page of other users' newer jobs never hides
+  // theirs: the store returns every active job (and the `limit` newest finished ones), the page is
+  // cut after filtering.
+  const std::string only_user = req.Query("user");
+  const std::string only_team = req.Query("team");
+  const bool filtered = !only_user.empty() || !only_team.empty();
+  const int page = q.page;
+  if (filtered && !q.all) q.page = 0;
   auto rows = store_->ListJobs(q);
   if (!rows.ok()) return ErrorResponse(rows.status());
+  bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
+  if (filtered) {
+    std::map<std::string, bool> in_team;
+    std::erase_if(*rows, [&](const JobRow& row) {
+      if (!only_user.empty() && row.user != only_user) return true;
+      if (only_team.empty()) return false;
+      auto [it, fresh] = in_team.try_emplace(row.user, false);
+      if (fresh) it->second = core_->TeamOf(row.user) == (only_team == "-" ? "" : only_team);
+      return !it->second;
+    });
+    if (!q.all && page > 0 && rows->size() > static_cast<size_t>(page)) {
+      rows->resize(page);
+      more = true;
+    }
+  }
   // Rows come from the store (every change is committed before it is visible) and the scheduler's
   // reasons from their own small lock: a listing never waits for a scheduling pass.
   std::vector<int64_t> pending;
@@ -350,7 +382,6 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     auto it = waiting.find(row.id);
     jobs.push_back(JobJson(row, it == waiting.end() ? "" : it->second));
   }
-  bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
   return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
 }
 
@@ -359,7 +390,10 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   if (!rows.ok()) return ErrorResponse(rows.status());
   if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
-  json::object o = JobJson(row, core_->WaitingReason(id));
+  std::optional<WaitingDetail> waiting;
+  if (row.status == JobStatus::kPending) waiting = core_->Waiting(id);
+  json::object o = JobJson(row, waiting ? waiting->reason : "");
+  o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
   // The spec holds the job's environment (often secrets): its owner's and operators' to read.
   o["spec"] = nullptr;
   auto spec = MayActOn(by, row) ? store_->GetSpec(row.spec_id)

@@ -9,11 +9,16 @@
 namespace berth {
 
 Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& channel)
-    : options_(std::move(options)), store_(store), clock_(clock), channel_(channel) {}
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      channel_(channel),
+      ledger_(options_.usage) {}
 
 sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   sched::JobRequest r;
   r.id = row.id;
+  r.user = row.user;
   r.priority = row.priority;
   r.num_nodes = row.num_nodes;
   r.per_node = row.resources;
@@ -67,7 +72,17 @@ Status Core::Load() {
       // for as long as the wall clock says.
       job.running_since = mono - (now - row.started_at.value_or(now));
     }
-    if (IsActive(row.status)) Allocate(unused, row.placement, row.resources, +1);
+    job.queued_at = row.submitted_at;  // a requeued job's last requeue is not kept: close enough
+    if (IsActive(row.status)) {
+      Allocate(unused, row.placement, row.resources, +1);
+      // When its attempt was placed: its usage runs from then.
+      auto attempts = store_.GetAttempts(row.id);
+      if (attempts.ok()) {
+        for (const AttemptRow& a : *attempts) {
+          if (a.attempt == row.attempt) job.placed_at = a.placed_at;
+        }
+      }
+    }
     jobs_[row.id] = std::move(job);
   }
   LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
@@ -136,6 +151,8 @@ Status Core::Execute(Plan& plan) {
                                  "); nothing was changed, try again");
     }
   }
+  for (const UsageRecord& u : plan.batch.usage) ledger_.Add(u);
+  for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
   for (const auto& [node, session] : plan.opens) channel_.Open(node, session);
   for (const auto& node : plan.closes) channel_.Close(node);
   for (const auto& [node, message] : plan.sends) channel_.Send(node, message);
@@ -198,6 +215,16 @@ void Core::RequestPass() {
 bool Core::WaitForPassRequest(DurationMs timeout_ms) {
   MutexLock lock(mu_);
   if (!pass_requested_ && !shutdown_) pass_cv_.WaitFor(mu_, timeout_ms);
+  if (!shutdown_ && !pass_requested_) {
+    // A reclaim leaving its team's rate-limit window may let a job held by the limit reclaim now;
+    // nothing else would start a pass for it (no job or node changed).
+    const TimeMs expired = clock_.Now() - options_.reclaim_window;
+    for (auto& [team, times] : reclaims_) {
+      if (times.empty() || times.front() > expired) continue;
+      while (!times.empty() && times.front() <= expired) times.pop_front();
+      pass_requested_ = true;
+    }
+  }
   if (shutdown_ || !pass_requested_) return false;
   pass_requested_ = false;
   return true;
@@ -256,7 +283,14 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
 std::string Core::WaitingReason(int64_t job) {
   MutexLock lock(waiting_mu_);
   auto it = waiting_.find(job);
-  return it == waiting_.end() ? "" : it->second;
+  return it == waiting_.end() ? "" : it->second.reason;
+}
+
+std::optional<WaitingDetail> Core::Waiting(int64_t job) {
+  MutexLock lock(waiting_mu_);
+  auto it = waiting_.find(job);
+  if (it == waiting_.end()) return std::nullopt;
+  return WaitingDetail{it->second.reason, it->second.explanation, waiting_tables_};
 }
 
 std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<int64_t>& jobs) {
@@ -264,7 +298,7 @@ std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<
   MutexLock lock(waiting_mu_);
   for (int64_t id : jobs) {
     auto it = waiting_.find(id);
-    if (it != waiting_.end()) out.emplace(id, it->second);
+    if (it != waiting_.end()) out.emplace(id, it->second.reason);
   }
   return out;
 }

@@ -48,6 +48,7 @@
 #include "protocol/agent_protocol.h"
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
+#include "server/usage_ledger.h"
 #include "spec/job_spec.h"
 #include "store/store.h"
 
@@ -60,7 +61,28 @@ struct CoreOptions {
   int max_jobs_per_submit = 100'000;
   size_t pass_commit_chunk = 500;       // decisions applied per commit (and per hold of the lock)
   int max_group_commit_jobs = 200'000;  // jobs written in one group commit of submissions
+  // Fair share (docs/fair-share.md).
+  UsageConfig usage;                 // half-life and GPU weights
+  double admission_charge_s = 3600;  // each weighted GPU held counts as this much use in advance
+  int reclaim_limit = 3;             // reclaims per team within reclaim_window
+  DurationMs reclaim_window = 60'000;
 };
+
+// The numbers behind a waiting job's reason, from the last pass that considered it.
+struct WaitingDetail {
+  std::string reason;
+  std::optional<sched::Explanation> explanation;
+  // The pass's tables that explanation's indexes point into (shared by every job of the pass).
+  struct Tables {
+    std::vector<std::string> teams;
+    std::vector<sched::Blocking> blockings;
+    std::vector<sched::ReservationView> reservations;
+  };
+  std::shared_ptr<const Tables> tables;
+};
+
+// What an attempt that still runs has used so far: a UsageRecord ending now.
+using RunningUsage = UsageRecord;
 
 struct SubmitRequest {
   JobSpec spec;
@@ -125,6 +147,26 @@ class Core {
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
   // Why a pending job waits (the last pass's reason), or "".
   std::string WaitingReason(int64_t job) EXCLUDES(waiting_mu_);
+  // The reason with its numbers; nullopt when no pass has considered the job.
+  std::optional<WaitingDetail> Waiting(int64_t job) EXCLUDES(waiting_mu_);
+
+  // --- fair share ---
+  // The users' caps and teams, as Accounts holds them; call at start and after every change.
+  void SetShareRules(const std::vector<UserRow>& users, const std::vector<TeamRow>& teams)
+      EXCLUDES(mu_);
+  // Rebuilds the decayed usage from the store's hourly rollup (after Load).
+  Status LoadUsage() EXCLUDES(mu_);
+  // The attempts that hold resources now, as records ending now (for `berth usage`).
+  std::vector<RunningUsage> RunningAttempts() EXCLUDES(mu_);
+  // The team a user is in now ("" = the default team).
+  std::string TeamOf(const std::string& user) EXCLUDES(mu_);
+  // Decayed usage (ended and running attempts) of a team, weighted GPU-seconds.
+  double TeamUsage(const std::string& team) EXCLUDES(mu_);
+  // Who holds GPUs of `type` now: (user, team, milli-GPUs), most first.
+  std::vector<std::tuple<std::string, std::string, MilliGpu>> Holders(const std::string& type)
+      EXCLUDES(mu_);
+  // What each team's active jobs hold now: team -> GPU type -> milli-GPUs.
+  std::map<std::string, std::map<std::string, MilliGpu>> TeamHoldings() EXCLUDES(mu_);
   std::unordered_map<int64_t, std::string> WaitingReasons(const std::vector<int64_t>& jobs)
       EXCLUDES(waiting_mu_);
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
@@ -164,7 +206,8 @@ class Core {
   // Ends running jobs past their time limit (monotonic time since they started running).
   void CheckTimeLimits() EXCLUDES(mu_);
   void RequestPass() EXCLUDES(mu_);
-  // Waits up to `timeout_ms` for RequestPass(); true (and the request taken) when there was one.
+  // Waits up to `timeout_ms` for RequestPass(); true (and the request taken) when there was one,
+  // or when a team's reclaim has left its rate-limit window since (a held job may reclaim now).
   bool WaitForPassRequest(DurationMs timeout_ms) EXCLUDES(mu_);
   // One scheduling pass. Returns false when a commit failed (the rest is retried by a later pass).
   bool RunPass() EXCLUDES(mu_);
@@ -216,6 +259,7 @@ class Core {
     TimeMs placed_at = 0;          // wall time the current attempt was placed
     int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
     uint64_t gen = 0;              // bumped by every change
+    TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
     std::set<std::pair<int64_t, int>> launch_after;
   };
@@ -253,6 +297,7 @@ class Core {
     std::map<AttemptKey, std::optional<DyingAttempt>> dying_before;
     std::optional<std::set<int64_t>> launch_held_before;
     std::optional<CancelSeqs> cancel_before;
+    std::vector<std::string> reclaims;  // teams whose reclaims this plan applies (rate limit)
   };
 
   // A pass's input, copied under the lock: the snapshot and the generations it saw.
@@ -302,7 +347,14 @@ class Core {
   void EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
               std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
   void StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) REQUIRES(mu_);
-  void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now) REQUIRES(mu_);
+  void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+               bool preempted = false) REQUIRES(mu_);
+  // Adds what the job's current attempt used to the plan (its usage record).
+  void RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted)
+      REQUIRES(mu_);
+  std::string TeamOfLocked(const std::string& user) const REQUIRES(mu_);
+  // The snapshot's users and teams: rules, decayed usage (running attempts included), reclaims.
+  void AddShares(sched::Snapshot& snap) REQUIRES(mu_);
   // A terminating job whose processes are all gone: frees its resources.
   void Release(Plan& plan, ActiveJob& job) REQUIRES(mu_);
   // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.
@@ -379,8 +431,19 @@ class Core {
   std::vector<sched::NodeView> capacity_views_ GUARDED_BY(mu_);
   bool capacity_stale_ GUARDED_BY(mu_) = true;
 
+  // Fair share: rules from Accounts, the usage ledger, and each team's recent reclaims.
+  std::map<std::string, UserRow> share_users_ GUARDED_BY(mu_);
+  std::map<std::string, TeamRow> share_teams_ GUARDED_BY(mu_);
+  UsageLedger ledger_ GUARDED_BY(mu_);
+  std::map<std::string, std::deque<TimeMs>> reclaims_ GUARDED_BY(mu_);
+
   Mutex waiting_mu_ ACQUIRED_AFTER(mu_);
-  std::unordered_map<int64_t, std::string> waiting_ GUARDED_BY(waiting_mu_);
+  struct WaitingEntry {
+    std::string reason;
+    std::optional<sched::Explanation> explanation;
+  };
+  std::unordered_map<int64_t, WaitingEntry> waiting_ GUARDED_BY(waiting_mu_);
+  std::shared_ptr<const WaitingDetail::Tables> waiting_tables_ GUARDED_BY(waiting_mu_);
 
   // Group commit of submissions: writers queue here; the one at the front writes for all.
   Mutex submit_mu_;

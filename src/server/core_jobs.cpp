@@ -42,6 +42,7 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
     attempt.reason = reason;
     attempt.exit_code = exit_code;
     plan.batch.attempts.push_back({job.row.id, attempt});
+    RecordUsage(plan, job, now, true, status == JobStatus::kPreempted);
   }
   Transition(plan, job, status, reason, now);
   plan.kick = true;
@@ -58,8 +59,11 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
   }
 }
 
-void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now) {
+void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+                   bool preempted) {
   MutJob(plan, job);
+  RecordUsage(plan, job, now, false, preempted);
+  job.queued_at = now;
   AttemptRow attempt;
   attempt.attempt = job.row.attempt;
   attempt.placement = job.row.placement;
@@ -92,6 +96,24 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
   job.ranks.assign(job.ranks.size(), RankState{});
   Transition(plan, job, JobStatus::kPending, reason, now);
   plan.kick = true;
+}
+
+void Core::RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended,
+                       bool preempted) {
+  UsageRecord u;
+  u.user = job.row.user;
+  u.team = TeamOfLocked(job.row.user);
+  u.gpu_type = job.row.resources.gpu_type;
+  u.gpu_milli = job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size());
+  u.cpu_milli = job.row.resources.cpus * static_cast<MilliCpu>(job.row.placement.size());
+  // An attempt whose placement time is unknown (its row could not be read at start-up) counts no
+  // time rather than decades: the store refuses an attempt longer than a year.
+  u.placed_at = job.placed_at > 0 && job.placed_at <= now ? job.placed_at : now;
+  u.ended_at = now;
+  u.wait_ms = std::max<DurationMs>(0, u.placed_at - job.queued_at);
+  u.job_ended = job_ended;
+  u.preempted = preempted;
+  plan.batch.usage.push_back(std::move(u));
 }
 
 void Core::StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) {

@@ -56,6 +56,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       sched::RunningJob r;
       r.id = id;
       r.attempt = job.row.attempt;
+      r.user = job.row.user;
       r.priority = job.row.priority;
       r.per_node = job.row.resources;
       r.exclusive = job.spec->exclusive;
@@ -76,6 +77,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     r.stopping = true;  // holds resources until its processes are gone; never a victim again
     snap.running.push_back(std::move(r));
   }
+  AddShares(snap);
   return in;
 }
 
@@ -119,11 +121,30 @@ bool Core::RunPass() {
   // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
   sched::Config config;
   config.starvation_bound = options_.starvation_ms;
+  config.admission_charge_s = options_.admission_charge_s;
+  config.gpu_weights = options_.usage.gpu_weights;
+  config.reclaim_limit = options_.reclaim_limit;
+  config.reclaim_window = options_.reclaim_window;
   sched::PassResult result = sched::Schedule(in.snapshot, config);
   if (hook) hook();
   {
+    auto tables = std::make_shared<WaitingDetail::Tables>();
+    tables->teams = std::move(result.teams);
+    tables->blockings = std::move(result.blockings);
+    tables->reservations = std::move(result.reservations);
     MutexLock lock(waiting_mu_);
-    for (auto& [id, reason] : result.waiting) waiting_[id] = std::move(reason);
+    auto x = result.explain.begin();
+    for (auto& [id, reason] : result.waiting) {
+      WaitingEntry& w = waiting_[id];
+      w.reason = std::move(reason);
+      while (x != result.explain.end() && x->first < id) ++x;
+      if (x != result.explain.end() && x->first == id) {
+        w.explanation = x->second;
+      } else {
+        w.explanation.reset();
+      }
+    }
+    waiting_tables_ = std::move(tables);
   }
 
   // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
@@ -183,10 +204,12 @@ bool Core::RunPass() {
       for (int64_t victim_id : d.victims) {
         ActiveJob& victim = jobs_.at(victim_id);
         if (!IsActive(victim.row.status) || victim.terminating) continue;
-        std::string why =
-            fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+        std::string why = d.reclaim ? fmt::format("reclaimed by team {} for job {} (its quota)",
+                                                  d.team.empty() ? "(default)" : d.team, job.row.id)
+                                    : fmt::format("preempted by job {} (priority {})", job.row.id,
+                                                  job.row.priority);
         if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-          Requeue(plan, victim, why + "; requeued", now);
+          Requeue(plan, victim, why + "; requeued", now, true);
         } else {
           EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
         }
@@ -202,7 +225,12 @@ bool Core::RunPass() {
             t != jobs_.end() && t->second.terminating && t->second.row.attempt == a.attempt;
         if (dying_.count(key) || stopping) launch_after.insert(key);
       }
-      Place(plan, job, d.placement, " by preempting job(s) " + Join(victims, ", "), now);
+      Place(
+          plan, job, d.placement,
+          (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
+              Join(victims, ", "),
+          now);
+      if (d.reclaim) plan.reclaims.push_back(d.team);
       NoteNodeGens(d.placement, in.node_gens);
       job.launch_after = std::move(launch_after);
       SaveLaunchHeld(plan);
@@ -217,8 +245,9 @@ bool Core::RunPass() {
     if (!st.ok()) {
       MutexLock wl(waiting_mu_);
       for (int64_t id : placed) {
-        waiting_[id] =
-            "the server could not record its placement (" + st.message() + "); it is retried";
+        waiting_[id] = WaitingEntry{
+            "the server could not record its placement (" + st.message() + "); it is retried",
+            std::nullopt};
       }
       last_pass_with_work_ = clock_.Monotonic();
       return false;

@@ -30,6 +30,22 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     if (!feasible.ok()) {
       return Status::Infeasible("this job can never run here: " + feasible.message());
     }
+    // A user's max-pending-jobs refuses what would take them over it (counted only for users
+    // with a limit: a scan of the active jobs).
+    auto rules = share_users_.find(request.user);
+    if (rules != share_users_.end() && rules->second.max_pending_jobs) {
+      int64_t pending = 0;
+      for (const auto& [id, job] : jobs_) {
+        if (job.row.user == request.user && job.row.status == JobStatus::kPending) ++pending;
+      }
+      const int64_t limit = *rules->second.max_pending_jobs;
+      if (pending + request.count > limit) {
+        return Status::Forbidden(fmt::format(
+            "user {} has {} pending job(s) and may have at most {} (max-pending-jobs); this "
+            "submission of {} would exceed it",
+            request.user, pending, limit, request.count));
+      }
+    }
   }
 
   // Group commit: wait in the queue; the writer at its front writes everything queued behind it
@@ -113,6 +129,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.row.status = JobStatus::kPending;
     job.row.reason = "";  // as stored; the submission event says "submitted"
     job.row.submitted_at = now;
+    job.queued_at = now;
     job.spec = shared;
     job.request = RequestFor(job.row, *shared);
     job.group_size = request.count;

@@ -91,8 +91,15 @@ Status Server::Start() {
   core.kill_grace_ms = options_.kill_grace_ms;
   core.starvation_ms = options_.starvation_ms;
   core.max_jobs_per_submit = options_.max_jobs_per_submit;
+  BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.usage));
+  core.usage = options_.usage;
+  core.admission_charge_s = options_.admission_charge_s;
+  core.reclaim_limit = options_.reclaim_limit;
+  core.reclaim_window = options_.reclaim_window;
   core_ = std::make_unique<Core>(core, *store_, clock_, streams_);
   BERTH_RETURN_IF_ERROR(core_->Load());
+  BERTH_RETURN_IF_ERROR(core_->LoadUsage());
+  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
 
   int cpus = ReadCpuBudget().usable;
   net::HttpServerOptions http;

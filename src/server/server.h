@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/executor.h"
+#include "common/json_util.h"
 #include "common/status.h"
 #include "net/http.h"
 #include "net/http_server.h"
@@ -52,6 +53,10 @@ struct ServerOptions {
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs starvation_ms = 10 * 60'000;
+  UsageConfig usage;                 // fair share: half-life and GPU weights
+  double admission_charge_s = 3600;  // each weighted GPU held counts this much in advance
+  int reclaim_limit = 3;             // reclaims per team per reclaim_window
+  DurationMs reclaim_window = 60'000;
   size_t max_body_bytes = 64 << 20;
   int max_jobs_per_submit = 100'000;
   int threads = 0;  // I/O threads; 0: sized from the CPUs this process may use
@@ -105,6 +110,12 @@ class Server {
   net::HttpResponse HandleSetUser(const std::string& name, const net::HttpRequest& req,
                                   const Principal& by);
   net::HttpResponse HandleAudit(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleSetTeam(const std::string& name, const net::HttpRequest& req,
+                                  const Principal& by);
+  // share_api.cpp
+  net::HttpResponse HandleUsage(const net::HttpRequest& req);
+  net::HttpResponse HandleListTeams();
+  json::object WaitingJson(const WaitingDetail& waiting);
 
   // agent_api.cpp: the agents' protocol.
   net::HttpResponse HandleRegister(const net::HttpRequest& req);

@@ -12,12 +12,17 @@
 
 namespace berth {
 
-// The version this binary writes. Adding version 2: write `Status MigrateToV2(SqliteDb&)` in
+// The version this binary writes. Adding version 4: write `Status MigrateToV4(SqliteDb&)` in
 // schema.cpp, append it to kMigrations there, and bump this.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Brings the schema of `db` to kSchemaVersion. Fails (changing nothing beyond the migrations that
 // completed) if a migration fails or the database is newer than kSchemaVersion.
 Status MigrateSchema(SqliteDb& db);
+
+// Brings the schema of `db` to version `target` (<= kSchemaVersion) with the same migrations, and
+// stops there: for tests that need a database as an older berth left it. A database already past
+// `target` is left as it is (ok when it is at most kSchemaVersion).
+Status MigrateSchemaTo(SqliteDb& db, int target);
 
 }  // namespace berth

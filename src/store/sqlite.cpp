@@ -45,6 +45,12 @@ Statement& Statement::Bind(int index, int64_t value) {
   return *this;
 }
 
+Statement& Statement::Bind(int index, double value) {
+  int rc = sqlite3_bind_double(stmt_, index, value);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
 Statement& Statement::Bind(int index, std::string_view text) {
   // sqlite3_bind_text64 binds NULL for a null pointer; an empty string_view may have one, and ""
   // must stay "" (NOT NULL columns).
@@ -99,11 +105,20 @@ std::optional<int64_t> Statement::OptInt(int col) const {
   return sqlite3_column_int64(stmt_, col);
 }
 
+double Statement::Real(int col) const { return sqlite3_column_double(stmt_, col); }
+
 std::string Statement::Text(int col) const {
   const unsigned char* text = sqlite3_column_text(stmt_, col);
   if (text == nullptr) return {};
   return std::string(reinterpret_cast<const char*>(text),
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+}
+
+std::string_view Statement::TextView(int col) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, col);
+  if (text == nullptr) return {};
+  return std::string_view(reinterpret_cast<const char*>(text),
+                          static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
 }
 
 // ---- SqliteDb ----

@@ -40,6 +40,7 @@ class Statement {
   // A failed bind (out-of-range index: a programming error; out of memory) is remembered and
   // reported by the next Step()/Run(), so call sites can bind without checking each call.
   Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, double value);  // a NaN is stored as NULL (SQLite's rule)
   Statement& Bind(int index, std::string_view text);
   Statement& Bind(int index, const std::optional<int64_t>& value);  // NULL when empty
   Statement& BindNull(int index);
@@ -55,7 +56,11 @@ class Statement {
   bool IsNull(int col) const;
   int64_t Int(int col) const;
   std::optional<int64_t> OptInt(int col) const;  // nullopt when NULL
+  double Real(int col) const;                    // an INTEGER column is converted; 0 when NULL
   std::string Text(int col) const;               // "" when NULL
+  // The text without a copy: valid until the next Step(), Reset() or read of the same column as
+  // another type. For hot loops that look the text up rather than keep it.
+  std::string_view TextView(int col) const;
 
  private:
   SqliteDb* db_;

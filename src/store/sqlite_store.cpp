@@ -6,8 +6,10 @@
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <numeric>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "store/schema.h"
@@ -154,6 +156,158 @@ Result<std::vector<GpuDevice>> DecodeGpus(const std::string& text) {
     gpus.push_back(GpuDevice{.index = static_cast<int>(*index), .type = std::string(*type)});
   }
   return gpus;
+}
+
+// A team's quota or borrow limit: {"<GPU type>": milli-GPUs}.
+std::string EncodeMilliMap(const std::map<std::string, MilliGpu>& m) {
+  json::object o;
+  for (const auto& [type, milli] : m) o[type] = milli;
+  return json::serialize(o);
+}
+
+Result<std::map<std::string, MilliGpu>> DecodeMilliMap(const std::string& text) {
+  Result<json::value> v = ParseJson(text);
+  if (!v.ok()) return v.status();
+  const json::object* o = v->if_object();
+  if (o == nullptr) return Status::Internal("GPU amounts are not a JSON object: " + text);
+  std::map<std::string, MilliGpu> m;
+  for (const auto& entry : *o) {
+    std::optional<int64_t> milli = IntField(*o, entry.key());
+    if (!milli) return Status::Internal("GPU amounts must be integers (milli-GPUs): " + text);
+    m.emplace(std::string(entry.key()), *milli);
+  }
+  return m;
+}
+
+// ---- Usage ----
+
+constexpr DurationMs kHourMs = 3'600'000;
+constexpr DurationMs kDayMs = 24 * kHourMs;
+
+// The start of the period of length `unit` containing `t` (rounding down before the epoch too),
+// and the first period start at or after `t`.
+TimeMs FloorTo(TimeMs t, DurationMs unit) { return t - ((t % unit) + unit) % unit; }
+TimeMs CeilTo(TimeMs t, DurationMs unit) {
+  const TimeMs floor = FloorTo(t, unit);
+  return floor == t ? t : floor + unit;
+}
+TimeMs FloorToHour(TimeMs t) { return FloorTo(t, kHourMs); }
+
+// Milli-units x ms -> units x s.
+constexpr double kMilliMsPerSecond = 1e6;
+
+// One bucket of usage_hourly (or of usage_daily: `hour` is then the day's start); the views point
+// into the batch being committed.
+struct BucketKey {
+  TimeMs hour = 0;
+  std::string_view user;
+  std::string_view team;
+  std::string_view gpu_type;
+  auto operator<=>(const BucketKey&) const = default;
+};
+
+struct BucketSums {
+  int64_t gpu_milli_ms = 0;
+  int64_t cpu_milli_ms = 0;
+  int64_t jobs = 0;
+  int64_t wait_ms = 0;
+  int64_t waits = 0;
+  int64_t preemptions = 0;
+
+  BucketSums& operator+=(const BucketSums& o) {
+    gpu_milli_ms += o.gpu_milli_ms;
+    cpu_milli_ms += o.cpu_milli_ms;
+    jobs += o.jobs;
+    wait_ms += o.wait_ms;
+    waits += o.waits;
+    preemptions += o.preemptions;
+    return *this;
+  }
+};
+
+// Adds `buckets` to `table` (usage_hourly, or usage_daily whose key starts with `day` instead of
+// `hour`), one upsert per bucket.
+Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketSums>& buckets) {
+  static const std::string kSql[2] = {
+      "INSERT INTO usage_hourly(hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
+      "wait_ms, waits, preemptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "ON CONFLICT(hour, user, team, gpu_type) DO UPDATE SET "
+      "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
+      "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
+      "wait_ms = wait_ms + excluded.wait_ms, waits = waits + excluded.waits, "
+      "preemptions = preemptions + excluded.preemptions",
+      "INSERT INTO usage_daily(day, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
+      "wait_ms, waits, preemptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "ON CONFLICT(day, user, team, gpu_type) DO UPDATE SET "
+      "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
+      "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
+      "wait_ms = wait_ms + excluded.wait_ms, waits = waits + excluded.waits, "
+      "preemptions = preemptions + excluded.preemptions"};
+  Result<StatementRef> ref = db.Cached(kSql[daily ? 1 : 0]);
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  for (const auto& [key, sums] : buckets) {
+    BERTH_RETURN_IF_ERROR(s.Bind(1, key.hour)
+                              .Bind(2, key.user)
+                              .Bind(3, key.team)
+                              .Bind(4, key.gpu_type)
+                              .Bind(5, sums.gpu_milli_ms)
+                              .Bind(6, sums.cpu_milli_ms)
+                              .Bind(7, sums.jobs)
+                              .Bind(8, sums.wait_ms)
+                              .Bind(9, sums.waits)
+                              .Bind(10, sums.preemptions)
+                              .Run());
+    s.Reset();
+  }
+  return Status::Ok();
+}
+
+Status CheckUsage(const UsageRecord& r) {
+  const std::string who = "usage record of user \"" + r.user + "\"";
+  auto in_range = [](int64_t milli) { return milli >= 0 && milli <= SqliteStore::kMaxUsageMilli; };
+  if (!in_range(r.gpu_milli) || !in_range(r.cpu_milli) || r.wait_ms < 0) {
+    return Status::Invalid(
+        who + ": GPUs and CPUs must be 0 to " + std::to_string(SqliteStore::kMaxUsageMilli) +
+        " milli-units and the wait not negative (gpu_milli " + std::to_string(r.gpu_milli) +
+        ", cpu_milli " + std::to_string(r.cpu_milli) + ", wait_ms " + std::to_string(r.wait_ms) +
+        ")");
+  }
+  // Unsigned: the difference of any two times, without overflow.
+  if (r.ended_at > r.placed_at &&
+      static_cast<uint64_t>(r.ended_at) - static_cast<uint64_t>(r.placed_at) >
+          static_cast<uint64_t>(SqliteStore::kMaxUsageSpanMs)) {
+    return Status::Invalid(who + ": attempt from " + std::to_string(r.placed_at) + " to " +
+                           std::to_string(r.ended_at) + " ms spans more than " +
+                           std::to_string(SqliteStore::kMaxUsageSpanMs / (24 * kHourMs)) +
+                           " days; is placed_at set?");
+  }
+  return Status::Ok();
+}
+
+// Adds `r` to the buckets it touches: its GPU and CPU time split exactly over the hours of
+// [placed_at, ended_at), its job and preemption to the hour containing ended_at, its wait to the
+// hour containing placed_at.
+void SplitIntoBuckets(const UsageRecord& r, std::map<BucketKey, BucketSums>& buckets) {
+  auto bucket = [&](TimeMs hour) -> BucketSums& {
+    return buckets[BucketKey{.hour = hour, .user = r.user, .team = r.team, .gpu_type = r.gpu_type}];
+  };
+  if (r.ended_at > r.placed_at) {
+    for (TimeMs hour = FloorToHour(r.placed_at); hour < r.ended_at; hour += kHourMs) {
+      const DurationMs ms = std::min(r.ended_at, hour + kHourMs) - std::max(r.placed_at, hour);
+      BucketSums& b = bucket(hour);
+      b.gpu_milli_ms += r.gpu_milli * ms;
+      b.cpu_milli_ms += r.cpu_milli * ms;
+    }
+  }
+  BucketSums& placed = bucket(FloorToHour(r.placed_at));
+  placed.wait_ms += r.wait_ms;
+  placed.waits += 1;
+  if (r.job_ended || r.preempted) {
+    BucketSums& ended = bucket(FloorToHour(r.ended_at));
+    ended.jobs += r.job_ended ? 1 : 0;
+    ended.preemptions += r.preempted ? 1 : 0;
+  }
 }
 
 // ---- Rows ----
@@ -434,6 +588,7 @@ Status SqliteStore::UpsertNode(const NodeRow& node) {
 
 Status SqliteStore::Commit(const Batch& batch) {
   if (batch.empty()) return Status::Ok();
+  for (const UsageRecord& record : batch.usage) BERTH_RETURN_IF_ERROR(CheckUsage(record));
   std::lock_guard<std::mutex> lock(mu_);
   Result<Transaction> txn = Transaction::Begin(*db_, Transaction::Mode::kWrite);
   if (!txn.ok()) return txn.status();
@@ -446,6 +601,8 @@ Status SqliteStore::Commit(const Batch& batch) {
   for (const UserRow& user : batch.users) BERTH_RETURN_IF_ERROR(UpsertUser(user));
   for (const TokenRow& token : batch.tokens) BERTH_RETURN_IF_ERROR(UpsertToken(token));
   for (const AuditRow& row : batch.audit) BERTH_RETURN_IF_ERROR(AppendAudit(row));
+  for (const TeamRow& team : batch.teams) BERTH_RETURN_IF_ERROR(UpsertTeam(team));
+  BERTH_RETURN_IF_ERROR(AddUsage(batch.usage));
   return txn->Commit();
 }
 
@@ -688,11 +845,13 @@ Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
 
 Status SqliteStore::UpsertUser(const UserRow& user) {
   Result<StatementRef> ref = db_->Cached(
-      "INSERT INTO users(name, role, max_priority, team, updated_at, updated_by) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "INSERT INTO users(name, role, max_priority, team, updated_at, updated_by, "
+      "max_running_gpus, max_pending_jobs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
       "ON CONFLICT(name) DO UPDATE SET role = excluded.role, "
       "max_priority = excluded.max_priority, team = excluded.team, "
-      "updated_at = excluded.updated_at, updated_by = excluded.updated_by");
+      "updated_at = excluded.updated_at, updated_by = excluded.updated_by, "
+      "max_running_gpus = excluded.max_running_gpus, "
+      "max_pending_jobs = excluded.max_pending_jobs");
   if (!ref.ok()) return ref.status();
   return (*ref)
       ->Bind(1, user.name)
@@ -701,7 +860,43 @@ Status SqliteStore::UpsertUser(const UserRow& user) {
       .Bind(4, user.team)
       .Bind(5, user.updated_at)
       .Bind(6, user.updated_by)
+      .Bind(7, ToOpt(user.max_running_gpus))
+      .Bind(8, ToOpt(user.max_pending_jobs))
       .Run();
+}
+
+Status SqliteStore::UpsertTeam(const TeamRow& team) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO teams(name, quota, borrow_limit, weight, updated_at, updated_by) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "ON CONFLICT(name) DO UPDATE SET quota = excluded.quota, "
+      "borrow_limit = excluded.borrow_limit, weight = excluded.weight, "
+      "updated_at = excluded.updated_at, updated_by = excluded.updated_by");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, team.name)
+      .Bind(2, EncodeMilliMap(team.quota))
+      .Bind(3, EncodeMilliMap(team.borrow_limit))
+      .Bind(4, team.weight)
+      .Bind(5, team.updated_at)
+      .Bind(6, team.updated_by)
+      .Run();
+}
+
+Status SqliteStore::AddUsage(const std::vector<UsageRecord>& usage) {
+  if (usage.empty()) return Status::Ok();
+  // Added up in memory first (a pass ending many attempts of one user in one hour writes that
+  // bucket once), then upserted in key order, which is also the tables' order.
+  std::map<BucketKey, BucketSums> hours;
+  for (const UsageRecord& record : usage) SplitIntoBuckets(record, hours);
+  std::map<BucketKey, BucketSums> days;
+  for (const auto& [key, sums] : hours) {
+    BucketKey day = key;
+    day.hour = FloorTo(key.hour, kDayMs);
+    days[day] += sums;
+  }
+  BERTH_RETURN_IF_ERROR(UpsertBuckets(*db_, /*daily=*/false, hours));
+  return UpsertBuckets(*db_, /*daily=*/true, days);
 }
 
 Status SqliteStore::UpsertToken(const TokenRow& token) {
@@ -739,7 +934,8 @@ Status SqliteStore::AppendAudit(const AuditRow& row) {
 Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
   std::lock_guard<std::mutex> lock(read_mu_);
   Result<StatementRef> ref = read_db_->Cached(
-      "SELECT name, role, max_priority, team, updated_at, updated_by FROM users ORDER BY name");
+      "SELECT name, role, max_priority, team, updated_at, updated_by, max_running_gpus, "
+      "max_pending_jobs FROM users ORDER BY name");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<UserRow> users;
@@ -756,6 +952,8 @@ Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
                             .role = *role,
                             .max_priority = static_cast<int>(s.Int(2)),
                             .team = s.Text(3),
+                            .max_running_gpus = ToOptInt(s.OptInt(6)),
+                            .max_pending_jobs = ToOptInt(s.OptInt(7)),
                             .updated_at = s.Int(4),
                             .updated_by = s.Text(5)});
   }
@@ -806,6 +1004,183 @@ Result<std::vector<AuditRow>> SqliteStore::ListAudit(int limit) {
                             .detail = s.Text(5)});
   }
   return rows;
+}
+
+Result<std::vector<TeamRow>> SqliteStore::LoadTeams() {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT name, quota, borrow_limit, weight, updated_at, updated_by FROM teams ORDER BY name");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  std::vector<TeamRow> teams;
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    TeamRow t;
+    t.name = s.Text(0);
+    Result<std::map<std::string, MilliGpu>> quota = DecodeMilliMap(s.Text(1));
+    if (!quota.ok()) return Corrupt(*read_db_, "team " + t.name + ": quota", quota.status());
+    t.quota = std::move(*quota);
+    Result<std::map<std::string, MilliGpu>> borrow = DecodeMilliMap(s.Text(2));
+    if (!borrow.ok()) {
+      return Corrupt(*read_db_, "team " + t.name + ": borrow limit", borrow.status());
+    }
+    t.borrow_limit = std::move(*borrow);
+    t.weight = s.Real(3);
+    t.updated_at = s.Int(4);
+    t.updated_by = s.Text(5);
+    teams.push_back(std::move(t));
+  }
+  return teams;
+}
+
+Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
+  // The window's hours are [first, end): from the one containing `since` to the last one that
+  // starts before `until`. Its whole UTC days, [day0, day1), are read from usage_daily and the
+  // hours before and after them from usage_hourly, each a range of its table's primary key.
+  const TimeMs first = FloorToHour(query.since);
+  const TimeMs end = std::max(first, CeilTo(query.until, kHourMs));
+  const TimeMs day0 = CeilTo(first, kDayMs), day1 = FloorTo(end, kDayMs);
+  struct Range {
+    bool daily;
+    TimeMs from, to;
+  };
+  std::vector<Range> ranges;
+  if (day0 < day1) {
+    ranges = {{false, first, day0}, {true, day0, day1}, {false, day1, end}};
+  } else {
+    ranges = {{false, first, end}};
+  }
+  static const std::string kSql[2][2] = {
+      {"SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
+       "FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
+       "SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
+       "FROM usage_daily WHERE day >= ?1 AND day < ?2"},
+      {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
+       "FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
+       "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
+       "FROM usage_daily WHERE day >= ?1 AND day < ?2"}};
+
+  // The rows are added up here rather than by GROUP BY: SQLite groups by sorting every row into a
+  // temporary b-tree, which cost 3-4x the scan itself (bench/README.md, "Usage accounting").
+  // A name's totals are kept as integers and converted once, at the end: exact up to that rounding.
+  struct Totals {
+    std::string name;
+    std::vector<std::pair<std::string, int64_t>> gpu_milli_ms;  // by type; a few types at most
+    BucketSums sums;
+  };
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<Totals> totals;
+  std::unordered_map<std::string, size_t, Hash, std::equal_to<>> index;  // name -> totals[i]
+  {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    // One snapshot for all ranges: a commit between two of them would count its hours but not its
+    // days.
+    Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
+    if (!txn.ok()) return txn.status();
+    for (const Range& range : ranges) {
+      if (range.from >= range.to) continue;
+      Result<StatementRef> ref = read_db_->Cached(kSql[query.by_team ? 1 : 0][range.daily ? 1 : 0]);
+      if (!ref.ok()) return ref.status();
+      Statement& s = **ref;
+      s.Bind(1, range.from).Bind(2, range.to);
+      size_t last = SIZE_MAX;  // the previous row's name, which the next row often shares
+      for (;;) {
+        Result<bool> row = s.Step();
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        const std::string_view name = s.TextView(0);
+        if (last == SIZE_MAX || totals[last].name != name) {
+          auto it = index.find(name);
+          if (it == index.end()) {
+            it = index.emplace(std::string(name), totals.size()).first;
+            totals.push_back(Totals{.name = std::string(name)});
+          }
+          last = it->second;
+        }
+        Totals& t = totals[last];
+        if (const int64_t gpu = s.Int(2); gpu != 0) {
+          const std::string_view type = s.TextView(1);
+          auto slot = std::find_if(t.gpu_milli_ms.begin(), t.gpu_milli_ms.end(),
+                                   [&](const auto& entry) { return entry.first == type; });
+          if (slot == t.gpu_milli_ms.end()) {
+            t.gpu_milli_ms.emplace_back(std::string(type), gpu);
+          } else {
+            slot->second += gpu;
+          }
+        }
+        t.sums += BucketSums{.cpu_milli_ms = s.Int(3),
+                             .jobs = s.Int(4),
+                             .wait_ms = s.Int(5),
+                             .waits = s.Int(6),
+                             .preemptions = s.Int(7)};
+      }
+    }
+    BERTH_RETURN_IF_ERROR(txn->Commit());
+  }
+  std::sort(totals.begin(), totals.end(),
+            [](const Totals& a, const Totals& b) { return a.name < b.name; });
+  std::vector<UsageRow> rows;
+  rows.reserve(totals.size());
+  for (Totals& t : totals) {
+    UsageRow row{.name = std::move(t.name),
+                 .cpu_seconds = static_cast<double>(t.sums.cpu_milli_ms) / kMilliMsPerSecond,
+                 .jobs = t.sums.jobs,
+                 .wait_seconds = static_cast<double>(t.sums.wait_ms) / 1000.0,
+                 .waits = t.sums.waits,
+                 .preemptions = t.sums.preemptions};
+    for (auto& [type, gpu] : t.gpu_milli_ms) {
+      // "" is CPU-only use (a GPU amount there is a caller's slip); a type whose buckets add up to
+      // 0 is left out like one never used.
+      if (!type.empty() && gpu != 0) {
+        row.gpu_seconds.emplace(std::move(type), static_cast<double>(gpu) / kMilliMsPerSecond);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  std::vector<UsageBucket> buckets;
+  {
+    // Counted first (a fraction of the read's cost), so that a vector of ~100 MB for 70 days of a
+    // busy cluster is allocated once rather than grown and copied.
+    Result<StatementRef> count =
+        read_db_->Cached("SELECT count(*) FROM usage_hourly WHERE hour >= ?1");
+    if (!count.ok()) return count.status();
+    (*count)->Bind(1, since);
+    Result<bool> row = (*count)->Step();
+    if (!row.ok()) return row.status();
+    if (*row) buckets.reserve(static_cast<size_t>((*count)->Int(0)));
+  }
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms FROM usage_hourly "
+      "WHERE hour >= ?1 ORDER BY hour, user, team, gpu_type");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, since);
+  for (;;) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    buckets.push_back(
+        UsageBucket{.hour = s.Int(0),
+                    .user = s.Text(1),
+                    .team = s.Text(2),
+                    .gpu_type = s.Text(3),
+                    .gpu_seconds = static_cast<double>(s.Int(4)) / kMilliMsPerSecond,
+                    .cpu_seconds = static_cast<double>(s.Int(5)) / kMilliMsPerSecond});
+  }
+  BERTH_RETURN_IF_ERROR(txn->Commit());
+  return buckets;
 }
 
 }  // namespace berth

@@ -34,6 +34,10 @@ class SqliteStore final : public Store {
   Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& submissions) override;
   // Job rows are replaced by id: every column except id, spec_id, group_id, rank and submitted_at,
   // which are fixed at submission. A job id that does not exist fails the whole batch (kNotFound).
+  // Usage records are checked before anything is written: a negative quantity or wait, more than
+  // kMaxUsageMilli GPUs or CPUs, or an attempt longer than kMaxUsageSpanMs (an unset placed_at,
+  // most likely) fails the whole batch with kInvalidArgument. Records of one batch that fall in the
+  // same bucket are added up first, so each bucket costs one upsert per batch.
   Status Commit(const Batch& batch) override;
   Result<std::vector<JobRow>> LoadActiveJobs() override;
   Result<std::vector<JobRow>> ListJobs(const JobQuery& query) override;
@@ -49,6 +53,17 @@ class SqliteStore final : public Store {
   Result<std::vector<UserRow>> LoadUsers() override;
   Result<std::vector<TokenRow>> LoadTokens() override;
   Result<std::vector<AuditRow>> ListAudit(int limit) override;
+  Result<std::vector<TeamRow>> LoadTeams() override;
+  // Reads the window's whole UTC days from the daily rollup and only the hours at its ends from
+  // the hourly one, in one read snapshot, and adds the rows up in memory.
+  Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) override;
+  // Ordered by hour, then user, team and GPU type (the primary key).
+  Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
+
+  // The longest attempt a usage record may describe (366 days, ~8800 buckets), and the most GPUs or
+  // CPUs (a million, in milli-units) it may hold: bounds that keep the int64 sums from overflowing.
+  static constexpr DurationMs kMaxUsageSpanMs = 366LL * 24 * 3'600'000;
+  static constexpr int64_t kMaxUsageMilli = 1'000'000'000;
 
  private:
   SqliteStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<SqliteDb> read_db)
@@ -66,6 +81,8 @@ class SqliteStore final : public Store {
   Status UpsertUser(const UserRow& user);
   Status UpsertToken(const TokenRow& token);
   Status AppendAudit(const AuditRow& row);
+  Status UpsertTeam(const TeamRow& team);
+  Status AddUsage(const std::vector<UsageRecord>& usage);
 
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)

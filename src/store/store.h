@@ -83,10 +83,70 @@ struct NodeRow {
 struct UserRow {
   std::string name;
   Role role = Role::kUser;
-  int max_priority = 0;  // the highest priority the user may submit at
-  std::string team;      // "" when none
+  int max_priority = 0;                 // the highest priority the user may submit at
+  std::string team;                     // "" when none
+  std::optional<int> max_running_gpus;  // whole GPUs (any type) its running jobs may hold at once
+  std::optional<int> max_pending_jobs;  // jobs it may have waiting at once; more are refused
   TimeMs updated_at = 0;
   std::string updated_by;
+};
+
+// A team's claim on the cluster's GPUs (docs/fair-share.md). Users belong to one team each (their
+// UserRow::team); users without one are in the default team, which has no row unless an admin made
+// one ("default").
+struct TeamRow {
+  std::string name;
+  // GPU type -> milli-GPUs guaranteed to the team (its nominal quota). A type without an entry has
+  // a quota of 0: every GPU of it the team uses is borrowed.
+  std::map<std::string, MilliGpu> quota;
+  // GPU type -> milli-GPUs the team may use beyond its quota while they are idle. A type without an
+  // entry may be borrowed without limit.
+  std::map<std::string, MilliGpu> borrow_limit;
+  double weight = 1.0;  // fair-share weight: usage is divided by it
+  TimeMs updated_at = 0;
+  std::string updated_by;
+};
+
+// What one attempt of a job used, from its placement to its end; written with the attempt's end
+// and rolled up by hour (the store keeps the rollup, not these records).
+struct UsageRecord {
+  std::string user;
+  std::string team;        // the user's team when the attempt ended ("" = the default team)
+  std::string gpu_type;    // "" when the job has no GPU
+  MilliGpu gpu_milli = 0;  // over all its nodes
+  MilliCpu cpu_milli = 0;  // over all its nodes
+  TimeMs placed_at = 0;
+  TimeMs ended_at = 0;
+  DurationMs wait_ms = 0;  // how long this attempt waited in the queue before it was placed
+  bool job_ended = false;  // the attempt ended the job (it counts in `jobs`)
+  bool preempted = false;  // the attempt was ended by a preemption or a reclaim
+};
+
+// `berth usage`: totals per user or team over [since, until).
+struct UsageQuery {
+  TimeMs since = 0;
+  TimeMs until = 0;
+  bool by_team = false;
+};
+
+struct UsageRow {
+  std::string name;                           // the user or the team ("" = the default team)
+  std::map<std::string, double> gpu_seconds;  // by GPU type
+  double cpu_seconds = 0;
+  int64_t jobs = 0;         // jobs that ended in the window
+  double wait_seconds = 0;  // summed over the attempts placed in the window
+  int64_t waits = 0;        // attempts placed in the window
+  int64_t preemptions = 0;  // attempts preempted (or reclaimed) in the window
+};
+
+// One hour of one user's use of one GPU type (for rebuilding decayed fair-share usage at start).
+struct UsageBucket {
+  TimeMs hour = 0;  // the hour's start
+  std::string user;
+  std::string team;
+  std::string gpu_type;  // "" for CPU-only use
+  double gpu_seconds = 0;
+  double cpu_seconds = 0;
 };
 
 // A user's bearer token. Only a hash of the secret is kept.
@@ -139,9 +199,11 @@ struct Batch {
   std::vector<UserRow> users;                            // inserted or replaced by name
   std::vector<TokenRow> tokens;                          // inserted or replaced by name
   std::vector<AuditRow> audit;                           // appended (seq is assigned)
+  std::vector<TeamRow> teams;                            // inserted or replaced by name
+  std::vector<UsageRecord> usage;                        // added to the hourly rollup
   bool empty() const {
     return jobs.empty() && events.empty() && attempts.empty() && nodes.empty() && users.empty() &&
-           tokens.empty() && audit.empty();
+           tokens.empty() && audit.empty() && teams.empty() && usage.empty();
   }
 };
 
@@ -197,6 +259,15 @@ class Store {
   virtual Result<std::vector<TokenRow>> LoadTokens() = 0;
   // The newest `limit` audit rows, oldest first.
   virtual Result<std::vector<AuditRow>> ListAudit(int limit) = 0;
+  virtual Result<std::vector<TeamRow>> LoadTeams() = 0;
+
+  // Usage is kept as an hourly rollup: a record's GPU and CPU time is split over the hours its
+  // attempt spanned; its job count and preemption go to the hour it ended in, its wait to the hour
+  // it was placed in. A query covers the whole hours that overlap [since, until) and costs
+  // O(hours x users), not O(attempts). Rows by name, ascending.
+  virtual Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) = 0;
+  // Every bucket of an hour that starts at or after `since`, oldest first.
+  virtual Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path` in WAL mode and migrates its schema.

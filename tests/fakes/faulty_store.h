@@ -85,6 +85,18 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->ListAudit(limit);
   }
+  Result<std::vector<TeamRow>> LoadTeams() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadTeams();
+  }
+  Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& q) override {
+    if (fail_reads_) return ReadError();
+    return inner_->QueryUsage(q);
+  }
+  Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadUsageBuckets(since);
+  }
 
  private:
   Status BeforeWrite() {

@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import BerthTestCase, http, alive
+from harness import SCALE, BerthTestCase, http, alive
 
 
 def read(path):
@@ -48,7 +48,9 @@ class DispatchTest(BerthTestCase):
             print(f"\nsubmit -> start on the healthy node while the other is frozen: "
                   f"median {sorted(delays)[len(delays) // 2]:.1f} ms, max {max(delays):.1f} ms "
                   f"(includes the CLI's own start)")
-            self.assertLess(max(delays), 2000)  # milliseconds, not the frozen node's timeouts
+            # Seconds at worst on a loaded 2-core machine (a CLI start alone can take one), never the
+            # frozen node's time: a launch that waited on it would wait until the lease (60 s) ran out.
+            self.assertLess(max(delays), 10000 * SCALE)
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
 

@@ -39,6 +39,10 @@ class Script {
   void AddNode(const std::vector<std::string>& words);
   void AddRunning(const std::vector<std::string>& words);
   void AddPending(const std::vector<std::string>& words);
+  void AddTeam(const std::vector<std::string>& words);
+  void AddUser(const std::vector<std::string>& words);
+  std::map<std::string, MilliGpu> GpuAmounts(const std::string& text) const;
+  std::vector<std::string> Explain(const std::vector<std::string>& words) const;
   std::vector<std::string> RunPass();
   std::vector<std::string> Check(const std::vector<std::string>& words);
 
@@ -62,12 +66,29 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
     AddRunning(words);
   } else if (cmd == "pending") {
     AddPending(words);
+  } else if (cmd == "team") {
+    AddTeam(words);
+  } else if (cmd == "user") {
+    AddUser(words);
+  } else if (cmd == "explain") {
+    return Explain(words);
   } else if (cmd == "schedule") {
     return RunPass();
   } else if (cmd == "apply") {
     if (!last_pass_) Fail("apply without a schedule before it");
     if (words.size() > 2 || (words.size() == 2 && words[1] != "stop")) Fail("apply [stop]");
     const PreemptMode mode = words.size() == 2 ? PreemptMode::kStop : PreemptMode::kInstant;
+    // The server counts each reclaim against its team's rate limit when it applies it.
+    for (const PreemptDecision& d : last_pass_->preemptions) {
+      if (!d.reclaim) continue;
+      auto team = std::find_if(snapshot_.teams.begin(), snapshot_.teams.end(),
+                               [&](const TeamView& t) { return t.name == d.team; });
+      if (team == snapshot_.teams.end()) {
+        snapshot_.teams.push_back(TeamView{.name = d.team});
+        team = snapshot_.teams.end() - 1;
+      }
+      team->reclaims.push_back(snapshot_.now);
+    }
     // A requeued victim keeps its original request (and submission time) when the script has it.
     for (JobId id : Apply(snapshot_, *last_pass_, mode)) {
       auto original = submitted_.find(id);
@@ -83,8 +104,20 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
         config_.starvation_bound = Millis(value);
       } else if (key == "preemption" && (value == "on" || value == "off")) {
         config_.preemption = value == "on";
+      } else if (key == "charge") {
+        config_.admission_charge_s = static_cast<double>(Millis(value)) / 1000;
+      } else if (key == "weights") {
+        for (const auto& [type, weight] : Labels(value)) {
+          config_.gpu_weights[type] = static_cast<double>(Cpus(weight)) / 1000;
+        }
+      } else if (key == "reclaim-limit") {
+        config_.reclaim_limit = static_cast<int>(Integer(value));
+      } else if (key == "reclaim-window") {
+        config_.reclaim_window = Millis(value);
       } else {
-        Fail("unknown config '" + key + "=" + value + "' (starvation=D, preemption=on|off)");
+        Fail("unknown config '" + key + "=" + value +
+             "' (starvation=D, preemption=on|off, charge=D, weights=T=W,..., reclaim-limit=N, "
+             "reclaim-window=D)");
       }
     }
   } else if (cmd == "now") {
@@ -195,6 +228,8 @@ JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& o
   for (const auto& [key, value] : options) {
     if (key == "prio") {
       job.priority = static_cast<int>(Integer(value));
+    } else if (key == "user") {
+      job.user = value;
     } else if (key == "gpus") {
       const size_t colon = value.find(':');
       if (colon == std::string::npos || colon == 0) Fail("bad gpus '" + value + "' (want T4:0.5)");
@@ -289,6 +324,8 @@ void Script::AddRunning(const std::vector<std::string>& words) {
   for (const auto& [key, value] : Options(options, 2)) {
     if (key == "prio") {
       job.priority = static_cast<int>(Integer(value));
+    } else if (key == "user") {
+      job.user = value;
     } else if (key == "cpus") {
       job.per_node.cpus = Cpus(value);
     } else if (key == "mem") {
@@ -347,6 +384,94 @@ void Script::AddPending(const std::vector<std::string>& words) {
     snapshot_.pending.push_back(Request(id, options));
     submitted_[id] = snapshot_.pending.back();
   }
+}
+
+std::map<std::string, MilliGpu> Script::GpuAmounts(const std::string& text) const {
+  std::map<std::string, MilliGpu> out;
+  for (const std::string& item : Split(text, ',')) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0) Fail("bad GPU amount '" + item + "' (A100:16)");
+    out[item.substr(0, colon)] = Cpus(item.substr(colon + 1));
+  }
+  return out;
+}
+
+void Script::AddTeam(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("team needs a name");
+  TeamView team{.name = words[1] == "-" ? "" : words[1]};
+  for (const auto& [key, value] : Options(words, 2)) {
+    if (key == "quota") {
+      team.quota = GpuAmounts(value);
+    } else if (key == "borrow") {
+      team.borrow_limit = GpuAmounts(value);
+    } else if (key == "weight") {
+      team.weight = static_cast<double>(Cpus(value)) / 1000;
+    } else if (key == "usage") {
+      team.usage = static_cast<double>(Millis(value)) / 1000;
+    } else {
+      Fail("unknown team option '" + key + "' (quota=, borrow=, weight=, usage=)");
+    }
+  }
+  snapshot_.teams.push_back(std::move(team));
+}
+
+void Script::AddUser(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("user needs a name");
+  UserView user{.name = words[1]};
+  for (const auto& [key, value] : Options(words, 2)) {
+    if (key == "team") {
+      user.team = value;
+    } else if (key == "usage") {
+      user.usage = static_cast<double>(Millis(value)) / 1000;
+    } else if (key == "max-gpus") {
+      user.max_running_gpus = Cpus(value);
+    } else {
+      Fail("unknown user option '" + key + "' (team=, usage=, max-gpus=)");
+    }
+  }
+  snapshot_.users.push_back(std::move(user));
+}
+
+std::vector<std::string> Script::Explain(const std::vector<std::string>& words) const {
+  if (!last_pass_) Fail("explain without a schedule before it");
+  if (words.size() != 2) Fail("explain needs one job id");
+  const JobId id = Integer(words[1]);
+  auto it = std::find_if(last_pass_->explain.begin(), last_pass_->explain.end(),
+                         [&](const auto& e) { return e.first == id; });
+  if (it == last_pass_->explain.end()) return {"job " + words[1] + " is not waiting"};
+  const Explanation& x = it->second;
+  auto num = [](double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  };
+  std::vector<std::string> out;
+  const std::string& team = last_pass_->teams[static_cast<size_t>(x.team)];
+  out.push_back("position " + std::to_string(x.position) + ", in team " +
+                (team.empty() ? "(default)" : team) + " " + std::to_string(x.team_position) +
+                "; first waiting: job " + std::to_string(x.first_waiting));
+  static const char* kStates[] = {"no GPU", "within quota", "borrowing", "over borrow limit"};
+  if (x.quota_state != Explanation::Quota::kNoGpu) {
+    out.push_back(std::string(kStates[static_cast<int>(x.quota_state)]) + ": team holds " +
+                  FormatMilli(x.team_uses) + ", quota " + FormatMilli(x.quota) + ", borrow limit " +
+                  (x.borrow_limit ? FormatMilli(*x.borrow_limit) : "none") + ", job needs " +
+                  FormatMilli(x.job_needs));
+  }
+  out.push_back("scores: user " + num(x.user_score) + ", team " + num(x.team_score) + " (" +
+                num(x.team_usage) + " / weight " + num(x.team_weight) + ")");
+  if (x.blocking >= 0) {
+    const Blocking& b = last_pass_->blockings[static_cast<size_t>(x.blocking)];
+    out.push_back("blocking: " + b.resource + " needs " + num(b.needed) + " on " +
+                  std::to_string(b.nodes_needed) + " node(s); " +
+                  std::to_string(b.nodes_with_enough) + " have it; most free " + num(b.most_free) +
+                  (b.most_free_node.empty() ? "" : " (" + b.most_free_node + ")"));
+  }
+  if (x.reservation >= 0) {
+    const ReservationView& r = last_pass_->reservations[static_cast<size_t>(x.reservation)];
+    out.push_back("reserved: " + Join(r.nodes, ",") + " until " +
+                  (r.until ? std::to_string(*r.until) : "unknown"));
+  }
+  return out;
 }
 
 std::vector<std::string> Script::RunPass() {

@@ -17,9 +17,16 @@
 //           on NODE [gpus=I[:SHARE],...] [on NODE ...]    (options may also follow the nodes)
 //   pending ID|FIRST..LAST [prio=P] [gpus=TYPE:N] [cpus=N] [mem=M] [nodes=N] [pool=P]
 //           [selector=k=v[,k=v]] [exclusive=KEY] [submitted=T] [limit=D]
-//   config [starvation=D] [preemption=on|off]   (defaults: Config{}: 10m, on)
+//   config [starvation=D] [preemption=on|off] [charge=D] [weights=TYPE=W,...] [reclaim-limit=N]
+//          [reclaim-window=D]        (defaults: Config{}: 10m, on, 1h, 1 each, 3, 1m)
+//   team NAME|- [quota=TYPE:N,...] [borrow=TYPE:N,...] [weight=W] [usage=D]   (- = default team;
+//                     usage: decayed weighted GPU-time, e.g. usage=2h is 7200 GPU-seconds)
+//   user NAME [team=T] [usage=D] [max-gpus=N]
+//   (pending and running jobs take user=NAME; without it they belong to the anonymous user "")
+//   explain ID        print the last pass's Explanation of a waiting job
 //   now T             the time of the next passes (starts at 0)
-//   schedule          run one pass; print "place ...", "preempt ..." and "wait ID: reason" lines
+//   schedule          run one pass; print "place ...", "preempt ...", "reclaim ..." and
+//                     "wait ID: reason" lines
 //   apply             carry out the last pass: placed jobs start (their resources become taken);
 //                     victims stop at once and return to the queue, and their preemptor starts
 //   apply stop        the same, but victims only begin to stop (they keep their resources) and

@@ -104,9 +104,17 @@ std::string Hold(Snapshot& snapshot, const RunningJob& job) {
 
 namespace {
 
+std::string TeamOf(const Snapshot& snapshot, const std::string& user) {
+  for (const UserView& u : snapshot.users) {
+    if (u.name == user) return u.team;
+  }
+  return "";
+}
+
 RunningJob Started(const JobRequest& job, const Placement& placement, TimeMs now) {
   RunningJob running;
   running.id = job.id;
+  running.user = job.user;
   running.priority = job.priority;
   running.per_node = job.per_node;
   running.exclusive = job.exclusive;
@@ -152,6 +160,7 @@ std::vector<JobId> Apply(Snapshot& snapshot, const PassResult& result, PreemptMo
       if (it == snapshot.running.end()) continue;
       JobRequest again;
       again.id = it->id;
+      again.user = it->user;
       again.priority = it->priority;
       again.num_nodes = static_cast<int>(it->placement.size());
       again.per_node = it->per_node;
@@ -205,13 +214,13 @@ std::vector<std::string> FormatDecisions(const PassResult& result) {
     return out;
   };
   for (const PreemptDecision& d : result.preemptions) {
-    lines.push_back("preempt " + std::to_string(d.preemptor) + " victims=" + ids(d.victims) +
-                    " on " + FormatPlacement(d.placement) +
+    lines.push_back((d.reclaim ? "reclaim " : "preempt ") + std::to_string(d.preemptor) +
+                    " victims=" + ids(d.victims) + " on " + FormatPlacement(d.placement) +
                     (d.waits_for.empty() ? "" : " waits_for=" + ids(d.waits_for)));
   }
   for (const HoldDecision& d : result.holds) {
-    lines.push_back("hold " + std::to_string(d.job) + " on " + FormatPlacement(d.placement) +
-                    " waits_for=" + ids(d.waits_for));
+    lines.push_back((d.reclaim ? "hold (reclaim) " : "hold ") + std::to_string(d.job) + " on " +
+                    FormatPlacement(d.placement) + " waits_for=" + ids(d.waits_for));
   }
   for (const auto& [id, reason] : result.waiting) {
     lines.push_back("wait " + std::to_string(id) + ": " + reason);
@@ -348,7 +357,8 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
     for (JobId id : d.waits_for) {
       const std::string who = "job " + std::to_string(id);
       auto r = running.find(id);
-      if (r == running.end() || !r->second->stopping || r->second->priority >= priority) {
+      if (r == running.end() || !r->second->stopping ||
+          (!d.reclaim && r->second->priority >= priority)) {
         broken.push_back(who + " waited for by " + job + " but not a stopping lower-priority job");
         continue;
       }
@@ -364,6 +374,9 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
     const std::string job = "job " + std::to_string(d.preemptor);
     auto preemptor = pending.find(d.preemptor);
     const int priority = preemptor == pending.end() ? 0 : preemptor->second->priority;
+    std::optional<std::string> preemptor_team;
+    if (preemptor != pending.end()) preemptor_team = TeamOf(snapshot, preemptor->second->user);
+    const std::string* req_team = preemptor_team ? &*preemptor_team : nullptr;
     std::vector<const RunningJob*> leaving;
     for (int pass = 0; pass < 2; ++pass) {
       const bool victims = pass == 0;
@@ -381,7 +394,12 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
                                     : " is not stopping, yet waited for by ") +
                            job);
         }
-        if (r.priority >= priority) {
+        if (d.reclaim) {
+          // A reclaim evicts other teams' work, of any priority.
+          if (req_team != nullptr && TeamOf(snapshot, r.user) == *req_team) {
+            broken.push_back(who + " of the same team reclaimed by " + job);
+          }
+        } else if (r.priority >= priority) {
           broken.push_back(who + " (priority " + std::to_string(r.priority) + ") evicted by " +
                            job + " (priority " + std::to_string(priority) + ")");
         }

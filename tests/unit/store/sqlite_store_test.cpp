@@ -11,10 +11,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <numeric>
+#include <random>
 #include <set>
 #include <thread>
 
+#include "fakes/faulty_store.h"
 #include "store/schema.h"
 #include "store_test_util.h"
 
@@ -26,6 +29,12 @@ using store_test::QueryInt;
 using store_test::TempDir;
 
 constexpr TimeMs kT0 = 1'790'000'000'000;  // some fixed wall time, in ms
+constexpr DurationMs kMinute = 60'000;
+constexpr DurationMs kHour = 3'600'000;
+constexpr TimeMs kH0 = kT0 - kT0 % kHour;  // the start of the hour containing kT0
+static_assert(kH0 % kHour == 0 && kT0 - kH0 < kHour);
+constexpr DurationMs kDay = 24 * kHour;
+constexpr TimeMs kD0 = kT0 - kT0 % kDay;  // the start of the UTC day containing kT0
 
 Submission MakeSubmission(int count, bool as_group, std::string spec = R"({"run":"train.py"})") {
   Submission s;
@@ -90,10 +99,56 @@ class SqliteStoreTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.message();
   }
 
+  void MustCommit(const Batch& batch) {
+    Status st = store_->Commit(batch);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+
+  std::vector<UsageRow> MustQueryUsage(TimeMs since, TimeMs until, bool by_team = false) {
+    Result<std::vector<UsageRow>> rows =
+        store_->QueryUsage({.since = since, .until = until, .by_team = by_team});
+    EXPECT_TRUE(rows.ok()) << rows.status().message();
+    return rows.ok() ? *rows : std::vector<UsageRow>{};
+  }
+
+  std::vector<UsageBucket> MustLoadBuckets(TimeMs since) {
+    Result<std::vector<UsageBucket>> buckets = store_->LoadUsageBuckets(since);
+    EXPECT_TRUE(buckets.ok()) << buckets.status().message();
+    return buckets.ok() ? *buckets : std::vector<UsageBucket>{};
+  }
+
   TempDir dir_;
   std::string path_ = dir_.File("berth.db");
   std::unique_ptr<Store> store_;
 };
+
+// An attempt of `user` (in `team`) holding `gpu_milli` of `gpu_type` and `cpu_milli` CPUs over
+// [placed, ended).
+UsageRecord Use(std::string user, std::string team, std::string gpu_type, MilliGpu gpu_milli,
+                MilliCpu cpu_milli, TimeMs placed, TimeMs ended) {
+  return UsageRecord{.user = std::move(user),
+                     .team = std::move(team),
+                     .gpu_type = std::move(gpu_type),
+                     .gpu_milli = gpu_milli,
+                     .cpu_milli = cpu_milli,
+                     .placed_at = placed,
+                     .ended_at = ended};
+}
+
+// The one row of `rows` named `name`, or an empty row (and a test failure).
+UsageRow RowOf(const std::vector<UsageRow>& rows, const std::string& name) {
+  for (const UsageRow& row : rows) {
+    if (row.name == name) return row;
+  }
+  ADD_FAILURE() << "no usage row for \"" << name << "\"";
+  return UsageRow{};
+}
+
+std::vector<std::string> NamesOf(const std::vector<UsageRow>& rows) {
+  std::vector<std::string> names;
+  for (const UsageRow& row : rows) names.push_back(row.name);
+  return names;
+}
 
 // ---- Submit ----
 
@@ -526,7 +581,628 @@ TEST_F(ListJobsTest, NegativeLimitIsInvalid) {
   EXPECT_EQ(jobs.status().code(), Code::kInvalidArgument);
 }
 
+// ---- Users, teams ----
+
+// ada has both caps, bob none; then an admin lifts ada's GPU cap and sets bob's pending cap.
+TEST_F(SqliteStoreTest, UserCapsRoundTripSetAndUnset) {
+  Batch batch;
+  batch.users = {UserRow{.name = "bob", .team = "nlp", .updated_at = kT0, .updated_by = "root"},
+                 UserRow{.name = "ada",
+                         .role = Role::kOperator,
+                         .max_priority = 10,
+                         .team = "vision",
+                         .max_running_gpus = 16,
+                         .max_pending_jobs = 500,
+                         .updated_at = kT0,
+                         .updated_by = "root"}};
+  MustCommit(batch);
+  store_.reset();
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+
+  Result<std::vector<UserRow>> users = store_->LoadUsers();
+  ASSERT_TRUE(users.ok()) << users.status().message();
+  ASSERT_EQ(users->size(), 2u);
+  const UserRow& ada = (*users)[0];
+  EXPECT_EQ(ada.name, "ada");
+  EXPECT_EQ(ada.role, Role::kOperator);
+  EXPECT_EQ(ada.max_priority, 10);
+  EXPECT_EQ(ada.team, "vision");
+  EXPECT_EQ(ada.max_running_gpus, 16);
+  EXPECT_EQ(ada.max_pending_jobs, 500);
+  EXPECT_EQ((*users)[1].name, "bob");
+  EXPECT_FALSE((*users)[1].max_running_gpus.has_value());
+  EXPECT_FALSE((*users)[1].max_pending_jobs.has_value());
+
+  UserRow ada2 = ada;
+  ada2.max_running_gpus = std::nullopt;  // no limit any more
+  UserRow bob2 = (*users)[1];
+  bob2.max_pending_jobs = 0;  // a cap of 0 is a cap, not "no limit"
+  batch = Batch{};
+  batch.users = {ada2, bob2};
+  MustCommit(batch);
+  users = store_->LoadUsers();
+  ASSERT_TRUE(users.ok()) << users.status().message();
+  ASSERT_EQ(users->size(), 2u);
+  EXPECT_FALSE((*users)[0].max_running_gpus.has_value());
+  EXPECT_EQ((*users)[0].max_pending_jobs, 500);
+  EXPECT_FALSE((*users)[1].max_running_gpus.has_value());
+  EXPECT_EQ((*users)[1].max_pending_jobs, 0);
+  std::unique_ptr<SqliteDb> raw = OpenRaw(path_);
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM users WHERE max_running_gpus IS NULL"), 2);
+}
+
+TEST_F(SqliteStoreTest, TeamsRoundTripAndAreReplacedByName) {
+  TeamRow vision{.name = "vision",
+                 .quota = {{"H100", 16'000}, {"A100", 4'500}},
+                 .borrow_limit = {{"H100", 8'000}},
+                 .weight = 2.5,
+                 .updated_at = kT0,
+                 .updated_by = "root"};
+  TeamRow nlp{.name = "nlp", .updated_at = kT0 + 1, .updated_by = "ops"};  // no quota, weight 1
+  Batch batch;
+  batch.teams = {vision, nlp};
+  MustCommit(batch);
+
+  Result<std::vector<TeamRow>> teams = store_->LoadTeams();
+  ASSERT_TRUE(teams.ok()) << teams.status().message();
+  ASSERT_EQ(teams->size(), 2u);
+  const TeamRow& n = (*teams)[0];  // by name
+  EXPECT_EQ(n.name, "nlp");
+  EXPECT_TRUE(n.quota.empty());
+  EXPECT_TRUE(n.borrow_limit.empty());
+  EXPECT_EQ(n.weight, 1.0);
+  EXPECT_EQ(n.updated_at, kT0 + 1);
+  EXPECT_EQ(n.updated_by, "ops");
+  const TeamRow& v = (*teams)[1];
+  EXPECT_EQ(v.name, "vision");
+  EXPECT_EQ(v.quota, vision.quota);
+  EXPECT_EQ(v.borrow_limit, vision.borrow_limit);
+  EXPECT_EQ(v.weight, 2.5);
+  EXPECT_EQ(v.updated_by, "root");
+
+  // The admin gives vision's A100s away and halves its weight; the row is replaced, not added.
+  vision.quota = {{"H100", 16'000}};
+  vision.borrow_limit = {};
+  vision.weight = 1.25;
+  vision.updated_at = kT0 + 2;
+  batch = Batch{};
+  batch.teams = {vision};
+  MustCommit(batch);
+  teams = store_->LoadTeams();
+  ASSERT_TRUE(teams.ok()) << teams.status().message();
+  ASSERT_EQ(teams->size(), 2u);
+  EXPECT_EQ((*teams)[1].quota, vision.quota);
+  EXPECT_TRUE((*teams)[1].borrow_limit.empty());
+  EXPECT_EQ((*teams)[1].weight, 1.25);
+  EXPECT_EQ((*teams)[1].updated_at, kT0 + 2);
+  EXPECT_EQ(Count("teams"), 2);
+}
+
+// ---- Usage ----
+
+// ada's attempt holds 2.5 H100s and 8 CPUs from 0:45 to 2:10 (hours h0, h1, h2 from kH0): 15, 60
+// and 10 minutes, i.e. 900, 3600 and 600 s. GPU time: 2.5 x those = 2250, 9000 and 1500 GPU-s,
+// 12750 in all = 2.5 x 5100 s; CPU time 8 x = 7200, 28800 and 4800 CPU-s, 40800 in all.
+TEST_F(SqliteStoreTest, UsageIsSplitExactlyOverTheHoursItSpans) {
+  Batch batch;
+  batch.usage = {Use("ada", "vision", "H100", 2'500, 8'000, kH0 + 45 * kMinute,
+                     kH0 + 2 * kHour + 10 * kMinute)};
+  MustCommit(batch);
+
+  std::vector<UsageBucket> buckets = MustLoadBuckets(kH0);
+  ASSERT_EQ(buckets.size(), 3u);
+  const double gpu[] = {2250, 9000, 1500};
+  const double cpu[] = {7200, 28800, 4800};
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE("hour " + std::to_string(i));
+    EXPECT_EQ(buckets[i].hour, kH0 + static_cast<int64_t>(i) * kHour);
+    EXPECT_EQ(buckets[i].user, "ada");
+    EXPECT_EQ(buckets[i].team, "vision");
+    EXPECT_EQ(buckets[i].gpu_type, "H100");
+    EXPECT_EQ(buckets[i].gpu_seconds, gpu[i]);
+    EXPECT_EQ(buckets[i].cpu_seconds, cpu[i]);
+  }
+
+  // The totals are the record's, and survive a reopen.
+  store_.reset();
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  std::vector<UsageRow> rows = MustQueryUsage(kH0, kH0 + 3 * kHour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].name, "ada");
+  EXPECT_EQ(rows[0].gpu_seconds, (std::map<std::string, double>{{"H100", 12750}}));
+  EXPECT_EQ(rows[0].cpu_seconds, 40800);
+  EXPECT_EQ(rows[0].waits, 1);
+  EXPECT_EQ(rows[0].jobs, 0);  // job_ended unset: the job goes on in another attempt
+}
+
+// Odd amounts and millisecond offsets: 0.333 GPU and 0.001 CPU from h0 + 1 ms to h3 - 7 ms. The
+// store keeps milli-units x ms as integers, so the hours add up to exactly the record's total
+// (0.333 x 10,799.992 s = 3596.397336 GPU-s), however the buckets were reached.
+TEST_F(SqliteStoreTest, UsageTotalsEqualTheRecordsToTheMillisecond) {
+  const TimeMs placed = kH0 + 1, ended = kH0 + 3 * kHour - 7;
+  Batch batch;
+  batch.usage = {Use("ada", "vision", "A100", 333, 1, placed, ended)};
+  MustCommit(batch);
+
+  std::unique_ptr<SqliteDb> raw = OpenRaw(path_);
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM usage_hourly"), 3);
+  EXPECT_EQ(QueryInt(*raw, "SELECT sum(gpu_milli_ms) FROM usage_hourly"), 333 * (ended - placed));
+  EXPECT_EQ(QueryInt(*raw, "SELECT sum(cpu_milli_ms) FROM usage_hourly"), 1 * (ended - placed));
+  EXPECT_EQ(QueryInt(*raw, "SELECT gpu_milli_ms FROM usage_hourly WHERE hour = " +
+                               std::to_string(kH0 + kHour)),
+            333 * kHour);
+  std::vector<UsageRow> rows = MustQueryUsage(kH0, kH0 + 3 * kHour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_seconds.at("A100"), 0.333 * 10'799.992);
+  EXPECT_DOUBLE_EQ(rows[0].cpu_seconds, 0.001 * 10'799.992);
+}
+
+// Hours h0..h3 from kH0. Four attempts of ada's job and one of bob's:
+//   a: placed h0 +10 min after waiting 120 s, ends the job at h2 +5 min   -> wait h0, job h2
+//   b: placed h1 +0 (waited 30 s), preempted at h1 +20 min               -> wait h1, preemption h1
+//   c: placed h1 +40 min (waited 5 s), ends exactly at h2's start        -> wait h1, job h2, time
+//      only in h1
+//   d: fails at placement (ended_at == placed_at, h3 +1 min), waited 10 s -> wait h3, job h3, no
+//   time e: bob, a reclaim that also ends his job, placed and ended in h0       -> everything in h0
+TEST_F(SqliteStoreTest, JobsPreemptionsAndWaitsGoToTheirHours) {
+  UsageRecord a =
+      Use("ada", "vision", "H100", 1'000, 0, kH0 + 10 * kMinute, kH0 + 2 * kHour + 5 * kMinute);
+  a.wait_ms = 120'000;
+  a.job_ended = true;
+  UsageRecord b = Use("ada", "vision", "H100", 1'000, 0, kH0 + kHour, kH0 + kHour + 20 * kMinute);
+  b.wait_ms = 30'000;
+  b.preempted = true;
+  UsageRecord c =
+      Use("ada", "vision", "H100", 1'000, 0, kH0 + kHour + 40 * kMinute, kH0 + 2 * kHour);
+  c.wait_ms = 5'000;
+  c.job_ended = true;
+  UsageRecord d =
+      Use("ada", "vision", "H100", 1'000, 0, kH0 + 3 * kHour + kMinute, kH0 + 3 * kHour + kMinute);
+  d.wait_ms = 10'000;
+  d.job_ended = true;
+  UsageRecord e = Use("bob", "vision", "", 0, 2'000, kH0 + kMinute, kH0 + 31 * kMinute);
+  e.wait_ms = 1'000;
+  e.job_ended = true;
+  e.preempted = true;
+  Batch batch;
+  batch.usage = {a, b, c, d, e};
+  MustCommit(batch);
+
+  auto hour = [&](int h) { return MustQueryUsage(kH0 + h * kHour, kH0 + (h + 1) * kHour); };
+  // h0: a's 50 min; a's wait; bob's 30 min of 2 CPUs (3600 CPU-s), his job, wait and reclaim.
+  std::vector<UsageRow> h0 = hour(0);
+  ASSERT_EQ(NamesOf(h0), std::vector<std::string>({"ada", "bob"}));
+  EXPECT_EQ(h0[0].gpu_seconds.at("H100"), 50 * 60);
+  EXPECT_EQ(h0[0].jobs, 0);
+  EXPECT_EQ(h0[0].waits, 1);
+  EXPECT_EQ(h0[0].wait_seconds, 120);
+  EXPECT_EQ(h0[0].preemptions, 0);
+  EXPECT_TRUE(h0[1].gpu_seconds.empty());  // CPU only: no "" entry
+  EXPECT_EQ(h0[1].cpu_seconds, 3600);
+  EXPECT_EQ(h0[1].jobs, 1);
+  EXPECT_EQ(h0[1].waits, 1);
+  EXPECT_EQ(h0[1].wait_seconds, 1);
+  EXPECT_EQ(h0[1].preemptions, 1);
+  // h1: a's 60 min + b's 20 + c's 20 = 100 GPU-min; b's and c's waits; b's preemption.
+  std::vector<UsageRow> h1 = hour(1);
+  ASSERT_EQ(NamesOf(h1), std::vector<std::string>({"ada"}));
+  EXPECT_EQ(h1[0].gpu_seconds.at("H100"), 100 * 60);
+  EXPECT_EQ(h1[0].jobs, 0);
+  EXPECT_EQ(h1[0].waits, 2);
+  EXPECT_EQ(h1[0].wait_seconds, 35);
+  EXPECT_EQ(h1[0].preemptions, 1);
+  // h2: a's last 5 min; a's and c's job ends.
+  std::vector<UsageRow> h2 = hour(2);
+  ASSERT_EQ(NamesOf(h2), std::vector<std::string>({"ada"}));
+  EXPECT_EQ(h2[0].gpu_seconds.at("H100"), 5 * 60);
+  EXPECT_EQ(h2[0].jobs, 2);
+  EXPECT_EQ(h2[0].waits, 0);
+  EXPECT_EQ(h2[0].preemptions, 0);
+  // h3: d alone, with no time at all.
+  std::vector<UsageRow> h3 = hour(3);
+  ASSERT_EQ(NamesOf(h3), std::vector<std::string>({"ada"}));
+  EXPECT_TRUE(h3[0].gpu_seconds.empty());
+  EXPECT_EQ(h3[0].cpu_seconds, 0);
+  EXPECT_EQ(h3[0].jobs, 1);
+  EXPECT_EQ(h3[0].waits, 1);
+  EXPECT_EQ(h3[0].wait_seconds, 10);
+
+  // All four hours at once: the sums of the above.
+  std::vector<UsageRow> all = MustQueryUsage(kH0, kH0 + 4 * kHour);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].gpu_seconds.at("H100"), (50 + 100 + 5) * 60);
+  EXPECT_EQ(all[0].jobs, 3);
+  EXPECT_EQ(all[0].waits, 4);
+  EXPECT_EQ(all[0].wait_seconds, 165);
+  EXPECT_EQ(all[0].preemptions, 1);
+}
+
+// Over h0 (kH0 + one hour):
+//   ada (vision): 1 H100 for the hour (3600 GPU-s), 1 A100 for 30 min (1800), 4 CPUs throughout
+//   bob (vision): 2 H100s for the hour (7200)
+//   cyd (no team, i.e. the default team ""): CPU only, 8 CPUs for the hour (28800 CPU-s)
+//   dan (nlp):    half an A100 for the hour (1800)
+// By team: "" = cyd; nlp = dan; vision = ada + bob: H100 10800, A100 1800. Every attempt ends its
+// job; only ada's A100 one ends inside h0, the others at h1's start, so their jobs count in h1.
+TEST_F(SqliteStoreTest, UsageByUserAndByTeam) {
+  const TimeMs h0 = kH0, h1 = kH0 + kHour;
+  Batch batch;
+  batch.usage = {Use("dan", "nlp", "A100", 500, 0, h0, h1),
+                 Use("bob", "vision", "H100", 2'000, 0, h0, h1),
+                 Use("ada", "vision", "H100", 1'000, 4'000, h0, h1),
+                 Use("ada", "vision", "A100", 1'000, 0, h0, h0 + 30 * kMinute),
+                 Use("cyd", "", "", 0, 8'000, h0, h1)};
+  for (UsageRecord& r : batch.usage) r.job_ended = true;
+  MustCommit(batch);
+
+  std::vector<UsageRow> users = MustQueryUsage(h0, h1);
+  ASSERT_EQ(NamesOf(users), std::vector<std::string>({"ada", "bob", "cyd", "dan"}));
+  EXPECT_EQ(users[0].gpu_seconds, (std::map<std::string, double>{{"A100", 1800}, {"H100", 3600}}));
+  EXPECT_EQ(users[0].cpu_seconds, 4 * 3600);
+  EXPECT_EQ(users[0].jobs, 1);
+  EXPECT_EQ(users[0].waits, 2);
+  EXPECT_EQ(users[1].gpu_seconds, (std::map<std::string, double>{{"H100", 7200}}));
+  EXPECT_TRUE(users[2].gpu_seconds.empty());
+  EXPECT_EQ(users[2].cpu_seconds, 28800);
+  EXPECT_EQ(users[3].gpu_seconds, (std::map<std::string, double>{{"A100", 1800}}));
+
+  std::vector<UsageRow> teams = MustQueryUsage(h0, h1, /*by_team=*/true);
+  ASSERT_EQ(NamesOf(teams), std::vector<std::string>({"", "nlp", "vision"}));
+  EXPECT_EQ(teams[0].cpu_seconds, 28800);
+  EXPECT_TRUE(teams[0].gpu_seconds.empty());
+  EXPECT_EQ(teams[1].gpu_seconds, (std::map<std::string, double>{{"A100", 1800}}));
+  EXPECT_EQ(teams[2].gpu_seconds, (std::map<std::string, double>{{"A100", 1800}, {"H100", 10800}}));
+  EXPECT_EQ(teams[2].cpu_seconds, 4 * 3600);
+  EXPECT_EQ(teams[2].jobs, 1);
+  EXPECT_EQ(teams[2].waits, 3);
+
+  // h1 holds the other four job ends and no time.
+  std::vector<UsageRow> next = MustQueryUsage(h1, h1 + kHour, /*by_team=*/true);
+  ASSERT_EQ(NamesOf(next), std::vector<std::string>({"", "nlp", "vision"}));
+  EXPECT_EQ(next[2].jobs, 2);
+  EXPECT_TRUE(next[2].gpu_seconds.empty());
+  EXPECT_EQ(next[2].waits, 0);
+}
+
+// One attempt holds 1 GPU from h0 to h5 (3600 GPU-s in each of h0..h4). A window covers every hour
+// that overlaps it: [h1 + 30 min, h3) is h1 and h2; one more millisecond of `until` adds h3.
+TEST_F(SqliteStoreTest, UsageWindowCoversTheHoursOverlappingIt) {
+  Batch batch;
+  batch.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + 5 * kHour)};
+  MustCommit(batch);
+  auto gpu_seconds = [&](TimeMs since, TimeMs until) -> double {
+    std::vector<UsageRow> rows = MustQueryUsage(since, until);
+    return rows.empty() ? 0 : RowOf(rows, "ada").gpu_seconds["H100"];
+  };
+  EXPECT_EQ(gpu_seconds(kH0 + kHour + 30 * kMinute, kH0 + 3 * kHour), 2 * 3600);
+  EXPECT_EQ(gpu_seconds(kH0 + kHour + 30 * kMinute, kH0 + 3 * kHour + 1), 3 * 3600);
+  EXPECT_EQ(gpu_seconds(kH0 + kHour, kH0 + 2 * kHour), 3600);
+  EXPECT_EQ(gpu_seconds(kH0 - 10 * kHour, kH0 + 10 * kHour), 5 * 3600);
+  EXPECT_EQ(gpu_seconds(kH0 + 5 * kHour, kH0 + 10 * kHour), 0);           // after it
+  EXPECT_EQ(gpu_seconds(kH0 - 2 * kHour, kH0), 0);                        // before it
+  EXPECT_TRUE(MustQueryUsage(kH0 + 3 * kHour, kH0 + 2 * kHour).empty());  // until < since
+
+  // LoadUsageBuckets takes the hours that start at or after `since` (not the one containing it),
+  // oldest first.
+  std::vector<UsageBucket> buckets = MustLoadBuckets(kH0 + 2 * kHour);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].hour, kH0 + 2 * kHour);
+  EXPECT_EQ(buckets[2].hour, kH0 + 4 * kHour);
+  EXPECT_EQ(MustLoadBuckets(kH0 + 2 * kHour + 1).size(), 2u);
+  EXPECT_TRUE(MustLoadBuckets(kH0 + 5 * kHour).empty());
+}
+
+// A window of several days is read from the daily rollup for its whole days and from the hours at
+// its ends. One GPU from day 0, 22:00 to day 2, 03:00 (29 hours: 2 + 24 + 3). The window from day
+// 0, 23:30 to day 2, 01:00 covers the hours 23:00 of day 0 (1), all of day 1 (24) and 00:00 of day
+// 2 (1): 26 GPU-hours = 93,600 GPU-s.
+TEST_F(SqliteStoreTest, UsageWindowOfDaysAddsWholeDaysAndRaggedHours) {
+  Batch batch;
+  batch.usage = {
+      Use("ada", "vision", "H100", 1'000, 0, kD0 + 22 * kHour, kD0 + 2 * kDay + 3 * kHour)};
+  MustCommit(batch);
+  EXPECT_EQ(Count("usage_hourly"), 29);
+  EXPECT_EQ(Count("usage_daily"), 3);
+
+  auto gpu_seconds = [&](TimeMs since, TimeMs until) -> double {
+    std::vector<UsageRow> rows = MustQueryUsage(since, until);
+    return rows.empty() ? 0 : RowOf(rows, "ada").gpu_seconds["H100"];
+  };
+  EXPECT_EQ(gpu_seconds(kD0 + 23 * kHour + 30 * kMinute, kD0 + 2 * kDay + kHour), 26 * 3600);
+  EXPECT_EQ(gpu_seconds(kD0 + kDay, kD0 + 2 * kDay), 24 * 3600);             // exactly day 1
+  EXPECT_EQ(gpu_seconds(kD0, kD0 + 3 * kDay), 29 * 3600);                    // days 0..2 whole
+  EXPECT_EQ(gpu_seconds(kD0 - kDay, kD0 + 10 * kDay), 29 * 3600);            // and beyond
+  EXPECT_EQ(gpu_seconds(kD0 + 2 * kDay + 2 * kHour, kD0 + 9 * kDay), 3600);  // 02:00 of day 2
+}
+
+// QueryUsage reads whole days from usage_daily and ragged hours from usage_hourly; the answer must
+// be the one a plain GROUP BY over the hours gives, for any window. 400 random attempts of 5 users
+// in 2 teams (GPU types H100, A100 and none) over 6 days, 0 to 30 hours long, written in batches
+// of 40; then 150 random windows, by user and by team. Also: every usage_daily row is the sum of
+// its day's usage_hourly rows, and there are no others.
+TEST_F(SqliteStoreTest, UsageQueriesAgreeWithAFullScanOfTheHours) {
+  std::mt19937_64 rng(7);
+  auto uniform = [&](int64_t lo, int64_t hi) {  // in [lo, hi]
+    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+  };
+  const std::vector<std::string> users = {"u0", "u1", "u2", "u3", "u4"};
+  const std::vector<std::string> types = {"H100", "A100", ""};
+  for (int b = 0; b < 10; ++b) {
+    Batch batch;
+    for (int i = 0; i < 40; ++i) {
+      const int user = static_cast<int>(uniform(0, 4));
+      const std::string type = types[uniform(0, 2)];
+      const TimeMs placed = kD0 + uniform(0, 6 * kDay);
+      UsageRecord r =
+          Use(users[user], user < 3 ? "vision" : "nlp", type, type.empty() ? 0 : uniform(1, 8'000),
+              uniform(0, 64'000), placed, placed + uniform(0, 30 * kHour));
+      r.wait_ms = uniform(0, kHour);
+      r.job_ended = uniform(0, 1) == 1;
+      r.preempted = uniform(0, 3) == 0;
+      batch.usage.push_back(r);
+    }
+    MustCommit(batch);
+  }
+
+  std::unique_ptr<SqliteDb> raw = OpenRaw(path_);
+  const std::string sums =
+      "sum(gpu_milli_ms), sum(cpu_milli_ms), sum(jobs), sum(wait_ms), sum(waits), "
+      "sum(preemptions)";
+  const std::string hourly_by_day = "SELECT hour - hour % " + std::to_string(kDay) +
+                                    ", user, team, gpu_type, " + sums +
+                                    " FROM usage_hourly GROUP BY 1, 2, 3, 4";
+  const std::string daily =
+      "SELECT day, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, "
+      "preemptions FROM usage_daily";
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM (" + hourly_by_day + " EXCEPT " + daily + ")"), 0);
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM (" + daily + " EXCEPT " + hourly_by_day + ")"), 0);
+  EXPECT_GT(Count("usage_daily"), 5);
+
+  // The reference: GROUP BY over usage_hourly, folded into UsageRows the way the store documents.
+  auto reference = [&](TimeMs since, TimeMs until, bool by_team) {
+    const std::string name = by_team ? "team" : "user";
+    Result<Statement> s = raw->Prepare("SELECT " + name + ", gpu_type, " + sums +
+                                       " FROM usage_hourly WHERE hour >= ?1 AND hour < ?2 "
+                                       "GROUP BY 1, 2 ORDER BY 1, 2");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    std::vector<UsageRow> rows;
+    if (!s.ok()) return rows;
+    s->Bind(1, since - since % kHour).Bind(2, until);
+    std::map<std::string, std::pair<int64_t, int64_t>> cpu_and_wait;
+    for (;;) {
+      Result<bool> row = s->Step();
+      EXPECT_TRUE(row.ok()) << row.status().message();
+      if (!row.ok() || !*row) break;
+      if (rows.empty() || rows.back().name != s->Text(0)) rows.push_back({.name = s->Text(0)});
+      UsageRow& r = rows.back();
+      if (!s->Text(1).empty() && s->Int(2) != 0) r.gpu_seconds[s->Text(1)] = s->Int(2) / 1e6;
+      cpu_and_wait[r.name].first += s->Int(3);
+      r.jobs += s->Int(4);
+      cpu_and_wait[r.name].second += s->Int(5);
+      r.waits += s->Int(6);
+      r.preemptions += s->Int(7);
+    }
+    for (UsageRow& r : rows) {
+      r.cpu_seconds = cpu_and_wait[r.name].first / 1e6;
+      r.wait_seconds = cpu_and_wait[r.name].second / 1e3;
+    }
+    return rows;
+  };
+
+  for (int i = 0; i < 150; ++i) {
+    // Half the windows on whole hours or days, to hit the edges of the ranges.
+    TimeMs since = kD0 + uniform(-kDay, 8 * kDay), until = since + uniform(0, 5 * kDay);
+    if (i % 4 == 1) since -= since % kHour, until -= until % kHour;
+    if (i % 4 == 2) since -= since % kDay, until -= until % kDay;
+    for (bool by_team : {false, true}) {
+      SCOPED_TRACE("window [" + std::to_string(since - kD0) + ", " + std::to_string(until - kD0) +
+                   ") ms from day 0" + (by_team ? ", by team" : ""));
+      std::vector<UsageRow> got = MustQueryUsage(since, until, by_team);
+      std::vector<UsageRow> want = reference(since, until, by_team);
+      ASSERT_EQ(NamesOf(got), NamesOf(want));
+      for (size_t j = 0; j < got.size(); ++j) {
+        EXPECT_EQ(got[j].gpu_seconds, want[j].gpu_seconds) << got[j].name;
+        EXPECT_EQ(got[j].cpu_seconds, want[j].cpu_seconds) << got[j].name;
+        EXPECT_EQ(got[j].jobs, want[j].jobs) << got[j].name;
+        EXPECT_EQ(got[j].wait_seconds, want[j].wait_seconds) << got[j].name;
+        EXPECT_EQ(got[j].waits, want[j].waits) << got[j].name;
+        EXPECT_EQ(got[j].preemptions, want[j].preemptions) << got[j].name;
+      }
+    }
+  }
+}
+
+// Two attempts in one batch and a third in the next land in the same bucket: one row, summed. In
+// the same hour, ada's use under another team or GPU type is a bucket of its own.
+TEST_F(SqliteStoreTest, UsageInTheSameBucketAddsUp) {
+  Batch first;
+  first.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + 10 * kMinute),
+                 Use("ada", "vision", "H100", 1'000, 0, kH0 + 20 * kMinute, kH0 + 30 * kMinute)};
+  MustCommit(first);
+  Batch second;
+  second.usage = {Use("ada", "vision", "H100", 500, 0, kH0, kH0 + 20 * kMinute),
+                  Use("ada", "nlp", "H100", 1'000, 0, kH0, kH0 + kMinute),
+                  Use("ada", "vision", "A100", 1'000, 0, kH0, kH0 + kMinute)};
+  MustCommit(second);
+
+  std::vector<UsageBucket> buckets = MustLoadBuckets(kH0);
+  ASSERT_EQ(buckets.size(), 3u);  // (ada, nlp, H100), (ada, vision, A100), (ada, vision, H100)
+  EXPECT_EQ(buckets[0].team, "nlp");
+  EXPECT_EQ(buckets[1].gpu_type, "A100");
+  EXPECT_EQ(buckets[2].gpu_seconds, 600 + 600 + 600);  // 10 + 10 GPU-min, then 0.5 x 20
+  std::vector<UsageRow> rows = MustQueryUsage(kH0, kH0 + kHour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].gpu_seconds, (std::map<std::string, double>{{"A100", 60}, {"H100", 1860}}));
+  EXPECT_EQ(rows[0].waits, 5);
+}
+
+// The batch writes a team, a user and a three-hour usage record, and fails on the usage row of the
+// last hour (a trigger added through a second connection plays the fault), after the team, the user
+// and two hours were written. None of it may remain; the retry then counts the record once.
+TEST_F(SqliteStoreTest, FailedCommitWritesNoUsage) {
+  std::unique_ptr<SqliteDb> raw = OpenRaw(path_);
+  ASSERT_TRUE(raw->Exec("CREATE TRIGGER fail_usage BEFORE INSERT ON usage_hourly WHEN NEW.hour = " +
+                        std::to_string(kH0 + 2 * kHour) +
+                        " BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+                  .ok());
+  Batch batch;
+  batch.teams = {TeamRow{.name = "vision", .weight = 2}};
+  batch.users = {UserRow{.name = "ada", .team = "vision", .max_running_gpus = 8}};
+  batch.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + 3 * kHour)};
+  Status st = store_->Commit(batch);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("injected fault"), std::string::npos) << st.message();
+  EXPECT_EQ(Count("usage_hourly"), 0);
+  EXPECT_EQ(Count("usage_daily"), 0);
+  EXPECT_EQ(Count("teams"), 0);
+  EXPECT_EQ(Count("users"), 0);
+
+  ASSERT_TRUE(raw->Exec("DROP TRIGGER fail_usage").ok());
+  MustCommit(batch);
+  std::vector<UsageRow> rows = MustQueryUsage(kH0, kH0 + 3 * kHour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].gpu_seconds.at("H100"), 3 * 3600);
+  EXPECT_EQ(rows[0].waits, 1);
+}
+
+// A job update for a job that does not exist fails the batch, and its usage with it.
+TEST_F(SqliteStoreTest, UsageOfABatchWithAnUnknownJobIsNotWritten) {
+  MustSubmit(MakeSubmission(1, false));
+  JobRow ghost = MustGet(1);
+  ghost.id = 42;
+  Batch batch;
+  batch.jobs = {ghost};
+  batch.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + kHour)};
+  Status st = store_->Commit(batch);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kNotFound);
+  EXPECT_EQ(Count("usage_hourly"), 0);
+}
+
+// Records a caller cannot have meant: negative amounts, and an attempt "placed" at the epoch (an
+// unset placed_at), which would write some 490,000 hourly buckets. The batch is refused whole.
+TEST_F(SqliteStoreTest, ImplausibleUsageRecordsFailTheBatch) {
+  Batch negative;
+  negative.teams = {TeamRow{.name = "vision"}};
+  negative.usage = {Use("ada", "vision", "H100", -1'000, 0, kH0, kH0 + kHour)};
+  Status st = store_->Commit(negative);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("ada"), std::string::npos) << st.message();
+
+  Batch unset;
+  unset.usage = {Use("ada", "vision", "H100", 1'000, 0, /*placed=*/0, kT0)};
+  st = store_->Commit(unset);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("placed_at"), std::string::npos) << st.message();
+  EXPECT_EQ(Count("usage_hourly"), 0);
+  EXPECT_EQ(Count("teams"), 0);
+}
+
+// FaultyStore forwards the new calls and fails them like the others: an injected write failure
+// writes no usage, and the retry counts once; an injected read failure fails the reads.
+TEST_F(SqliteStoreTest, FaultyStoreForwardsTeamsAndUsage) {
+  testing::FaultyStore faulty(std::move(store_));
+  Batch batch;
+  batch.teams = {TeamRow{.name = "vision"}};
+  batch.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + kHour)};
+  faulty.FailWrites(1);
+  EXPECT_EQ(faulty.Commit(batch).code(), Code::kUnavailable);
+  Result<std::vector<UsageRow>> rows = faulty.QueryUsage({.since = kH0, .until = kH0 + kHour});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_TRUE(rows->empty());
+
+  ASSERT_TRUE(faulty.Commit(batch).ok());
+  rows = faulty.QueryUsage({.since = kH0, .until = kH0 + kHour, .by_team = true});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].name, "vision");
+  EXPECT_EQ((*rows)[0].gpu_seconds.at("H100"), 3600);
+  Result<std::vector<TeamRow>> teams = faulty.LoadTeams();
+  ASSERT_TRUE(teams.ok()) << teams.status().message();
+  EXPECT_EQ(teams->size(), 1u);
+  Result<std::vector<UsageBucket>> buckets = faulty.LoadUsageBuckets(kH0);
+  ASSERT_TRUE(buckets.ok()) << buckets.status().message();
+  EXPECT_EQ(buckets->size(), 1u);
+
+  faulty.FailReads(true);
+  EXPECT_FALSE(faulty.LoadTeams().ok());
+  EXPECT_FALSE(faulty.QueryUsage({.since = kH0, .until = kH0 + kHour}).ok());
+  EXPECT_FALSE(faulty.LoadUsageBuckets(kH0).ok());
+}
+
 // ---- Schema and durability ----
+
+// A database as berth with schema v2 left it: users (no caps) and a token. Opening it migrates it
+// to v3: the users keep their rows and get no caps (no limit), and teams and usage start empty.
+TEST_F(SqliteStoreTest, MigrationFromV2KeepsUsersWithNoCaps) {
+  const std::string path = dir_.File("v2.db");
+  {
+    Result<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    Status st = MigrateSchemaTo(**db, 2);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(QueryInt(**db, "PRAGMA user_version"), 2);
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO users(name, role, max_priority, team, updated_at, "
+                           "updated_by) VALUES ('ada', 'admin', 50, 'vision', 1, 'root'), "
+                           "('bob', 'user', 0, '', 2, 'ada')")
+                    .ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO tokens(name, user, hash, created_at, created_by) "
+                           "VALUES ('t1', 'bob', 'sha256:00', 3, 'ada')")
+                    .ok());
+  }
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::unique_ptr<SqliteDb> raw = OpenRaw(path);
+  EXPECT_EQ(QueryInt(*raw, "PRAGMA user_version"), 3);
+
+  Result<std::vector<UserRow>> users = (*store)->LoadUsers();
+  ASSERT_TRUE(users.ok()) << users.status().message();
+  ASSERT_EQ(users->size(), 2u);
+  EXPECT_EQ((*users)[0].name, "ada");
+  EXPECT_EQ((*users)[0].role, Role::kAdmin);
+  EXPECT_EQ((*users)[0].max_priority, 50);
+  EXPECT_EQ((*users)[0].team, "vision");
+  EXPECT_EQ((*users)[0].updated_by, "root");
+  EXPECT_EQ((*users)[1].name, "bob");
+  for (const UserRow& user : *users) {
+    EXPECT_FALSE(user.max_running_gpus.has_value()) << user.name;
+    EXPECT_FALSE(user.max_pending_jobs.has_value()) << user.name;
+  }
+  Result<std::vector<TokenRow>> tokens = (*store)->LoadTokens();
+  ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+  EXPECT_EQ(tokens->size(), 1u);
+  Result<std::vector<TeamRow>> teams = (*store)->LoadTeams();
+  ASSERT_TRUE(teams.ok()) << teams.status().message();
+  EXPECT_TRUE(teams->empty());
+
+  // The new tables work on the migrated file.
+  Batch batch;
+  batch.usage = {Use("bob", "", "H100", 1'000, 0, kH0, kH0 + kHour)};
+  ASSERT_TRUE((*store)->Commit(batch).ok());
+  Result<std::vector<UsageRow>> rows = (*store)->QueryUsage({.since = kH0, .until = kH0 + kHour});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].gpu_seconds.at("H100"), 3600);
+}
+
+TEST(SchemaTest, MigrateSchemaToStopsAtTheTargetAndNeverGoesBack) {
+  TempDir dir;
+  Result<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(dir.File("berth.db"));
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  ASSERT_TRUE(MigrateSchemaTo(**db, 1).ok());
+  EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), 1);
+  ASSERT_TRUE(MigrateSchemaTo(**db, kSchemaVersion).ok());
+  EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), kSchemaVersion);
+  ASSERT_TRUE(MigrateSchemaTo(**db, 1).ok());  // already past it: left as it is
+  EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(MigrateSchemaTo(**db, kSchemaVersion + 1).code(), Code::kInvalidArgument);
+}
 
 TEST_F(SqliteStoreTest, ReopenKeepsSchemaVersionAndWal) {
   MustSubmit(MakeSubmission(1, false));
