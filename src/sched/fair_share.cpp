@@ -9,6 +9,53 @@
 namespace berth::sched::internal {
 namespace {
 
+// User names are short and looked up once per running job: hashed and compared inline (FNV-1a),
+// without calls to memcmp.
+bool SameName(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k] != b[k]) return false;
+  }
+  return true;
+}
+
+uint64_t HashName(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h ^ (h >> 29);
+}
+
+// Names -> numbers in the order first seen: open addressing in a power-of-two table (a cluster has
+// hundreds of users and ~100,000 jobs to look up; no division, no node per name).
+class NameNumbers {
+ public:
+  NameNumbers() : slots_(64, -1) {}
+  int Note(std::string_view name) {
+    size_t k = HashName(name) & (slots_.size() - 1);
+    while (slots_[k] >= 0) {
+      if (SameName(names_[static_cast<size_t>(slots_[k])], name)) return slots_[k];
+      k = (k + 1) & (slots_.size() - 1);
+    }
+    slots_[k] = static_cast<int>(names_.size());
+    names_.push_back(name);
+    if (2 * names_.size() > slots_.size()) Grow();
+    return static_cast<int>(names_.size() - 1);
+  }
+  const std::vector<std::string_view>& names() const { return names_; }
+
+ private:
+  void Grow() {
+    slots_.assign(2 * slots_.size(), -1);
+    for (size_t n = 0; n < names_.size(); ++n) {
+      size_t k = HashName(names_[n]) & (slots_.size() - 1);
+      while (slots_[k] >= 0) k = (k + 1) & (slots_.size() - 1);
+      slots_[k] = static_cast<int>(n);
+    }
+  }
+  std::vector<int> slots_;
+  std::vector<std::string_view> names_;
+};
+
 // "8 GPUs", "1 GPU", "0.5 GPUs".
 std::string CountGpus(MilliGpu milli) {
   return FormatMilli(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
@@ -21,30 +68,31 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   std::unordered_map<std::string_view, const UserView*> user_views;
   for (const UserView& u : snapshot.users) user_views[u.name] = &u;
   // Names get provisional numbers as they are first seen, then their places in name order.
-  std::unordered_map<std::string_view, int> seen;
-  std::vector<std::string_view> user_names;
-  auto note = [&](std::string_view name) {
-    auto [it, fresh] = seen.try_emplace(name, static_cast<int>(user_names.size()));
-    if (fresh) user_names.push_back(name);
-    return it->second;
-  };
+  NameNumbers seen;
+  auto note = [&](std::string_view name) { return seen.Note(name); };
   for (const UserView& u : snapshot.users) note(u.name);
   pending_users_.resize(snapshot.pending.size());
   const std::string* last = nullptr;  // a sweep's jobs share an owner: one lookup for all
   int provisional = 0;
   for (size_t k = 0; k < snapshot.pending.size(); ++k) {
     const JobRequest& j = snapshot.pending[k];
-    if (last == nullptr || j.user.size() != last->size() || j.user != *last) {
+    if (last == nullptr || !SameName(j.user, *last)) {
       provisional = note(j.user);
     }
     last = &j.user;
     pending_users_[k] = provisional;
   }
   last = nullptr;
-  for (const RunningJob& r : snapshot.running) {
-    if (last == nullptr || r.user != *last) note(r.user);
+  running_users_.resize(snapshot.running.size());
+  for (size_t k = 0; k < snapshot.running.size(); ++k) {
+    const RunningJob& r = snapshot.running[k];
+    if (last == nullptr || !SameName(r.user, *last)) {
+      provisional = note(r.user);
+    }
     last = &r.user;
+    running_users_[k] = provisional;
   }
+  std::vector<std::string_view> user_names = seen.names();
   std::vector<int> order(user_names.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -53,6 +101,7 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   std::vector<int> final_index(order.size());
   for (size_t k = 0; k < order.size(); ++k) final_index[static_cast<size_t>(order[k])] = int(k);
   for (int& u : pending_users_) u = final_index[static_cast<size_t>(u)];
+  for (int& u : running_users_) u = final_index[static_cast<size_t>(u)];
   {
     std::vector<std::string_view> sorted(user_names.size());
     for (size_t k = 0; k < order.size(); ++k) sorted[k] = user_names[static_cast<size_t>(order[k])];
@@ -110,20 +159,27 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   }
   for (size_t k = 0; k < users_.size(); ++k)
     user_index_.emplace(users_[k].name, static_cast<int>(k));
-  running_users_.reserve(snapshot.running.size());
-  last = nullptr;
-  int user = 0;
-  for (const RunningJob& r : snapshot.running) {
-    if (last == nullptr || r.user != *last) user = UserIndex(r.user);
-    last = &r.user;
-    running_users_.push_back(user);
-    if (!r.stopping && r.per_node.gpu_milli > 0) {
+  for (size_t k = 0; k < snapshot.running.size(); ++k) {
+    const RunningJob& r = snapshot.running[k];
+    const int user = running_users_[k];
+    if (r.stopping) continue;
+    if (r.per_node.gpu_milli > 0) {
       Hold(user, TypeId(r.per_node.gpu_type),
            r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size()));
+    } else {
+      teams_[static_cast<size_t>(users_[static_cast<size_t>(user)].team)].may_borrow = true;
     }
   }
-  for (const JobRequest& j : snapshot.pending) {
-    if (j.user != snapshot.pending.front().user) {
+  // A team holds borrowed work only if it holds more than its quota of some type (work without a
+  // quota is all borrowed); see MayBorrowOutside().
+  for (Team& t : teams_) {
+    for (size_t k = 0; k < t.held.size(); ++k) {
+      if (t.held[k] > At(t.quota, static_cast<int>(k), 0)) t.may_borrow = true;
+    }
+    if (t.may_borrow) ++borrowing_teams_;
+  }
+  for (int u : pending_users_) {
+    if (u != pending_users_.front()) {
       plain_ = false;
       break;
     }
@@ -150,7 +206,7 @@ int Shares::FindType(const std::string& type) const {
   // Clusters have a handful of GPU types: a walk beats hashing the name for every running job.
   if (type_names_.size() <= 8) {
     for (size_t k = 0; k < type_names_.size(); ++k) {
-      if (type_names_[k].size() == type.size() && type_names_[k] == type) return int(k);
+      if (SameName(type_names_[k], type)) return int(k);
     }
     return -1;
   }
@@ -198,6 +254,15 @@ std::optional<MilliGpu> Shares::TeamBorrowLimit(int team, int type) const {
   const MilliGpu limit = At(teams_[static_cast<size_t>(team)].limit, type, -1);
   if (limit < 0) return std::nullopt;
   return limit;
+}
+
+bool Shares::Limited(int user, const Ask& ask) const {
+  if (ask.gpus <= 0) return false;
+  const User& u = users_[static_cast<size_t>(user)];
+  if (u.cap && u.held + ask.gpus > *u.cap) return true;
+  const MilliGpu borrow = At(teams_[static_cast<size_t>(u.team)].limit, ask.type, -1);
+  return borrow >= 0 &&
+         TeamHolds(u.team, ask.type) + ask.gpus > TeamQuota(u.team, ask.type) + borrow;
 }
 
 std::string Shares::LimitReason(int user, const Ask& ask) const {
@@ -347,8 +412,9 @@ void FairOrder::Done(bool admitted) {
   // Nothing admitted: no score moved. If the user's next job has the same key, the user stays first
   // in its team and the team first overall: nothing to re-key (a long queue that cannot start).
   if (!admitted && user.next < user.end && UserKey(user) == user.key) return;
-  order_.erase({team.key, current_team_});
-  team.users.erase({user.key, current_user_});
+  // Re-keyed entries keep their set nodes (extract, then insert): no allocation per job.
+  auto team_node = order_.extract({team.key, current_team_});
+  auto user_node = team.users.extract({user.key, current_user_});
   if (admitted && shares_.HasQuota(team.team)) {
     // What the team holds grew: a user whose next job fitted in the quota may no longer fit.
     // (Holdings only grow in a pass, so a job that would borrow never comes back within it.)
@@ -357,18 +423,21 @@ void FairOrder::Done(bool admitted) {
       if (key.cls == 0 && UserKey(users_[index]).cls != 0) crossed.push_back(index);
     }
     for (size_t index : crossed) {
-      team.users.erase({users_[index].key, index});
+      auto node = team.users.extract({users_[index].key, index});
       users_[index].key = UserKey(users_[index]);
-      team.users.emplace(users_[index].key, index);
+      node.value().first = users_[index].key;
+      team.users.insert(std::move(node));
     }
   }
   if (user.next < user.end) {
     user.key = UserKey(user);
-    team.users.emplace(user.key, current_user_);
+    user_node.value().first = user.key;
+    team.users.insert(std::move(user_node));
   }
   if (team.users.empty()) return;
   team.key = TeamKey(team);
-  order_.emplace(team.key, current_team_);
+  team_node.value().first = team.key;
+  order_.insert(std::move(team_node));
 }
 
 }  // namespace berth::sched::internal

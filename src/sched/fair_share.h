@@ -60,6 +60,7 @@ class Shares {
   const std::string& UserName(int user) const { return users_[static_cast<size_t>(user)].name; }
   size_t team_count() const { return teams_.size(); }
   size_t user_count() const { return users_.size(); }
+  size_t type_count() const { return type_names_.size(); }
   bool HasQuota(int team) const { return teams_[static_cast<size_t>(team)].has_quota; }
   bool any_quota() const { return any_quota_; }
   // Some user has a cap or some team a borrow limit: jobs may be held by LimitReason().
@@ -73,8 +74,9 @@ class Shares {
   int FindType(const std::string& type) const;  // -1 when unknown
   Ask AskOf(const JobRequest& job);
 
-  // "" or why a job asking `ask` may not start now: its user's max_running_gpus, or its team's
-  // quota plus borrow limit for its GPU type.
+  // Whether a job asking `ask` may not start now: its user's max_running_gpus, or its team's quota
+  // plus borrow limit for its GPU type, would be exceeded. LimitReason says why in words.
+  bool Limited(int user, const Ask& ask) const;
   std::string LimitReason(int user, const Ask& ask) const;
   // Whether a job asking `ask` fits in its team's nominal quota, on top of what the team holds.
   bool InQuota(int user, const Ask& ask) const;
@@ -91,6 +93,14 @@ class Shares {
   MilliGpu TeamHolds(int team, int type) const;
   MilliGpu TeamQuota(int team, int type) const;
   std::optional<MilliGpu> TeamBorrowLimit(int team, int type) const;
+
+  // Whether some team other than `team` may hold borrowed work: it held, at the snapshot, more than
+  // its nominal quota of some GPU type, or running jobs without GPUs. False means certainly none
+  // (a pass only admits and evicts, so it never creates borrowed running work).
+  bool MayBorrowOutside(int team) const {
+    return borrowing_teams_ > 1 || (borrowing_teams_ == 1 && !MayBorrow(team));
+  }
+  bool MayBorrow(int team) const { return teams_[static_cast<size_t>(team)].may_borrow; }
 
   // Reclaims `team` may still decide in this pass (Config::reclaim_limit within the window).
   int ReclaimsLeft(int team) const { return teams_[static_cast<size_t>(team)].reclaims_left; }
@@ -125,6 +135,7 @@ class Shares {
     double usage = 0;
     double weighted = 0;
     int reclaims_left = 0;
+    bool may_borrow = false;       // see MayBorrowOutside()
     std::vector<TimeMs> reclaims;  // within the window, and this pass's
   };
   static MilliGpu At(const std::vector<MilliGpu>& v, int type, MilliGpu beyond) {
@@ -145,6 +156,7 @@ class Shares {
   bool plain_ = true;
   bool any_quota_ = false;
   bool any_limits_ = false;
+  int borrowing_teams_ = 0;  // teams with may_borrow
 };
 
 // The order of a pass over the pending jobs when it is not plain (see the header comment).

@@ -173,8 +173,10 @@ PassResult Pass::Run() {
     Memo place;             // placement failed
     Memo preempt;           // preemption failed (for its priority, so for every later, lower one)
     bool reserved = false;  // a starving job of this shape holds a reservation
-    const std::string* reason = nullptr;
-    int blocking = -1;  // into blockings_ (the numbers behind `reason`)
+    uint32_t reason = kNoReason;
+    int blocking = -1;             // into blockings_ (the numbers behind `reason`)
+    int memo_team = -1;            // the team of `team_preempt`
+    Memo* team_preempt = nullptr;  // with quotas: preemption failed for jobs of memo_team
   };
   std::vector<ShapeState> shapes;
   std::vector<Ask> asks;  // by shape: what it asks of quotas and caps
@@ -191,7 +193,8 @@ PassResult Pass::Run() {
       auto [it, fresh] =
           ids.try_emplace(ShapeRef{&job, HashShape(job)}, static_cast<uint32_t>(shapes.size()));
       if (fresh) {
-        shapes.push_back({&job, state_.NeedOf(job.per_node), {}, {}, false, nullptr, -1});
+        shapes.push_back(
+            {&job, state_.NeedOf(job.per_node), {}, {}, false, kNoReason, -1, -1, nullptr});
         shapes.back().need.valid = RequestProblem(job).empty();
         asks.push_back(shares_.AskOf(job));
       }
@@ -224,15 +227,20 @@ PassResult Pass::Run() {
   auto key = [](uint32_t shape, int other) {
     return (static_cast<uint64_t>(shape) << 32) | static_cast<uint32_t>(other);
   };
-  std::unordered_map<uint64_t, Memo> team_preempt;                // by (shape, team)
-  std::unordered_map<uint64_t, Memo> reclaim;                     // by (shape, team)
-  std::unordered_map<uint64_t, const std::string*> rate_limited;  // reasons, by (shape, team)
+  std::unordered_map<uint64_t, Memo> team_preempt;      // by (shape, team)
+  std::unordered_map<uint64_t, Memo> reclaim;           // by (shape, team)
+  std::unordered_map<uint64_t, uint32_t> rate_limited;  // reasons, by (shape, team)
   // Limit reasons are the same for every job of a (shape, user) until something is admitted.
-  std::unordered_map<uint64_t, std::pair<uint64_t, const std::string*>> limits;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> limits;
   uint64_t admissions = 0;
 
-  std::deque<std::string> reasons;
-  std::vector<const std::string*> outcome(pending.size(), nullptr);  // nullptr: placed
+  // The sentences of the pass, each once; jobs point at them by index.
+  std::vector<std::string> reasons;
+  auto add = [&](std::string reason) {
+    reasons.push_back(std::move(reason));
+    return static_cast<uint32_t>(reasons.size() - 1);
+  };
+  std::vector<uint32_t> outcome(pending.size(), kNoReason);  // kNoReason: placed
   std::vector<uint32_t> considered;
   considered.reserve(pending.size());
   auto consider = [&](const QueueEntry& e) -> bool {  // true: admitted
@@ -240,20 +248,24 @@ PassResult Pass::Run() {
     // of jobs that cannot start, a job's own request is never touched.
     ShapeState& shape = shapes[e.shape];
     const Ask& ask = asks[e.shape];
-    if (any_limits && ask.gpus > 0) {
-      auto [it, fresh] = limits.try_emplace(key(e.shape, e.user), admissions, nullptr);
+    if (any_limits && ask.gpus > 0 && shares_.Limited(e.user, ask)) {
+      // The sentence is the same for every job of a (shape, user) until something is admitted.
+      auto [it, fresh] = limits.try_emplace(key(e.shape, e.user), admissions, kNoReason);
       if (fresh || it->second.first != admissions) {
         it->second.first = admissions;
-        std::string limit = shares_.LimitReason(e.user, ask);
-        it->second.second = limit.empty() ? nullptr : &reasons.emplace_back(std::move(limit));
+        it->second.second = add(shares_.LimitReason(e.user, ask));
       }
-      if (it->second.second != nullptr) {
-        outcome[e.pos] = it->second.second;
-        return false;
-      }
+      outcome[e.pos] = it->second.second;
+      return false;
     }
     const int team = shares_.TeamOf(e.user);
-    Memo& preempt = any_quota ? team_preempt[key(e.shape, team)] : shape.preempt;
+    // Consecutive jobs of a shape mostly share a team (a user's jobs come together in the fair
+    // order): the last team's memo is kept with the shape (the map's values do not move).
+    if (any_quota && shape.memo_team != team) {
+      shape.memo_team = team;
+      shape.team_preempt = &team_preempt[key(e.shape, team)];
+    }
+    Memo& preempt = any_quota ? *shape.team_preempt : shape.preempt;
     // A job within its team's quota may reclaim it from other teams' borrowed work.
     const bool in_quota = config_.preemption && any_quota && shares_.InQuota(e.user, ask);
     Memo* reclaim_memo = nullptr;
@@ -264,19 +276,19 @@ PassResult Pass::Run() {
       }
     }
     // Its reason, and why it does not reclaim when the team's rate limit is what stops it.
-    auto waits = [&](const std::string* reason) {
+    auto waits = [&](uint32_t reason) {
       if (!in_quota || config_.reclaim_limit <= 0 || shares_.ReclaimsLeft(team) > 0 ||
           !AnyBorrowedOutside(team)) {
         return reason;
       }
-      auto [it, fresh] = rate_limited.try_emplace(key(e.shape, team), nullptr);
+      auto [it, fresh] = rate_limited.try_emplace(key(e.shape, team), kNoReason);
       if (fresh) {
-        it->second = &reasons.emplace_back(
-            *reason + "; team " + TeamLabel(shares_.TeamName(team)) +
-            "'s quota is held by other teams' borrowed jobs, but the team has made its " +
-            std::to_string(config_.reclaim_limit) + " reclaims allowed per " +
-            FormatDuration(config_.reclaim_window) + "; the next is allowed in " +
-            FormatDuration(shares_.NextReclaimAt(team) - snapshot_.now));
+        it->second =
+            add(reasons[reason] + "; team " + TeamLabel(shares_.TeamName(team)) +
+                "'s quota is held by other teams' borrowed jobs, but the team has made its " +
+                std::to_string(config_.reclaim_limit) + " reclaims allowed per " +
+                FormatDuration(config_.reclaim_window) + "; the next is allowed in " +
+                FormatDuration(shares_.NextReclaimAt(team) - snapshot_.now));
       }
       return it->second;
     };
@@ -292,7 +304,7 @@ PassResult Pass::Run() {
       blocking_.reset();
       if (TryPlace(job, need, &reason)) return true;
       shape.place.Add(!reservations_.empty(), job.time_limit);
-      shape.reason = &reasons.emplace_back(std::move(reason));
+      shape.reason = add(std::move(reason));
       if (blocking_) {
         shape.blocking = static_cast<int>(blockings_.size());
         blockings_.push_back(std::move(*blocking_));
@@ -302,7 +314,7 @@ PassResult Pass::Run() {
       std::string reason;
       if (TryPreempt(e.shape, job, need, Claim{job.priority, team, false}, &reason) !=
           Outcome::kNone) {
-        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
+        outcome[e.pos] = add(std::move(reason));
         return true;
       }
       preempt.Add(!reservations_.empty(), job.time_limit);
@@ -312,7 +324,7 @@ PassResult Pass::Run() {
       const Outcome got = TryPreempt(e.shape, job, need, Claim{job.priority, team, true}, &reason);
       if (got != Outcome::kNone) {
         if (got == Outcome::kPreempted) shares_.Reclaimed(team, snapshot_.now);
-        outcome[e.pos] = &reasons.emplace_back(std::move(reason));
+        outcome[e.pos] = add(std::move(reason));
         return true;
       }
       reclaim_memo->Add(!reservations_.empty(), job.time_limit);
@@ -321,7 +333,7 @@ PassResult Pass::Run() {
       std::string more = Reserve(job, need);
       if (!more.empty()) {
         shape.reserved = true;  // later jobs of the shape queue behind this one
-        outcome[e.pos] = &reasons.emplace_back(*shape.reason + more);
+        outcome[e.pos] = add(reasons[shape.reason] + more);
         return false;
       }
     }
@@ -345,93 +357,74 @@ PassResult Pass::Run() {
   result.preemptions.reserve(preempted_.size());
   for (PreemptDecision& d : preempted_) result.preemptions.push_back(std::move(d));
   for (HoldDecision& d : held_) result.holds.push_back(std::move(d));
-  // The server lists pending jobs by id: then every insertion goes at the end, in O(1).
-  for (size_t k = 0; k < pending.size(); ++k) {
-    if (outcome[k] != nullptr) {
-      result.waiting.emplace_hint(result.waiting.end(), pending[k].id, *outcome[k]);
-    }
-  }
   std::vector<int> blocking(shapes.size());
   for (size_t k = 0; k < shapes.size(); ++k) blocking[k] = shapes[k].blocking;
-  Explain(considered, outcome, jobs, asks, blocking, result);
+  Explain(considered, outcome, jobs, asks, blocking, std::move(reasons), result.waiting);
   return result;
 }
 
-void Pass::Explain(const std::vector<uint32_t>& considered,
-                   const std::vector<const std::string*>& outcome, const PendingIndex& jobs,
-                   const std::vector<Ask>& asks, const std::vector<int>& blocking,
-                   PassResult& result) {
-  for (size_t t = 0; t < shares_.team_count(); ++t) result.teams.push_back(shares_.TeamName(t));
-  result.blockings = std::move(blockings_);
-  std::unordered_map<JobId, int> reserved_job;
+void Pass::Explain(const std::vector<uint32_t>& considered, const std::vector<uint32_t>& outcome,
+                   const PendingIndex& jobs, const std::vector<Ask>& asks,
+                   const std::vector<int>& blocking, std::vector<std::string> reasons,
+                   Waiting& out) {
+  out.reasons_ = std::move(reasons);
+  out.blockings_ = std::move(blockings_);
   for (size_t r = 0; r < reservations_.size(); ++r) {
-    ReservationView& v = result.reservations.emplace_back();
+    ReservationView& v = out.reservations_.emplace_back();
     v.job = reservations_[r].job;
     if (reservations_[r].until != kNever) v.until = reservations_[r].until;
-    reserved_job[v.job] = static_cast<int>(r);
   }
   for (NodeIdx i = 0; i < reserved_.size(); ++i) {
     if (reserved_[i] >= 0) {
-      result.reservations[static_cast<size_t>(reserved_[i])].nodes.push_back(state_.name(i));
+      out.reservations_[static_cast<size_t>(reserved_[i])].nodes.push_back(state_.name(i));
     }
   }
-  // Positions in the order the pass considered the jobs; the explanations then in pending order
-  // (the server's, by id), from per-position arrays, so that no job's request is read again.
+  // The tables an Explanation is computed from, as they stand after the pass.
+  out.teams_.reserve(shares_.team_count());
+  out.team_rows_.reserve(shares_.team_count());
+  for (size_t t = 0; t < shares_.team_count(); ++t) {
+    const int team = static_cast<int>(t);
+    out.teams_.push_back(shares_.TeamName(team));
+    Waiting::TeamRow& row = out.team_rows_.emplace_back();
+    row.usage = shares_.TeamUsage(team);
+    row.weight = shares_.TeamWeight(team);
+    for (size_t k = 0; k < shares_.type_count(); ++k) {
+      const int type = static_cast<int>(k);
+      row.holds.push_back(shares_.TeamHolds(team, type));
+      row.quota.push_back(shares_.TeamQuota(team, type));
+      row.limit.push_back(shares_.TeamBorrowLimit(team, type).value_or(-1));
+    }
+  }
+  out.users_.reserve(shares_.user_count());
+  for (size_t u = 0; u < shares_.user_count(); ++u) {
+    out.users_.push_back({shares_.TeamOf(int(u)), shares_.UserUsage(int(u))});
+  }
+  out.shapes_.reserve(asks.size());
+  for (size_t k = 0; k < asks.size(); ++k) {
+    out.shapes_.push_back({asks[k].type, asks[k].gpus, blocking[k]});
+  }
+  // Positions in the order the pass considered the jobs; the entries in pending order (the
+  // server's, by id), so that no job's request is read again.
   const size_t n = outcome.size();
-  std::vector<int> position(n, 0);
-  std::vector<int> team_position(n, 0);
-  std::vector<int> team_waiting(shares_.team_count(), 0);
-  JobId first = 0;
-  int waiting = 0;
+  std::vector<int32_t> position(n, 0);
+  std::vector<int32_t> team_position(n, 0);
+  std::vector<int32_t> team_waiting(shares_.team_count(), 0);
+  int32_t waiting = 0;
   for (uint32_t pos : considered) {
-    if (outcome[pos] == nullptr) continue;
-    if (first == 0) first = jobs.id[pos];
+    if (outcome[pos] == kNoReason) continue;
+    if (out.first_waiting_ == 0) out.first_waiting_ = jobs.id[pos];
     position[pos] = ++waiting;
     team_position[pos] = ++team_waiting[static_cast<size_t>(shares_.TeamOf(jobs.user[pos]))];
   }
-  std::vector<double> user_usage(shares_.user_count());
-  for (size_t u = 0; u < user_usage.size(); ++u) user_usage[u] = shares_.UserUsage(int(u));
-  std::vector<double> team_usage(shares_.team_count());
-  for (size_t t = 0; t < team_usage.size(); ++t) team_usage[t] = shares_.TeamUsage(int(t));
-  result.explain.reserve(static_cast<size_t>(waiting));
+  out.entries_.reserve(static_cast<size_t>(waiting));
   for (size_t pos = 0; pos < n; ++pos) {
-    if (outcome[pos] == nullptr) continue;
-    const int user = jobs.user[pos];
-    const int team = shares_.TeamOf(user);
-    const Ask& ask = asks[jobs.shape[pos]];
-    Explanation x;
-    x.position = position[pos];
-    x.team_position = team_position[pos];
-    x.team = team;
-    x.job_needs = ask.gpus;
-    if (ask.gpus > 0) {
-      x.team_uses = shares_.TeamHolds(team, ask.type);
-      x.quota = shares_.TeamQuota(team, ask.type);
-      x.borrow_limit = shares_.TeamBorrowLimit(team, ask.type);
-      if (x.team_uses + x.job_needs <= x.quota) {
-        x.quota_state = Explanation::Quota::kWithin;
-      } else if (x.borrow_limit && x.team_uses + x.job_needs > x.quota + *x.borrow_limit) {
-        x.quota_state = Explanation::Quota::kOverLimit;
-      } else {
-        x.quota_state = Explanation::Quota::kBorrowing;
-      }
-    }
-    x.user_usage = user_usage[static_cast<size_t>(user)];
-    x.team_usage = team_usage[static_cast<size_t>(team)];
-    x.team_weight = shares_.TeamWeight(team);
-    x.user_score = x.user_usage;
-    x.team_score = x.team_usage / x.team_weight;
-    x.first_waiting = first;
-    x.blocking = blocking[jobs.shape[pos]];
-    if (!reserved_job.empty()) {
-      auto r = reserved_job.find(jobs.id[pos]);
-      if (r != reserved_job.end()) x.reservation = r->second;
-    }
-    result.explain.emplace_back(jobs.id[pos], x);
+    if (outcome[pos] == kNoReason) continue;
+    out.entries_.push_back({jobs.id[pos], outcome[pos], position[pos], team_position[pos],
+                            jobs.user[pos], jobs.shape[pos]});
   }
-  auto by_id = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(result.explain.begin(), result.explain.end(), by_id)) {
-    std::sort(result.explain.begin(), result.explain.end(), by_id);
+  auto by_id = [](const Waiting::Entry& a, const Waiting::Entry& b) { return a.id < b.id; };
+  if (!std::is_sorted(out.entries_.begin(), out.entries_.end(), by_id)) {
+    std::sort(out.entries_.begin(), out.entries_.end(), by_id);
   }
 }
 

@@ -35,6 +35,7 @@
 namespace berth::sched::internal {
 
 inline constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+inline constexpr uint32_t kNoReason = std::numeric_limits<uint32_t>::max();
 
 // Knobs that change how a pass computes, never what it decides. Tests turn them to make sure.
 struct Tuning {
@@ -136,10 +137,11 @@ class Pass {
     std::vector<uint32_t> shape;
     std::vector<int> user;
   };
-  // Fills result.explain (and its tables) for the jobs left waiting (`blocking`: by shape).
-  void Explain(const std::vector<uint32_t>& considered,
-               const std::vector<const std::string*>& outcome, const PendingIndex& jobs,
-               const std::vector<Ask>& asks, const std::vector<int>& blocking, PassResult& result);
+  // Fills `out` with the jobs left waiting (outcome: by position in the snapshot's pending jobs, an
+  // index into `reasons` or kNoReason for a job placed; `blocking`: by shape) and its tables.
+  void Explain(const std::vector<uint32_t>& considered, const std::vector<uint32_t>& outcome,
+               const PendingIndex& jobs, const std::vector<Ask>& asks,
+               const std::vector<int>& blocking, std::vector<std::string> reasons, Waiting& out);
   bool TryPlace(const JobRequest& job, const Need& need, std::string* reason);
   bool TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason);
   std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count);

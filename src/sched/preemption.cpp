@@ -69,6 +69,7 @@ void Pass::UpdateBorrowed(const Occupant& victim) {
 }
 
 bool Pass::AnyBorrowedOutside(int team) {
+  if (!shares_.MayBorrowOutside(team)) return false;  // no need to know who runs where
   EnsureOccupancy();
   // Borrowed work only changes when the pass evicts someone: one scan per team in between.
   if (borrowed_outside_.size() < shares_.team_count()) {

@@ -65,6 +65,7 @@
 
 #include "common/status.h"
 #include "sched/cluster.h"
+#include "sched/waiting.h"
 
 namespace berth::sched {
 
@@ -122,62 +123,13 @@ struct PlaceDecision {
   Placement placement;  // num_nodes entries, rank 0..n-1
 };
 
-// Why one resource blocks a job: the numbers behind "needs V100:4 on 1 node; most free on one node:
-// 2 V100 (n1)". GPUs count devices (a share: the fraction of one), CPUs count CPUs, memory MiB.
-struct Blocking {
-  std::string resource;  // a GPU type, "cpus" or "memory"; "" when no single resource is short
-  double needed = 0;     // per node
-  int nodes_needed = 1;
-  int nodes_with_enough = 0;  // how many eligible nodes have `needed` free
-  double most_free = 0;       // the most free on one eligible node
-  std::string most_free_node;
-};
-
-// A starving job's reservation (see "Starvation" above).
-struct ReservationView {
-  JobId job = 0;
-  std::vector<std::string> nodes;
-  std::optional<TimeMs> until;  // when they are expected free; none: unknown
-};
-
-// Where a waiting job stands, as numbers (the job JSON's `waiting` object; docs/fair-share.md).
-// Plain numbers and indexes into PassResult, so that a queue of 100,000 costs no strings.
-struct Explanation {
-  enum class Quota : uint8_t {
-    kNoGpu,      // the job wants no GPU: quotas do not apply
-    kWithin,     // it fits in its team's nominal quota
-    kBorrowing,  // it would borrow beyond the quota
-    kOverLimit,  // it would exceed quota plus borrow limit: it waits for its team
-  };
-  int position = 0;       // 1-based, among the jobs still waiting after the pass, in pass order
-  int team_position = 0;  // the same among its team's waiting jobs
-  int team = 0;           // into PassResult::teams
-  Quota quota_state = Quota::kNoGpu;
-  MilliGpu team_uses = 0;  // of the job's GPU type, after the pass
-  MilliGpu quota = 0;
-  std::optional<MilliGpu> borrow_limit;
-  MilliGpu job_needs = 0;  // over all its nodes
-  double user_usage = 0;   // decayed usage + admission charge, weighted GPU-seconds
-  double team_usage = 0;
-  double team_weight = 1;
-  double user_score = 0;    // = user_usage (users weigh 1 within their team)
-  double team_score = 0;    // = team_usage / team_weight
-  JobId first_waiting = 0;  // the first waiting job in pass order: the next to start
-  int blocking = -1;        // into PassResult::blockings, or -1
-  int reservation = -1;     // into PassResult::reservations, or -1
-};
-
 struct PassResult {
   std::vector<PlaceDecision> placements;     // in the order they were decided
   std::vector<PreemptDecision> preemptions;  // in the order they were decided
   std::vector<HoldDecision> holds;           // in the order they were decided
-  // Every pending job not placed -> why it waits (for `berth show`). A preemptor is among them
-  // ("preempting lower-priority job 3; starts on n1 once it stops").
-  std::map<JobId, std::string> waiting;
-  std::vector<std::pair<JobId, Explanation>> explain;  // the same jobs, by id
-  std::vector<std::string> teams;                      // Explanation::team names ("" = default)
-  std::vector<Blocking> blockings;
-  std::vector<ReservationView> reservations;
+  // Every pending job not placed, by id: why it waits (for `berth show`) and the numbers behind
+  // it. A preemptor is among them ("preempting lower-priority job 3; starts on n1 once it stops").
+  Waiting waiting;
 };
 
 // Decides which pending jobs start now and where. Does not modify anything; the caller applies the

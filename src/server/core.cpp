@@ -290,7 +290,12 @@ std::optional<WaitingDetail> Core::Waiting(int64_t job) {
   MutexLock lock(waiting_mu_);
   auto it = waiting_.find(job);
   if (it == waiting_.end()) return std::nullopt;
-  return WaitingDetail{it->second.reason, it->second.explanation, waiting_tables_};
+  WaitingDetail detail{it->second.reason, std::nullopt, nullptr};
+  if (it->second.explained && waiting_pass_) {
+    detail.explanation = waiting_pass_->Explain(job);
+    if (detail.explanation) detail.pass = waiting_pass_;
+  }
+  return detail;
 }
 
 std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<int64_t>& jobs) {

@@ -73,12 +73,7 @@ struct WaitingDetail {
   std::string reason;
   std::optional<sched::Explanation> explanation;
   // The pass's tables that explanation's indexes point into (shared by every job of the pass).
-  struct Tables {
-    std::vector<std::string> teams;
-    std::vector<sched::Blocking> blockings;
-    std::vector<sched::ReservationView> reservations;
-  };
-  std::shared_ptr<const Tables> tables;
+  std::shared_ptr<const sched::Waiting> pass;
 };
 
 // What an attempt that still runs has used so far: a UsageRecord ending now.
@@ -440,10 +435,10 @@ class Core {
   Mutex waiting_mu_ ACQUIRED_AFTER(mu_);
   struct WaitingEntry {
     std::string reason;
-    std::optional<sched::Explanation> explanation;
+    bool explained = false;  // written by the last pass: waiting_pass_ has its numbers
   };
   std::unordered_map<int64_t, WaitingEntry> waiting_ GUARDED_BY(waiting_mu_);
-  std::shared_ptr<const WaitingDetail::Tables> waiting_tables_ GUARDED_BY(waiting_mu_);
+  std::shared_ptr<const sched::Waiting> waiting_pass_ GUARDED_BY(waiting_mu_);
 
   // Group commit of submissions: writers queue here; the one at the front writes for all.
   Mutex submit_mu_;

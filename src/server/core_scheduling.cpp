@@ -128,23 +128,14 @@ bool Core::RunPass() {
   sched::PassResult result = sched::Schedule(in.snapshot, config);
   if (hook) hook();
   {
-    auto tables = std::make_shared<WaitingDetail::Tables>();
-    tables->teams = std::move(result.teams);
-    tables->blockings = std::move(result.blockings);
-    tables->reservations = std::move(result.reservations);
+    auto waiting = std::make_shared<const sched::Waiting>(std::move(result.waiting));
     MutexLock lock(waiting_mu_);
-    auto x = result.explain.begin();
-    for (auto& [id, reason] : result.waiting) {
-      WaitingEntry& w = waiting_[id];
-      w.reason = std::move(reason);
-      while (x != result.explain.end() && x->first < id) ++x;
-      if (x != result.explain.end() && x->first == id) {
-        w.explanation = x->second;
-      } else {
-        w.explanation.reset();
-      }
+    for (const sched::Waiting::Entry& e : waiting->entries()) {
+      WaitingEntry& w = waiting_[e.id];
+      w.reason = waiting->ReasonOf(e);
+      w.explained = true;
     }
-    waiting_tables_ = std::move(tables);
+    waiting_pass_ = std::move(waiting);
   }
 
   // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
@@ -247,7 +238,7 @@ bool Core::RunPass() {
       for (int64_t id : placed) {
         waiting_[id] = WaitingEntry{
             "the server could not record its placement (" + st.message() + "); it is retried",
-            std::nullopt};
+            false};
       }
       last_pass_with_work_ = clock_.Monotonic();
       return false;

@@ -62,10 +62,14 @@ void AddRunning(std::map<std::string, UsageRow>& rows, const std::vector<Running
 
 json::object Server::WaitingJson(const WaitingDetail& w) {
   json::object o{{"reason", w.reason}};
-  if (!w.explanation || !w.tables) return o;
+  if (!w.explanation || !w.pass) return o;
   const sched::Explanation& x = *w.explanation;
-  const WaitingDetail::Tables& t = *w.tables;
-  const std::string team = static_cast<size_t>(x.team) < t.teams.size() ? t.teams[x.team] : "";
+  const sched::Waiting& t = *w.pass;
+  auto team_of = [&](int k) {
+    return static_cast<size_t>(k) < t.teams().size() ? t.teams()[static_cast<size_t>(k)]
+                                                     : std::string();
+  };
+  const std::string team = team_of(x.team);
   o["position"] = x.position;
   o["team_position"] = x.team_position;
   o["team"] = TeamName(team);
@@ -88,7 +92,7 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
     json::object f{{"job", x.first_waiting}};
     if (auto fw = core_->Waiting(x.first_waiting); fw && fw->explanation) {
       const sched::Explanation& y = *fw->explanation;
-      f["team"] = TeamName(static_cast<size_t>(y.team) < t.teams.size() ? t.teams[y.team] : "");
+      f["team"] = TeamName(team_of(y.team));
       f["user_score"] = y.user_score;
       f["team_score"] = y.team_score;
     }
@@ -97,8 +101,8 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
   share["first_waiting"] = std::move(first);
   o["fair_share"] = std::move(share);
   o["blocking"] = nullptr;
-  if (x.blocking >= 0 && static_cast<size_t>(x.blocking) < t.blockings.size()) {
-    const sched::Blocking& b = t.blockings[static_cast<size_t>(x.blocking)];
+  if (x.blocking >= 0 && static_cast<size_t>(x.blocking) < t.blockings().size()) {
+    const sched::Blocking& b = t.blockings()[static_cast<size_t>(x.blocking)];
     o["blocking"] =
         json::object{{"resource", b.resource},
                      {"needed", b.needed},
@@ -119,8 +123,8 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
     }
   }
   o["reservation"] = nullptr;
-  if (x.reservation >= 0 && static_cast<size_t>(x.reservation) < t.reservations.size()) {
-    const sched::ReservationView& r = t.reservations[static_cast<size_t>(x.reservation)];
+  if (x.reservation >= 0 && static_cast<size_t>(x.reservation) < t.reservations().size()) {
+    const sched::ReservationView& r = t.reservations()[static_cast<size_t>(x.reservation)];
     json::array nodes;
     for (const std::string& n : r.nodes) nodes.push_back(json::value(n));
     o["reservation"] =

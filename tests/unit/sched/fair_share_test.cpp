@@ -52,15 +52,56 @@ TEST(FairShareTest, EqualUsersAlternate) {
   for (const PlaceDecision& d : r.placements) placed.push_back(d.job);
   EXPECT_THAT(placed, ElementsAre(1, 21, 2, 22, 3, 23, 4, 24));
   // Explanations: positions follow the pass's order; the first waiting job is a's job 5.
-  ASSERT_EQ(r.explain.size(), 32U);
-  for (const auto& [id, x] : r.explain) {
+  ASSERT_EQ(r.waiting.size(), 32U);
+  for (const auto& [id, reason] : r.waiting) {
+    const std::optional<Explanation> explained = r.waiting.Explain(id);
+    ASSERT_TRUE(explained);
+    const Explanation& x = *explained;
     EXPECT_EQ(x.first_waiting, 5);
-    if (id == 5) EXPECT_EQ(x.position, 1);
-    if (id == 25) EXPECT_EQ(x.position, 17);  // a's waiting jobs first: a did not move
+    if (id == 5) {
+      EXPECT_EQ(x.position, 1);
+    }
+    if (id == 25) {
+      EXPECT_EQ(x.position, 17);  // a's waiting jobs first: a did not move
+    }
     ASSERT_GE(x.blocking, 0);
-    EXPECT_EQ(r.blockings[static_cast<size_t>(x.blocking)].resource, "V100");
+    EXPECT_EQ(r.waiting.blockings()[static_cast<size_t>(x.blocking)].resource, "V100");
     EXPECT_EQ(x.user_score, 4 * 3600.0);
   }
+}
+
+// Work without GPUs is borrowed too: a job within its team's quota that lacks CPUs reclaims them
+// from another team's CPU-only job (no team holds more than its quota of any GPU type here, so the
+// pass must not conclude from GPU holdings alone that nothing is borrowed).
+TEST(FairShareTest, CpuOnlyWorkIsBorrowedAndReclaimed) {
+  Snapshot s;
+  s.nodes = {MakeNode("n1", 4, 32, "V100", 2)};
+  s.teams = {{.name = "x", .quota = {{"V100", 2000}}}};
+  s.users = {{.name = "xu", .team = "x"}, {.name = "yu", .team = "y"}};
+  RunningJob r;
+  r.id = 1;
+  r.user = "yu";
+  r.per_node.cpus = 4 * kMilliPerCpu;
+  r.placement = {{"n1", 0, {}}};
+  ASSERT_EQ(testing::Hold(s, r), "");
+  s.pending = {UserJob(2, "xu", "V100:1")};
+  EXPECT_THAT(FormatDecisions(Schedule(s, Config{})),
+              ElementsAre("reclaim 2 victims=1 on n1 gpus=0",
+                          "wait 2: reclaiming team x's quota from other teams' borrowed job 1; "
+                          "starts on n1 once it stops"));
+  // Without it, nothing is borrowed and the job waits for a CPU.
+  s.running.clear();
+  s.nodes = {MakeNode("n1", 4, 32, "V100", 2)};
+  r.user = "xu";
+  ASSERT_EQ(testing::Hold(s, r), "");
+  PassResult waits = Schedule(s, Config{});
+  EXPECT_TRUE(waits.preemptions.empty());
+  ASSERT_EQ(waits.waiting.size(), 1U);
+  const std::optional<Explanation> x = waits.waiting.Explain(2);
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->quota_state, Explanation::Quota::kWithin);
+  EXPECT_EQ(waits.waiting.teams()[static_cast<size_t>(x->team)], "x");
+  EXPECT_FALSE(waits.waiting.Explain(1));
 }
 
 // A team's quota of one type says nothing of another: its T4 work is borrowed and may be reclaimed.

@@ -436,17 +436,16 @@ std::vector<std::string> Script::Explain(const std::vector<std::string>& words) 
   if (!last_pass_) Fail("explain without a schedule before it");
   if (words.size() != 2) Fail("explain needs one job id");
   const JobId id = Integer(words[1]);
-  auto it = std::find_if(last_pass_->explain.begin(), last_pass_->explain.end(),
-                         [&](const auto& e) { return e.first == id; });
-  if (it == last_pass_->explain.end()) return {"job " + words[1] + " is not waiting"};
-  const Explanation& x = it->second;
+  const std::optional<Explanation> explained = last_pass_->waiting.Explain(id);
+  if (!explained) return {"job " + words[1] + " is not waiting"};
+  const Explanation& x = *explained;
   auto num = [](double v) {
     std::ostringstream out;
     out << v;
     return out.str();
   };
   std::vector<std::string> out;
-  const std::string& team = last_pass_->teams[static_cast<size_t>(x.team)];
+  const std::string& team = last_pass_->waiting.teams()[static_cast<size_t>(x.team)];
   out.push_back("position " + std::to_string(x.position) + ", in team " +
                 (team.empty() ? "(default)" : team) + " " + std::to_string(x.team_position) +
                 "; first waiting: job " + std::to_string(x.first_waiting));
@@ -460,14 +459,15 @@ std::vector<std::string> Script::Explain(const std::vector<std::string>& words) 
   out.push_back("scores: user " + num(x.user_score) + ", team " + num(x.team_score) + " (" +
                 num(x.team_usage) + " / weight " + num(x.team_weight) + ")");
   if (x.blocking >= 0) {
-    const Blocking& b = last_pass_->blockings[static_cast<size_t>(x.blocking)];
+    const Blocking& b = last_pass_->waiting.blockings()[static_cast<size_t>(x.blocking)];
     out.push_back("blocking: " + b.resource + " needs " + num(b.needed) + " on " +
                   std::to_string(b.nodes_needed) + " node(s); " +
                   std::to_string(b.nodes_with_enough) + " have it; most free " + num(b.most_free) +
                   (b.most_free_node.empty() ? "" : " (" + b.most_free_node + ")"));
   }
   if (x.reservation >= 0) {
-    const ReservationView& r = last_pass_->reservations[static_cast<size_t>(x.reservation)];
+    const ReservationView& r =
+        last_pass_->waiting.reservations()[static_cast<size_t>(x.reservation)];
     out.push_back("reserved: " + Join(r.nodes, ",") + " until " +
                   (r.until ? std::to_string(*r.until) : "unknown"));
   }
