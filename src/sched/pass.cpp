@@ -397,7 +397,8 @@ void Pass::Explain(const std::vector<uint32_t>& considered, const std::vector<ui
   }
   out.users_.reserve(shares_.user_count());
   for (size_t u = 0; u < shares_.user_count(); ++u) {
-    out.users_.push_back({shares_.TeamOf(int(u)), shares_.UserUsage(int(u))});
+    out.users_.push_back(
+        {shares_.UserName(int(u)), shares_.TeamOf(int(u)), shares_.UserUsage(int(u))});
   }
   out.shapes_.reserve(asks.size());
   for (size_t k = 0; k < asks.size(); ++k) {

@@ -111,6 +111,15 @@ class Waiting {
   const Entry* Find(JobId id) const;
   const std::vector<Entry>& entries() const { return entries_; }
   const std::string& ReasonOf(const Entry& e) const { return reasons_[e.reason]; }
+  // The job's owner and its team ("" = the default team).
+  const std::string& UserOf(const Entry& e) const {
+    return users_[static_cast<size_t>(e.user)].name;
+  }
+  const std::string& TeamOf(const Entry& e) const {
+    return teams_[static_cast<size_t>(users_[static_cast<size_t>(e.user)].team)];
+  }
+  // The distinct sentences, which entries point at (Entry::reason).
+  const std::vector<std::string>& reasons() const { return reasons_; }
 
   // The numbers behind a waiting job's reason; nullopt when it is not waiting.
   std::optional<Explanation> Explain(JobId id) const;
@@ -123,6 +132,7 @@ class Waiting {
  private:
   friend class internal::Pass;
   struct UserRow {
+    std::string name;
     int team = 0;
     double usage = 0;  // decayed usage + admission charge, after the pass
   };

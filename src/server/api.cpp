@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "server/http_metrics.h"
 #include "server/responses.h"
 #include "server/server.h"
 
@@ -121,6 +122,7 @@ json::object NodeJson(const NodeStatus& node) {
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
   const std::string m = request.method;                       // a copy: `request` is moved below
   std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
+  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_, RouteOf(parts), m);
   if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
     // Answered on the I/O thread, to anyone: never waits for anything.
     res->Send(JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}}));
@@ -162,6 +164,9 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         "the cluster token identifies nodes, not users: present your own token (berth login) or "
         "use the server's unix socket")));
     return;
+  }
+  if (parts.size() == 2 && parts[1] == "metrics" && m == "GET") {
+    return on(read, [this] { return HandleMetrics(); });
   }
   if (parts.size() >= 3 && parts[1] == "v1") {
     const std::string& top = parts[2];

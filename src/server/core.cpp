@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "common/json_util.h"
 #include "common/log.h"
 
@@ -83,7 +85,9 @@ Status Core::Load() {
         }
       }
     }
-    jobs_[row.id] = std::move(job);
+    ActiveJob& loaded = jobs_[row.id];
+    loaded = std::move(job);
+    CountJob(loaded);
   }
   LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
   return Status::Ok();
@@ -143,7 +147,10 @@ void Core::Allocate(Plan& plan, const Placement& placement, const ResourceReques
 
 Status Core::Execute(Plan& plan) {
   if (!plan.batch.empty()) {
+    const auto start = std::chrono::steady_clock::now();
     Status st = store_.Commit(plan.batch);
+    metrics_.commit_seconds.Observe(
+        {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!st.ok()) {
       Undo(plan);
       LogError("a change could not be recorded and was dropped: {}", st.message());
@@ -151,7 +158,26 @@ Status Core::Execute(Plan& plan) {
                                  "); nothing was changed, try again");
     }
   }
-  for (const UsageRecord& u : plan.batch.usage) ledger_.Add(u);
+  for (const UsageRecord& u : plan.batch.usage) {
+    ledger_.Add(u);
+    const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
+    if (u.gpu_milli > 0) {
+      metrics_.user_gpu_seconds.Add({u.user, u.team, u.gpu_type},
+                                    seconds * static_cast<double>(u.gpu_milli) / kMilliPerGpu);
+    }
+    metrics_.user_cpu_seconds.Add({u.user, u.team},
+                                  seconds * static_cast<double>(u.cpu_milli) / kMilliPerCpu);
+  }
+  for (const auto& [status, run] : plan.events.finished) {
+    metrics_.jobs_finished.Add({status});
+    if (run >= 0) metrics_.job_run_seconds.Observe({status}, run);
+  }
+  for (const auto& [team, waited] : plan.events.placed) {
+    metrics_.launches.Add({});
+    metrics_.admission_wait_seconds.Observe({team}, waited);
+  }
+  for (const std::string& reason : plan.events.preempted) metrics_.preemptions.Add({reason});
+  if (plan.events.lease_expiries > 0) metrics_.lease_expiries.Add({}, plan.events.lease_expiries);
   for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
   for (const auto& [node, session] : plan.opens) channel_.Open(node, session);
   for (const auto& node : plan.closes) channel_.Close(node);
@@ -164,8 +190,16 @@ Status Core::Execute(Plan& plan) {
 
 void Core::Undo(Plan& plan) {
   for (auto& [id, before] : plan.jobs_before) {
+    // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
+    // counted again where it was then.
+    if (auto now = jobs_.find(id); now != jobs_.end()) UncountJob(now->second);
     if (before) {
-      jobs_[id] = std::move(*before);
+      ActiveJob& restored = jobs_[id];
+      restored = std::move(*before);
+      if (restored.counted) {
+        const auto [slot, group] = *restored.counted;
+        ++job_counts_[group][static_cast<size_t>(slot)];
+      }
     } else {
       jobs_.erase(id);
     }
@@ -194,12 +228,16 @@ void Core::Undo(Plan& plan) {
 
 void Core::ReapFinished() {
   MutexLock lock(waiting_mu_);
-  std::erase_if(jobs_, [this](const auto& kv) {
-    waiting_mu_.AssertHeld();
-    bool done = IsTerminal(kv.second.row.status) && !kv.second.terminating;
-    if (done) waiting_.erase(kv.first);
-    return done;
-  });
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    ActiveJob& job = it->second;
+    if (!IsTerminal(job.row.status) || job.terminating) {
+      ++it;
+      continue;
+    }
+    waiting_.erase(it->first);
+    UncountJob(job);
+    it = jobs_.erase(it);
+  }
 }
 
 void Core::RequestPassLocked() {
@@ -318,6 +356,7 @@ void Core::CheckLeases() {
   for (auto& [name, runtime] : nodes_) {
     if (runtime.row.state == NodeState::kDown || runtime.lease_expires > mono) continue;
     LogWarn("node {}: lease expired; marking it down", name);
+    ++plan.events.lease_expiries;
     NodeRuntime& node = MutNode(plan, runtime);
     node.row.state = NodeState::kDown;
     node.row.down_since = now;

@@ -29,6 +29,7 @@
 // which must only post work elsewhere.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -48,6 +49,7 @@
 #include "protocol/agent_protocol.h"
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
+#include "server/core_metrics.h"
 #include "server/usage_ledger.h"
 #include "spec/job_spec.h"
 #include "store/store.h"
@@ -195,6 +197,17 @@ class Core {
   Result<std::string> LogPrefix(const std::string& node, const std::string& session, int64_t job,
                                 int rank) EXCLUDES(mu_);
 
+  // --- metrics (docs/monitoring.md) ---
+  // What the core did: counters and histograms, updated as changes are applied.
+  const CoreMetrics& metrics() const { return metrics_; }
+  // Writes the gauges of the state as it is now: jobs by status, pool and team; pending jobs by
+  // reason class, user and team (as of the last pass); GPUs by type and state, overall and per
+  // node; nodes by state. Holds the core's lock for one walk of the active jobs and the nodes.
+  void WriteGauges(metrics::ExpositionWriter& out) EXCLUDES(mu_, waiting_mu_);
+  // The class of a waiting reason, for berth_pending_jobs{reason=...}: "resources", "preempting",
+  // "reclaiming", "user_cap", "team_borrow_limit", "reservation", "no_node", "invalid", "other".
+  static std::string_view ReasonClass(std::string_view reason);
+
   // --- housekeeping and scheduling ---
   // Marks down nodes whose lease ran out (monotonic time) and ends or requeues their jobs.
   void CheckLeases() EXCLUDES(mu_);
@@ -223,6 +236,8 @@ class Core {
   // Runs `hook` in every RunPass between the scheduler's decision and its application, without
   // the lock: lets a test change the state while a pass is deciding.
   void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(mu_);
+  // Whether the job counts kept for /metrics (CountJob) equal a count of every active job now.
+  bool JobCountsConsistentForTesting() EXCLUDES(mu_);
 
  private:
   struct NodeRuntime {
@@ -257,6 +272,8 @@ class Core {
     TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
     std::set<std::pair<int64_t, int>> launch_after;
+    // Where the job is counted in job_counts_ (berth_jobs); none when it is not (ended).
+    std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
   };
   // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while
   // some of its ranks still run: its resources stay held until every one of them is reported gone.
@@ -293,6 +310,7 @@ class Core {
     std::optional<std::set<int64_t>> launch_held_before;
     std::optional<CancelSeqs> cancel_before;
     std::vector<std::string> reclaims;  // teams whose reclaims this plan applies (rate limit)
+    PlanEvents events;                  // counted in metrics_ once committed
   };
 
   // A pass's input, copied under the lock: the snapshot and the generations it saw.
@@ -337,6 +355,11 @@ class Core {
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
 
   // core_jobs.cpp: job state transitions, each adding its writes to the plan.
+  // Keeps job_counts_ current (core_gauges.cpp): CountJob counts a job where it belongs now
+  // (moving it from where it was counted), UncountJob takes it out (it leaves jobs_).
+  void CountJob(ActiveJob& job) REQUIRES(mu_);
+  void UncountJob(ActiveJob& job) REQUIRES(mu_);
+  void RecountAllJobs() REQUIRES(mu_);
   void Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                   TimeMs now) REQUIRES(mu_);
   void EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
@@ -409,6 +432,14 @@ class Core {
   std::atomic<int64_t> last_pass_with_work_{0};
   std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
+  // berth_jobs{status,pool,team}, kept as jobs change so that a scrape need not walk every job:
+  // per count group (a (pool, team) pair), jobs per status slot (JobStatus, or kStoppingSlot for
+  // a job that ended for the user but whose processes are still being stopped).
+  static constexpr int kStoppingSlot = 10;
+  static constexpr int kStatusSlots = 11;
+  std::map<std::pair<std::string, std::string>, uint32_t> count_group_ids_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> count_groups_ GUARDED_BY(mu_);
+  std::vector<std::array<int64_t, kStatusSlots>> job_counts_ GUARDED_BY(mu_);
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id
@@ -430,6 +461,7 @@ class Core {
   std::map<std::string, UserRow> share_users_ GUARDED_BY(mu_);
   std::map<std::string, TeamRow> share_teams_ GUARDED_BY(mu_);
   UsageLedger ledger_ GUARDED_BY(mu_);
+  CoreMetrics metrics_;  // thread-safe itself
   std::map<std::string, std::deque<TimeMs>> reclaims_ GUARDED_BY(mu_);
 
   Mutex waiting_mu_ ACQUIRED_AFTER(mu_);

@@ -115,7 +115,7 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     job.terminating = true;
     plan.jobs_before.try_emplace(job_id, std::nullopt);
     Allocate(plan, job.row.placement, job.row.resources, +1);
-    jobs_.emplace(job_id, std::move(job));
+    CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
   }
 }
 

@@ -2,6 +2,8 @@
 // its writes (job row, event, attempt) and messages to the plan, which the caller executes.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/strings.h"
 #include "server/core.h"
@@ -17,6 +19,7 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
     job.row.started_at = now;
     job.running_since = clock_.Monotonic();
   }
+  CountJob(job);
   plan.batch.jobs.push_back(job.row);
   plan.batch.events.push_back(
       {job.row.id, JobEvent{now, status, job.row.attempt, reason, plan.by}});
@@ -44,6 +47,9 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
     plan.batch.attempts.push_back({job.row.id, attempt});
     RecordUsage(plan, job, now, true, status == JobStatus::kPreempted);
   }
+  plan.events.finished.emplace_back(
+      std::string(JobStatusName(status)),
+      job.row.started_at ? static_cast<double>(now - *job.row.started_at) / 1000 : -1.0);
   Transition(plan, job, status, reason, now);
   plan.kick = true;
   if (!holds_resources) return;
@@ -55,6 +61,7 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
     // The user sees the end at once; the devices stay held until every process is really gone,
     // so that no new job lands on a GPU that a dying one still uses.
     job.terminating = true;
+    CountJob(job);
     StopRanks(plan, job, reason);
   }
 }
@@ -133,6 +140,7 @@ void Core::Release(Plan& plan, ActiveJob& job) {
   MutJob(plan, job);
   Allocate(plan, job.row.placement, job.row.resources, -1);
   job.terminating = false;
+  CountJob(job);
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
   plan.wake_logs.insert(job.row.id);
   plan.reap = true;
@@ -221,6 +229,9 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
   job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
   job.placed_at = now;
   job.running_since = 0;
+  plan.events.placed.emplace_back(
+      TeamOfLocked(job.row.user),
+      static_cast<double>(std::max<TimeMs>(0, now - job.queued_at)) / 1000);
   std::vector<std::string> where;
   for (const auto& g : placement) {
     where.push_back(g.gpus.empty() ? g.node

@@ -125,7 +125,10 @@ bool Core::RunPass() {
   config.gpu_weights = options_.usage.gpu_weights;
   config.reclaim_limit = options_.reclaim_limit;
   config.reclaim_window = options_.reclaim_window;
+  const auto pass_start = std::chrono::steady_clock::now();
   sched::PassResult result = sched::Schedule(in.snapshot, config);
+  metrics_.pass_seconds.Observe(
+      {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
   if (hook) hook();
   {
     auto waiting = std::make_shared<const sched::Waiting>(std::move(result.waiting));
@@ -199,6 +202,7 @@ bool Core::RunPass() {
                                                   d.team.empty() ? "(default)" : d.team, job.row.id)
                                     : fmt::format("preempted by job {} (priority {})", job.row.id,
                                                   job.row.priority);
+        plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
         if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
           Requeue(plan, victim, why + "; requeued", now, true);
         } else {

@@ -11,6 +11,7 @@ void Core::SetShareRules(const std::vector<UserRow>& users, const std::vector<Te
   for (const UserRow& u : users) share_users_[u.name] = u;
   share_teams_.clear();
   for (const TeamRow& t : teams) share_teams_[t.name] = t;
+  RecountAllJobs();     // users may have changed teams
   RequestPassLocked();  // a new quota or cap may let jobs start, or hold them
 }
 

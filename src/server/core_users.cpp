@@ -135,6 +135,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.group_size = request.count;
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
+    CountJob(added);
     if (cancelled_in_flight) {
       EndJob(cancel_plan, added, JobStatus::kCancelled,
              "cancelled by a cancel --all that arrived while it was submitted", std::nullopt, now);

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/json_util.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "net/http.h"
 #include "net/http_server.h"
@@ -112,6 +113,9 @@ class Server {
   net::HttpResponse HandleAudit(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleSetTeam(const std::string& name, const net::HttpRequest& req,
                                   const Principal& by);
+  // metrics_api.cpp: Prometheus text exposition (docs/monitoring.md).
+  net::HttpResponse HandleMetrics();
+
   // share_api.cpp
   net::HttpResponse HandleUsage(const net::HttpRequest& req);
   net::HttpResponse HandleListTeams();
@@ -139,6 +143,13 @@ class Server {
   std::unique_ptr<Executor> state_exec_;
   std::unique_ptr<Executor> read_exec_;
   std::unique_ptr<net::HttpServer> http_;
+  // berth_http_request_seconds{route,method,code}: every answer (server/http_metrics.h).
+  metrics::HistogramFamily http_seconds_{
+      "berth_http_request_seconds",
+      "Time from a request's arrival to its answer (streams: to the stream's start), by route "
+      "template, method and status code.",
+      {"route", "method", "code"},
+      metrics::HistogramFamily::FastSeconds()};
   std::thread scheduler_thread_;
   std::thread housekeeping_thread_;
   std::atomic<bool> stopping_{false};

@@ -28,6 +28,14 @@ class CoreTest : public ::testing::Test {
     ASSERT_TRUE(core_->Load().ok());
   }
 
+  // Every test ends with the job counts kept for /metrics equal to a count of the jobs: whatever
+  // it did (transitions, failed commits and their undo, restarts), none went astray.
+  void TearDown() override {
+    if (core_) {
+      EXPECT_TRUE(core_->JobCountsConsistentForTesting());
+    }
+  }
+
   // A node with `cpus` CPUs and `gpus` V100s. Returns its session.
   std::string Register(const std::string& name, int cpus = 8, int gpus = 0,
                        std::vector<proto::AttemptRank> running = {}) {

@@ -1,0 +1,192 @@
+// The gauges of /metrics: the state as it is at scrape time (docs/monitoring.md).
+#include <map>
+#include <tuple>
+
+#include "server/core.h"
+
+namespace berth {
+
+std::string_view Core::ReasonClass(std::string_view reason) {
+  auto starts = [&](std::string_view prefix) { return reason.substr(0, prefix.size()) == prefix; };
+  auto has = [&](std::string_view part) { return reason.find(part) != std::string_view::npos; };
+  if (starts("preempting")) return "preempting";
+  if (starts("reclaiming")) return "reclaiming";
+  if (starts("invalid request")) return "invalid";
+  if (has("max-running-gpus")) return "user_cap";
+  if (has("may borrow")) return "team_borrow_limit";
+  if (has("holds a reservation") || has("reserved for job")) return "reservation";
+  if (starts("waiting: no schedulable node") || starts("waiting: no node")) return "no_node";
+  if (starts("waiting for resources") || starts("waiting for a free")) return "resources";
+  return "other";
+}
+
+void Core::CountJob(ActiveJob& job) {
+  std::optional<std::pair<int, uint32_t>> key;
+  if (!IsTerminal(job.row.status) || job.terminating) {
+    const int slot = job.terminating ? kStoppingSlot : static_cast<int>(job.row.status);
+    std::pair<std::string, std::string> names{job.spec ? job.spec->pool : "",
+                                              TeamOfLocked(job.row.user)};
+    auto [it, fresh] =
+        count_group_ids_.try_emplace(names, static_cast<uint32_t>(count_groups_.size()));
+    if (fresh) {
+      count_groups_.push_back(std::move(names));
+      job_counts_.push_back({});
+    }
+    key.emplace(slot, it->second);
+  }
+  if (key == job.counted) return;
+  UncountJob(job);
+  if (key) ++job_counts_[key->second][static_cast<size_t>(key->first)];
+  job.counted = key;
+}
+
+void Core::UncountJob(ActiveJob& job) {
+  if (!job.counted) return;
+  --job_counts_[job.counted->second][static_cast<size_t>(job.counted->first)];
+  job.counted.reset();
+}
+
+void Core::RecountAllJobs() {
+  for (auto& counts : job_counts_) counts.fill(0);
+  for (auto& [id, job] : jobs_) {
+    job.counted.reset();
+    CountJob(job);
+  }
+}
+
+bool Core::JobCountsConsistentForTesting() {
+  MutexLock lock(mu_);
+  std::vector<std::array<int64_t, kStatusSlots>> kept = job_counts_;
+  RecountAllJobs();
+  return kept == job_counts_;
+}
+
+void Core::WriteGauges(metrics::ExpositionWriter& out) {
+  // What is read under the lock is copied into small tables (the job counts are kept as jobs
+  // change; the nodes are walked once); the page is written after the lock is released.
+  std::vector<std::pair<std::string, std::string>> groups;
+  std::vector<std::array<int64_t, kStatusSlots>> counts;
+  struct NodeGpus {
+    std::string node;
+    std::string type;
+    bool down = false;
+    MilliGpu used = 0;
+    MilliGpu total = 0;
+  };
+  std::vector<NodeGpus> node_gpus;
+  std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
+  {
+    HandlerLock lock(this);
+    groups = count_groups_;
+    counts = job_counts_;
+    node_gpus.reserve(nodes_.size());
+    for (const auto& [name, node] : nodes_) {
+      const bool down = node.row.state == NodeState::kDown;
+      ++nodes[down ? "DOWN" : node.row.draining ? "DRAINING" : "UP"];
+      const size_t first = node_gpus.size();
+      for (const GpuDevice& d : node.row.gpus) {
+        auto used = node.gpu_used.find(d.index);
+        const MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
+        NodeGpus* row = nullptr;
+        for (size_t k = first; k < node_gpus.size(); ++k) {
+          if (node_gpus[k].type == d.type) row = &node_gpus[k];
+        }
+        if (row == nullptr) row = &node_gpus.emplace_back(NodeGpus{name, d.type, down, 0, 0});
+        row->used += held;
+        row->total += kMilliPerGpu;
+      }
+    }
+  }
+  // Pending jobs by why they wait, as of the last pass (its compact list, counted without the
+  // core's lock). Jobs submitted since are "new".
+  std::shared_ptr<const sched::Waiting> pass;
+  {
+    MutexLock lock(waiting_mu_);
+    pass = waiting_pass_;
+  }
+  int64_t pending = 0;
+  for (const auto& c : counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
+
+  out.Family("berth_jobs", "gauge",
+             "Active jobs by status (STOPPING: ended, processes still being stopped), pool and "
+             "team.");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int slot = 0; slot < kStatusSlots; ++slot) {
+      const int64_t n = counts[g][static_cast<size_t>(slot)];
+      if (n == 0) continue;
+      const std::string status =
+          slot == kStoppingSlot ? "STOPPING" : std::string(JobStatusName(JobStatus(slot)));
+      out.Sample("berth_jobs",
+                 {{"status", status}, {"pool", groups[g].first}, {"team", groups[g].second}},
+                 static_cast<double>(n));
+    }
+  }
+  out.Family("berth_pending_jobs", "gauge",
+             "Pending jobs by the class of their waiting reason (as of the last scheduling pass; "
+             "reason=\"new\": submitted since), user and team.");
+  int64_t classified = 0;
+  if (pass) {
+    // Counted by (reason class, user index): the handful of sentences are classified once.
+    std::map<std::string_view, int> class_ids;
+    std::vector<int> class_of;
+    for (const std::string& r : pass->reasons()) {
+      class_of.push_back(
+          class_ids.try_emplace(ReasonClass(r), static_cast<int>(class_ids.size())).first->second);
+    }
+    std::map<std::pair<int, int32_t>, std::pair<const sched::Waiting::Entry*, int64_t>> by;
+    for (const sched::Waiting::Entry& e : pass->entries()) {
+      auto& [example, n] = by[{class_of[e.reason], e.user}];
+      example = &e;
+      ++n;
+      ++classified;
+    }
+    std::vector<std::string_view> class_names(class_ids.size());
+    for (const auto& [name, id] : class_ids) class_names[static_cast<size_t>(id)] = name;
+    for (const auto& [key, value] : by) {
+      const auto& [example, n] = value;
+      out.Sample("berth_pending_jobs",
+                 {{"reason", std::string(class_names[static_cast<size_t>(key.first)])},
+                  {"user", pass->UserOf(*example)},
+                  {"team", pass->TeamOf(*example)}},
+                 static_cast<double>(n));
+    }
+  }
+  if (pending > classified) {
+    out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},
+               static_cast<double>(pending - classified));
+  }
+  std::map<std::pair<std::string, std::string>, MilliGpu> gpus;  // (type, state)
+  for (const NodeGpus& n : node_gpus) {
+    if (n.down) {
+      gpus[{n.type, "down"}] += n.total;
+    } else {
+      gpus[{n.type, "used"}] += n.used;
+      gpus[{n.type, "free"}] += n.total - n.used;
+    }
+  }
+  out.Family("berth_gpus", "gauge",
+             "GPUs by type and state: free, used (fractional shares count their fraction), or down "
+             "(on nodes that are down).");
+  for (const auto& [key, milli] : gpus) {
+    out.Sample("berth_gpus", {{"type", key.first}, {"state", key.second}},
+               static_cast<double>(milli) / kMilliPerGpu);
+  }
+  out.Family("berth_node_gpus", "gauge", "GPUs of each node by type and state.");
+  for (const NodeGpus& n : node_gpus) {
+    if (n.down) {
+      out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "down"}},
+                 static_cast<double>(n.total) / kMilliPerGpu);
+      continue;
+    }
+    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "free"}},
+               static_cast<double>(n.total - n.used) / kMilliPerGpu);
+    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "used"}},
+               static_cast<double>(n.used) / kMilliPerGpu);
+  }
+  out.Family("berth_nodes", "gauge", "Nodes by state.");
+  for (const auto& [state, n] : nodes) {
+    out.Sample("berth_nodes", {{"state", state}}, static_cast<double>(n));
+  }
+}
+
+}  // namespace berth

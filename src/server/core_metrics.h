@@ -1,0 +1,71 @@
+// CoreMetrics: the counters and histograms of what the Core did (docs/monitoring.md), updated as
+// changes are applied — after their commit, so that a change the store refused counts nothing —
+// and written to /metrics with the gauges the Core computes at scrape time (Core::WriteMetrics).
+//
+// Events are collected in a plan while it is built (PlanEvents) and counted by Core::Execute once
+// the plan's commit succeeded.
+//
+// Thread-safety: every family is safe to update and write from any thread (common/metrics.h).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/metrics.h"
+
+namespace berth {
+
+struct CoreMetrics {
+  metrics::HistogramFamily pass_seconds{
+      "berth_scheduler_pass_seconds",
+      "Time one scheduling pass spent deciding (sched::Schedule on its snapshot).",
+      {},
+      metrics::HistogramFamily::FastSeconds()};
+  metrics::HistogramFamily commit_seconds{"berth_store_commit_seconds",
+                                          "Time one commit of a change to the store took.",
+                                          {},
+                                          metrics::HistogramFamily::FastSeconds()};
+  metrics::HistogramFamily admission_wait_seconds{
+      "berth_admission_wait_seconds",
+      "Time an attempt waited in the queue (since submission or requeue) before it was placed.",
+      {"team"},
+      metrics::HistogramFamily::SlowSeconds()};
+  metrics::HistogramFamily job_run_seconds{
+      "berth_job_run_seconds",
+      "Run time of jobs that ended (from start to end of their last attempt), by final status.",
+      {"status"},
+      metrics::HistogramFamily::SlowSeconds()};
+  metrics::CounterFamily jobs_finished{
+      "berth_jobs_finished_total", "Jobs that reached a final status, by that status.", {"status"}};
+  metrics::CounterFamily preemptions{
+      "berth_preemptions_total",
+      "Running jobs evicted by the scheduler: reason=priority (a higher-priority job) or "
+      "reclaim (a team taking back its quota).",
+      {"reason"}};
+  metrics::CounterFamily launches{
+      "berth_launches_total", "Attempts placed and sent to their nodes.", {}};
+  metrics::CounterFamily lease_expiries{
+      "berth_lease_expiries_total", "Nodes marked down because their lease ran out.", {}};
+  metrics::CounterFamily user_gpu_seconds{
+      "berth_user_gpu_seconds_total",
+      "GPU-seconds used by ended attempts (undecayed, unweighted), by user, team and GPU type.",
+      {"user", "team", "gpu_type"}};
+  metrics::CounterFamily user_cpu_seconds{
+      "berth_user_cpu_seconds_total",
+      "CPU-seconds allocated to ended attempts, by user and team.",
+      {"user", "team"}};
+
+  void Write(metrics::ExpositionWriter& out) const;
+};
+
+// What a plan did, to be counted once it is committed.
+struct PlanEvents {
+  std::vector<std::pair<std::string, double>>
+      finished;                                        // (final status, run seconds; -1: never ran)
+  std::vector<std::pair<std::string, double>> placed;  // (team, seconds waited)
+  std::vector<std::string> preempted;                  // reason: "priority" or "reclaim"
+  int lease_expiries = 0;
+};
+
+}  // namespace berth

@@ -1,0 +1,21 @@
+// GET /metrics: the Prometheus text exposition of what the server did and what it holds now
+// (docs/monitoring.md). Built from the core's counters (no lock), one walk of its state under the
+// lock (Core::WriteGauges), and the HTTP histograms.
+#include "common/metrics.h"
+#include "server/server.h"
+
+namespace berth {
+
+net::HttpResponse Server::HandleMetrics() {
+  metrics::ExpositionWriter out;
+  out.Family("berth_build_info", "gauge", "The running server's version (always 1).");
+  out.Sample("berth_build_info", {{"version", BERTH_VERSION}}, 1);
+  core_->WriteGauges(out);
+  core_->metrics().Write(out);
+  http_seconds_.Write(out);
+  return net::HttpResponse{.status = 200,
+                           .content_type = "text/plain; version=0.0.4; charset=utf-8",
+                           .body = out.Take()};
+}
+
+}  // namespace berth
