@@ -186,6 +186,18 @@ class MetricsTest(BerthTestCase):
         self.assertEqual(value(samples, "berth_pending_jobs", reason="resources", user="root"), 1)
         self.assertEqual(value(samples, "berth_jobs", status="PENDING"), 1)
 
+    def test_the_example_dashboard_and_alerts_use_metrics_that_exist(self):
+        families, _ = parse_exposition(self.scrape())
+        docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "monitoring")
+        for name in ("grafana-dashboard.json", "alerts.yml"):
+            with open(os.path.join(docs, name)) as f:
+                text = f.read()
+            used = set(re.findall(r"berth_[a-z_]+", text))
+            self.assertTrue(used, name)
+            for metric in used:
+                base = re.sub(r"_(bucket|sum|count)$", "", metric)
+                self.assertTrue(metric in families or base in families, f"{name}: {metric}")
+
     def test_nodes_may_not_read_the_page(self):
         with open(os.path.join(self.server.state_dir, "token")) as f:
             cluster_token = f.read().strip()
