@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/clock.h"
+#include "common/job_status.h"
 #include "common/strings.h"
 #include "net/http.h"
 #include "spec/job_spec.h"
@@ -241,10 +242,75 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   return code && *code > 0 && *code < 256 ? static_cast<int>(*code) : 1;
 }
 
+namespace {
+
+// The summary `berth queue` prints by default: every active job in no group (up to a cap), each
+// bulk group as one row with its jobs' counts per status, and the newest --limit finished jobs;
+// what is left out is said at the end.
+int QueueSummary(Connection& conn, const QueueFlags& f) {
+  std::string target = fmt::format("/v1/queue?limit={}", f.limit);
+  if (!f.user.empty()) target += "&user=" + net::UrlEncode(f.user);
+  if (!f.team.empty()) target += "&team=" + net::UrlEncode(f.team);
+  auto res = conn.Call("GET", target);
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  Table table({"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"});
+  TimeMs now = SystemClock::Get().Now();
+  std::vector<std::string> groups;
+  for (const auto& rv : o.at("rows").as_array()) {
+    const json::object& j = rv.as_object();
+    if (j.at("kind").as_string() == "group") {
+      const std::string group = std::to_string(AsInt(j.at("group")).value_or(0));
+      groups.push_back(group);
+      // Counts in the order of a job's life: what waits, what runs, how they ended.
+      std::vector<std::string> counts;
+      for (JobStatus s :
+           {JobStatus::kPending, JobStatus::kStarting, JobStatus::kSettingUp, JobStatus::kRunning,
+            JobStatus::kSucceeded, JobStatus::kFailed, JobStatus::kFailedSetup,
+            JobStatus::kCancelled, JobStatus::kLost, JobStatus::kPreempted}) {
+        const json::value* n = j.at("counts").as_object().if_contains(JobStatusName(s));
+        if (n != nullptr)
+          counts.push_back(fmt::format("{} {}", AsInt(*n).value_or(0), JobStatusName(s)));
+      }
+      table.Add({"group " + group, std::string(j.at("name").as_string()),
+                 std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now), "-",
+                 Join(counts, ", "), GpusOf(j),
+                 fmt::format("{} jobs", AsInt(j.at("jobs")).value_or(0))});
+      continue;
+    }
+    table.Add({std::to_string(AsInt(j.at("id")).value()), std::string(j.at("name").as_string()),
+               std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now),
+               Time(j.at("started_at"), now), std::string(j.at("status").as_string()), GpusOf(j),
+               NodesOf(j)});
+  }
+  fmt::print("{}", table.Render());
+  const int64_t hidden = AsInt(o.at("active_not_shown")).value_or(0);
+  if (hidden > 0) {
+    fmt::print(
+        "({} more active job(s) not in a group are not shown: berth queue --all lists every "
+        "job, --user or --team fewer)\n",
+        hidden);
+  }
+  if (o.at("more_finished").as_bool()) {
+    fmt::print(
+        "(only the newest {} finished job(s) are shown: --limit N shows more, --all every "
+        "job)\n",
+        f.limit);
+  }
+  if (!groups.empty()) {
+    fmt::print("(each bulk group is one row: berth queue --group {} lists its jobs)\n",
+               groups.front());
+  }
+  return 0;
+}
+
+}  // namespace
+
 int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
+  if (!f.as_json && !f.all && !f.group) return QueueSummary(conn, f);
   // A page: at most --limit rows, newest first, of the active jobs and the most recent finished
   // ones.
   std::string target =

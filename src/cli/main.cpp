@@ -190,13 +190,15 @@ int Main(int argc, char** argv, const Daemons& daemons) {
 
   QueueFlags queue_flags;
   auto* queue = app.add_subcommand(
-      "queue", "List active jobs and the most recent finished ones, newest first");
+      "queue",
+      "List every active job (each bulk group as one row with counts per status) and the most "
+      "recent finished ones, newest first");
   queue->add_flag("-a,--all", queue_flags.all, "Every job, finished ones included");
   queue
       ->add_option("--limit", queue_flags.limit,
-                   "Jobs per page (active ones and the most recent finished)")
+                   "Finished jobs shown (with --json: rows per page, active and finished)")
       ->capture_default_str();
-  queue->add_option("--group", queue_flags.group, "Only the jobs of this group");
+  queue->add_option("--group", queue_flags.group, "Only the jobs of this group, one row each");
   queue->add_option("--user", queue_flags.user, "Only this user's jobs");
   queue->add_option("--team", queue_flags.team, "Only this team's jobs ('-': the default team)");
   queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");

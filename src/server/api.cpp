@@ -201,6 +201,8 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         }
       }
     }
+    if (top == "queue" && parts.size() == 3 && m == "GET")
+      return on(read, [this, req] { return HandleQueue(*req); });
     if (top == "usage" && parts.size() == 3 && m == "GET")
       return on(read, [this, req] { return HandleUsage(*req); });
     if (top == "teams" && parts.size() == 3 && m == "GET")
@@ -388,6 +390,104 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     jobs.push_back(JobJson(row, it == waiting.end() ? "" : it->second));
   }
   return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
+}
+
+net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
+  int limit = 50;
+  int active_cap = 1000;
+  try {
+    limit = std::stoi(req.Query("limit", "50"));
+    active_cap = std::stoi(req.Query("active_cap", "1000"));
+  } catch (...) {
+    return ErrorResponse(Status::Invalid("limit and active_cap must be integers"));
+  }
+  if (limit < 0 || active_cap < 0) {
+    return ErrorResponse(Status::Invalid("limit and active_cap must not be negative"));
+  }
+  const std::string only_user = req.Query("user");
+  const std::string only_team = req.Query("team");
+  Core::QueueOverview ov = core_->Overview(only_user, only_team);
+  // The newest finished jobs (grouped ones stand for their group), filtered like the active ones.
+  JobQuery finished_query;
+  finished_query.finished_only = true;
+  finished_query.limit = limit;
+  auto finished = store_->ListJobs(finished_query);
+  if (!finished.ok()) return ErrorResponse(finished.status());
+  const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
+  std::map<std::string, bool> in_team;
+  std::erase_if(*finished, [&](const JobRow& row) {
+    if (!only_user.empty() && row.user != only_user) return true;
+    if (only_team.empty()) return false;
+    auto [it, fresh] = in_team.try_emplace(row.user, false);
+    if (fresh) it->second = core_->TeamOf(row.user) == (only_team == "-" ? "" : only_team);
+    return !it->second;
+  });
+  // Every group to show, with the row that stands for it: its newest active job, or (for a group
+  // with nothing active) its newest finished one.
+  std::map<int64_t, int64_t> group_row;  // group -> job id
+  for (const auto& [group, newest] : ov.groups) group_row[group] = newest;
+  for (const JobRow& row : *finished) {
+    if (row.group) group_row.try_emplace(*row.group, row.id);
+  }
+  const size_t shown_active = std::min(ov.ungrouped.size(), static_cast<size_t>(active_cap));
+  std::vector<int64_t> ids(ov.ungrouped.begin(), ov.ungrouped.begin() + shown_active);
+  for (const auto& [group, id] : group_row) ids.push_back(id);
+  auto rows = store_->GetJobs(ids);
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  std::map<int64_t, const JobRow*> by_id;
+  for (const JobRow& row : *rows) by_id[row.id] = &row;
+  for (const JobRow& row : *finished) by_id.try_emplace(row.id, &row);
+  std::vector<int64_t> groups;
+  for (const auto& [group, id] : group_row) groups.push_back(group);
+  auto counts = store_->GroupStatusCounts(groups);
+  if (!counts.ok()) return ErrorResponse(counts.status());
+
+  std::vector<int64_t> pending;
+  for (const JobRow& row : *rows) {
+    if (row.status == JobStatus::kPending && !row.group) pending.push_back(row.id);
+  }
+  auto waiting = core_->WaitingReasons(pending);
+  // Rows newest first: a group sorts by the job that stands for it.
+  std::vector<std::pair<int64_t, json::object>> out;
+  for (int64_t id : std::vector<int64_t>(ids.begin(), ids.begin() + shown_active)) {
+    auto row = by_id.find(id);
+    if (row == by_id.end()) continue;  // ended and reaped since
+    auto w = waiting.find(id);
+    json::object o = JobJson(*row->second, w == waiting.end() ? "" : w->second);
+    o["kind"] = "job";
+    out.emplace_back(id, std::move(o));
+  }
+  int finished_shown = 0;
+  for (const JobRow& row : *finished) {
+    if (row.group) continue;
+    json::object o = JobJson(row, "");
+    o["kind"] = "job";
+    out.emplace_back(row.id, std::move(o));
+    ++finished_shown;
+  }
+  for (const auto& [group, id] : group_row) {
+    auto row = by_id.find(id);
+    if (row == by_id.end()) continue;
+    json::object g = JobJson(*row->second, "");
+    json::object per_status;
+    int total = 0;
+    for (const auto& [status, n] : (*counts)[group]) {
+      per_status[std::string(JobStatusName(status))] = n;
+      total += n;
+    }
+    g["kind"] = "group";
+    g["counts"] = std::move(per_status);
+    g["jobs"] = total;
+    out.emplace_back(id, std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  json::array listing;
+  for (auto& [id, o] : out) listing.push_back(std::move(o));
+  return JsonResponse(200, json::object{{"rows", std::move(listing)},
+                                        {"active_not_shown",
+                                         static_cast<int64_t>(ov.ungrouped.size() - shown_active)},
+                                        {"finished_shown", finished_shown},
+                                        {"more_finished", more_finished}});
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {

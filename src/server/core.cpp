@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/json_util.h"
@@ -308,6 +309,32 @@ void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
 void Core::LogsAppended(int64_t job) {
   HandlerLock lock(this);
   WakeLogWaiters(job);
+}
+
+Core::QueueOverview Core::Overview(const std::string& user, const std::string& team) {
+  QueueOverview out;
+  std::map<int64_t, int64_t> groups;  // group -> newest active job
+  HandlerLock lock(this);
+  std::map<std::string, bool> in_team;
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    const ActiveJob& job = it->second;
+    if (IsTerminal(job.row.status) && !job.terminating) continue;
+    if (!user.empty() && job.row.user != user) continue;
+    if (!team.empty()) {
+      auto [t, fresh] = in_team.try_emplace(job.row.user, false);
+      if (fresh) t->second = TeamOfLocked(job.row.user) == (team == "-" ? "" : team);
+      if (!t->second) continue;
+    }
+    if (job.row.group) {
+      groups.try_emplace(*job.row.group, job.row.id);  // newest first: the first seen is newest
+    } else {
+      out.ungrouped.push_back(job.row.id);
+    }
+  }
+  for (const auto& [group, newest] : groups) out.groups.emplace_back(group, newest);
+  std::sort(out.groups.begin(), out.groups.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
 }
 
 std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {

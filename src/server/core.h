@@ -168,6 +168,14 @@ class Core {
       EXCLUDES(waiting_mu_);
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
+  // The active jobs, for `berth queue`: bulk groups with an active job (with its newest active
+  // member) and the ids of active jobs in no group, newest first. `user` and `team` filter when
+  // set (`team` "-" is the default team).
+  struct QueueOverview {
+    std::vector<std::pair<int64_t, int64_t>> groups;  // (group, its newest active job)
+    std::vector<int64_t> ungrouped;
+  };
+  QueueOverview Overview(const std::string& user, const std::string& team) EXCLUDES(mu_);
 
   // --- log followers ---
   // Calls `fire` once when output for `job` arrives or the job ends for good. Returns nullopt (and

@@ -18,8 +18,8 @@ std::string RouteOf(const std::vector<std::string>& parts) {
   if (n == 2 && parts[1] == "metrics") return "/metrics";
   if (n < 3 || parts[1] != "v1") return "other";
   const std::string& top = parts[2];
-  if (!OneOf(top,
-             {"health", "whoami", "jobs", "usage", "teams", "nodes", "admin", "specs", "agent"})) {
+  if (!OneOf(top, {"health", "whoami", "jobs", "queue", "usage", "teams", "nodes", "admin", "specs",
+                   "agent"})) {
     return "other";
   }
   const std::string route = "/v1/" + top;

@@ -94,6 +94,8 @@ class Server {
   // api.cpp: the users' API. `by` is who asks.
   net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
+  // GET /v1/queue: the summary `berth queue` prints (bulk groups as one row each).
+  net::HttpResponse HandleQueue(const net::HttpRequest& req);
   net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRequeue(int64_t id, const Principal& by);

@@ -655,6 +655,7 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
     filter += " AND id < ?";
     params.push_back(*query.before_id);
   }
+  if (query.ungrouped_only) filter += " AND group_id IS NULL";
   const std::string select = "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE ";
   const int64_t limit = query.limit == 0 ? kNoLimit : query.limit;
 
@@ -662,7 +663,15 @@ Result<std::vector<JobRow>> SqliteStore::ListJobs(const JobQuery& query) {
   Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
   if (!txn.ok()) return txn.status();
   std::vector<JobRow> jobs;
-  if (query.all) {
+  if (query.finished_only) {
+    std::vector<int64_t> finished_params = params;
+    finished_params.push_back(limit);
+    Result<std::vector<JobRow>> finished = QueryJobs(
+        *read_db_, select + std::string(kFinishedWhere) + filter + " ORDER BY id DESC LIMIT ?",
+        finished_params);
+    if (!finished.ok()) return finished.status();
+    jobs = std::move(*finished);
+  } else if (query.all) {
     std::vector<int64_t> all_params = params;
     all_params.push_back(limit);
     Result<std::vector<JobRow>> all =
@@ -800,6 +809,31 @@ Result<int> SqliteStore::GroupSize(int64_t group) {
   if (!row.ok()) return row.status();
   if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
   return static_cast<int>((*ref)->Int(0));
+}
+
+Result<std::map<int64_t, std::map<JobStatus, int>>> SqliteStore::GroupStatusCounts(
+    const std::vector<int64_t>& groups) {
+  std::map<int64_t, std::map<JobStatus, int>> out;
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  for (int64_t group : groups) {
+    // One range of the (group_id, id) index per group.
+    Result<StatementRef> ref =
+        read_db_->Cached("SELECT status, count(*) FROM jobs WHERE group_id = ?1 GROUP BY status");
+    if (!ref.ok()) return ref.status();
+    (*ref)->Bind(1, group);
+    std::map<JobStatus, int>& counts = out[group];
+    while (true) {
+      Result<bool> row = (*ref)->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      std::optional<JobStatus> status = ParseJobStatus((*ref)->Text(0));
+      if (!status) return Status::Internal("group " + std::to_string(group) + ": bad status");
+      counts[*status] = static_cast<int>((*ref)->Int(1));
+    }
+  }
+  return out;
 }
 
 Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {

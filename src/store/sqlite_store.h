@@ -48,6 +48,8 @@ class SqliteStore final : public Store {
   Result<std::vector<AttemptRow>> GetAttempts(int64_t job) override;
   Result<std::string> GetSpec(int64_t spec_id) override;
   Result<int> GroupSize(int64_t group) override;
+  Result<std::map<int64_t, std::map<JobStatus, int>>> GroupStatusCounts(
+      const std::vector<int64_t>& groups) override;
   // Ascending name.
   Result<std::vector<NodeRow>> LoadNodes() override;
   Result<std::vector<UserRow>> LoadUsers() override;

@@ -213,6 +213,8 @@ struct JobQuery {
   int page = 0;      // 0 = no limit; when !all: at most this many rows in all (a page)
   std::optional<int64_t> group;
   std::optional<int64_t> before_id;  // page: only jobs with id < before_id
+  bool finished_only = false;        // only finished jobs (the newest `limit`; `all` ignored)
+  bool ungrouped_only = false;       // only jobs that are not in a bulk group
 };
 
 class Store {
@@ -251,6 +253,9 @@ class Store {
 
   // The number of jobs of a bulk group (its BERTH_NUM_JOBS); NotFound if unknown.
   virtual Result<int> GroupSize(int64_t group) = 0;
+  // For each group: how many of its jobs are in each status.
+  virtual Result<std::map<int64_t, std::map<JobStatus, int>>> GroupStatusCounts(
+      const std::vector<int64_t>& groups) = 0;
 
   virtual Result<std::vector<NodeRow>> LoadNodes() = 0;
 

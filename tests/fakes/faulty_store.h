@@ -69,6 +69,11 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->GroupSize(group);
   }
+  Result<std::map<int64_t, std::map<JobStatus, int>>> GroupStatusCounts(
+      const std::vector<int64_t>& groups) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GroupStatusCounts(groups);
+  }
   Result<std::vector<NodeRow>> LoadNodes() override {
     if (fail_reads_) return ReadError();
     return inner_->LoadNodes();

@@ -172,8 +172,8 @@ class JobsCliTest(BerthTestCase):
         b.run("cancel", second, third)
 
     def test_queue_pages(self):
-        # `queue` shows a page (--limit rows) of the newest jobs and says when there are more; --all shows
-        # every one.
+        # `queue` shows every active job and the newest --limit finished ones, and says when there are
+        # more; --all shows every one. The JSON listing is a page of --limit rows, as it always was.
         b = self.b
         for _ in range(4):
             b.run("exec", "--", "true")
@@ -181,8 +181,9 @@ class JobsCliTest(BerthTestCase):
         b.wait_status(running, "RUNNING")
         _, out, _ = b.run("queue", "--limit", "2")
         lines = out.splitlines()
-        self.assertEqual([line.split()[0] for line in lines[1:3]], [str(running), "4"])
-        self.assertIn("--all", lines[3])
+        self.assertEqual([line.split()[0] for line in lines[1:4]], [str(running), "4", "3"])
+        self.assertIn("only the newest 2 finished", lines[4])
+        self.assertIn("--all", lines[4])
         self.assertEqual([j["id"] for j in b.json("queue", "--limit", "2", "--json")], [running, 4])
         self.assertEqual([j["id"] for j in b.json("queue", "--json")], [running, 4, 3, 2, 1])
         self.assertEqual([j["id"] for j in b.queue()], [running, 4, 3, 2, 1])
