@@ -298,6 +298,42 @@ TEST_F(SqliteStoreTest, ConcurrentSubmitsGetDisjointConsecutiveIds) {
 
 // Job 1 is placed on n1 (GPUs 0 and 1) and starts; the server commits the row, two events and the
 // attempt in one batch. Closing and reopening the file shows all of it.
+// `berth queue`'s summary: a group's jobs counted per status; finished jobs only, or ungrouped
+// only.
+TEST_F(SqliteStoreTest, GroupStatusCountsAndFinishedOrUngroupedListings) {
+  MustSubmit(MakeSubmission(1, false));                  // job 1
+  SubmitResult g = MustSubmit(MakeSubmission(4, true));  // jobs 2..5
+  MustSubmit(MakeSubmission(1, false));                  // job 6
+  Batch batch;
+  for (int64_t id : {2, 3, 6}) {
+    JobRow job = MustGet(id);
+    job.status = id == 3 ? JobStatus::kFailed : JobStatus::kSucceeded;
+    job.ended_at = kT0 + 1000;
+    batch.jobs.push_back(job);
+  }
+  MustCommit(batch);
+  auto counts = store_->GroupStatusCounts({*g.group, 999});
+  ASSERT_TRUE(counts.ok()) << counts.status().message();
+  EXPECT_EQ((*counts)[*g.group],
+            (std::map<JobStatus, int>{
+                {JobStatus::kPending, 2}, {JobStatus::kSucceeded, 1}, {JobStatus::kFailed, 1}}));
+  EXPECT_TRUE((*counts)[999].empty());  // no such group: no jobs
+
+  auto ids = [&](const JobQuery& q) {
+    std::vector<int64_t> out;
+    auto rows = store_->ListJobs(q);
+    EXPECT_TRUE(rows.ok()) << rows.status().message();
+    if (rows.ok()) {
+      for (const JobRow& r : *rows) out.push_back(r.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids({.limit = 2, .finished_only = true}), (std::vector<int64_t>{6, 3}));
+  EXPECT_EQ(ids({.limit = 0, .finished_only = true, .ungrouped_only = true}),
+            (std::vector<int64_t>{6}));
+  EXPECT_EQ(ids({.limit = 0, .ungrouped_only = true}), (std::vector<int64_t>{6, 1}));
+}
+
 TEST_F(SqliteStoreTest, CommitUpdatesJobAndSurvivesReopen) {
   MustSubmit(MakeSubmission(2, true));
   JobRow job = MustGet(1);
