@@ -296,8 +296,6 @@ TEST_F(SqliteStoreTest, ConcurrentSubmitsGetDisjointConsecutiveIds) {
 
 // ---- Commit and persistence ----
 
-// Job 1 is placed on n1 (GPUs 0 and 1) and starts; the server commits the row, two events and the
-// attempt in one batch. Closing and reopening the file shows all of it.
 // `berth queue`'s summary: a group's jobs counted per status; finished jobs only, or ungrouped
 // only.
 TEST_F(SqliteStoreTest, GroupStatusCountsAndFinishedOrUngroupedListings) {
@@ -334,6 +332,8 @@ TEST_F(SqliteStoreTest, GroupStatusCountsAndFinishedOrUngroupedListings) {
   EXPECT_EQ(ids({.limit = 0, .ungrouped_only = true}), (std::vector<int64_t>{6, 1}));
 }
 
+// Job 1 is placed on n1 (GPUs 0 and 1) and starts; the server commits the row, two events and the
+// attempt in one batch. Closing and reopening the file shows all of it.
 TEST_F(SqliteStoreTest, CommitUpdatesJobAndSurvivesReopen) {
   MustSubmit(MakeSubmission(2, true));
   JobRow job = MustGet(1);
