@@ -84,6 +84,16 @@ struct ExecFlags {
 };
 int Exec(const GlobalFlags& g, const ExecFlags& flags);
 
+struct WaitFlags {
+  std::vector<int64_t> ids;
+  std::optional<int64_t> group;
+  bool as_json = false;
+};
+// Waits until the jobs (or every job of the group) have ended, showing their progress: a line
+// redrawn in place on a terminal, a line per change otherwise, JSON lines with --json. Returns 0
+// when every one SUCCEEDED, 1 otherwise.
+int Wait(const GlobalFlags& g, const WaitFlags& flags);
+
 struct QueueFlags {
   bool all = false;
   bool as_json = false;

@@ -227,7 +227,13 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
                spec.name);
   }
   std::fflush(stdout);
-  if (f.detach || ids.size() != 1) return 0;
+  if (f.detach) return 0;
+  // A bulk submission: its progress until every job has ended (the exit code says whether all
+  // succeeded), as `berth wait --group G` shows it.
+  if (!out.at("group").is_null()) {
+    return Wait(g, WaitFlags{.group = AsInt(out.at("group")).value(), .as_json = f.as_json});
+  }
+  if (ids.size() != 1) return 0;
 
   int64_t id = AsInt(ids.front()).value();
   std::string status;

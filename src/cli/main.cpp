@@ -164,8 +164,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   ExecFlags exec_flags;
   auto* exec = app.add_subcommand("exec", "Submit a job: a task YAML, or a command after --");
   exec->add_option("args", exec_flags.args, "task.yaml, or the command to run (put it after --)");
-  exec->add_flag("-d,--detach", exec_flags.detach,
-                 "Return at once instead of streaming the output");
+  exec->add_flag(
+      "-d,--detach", exec_flags.detach,
+      "Return at once instead of streaming the output (or, for --num-jobs, the progress)");
   exec->add_option("-n,--name", exec_flags.name, "Job name");
   exec->add_option("--gpus", exec_flags.gpus,
                    "Accelerators per node, TYPE:N (e.g. V100:1, T4:0.5)");
@@ -174,7 +175,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                    "Memory per node in GiB (default: none reserved)");
   exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")
       ->allow_extra_args(false);
-  exec->add_option("--num-jobs", exec_flags.num_jobs, "Submit N copies as one group, ranks 0..N-1");
+  exec->add_option(
+      "--num-jobs", exec_flags.num_jobs,
+      "Submit N copies as one group, ranks 0..N-1; without -d, show their progress until all end");
   exec->add_option("--priority", exec_flags.priority, "Priority (higher runs first; default 0)");
   exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
   exec->add_option("--workdir", exec_flags.workdir,
@@ -204,6 +207,18 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");
   add_global(queue);
   queue->callback([&] { rc = Queue(g, queue_flags); });
+
+  WaitFlags wait_flags;
+  auto* wait = app.add_subcommand(
+      "wait",
+      "Wait until jobs end, showing progress (pending, running, succeeded, failed, rate, ETA); "
+      "exits 0 only if every one succeeded");
+  wait->add_option("ids", wait_flags.ids, "Job ids");
+  wait->add_option("--group", wait_flags.group, "Every job of this bulk group");
+  wait->add_flag("--json", wait_flags.as_json,
+                 "One JSON object per line each time the counts change, for scripts");
+  add_global(wait);
+  wait->callback([&] { rc = Wait(g, wait_flags); });
 
   LogsFlags logs_flags;
   auto* logs = app.add_subcommand("logs", "Print a job's output, following it until the job ends");

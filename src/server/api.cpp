@@ -201,6 +201,15 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         }
       }
     }
+    if (top == "groups" && parts.size() == 4 && m == "GET") {
+      auto id = ParseId(parts[3]);
+      if (!id) {
+        res->Send(ErrorResponse(
+            Status::Invalid("group id must be a positive integer, got '" + parts[3] + "'")));
+        return;
+      }
+      return on(read, [this, id] { return HandleGroup(*id); });
+    }
     if (top == "queue" && parts.size() == 3 && m == "GET")
       return on(read, [this, req] { return HandleQueue(*req); });
     if (top == "usage" && parts.size() == 3 && m == "GET")
@@ -488,6 +497,17 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
                                          static_cast<int64_t>(ov.ungrouped.size() - shown_active)},
                                         {"finished_shown", finished_shown},
                                         {"more_finished", more_finished}});
+}
+
+net::HttpResponse Server::HandleGroup(int64_t group) {
+  auto size = store_->GroupSize(group);
+  if (!size.ok()) return ErrorResponse(size.status());
+  auto counts = store_->GroupStatusCounts({group});
+  if (!counts.ok()) return ErrorResponse(counts.status());
+  json::object per_status;
+  for (const auto& [status, n] : (*counts)[group])
+    per_status[std::string(JobStatusName(status))] = n;
+  return JsonResponse(200, json::object{{"group", group}, {"jobs", *size}, {"counts", per_status}});
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {

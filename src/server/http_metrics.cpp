@@ -18,8 +18,8 @@ std::string RouteOf(const std::vector<std::string>& parts) {
   if (n == 2 && parts[1] == "metrics") return "/metrics";
   if (n < 3 || parts[1] != "v1") return "other";
   const std::string& top = parts[2];
-  if (!OneOf(top, {"health", "whoami", "jobs", "queue", "usage", "teams", "nodes", "admin", "specs",
-                   "agent"})) {
+  if (!OneOf(top, {"health", "whoami", "jobs", "queue", "groups", "usage", "teams", "nodes",
+                   "admin", "specs", "agent"})) {
     return "other";
   }
   const std::string route = "/v1/" + top;
@@ -29,7 +29,7 @@ std::string RouteOf(const std::vector<std::string>& parts) {
     if (n == 5 && OneOf(parts[4], {"logs", "requeue"})) return route + "/{id}/" + parts[4];
   } else if (top == "nodes") {
     if (n == 5 && OneOf(parts[4], {"drain", "undrain"})) return route + "/{node}/" + parts[4];
-  } else if (top == "specs") {
+  } else if (top == "specs" || top == "groups") {
     if (n == 4) return route + "/{id}";
   } else if (top == "agent") {
     if (n == 4 && OneOf(parts[3], {"register", "heartbeat", "report", "logs", "watch"})) {

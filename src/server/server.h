@@ -96,6 +96,8 @@ class Server {
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
   // GET /v1/queue: the summary `berth queue` prints (bulk groups as one row each).
   net::HttpResponse HandleQueue(const net::HttpRequest& req);
+  // GET /v1/groups/{id}: a bulk group's size and its jobs' counts per status (`berth wait`).
+  net::HttpResponse HandleGroup(int64_t group);
   net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRequeue(int64_t id, const Principal& by);
