@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev
   libyaml-cpp-dev libsqlite3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-  procps iproute2 curl python3
+  procps iproute2 curl python3 tmux
   clang clang-format
 )
 

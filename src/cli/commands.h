@@ -94,6 +94,13 @@ struct WaitFlags {
 // when every one SUCCEEDED, 1 otherwise.
 int Wait(const GlobalFlags& g, const WaitFlags& flags);
 
+struct TopFlags {
+  double interval = 2;  // seconds between frames
+  bool once = false;    // print one frame and return
+};
+// A live full-screen view of the nodes' GPU maps and the queue; `q` quits.
+int Top(const GlobalFlags& g, const TopFlags& flags);
+
 struct QueueFlags {
   bool all = false;
   bool as_json = false;

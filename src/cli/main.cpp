@@ -208,6 +208,18 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   add_global(queue);
   queue->callback([&] { rc = Queue(g, queue_flags); });
 
+  TopFlags top_flags;
+  auto* top = app.add_subcommand(
+      "top",
+      "A live full-screen view: each node's GPU map (a letter per job), CPU and memory, and the "
+      "queue; q quits");
+  top->add_option("--interval", top_flags.interval, "Seconds between redraws")
+      ->capture_default_str();
+  top->add_flag("--once", top_flags.once,
+                "Print one frame and return (also when the output is not a terminal)");
+  add_global(top);
+  top->callback([&] { rc = Top(g, top_flags); });
+
   WaitFlags wait_flags;
   auto* wait = app.add_subcommand(
       "wait",

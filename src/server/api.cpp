@@ -217,7 +217,9 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
     if (top == "teams" && parts.size() == 3 && m == "GET")
       return on(read, [this] { return HandleListTeams(); });
     if (top == "nodes") {
-      if (parts.size() == 3 && m == "GET") return on(read, [this] { return HandleNodes(); });
+      if (parts.size() == 3 && m == "GET") {
+        return on(read, [this, req] { return HandleNodes(req->Query("holders") == "1"); });
+      }
       if (parts.size() == 5 && m == "POST" && (parts[4] == "drain" || parts[4] == "undrain")) {
         return on(state, [this, node = parts[3], drain = parts[4] == "drain", by] {
           return HandleDrain(node, drain, *by);
@@ -622,9 +624,29 @@ net::HttpResponse Server::HandleRequeue(int64_t id, const Principal& by) {
   return JsonResponse(200, json::object{{"id", id}, {"status", "PENDING"}});
 }
 
-net::HttpResponse Server::HandleNodes() {
+net::HttpResponse Server::HandleNodes(bool holders) {
+  std::map<std::string, std::map<int, std::vector<Core::Holder>>> held;
+  if (holders) held = core_->DeviceHolders();
   json::array nodes;
-  for (const auto& node : core_->Nodes()) nodes.push_back(NodeJson(node));
+  for (const auto& node : core_->Nodes()) {
+    json::object o = NodeJson(node);
+    if (holders) {
+      // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).
+      const auto& on_node = held[node.row.name];
+      for (auto& dv : o["devices"].as_array()) {
+        json::object& d = dv.as_object();
+        json::array jobs;
+        auto it = on_node.find(static_cast<int>(AsInt(d["index"]).value_or(-1)));
+        if (it != on_node.end()) {
+          for (const auto& [id, user] : it->second) {
+            jobs.push_back(json::object{{"id", id}, {"user", user}});
+          }
+        }
+        d["jobs"] = std::move(jobs);
+      }
+    }
+    nodes.push_back(std::move(o));
+  }
   return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
 }
 

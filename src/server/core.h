@@ -142,6 +142,10 @@ class Core {
   Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "")
       EXCLUDES(mu_);
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
+  // Who holds each GPU device now: node -> device index -> (job, user), for the GPU maps of
+  // `berth top` (and `GET /v1/nodes?holders=1`). Walks the active jobs under the lock.
+  using Holder = std::pair<int64_t, std::string>;
+  std::map<std::string, std::map<int, std::vector<Holder>>> DeviceHolders() EXCLUDES(mu_);
   // Why a pending job waits (the last pass's reason), or "".
   std::string WaitingReason(int64_t job) EXCLUDES(waiting_mu_);
   // The reason with its numbers; nullopt when no pass has considered the job.

@@ -251,6 +251,24 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   return NodeStatus{node.row, node.cpus_used, node.memory_used, node.gpu_used};
 }
 
+std::map<std::string, std::map<int, std::vector<Core::Holder>>> Core::DeviceHolders() {
+  std::map<std::string, std::map<int, std::vector<Holder>>> out;
+  HandlerLock lock(this);
+  auto add = [&](int64_t id, const std::string& user, const Placement& placement) {
+    for (const NodeGrant& grant : placement) {
+      for (const GpuGrant& gpu : grant.gpus) out[grant.node][gpu.index].emplace_back(id, user);
+    }
+  };
+  for (const auto& [id, job] : jobs_) {
+    if (IsActive(job.row.status) || job.terminating) add(id, job.row.user, job.row.placement);
+  }
+  for (const auto& [key, dying] : dying_) {  // earlier attempts still stopping
+    auto job = jobs_.find(key.first);
+    add(key.first, job == jobs_.end() ? "" : job->second.row.user, dying.placement);
+  }
+  return out;
+}
+
 std::vector<NodeStatus> Core::Nodes() {
   HandlerLock lock(this);
   std::vector<NodeStatus> out;

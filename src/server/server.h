@@ -101,7 +101,7 @@ class Server {
   net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRequeue(int64_t id, const Principal& by);
-  net::HttpResponse HandleNodes();
+  net::HttpResponse HandleNodes(bool holders);
   net::HttpResponse HandleDrain(const std::string& node, bool drain, const Principal& by);
   void HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
                   std::shared_ptr<net::Responder> res);
