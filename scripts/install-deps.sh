@@ -19,13 +19,35 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+# promtool, from Debian's prometheus package, checks the server's /metrics page in the tests.
+need_prometheus=0
+if ! command -v promtool >/dev/null 2>&1; then need_prometheus=1; fi
+
+if [ ${#missing[@]} -eq 0 ] && [ "$need_prometheus" -eq 0 ]; then
   exit 0
 fi
 
-echo "berth: installing ${missing[*]}" >&2
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "berth: installing ${missing[*]}" >&2
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "$need_prometheus" -eq 1 ]; then
+  # The package also installs a Prometheus service, which must not start on a build machine: while
+  # it installs, a policy-rc.d refuses service starts (unless the machine already has one).
+  echo "berth: installing prometheus (for promtool; its service is not started)" >&2
+  policy=/usr/sbin/policy-rc.d
+  ours=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null
+    "${sudo_cmd[@]}" chmod 755 "$policy"
+    ours=1
+  fi
+  status=0
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null || status=$?
+  if [ "$ours" -eq 1 ]; then "${sudo_cmd[@]}" rm -f "$policy"; fi
+  if [ "$status" -ne 0 ]; then exit "$status"; fi
+fi
