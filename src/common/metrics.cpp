@@ -7,13 +7,16 @@
 
 namespace berth::metrics {
 
-std::string EscapeLabelValue(std::string_view value) {
+namespace {
+
+// Backslash and newline escaped, and double quotes too when `quotes`.
+std::string Escape(std::string_view text, bool quotes) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && quotes) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -24,20 +27,11 @@ std::string EscapeLabelValue(std::string_view value) {
   return out;
 }
 
-std::string EscapeHelp(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) { return Escape(value, true); }
+
+std::string EscapeHelp(std::string_view help) { return Escape(help, false); }
 
 std::string FormatValue(double value) {
   if (std::isnan(value)) return "NaN";

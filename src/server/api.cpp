@@ -348,6 +348,18 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   return JsonResponse(201, out);
 }
 
+void Server::KeepOnly(std::vector<JobRow>& rows, const std::string& user, const std::string& team) {
+  if (user.empty() && team.empty()) return;
+  std::map<std::string, bool> in_team;  // a user's team, looked up once per user
+  std::erase_if(rows, [&](const JobRow& row) {
+    if (!user.empty() && row.user != user) return true;
+    if (team.empty()) return false;
+    auto [it, fresh] = in_team.try_emplace(row.user, false);
+    if (fresh) it->second = core_->TeamOf(row.user) == (team == "-" ? "" : team);
+    return !it->second;
+  });
+}
+
 net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   JobQuery q;
   q.all = req.Query("all") == "1" || req.Query("all") == "true";
@@ -375,14 +387,7 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   if (!rows.ok()) return ErrorResponse(rows.status());
   bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
   if (filtered) {
-    std::map<std::string, bool> in_team;
-    std::erase_if(*rows, [&](const JobRow& row) {
-      if (!only_user.empty() && row.user != only_user) return true;
-      if (only_team.empty()) return false;
-      auto [it, fresh] = in_team.try_emplace(row.user, false);
-      if (fresh) it->second = core_->TeamOf(row.user) == (only_team == "-" ? "" : only_team);
-      return !it->second;
-    });
+    KeepOnly(*rows, only_user, only_team);
     if (!q.all && page > 0 && rows->size() > static_cast<size_t>(page)) {
       rows->resize(page);
       more = true;
@@ -425,14 +430,7 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   auto finished = store_->ListJobs(finished_query);
   if (!finished.ok()) return ErrorResponse(finished.status());
   const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
-  std::map<std::string, bool> in_team;
-  std::erase_if(*finished, [&](const JobRow& row) {
-    if (!only_user.empty() && row.user != only_user) return true;
-    if (only_team.empty()) return false;
-    auto [it, fresh] = in_team.try_emplace(row.user, false);
-    if (fresh) it->second = core_->TeamOf(row.user) == (only_team == "-" ? "" : only_team);
-    return !it->second;
-  });
+  KeepOnly(*finished, only_user, only_team);
   // Every group to show, with the row that stands for it: its newest active job, or (for a group
   // with nothing active) its newest finished one.
   std::map<int64_t, int64_t> group_row;  // group -> job id

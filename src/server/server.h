@@ -94,6 +94,8 @@ class Server {
   // api.cpp: the users' API. `by` is who asks.
   net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
+  // Keeps the rows of `user` (when set) whose owner is in `team` (when set; "-": the default team).
+  void KeepOnly(std::vector<JobRow>& rows, const std::string& user, const std::string& team);
   // GET /v1/queue: the summary `berth queue` prints (bulk groups as one row each).
   net::HttpResponse HandleQueue(const net::HttpRequest& req);
   // GET /v1/groups/{id}: a bulk group's size and its jobs' counts per status (`berth wait`).
