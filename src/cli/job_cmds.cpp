@@ -253,11 +253,17 @@ namespace {
 // The summary `berth queue` prints by default: every active job in no group (up to a cap), each
 // bulk group as one row with its jobs' counts per status, and the newest --limit finished jobs;
 // what is left out is said at the end.
-int QueueSummary(Connection& conn, const QueueFlags& f) {
+// Returns nullopt when the server is older than the summary (no /v1/queue): the caller lists jobs
+// one per row instead.
+std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
   std::string target = fmt::format("/v1/queue?limit={}", f.limit);
   if (!f.user.empty()) target += "&user=" + net::UrlEncode(f.user);
   if (!f.team.empty()) target += "&team=" + net::UrlEncode(f.team);
   auto res = conn.Call("GET", target);
+  if (!res.ok() && res.status().code() == Code::kNotFound &&
+      res.status().message().find("no such endpoint") != std::string::npos) {
+    return std::nullopt;
+  }
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
   Table table({"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"});
@@ -316,7 +322,9 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  if (!f.as_json && !f.all && !f.group) return QueueSummary(conn, f);
+  if (!f.as_json && !f.all && !f.group) {
+    if (std::optional<int> rc = QueueSummary(conn, f)) return *rc;
+  }
   // A page: at most --limit rows, newest first, of the active jobs and the most recent finished
   // ones.
   std::string target =
