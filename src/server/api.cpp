@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <set>
+
 #include "common/log.h"
 #include "common/strings.h"
 #include "server/http_metrics.h"
@@ -467,8 +469,10 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
     out.emplace_back(id, std::move(o));
   }
   int finished_shown = 0;
+  std::set<int64_t> listed;  // a job that ended since the overview was taken is listed once
+  for (const auto& [id, o] : out) listed.insert(id);
   for (const JobRow& row : *finished) {
-    if (row.group) continue;
+    if (row.group || listed.count(row.id)) continue;
     json::object o = JobJson(row, "");
     o["kind"] = "job";
     out.emplace_back(row.id, std::move(o));

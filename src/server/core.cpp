@@ -318,7 +318,8 @@ Core::QueueOverview Core::Overview(const std::string& user, const std::string& t
   std::map<std::string, bool> in_team;
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     const ActiveJob& job = it->second;
-    if (IsTerminal(job.row.status) && !job.terminating) continue;
+    // A job still stopping has ended for its user: it is listed with the finished ones.
+    if (IsTerminal(job.row.status)) continue;
     if (!user.empty() && job.row.user != user) continue;
     if (!team.empty()) {
       auto [t, fresh] = in_team.try_emplace(job.row.user, false);
