@@ -2,26 +2,16 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_set>
 
 #include "common/quantity.h"
+#include "sched/short_text.h"
 
 namespace berth::sched::internal {
 namespace {
 
-// User names are short and looked up once per running job: hashed and compared inline (FNV-1a),
-// without calls to memcmp.
-bool SameName(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k] != b[k]) return false;
-  }
-  return true;
-}
-
+// User names are looked up once per pending sweep and running job (sched/short_text.h).
 uint64_t HashName(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  const uint64_t h = HashText(kFnvBasis, s);
   return h ^ (h >> 29);
 }
 
@@ -33,7 +23,7 @@ class NameNumbers {
   int Note(std::string_view name) {
     size_t k = HashName(name) & (slots_.size() - 1);
     while (slots_[k] >= 0) {
-      if (SameName(names_[static_cast<size_t>(slots_[k])], name)) return slots_[k];
+      if (SameText(names_[static_cast<size_t>(slots_[k])], name)) return slots_[k];
       k = (k + 1) & (slots_.size() - 1);
     }
     slots_[k] = static_cast<int>(names_.size());
@@ -69,15 +59,14 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   for (const UserView& u : snapshot.users) user_views[u.name] = &u;
   // Names get provisional numbers as they are first seen, then their places in name order.
   NameNumbers seen;
-  auto note = [&](std::string_view name) { return seen.Note(name); };
-  for (const UserView& u : snapshot.users) note(u.name);
+  for (const UserView& u : snapshot.users) seen.Note(u.name);
   pending_users_.resize(snapshot.pending.size());
   const std::string* last = nullptr;  // a sweep's jobs share an owner: one lookup for all
   int provisional = 0;
   for (size_t k = 0; k < snapshot.pending.size(); ++k) {
     const JobRequest& j = snapshot.pending[k];
-    if (last == nullptr || !SameName(j.user, *last)) {
-      provisional = note(j.user);
+    if (last == nullptr || !SameText(j.user, *last)) {
+      provisional = seen.Note(j.user);
     }
     last = &j.user;
     pending_users_[k] = provisional;
@@ -86,8 +75,8 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   running_users_.resize(snapshot.running.size());
   for (size_t k = 0; k < snapshot.running.size(); ++k) {
     const RunningJob& r = snapshot.running[k];
-    if (last == nullptr || !SameName(r.user, *last)) {
-      provisional = note(r.user);
+    if (last == nullptr || !SameText(r.user, *last)) {
+      provisional = seen.Note(r.user);
     }
     last = &r.user;
     running_users_[k] = provisional;
@@ -206,7 +195,7 @@ int Shares::FindType(const std::string& type) const {
   // Clusters have a handful of GPU types: a walk beats hashing the name for every running job.
   if (type_names_.size() <= 8) {
     for (size_t k = 0; k < type_names_.size(); ++k) {
-      if (SameName(type_names_[k], type)) return int(k);
+      if (SameText(type_names_[k], type)) return int(k);
     }
     return -1;
   }

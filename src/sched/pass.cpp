@@ -7,6 +7,7 @@
 #include "common/quantity.h"
 #include "sched/describe.h"
 #include "sched/matching.h"
+#include "sched/short_text.h"
 
 namespace berth::sched::internal {
 namespace {
@@ -22,27 +23,13 @@ struct ShapeRef {
   size_t hash;
 };
 
-bool SameText(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k] != b[k]) return false;
-  }
-  return true;
-}
-
-// A queue of 100,000 jobs is hashed once per pass: short strings are hashed inline (FNV-1a), and
-// compared without calls to memcmp.
-uint64_t HashText(uint64_t h, std::string_view s) {
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  return (h ^ 0xff) * 1099511628211ULL;  // ends the field: ("ab", "c") differs from ("a", "bc")
-}
-
+// A queue of 100,000 jobs is hashed once per pass (sched/short_text.h for its strings).
 uint64_t HashInt(uint64_t h, int64_t v) {
   return (h ^ static_cast<uint64_t>(v)) * 0x9e3779b97f4a7c15ULL;
 }
 
 size_t HashShape(const JobRequest& j) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnvBasis;
   h = HashInt(h, j.per_node.cpus);
   h = HashInt(h, j.per_node.memory);
   h = HashInt(h, j.per_node.gpu_milli);

@@ -235,7 +235,7 @@ void Core::ReapFinished() {
       ++it;
       continue;
     }
-    waiting_.erase(it->first);
+    waiting_notes_.erase(it->first);
     UncountJob(job);
     it = jobs_.erase(it);
   }
@@ -346,20 +346,31 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
                         !IsTerminal(it->second.row.status) || it->second.terminating);
 }
 
+const std::string* Core::WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry) {
+  if (entry != nullptr) *entry = nullptr;
+  if (auto note = waiting_notes_.find(job); note != waiting_notes_.end()) return &note->second;
+  if (!waiting_pass_ || placed_since_pass_.count(job)) return nullptr;
+  const sched::Waiting::Entry* e = waiting_pass_->Find(job);
+  if (e == nullptr) return nullptr;
+  if (entry != nullptr) *entry = e;
+  return &waiting_pass_->ReasonOf(*e);
+}
+
 std::string Core::WaitingReason(int64_t job) {
   MutexLock lock(waiting_mu_);
-  auto it = waiting_.find(job);
-  return it == waiting_.end() ? "" : it->second.reason;
+  const std::string* reason = WaitingReasonLocked(job, nullptr);
+  return reason == nullptr ? "" : *reason;
 }
 
 std::optional<WaitingDetail> Core::Waiting(int64_t job) {
   MutexLock lock(waiting_mu_);
-  auto it = waiting_.find(job);
-  if (it == waiting_.end()) return std::nullopt;
-  WaitingDetail detail{it->second.reason, std::nullopt, nullptr};
-  if (it->second.explained && waiting_pass_) {
-    detail.explanation = waiting_pass_->Explain(job);
-    if (detail.explanation) detail.pass = waiting_pass_;
+  const sched::Waiting::Entry* entry = nullptr;
+  const std::string* reason = WaitingReasonLocked(job, &entry);
+  if (reason == nullptr) return std::nullopt;
+  WaitingDetail detail{*reason, std::nullopt, nullptr};
+  if (entry != nullptr) {
+    detail.explanation = waiting_pass_->ExplainEntry(*entry);
+    detail.pass = waiting_pass_;
   }
   return detail;
 }
@@ -368,8 +379,7 @@ std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<
   std::unordered_map<int64_t, std::string> out;
   MutexLock lock(waiting_mu_);
   for (int64_t id : jobs) {
-    auto it = waiting_.find(id);
-    if (it != waiting_.end()) out.emplace(id, it->second.reason);
+    if (const std::string* reason = WaitingReasonLocked(id, nullptr)) out.emplace(id, *reason);
   }
   return out;
 }

@@ -41,6 +41,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -286,6 +287,7 @@ class Core {
     std::set<std::pair<int64_t, int>> launch_after;
     // Where the job is counted in job_counts_ (berth_jobs); none when it is not (ended).
     std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
+    std::optional<uint32_t> count_group;              // its (pool, team) group, once looked up
   };
   // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while
   // some of its ranks still run: its resources stay held until every one of them is reported gone.
@@ -370,6 +372,9 @@ class Core {
   // Keeps job_counts_ current (core_gauges.cpp): CountJob counts a job where it belongs now
   // (moving it from where it was counted), UncountJob takes it out (it leaves jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
+  // The count group of (pool, user's team); a job's, looked up once and kept with it.
+  uint32_t CountGroup(const std::string& pool, const std::string& user) REQUIRES(mu_);
+  uint32_t CountGroupOf(ActiveJob& job) REQUIRES(mu_);
   void UncountJob(ActiveJob& job) REQUIRES(mu_);
   void RecountAllJobs() REQUIRES(mu_);
   void Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
@@ -380,6 +385,9 @@ class Core {
   void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
                bool preempted = false) REQUIRES(mu_);
   // Adds what the job's current attempt used to the plan (its usage record).
+  // The usage of the job's current attempt from its placement until `now` (an attempt placed at an
+  // unknown time counts none).
+  UsageRecord UsageOf(const ActiveJob& job, TimeMs now) const REQUIRES(mu_);
   void RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted)
       REQUIRES(mu_);
   std::string TeamOfLocked(const std::string& user) const REQUIRES(mu_);
@@ -476,13 +484,18 @@ class Core {
   CoreMetrics metrics_;  // thread-safe itself
   std::map<std::string, std::deque<TimeMs>> reclaims_ GUARDED_BY(mu_);
 
+  // Why pending jobs wait. The last pass's list is kept as the scheduler made it (one small entry
+  // per job, the sentences once: nothing is copied per job), shared with readers. Since that pass:
+  // the jobs it placed (no longer waiting for it) and reasons given outside a pass (a placement
+  // the store refused); both are cleared when the next pass's list replaces it.
   Mutex waiting_mu_ ACQUIRED_AFTER(mu_);
-  struct WaitingEntry {
-    std::string reason;
-    bool explained = false;  // written by the last pass: waiting_pass_ has its numbers
-  };
-  std::unordered_map<int64_t, WaitingEntry> waiting_ GUARDED_BY(waiting_mu_);
   std::shared_ptr<const sched::Waiting> waiting_pass_ GUARDED_BY(waiting_mu_);
+  std::unordered_set<int64_t> placed_since_pass_ GUARDED_BY(waiting_mu_);
+  std::unordered_map<int64_t, std::string> waiting_notes_ GUARDED_BY(waiting_mu_);
+  // Why `job` waits: a note, or its entry in the last pass's list (*entry, when asked for); nullptr
+  // when neither knows it.
+  const std::string* WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry)
+      REQUIRES(waiting_mu_);
 
   // Group commit of submissions: writers queue here; the one at the front writes for all.
   Mutex submit_mu_;

@@ -20,19 +20,27 @@ std::string_view Core::ReasonClass(std::string_view reason) {
   return "other";
 }
 
+uint32_t Core::CountGroup(const std::string& pool, const std::string& user) {
+  std::pair<std::string, std::string> names{pool, TeamOfLocked(user)};
+  auto [it, fresh] =
+      count_group_ids_.try_emplace(names, static_cast<uint32_t>(count_groups_.size()));
+  if (fresh) {
+    count_groups_.push_back(std::move(names));
+    job_counts_.push_back({});
+  }
+  return it->second;
+}
+
+uint32_t Core::CountGroupOf(ActiveJob& job) {
+  if (!job.count_group) job.count_group = CountGroup(job.spec ? job.spec->pool : "", job.row.user);
+  return *job.count_group;
+}
+
 void Core::CountJob(ActiveJob& job) {
   std::optional<std::pair<int, uint32_t>> key;
   if (!IsTerminal(job.row.status) || job.terminating) {
     const int slot = job.terminating ? kStoppingSlot : static_cast<int>(job.row.status);
-    std::pair<std::string, std::string> names{job.spec ? job.spec->pool : "",
-                                              TeamOfLocked(job.row.user)};
-    auto [it, fresh] =
-        count_group_ids_.try_emplace(names, static_cast<uint32_t>(count_groups_.size()));
-    if (fresh) {
-      count_groups_.push_back(std::move(names));
-      job_counts_.push_back({});
-    }
-    key.emplace(slot, it->second);
+    key.emplace(slot, CountGroupOf(job));
   }
   if (key == job.counted) return;
   UncountJob(job);
@@ -50,6 +58,7 @@ void Core::RecountAllJobs() {
   for (auto& counts : job_counts_) counts.fill(0);
   for (auto& [id, job] : jobs_) {
     job.counted.reset();
+    job.count_group.reset();  // its user may have changed teams
     CountJob(job);
   }
 }

@@ -105,8 +105,7 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
   plan.kick = true;
 }
 
-void Core::RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended,
-                       bool preempted) {
+UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   UsageRecord u;
   u.user = job.row.user;
   u.team = TeamOfLocked(job.row.user);
@@ -118,6 +117,12 @@ void Core::RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_en
   u.placed_at = job.placed_at > 0 && job.placed_at <= now ? job.placed_at : now;
   u.ended_at = now;
   u.wait_ms = std::max<DurationMs>(0, u.placed_at - job.queued_at);
+  return u;
+}
+
+void Core::RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended,
+                       bool preempted) {
+  UsageRecord u = UsageOf(job, now);
   u.job_ended = job_ended;
   u.preempted = preempted;
   plan.batch.usage.push_back(std::move(u));
@@ -230,7 +235,7 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
   job.placed_at = now;
   job.running_since = 0;
   plan.events.placed.emplace_back(
-      TeamOfLocked(job.row.user),
+      count_groups_[CountGroupOf(job)].second,  // the job's team
       static_cast<double>(std::max<TimeMs>(0, now - job.queued_at)) / 1000);
   std::vector<std::string> where;
   for (const auto& g : placement) {

@@ -133,12 +133,9 @@ bool Core::RunPass() {
   {
     auto waiting = std::make_shared<const sched::Waiting>(std::move(result.waiting));
     MutexLock lock(waiting_mu_);
-    for (const sched::Waiting::Entry& e : waiting->entries()) {
-      WaitingEntry& w = waiting_[e.id];
-      w.reason = waiting->ReasonOf(e);
-      w.explained = true;
-    }
     waiting_pass_ = std::move(waiting);
+    placed_since_pass_.clear();
+    waiting_notes_.clear();
   }
 
   // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
@@ -240,16 +237,18 @@ bool Core::RunPass() {
     if (!st.ok()) {
       MutexLock wl(waiting_mu_);
       for (int64_t id : placed) {
-        waiting_[id] = WaitingEntry{
-            "the server could not record its placement (" + st.message() + "); it is retried",
-            false};
+        waiting_notes_[id] =
+            "the server could not record its placement (" + st.message() + "); it is retried";
       }
       last_pass_with_work_ = clock_.Monotonic();
       return false;
     }
     {
       MutexLock wl(waiting_mu_);
-      for (int64_t id : placed) waiting_.erase(id);
+      for (int64_t id : placed) {
+        waiting_notes_.erase(id);
+        placed_since_pass_.insert(id);
+      }
     }
   }
   last_pass_with_work_ = clock_.Monotonic();

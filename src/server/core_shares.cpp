@@ -43,16 +43,7 @@ std::vector<RunningUsage> Core::RunningAttempts() {
   for (const auto& [id, job] : jobs_) {
     if (!IsActive(job.row.status) && !job.terminating) continue;
     if (job.row.placement.empty()) continue;
-    RunningUsage u;
-    u.user = job.row.user;
-    u.team = TeamOfLocked(job.row.user);
-    u.gpu_type = job.row.resources.gpu_type;
-    u.gpu_milli = job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size());
-    u.cpu_milli = job.row.resources.cpus * static_cast<MilliCpu>(job.row.placement.size());
-    u.placed_at = job.placed_at;
-    u.ended_at = std::max(now, job.placed_at);
-    u.wait_ms = std::max<DurationMs>(0, job.placed_at - job.queued_at);
-    out.push_back(std::move(u));
+    out.push_back(UsageOf(job, now));
   }
   return out;
 }

@@ -113,6 +113,8 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
       (user_seq != cancel_.user_seq.end() && user_seq->second > writer.received_at_seq);
   Plan cancel_plan;
   SubmitAnswer answer;
+  // Every job of the submission has the same pool and owner: one count group for all.
+  const uint32_t count_group = CountGroup(shared->pool, request.user);
   answer.group = stored.group;
   answer.ids = stored.ids;
   for (size_t i = 0; i < stored.ids.size(); ++i) {
@@ -134,6 +136,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.request = RequestFor(job.row, *shared);
     job.group_size = request.count;
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
+    job.count_group = count_group;
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
     CountJob(added);
     if (cancelled_in_flight) {
