@@ -56,6 +56,33 @@ int Whoami(const GlobalFlags& g, bool as_json) {
   return 0;
 }
 
+Result<std::string> DashboardLink(Connection& conn) {
+  auto res = conn.Call("POST", "/v1/dashboard/link", "{}");
+  if (!res.ok()) return res.status();
+  const json::object& o = res->as_object();
+  // Reached over TCP: the address we used reaches it (the server's own idea may be 127.0.0.1 or
+  // 0.0.0.0 behind a name); over the unix socket: the server's TCP URL.
+  if (StartsWith(conn.url(), "http://") || StartsWith(conn.url(), "https://")) {
+    std::string base = conn.url();
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return base + Str(o, "path");
+  }
+  return Str(o, "url");
+}
+
+int Dashboard(const GlobalFlags& g, bool as_json) {
+  Connection conn(g.server, g.token, g.self_exe);
+  if (Status st = conn.Connect(); !st.ok()) return Fail(st);
+  auto link = DashboardLink(conn);
+  if (!link.ok()) return Fail(link.status());
+  if (as_json) {
+    fmt::print("{}\n", SerializeJson(json::object{{"url", *link}}));
+    return 0;
+  }
+  fmt::print("Open the dashboard (this link logs you in once, within 5 minutes):\n  {}\n", *link);
+  return 0;
+}
+
 int Login(const GlobalFlags& g, const LoginFlags& f) {
   if (g.server.empty()) return Fail(Status::Invalid("login: say which server: --server URL"));
   std::string token = g.token;

@@ -136,6 +136,11 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain);
 
 // --- identity and administration (admin_cmds.cpp) ---
 int Whoami(const GlobalFlags& g, bool as_json);
+// berth dashboard: prints a one-time login link to the web dashboard for the caller.
+int Dashboard(const GlobalFlags& g, bool as_json);
+// A one-time dashboard login link from the server `conn` reaches (its TCP URL when reached over
+// the unix socket).
+Result<std::string> DashboardLink(Connection& conn);
 struct LoginFlags {
   std::string token_file;
   std::string fingerprint;  // pin this instead of the one the server presents

@@ -295,6 +295,14 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   add_global(whoami);
   whoami->callback([&] { rc = Whoami(g, whoami_json); });
 
+  bool dashboard_json = false;
+  auto* dashboard = app.add_subcommand(
+      "dashboard",
+      "Print a link that opens the web dashboard logged in as you (once, within 5 minutes)");
+  dashboard->add_flag("--json", dashboard_json, "Machine-readable output");
+  add_global(dashboard);
+  dashboard->callback([&] { rc = Dashboard(g, dashboard_json); });
+
   LoginFlags login_flags;
   auto* login = app.add_subcommand(
       "login", "Save a server and your token in BERTH_HOME/config (mode 0600) for later commands");

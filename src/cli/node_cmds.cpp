@@ -90,6 +90,15 @@ int LocalUp(const LocalClusterOptions& options, const std::string& self_exe) {
   fmt::print("Local cluster up at {} with {} node(s): {}\n", c->server, c->nodes.size(),
              Join(c->nodes, ", "));
   fmt::print("State and logs are under {}.\n", BerthHome());
+  Connection conn(c->unix_socket, "", self_exe);
+  Result<std::string> link =
+      conn.Connect().ok() ? DashboardLink(conn) : Result<std::string>(Status::Unavailable(""));
+  if (link.ok()) {
+    fmt::print(
+        "Dashboard (this link logs you in once, within 5 minutes; `berth dashboard` prints "
+        "a new one):\n  {}\n",
+        *link);
+  }
   return 0;
 }
 

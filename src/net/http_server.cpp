@@ -306,7 +306,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     res->version(11);
     res->result(static_cast<unsigned>(r.status));
     res->set(http::field::server, kServerName);
-    res->set(http::field::content_type, r.content_type);
+    if (!r.content_type.empty()) res->set(http::field::content_type, r.content_type);
     for (const auto& [k, v] : r.headers) res->set(k, v);
     res->keep_alive(keep_alive_);
     res->body() = std::move(r.body);

@@ -182,6 +182,42 @@ class Core {
   };
   QueueOverview Overview(const std::string& user, const std::string& team) EXCLUDES(mu_);
 
+  // --- the dashboard (core_dashboard.cpp) ---
+  // What the cluster holds now, for the dashboard's overview: counted under the lock, from the
+  // job counts kept for /metrics and one walk of the nodes.
+  struct Totals {
+    std::map<std::string, int64_t> jobs;   // status name (and STOPPING) -> active jobs
+    std::map<std::string, int64_t> nodes;  // UP, DRAINING, DOWN -> nodes
+    struct Gpus {
+      MilliGpu total = 0;
+      MilliGpu used = 0;
+      MilliGpu down = 0;  // on nodes that are down
+    };
+    std::map<std::string, Gpus> gpus;  // GPU type ->
+    MilliCpu cpus = 0;
+    MilliCpu cpus_used = 0;
+    Mib memory = 0;
+    Mib memory_used = 0;
+  };
+  Totals ClusterTotals() EXCLUDES(mu_);
+  // One active job as the dashboard's queue sorts and filters it (its full row is read from the
+  // store for the page shown only).
+  struct QueueEntry {
+    int64_t id = 0;
+    std::optional<int64_t> group;
+    std::string user;
+    JobStatus status = JobStatus::kPending;
+    int priority = 0;
+  };
+  struct QueueFilter {
+    std::string user;
+    std::string team;  // "-": the default team
+    std::optional<JobStatus> status;
+    std::optional<int64_t> group;
+  };
+  // The active jobs (not those still stopping) that pass `filter`, newest first.
+  std::vector<QueueEntry> ActiveEntries(const QueueFilter& filter) EXCLUDES(mu_);
+
   // --- log followers ---
   // Calls `fire` once when output for `job` arrives or the job ends for good. Returns nullopt (and
   // never calls `fire`) when attempt `attempt` of the job is no longer live. `fire` may run under

@@ -16,10 +16,12 @@ bool OneOf(const std::string& s, std::initializer_list<std::string_view> names) 
 std::string RouteOf(const std::vector<std::string>& parts) {
   const size_t n = parts.size();
   if (n == 2 && parts[1] == "metrics") return "/metrics";
+  if (n == 2 && parts[1] == "login") return "/login";
+  if (n == 2) return "/{asset}";  // "/" and the dashboard's files (unknown ones: 404)
   if (n < 3 || parts[1] != "v1") return "other";
   const std::string& top = parts[2];
   if (!OneOf(top, {"health", "whoami", "jobs", "queue", "groups", "usage", "teams", "nodes",
-                   "admin", "specs", "agent"})) {
+                   "admin", "specs", "agent", "dashboard"})) {
     return "other";
   }
   const std::string route = "/v1/" + top;
@@ -29,6 +31,10 @@ std::string RouteOf(const std::vector<std::string>& parts) {
     if (n == 5 && OneOf(parts[4], {"logs", "requeue"})) return route + "/{id}/" + parts[4];
   } else if (top == "nodes") {
     if (n == 5 && OneOf(parts[4], {"drain", "undrain"})) return route + "/{node}/" + parts[4];
+  } else if (top == "dashboard") {
+    if (n == 4 && OneOf(parts[3], {"link", "login", "logout", "session", "overview", "queue"})) {
+      return route + "/" + parts[3];
+    }
   } else if (top == "specs" || top == "groups") {
     if (n == 4) return route + "/{id}";
   } else if (top == "agent") {

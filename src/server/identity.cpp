@@ -41,8 +41,39 @@ std::set<std::string> Identity::BuiltinAdmins(const SystemUsers& system) {
   return admins;
 }
 
-Identity::Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system)
-    : options_(std::move(options)), accounts_(accounts), system_(system) {}
+Identity::Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system,
+                   const WebSessions* sessions)
+    : options_(std::move(options)), accounts_(accounts), system_(system), sessions_(sessions) {}
+
+bool FromBrowser(const net::HttpRequest& request) {
+  return !request.Header("origin").empty() || !request.Header("sec-fetch-site").empty();
+}
+
+Result<Principal> Identity::BySession(const net::HttpRequest& request,
+                                      const std::string& id) const {
+  std::optional<WebSession> session = sessions_->Find(id);
+  if (!session) {
+    return Status::Unauthorized(
+        "your dashboard session has ended (it expired, you logged out, or the server restarted): "
+        "run `berth dashboard` for a new login link");
+  }
+  if (request.method != "GET" && request.method != "HEAD" &&
+      !SameSecret(request.Header("x-berth-csrf"), session->csrf)) {
+    return Status::Forbidden(
+        "a change made with a dashboard session needs the session's X-Berth-CSRF header (the "
+        "dashboard's own page sends it; a page of another site cannot)");
+  }
+  Principal p;
+  if (!session->token_secret.empty()) {
+    auto by_token = accounts_.ForToken(session->token_secret);  // revoked or expired: refused
+    if (!by_token.ok()) return by_token.status();
+    p = std::move(*by_token);
+  } else {
+    p = accounts_.ForUser(session->user, "dashboard");
+  }
+  p.via = "dashboard (" + p.via + ")";
+  return p;
+}
 
 Result<Principal> Identity::ForUid(uint32_t uid, const std::string& via) const {
   std::optional<std::string> name = system_.NameOf(uid);
@@ -103,10 +134,19 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
   if (!request.Header("x-berth-on-behalf-of").empty()) {
     return Status::Forbidden("only nodes (the cluster token) may speak for another user");
   }
+  if (sessions_ != nullptr) {
+    std::string id = CookieValue(request.Header("cookie"), WebSessions::kCookie);
+    if (!id.empty()) return BySession(request, id);
+  }
   const net::PeerInfo& peer = request.peer;
   if (peer.transport == net::PeerInfo::Transport::kUnix) {
     if (!peer.uid) return Status::Unauthorized("the unix socket did not say who connected");
     return ForUid(*peer.uid, "socket");
+  }
+  if (peer.transport == net::PeerInfo::Transport::kTcp && FromBrowser(request)) {
+    return Status::Unauthorized(
+        "a browser is let in by a dashboard session, not by the machine it runs on (any page it "
+        "opens could act as you): open the link `berth dashboard` prints, or log in with a token");
   }
   if (peer.transport == net::PeerInfo::Transport::kTcp && !options_.tokens_on_tcp) {
     auto uid = system_.LoopbackPeerUid(peer);

@@ -3,9 +3,13 @@
 //
 //   1. `Authorization: Bearer SECRET`: the cluster token identifies a node (agents' protocol only,
 //      never a user); any other secret must be a user's token (Accounts::ForToken).
-//   2. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
-//   3. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
-//      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP.
+//   2. The dashboard's session cookie (server/web_sessions.h): its user, or its token's owner. A
+//      change (any method but GET and HEAD) also needs the session's X-Berth-CSRF header.
+//   3. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
+//   4. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
+//      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP, and never for
+//      a browser (a request with an Origin or Sec-Fetch-Site header): any page a local user opens
+//      could otherwise act as them.
 //   Anything else is refused (Unauthorized, 401).
 // A node (the cluster token) may speak for a user of its own machine with `X-Berth-On-Behalf-Of`
 // (agent/user_socket.h: the agent read the uid from its unix socket): never for a built-in admin,
@@ -29,6 +33,7 @@
 #include "common/mutex.h"
 #include "net/http.h"
 #include "server/accounts.h"
+#include "server/web_sessions.h"
 
 namespace berth {
 
@@ -69,8 +74,9 @@ struct IdentityOptions {
 
 class Identity {
  public:
-  // `accounts` and `system` must outlive this.
-  Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system);
+  // `accounts`, `system` and `sessions` (when given) must outlive this.
+  Identity(IdentityOptions options, const Accounts& accounts, const SystemUsers& system,
+           const WebSessions* sessions = nullptr);
 
   // Who sent `request`. Unauthorized (with what to do about it) when nobody is identified.
   Result<Principal> Identify(const net::HttpRequest& request) const;
@@ -81,11 +87,16 @@ class Identity {
  private:
   Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
   Result<Principal> VouchedByNode(const std::string& user) const;
+  Result<Principal> BySession(const net::HttpRequest& request, const std::string& id) const;
 
   IdentityOptions options_;
   const Accounts& accounts_;
   const SystemUsers& system_;
+  const WebSessions* sessions_;
 };
+
+// Whether a request was sent by a web browser (it carries Origin or Sec-Fetch-Site).
+bool FromBrowser(const net::HttpRequest& request);
 
 // Constant-time comparison, so that response timing does not leak a secret.
 bool SameSecret(const std::string& a, const std::string& b);

@@ -1,5 +1,7 @@
 #include "server/responses.h"
 
+#include <fmt/format.h>
+
 namespace berth {
 
 int HttpStatusOf(Code code) {
@@ -40,6 +42,25 @@ net::HttpResponse ErrorResponse(int status, const std::string& message) {
   r.status = status;
   r.body = ErrorJson(message) + "\n";
   return r;
+}
+
+}  // namespace berth
+
+namespace berth {
+
+void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
+  if (out.status != 200 || out.body.empty()) return;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
+  for (unsigned char c : out.body) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::string tag = fmt::format("\"{:016x}-{}\"", h, out.body.size());
+  if (req.Header("if-none-match") == tag) {
+    out.status = 304;
+    out.body.clear();
+  }
+  out.headers.push_back({"ETag", std::move(tag)});
 }
 
 }  // namespace berth

@@ -80,10 +80,11 @@ Status Server::Start() {
   if (options_.unix_socket == "-") options_.unix_socket.clear();
   accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
   BERTH_RETURN_IF_ERROR(accounts_->Load());
+  sessions_ = std::make_unique<WebSessions>(clock_);
   identity_ = std::make_unique<Identity>(IdentityOptions{.cluster_token = token_,
                                                          .tokens_on_tcp = options_.require_token,
                                                          .owner_only = options_.owner_only},
-                                         *accounts_, system_users_);
+                                         *accounts_, system_users_, sessions_.get());
 
   logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
   CoreOptions core;

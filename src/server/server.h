@@ -30,6 +30,7 @@
 #include "server/identity.h"
 #include "server/log_store.h"
 #include "server/watch_streams.h"
+#include "server/web_sessions.h"
 #include "store/store.h"
 
 namespace berth {
@@ -122,6 +123,20 @@ class Server {
   // metrics_api.cpp: Prometheus text exposition (docs/monitoring.md).
   net::HttpResponse HandleMetrics();
 
+  // dashboard_api.cpp: the web dashboard's files, its way in, and its reads (docs/dashboard.md).
+  // Ahead of identification: the page and its files (public), a login link, a token login.
+  std::optional<net::HttpResponse> HandleWebAsset(const net::HttpRequest& req);
+  net::HttpResponse HandleLoginPage(const net::HttpRequest& req);
+  net::HttpResponse HandleSessionLogin(const net::HttpRequest& req);
+  // Identified: a one-time login link for `by` (`berth dashboard`), who the page is, logout.
+  net::HttpResponse HandleLoginLink(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleSessionInfo(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleLogout(const net::HttpRequest& req);
+  net::HttpResponse HandleOverview();
+  net::HttpResponse HandleDashboardQueue(const net::HttpRequest& req);
+  // The Set-Cookie value of a session (an empty id with max age 0 ends it in the browser).
+  std::string SessionCookie(const std::string& id, int64_t max_age_s) const;
+
   // share_api.cpp
   net::HttpResponse HandleUsage(const net::HttpRequest& req);
   net::HttpResponse HandleListTeams();
@@ -142,6 +157,7 @@ class Server {
   std::unique_ptr<Store> store_;
   RealSystemUsers system_users_;
   std::unique_ptr<Accounts> accounts_;
+  std::unique_ptr<WebSessions> sessions_;
   std::unique_ptr<Identity> identity_;
   std::unique_ptr<LogStore> logs_;
   WatchStreams streams_;

@@ -1,0 +1,62 @@
+// What the dashboard asks of the core: cluster totals and the active queue, sorted and filtered
+// by the server outside the lock (docs/dashboard.md).
+#include <map>
+
+#include "server/core.h"
+
+namespace berth {
+
+Core::Totals Core::ClusterTotals() {
+  Totals out;
+  out.nodes = {{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
+  std::array<int64_t, kStatusSlots> jobs{};
+  HandlerLock lock(this);
+  for (const auto& counts : job_counts_) {
+    for (size_t slot = 0; slot < jobs.size(); ++slot) jobs[slot] += counts[slot];
+  }
+  for (const auto& [name, node] : nodes_) {
+    const bool down = node.row.state == NodeState::kDown;
+    ++out.nodes[down ? "DOWN" : node.row.draining ? "DRAINING" : "UP"];
+    out.cpus += node.row.cpus;
+    out.memory += node.row.memory;
+    out.cpus_used += node.cpus_used;
+    out.memory_used += node.memory_used;
+    for (const GpuDevice& d : node.row.gpus) {
+      Totals::Gpus& g = out.gpus[d.type];
+      g.total += kMilliPerGpu;
+      auto used = node.gpu_used.find(d.index);
+      if (used != node.gpu_used.end()) g.used += used->second;
+      if (down) g.down += kMilliPerGpu;
+    }
+  }
+  for (int slot = 0; slot < kStatusSlots; ++slot) {
+    if (jobs[static_cast<size_t>(slot)] == 0) continue;
+    const std::string status =
+        slot == kStoppingSlot ? "STOPPING" : std::string(JobStatusName(JobStatus(slot)));
+    out.jobs[status] = jobs[static_cast<size_t>(slot)];
+  }
+  return out;
+}
+
+std::vector<Core::QueueEntry> Core::ActiveEntries(const QueueFilter& filter) {
+  std::vector<QueueEntry> out;
+  HandlerLock lock(this);
+  out.reserve(jobs_.size());
+  std::map<std::string, bool> in_team;  // a user's team, looked up once per user
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    const JobRow& row = it->second.row;
+    if (IsTerminal(row.status)) continue;  // still stopping: ended for its user
+    if (!filter.user.empty() && row.user != filter.user) continue;
+    if (filter.status && row.status != *filter.status) continue;
+    if (filter.group && row.group != filter.group) continue;
+    if (!filter.team.empty()) {
+      auto [t, fresh] = in_team.try_emplace(row.user, false);
+      if (fresh) t->second = TeamOfLocked(row.user) == (filter.team == "-" ? "" : filter.team);
+      if (!t->second) continue;
+    }
+    out.push_back(QueueEntry{row.id, row.group, row.user, row.status, row.priority});
+  }
+  return out;
+}
+
+}  // namespace berth

@@ -1,0 +1,104 @@
+#include "server/job_json.h"
+
+#include "common/quantity.h"
+
+namespace berth {
+
+json::object ResourcesJson(const ResourceRequest& r) {
+  json::object o;
+  if (r.gpu_milli > 0) {
+    json::object acc;
+    if (r.gpu_milli % kMilliPerGpu == 0) {
+      acc[r.gpu_type] = r.gpu_milli / kMilliPerGpu;
+    } else {
+      acc[r.gpu_type] = static_cast<double>(r.gpu_milli) / kMilliPerGpu;
+    }
+    o["accelerators"] = std::move(acc);
+  } else {
+    o["accelerators"] = nullptr;
+  }
+  o["cpus"] = CpusFromMilli(r.cpus);
+  o["memory"] = GibFromMib(r.memory);
+  return o;
+}
+
+json::array PlacementJson(const Placement& placement) {
+  json::array out;
+  for (const auto& g : placement) {
+    json::array gpus;
+    json::array shares;
+    for (const auto& d : g.gpus) {
+      gpus.push_back(d.index);
+      shares.push_back(static_cast<double>(d.milli) / kMilliPerGpu);
+    }
+    out.push_back(json::object{{"node", g.node},
+                               {"rank", g.rank},
+                               {"gpus", std::move(gpus)},
+                               {"gpu_shares", std::move(shares)}});
+  }
+  return out;
+}
+
+json::object JobJson(const JobRow& row, const std::string& waiting) {
+  json::object o;
+  o["id"] = row.id;
+  o["name"] = row.name;
+  o["user"] = row.user;
+  o["status"] = std::string(JobStatusName(row.status));
+  o["priority"] = row.priority;
+  o["group"] = row.group ? json::value(*row.group) : json::value(nullptr);
+  o["rank"] = row.rank ? json::value(*row.rank) : json::value(nullptr);
+  o["num_nodes"] = row.num_nodes;
+  o["resources"] = ResourcesJson(row.resources);
+  o["submitted_at"] = TimeToJson(row.submitted_at);
+  o["started_at"] = TimeToJson(row.started_at);
+  o["ended_at"] = TimeToJson(row.ended_at);
+  o["exit_code"] = row.exit_code ? json::value(*row.exit_code) : json::value(nullptr);
+  o["attempt"] = row.attempt;
+  o["placement"] = PlacementJson(row.placement);
+  o["reason"] = row.status == JobStatus::kPending && !waiting.empty() ? waiting : row.reason;
+  return o;
+}
+
+json::object NodeJson(const NodeStatus& node) {
+  const NodeRow& row = node.row;
+  json::object o;
+  o["name"] = row.name;
+  NodeState state = row.state == NodeState::kUp && row.draining ? NodeState::kDraining : row.state;
+  o["state"] = std::string(NodeStateName(state));
+  o["pool"] = row.pool;
+  json::object labels;
+  for (const auto& [k, v] : row.labels) labels[k] = v;
+  o["labels"] = std::move(labels);
+  o["address"] = row.address;
+  json::object cap_gpus;
+  json::object free_gpus;
+  json::array devices;
+  for (const auto& d : row.gpus) {
+    auto used = node.gpu_used.find(d.index);
+    MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
+    cap_gpus[d.type] = (cap_gpus.contains(d.type) ? cap_gpus[d.type].as_int64() : 0) + 1;
+    double free_share = static_cast<double>(kMilliPerGpu - held) / kMilliPerGpu;
+    double prior = free_gpus.contains(d.type) ? free_gpus[d.type].to_number<double>() : 0.0;
+    double sum = prior + free_share;
+    if (sum == static_cast<int64_t>(sum)) {
+      free_gpus[d.type] = static_cast<int64_t>(sum);
+    } else {
+      free_gpus[d.type] = sum;
+    }
+    devices.push_back(json::object{{"index", d.index}, {"type", d.type}, {"free", free_share}});
+  }
+  o["capacity"] = json::object{{"cpus", CpusFromMilli(row.cpus)},
+                               {"memory", GibFromMib(row.memory)},
+                               {"gpus", std::move(cap_gpus)}};
+  o["free"] =
+      json::object{{"cpus", CpusFromMilli(std::max<MilliCpu>(0, row.cpus - node.cpus_used))},
+                   {"memory", GibFromMib(std::max<Mib>(0, row.memory - node.memory_used))},
+                   {"gpus", std::move(free_gpus)}};
+  o["devices"] = std::move(devices);
+  o["last_seen"] = TimeToJson(row.last_seen);
+  o["down_since"] = TimeToJson(row.down_since);
+  return o;
+}
+
+}  // namespace berth

@@ -1,0 +1,19 @@
+// The JSON shapes of jobs and nodes in the users' API (docs/api.md), shared by the API's handlers
+// and the dashboard's. Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "common/json_util.h"
+#include "server/core.h"
+#include "store/store.h"
+
+namespace berth {
+
+json::object ResourcesJson(const ResourceRequest& r);
+json::array PlacementJson(const Placement& placement);
+// A job's row; `waiting` (the last pass's reason) replaces the stored reason of a pending job.
+json::object JobJson(const JobRow& row, const std::string& waiting);
+json::object NodeJson(const NodeStatus& node);
+
+}  // namespace berth

@@ -1,0 +1,183 @@
+// WebSessions and the dashboard's way in through Identity: one-time login codes, session cookies,
+// the CSRF header on changes, and browsers refused the loopback identity — against a real SQLite
+// store, a fake clock and a fake passwd database.
+#include "server/web_sessions.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_system_users.h"
+#include "fakes/temp_dir.h"
+#include "server/accounts.h"
+#include "server/identity.h"
+#include "store/store.h"
+
+namespace berth::testing {
+namespace {
+
+TEST(WebSessionsTest, ALoginCodeWorksOnceAndOnlyForAFewMinutes) {
+  FakeClock clock;
+  WebSessions sessions(clock);
+  std::string code = sessions.NewLoginCode("alice", "");
+  EXPECT_EQ(code.size(), 48u);
+  auto first = sessions.Redeem(code);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->session.user, "alice");
+  EXPECT_EQ(first->id.size(), 64u);
+  EXPECT_FALSE(first->session.csrf.empty());
+  EXPECT_NE(first->session.csrf, first->id);
+  auto again = sessions.Redeem(code);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kUnauthorized);
+  EXPECT_NE(again.status().message().find("berth dashboard"), std::string::npos);
+
+  std::string late = sessions.NewLoginCode("alice", "");
+  clock.Advance(WebSessions::kCodeTtl);
+  EXPECT_EQ(sessions.Redeem(late).status().code(), Code::kUnauthorized);
+  EXPECT_EQ(sessions.Redeem("").status().code(), Code::kUnauthorized);
+}
+
+TEST(WebSessionsTest, SessionsEndAtTheirTtlOrOnLogout) {
+  FakeClock clock;
+  WebSessions sessions(clock);
+  auto s = sessions.Redeem(sessions.NewLoginCode("bob", ""));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(sessions.Find(s->id));
+  EXPECT_EQ(sessions.Find(s->id)->user, "bob");
+  EXPECT_FALSE(sessions.Find(s->id + "0"));
+  EXPECT_FALSE(sessions.Find(""));
+  clock.Advance(WebSessions::kSessionTtl - 1);
+  EXPECT_TRUE(sessions.Find(s->id));
+  clock.Advance(1);
+  EXPECT_FALSE(sessions.Find(s->id));
+
+  // A token's session ends with the token's remaining life when that is shorter.
+  StartedSession short_lived = sessions.Start("bob", "berth_x", 60'000);
+  StartedSession capped = sessions.Start("bob", "berth_x", 100LL * 24 * 3600 * 1000);
+  clock.Advance(60'000);
+  EXPECT_FALSE(sessions.Find(short_lived.id));
+  EXPECT_TRUE(sessions.Find(capped.id));
+  sessions.End(capped.id);
+  EXPECT_FALSE(sessions.Find(capped.id));
+  EXPECT_EQ(sessions.sessions(), 0u);
+}
+
+TEST(WebSessionsTest, AFloodOfUnusedCodesKeepsTheNewest) {
+  FakeClock clock;
+  WebSessions sessions(clock);
+  std::string oldest = sessions.NewLoginCode("alice", "");
+  clock.Advance(1);
+  std::string newest;
+  for (size_t i = 0; i < WebSessions::kMaxCodes; ++i) newest = sessions.NewLoginCode("alice", "");
+  EXPECT_FALSE(sessions.Redeem(oldest).ok());
+  EXPECT_TRUE(sessions.Redeem(newest).ok());
+}
+
+TEST(WebSessionsTest, CookieValueFindsTheNamedCookie) {
+  EXPECT_EQ(CookieValue("a=1; berth_session=abc; b=2", "berth_session"), "abc");
+  EXPECT_EQ(CookieValue("berth_session=\"q\"", "berth_session"), "q");
+  EXPECT_EQ(CookieValue("xberth_session=1; other=2", "berth_session"), "");
+  EXPECT_EQ(CookieValue("", "berth_session"), "");
+  EXPECT_EQ(CookieValue("berth_session", "berth_session"), "");
+}
+
+class DashboardIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto sqlite = OpenSqliteStore(dir_.File("berth.db"));
+    ASSERT_TRUE(sqlite.ok()) << sqlite.status().message();
+    store_ = std::move(*sqlite);
+    sys_.AddUser(1001, "alice");
+    sys_.SetLoopbackPeer(40000, 1001);
+    accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(sys_));
+    ASSERT_TRUE(accounts_->Load().ok());
+    identity_ = std::make_unique<Identity>(IdentityOptions{.cluster_token = "cluster-secret"},
+                                           *accounts_, sys_, &sessions_);
+  }
+  static net::HttpRequest Browser(const std::string& method, const std::string& cookie) {
+    net::HttpRequest r;
+    r.method = method;
+    r.peer.transport = net::PeerInfo::Transport::kTcp;
+    r.peer.remote_port = 40000;  // alice's loopback connection
+    r.headers["sec-fetch-site"] = "same-origin";
+    if (!cookie.empty()) r.headers["cookie"] = std::string(WebSessions::kCookie) + "=" + cookie;
+    return r;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  FakeSystemUsers sys_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Accounts> accounts_;
+  WebSessions sessions_{clock_};
+  std::unique_ptr<Identity> identity_;
+};
+
+TEST_F(DashboardIdentityTest, ABrowserIsNeverLetInForBeingOnTheServersMachine) {
+  // The CLI on the same loopback connection is alice.
+  net::HttpRequest cli = Browser("GET", "");
+  cli.headers.erase("sec-fetch-site");
+  ASSERT_TRUE(identity_->Identify(cli).ok());
+  EXPECT_EQ(identity_->Identify(cli)->user, "alice");
+  // A browser (any page it opened) is not, with Sec-Fetch-Site or with Origin.
+  auto refused = identity_->Identify(Browser("POST", ""));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kUnauthorized);
+  EXPECT_NE(refused.status().message().find("berth dashboard"), std::string::npos);
+  cli.headers["origin"] = "http://evil.example";
+  EXPECT_EQ(identity_->Identify(cli).status().code(), Code::kUnauthorized);
+}
+
+TEST_F(DashboardIdentityTest, ASessionIdentifiesItsUserAndChangesNeedItsCsrfHeader) {
+  auto s = sessions_.Redeem(sessions_.NewLoginCode("alice", ""));
+  ASSERT_TRUE(s.ok());
+  auto read = identity_->Identify(Browser("GET", s->id));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->user, "alice");
+  EXPECT_TRUE(read->is_user);
+  EXPECT_FALSE(read->is_node);
+  EXPECT_EQ(read->via, "dashboard (dashboard)");
+
+  auto no_csrf = identity_->Identify(Browser("POST", s->id));
+  ASSERT_FALSE(no_csrf.ok());
+  EXPECT_EQ(no_csrf.status().code(), Code::kForbidden);
+  EXPECT_NE(no_csrf.status().message().find("X-Berth-CSRF"), std::string::npos);
+  net::HttpRequest wrong = Browser("POST", s->id);
+  wrong.headers["x-berth-csrf"] = s->session.csrf + "x";
+  EXPECT_EQ(identity_->Identify(wrong).status().code(), Code::kForbidden);
+  net::HttpRequest right = Browser("POST", s->id);
+  right.headers["x-berth-csrf"] = s->session.csrf;
+  EXPECT_EQ(identity_->Identify(right)->user, "alice");
+
+  // An unknown or ended session is refused, never taken for the loopback's user.
+  sessions_.End(s->id);
+  auto ended = identity_->Identify(Browser("GET", s->id));
+  ASSERT_FALSE(ended.ok());
+  EXPECT_EQ(ended.status().code(), Code::kUnauthorized);
+  EXPECT_NE(ended.status().message().find("session has ended"), std::string::npos);
+}
+
+TEST_F(DashboardIdentityTest, ASessionOnATokenEndsWhenTheTokenIsRevoked) {
+  Principal root = accounts_->ForUser("root", "socket");
+  auto token = accounts_->CreateToken(root, NewToken{.name = "alice-web", .user = "alice"});
+  ASSERT_TRUE(token.ok());
+  StartedSession s = sessions_.Start("alice", token->secret, std::nullopt);
+  auto p = identity_->Identify(Browser("GET", s.id));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->via, "dashboard (token alice-web)");
+  ASSERT_TRUE(accounts_->RevokeToken(root, "alice-web").ok());
+  auto revoked = identity_->Identify(Browser("GET", s.id));
+  ASSERT_FALSE(revoked.ok());
+  EXPECT_NE(revoked.status().message().find("revoked"), std::string::npos);
+}
+
+TEST_F(DashboardIdentityTest, ABearerTokenWinsOverACookie) {
+  net::HttpRequest r = Browser("POST", "no-such-session");
+  r.headers["authorization"] = "Bearer cluster-secret";
+  auto node = identity_->Identify(r);
+  ASSERT_TRUE(node.ok());
+  EXPECT_TRUE(node->is_node);
+}
+
+}  // namespace
+}  // namespace berth::testing
