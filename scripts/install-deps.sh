@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs berth's build and test dependencies from Debian 12 packages.
 # Idempotent and non-interactive: packages already present are skipped.
+#   --for-tests  also what only the tests use: Debian's chromium (the dashboard's browser tests) and
+#                prometheus (for promtool, which checks /metrics).
 set -euo pipefail
+for_tests=0
+if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
 
 packages=(
   build-essential cmake pkg-config git
@@ -11,6 +15,7 @@ packages=(
   procps iproute2 curl python3 tmux
   clang clang-format
 )
+if [ "$for_tests" -eq 1 ]; then packages+=(chromium fonts-dejavu-core); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -21,7 +26,7 @@ done
 
 # promtool, from Debian's prometheus package, checks the server's /metrics page in the tests.
 need_prometheus=0
-if ! command -v promtool >/dev/null 2>&1; then need_prometheus=1; fi
+if [ "$for_tests" -eq 1 ] && ! command -v promtool >/dev/null 2>&1; then need_prometheus=1; fi
 
 if [ ${#missing[@]} -eq 0 ] && [ "$need_prometheus" -eq 0 ]; then
   exit 0

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --for-tests
 jobs=$(nproc)
 ctest_args=(--output-on-failure -j"$jobs" --no-tests=error)
 

@@ -103,6 +103,9 @@ function hideTip() { tip().hidden = true; }
 
 function showLogin(message) {
   stopPolling();
+  state.etags.clear();
+  state.cache.clear();
+  delete document.body.dataset.rendered;
   document.getElementById('who').textContent = '';
   document.getElementById('logout').hidden = true;
   const input = h('input', { type: 'password', name: 'token', placeholder: 'berth_…', autocomplete: 'off', 'aria-label': 'token' });

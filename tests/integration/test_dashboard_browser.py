@@ -1,0 +1,184 @@
+"""The web dashboard in a real browser (issue "Seeing the cluster"): Debian's headless Chromium, driven over
+the DevTools protocol (browser.py), against a local cluster running the seed scenario.
+
+It logs in with the link `berth dashboard` prints, sees the scenario's jobs, checks the GPU map against
+`berth nodes --json` and the jobs' placements (shared devices included), follows a job's logs live,
+cancels a job from its page, stays responsive with 10,000 more jobs queued (the browser is sent a page of
+them, not all), and logs out and back in with a pasted token. A screenshot of each page is saved under
+build/dashboard-screenshots (or $BERTH_SCREENSHOTS).
+"""
+
+import json
+import os
+import unittest
+
+from browser import Browser, find_chromium
+from harness import BERTH_BIN, BerthTestCase
+
+SHOTS = os.environ.get("BERTH_SCREENSHOTS") or os.path.join(os.path.dirname(os.path.dirname(BERTH_BIN)),
+                                                           "dashboard-screenshots")
+
+# Prints its devices, then a line when told to (say-<id>), then holds its GPUs until released.
+JOB = r"""
+echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+while [ ! -e "$DIR/say-$BERTH_JOB_ID" ]; do sleep 0.05; done
+echo "live line from job $BERTH_JOB_ID"
+while [ ! -e "$DIR/release-$BERTH_JOB_ID" ]; do sleep 0.05; done
+"""
+
+
+@unittest.skipUnless(find_chromium(), "no chromium on PATH: `scripts/install-deps.sh --for-tests` installs "
+                                      "Debian's (the dashboard's browser tests need it)")
+class DashboardBrowserTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.b.local_up("V100:4", 1, "--cpus", "64")
+        self.browser = Browser(self.path("chromium-profile"))
+        self.addCleanup(self.browser.close)
+
+    def rendered(self, page):
+        """Waits until the dashboard has drawn `page` (after any earlier drawing)."""
+        self.browser.evaluate("delete document.body.dataset.rendered")
+        self.browser.wait_for(f"(document.body.dataset.rendered || '').startsWith('{page}:')",
+                              message=f"the {page} page to render")
+
+    def go(self, hash_, page):
+        self.browser.evaluate("delete document.body.dataset.rendered")
+        self.browser.evaluate(f"location.hash = {json.dumps(hash_)}")
+        self.browser.wait_for(f"(document.body.dataset.rendered || '').startsWith('{page}:')",
+                              message=f"the {page} page to render")
+
+    def shot(self, name):
+        self.browser.screenshot(os.path.join(SHOTS, name + ".png"))
+
+    def test_the_dashboard_end_to_end(self):
+        b, br = self.b, self.browser
+        script = self.write("job.sh", JOB)
+        env = ["--env", f"DIR={b.tmp}"]
+        # The seed scenario, with a shared device: 2 + 1 GPUs, two half GPUs sharing one device, and a job
+        # that waits for all four.
+        two = b.submit("-n", "train", "--gpus", "V100:2", *env, "--", "bash", script)
+        one = b.submit("-n", "eval", "--gpus", "V100:1", *env, "--", "bash", script)
+        halves = [b.submit("-n", f"half{i}", "--gpus", "V100:0.5", *env, "--", "bash", script) for i in range(2)]
+        for j in (two, one, *halves):
+            b.wait_status(j, "RUNNING")
+        waiting = b.submit("-n", "big", "--gpus", "V100:4", *env, "--", "bash", script)
+        b.wait_until(lambda: b.show(waiting)["reason"].startswith("waiting"), message="job big to wait")
+
+        # Logged in by the link `berth dashboard` prints: the overview.
+        url = b.json("dashboard", "--json")["url"]
+        br.navigate(url)
+        br.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        self.assertEqual(br.evaluate("document.getElementById('who').textContent"), "root (admin)")
+        self.assertNotIn("code=", br.evaluate("location.href"))
+        cards = br.evaluate("[...document.querySelectorAll('.card')].map(c => c.innerText.replace(/\\s+/g, ' '))")
+        self.assertTrue(any(c.startswith("RUNNING 4") for c in map(str.upper, cards)), cards)
+        self.assertTrue(any(c.startswith("PENDING 1") for c in map(str.upper, cards)), cards)
+        self.assertIn("4 / 4", br.evaluate("document.getElementById('gpu-types').innerText"))
+        self.shot("overview")
+
+        # The nodes page: the GPU map is `berth nodes --json`, each held device showing its jobs.
+        self.go("#/nodes", "nodes")
+        holders = {}
+        for job in b.queue():
+            if job["status"] != "RUNNING":
+                continue
+            for p in job["placement"]:
+                for d in p["gpus"]:
+                    holders.setdefault((p["node"], d), set()).add(job["id"])
+        cells = br.evaluate("""[...document.querySelectorAll('.node')].map(n => ({
+            node: n.dataset.node,
+            cells: [...n.querySelectorAll('.gpus .gpu')].map(c => ({
+                index: Number(c.dataset.index), free: Number(c.dataset.free),
+                jobs: c.dataset.jobs ? c.dataset.jobs.split(',').map(Number) : [],
+                slices: c.querySelectorAll('i').length}))}))""")
+        nodes = b.nodes()
+        self.assertEqual([c["node"] for c in cells], [n["name"] for n in nodes])
+        for node, drawn in zip(nodes, cells):
+            self.assertEqual([(c["index"], c["free"]) for c in drawn["cells"]],
+                             [(d["index"], d["free"]) for d in node["devices"]])
+            for c in drawn["cells"]:
+                self.assertEqual(set(c["jobs"]), holders.get((node["name"], c["index"]), set()), c)
+        shared = [c for c in cells[0]["cells"] if len(c["jobs"]) == 2]
+        self.assertEqual(len(shared), 1, cells)
+        self.assertEqual(set(shared[0]["jobs"]), set(halves))
+        self.assertEqual(shared[0]["slices"], 2)  # drawn as two half cells
+        self.shot("nodes")
+
+        # The queue: every job of the scenario, with why the waiting one waits.
+        self.go("#/queue", "queue")
+        rows = br.evaluate("""[...document.querySelectorAll('#queue tr[data-job]')].map(r => ({
+            id: Number(r.dataset.job), status: r.children[3].innerText, why: r.children[7].innerText}))""")
+        self.assertEqual([r["id"] for r in rows], [waiting, *reversed(halves), one, two])
+        self.assertTrue(rows[0]["why"].startswith("waiting"), rows[0])
+        self.shot("queue")
+
+        # A job's page follows its output live, without reloading.
+        self.go(f"#/job/{two}", "job")
+        br.evaluate("window.stillTheSamePage = true")
+        devices = ",".join(map(str, b.show(two)["placement"][0]["gpus"]))
+        br.wait_for(f"document.getElementById('logs').textContent.includes('CUDA_VISIBLE_DEVICES={devices}')",
+                    message="the job's first output")
+        self.write(f"say-{two}", "")
+        br.wait_for(f"document.getElementById('logs').textContent.includes('live line from job {two}')",
+                    message="the job's new output, streamed")
+        self.assertTrue(br.evaluate("window.stillTheSamePage === true"))
+        self.shot("job")
+
+        # Cancelled from its page by its owner.
+        self.go(f"#/job/{waiting}", "job")
+        br.evaluate("window.confirm = () => true")
+        br.evaluate("document.getElementById('cancel').click()")
+        b.wait_status(waiting, "CANCELLED")
+        br.wait_for("document.querySelector('h1 .status').textContent === 'CANCELLED'",
+                    message="the page to show the job cancelled")
+        self.assertEqual(b.show(waiting)["events"][-1]["by"], "root")
+
+        # 10,000 more jobs: the browser is sent one page of the queue, and stays responsive.
+        group = b.json("exec", "-d", "--json", "-n", "sweep", "--num-jobs", 10000, "--gpus", "V100:1", "--",
+                       "true", timeout=120)["group"]
+        br.evaluate("""window.longTasks = [];
+            new PerformanceObserver(l => window.longTasks.push(...l.getEntries().map(e => e.duration)))
+                .observe({type: 'longtask', buffered: false});
+            performance.clearResourceTimings();""")
+        self.go("#/queue", "queue")
+        group_row = br.wait_for(f"document.querySelector('#queue tr[data-group=\"{group}\"]')?.innerText",
+                                message="the sweep's row")
+        self.assertIn("10000 jobs", group_row)
+        br.evaluate(f"document.querySelector('#queue tr[data-group=\"{group}\"] a').click()")
+        br.wait_for("document.querySelectorAll('#queue tr.child').length >= 100", message="the group to expand")
+        self.assertIn("more active jobs", br.evaluate("document.getElementById('queue').innerText"))
+        # A few refreshes while it is open, then: no answer the page fetched was big, and no task blocked
+        # the page for long.
+        for _ in range(3):
+            self.rendered("queue")
+        biggest = br.evaluate("""Math.max(...performance.getEntriesByType('resource')
+            .filter(e => e.name.includes('/v1/')).map(e => e.decodedBodySize))""")
+        self.assertLess(biggest, 256 * 1024)
+        self.assertLess(max(br.evaluate("window.longTasks") or [0]), 2000)
+        self.assertEqual(br.evaluate("1 + 1"), 2)
+        self.shot("queue-10000")
+
+        # Sorting and filtering happen on the server: a filter for another user shows nothing.
+        br.evaluate("""const u = document.getElementById('q-user'); u.value = 'nobody';
+            u.dispatchEvent(new Event('change'))""")
+        br.wait_for("document.getElementById('q-range').textContent === 'nothing here'", message="the filter")
+
+        # Logged out, then in again with a pasted token.
+        token = b.json("admin", "token", "create", "--user", "root", "--json")["token"]
+        br.evaluate("document.getElementById('logout').click()")
+        br.wait_for("!!document.querySelector('.login input')", message="the login form")
+        self.shot("login")
+        br.evaluate(f"""const i = document.querySelector('.login input'); i.value = {json.dumps(token)};
+            document.querySelector('.login form').requestSubmit()""")
+        br.wait_for("(document.body.dataset.rendered || '').startsWith('queue:')", message="logged in again")
+        self.assertEqual(br.evaluate("document.getElementById('who').textContent"), "root (admin)")
+        for j in (two, one, *halves):
+            self.write(f"release-{j}", "")
+            self.write(f"say-{j}", "")
+        b.run("cancel", "--all")
+
+
+if __name__ == "__main__":
+    unittest.main()
