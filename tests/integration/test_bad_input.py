@@ -192,7 +192,7 @@ class BadInputTest(BerthTestCase):
         status, body, _ = http("GET", url + f"/v1/jobs/{self.good}/logs?offset=-5")
         self.assertEqual(status, 400)
         # Unknown endpoints and methods.
-        for method, path in (("GET", "/v1/nope"), ("GET", "/"), ("DELETE", "/v1/jobs"), ("GET", "/v2/jobs"),
+        for method, path in (("GET", "/v1/nope"), ("GET", "/nope.html"), ("DELETE", "/v1/jobs"), ("GET", "/v2/jobs"),
                              ("POST", "/v1/nodes/nope/drain")):
             with self.subTest(endpoint=f"{method} {path}"):
                 status, body, _ = http(method, url + path)
