@@ -7,6 +7,10 @@
 //
 //   BM_Scrape          the whole page
 //   BM_ScrapeGauges    Core::WriteGauges alone (the part that holds the core's lock)
+//   BM_DashboardQueue  Core::ActiveEntries: what the dashboard's queue page copies under the core's
+//                      lock (every active job's id, group, user, status, priority) before the server
+//                      sorts, groups and pages it
+//   BM_DashboardTotals Core::ClusterTotals: the dashboard overview's counts
 //
 // Setting up (10,000 registrations, 100,000 submissions, one pass with 160 commits) takes ~10 s
 // on a 2-CPU VM. Build and run (bench/README.md):
@@ -114,6 +118,27 @@ void BM_ScrapeGauges(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ScrapeGauges)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DashboardQueue(benchmark::State& state) {
+  World& w = TheWorld();
+  size_t n = 0;
+  for (auto _ : state) {
+    auto entries = w.core->ActiveEntries({});
+    n = entries.size();
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["jobs"] = static_cast<double>(n);
+}
+BENCHMARK(BM_DashboardQueue)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DashboardTotals(benchmark::State& state) {
+  World& w = TheWorld();
+  for (auto _ : state) {
+    auto totals = w.core->ClusterTotals();
+    benchmark::DoNotOptimize(totals.cpus);
+  }
+}
+BENCHMARK(BM_DashboardTotals)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace berth

@@ -153,7 +153,8 @@ async function renderOverview() {
     const cells = [...types].map((ty) => `${ty}: ${gpuText((t.uses || {})[ty] || 0)}` + (t.quota && t.quota[ty] !== undefined ? ` of ${gpuText(t.quota[ty])}` : ''));
     return h('tr', {}, h('td', {}, t.name || '(no team)'), h('td', {}, cells.join(', ') || '—'),
       h('td', {}, ...[...types].filter((ty) => t.quota && t.quota[ty]).map((ty) => bar((t.uses || {})[ty] || 0, t.quota[ty]))),
-      h('td', {}, String(t.weight)), h('td', { class: 'muted' }, (t.users || []).join(', ')));
+      h('td', {}, String(t.weight)), h('td', {}, `${(t.usage / 3600).toFixed(1)} GPU-h`),
+      h('td', { class: 'muted' }, (t.users || []).join(', ')));
   });
   const failures = (ov.recent_failures || []).map((j) => h('tr', {},
     h('td', {}, h('a', { href: `#/job/${j.id}` }, String(j.id))), h('td', {}, j.name), h('td', {}, j.user),
@@ -164,7 +165,7 @@ async function renderOverview() {
     ov.gpus.length ? h('table', { id: 'gpu-types' }, h('tr', {}, h('th', {}, 'type'), h('th', {}, 'used / total'), h('th', {}, ''), h('th', {}, '')), gpuRows)
       : h('p', { class: 'muted' }, 'No GPUs in this cluster.'),
     h('h2', {}, 'Teams: GPUs held against quota'),
-    teamRows.length ? h('table', {}, h('tr', {}, h('th', {}, 'team'), h('th', {}, 'holds'), h('th', {}, 'against quota'), h('th', {}, 'weight'), h('th', {}, 'users')), teamRows)
+    teamRows.length ? h('table', {}, h('tr', {}, h('th', {}, 'team'), h('th', {}, 'holds'), h('th', {}, 'against quota'), h('th', {}, 'weight'), h('th', { title: 'decayed, weighted GPU-hours (docs/fair-share.md)' }, 'fair-share usage'), h('th', {}, 'users')), teamRows)
       : h('p', { class: 'muted' }, 'No teams.'),
     h('h2', {}, 'Recent failures'),
     failures.length ? h('table', {}, failures) : h('p', { class: 'muted' }, 'None.'));
