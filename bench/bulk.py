@@ -200,8 +200,15 @@ class Cluster:
         raise RuntimeError(f"jobs still active after {timeout} s")
 
     def all_jobs(self, group=None):
-        q = f"{self.url}/v1/jobs?all=1&limit=0" + (f"&group={group}" if group is not None else "")
-        return http(q)["jobs"]
+        """Every job (or every job of `group`), following the listing's pages."""
+        q = f"{self.url}/v1/jobs?all=1&page=10000" + (f"&group={group}" if group is not None else "")
+        jobs, before = [], None
+        while True:
+            page = http(q + (f"&before={before}" if before else ""))
+            jobs += page["jobs"]
+            before = page.get("next")
+            if not before:
+                return jobs
 
     def down(self):
         subprocess.run([self.berth, "local", "down"], env=self.env, stdout=subprocess.DEVNULL,

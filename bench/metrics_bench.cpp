@@ -8,8 +8,8 @@
 //   BM_Scrape          the whole page
 //   BM_ScrapeGauges    Core::WriteGauges alone (the part that holds the core's lock)
 //   BM_DashboardQueue  Core::ActiveEntries: what the dashboard's queue page copies under the core's
-//                      lock (every active job's id, group, user, status, priority) before the server
-//                      sorts, groups and pages it
+//                      lock (every active job's id, group, user, status, priority) before the
+//                      server sorts, groups and pages it
 //   BM_DashboardTotals Core::ClusterTotals: the dashboard overview's counts
 //
 // Setting up (10,000 registrations, 100,000 submissions, one pass with 160 commits) takes ~10 s

@@ -69,9 +69,9 @@ def cpu_s(pid):
 
 
 def count_states(url, name=None, page=0):
-    """Counts of jobs by status (only the jobs named `name` when given: every job is the bench's user's): from the full listing in one request
-    (page=0), or in requests of `page` jobs each, newest first, so that no single request holds the
-    server (and its store's read connection) for long."""
+    """Counts of jobs by status (only the jobs named `name` when given: every job is the bench's user's), in
+    requests of `page` jobs each (page=0: the server's largest page), newest first, following the
+    listing's cursor."""
     counts = {}
 
     def add(jobs):
@@ -80,15 +80,14 @@ def count_states(url, name=None, page=0):
                 counts[j["status"]] = counts.get(j["status"], 0) + 1
 
     if page <= 0:
-        add(http(url + "/v1/jobs?all=1&limit=0")["jobs"])
-        return counts
+        page = 10000  # the server's largest page (every listing is paged)
     before = None
     while True:
-        jobs = http(url + f"/v1/jobs?all=1&limit={page}" + (f"&before={before}" if before else ""))["jobs"]
-        add(jobs)
-        if len(jobs) < page:
+        answer = http(url + f"/v1/jobs?all=1&page={page}" + (f"&before={before}" if before else ""))
+        add(answer["jobs"])
+        before = answer.get("next")
+        if not before:
             return counts
-        before = min(j["id"] for j in jobs)
 
 
 PROBE_JOB = {"spec": {"name": "probe", "run": "true", "resources": {"cpus": 1}}}

@@ -318,6 +318,9 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
 
 }  // namespace
 
+// `berth queue --all`: the page size it asks for (the server's maximum).
+constexpr int kAllJobsPage = 10'000;
+
 int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
@@ -326,15 +329,48 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
     if (std::optional<int> rc = QueueSummary(conn, f)) return *rc;
   }
   // A page: at most --limit rows, newest first, of the active jobs and the most recent finished
-  // ones.
-  std::string target =
-      f.all ? "/v1/jobs?all=1&limit=0" : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
+  // ones. --all: every job, page after page (the server pages every listing), each page printed
+  // as it arrives with --json.
+  std::string target = f.all ? fmt::format("/v1/jobs?all=1&page={}", kAllJobsPage)
+                             : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
   if (f.group) target += fmt::format("&group={}", *f.group);
   if (!f.user.empty()) target += "&user=" + net::UrlEncode(f.user);
   if (!f.team.empty()) target += "&team=" + net::UrlEncode(f.team);
   auto res = conn.Call("GET", target);
   if (!res.ok()) return Fail(res.status());
-  const json::array& jobs = res->as_object().at("jobs").as_array();
+  json::array jobs = std::move(res->as_object().at("jobs").as_array());
+  if (f.all) {
+    bool first = true;
+    auto emit = [&](const json::array& page) {
+      for (const auto& j : page) {
+        fmt::print("{}{}", first ? "[" : ",\n", SerializeJson(j));
+        first = false;
+      }
+    };
+    if (f.as_json) emit(jobs);
+    auto next_of = [](const json::value& answer) {
+      const json::value* next = answer.as_object().if_contains("next");
+      return next == nullptr ? json::value(nullptr) : *next;  // an older server: one answer
+    };
+    for (json::value next = next_of(*res); !next.is_null();) {
+      auto more = conn.Call("GET", target + fmt::format("&before={}", AsInt(next).value_or(0)));
+      if (!more.ok()) {
+        if (f.as_json) fmt::print("{}\n", first ? "" : "]");
+        return Fail(more.status());
+      }
+      json::array& page = more->as_object().at("jobs").as_array();
+      if (f.as_json) {
+        emit(page);
+      } else {
+        for (auto& j : page) jobs.push_back(std::move(j));
+      }
+      next = next_of(*more);
+    }
+    if (f.as_json) {
+      fmt::print("{}\n", first ? "[]" : "]");
+      return 0;
+    }
+  }
   if (f.as_json) {
     fmt::print("{}\n", SerializeJson(jobs));
     return 0;
@@ -365,7 +401,7 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   }
   fmt::print("{}", table.Render());
   if (const auto* more = res->as_object().if_contains("more");
-      more && more->is_bool() && more->as_bool()) {
+      !f.all && more && more->is_bool() && more->as_bool()) {
     fmt::print("(the newest {} shown; --limit N shows more, --all every job)\n", f.limit);
   }
   return 0;

@@ -292,49 +292,70 @@ void Server::KeepOnly(std::vector<JobRow>& rows, const std::string& user, const 
 net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   JobQuery q;
   q.all = req.Query("all") == "1" || req.Query("all") == "true";
+  int page = 0;
   try {
     q.limit = std::stoi(req.Query("limit", "0"));
-    q.page = std::stoi(req.Query("page", "0"));
+    page = std::stoi(req.Query("page", "0"));
     if (!req.Query("group").empty()) q.group = std::stoll(req.Query("group"));
     if (!req.Query("before").empty()) q.before_id = std::stoll(req.Query("before"));
   } catch (...) {
     return ErrorResponse(Status::Invalid("limit, page, group and before must be integers"));
   }
-  if (q.limit < 0 || q.page < 0) {
+  if (q.limit < 0 || page < 0) {
     return ErrorResponse(Status::Invalid("limit and page must not be negative"));
   }
-  // `berth queue --user U | --team T`: only their jobs. The filter is applied before the page cap
-  // (the store cannot filter by user or team), so a page of other users' newer jobs never hides
-  // theirs: the store returns every active job (and the `limit` newest finished ones), the page is
-  // cut after filtering.
+  // Always a page: a listing of 100,000 jobs in one answer would cost the server seconds and tens
+  // of megabytes. `next` is the cursor of the following page (before=next).
+  if (page == 0) page = kDefaultJobsPage;
+  if (q.all && q.limit > 0) page = std::min(page, q.limit);  // `limit` with `all`: a page size
+  if (page > kMaxJobsPage) {
+    return ErrorResponse(Status::Invalid(
+        fmt::format("page {} is over the maximum of {} jobs: ask for pages and follow 'next'", page,
+                    kMaxJobsPage)));
+  }
+  // `berth queue --user U | --team T`: only their jobs. The store cannot filter by user or team,
+  // so pages of its rows are read and filtered until this page is full or the rows run out: a
+  // page of other users' newer jobs never hides theirs.
   const std::string only_user = req.Query("user");
   const std::string only_team = req.Query("team");
-  const bool filtered = !only_user.empty() || !only_team.empty();
-  const int page = q.page;
-  if (filtered && !q.all) q.page = 0;
-  auto rows = store_->ListJobs(q);
-  if (!rows.ok()) return ErrorResponse(rows.status());
-  bool more = !q.all && q.page > 0 && static_cast<int>(rows->size()) == q.page;
-  if (filtered) {
-    KeepOnly(*rows, only_user, only_team);
-    if (!q.all && page > 0 && rows->size() > static_cast<size_t>(page)) {
-      rows->resize(page);
-      more = true;
+  std::vector<JobRow> rows;
+  bool more = false;
+  for (;;) {
+    JobQuery chunk = q;
+    if (q.all) {
+      chunk.limit = page + 1;
+    } else {
+      chunk.page = page + 1;
     }
+    auto got = store_->ListJobs(chunk);
+    if (!got.ok()) return ErrorResponse(got.status());
+    const bool exhausted = static_cast<int>(got->size()) <= page;
+    const std::optional<int64_t> last =
+        got->empty() ? std::nullopt : std::optional<int64_t>(got->back().id);
+    KeepOnly(*got, only_user, only_team);
+    for (JobRow& row : *got) rows.push_back(std::move(row));
+    if (static_cast<int>(rows.size()) > page) {
+      rows.resize(page);
+      more = true;
+      break;
+    }
+    if (exhausted) break;
+    q.before_id = last;
   }
   // Rows come from the store (every change is committed before it is visible) and the scheduler's
   // reasons from their own small lock: a listing never waits for a scheduling pass.
   std::vector<int64_t> pending;
-  for (const auto& row : *rows) {
+  for (const auto& row : rows) {
     if (row.status == JobStatus::kPending) pending.push_back(row.id);
   }
   auto waiting = core_->WaitingReasons(pending);
   json::array jobs;
-  for (const auto& row : *rows) {
+  for (const auto& row : rows) {
     auto it = waiting.find(row.id);
     jobs.push_back(JobJson(row, it == waiting.end() ? "" : it->second));
   }
-  return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}});
+  json::value next = more ? json::value(rows.back().id) : json::value(nullptr);
+  return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}, {"next", next}});
 }
 
 net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {

@@ -56,14 +56,16 @@ std::string HtmlEscape(const std::string& s) {
 }
 
 constexpr int kMaxQueuePage = 500;
+constexpr int kMaxQueueOffset = 1'000'000;
 // Finished jobs are read from the store newest first; a filtered view looks at this many at most.
 constexpr int kMaxFinishedScan = 20'000;
 
 }  // namespace
 
 std::string Server::SessionCookie(const std::string& id, int64_t max_age_s) const {
-  return fmt::format("{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}", WebSessions::kCookie,
-                     id, max_age_s, tls_fingerprint_.empty() ? "" : "; Secure");
+  return fmt::format("{}_{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                     WebSessions::kCookie, port(), id, max_age_s,
+                     tls_fingerprint_.empty() ? "" : "; Secure");
 }
 
 std::optional<net::HttpResponse> Server::HandleWebAsset(const net::HttpRequest& req) {
@@ -144,6 +146,18 @@ net::HttpResponse Server::HandleSessionLogin(const net::HttpRequest& req) {
 }
 
 net::HttpResponse Server::HandleLoginLink(const net::HttpRequest& req, const Principal& by) {
+  // A link is a new session: only for a user identified by the kernel or their own token. Not for
+  // a dashboard session (it would outlive its token and renew itself for ever), nor for a user a
+  // node speaks for (a node's word is capped at operator; a session would not be).
+  if (!req.Header("x-berth-on-behalf-of").empty()) {
+    return ErrorResponse(Status::Forbidden(
+        "a dashboard link cannot be made through a node's socket: ask on the server's machine, or "
+        "with your own token (berth login)"));
+  }
+  if (by.via.rfind("dashboard", 0) == 0) {
+    return ErrorResponse(
+        Status::Forbidden("a dashboard session cannot make login links: use `berth dashboard`"));
+  }
   std::string secret;
   if (std::string auth = req.Header("authorization"); auth.rfind("Bearer ", 0) == 0) {
     secret = auth.substr(7);  // the session stays bound to the token that asked for it
@@ -159,15 +173,12 @@ net::HttpResponse Server::HandleSessionInfo(const net::HttpRequest& req, const P
   json::object o{{"user", by.user},          {"role", std::string(RoleName(by.role))},
                  {"team", by.team},          {"via", by.via},
                  {"version", BERTH_VERSION}, {"csrf", nullptr}};
-  if (auto s = sessions_->Find(CookieValue(req.Header("cookie"), WebSessions::kCookie))) {
-    o["csrf"] = s->csrf;
-  }
+  if (auto s = sessions_->FindInCookies(req.Header("cookie"))) o["csrf"] = s->session.csrf;
   return JsonResponse(200, o);
 }
 
 net::HttpResponse Server::HandleLogout(const net::HttpRequest& req) {
-  std::string id = CookieValue(req.Header("cookie"), WebSessions::kCookie);
-  if (!id.empty()) sessions_->End(id);
+  if (auto s = sessions_->FindInCookies(req.Header("cookie"))) sessions_->End(s->id);
   net::HttpResponse r = JsonResponse(200, json::object{{"ok", true}});
   r.headers.push_back({"Set-Cookie", SessionCookie("", 0)});
   return r;
@@ -220,9 +231,9 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
   } catch (...) {
     return ErrorResponse(Status::Invalid("offset, limit and group must be integers"));
   }
-  if (offset < 0 || limit < 1 || limit > kMaxQueuePage) {
+  if (offset < 0 || offset > kMaxQueueOffset || limit < 1 || limit > kMaxQueuePage) {
     return ErrorResponse(Status::Invalid(
-        fmt::format("offset must not be negative and limit must be 1 to {}", kMaxQueuePage)));
+        fmt::format("offset must be 0 to {} and limit 1 to {}", kMaxQueueOffset, kMaxQueuePage)));
   }
   const std::string view = req.Query("view", "active");
   if (view != "active" && view != "finished") {
@@ -252,6 +263,11 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
     JobQuery q;
     q.finished_only = true;
     q.group = filter.group;
+    if (offset + limit > kMaxFinishedScan) {
+      return ErrorResponse(Status::Invalid(fmt::format(
+          "the finished view pages through the newest {} finished jobs only (offset + limit)",
+          kMaxFinishedScan)));
+    }
     const bool filtered = !filter.user.empty() || !filter.team.empty() || filter.status;
     q.limit = filtered ? kMaxFinishedScan : std::min(offset + limit + 1, kMaxFinishedScan);
     auto rows = store_->ListJobs(q);

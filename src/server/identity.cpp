@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/unix_user.h"
+#include "net/http_client.h"
 #include "net/peer_identity.h"
 
 namespace berth {
@@ -49,14 +50,25 @@ bool FromBrowser(const net::HttpRequest& request) {
   return !request.Header("origin").empty() || !request.Header("sec-fetch-site").empty();
 }
 
-Result<Principal> Identity::BySession(const net::HttpRequest& request,
-                                      const std::string& id) const {
-  std::optional<WebSession> session = sessions_->Find(id);
-  if (!session) {
+bool AddressedToLoopback(const net::HttpRequest& request) {
+  std::string host = request.Header("host");
+  if (host.empty()) return true;  // HTTP/1.0: no name to check
+  if (host.front() == '[') {
+    host = host.substr(1, host.find(']') == std::string::npos ? 0 : host.find(']') - 1);
+  } else if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) {
+    host.resize(colon);
+  }
+  return net::IsLoopbackHost(host);
+}
+
+Result<Principal> Identity::BySession(const net::HttpRequest& request) const {
+  std::optional<StartedSession> found = sessions_->FindInCookies(request.Header("cookie"));
+  if (!found) {
     return Status::Unauthorized(
         "your dashboard session has ended (it expired, you logged out, or the server restarted): "
         "run `berth dashboard` for a new login link");
   }
+  const WebSession* session = &found->session;
   if (request.method != "GET" && request.method != "HEAD" &&
       !SameSecret(request.Header("x-berth-csrf"), session->csrf)) {
     return Status::Forbidden(
@@ -135,8 +147,9 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
     return Status::Forbidden("only nodes (the cluster token) may speak for another user");
   }
   if (sessions_ != nullptr) {
-    std::string id = CookieValue(request.Header("cookie"), WebSessions::kCookie);
-    if (!id.empty()) return BySession(request, id);
+    if (!CookieValues(request.Header("cookie"), WebSessions::kCookie).empty()) {
+      return BySession(request);
+    }
   }
   const net::PeerInfo& peer = request.peer;
   if (peer.transport == net::PeerInfo::Transport::kUnix) {
@@ -147,6 +160,13 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
     return Status::Unauthorized(
         "a browser is let in by a dashboard session, not by the machine it runs on (any page it "
         "opens could act as you): open the link `berth dashboard` prints, or log in with a token");
+  }
+  if (peer.transport == net::PeerInfo::Transport::kTcp && !AddressedToLoopback(request)) {
+    // A name that resolves to 127.0.0.1 may be a web page's (DNS rebinding), whatever headers
+    // its browser left out.
+    return Status::Unauthorized(
+        "a request to this server's loopback by another name (Host: " + request.Header("host") +
+        ") is not identified by the loopback: use 127.0.0.1 or localhost, or present a token");
   }
   if (peer.transport == net::PeerInfo::Transport::kTcp && !options_.tokens_on_tcp) {
     auto uid = system_.LoopbackPeerUid(peer);

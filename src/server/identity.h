@@ -8,8 +8,9 @@
 //   3. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
 //   4. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
 //      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP, and never for
-//      a browser (a request with an Origin or Sec-Fetch-Site header): any page a local user opens
-//      could otherwise act as them.
+//      a browser (a request with an Origin or Sec-Fetch-Site header), and never for a request
+//      whose Host header is not a loopback address or localhost (a web page reaching 127.0.0.1
+//      through a rebound DNS name): any page a local user opens could otherwise act as them.
 //   Anything else is refused (Unauthorized, 401).
 // A node (the cluster token) may speak for a user of its own machine with `X-Berth-On-Behalf-Of`
 // (agent/user_socket.h: the agent read the uid from its unix socket): never for a built-in admin,
@@ -87,7 +88,7 @@ class Identity {
  private:
   Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
   Result<Principal> VouchedByNode(const std::string& user) const;
-  Result<Principal> BySession(const net::HttpRequest& request, const std::string& id) const;
+  Result<Principal> BySession(const net::HttpRequest& request) const;
 
   IdentityOptions options_;
   const Accounts& accounts_;
@@ -97,6 +98,8 @@ class Identity {
 
 // Whether a request was sent by a web browser (it carries Origin or Sec-Fetch-Site).
 bool FromBrowser(const net::HttpRequest& request);
+// Whether its Host header names a loopback address or localhost (or it has none).
+bool AddressedToLoopback(const net::HttpRequest& request);
 
 // Constant-time comparison, so that response timing does not leak a secret.
 bool SameSecret(const std::string& a, const std::string& b);

@@ -74,6 +74,13 @@ std::optional<WebSession> WebSessions::Find(const std::string& id) const {
   return it->second;
 }
 
+std::optional<StartedSession> WebSessions::FindInCookies(const std::string& cookie_header) const {
+  for (std::string& id : CookieValues(cookie_header, kCookie)) {
+    if (auto s = Find(id)) return StartedSession{std::move(id), std::move(*s)};
+  }
+  return std::nullopt;
+}
+
 void WebSessions::End(const std::string& id) {
   std::string hash = HashToken(id);
   MutexLock lock(mu_);
@@ -87,16 +94,19 @@ size_t WebSessions::sessions() const {
                        [now](const auto& kv) { return kv.second.expires_mono > now; });
 }
 
-std::string CookieValue(const std::string& header, const std::string& name) {
+std::vector<std::string> CookieValues(const std::string& header, const std::string& prefix) {
+  std::vector<std::string> out;
   for (const std::string& part : Split(header, ';')) {
     std::string kv = Trim(part);
     auto eq = kv.find('=');
-    if (eq == std::string::npos || kv.substr(0, eq) != name) continue;
+    if (eq == std::string::npos) continue;
+    std::string name = kv.substr(0, eq);
+    if (name != prefix && name.rfind(prefix + "_", 0) != 0) continue;
     std::string v = kv.substr(eq + 1);
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-    return v;
+    if (!v.empty()) out.push_back(std::move(v));
   }
-  return "";
+  return out;
 }
 
 }  // namespace berth

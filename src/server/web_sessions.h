@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -46,6 +47,8 @@ class WebSessions {
   static constexpr DurationMs kCodeTtl = 5 * 60'000;
   static constexpr DurationMs kSessionTtl = 12 * 3'600'000;
   static constexpr size_t kMaxCodes = 10'000;  // older unused codes are dropped beyond this
+  // The cookie's name is this and the server's port ("berth_session_8765"): browsers keep cookies
+  // per host, not per port, and two servers on one host must not overwrite each other's.
   static constexpr const char* kCookie = "berth_session";
 
   explicit WebSessions(const Clock& clock, DurationMs code_ttl = kCodeTtl,
@@ -62,6 +65,9 @@ class WebSessions {
                        std::optional<DurationMs> valid_for) EXCLUDES(mu_);
   // The live session with this id, if any.
   std::optional<WebSession> Find(const std::string& id) const EXCLUDES(mu_);
+  // The first live session among the session cookies of a Cookie header (a browser sends those of
+  // every berth server of the host).
+  std::optional<StartedSession> FindInCookies(const std::string& cookie_header) const EXCLUDES(mu_);
   void End(const std::string& id) EXCLUDES(mu_);
   // Live sessions.
   size_t sessions() const EXCLUDES(mu_);
@@ -84,7 +90,7 @@ class WebSessions {
   std::map<std::string, WebSession> sessions_ GUARDED_BY(mu_);  // by hash of the id
 };
 
-// The value of cookie `name` in a Cookie header ("" when absent).
-std::string CookieValue(const std::string& header, const std::string& name);
+// The values of every cookie whose name is `prefix` or starts with `prefix` + "_".
+std::vector<std::string> CookieValues(const std::string& header, const std::string& prefix);
 
 }  // namespace berth

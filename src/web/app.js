@@ -173,7 +173,7 @@ async function renderOverview() {
 
 // ---- nodes ----------------------------------------------------------------------------------
 
-const nodesUi = { filter: '', shown: 120 };
+const nodesUi = { filter: '', shown: 120, count: 0, drawnAt: 0 };
 
 function gpuCell(d, nodeDown) {
   const holders = d.jobs || [];
@@ -204,6 +204,8 @@ function gpuCell(d, nodeDown) {
 async function renderNodes() {
   const data = await getJson('/v1/nodes?holders=1');
   const all = data.nodes || [];
+  nodesUi.count = all.length;
+  nodesUi.drawnAt = Date.now();
   const f = nodesUi.filter.toLowerCase();
   const nodes = f ? all.filter((n) => n.name.toLowerCase().includes(f) || n.pool.toLowerCase().includes(f) ||
     Object.entries(n.labels).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(f))) : all;
@@ -261,7 +263,16 @@ function jobRow(j, child) {
 }
 
 async function renderQueue() {
-  const page = await getJson(queuePath());
+  let page;
+  let problem = '';
+  try {
+    page = await getJson(queuePath());
+  } catch (e) {
+    if (e instanceof HttpError && e.status === 401) throw e;
+    // A bad filter (a group that is not a number): said beside the filters, which stay usable.
+    problem = e.message;
+    page = { rows: [], offset: 0, total: 0, more: false };
+  }
   const groupsOpen = (page.rows || []).filter((r) => r.kind === 'group' && queueUi.open.has(r.group));
   const members = new Map(await Promise.all(groupsOpen.map(async (r) =>
     [r.group, await getJson(queuePath({ group: r.group, offset: 0, limit: 100, sort: 'id' }))])));
@@ -303,7 +314,8 @@ async function renderQueue() {
   setView(
     h('h1', {}, 'Queue'),
     h('div', { class: 'filters' }, h('span', { class: 'tabs' }, tab('active', 'Active'), ' ', tab('finished', 'Finished')),
-      field('user', 'user'), field('team', 'team'), field('group', 'group'), statusSel),
+      field('user', 'user'), field('team', 'team'), field('group', 'group'), statusSel,
+      problem ? h('span', { class: 'error', id: 'q-error' }, problem) : ''),
     h('table', { id: 'queue' },
       h('tr', {}, header('id', 'id'), h('th', {}, 'name'), header(queueUi.view === 'active' ? 'user' : null, 'user'),
         header(queueUi.view === 'active' ? 'status' : null, 'status'), header(queueUi.view === 'active' ? 'priority' : null, 'priority'),
@@ -330,13 +342,15 @@ async function followLogs(id, generation) {
       r = await fetch(`/v1/jobs/${id}/logs?` + q, { cache: 'no-store', credentials: 'same-origin' });
     } catch (e) { await new Promise((ok) => setTimeout(ok, 2000)); continue; }
     if (logUi.follower !== generation) return;
-    const pre = document.getElementById('logs');
     if (!r.ok) {
       const body = await r.json().catch(() => ({}));
-      if (pre) pre.textContent = body.error || r.statusText;
+      const pre = document.getElementById('logs');
+      if (pre && logUi.follower === generation) pre.textContent = body.error || r.statusText;
       return;
     }
     const text = await r.text();
+    if (logUi.follower !== generation) return;  // another rank or job since: not ours to show
+    const pre = document.getElementById('logs');
     logUi.offset = Number(r.headers.get('X-Berth-Offset') || logUi.offset);
     logUi.attempt = Number(r.headers.get('X-Berth-Attempt') || 0);
     if (text && pre) {
@@ -397,6 +411,7 @@ async function renderJob(id) {
     ...Array.from({ length: j.num_nodes }, (_, r) => h('option', { value: String(r), selected: logUi.rank === String(r) }, `rank ${r}`))) : '';
   const existing = firstRender ? null : document.getElementById('logs');
   const logs = existing || h('pre', { class: 'logs', id: 'logs' });
+  const logScroll = existing ? existing.scrollTop : 0;  // moving the pane resets its scrolling
   const mayRead = mayAct(j);
   setView(
     h('h1', {}, `Job ${j.id}: ${j.name} `, statusEl(j.status), ' ', cancel),
@@ -415,6 +430,7 @@ async function renderJob(id) {
     mayRead ? logs : h('p', { class: 'muted' }, 'Only its owner and operators may read its logs.'),
     h('h2', {}, 'Attempts'), attempts.length ? h('table', {}, h('tr', {}, ...['attempt', 'outcome', 'exit', 'nodes', 'placed', 'reason'].map((t) => h('th', {}, t))), attempts) : h('p', { class: 'muted' }, 'Not placed yet.'),
     h('h2', {}, 'Events'), h('table', {}, h('tr', {}, ...['at', 'status', 'attempt', 'reason', 'by'].map((t) => h('th', {}, t))), events));
+  if (existing) logs.scrollTop = logScroll;
   if (firstRender && mayRead) startLogs(j.id, '');
 }
 
@@ -430,9 +446,14 @@ function route() {
 }
 
 let rendering = false;
+let again = false;
 async function refresh() {
-  if (rendering) return;
+  if (rendering) {  // asked while drawing (a click, a poll): draw once more when done
+    again = true;
+    return;
+  }
   rendering = true;
+  again = false;
   const r = route();
   if (r.page !== 'job') { logUi.follower += 1; logUi.job = null; }
   for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('current', a.dataset.page === r.page);
@@ -441,12 +462,14 @@ async function refresh() {
     else if (r.page === 'queue') await renderQueue();
     else if (r.page === 'job') await renderJob(r.id);
     else await renderOverview();
-    document.body.dataset.rendered = `${r.page}:${Date.now()}`;
+    // What was drawn, for tests: "queue:<time>", "job:<id>:<time>".
+    document.body.dataset.rendered = `${r.page}:${r.id ? r.id + ':' : ''}${Date.now()}`;
   } catch (e) {
     showError(e);
   } finally {
     rendering = false;
   }
+  if (again) refresh();
 }
 
 function stopPolling() {
@@ -460,7 +483,9 @@ function startPolling() {
     // A user typing in a filter is not interrupted; a hidden tab asks nothing.
     if (document.hidden) return;
     const focused = document.activeElement;
-    if (focused && (focused.tagName === 'INPUT' || focused.tagName === 'SELECT') && focused.id !== 'node-filter') return;
+    if (focused && focused.tagName === 'INPUT' && focused.type !== 'password' && focused.id !== 'node-filter') return;
+    // A big cluster's node map is a big answer: every 10 s rather than every 2.
+    if (route().page === 'nodes' && nodesUi.count > 500 && Date.now() - nodesUi.drawnAt < 10000) return;
     refresh();
   }, POLL_MS);
 }

@@ -32,12 +32,15 @@ class DashboardHttpTest(BerthTestCase):
         cookie = headers["Set-Cookie"]
         for part in ("HttpOnly", "SameSite=Strict", "Path=/"):
             self.assertIn(part, cookie)
-        return re.match(r"berth_session=([0-9a-f]+);", cookie).group(1)
+        # Named after the server's port: cookies are per host, and two servers of a host must not
+        # overwrite each other's.
+        port = self.server.url.rsplit(":", 1)[1]
+        return re.match(rf"berth_session_{port}=([0-9a-f]+);", cookie).group(1)
 
     def as_browser(self, method, path, cookie=None, body=None, csrf=None):
         headers = {"Sec-Fetch-Site": "same-origin"}
         if cookie:
-            headers["Cookie"] = f"berth_session={cookie}"
+            headers["Cookie"] = f"berth_session_1=not-ours; berth_session_2={cookie}"
         if csrf:
             headers["X-Berth-CSRF"] = csrf
         if body is not None:
@@ -75,12 +78,27 @@ class DashboardHttpTest(BerthTestCase):
         self.assertIn("berth dashboard", body["error"])
         status, body, _ = http("GET", self.server.url + "/v1/jobs", headers={"Origin": "http://evil.example"})
         self.assertEqual(status, 401, body)
+        # A page on a rebound DNS name sends neither header on a GET; its Host gives it away.
+        port = self.server.url.rsplit(":", 1)[1]
+        status, body, _ = http("GET", self.server.url + "/v1/jobs", headers={"Host": f"evil.example:{port}"})
+        self.assertEqual(status, 401, body)
+        self.assertIn("Host: evil.example", body["error"])
 
         status, me, _ = self.as_browser("GET", "/v1/dashboard/session", cookie)
         self.assertEqual(status, 200, me)
         self.assertEqual((me["user"], me["role"]), ("root", "admin"))
         self.assertTrue(me["via"].startswith("dashboard"), me)
         self.assertRegex(me["csrf"], r"^[0-9a-f]{32}$")
+        # A session cannot make itself new sessions (it would outlive its token, renewed for ever).
+        status, body, _ = self.as_browser("POST", "/v1/dashboard/link", cookie, {}, csrf=me["csrf"])
+        self.assertEqual(status, 403, body)
+        # Nor can a node speak for a user to get one (a node's word is capped; a session would not be).
+        with open(self.server.state_dir + "/token") as f:
+            cluster_token = f.read().strip()
+        status, body, _ = http("POST", self.server.url + "/v1/dashboard/link", body="{}", token=cluster_token,
+                               headers={"X-Berth-On-Behalf-Of": "nobody"})
+        self.assertEqual(status, 403, body)
+        self.assertIn("node", body["error"])
 
         # A change needs the session's CSRF header: a page of another site can make the browser send
         # the cookie, never the header.
@@ -122,7 +140,7 @@ class DashboardHttpTest(BerthTestCase):
         status, body, headers = http("POST", url, body=json.dumps({"token": token}),
                                      headers={"Content-Type": "application/json"})
         self.assertEqual((status, body["user"]), (200, "alice"), body)
-        cookie = re.match(r"berth_session=([0-9a-f]+);", headers["Set-Cookie"]).group(1)
+        cookie = re.match(r"berth_session_\d+=([0-9a-f]+);", headers["Set-Cookie"]).group(1)
         csrf = body["csrf"]
         status, me, _ = self.as_browser("GET", "/v1/dashboard/session", cookie)
         self.assertEqual((me["user"], me["role"], me["via"]), ("alice", "user", "dashboard (token alice-web)"))
@@ -143,16 +161,17 @@ class DashboardHttpTest(BerthTestCase):
 
     def test_pollers_get_304_when_nothing_changed(self):
         cookie = self.login()
-        for path in ("/v1/dashboard/overview", "/v1/nodes?holders=1", "/v1/dashboard/queue"):
+        # (Not /v1/nodes: a node's last_seen changes at every heartbeat.)
+        for path in ("/v1/dashboard/overview", "/v1/dashboard/queue", "/v1/teams"):
             status, _, headers = self.as_browser("GET", path, cookie)
             self.assertEqual(status, 200)
             tag = headers["ETag"]
             status, body, _ = http("GET", self.server.url + path, headers={
-                "Sec-Fetch-Site": "same-origin", "Cookie": f"berth_session={cookie}", "If-None-Match": tag})
+                "Sec-Fetch-Site": "same-origin", "Cookie": f"berth_session_1={cookie}", "If-None-Match": tag})
             self.assertEqual((status, body), (304, ""), path)
         self.b.submit("--", "sleep", "300")
         status, _, _ = http("GET", self.server.url + "/v1/dashboard/overview", headers={
-            "Sec-Fetch-Site": "same-origin", "Cookie": f"berth_session={cookie}", "If-None-Match": tag})
+            "Sec-Fetch-Site": "same-origin", "Cookie": f"berth_session_1={cookie}", "If-None-Match": tag})
         self.assertEqual(status, 200)
 
     def test_overview_counts_the_cluster(self):
@@ -193,7 +212,8 @@ class DashboardHttpTest(BerthTestCase):
                          list(reversed(singles)) + [("group", group), holder])
         g = p["rows"][5]
         self.assertEqual((g["jobs"], g["counts"], g["matching"]), (250, {"PENDING": 250}, 250))
-        self.assertTrue(p["rows"][0]["reason"].startswith("waiting"), p["rows"][0])
+        b.wait_until(lambda: page("")["rows"][0]["reason"].startswith("waiting"),
+                     message="the newest job to say why it waits")
 
         # Expanded: its jobs, a page at a time.
         first = page(f"group={group}&limit=100")
@@ -221,6 +241,7 @@ class DashboardHttpTest(BerthTestCase):
 
         # Bad parameters are named.
         for query, word in (("limit=0", "limit"), ("limit=501", "limit"), ("offset=x", "integers"),
+                            ("offset=2147483600", "offset"), ("view=finished&offset=19950", "newest 20000"),
                             ("sort=name", "sort"), ("status=DONE", "DONE"), ("view=all", "view")):
             status, body, _ = http("GET", self.server.url + "/v1/dashboard/queue?" + query)
             self.assertEqual(status, 400, (query, body))

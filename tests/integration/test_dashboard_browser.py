@@ -44,6 +44,7 @@ class DashboardBrowserTest(BerthTestCase):
                               message=f"the {page} page to render")
 
     def go(self, hash_, page):
+        """Opens `hash_` and waits until it is drawn: `page` is "queue", or "job:<id>"."""
         self.browser.evaluate("delete document.body.dataset.rendered")
         self.browser.evaluate(f"location.hash = {json.dumps(hash_)}")
         self.browser.wait_for(f"(document.body.dataset.rendered || '').startsWith('{page}:')",
@@ -73,8 +74,8 @@ class DashboardBrowserTest(BerthTestCase):
         self.assertEqual(br.evaluate("document.getElementById('who').textContent"), "root (admin)")
         self.assertNotIn("code=", br.evaluate("location.href"))
         cards = br.evaluate("[...document.querySelectorAll('.card')].map(c => c.innerText.replace(/\\s+/g, ' '))")
-        self.assertTrue(any(c.startswith("RUNNING 4") for c in map(str.upper, cards)), cards)
-        self.assertTrue(any(c.startswith("PENDING 1") for c in map(str.upper, cards)), cards)
+        self.assertIn("RUNNING 4 0 STARTING", map(str.upper, cards))
+        self.assertIn("PENDING 1 0 STOPPING", map(str.upper, cards))
         self.assertIn("4 / 4", br.evaluate("document.getElementById('gpu-types').innerText"))
         self.shot("overview")
 
@@ -115,7 +116,7 @@ class DashboardBrowserTest(BerthTestCase):
         self.shot("queue")
 
         # A job's page follows its output live, without reloading.
-        self.go(f"#/job/{two}", "job")
+        self.go(f"#/job/{two}", f"job:{two}")
         br.evaluate("window.stillTheSamePage = true")
         devices = ",".join(map(str, b.show(two)["placement"][0]["gpus"]))
         br.wait_for(f"document.getElementById('logs').textContent.includes('CUDA_VISIBLE_DEVICES={devices}')",
@@ -127,7 +128,7 @@ class DashboardBrowserTest(BerthTestCase):
         self.shot("job")
 
         # Cancelled from its page by its owner.
-        self.go(f"#/job/{waiting}", "job")
+        self.go(f"#/job/{waiting}", f"job:{waiting}")
         br.evaluate("window.confirm = () => true")
         br.evaluate("document.getElementById('cancel').click()")
         b.wait_status(waiting, "CANCELLED")
@@ -157,7 +158,6 @@ class DashboardBrowserTest(BerthTestCase):
             .filter(e => e.name.includes('/v1/')).map(e => e.decodedBodySize))""")
         self.assertLess(biggest, 256 * 1024)
         self.assertLess(max(br.evaluate("window.longTasks") or [0]), 2000)
-        self.assertEqual(br.evaluate("1 + 1"), 2)
         self.shot("queue-10000")
 
         # Sorting and filtering happen on the server: a filter for another user shows nothing.

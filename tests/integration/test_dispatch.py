@@ -135,7 +135,9 @@ class DispatchTest(BerthTestCase):
         self.b.wait_until(lambda: len(accepted) > 60, timeout=60, message="submissions flowing again")
         stop.set()
         t.join()
-        jobs = http("GET", restarted.url + "/v1/jobs?all=1&limit=0")[1]["jobs"]
+        listing = http("GET", restarted.url + "/v1/jobs?all=1&page=10000")[1]
+        self.assertIsNone(listing["next"])  # one page holds them all
+        jobs = listing["jobs"]
         by_id = {j["id"]: j["name"] for j in jobs}
         self.assertEqual(len(by_id), len(jobs))
         for name, job_id in accepted:

@@ -73,12 +73,25 @@ TEST(WebSessionsTest, AFloodOfUnusedCodesKeepsTheNewest) {
   EXPECT_TRUE(sessions.Redeem(newest).ok());
 }
 
-TEST(WebSessionsTest, CookieValueFindsTheNamedCookie) {
-  EXPECT_EQ(CookieValue("a=1; berth_session=abc; b=2", "berth_session"), "abc");
-  EXPECT_EQ(CookieValue("berth_session=\"q\"", "berth_session"), "q");
-  EXPECT_EQ(CookieValue("xberth_session=1; other=2", "berth_session"), "");
-  EXPECT_EQ(CookieValue("", "berth_session"), "");
-  EXPECT_EQ(CookieValue("berth_session", "berth_session"), "");
+TEST(WebSessionsTest, SessionCookiesAreFoundByTheirPrefix) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(CookieValues("a=1; berth_session_8765=abc; b=2", "berth_session"), V{"abc"});
+  EXPECT_EQ(CookieValues("berth_session=\"q\"; berth_session_9=r", "berth_session"), (V{"q", "r"}));
+  EXPECT_EQ(CookieValues("xberth_session=1; berth_sessionx=2; other=3", "berth_session"), V{});
+  EXPECT_EQ(CookieValues("", "berth_session"), V{});
+  EXPECT_EQ(CookieValues("berth_session; berth_session_1=", "berth_session"), V{});
+
+  // A browser sends the session cookies of every berth server of its host: ours is the live one.
+  FakeClock clock;
+  WebSessions sessions(clock);
+  auto ours = sessions.Redeem(sessions.NewLoginCode("alice", ""));
+  ASSERT_TRUE(ours.ok());
+  auto found =
+      sessions.FindInCookies("berth_session_1111=deadbeef; berth_session_2222=" + ours->id);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, ours->id);
+  EXPECT_EQ(found->session.user, "alice");
+  EXPECT_FALSE(sessions.FindInCookies("berth_session_1111=deadbeef"));
 }
 
 class DashboardIdentityTest : public ::testing::Test {
@@ -100,7 +113,8 @@ class DashboardIdentityTest : public ::testing::Test {
     r.peer.transport = net::PeerInfo::Transport::kTcp;
     r.peer.remote_port = 40000;  // alice's loopback connection
     r.headers["sec-fetch-site"] = "same-origin";
-    if (!cookie.empty()) r.headers["cookie"] = std::string(WebSessions::kCookie) + "=" + cookie;
+    if (!cookie.empty())
+      r.headers["cookie"] = std::string(WebSessions::kCookie) + "_8765=" + cookie;
     return r;
   }
 
@@ -126,6 +140,20 @@ TEST_F(DashboardIdentityTest, ABrowserIsNeverLetInForBeingOnTheServersMachine) {
   EXPECT_NE(refused.status().message().find("berth dashboard"), std::string::npos);
   cli.headers["origin"] = "http://evil.example";
   EXPECT_EQ(identity_->Identify(cli).status().code(), Code::kUnauthorized);
+
+  // A page on a rebound DNS name reaches 127.0.0.1 with neither header on a simple GET: its Host
+  // names it, and it is not identified by the loopback either.
+  net::HttpRequest rebound = Browser("GET", "");
+  rebound.headers.erase("sec-fetch-site");
+  rebound.headers["host"] = "evil.example:8765";
+  auto by_name = identity_->Identify(rebound);
+  ASSERT_FALSE(by_name.ok());
+  EXPECT_EQ(by_name.status().code(), Code::kUnauthorized);
+  EXPECT_NE(by_name.status().message().find("Host: evil.example:8765"), std::string::npos);
+  for (const char* host : {"127.0.0.1:8765", "localhost:8765", "[::1]:8765", "127.0.0.1"}) {
+    rebound.headers["host"] = host;
+    EXPECT_EQ(identity_->Identify(rebound)->user, "alice") << host;
+  }
 }
 
 TEST_F(DashboardIdentityTest, ASessionIdentifiesItsUserAndChangesNeedItsCsrfHeader) {
