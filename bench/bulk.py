@@ -201,7 +201,7 @@ class Cluster:
 
     def all_jobs(self, group=None):
         """Every job (or every job of `group`), following the listing's pages."""
-        q = f"{self.url}/v1/jobs?all=1&page=10000" + (f"&group={group}" if group is not None else "")
+        q = f"{self.url}/v1/jobs?all=1&page=2000" + (f"&group={group}" if group is not None else "")
         jobs, before = [], None
         while True:
             page = http(q + (f"&before={before}" if before else ""))

@@ -72,7 +72,7 @@ def wait_done(url, ids, timeout=600):
     pending = set(ids)
     deadline = time.time() + timeout
     while pending and time.time() < deadline:
-        jobs = http(url + "/v1/jobs?page=10000")["jobs"]  # the active jobs (fewer than a page here)
+        jobs = http(url + "/v1/jobs?page=2000")["jobs"]  # the active jobs (fewer than a page here)
         state = {j["id"]: j["status"] for j in jobs}
         pending = {i for i in pending if state.get(i) not in ("SUCCEEDED", "FAILED", "CANCELLED", "FAILED_SETUP")}
         if pending:

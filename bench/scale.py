@@ -80,7 +80,7 @@ def count_states(url, name=None, page=0):
                 counts[j["status"]] = counts.get(j["status"], 0) + 1
 
     if page <= 0:
-        page = 10000  # the server's largest page (every listing is paged)
+        page = 2000  # the server's largest page (every listing is paged)
     before = None
     while True:
         answer = http(url + f"/v1/jobs?all=1&page={page}" + (f"&before={before}" if before else ""))

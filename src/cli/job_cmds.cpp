@@ -319,7 +319,7 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
 }  // namespace
 
 // `berth queue --all`: the page size it asks for (the server's maximum).
-constexpr int kAllJobsPage = 10'000;
+constexpr int kAllJobsPage = 2'000;
 
 int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);

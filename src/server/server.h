@@ -69,7 +69,7 @@ class Server {
   // GET /v1/jobs answers a page of this many jobs when the request names none, and refuses pages
   // over the maximum (docs/api.md).
   static constexpr int kDefaultJobsPage = 1000;
-  static constexpr int kMaxJobsPage = 10'000;
+  static constexpr int kMaxJobsPage = 2'000;
 
   // `store` holds the durable state (src/exe opens SQLite under the state dir; tests may wrap it
   // to inject faults). `clock` must outlive the server.
