@@ -429,17 +429,7 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   for (const auto& [group, id] : group_row) {
     auto row = by_id.find(id);
     if (row == by_id.end()) continue;
-    json::object g = JobJson(*row->second, "");
-    json::object per_status;
-    int total = 0;
-    for (const auto& [status, n] : (*counts)[group]) {
-      per_status[std::string(JobStatusName(status))] = n;
-      total += n;
-    }
-    g["kind"] = "group";
-    g["counts"] = std::move(per_status);
-    g["jobs"] = total;
-    out.emplace_back(id, std::move(g));
+    out.emplace_back(id, GroupRowJson(*row->second, (*counts)[group]));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   json::array listing;
@@ -456,10 +446,9 @@ net::HttpResponse Server::HandleGroup(int64_t group) {
   if (!size.ok()) return ErrorResponse(size.status());
   auto counts = store_->GroupStatusCounts({group});
   if (!counts.ok()) return ErrorResponse(counts.status());
-  json::object per_status;
-  for (const auto& [status, n] : (*counts)[group])
-    per_status[std::string(JobStatusName(status))] = n;
-  return JsonResponse(200, json::object{{"group", group}, {"jobs", *size}, {"counts", per_status}});
+  return JsonResponse(
+      200, json::object{
+               {"group", group}, {"jobs", *size}, {"counts", StatusCountsJson((*counts)[group])}});
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {

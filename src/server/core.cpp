@@ -197,10 +197,7 @@ void Core::Undo(Plan& plan) {
     if (before) {
       ActiveJob& restored = jobs_[id];
       restored = std::move(*before);
-      if (restored.counted) {
-        const auto [slot, group] = *restored.counted;
-        ++job_counts_[group][static_cast<size_t>(slot)];
-      }
+      AddToCounts(restored);
     } else {
       jobs_.erase(id);
     }
@@ -314,22 +311,11 @@ void Core::LogsAppended(int64_t job) {
 Core::QueueOverview Core::Overview(const std::string& user, const std::string& team) {
   QueueOverview out;
   std::map<int64_t, int64_t> groups;  // group -> newest active job
-  HandlerLock lock(this);
-  std::map<std::string, bool> in_team;
-  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
-    const ActiveJob& job = it->second;
-    // A job still stopping has ended for its user: it is listed with the finished ones.
-    if (IsTerminal(job.row.status)) continue;
-    if (!user.empty() && job.row.user != user) continue;
-    if (!team.empty()) {
-      auto [t, fresh] = in_team.try_emplace(job.row.user, false);
-      if (fresh) t->second = TeamOfLocked(job.row.user) == (team == "-" ? "" : team);
-      if (!t->second) continue;
-    }
-    if (job.row.group) {
-      groups.try_emplace(*job.row.group, job.row.id);  // newest first: the first seen is newest
+  for (const QueueEntry& e : ActiveEntries(QueueFilter{.user = user, .team = team})) {
+    if (e.group) {
+      groups.try_emplace(*e.group, e.id);  // newest first: the first seen is newest
     } else {
-      out.ungrouped.push_back(job.row.id);
+      out.ungrouped.push_back(e.id);
     }
   }
   for (const auto& [group, newest] : groups) out.groups.emplace_back(group, newest);

@@ -173,9 +173,9 @@ class Core {
       EXCLUDES(waiting_mu_);
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
-  // The active jobs, for `berth queue`: bulk groups with an active job (with its newest active
-  // member) and the ids of active jobs in no group, newest first. `user` and `team` filter when
-  // set (`team` "-" is the default team).
+  // The active jobs, for `berth queue` (from ActiveEntries): bulk groups with an active job (with
+  // its newest active member) and the ids of active jobs in no group, newest first. `user` and
+  // `team` filter when set (`team` "-" is the default team).
   struct QueueOverview {
     std::vector<std::pair<int64_t, int64_t>> groups;  // (group, its newest active job)
     std::vector<int64_t> ungrouped;
@@ -405,13 +405,16 @@ class Core {
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
 
   // core_jobs.cpp: job state transitions, each adding its writes to the plan.
-  // Keeps job_counts_ current (core_gauges.cpp): CountJob counts a job where it belongs now
-  // (moving it from where it was counted), UncountJob takes it out (it leaves jobs_).
+  // Keeps job_counts_ and pending_by_user_ current (core_gauges.cpp): CountJob counts a job where
+  // it belongs now (moving it from where it was counted), UncountJob takes it out (it leaves
+  // jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
   // The count group of (pool, user's team); a job's, looked up once and kept with it.
   uint32_t CountGroup(const std::string& pool, const std::string& user) REQUIRES(mu_);
   uint32_t CountGroupOf(ActiveJob& job) REQUIRES(mu_);
   void UncountJob(ActiveJob& job) REQUIRES(mu_);
+  // Adds the job where `job.counted` says it is counted (CountJob, and Undo restoring a job).
+  void AddToCounts(const ActiveJob& job) REQUIRES(mu_);
   void RecountAllJobs() REQUIRES(mu_);
   void Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                   TimeMs now) REQUIRES(mu_);
@@ -496,6 +499,8 @@ class Core {
   std::map<std::pair<std::string, std::string>, uint32_t> count_group_ids_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> count_groups_ GUARDED_BY(mu_);
   std::vector<std::array<int64_t, kStatusSlots>> job_counts_ GUARDED_BY(mu_);
+  // Pending jobs per user (none: absent), for max-pending-jobs at submit without a scan.
+  std::unordered_map<std::string, int64_t> pending_by_user_ GUARDED_BY(mu_);
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id

@@ -44,18 +44,29 @@ void Core::CountJob(ActiveJob& job) {
   }
   if (key == job.counted) return;
   UncountJob(job);
-  if (key) ++job_counts_[key->second][static_cast<size_t>(key->first)];
   job.counted = key;
+  AddToCounts(job);
+}
+
+void Core::AddToCounts(const ActiveJob& job) {
+  if (!job.counted) return;
+  ++job_counts_[job.counted->second][static_cast<size_t>(job.counted->first)];
+  if (job.counted->first == static_cast<int>(JobStatus::kPending)) ++pending_by_user_[job.row.user];
 }
 
 void Core::UncountJob(ActiveJob& job) {
   if (!job.counted) return;
   --job_counts_[job.counted->second][static_cast<size_t>(job.counted->first)];
+  if (job.counted->first == static_cast<int>(JobStatus::kPending)) {
+    auto it = pending_by_user_.find(job.row.user);
+    if (--it->second == 0) pending_by_user_.erase(it);
+  }
   job.counted.reset();
 }
 
 void Core::RecountAllJobs() {
   for (auto& counts : job_counts_) counts.fill(0);
+  pending_by_user_.clear();
   for (auto& [id, job] : jobs_) {
     job.counted.reset();
     job.count_group.reset();  // its user may have changed teams
@@ -66,8 +77,9 @@ void Core::RecountAllJobs() {
 bool Core::JobCountsConsistentForTesting() {
   MutexLock lock(mu_);
   std::vector<std::array<int64_t, kStatusSlots>> kept = job_counts_;
+  std::unordered_map<std::string, int64_t> kept_pending = pending_by_user_;
   RecountAllJobs();
-  return kept == job_counts_;
+  return kept == job_counts_ && kept_pending == pending_by_user_;
 }
 
 void Core::WriteGauges(metrics::ExpositionWriter& out) {

@@ -30,14 +30,12 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     if (!feasible.ok()) {
       return Status::Infeasible("this job can never run here: " + feasible.message());
     }
-    // A user's max-pending-jobs refuses what would take them over it (counted only for users
-    // with a limit: a scan of the active jobs).
+    // A user's max-pending-jobs refuses what would take them over it (pending jobs are counted
+    // per user as jobs change).
     auto rules = share_users_.find(request.user);
     if (rules != share_users_.end() && rules->second.max_pending_jobs) {
-      int64_t pending = 0;
-      for (const auto& [id, job] : jobs_) {
-        if (job.row.user == request.user && job.row.status == JobStatus::kPending) ++pending;
-      }
+      auto counted = pending_by_user_.find(request.user);
+      const int64_t pending = counted == pending_by_user_.end() ? 0 : counted->second;
       const int64_t limit = *rules->second.max_pending_jobs;
       if (pending + request.count > limit) {
         return Status::Forbidden(fmt::format(

@@ -344,22 +344,15 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
     auto found = by_id.find(rows[i].entry.id);
     if (found == by_id.end()) continue;  // gone meanwhile
     const JobRow& row = *found->second;
+    if (row.group && !filter.group) {
+      json::object g = GroupRowJson(row, (*counts)[*row.group]);
+      g["matching"] = rows[i].members;
+      out_rows.push_back(std::move(g));
+      continue;
+    }
     auto w = waiting.find(row.id);
     json::object o = JobJson(row, w == waiting.end() ? "" : w->second);
-    if (row.group && !filter.group) {
-      json::object per_status;
-      int64_t total = 0;
-      for (const auto& [status, n] : (*counts)[*row.group]) {
-        per_status[std::string(JobStatusName(status))] = n;
-        total += n;
-      }
-      o["kind"] = "group";
-      o["counts"] = std::move(per_status);
-      o["jobs"] = total;
-      o["matching"] = rows[i].members;
-    } else {
-      o["kind"] = "job";
-    }
+    o["kind"] = "job";
     out_rows.push_back(std::move(o));
   }
   page["total"] = static_cast<int64_t>(rows.size());

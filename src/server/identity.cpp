@@ -53,8 +53,9 @@ bool FromBrowser(const net::HttpRequest& request) {
 bool AddressedToLoopback(const net::HttpRequest& request) {
   std::string host = request.Header("host");
   if (host.empty()) return true;  // HTTP/1.0: no name to check
-  if (host.front() == '[') {
-    host = host.substr(1, host.find(']') == std::string::npos ? 0 : host.find(']') - 1);
+  if (host.front() == '[') {      // [::1]:8765
+    const size_t close = host.find(']');
+    host = close == std::string::npos ? "" : host.substr(1, close - 1);
   } else if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(':') == colon) {
     host.resize(colon);
   }

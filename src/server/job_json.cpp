@@ -101,4 +101,20 @@ json::object NodeJson(const NodeStatus& node) {
   return o;
 }
 
+json::object StatusCountsJson(const std::map<JobStatus, int>& counts) {
+  json::object out;
+  for (const auto& [status, n] : counts) out[std::string(JobStatusName(status))] = n;
+  return out;
+}
+
+json::object GroupRowJson(const JobRow& stands_for, const std::map<JobStatus, int>& counts) {
+  json::object o = JobJson(stands_for, "");
+  int64_t total = 0;
+  for (const auto& [status, n] : counts) total += n;
+  o["kind"] = "group";
+  o["counts"] = StatusCountsJson(counts);
+  o["jobs"] = total;
+  return o;
+}
+
 }  // namespace berth

@@ -15,5 +15,10 @@ json::array PlacementJson(const Placement& placement);
 // A job's row; `waiting` (the last pass's reason) replaces the stored reason of a pending job.
 json::object JobJson(const JobRow& row, const std::string& waiting);
 json::object NodeJson(const NodeStatus& node);
+// A bulk group's jobs per status: {"PENDING": 26, "RUNNING": 4}.
+json::object StatusCountsJson(const std::map<JobStatus, int>& counts);
+// A bulk group as one row of a queue listing: the row of the job that stands for it, with
+// "kind": "group", its "counts" per status and its number of "jobs".
+json::object GroupRowJson(const JobRow& stands_for, const std::map<JobStatus, int>& counts);
 
 }  // namespace berth

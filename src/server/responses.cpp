@@ -49,7 +49,8 @@ net::HttpResponse ErrorResponse(int status, const std::string& message) {
 namespace berth {
 
 void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
-  if (out.status != 200 || out.body.empty()) return;
+  // JSON only: /metrics (a megabyte at scale) is never polled with If-None-Match.
+  if (out.status != 200 || out.body.empty() || out.content_type != "application/json") return;
   uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
   for (unsigned char c : out.body) {
     h ^= c;

@@ -28,7 +28,7 @@ inline net::HttpResponse ErrorResponse(const Status& st) {
 
 namespace berth {
 
-// Gives a 200 answer an ETag (a hash of its body) and turns it into a bodiless 304 when the
+// Gives a 200 JSON answer an ETag (a hash of its body) and turns it into a bodiless 304 when the
 // request's If-None-Match names that tag: a poller (the dashboard) hears "nothing changed" for a
 // few bytes instead of the whole answer again.
 void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out);

@@ -114,12 +114,7 @@ function showLogin(message) {
     onsubmit: async (ev) => {
       ev.preventDefault();
       try {
-        const r = await fetch('/v1/dashboard/login', {
-          method: 'POST', headers: { 'Content-Type': 'application/json' }, credentials: 'same-origin',
-          body: JSON.stringify({ token: input.value.trim() }),
-        });
-        const body = await r.json().catch(() => ({}));
-        if (!r.ok) throw new Error(body.error || r.statusText);
+        await postJson('/v1/dashboard/login', { token: input.value.trim() });
         await start();
       } catch (e) { err.textContent = e.message; }
     },

@@ -52,6 +52,11 @@ TEST_F(FairShareCoreTest, SubmissionsBeyondMaxPendingJobsAreRefused) {
   EXPECT_THAT(refused.status().message(), HasSubstr("max-pending-jobs"));
   EXPECT_THAT(refused.status().message(), HasSubstr("has 2 pending"));
   Submit(Spec(1), "bob");  // nobody else is limited
+  // A job of hers that leaves the queue makes room for one more (the count is kept as jobs change).
+  CancelRequest cancel{.all = true, .user = "alice"};
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  EXPECT_TRUE(core_->Submit({.spec = Spec(1), .user = "alice", .count = 2}).ok());
+  EXPECT_FALSE(core_->Submit({.spec = Spec(1), .user = "alice", .count = 1}).ok());
 }
 
 TEST_F(FairShareCoreTest, MaxRunningGpusHoldsJobsWithAReason) {
