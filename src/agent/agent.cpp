@@ -271,7 +271,7 @@ bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
   for (const auto& e : ParseEvents(ReadFileOr(job.dir + "/events"))) {
     if (e.kind == "exited") return true;
   }
-  AppendEvent(job.dir, {"exited", 137, "run", "the job's supervisor died"});
+  AppendEvent(job.dir, {"exited", 137, "supervisor", "the job's supervisor died"});
   LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit", job.id.job,
           job.id.attempt, job.id.rank);
   return true;
@@ -424,6 +424,8 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
       plan.setup = spec->setup;
       plan.run = spec->run;
       plan.kill_grace_ms = m.kill_grace_ms;
+      plan.warn_signal = m.warn_signal;
+      plan.warn_after_ms = m.warn_after_ms;
       plan.lease_file = options_.state_dir + "/lease";
       Status st = WriteRunPlan(job.dir, plan);
       if (!st.ok()) error = st.message();

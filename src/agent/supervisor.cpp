@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -141,10 +142,13 @@ struct StepResult {
 // recently deleted ones is what a thousand-job sweep spends most of its kernel time on.)
 constexpr size_t kMaxInlineScript = 64 * 1024;
 
+// `warn_signal` (0: none) goes to every process of the step `warn_after_ms` after it starts.
 StepResult RunStep(const std::string& script, const std::string& script_path,
                    const std::string& workdir, const std::map<std::string, std::string>& env,
-                   const std::optional<RunPlan::RunAs>& run_as, int log_fd, int64_t grace_ms) {
+                   const std::optional<RunPlan::RunAs>& run_as, int log_fd, int64_t grace_ms,
+                   int warn_signal = 0, int64_t warn_after_ms = 0) {
   StepResult result;
+  int64_t warn_at = warn_signal > 0 ? g_clock->Monotonic() + warn_after_ms : -1;
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     result.error = "cannot write " + script_path;
@@ -267,6 +271,10 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
     // when its parent dies: no child at all means nothing of the job is left.
     if (main_done && no_children) break;
     CheckLease();
+    if (warn_at >= 0 && !main_done && !result.stopped && g_clock->Monotonic() >= warn_at) {
+      SignalAll(pid, warn_signal);  // the job's warning before its time limit
+      warn_at = -1;
+    }
     if (g_stop_requested && !result.stopped) {
       result.stopped = true;
       SignalAll(pid, SIGTERM);
@@ -284,6 +292,9 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
           g_clock->Monotonic() + 200;  // keep sweeping: a fork racing the kill is caught next round
     }
     int64_t wait_ms = kill_at >= 0 ? std::max<int64_t>(1, kill_at - g_clock->Monotonic()) : 1000;
+    if (warn_at >= 0) {
+      wait_ms = std::clamp<int64_t>(warn_at - g_clock->Monotonic(), 1, wait_ms);
+    }
     if (!g_lease_file.empty()) wait_ms = std::min<int64_t>(wait_ms, 200);
     WaitForSignal(wait_ms);
   }
@@ -347,6 +358,8 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"setup_env", EnvJson(plan.setup_env)},
                  {"run_env", EnvJson(plan.run_env)},
                  {"kill_grace_ms", plan.kill_grace_ms},
+                 {"warn_signal", plan.warn_signal},
+                 {"warn_after_ms", plan.warn_after_ms},
                  {"lease_file", plan.lease_file}};
   if (!WriteFileInPlace(dir + "/run.json", SerializeJson(o), 0600)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
@@ -374,6 +387,10 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   plan.run_env = EnvFromJson(o.if_contains("run_env"));
   auto grace = GetInt(o, "kill_grace_ms", 10'000);
   plan.kill_grace_ms = grace.ok() ? *grace : 10'000;
+  auto warn_signal = GetInt(o, "warn_signal", 0);
+  plan.warn_signal = warn_signal.ok() ? static_cast<int>(*warn_signal) : 0;
+  auto warn_after = GetInt(o, "warn_after_ms", 0);
+  plan.warn_after_ms = warn_after.ok() ? *warn_after : 0;
   plan.lease_file = GetString(o, "lease_file").value();
   auto run_as = RunAsFromJson(o.if_contains("run_as"));
   if (!run_as.ok()) return run_as.status();
@@ -496,7 +513,7 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   StepResult r{};
   if (!plan->run.empty()) {
     r = RunStep(plan->run, dir + "/run.sh", plan->workdir, plan->run_env, plan->run_as, log_fd,
-                plan->kill_grace_ms);
+                plan->kill_grace_ms, plan->warn_signal, plan->warn_after_ms);
   }
   if (!r.error.empty()) {
     AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});

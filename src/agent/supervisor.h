@@ -42,6 +42,10 @@ struct RunPlan {
   std::map<std::string, std::string> setup_env;  // complete environments
   std::map<std::string, std::string> run_env;
   int64_t kill_grace_ms = 10'000;
+  // The task's `signal`: sent to every process of the run step warn_after_ms after it starts (0:
+  // none), so that the job can checkpoint before its time limit.
+  int warn_signal = 0;
+  int64_t warn_after_ms = 0;
   // The agent's lease file ("TERM_AT KILL_AT", monotonic ms). When the agent cannot renew its
   // node's lease (it is partitioned, frozen or dead), the supervisor stops the job by itself:
   // SIGTERM at TERM_AT, SIGKILL at KILL_AT, both before the server's lease runs out and it may

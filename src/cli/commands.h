@@ -81,8 +81,18 @@ struct ExecFlags {
   std::optional<int> priority;
   std::optional<int> num_nodes;
   std::string workdir;
+  std::string pool;
+  std::vector<std::string> after;  // dependencies, added to the task file's depends_on
+  std::optional<int> max_running;
 };
 int Exec(const GlobalFlags& g, const ExecFlags& flags);
+
+struct UpdateFlags {
+  std::optional<int64_t> group;
+  std::string max_running;  // a number, or "none"
+};
+// Changes a bulk group after submission (its max_running).
+int Update(const GlobalFlags& g, const UpdateFlags& flags);
 
 struct WaitFlags {
   std::vector<int64_t> ids;

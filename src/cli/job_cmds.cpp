@@ -195,6 +195,17 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (f.priority) spec.priority = *f.priority;
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
+  if (!f.pool.empty()) spec.pool = f.pool;
+  for (const std::string& text : f.after) {
+    auto dep = ParseDependency(text);
+    if (!dep.ok()) return Fail(Status::Invalid("--after: " + dep.status().message()));
+    spec.depends_on.push_back(std::move(*dep));
+  }
+  if (f.max_running) {
+    if (!f.num_jobs)
+      return Fail(Status::Invalid("--max-running limits a bulk group: add --num-jobs N"));
+    spec.max_running = *f.max_running;
+  }
   // Relative workdirs are relative to where the user stands; no workdir means here (as sbatch
   // does).
   std::error_code ec;
@@ -580,8 +591,36 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   };
   const json::object& r = j.at("resources").as_object();
   fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
-  fmt::print("  status:     {}   attempt {}\n", str("status"), str("attempt"));
+  // `attempt` is the attempt that runs now, or ran last: a job back in the queue keeps its number
+  // until the next attempt is placed (docs/user-guide.md, "Attempts").
+  const int64_t attempt = AsInt(j.at("attempt")).value_or(0);
+  if (str("status") == "PENDING" && attempt > 0) {
+    fmt::print("  status:     PENDING   attempt {} ended; attempt {} starts when placed\n", attempt,
+               attempt + 1);
+  } else {
+    fmt::print("  status:     {}   attempt {}\n", str("status"), attempt);
+  }
   fmt::print("  reason:     {}\n", str("reason"));
+  auto count = [&](const char* key) {
+    const json::value* v = j.if_contains(key);
+    return v ? AsInt(*v).value_or(0) : 0;
+  };
+  if (count("restarts") + count("preemptions") + count("requeues") > 0) {
+    fmt::print(
+        "  requeued:   {} restart(s) after failures, {} preemption(s), {} other requeue(s)\n",
+        count("restarts"), count("preemptions"), count("requeues"));
+  }
+  if (const json::value* nb = j.if_contains("not_before"); nb && nb->is_string()) {
+    fmt::print("  backoff:    not placed before {}\n", std::string(nb->as_string()));
+  }
+  if (const json::value* deps = j.if_contains("depends_on");
+      deps && deps->is_array() && !deps->as_array().empty()) {
+    std::vector<std::string> texts;
+    for (const auto& d : deps->as_array()) {
+      if (d.is_string()) texts.emplace_back(d.as_string());
+    }
+    fmt::print("  depends on: {} (all must hold)\n", Join(texts, "  "));
+  }
   if (const json::value* w = j.if_contains("waiting"); w != nullptr && w->is_object()) {
     PrintWaiting(w->as_object());
   }
@@ -630,7 +669,10 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
                                : SerializeJson(v);
       };
       t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
-             a.at("outcome").is_null() ? "(current)" : s("outcome"), s("exit_code"), s("reason")});
+             a.at("outcome").is_null()   ? "(current)"
+             : s("outcome") == "PENDING" ? "REQUEUED"
+                                         : s("outcome"),
+             s("exit_code"), s("reason")});
     }
     fmt::print("{}", t.Render());
   }
@@ -647,6 +689,38 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     }
     fmt::print("{}", t.Render());
   }
+  return 0;
+}
+
+}  // namespace berth::cli
+
+namespace berth::cli {
+
+int Update(const GlobalFlags& g, const UpdateFlags& f) {
+  if (!f.group) return Fail(Status::Invalid("say which group: --group N"));
+  if (f.max_running.empty()) return Fail(Status::Invalid("say what to change: --max-running N"));
+  json::object body;
+  if (f.max_running == "none") {
+    body["max_running"] = nullptr;
+  } else {
+    char* end = nullptr;
+    long long n = std::strtoll(f.max_running.c_str(), &end, 10);
+    if (end == f.max_running.c_str() || *end != '\0' || n < 1 || n > kMaxRunning) {
+      return Fail(Status::Invalid(
+          fmt::format("--max-running: expected a number from 1 to {} or 'none', got '{}'",
+                      kMaxRunning, f.max_running)));
+    }
+    body["max_running"] = n;
+  }
+  Connection conn(g.server, g.token, g.self_exe);
+  Status st = conn.Connect();
+  if (!st.ok()) return Fail(st);
+  auto res = conn.Call("POST", fmt::format("/v1/groups/{}", *f.group), SerializeJson(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::value& limit = res->as_object().at("max_running");
+  fmt::print(
+      "Group {}: max_running {}.\n", *f.group,
+      limit.is_null() ? std::string("none (no limit)") : std::to_string(AsInt(limit).value()));
   return 0;
 }
 

@@ -182,6 +182,15 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
   exec->add_option("--workdir", exec_flags.workdir,
                    "Working directory on the nodes (default: the current one)");
+  exec->add_option("--pool", exec_flags.pool,
+                   "Run only on nodes of this pool (as the YAML's pool:)");
+  exec->add_option("--after", exec_flags.after,
+                   "Start only once a dependency holds: ok:ID[,ID] (all succeeded), notok:ID (all "
+                   "ended, one failed), any:ID (all ended); ok:group:G for every job of a group. "
+                   "Repeatable (all must hold); added to the task file's depends_on")
+      ->allow_extra_args(false);
+  exec->add_option("--max-running", exec_flags.max_running,
+                   "With --num-jobs: at most N jobs of the group run at once");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
   add_global(exec);
   exec->callback([&] {
@@ -190,6 +199,16 @@ int Main(int argc, char** argv, const Daemons& daemons) {
       exec_flags.command = exec_flags.command || std::strcmp(argv[i], "--") == 0;
     rc = Exec(g, exec_flags);
   });
+
+  UpdateFlags update_flags;
+  auto* update = app.add_subcommand(
+      "update", "Change a bulk group after submission: berth update --group G --max-running N");
+  update->add_option("--group", update_flags.group, "The group to change")->required();
+  update->add_option("--max-running", update_flags.max_running,
+                     "At most N of its jobs run at once ('none': no limit); the owner or an "
+                     "operator");
+  add_global(update);
+  update->callback([&] { rc = Update(g, update_flags); });
 
   QueueFlags queue_flags;
   auto* queue = app.add_subcommand(

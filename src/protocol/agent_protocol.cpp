@@ -298,6 +298,10 @@ json::object LaunchMessage::Encode() const {
     m["num_jobs"] = num_jobs;
   }
   m["kill_grace_ms"] = kill_grace_ms;
+  if (warn_signal > 0) {
+    m["warn_signal"] = warn_signal;
+    m["warn_after_ms"] = warn_after_ms;
+  }
   return m;
 }
 
@@ -348,7 +352,13 @@ Result<LaunchMessage> LaunchMessage::Decode(const json::value& message) {
     m.num_jobs = f.Int("num_jobs", std::nullopt);
   }
   m.kill_grace_ms = f.Int64("kill_grace_ms", 10'000);
+  m.warn_signal = f.Int("warn_signal", 0);
+  m.warn_after_ms = f.Int64("warn_after_ms", 0);
   if (!f.ok()) return f.status();
+  if (m.warn_signal < 0 || m.warn_signal > 64 || m.warn_after_ms < 0) {
+    return Status::Invalid(
+        "launch: 'warn_signal' must be a signal number and 'warn_after_ms' >= 0");
+  }
   if (m.job <= 0) return Status::Invalid("launch: 'job' must be positive");
   if (m.attempt <= 0) return Status::Invalid("launch: 'attempt' must be positive");
   if (m.num_nodes <= 0) return Status::Invalid("launch: 'num_nodes' must be positive");
@@ -513,8 +523,8 @@ Result<Report> Report::Decode(const json::value& entry) {
   std::optional<ReportEvent> e = ParseReportEvent(event);
   if (!e) return Status::Invalid("report: 'event' must be accepted, setting_up, running or exited");
   r.event = *e;
-  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch")
-    return Status::Invalid("report: 'phase' must be setup, run or launch");
+  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch" && r.phase != "supervisor")
+    return Status::Invalid("report: 'phase' must be setup, run, launch or supervisor");
   return r;
 }
 

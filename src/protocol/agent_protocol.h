@@ -115,6 +115,10 @@ struct LaunchMessage {
   int group_rank = 0;
   int num_jobs = 1;
   int64_t kill_grace_ms = 10'000;
+  // A signal for the job's processes warn_after_ms after its run step starts (the task's
+  // `signal`, before its time limit); 0: none.
+  int warn_signal = 0;
+  int64_t warn_after_ms = 0;
 
   bool operator==(const LaunchMessage&) const = default;
 
@@ -193,7 +197,9 @@ struct Report {
   ReportEvent event = ReportEvent::kAccepted;
   // Only meaningful with kExited, and only sent with it.
   std::optional<int> exit_code;  // none: the job never ran, or its end is unknown (JSON null)
-  std::string phase = "run";     // "setup", "run" or "launch" (could not start)
+  // "setup", "run", "launch" (could not start) or "supervisor" (the rank's supervisor died: its
+  // end is unknown, and berth's fault, not the job's).
+  std::string phase = "run";
   std::string reason;
 
   bool operator==(const Report&) const = default;

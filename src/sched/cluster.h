@@ -46,6 +46,14 @@ struct JobRequest {
   std::string exclusive;  // node label key for exclusive placement; "" = none
   TimeMs submitted_at = 0;
   std::optional<DurationMs> time_limit;
+  std::optional<int64_t> group;  // its bulk group, when Snapshot::group_caps may limit it
+};
+
+// A bulk group's max_running (Slurm's array throttle %N): at most `max_running` of its jobs hold
+// resources at once. `running` is how many do now (the server counts them; stopping ones too).
+struct GroupCap {
+  int max_running = 0;
+  int running = 0;
 };
 
 // A job holding resources now (STARTING, SETTING_UP or RUNNING). Used for preemption and
@@ -102,6 +110,7 @@ struct Snapshot {
   std::vector<JobRequest> pending;  // any order; see scheduler.h for the order of a pass
   std::vector<TeamView> teams;
   std::vector<UserView> users;
+  std::map<int64_t, GroupCap> group_caps;  // by group; groups without a cap are absent
   TimeMs now = 0;
 };
 

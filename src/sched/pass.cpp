@@ -168,6 +168,29 @@ PassResult Pass::Run() {
   std::vector<ShapeState> shapes;
   std::vector<Ask> asks;  // by shape: what it asks of quotas and caps
   std::vector<QueueEntry> entries;
+  // Groups with a max_running: how many of their jobs hold resources, counting this pass's
+  // admissions, and the sentence of those at their cap (made once, when first needed).
+  struct CapState {
+    int64_t group = 0;
+    int max_running = 0;
+    int running = 0;
+    uint32_t reason = kNoReason;
+  };
+  std::vector<CapState> caps;
+  std::vector<int> cap_of;  // by position in `pending`: into caps, or -1
+  if (!snapshot_.group_caps.empty()) {
+    std::unordered_map<int64_t, int> slot;
+    for (const auto& [group, cap] : snapshot_.group_caps) {
+      slot.emplace(group, static_cast<int>(caps.size()));
+      caps.push_back({group, cap.max_running, cap.running, kNoReason});
+    }
+    cap_of.assign(pending.size(), -1);
+    for (size_t k = 0; k < pending.size(); ++k) {
+      if (!pending[k].group) continue;
+      auto it = slot.find(*pending[k].group);
+      if (it != slot.end()) cap_of[k] = it->second;
+    }
+  }
   PendingIndex jobs;
   jobs.id.resize(pending.size());
   jobs.shape.resize(pending.size());
@@ -235,6 +258,19 @@ PassResult Pass::Run() {
     // of jobs that cannot start, a job's own request is never touched.
     ShapeState& shape = shapes[e.shape];
     const Ask& ask = asks[e.shape];
+    if (!cap_of.empty() && cap_of[e.pos] >= 0) {
+      CapState& cap = caps[static_cast<size_t>(cap_of[e.pos])];
+      if (cap.running >= cap.max_running) {
+        if (cap.reason == kNoReason) {
+          cap.reason =
+              add("waiting: group " + std::to_string(cap.group) + " is at its max_running (" +
+                  std::to_string(cap.running) + " of its jobs running, at most " +
+                  std::to_string(cap.max_running) + ")");
+        }
+        outcome[e.pos] = cap.reason;
+        return false;
+      }
+    }
     if (any_limits && ask.gpus > 0 && shares_.Limited(e.user, ask)) {
       // The sentence is the same for every job of a (shape, user) until something is admitted.
       auto [it, fresh] = limits.try_emplace(key(e.shape, e.user), admissions, kNoReason);
@@ -334,6 +370,7 @@ PassResult Pass::Run() {
     if (admitted) {
       shares_.Admit(e.user, asks[e.shape]);
       ++admissions;
+      if (!cap_of.empty() && cap_of[e.pos] >= 0) ++caps[static_cast<size_t>(cap_of[e.pos])].running;
     }
     if (fair) fair->Done(admitted);
   }

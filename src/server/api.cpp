@@ -130,12 +130,15 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         }
       }
     }
-    if (top == "groups" && parts.size() == 4 && m == "GET") {
+    if (top == "groups" && parts.size() == 4 && (m == "GET" || m == "POST")) {
       auto id = ParseId(parts[3]);
       if (!id) {
         res->Send(ErrorResponse(
             Status::Invalid("group id must be a positive integer, got '" + parts[3] + "'")));
         return;
+      }
+      if (m == "POST") {
+        return on(state, [this, id, req, by] { return HandleUpdateGroup(*id, *req, *by); });
       }
       return on(read, [this, id] { return HandleGroup(*id); });
     }
@@ -265,6 +268,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
                                     *num_jobs, options_.max_jobs_per_submit)));
   }
   request.user = by.user;
+  request.depend_on_any = by.Has(Role::kOperator);
   request.as_group = o.contains("num_jobs");
   request.count = request.as_group ? static_cast<int>(*num_jobs) : 1;
   auto answer = core_->Submit(std::move(request));
@@ -446,9 +450,42 @@ net::HttpResponse Server::HandleGroup(int64_t group) {
   if (!size.ok()) return ErrorResponse(size.status());
   auto counts = store_->GroupStatusCounts({group});
   if (!counts.ok()) return ErrorResponse(counts.status());
+  auto info = store_->GetGroup(group);
+  if (!info.ok()) return ErrorResponse(info.status());
   return JsonResponse(
-      200, json::object{
-               {"group", group}, {"jobs", *size}, {"counts", StatusCountsJson((*counts)[group])}});
+      200, json::object{{"group", group},
+                        {"jobs", *size},
+                        {"user", info->user},
+                        {"max_running", info->max_running ? json::value(*info->max_running)
+                                                          : json::value(nullptr)},
+                        {"counts", StatusCountsJson((*counts)[group])}});
+}
+
+net::HttpResponse Server::HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
+                                            const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object()) return ErrorResponse(Status::Invalid("the body must be a JSON object"));
+  const json::object& o = body->as_object();
+  std::optional<int> max_running;
+  bool given = false;
+  for (const auto& [key, value] : o) {
+    if (key != "max_running") {
+      return ErrorResponse(Status::Invalid("unknown field '" + std::string(key) +
+                                           "' in a group update (known: max_running)"));
+    }
+    given = true;
+    if (value.is_null()) continue;
+    if (!value.is_int64() || value.as_int64() < 1 || value.as_int64() > kMaxRunning) {
+      return ErrorResponse(Status::Invalid(fmt::format(
+          "max_running must be an integer from 1 to {}, or null for no limit", kMaxRunning)));
+    }
+    max_running = static_cast<int>(value.as_int64());
+  }
+  if (!given) return ErrorResponse(Status::Invalid("say what to change: max_running"));
+  Status st = core_->SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
+  if (!st.ok()) return ErrorResponse(st);
+  return HandleGroup(group);
 }
 
 net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
@@ -462,11 +499,15 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
   // The spec holds the job's environment (often secrets): its owner's and operators' to read.
   o["spec"] = nullptr;
-  auto spec = MayActOn(by, row) ? store_->GetSpec(row.spec_id)
-                                : Result<std::string>(Status::Forbidden("not yours"));
+  // What it waits for is everyone's to see.
+  o["depends_on"] = json::array();
+  auto spec = store_->GetSpec(row.spec_id);
   if (spec.ok()) {
     auto v = ParseJson(*spec, "stored spec");
-    if (v.ok()) o["spec"] = std::move(*v);
+    if (v.ok() && v->is_object()) {
+      if (const auto* deps = v->as_object().if_contains("depends_on")) o["depends_on"] = *deps;
+      if (MayActOn(by, row)) o["spec"] = std::move(*v);
+    }
   }
   auto events = store_->GetEvents(id);
   if (events.ok()) {

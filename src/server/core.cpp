@@ -30,6 +30,7 @@ sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   r.exclusive = spec.exclusive;
   r.submitted_at = row.submitted_at;
   r.time_limit = spec.time_limit;
+  r.group = row.group;
   return r;
 }
 
@@ -89,6 +90,33 @@ Status Core::Load() {
     ActiveJob& loaded = jobs_[row.id];
     loaded = std::move(job);
     CountJob(loaded);
+  }
+  // Pipelines: groups' limits, restarts' backoffs, and the dependencies of waiting submissions.
+  auto limits = store_.LoadGroupLimits();
+  if (!limits.ok()) return limits.status();
+  group_limits_ = std::move(*limits);
+  std::map<int64_t, std::pair<int64_t, int64_t>> waiting;  // spec -> its pending jobs' id range
+  for (const auto& [id, job] : jobs_) {
+    if (job.row.status != JobStatus::kPending) continue;
+    if (job.row.not_before) backoffs_.emplace(*job.row.not_before, id);
+    if (job.spec->depends_on.empty()) continue;
+    auto [it, fresh] = waiting.try_emplace(job.row.spec_id, id, id);
+    it->second.second = id;
+  }
+  Plan deps_plan;
+  for (const auto& [spec_id, range] : waiting) {
+    const ActiveJob& first = jobs_.at(range.first);
+    // Who may depend on what was checked at submission.
+    auto conditions = DependencyConditions(*first.spec, first.row.user, /*any_owner=*/true);
+    if (!conditions.ok()) {
+      LogError("jobs {}..{}: their dependencies cannot be read ({}); they wait", range.first,
+               range.second, conditions.status().message());
+      continue;
+    }
+    AddWaiter(deps_plan, spec_id, std::move(*conditions), range.first, range.second, now);
+  }
+  if (Status st = Execute(deps_plan); !st.ok()) {
+    LogError("cancelling jobs whose dependencies failed: {}; they wait", st.message());
   }
   LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
   return Status::Ok();
@@ -180,6 +208,8 @@ Status Core::Execute(Plan& plan) {
   for (const std::string& reason : plan.events.preempted) metrics_.preemptions.Add({reason});
   if (plan.events.lease_expiries > 0) metrics_.lease_expiries.Add({}, plan.events.lease_expiries);
   for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
+  for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
+  if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
   for (const auto& [node, session] : plan.opens) channel_.Open(node, session);
   for (const auto& node : plan.closes) channel_.Close(node);
   for (const auto& [node, message] : plan.sends) channel_.Send(node, message);
@@ -220,6 +250,14 @@ void Core::Undo(Plan& plan) {
   }
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
+  for (auto& [key, before] : plan.deps_before) deps_.Restore(key, std::move(before));
+  for (auto& [group, before] : plan.group_limits_before) {
+    if (before) {
+      group_limits_[group] = *before;
+    } else {
+      group_limits_.erase(group);
+    }
+  }
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
 }
@@ -233,8 +271,20 @@ void Core::ReapFinished() {
       continue;
     }
     waiting_notes_.erase(it->first);
+    dep_waiting_.erase(it->first);
     UncountJob(job);
     it = jobs_.erase(it);
+  }
+  // Waiters whose jobs are all gone are forgotten.
+  for (auto it = waiter_jobs_.begin(); it != waiter_jobs_.end();) {
+    auto job = jobs_.lower_bound(it->second.first);
+    if (job != jobs_.end() && job->first <= it->second.second) {
+      ++it;
+      continue;
+    }
+    deps_.Remove(it->first);
+    dep_reasons_.erase(it->first);
+    it = waiter_jobs_.erase(it);
   }
 }
 
@@ -250,7 +300,15 @@ void Core::RequestPass() {
 
 bool Core::WaitForPassRequest(DurationMs timeout_ms) {
   MutexLock lock(mu_);
-  if (!pass_requested_ && !shutdown_) pass_cv_.WaitFor(mu_, timeout_ms);
+  if (!backoffs_.empty()) {
+    // A restart's backoff ends: wake for it (wall time, as stored).
+    timeout_ms = std::clamp<DurationMs>(backoffs_.begin()->first - clock_.Now() + 1, 0, timeout_ms);
+  }
+  if (!pass_requested_ && !shutdown_ && timeout_ms > 0) pass_cv_.WaitFor(mu_, timeout_ms);
+  for (TimeMs now = clock_.Now(); !backoffs_.empty() && backoffs_.begin()->first <= now;) {
+    backoffs_.erase(backoffs_.begin());
+    pass_requested_ = true;
+  }
   if (!shutdown_ && !pass_requested_) {
     // A reclaim leaving its team's rate-limit window may let a job held by the limit reclaim now;
     // nothing else would start a pass for it (no job or node changed).
@@ -335,6 +393,10 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
 const std::string* Core::WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry) {
   if (entry != nullptr) *entry = nullptr;
   if (auto note = waiting_notes_.find(job); note != waiting_notes_.end()) return &note->second;
+  if (auto dep = dep_waiting_.find(job); dep != dep_waiting_.end()) {
+    auto text = dep_reasons_.find(dep->second);
+    if (text != dep_reasons_.end()) return &text->second;
+  }
   if (!waiting_pass_ || placed_since_pass_.count(job)) return nullptr;
   const sched::Waiting::Entry* e = waiting_pass_->Find(job);
   if (e == nullptr) return nullptr;
@@ -405,7 +467,7 @@ void Core::CheckLeases() {
         continue;
       }
       std::string why = "node " + name + " stopped answering (lease expired)";
-      if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
+      if (job.spec->on_node_lost == RecoveryAction::kRequeue && !job.spec->retry.never) {
         Requeue(plan, job, why + "; requeued", now);
       } else {
         EndJob(plan, job, JobStatus::kLost, why, std::nullopt, now);
@@ -426,9 +488,18 @@ void Core::CheckTimeLimits() {
   Plan plan;
   for (auto& [id, job] : jobs_) {
     if (job.terminating || !IsActive(job.row.status) || !job.spec->time_limit) continue;
-    if (job.running_since == 0 || mono - job.running_since <= *job.spec->time_limit) continue;
-    EndJob(plan, job, JobStatus::kFailed,
-           "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded", std::nullopt, now);
+    // With time_limit_scope: job the limit bounds the running time of every attempt, summed.
+    const bool whole_job = job.spec->time_limit_scope == TimeLimitScope::kJob;
+    const DurationMs before = whole_job ? job.row.run_ms : 0;
+    if (job.running_since == 0 || before + mono - job.running_since <= *job.spec->time_limit) {
+      continue;
+    }
+    EndJob(
+        plan, job, JobStatus::kFailed,
+        "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded" +
+            (whole_job && job.row.attempt > 1 ? fmt::format(" (over {} attempts)", job.row.attempt)
+                                              : std::string()),
+        std::nullopt, now);
   }
   if (plan.batch.empty()) return;
   plan.reap = true;

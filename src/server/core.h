@@ -48,6 +48,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "protocol/agent_protocol.h"
+#include "sched/dependencies.h"
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
 #include "server/core_metrics.h"
@@ -86,7 +87,8 @@ struct SubmitRequest {
   JobSpec spec;
   std::string user;
   int count = 1;
-  bool as_group = false;  // a bulk group: jobs get ranks 0..count-1
+  bool as_group = false;       // a bulk group: jobs get ranks 0..count-1
+  bool depend_on_any = false;  // its dependencies may name other users' jobs (an operator)
 };
 
 struct SubmitAnswer {
@@ -138,6 +140,12 @@ class Core {
   // afresh), on the request of `user`; `any` lets them requeue other users' jobs (an operator).
   // Forbidden (not theirs), NotFound, Conflict (pending already, or ended), Unavailable.
   Status Requeue(int64_t job, const std::string& user, bool any) EXCLUDES(mu_);
+  // Sets (or, with nullopt, lifts) bulk group `group`'s max_running, on the request of `user`;
+  // `any` lets them change other users' groups (an operator). NotFound, Forbidden, Unavailable.
+  Status SetGroupLimit(int64_t group, std::optional<int> max_running, const std::string& user,
+                       bool any) EXCLUDES(mu_);
+  // A group's max_running now (none: no limit).
+  std::optional<int> GroupLimit(int64_t group) EXCLUDES(mu_);
   // NotFound for an unknown node; Unavailable when the change could not be recorded.
   // `by` is recorded in the audit log.
   Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "")
@@ -360,7 +368,11 @@ class Core {
     std::optional<std::set<int64_t>> launch_held_before;
     std::optional<CancelSeqs> cancel_before;
     std::vector<std::string> reclaims;  // teams whose reclaims this plan applies (rate limit)
-    PlanEvents events;                  // counted in metrics_ once committed
+    std::map<sched::Dependencies::Key, std::optional<sched::Dependencies::Waiter>> deps_before;
+    std::map<int64_t, std::optional<int>> group_limits_before;
+    std::set<sched::Dependencies::Key> deps_changed;   // their waiting reasons are written again
+    std::vector<std::pair<TimeMs, int64_t>> backoffs;  // (not_before, job): restarts to wake for
+    PlanEvents events;                                 // counted in metrics_ once committed
   };
 
   // A pass's input, copied under the lock: the snapshot and the generations it saw.
@@ -421,8 +433,42 @@ class Core {
   void EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
               std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
   void StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) REQUIRES(mu_);
+  // Why an attempt goes back to the queue: each is counted in its own column of the job.
+  enum class RequeueCause { kOther, kPreempted, kRestart };
+  // Ends the current attempt (its processes are stopped; its resources stay held until they are
+  // gone) and puts the job back in the queue. A restart records the attempt's failure (`outcome`,
+  // `exit_code`) and waits out the retry policy's backoff.
   void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
-               bool preempted = false) REQUIRES(mu_);
+               RequeueCause cause = RequeueCause::kOther,
+               std::optional<JobStatus> outcome = std::nullopt,
+               std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
+  // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
+  // else the job ends.
+  void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+                   std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
+  // Running time of the current attempt so far (monotonic), 0 when it is not running.
+  DurationMs RunningFor(const ActiveJob& job) const REQUIRES(mu_);
+
+  // core_pipelines.cpp: dependencies, group limits, backoffs.
+  // The conditions of `spec`'s dependencies as they stand now, read under the lock (the store
+  // agrees with memory there). InvalidArgument/NotFound/Forbidden name what is wrong.
+  Result<std::vector<sched::DepCondition>> DependencyConditions(const JobSpec& spec,
+                                                                const std::string& user,
+                                                                bool any_owner) REQUIRES(mu_);
+  // Registers the dependencies of the submission whose jobs are first..last; cancels them when the
+  // dependencies can no longer hold.
+  void AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
+                 int64_t first, int64_t last, TimeMs now) REQUIRES(mu_);
+  // A job ended for good: its dependents whose dependencies now hold are released, those whose
+  // can no longer hold are cancelled (which cascades).
+  void DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
+  void CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why, TimeMs now)
+      REQUIRES(mu_);
+  // Whether a pending job may be placed now: its dependencies hold and its backoff is over.
+  bool Eligible(const ActiveJob& job, TimeMs now) const REQUIRES(mu_);
+  // Writes the waiting reasons of the jobs of waiters `keys` ("waiting for job 10 (RUNNING)").
+  void WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys) REQUIRES(mu_);
+  std::string DependencyReason(sched::Dependencies::Key key) const REQUIRES(mu_);
   // Adds what the job's current attempt used to the plan (its usage record).
   // The usage of the job's current attempt from its placement until `now` (an attempt placed at an
   // unknown time counts none).
@@ -502,6 +548,13 @@ class Core {
   // Pending jobs per user (none: absent), for max-pending-jobs at submit without a scan.
   std::unordered_map<std::string, int64_t> pending_by_user_ GUARDED_BY(mu_);
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
+  // Pipelines. Dependencies of waiting submissions, keyed by spec id, with each one's jobs (a
+  // submission's jobs have consecutive ids: first..last).
+  sched::Dependencies deps_ GUARDED_BY(mu_);
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> waiter_jobs_ GUARDED_BY(mu_);
+  std::map<int64_t, int> group_limits_ GUARDED_BY(mu_);  // group -> max_running
+  // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
+  std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id
   std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);            // job id -> follower
@@ -533,6 +586,10 @@ class Core {
   std::shared_ptr<const sched::Waiting> waiting_pass_ GUARDED_BY(waiting_mu_);
   std::unordered_set<int64_t> placed_since_pass_ GUARDED_BY(waiting_mu_);
   std::unordered_map<int64_t, std::string> waiting_notes_ GUARDED_BY(waiting_mu_);
+  // Jobs held outside the passes: waiting on dependencies (job -> its waiter's key, whose reason is
+  // in dep_reasons_), or on a restart's backoff (restart_reasons_). Kept across passes.
+  std::unordered_map<int64_t, sched::Dependencies::Key> dep_waiting_ GUARDED_BY(waiting_mu_);
+  std::unordered_map<sched::Dependencies::Key, std::string> dep_reasons_ GUARDED_BY(waiting_mu_);
   // Why `job` waits: a note, or its entry in the last pass's list (*entry, when asked for); nullptr
   // when neither knows it.
   const std::string* WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry)

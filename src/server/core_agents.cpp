@@ -305,13 +305,19 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       if (r.phase == "launch") {
         EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
                r.exit_code, now);
+      } else if (r.phase == "supervisor") {
+        // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
+        // code, so it is never restarted by the retry policy (nor counted as a restart).
+        EndJob(plan, *job, JobStatus::kFailed,
+               fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
+               r.exit_code, now);
       } else if (!r.exit_code || *r.exit_code != 0) {
         JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
         std::string what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
         if (!r.reason.empty()) what += " (" + r.reason + ")";
-        EndJob(plan, *job, status,
-               std::string(r.phase == "setup" ? "setup failed: " : "") + what + where, r.exit_code,
-               now);
+        FailAttempt(plan, *job, status,
+                    std::string(r.phase == "setup" ? "setup failed: " : "") + what + where,
+                    r.exit_code, now);
       } else {
         bool all = true;
         for (const auto& x : job->ranks) all = all && x.exited;

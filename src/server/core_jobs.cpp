@@ -26,6 +26,10 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
   if (IsTerminal(status)) {
     plan.wake_logs.insert(job.row.id);
     plan.reap = true;
+    DependencyEnded(plan, job, now);
+  } else if (deps_.size() > 0) {
+    // Jobs waiting for this one show its status in their reason.
+    for (auto key : deps_.Watching(job.row.id, job.row.group)) plan.deps_changed.insert(key);
   }
 }
 
@@ -66,18 +70,40 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
   }
 }
 
+DurationMs Core::RunningFor(const ActiveJob& job) const {
+  if (job.running_since == 0) return 0;
+  return std::max<DurationMs>(0, clock_.Monotonic() - job.running_since);
+}
+
 void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
-                   bool preempted) {
+                   RequeueCause cause, std::optional<JobStatus> outcome,
+                   std::optional<int> exit_code) {
   MutJob(plan, job);
+  const bool preempted = cause == RequeueCause::kPreempted;
   RecordUsage(plan, job, now, false, preempted);
+  // A restart keeps its place in the queue (the queue is ordered by id); the wait it is measured
+  // by starts again.
   job.queued_at = now;
+  job.row.run_ms += RunningFor(job);
+  switch (cause) {
+    case RequeueCause::kPreempted:
+      ++job.row.preemptions;
+      break;
+    case RequeueCause::kRestart:
+      ++job.row.restarts;
+      break;
+    case RequeueCause::kOther:
+      ++job.row.requeues;
+      break;
+  }
   AttemptRow attempt;
   attempt.attempt = job.row.attempt;
   attempt.placement = job.row.placement;
   attempt.placed_at = job.placed_at;
   attempt.ended_at = now;
-  attempt.outcome = JobStatus::kPending;
+  attempt.outcome = outcome.value_or(JobStatus::kPending);
   attempt.reason = reason;
+  attempt.exit_code = exit_code;
   plan.batch.attempts.push_back({job.row.id, attempt});
   StopRanks(plan, job, reason);
   DyingAttempt dying{job.row.placement, job.row.resources, {}};
@@ -101,8 +127,39 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
   job.row.started_at.reset();
   job.running_since = 0;
   job.ranks.assign(job.ranks.size(), RankState{});
-  Transition(plan, job, JobStatus::kPending, reason, now);
+  std::string why = reason;
+  if (cause == RequeueCause::kRestart) {
+    const RetryPolicy& retry = job.spec->retry;
+    why = fmt::format("{}; restart {} of {}", reason, job.row.restarts, retry.max_restarts);
+    if (retry.backoff > 0) {
+      job.row.not_before = now + retry.backoff;
+      plan.backoffs.emplace_back(*job.row.not_before, job.row.id);
+      why += ", after a backoff of " + FormatDuration(retry.backoff);
+    }
+  }
+  Transition(plan, job, JobStatus::kPending, why, now);
   plan.kick = true;
+}
+
+void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+                       std::optional<int> exit_code, TimeMs now) {
+  const RetryPolicy& retry = job.spec->retry;
+  bool retryable = !retry.never && job.row.restarts < retry.max_restarts;
+  if (retryable && !retry.on_exit_codes.empty()) {
+    retryable = exit_code && std::find(retry.on_exit_codes.begin(), retry.on_exit_codes.end(),
+                                       *exit_code) != retry.on_exit_codes.end();
+  }
+  if (!retryable) {
+    std::string why = reason;
+    if (retry.max_restarts > 0 && job.row.restarts >= retry.max_restarts) {
+      why +=
+          fmt::format(" (after {} restart{})", job.row.restarts, job.row.restarts == 1 ? "" : "s");
+    }
+    EndJob(plan, job, status, why, exit_code, now);
+    return;
+  }
+  // Every rank of a gang restarts together: the others are stopped, and the job is placed anew.
+  Requeue(plan, job, reason, now, RequeueCause::kRestart, status, exit_code);
 }
 
 UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
@@ -214,6 +271,14 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
     m.num_jobs = job.group_size;
   }
   m.kill_grace_ms = job.spec->kill_grace.value_or(options_.kill_grace_ms);
+  if (job.spec->signal && job.spec->time_limit) {
+    // The warning goes out `before` the limit; the agent's supervisor times it from the start of
+    // the run step, as the limit runs from the job's start of RUNNING.
+    DurationMs left = *job.spec->time_limit;
+    if (job.spec->time_limit_scope == TimeLimitScope::kJob) left -= job.row.run_ms;
+    m.warn_signal = job.spec->signal->number;
+    m.warn_after_ms = std::max<DurationMs>(0, left - job.spec->signal->before);
+  }
   return m;
 }
 

@@ -48,11 +48,18 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     snap.nodes.push_back(ViewOf(node));
     in.node_gens.emplace(name, node.sched_gen);
   }
+  std::map<int64_t, int> group_running;
   for (const auto& [id, job] : jobs_) {
     if (job.row.status == JobStatus::kPending) {
+      // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
+      // nothing back, reserve nothing, and cost the pass nothing but this check.
+      if (!Eligible(job, now)) continue;
       snap.pending.push_back(job.request);
       in.job_gens.emplace(id, job.gen);
     } else if (IsActive(job.row.status) || job.terminating) {
+      if (job.row.group && !group_limits_.empty() && group_limits_.count(*job.row.group)) {
+        ++group_running[*job.row.group];
+      }
       sched::RunningJob r;
       r.id = id;
       r.attempt = job.row.attempt;
@@ -76,6 +83,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     r.placement = dying.placement;
     r.stopping = true;  // holds resources until its processes are gone; never a victim again
     snap.running.push_back(std::move(r));
+  }
+  for (const auto& [group, limit] : group_limits_) {
+    auto running = group_running.find(group);
+    snap.group_caps[group] = {limit, running == group_running.end() ? 0 : running->second};
   }
   AddShares(snap);
   return in;
@@ -200,8 +211,8 @@ bool Core::RunPass() {
                                     : fmt::format("preempted by job {} (priority {})", job.row.id,
                                                   job.row.priority);
         plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
-        if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-          Requeue(plan, victim, why + "; requeued", now, true);
+        if (victim.spec->on_preemption == RecoveryAction::kRequeue && !victim.spec->retry.never) {
+          Requeue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
         } else {
           EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
         }

@@ -14,6 +14,9 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
                                        request.count, options_.max_jobs_per_submit));
   }
   if (request.spec.name.empty()) request.spec.name = "job";
+  if (request.spec.max_running && !request.as_group) {
+    return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
+  }
   SubmitWriter writer{&request, 0};
   {
     HandlerLock lock(this);
@@ -42,6 +45,16 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
             "user {} has {} pending job(s) and may have at most {} (max-pending-jobs); this "
             "submission of {} would exceed it",
             request.user, pending, limit, request.count));
+      }
+    }
+    if (!request.spec.depends_on.empty()) {
+      // Refused now if a dependency names something unknown or not theirs, or can never hold;
+      // checked again when the jobs are recorded (a dependency may end in between).
+      auto conditions = DependencyConditions(request.spec, request.user, request.depend_on_any);
+      if (!conditions.ok()) return conditions.status();
+      sched::Dependencies check;
+      if (check.Add(0, std::move(*conditions)) == sched::DepState::kFailed) {
+        return Status::Invalid("this job could never start: " + check.Find(0)->why);
       }
     }
   }
@@ -74,6 +87,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     sub.num_nodes = spec.num_nodes;
     sub.resources = spec.resources;
     sub.as_group = w->request->as_group;
+    sub.max_running = spec.max_running;
     sub.count = w->request->count;
     sub.now = now;
     subs.push_back(std::move(sub));
@@ -142,10 +156,23 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
              "cancelled by a cancel --all that arrived while it was submitted", std::nullopt, now);
     }
   }
-  if (cancelled_in_flight) {
+  if (stored.group && shared->max_running) group_limits_[*stored.group] = *shared->max_running;
+  if (!shared->depends_on.empty() && !cancelled_in_flight) {
+    auto conditions = DependencyConditions(*shared, request.user, /*any_owner=*/true);
+    if (!conditions.ok()) {
+      // Checked before it was written: only the store can fail here. The jobs wait, as they would
+      // after a restart that could not read their dependencies.
+      LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
+               stored.ids.back(), conditions.status().message());
+    } else {
+      AddWaiter(cancel_plan, stored.spec_id, std::move(*conditions), stored.ids.front(),
+                stored.ids.back(), now);
+    }
+  }
+  if (!cancel_plan.batch.empty() || !cancel_plan.deps_changed.empty()) {
     Status st = Execute(cancel_plan);
     // The jobs stay pending, as recorded: the submission itself succeeded.
-    if (!st.ok()) LogError("cancelling an in-flight submission: {}", st.message());
+    if (!st.ok()) LogError("after recording a submission: {}", st.message());
   }
   writer.answer = std::move(answer);
 }

@@ -55,6 +55,11 @@ json::object JobJson(const JobRow& row, const std::string& waiting) {
   o["ended_at"] = TimeToJson(row.ended_at);
   o["exit_code"] = row.exit_code ? json::value(*row.exit_code) : json::value(nullptr);
   o["attempt"] = row.attempt;
+  o["restarts"] = row.restarts;
+  o["preemptions"] = row.preemptions;
+  o["requeues"] = row.requeues;
+  o["not_before"] = TimeToJson(row.not_before);
+  o["earlier_run_seconds"] = static_cast<double>(row.run_ms) / 1000;
   o["placement"] = PlacementJson(row.placement);
   o["reason"] = row.status == JobStatus::kPending && !waiting.empty() ? waiting : row.reason;
   return o;

@@ -106,6 +106,9 @@ class Server {
   net::HttpResponse HandleQueue(const net::HttpRequest& req);
   // GET /v1/groups/{id}: a bulk group's size and its jobs' counts per status (`berth wait`).
   net::HttpResponse HandleGroup(int64_t group);
+  // POST /v1/groups/N {"max_running": M|null}: the owner or an operator.
+  net::HttpResponse HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
+                                      const Principal& by);
   net::HttpResponse HandleShowJob(int64_t id, const Principal& by);
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRequeue(int64_t id, const Principal& by);

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,52 @@ namespace berth {
 
 enum class RecoveryAction { kRequeue, kFail };
 
+// A dependency on earlier jobs (Slurm's --dependency): `ok` holds when every named job succeeded,
+// `notok` when every one has ended and at least one did not succeed, `any` when every one has
+// ended, however. A job waits (PENDING) until all of its dependencies hold; one that can no longer
+// hold ends the job CANCELLED. Named jobs must exist when the dependency is submitted, so
+// dependencies never form a cycle.
+enum class DependencyKind { kOk, kNotOk, kAny };
+struct Dependency {
+  DependencyKind kind = DependencyKind::kOk;
+  bool groups = false;       // `ids` are bulk groups (every job of each), not jobs
+  std::vector<int64_t> ids;  // at least one, each > 0
+  bool operator==(const Dependency&) const = default;
+};
+
+// "ok:10,11", "any:group:3", and Slurm's "afterok:10:11". Errors say what is wrong.
+Result<Dependency> ParseDependency(std::string_view text);
+// The canonical text: "ok:10,11", "notok:group:3".
+std::string DependencyText(const Dependency& dep);
+std::string_view DependencyKindName(DependencyKind kind);  // "ok", "notok", "any"
+
+// When a failed attempt runs again. The default (max_restarts 0) never restarts; `never` says so
+// explicitly and also ends the job, rather than requeueing it, when it is preempted or its node is
+// lost: no second attempt of it ever starts.
+struct RetryPolicy {
+  int max_restarts = 0;            // failed attempts restarted, at most
+  std::vector<int> on_exit_codes;  // restart only on these exit codes; empty: any failure
+  DurationMs backoff = 0;          // wait this long in the queue before the next attempt
+  bool never = false;              // `retry: never`
+  bool operator==(const RetryPolicy&) const = default;
+};
+
+// Whether time_limit bounds each attempt (the default) or the job's running time summed over all of
+// its attempts.
+enum class TimeLimitScope { kAttempt, kJob };
+
+// A signal sent to every process of the job `before` its time limit (Slurm's --signal), so it can
+// checkpoint; then SIGTERM at the limit and SIGKILL after the kill grace.
+struct WarnSignal {
+  int number = 0;    // SIGUSR1, ...
+  std::string name;  // "USR1": upper case, without "SIG", however the user wrote it
+  DurationMs before = 0;
+  bool operator==(const WarnSignal&) const = default;
+};
+// "USR1", "SIGUSR1", "usr1" -> the signal, with `name` "USR1" and `before` 0. Only signals a job
+// can trap: HUP, INT, QUIT, USR1, USR2, ALRM, TERM, CONT, URG, WINCH (not KILL or STOP).
+Result<WarnSignal> ParseSignalName(std::string_view name);
+
 // Limits that keep one request from hurting the server. Documented in docs/task-yaml.md.
 constexpr int kMaxNumNodes = 1024;
 constexpr MilliCpu kMaxCpus = 1'000'000 * kMilliPerCpu;  // a million CPUs per node
@@ -29,6 +76,10 @@ constexpr size_t kMaxScriptBytes = 1 << 20;              // setup and run, each
 constexpr int kMinPriority = -1000000;
 constexpr int kMaxPriority = 1000000;
 constexpr DurationMs kMaxTimeLimit = 365LL * 24 * 3'600'000;  // a year; keeps JSON seconds exact
+constexpr int kMaxRestarts = 1000;
+constexpr DurationMs kMaxBackoff = 24LL * 3'600'000;  // a day
+constexpr size_t kMaxDependencyIds = 1000;            // jobs or groups named, over all dependencies
+constexpr int kMaxRunning = 1'000'000;
 
 struct JobSpec {
   std::string name;  // defaults to the first word of run, or "job"
@@ -46,6 +97,12 @@ struct JobSpec {
   std::optional<DurationMs> kill_grace;  // SIGTERM -> SIGKILL grace; empty: the server's default
   RecoveryAction on_preemption = RecoveryAction::kRequeue;
   RecoveryAction on_node_lost = RecoveryAction::kFail;
+  // Pipelines (docs/user-guide.md "Pipelines").
+  std::vector<Dependency> depends_on;  // all must hold
+  std::optional<int> max_running;      // a bulk group: at most this many of its jobs placed at once
+  RetryPolicy retry;
+  TimeLimitScope time_limit_scope = TimeLimitScope::kAttempt;
+  std::optional<WarnSignal> signal;  // needs time_limit; `before` less than it
 
   bool operator==(const JobSpec&) const = default;
 };

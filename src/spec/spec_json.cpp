@@ -189,6 +189,116 @@ Status GetRecoveryObject(const json::value& v, JobSpec* spec) {
   return Status::Ok();
 }
 
+// Seconds to milliseconds, a number (not null).
+Status GetDuration(const json::value& v, std::string_view path, DurationMs* out) {
+  double s = 0;
+  BERTH_RETURN_IF_ERROR(GetDouble(v, path, &s));
+  *out = static_cast<DurationMs>(std::llround(s * 1000.0));
+  return Status::Ok();
+}
+
+Status GetBool(const json::value& v, std::string_view path, bool* out) {
+  if (!v.is_bool()) return WrongType(path, "true or false", v);
+  *out = v.get_bool();
+  return Status::Ok();
+}
+
+// ["ok:10", "any:group:3"]: each a dependency text (ParseDependency).
+Status GetDependsOn(const json::value& v, std::vector<Dependency>* out) {
+  if (!v.is_array()) return WrongType("depends_on", "a list of dependencies like \"ok:10\"", v);
+  out->clear();
+  const json::array& items = v.get_array();
+  if (items.size() > kMaxDependencyIds) {  // each names one job or group at least
+    return Status::Invalid(
+        fmt::format("depends_on has {} dependencies; at most {} jobs and groups are allowed",
+                    items.size(), kMaxDependencyIds));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string path = fmt::format("depends_on[{}]", i);
+    std::string text;
+    BERTH_RETURN_IF_ERROR(GetString(items[i], path, &text));
+    auto dep = ParseDependency(text);
+    if (!dep.ok()) return Status::Invalid(fmt::format("{}: {}", path, dep.status().message()));
+    out->push_back(std::move(*dep));
+  }
+  return Status::Ok();
+}
+
+Status GetMaxRunning(const json::value& v, std::optional<int>* out) {
+  if (v.is_null()) {
+    out->reset();
+    return Status::Ok();
+  }
+  int n = 0;
+  BERTH_RETURN_IF_ERROR(GetInt(v, "max_running", &n));
+  *out = n;
+  return Status::Ok();
+}
+
+Status GetRetry(const json::value& v, RetryPolicy* retry) {
+  if (!v.is_object()) return WrongType("retry", "an object", v);
+  *retry = {};
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "max_restarts") {
+      BERTH_RETURN_IF_ERROR(GetInt(value, "retry.max_restarts", &retry->max_restarts));
+    } else if (key == "on_exit_codes") {
+      if (!value.is_array()) return WrongType("retry.on_exit_codes", "a list", value);
+      retry->on_exit_codes.clear();
+      const json::array& codes = value.get_array();
+      for (size_t i = 0; i < codes.size(); ++i) {
+        int code = 0;
+        BERTH_RETURN_IF_ERROR(GetInt(codes[i], fmt::format("retry.on_exit_codes[{}]", i), &code));
+        retry->on_exit_codes.push_back(code);
+      }
+    } else if (key == "backoff_s") {
+      BERTH_RETURN_IF_ERROR(GetDuration(value, "retry.backoff_s", &retry->backoff));
+    } else if (key == "never") {
+      BERTH_RETURN_IF_ERROR(GetBool(value, "retry.never", &retry->never));
+    } else {
+      return Unknown("retry", key);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GetTimeLimitScope(const json::value& v, TimeLimitScope* out) {
+  std::string s;
+  BERTH_RETURN_IF_ERROR(GetString(v, "time_limit_scope", &s));
+  if (s == "attempt") {
+    *out = TimeLimitScope::kAttempt;
+  } else if (s == "job") {
+    *out = TimeLimitScope::kJob;
+  } else {
+    return Status::Invalid(
+        fmt::format("time_limit_scope: expected \"attempt\" or \"job\", got \"{}\"", s));
+  }
+  return Status::Ok();
+}
+
+Status GetSignal(const json::value& v, std::optional<WarnSignal>* out) {
+  out->reset();
+  if (v.is_null()) return Status::Ok();
+  if (!v.is_object()) return WrongType("signal", "an object or null", v);
+  std::optional<std::string> name;
+  DurationMs before = 0;
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "name") {
+      name.emplace();
+      BERTH_RETURN_IF_ERROR(GetString(value, "signal.name", &*name));
+    } else if (key == "before_s") {
+      BERTH_RETURN_IF_ERROR(GetDuration(value, "signal.before_s", &before));
+    } else {
+      return Unknown("signal", key);
+    }
+  }
+  if (!name) return Status::Invalid("signal: name is missing");
+  auto sig = ParseSignalName(*name);
+  if (!sig.ok()) return Status::Invalid("signal.name: " + sig.status().message());
+  sig->before = before;
+  *out = std::move(*sig);
+  return Status::Ok();
+}
+
 Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "name") return GetString(value, key, &spec->name);
   if (key == "num_nodes") return GetInt(value, key, &spec->num_nodes);
@@ -209,6 +319,11 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "time_limit_s") return GetSeconds(value, key, &spec->time_limit);
   if (key == "kill_grace_s") return GetSeconds(value, key, &spec->kill_grace);
   if (key == "recovery") return GetRecoveryObject(value, spec);
+  if (key == "depends_on") return GetDependsOn(value, &spec->depends_on);
+  if (key == "max_running") return GetMaxRunning(value, &spec->max_running);
+  if (key == "retry") return GetRetry(value, &spec->retry);
+  if (key == "time_limit_scope") return GetTimeLimitScope(value, &spec->time_limit_scope);
+  if (key == "signal") return GetSignal(value, &spec->signal);
   return Unknown("", key);
 }
 
@@ -251,6 +366,23 @@ json::value SpecToJson(const JobSpec& spec) {
   out["kill_grace_s"] = seconds(spec.kill_grace);
   out["recovery"] = json::object{{"on_preemption", RecoveryName(spec.on_preemption)},
                                  {"on_node_lost", RecoveryName(spec.on_node_lost)}};
+  json::array depends_on;
+  for (const Dependency& dep : spec.depends_on) depends_on.emplace_back(DependencyText(dep));
+  out["depends_on"] = std::move(depends_on);
+  out["max_running"] = spec.max_running ? json::value(*spec.max_running) : json::value(nullptr);
+  json::array exit_codes;
+  for (int code : spec.retry.on_exit_codes) exit_codes.emplace_back(code);
+  out["retry"] = json::object{{"max_restarts", spec.retry.max_restarts},
+                              {"on_exit_codes", std::move(exit_codes)},
+                              {"backoff_s", Number(spec.retry.backoff, 1000)},
+                              {"never", spec.retry.never}};
+  out["time_limit_scope"] = spec.time_limit_scope == TimeLimitScope::kJob ? "job" : "attempt";
+  json::value signal = nullptr;
+  if (spec.signal) {
+    signal =
+        json::object{{"name", spec.signal->name}, {"before_s", Number(spec.signal->before, 1000)}};
+  }
+  out["signal"] = std::move(signal);
   return out;
 }
 

@@ -59,10 +59,12 @@ std::pair<int, int> TreeDepth(const YAML::Node& top) {
 
 using FieldList = std::span<const std::string_view>;
 
-constexpr std::string_view kTopFields[] = {"name",       "num_nodes",  "resources",     "envs",
-                                           "secrets",    "workdir",    "setup",         "run",
-                                           "priority",   "pool",       "node_selector", "placement",
-                                           "time_limit", "kill_grace", "recovery"};
+constexpr std::string_view kTopFields[] = {
+    "name",          "num_nodes",   "resources",  "envs",       "secrets",
+    "workdir",       "setup",       "run",        "priority",   "pool",
+    "node_selector", "placement",   "time_limit", "kill_grace", "recovery",
+    "depends_on",    "max_running", "retry",      "signal",     "time_limit_scope",
+};
 constexpr std::string_view kTopCloudFields[] = {"file_mounts",  "storage_mounts", "service",
                                                 "config",       "event_callback", "volumes",
                                                 "experimental", "inputs",         "outputs"};
@@ -73,13 +75,17 @@ constexpr std::string_view kResourceCloudFields[] = {
     "ports",         "labels",       "accelerator_args", "any_of",    "ordered",       "autostop"};
 constexpr std::string_view kPlacementFields[] = {"exclusive"};
 constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost"};
+constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff"};
+constexpr std::string_view kSignalFields[] = {"name", "before"};
 
 // Names people reach for that are too far from ours for the edit distance to find.
 const std::map<std::string_view, std::string_view> kAliases = {
-    {"gpus", "accelerators"}, {"gpu", "accelerators"}, {"accelerator", "accelerators"},
-    {"nodes", "num_nodes"},   {"mem", "memory"},       {"command", "run"},
-    {"cmd", "run"},           {"env", "envs"},         {"timeout", "time_limit"},
-    {"partition", "pool"},    {"queue", "pool"},       {"labels", "node_selector"}};
+    {"gpus", "accelerators"}, {"gpu", "accelerators"},  {"accelerator", "accelerators"},
+    {"nodes", "num_nodes"},   {"mem", "memory"},        {"command", "run"},
+    {"cmd", "run"},           {"env", "envs"},          {"timeout", "time_limit"},
+    {"partition", "pool"},    {"queue", "pool"},        {"labels", "node_selector"},
+    {"after", "depends_on"},  {"retries", "retry"},     {"dependency", "depends_on"},
+    {"restarts", "retry"},    {"max_retries", "retry"}, {"dependencies", "depends_on"}};
 
 bool Contains(FieldList fields, std::string_view name) {
   return std::find(fields.begin(), fields.end(), name) != fields.end();
@@ -199,8 +205,15 @@ class TaskParser {
   Status ParseRecovery(const YAML::Node& node, int line);
   Status ParseRecoveryAction(const YAML::Node& node, const std::string& path, int line,
                              RecoveryAction* out);
-  Status ParseDurationField(const YAML::Node& node, const std::string& path, int line,
-                            bool bare_minutes, std::optional<DurationMs>* out);
+  Status ParseDependsOn(const YAML::Node& node, int line);
+  Status ParseRetry(const YAML::Node& node, int line);
+  Status ParseExitCodes(const YAML::Node& node, int line);
+  Status ParseTimeLimitScope(const YAML::Node& node, int line);
+  Status ParseSignal(const YAML::Node& node, int line);
+  // What a number without a unit means in a duration field.
+  enum class Bare { kMinutes, kSeconds, kRefused };
+  Status ParseDurationField(const YAML::Node& node, const std::string& path, int line, Bare bare,
+                            std::optional<DurationMs>* out);
 
   // Checks that `node` is a map and returns its fields in order with their lines, erroring on
   // unknown and repeated fields and warning about cloud-only ones (which are left out of `fields`).
@@ -388,11 +401,27 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
     } else if (n == "placement") {
       BERTH_RETURN_IF_ERROR(ParsePlacement(f.value, f.line));
     } else if (n == "time_limit") {
-      BERTH_RETURN_IF_ERROR(ParseDurationField(f.value, n, f.line, true, &spec.time_limit));
+      BERTH_RETURN_IF_ERROR(
+          ParseDurationField(f.value, n, f.line, Bare::kMinutes, &spec.time_limit));
     } else if (n == "kill_grace") {
-      BERTH_RETURN_IF_ERROR(ParseDurationField(f.value, n, f.line, false, &spec.kill_grace));
+      BERTH_RETURN_IF_ERROR(
+          ParseDurationField(f.value, n, f.line, Bare::kRefused, &spec.kill_grace));
     } else if (n == "recovery") {
       BERTH_RETURN_IF_ERROR(ParseRecovery(f.value, f.line));
+    } else if (n == "depends_on") {
+      BERTH_RETURN_IF_ERROR(ParseDependsOn(f.value, f.line));
+    } else if (n == "max_running") {
+      int max_running = 0;
+      if (!f.value.IsNull()) {
+        BERTH_RETURN_IF_ERROR(Int(f, n, &max_running));
+        spec.max_running = max_running;
+      }
+    } else if (n == "retry") {
+      BERTH_RETURN_IF_ERROR(ParseRetry(f.value, f.line));
+    } else if (n == "time_limit_scope") {
+      BERTH_RETURN_IF_ERROR(ParseTimeLimitScope(f.value, f.line));
+    } else if (n == "signal") {
+      BERTH_RETURN_IF_ERROR(ParseSignal(f.value, f.line));
     }
   }
   if (secrets) BERTH_RETURN_IF_ERROR(ParseEnvs(secrets->value, "secrets", secrets->line));
@@ -561,21 +590,180 @@ Status TaskParser::ParseRecoveryAction(const YAML::Node& node, const std::string
   return Status::Ok();
 }
 
+// A duration as ParseDuration reads it ("30s", "5m", "1h30m"); a bare number is minutes, or
+// seconds when `bare_seconds`.
+std::optional<DurationMs> ParseDurationText(const std::string& text, bool bare_seconds) {
+  std::optional<DurationMs> d = ParseDuration(text);
+  bool bare = !text.empty() && isdigit(static_cast<unsigned char>(text.back()));
+  if (d && bare && bare_seconds) *d /= 60;  // ParseDuration read the number as minutes
+  return d;
+}
+
 Status TaskParser::ParseDurationField(const YAML::Node& node, const std::string& path, int line,
-                                      bool bare_minutes, std::optional<DurationMs>* out) {
+                                      Bare bare_means, std::optional<DurationMs>* out) {
   if (node.IsNull()) return Status::Ok();
   std::string text = node.IsScalar() ? Trim(node.Scalar()) : "";
-  std::optional<DurationMs> d = ParseDuration(text);
-  // A bare number is minutes for time_limit (as Slurm's --time); for a grace period people mean
-  // seconds as often as minutes, so there a unit is required.
+  // A bare number is minutes for time_limit (as Slurm's --time) and seconds for the retry backoff
+  // and the signal's lead (as Slurm's --signal); for a grace period people mean seconds as often as
+  // minutes, so there a unit is required.
   bool bare = !text.empty() && isdigit(static_cast<unsigned char>(text.back()));
-  if (!d || (bare && !bare_minutes)) {
-    return Error(line, fmt::format("{}: expected a duration like {}, got {}", path,
-                                   bare_minutes ? "90m, 2h or 1h30m (a bare number is minutes)"
-                                                : "30s or 2m (with a unit)",
-                                   Describe(node)));
+  std::optional<DurationMs> d = ParseDurationText(text, bare_means == Bare::kSeconds);
+  if (!d || (bare && bare_means == Bare::kRefused)) {
+    std::string_view like =
+        bare_means == Bare::kMinutes   ? "90m, 2h or 1h30m (a bare number is minutes)"
+        : bare_means == Bare::kSeconds ? "30s, 5m or 1h (a bare number is seconds)"
+                                       : "30s or 2m (with a unit)";
+    return Error(
+        line, fmt::format("{}: expected a duration like {}, got {}", path, like, Describe(node)));
   }
   *out = d;
+  return Status::Ok();
+}
+
+// depends_on: "ok:10", a job id (ok:ID), or a list of those.
+Status TaskParser::ParseDependsOn(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  auto one = [&](const YAML::Node& item, int item_line) -> Status {
+    if (!item.IsScalar()) {
+      return Error(
+          item_line,
+          fmt::format("depends_on: expected a dependency like ok:10 or any:10,11{}, got {}",
+                      node.IsSequence() ? "" : " or a list of them", Describe(item)));
+    }
+    std::string text = Trim(item.Scalar());
+    // A bare job id means "after it succeeded", Slurm's default kind.
+    if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+      text = "ok:" + text;
+    }
+    auto dep = ParseDependency(text);
+    if (!dep.ok()) return Error(item_line, "depends_on: " + dep.status().message());
+    task_.spec.depends_on.push_back(std::move(*dep));
+    return Status::Ok();
+  };
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) BERTH_RETURN_IF_ERROR(one(item, LineOf(item, line)));
+    return Status::Ok();
+  }
+  return one(node, line);
+}
+
+// retry: never, or {max_restarts, on_exit_codes, backoff}.
+Status TaskParser::ParseRetry(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  RetryPolicy& retry = task_.spec.retry;
+  if (!node.IsMap()) {
+    if (node.IsScalar() && Trim(node.Scalar()) == "never") {
+      retry.never = true;
+      return Status::Ok();
+    }
+    return Error(line, fmt::format("retry: expected never or a map such as {{max_restarts: 3, "
+                                   "on_exit_codes: [137], backoff: 30s}}, got {}",
+                                   Describe(node)));
+  }
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(node, "retry", line, kRetryFields, {}, &fields));
+  for (const Field& f : fields) {
+    const std::string path = "retry." + f.name;
+    if (f.name == "max_restarts") {
+      BERTH_RETURN_IF_ERROR(Int(f, path, &retry.max_restarts));
+    } else if (f.name == "on_exit_codes") {
+      BERTH_RETURN_IF_ERROR(ParseExitCodes(f.value, f.line));
+    } else if (f.name == "backoff") {
+      std::optional<DurationMs> backoff;
+      BERTH_RETURN_IF_ERROR(ParseDurationField(f.value, path, f.line, Bare::kSeconds, &backoff));
+      if (backoff) retry.backoff = *backoff;
+    }
+  }
+  return Status::Ok();
+}
+
+// on_exit_codes: [137, 75], or one code.
+Status TaskParser::ParseExitCodes(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  std::vector<int>& codes = task_.spec.retry.on_exit_codes;
+  auto one = [&](const YAML::Node& item, int item_line) -> Status {
+    int64_t v = 0;
+    if (!item.IsScalar() || !ParseInt64(Trim(item.Scalar()), &v)) {
+      return Error(item_line,
+                   fmt::format("retry.on_exit_codes: expected exit codes like [137, 75], got {}",
+                               Describe(item)));
+    }
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      return Error(item_line, fmt::format("retry.on_exit_codes: {} is out of range", v));
+    }
+    codes.push_back(static_cast<int>(v));
+    return Status::Ok();
+  };
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) BERTH_RETURN_IF_ERROR(one(item, LineOf(item, line)));
+    return Status::Ok();
+  }
+  return one(node, line);
+}
+
+Status TaskParser::ParseTimeLimitScope(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  std::string v = node.IsScalar() ? Trim(node.Scalar()) : "";
+  if (v == "attempt") {
+    task_.spec.time_limit_scope = TimeLimitScope::kAttempt;
+  } else if (v == "job") {
+    task_.spec.time_limit_scope = TimeLimitScope::kJob;
+  } else {
+    return Error(line,
+                 fmt::format("time_limit_scope: expected attempt or job, got {}", Describe(node)));
+  }
+  return Status::Ok();
+}
+
+// signal: {name: USR1, before: 5m}, or Slurm's USR1@300 (seconds).
+Status TaskParser::ParseSignal(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  constexpr std::string_view kForms = "{name: USR1, before: 5m} or USR1@300";
+  if (node.IsScalar()) {
+    const std::string text = Trim(node.Scalar());
+    size_t at = text.find('@');
+    if (at == std::string::npos) {
+      return Error(line,
+                   fmt::format("signal: say when to send it: {}, got {}", kForms, Describe(node)));
+    }
+    auto sig = ParseSignalName(text.substr(0, at));
+    if (!sig.ok()) return Error(line, "signal: " + sig.status().message());
+    std::optional<DurationMs> before = ParseDurationText(Trim(text.substr(at + 1)), true);
+    if (!before) {
+      return Error(line, fmt::format("signal: expected {} (a bare number is seconds), got {}",
+                                     kForms, Describe(node)));
+    }
+    sig->before = *before;
+    task_.spec.signal = std::move(*sig);
+    return Status::Ok();
+  }
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(node, "signal", line, kSignalFields, {}, &fields));
+  std::optional<WarnSignal> sig;
+  std::optional<DurationMs> before;
+  for (const Field& f : fields) {
+    if (f.name == "name") {
+      if (f.value.IsNull()) continue;
+      if (!f.value.IsScalar()) {
+        return Error(f.line, fmt::format("signal.name: expected a signal such as USR1, got {}",
+                                         Describe(f.value)));
+      }
+      auto parsed = ParseSignalName(f.value.Scalar());
+      if (!parsed.ok()) return Error(f.line, "signal.name: " + parsed.status().message());
+      sig = std::move(*parsed);
+    } else if (f.name == "before") {
+      BERTH_RETURN_IF_ERROR(
+          ParseDurationField(f.value, "signal.before", f.line, Bare::kSeconds, &before));
+    }
+  }
+  if (!sig) return Error(line, fmt::format("signal: name is missing, as in {}", kForms));
+  if (!before) {
+    return Error(line, fmt::format("signal: before is missing (how long before time_limit to send "
+                                   "it), as in {}",
+                                   kForms));
+  }
+  sig->before = *before;
+  task_.spec.signal = std::move(*sig);
   return Status::Ok();
 }
 

@@ -130,6 +130,82 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
   return Status::Ok();
 }
 
+Status CheckDependsOn(const std::vector<Dependency>& deps) {
+  size_t total = 0;
+  for (const Dependency& dep : deps) {
+    const char* what = dep.groups ? "group" : "job";
+    if (dep.ids.empty()) {
+      return Status::Invalid(
+          fmt::format("depends_on: dependency '{}' names no {}", DependencyText(dep), what));
+    }
+    for (int64_t id : dep.ids) {
+      if (id <= 0) {
+        return Status::Invalid(fmt::format("depends_on: dependency '{}': {} is not a {} id",
+                                           DependencyText(dep), id, what));
+      }
+    }
+    total += dep.ids.size();
+  }
+  if (total > kMaxDependencyIds) {
+    return Status::Invalid(fmt::format(
+        "depends_on names {} jobs and groups; at most {} are allowed", total, kMaxDependencyIds));
+  }
+  return Status::Ok();
+}
+
+Status CheckRetry(const RetryPolicy& retry) {
+  if (retry.never) {
+    // `never` is a whole policy: a count, codes or a wait beside it contradict it.
+    if (retry.max_restarts != 0) {
+      return Status::Invalid("retry: never cannot be combined with max_restarts");
+    }
+    if (!retry.on_exit_codes.empty()) {
+      return Status::Invalid("retry: never cannot be combined with on_exit_codes");
+    }
+    if (retry.backoff != 0) return Status::Invalid("retry: never cannot be combined with backoff");
+  }
+  if (retry.max_restarts < 0 || retry.max_restarts > kMaxRestarts) {
+    return Status::Invalid(fmt::format("retry.max_restarts must be between 0 and {}, got {}",
+                                       kMaxRestarts, retry.max_restarts));
+  }
+  std::set<int> seen;
+  for (int code : retry.on_exit_codes) {
+    if (code < 1 || code > 255) {
+      return Status::Invalid(fmt::format(
+          "retry.on_exit_codes: {} is not the exit code of a failure (expected 1..255)", code));
+    }
+    if (!seen.insert(code).second) {
+      return Status::Invalid(fmt::format("retry.on_exit_codes lists {} twice", code));
+    }
+  }
+  if (!retry.on_exit_codes.empty() && retry.max_restarts == 0) {
+    return Status::Invalid("retry.on_exit_codes needs retry.max_restarts");
+  }
+  if (retry.backoff < 0) return Status::Invalid("retry.backoff must not be negative");
+  if (retry.backoff > kMaxBackoff) {
+    return Status::Invalid(fmt::format("retry.backoff must be at most {}, got {}",
+                                       FormatDuration(kMaxBackoff), FormatDuration(retry.backoff)));
+  }
+  return Status::Ok();
+}
+
+Status CheckSignal(const WarnSignal& signal, const std::optional<DurationMs>& time_limit) {
+  // A spec built in code (CLI flags) could pair a name with another number; the name decides.
+  auto named = ParseSignalName(signal.name);
+  if (!named.ok()) return Status::Invalid("signal.name: " + named.status().message());
+  if (named->name != signal.name || named->number != signal.number) {
+    return Status::Invalid(fmt::format("signal.name: \"{}\" does not match signal number {}",
+                                       signal.name, signal.number));
+  }
+  if (!time_limit) return Status::Invalid("signal needs time_limit");
+  if (signal.before <= 0) return Status::Invalid("signal.before must be positive");
+  if (signal.before >= *time_limit) {
+    return Status::Invalid(fmt::format("signal.before ({}) must be shorter than time_limit ({})",
+                                       FormatDuration(signal.before), FormatDuration(*time_limit)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void SetEnv(JobSpec* spec, const std::string& key, const std::string& value) {
@@ -181,6 +257,16 @@ Status ValidateSpec(const JobSpec& spec) {
           fmt::format("kill_grace must be at most 1h, got {}", FormatDuration(*spec.kill_grace)));
     }
   }
+  BERTH_RETURN_IF_ERROR(CheckDependsOn(spec.depends_on));
+  if (spec.max_running && (*spec.max_running < 1 || *spec.max_running > kMaxRunning)) {
+    return Status::Invalid(fmt::format("max_running must be between 1 and {}, got {}", kMaxRunning,
+                                       *spec.max_running));
+  }
+  BERTH_RETURN_IF_ERROR(CheckRetry(spec.retry));
+  if (spec.time_limit_scope == TimeLimitScope::kJob && !spec.time_limit) {
+    return Status::Invalid("time_limit_scope: job needs time_limit");
+  }
+  if (spec.signal) BERTH_RETURN_IF_ERROR(CheckSignal(*spec.signal, spec.time_limit));
   return Status::Ok();
 }
 

@@ -195,6 +195,21 @@ CREATE TABLE usage_daily (
 
 Status MigrateToV3(SqliteDb& db) { return db.Exec(kSchemaV3); }
 
+// Version 4: pipelines (docs/user-guide.md "Pipelines"). Why a job's earlier attempts went back to
+// the queue (failures restarted by its retry policy, preemptions, other requeues), a restart's
+// backoff (`not_before`, wall ms), the running time of its earlier attempts (for time_limit_scope:
+// job), and a bulk group's max_running, which its owner may change after submission.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN requeues INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN not_before INTEGER;
+ALTER TABLE jobs ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE groups ADD COLUMN max_running INTEGER;
+)sql";
+
+Status MigrateToV4(SqliteDb& db) { return db.Exec(kSchemaV4); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
@@ -202,6 +217,7 @@ constexpr Migration kMigrations[] = {
     &MigrateToV1,
     &MigrateToV2,
     &MigrateToV3,
+    &MigrateToV4,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

@@ -28,7 +28,7 @@ constexpr std::string_view kFinishedWhere = "active = 0";
 constexpr std::string_view kJobColumns =
     "id, spec_id, group_id, rank, name, user, priority, num_nodes, cpus_milli, memory_mib, "
     "gpu_type, gpu_milli, status, reason, attempt, submitted_at, started_at, ended_at, exit_code, "
-    "placement";
+    "placement, restarts, preemptions, requeues, not_before, run_ms";
 
 // SQLite reads a negative LIMIT as "no limit".
 constexpr int64_t kNoLimit = -1;
@@ -347,6 +347,11 @@ Result<JobRow> ReadJob(const SqliteDb& db, const Statement& s) {
   Result<Placement> placement = DecodePlacement(s.Text(19));
   if (!placement.ok()) return Corrupt(db, "job " + std::to_string(job.id), placement.status());
   job.placement = std::move(*placement);
+  job.restarts = static_cast<int>(s.Int(20));
+  job.preemptions = static_cast<int>(s.Int(21));
+  job.requeues = static_cast<int>(s.Int(22));
+  job.not_before = s.OptInt(23);
+  job.run_ms = s.Int(24);
   return job;
 }
 
@@ -423,13 +428,15 @@ Result<SubmitResult> SqliteStore::InsertSubmission(const Submission& submission)
     result.spec_id = db_->LastInsertRowid();
   }
   if (submission.as_group) {
-    Result<StatementRef> group =
-        db_->Cached("INSERT INTO groups(spec_id, size, created_at) VALUES (?1, ?2, ?3)");
+    Result<StatementRef> group = db_->Cached(
+        "INSERT INTO groups(spec_id, size, created_at, max_running) "
+        "VALUES (?1, ?2, ?3, ?4)");
     if (!group.ok()) return group.status();
     BERTH_RETURN_IF_ERROR((*group)
                               ->Bind(1, result.spec_id)
                               .Bind(2, int64_t{submission.count})
                               .Bind(3, submission.now)
+                              .Bind(4, ToOpt(submission.max_running))
                               .Run());
     result.group = db_->LastInsertRowid();
   }
@@ -488,7 +495,8 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
   Result<StatementRef> ref = db_->Cached(
       "UPDATE jobs SET name = ?2, user = ?3, priority = ?4, num_nodes = ?5, cpus_milli = ?6, "
       "memory_mib = ?7, gpu_type = ?8, gpu_milli = ?9, status = ?10, reason = ?11, attempt = ?12, "
-      "started_at = ?13, ended_at = ?14, exit_code = ?15, placement = ?16, active = ?17 "
+      "started_at = ?13, ended_at = ?14, exit_code = ?15, placement = ?16, active = ?17, "
+      "restarts = ?18, preemptions = ?19, requeues = ?20, not_before = ?21, run_ms = ?22 "
       "WHERE id = ?1");
   if (!ref.ok()) return ref.status();
   BERTH_RETURN_IF_ERROR((*ref)
@@ -509,6 +517,11 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
                             .Bind(15, ToOpt(job.exit_code))
                             .Bind(16, EncodePlacement(job.placement))
                             .Bind(17, int64_t{IsTerminal(job.status) ? 0 : 1})
+                            .Bind(18, int64_t{job.restarts})
+                            .Bind(19, int64_t{job.preemptions})
+                            .Bind(20, int64_t{job.requeues})
+                            .Bind(21, job.not_before)
+                            .Bind(22, job.run_ms)
                             .Run());
   if (db_->Changes() == 0) {
     return Status::NotFound(db_->path() + ": commit: job " + std::to_string(job.id) +
@@ -603,6 +616,15 @@ Status SqliteStore::Commit(const Batch& batch) {
   for (const AuditRow& row : batch.audit) BERTH_RETURN_IF_ERROR(AppendAudit(row));
   for (const TeamRow& team : batch.teams) BERTH_RETURN_IF_ERROR(UpsertTeam(team));
   BERTH_RETURN_IF_ERROR(AddUsage(batch.usage));
+  for (const auto& [group, limit] : batch.group_limits) {
+    Result<StatementRef> ref = db_->Cached("UPDATE groups SET max_running = ?2 WHERE id = ?1");
+    if (!ref.ok()) return ref.status();
+    BERTH_RETURN_IF_ERROR((*ref)->Bind(1, group).Bind(2, ToOpt(limit)).Run());
+    if (db_->Changes() == 0) {
+      return Status::NotFound(db_->path() + ": commit: group " + std::to_string(group) +
+                              " does not exist");
+    }
+  }
   return txn->Commit();
 }
 
@@ -809,6 +831,42 @@ Result<int> SqliteStore::GroupSize(int64_t group) {
   if (!row.ok()) return row.status();
   if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
   return static_cast<int>((*ref)->Int(0));
+}
+
+Result<Store::GroupInfo> SqliteStore::GetGroup(int64_t group) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
+  if (!txn.ok()) return txn.status();
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT g.max_running, min(j.id), max(j.id), min(j.user) FROM groups g "
+      "JOIN jobs j ON j.group_id = g.id WHERE g.id = ?1 GROUP BY g.id");
+  if (!ref.ok()) return ref.status();
+  (*ref)->Bind(1, group);
+  Result<bool> row = (*ref)->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
+  GroupInfo info;
+  info.max_running = ToOptInt((*ref)->OptInt(0));
+  info.first_job = (*ref)->Int(1);
+  info.last_job = (*ref)->Int(2);
+  info.user = (*ref)->Text(3);
+  return info;
+}
+
+Result<std::map<int64_t, int>> SqliteStore::LoadGroupLimits() {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT id, max_running FROM groups WHERE max_running IS NOT NULL AND id IN "
+      "(SELECT group_id FROM jobs WHERE active = 1 AND group_id IS NOT NULL)");
+  if (!ref.ok()) return ref.status();
+  std::map<int64_t, int> out;
+  for (;;) {
+    Result<bool> row = (*ref)->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out[(*ref)->Int(0)] = static_cast<int>((*ref)->Int(1));
+  }
+  return out;
 }
 
 Result<std::map<int64_t, std::map<JobStatus, int>>> SqliteStore::GroupStatusCounts(

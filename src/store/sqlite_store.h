@@ -50,6 +50,8 @@ class SqliteStore final : public Store {
   Result<int> GroupSize(int64_t group) override;
   Result<std::map<int64_t, std::map<JobStatus, int>>> GroupStatusCounts(
       const std::vector<int64_t>& groups) override;
+  Result<GroupInfo> GetGroup(int64_t group) override;
+  Result<std::map<int64_t, int>> LoadGroupLimits() override;
   // Ascending name.
   Result<std::vector<NodeRow>> LoadNodes() override;
   Result<std::vector<UserRow>> LoadUsers() override;

@@ -35,7 +35,14 @@ struct JobRow {
   ResourceRequest resources;  // per node
   JobStatus status = JobStatus::kPending;
   std::string reason;  // why it is pending, or why it ended
-  int attempt = 0;     // 0 until first placed; +1 on every placement
+  int attempt = 0;     // 0 until first placed; +1 on every placement (the current or last attempt)
+  // Why earlier attempts went back to the queue: failures restarted by the job's retry policy,
+  // preemptions (and reclaims), and other requeues (node lost, `berth requeue`).
+  int restarts = 0;
+  int preemptions = 0;
+  int requeues = 0;
+  std::optional<TimeMs> not_before;  // a restart's backoff: not placed before this wall time
+  DurationMs run_ms = 0;             // running time of the earlier attempts, summed
   TimeMs submitted_at = 0;
   std::optional<TimeMs> started_at;  // when the current attempt started RUNNING
   std::optional<TimeMs> ended_at;
@@ -180,7 +187,8 @@ struct Submission {
   int num_nodes = 1;
   ResourceRequest resources;
   int count = 1;
-  bool as_group = false;  // true: create a group; jobs get ranks 0..count-1
+  bool as_group = false;           // true: create a group; jobs get ranks 0..count-1
+  std::optional<int> max_running;  // the group's (as_group only)
   TimeMs now = 0;
 };
 
@@ -201,9 +209,12 @@ struct Batch {
   std::vector<AuditRow> audit;                           // appended (seq is assigned)
   std::vector<TeamRow> teams;                            // inserted or replaced by name
   std::vector<UsageRecord> usage;                        // added to the hourly rollup
+  // (group, max_running) set on an existing group; none: no limit.
+  std::vector<std::pair<int64_t, std::optional<int>>> group_limits;
   bool empty() const {
     return jobs.empty() && events.empty() && attempts.empty() && nodes.empty() && users.empty() &&
-           tokens.empty() && audit.empty() && teams.empty() && usage.empty();
+           tokens.empty() && audit.empty() && teams.empty() && usage.empty() &&
+           group_limits.empty();
   }
 };
 
@@ -256,6 +267,16 @@ class Store {
   // For each group: how many of its jobs are in each status.
   virtual Result<std::map<int64_t, std::map<JobStatus, int>>> GroupStatusCounts(
       const std::vector<int64_t>& groups) = 0;
+  // Facts about bulk groups: (first job, last job, owner, max_running); NotFound if unknown.
+  struct GroupInfo {
+    int64_t first_job = 0;
+    int64_t last_job = 0;  // a group's jobs are first_job..last_job
+    std::string user;
+    std::optional<int> max_running;
+  };
+  virtual Result<GroupInfo> GetGroup(int64_t group) = 0;
+  // Every group with a max_running that has an active job: group -> max_running.
+  virtual Result<std::map<int64_t, int>> LoadGroupLimits() = 0;
 
   virtual Result<std::vector<NodeRow>> LoadNodes() = 0;
 

@@ -74,6 +74,14 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->GroupStatusCounts(groups);
   }
+  Result<GroupInfo> GetGroup(int64_t group) override {
+    if (fail_reads_) return ReadError();
+    return inner_->GetGroup(group);
+  }
+  Result<std::map<int64_t, int>> LoadGroupLimits() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadGroupLimits();
+  }
   Result<std::vector<NodeRow>> LoadNodes() override {
     if (fail_reads_) return ReadError();
     return inner_->LoadNodes();

@@ -311,7 +311,7 @@ TEST_F(AgentTest, ASupervisorThatDiedWithoutAnExitIsReportedLost) {
   ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
   auto exited = *Reported({1, 1, 0}, ReportEvent::kExited);
   EXPECT_EQ(exited.exit_code, 137);
-  EXPECT_EQ(exited.phase, "run");
+  EXPECT_EQ(exited.phase, "supervisor");
   EXPECT_EQ(exited.reason, "the job's supervisor died");
 }
 

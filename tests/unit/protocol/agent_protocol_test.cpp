@@ -335,7 +335,7 @@ TEST(Reports, BadEntriesNameTheField) {
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","exit_code":"3"})"),
             "report: 'exit_code' must be an integer or null");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","phase":"teardown"})"),
-            "report: 'phase' must be setup, run or launch");
+            "report: 'phase' must be setup, run, launch or supervisor");
   // The whole request fails only when it is not a batch at all.
   EXPECT_EQ(ErrorOf(ReportRequest::Decode(Parse(R"({"node":"n","session":"s"})"))),
             "report: 'reports' must be an array");

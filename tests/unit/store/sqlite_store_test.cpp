@@ -1195,7 +1195,7 @@ TEST_F(SqliteStoreTest, MigrationFromV2KeepsUsersWithNoCaps) {
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path);
   ASSERT_TRUE(store.ok()) << store.status().message();
   std::unique_ptr<SqliteDb> raw = OpenRaw(path);
-  EXPECT_EQ(QueryInt(*raw, "PRAGMA user_version"), 3);
+  EXPECT_EQ(QueryInt(*raw, "PRAGMA user_version"), kSchemaVersion);
 
   Result<std::vector<UserRow>> users = (*store)->LoadUsers();
   ASSERT_TRUE(users.ok()) << users.status().message();
@@ -1307,6 +1307,57 @@ TEST(SqliteStoreCrashTest, CommittedWorkSurvivesKill9) {
   ASSERT_EQ(jobs->size(), 3u);
   EXPECT_EQ((*jobs)[0].status, JobStatus::kPending);
   EXPECT_EQ((*jobs)[1].status, JobStatus::kRunning);
+}
+
+// Pipelines (schema v4): a job's restart and requeue counters, its backoff and the running time of
+// its earlier attempts survive a reopen; a group's max_running is set at submit, changed by a
+// commit, and loaded for groups that still have active jobs.
+TEST_F(SqliteStoreTest, PipelineFieldsAndGroupLimitsRoundTrip) {
+  Submission s = MakeSubmission(3, /*as_group=*/true);
+  s.max_running = 2;
+  SubmitResult r = MustSubmit(s);
+  ASSERT_TRUE(r.group.has_value());
+  JobRow job = MustGet(r.ids[0]);
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_EQ(job.not_before, std::nullopt);
+  job.restarts = 2;
+  job.preemptions = 1;
+  job.requeues = 3;
+  job.not_before = kT0 + 30'000;
+  job.run_ms = 12'345;
+  Batch batch;
+  batch.jobs.push_back(job);
+  batch.group_limits.emplace_back(*r.group, 5);
+  ASSERT_TRUE(store_->Commit(batch).ok());
+
+  store_ = Open();
+  JobRow again = MustGet(r.ids[0]);
+  EXPECT_EQ(again.restarts, 2);
+  EXPECT_EQ(again.preemptions, 1);
+  EXPECT_EQ(again.requeues, 3);
+  EXPECT_EQ(again.not_before, kT0 + 30'000);
+  EXPECT_EQ(again.run_ms, 12'345);
+
+  Result<Store::GroupInfo> info = store_->GetGroup(*r.group);
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  EXPECT_EQ(info->first_job, r.ids.front());
+  EXPECT_EQ(info->last_job, r.ids.back());
+  EXPECT_EQ(info->user, "ada");
+  EXPECT_EQ(info->max_running, 5);
+  EXPECT_EQ(store_->GetGroup(*r.group + 100).status().code(), Code::kNotFound);
+
+  Result<std::map<int64_t, int>> limits = store_->LoadGroupLimits();
+  ASSERT_TRUE(limits.ok()) << limits.status().message();
+  EXPECT_EQ(*limits, (std::map<int64_t, int>{{*r.group, 5}}));
+
+  // No limit any more; and a group whose jobs all ended is not loaded.
+  Batch clear;
+  clear.group_limits.emplace_back(*r.group, std::nullopt);
+  ASSERT_TRUE(store_->Commit(clear).ok());
+  EXPECT_TRUE(store_->LoadGroupLimits()->empty());
+  Batch unknown;
+  unknown.group_limits.emplace_back(*r.group + 100, 3);
+  EXPECT_EQ(store_->Commit(unknown).code(), Code::kNotFound);
 }
 
 }  // namespace

@@ -1,0 +1,253 @@
+// Pipelines: job dependencies (sched/dependencies.h keeps the conditions; this file reads them
+// from the store and acts on them), bulk groups' max_running, and restarts' backoffs.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/core.h"
+
+namespace berth {
+
+namespace {
+
+sched::DepKind KindOf(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::kOk:
+      return sched::DepKind::kOk;
+    case DependencyKind::kNotOk:
+      return sched::DepKind::kNotOk;
+    case DependencyKind::kAny:
+      return sched::DepKind::kAny;
+  }
+  return sched::DepKind::kOk;
+}
+
+std::string Owned(const std::string& what, const std::string& owner) {
+  return fmt::format(
+      "{} belongs to {}: a job may only wait for its owner's jobs (operators may "
+      "name anyone's)",
+      what, owner);
+}
+
+}  // namespace
+
+Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpec& spec,
+                                                                    const std::string& user,
+                                                                    bool any_owner) {
+  std::vector<int64_t> job_ids;
+  for (const Dependency& d : spec.depends_on) {
+    if (!d.groups) job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
+  }
+  // Jobs that are not in memory have ended (or never existed): the store says which. Under the
+  // lock the store agrees with memory: every change to a job is committed with the lock held.
+  std::map<int64_t, JobRow> stored;
+  std::vector<int64_t> to_read;
+  for (int64_t id : job_ids) {
+    if (!jobs_.count(id)) to_read.push_back(id);
+  }
+  if (!to_read.empty()) {
+    auto rows = store_.GetJobs(to_read);
+    if (!rows.ok())
+      return Status::Unavailable("cannot read dependencies: " + rows.status().message());
+    for (JobRow& row : *rows) stored[row.id] = std::move(row);
+  }
+  std::vector<sched::DepCondition> conditions;
+  for (const Dependency& d : spec.depends_on) {
+    sched::DepCondition c{KindOf(d.kind), {}};
+    for (int64_t id : d.ids) {
+      sched::DepTarget t;
+      t.id = id;
+      if (d.groups) {
+        t.group = true;
+        auto info = store_.GetGroup(id);
+        if (info.status().code() == Code::kNotFound) {
+          return Status::NotFound(
+              fmt::format("dependency {}: group {} does not exist", DependencyText(d), id));
+        }
+        if (!info.ok()) return Status::Unavailable("cannot read group: " + info.status().message());
+        if (info->user != user && !any_owner)
+          return Status::Forbidden(Owned(fmt::format("group {}", id), info->user));
+        auto counts = store_.GroupStatusCounts({id});
+        if (!counts.ok())
+          return Status::Unavailable("cannot read group: " + counts.status().message());
+        t.total = 0;
+        for (const auto& [status, n] : (*counts)[id]) {
+          t.total += n;
+          if (!IsTerminal(status)) continue;
+          // A job that ended but whose processes still stop counts as ended: its status is final.
+          t.ended += n;
+          if (status != JobStatus::kSucceeded) {
+            if (t.not_ok == 0) t.first_not_ok = fmt::format("a job {}", JobStatusName(status));
+            t.not_ok += n;
+          }
+        }
+      } else {
+        const JobRow* row = nullptr;
+        auto active = jobs_.find(id);
+        if (active != jobs_.end()) {
+          row = &active->second.row;
+        } else if (auto it = stored.find(id); it != stored.end()) {
+          row = &it->second;
+        }
+        if (row == nullptr) {
+          return Status::NotFound(fmt::format(
+              "dependency {}: job {} does not exist (a job can only wait for jobs submitted "
+              "before it, so dependencies never form a cycle)",
+              DependencyText(d), id));
+        }
+        if (row->user != user && !any_owner)
+          return Status::Forbidden(Owned(fmt::format("job {}", id), row->user));
+        if (IsTerminal(row->status)) {
+          t.ended = 1;
+          if (row->status != JobStatus::kSucceeded) {
+            t.not_ok = 1;
+            t.first_not_ok = fmt::format("ended {}", JobStatusName(row->status));
+          }
+        }
+      }
+      c.targets.push_back(std::move(t));
+    }
+    conditions.push_back(std::move(c));
+  }
+  return conditions;
+}
+
+void Core::AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
+                     int64_t first, int64_t last, TimeMs now) {
+  if (!plan.deps_before.count(spec_id)) plan.deps_before.emplace(spec_id, deps_.Save(spec_id));
+  waiter_jobs_[spec_id] = {first, last};
+  sched::DepState state = deps_.Add(spec_id, std::move(conditions));
+  plan.deps_changed.insert(spec_id);
+  if (state == sched::DepState::kFailed)
+    CancelWaiters(plan, spec_id, deps_.Find(spec_id)->why, now);
+}
+
+void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why,
+                         TimeMs now) {
+  auto range = waiter_jobs_.find(key);
+  if (range == waiter_jobs_.end()) return;
+  auto [first, last] = range->second;
+  for (auto it = jobs_.lower_bound(first); it != jobs_.end() && it->first <= last; ++it) {
+    ActiveJob& job = it->second;
+    if (job.row.spec_id != key || job.row.status != JobStatus::kPending) continue;
+    EndJob(plan, job, JobStatus::kCancelled, why, std::nullopt, now);
+  }
+}
+
+void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
+  if (deps_.size() == 0) return;
+  std::vector<sched::Dependencies::Key> keys = deps_.Watching(job.row.id, job.row.group);
+  if (keys.empty()) return;
+  for (auto key : keys) {
+    if (!plan.deps_before.count(key)) plan.deps_before.emplace(key, deps_.Save(key));
+    plan.deps_changed.insert(key);  // the reason names the dependency's status
+  }
+  for (const auto& change : deps_.JobEnded(job.row.id, job.row.group, job.row.status)) {
+    if (change.state == sched::DepState::kMet) {
+      plan.kick = true;
+    } else if (change.state == sched::DepState::kFailed) {
+      CancelWaiters(plan, change.key, change.why, now);  // may end more jobs: a cascade
+    }
+  }
+}
+
+bool Core::Eligible(const ActiveJob& job, TimeMs now) const {
+  if (job.row.not_before && *job.row.not_before > now) return false;
+  if (job.spec->depends_on.empty()) return true;
+  // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
+  const sched::Dependencies::Waiter* w = deps_.Find(job.row.spec_id);
+  return w != nullptr && w->state == sched::DepState::kMet;
+}
+
+std::string Core::DependencyReason(sched::Dependencies::Key key) const {
+  const sched::Dependencies::Waiter* w = deps_.Find(key);
+  if (w == nullptr || w->state != sched::DepState::kWaiting) return "";
+  std::vector<std::string> jobs;
+  std::vector<std::string> groups;
+  for (const sched::DepCondition& c : w->conditions) {
+    for (const sched::DepTarget& t : c.targets) {
+      if (t.ended >= t.total) continue;
+      if (t.group) {
+        groups.push_back(fmt::format("group {} ({} of {} jobs ended)", t.id, t.ended, t.total));
+        continue;
+      }
+      auto it = jobs_.find(t.id);
+      std::string status =
+          it == jobs_.end() ? "ended" : std::string(JobStatusName(it->second.row.status));
+      jobs.push_back(fmt::format("{} ({})", t.id, status));
+    }
+  }
+  std::vector<std::string> parts;
+  if (!jobs.empty()) parts.push_back((jobs.size() == 1 ? "job " : "jobs ") + Join(jobs, ", "));
+  parts.insert(parts.end(), groups.begin(), groups.end());
+  if (parts.empty()) return "waiting for its dependencies";
+  return "waiting for " + Join(parts, " and ");
+}
+
+void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys) {
+  std::vector<std::pair<sched::Dependencies::Key, std::string>> texts;
+  for (auto key : keys) texts.emplace_back(key, DependencyReason(key));
+  MutexLock lock(waiting_mu_);
+  for (auto& [key, text] : texts) {
+    auto range = waiter_jobs_.find(key);
+    if (range == waiter_jobs_.end()) continue;
+    if (text.empty()) {
+      // Met or failed: its jobs no longer wait for dependencies.
+      dep_reasons_.erase(key);
+      for (int64_t id = range->second.first; id <= range->second.second; ++id)
+        dep_waiting_.erase(id);
+      continue;
+    }
+    bool fresh = !dep_reasons_.count(key);
+    dep_reasons_[key] = std::move(text);
+    if (fresh) {
+      for (int64_t id = range->second.first; id <= range->second.second; ++id) {
+        dep_waiting_[id] = key;
+      }
+    }
+  }
+}
+
+std::optional<int> Core::GroupLimit(int64_t group) {
+  HandlerLock lock(this);
+  auto it = group_limits_.find(group);
+  if (it == group_limits_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const std::string& user,
+                           bool any) {
+  if (max_running && (*max_running < 1 || *max_running > kMaxRunning)) {
+    return Status::Invalid(fmt::format("max_running must be between 1 and {}", kMaxRunning));
+  }
+  HandlerLock lock(this);
+  auto info = store_.GetGroup(group);
+  if (!info.ok()) return info.status();
+  if (info->user != user && !any) {
+    return Status::Forbidden(
+        fmt::format("group {} belongs to {}; changing another user's group needs the operator role",
+                    group, info->user));
+  }
+  Plan plan;
+  plan.by = user;
+  plan.group_limits_before.emplace(group, info->max_running);
+  plan.batch.group_limits.emplace_back(group, max_running);
+  AuditRow audit;
+  audit.at = clock_.Now();
+  audit.by = user;
+  audit.action = "group update";
+  audit.target = fmt::format("group {}", group);
+  audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
+  plan.batch.audit.push_back(std::move(audit));
+  if (max_running) {
+    group_limits_[group] = *max_running;
+  } else {
+    group_limits_.erase(group);
+  }
+  plan.kick = true;  // a higher limit may let more of its jobs start now
+  return Execute(plan);
+}
+
+}  // namespace berth
