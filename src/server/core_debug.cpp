@@ -1,6 +1,7 @@
 // Canonical text of the core's state, for tests that compare states (core.h, "for tests").
 #include <fmt/format.h>
 
+#include <set>
 #include <sstream>
 
 #include "server/core.h"
@@ -21,10 +22,26 @@ std::string PlacementText(const Placement& placement) {
 
 std::string RowText(const JobRow& r) {
   return fmt::format(
-      "job {} {} attempt={} prio={} nodes={} reason='{}' started={} ended={} exit={} at={}", r.id,
-      JobStatusName(r.status), r.attempt, r.priority, r.num_nodes, r.reason,
+      "job {} {} attempt={} prio={} nodes={} reason='{}' started={} ended={} exit={} at={} "
+      "restarts={} preemptions={} requeues={} not_before={} run_ms={}",
+      r.id, JobStatusName(r.status), r.attempt, r.priority, r.num_nodes, r.reason,
       r.started_at.value_or(-1), r.ended_at.value_or(-1), r.exit_code.value_or(-999),
-      PlacementText(r.placement));
+      PlacementText(r.placement), r.restarts, r.preemptions, r.requeues, r.not_before.value_or(-1),
+      r.run_ms);
+}
+
+// A waiter's state and its targets' counts, for DebugState and DurableState.
+std::string WaiterText(int64_t key, const sched::Dependencies::Waiter& w) {
+  std::string out =
+      fmt::format("waiter {} state={} why='{}'", key, static_cast<int>(w.state), w.why);
+  for (const auto& c : w.conditions) {
+    out += fmt::format(" [{}", static_cast<int>(c.kind));
+    for (const auto& t : c.targets) {
+      out += fmt::format(" {}{}:{}/{}/{}", t.group ? "g" : "", t.id, t.ended, t.not_ok, t.total);
+    }
+    out += "]";
+  }
+  return out;
 }
 
 std::string NodeText(const NodeRow& n, MilliCpu cpus, Mib memory,
@@ -63,6 +80,11 @@ std::string Core::DebugState() {
   out << "held:";
   for (int64_t id : launch_held_) out << " " << id;
   out << "\ncancel " << cancel_.seq << "\n";
+  for (const auto& [key, range] : waiter_jobs_) {
+    if (const auto* w = deps_.Find(key)) out << WaiterText(key, *w) << "\n";
+  }
+  for (const auto& [group, limit] : group_limits_)
+    out << "group " << group << " max " << limit << "\n";
   return out.str();
 }
 
@@ -75,6 +97,18 @@ std::string Core::DurableState() {
   for (const auto& [id, j] : jobs_) {
     if (IsActive(j.row.status) || j.row.status == JobStatus::kPending)
       out << RowText(j.row) << "\n";
+  }
+  // Waiters of submissions with pending jobs, and the limits of groups with active jobs.
+  std::set<int64_t> waiting;
+  std::set<int64_t> groups;
+  for (const auto& [id, j] : jobs_) {
+    if (j.row.status == JobStatus::kPending && deps_.Find(j.row.spec_id))
+      waiting.insert(j.row.spec_id);
+    if (!IsTerminal(j.row.status) && j.row.group) groups.insert(*j.row.group);
+  }
+  for (int64_t key : waiting) out << WaiterText(key, *deps_.Find(key)) << "\n";
+  for (const auto& [group, limit] : group_limits_) {
+    if (groups.count(group)) out << "group " << group << " max " << limit << "\n";
   }
   return out.str();
 }
