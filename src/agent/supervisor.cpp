@@ -271,7 +271,8 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
     // when its parent dies: no child at all means nothing of the job is left.
     if (main_done && no_children) break;
     CheckLease();
-    if (warn_at >= 0 && !main_done && !result.stopped && g_clock->Monotonic() >= warn_at) {
+    if (main_done || g_stop_requested || result.stopped) warn_at = -1;  // too late to warn
+    if (warn_at >= 0 && g_clock->Monotonic() >= warn_at) {
       SignalAll(pid, warn_signal);  // the job's warning before its time limit
       warn_at = -1;
     }

@@ -9,8 +9,9 @@ std::string TargetName(const DepTarget& t) {
   return (t.group ? "group " : "") + std::to_string(t.id);
 }
 
-// How a job that did not succeed ended, as a verb phrase: "failed", "was cancelled".
-std::string Ended(JobStatus status) {
+}  // namespace
+
+std::string Dependencies::EndedText(JobStatus status) {
   switch (status) {
     case JobStatus::kFailed:
     case JobStatus::kFailedSetup:
@@ -25,8 +26,6 @@ std::string Ended(JobStatus status) {
       return "ended " + std::string(JobStatusName(status));
   }
 }
-
-}  // namespace
 
 std::string Dependencies::FailureText(const DepCondition& c, const DepTarget& t) {
   if (c.kind == DepKind::kNotOk) {
@@ -107,8 +106,8 @@ std::vector<Dependencies::Change> Dependencies::JobEnded(int64_t job, std::optio
         ++t.ended;
         if (!ok) {
           if (t.not_ok++ == 0) {
-            t.first_not_ok =
-                t.group ? "job " + std::to_string(job) + " " + Ended(status) : Ended(status);
+            t.first_not_ok = t.group ? "job " + std::to_string(job) + " " + EndedText(status)
+                                     : EndedText(status);
           }
         }
       }
@@ -134,9 +133,14 @@ void Dependencies::Restore(Key key, std::optional<Waiter> saved) {
     Remove(key);
     return;
   }
-  // The targets are the same as when it was saved (a waiter's targets never change), so the
-  // indexes still point at it.
-  waiters_[key] = std::move(*saved);
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) {
+    // Removed since it was saved: index its targets again.
+    Add(key, saved->conditions);
+    it = waiters_.find(key);
+  }
+  // A waiter's targets never change, so the indexes point at it as they did.
+  it->second = std::move(*saved);
 }
 
 void Dependencies::Remove(Key key) {

@@ -78,6 +78,8 @@ class Dependencies {
   // "dependency 10 failed", "dependency group 3 failed (job 57 failed)", "dependency notok:10
   // can no longer hold: job 10 succeeded" — for a failed condition.
   static std::string FailureText(const DepCondition& c, const DepTarget& t);
+  // How a job that did not succeed ended, as the texts say it: "failed", "was cancelled".
+  static std::string EndedText(JobStatus status);
 
  private:
   static DepState Evaluate(Waiter& w);

@@ -262,10 +262,9 @@ PassResult Pass::Run() {
       CapState& cap = caps[static_cast<size_t>(cap_of[e.pos])];
       if (cap.running >= cap.max_running) {
         if (cap.reason == kNoReason) {
-          cap.reason =
-              add("waiting: group " + std::to_string(cap.group) + " is at its max_running (" +
-                  std::to_string(cap.running) + " of its jobs running, at most " +
-                  std::to_string(cap.max_running) + ")");
+          cap.reason = add("waiting: group " + std::to_string(cap.group) +
+                           " is at its max_running (" + std::to_string(cap.running) +
+                           " of its jobs placed, at most " + std::to_string(cap.max_running) + ")");
         }
         outcome[e.pos] = cap.reason;
         return false;

@@ -95,28 +95,47 @@ Status Core::Load() {
   auto limits = store_.LoadGroupLimits();
   if (!limits.ok()) return limits.status();
   group_limits_ = std::move(*limits);
-  std::map<int64_t, std::pair<int64_t, int64_t>> waiting;  // spec -> its pending jobs' id range
+  // Submissions with a job never placed that has dependencies: their id range and live jobs. (A
+  // job placed before had its dependencies met: Eligible.)
+  std::map<int64_t, WaiterJobs> waiting;
+  std::map<int64_t, int> live;  // spec -> its jobs in memory
   for (const auto& [id, job] : jobs_) {
+    if (job.row.group) ++group_live_[*job.row.group];
+    ++live[job.row.spec_id];
     if (job.row.status != JobStatus::kPending) continue;
     if (job.row.not_before) backoffs_.emplace(*job.row.not_before, id);
-    if (job.spec->depends_on.empty()) continue;
-    auto [it, fresh] = waiting.try_emplace(job.row.spec_id, id, id);
-    it->second.second = id;
+    if (job.spec->depends_on.empty() || job.row.attempt > 0) continue;
+    auto [it, fresh] = waiting.try_emplace(job.row.spec_id, WaiterJobs{id, id, 0});
+    it->second.last = id;
   }
-  Plan deps_plan;
+  // Every waiter's conditions are read before any is acted on: a cancellation below changes
+  // memory before it is committed, and the store would no longer agree with it.
+  std::vector<std::pair<int64_t, std::vector<sched::DepCondition>>> read;
   for (const auto& [spec_id, range] : waiting) {
     const ActiveJob& first = jobs_.at(range.first);
     // Who may depend on what was checked at submission.
     auto conditions = DependencyConditions(*first.spec, first.row.user, /*any_owner=*/true);
     if (!conditions.ok()) {
       LogError("jobs {}..{}: their dependencies cannot be read ({}); they wait", range.first,
-               range.second, conditions.status().message());
+               range.last, conditions.status().message());
       continue;
     }
-    AddWaiter(deps_plan, spec_id, std::move(*conditions), range.first, range.second, now);
+    read.emplace_back(spec_id, std::move(*conditions));
   }
+  Plan deps_plan;
+  for (auto& [spec_id, conditions] : read) {
+    const WaiterJobs& range = waiting.at(spec_id);
+    waiter_jobs_[spec_id] = {range.first, range.last, live[spec_id]};
+    deps_plan.deps_changed.insert(spec_id);
+    if (deps_.Add(spec_id, std::move(conditions)) == sched::DepState::kFailed) {
+      deps_plan.dep_failures.push_back(spec_id);
+    }
+  }
+  std::vector<int64_t> failed = deps_plan.dep_failures;
+  DrainDependencyFailures(deps_plan, now);
   if (Status st = Execute(deps_plan); !st.ok()) {
-    LogError("cancelling jobs whose dependencies failed: {}; they wait", st.message());
+    LogError("cancelling jobs whose dependencies failed: {}; retried", st.message());
+    retry_cancels_.insert(failed.begin(), failed.end());
   }
   LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
   return Status::Ok();
@@ -272,19 +291,22 @@ void Core::ReapFinished() {
     }
     waiting_notes_.erase(it->first);
     dep_waiting_.erase(it->first);
+    // A group's limit, and a submission's dependencies, are forgotten with their last job.
+    if (job.row.group) {
+      auto live = group_live_.find(*job.row.group);
+      if (live != group_live_.end() && --live->second <= 0) {
+        group_limits_.erase(live->first);
+        group_live_.erase(live);
+      }
+    }
+    if (auto w = waiter_jobs_.find(job.row.spec_id);
+        w != waiter_jobs_.end() && --w->second.live <= 0) {
+      deps_.Remove(w->first);
+      dep_reasons_.erase(w->first);
+      waiter_jobs_.erase(w);
+    }
     UncountJob(job);
     it = jobs_.erase(it);
-  }
-  // Waiters whose jobs are all gone are forgotten.
-  for (auto it = waiter_jobs_.begin(); it != waiter_jobs_.end();) {
-    auto job = jobs_.lower_bound(it->second.first);
-    if (job != jobs_.end() && job->first <= it->second.second) {
-      ++it;
-      continue;
-    }
-    deps_.Remove(it->first);
-    dep_reasons_.erase(it->first);
-    it = waiter_jobs_.erase(it);
   }
 }
 
@@ -483,6 +505,7 @@ void Core::CheckLeases() {
 
 void Core::CheckTimeLimits() {
   MutexLock lock(mu_);
+  RetryDependencyCancels();
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
   Plan plan;

@@ -370,7 +370,11 @@ class Core {
     std::vector<std::string> reclaims;  // teams whose reclaims this plan applies (rate limit)
     std::map<sched::Dependencies::Key, std::optional<sched::Dependencies::Waiter>> deps_before;
     std::map<int64_t, std::optional<int>> group_limits_before;
-    std::set<sched::Dependencies::Key> deps_changed;   // their waiting reasons are written again
+    std::set<sched::Dependencies::Key> deps_changed;  // their waiting reasons are written again
+    // Waiters whose dependencies can no longer hold, to cancel: a worklist, so that a long chain of
+    // cancellations does not recurse (DrainDependencyFailures).
+    std::vector<sched::Dependencies::Key> dep_failures;
+    bool draining_deps = false;
     std::vector<std::pair<TimeMs, int64_t>> backoffs;  // (not_before, job): restarts to wake for
     PlanEvents events;                                 // counted in metrics_ once committed
   };
@@ -455,10 +459,17 @@ class Core {
   Result<std::vector<sched::DepCondition>> DependencyConditions(const JobSpec& spec,
                                                                 const std::string& user,
                                                                 bool any_owner) REQUIRES(mu_);
-  // Registers the dependencies of the submission whose jobs are first..last; cancels them when the
-  // dependencies can no longer hold.
+  // Registers the dependencies of the submission whose jobs are first..last (`live` of them in
+  // memory); cancels them when the dependencies can no longer hold. The waiter mirrors what is
+  // committed (the submission), so it is not journaled: if the cancels' commit fails, they are
+  // retried by CheckTimeLimits.
   void AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
-                 int64_t first, int64_t last, TimeMs now) REQUIRES(mu_);
+                 int64_t first, int64_t last, int live, TimeMs now) REQUIRES(mu_);
+  // Cancels the jobs of every waiter on plan.dep_failures, and of those their cancellation fails
+  // in turn, unless an outer call is already doing it.
+  void DrainDependencyFailures(Plan& plan, TimeMs now) REQUIRES(mu_);
+  // Retries cancellations of failed waiters whose commit failed.
+  void RetryDependencyCancels() REQUIRES(mu_);
   // A job ended for good: its dependents whose dependencies now hold are released, those whose
   // can no longer hold are cancelled (which cascades).
   void DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
@@ -551,8 +562,16 @@ class Core {
   // Pipelines. Dependencies of waiting submissions, keyed by spec id, with each one's jobs (a
   // submission's jobs have consecutive ids: first..last).
   sched::Dependencies deps_ GUARDED_BY(mu_);
-  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> waiter_jobs_ GUARDED_BY(mu_);
+  struct WaiterJobs {
+    int64_t first = 0;
+    int64_t last = 0;
+    int live = 0;  // of its jobs, those in jobs_; the waiter is forgotten when none is left
+  };
+  std::unordered_map<int64_t, WaiterJobs> waiter_jobs_ GUARDED_BY(mu_);
+  std::set<sched::Dependencies::Key> retry_cancels_ GUARDED_BY(mu_);
+  // Bulk groups' max_running, for groups with jobs in jobs_ (group_live_ counts them).
   std::map<int64_t, int> group_limits_ GUARDED_BY(mu_);  // group -> max_running
+  std::unordered_map<int64_t, int> group_live_ GUARDED_BY(mu_);
   // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after

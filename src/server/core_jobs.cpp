@@ -149,6 +149,16 @@ void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::
     retryable = exit_code && std::find(retry.on_exit_codes.begin(), retry.on_exit_codes.end(),
                                        *exit_code) != retry.on_exit_codes.end();
   }
+  const bool used_up = retryable && job.spec->time_limit &&
+                       job.spec->time_limit_scope == TimeLimitScope::kJob &&
+                       job.row.run_ms + RunningFor(job) >= *job.spec->time_limit;
+  if (used_up) {
+    EndJob(plan, job, status,
+           reason + "; not restarted: its time limit " + FormatDuration(*job.spec->time_limit) +
+               " is used up",
+           exit_code, now);
+    return;
+  }
   if (!retryable) {
     std::string why = reason;
     if (retry.max_restarts > 0 && job.row.restarts >= retry.max_restarts) {
@@ -276,8 +286,12 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
     // the run step, as the limit runs from the job's start of RUNNING.
     DurationMs left = *job.spec->time_limit;
     if (job.spec->time_limit_scope == TimeLimitScope::kJob) left -= job.row.run_ms;
-    m.warn_signal = job.spec->signal->number;
-    m.warn_after_ms = std::max<DurationMs>(0, left - job.spec->signal->before);
+    // With a job-wide limit the earlier attempts may have used up the warning time: none then
+    // (a signal at once would kill a script that has not set its trap yet).
+    if (left - job.spec->signal->before > 0) {
+      m.warn_signal = job.spec->signal->number;
+      m.warn_after_ms = left - job.spec->signal->before;
+    }
   }
   return m;
 }
@@ -292,6 +306,7 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
                  TimeMs now) {
   MutJob(plan, job);
   job.row.attempt += 1;
+  job.row.not_before.reset();
   job.row.placement = placement;
   job.row.started_at.reset();
   job.row.ended_at.reset();

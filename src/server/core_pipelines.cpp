@@ -74,14 +74,12 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
           return Status::Unavailable("cannot read group: " + counts.status().message());
         t.total = 0;
         for (const auto& [status, n] : (*counts)[id]) {
+          // (Its first failure's job id is not known here: the count says it.)
           t.total += n;
           if (!IsTerminal(status)) continue;
           // A job that ended but whose processes still stop counts as ended: its status is final.
           t.ended += n;
-          if (status != JobStatus::kSucceeded) {
-            if (t.not_ok == 0) t.first_not_ok = fmt::format("a job {}", JobStatusName(status));
-            t.not_ok += n;
-          }
+          if (status != JobStatus::kSucceeded) t.not_ok += n;
         }
       } else {
         const JobRow* row = nullptr;
@@ -103,11 +101,16 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
           t.ended = 1;
           if (row->status != JobStatus::kSucceeded) {
             t.not_ok = 1;
-            t.first_not_ok = fmt::format("ended {}", JobStatusName(row->status));
+            t.first_not_ok = sched::Dependencies::EndedText(row->status);
           }
         }
       }
       c.targets.push_back(std::move(t));
+    }
+    for (sched::DepTarget& t : c.targets) {
+      if (t.group && t.not_ok > 0) {
+        t.first_not_ok = fmt::format("{} of its jobs did not succeed", t.not_ok);
+      }
     }
     conditions.push_back(std::move(c));
   }
@@ -115,20 +118,45 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
 }
 
 void Core::AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
-                     int64_t first, int64_t last, TimeMs now) {
-  if (!plan.deps_before.count(spec_id)) plan.deps_before.emplace(spec_id, deps_.Save(spec_id));
-  waiter_jobs_[spec_id] = {first, last};
+                     int64_t first, int64_t last, int live, TimeMs now) {
+  waiter_jobs_[spec_id] = {first, last, live};
   sched::DepState state = deps_.Add(spec_id, std::move(conditions));
   plan.deps_changed.insert(spec_id);
-  if (state == sched::DepState::kFailed)
-    CancelWaiters(plan, spec_id, deps_.Find(spec_id)->why, now);
+  if (state == sched::DepState::kFailed) {
+    plan.dep_failures.push_back(spec_id);
+    DrainDependencyFailures(plan, now);
+  }
+}
+
+void Core::DrainDependencyFailures(Plan& plan, TimeMs now) {
+  if (plan.draining_deps) return;  // the outer call goes on with the list
+  plan.draining_deps = true;
+  while (!plan.dep_failures.empty()) {
+    auto key = plan.dep_failures.back();
+    plan.dep_failures.pop_back();
+    const sched::Dependencies::Waiter* w = deps_.Find(key);
+    if (w != nullptr) CancelWaiters(plan, key, w->why, now);
+  }
+  plan.draining_deps = false;
+}
+
+void Core::RetryDependencyCancels() {
+  if (retry_cancels_.empty()) return;
+  Plan plan;
+  TimeMs now = clock_.Now();
+  for (auto key : retry_cancels_) {
+    const sched::Dependencies::Waiter* w = deps_.Find(key);
+    if (w != nullptr && w->state == sched::DepState::kFailed) plan.dep_failures.push_back(key);
+  }
+  DrainDependencyFailures(plan, now);
+  if (Execute(plan).ok()) retry_cancels_.clear();
 }
 
 void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why,
                          TimeMs now) {
   auto range = waiter_jobs_.find(key);
   if (range == waiter_jobs_.end()) return;
-  auto [first, last] = range->second;
+  const auto [first, last, live] = range->second;
   for (auto it = jobs_.lower_bound(first); it != jobs_.end() && it->first <= last; ++it) {
     ActiveJob& job = it->second;
     if (job.row.spec_id != key || job.row.status != JobStatus::kPending) continue;
@@ -148,14 +176,16 @@ void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
     if (change.state == sched::DepState::kMet) {
       plan.kick = true;
     } else if (change.state == sched::DepState::kFailed) {
-      CancelWaiters(plan, change.key, change.why, now);  // may end more jobs: a cascade
+      plan.dep_failures.push_back(change.key);  // its jobs are cancelled, which may cascade
     }
   }
+  DrainDependencyFailures(plan, now);
 }
 
 bool Core::Eligible(const ActiveJob& job, TimeMs now) const {
   if (job.row.not_before && *job.row.not_before > now) return false;
-  if (job.spec->depends_on.empty()) return true;
+  // A job placed before had its dependencies met, and they never stop holding.
+  if (job.spec->depends_on.empty() || job.row.attempt > 0) return true;
   // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
   const sched::Dependencies::Waiter* w = deps_.Find(job.row.spec_id);
   return w != nullptr && w->state == sched::DepState::kMet;
@@ -196,14 +226,13 @@ void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys
     if (text.empty()) {
       // Met or failed: its jobs no longer wait for dependencies.
       dep_reasons_.erase(key);
-      for (int64_t id = range->second.first; id <= range->second.second; ++id)
-        dep_waiting_.erase(id);
+      for (int64_t id = range->second.first; id <= range->second.last; ++id) dep_waiting_.erase(id);
       continue;
     }
     bool fresh = !dep_reasons_.count(key);
     dep_reasons_[key] = std::move(text);
     if (fresh) {
-      for (int64_t id = range->second.first; id <= range->second.second; ++id) {
+      for (int64_t id = range->second.first; id <= range->second.last; ++id) {
         dep_waiting_[id] = key;
       }
     }
@@ -232,7 +261,9 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   }
   Plan plan;
   plan.by = user;
-  plan.group_limits_before.emplace(group, info->max_running);
+  auto current = group_limits_.find(group);
+  plan.group_limits_before.emplace(
+      group, current == group_limits_.end() ? std::nullopt : std::optional<int>(current->second));
   plan.batch.group_limits.emplace_back(group, max_running);
   AuditRow audit;
   audit.at = clock_.Now();
@@ -241,10 +272,10 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   audit.target = fmt::format("group {}", group);
   audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
   plan.batch.audit.push_back(std::move(audit));
-  if (max_running) {
-    group_limits_[group] = *max_running;
-  } else {
+  if (!max_running) {
     group_limits_.erase(group);
+  } else if (group_live_.count(group)) {  // a group whose jobs all ended needs none in memory
+    group_limits_[group] = *max_running;
   }
   plan.kick = true;  // a higher limit may let more of its jobs start now
   return Execute(plan);

@@ -76,6 +76,14 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     }
   }
   for (const auto& [key, dying] : dying_) {
+    // An earlier attempt still stopping counts against its group's max_running: it holds resources.
+    if (!group_limits_.empty()) {
+      auto job = jobs_.find(key.first);
+      if (job != jobs_.end() && job->second.row.group &&
+          group_limits_.count(*job->second.row.group)) {
+        ++group_running[*job->second.row.group];
+      }
+    }
     sched::RunningJob r;
     r.id = key.first;
     r.attempt = key.second;

@@ -156,7 +156,10 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
              "cancelled by a cancel --all that arrived while it was submitted", std::nullopt, now);
     }
   }
-  if (stored.group && shared->max_running) group_limits_[*stored.group] = *shared->max_running;
+  if (stored.group) {
+    group_live_[*stored.group] += static_cast<int>(stored.ids.size());
+    if (shared->max_running) group_limits_[*stored.group] = *shared->max_running;
+  }
   if (!shared->depends_on.empty() && !cancelled_in_flight) {
     auto conditions = DependencyConditions(*shared, request.user, /*any_owner=*/true);
     if (!conditions.ok()) {
@@ -166,13 +169,17 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
                stored.ids.back(), conditions.status().message());
     } else {
       AddWaiter(cancel_plan, stored.spec_id, std::move(*conditions), stored.ids.front(),
-                stored.ids.back(), now);
+                stored.ids.back(), static_cast<int>(stored.ids.size()), now);
     }
   }
   if (!cancel_plan.batch.empty() || !cancel_plan.deps_changed.empty()) {
     Status st = Execute(cancel_plan);
-    // The jobs stay pending, as recorded: the submission itself succeeded.
-    if (!st.ok()) LogError("after recording a submission: {}", st.message());
+    // The jobs stay pending, as recorded: the submission itself succeeded. Cancellations of jobs
+    // whose dependencies failed are retried.
+    if (!st.ok()) {
+      LogError("after recording a submission: {}", st.message());
+      if (!shared->depends_on.empty()) retry_cancels_.insert(stored.spec_id);
+    }
   }
   writer.answer = std::move(answer);
 }

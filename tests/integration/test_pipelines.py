@@ -78,7 +78,7 @@ class PipelineTest(BerthTestCase):
         b.wait_status(failed, "FAILED")
         rc, _, err = b.run("exec", "-d", "--after", f"ok:{failed}", "--", "true", check=False)
         self.assertNotEqual(rc, 0)
-        self.assertIn(f"this job could never start: dependency {failed} ended FAILED", err)
+        self.assertIn(f"this job could never start: dependency {failed} failed", err)
         rc, _, err = b.run("exec", "-d", "--max-running", "3", "--", "true", check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("--max-running limits a bulk group", err)

@@ -1,14 +1,18 @@
 #include "scenario_runner.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/job_status.h"
 #include "common/quantity.h"
 #include "common/strings.h"
+#include "sched/dependencies.h"
 #include "sched/scheduler.h"
 #include "sched_testing.h"
 
@@ -38,9 +42,21 @@ class Script {
 
   void AddNode(const std::vector<std::string>& words);
   void AddRunning(const std::vector<std::string>& words);
-  void AddPending(const std::vector<std::string>& words);
+  std::vector<std::string> AddPending(const std::vector<std::string>& words);
   void AddTeam(const std::vector<std::string>& words);
   void AddUser(const std::vector<std::string>& words);
+  void SetGroup(const std::vector<std::string>& words);
+  // A job the script declares (pending or running), in group `group` or none.
+  void Declare(JobId id, std::optional<int64_t> group);
+  // "ok:3", "notok:group:7", "any:1,2;ok:4" (conditions separated by ';' must all hold; without a
+  // kind, ok), with the counts of targets that have already ended.
+  std::vector<DepCondition> Conditions(const std::string& text) const;
+  // Whether a pending job waits for its dependencies (and so is kept out of the pass).
+  bool Held(JobId id) const;
+  // A job ended for good with `status` (it has already left the queue or given its resources
+  // back): tells the dependencies, and releases or cancels their waiters, cascading through the
+  // waiters cancelled. Returns the "release ID" and "cancel ID: why" lines.
+  std::vector<std::string> Ended(JobId id, JobStatus status);
   std::map<std::string, MilliGpu> GpuAmounts(const std::string& text) const;
   std::vector<std::string> Explain(const std::vector<std::string>& words) const;
   std::vector<std::string> RunPass();
@@ -52,6 +68,12 @@ class Script {
   Config config_;
   std::map<JobId, JobRequest> submitted_;  // every pending job as submitted, for requeueing
   std::optional<PassResult> last_pass_;
+  std::set<JobId> declared_;                    // every job declared, for dependency targets
+  std::map<JobId, int64_t> group_of_;           // the bulk group of each job declared with one
+  std::map<int64_t, std::set<JobId>> members_;  // the jobs declared in each group
+  std::map<int64_t, int> caps_;                 // group -> max_running
+  std::map<JobId, JobStatus> ended_;            // jobs that ended, and how
+  Dependencies deps_;                           // keyed by the waiting job's id
 };
 
 std::vector<std::string> Script::Run(const std::string& line, int line_no) {
@@ -65,11 +87,13 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
   } else if (cmd == "running") {
     AddRunning(words);
   } else if (cmd == "pending") {
-    AddPending(words);
+    return AddPending(words);
   } else if (cmd == "team") {
     AddTeam(words);
   } else if (cmd == "user") {
     AddUser(words);
+  } else if (cmd == "group") {
+    SetGroup(words);
   } else if (cmd == "explain") {
     return Explain(words);
   } else if (cmd == "schedule") {
@@ -90,11 +114,14 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
       team->reclaims.push_back(snapshot_.now);
     }
     // A requeued victim keeps its original request (and submission time) when the script has it.
+    // A victim declared running keeps its group.
     for (JobId id : Apply(snapshot_, *last_pass_, mode)) {
       auto original = submitted_.find(id);
-      if (original == submitted_.end()) continue;
+      auto group = group_of_.find(id);
       for (JobRequest& j : snapshot_.pending) {
-        if (j.id == id) j = original->second;
+        if (j.id != id) continue;
+        if (original != submitted_.end()) j = original->second;
+        if (group != group_of_.end()) j.group = group->second;
       }
     }
     last_pass_.reset();
@@ -126,18 +153,39 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
     last_pass_.reset();
   } else if (cmd == "finish" || cmd == "cancel") {
     if (words.size() < 2) Fail(cmd + " needs job ids");
+    std::vector<std::string> out;
     for (size_t i = 1; i < words.size(); ++i) {
       const JobId id = Integer(words[i]);
+      JobStatus status = JobStatus::kSucceeded;
       if (cmd == "finish") {
         if (!Finish(snapshot_, id)) Fail("job " + words[i] + " is not running");
-        continue;
+      } else {
+        auto it = std::find_if(snapshot_.pending.begin(), snapshot_.pending.end(),
+                               [&](const JobRequest& j) { return j.id == id; });
+        if (it == snapshot_.pending.end()) Fail("job " + words[i] + " is not pending");
+        snapshot_.pending.erase(it);
+        status = JobStatus::kCancelled;
       }
-      auto it = std::find_if(snapshot_.pending.begin(), snapshot_.pending.end(),
-                             [&](const JobRequest& j) { return j.id == id; });
-      if (it == snapshot_.pending.end()) Fail("job " + words[i] + " is not pending");
-      snapshot_.pending.erase(it);
+      for (std::string& line : Ended(id, status)) out.push_back(std::move(line));
     }
     last_pass_.reset();  // decisions about a queue that changed must not be applied
+    return out;
+  } else if (cmd == "end") {
+    if (words.size() != 3) Fail("end needs a job id and a status (end 3 FAILED)");
+    const JobId id = Integer(words[1]);
+    const std::optional<JobStatus> status = ParseJobStatus(words[2]);
+    if (!status || !IsTerminal(*status)) {
+      Fail("bad status '" + words[2] + "' (want SUCCEEDED, FAILED, CANCELLED, LOST, ...)");
+    }
+    if (!Finish(snapshot_, id)) {
+      auto it = std::find_if(snapshot_.pending.begin(), snapshot_.pending.end(),
+                             [&](const JobRequest& j) { return j.id == id; });
+      if (it == snapshot_.pending.end())
+        Fail("job " + words[1] + " is neither running nor pending");
+      snapshot_.pending.erase(it);
+    }
+    last_pass_.reset();
+    return Ended(id, *status);
   } else if (cmd == "drain" || cmd == "resume") {
     if (words.size() != 2) Fail(cmd + " needs one node name");
     for (NodeView& n : snapshot_.nodes) {
@@ -251,6 +299,8 @@ JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& o
       job.submitted_at = Millis(value);
     } else if (key == "limit") {
       job.time_limit = Millis(value);
+    } else if (key == "group") {
+      job.group = Integer(value);
     } else {
       Fail("unknown job option '" + key + "'");
     }
@@ -294,6 +344,7 @@ void Script::AddRunning(const std::vector<std::string>& words) {
   if (words.size() < 4) Fail("running needs an id and 'on NODE'");
   RunningJob job;
   job.id = Integer(words[1]);
+  std::optional<int64_t> group;
   auto on = std::find(words.begin(), words.end(), "on");
   if (on == words.end()) Fail("running needs 'on NODE'");
   // Options may come before the nodes or after them: "running 1 prio=2 on n1 gpus=0 limit=1h".
@@ -338,6 +389,8 @@ void Script::AddRunning(const std::vector<std::string>& words) {
       job.time_limit = Millis(value);
     } else if (key == "stopping") {
       job.stopping = true;
+    } else if (key == "group") {
+      group = Integer(value);
     } else {
       Fail("unknown running option '" + key + "'");
     }
@@ -362,9 +415,10 @@ void Script::AddRunning(const std::vector<std::string>& words) {
   }
   std::string problems = Hold(snapshot_, job);
   if (!problems.empty()) Fail("running job does not fit:" + problems);
+  Declare(job.id, group);
 }
 
-void Script::AddPending(const std::vector<std::string>& words) {
+std::vector<std::string> Script::AddPending(const std::vector<std::string>& words) {
   if (words.size() < 2) Fail("pending needs an id");
   JobId first = 0;
   JobId last = 0;
@@ -376,14 +430,140 @@ void Script::AddPending(const std::vector<std::string>& words) {
     last = Integer(words[1].substr(dots + 2));
     if (last < first) Fail("empty id range " + words[1]);
   }
-  const std::map<std::string, std::string> options = Options(words, 2);
+  std::map<std::string, std::string> options = Options(words, 2);
+  // Its dependencies name jobs declared before this line, so they never form a cycle.
+  std::optional<std::vector<DepCondition>> conditions;
+  if (auto after = options.find("after"); after != options.end()) {
+    conditions = Conditions(after->second);
+    options.erase(after);
+  }
+  std::vector<std::string> out;
   for (JobId id = first; id <= last; ++id) {
     for (const JobRequest& j : snapshot_.pending) {
       if (j.id == id) Fail("job " + std::to_string(id) + " is already pending");
     }
-    snapshot_.pending.push_back(Request(id, options));
-    submitted_[id] = snapshot_.pending.back();
+    JobRequest job = Request(id, options);
+    Declare(id, job.group);
+    snapshot_.pending.push_back(job);
+    submitted_[id] = std::move(job);
+    if (!conditions) continue;
+    // As the server does at submission: a dependency that can no longer hold cancels the job.
+    if (deps_.Add(id, *conditions) == DepState::kFailed) {
+      const std::string why = deps_.Find(id)->why;
+      snapshot_.pending.pop_back();
+      out.push_back("cancel " + std::to_string(id) + ": " + why);
+      for (std::string& line : Ended(id, JobStatus::kCancelled)) out.push_back(std::move(line));
+    }
   }
+  return out;
+}
+
+void Script::Declare(JobId id, std::optional<int64_t> group) {
+  declared_.insert(id);
+  ended_.erase(id);
+  if (auto old = group_of_.find(id); old != group_of_.end()) {
+    members_[old->second].erase(id);
+    group_of_.erase(old);
+  }
+  if (group) {
+    group_of_[id] = *group;
+    members_[*group].insert(id);
+  }
+}
+
+std::vector<DepCondition> Script::Conditions(const std::string& text) const {
+  std::vector<DepCondition> conditions;
+  for (const std::string& part : Split(text, ';')) {
+    const std::string usage = "bad dependency '" + part + "' (want ok:3, notok:1,2, any:group:7)";
+    DepCondition c;
+    std::string rest = part;
+    const size_t colon = part.find(':');
+    if (colon != std::string::npos && !StartsWith(part, "group:")) {
+      const std::string kind = part.substr(0, colon);
+      if (kind == "ok") {
+        c.kind = DepKind::kOk;
+      } else if (kind == "notok") {
+        c.kind = DepKind::kNotOk;
+      } else if (kind == "any") {
+        c.kind = DepKind::kAny;
+      } else {
+        Fail(usage);
+      }
+      rest = part.substr(colon + 1);
+    }
+    const bool groups = StartsWith(rest, "group:");
+    if (groups) rest = rest.substr(6);
+    if (rest.empty()) Fail(usage);
+    for (const std::string& item : Split(rest, ',')) {
+      DepTarget t;
+      t.group = groups;
+      t.id = Integer(item);
+      // The counts say how the targets stand now, as the server reads them from its store (and
+      // with its words for a target that has already ended).
+      if (!groups) {
+        if (!declared_.count(t.id)) Fail("dependency on job " + item + ", which is not declared");
+        if (auto e = ended_.find(t.id); e != ended_.end()) {
+          t.ended = 1;
+          if (e->second != JobStatus::kSucceeded) {
+            t.not_ok = 1;
+            t.first_not_ok = "ended " + std::string(JobStatusName(e->second));
+          }
+        }
+      } else {
+        auto members = members_.find(t.id);
+        if (members == members_.end() || members->second.empty()) {
+          Fail("dependency on group " + item + ", which has no jobs declared");
+        }
+        t.total = static_cast<int>(members->second.size());
+        for (JobId member : members->second) {
+          auto e = ended_.find(member);
+          if (e == ended_.end()) continue;
+          ++t.ended;
+          if (e->second == JobStatus::kSucceeded) continue;
+          if (t.not_ok++ == 0) t.first_not_ok = "a job " + std::string(JobStatusName(e->second));
+        }
+      }
+      c.targets.push_back(std::move(t));
+    }
+    conditions.push_back(std::move(c));
+  }
+  return conditions;
+}
+
+bool Script::Held(JobId id) const {
+  const Dependencies::Waiter* w = deps_.Find(id);
+  return w != nullptr && w->state == DepState::kWaiting;
+}
+
+std::vector<std::string> Script::Ended(JobId id, JobStatus status) {
+  std::vector<std::string> out;
+  deps_.Remove(id);  // a job that ended waits for nothing
+  ended_[id] = status;
+  // Breadth first: every waiter the end of one job changes is printed before the cascade that its
+  // cancelled waiters start.
+  std::deque<JobId> gone{id};
+  while (!gone.empty()) {
+    const JobId job = gone.front();
+    gone.pop_front();
+    std::optional<int64_t> group;
+    if (auto g = group_of_.find(job); g != group_of_.end()) group = g->second;
+    for (const Dependencies::Change& change : deps_.JobEnded(job, group, ended_.at(job))) {
+      const std::string key = std::to_string(change.key);
+      if (change.state == DepState::kMet) {
+        out.push_back("release " + key);
+        continue;
+      }
+      // Failed: the waiting job leaves the queue, CANCELLED, and its own waiters learn of it.
+      out.push_back("cancel " + key + ": " + change.why);
+      auto it = std::find_if(snapshot_.pending.begin(), snapshot_.pending.end(),
+                             [&](const JobRequest& j) { return j.id == change.key; });
+      if (it != snapshot_.pending.end()) snapshot_.pending.erase(it);
+      deps_.Remove(change.key);
+      ended_[change.key] = JobStatus::kCancelled;
+      gone.push_back(change.key);
+    }
+  }
+  return out;
 }
 
 std::map<std::string, MilliGpu> Script::GpuAmounts(const std::string& text) const {
@@ -413,6 +593,21 @@ void Script::AddTeam(const std::vector<std::string>& words) {
     }
   }
   snapshot_.teams.push_back(std::move(team));
+}
+
+void Script::SetGroup(const std::vector<std::string>& words) {
+  if (words.size() != 3 || !StartsWith(words[2], "max-running=")) {
+    Fail("group needs an id and max-running=N|none");
+  }
+  const int64_t group = Integer(words[1]);
+  const std::string value = words[2].substr(12);
+  if (value == "none") {
+    caps_.erase(group);
+    return;
+  }
+  const int64_t max_running = Integer(value);
+  if (max_running < 1) Fail("max-running must be at least 1 (or none)");
+  caps_[group] = static_cast<int>(max_running);
 }
 
 void Script::AddUser(const std::vector<std::string>& words) {
@@ -475,9 +670,34 @@ std::vector<std::string> Script::Explain(const std::vector<std::string>& words) 
 }
 
 std::vector<std::string> Script::RunPass() {
-  PassResult result = Schedule(snapshot_, config_);
+  // The pass sees what the server gives it: jobs that wait for their dependencies are left out of
+  // the queue, and each capped group says how many of its jobs hold resources (stopping ones too).
+  Snapshot view = snapshot_;
+  std::vector<JobId> held;
+  if (deps_.size() > 0) {
+    view.pending.clear();
+    for (const JobRequest& j : snapshot_.pending) {
+      if (Held(j.id)) {
+        held.push_back(j.id);
+      } else {
+        view.pending.push_back(j);
+      }
+    }
+    std::sort(held.begin(), held.end());
+  }
+  for (const auto& [group, max_running] : caps_) {
+    GroupCap& cap = view.group_caps[group];
+    cap.max_running = max_running;
+    for (const RunningJob& r : view.running) {
+      auto g = group_of_.find(r.id);
+      if (g != group_of_.end() && g->second == group) ++cap.running;
+    }
+  }
+  PassResult result = Schedule(view, config_);
   std::vector<std::string> out = FormatDecisions(result);
-  for (const std::string& broken : CheckInvariants(snapshot_, result)) {
+  for (JobId id : held)
+    out.push_back("held " + std::to_string(id) + ": waiting for its dependencies");
+  for (const std::string& broken : CheckInvariants(view, result)) {
     out.push_back("BROKEN: " + broken);
   }
   last_pass_ = std::move(result);

@@ -36,6 +36,13 @@ class CoreTest : public ::testing::Test {
     }
   }
 
+  // A server restart: a new core loads the same store (agents must register again).
+  void Restart() {
+    core_ = std::make_unique<Core>(options_, *store_, clock_, channel_);
+    ASSERT_TRUE(core_->Load().ok());
+    sessions_.clear();
+  }
+
   // A node with `cpus` CPUs and `gpus` V100s. Returns its session.
   std::string Register(const std::string& name, int cpus = 8, int gpus = 0,
                        std::vector<proto::AttemptRank> running = {}) {

@@ -139,7 +139,7 @@ TEST_F(PipelineCoreTest, SubmitRefusesDependenciesThatCannotWork) {
   refused = TrySubmit(never, "bob");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
-            fmt::format("this job could never start: dependency {} ended CANCELLED", bobs));
+            fmt::format("this job could never start: dependency {} was cancelled", bobs));
 }
 
 // A restart whose commit fails leaves the job as it was; retried, the job is PENDING again with
@@ -285,10 +285,9 @@ TEST_F(PipelineCoreTest, MaxRunningCapsAGroupAndCanBeRaised) {
   auto [group, jobs] = SubmitGroup(spec, 6);
   ASSERT_TRUE(core_->RunPass());
   EXPECT_EQ(Placed(jobs), 2);
-  EXPECT_EQ(
-      core_->WaitingReason(jobs[5]),
-      fmt::format("waiting: group {} is at its max_running (2 of its jobs running, at most 2)",
-                  group));
+  EXPECT_EQ(core_->WaitingReason(jobs[5]),
+            fmt::format("waiting: group {} is at its max_running (2 of its jobs placed, at most 2)",
+                        group));
   EXPECT_EQ(core_->DurableState(), FreshDurableState());
 
   std::string before = core_->DebugState();
@@ -301,6 +300,101 @@ TEST_F(PipelineCoreTest, MaxRunningCapsAGroupAndCanBeRaised) {
   EXPECT_EQ(Placed(jobs), 4);
   EXPECT_EQ(core_->GroupLimit(group), 4);
   EXPECT_EQ(core_->DurableState(), FreshDurableState());
+}
+
+}  // namespace
+}  // namespace berth::testing
+
+namespace berth::testing {
+namespace {
+
+// Review findings, each a test. After a restart, a job that ran once (its dependency met) and goes
+// back to the queue is placed again: the fresh server keeps no waiter for it.
+TEST_F(PipelineCoreTest, ADependantRequeuedAfterARestartRunsAgain) {
+  Register("n1", 8);
+  int64_t prep = Submit(Spec());
+  JobSpec spec = Spec();
+  spec.depends_on = {After(DependencyKind::kOk, {prep})};
+  spec.retry.max_restarts = 1;
+  int64_t next = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", prep);
+  ASSERT_TRUE(Report("n1", {Entry(prep, 1, 0, ReportEvent::kExited, 0)}).ok());
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", next);
+
+  Restart();
+  Register("n1", 8);
+  Run("n1", next);
+  ASSERT_TRUE(Report("n1", {Entry(next, 1, 0, ReportEvent::kExited, 2)}).ok());
+  EXPECT_EQ(Stored(next).status, JobStatus::kPending);
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
+  EXPECT_EQ(Stored(next).attempt, 2);
+}
+
+// A server starts and finds a waiting job whose dependency has failed (its cancel was never
+// recorded); the commit of that cancel fails too. The job stays pending and waits, and the next
+// housekeeping cancels it.
+TEST_F(PipelineCoreTest, CancelsThatCouldNotBeCommittedAreRetried) {
+  Register("n1", 8);
+  int64_t prep = Submit(Spec());
+  JobSpec spec = Spec();
+  spec.depends_on = {After(DependencyKind::kOk, {prep})};
+  int64_t next = Submit(spec);
+  // prep failed, as the store has it, without the cascade (as a crash between the two would).
+  JobRow failed = Stored(prep);
+  failed.status = JobStatus::kFailed;
+  failed.ended_at = clock_.Now();
+  Batch batch;
+  batch.jobs.push_back(failed);
+  ASSERT_TRUE(store_->inner().Commit(batch).ok());
+
+  store_->FailWrites(1);
+  Restart();
+  EXPECT_EQ(Stored(next).status, JobStatus::kPending);
+  Register("n1", 8);
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "placed although its dependency failed";
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(next).status, JobStatus::kCancelled);
+  EXPECT_EQ(Stored(next).reason, fmt::format("dependency {} failed", prep));
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+}
+
+// A chain of 3,000 jobs, each waiting for the one before: the head fails, and the whole chain is
+// cancelled in one commit without recursing once per link.
+TEST_F(PipelineCoreTest, ALongChainIsCancelledWithoutDeepRecursion) {
+  Register("n1", 8);
+  int64_t head = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", head);
+  int64_t last = head;
+  for (int i = 0; i < 3000; ++i) {
+    JobSpec spec = Spec();
+    spec.depends_on = {After(DependencyKind::kOk, {last})};
+    last = Submit(spec);
+  }
+  ASSERT_TRUE(Report("n1", {Entry(head, 1, 0, ReportEvent::kExited, 1)}).ok());
+  EXPECT_EQ(Stored(last).status, JobStatus::kCancelled);
+  EXPECT_EQ(Stored(last).reason, fmt::format("dependency {} was cancelled", last - 1));
+}
+
+// A group's limit is forgotten with its last job, and a limit set on a finished group is only
+// stored.
+TEST_F(PipelineCoreTest, AGroupLimitGoesWithTheGroup) {
+  Register("n1", 8);
+  JobSpec spec = Spec();
+  spec.max_running = 1;
+  auto [group, jobs] = SubmitGroup(spec, 1);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", jobs[0]);
+  EXPECT_EQ(core_->GroupLimit(group), 1);
+  ASSERT_TRUE(Report("n1", {Entry(jobs[0], 1, 0, ReportEvent::kExited, 0)}).ok());
+  EXPECT_EQ(core_->GroupLimit(group), std::nullopt);
+  ASSERT_TRUE(core_->SetGroupLimit(group, 5, "alice", false).ok());
+  EXPECT_EQ(core_->GroupLimit(group), std::nullopt);
+  EXPECT_EQ(core_->DebugState().find("group "), std::string::npos);
 }
 
 }  // namespace
