@@ -262,7 +262,8 @@ class Core {
   // node; nodes by state. Holds the core's lock for one walk of the active jobs and the nodes.
   void WriteGauges(metrics::ExpositionWriter& out) EXCLUDES(mu_, waiting_mu_);
   // The class of a waiting reason, for berth_pending_jobs{reason=...}: "resources", "preempting",
-  // "reclaiming", "user_cap", "team_borrow_limit", "reservation", "no_node", "invalid", "other".
+  // "reclaiming", "user_cap", "group_cap", "team_borrow_limit", "reservation", "no_node",
+  // "invalid", "other".
   static std::string_view ReasonClass(std::string_view reason);
 
   // --- housekeeping and scheduling ---

@@ -13,6 +13,7 @@ std::string_view Core::ReasonClass(std::string_view reason) {
   if (starts("reclaiming")) return "reclaiming";
   if (starts("invalid request")) return "invalid";
   if (has("max-running-gpus")) return "user_cap";
+  if (has("is at its max_running")) return "group_cap";
   if (has("may borrow")) return "team_borrow_limit";
   if (has("holds a reservation") || has("reserved for job")) return "reservation";
   if (starts("waiting: no schedulable node") || starts("waiting: no node")) return "no_node";
@@ -121,9 +122,11 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   // Pending jobs by why they wait, as of the last pass (its compact list, counted without the
   // core's lock). Jobs submitted since are "new".
   std::shared_ptr<const sched::Waiting> pass;
+  int64_t on_dependencies = 0;  // not in any pass: they wait for other jobs
   {
     MutexLock lock(waiting_mu_);
     pass = waiting_pass_;
+    on_dependencies = static_cast<int64_t>(dep_waiting_.size());
   }
   int64_t pending = 0;
   for (const auto& c : counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
@@ -171,6 +174,11 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
                   {"team", pass->TeamOf(*example)}},
                  static_cast<double>(n));
     }
+  }
+  if (on_dependencies > 0) {
+    out.Sample("berth_pending_jobs", {{"reason", "dependency"}, {"user", ""}, {"team", ""}},
+               static_cast<double>(on_dependencies));
+    classified += on_dependencies;
   }
   if (pending > classified) {
     out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},

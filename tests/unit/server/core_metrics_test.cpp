@@ -113,6 +113,9 @@ TEST(ReasonClass, NamesTheKindOfWait) {
                               "quota is 6 and it may borrow 2 beyond it"),
             "team_borrow_limit");
   EXPECT_EQ(Core::ReasonClass("waiting: no node in pool 'prod'"), "no_node");
+  EXPECT_EQ(Core::ReasonClass(
+                "waiting: group 3 is at its max_running (32 of its jobs placed, at most 32)"),
+            "group_cap");
   EXPECT_EQ(Core::ReasonClass("waiting for resources: needs V100:8 on 1 node; no whole V100 free "
                               "on any node; holds a reservation on n1 (expected free in 5m)"),
             "reservation");

@@ -65,6 +65,10 @@ TEST_F(PipelineCoreTest, AFailedDependencyCancelsTheChainAllOrNothing) {
   EXPECT_EQ(core_->WaitingReason(sweep_jobs[0]), fmt::format("waiting for job {} (RUNNING)", prep));
   EXPECT_EQ(core_->WaitingReason(eval),
             fmt::format("waiting for group {} (0 of 3 jobs ended)", sweep));
+  metrics::ExpositionWriter gauges;
+  core_->WriteGauges(gauges);
+  EXPECT_NE(gauges.Take().find(R"(berth_pending_jobs{reason="dependency",user="",team=""} 4)"),
+            std::string::npos);
   EXPECT_EQ(core_->DurableState(), FreshDurableState());
 
   std::string before = core_->DebugState();
