@@ -51,6 +51,8 @@ Status Core::Load() {
     nodes_[row.name] = std::move(node);
   }
   std::map<int64_t, int> group_sizes;
+  // One scheduler request per submission (its jobs share spec, owner, priority and submission time).
+  std::map<int64_t, std::shared_ptr<const sched::JobRequest>> requests;  // by spec id
   Plan unused;  // Allocate() journals; nothing here is ever undone
   for (auto& row : *jobs) {
     ActiveJob job;
@@ -60,7 +62,12 @@ Status Core::Load() {
       LogError("job {}: spec {} is unreadable; it stays pending", row.id, row.spec_id);
       continue;
     }
-    job.request = RequestFor(row, *job.spec);
+    auto& request = requests[row.spec_id];
+    if (!request || request->priority != row.priority || request->user != row.user ||
+        request->submitted_at != row.submitted_at) {
+      request = std::make_shared<const sched::JobRequest>(RequestFor(row, *job.spec));
+    }
+    job.request = request;
     job.ranks.resize(static_cast<size_t>(row.num_nodes));
     if (row.group) {
       auto size = group_sizes.find(*row.group);

@@ -320,7 +320,9 @@ class Core {
   struct ActiveJob {
     JobRow row;
     std::shared_ptr<const JobSpec> spec;
-    sched::JobRequest request;     // the scheduler's view while pending (built once)
+    // The scheduler's view while pending, but for its id: the same for every job of a submission,
+    // so shared (one per submission rather than ~270 bytes per job).
+    std::shared_ptr<const sched::JobRequest> request;
     int group_size = 0;            // BERTH_NUM_JOBS for bulk groups
     std::vector<RankState> ranks;  // per rank of the current attempt
     bool terminating = false;      // ended for the user; processes still being stopped

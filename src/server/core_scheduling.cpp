@@ -54,7 +54,8 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
       // nothing back, reserve nothing, and cost the pass nothing but this check.
       if (!Eligible(job, now)) continue;
-      snap.pending.push_back(job.request);
+      snap.pending.push_back(*job.request);
+      snap.pending.back().id = id;
       in.job_gens.emplace(id, job.gen);
     } else if (IsActive(job.row.status) || job.terminating) {
       if (job.row.group && !group_limits_.empty() && group_limits_.count(*job.row.group)) {

@@ -129,6 +129,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
   const uint32_t count_group = CountGroup(shared->pool, request.user);
   answer.group = stored.group;
   answer.ids = stored.ids;
+  std::shared_ptr<const sched::JobRequest> shared_request;
   for (size_t i = 0; i < stored.ids.size(); ++i) {
     ActiveJob job;
     job.row.id = stored.ids[i];
@@ -145,7 +146,10 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.row.submitted_at = now;
     job.queued_at = now;
     job.spec = shared;
-    job.request = RequestFor(job.row, *shared);
+    if (!shared_request) {
+      shared_request = std::make_shared<const sched::JobRequest>(RequestFor(job.row, *shared));
+    }
+    job.request = shared_request;
     job.group_size = request.count;
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
     job.count_group = count_group;
