@@ -16,6 +16,11 @@ BERTH_HOME, with jobs of `cpus: 1` that run `true`:
   4. with --with-slurm: the same work with Slurm (Debian's packages, installed when missing) on localhost:
      `sbatch --array=0-999 --wrap true` and 1000 sequential `sbatch --wrap true`, with ratios Slurm / berth.
 
+Floors, measured first in the same run (medians of 3): 1000 `bash -c true` launched and reaped by two
+parallel workers (xargs -P 2), and 1000 sequential execs of /bin/true from one bash. The run ends with the
+targets of the issue "Launching at the machine's speed", each as a ratio to its floor (or a measure), and exits
+1 when any is missed.
+
 Times to SUCCEEDED are observed by polling the server every 10 ms (the newest job alone, then the list of active
 jobs); the server's own timestamps (first and last start, last end) are shown beside them. Temporary dirs go
 under --tmpdir (default $TMPDIR or /tmp); its filesystem is printed, since per-job files make it matter.
@@ -47,6 +52,15 @@ TARGET_BULK_PENDING_S = 0.050
 TARGET_LOOP_S = 2.0
 TARGET_ACCEPT_10K_S = 0.100
 TARGET_RSS_MIB = 300
+
+# Targets of the issue "Launching at the machine's speed": ratios to floors measured in the same run
+# (these machines vary up to tenfold in absolute process-creation speed from day to day).
+RATIO_BULK_TO_BASH_FLOOR = 1.2   # 1000-job bulk launch to all SUCCEEDED / 1000 `bash -c true`, 2 workers
+RATIO_LOOP_TO_TRUE_FLOOR = 2.5   # 1000 sequential `berth exec -d` / 1000 sequential `/bin/true`
+TARGET_BYTES_PER_PENDING_JOB = 1.5 * 1024  # server RSS / 100,000 pending (its baseline included)
+TARGET_PEAK_TO_STEADY = 1.3      # peak RSS while 100,000 jobs arrive / RSS once they are in
+TARGET_SUBMIT_10K_ANY_S = 0.050  # each 10,000-job submission into 0..90,000 pending
+TARGET_LIST_PAGE_S = 0.020       # one page of GET /v1/jobs with 100,000 jobs
 
 
 def log(msg):
@@ -602,6 +616,44 @@ def spread(xs):
     return med, (f" [{fmt_s(min(xs))} .. {fmt_s(max(xs))}, n={len(xs)}]" if len(xs) > 1 else "")
 
 
+def floor_bash_true(n=1000, workers=2):
+    """The machine's floor for launching and reaping n `bash -c true` with `workers` in parallel."""
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", f"seq {n} | xargs -P {workers} -I{{}} bash -c true"], check=True)
+    return time.perf_counter() - t0
+
+
+def floor_exec_true(n=1000):
+    """n sequential execs of /bin/true (from one bash, which forks and execs each)."""
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], check=True)
+    return time.perf_counter() - t0
+
+
+def targets(res):
+    """The issue's targets as (name, value, floor, ratio or measure, target, met)."""
+    out = []
+    fl = res["floors"]
+    done = statistics.median([r["done_s"] for r in res["bulk_cli"]] + [r["done_s"] for r in res["bulk_http"]])
+    out.append(("1000-job bulk launch to all SUCCEEDED / bash floor", f"{done:.2f} s", f"{fl['bash_s']:.2f} s",
+                done / fl["bash_s"], RATIO_BULK_TO_BASH_FLOOR))
+    loop = statistics.median([r["loop_s"] for r in res["loop"]])
+    out.append(("1000 sequential `exec -d` / /bin/true floor", f"{loop:.2f} s", f"{fl['true_s']:.2f} s",
+                loop / fl["true_s"], RATIO_LOOP_TO_TRUE_FLOOR))
+    rp = res["rss_pending"]
+    per_job = rp["pending"]["VmRSS"] * 1024 * 1024 / 100000
+    out.append(("server RSS per pending job (100,000 pending), bytes", f"{rp['pending']['VmRSS']:.0f} MiB", "",
+                per_job, TARGET_BYTES_PER_PENDING_JOB))
+    out.append(("peak RSS while they arrive / steady", f"{rp['pending']['VmHWM']:.0f} MiB", "",
+                rp["pending"]["VmHWM"] / rp["pending"]["VmRSS"], TARGET_PEAK_TO_STEADY))
+    worst = max(rp["posts_s"])
+    out.append(("slowest 10,000-job submit into 0..90k pending, s", f"{worst * 1000:.0f} ms", "", worst,
+                TARGET_SUBMIT_10K_ANY_S))
+    out.append(("one listing page with 100,000 jobs, s", f"{rp['list_active_s'] * 1000:.0f} ms", "",
+                rp["list_active_s"], TARGET_LIST_PAGE_S))
+    return [(name, value, floor, measure, target, measure <= target) for name, value, floor, measure, target in out]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default = next((p for p in (os.path.join(ROOT, "build-bench", "src", "berth"), os.path.join(ROOT, "build", "src", "berth"))
@@ -625,6 +677,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="berth-bulk-", dir=args.tmpdir)
     res["filesystem"] = filesystem(tmp)
     try:
+        log("0. floors: 1000 `bash -c true` (2 workers), 1000 sequential /bin/true ...")
+        res["floors"] = {"bash_s": statistics.median(floor_bash_true() for _ in range(3)),
+                         "true_s": statistics.median(floor_exec_true() for _ in range(3))}
         log("1. bulk submission of 1000 jobs ...")
         res["bulk_cli"] = [bench_bulk_cli(berth, tmp, i) for i in range(args.repeat)]
         res["bulk_http"] = [bench_bulk_http(berth, tmp, i) for i in range(args.repeat)]
@@ -650,6 +705,18 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
+    # The issue's targets: each ratio with its floor; the exit status says whether all were met.
+    rows = targets(res)
+    print()
+    print("Targets (issue \"Launching at the machine's speed\"; floors from this run):")
+    for name, value, floor, measure, target, met in rows:
+        shown = f"{measure:.2f}" if measure < 100 else f"{measure:.0f}"
+        print(f"  {name}: {value}" + (f" vs floor {floor}" if floor else "") +
+              f" -> {shown} (target <= {target:g}) {'met' if met else 'MISSED'}")
+    missed = [r[0] for r in rows if not r[5]]
+    if missed:
+        print(f"{len(missed)} of {len(rows)} targets missed")
+        sys.exit(1)
 
 
 def report(res):
