@@ -51,7 +51,8 @@ Status Core::Load() {
     nodes_[row.name] = std::move(node);
   }
   std::map<int64_t, int> group_sizes;
-  // One scheduler request per submission (its jobs share spec, owner, priority and submission time).
+  // One scheduler request per submission (its jobs share spec, owner, priority and submission
+  // time).
   std::map<int64_t, std::shared_ptr<const sched::JobRequest>> requests;  // by spec id
   Plan unused;  // Allocate() journals; nothing here is ever undone
   for (auto& row : *jobs) {
