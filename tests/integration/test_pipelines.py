@@ -16,7 +16,7 @@ import os
 import time
 import unittest
 
-from harness import BerthTestCase, wait_until
+from harness import BerthTestCase, http, wait_until
 
 
 class PipelineTest(BerthTestCase):
@@ -138,6 +138,25 @@ class PipelineTest(BerthTestCase):
         rc, _, err = b.run("update", "--group", 99999, "--max-running", "3", check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("group 99999 not found", err)
+
+    def test_group_updates_through_the_api_name_what_is_wrong(self):
+        group, _ = self.group("--num-jobs", "2", "--max-running", "1", "--", "sleep 30")
+        url = f"{self.server.url}/v1/groups/{group}"
+        status, body, _ = http("GET", url)
+        self.assertEqual((status, body["max_running"], body["jobs"]), (200, 1, 2))
+        for payload, part in (('{"max_running": 0}', "max_running must be an integer from 1"),
+                              ('{"max_running": "lots"}', "max_running must be an integer from 1"),
+                              ('{"max_runing": 3}', "unknown field 'max_runing'"),
+                              ('{}', "say what to change"),
+                              ('[1]', "must be a JSON object")):
+            status, body, _ = http("POST", url, payload)
+            self.assertEqual(status, 400, payload)
+            self.assertIn(part, body["error"], payload)
+        status, body, _ = http("POST", f"{self.server.url}/v1/groups/abc", '{"max_running": 2}')
+        self.assertEqual(status, 400)
+        self.assertIn("group id must be a positive integer", body["error"])
+        status, body, _ = http("POST", url, '{"max_running": null}')
+        self.assertEqual((status, body["max_running"]), (200, None))
 
     def test_max_running_raised_while_the_group_waits_lets_more_start(self):
         b = self.b
