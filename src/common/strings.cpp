@@ -1,5 +1,6 @@
 #include "common/strings.h"
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -17,6 +18,14 @@ std::vector<std::string> Split(std::string_view s, char sep) {
     out.emplace_back(s.substr(start, pos - start));
     start = pos + 1;
   }
+}
+
+std::optional<int64_t> ParseDecimal(std::string_view s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
 std::string Trim(std::string_view s) {

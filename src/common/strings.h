@@ -1,6 +1,8 @@
 // Small string helpers shared by every module. Pure and thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,8 @@ std::vector<std::string> Split(std::string_view s, char sep);
 std::string Trim(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view prefix);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+// A non-negative decimal integer: digits only (no sign, no spaces), within int64; else nullopt.
+std::optional<int64_t> ParseDecimal(std::string_view s);
 // A valid name for a job, node, pool or label: 1-128 chars of [A-Za-z0-9._-], not starting with
 // '-'.
 bool IsValidName(std::string_view s);

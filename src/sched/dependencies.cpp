@@ -79,11 +79,15 @@ DepState Dependencies::Add(Key key, std::vector<DepCondition> conditions) {
 std::vector<Dependencies::Key> Dependencies::Watching(int64_t job,
                                                       std::optional<int64_t> group) const {
   std::vector<Key> keys;
+  auto add = [&](Key key) {
+    auto w = waiters_.find(key);
+    if (w != waiters_.end() && w->second.state == DepState::kWaiting) keys.push_back(key);
+  };
   auto [a, b] = by_job_.equal_range(job);
-  for (auto it = a; it != b; ++it) keys.push_back(it->second);
+  for (auto it = a; it != b; ++it) add(it->second);
   if (group) {
     auto [c, d] = by_group_.equal_range(*group);
-    for (auto it = c; it != d; ++it) keys.push_back(it->second);
+    for (auto it = c; it != d; ++it) add(it->second);
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
@@ -95,10 +99,7 @@ std::vector<Dependencies::Change> Dependencies::JobEnded(int64_t job, std::optio
   std::vector<Change> changes;
   const bool ok = status == JobStatus::kSucceeded;
   for (Key key : Watching(job, group)) {
-    auto it = waiters_.find(key);
-    if (it == waiters_.end()) continue;
-    Waiter& w = it->second;
-    if (w.state != DepState::kWaiting) continue;
+    Waiter& w = waiters_.at(key);
     for (DepCondition& c : w.conditions) {
       for (DepTarget& t : c.targets) {
         if (t.group ? (group != t.id) : (t.id != job)) continue;

@@ -67,7 +67,8 @@ class Dependencies {
   std::vector<Change> JobEnded(int64_t job, std::optional<int64_t> group, JobStatus status);
 
   const Waiter* Find(Key key) const;
-  // The waiters JobEnded(job, group, ...) would touch (to save them first).
+  // The waiters still waiting that name `job` or `group`: those JobEnded(job, group, ...) would
+  // touch (to save them first), and those whose reason names the job's status.
   std::vector<Key> Watching(int64_t job, std::optional<int64_t> group) const;
   std::optional<Waiter> Save(Key key) const;
   void Restore(Key key, std::optional<Waiter> saved);

@@ -15,13 +15,7 @@ namespace berth {
 
 namespace {
 
-std::optional<int64_t> ParseId(const std::string& s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  for (char c : s) {
-    if (!isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  }
-  return std::stoll(s);
-}
+std::optional<int64_t> ParseId(const std::string& s) { return ParseDecimal(s); }
 
 }  // namespace
 

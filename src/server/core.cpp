@@ -497,7 +497,7 @@ void Core::CheckLeases() {
         continue;
       }
       std::string why = "node " + name + " stopped answering (lease expired)";
-      if (job.spec->on_node_lost == RecoveryAction::kRequeue && !job.spec->retry.never) {
+      if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
         Requeue(plan, job, why + "; requeued", now);
       } else {
         EndJob(plan, job, JobStatus::kLost, why, std::nullopt, now);

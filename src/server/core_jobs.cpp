@@ -144,7 +144,7 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
 void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                        std::optional<int> exit_code, TimeMs now) {
   const RetryPolicy& retry = job.spec->retry;
-  bool retryable = !retry.never && job.row.restarts < retry.max_restarts;
+  bool retryable = job.row.restarts < retry.max_restarts;  // `never`: max_restarts is 0
   if (retryable && !retry.on_exit_codes.empty()) {
     retryable = exit_code && std::find(retry.on_exit_codes.begin(), retry.on_exit_codes.end(),
                                        *exit_code) != retry.on_exit_codes.end();

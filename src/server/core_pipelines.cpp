@@ -74,13 +74,13 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
           return Status::Unavailable("cannot read group: " + counts.status().message());
         t.total = 0;
         for (const auto& [status, n] : (*counts)[id]) {
-          // (Its first failure's job id is not known here: the count says it.)
           t.total += n;
           if (!IsTerminal(status)) continue;
           // A job that ended but whose processes still stop counts as ended: its status is final.
           t.ended += n;
           if (status != JobStatus::kSucceeded) t.not_ok += n;
         }
+        if (t.not_ok > 0) t.first_not_ok = fmt::format("{} of its jobs did not succeed", t.not_ok);
       } else {
         const JobRow* row = nullptr;
         auto active = jobs_.find(id);
@@ -106,11 +106,6 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
         }
       }
       c.targets.push_back(std::move(t));
-    }
-    for (sched::DepTarget& t : c.targets) {
-      if (t.group && t.not_ok > 0) {
-        t.first_not_ok = fmt::format("{} of its jobs did not succeed", t.not_ok);
-      }
     }
     conditions.push_back(std::move(c));
   }
@@ -224,8 +219,8 @@ void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys
     auto range = waiter_jobs_.find(key);
     if (range == waiter_jobs_.end()) continue;
     if (text.empty()) {
-      // Met or failed: its jobs no longer wait for dependencies.
-      dep_reasons_.erase(key);
+      // Met or failed: its jobs no longer wait for dependencies (once: later calls find no reason).
+      if (dep_reasons_.erase(key) == 0) continue;
       for (int64_t id = range->second.first; id <= range->second.last; ++id) dep_waiting_.erase(id);
       continue;
     }

@@ -220,7 +220,7 @@ bool Core::RunPass() {
                                     : fmt::format("preempted by job {} (priority {})", job.row.id,
                                                   job.row.priority);
         plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
-        if (victim.spec->on_preemption == RecoveryAction::kRequeue && !victim.spec->retry.never) {
+        if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
           Requeue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
         } else {
           EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);

@@ -14,6 +14,13 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
                                        request.count, options_.max_jobs_per_submit));
   }
   if (request.spec.name.empty()) request.spec.name = "job";
+  // `retry: never`: no attempt is ever started twice, so a preempted job or one whose node is lost
+  // ends instead of going back to the queue. Said once here, in the stored spec, rather than at
+  // every place that requeues.
+  if (request.spec.retry.never) {
+    request.spec.on_preemption = RecoveryAction::kFail;
+    request.spec.on_node_lost = RecoveryAction::kFail;
+  }
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <charconv>
 #include <csignal>
 #include <optional>
 #include <string>
@@ -47,10 +46,8 @@ std::optional<DependencyKind> KindFromName(std::string_view name) {
 
 // A job or group id: decimal digits only (no sign), positive, within int64.
 std::optional<int64_t> ParseId(std::string_view s) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v <= 0) return std::nullopt;
+  std::optional<int64_t> v = ParseDecimal(s);
+  if (!v || *v <= 0) return std::nullopt;
   return v;
 }
 

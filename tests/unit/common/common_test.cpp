@@ -97,3 +97,19 @@ TEST(Json, DepthIsBoundedWithTheLimitNamed) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(ParseDecimalTest, DigitsOnlyWithinInt64) {
+  EXPECT_EQ(ParseDecimal("0"), 0);
+  EXPECT_EQ(ParseDecimal("42"), 42);
+  EXPECT_EQ(ParseDecimal("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(ParseDecimal("9223372036854775808"), std::nullopt);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1a", "0x10"}) {
+    EXPECT_EQ(ParseDecimal(bad), std::nullopt) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace berth

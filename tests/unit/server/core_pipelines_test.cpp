@@ -240,6 +240,22 @@ TEST_F(PipelineCoreTest, PreemptionsAndLostSupervisorsAreNotRestarts) {
   EXPECT_EQ(row.restarts, 0);
 }
 
+// `retry: never`: a preempted job ends PREEMPTED rather than going back to the queue, although its
+// recovery says requeue (the default).
+TEST_F(PipelineCoreTest, RetryNeverEndsAPreemptedJob) {
+  Register("n1", 8, 2);
+  JobSpec low = Spec(1, 2, 0);
+  low.retry.never = true;
+  int64_t victim = Submit(low);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", victim);
+  Submit(Spec(1, 2, 10));
+  ASSERT_TRUE(core_->RunPass());
+  JobRow row = Stored(victim);
+  EXPECT_EQ(row.status, JobStatus::kPreempted);
+  EXPECT_EQ(row.preemptions, 0);
+}
+
 // time_limit_scope: job counts the running time of earlier attempts.
 TEST_F(PipelineCoreTest, AJobScopedTimeLimitSumsItsAttempts) {
   Register("n1", 8);
