@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs berth's build and test dependencies from Debian 12 packages.
 # Idempotent and non-interactive: packages already present are skipped.
-#   --for-tests  also what only the tests use: Debian's chromium (the dashboard's browser tests) and
-#                prometheus (for promtool, which checks /metrics).
+#   --for-tests  also what only the tests use: Debian's chromium (the dashboard's browser tests),
+#                prometheus (for promtool, which checks /metrics) and the PostgreSQL server (the
+#                tests start their own with initdb/pg_ctl in a temp dir; no service is started).
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -10,7 +11,7 @@ if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
 packages=(
   build-essential cmake pkg-config git
   libboost1.81-dev libboost-json1.81-dev
-  libyaml-cpp-dev libsqlite3-dev libcli11-dev libfmt-dev
+  libyaml-cpp-dev libsqlite3-dev libpq-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   procps iproute2 curl python3 tmux
   clang clang-format
@@ -24,11 +25,16 @@ for p in "${packages[@]}"; do
   fi
 done
 
-# promtool, from Debian's prometheus package, checks the server's /metrics page in the tests.
-need_prometheus=0
-if [ "$for_tests" -eq 1 ] && ! command -v promtool >/dev/null 2>&1; then need_prometheus=1; fi
+# Packages that come with a system service, which must not start on a build machine: promtool, from
+# Debian's prometheus package, checks the server's /metrics page in the tests; postgresql's server
+# binaries run the tests' own throw-away clusters.
+services=()
+if [ "$for_tests" -eq 1 ]; then
+  if ! command -v promtool >/dev/null 2>&1; then services+=(prometheus); fi
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then services+=(postgresql); fi
+fi
 
-if [ ${#missing[@]} -eq 0 ] && [ "$need_prometheus" -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#services[@]} -eq 0 ]; then
   exit 0
 fi
 
@@ -40,10 +46,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "berth: installing ${missing[*]}" >&2
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ "$need_prometheus" -eq 1 ]; then
-  # The package also installs a Prometheus service, which must not start on a build machine: while
-  # it installs, a policy-rc.d refuses service starts (unless the machine already has one).
-  echo "berth: installing prometheus (for promtool; its service is not started)" >&2
+if [ ${#services[@]} -gt 0 ]; then
+  # While they install, a policy-rc.d refuses service starts (unless the machine already has one).
+  echo "berth: installing ${services[*]} (for the tests; their services are not started)" >&2
   policy=/usr/sbin/policy-rc.d
   ours=0
   if [ ! -e "$policy" ]; then
@@ -52,7 +57,8 @@ if [ "$need_prometheus" -eq 1 ]; then
     ours=1
   fi
   status=0
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null || status=$?
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${services[@]}" >/dev/null ||
+    status=$?
   if [ "$ours" -eq 1 ]; then "${sudo_cmd[@]}" rm -f "$policy"; fi
   if [ "$status" -ne 0 ]; then exit "$status"; fi
 fi

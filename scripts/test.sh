@@ -28,7 +28,7 @@ echo "== tests"
 echo "== lock annotations (clang -Wthread-safety)"
 cmake -S . -B build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
   -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF >/dev/null
-cmake --build build-tsa -j"$jobs" --target berth_common berth_server berth_agent
+cmake --build build-tsa -j"$jobs" --target berth_common berth_store berth_server berth_agent
 
 if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   # The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/json_util.h"
+#include "common/log.h"
 #include "net/http.h"
 #include "net/http_client.h"
 
@@ -156,6 +157,107 @@ void HttpAgentConnection::AbortWatch() {
   // The shared pointers keep the clients alive while they are aborted, even if their Watch
   // returns meanwhile.
   for (const auto& client : clients) client->Abort();
+}
+
+void HttpAgentConnection::AbortWatchInProgress() {
+  std::set<std::shared_ptr<net::HttpClient>> clients;
+  {
+    std::lock_guard lock(watch_mu_);
+    clients = watches_;
+  }
+  // The shared pointers keep the clients alive while they are aborted, even if their Watch
+  // returns meanwhile.
+  for (const auto& client : clients) client->Abort();
+}
+
+FailoverAgentConnection::FailoverAgentConnection(const std::vector<std::string>& server_urls,
+                                                 const std::string& token,
+                                                 const std::string& tls_fingerprint)
+    : urls_(server_urls) {
+  for (const std::string& url : urls_) {
+    servers_.push_back(std::make_unique<HttpAgentConnection>(url, token, tls_fingerprint));
+  }
+}
+
+const std::string& FailoverAgentConnection::current_url() const {
+  return urls_[current_.load() % urls_.size()];
+}
+
+template <typename Fn>
+auto FailoverAgentConnection::OnCurrent(Fn&& call) {
+  size_t at = current_.load();
+  auto result = call(*servers_[at % servers_.size()]);
+  if (servers_.size() > 1) {
+    Status status = Status::Ok();
+    if constexpr (std::is_same_v<decltype(result), Status>) {
+      status = result;
+    } else {
+      if (!result.ok()) status = result.status();
+    }
+    if (status.code() == Code::kUnavailable) {
+      // A follower names the leader ("... the leader is URL"): go there if it is one of ours,
+      // else to the next server.
+      size_t next = at + 1;
+      const std::string& message = status.message();
+      const size_t named = message.rfind("the leader is ");
+      if (named != std::string::npos) {
+        const std::string leader = message.substr(named + 14);
+        for (size_t i = 0; i < urls_.size(); ++i) {
+          if (urls_[i] == leader) next = at + (i + urls_.size() - at % urls_.size()) % urls_.size();
+        }
+        if (next == at) next = at + 1;
+      }
+      // Only the first of several threads that saw the same server fail moves on.
+      if (current_.compare_exchange_strong(at, next)) {
+        LogInfo("server {} unavailable ({}); trying {} next", urls_[at % urls_.size()],
+                status.message(), urls_[next % urls_.size()]);
+      }
+    }
+  }
+  return result;
+}
+
+Result<proto::RegisterAnswer> FailoverAgentConnection::Register(
+    const proto::RegisterRequest& request) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.Register(request); });
+}
+
+Status FailoverAgentConnection::Heartbeat(const proto::HeartbeatRequest& request) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.Heartbeat(request); });
+}
+
+Result<proto::ReportAnswer> FailoverAgentConnection::Report(const proto::ReportRequest& request,
+                                                            int64_t timeout_ms) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.Report(request, timeout_ms); });
+}
+
+Result<proto::LogAppendAnswer> FailoverAgentConnection::AppendLog(const proto::LogAppend& where,
+                                                                  std::string_view data,
+                                                                  int64_t timeout_ms) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.AppendLog(where, data, timeout_ms); });
+}
+
+Result<std::string> FailoverAgentConnection::GetSpec(int64_t spec_id) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.GetSpec(spec_id); });
+}
+
+Status FailoverAgentConnection::Watch(
+    const std::string& node, const std::string& session,
+    const std::function<bool(const proto::WatchMessage&)>& on_message) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.Watch(node, session, on_message); });
+}
+
+void FailoverAgentConnection::AbortWatch() {
+  // A watch may still be reading from a server the agent has moved away from: end those too, but
+  // leave "end the next watch" to the server calls go to now.
+  const size_t at = current_.load() % servers_.size();
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (i == at) {
+      servers_[i]->AbortWatch();
+    } else {
+      servers_[i]->AbortWatchInProgress();
+    }
+  }
 }
 
 }  // namespace berth

@@ -66,6 +66,8 @@ class HttpAgentConnection final : public AgentConnection {
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
+  // Ends the Watch in progress, if any, and nothing later (AbortWatch also ends the next one).
+  void AbortWatchInProgress();
 
  private:
   // One client per kind of call, each used under its own mutex: calls from the agent's threads
@@ -80,6 +82,40 @@ class HttpAgentConnection final : public AgentConnection {
   std::mutex watch_mu_;
   std::set<std::shared_ptr<net::HttpClient>> watches_;  // guarded by watch_mu_; streams being read
   bool watch_aborted_ = false;                          // guarded by watch_mu_
+};
+
+// Several servers sharing one database (docs/ha.md), one of them leading: calls go to the server
+// that answered last; when it cannot be reached or answers 503 (a follower, or a leader that lost
+// its database), the call fails as usual (kUnavailable: the agent retries) and the next call goes
+// to the next server of the list. With one URL it is just that server's HttpAgentConnection.
+class FailoverAgentConnection final : public AgentConnection {
+ public:
+  // `server_urls`: one or more URLs (a comma-separated --server is split by the caller).
+  FailoverAgentConnection(const std::vector<std::string>& server_urls, const std::string& token,
+                          const std::string& tls_fingerprint = "");
+
+  Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) override;
+  Status Heartbeat(const proto::HeartbeatRequest& request) override;
+  Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
+                                     int64_t timeout_ms) override;
+  Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
+                                           int64_t timeout_ms) override;
+  Result<std::string> GetSpec(int64_t spec_id) override;
+  Status Watch(const std::string& node, const std::string& session,
+               const std::function<bool(const proto::WatchMessage&)>& on_message) override;
+  void AbortWatch() override;
+
+  // The URL calls go to now.
+  const std::string& current_url() const;
+
+ private:
+  // Runs `call` on the current server; moves on to the next one when it is unavailable.
+  template <typename Fn>
+  auto OnCurrent(Fn&& call);
+
+  std::vector<std::string> urls_;
+  std::vector<std::unique_ptr<HttpAgentConnection>> servers_;
+  std::atomic<size_t> current_{0};
 };
 
 }  // namespace berth

@@ -18,6 +18,11 @@ net::HttpResponse Refuse(int status, const std::string& message) {
 }  // namespace
 
 UserSocket::UserSocket(std::string path, std::string server_url, net::HttpClientOptions client)
+    : UserSocket(
+          std::move(path), [url = std::move(server_url)] { return url; }, std::move(client)) {}
+
+UserSocket::UserSocket(std::string path, std::function<std::string()> server_url,
+                       net::HttpClientOptions client)
     : path_(std::move(path)), server_url_(std::move(server_url)), client_(std::move(client)) {}
 
 UserSocket::~UserSocket() { Stop(); }
@@ -47,7 +52,7 @@ void UserSocket::Stop() {
 
 void UserSocket::Send(const std::string& user, const net::HttpRequest& request,
                       const std::shared_ptr<net::Responder>& responder) {
-  net::HttpClient http(server_url_, client_);
+  net::HttpClient http(server_url_(), client_);
   {
     MutexLock lock(mu_);
     if (stopped_) return;

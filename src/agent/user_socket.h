@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -31,6 +32,10 @@ class UserSocket {
   static constexpr int kMaxInFlight = 16;
 
   UserSocket(std::string path, std::string server_url, net::HttpClientOptions client);
+  // With several servers (docs/ha.md): each request goes to the URL `server_url` answers then (the
+  // agent's current server; thread-safe).
+  UserSocket(std::string path, std::function<std::string()> server_url,
+             net::HttpClientOptions client);
   ~UserSocket();
   UserSocket(const UserSocket&) = delete;
   UserSocket& operator=(const UserSocket&) = delete;
@@ -44,7 +49,7 @@ class UserSocket {
             const std::shared_ptr<net::Responder>& responder) EXCLUDES(mu_);
 
   std::string path_;
-  std::string server_url_;
+  std::function<std::string()> server_url_;
   net::HttpClientOptions client_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<Executor> pool_;

@@ -21,6 +21,9 @@ struct GlobalFlags {
 struct ServerFlags {
   std::string listen = "127.0.0.1:8765";
   std::string state_dir;
+  std::string store;                // "" = sqlite:STATE_DIR/berth.db
+  std::string leader_lease = "3s";  // with a PostgreSQL store (docs/ha.md)
+  std::string advertise;            // the URL followers point clients at; "" = the listener's
   std::string token;
   std::string token_file;
   bool require_token = false;
@@ -146,6 +149,8 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain);
 
 // --- identity and administration (admin_cmds.cpp) ---
 int Whoami(const GlobalFlags& g, bool as_json);
+// berth status (status_cmds.cpp): each server of the list, its role and health; the leader.
+int ServerStatus(const GlobalFlags& g, bool as_json);
 // berth dashboard: prints a one-time login link to the web dashboard for the caller.
 int Dashboard(const GlobalFlags& g, bool as_json);
 // A one-time dashboard login link from the server `conn` reaches (its TCP URL when reached over

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -362,25 +364,63 @@ Status Connection::Connect() {
     // The unix socket: the kernel tells the server who we are.
     url_ = local->unix_socket.empty() ? local->server : local->unix_socket;
   }
+  for (const std::string& url : Split(url_, ',')) {
+    if (!Trim(url).empty()) urls_.push_back(Trim(url));
+  }
+  if (urls_.empty()) return Status::Invalid("--server: no URL given");
   // A token never crosses a network in the clear.
-  if (!token_.empty() && StartsWith(url_, "http://")) {
-    auto url = net::ParseUrl(url_);
-    if (url.ok() && !net::IsLoopbackHost(url->host)) {
-      return Status::Invalid("refusing to send your token over plain HTTP to " + url->host +
-                             ": use the server's https:// URL");
+  for (const std::string& each : urls_) {
+    if (!token_.empty() && StartsWith(each, "http://")) {
+      auto url = net::ParseUrl(each);
+      if (url.ok() && !net::IsLoopbackHost(url->host)) {
+        return Status::Invalid("refusing to send your token over plain HTTP to " + url->host +
+                               ": use the server's https:// URL");
+      }
     }
   }
   // BERTH_TLS_FINGERPRINT, when set, pins over the login's.
   if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;
+  UseServer(urls_.front());
+  return Status::Ok();
+}
+
+void Connection::UseServer(const std::string& url) {
+  url_ = url;
   client_ = std::make_unique<net::HttpClient>(
       url_,
       net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
-  return Status::Ok();
 }
 
 Result<json::value> Connection::Call(const std::string& method, const std::string& target,
                                      const std::string& body, DurationMs timeout_ms) {
-  auto res = client_->Request(method, target, body, timeout_ms);
+  Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms);
+  const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
+  for (size_t tried = 1; urls_.size() > 1; ++tried) {
+    // Another server is worth asking only when this one surely did nothing with the request: it
+    // could not be reached, or it is a follower.
+    const bool unreachable = !res.ok() && (StartsWith(res.status().message(), "cannot connect") ||
+                                           StartsWith(res.status().message(), "cannot resolve"));
+    const bool follower = res.ok() && res->status == 503 && !res->Header("X-Berth-Leader").empty();
+    const bool no_leader = res.ok() && res->status == 503 &&
+                           res->Header("X-Berth-Leader").empty() &&
+                           !res->Header("Retry-After").empty();
+    // A deposed leader that has not noticed yet: its store refused the write (the fence), so
+    // nothing was written.
+    const bool fenced =
+        res.ok() && res->status == 503 && res->body.find("no longer leads") != std::string::npos;
+    if (!unreachable && !follower && !no_leader && !fenced) break;
+    if (MonotonicMs() >= give_up) break;
+    std::string next =
+        urls_[(std::find(urls_.begin(), urls_.end(), url_) - urls_.begin() + 1) % urls_.size()];
+    if (follower) {
+      const std::string leader = res->Header("X-Berth-Leader");
+      if (std::find(urls_.begin(), urls_.end(), leader) != urls_.end()) next = leader;
+    }
+    // Once around the list without a leader: a failover is under way; wait a little.
+    if (tried % urls_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    UseServer(next);
+    res = client_->Request(method, target, body, timeout_ms);
+  }
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "server answer");
   if (res->status >= 200 && res->status < 300) {

@@ -62,8 +62,16 @@ class Connection {
   // Resolves the server (starting the local cluster if none is configured or running).
   Status Connect();
   const std::string& url() const { return url_; }
+  // Every server of --server/BERTH_SERVER (one unless it lists several), after Connect().
+  const std::vector<std::string>& urls() const { return urls_; }
+  const std::string& tls_fingerprint() const { return tls_fingerprint_; }
 
   // One API call; the JSON body of a 2xx answer, or an error carrying the server's message.
+  // With several servers (--server/BERTH_SERVER a comma-separated list; docs/ha.md), a call that
+  // cannot connect, or that a follower refuses, goes to the leader the follower names or to the
+  // next server, for up to kFailoverWaitMs while no server leads (a failover in progress). A call
+  // whose request may have reached a server is never sent twice.
+  static constexpr DurationMs kFailoverWaitMs = 15'000;
   Result<json::value> Call(const std::string& method, const std::string& target,
                            const std::string& body = "", DurationMs timeout_ms = 60'000);
   net::HttpClient& http() { return *client_; }
@@ -73,8 +81,12 @@ class Connection {
   std::string token_;
   std::string tls_fingerprint_;
   std::string self_exe_;
-  std::string url_;
+  std::string url_;  // the server in use (one of urls_)
+  std::vector<std::string> urls_;
   std::unique_ptr<net::HttpClient> client_;
+
+  // Switches to `url` (a member of urls_).
+  void UseServer(const std::string& url);
 };
 
 }  // namespace berth::cli

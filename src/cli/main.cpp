@@ -37,7 +37,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   g.self_exe = SelfExe(argv[0]);
   auto add_global = [&](CLI::App* cmd) {
     cmd->add_option("--server", g.server,
-                    "Server URL (default: BERTH_SERVER, `berth login`'s, the local cluster)");
+                    "Server URL, or several servers sharing one store, comma-separated (default: "
+                    "BERTH_SERVER, `berth login`'s, the local cluster)");
     cmd->add_option("--token", g.token,
                     "Your token (default: BERTH_TOKEN, BERTH_TOKEN_FILE, `berth login`'s); not "
                     "needed on the server's machine, whose unix socket identifies you");
@@ -53,6 +54,18 @@ int Main(int argc, char** argv, const Daemons& daemons) {
       ->add_option("--state-dir", server_flags.state_dir,
                    "Directory for the database, logs and token")
       ->required();
+  server->add_option("--store", server_flags.store,
+                     "Where jobs are stored: sqlite:PATH (default: sqlite:STATE_DIR/berth.db) or a "
+                     "PostgreSQL URL, postgresql://USER@HOST[:PORT]/DB: several servers may then "
+                     "share it, one leading at a time (docs/ha.md)");
+  server
+      ->add_option("--leader-lease", server_flags.leader_lease,
+                   "With a PostgreSQL store: how long the leader's lease lasts without renewal, "
+                   "i.e. how soon another server takes over from a dead leader")
+      ->capture_default_str();
+  server->add_option("--advertise", server_flags.advertise,
+                     "With a PostgreSQL store: the URL other servers' followers send clients to "
+                     "(default: this server's listener)");
   server->add_option("--token", server_flags.token,
                      "Cluster token, the agents' credential (default: STATE_DIR/token, made at "
                      "first start)");
@@ -109,7 +122,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
 
   AgentFlags agent_flags;
   auto* agent = app.add_subcommand("agent", "Run a node agent");
-  agent->add_option("--server", agent_flags.server, "Server URL (default: BERTH_SERVER)");
+  agent->add_option("--server", agent_flags.server,
+                    "Server URL, or several servers sharing one store, comma-separated: the agent "
+                    "follows the leader (default: BERTH_SERVER)");
   agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
   agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
   agent->add_option("--user-socket", agent_flags.user_socket,
@@ -308,6 +323,13 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   undrain->callback([&] { rc = Drain(g, undrain_node, false); });
 
   // --- identity and administration ---
+  bool status_json = false;
+  auto* status_cmd = app.add_subcommand(
+      "status", "The servers: which leads, since when, on which store, and whether each answers");
+  status_cmd->add_flag("--json", status_json, "Machine-readable output");
+  add_global(status_cmd);
+  status_cmd->callback([&] { rc = ServerStatus(g, status_json); });
+
   bool whoami_json = false;
   auto* whoami = app.add_subcommand("whoami", "Who the server takes you for, and your rights");
   whoami->add_flag("--json", whoami_json, "Machine-readable output");

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/unix_user.h"
+#include "exe/ha_server.h"
 #include "protocol/job_env.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -147,6 +148,24 @@ int RunServer(const ServerFlags& flags) {
     options.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
   }
 
+  const bool ha =
+      flags.store.starts_with("postgresql://") || flags.store.starts_with("postgres://");
+  HaOptions ha_options{.store = flags.store, .lease_ms = 0, .advertise_url = flags.advertise};
+  if (ha) {
+    auto lease = ParseDuration(flags.leader_lease);
+    if (!lease || *lease < 300) {
+      return Fail(
+          Status::Invalid("--leader-lease: expected a duration of at least 300ms, like 3s"));
+    }
+    ha_options.lease_ms = *lease;
+    if ((options.tls || !net::IsLoopbackHost(options.host)) &&
+        (options.tls_cert.empty() || options.tls_key.empty())) {
+      return Fail(Status::Invalid(
+          "several servers on one store need one TLS certificate that agents and users can "
+          "trust for all of them: give --tls-cert and --tls-key (docs/ha.md)"));
+    }
+  }
+
   sigset_t signals = BlockStopSignals();
   int64_t t0 = MonotonicMs();
   // Everything the server writes (database, logs, token) is its own to read.
@@ -156,7 +175,16 @@ int RunServer(const ServerFlags& flags) {
   if (ec)
     return Fail(
         Status::Internal("cannot create state dir " + options.state_dir + ": " + ec.message()));
-  auto store = OpenSqliteStore(options.state_dir + "/berth.db");
+  if (ha) {
+    WriteSmallFile(flags.pid_file, std::to_string(::getpid()));
+    return RunHaServer(options, ha_options, signals, [&](const std::string& url) {
+      if (!WriteSmallFile(flags.url_file, url)) LogWarn("cannot write {}", flags.url_file);
+      fmt::print("berth server listening on {}\n", url);
+      std::fflush(stdout);
+    });
+  }
+  auto store =
+      OpenStore(flags.store.empty() ? "sqlite:" + options.state_dir + "/berth.db" : flags.store);
   if (!store.ok()) return Fail(store.status());
   Server server(options, SystemClock::Get(), std::move(*store));
   Status st = server.Start();
@@ -244,7 +272,13 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     LogInfo("not running as root: only {}'s jobs run here (as {}); other users' jobs fail", self,
             self);
   }
-  HttpAgentConnection connection(options.server_url, options.token, options.tls_fingerprint);
+  // --server may list several servers sharing one store (docs/ha.md): the agent follows the leader.
+  std::vector<std::string> server_urls;
+  for (const std::string& url : Split(options.server_url, ',')) {
+    if (!Trim(url).empty()) server_urls.push_back(Trim(url));
+  }
+  if (server_urls.empty()) return Fail(Status::Invalid("--server: no URL given"));
+  FailoverAgentConnection connection(server_urls, options.token, options.tls_fingerprint);
   SupervisorLauncher launcher(options.self_exe);
   Agent agent(options, SystemClock::Get(), connection, launcher);
   // The node's users reach the server through the agent's socket, the kernel vouching for them.
@@ -253,7 +287,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     std::string path =
         flags.user_socket.empty() ? options.state_dir + "/berth.sock" : flags.user_socket;
     user_socket = std::make_unique<UserSocket>(
-        path, options.server_url,
+        path, [&connection] { return connection.current_url(); },
         net::HttpClientOptions{
             .token = options.token, .tls_fingerprint = options.tls_fingerprint, .ca_file = ""});
     std::error_code ec;

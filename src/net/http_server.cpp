@@ -307,7 +307,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     res->result(static_cast<unsigned>(r.status));
     res->set(http::field::server, kServerName);
     if (!r.content_type.empty()) res->set(http::field::content_type, r.content_type);
-    for (const auto& [k, v] : r.headers) res->set(k, v);
+    for (const auto& [k, v] : r.headers) {
+      // A handler may end the connection after this answer (a follower: docs/ha.md).
+      if (beast::iequals(k, "connection") && beast::iequals(v, "close")) keep_alive_ = false;
+      res->set(k, v);
+    }
     res->keep_alive(keep_alive_);
     res->body() = std::move(r.body);
     res->prepare_payload();

@@ -25,7 +25,9 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_, RouteOf(parts), m);
   if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
     // Answered on the I/O thread, to anyone: never waits for anything.
-    res->Send(JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}}));
+    json::object health{{"ok", true}, {"version", BERTH_VERSION}};
+    if (options_.ha_status) health["ha"] = options_.ha_status();
+    res->Send(JsonResponse(200, std::move(health)));
     return;
   }
   // The dashboard's page and files, and its ways in, are answered before anyone is identified.

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -62,6 +63,10 @@ struct ServerOptions {
   size_t max_body_bytes = 64 << 20;
   int max_jobs_per_submit = 100'000;
   int threads = 0;  // I/O threads; 0: sized from the CPUs this process may use
+  // Several servers on one PostgreSQL (docs/ha.md): what GET /v1/health says under "ha" (this
+  // server's role, the leader, the store). Called on an I/O thread: must not wait. Unset: one
+  // server, no "ha".
+  std::function<boost::json::object()> ha_status;
 };
 
 class Server {

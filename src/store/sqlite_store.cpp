@@ -12,12 +12,13 @@
 #include <unordered_map>
 #include <utility>
 
+#include "store/row_codec.h"
 #include "store/schema.h"
 
 namespace berth {
 namespace {
 
-namespace json = boost::json;
+using namespace store_codec;  // the row codec shared by the backends
 
 // Active and finished jobs, each read through the (active, id) index. `active` is written from
 // IsTerminal() (Submit, UpdateJob), the one definition of which statuses are finished.
@@ -32,198 +33,6 @@ constexpr std::string_view kJobColumns =
 
 // SQLite reads a negative LIMIT as "no limit".
 constexpr int64_t kNoLimit = -1;
-
-std::optional<int64_t> ToOpt(const std::optional<int>& v) {
-  if (!v) return std::nullopt;
-  return *v;
-}
-
-std::optional<int> ToOptInt(const std::optional<int64_t>& v) {
-  if (!v) return std::nullopt;
-  return static_cast<int>(*v);
-}
-
-// ---- JSON columns ----
-// Written and read only here. Decoding never throws: a malformed column (a hand-edited file, a bug)
-// is an error naming the row, not a crash of the server.
-
-std::string EncodePlacement(const Placement& placement) {
-  if (placement.empty()) return "[]";  // every pending job: skip building a JSON value
-  json::array nodes;
-  nodes.reserve(placement.size());
-  for (const NodeGrant& grant : placement) {
-    json::array gpus;
-    gpus.reserve(grant.gpus.size());
-    for (const GpuGrant& gpu : grant.gpus) {
-      gpus.push_back(json::object{{"index", gpu.index}, {"milli", gpu.milli}});
-    }
-    nodes.push_back(
-        json::object{{"node", grant.node}, {"rank", grant.rank}, {"gpus", std::move(gpus)}});
-  }
-  return json::serialize(nodes);
-}
-
-std::string EncodeLabels(const std::map<std::string, std::string>& labels) {
-  json::object o;
-  for (const auto& [key, value] : labels) o[key] = value;
-  return json::serialize(o);
-}
-
-std::string EncodeGpus(const std::vector<GpuDevice>& gpus) {
-  json::array a;
-  a.reserve(gpus.size());
-  for (const GpuDevice& gpu : gpus)
-    a.push_back(json::object{{"index", gpu.index}, {"type", gpu.type}});
-  return json::serialize(a);
-}
-
-Result<json::value> ParseJson(const std::string& text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) return Status::Internal("invalid JSON (" + ec.message() + "): " + text);
-  return v;
-}
-
-std::optional<int64_t> IntField(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v == nullptr) return std::nullopt;
-  if (const int64_t* i = v->if_int64()) return *i;
-  if (const uint64_t* u = v->if_uint64(); u != nullptr && *u <= INT64_MAX)
-    return static_cast<int64_t>(*u);
-  return std::nullopt;
-}
-
-const json::string* StringField(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v == nullptr ? nullptr : v->if_string();
-}
-
-Result<Placement> DecodePlacement(const std::string& text) {
-  Result<json::value> v = ParseJson(text);
-  if (!v.ok()) return v.status();
-  const json::array* nodes = v->if_array();
-  if (nodes == nullptr) return Status::Internal("placement is not a JSON array: " + text);
-  Placement placement;
-  placement.reserve(nodes->size());
-  for (const json::value& n : *nodes) {
-    const json::object* o = n.if_object();
-    const json::string* node = o ? StringField(*o, "node") : nullptr;
-    std::optional<int64_t> rank = o ? IntField(*o, "rank") : std::nullopt;
-    const json::value* gpus_value = o ? o->if_contains("gpus") : nullptr;
-    const json::array* gpus = gpus_value ? gpus_value->if_array() : nullptr;
-    if (node == nullptr || !rank || gpus == nullptr) {
-      return Status::Internal("placement entry needs node, rank and gpus: " + text);
-    }
-    NodeGrant grant{.node = std::string(*node), .rank = static_cast<int>(*rank), .gpus = {}};
-    for (const json::value& g : *gpus) {
-      const json::object* go = g.if_object();
-      std::optional<int64_t> index = go ? IntField(*go, "index") : std::nullopt;
-      std::optional<int64_t> milli = go ? IntField(*go, "milli") : std::nullopt;
-      if (!index || !milli) return Status::Internal("placement GPU needs index and milli: " + text);
-      grant.gpus.push_back(GpuGrant{.index = static_cast<int>(*index), .milli = *milli});
-    }
-    placement.push_back(std::move(grant));
-  }
-  return placement;
-}
-
-Result<std::map<std::string, std::string>> DecodeLabels(const std::string& text) {
-  Result<json::value> v = ParseJson(text);
-  if (!v.ok()) return v.status();
-  const json::object* o = v->if_object();
-  if (o == nullptr) return Status::Internal("labels are not a JSON object: " + text);
-  std::map<std::string, std::string> labels;
-  for (const auto& entry : *o) {
-    const json::string* value = entry.value().if_string();
-    if (value == nullptr) return Status::Internal("label values must be strings: " + text);
-    labels.emplace(std::string(entry.key()), std::string(*value));
-  }
-  return labels;
-}
-
-Result<std::vector<GpuDevice>> DecodeGpus(const std::string& text) {
-  Result<json::value> v = ParseJson(text);
-  if (!v.ok()) return v.status();
-  const json::array* a = v->if_array();
-  if (a == nullptr) return Status::Internal("gpus are not a JSON array: " + text);
-  std::vector<GpuDevice> gpus;
-  gpus.reserve(a->size());
-  for (const json::value& g : *a) {
-    const json::object* o = g.if_object();
-    std::optional<int64_t> index = o ? IntField(*o, "index") : std::nullopt;
-    const json::string* type = o ? StringField(*o, "type") : nullptr;
-    if (!index || type == nullptr) return Status::Internal("GPU needs index and type: " + text);
-    gpus.push_back(GpuDevice{.index = static_cast<int>(*index), .type = std::string(*type)});
-  }
-  return gpus;
-}
-
-// A team's quota or borrow limit: {"<GPU type>": milli-GPUs}.
-std::string EncodeMilliMap(const std::map<std::string, MilliGpu>& m) {
-  json::object o;
-  for (const auto& [type, milli] : m) o[type] = milli;
-  return json::serialize(o);
-}
-
-Result<std::map<std::string, MilliGpu>> DecodeMilliMap(const std::string& text) {
-  Result<json::value> v = ParseJson(text);
-  if (!v.ok()) return v.status();
-  const json::object* o = v->if_object();
-  if (o == nullptr) return Status::Internal("GPU amounts are not a JSON object: " + text);
-  std::map<std::string, MilliGpu> m;
-  for (const auto& entry : *o) {
-    std::optional<int64_t> milli = IntField(*o, entry.key());
-    if (!milli) return Status::Internal("GPU amounts must be integers (milli-GPUs): " + text);
-    m.emplace(std::string(entry.key()), *milli);
-  }
-  return m;
-}
-
-// ---- Usage ----
-
-constexpr DurationMs kHourMs = 3'600'000;
-constexpr DurationMs kDayMs = 24 * kHourMs;
-
-// The start of the period of length `unit` containing `t` (rounding down before the epoch too),
-// and the first period start at or after `t`.
-TimeMs FloorTo(TimeMs t, DurationMs unit) { return t - ((t % unit) + unit) % unit; }
-TimeMs CeilTo(TimeMs t, DurationMs unit) {
-  const TimeMs floor = FloorTo(t, unit);
-  return floor == t ? t : floor + unit;
-}
-TimeMs FloorToHour(TimeMs t) { return FloorTo(t, kHourMs); }
-
-// Milli-units x ms -> units x s.
-constexpr double kMilliMsPerSecond = 1e6;
-
-// One bucket of usage_hourly (or of usage_daily: `hour` is then the day's start); the views point
-// into the batch being committed.
-struct BucketKey {
-  TimeMs hour = 0;
-  std::string_view user;
-  std::string_view team;
-  std::string_view gpu_type;
-  auto operator<=>(const BucketKey&) const = default;
-};
-
-struct BucketSums {
-  int64_t gpu_milli_ms = 0;
-  int64_t cpu_milli_ms = 0;
-  int64_t jobs = 0;
-  int64_t wait_ms = 0;
-  int64_t waits = 0;
-  int64_t preemptions = 0;
-
-  BucketSums& operator+=(const BucketSums& o) {
-    gpu_milli_ms += o.gpu_milli_ms;
-    cpu_milli_ms += o.cpu_milli_ms;
-    jobs += o.jobs;
-    wait_ms += o.wait_ms;
-    waits += o.waits;
-    preemptions += o.preemptions;
-    return *this;
-  }
-};
 
 // Adds `buckets` to `table` (usage_hourly, or usage_daily whose key starts with `day` instead of
 // `hour`), one upsert per bucket.
@@ -261,53 +70,6 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
     s.Reset();
   }
   return Status::Ok();
-}
-
-Status CheckUsage(const UsageRecord& r) {
-  const std::string who = "usage record of user \"" + r.user + "\"";
-  auto in_range = [](int64_t milli) { return milli >= 0 && milli <= SqliteStore::kMaxUsageMilli; };
-  if (!in_range(r.gpu_milli) || !in_range(r.cpu_milli) || r.wait_ms < 0) {
-    return Status::Invalid(
-        who + ": GPUs and CPUs must be 0 to " + std::to_string(SqliteStore::kMaxUsageMilli) +
-        " milli-units and the wait not negative (gpu_milli " + std::to_string(r.gpu_milli) +
-        ", cpu_milli " + std::to_string(r.cpu_milli) + ", wait_ms " + std::to_string(r.wait_ms) +
-        ")");
-  }
-  // Unsigned: the difference of any two times, without overflow.
-  if (r.ended_at > r.placed_at &&
-      static_cast<uint64_t>(r.ended_at) - static_cast<uint64_t>(r.placed_at) >
-          static_cast<uint64_t>(SqliteStore::kMaxUsageSpanMs)) {
-    return Status::Invalid(who + ": attempt from " + std::to_string(r.placed_at) + " to " +
-                           std::to_string(r.ended_at) + " ms spans more than " +
-                           std::to_string(SqliteStore::kMaxUsageSpanMs / (24 * kHourMs)) +
-                           " days; is placed_at set?");
-  }
-  return Status::Ok();
-}
-
-// Adds `r` to the buckets it touches: its GPU and CPU time split exactly over the hours of
-// [placed_at, ended_at), its job and preemption to the hour containing ended_at, its wait to the
-// hour containing placed_at.
-void SplitIntoBuckets(const UsageRecord& r, std::map<BucketKey, BucketSums>& buckets) {
-  auto bucket = [&](TimeMs hour) -> BucketSums& {
-    return buckets[BucketKey{.hour = hour, .user = r.user, .team = r.team, .gpu_type = r.gpu_type}];
-  };
-  if (r.ended_at > r.placed_at) {
-    for (TimeMs hour = FloorToHour(r.placed_at); hour < r.ended_at; hour += kHourMs) {
-      const DurationMs ms = std::min(r.ended_at, hour + kHourMs) - std::max(r.placed_at, hour);
-      BucketSums& b = bucket(hour);
-      b.gpu_milli_ms += r.gpu_milli * ms;
-      b.cpu_milli_ms += r.cpu_milli * ms;
-    }
-  }
-  BucketSums& placed = bucket(FloorToHour(r.placed_at));
-  placed.wait_ms += r.wait_ms;
-  placed.waits += 1;
-  if (r.job_ended || r.preempted) {
-    BucketSums& ended = bucket(FloorToHour(r.ended_at));
-    ended.jobs += r.job_ended ? 1 : 0;
-    ended.preemptions += r.preempted ? 1 : 0;
-  }
 }
 
 // ---- Rows ----
@@ -977,18 +739,10 @@ Status SqliteStore::UpsertTeam(const TeamRow& team) {
 
 Status SqliteStore::AddUsage(const std::vector<UsageRecord>& usage) {
   if (usage.empty()) return Status::Ok();
-  // Added up in memory first (a pass ending many attempts of one user in one hour writes that
-  // bucket once), then upserted in key order, which is also the tables' order.
-  std::map<BucketKey, BucketSums> hours;
-  for (const UsageRecord& record : usage) SplitIntoBuckets(record, hours);
-  std::map<BucketKey, BucketSums> days;
-  for (const auto& [key, sums] : hours) {
-    BucketKey day = key;
-    day.hour = FloorTo(key.hour, kDayMs);
-    days[day] += sums;
-  }
-  BERTH_RETURN_IF_ERROR(UpsertBuckets(*db_, /*daily=*/false, hours));
-  return UpsertBuckets(*db_, /*daily=*/true, days);
+  // Upserted in key order, which is also the tables' order.
+  const UsageBuckets buckets = SplitUsage(usage);
+  BERTH_RETURN_IF_ERROR(UpsertBuckets(*db_, /*daily=*/false, buckets.hours));
+  return UpsertBuckets(*db_, /*daily=*/true, buckets.days);
 }
 
 Status SqliteStore::UpsertToken(const TokenRow& token) {
@@ -1128,22 +882,9 @@ Result<std::vector<TeamRow>> SqliteStore::LoadTeams() {
 }
 
 Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
-  // The window's hours are [first, end): from the one containing `since` to the last one that
-  // starts before `until`. Its whole UTC days, [day0, day1), are read from usage_daily and the
-  // hours before and after them from usage_hourly, each a range of its table's primary key.
-  const TimeMs first = FloorToHour(query.since);
-  const TimeMs end = std::max(first, CeilTo(query.until, kHourMs));
-  const TimeMs day0 = CeilTo(first, kDayMs), day1 = FloorTo(end, kDayMs);
-  struct Range {
-    bool daily;
-    TimeMs from, to;
-  };
-  std::vector<Range> ranges;
-  if (day0 < day1) {
-    ranges = {{false, first, day0}, {true, day0, day1}, {false, day1, end}};
-  } else {
-    ranges = {{false, first, end}};
-  }
+  // Whole UTC days from usage_daily, the hours at the ends from usage_hourly (each a range of its
+  // table's primary key).
+  const std::vector<UsageRange> ranges = UsageRanges(query);
   static const std::string kSql[2][2] = {
       {"SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
        "FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
@@ -1156,85 +897,34 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
 
   // The rows are added up here rather than by GROUP BY: SQLite groups by sorting every row into a
   // temporary b-tree, which cost 3-4x the scan itself (bench/README.md, "Usage accounting").
-  // A name's totals are kept as integers and converted once, at the end: exact up to that rounding.
-  struct Totals {
-    std::string name;
-    std::vector<std::pair<std::string, int64_t>> gpu_milli_ms;  // by type; a few types at most
-    BucketSums sums;
-  };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::vector<Totals> totals;
-  std::unordered_map<std::string, size_t, Hash, std::equal_to<>> index;  // name -> totals[i]
+  UsageTotals totals;
   {
     std::lock_guard<std::mutex> lock(read_mu_);
     // One snapshot for all ranges: a commit between two of them would count its hours but not its
     // days.
     Result<Transaction> txn = Transaction::Begin(*read_db_, Transaction::Mode::kRead);
     if (!txn.ok()) return txn.status();
-    for (const Range& range : ranges) {
-      if (range.from >= range.to) continue;
+    for (const UsageRange& range : ranges) {
       Result<StatementRef> ref = read_db_->Cached(kSql[query.by_team ? 1 : 0][range.daily ? 1 : 0]);
       if (!ref.ok()) return ref.status();
       Statement& s = **ref;
       s.Bind(1, range.from).Bind(2, range.to);
-      size_t last = SIZE_MAX;  // the previous row's name, which the next row often shares
       for (;;) {
         Result<bool> row = s.Step();
         if (!row.ok()) return row.status();
         if (!*row) break;
-        const std::string_view name = s.TextView(0);
-        if (last == SIZE_MAX || totals[last].name != name) {
-          auto it = index.find(name);
-          if (it == index.end()) {
-            it = index.emplace(std::string(name), totals.size()).first;
-            totals.push_back(Totals{.name = std::string(name)});
-          }
-          last = it->second;
-        }
-        Totals& t = totals[last];
-        if (const int64_t gpu = s.Int(2); gpu != 0) {
-          const std::string_view type = s.TextView(1);
-          auto slot = std::find_if(t.gpu_milli_ms.begin(), t.gpu_milli_ms.end(),
-                                   [&](const auto& entry) { return entry.first == type; });
-          if (slot == t.gpu_milli_ms.end()) {
-            t.gpu_milli_ms.emplace_back(std::string(type), gpu);
-          } else {
-            slot->second += gpu;
-          }
-        }
-        t.sums += BucketSums{.cpu_milli_ms = s.Int(3),
-                             .jobs = s.Int(4),
-                             .wait_ms = s.Int(5),
-                             .waits = s.Int(6),
-                             .preemptions = s.Int(7)};
+        totals.Add(s.TextView(0), s.TextView(1),
+                   BucketSums{.gpu_milli_ms = s.Int(2),
+                              .cpu_milli_ms = s.Int(3),
+                              .jobs = s.Int(4),
+                              .wait_ms = s.Int(5),
+                              .waits = s.Int(6),
+                              .preemptions = s.Int(7)});
       }
     }
     BERTH_RETURN_IF_ERROR(txn->Commit());
   }
-  std::sort(totals.begin(), totals.end(),
-            [](const Totals& a, const Totals& b) { return a.name < b.name; });
-  std::vector<UsageRow> rows;
-  rows.reserve(totals.size());
-  for (Totals& t : totals) {
-    UsageRow row{.name = std::move(t.name),
-                 .cpu_seconds = static_cast<double>(t.sums.cpu_milli_ms) / kMilliMsPerSecond,
-                 .jobs = t.sums.jobs,
-                 .wait_seconds = static_cast<double>(t.sums.wait_ms) / 1000.0,
-                 .waits = t.sums.waits,
-                 .preemptions = t.sums.preemptions};
-    for (auto& [type, gpu] : t.gpu_milli_ms) {
-      // "" is CPU-only use (a GPU amount there is a caller's slip); a type whose buckets add up to
-      // 0 is left out like one never used.
-      if (!type.empty() && gpu != 0) {
-        row.gpu_seconds.emplace(std::move(type), static_cast<double>(gpu) / kMilliMsPerSecond);
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
+  return std::move(totals).Finish();
 }
 
 Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {

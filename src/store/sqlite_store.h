@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "store/row_codec.h"
 #include "store/sqlite.h"
 #include "store/store.h"
 
@@ -64,10 +65,9 @@ class SqliteStore final : public Store {
   // Ordered by hour, then user, team and GPU type (the primary key).
   Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
 
-  // The longest attempt a usage record may describe (366 days, ~8800 buckets), and the most GPUs or
-  // CPUs (a million, in milli-units) it may hold: bounds that keep the int64 sums from overflowing.
-  static constexpr DurationMs kMaxUsageSpanMs = 366LL * 24 * 3'600'000;
-  static constexpr int64_t kMaxUsageMilli = 1'000'000'000;
+  // Bounds on a usage record (store/row_codec.h).
+  static constexpr DurationMs kMaxUsageSpanMs = store_codec::kMaxUsageSpanMs;
+  static constexpr int64_t kMaxUsageMilli = store_codec::kMaxUsageMilli;
 
  private:
   SqliteStore(std::unique_ptr<SqliteDb> db, std::unique_ptr<SqliteDb> read_db)

@@ -299,4 +299,9 @@ class Store {
 // Opens (creating if needed) the SQLite database at `path` in WAL mode and migrates its schema.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
 
+// Opens the store at `location`: "sqlite:PATH" (the embedded default), or a PostgreSQL URL
+// ("postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?PARAMS]", libpq's syntax; PgStore). Anything else
+// is kInvalidArgument naming the accepted forms.
+Result<std::unique_ptr<Store>> OpenStore(const std::string& location);
+
 }  // namespace berth
