@@ -3,6 +3,8 @@
 // (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up rebuild).
 //
 // Run: cmake --build build --target store_bench && ./build/bench/store_bench
+// The PostgreSQL side (BM_SubmitGroupPostgres) needs a server: BERTH_BENCH_PG=postgresql://... (e.g.
+// BERTH_PG_FSYNC=on tests/support/pg_cluster.sh start /tmp/pg prints one); without it, it is skipped.
 // Each Submit iteration uses a fresh database file in a temp directory, so the numbers include the
 // WAL writes and the checkpoint a real first submit pays, and none of the file growth of earlier
 // iterations. The usage benchmarks share one database, built once (5-8 s on 2 cores).
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "store/pg.h"
 #include "store/sqlite.h"
 #include "store/store.h"
 
@@ -89,6 +92,56 @@ void BM_SubmitGroup(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_SubmitGroup)->Arg(1'000)->Arg(10'000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same into PostgreSQL (issue 14's target: 1000 jobs <= 50 ms, 10,000 <= 200 ms), side by side:
+// a database of its own, emptied between iterations; one store opened for all of them (a server's
+// connections stay open).
+void BM_SubmitGroupPostgres(benchmark::State& state) {
+  const char* admin = std::getenv("BERTH_BENCH_PG");
+  if (admin == nullptr || *admin == '\0') {
+    state.SkipWithError("set BERTH_BENCH_PG=postgresql://USER@HOST:PORT/postgres to run it");
+    return;
+  }
+  const std::string admin_uri = admin;
+  const std::string db_uri = admin_uri.substr(0, admin_uri.rfind('/')) + "/berth_bench";
+  Result<std::unique_ptr<PgConn>> conn = PgConn::Connect(admin_uri);
+  if (!conn.ok()) {
+    state.SkipWithError(conn.status().message().c_str());
+    return;
+  }
+  (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench WITH (FORCE)");
+  if (Status st = (*conn)->Exec("CREATE DATABASE berth_bench"); !st.ok()) {
+    state.SkipWithError(st.message().c_str());
+    return;
+  }
+  Result<std::unique_ptr<Store>> store = OpenStore(db_uri);
+  Result<std::unique_ptr<PgConn>> raw = PgConn::Connect(db_uri);
+  if (!store.ok() || !raw.ok()) {
+    state.SkipWithError("cannot open the benchmark's database");
+    return;
+  }
+  const Submission submission = MakeGroup(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    Result<SubmitResult> r = (*store)->Submit(submission);
+    state.PauseTiming();
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    (void)(*raw)->Exec("TRUNCATE job_events, attempts, jobs, groups, specs");
+    (void)(*raw)->Exec("VACUUM ANALYZE");
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  store->reset();
+  raw->reset();
+  (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench WITH (FORCE)");
+}
+BENCHMARK(BM_SubmitGroupPostgres)
+    ->Arg(1'000)
+    ->Arg(10'000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // A server restart with a long history: 100,000 finished jobs and range(0) active ones. Thanks to
 // the (active, id) index, LoadActiveJobs should cost in proportion to the active jobs only.

@@ -13,8 +13,9 @@
 #   pg_cluster.sh stop-at FILE    stops the cluster FILE names; removes it, FILE and FILE.uri
 #
 # PostgreSQL refuses to run as root: as root, the cluster belongs to and runs as `nobody`.
-# Settings favour speed over crash safety of the *machine* (fsync off): the tests kill processes,
-# not the kernel. The superuser is `berth`, with trust authentication on 127.0.0.1 only.
+# Settings favour speed over crash safety of the *machine* (fsync off; BERTH_PG_FSYNC=on restores
+# it, for benchmarks): the tests kill processes, not the kernel. The superuser is `berth`, with trust
+# authentication on 127.0.0.1 only.
 set -euo pipefail
 usage="usage: pg_cluster.sh start|stop|halt|resume DIR, or start-at|stop-at FILE"
 cmd=${1:?$usage}
@@ -39,7 +40,7 @@ if [ "$(id -u)" -eq 0 ]; then as_owner=(setpriv --reuid=nobody --regid=nogroup -
 # Starts the server of the cluster in $dir on $port (start and resume).
 start_server() {
   "${as_owner[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200" \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${BERTH_PG_FSYNC:-off} -c full_page_writes=${BERTH_PG_FSYNC:-off} -c max_connections=200" \
     start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
 }
 
