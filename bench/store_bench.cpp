@@ -3,11 +3,11 @@
 // (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up rebuild).
 //
 // Run: cmake --build build --target store_bench && ./build/bench/store_bench
-// The PostgreSQL side (BM_SubmitGroupPostgres) needs a server: BERTH_BENCH_PG=postgresql://... (e.g.
-// BERTH_PG_FSYNC=on tests/support/pg_cluster.sh start /tmp/pg prints one); without it, it is skipped.
-// Each Submit iteration uses a fresh database file in a temp directory, so the numbers include the
-// WAL writes and the checkpoint a real first submit pays, and none of the file growth of earlier
-// iterations. The usage benchmarks share one database, built once (5-8 s on 2 cores).
+// The PostgreSQL side (BM_SubmitGroupPostgres) needs a server: BERTH_BENCH_PG=postgresql://...
+// (e.g. BERTH_PG_FSYNC=on tests/support/pg_cluster.sh start /tmp/pg prints one); without it, it is
+// skipped. Each Submit iteration uses a fresh database file in a temp directory, so the numbers
+// include the WAL writes and the checkpoint a real first submit pays, and none of the file growth
+// of earlier iterations. The usage benchmarks share one database, built once (5-8 s on 2 cores).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 

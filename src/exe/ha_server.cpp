@@ -180,6 +180,8 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
       continue;
     }
     (*store)->SetFence(elector->token());
+    const PgStore* leading_store =
+        store->get();  // owned by the server below, which outlives its use
     ServerOptions leading = options;
     leading.ha_status = [status] { return status->Get(); };
     auto server = std::make_unique<Server>(leading, SystemClock::Get(), std::move(*store));
@@ -198,6 +200,18 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
         server->Stop();
         elector->Release();
         return 0;
+      }
+      if (leading_store->commit_uncertain()) {
+        // A write may have landed that this server's memory does not have: lead afresh from
+        // what the database holds (give the lease up; the next round, this or another server
+        // loads the state again).
+        LogWarn(
+            "a commit's outcome is unknown (the database connection broke during COMMIT); "
+            "giving up the lead to load the state again");
+        server->Stop();
+        elector->Release();
+        status->Set(Describe(*elector, *lease, holder, store_name));
+        break;
       }
       const Elector::Action action = elector->Tick();
       if (action == Elector::Action::kStepDown) {

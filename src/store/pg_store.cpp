@@ -333,7 +333,7 @@ Result<std::vector<SubmitResult>> PgStore::SubmitMany(const std::vector<Submissi
     if (!one.ok()) return one.status();
     results.push_back(std::move(*one));
   }
-  BERTH_RETURN_IF_ERROR(txn->Commit());
+  BERTH_RETURN_IF_ERROR(FinishCommit(*txn));
   return results;
 }
 
@@ -435,7 +435,15 @@ Status PgStore::Commit(const Batch& batch) {
   if (!txn.ok()) return txn.status();
   BERTH_RETURN_IF_ERROR(CheckFence());
   BERTH_RETURN_IF_ERROR(db_->RunPipeline(calls));
-  return txn->Commit();
+  return FinishCommit(*txn);
+}
+
+Status PgStore::FinishCommit(PgTransaction& txn) {
+  Status status = txn.Commit();
+  // The connection broke during COMMIT: it may have committed. Memory built on "it failed" may
+  // now miss it; say so to whoever can reload (the HA loop steps down and leads afresh).
+  if (!status.ok() && db_->broken()) commit_uncertain_ = true;
+  return status;
 }
 
 Result<std::vector<JobRow>> PgStore::LoadActiveJobs() {

@@ -16,6 +16,7 @@
 // (leadership and fencing are the server's, docs/ha.md).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,10 +61,16 @@ class PgStore final : public Store {
   // lease still carries it (berth_fence), and fails with kUnavailable ("this server no longer
   // leads") otherwise, writing nothing. Unset (the default): writes are not fenced.
   void SetFence(std::optional<int64_t> token) EXCLUDES(mu_);
+  // Whether a commit's outcome was ever unknown (the connection broke during COMMIT): the write may
+  // have landed though the caller was told it failed, so state in memory may miss it. Whoever holds
+  // state built on this store should load it again (docs/ha.md). Thread-safe.
+  bool commit_uncertain() const { return commit_uncertain_.load(); }
 
  private:
   // Within a write transaction: the fence check, when a token is set.
   Status CheckFence() REQUIRES(mu_);
+  // Commits `txn` (on db_), noting an unknown outcome.
+  Status FinishCommit(PgTransaction& txn) REQUIRES(mu_);
 
   PgStore(std::unique_ptr<PgConn> db, std::unique_ptr<PgConn> read_db)
       : db_(std::move(db)), read_db_(std::move(read_db)) {}
@@ -73,6 +80,7 @@ class PgStore final : public Store {
   Mutex mu_;
   std::unique_ptr<PgConn> db_ GUARDED_BY(mu_);
   std::optional<int64_t> fence_ GUARDED_BY(mu_);
+  std::atomic<bool> commit_uncertain_{false};
   Mutex read_mu_;
   std::unique_ptr<PgConn> read_db_ GUARDED_BY(read_mu_);
 };
