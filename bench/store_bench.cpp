@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "server/log_store.h"
+#include "store/log_bytes.h"
 #include "store/pg.h"
 #include "store/sqlite.h"
 #include "store/store.h"
@@ -137,6 +139,56 @@ void BM_SubmitGroupPostgres(benchmark::State& state) {
   raw->reset();
   (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench WITH (FORCE)");
 }
+// Jobs' output: one 4 KiB append (what an agent ships from a chatty job) through the server's
+// LogStore, into files (arg 0, one server) or PostgreSQL (arg 1, several servers; docs/ha.md), and
+// reading 64 KiB back. The logs grow over the iterations, as a long job's do.
+void BM_LogAppend(benchmark::State& state) {
+  const bool pg = state.range(0) == 1;
+  TempDir dir;
+  std::unique_ptr<LogStore> logs;
+  if (pg) {
+    const char* admin = std::getenv("BERTH_BENCH_PG");
+    if (admin == nullptr || *admin == '\0') {
+      state.SkipWithError("set BERTH_BENCH_PG=postgresql://USER@HOST:PORT/postgres to run it");
+      return;
+    }
+    const std::string admin_uri = admin;
+    const std::string db_uri = admin_uri.substr(0, admin_uri.rfind('/')) + "/berth_bench_logs";
+    Result<std::unique_ptr<PgConn>> conn = PgConn::Connect(admin_uri);
+    if (!conn.ok()) {
+      state.SkipWithError(conn.status().message().c_str());
+      return;
+    }
+    (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench_logs WITH (FORCE)");
+    (void)(*conn)->Exec("CREATE DATABASE berth_bench_logs");
+    Result<std::unique_ptr<Store>> store = OpenStore(db_uri);  // migrates
+    Result<std::unique_ptr<LogBytes>> bytes = OpenPgLogBytes(db_uri);
+    if (!store.ok() || !bytes.ok()) {
+      state.SkipWithError("cannot open the benchmark's database");
+      return;
+    }
+    logs = std::make_unique<LogStore>(std::move(*bytes));
+  } else {
+    logs = std::make_unique<LogStore>(dir.File("logs"));
+  }
+  const std::string chunk(4096, 'x');
+  int64_t offset = 0;
+  for (auto _ : state) {
+    Result<int64_t> size = logs->Append(7, 1, 0, offset, chunk);
+    if (!size.ok()) {
+      state.SkipWithError(size.status().message().c_str());
+      return;
+    }
+    offset = *size;
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(chunk.size()));
+  const std::string back = logs->Read(7, 1, 0, 0, 64 << 10);
+  if (back.size() != std::min<size_t>(64 << 10, static_cast<size_t>(offset))) {
+    state.SkipWithError("read back the wrong amount");
+  }
+}
+BENCHMARK(BM_LogAppend)->ArgName("postgres")->Arg(0)->Arg(1)->UseRealTime();
+
 BENCHMARK(BM_SubmitGroupPostgres)
     ->Arg(1'000)
     ->Arg(10'000)

@@ -24,6 +24,8 @@ struct ServerFlags {
   std::string store;                // "" = sqlite:STATE_DIR/berth.db
   std::string leader_lease = "3s";  // with a PostgreSQL store (docs/ha.md)
   std::string advertise;            // the URL followers point clients at; "" = the listener's
+  std::string log_retention =
+      "30d";  // with a PostgreSQL store: output of jobs ended longer ago goes
   std::string token;
   std::string token_file;
   bool require_token = false;

@@ -63,6 +63,11 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                    "With a PostgreSQL store: how long the leader's lease lasts without renewal, "
                    "i.e. how soon another server takes over from a dead leader")
       ->capture_default_str();
+  server
+      ->add_option("--log-retention", server_flags.log_retention,
+                   "With a PostgreSQL store, which keeps jobs' output: how long after a job ended "
+                   "its output is kept (0: forever)")
+      ->capture_default_str();
   server->add_option("--advertise", server_flags.advertise,
                      "With a PostgreSQL store: the URL other servers' followers send clients to "
                      "(default: this server's listener)");

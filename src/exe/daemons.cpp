@@ -150,7 +150,8 @@ int RunServer(const ServerFlags& flags) {
 
   const bool ha =
       flags.store.starts_with("postgresql://") || flags.store.starts_with("postgres://");
-  HaOptions ha_options{.store = flags.store, .lease_ms = 0, .advertise_url = flags.advertise};
+  HaOptions ha_options{
+      .store = flags.store, .lease_ms = 0, .advertise_url = flags.advertise, .log_retention_ms = 0};
   if (ha) {
     auto lease = ParseDuration(flags.leader_lease);
     if (!lease || *lease < 300) {
@@ -158,6 +159,11 @@ int RunServer(const ServerFlags& flags) {
           Status::Invalid("--leader-lease: expected a duration of at least 300ms, like 3s"));
     }
     ha_options.lease_ms = *lease;
+    auto retention = ParseDuration(flags.log_retention);
+    if (!retention || *retention < 0) {
+      return Fail(Status::Invalid("--log-retention: expected a duration like 30d (0: forever)"));
+    }
+    ha_options.log_retention_ms = *retention;
     if ((options.tls || !net::IsLoopbackHost(options.host)) &&
         (options.tls_cert.empty() || options.tls_key.empty())) {
       return Fail(Status::Invalid(

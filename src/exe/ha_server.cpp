@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "server/leadership.h"
 #include "server/responses.h"
+#include "store/log_bytes.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_store.h"
 
@@ -184,6 +185,7 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
         store->get();  // owned by the server below, which outlives its use
     ServerOptions leading = options;
     leading.ha_status = [status] { return status->Get(); };
+    leading.log_store = ha.store;
     auto server = std::make_unique<Server>(leading, SystemClock::Get(), std::move(*store));
     Status st = server->Start();
     if (!st.ok()) {
@@ -194,7 +196,20 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
       continue;
     }
     status->Set(Describe(*elector, *lease, holder, store_name));
+    int64_t next_retention = MonotonicMs();
     for (;;) {
+      if (ha.log_retention_ms > 0 && MonotonicMs() >= next_retention) {
+        // The leader trims the output of jobs that ended over --log-retention ago, every 10 min.
+        next_retention = MonotonicMs() + 10 * 60'000;
+        Result<int64_t> gone =
+            DeletePgLogsEndedBefore(ha.store, SystemClock::Get().Now() - ha.log_retention_ms);
+        if (!gone.ok()) {
+          LogWarn("log retention: {}", gone.status().message());
+        } else if (*gone > 0) {
+          LogInfo("log retention: deleted {} chunks of output older than {} ms", *gone,
+                  ha.log_retention_ms);
+        }
+      }
       if (int sig = WaitForSignal(stop_signals, elector->tick_ms()); sig != 0) {
         LogInfo("received signal {}; giving up the lead and shutting down", sig);
         server->Stop();

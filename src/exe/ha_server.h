@@ -24,6 +24,9 @@ struct HaOptions {
   std::string store;  // the postgresql:// URL
   DurationMs lease_ms = 3'000;
   std::string advertise_url;  // "" = this server's own URL (host:port it listens on)
+  // Jobs' output lives in the database; the leader deletes that of jobs ended this long ago
+  // (0: never).
+  DurationMs log_retention_ms = 30LL * 24 * 3'600'000;
 };
 
 // Runs until one of `stop_signals` (already blocked) arrives; answers the exit code. `on_listening`

@@ -1,24 +1,30 @@
-// LogStore: the server's copy of every job's output, one file per (job, attempt, rank) under
-// <state>/logs/<job>/, so that `berth logs` works while a job runs and after it ended, even when
-// its node is gone. Appends are idempotent by byte offset (an agent that resends after a lost
-// answer never duplicates output). Thread-safe: an internal mutex guards the size cache and
-// serializes appends.
+// LogStore: the server's copy of every job's output, one byte string per (job, attempt, rank), so
+// that `berth logs` works while a job runs and after it ended, even when its node is gone. The
+// bytes live in a LogBytes backend (store/log_bytes.h): by default one file per log under
+// <state>/logs/<job>/; with several servers, in PostgreSQL. Appends are idempotent by byte offset
+// (an agent that resends after a lost answer never duplicates output). Thread-safe: an internal
+// mutex guards the size cache and serializes appends.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
 
 #include "common/status.h"
+#include "store/log_bytes.h"
 
 namespace berth {
 
 class LogStore {
  public:
+  // Files under `dir`.
   explicit LogStore(std::string dir);
+  // Another backend (PostgreSQL).
+  explicit LogStore(std::unique_ptr<LogBytes> bytes);
 
   // Rank index of the interleaved log of a multi-node job: every rank's lines, each prefixed.
   static constexpr int kAllRanks = -1;
@@ -35,10 +41,13 @@ class LogStore {
   int64_t Size(int64_t job, int attempt, int rank) const;
 
  private:
-  std::string PathOf(int64_t job, int attempt, int rank) const;
-  std::string dir_;
+  // The size, from the cache or the backend. Requires mu_.
+  Result<int64_t> SizeLocked(const LogKey& key) const;
+
+  std::unique_ptr<LogBytes> bytes_;
   mutable std::mutex mu_;
-  std::map<std::tuple<int64_t, int, int>, int64_t> sizes_;  // guarded by mu_; cache of file sizes
+  mutable std::map<std::tuple<int64_t, int, int>, int64_t>
+      sizes_;  // guarded by mu_; cache of sizes
   // guarded by mu_; ranks whose last appended byte ended mid-line (their next bytes get no prefix)
   std::map<std::tuple<int64_t, int, int>, bool> mid_line_;
 };

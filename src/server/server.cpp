@@ -86,7 +86,13 @@ Status Server::Start() {
                                                          .owner_only = options_.owner_only},
                                          *accounts_, system_users_, sessions_.get());
 
-  logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
+  if (options_.log_store.empty()) {
+    logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
+  } else {
+    Result<std::unique_ptr<LogBytes>> bytes = OpenPgLogBytes(options_.log_store);
+    if (!bytes.ok()) return bytes.status();
+    logs_ = std::make_unique<LogStore>(std::move(*bytes));
+  }
   CoreOptions core;
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;

@@ -67,6 +67,9 @@ struct ServerOptions {
   // server's role, the leader, the store). Called on an I/O thread: must not wait. Unset: one
   // server, no "ha".
   std::function<boost::json::object()> ha_status;
+  // Where jobs' output is kept: "" = files under <state_dir>/logs; a PostgreSQL URL = that database
+  // (several servers: every one of them serves it after a failover; docs/ha.md).
+  std::string log_store;
 };
 
 class Server {

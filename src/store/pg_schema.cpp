@@ -199,11 +199,28 @@ CREATE TABLE usage_daily (
 
 Status MigrateToV1(PgConn& conn) { return conn.Exec(kSchemaV1); }
 
+// Version 2: jobs' output, so that every server sharing the database serves it after a failover
+// (store/log_bytes.h). One row per append of one (job, attempt, rank) log (rank -1: a multi-node
+// job's interleaved log), keyed by its first byte's offset.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE log_chunks (
+  job_id  BIGINT NOT NULL,
+  attempt INTEGER NOT NULL,
+  rank    INTEGER NOT NULL,
+  start   BIGINT NOT NULL,
+  data    BYTEA NOT NULL,
+  PRIMARY KEY (job_id, attempt, rank, start)
+);
+)sql";
+
+Status MigrateToV2(PgConn& conn) { return conn.Exec(kSchemaV2); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1,
+    &MigrateToV2,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

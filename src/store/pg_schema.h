@@ -16,7 +16,7 @@
 
 namespace berth {
 
-constexpr int kPgSchemaVersion = 1;
+constexpr int kPgSchemaVersion = 2;
 
 // Brings the schema of the database `conn` is connected to to kPgSchemaVersion.
 Status MigratePgSchema(PgConn& conn);

@@ -25,6 +25,7 @@ LEASE = "3s"
 # Each start of a job leaves a line "<job> <attempt>" in $CTL/starts; it runs until $CTL/release exists.
 HELD_SCRIPT = r"""
 echo "$BERTH_JOB_ID $BERTH_ATTEMPT" >> "$CTL/starts"
+echo "started $BERTH_JOB_ID"
 while [ ! -e "$CTL/release" ]; do sleep 0.05; done
 echo "done $BERTH_JOB_ID"
 """
@@ -106,6 +107,9 @@ class HaTest(BerthTestCase):
         running = self.submit_held()
         b.wait_status(running, "RUNNING", env=self.env)
         wait_until(lambda: (running, 1) in self.starts(), message="the job's start line")
+        # Its first output reached the leader (kept in the database, not on the leader's disk).
+        wait_until(lambda: "started" in b.run("logs", "--no-follow", running, env=self.env)[1], 30,
+                   message="the job's first output on the leader")
 
         # Submissions keep coming from another thread, through the CLI's list of servers.
         acked, errors, stop = [], [], threading.Event()
@@ -138,6 +142,10 @@ class HaTest(BerthTestCase):
         open(os.path.join(self.ctl, "release"), "w").close()
         b.wait_status(running, "SUCCEEDED", env=self.env, timeout=30)
         b.wait_status(probe, "SUCCEEDED", env=self.env, timeout=30)
+        # The new leader serves all of its output: what reached the dead leader, and the rest.
+        out = b.run("logs", running, env=self.env)[1]
+        self.assertIn(f"started {running}", out)
+        self.assertIn(f"done {running}", out)
         # The job that ran through the failover was never started twice.
         self.assertEqual([s for s in self.starts() if s[0] == running], [(running, 1)])
         ids = self.all_job_ids()

@@ -13,6 +13,7 @@
 #include <latch>
 #include <thread>
 
+#include "store/log_bytes.h"
 #include "store/pg.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_schema.h"
@@ -370,6 +371,60 @@ TEST(PgLeaderLeaseTest, DeposedLeadersWritesAreRefused) {
   // A store without a fence is not checked (one server, no election).
   (*old_store)->SetFence(std::nullopt);
   EXPECT_TRUE((*old_store)->Submit(MakeSubmission(1, /*as_group=*/false)).ok());
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+// Jobs' output in the database: appends at the end, reads across chunks and never past a gap, sizes
+// per (job, attempt, rank), and retention by the jobs' end.
+TEST(PgLogBytesTest, AppendsReadsAndRetention) {
+  std::unique_ptr<PgTestDatabase> db = MustCreateDatabase();
+  ASSERT_NE(db, nullptr);
+  Result<std::unique_ptr<Store>> store = OpenPgStore(db->uri());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Result<std::unique_ptr<LogBytes>> logs = OpenPgLogBytes(db->uri());
+  ASSERT_TRUE(logs.ok()) << logs.status().message();
+  const LogKey a{.job = 1001, .attempt = 1, .rank = 0};
+  const LogKey other{.job = 1001, .attempt = 1, .rank = 1};
+  EXPECT_EQ((*logs)->Size(a).value(), 0);
+  EXPECT_EQ((*logs)->Read(a, 0, 100), "");
+  std::string binary("\0\xff\n\x01tick", 8);
+  ASSERT_TRUE((*logs)->Append(a, 0, "hello ").ok());
+  ASSERT_TRUE((*logs)->Append(a, 6, binary).ok());
+  ASSERT_TRUE((*logs)->Append(a, 14, "\nbye\n").ok());
+  ASSERT_TRUE((*logs)->Append(other, 0, "rank one\n").ok());
+  EXPECT_EQ((*logs)->Size(a).value(), 19);
+  EXPECT_EQ((*logs)->Size(other).value(), 9);
+  EXPECT_EQ((*logs)->Read(a, 0, 100), "hello " + binary + "\nbye\n");
+  EXPECT_EQ((*logs)->Read(a, 3, 5), std::string("lo \0\xff", 5));  // across two chunks
+  EXPECT_EQ((*logs)->Read(a, 15, 100), "bye\n");
+  EXPECT_EQ((*logs)->Read(a, 19, 100), "");
+  EXPECT_EQ((*logs)->Read(other, 0, 4), "rank");
+
+  // Retention: the output of jobs that ended before the cut goes; the others' stays.
+  Result<SubmitResult> jobs = (*store)->Submit(MakeSubmission(2, /*as_group=*/false));
+  ASSERT_TRUE(jobs.ok());
+  const int64_t old_job = jobs->ids[0], live_job = jobs->ids[1];
+  ASSERT_TRUE((*logs)->Append({old_job, 2, 0}, 0, "old output").ok());
+  ASSERT_TRUE((*logs)->Append({live_job, 2, 0}, 0, "live output").ok());
+  JobRow ended = (*store)->GetJobs({old_job}).value().at(0);
+  ended.status = JobStatus::kSucceeded;
+  ended.ended_at = kT0 + 1000;
+  Batch batch;
+  batch.jobs.push_back(ended);
+  ASSERT_TRUE((*store)->Commit(batch).ok());
+  Result<int64_t> gone = DeletePgLogsEndedBefore(db->uri(), kT0 + 500);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_EQ(*gone, 0);  // ended after the cut
+  gone = DeletePgLogsEndedBefore(db->uri(), kT0 + 2000);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(*gone, 1);
+  EXPECT_EQ((*logs)->Size({old_job, 2, 0}).value(), 0);
+  EXPECT_EQ((*logs)->Read({live_job, 2, 0}, 0, 100), "live output");
 }
 
 }  // namespace

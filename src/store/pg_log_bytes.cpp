@@ -1,0 +1,110 @@
+// PgLogBytes: jobs' output as chunks in PostgreSQL (table log_chunks, store/pg_schema.cpp): each
+// append is one row keyed by (job, attempt, rank, start), so an append is one INSERT and a read a
+// range of the primary key. Bytes travel hex-encoded (text parameters).
+#include <string_view>
+
+#include "common/mutex.h"
+#include "store/log_bytes.h"
+#include "store/pg.h"
+
+namespace berth {
+namespace {
+
+std::string Hex(std::string_view data) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(data.size() * 2);
+  for (unsigned char c : data) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return 0;
+}
+
+std::string Unhex(std::string_view hex) {
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<char>(HexValue(hex[2 * i]) << 4 | HexValue(hex[2 * i + 1]));
+  }
+  return out;
+}
+
+class PgLogBytes final : public LogBytes {
+ public:
+  explicit PgLogBytes(std::unique_ptr<PgConn> db) : db_(std::move(db)) {}
+
+  Result<int64_t> Size(const LogKey& key) override {
+    MutexLock lock(mu_);
+    Result<PgResult> r = db_->Query(
+        "SELECT COALESCE(max(start + length(data)), 0) FROM log_chunks "
+        "WHERE job_id = $1 AND attempt = $2 AND rank = $3",
+        PgParams().Add(key.job).Add(key.attempt).Add(key.rank));
+    if (!r.ok()) return r.status();
+    return r->Int(0, 0);
+  }
+
+  Status Append(const LogKey& key, int64_t at, std::string_view data) override {
+    if (data.empty()) return Status::Ok();
+    MutexLock lock(mu_);
+    return db_->Run(
+        "INSERT INTO log_chunks(job_id, attempt, rank, start, data) "
+        "VALUES ($1, $2, $3, $4, decode($5, 'hex'))",
+        PgParams().Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(Hex(data)));
+  }
+
+  std::string Read(const LogKey& key, int64_t offset, size_t max_bytes) override {
+    MutexLock lock(mu_);
+    const int64_t end = offset + static_cast<int64_t>(max_bytes);
+    Result<PgResult> r = db_->Query(
+        "SELECT start, encode(data, 'hex') FROM log_chunks WHERE job_id = $1 AND attempt = $2 "
+        "AND rank = $3 AND start < $5 AND start + length(data) > $4 ORDER BY start",
+        PgParams().Add(key.job).Add(key.attempt).Add(key.rank).Add(offset).Add(end));
+    if (!r.ok()) return "";
+    std::string out;
+    for (int i = 0; i < r->rows() && out.size() < max_bytes; ++i) {
+      const int64_t at = offset + static_cast<int64_t>(out.size());  // the next byte wanted
+      const int64_t start = r->Int(i, 0);
+      if (start > at) break;  // never past a gap
+      const std::string chunk = Unhex(r->TextView(i, 1));
+      const size_t from = static_cast<size_t>(at - start);
+      if (from >= chunk.size()) continue;
+      out.append(chunk, from, std::min(chunk.size() - from, max_bytes - out.size()));
+    }
+    return out;
+  }
+
+ private:
+  Mutex mu_;
+  std::unique_ptr<PgConn> db_ GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo) {
+  // Appends do not wait for the WAL flush: a database crash may lose the last few chunks, which
+  // the agents then ship again (an append answers the size the server holds; agents resend from
+  // there, while they still have it). It makes an append about half as costly (bench/README.md).
+  Result<std::unique_ptr<PgConn>> db = PgConn::Connect(conninfo, "-c synchronous_commit=off");
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<LogBytes>(new PgLogBytes(std::move(*db)));
+}
+
+Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before) {
+  Result<std::unique_ptr<PgConn>> db = PgConn::Connect(conninfo);
+  if (!db.ok()) return db.status();
+  Result<PgResult> r = (*db)->Query(
+      "DELETE FROM log_chunks c USING jobs j WHERE c.job_id = j.id AND j.active = 0 AND "
+      "j.ended_at < $1",
+      PgParams().Add(before));
+  if (!r.ok()) return r.status();
+  return r->Affected();
+}
+
+}  // namespace berth
