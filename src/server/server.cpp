@@ -89,7 +89,8 @@ Status Server::Start() {
   if (options_.log_store.empty()) {
     logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
   } else {
-    Result<std::unique_ptr<LogBytes>> bytes = OpenPgLogBytes(options_.log_store);
+    Result<std::unique_ptr<LogBytes>> bytes =
+        OpenPgLogBytes(options_.log_store, options_.log_store_fence);
     if (!bytes.ok()) return bytes.status();
     logs_ = std::make_unique<LogStore>(std::move(*bytes));
   }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -70,6 +71,7 @@ struct ServerOptions {
   // Where jobs' output is kept: "" = files under <state_dir>/logs; a PostgreSQL URL = that database
   // (several servers: every one of them serves it after a failover; docs/ha.md).
   std::string log_store;
+  std::optional<int64_t> log_store_fence;  // the leader's fencing token, for its appends there
 };
 
 class Server {

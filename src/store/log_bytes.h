@@ -11,6 +11,7 @@
 #include <compare>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,8 +39,10 @@ class LogBytes {
 };
 
 // The PostgreSQL backend (store/pg_log_bytes.cpp): chunks in the table log_chunks of the database
-// at `conninfo`, whose schema PgStore::Open has migrated.
-Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo);
+// at `conninfo`, whose schema PgStore::Open has migrated. With a `fence` (the leader's token), an
+// append is refused (kUnavailable) once another server holds the lease, like PgStore's writes.
+Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo,
+                                                 std::optional<int64_t> fence = std::nullopt);
 // Deletes the output of jobs that ended before `before` (wall ms) from that database: the logs'
 // retention. Answers how many chunks went.
 Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before);

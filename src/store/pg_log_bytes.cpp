@@ -1,6 +1,7 @@
 // PgLogBytes: jobs' output as chunks in PostgreSQL (table log_chunks, store/pg_schema.cpp): each
 // append is one row keyed by (job, attempt, rank, start), so an append is one INSERT and a read a
 // range of the primary key. Bytes travel hex-encoded (text parameters).
+#include <optional>
 #include <string_view>
 
 #include "common/mutex.h"
@@ -38,7 +39,8 @@ std::string Unhex(std::string_view hex) {
 
 class PgLogBytes final : public LogBytes {
  public:
-  explicit PgLogBytes(std::unique_ptr<PgConn> db) : db_(std::move(db)) {}
+  PgLogBytes(std::unique_ptr<PgConn> db, std::optional<int64_t> fence)
+      : db_(std::move(db)), fence_(fence) {}
 
   Result<int64_t> Size(const LogKey& key) override {
     MutexLock lock(mu_);
@@ -53,10 +55,19 @@ class PgLogBytes final : public LogBytes {
   Status Append(const LogKey& key, int64_t at, std::string_view data) override {
     if (data.empty()) return Status::Ok();
     MutexLock lock(mu_);
+    PgParams params;
+    params.Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(Hex(data));
+    if (!fence_) {
+      return db_->Run(
+          "INSERT INTO log_chunks(job_id, attempt, rank, start, data) "
+          "VALUES ($1, $2, $3, $4, decode($5, 'hex'))",
+          params);
+    }
+    // A leader's appends carry its fencing token like its other writes (docs/ha.md).
     return db_->Run(
         "INSERT INTO log_chunks(job_id, attempt, rank, start, data) "
-        "VALUES ($1, $2, $3, $4, decode($5, 'hex'))",
-        PgParams().Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(Hex(data)));
+        "SELECT $1, $2, $3, $4, decode($5, 'hex') FROM (SELECT berth_fence($6)) AS fence",
+        params.Add(*fence_));
   }
 
   std::string Read(const LogKey& key, int64_t offset, size_t max_bytes) override {
@@ -83,17 +94,19 @@ class PgLogBytes final : public LogBytes {
  private:
   Mutex mu_;
   std::unique_ptr<PgConn> db_ GUARDED_BY(mu_);
+  const std::optional<int64_t> fence_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo) {
+Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo,
+                                                 std::optional<int64_t> fence) {
   // Appends do not wait for the WAL flush: a database crash may lose the last few chunks, which
   // the agents then ship again (an append answers the size the server holds; agents resend from
   // there, while they still have it). It makes an append about half as costly (bench/README.md).
   Result<std::unique_ptr<PgConn>> db = PgConn::Connect(conninfo, "-c synchronous_commit=off");
   if (!db.ok()) return db.status();
-  return std::unique_ptr<LogBytes>(new PgLogBytes(std::move(*db)));
+  return std::unique_ptr<LogBytes>(new PgLogBytes(std::move(*db), fence));
 }
 
 Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before) {

@@ -368,6 +368,14 @@ TEST(PgLeaderLeaseTest, DeposedLeadersWritesAreRefused) {
   EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM jobs"), 3);
   EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM groups"), 0);
   EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM jobs WHERE status = 'CANCELLED'"), 0);
+  // Its log appends are fenced too; the new leader's are not refused.
+  Result<std::unique_ptr<LogBytes>> old_logs = OpenPgLogBytes(db->uri(), **t1);
+  Result<std::unique_ptr<LogBytes>> new_logs = OpenPgLogBytes(db->uri(), **t2);
+  ASSERT_TRUE(old_logs.ok() && new_logs.ok());
+  Status late_log = (*old_logs)->Append({first->ids[0], 1, 0}, 0, "late");
+  EXPECT_EQ(late_log.code(), Code::kUnavailable) << late_log.message();
+  EXPECT_TRUE((*new_logs)->Append({first->ids[0], 1, 0}, 0, "on time").ok());
+  EXPECT_EQ((*new_logs)->Read({first->ids[0], 1, 0}, 0, 100), "on time");
   // A store without a fence is not checked (one server, no election).
   (*old_store)->SetFence(std::nullopt);
   EXPECT_TRUE((*old_store)->Submit(MakeSubmission(1, /*as_group=*/false)).ok());
