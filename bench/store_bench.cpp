@@ -98,26 +98,46 @@ BENCHMARK(BM_SubmitGroup)->Arg(1'000)->Arg(10'000)->Unit(benchmark::kMillisecond
 // The same into PostgreSQL (issue 14's target: 1000 jobs <= 50 ms, 10,000 <= 200 ms), side by side:
 // a database of its own, emptied between iterations; one store opened for all of them (a server's
 // connections stay open).
+// A fresh database `name` on the server BERTH_BENCH_PG names, dropped again when this dies; its
+// URI, or "" after skipping the benchmark with the reason.
+class BenchDatabase {
+ public:
+  BenchDatabase(const std::string& name, benchmark::State& state) : name_(name) {
+    const char* admin = std::getenv("BERTH_BENCH_PG");
+    if (admin == nullptr || *admin == '\0') {
+      state.SkipWithError("set BERTH_BENCH_PG=postgresql://USER@HOST:PORT/postgres to run it");
+      return;
+    }
+    const std::string admin_uri = admin;
+    Result<std::unique_ptr<PgConn>> conn = PgConn::Connect(admin_uri);
+    if (!conn.ok()) {
+      state.SkipWithError(conn.status().message().c_str());
+      return;
+    }
+    admin_ = std::move(*conn);
+    (void)admin_->Exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    if (Status st = admin_->Exec("CREATE DATABASE " + name_); !st.ok()) {
+      state.SkipWithError(st.message().c_str());
+      return;
+    }
+    uri_ = admin_uri.substr(0, admin_uri.rfind('/')) + "/" + name_;
+  }
+  ~BenchDatabase() {
+    if (!uri_.empty()) (void)admin_->Exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  }
+  const std::string& uri() const { return uri_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<PgConn> admin_;
+  std::string uri_;
+};
+
 void BM_SubmitGroupPostgres(benchmark::State& state) {
-  const char* admin = std::getenv("BERTH_BENCH_PG");
-  if (admin == nullptr || *admin == '\0') {
-    state.SkipWithError("set BERTH_BENCH_PG=postgresql://USER@HOST:PORT/postgres to run it");
-    return;
-  }
-  const std::string admin_uri = admin;
-  const std::string db_uri = admin_uri.substr(0, admin_uri.rfind('/')) + "/berth_bench";
-  Result<std::unique_ptr<PgConn>> conn = PgConn::Connect(admin_uri);
-  if (!conn.ok()) {
-    state.SkipWithError(conn.status().message().c_str());
-    return;
-  }
-  (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench WITH (FORCE)");
-  if (Status st = (*conn)->Exec("CREATE DATABASE berth_bench"); !st.ok()) {
-    state.SkipWithError(st.message().c_str());
-    return;
-  }
-  Result<std::unique_ptr<Store>> store = OpenStore(db_uri);
-  Result<std::unique_ptr<PgConn>> raw = PgConn::Connect(db_uri);
+  BenchDatabase db("berth_bench", state);
+  if (db.uri().empty()) return;
+  Result<std::unique_ptr<Store>> store = OpenStore(db.uri());
+  Result<std::unique_ptr<PgConn>> raw = PgConn::Connect(db.uri());
   if (!store.ok() || !raw.ok()) {
     state.SkipWithError("cannot open the benchmark's database");
     return;
@@ -135,9 +155,6 @@ void BM_SubmitGroupPostgres(benchmark::State& state) {
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
-  store->reset();
-  raw->reset();
-  (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench WITH (FORCE)");
 }
 // Jobs' output: one 4 KiB append (what an agent ships from a chatty job) through the server's
 // LogStore, into files (arg 0, one server) or PostgreSQL (arg 1, several servers; docs/ha.md), and
@@ -145,24 +162,13 @@ void BM_SubmitGroupPostgres(benchmark::State& state) {
 void BM_LogAppend(benchmark::State& state) {
   const bool pg = state.range(0) == 1;
   TempDir dir;
+  std::unique_ptr<BenchDatabase> db;
   std::unique_ptr<LogStore> logs;
   if (pg) {
-    const char* admin = std::getenv("BERTH_BENCH_PG");
-    if (admin == nullptr || *admin == '\0') {
-      state.SkipWithError("set BERTH_BENCH_PG=postgresql://USER@HOST:PORT/postgres to run it");
-      return;
-    }
-    const std::string admin_uri = admin;
-    const std::string db_uri = admin_uri.substr(0, admin_uri.rfind('/')) + "/berth_bench_logs";
-    Result<std::unique_ptr<PgConn>> conn = PgConn::Connect(admin_uri);
-    if (!conn.ok()) {
-      state.SkipWithError(conn.status().message().c_str());
-      return;
-    }
-    (void)(*conn)->Exec("DROP DATABASE IF EXISTS berth_bench_logs WITH (FORCE)");
-    (void)(*conn)->Exec("CREATE DATABASE berth_bench_logs");
-    Result<std::unique_ptr<Store>> store = OpenStore(db_uri);  // migrates
-    Result<std::unique_ptr<LogBytes>> bytes = OpenPgLogBytes(db_uri);
+    db = std::make_unique<BenchDatabase>("berth_bench_logs", state);
+    if (db->uri().empty()) return;
+    Result<std::unique_ptr<Store>> store = OpenStore(db->uri());  // migrates
+    Result<std::unique_ptr<LogBytes>> bytes = OpenPgLogBytes(db->uri());
     if (!store.ok() || !bytes.ok()) {
       state.SkipWithError("cannot open the benchmark's database");
       return;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "common/json_util.h"
 #include "common/log.h"
 #include "net/http.h"
@@ -179,39 +182,32 @@ FailoverAgentConnection::FailoverAgentConnection(const std::vector<std::string>&
   }
 }
 
-const std::string& FailoverAgentConnection::current_url() const {
-  return urls_[current_.load() % urls_.size()];
-}
+const std::string& FailoverAgentConnection::current_url() const { return urls_[current_.load()]; }
 
 template <typename Fn>
 auto FailoverAgentConnection::OnCurrent(Fn&& call) {
   size_t at = current_.load();
-  auto result = call(*servers_[at % servers_.size()]);
-  if (servers_.size() > 1) {
-    Status status = Status::Ok();
-    if constexpr (std::is_same_v<decltype(result), Status>) {
-      status = result;
-    } else {
-      if (!result.ok()) status = result.status();
+  auto result = call(*servers_[at]);
+  Status status = Status::Ok();
+  if constexpr (std::is_same_v<decltype(result), Status>) {
+    status = result;
+  } else {
+    if (!result.ok()) status = result.status();
+  }
+  if (servers_.size() > 1 && status.code() == Code::kUnavailable) {
+    // A follower names the leader ("... the leader is URL"): go there if it is one of ours, else
+    // to the next server.
+    size_t next = (at + 1) % urls_.size();
+    const size_t named = status.message().rfind(proto::kLeaderIs);
+    if (named != std::string::npos) {
+      auto it = std::find(urls_.begin(), urls_.end(),
+                          status.message().substr(named + std::strlen(proto::kLeaderIs)));
+      if (it != urls_.end() && it != urls_.begin() + at) next = it - urls_.begin();
     }
-    if (status.code() == Code::kUnavailable) {
-      // A follower names the leader ("... the leader is URL"): go there if it is one of ours,
-      // else to the next server.
-      size_t next = at + 1;
-      const std::string& message = status.message();
-      const size_t named = message.rfind("the leader is ");
-      if (named != std::string::npos) {
-        const std::string leader = message.substr(named + 14);
-        for (size_t i = 0; i < urls_.size(); ++i) {
-          if (urls_[i] == leader) next = at + (i + urls_.size() - at % urls_.size()) % urls_.size();
-        }
-        if (next == at) next = at + 1;
-      }
-      // Only the first of several threads that saw the same server fail moves on.
-      if (current_.compare_exchange_strong(at, next)) {
-        LogInfo("server {} unavailable ({}); trying {} next", urls_[at % urls_.size()],
-                status.message(), urls_[next % urls_.size()]);
-      }
+    // Only the first of several threads that saw the same server fail moves on.
+    if (current_.compare_exchange_strong(at, next)) {
+      LogInfo("server {} unavailable ({}); trying {} next", urls_[at], status.message(),
+              urls_[next]);
     }
   }
   return result;
@@ -250,7 +246,7 @@ Status FailoverAgentConnection::Watch(
 void FailoverAgentConnection::AbortWatch() {
   // A watch may still be reading from a server the agent has moved away from: end those too, but
   // leave "end the next watch" to the server calls go to now.
-  const size_t at = current_.load() % servers_.size();
+  const size_t at = current_.load();
   for (size_t i = 0; i < servers_.size(); ++i) {
     if (i == at) {
       servers_[i]->AbortWatch();

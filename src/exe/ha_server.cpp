@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "protocol/agent_protocol.h"
 #include "server/leadership.h"
 #include "server/responses.h"
 #include "store/log_bytes.h"
@@ -125,10 +126,10 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
       }
       net::HttpResponse answer = JsonResponse(
           503,
-          json::object{{"error", leader.empty()
-                                     ? "this berth server is a follower and no server "
-                                       "leads at the moment; retry shortly"
-                                     : "this berth server is a follower; the leader is " + leader},
+          json::object{{"error", leader.empty() ? "this berth server is a follower and no server "
+                                                  "leads at the moment; retry shortly"
+                                                : "this berth server is a follower; " +
+                                                      std::string(proto::kLeaderIs) + leader},
                        {"role", "follower"},
                        {"leader", leader}});
       answer.headers.emplace_back("X-Berth-Leader", leader);
@@ -145,12 +146,9 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
     }
     options.port = standby.port();  // keep the port a first bind to 0 chose, for every phase
     if (!elector) {
-      std::string host = options.host;
-      if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
-      if (host.find(':') != std::string::npos) host = "[" + host + "]";
-      my_url = !ha.advertise_url.empty() ? ha.advertise_url
-                                         : (options.tls_cert.empty() ? "http://" : "https://") +
-                                               host + ":" + std::to_string(options.port);
+      my_url = !ha.advertise_url.empty()
+                   ? ha.advertise_url
+                   : Server::UrlFor(options.host, options.port, !options.tls_cert.empty());
       elector = std::make_unique<Elector>(
           ElectorOptions{.holder = holder, .url = my_url, .lease_ms = ha.lease_ms}, *lease,
           SystemClock::Get());
@@ -200,10 +198,13 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
     int64_t next_retention = MonotonicMs();
     for (;;) {
       if (ha.log_retention_ms > 0 && MonotonicMs() >= next_retention) {
-        // The leader trims the output of jobs that ended over --log-retention ago, every 10 min.
-        next_retention = MonotonicMs() + 10 * 60'000;
-        Result<int64_t> gone =
-            DeletePgLogsEndedBefore(ha.store, SystemClock::Get().Now() - ha.log_retention_ms);
+        // The leader trims the output of jobs that ended over --log-retention ago every 10 min,
+        // a bounded batch per tick (this thread renews the lease), until nothing is left.
+        constexpr int64_t kBatch = 10'000;
+        Result<int64_t> gone = DeletePgLogsEndedBefore(
+            ha.store, SystemClock::Get().Now() - ha.log_retention_ms, kBatch);
+        const bool more = gone.ok() && *gone == kBatch;
+        next_retention = MonotonicMs() + (more ? 0 : 10 * 60'000);
         if (!gone.ok()) {
           LogWarn("log retention: {}", gone.status().message());
         } else if (*gone > 0) {
@@ -217,26 +218,21 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
         elector->Release();
         return 0;
       }
-      if (leading_store->commit_uncertain()) {
-        // A write may have landed that this server's memory does not have: lead afresh from
-        // what the database holds (give the lease up; the next round, this or another server
-        // loads the state again).
-        LogWarn(
-            "a commit's outcome is unknown (the database connection broke during COMMIT); "
-            "giving up the lead to load the state again");
+      // A commit whose outcome is unknown: a write may have landed that this server's memory
+      // does not have. Lead afresh from what the database holds: give the lease up, and the next
+      // round this or another server loads the state again.
+      const bool uncertain = leading_store->commit_uncertain();
+      const bool step_down = uncertain || elector->Tick() == Elector::Action::kStepDown;
+      if (step_down) {
+        LogWarn("stepping down: {}",
+                uncertain ? "a commit's outcome is unknown (the database connection broke "
+                            "during COMMIT); giving up the lead to load the state again"
+                          : elector->last_error());
         server->Stop();
-        elector->Release();
-        status->Set(Describe(*elector, *lease, holder, store_name));
-        break;
-      }
-      const Elector::Action action = elector->Tick();
-      if (action == Elector::Action::kStepDown) {
-        LogWarn("stepping down: {}", elector->last_error());
-        server->Stop();
-        status->Set(Describe(*elector, *lease, holder, store_name));
-        break;
+        if (uncertain) elector->Release();
       }
       status->Set(Describe(*elector, *lease, holder, store_name));
+      if (step_down) break;
     }
   }
 }

@@ -33,6 +33,10 @@ namespace berth::proto {
 
 namespace json = boost::json;
 
+// A follower among several servers (docs/ha.md) answers 503 with an error that ends in this phrase
+// followed by the leader's URL; agents go there next.
+inline constexpr const char* kLeaderIs = "the leader is ";
+
 // One rank of one attempt of a job: what the agent runs, and what reports and stops name.
 struct AttemptRank {
   int64_t job = 0;

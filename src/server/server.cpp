@@ -177,12 +177,13 @@ Status Server::SetUpTls(net::HttpServerOptions& http) {
 
 int Server::port() const { return http_ ? http_->port() : 0; }
 
-std::string Server::url() const {
-  std::string host = options_.host;
+std::string Server::UrlFor(std::string host, int port, bool tls) {
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return (tls_fingerprint_.empty() ? "http://" : "https://") + host + ":" + std::to_string(port());
+  return (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
 }
+
+std::string Server::url() const { return UrlFor(options_.host, port(), !tls_fingerprint_.empty()); }
 
 void Server::Stop() {
   if (!started_.exchange(false)) return;

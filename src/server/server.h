@@ -92,6 +92,8 @@ class Server {
   Status Start();
   int port() const;
   std::string url() const;
+  // The URL a listener on `host`:`port` is reached at (a wildcard host as 127.0.0.1).
+  static std::string UrlFor(std::string host, int port, bool tls);
   const std::string& token() const { return token_; }
   // The unix socket's path ("" when none).
   const std::string& unix_socket() const { return options_.unix_socket; }

@@ -44,7 +44,10 @@ class LogBytes {
 Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo,
                                                  std::optional<int64_t> fence = std::nullopt);
 // Deletes the output of jobs that ended before `before` (wall ms) from that database: the logs'
-// retention. Answers how many chunks went.
-Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before);
+// retention. At most `max_chunks` per call, and no statement runs over a second, so a caller that
+// must stay responsive (the leader renewing its lease) calls it again while it answers max_chunks.
+// Answers how many chunks went.
+Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before,
+                                        int64_t max_chunks = 10'000);
 
 }  // namespace berth

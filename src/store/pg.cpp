@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/strings.h"
+
 namespace berth {
 namespace {
 
@@ -18,6 +20,12 @@ bool IsUnavailableState(std::string_view state) {
   // BF001: berth_fence() refused a deposed leader's write (store/pg_schema.cpp).
   return state.starts_with("08") || state.starts_with("57") || state.starts_with("53") ||
          state.starts_with("40") || state == "BF001";
+}
+
+// "PostgreSQL at HOST:PORT/DB" of a connection (never its password), for messages.
+std::string WhereOf(const pg_conn* conn) {
+  auto part = [](const char* v) { return std::string(v != nullptr ? v : "?"); };
+  return "PostgreSQL at " + part(PQhost(conn)) + ":" + part(PQport(conn)) + "/" + part(PQdb(conn));
 }
 
 // The statements a pipeline sends before it reads their results.
@@ -113,13 +121,7 @@ std::string_view PgResult::TextView(int row, int col) const {
 
 // ---- PgConn ----
 
-PgConn::PgConn(pg_conn* conn) : conn_(conn) {
-  const char* host = PQhost(conn);
-  const char* port = PQport(conn);
-  const char* db = PQdb(conn);
-  where_ = "PostgreSQL at " + std::string(host ? host : "?") + ":" + (port ? port : "?") + "/" +
-           (db ? db : "?");
-}
+PgConn::PgConn(pg_conn* conn) : conn_(conn), where_(WhereOf(conn)) {}
 
 PgConn::~PgConn() { PQfinish(conn_); }
 
@@ -133,8 +135,7 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& conninfo,
   if (options == nullptr) {
     std::string message = parse_error != nullptr ? parse_error : "out of memory";
     PQfreemem(parse_error);
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
-      message.pop_back();
+    message = Trim(message);
     return Status::Invalid("invalid PostgreSQL connection string: " + message);
   }
   PQconninfoFree(options);
@@ -155,12 +156,8 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& conninfo,
   if (conn == nullptr) return Status::Internal("PostgreSQL: out of memory connecting");
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string message = PQerrorMessage(conn);
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
-      message.pop_back();
-    const char* host = PQhost(conn);
-    const char* port = PQport(conn);
-    std::string where =
-        "PostgreSQL at " + std::string(host ? host : "?") + ":" + (port ? port : "?");
+    message = Trim(message);
+    const std::string where = WhereOf(conn);
     PQfinish(conn);
     return Status::Unavailable("cannot connect to " + where + ": " + message);
   }
@@ -176,7 +173,7 @@ bool PgConn::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
 Status PgConn::Error(std::string_view what, const pg_result* result) const {
   std::string message = result != nullptr ? PQresultErrorMessage(result) : "";
   if (message.empty()) message = PQerrorMessage(conn_);
-  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  message = Trim(message);
   const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
   std::string text = where_ + ": " + std::string(what) + ": " + message;
   if (state != nullptr) text += " (SQLSTATE " + std::string(state) + ")";

@@ -109,13 +109,14 @@ Result<std::unique_ptr<LogBytes>> OpenPgLogBytes(const std::string& conninfo,
   return std::unique_ptr<LogBytes>(new PgLogBytes(std::move(*db), fence));
 }
 
-Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before) {
-  Result<std::unique_ptr<PgConn>> db = PgConn::Connect(conninfo);
+Result<int64_t> DeletePgLogsEndedBefore(const std::string& conninfo, TimeMs before,
+                                        int64_t max_chunks) {
+  Result<std::unique_ptr<PgConn>> db = PgConn::Connect(conninfo, "-c statement_timeout=1000");
   if (!db.ok()) return db.status();
   Result<PgResult> r = (*db)->Query(
-      "DELETE FROM log_chunks c USING jobs j WHERE c.job_id = j.id AND j.active = 0 AND "
-      "j.ended_at < $1",
-      PgParams().Add(before));
+      "DELETE FROM log_chunks WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM log_chunks c "
+      "JOIN jobs j ON c.job_id = j.id WHERE j.active = 0 AND j.ended_at < $1 LIMIT $2))",
+      PgParams().Add(before).Add(max_chunks));
   if (!r.ok()) return r.status();
   return r->Affected();
 }
