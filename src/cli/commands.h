@@ -89,6 +89,7 @@ struct ExecFlags {
   std::string pool;
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
+  std::string idempotency_key;  // "": a fresh one
 };
 int Exec(const GlobalFlags& g, const ExecFlags& flags);
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -391,11 +392,38 @@ void Connection::UseServer(const std::string& url) {
       net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
 }
 
+std::string NewIdempotencyKey() {
+  std::random_device random;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
+}
+
 Result<json::value> Connection::Call(const std::string& method, const std::string& target,
                                      const std::string& body, DurationMs timeout_ms) {
-  Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms);
+  return Decode(Send(method, target, body, timeout_ms, {}, /*repeatable=*/false));
+}
+
+Result<json::value> Connection::CallIdempotent(const std::string& method, const std::string& target,
+                                               const std::string& body, const std::string& key,
+                                               DurationMs timeout_ms) {
+  Result<net::HttpResponse> res =
+      Send(method, target, body, timeout_ms, {{"Idempotency-Key", key}}, /*repeatable=*/true);
+  if (!res.ok() || res->status >= 500) {
+    Status failed = res.ok() ? Decode(std::move(res)).status() : res.status();
+    return Status(failed.code(),
+                  failed.message() +
+                      "\nberth: it may or may not have been recorded; the same command with "
+                      "--idempotency-key " +
+                      key + " finds out (it never submits twice)");
+  }
+  return Decode(std::move(res));
+}
+
+Result<net::HttpResponse> Connection::Send(const std::string& method, const std::string& target,
+                                           const std::string& body, DurationMs timeout_ms,
+                                           const net::HttpHeaders& headers, bool repeatable) {
+  Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
   const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
-  for (size_t tried = 1; urls_.size() > 1; ++tried) {
+  for (size_t tried = 1; urls_.size() > 1 || repeatable; ++tried) {
     // Another server is worth asking only when this one surely did nothing with the request: it
     // could not be reached, or it is a follower.
     const bool unreachable = !res.ok() && (StartsWith(res.status().message(), "cannot connect") ||
@@ -408,7 +436,11 @@ Result<json::value> Connection::Call(const std::string& method, const std::strin
     // nothing was written.
     const bool fenced =
         res.ok() && res->status == 503 && res->body.find("no longer leads") != std::string::npos;
-    if (!unreachable && !follower && !no_leader && !fenced) break;
+    // A repeatable request is sent again whatever became of it: the answer was lost, or the
+    // server could not commit (it may have).
+    const bool unknown =
+        repeatable && (!res.ok() || res->status == 502 || res->status == 503 || res->status == 504);
+    if (!unreachable && !follower && !no_leader && !fenced && !unknown) break;
     if (MonotonicMs() >= give_up) break;
     std::string next =
         urls_[(std::find(urls_.begin(), urls_.end(), url_) - urls_.begin() + 1) % urls_.size()];
@@ -419,8 +451,12 @@ Result<json::value> Connection::Call(const std::string& method, const std::strin
     // Once around the list without a leader: a failover is under way; wait a little.
     if (tried % urls_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     UseServer(next);
-    res = client_->Request(method, target, body, timeout_ms);
+    res = client_->Request(method, target, body, timeout_ms, headers);
   }
+  return res;
+}
+
+Result<json::value> Connection::Decode(Result<net::HttpResponse> res) {
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "server answer");
   if (res->status >= 200 && res->status < 300) {

@@ -54,6 +54,9 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
 // server.
 Status StopLocalCluster();
 
+// A fresh idempotency key: 128 random bits in hex.
+std::string NewIdempotencyKey();
+
 class Connection {
  public:
   // `server_flag` is --server (may be empty). `token_flag` is --token (may be empty).
@@ -74,6 +77,14 @@ class Connection {
   static constexpr DurationMs kFailoverWaitMs = 15'000;
   Result<json::value> Call(const std::string& method, const std::string& target,
                            const std::string& body = "", DurationMs timeout_ms = 60'000);
+  // A call that may be repeated safely (a submission with an Idempotency-Key: the server answers
+  // a repeat with what the first made). Besides what Call() retries, it sends the request again,
+  // to this server or the next, when the answer was lost or the server could not commit (5xx),
+  // for up to kFailoverWaitMs. When it gives up with the outcome unknown, the error says so and
+  // names the key.
+  Result<json::value> CallIdempotent(const std::string& method, const std::string& target,
+                                     const std::string& body, const std::string& key,
+                                     DurationMs timeout_ms = 60'000);
   net::HttpClient& http() { return *client_; }
 
  private:
@@ -87,6 +98,13 @@ class Connection {
 
   // Switches to `url` (a member of urls_).
   void UseServer(const std::string& url);
+  // Sends the request, and again to the leader a follower names or the next server, as Call()
+  // and CallIdempotent() (`repeatable`) say.
+  Result<net::HttpResponse> Send(const std::string& method, const std::string& target,
+                                 const std::string& body, DurationMs timeout_ms,
+                                 const net::HttpHeaders& headers, bool repeatable);
+  // A 2xx answer's JSON, or an error carrying the server's message.
+  static Result<json::value> Decode(Result<net::HttpResponse> res);
 };
 
 }  // namespace berth::cli

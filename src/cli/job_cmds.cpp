@@ -224,7 +224,10 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  auto res = conn.Call("POST", "/v1/jobs", SerializeJson(body));
+  // Keyed, so that the call may be sent again (to this server or, after a failover, the next)
+  // when its answer was lost, without submitting twice (docs/api.md "Idempotency-Key").
+  const std::string key = f.idempotency_key.empty() ? NewIdempotencyKey() : f.idempotency_key;
+  auto res = conn.CallIdempotent("POST", "/v1/jobs", SerializeJson(body), key);
   if (!res.ok()) return Fail(res.status());
   const json::object& out = res->as_object();
   const json::array& ids = out.at("jobs").as_array();

@@ -212,6 +212,10 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   exec->add_option("--max-running", exec_flags.max_running,
                    "With --num-jobs: at most N jobs of the group run at once");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
+  exec->add_option("--idempotency-key", exec_flags.idempotency_key,
+                   "Submit at most once under this key: sent again with it, the same submission "
+                   "gets the jobs it made the first time (default: a fresh key per command, "
+                   "which the command itself reuses when it retries)");
   add_global(exec);
   exec->callback([&] {
     // What follows "--" is a command even when it names a file (`berth exec -- ./train.sh`).

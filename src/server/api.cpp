@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 #include "common/log.h"
@@ -262,6 +263,13 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
     return ErrorResponse(
         Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
                                     *num_jobs, options_.max_jobs_per_submit)));
+  }
+  request.key = req.Header("idempotency-key");
+  if (request.key.size() > 255 ||
+      std::any_of(request.key.begin(), request.key.end(),
+                  [](unsigned char c) { return c <= ' ' || c >= 0x7f; })) {
+    return ErrorResponse(Status::Invalid(
+        "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces"));
   }
   request.user = by.user;
   request.depend_on_any = by.Has(Role::kOperator);

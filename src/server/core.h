@@ -89,6 +89,9 @@ struct SubmitRequest {
   int count = 1;
   bool as_group = false;       // a bulk group: jobs get ranks 0..count-1
   bool depend_on_any = false;  // its dependencies may name other users' jobs (an operator)
+  // The client's idempotency key ("": none; docs/api.md): a submission sent again with the same key
+  // by the same user is answered with the jobs the first one made instead of making more.
+  std::string key;
 };
 
 struct SubmitAnswer {
@@ -536,9 +539,15 @@ class Core {
   struct SubmitWriter {
     SubmitRequest* request;
     uint64_t received_at_seq;  // cancel_.seq when it arrived
+    std::string spec_json;     // the spec as stored
+    std::string fingerprint;   // with a key: what was submitted under it (SubmitFingerprint)
     Result<SubmitAnswer> answer = Status::Internal("not written");
     bool done = false;
   };
+  // A keyed submission the store already has: its answer, or Conflict when the key was used for
+  // a different submission.
+  static Result<SubmitAnswer> AnswerForKey(const SubmitWriter& writer,
+                                           const KeyedSubmission& found);
   void ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) REQUIRES(mu_);
 
   const CoreOptions options_;
@@ -621,6 +630,18 @@ class Core {
   Mutex submit_mu_;
   CondVar submit_cv_;
   std::deque<SubmitWriter*> submit_queue_ GUARDED_BY(submit_mu_);
+  // Keys this process committed lately: a retry that looked its key up in the store before the
+  // first submission's commit finds it here instead (the front writer checks). Entries older than
+  // kRecentKeyMs are dropped: by then no writer that looked earlier is still queued.
+  static constexpr DurationMs kRecentKeyMs = 10 * 60 * 1000;
+  struct RecentKey {
+    SubmitAnswer answer;
+    std::string fingerprint;
+  };
+  std::map<std::pair<std::string, std::string>, RecentKey> recent_keys_
+      GUARDED_BY(submit_mu_);  // (user, key)
+  std::deque<std::pair<TimeMs, std::pair<std::string, std::string>>> recent_key_order_
+      GUARDED_BY(submit_mu_);
 };
 
 }  // namespace berth

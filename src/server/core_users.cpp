@@ -3,9 +3,18 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "net/tls.h"
 #include "server/core.h"
 
 namespace berth {
+namespace {
+
+// What a keyed submission asked for, to tell its retry (the same) from a reuse of its key.
+std::string SubmitFingerprint(const std::string& spec_json, int count, bool as_group) {
+  return net::Sha256Digest(fmt::format("{}\n{}\n{}", spec_json, count, as_group ? "group" : "one"));
+}
+
+}  // namespace
 
 Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (request.count < 1) return Status::Invalid("num_jobs must be at least 1");
@@ -25,6 +34,17 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }
   SubmitWriter writer{&request, 0};
+  writer.spec_json = SerializeJson(SpecToJson(request.spec));
+  if (!request.key.empty()) {
+    // Sent before? Then the answer is what it made, whatever has changed since (limits, nodes).
+    writer.fingerprint = SubmitFingerprint(writer.spec_json, request.count, request.as_group);
+    auto found = store_.FindSubmission(request.user, request.key);
+    if (!found.ok()) {
+      return Status::Unavailable("the submission's idempotency key could not be looked up (" +
+                                 found.status().message() + "); nothing was recorded, try again");
+    }
+    if (*found) return AnswerForKey(writer, **found);
+  }
   {
     HandlerLock lock(this);
     writer.received_at_seq = cancel_.seq;
@@ -79,15 +99,44 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     group.push_back(w);
     jobs += w->request->count;
   }
+  TimeMs now = clock_.Now();
+  // A keyed writer whose key was committed since it looked (a retry racing its original), or that
+  // repeats an earlier writer's key in this group, is answered from that one and writes nothing.
+  std::vector<SubmitWriter*> repeats_of(group.size(), nullptr);
+  for (size_t i = 0; i < group.size(); ++i) {
+    SubmitWriter& w = *group[i];
+    if (w.request->key.empty()) continue;
+    auto recent = recent_keys_.find({w.request->user, w.request->key});
+    if (recent != recent_keys_.end()) {
+      KeyedSubmission found{.result = {}, .fingerprint = recent->second.fingerprint};
+      found.result.group = recent->second.answer.group;
+      found.result.ids = recent->second.answer.ids;
+      w.answer = AnswerForKey(w, found);
+      repeats_of[i] = &w;
+      continue;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!repeats_of[j] && group[j]->request->user == w.request->user &&
+          group[j]->request->key == w.request->key) {
+        repeats_of[i] = group[j];
+        break;
+      }
+    }
+  }
   queue_lock.Unlock();
 
-  TimeMs now = clock_.Now();
   std::vector<Submission> subs;
+  std::vector<SubmitWriter*> writing;
   subs.reserve(group.size());
-  for (SubmitWriter* w : group) {
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (repeats_of[i]) continue;
+    SubmitWriter* w = group[i];
+    writing.push_back(w);
     const JobSpec& spec = w->request->spec;
     Submission sub;
-    sub.spec_json = SerializeJson(SpecToJson(spec));
+    sub.spec_json = std::move(w->spec_json);
+    sub.key = w->request->key;
+    sub.fingerprint = w->fingerprint;
     sub.name = spec.name;
     sub.user = w->request->user;
     sub.priority = spec.priority;
@@ -99,27 +148,53 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     sub.now = now;
     subs.push_back(std::move(sub));
   }
-  auto stored = store_.SubmitMany(subs);
+  Result<std::vector<SubmitResult>> stored = std::vector<SubmitResult>();
+  if (!subs.empty()) stored = store_.SubmitMany(subs);
   {
     HandlerLock lock(this);
-    for (size_t i = 0; i < group.size(); ++i) {
+    for (size_t i = 0; i < writing.size(); ++i) {
       if (!stored.ok()) {
-        group[i]->answer = Status::Unavailable("the submission could not be recorded (" +
-                                               stored.status().message() + "); try again");
+        writing[i]->answer = Status::Unavailable(
+            "the submission could not be recorded (" + stored.status().message() + "); try again" +
+            (writing[i]->request->key.empty() ? "" : " with the same idempotency key"));
       } else {
-        ApplySubmitted(*group[i], (*stored)[i], now);
+        ApplySubmitted(*writing[i], (*stored)[i], now);
       }
     }
-    if (stored.ok()) RequestPassLocked();
+    if (stored.ok() && !subs.empty()) RequestPassLocked();
   }
 
   queue_lock.Lock();
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (repeats_of[i] && repeats_of[i] != group[i]) group[i]->answer = repeats_of[i]->answer;
+  }
+  for (SubmitWriter* w : writing) {
+    if (w->request->key.empty() || !w->answer.ok()) continue;
+    std::pair<std::string, std::string> id{w->request->user, w->request->key};
+    recent_keys_[id] = RecentKey{.answer = *w->answer, .fingerprint = w->fingerprint};
+    recent_key_order_.emplace_back(now, std::move(id));
+  }
+  while (!recent_key_order_.empty() && recent_key_order_.front().first < now - kRecentKeyMs) {
+    recent_keys_.erase(recent_key_order_.front().second);
+    recent_key_order_.pop_front();
+  }
   for (SubmitWriter* w : group) {
     w->done = true;
     submit_queue_.pop_front();
   }
   submit_cv_.SignalAll();
   return std::move(writer.answer);
+}
+
+Result<SubmitAnswer> Core::AnswerForKey(const SubmitWriter& writer, const KeyedSubmission& found) {
+  const SubmitResult& r = found.result;
+  if (found.fingerprint != writer.fingerprint) {
+    return Status::Conflict(
+        fmt::format("idempotency key '{}' was used for a different submission (jobs {}..{}); a new "
+                    "submission needs a new key",
+                    writer.request->key, r.ids.front(), r.ids.back()));
+  }
+  return SubmitAnswer{.group = r.group, .ids = r.ids};
 }
 
 void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {

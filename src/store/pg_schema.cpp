@@ -215,12 +215,31 @@ CREATE TABLE log_chunks (
 
 Status MigrateToV2(PgConn& conn) { return conn.Exec(kSchemaV2); }
 
+// Version 3: idempotency keys of submissions (as SQLite's version 5).
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE submit_keys (
+  "user"       TEXT NOT NULL,
+  key          TEXT NOT NULL,
+  fingerprint  TEXT NOT NULL,
+  spec_id      BIGINT NOT NULL,
+  group_id     BIGINT,
+  first_id     BIGINT NOT NULL,
+  count        INTEGER NOT NULL,
+  created_at   BIGINT NOT NULL,
+  PRIMARY KEY ("user", key)
+);
+CREATE INDEX submit_keys_created ON submit_keys(created_at);
+)sql";
+
+Status MigrateToV3(PgConn& conn) { return conn.Exec(kSchemaV3); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1,
     &MigrateToV2,
+    &MigrateToV3,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

@@ -8,7 +8,8 @@
 //
 // Version 1 is the SQLite schema at its version 4 (store/schema.h), with PostgreSQL's types:
 // BIGINT times and ids, job ids handed out by a counter row (so a bulk submission's ids are
-// consecutive even with other writers), and "user" quoted (a reserved word here).
+// consecutive even with other writers), and "user" quoted (a reserved word here). Version 2 adds
+// log_chunks, version 3 submit_keys (SQLite's version 5).
 #pragma once
 
 #include "common/status.h"
@@ -16,7 +17,7 @@
 
 namespace berth {
 
-constexpr int kPgSchemaVersion = 2;
+constexpr int kPgSchemaVersion = 3;
 
 // Brings the schema of the database `conn` is connected to to kPgSchemaVersion.
 Status MigratePgSchema(PgConn& conn);

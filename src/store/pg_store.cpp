@@ -328,13 +328,56 @@ Result<std::vector<SubmitResult>> PgStore::SubmitMany(const std::vector<Submissi
   BERTH_RETURN_IF_ERROR(CheckFence());
   std::vector<SubmitResult> results;
   results.reserve(submissions.size());
+  std::vector<PgCall> keys;
   for (const Submission& submission : submissions) {
     Result<SubmitResult> one = InsertSubmission(submission);
     if (!one.ok()) return one.status();
+    if (!submission.key.empty()) keys.push_back(InsertSubmitKeyCall(submission, *one));
     results.push_back(std::move(*one));
+  }
+  if (!keys.empty()) {
+    PgCall expire;
+    expire.sql = "DELETE FROM submit_keys WHERE created_at < $1";
+    expire.params.Add(submissions.front().now - kSubmitKeyRetentionMs);
+    keys.push_back(std::move(expire));
+    BERTH_RETURN_IF_ERROR(db_->RunPipeline(keys));
   }
   BERTH_RETURN_IF_ERROR(FinishCommit(*txn));
   return results;
+}
+
+PgCall PgStore::InsertSubmitKeyCall(const Submission& submission, const SubmitResult& result) {
+  PgCall call;
+  call.sql =
+      "INSERT INTO submit_keys(\"user\", key, fingerprint, spec_id, group_id, first_id, count, "
+      "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+  call.params.Add(submission.user)
+      .Add(submission.key)
+      .Add(submission.fingerprint)
+      .Add(result.spec_id)
+      .Add(result.group)
+      .Add(result.ids.front())
+      .Add(submission.count)
+      .Add(submission.now);
+  return call;
+}
+
+Result<std::optional<KeyedSubmission>> PgStore::FindSubmission(const std::string& user,
+                                                               const std::string& key) {
+  MutexLock lock(read_mu_);
+  Result<PgResult> s = read_db_->Query(
+      "SELECT fingerprint, spec_id, group_id, first_id, count FROM submit_keys "
+      "WHERE \"user\" = $1 AND key = $2",
+      PgParams().Add(user).Add(key));
+  if (!s.ok()) return s.status();
+  if (s->rows() == 0) return std::optional<KeyedSubmission>();
+  KeyedSubmission found;
+  found.fingerprint = s->Text(0, 0);
+  found.result.spec_id = s->Int(0, 1);
+  found.result.group = s->OptInt(0, 2);
+  found.result.ids.resize(static_cast<size_t>(s->Int(0, 4)));
+  std::iota(found.result.ids.begin(), found.result.ids.end(), s->Int(0, 3));
+  return std::optional<KeyedSubmission>(std::move(found));
 }
 
 Result<SubmitResult> PgStore::InsertSubmission(const Submission& submission) {

@@ -37,6 +37,8 @@ class PgStore final : public Store {
   Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& submissions) override;
   // As SqliteStore::Commit: a job or group id that does not exist fails the whole batch
   // (kNotFound); implausible usage records fail it before anything is sent (kInvalidArgument).
+  Result<std::optional<KeyedSubmission>> FindSubmission(const std::string& user,
+                                                        const std::string& key) override;
   Status Commit(const Batch& batch) override;
   Result<std::vector<JobRow>> LoadActiveJobs() override;
   Result<std::vector<JobRow>> ListJobs(const JobQuery& query) override;
@@ -76,6 +78,7 @@ class PgStore final : public Store {
       : db_(std::move(db)), read_db_(std::move(read_db)) {}
 
   Result<SubmitResult> InsertSubmission(const Submission& submission) REQUIRES(mu_);
+  static PgCall InsertSubmitKeyCall(const Submission& submission, const SubmitResult& result);
 
   Mutex mu_;
   std::unique_ptr<PgConn> db_ GUARDED_BY(mu_);

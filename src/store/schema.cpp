@@ -210,14 +210,31 @@ ALTER TABLE groups ADD COLUMN max_running INTEGER;
 
 Status MigrateToV4(SqliteDb& db) { return db.Exec(kSchemaV4); }
 
+// Version 5: idempotency keys of submissions (docs/api.md "Idempotency-Key"), so that a client
+// that lost the answer to a submission can send it again and get the jobs it made the first time.
+// Kept kSubmitKeyRetentionMs; `first_id` and `count` give the jobs (their ids are consecutive).
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE submit_keys (
+  user         TEXT NOT NULL,
+  key          TEXT NOT NULL,
+  fingerprint  TEXT NOT NULL,
+  spec_id      INTEGER NOT NULL,
+  group_id     INTEGER,
+  first_id     INTEGER NOT NULL,
+  count        INTEGER NOT NULL,
+  created_at   INTEGER NOT NULL,
+  PRIMARY KEY (user, key)
+) WITHOUT ROWID;
+CREATE INDEX submit_keys_created ON submit_keys(created_at);
+)sql";
+
+Status MigrateToV5(SqliteDb& db) { return db.Exec(kSchemaV5); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1,
-    &MigrateToV2,
-    &MigrateToV3,
-    &MigrateToV4,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

@@ -172,13 +172,62 @@ Result<std::vector<SubmitResult>> SqliteStore::SubmitMany(
   if (!txn.ok()) return txn.status();
   std::vector<SubmitResult> results;
   results.reserve(submissions.size());
+  bool keyed = false;
   for (const Submission& submission : submissions) {
     Result<SubmitResult> one = InsertSubmission(submission);
     if (!one.ok()) return one.status();
+    if (!submission.key.empty()) {
+      BERTH_RETURN_IF_ERROR(InsertSubmitKey(submission, *one));
+      keyed = true;
+    }
     results.push_back(std::move(*one));
+  }
+  if (keyed) {
+    Result<StatementRef> expire = db_->Cached("DELETE FROM submit_keys WHERE created_at < ?1");
+    if (!expire.ok()) return expire.status();
+    BERTH_RETURN_IF_ERROR(
+        (*expire)->Bind(1, submissions.front().now - kSubmitKeyRetentionMs).Run());
   }
   BERTH_RETURN_IF_ERROR(txn->Commit());
   return results;
+}
+
+Status SqliteStore::InsertSubmitKey(const Submission& submission, const SubmitResult& result) {
+  Result<StatementRef> ref = db_->Cached(
+      "INSERT INTO submit_keys(user, key, fingerprint, spec_id, group_id, first_id, count, "
+      "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  if (!ref.ok()) return ref.status();
+  return (*ref)
+      ->Bind(1, submission.user)
+      .Bind(2, submission.key)
+      .Bind(3, submission.fingerprint)
+      .Bind(4, result.spec_id)
+      .Bind(5, result.group)
+      .Bind(6, result.ids.front())
+      .Bind(7, int64_t{submission.count})
+      .Bind(8, submission.now)
+      .Run();
+}
+
+Result<std::optional<KeyedSubmission>> SqliteStore::FindSubmission(const std::string& user,
+                                                                   const std::string& key) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  Result<StatementRef> ref = read_db_->Cached(
+      "SELECT fingerprint, spec_id, group_id, first_id, count FROM submit_keys "
+      "WHERE user = ?1 AND key = ?2");
+  if (!ref.ok()) return ref.status();
+  Statement& s = **ref;
+  s.Bind(1, user).Bind(2, key);
+  Result<bool> row = s.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<KeyedSubmission>();
+  KeyedSubmission found;
+  found.fingerprint = s.Text(0);
+  found.result.spec_id = s.Int(1);
+  found.result.group = s.OptInt(2);
+  found.result.ids.resize(static_cast<size_t>(s.Int(4)));
+  std::iota(found.result.ids.begin(), found.result.ids.end(), s.Int(3));
+  return std::optional<KeyedSubmission>(std::move(found));
 }
 
 Result<SubmitResult> SqliteStore::InsertSubmission(const Submission& submission) {

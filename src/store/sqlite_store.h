@@ -39,6 +39,8 @@ class SqliteStore final : public Store {
   // kMaxUsageMilli GPUs or CPUs, or an attempt longer than kMaxUsageSpanMs (an unset placed_at,
   // most likely) fails the whole batch with kInvalidArgument. Records of one batch that fall in the
   // same bucket are added up first, so each bucket costs one upsert per batch.
+  Result<std::optional<KeyedSubmission>> FindSubmission(const std::string& user,
+                                                        const std::string& key) override;
   Status Commit(const Batch& batch) override;
   Result<std::vector<JobRow>> LoadActiveJobs() override;
   Result<std::vector<JobRow>> ListJobs(const JobQuery& query) override;
@@ -78,6 +80,7 @@ class SqliteStore final : public Store {
   Result<std::vector<JobRow>> QueryJobs(SqliteDb& db, const std::string& sql,
                                         const std::vector<int64_t>& params);
   Result<SubmitResult> InsertSubmission(const Submission& submission);
+  Status InsertSubmitKey(const Submission& submission, const SubmitResult& result);
   Status UpdateJob(const JobRow& job);
   Status AppendEvent(int64_t job, const JobEvent& event);
   Status UpsertAttempt(int64_t job, const AttemptRow& attempt);

@@ -190,12 +190,25 @@ struct Submission {
   bool as_group = false;           // true: create a group; jobs get ranks 0..count-1
   std::optional<int> max_running;  // the group's (as_group only)
   TimeMs now = 0;
+  // The client's idempotency key ("": none). Unique per user: FindSubmission(user, key) returns
+  // this submission's result until kSubmitKeyRetentionMs after it was written.
+  std::string key;
+  std::string fingerprint;  // what was submitted under `key` (a digest), to tell a retry from reuse
 };
+
+// How long a submission's idempotency key is kept: a client retries within seconds or minutes.
+inline constexpr TimeMs kSubmitKeyRetentionMs = 24LL * 3600 * 1000;
 
 struct SubmitResult {
   std::optional<int64_t> group;
   int64_t spec_id = 0;
   std::vector<int64_t> ids;  // consecutive, ascending
+};
+
+// A submission recorded under an idempotency key.
+struct KeyedSubmission {
+  SubmitResult result;
+  std::string fingerprint;
 };
 
 // Writes that must land together (one scheduling pass, one agent report batch).
@@ -243,6 +256,12 @@ class Store {
     if (!results.ok()) return results.status();
     return std::move(results->front());
   }
+
+  // The submission `user` recorded under idempotency key `key` (none when there is none, or it
+  // expired). A keyed submission's key is written in its SubmitMany transaction; expired keys are
+  // deleted there too.
+  virtual Result<std::optional<KeyedSubmission>> FindSubmission(const std::string& user,
+                                                                const std::string& key) = 0;
 
   // Applies every write of `batch` in one transaction.
   virtual Status Commit(const Batch& batch) = 0;

@@ -41,6 +41,11 @@ class FaultyStore final : public Store {
     if (Status st = BeforeWrite(); !st.ok()) return st;
     return inner_->Commit(batch);
   }
+  Result<std::optional<KeyedSubmission>> FindSubmission(const std::string& user,
+                                                        const std::string& key) override {
+    if (fail_reads_) return ReadError();
+    return inner_->FindSubmission(user, key);
+  }
   Result<std::vector<JobRow>> LoadActiveJobs() override {
     if (fail_reads_) return ReadError();
     return inner_->LoadActiveJobs();

@@ -6,12 +6,13 @@ file); reads the queue as a table and as JSON with the documented fields and uni
 the nodes.
 """
 
+import json
 import os
 import re
 import time
 import unittest
 
-from harness import SCALE, BerthTestCase
+from harness import SCALE, BerthTestCase, http
 
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -88,6 +89,33 @@ class JobsCliTest(BerthTestCase):
         self.assertIn("Job 2 submitted", out)
         self.b.wait_status(2, "SUCCEEDED")
         self.assertEqual(self.b.show(2)["name"], "named")
+
+    def test_a_submission_sent_again_with_its_idempotency_key_is_made_once(self):
+        b = self.b
+        args = ("exec", "-d", "--json", "--idempotency-key", "sweep-2026-11-25", "--num-jobs", "3", "--", "true")
+        first = json.loads(b.run(*args)[1])
+        again = json.loads(b.run(*args)[1])
+        self.assertEqual(again, first)
+        self.assertEqual(len(first["jobs"]), 3)
+        # The same key for something else is refused, naming the jobs it made.
+        rc, _, err = b.run("exec", "-d", "--idempotency-key", "sweep-2026-11-25", "--", "false", check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("idempotency key 'sweep-2026-11-25' was used for a different submission", err)
+        # Without a key each command is a new submission (the CLI makes a fresh key per command).
+        one = json.loads(b.run("exec", "-d", "--json", "--", "true")[1])["jobs"]
+        two = json.loads(b.run("exec", "-d", "--json", "--", "true")[1])["jobs"]
+        self.assertNotEqual(one, two)
+        ids = [j["id"] for j in b.json("queue", "--all", "--json")]
+        self.assertEqual(sorted(ids), sorted(first["jobs"] + one + two))
+        # Over HTTP: the Idempotency-Key header; a malformed one is refused.
+        url = b.json("local", "status", "--json")["server"]
+        body = json.dumps({"spec": {"run": "true"}})
+        answers = [http("POST", url + "/v1/jobs", body, headers={"Idempotency-Key": "api-1"}) for _ in range(2)]
+        self.assertEqual([a[0] for a in answers], [201, 201])
+        self.assertEqual(answers[0][1]["jobs"], answers[1][1]["jobs"])
+        status, out, _ = http("POST", url + "/v1/jobs", body, headers={"Idempotency-Key": "has space"})
+        self.assertEqual(status, 400, out)
+        self.assertIn("Idempotency-Key", out["error"])
 
     def test_exec_runs_an_executable_script_given_after_dashdash(self):
         # A path to an executable after `--` is a command to run, not a task file.

@@ -243,6 +243,45 @@ TEST(PgStoreTest, SubmitInFlightWhenTheServerStopsIsAllOrNothing) {
   EXPECT_EQ(next->ids, std::vector<int64_t>({jobs + 1}));
 }
 
+// The connection breaks during COMMIT (a deferred trigger, run at COMMIT, ends its own backend):
+// the store cannot know whether the commit landed, says the write failed, and remembers that an
+// outcome was unknown (the HA loop then stops leading and loads afresh, docs/ha.md). A break before
+// COMMIT is a plain failure: nothing is uncertain.
+TEST(PgStoreTest, ConnectionLostDuringCommitMakesTheOutcomeUncertain) {
+  std::unique_ptr<PgTestDatabase> db = MustCreateDatabase();
+  ASSERT_NE(db, nullptr);
+  Result<std::unique_ptr<PgStore>> opened = PgStore::Open(db->uri());
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  PgStore& store = **opened;
+  ASSERT_TRUE(store.Submit(MakeSubmission(1, false)).ok());
+  EXPECT_FALSE(store.commit_uncertain());
+
+  std::unique_ptr<PgConn> raw = MustConnect(db->uri());
+  ASSERT_NE(raw, nullptr);
+  // Once only: a sequence's nextval is not undone by the rollback.
+  ASSERT_TRUE(raw->Exec(R"sql(
+    CREATE SEQUENCE commit_faults;
+    CREATE FUNCTION end_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF nextval('commit_faults') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER end_at_commit AFTER INSERT ON specs
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_at_commit();
+  )sql")
+                  .ok());
+  Result<SubmitResult> lost = store.Submit(MakeSubmission(3, true));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), Code::kUnavailable) << lost.status().message();
+  EXPECT_TRUE(store.commit_uncertain());
+  // (Here it did not land: the backend ended before writing its commit record.)
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 1);
+  // The store reconnects and goes on.
+  Result<SubmitResult> next = store.Submit(MakeSubmission(1, false));
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
+}
+
 // Several servers start at once against one fresh database: each opens its store, and the schema
 // is created once (the migration runs under an advisory lock; the others wait, then find it).
 TEST(PgStoreTest, StoresOpeningAFreshDatabaseAtOnceMigrateItOnce) {

@@ -339,6 +339,83 @@ TEST_P(StoreContractTest, HundredThousandJobsInOneSubmit) {
   EXPECT_EQ(active->size(), 100'000u);
 }
 
+// ---- Idempotency keys ----
+
+// A keyed submission is found again by (user, key) with exactly its result; an unknown key, or the
+// same key of another user, finds nothing.
+TEST_P(StoreContractTest, KeyedSubmissionIsFoundByUserAndKey) {
+  MustSubmit(MakeSubmission(2, /*as_group=*/false));
+  Submission keyed = MakeSubmission(5, /*as_group=*/true);
+  keyed.key = "k-1";
+  keyed.fingerprint = "fp";
+  SubmitResult r = MustSubmit(keyed);
+  Result<std::optional<KeyedSubmission>> found = store_->FindSubmission("ada", "k-1");
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->fingerprint, "fp");
+  EXPECT_EQ((*found)->result.ids, r.ids);
+  EXPECT_EQ((*found)->result.group, r.group);
+  EXPECT_EQ((*found)->result.spec_id, r.spec_id);
+
+  Submission single = MakeSubmission(1, /*as_group=*/false);
+  single.key = "k-2";
+  SubmitResult one = MustSubmit(single);
+  found = store_->FindSubmission("ada", "k-2");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->result.ids, one.ids);
+  EXPECT_FALSE((*found)->result.group.has_value());
+
+  for (auto [user, key] : {std::pair{"ada", "k-3"}, std::pair{"bob", "k-1"}}) {
+    found = store_->FindSubmission(user, key);
+    ASSERT_TRUE(found.ok()) << found.status().message();
+    EXPECT_FALSE(found->has_value()) << user << " " << key;
+  }
+}
+
+// The same (user, key) twice fails the second submission's whole transaction: nothing of it, or
+// of the others committed with it, is written.
+TEST_P(StoreContractTest, ReusedKeyFailsItsWholeTransaction) {
+  Submission first = MakeSubmission(1, false);
+  first.key = "k";
+  MustSubmit(first);
+  Submission other = MakeSubmission(3, true);
+  Submission again = MakeSubmission(1, false);
+  again.key = "k";
+  Result<std::vector<SubmitResult>> r = store_->SubmitMany({other, again});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Count("jobs"), 1);
+  EXPECT_EQ(Count("specs"), 1);
+  EXPECT_EQ(Count("submit_keys"), 1);
+  // Another user may use the same key.
+  Submission theirs = MakeSubmission(1, false);
+  theirs.user = "bob";
+  theirs.key = "k";
+  MustSubmit(theirs);
+  EXPECT_EQ(Count("submit_keys"), 2);
+}
+
+// Keys are kept kSubmitKeyRetentionMs: a keyed submission deletes the keys older than that.
+TEST_P(StoreContractTest, ExpiredKeysAreDeletedByLaterKeyedSubmissions) {
+  Submission old = MakeSubmission(1, false);
+  old.key = "old";
+  MustSubmit(old);
+  Submission recent = MakeSubmission(1, false);
+  recent.key = "recent";
+  recent.now = kT0 + kSubmitKeyRetentionMs / 2;
+  MustSubmit(recent);
+  Submission later = MakeSubmission(1, false);
+  later.key = "later";
+  later.now = kT0 + kSubmitKeyRetentionMs + 1;
+  MustSubmit(later);
+  EXPECT_EQ(Count("submit_keys"), 2);
+  Result<std::optional<KeyedSubmission>> found = store_->FindSubmission("ada", "old");
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value());
+  found = store_->FindSubmission("ada", "recent");
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->has_value());
+}
+
 // Four threads submit at once through one store: every job gets exactly one id and each
 // submission's ids stay consecutive (the mutex serializes whole transactions, not statements).
 TEST_P(StoreContractTest, ConcurrentSubmitsGetDisjointConsecutiveIds) {
