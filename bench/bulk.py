@@ -277,9 +277,9 @@ def bench_loop(berth, tmp, i, n=1000):
     try:
         t0_wall = time.time()
         t0 = time.perf_counter()
-        for _ in range(n):
-            out = subprocess.run([berth, "exec", "task.yaml", "-d", "--json"], env=c.env, check=True,
-                                 capture_output=True, text=True, cwd=c.work).stdout
+        # From one bash, as the floor's /bin/true loop: the two differ only in what is exec'd.
+        out = subprocess.run(["bash", "-c", f'for i in $(seq {n}); do "$0" exec task.yaml -d --json; done | tail -1',
+                              berth], env=c.env, check=True, capture_output=True, text=True, cwd=c.work).stdout
         t_loop = time.perf_counter() - t0
         t_done = c.wait_done(max(json.loads(out)["jobs"])) - t0
         jobs = c.all_jobs()

@@ -133,9 +133,10 @@ Result<LocalCluster> FindLocalCluster() {
     for (const auto& x : p->as_array())
       c.agent_pids.push_back(static_cast<int>(AsInt(x).value_or(0)));
   }
-  if (c.server.empty() || !Healthy(c.server))
-    return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
   if (::access(LocalSocketPath().c_str(), F_OK) == 0) c.unix_socket = "unix:" + LocalSocketPath();
+  // Asked through its unix socket where there is one: no name resolution, no TCP handshake.
+  if (c.server.empty() || !Healthy(c.unix_socket.empty() ? c.server : c.unix_socket))
+    return Status::NotFound("the local cluster under " + BerthHome() + " is not running");
   return c;
 }
 

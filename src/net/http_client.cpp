@@ -22,6 +22,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "net/tls.h"
@@ -579,12 +580,24 @@ HttpClient::HttpClient(std::string base_url, HttpClientOptions options)
 
 HttpClient::~HttpClient() = default;
 
+namespace {
+
+std::string Wire(const http::request<http::string_body>& req) {
+  std::ostringstream out;
+  out << req;
+  return std::move(out).str();
+}
+
+}  // namespace
+
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
                                          const std::string& body, DurationMs timeout_ms,
                                          const HttpHeaders& headers) {
   if (!impl_->url_status.ok()) return impl_->url_status;
   impl_->timeout_ms = timeout_ms;
-  auto req = impl_->MakeRequest(method, target, body, headers);
+  // Serialized once, and sent with one write: Beast's serializer writes a message in pieces (a
+  // system call for each header and the body), and each piece costs the server a wake-up.
+  const std::string wire = Wire(impl_->MakeRequest(method, target, body, headers));
   // A kept-alive connection may have been closed by the server meanwhile: retry once on a fresh
   // one, but only if nothing of the response arrived (so a request is never applied twice by our
   // retry... the server may still have applied it; callers that must be exactly-once use idempotent
@@ -594,7 +607,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
     BERTH_RETURN_IF_ERROR(impl_->Connect());
     TimedStream stream(*impl_);
     beast::error_code ec;
-    http::write(stream, req, ec);
+    asio::write(stream, asio::buffer(wire), ec);
     if (ec) {
       impl_->Close();
       if (reused) continue;

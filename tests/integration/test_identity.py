@@ -55,9 +55,14 @@ class IdentityTest(BerthTestCase):
         probe = subprocess.run(["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--clear-groups",
                                 BERTH_BIN, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if probe.returncode != 0:
-            self.bin = self.path("berth-for-users")
-            shutil.copy(BERTH_BIN, self.bin)
-            os.chmod(self.bin, 0o755)
+            # With berth-daemon, which belongs beside berth.
+            bindir = self.path("bin-for-users")
+            os.makedirs(bindir)
+            os.chmod(bindir, 0o755)
+            for name in ("berth", "berth-daemon"):
+                shutil.copy(os.path.join(os.path.dirname(BERTH_BIN), name), os.path.join(bindir, name))
+                os.chmod(os.path.join(bindir, name), 0o755)
+            self.bin = os.path.join(bindir, "berth")
 
     def start(self, allow_root_jobs=False):
         self.server = self.b.start_server(allow_root_jobs=allow_root_jobs)

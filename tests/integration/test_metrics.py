@@ -173,7 +173,9 @@ class MetricsTest(BerthTestCase):
         b.wait_status(held, "CANCELLED")
         _, later = parse_exposition(self.scrape())
         self.assertEqual(value(later, "berth_jobs_finished_total", status="CANCELLED"), 1)
-        self.assertEqual(value(later, "berth_gpus", type="V100", state="free"), 4)
+        # Its GPUs are free once its process is gone (held while it stops, a moment after CANCELLED).
+        b.wait_until(lambda: value(parse_exposition(self.scrape())[1], "berth_gpus", type="V100",
+                                   state="free") == 4, message="the cancelled job's GPUs to be free")
 
     def test_pending_jobs_say_why_they_wait(self):
         b = self.b

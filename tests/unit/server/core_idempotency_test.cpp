@@ -123,9 +123,8 @@ TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
   std::vector<Result<SubmitAnswer>> answers(kThreads, Status::Internal("not run"));
   for (int i = 0; i < kThreads; ++i) {
     // Half repeat key "a", half key "b"; all of them at once.
-    clients.emplace_back([&, i] {
-      answers[i] = SubmitKeyed(*core_, Spec(), i % 2 ? "a" : "b", "alice", 2, true);
-    });
+    clients.emplace_back(
+        [&, i] { answers[i] = SubmitKeyed(*core_, Spec(), i % 2 ? "a" : "b", "alice", 2, true); });
   }
   for (auto& t : clients) t.join();
   std::map<std::string, std::vector<int64_t>> ids_of;
