@@ -634,11 +634,7 @@ class Core {
   // first submission's commit finds it here instead (the front writer checks). Entries older than
   // kRecentKeyMs are dropped: by then no writer that looked earlier is still queued.
   static constexpr DurationMs kRecentKeyMs = 10 * 60 * 1000;
-  struct RecentKey {
-    SubmitAnswer answer;
-    std::string fingerprint;
-  };
-  std::map<std::pair<std::string, std::string>, RecentKey> recent_keys_
+  std::map<std::pair<std::string, std::string>, KeyedSubmission> recent_keys_
       GUARDED_BY(submit_mu_);  // (user, key)
   std::deque<std::pair<TimeMs, std::pair<std::string, std::string>>> recent_key_order_
       GUARDED_BY(submit_mu_);

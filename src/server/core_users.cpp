@@ -108,11 +108,8 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     if (w.request->key.empty()) continue;
     auto recent = recent_keys_.find({w.request->user, w.request->key});
     if (recent != recent_keys_.end()) {
-      KeyedSubmission found{.result = {}, .fingerprint = recent->second.fingerprint};
-      found.result.group = recent->second.answer.group;
-      found.result.ids = recent->second.answer.ids;
-      w.answer = AnswerForKey(w, found);
-      repeats_of[i] = &w;
+      w.answer = AnswerForKey(w, recent->second);
+      repeats_of[i] = &w;  // answered: it writes nothing
       continue;
     }
     for (size_t j = 0; j < i; ++j) {
@@ -168,10 +165,11 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   for (size_t i = 0; i < group.size(); ++i) {
     if (repeats_of[i] && repeats_of[i] != group[i]) group[i]->answer = repeats_of[i]->answer;
   }
-  for (SubmitWriter* w : writing) {
-    if (w->request->key.empty() || !w->answer.ok()) continue;
-    std::pair<std::string, std::string> id{w->request->user, w->request->key};
-    recent_keys_[id] = RecentKey{.answer = *w->answer, .fingerprint = w->fingerprint};
+  for (size_t i = 0; stored.ok() && i < writing.size(); ++i) {
+    const SubmitWriter& w = *writing[i];
+    if (w.request->key.empty()) continue;
+    std::pair<std::string, std::string> id{w.request->user, w.request->key};
+    recent_keys_[id] = KeyedSubmission{.result = (*stored)[i], .fingerprint = w.fingerprint};
     recent_key_order_.emplace_back(now, std::move(id));
   }
   while (!recent_key_order_.empty() && recent_key_order_.front().first < now - kRecentKeyMs) {
