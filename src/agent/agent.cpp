@@ -14,15 +14,26 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/supervisor.h"
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "protocol/job_env.h"
 #include "spec/job_spec.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
+
+namespace {
+
+constexpr std::string_view kSparePrefix = ".spare-";
+constexpr size_t kMaxSpareDirs = 1024;
+
+// The files a job's directory holds; RecycleDir empties them, and anything else makes it remove
+// the directory instead.
+constexpr std::string_view kJobFiles[] = {"run.json", "supervisor.pid", "events", "output.log"};
+
+}  // namespace
 
 Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connection,
              Launcher& launcher)
@@ -96,6 +107,12 @@ void Agent::AdoptExisting() {
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
+    if (StartsWith(name, kSparePrefix)) {
+      spare_dirs_.push_back(root + "/" + name);
+      next_spare_ =
+          std::max<int64_t>(next_spare_, std::atoll(name.c_str() + kSparePrefix.size()) + 1);
+      continue;
+    }
     auto parts = Split(name, '-');
     if (parts.size() != 3) continue;
     LocalJob job;
@@ -368,7 +385,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   job.id = m.id();
   job.dir = options_.state_dir + "/jobs/" + key;
   std::error_code ec;
-  std::filesystem::create_directories(job.dir, ec);
+  if (!TakeSpareDir(job.dir)) std::filesystem::create_directories(job.dir, ec);
   if (ec) error = "cannot create " + job.dir + ": " + ec.message();
   // Jobs of other users must reach their work dir inside (search), never list or read it.
   ::chmod(job.dir.c_str(), options_.lookup_account ? 0711 : 0700);
@@ -436,10 +453,10 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   bool stopped = stopped_launches_.erase(key) > 0;
   if (jobs_.count(key)) return;
   if (stopped) {
-    RemoveTreeAsOwner(job.dir + "/work");
-    std::filesystem::remove_all(job.dir, ec);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
+    lock.Unlock();
+    RecycleDir(job.dir);
     return;
   }
   reports_.push_back(proto::Report::Event(job.id, proto::ReportEvent::kAccepted));
@@ -645,11 +662,81 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     }
   }
   lock.Unlock();
-  for (const std::string& dir : done_dirs) {
-    std::error_code ec;
-    RemoveTreeAsOwner(dir + "/work");
-    std::filesystem::remove_all(dir, ec);
+  for (const std::string& dir : done_dirs) RecycleDir(dir);
+}
+
+bool Agent::TakeSpareDir(const std::string& dir) {
+  std::string spare;
+  {
+    MutexLock lock(mu_);
+    if (spare_dirs_.empty()) return false;
+    spare = std::move(spare_dirs_.back());
+    spare_dirs_.pop_back();
   }
+  // Over an existing job directory (a launch sent again) the rename fails, and the spare goes.
+  if (::rename(spare.c_str(), dir.c_str()) == 0) return true;
+  std::error_code ec;
+  std::filesystem::remove_all(spare, ec);
+  return false;
+}
+
+void Agent::RecycleDir(const std::string& dir) {
+  RemoveTreeAsOwner(dir + "/work");
+  std::error_code ec;
+  bool keep = inotify_fd_ >= 0;  // without inotify, scans list the directory: no need to save
+  {
+    MutexLock lock(mu_);
+    keep = keep && spare_dirs_.size() < kMaxSpareDirs;
+  }
+  // The processes of a job whose supervisor died may outlive it, holding its output open: its files
+  // must not become the next job's.
+  if (keep) {
+    auto events = ParseEvents(ReadFileOr(dir + "/events"));
+    keep = events.empty() || events.back().phase != "supervisor";
+  }
+  if (keep) {
+    DIR* d = opendir(dir.c_str());
+    keep = d != nullptr;
+    while (keep && d) {
+      dirent* e = readdir(d);
+      if (!e) break;
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      keep = std::find(std::begin(kJobFiles), std::end(kJobFiles), name) != std::end(kJobFiles);
+    }
+    if (d) closedir(d);
+  }
+  if (keep) {
+    // Emptied and given back to the agent's user (a job's output is its user's, see the
+    // supervisor), so that nothing of one job is readable through the next.
+    for (std::string_view name : kJobFiles) {
+      std::string path = dir + "/" + std::string(name);
+      int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0) {
+        keep = errno == ENOENT;
+        if (!keep) break;
+        continue;
+      }
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+          ((st.st_uid != ::geteuid() || st.st_gid != ::getegid()) &&
+           ::fchown(fd, ::geteuid(), ::getegid()) != 0)) {
+        keep = false;
+      }
+      ::close(fd);
+      if (!keep) break;
+    }
+  }
+  if (keep) {
+    MutexLock lock(mu_);
+    std::string spare =
+        fmt::format("{}/jobs/{}{}", options_.state_dir, kSparePrefix, next_spare_++);
+    if (::rename(dir.c_str(), spare.c_str()) == 0) {
+      spare_dirs_.push_back(std::move(spare));
+      return;
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace berth

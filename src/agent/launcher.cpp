@@ -1,16 +1,30 @@
 #include "agent/launcher.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 
-#include "agent/supervisor.h"
 #include "common/files.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 
-SupervisorLauncher::SupervisorLauncher(std::string self_exe)
-    : self_exe_(self_exe), spawner_(std::move(self_exe)) {}
+namespace {
+
+// berth-supervisor beside `self_exe` (the small image built for it), else `self_exe` itself,
+// which runs supervisors too.
+std::string SupervisorExe(const std::string& self_exe) {
+  auto slash = self_exe.rfind('/');
+  std::string small = (slash == std::string::npos ? std::string() : self_exe.substr(0, slash + 1)) +
+                      "berth-supervisor";
+  return ::access(small.c_str(), X_OK) == 0 ? small : self_exe;
+}
+
+}  // namespace
+
+SupervisorLauncher::SupervisorLauncher(const std::string& self_exe)
+    : self_exe_(SupervisorExe(self_exe)), spawner_(self_exe_) {}
 
 Result<pid_t> SupervisorLauncher::Start(const std::string& dir) {
   auto pid = spawner_.Spawn(dir);

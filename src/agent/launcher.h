@@ -1,7 +1,9 @@
-// Launcher: how the agent starts and stops the supervisor of one job rank (agent/supervisor.h),
+// Launcher: how the agent starts and stops the supervisor of one job rank (supervise/supervisor.h),
 // given the job directory holding its run plan. SupervisorLauncher forks supervisors through the
-// Spawner helper process (falling back to fork+exec); unit tests use a fake that records what it
-// was asked and lets the test write the job's events itself (tests/fakes/fake_launcher.h).
+// Spawner helper process (falling back to fork+exec), from the small berth-supervisor image that
+// sits beside the agent's binary (or from the agent's own binary where it is missing); unit tests
+// use a fake that records what it was asked and lets the test write the job's events itself
+// (tests/fakes/fake_launcher.h).
 //
 // Thread-safety: implementations are thread-safe.
 #pragma once
@@ -11,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "agent/spawner.h"
 #include "common/status.h"
+#include "supervise/spawner.h"
 
 namespace berth {
 
@@ -29,13 +31,14 @@ class Launcher {
 
 class SupervisorLauncher final : public Launcher {
  public:
-  explicit SupervisorLauncher(std::string self_exe);
+  // `self_exe`: the agent's binary; berth-supervisor is looked for beside it.
+  explicit SupervisorLauncher(const std::string& self_exe);
   Result<pid_t> Start(const std::string& dir) override;
   void Stop(pid_t pid) override;
   bool Alive(pid_t pid) override;
 
  private:
-  std::string self_exe_;
+  std::string self_exe_;  // what supervisors are started from
   Spawner spawner_;
 };
 

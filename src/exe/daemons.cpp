@@ -18,8 +18,6 @@
 #include "agent/hollow.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
-#include "agent/spawner.h"
-#include "agent/supervisor.h"
 #include "agent/user_socket.h"
 #include "cli/commands.h"
 #include "common/files.h"
@@ -30,6 +28,8 @@
 #include "protocol/job_env.h"
 #include "server/server.h"
 #include "store/store.h"
+#include "supervise/spawner.h"
+#include "supervise/supervisor.h"
 
 extern char** environ;
 

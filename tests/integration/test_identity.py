@@ -55,11 +55,11 @@ class IdentityTest(BerthTestCase):
         probe = subprocess.run(["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--clear-groups",
                                 BERTH_BIN, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if probe.returncode != 0:
-            # With berth-daemon, which belongs beside berth.
+            # With berth-daemon and berth-supervisor, which belong beside berth.
             bindir = self.path("bin-for-users")
             os.makedirs(bindir)
             os.chmod(bindir, 0o755)
-            for name in ("berth", "berth-daemon"):
+            for name in ("berth", "berth-daemon", "berth-supervisor"):
                 shutil.copy(os.path.join(os.path.dirname(BERTH_BIN), name), os.path.join(bindir, name))
                 os.chmod(os.path.join(bindir, name), 0o755)
             self.bin = os.path.join(bindir, "berth")

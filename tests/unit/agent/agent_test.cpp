@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +19,12 @@
 #include <thread>
 #include <vector>
 
-#include "agent/supervisor.h"
+#include "common/files.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_connection.h"
 #include "fakes/fake_launcher.h"
 #include "fakes/temp_dir.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 namespace {
@@ -263,6 +265,83 @@ TEST_F(AgentTest, ReAdoptionReportsExitsThatHappenedWhileTheAgentWasAway) {
   EXPECT_TRUE(Reported({5, 2, 0}, ReportEvent::kRunning).has_value());
   EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(dir); }, kTimeoutMs));
   EXPECT_TRUE(launcher_.starts().empty());
+}
+
+// Job directories are recycled, not created and deleted: ext4 without a journal spends most of a
+// short job's launch finding free inodes. Job 1 runs as alice and prints a secret; once the server
+// has its exit and output, its directory becomes a spare (<state>/jobs/.spare-0) with every file
+// emptied and given back to the agent. Job 2's launch renames that same directory (same inode) into
+// place: it starts with an empty output and no events, and ships only its own output.
+TEST_F(AgentTest, AFinishedJobsDirectoryIsEmptiedAndReusedByTheNextLaunch) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  std::string first = JobDir("1-1-0");
+  struct stat first_st {};
+  ASSERT_EQ(::stat(first.c_str(), &first_st), 0);
+  std::ofstream(first + "/output.log", std::ios::app) << "alice's secret\n";
+  std::ofstream(first + "/supervisor.pid") << "100001\n";
+  AppendEvent(first, {"running"});
+  AppendEvent(first, {"exited", 0, "run", ""});
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  std::string spare = state_.path() + "/jobs/.spare-0";
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(spare); }, kTimeoutMs));
+  EXPECT_FALSE(std::filesystem::exists(first));
+  for (const char* name : {"output.log", "events", "supervisor.pid", "run.json"}) {
+    EXPECT_EQ(ReadFileOr(spare + "/" + name, "missing"), "") << name;
+  }
+
+  connection_.Push(LaunchOf({2, 1, 0}, {1}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 2; }, kTimeoutMs));
+  std::string second = JobDir("2-1-0");
+  struct stat second_st {};
+  ASSERT_EQ(::stat(second.c_str(), &second_st), 0);
+  EXPECT_EQ(second_st.st_ino, first_st.st_ino) << "job 2 got a new directory, not the spare";
+  EXPECT_FALSE(std::filesystem::exists(spare));
+  EXPECT_EQ(ReadFileOr(second + "/output.log"), "");
+  EXPECT_EQ(ReadFileOr(second + "/events"), "");
+  auto plan = ReadRunPlan(second);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->run_env.at("CUDA_VISIBLE_DEVICES"), "1");
+  std::ofstream(second + "/output.log", std::ios::app) << "job 2\n";
+  AppendEvent(second, {"running"});
+  AppendEvent(second, {"exited", 0, "run", ""});
+  ASSERT_TRUE(WaitForReport({2, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(connection_.log({2, 1, 0}), "job 2\n");
+  EXPECT_EQ(connection_.log({1, 1, 0}), "alice's secret\n");
+}
+
+// A job whose supervisor died may have left processes that still hold its output open: its
+// directory is removed, never handed to the next job as a spare.
+TEST_F(AgentTest, TheDirectoryOfAJobWhoseSupervisorDiedIsNotReused) {
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
+  launcher_.Kill(FakeLauncher::kFirstPid);
+  clock_.Advance(1000);  // the next full scan is due
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  ASSERT_TRUE(WaitFor([&] { return !std::filesystem::exists(JobDir("1-1-0")); }, kTimeoutMs));
+  EXPECT_FALSE(std::filesystem::exists(state_.path() + "/jobs/.spare-0"));
+}
+
+// Spares outlive the agent: a restarted agent adopts none of them as a job (it registers holding
+// nothing) and hands them to its next launches.
+TEST_F(AgentTest, SparesSurviveARestartAndAreNotTakenForJobs) {
+  std::string spare = JobDir(".spare-41");
+  std::filesystem::create_directories(spare);
+  std::ofstream(spare + "/output.log").flush();
+
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  EXPECT_TRUE(connection_.registers()[0].running.empty());
+  connection_.Push(LaunchOf({3, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  EXPECT_FALSE(std::filesystem::exists(spare));
+  EXPECT_TRUE(std::filesystem::exists(JobDir("3-1-0") + "/run.json"));
+  AppendEvent(JobDir("3-1-0"), {"exited", 0, "run", ""});
+  ASSERT_TRUE(WaitForReport({3, 1, 0}, ReportEvent::kExited));
+  // Numbered after the highest spare found at start.
+  EXPECT_TRUE(WaitFor([&] { return std::filesystem::exists(JobDir(".spare-42")); }, kTimeoutMs));
 }
 
 // Regression: a stop of a re-adopted job that had already exited signalled its dead supervisor's

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/supervisor.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 namespace {

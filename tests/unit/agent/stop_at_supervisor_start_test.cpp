@@ -27,10 +27,10 @@
 #include <thread>
 #include <vector>
 
-#include "agent/spawner.h"
-#include "agent/supervisor.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "supervise/spawner.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 namespace {

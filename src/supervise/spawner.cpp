@@ -1,4 +1,4 @@
-#include "agent/spawner.h"
+#include "supervise/spawner.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <iostream>
 #include <string>
 
-#include "agent/supervisor.h"
+#include "supervise/supervisor.h"
 
 extern char** environ;
 

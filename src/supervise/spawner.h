@@ -1,9 +1,9 @@
-// Spawner: a small single-threaded helper process (`berth __spawner`) that forks job supervisors
-// for the agent. Forking from a single-threaded process is safe without an exec, so each job costs
-// one fork here and one exec (bash) instead of two execs — the supervisor is a copy of the spawner,
-// already loaded. The helper reads job directories from a pipe, one per line, forks a supervisor
-// for each (which starts its own session and outlives both the spawner and the agent) and answers
-// with its pid.
+// Spawner: a small single-threaded helper process (`berth-supervisor __spawner`) that forks job
+// supervisors for the agent. Forking from a single-threaded process is safe without an exec, so
+// each job costs one fork here and one exec (bash) instead of two execs — the supervisor is a copy
+// of the spawner, already loaded. The helper reads job directories from a pipe, one per line, forks
+// a supervisor for each (which starts its own session and outlives both the spawner and the agent)
+// and answers with its pid.
 //
 // Spawner is thread-safe: Spawn() serializes on an internal mutex. If the helper dies it is
 // restarted.

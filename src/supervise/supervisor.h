@@ -1,9 +1,11 @@
 // The job supervisor: a small process that runs one rank of one attempt of a job and outlives the
 // agent.
 //
-// The agent writes <dir>/run.json and starts `berth __supervise <dir>`, which detaches into its own
+// The agent writes <dir>/run.json and starts a supervisor for it (forked by the spawner, or
+// `berth-supervisor __supervise <dir>`), which detaches into its own
 // session, becomes a child subreaper (so that every process the job leaves behind stays its
-// descendant), runs setup then run with bash in the job's workdir as a process group, with output
+// descendant), runs setup then run with bash (started with clone(CLONE_VM | CLONE_VFORK): no page
+// tables copied) in the job's workdir as a process group, with output
 // appended to <dir>/output.log, and records each step in <dir>/events (one line each: "setting_up",
 // "running", "exited CODE PHASE REASON"). SIGTERM to the supervisor stops the job: SIGTERM to all
 // of its processes, then SIGKILL after the grace period; no process of the job survives. Because
