@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bulk-submission launch benchmark of berth, side by side with Slurm (issue: Bulk submission).
 
-  python3 bench/bulk.py [--berth PATH] [--with-slurm] [--repeat N] [--tmpdir DIR] [--ran-jobs N] [--json OUT]
+  python3 bench/bulk.py [--berth PATH] [--with-slurm] [--with-tsp] [--repeat N] [--tmpdir DIR] [--ran-jobs N] [--json OUT]
 
 Every berth figure is taken on one local node declared with `berth local up --cpus 1024`, in a temporary
 BERTH_HOME, with jobs of `cpus: 1` that run `true`:
@@ -13,6 +13,8 @@ BERTH_HOME, with jobs of `cpus: 1` that run `true`:
      server's RSS with 100,000 jobs in the store: pending (they need the node's only GPU, held by a sleeping job),
      then after they were all cancelled; and, in another cluster, after --ran-jobs jobs (default 10,000; the
      issue's 100,000 takes minutes) ran to SUCCEEDED.
+  5. with --with-tsp: 1000 sequential `tsp true` with task-spooler (installed when missing), 2 slots: the loop,
+     and until all have finished, beside berth's loop and bulk launch.
   4. with --with-slurm: the same work with Slurm (Debian's packages, installed when missing) on localhost:
      `sbatch --array=0-999 --wrap true` and 1000 sequential `sbatch --wrap true`, with ratios Slurm / berth.
 
@@ -584,6 +586,55 @@ def bench_slurm(tmp, n=1000):
     return r
 
 
+# ---------------------------------------------------------------------------------------------------- task-spooler
+
+
+def bench_tsp(tmp, n=1000, slots=2):
+    """The same two workloads with task-spooler (Debian's `task-spooler`, installed when missing): the
+    single-machine queue with no resource model. It has no bulk submission, so both are 1000 sequential
+    `tsp true` from one bash: the loop is figure 2's peer, and the time until all have finished (counted
+    from the loop's start) is figure 1's. `slots` jobs run at once (the machine's CPUs); each job's output
+    goes to a file of its own, as tsp does by default (berth keeps every job's output too)."""
+    exe = shutil.which("tsp") or shutil.which("ts")
+    if not exe:
+        if not shutil.which("apt-get") or os.geteuid() != 0:
+            raise RuntimeError("task-spooler is not installed, and installing it needs root and apt-get")
+        log("installing task-spooler with apt-get ...")
+        p = sh(["apt-get", "install", "-y", "-q", "task-spooler"], env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if p.returncode != 0:
+            raise RuntimeError("apt-get install task-spooler failed: " + (p.stderr.strip().splitlines() or ["?"])[-1])
+        exe = shutil.which("tsp") or shutil.which("ts")
+    d = os.path.join(tmp, "tsp")
+    os.makedirs(d)
+    env = dict(os.environ, TS_SOCKET=os.path.join(d, "socket"), TMPDIR=d, TS_MAXFINISHED=str(n + 10),
+               TS_SAVELIST="", TS_MAXCONN=str(n + 10))
+    env.pop("TS_SAVELIST")
+    out = sh([exe, "-V"], env=env)
+    r = {"slots": slots, "version": ((out.stdout or out.stderr).strip().splitlines() or ["?"])[0]}
+    try:
+        sh([exe, "-S", str(slots)], env=env)
+        t0 = time.perf_counter()
+        subprocess.run(["bash", "-c", f'for i in $(seq {n}); do "$0" true >/dev/null; done', exe], env=env, check=True)
+        r["loop_s"] = time.perf_counter() - t0
+        # Finished when no job is queued or running (`tsp` lists one line per job after a header).
+        while True:
+            lines = sh([exe], env=env).stdout.splitlines()[1:]
+            if all(" finished " in line for line in lines):
+                break
+            time.sleep(POLL_S)
+        r["done_s"] = time.perf_counter() - t0
+        states = {}
+        for line in sh([exe], env=env).stdout.splitlines()[1:]:
+            parts = line.split()
+            state = parts[1] if len(parts) > 1 else "?"
+            code = parts[3] if state == "finished" and len(parts) > 3 else ""
+            states[f"{state} {code}".strip()] = states.get(f"{state} {code}".strip(), 0) + 1
+        r["states"] = states
+    finally:
+        sh([exe, "-K"], env=env)
+    return r
+
+
 # ---------------------------------------------------------------------------------------------------- report
 
 
@@ -660,6 +711,8 @@ def main():
                     if os.path.exists(p)), os.path.join(ROOT, "build", "src", "berth"))
     ap.add_argument("--berth", default=default, help=f"berth binary (default: {os.path.relpath(default, os.getcwd())})")
     ap.add_argument("--with-slurm", action="store_true", help="also run the same work with Slurm on localhost")
+    ap.add_argument("--with-tsp", action="store_true",
+                    help="also run the same work with task-spooler (tsp) on this machine")
     ap.add_argument("--repeat", type=int, default=3, help="runs of benchmarks 1 and 2 (medians are shown)")
     ap.add_argument("--ran-jobs", type=int, default=10000,
                     help="jobs to run to completion for the RSS-after-running figure (0: skip; 100000 takes minutes)")
@@ -690,6 +743,13 @@ def main():
         res["rss_pending"] = bench_rss_pending(berth, tmp)
         if args.ran_jobs > 0:
             res["rss_ran"] = bench_rss_ran(berth, tmp, total=args.ran_jobs, batch=min(10000, args.ran_jobs))
+        if args.with_tsp:
+            log("5. task-spooler ...")
+            try:
+                res["tsp"] = bench_tsp(tmp)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                res["tsp_unavailable"] = str(e)
+                log(f"task-spooler could not run here: {e}")
         if args.with_slurm:
             log("4. Slurm ...")
             try:
@@ -794,6 +854,15 @@ def report(res):
         print(f"Slurm: {sl['version']}; array states {sl['array_states']}, sequential states {sl['loop_states']}.")
     elif "slurm_unavailable" in res:
         print(f"Slurm: not run -- {res['slurm_unavailable']}")
+    ts = res.get("tsp")
+    if ts:
+        done = statistics.median(done_all)
+        loop = statistics.median([r["loop_s"] for r in lp])
+        print(f"task-spooler ({ts['version']}, {ts['slots']} slots), 1000 sequential `tsp true`: the loop "
+              f"{fmt_s(ts['loop_s'])} (tsp / berth's `exec -d` loop: {ratio(ts['loop_s'], loop)}); all finished "
+              f"{fmt_s(ts['done_s'])} (tsp / berth's 1000-job launch: {ratio(ts['done_s'], done)}); states {ts['states']}.")
+    elif "tsp_unavailable" in res:
+        print(f"task-spooler: not run -- {res['tsp_unavailable']}")
 
 
 if __name__ == "__main__":
