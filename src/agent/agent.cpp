@@ -456,7 +456,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
     lock.Unlock();
-    RecycleDir(job.dir);
+    RecycleDir(job.dir, /*reusable=*/true);  // no supervisor ever ran in it
     return;
   }
   reports_.push_back(proto::Report::Event(job.id, proto::ReportEvent::kAccepted));
@@ -628,7 +628,8 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     }
     return;  // kept; sent again next round
   }
-  std::vector<std::string> done_dirs;  // removed after the lock: a big work dir takes a while
+  // Recycled after the lock (a big work dir takes a while); the flag: whether it may be reused.
+  std::vector<std::pair<std::string, bool>> done_dirs;
   MutexLock lock(mu_);
   size_t sent = request.reports.size();
   reports_.erase(reports_.begin(),
@@ -653,7 +654,8 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     if (result.action == proto::ReportAction::kStop) StopJob(it->second);
     if (report.event == proto::ReportEvent::kExited && it->second.exited) {
       // The server has the exit and all output: the record can go.
-      done_dirs.push_back(it->second.dir);
+      // A job whose supervisor died may have left processes that hold its output open.
+      done_dirs.emplace_back(it->second.dir, report.phase != "supervisor");
       if (it->second.watch >= 0) {
         inotify_rm_watch(inotify_fd_, it->second.watch);
         watch_keys_.erase(it->second.watch);
@@ -662,7 +664,7 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
     }
   }
   lock.Unlock();
-  for (const std::string& dir : done_dirs) RecycleDir(dir);
+  for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
 }
 
 bool Agent::TakeSpareDir(const std::string& dir) {
@@ -680,19 +682,12 @@ bool Agent::TakeSpareDir(const std::string& dir) {
   return false;
 }
 
-void Agent::RecycleDir(const std::string& dir) {
+void Agent::RecycleDir(const std::string& dir, bool reusable) {
   RemoveTreeAsOwner(dir + "/work");
-  std::error_code ec;
-  bool keep = inotify_fd_ >= 0;  // without inotify, scans list the directory: no need to save
-  {
-    MutexLock lock(mu_);
-    keep = keep && spare_dirs_.size() < kMaxSpareDirs;
-  }
-  // The processes of a job whose supervisor died may outlive it, holding its output open: its files
-  // must not become the next job's.
+  bool keep = reusable;
   if (keep) {
-    auto events = ParseEvents(ReadFileOr(dir + "/events"));
-    keep = events.empty() || events.back().phase != "supervisor";
+    MutexLock lock(mu_);
+    keep = spare_dirs_.size() < kMaxSpareDirs;
   }
   if (keep) {
     DIR* d = opendir(dir.c_str());
@@ -736,6 +731,7 @@ void Agent::RecycleDir(const std::string& dir) {
       return;
     }
   }
+  std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
 

@@ -109,9 +109,10 @@ class Agent {
   // (ext4 searches for a free inode past every recently deleted one); a rename and a truncate
   // allocate none. TakeSpareDir renames a spare to `dir` (false: none left, or the rename failed).
   bool TakeSpareDir(const std::string& dir) EXCLUDES(mu_);
-  // Empties a finished job's directory and keeps it as a spare, or removes it (too many spares, an
-  // unexpected entry, or a job whose supervisor died: its processes may still write to its files).
-  void RecycleDir(const std::string& dir) EXCLUDES(mu_);
+  // Empties a finished job's directory and keeps it as a spare, or removes it: when not
+  // `reusable` (the job's supervisor died, and its processes may still write to its files), with
+  // too many spares, or with an unexpected entry in it.
+  void RecycleDir(const std::string& dir, bool reusable) EXCLUDES(mu_);
   // Sleeps up to `ms` or until RequestStop().
   void Pause(int64_t ms) EXCLUDES(mu_);
   static std::string KeyOf(const proto::AttemptRank& id);

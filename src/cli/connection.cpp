@@ -423,12 +423,6 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
                                            const std::string& body, DurationMs timeout_ms,
                                            const net::HttpHeaders& headers, bool repeatable) {
   Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
-  // A GET changes nothing: one whose connection broke before the answer came (a kept-alive
-  // connection the server had closed, a server handing over its port) is sent again once.
-  if (!res.ok() && method == "GET" && !StartsWith(res.status().message(), "cannot connect") &&
-      !StartsWith(res.status().message(), "cannot resolve")) {
-    res = client_->Request(method, target, body, timeout_ms, headers);
-  }
   const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
   for (size_t tried = 1; urls_.size() > 1 || repeatable; ++tried) {
     // Another server is worth asking only when this one surely did nothing with the request: it

@@ -601,16 +601,17 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   // A kept-alive connection may have been closed by the server meanwhile: retry once on a fresh
   // one, but only if nothing of the response arrived (so a request is never applied twice by our
   // retry... the server may still have applied it; callers that must be exactly-once use idempotent
-  // requests).
+  // requests). A GET changes nothing, so it is sent again whatever connection broke (a server
+  // handing its port over closes connections it has accepted).
   for (int tries = 0; tries < 2; ++tries) {
-    bool reused = impl_->fd >= 0;
+    const bool resend = impl_->fd >= 0 || method == "GET";
     BERTH_RETURN_IF_ERROR(impl_->Connect());
     TimedStream stream(*impl_);
     beast::error_code ec;
     asio::write(stream, asio::buffer(wire), ec);
     if (ec) {
       impl_->Close();
-      if (reused) continue;
+      if (resend) continue;
       return Status::Unavailable("sending to berth server: " + ec.message());
     }
     http::response_parser<http::string_body> parser;
@@ -618,7 +619,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
     http::read(stream, impl_->buffer, parser, ec);
     if (ec) {
       impl_->Close();
-      if (reused && (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
+      if (resend && (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
                      ec == asio::error::eof)) {
         continue;
       }
