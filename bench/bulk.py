@@ -505,29 +505,54 @@ class Slurm:
             time.sleep(0.2)
         raise SlurmUnavailable(f"node localhost is not idle after 60 s (sinfo: {state!r}): {self.tail()}")
 
-    def tail(self):
+    def tail(self, last=0):
+        """The daemons' last 3 errors each, and with `last` their logs' last lines."""
         lines = []
         for name in ("slurmctld.stderr", "slurmd.stderr", "slurmctld.log", "slurmd.log"):
             path = os.path.join(self.dir, name)
             if os.path.exists(path):
-                errs = [l.strip() for l in open(path, errors="replace") if "error" in l.lower() or "fatal" in l.lower()]
-                errs = [l for l in errs if "pmix" not in l.lower() and "mpi:" not in l.lower()]
+                # Less the expected: no PMIx library, and no state files (slurmctld -i starts afresh).
+                text = [l.strip() for l in open(path, errors="replace") if "pmix" not in l.lower()
+                        and "mpi:" not in l.lower() and "state file" not in l and "state save file" not in l]
+                errs = [l for l in text if "error" in l.lower() or "fatal" in l.lower()]
                 lines += [f"{name}: {l}" for l in errs[-3:]]
+                if last and name.endswith(".log"):
+                    lines += [f"{name} (last): {l}" for l in text[-last:] if l not in errs[-3:]]
         return " | ".join(lines) or f"(see logs in {self.dir})"
 
-    def active(self):
-        p = sh(["squeue", "-h", "-o", "%i"], env=self.env)
-        if p.returncode != 0:
-            raise RuntimeError(f"squeue failed: {p.stderr.strip()}")
-        return bool(p.stdout.strip())
+    def why(self):
+        """Why jobs are still in the queue: their states with squeue's reason, the node's state and reason,
+        the daemons that exited, and the tails of their logs."""
+        p = sh(["squeue", "-h", "-r", "-o", "%T (%r)"], env=self.env)
+        counts = {}
+        for s in p.stdout.splitlines():
+            counts[s] = counts.get(s, 0) + 1
+        node = sh(["sinfo", "-h", "-n", "localhost", "-o", "%T (%E)"], env=self.env).stdout.strip()
+        dead = [f"{os.path.basename(d.args[0])} exited with {d.returncode}" for d in self.procs if d.poll() is not None]
+        return "; ".join([f"jobs {counts or p.stderr.strip()}", f"node localhost {node}"] + dead) + \
+            f"; logs in {self.dir}: {self.tail(last=3)}"
 
-    def wait_empty(self, timeout=900):
+    def active(self):
+        """squeue's jobs and their states ('' once every job has left the queue)."""
+        p = sh(["squeue", "-h", "-o", "%i %t"], env=self.env)
+        if p.returncode != 0:
+            raise RuntimeError(f"squeue failed: {p.stderr.strip()}; {self.why()}")
+        return p.stdout.strip()
+
+    def wait_empty(self, what, timeout=900, stall=60):
+        """Until the queue is empty; fails after `stall` s without any job starting or ending, saying why."""
         deadline = time.time() + timeout
+        last, since = None, time.time()
         while time.time() < deadline:
-            if not self.active():
+            q = self.active()
+            if not q:
                 return time.perf_counter()
+            if q != last:
+                last, since = q, time.time()
+            elif time.time() - since > stall:
+                raise RuntimeError(f"Slurm {what} made no progress for {stall} s: {self.why()}")
             time.sleep(0.05)
-        raise RuntimeError(f"Slurm jobs still queued after {timeout} s")
+        raise RuntimeError(f"Slurm {what} still queued after {timeout} s: {self.why()}")
 
     def states(self, jobs):
         p = sh(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(map(str, jobs)), "-o", "%T"], env=self.env)
@@ -574,12 +599,12 @@ def bench_slurm(tmp, n=1000):
         t0 = time.perf_counter()
         job = s.sbatch(f"--array=0-{n - 1}", output="slurm-%A_%a.out")
         r["array_submit_s"] = time.perf_counter() - t0
-        r["array_done_s"] = s.wait_empty() - t0
+        r["array_done_s"] = s.wait_empty("array jobs") - t0
         r["array_states"] = s.states([job])
         t0 = time.perf_counter()
         jobs = [s.sbatch() for _ in range(n)]
         r["loop_s"] = time.perf_counter() - t0
-        r["loop_done_s"] = s.wait_empty() - t0
+        r["loop_done_s"] = s.wait_empty("sequential jobs") - t0
         r["loop_states"] = s.states(jobs)
     finally:
         s.stop()
@@ -853,7 +878,7 @@ def report(res):
     if sl:
         print(f"Slurm: {sl['version']}; array states {sl['array_states']}, sequential states {sl['loop_states']}.")
     elif "slurm_unavailable" in res:
-        print(f"Slurm: not run -- {res['slurm_unavailable']}")
+        print(f"Slurm: no figures -- {res['slurm_unavailable']}")
     ts = res.get("tsp")
     if ts:
         done = statistics.median(done_all)

@@ -28,6 +28,9 @@ namespace {
 
 constexpr std::string_view kSparePrefix = ".spare-";
 constexpr size_t kMaxSpareDirs = 1024;
+// Specs kept in memory; the server assumes a node still has the last few it sent (16), so this
+// must stay well above that.
+constexpr size_t kMaxCachedSpecs = 1024;
 
 // The files a job's directory holds; RecycleDir empties them, and anything else makes it remove
 // the directory instead.
@@ -62,14 +65,15 @@ void Agent::Pause(int64_t ms) {
 Status Agent::LoadIdentity() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir + "/jobs", ec);
-  std::filesystem::create_directories(options_.state_dir + "/specs", ec);
   if (ec) return Status::Internal("cannot create " + options_.state_dir + ": " + ec.message());
-  // The state dir holds the jobs' specs and environments: the agent's alone. When jobs run as
+  // Specs were kept on disk, one file per submission and never removed, by earlier versions: the
+  // server now sends them on the watch stream, and they are kept in memory.
+  std::filesystem::remove_all(options_.state_dir + "/specs", ec);
+  // The state dir holds the jobs' run plans and environments: the agent's alone. When jobs run as
   // other users, they may pass through it (search) to their own work dirs, never list or read it.
   mode_t pass = options_.lookup_account ? 0711 : 0700;
   ::chmod(options_.state_dir.c_str(), pass);
   ::chmod((options_.state_dir + "/jobs").c_str(), pass);
-  ::chmod((options_.state_dir + "/specs").c_str(), 0700);
   // One agent per state dir: two would adopt, stop and report the same jobs, and keep taking the
   // node's session from each other. The lock dies with this process (supervisors do not inherit the
   // fd).
@@ -247,7 +251,18 @@ void Agent::ControlLoop() {
   }
 }
 
+void Agent::CacheSpec(int64_t spec_id, std::string text) {
+  spec_cache_[spec_id] = std::move(text);
+  // Spec ids grow with each submission: the smallest is the oldest.
+  if (spec_cache_.size() > kMaxCachedSpecs) spec_cache_.erase(spec_cache_.begin());
+}
+
 void Agent::HandleMessage(const proto::WatchMessage& message) {
+  if (const auto* spec = std::get_if<proto::SpecMessage>(&message)) {
+    MutexLock lock(mu_);
+    CacheSpec(spec->id, spec->text);
+    return;
+  }
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
     MutexLock lock(mu_);
     launches_.push_back(*launch);
@@ -350,21 +365,15 @@ void Agent::LauncherLoop() {
     }
     std::string error;
     if (spec_text.empty()) {
-      // Agents fetch a spec once, however many jobs share it.
-      std::string path = fmt::format("{}/specs/{}.json", options_.state_dir, launch.spec_id);
-      spec_text = ReadFileOr(path);
-      if (spec_text.empty()) {
-        auto fetched = connection_.GetSpec(launch.spec_id);
-        if (!fetched.ok()) {
-          error = "cannot fetch the job's spec: " + fetched.status().message();
-        } else {
-          spec_text = std::move(*fetched);
-          WriteFileAtomic(path, spec_text, /*sync=*/false, 0600);
-        }
-      }
-      if (!spec_text.empty()) {
+      // The server sends each spec before the launches that use it; one that did not come (an
+      // older server, a spec fallen out of the cache) is fetched, once however many jobs share it.
+      auto fetched = connection_.GetSpec(launch.spec_id);
+      if (!fetched.ok()) {
+        error = "cannot fetch the job's spec: " + fetched.status().message();
+      } else {
+        spec_text = std::move(*fetched);
         MutexLock lock(mu_);
-        spec_cache_[launch.spec_id] = spec_text;
+        CacheSpec(launch.spec_id, spec_text);
       }
     }
     Launch(launch, spec_text, error);

@@ -89,6 +89,8 @@ class Agent {
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
+  // Keeps a spec's text for the launches that use it (the newest kMaxCachedSpecs).
+  void CacheSpec(int64_t spec_id, std::string text) REQUIRES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
   void LauncherLoop() EXCLUDES(mu_);
   // Writes the run plan and starts the supervisor; `error` (spec unavailable) fails the launch.
@@ -136,7 +138,7 @@ class Agent {
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
-  std::map<int64_t, std::string> spec_cache_ GUARDED_BY(mu_);  // spec id -> JSON text
+  std::map<int64_t, std::string> spec_cache_ GUARDED_BY(mu_);  // spec id -> JSON text, bounded
   std::atomic<bool> stop_{false};
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
   // thousand jobs, a 50 ms scan alone would eat most of a core. A full scan still runs every

@@ -351,20 +351,18 @@ Status Connection::Connect() {
     if (token_.empty()) token_ = login->token;
   }
   if (url_.empty()) {
-    auto local = FindLocalCluster();
-    if (!local.ok()) {
-      fmt::print(
-          stderr,
-          "berth: no server configured and no local cluster running; starting one under {}\n",
-          BerthHome());
-      auto started = StartLocalCluster(self_exe_, LocalClusterOptions{});
-      if (!started.ok()) return started.status();
-      fmt::print(stderr, "berth: local cluster up at {} (stop it with `berth local down`)\n",
-                 started->server);
-      local = started;
+    // The local cluster, through its unix socket: the kernel tells the server who we are. Where the
+    // socket is there, the first call finds out whether the server still listens (and starts the
+    // cluster if not): a command then costs one round trip, not two.
+    if (::access(LocalSocketPath().c_str(), F_OK) == 0 &&
+        ::access(LocalStatePath().c_str(), F_OK) == 0) {
+      url_ = "unix:" + LocalSocketPath();
+      local_unverified_ = true;
+    } else {
+      Result<std::string> local = FindOrStartLocalCluster();
+      if (!local.ok()) return local.status();
+      url_ = *local;
     }
-    // The unix socket: the kernel tells the server who we are.
-    url_ = local->unix_socket.empty() ? local->server : local->unix_socket;
   }
   for (const std::string& url : Split(url_, ',')) {
     if (!Trim(url).empty()) urls_.push_back(Trim(url));
@@ -384,6 +382,37 @@ Status Connection::Connect() {
   if (const char* fp = std::getenv("BERTH_TLS_FINGERPRINT"); fp && *fp) tls_fingerprint_ = fp;
   UseServer(urls_.front());
   return Status::Ok();
+}
+
+Result<std::string> Connection::FindOrStartLocalCluster() {
+  auto local = FindLocalCluster();
+  if (!local.ok()) {
+    fmt::print(stderr,
+               "berth: no server configured and no local cluster running; starting one under {}\n",
+               BerthHome());
+    auto started = StartLocalCluster(self_exe_, LocalClusterOptions{});
+    if (!started.ok()) return started.status();
+    fmt::print(stderr, "berth: local cluster up at {} (stop it with `berth local down`)\n",
+               started->server);
+    local = started;
+  }
+  return local->unix_socket.empty() ? local->server : local->unix_socket;
+}
+
+Status Connection::VerifyLocal() {
+  if (!local_unverified_) return Status::Ok();
+  local_unverified_ = false;
+  Result<std::string> url = FindOrStartLocalCluster();
+  if (!url.ok()) return url.status();
+  urls_ = {*url};
+  UseServer(*url);
+  return Status::Ok();
+}
+
+net::HttpClient& Connection::http() {
+  // Streaming callers send through the client directly: make sure it reaches a running server.
+  if (Status st = VerifyLocal(); !st.ok()) fmt::print(stderr, "berth: {}\n", st.message());
+  return *client_;
 }
 
 void Connection::UseServer(const std::string& url) {
@@ -423,6 +452,14 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
                                            const std::string& body, DurationMs timeout_ms,
                                            const net::HttpHeaders& headers, bool repeatable) {
   Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
+  if (local_unverified_) {
+    // The local server's socket was there but nothing answered on it: the request reached no
+    // server, so it goes again once the cluster runs.
+    const bool refused = !res.ok() && StartsWith(res.status().message(), "cannot connect");
+    if (Status st = refused ? VerifyLocal() : Status::Ok(); !st.ok()) return st;
+    local_unverified_ = false;
+    if (refused) res = client_->Request(method, target, body, timeout_ms, headers);
+  }
   const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
   for (size_t tried = 1; urls_.size() > 1 || repeatable; ++tried) {
     // Another server is worth asking only when this one surely did nothing with the request: it

@@ -85,7 +85,13 @@ class Connection {
   Result<json::value> CallIdempotent(const std::string& method, const std::string& target,
                                      const std::string& body, const std::string& key,
                                      DurationMs timeout_ms = 60'000);
-  net::HttpClient& http() { return *client_; }
+  // The client of the server in use, for requests that stream (starting the local cluster first if
+  // its socket was there but its server is gone).
+  net::HttpClient& http();
+  // Connect() takes the local cluster's unix socket on trust and lets the first call find out
+  // whether its server still runs; this finds out now (starting the cluster if it does not run),
+  // for a caller that talks to urls() itself.
+  Status VerifyLocal();
 
  private:
   std::string server_flag_;
@@ -95,6 +101,11 @@ class Connection {
   std::string url_;  // the server in use (one of urls_)
   std::vector<std::string> urls_;
   std::unique_ptr<net::HttpClient> client_;
+  bool local_unverified_ = false;  // url_ is the local socket, not yet known to answer
+
+  // The local cluster's URL (its unix socket where it has one), starting the cluster if its
+  // server does not answer.
+  Result<std::string> FindOrStartLocalCluster();
 
   // Switches to `url` (a member of urls_).
   void UseServer(const std::string& url);

@@ -31,6 +31,7 @@ int64_t IntOf(const json::object& o, const char* key) {
 int ServerStatus(const GlobalFlags& g, bool as_json) {
   Connection conn(g.server, g.token, g.self_exe);
   if (Status st = conn.Connect(); !st.ok()) return Fail(st);
+  if (Status st = conn.VerifyLocal(); !st.ok()) return Fail(st);
   json::array servers;
   Table table({"SERVER", "ROLE", "HEALTH", "STORE", "NOTE"});
   json::object leader;

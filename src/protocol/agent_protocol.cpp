@@ -388,6 +388,23 @@ Result<StopMessage> StopMessage::Decode(const json::value& message) {
   return m;
 }
 
+json::object SpecMessage::Encode() const {
+  return json::object{{"type", "spec"}, {"id", id}, {"text", text}};
+}
+
+Result<SpecMessage> SpecMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "spec", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "spec");
+  f.Type("spec");
+  SpecMessage m;
+  m.id = f.Int64("id", std::nullopt);
+  m.text = f.String("text", std::nullopt);
+  if (!f.ok()) return f.status();
+  if (m.id <= 0) return Status::Invalid("spec: 'id' must be above 0");
+  return m;
+}
+
 std::string EncodeWatchLine(const WatchMessage& message) {
   json::object o = std::visit([](const auto& m) { return m.Encode(); }, message);
   return SerializeJson(o) + "\n";
@@ -410,6 +427,7 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
   if (type == "stop") return widen(StopMessage::Decode(*v));
   if (type == "ping") return widen(PingMessage::Decode(*v));
   if (type == "hello") return widen(HelloMessage::Decode(*v));
+  if (type == "spec") return widen(SpecMessage::Decode(*v));
   return Status::NotFound("watch: unknown message type '" + type + "'");
 }
 

@@ -149,7 +149,21 @@ struct StopMessage {
   static Result<StopMessage> Decode(const json::value& message);
 };
 
-using WatchMessage = std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage>;
+// A job spec, sent once per spec and session before the first launch that uses it: the text
+// GET /v1/specs/ID answers. It saves an agent that round trip per submission; one that has not
+// got it (an older server, a dropped line) fetches the spec instead.
+struct SpecMessage {
+  int64_t id = 0;
+  std::string text;  // the spec's JSON
+
+  bool operator==(const SpecMessage&) const = default;
+  json::object Encode() const;
+  // id (> 0) and text are required.
+  static Result<SpecMessage> Decode(const json::value& message);
+};
+
+using WatchMessage =
+    std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage, SpecMessage>;
 
 // One line of the watch stream: the message's JSON and "\n".
 std::string EncodeWatchLine(const WatchMessage& message);

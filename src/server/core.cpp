@@ -237,13 +237,33 @@ Status Core::Execute(Plan& plan) {
   for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
   for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
   if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
-  for (const auto& [node, session] : plan.opens) channel_.Open(node, session);
-  for (const auto& node : plan.closes) channel_.Close(node);
-  for (const auto& [node, message] : plan.sends) channel_.Send(node, message);
+  for (const auto& [node, session] : plan.opens) {
+    channel_.Open(node, session);
+    specs_sent_.erase(node);  // a new session: the agent may have restarted
+  }
+  for (const auto& node : plan.closes) {
+    channel_.Close(node);
+    specs_sent_.erase(node);
+  }
+  for (const auto& [node, message] : plan.sends) {
+    if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
+      SendSpecOnce(node, launch->spec_id);
+    }
+    channel_.Send(node, message);
+  }
   for (int64_t job : plan.wake_logs) WakeLogWaiters(job);
   if (plan.reap) ReapFinished();
   if (plan.kick) RequestPassLocked();
   return Status::Ok();
+}
+
+void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
+  RecentSpecs& sent = specs_sent_[node];
+  if (std::find(sent.ids.begin(), sent.ids.end(), spec_id) != sent.ids.end()) return;
+  auto spec = specs_.find(spec_id);
+  if (spec == specs_.end()) return;  // the agent fetches it
+  channel_.Send(node, proto::SpecMessage{spec_id, SerializeJson(SpecToJson(*spec->second))});
+  sent.ids[sent.next++ % sent.ids.size()] = spec_id;
 }
 
 void Core::Undo(Plan& plan) {

@@ -417,6 +417,8 @@ class Core {
   void SaveLaunchHeld(Plan& plan) REQUIRES(mu_);
   // Commits the plan's batch; then runs its effects, or undoes its memory changes on failure.
   Status Execute(Plan& plan) REQUIRES(mu_);
+  // Sends the node the spec a launch is about to use, unless its session has it already.
+  void SendSpecOnce(const std::string& node, int64_t spec_id) REQUIRES(mu_);
   void Undo(Plan& plan) REQUIRES(mu_);
   void RequestPassLocked() REQUIRES(mu_);
   void WakeLogWaiters(int64_t job) REQUIRES(mu_);
@@ -588,7 +590,14 @@ class Core {
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id
-  std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);            // job id -> follower
+  // The specs last sent to each node's current session (SpecMessage), so that its launches need no
+  // fetch. A few per node: a spec that fell out is sent again; the agent keeps many more.
+  struct RecentSpecs {
+    std::array<int64_t, 16> ids{};
+    size_t next = 0;
+  };
+  std::unordered_map<std::string, RecentSpecs> specs_sent_ GUARDED_BY(mu_);
+  std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);  // job id -> follower
   uint64_t next_waiter_id_ GUARDED_BY(mu_) = 1;
   // Cancel-all epochs: a submission received before a `cancel --all` but committed after it is
   // cancelled too, so a cancel never misses a submission that was in flight (SkyPilot's did).

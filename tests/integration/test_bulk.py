@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import unittest
 
-from harness import BerthTestCase, TERMINAL, wait_until
+from harness import BerthTestCase, TERMINAL, http_unix, wait_until
 
 
 class BulkTest(BerthTestCase):
@@ -56,9 +56,15 @@ class BulkTest(BerthTestCase):
         specs = {row[0] for row in db.execute("SELECT DISTINCT spec_id FROM jobs WHERE group_id = ?",
                                               (sub["group"],))}
         self.assertEqual(len(specs), 1)
-        # The agent cached that one spec, once, for all 50 jobs.
-        cached = os.listdir(os.path.join(self.b.home, "agents", "local-0", "specs"))
-        self.assertEqual(cached, [f"{specs.pop()}.json"])
+        # The server sent the agent that spec on its watch stream, before the first launch: no job
+        # fetched it (GET /v1/specs/ID), and the agent wrote no file for it.
+        one = self.b.submit("--", "true")
+        self.b.wait_status(one, "SUCCEEDED", timeout=60)
+        status, metrics = http_unix("GET", os.path.join(self.b.home, "server", "berth.sock"), "/metrics")
+        self.assertEqual(status, 200, metrics)
+        self.assertIn('route="/v1/jobs"', metrics)
+        self.assertNotIn('route="/v1/specs/{id}"', metrics)
+        self.assertFalse(os.path.exists(os.path.join(self.b.home, "agents", "local-0", "specs")))
 
     def test_all_pending_at_once_and_group_cancel(self):
         # 200 jobs of `sleep 600`: 64 run, 136 wait. Cancelling the group ends every one of them.

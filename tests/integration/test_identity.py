@@ -249,7 +249,7 @@ class IdentityTest(BerthTestCase):
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(server_state, name)).st_mode), 0o600, name)
         self.assertEqual(stat.S_IMODE(os.stat(os.path.join(server_state, "logs")).st_mode), 0o700)
         self.assertEqual(stat.S_IMODE(os.stat(self.sock).st_mode), 0o666)
-        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(agent_state, "specs")).st_mode), 0o700)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(agent_state, "jobs")).st_mode), 0o711)
 
         # A user the node does not know fails that job alone, with the reason.
         token = json.loads(self.as_user("root", "admin", "token", "create", "--user", "nobody-here-xyz",

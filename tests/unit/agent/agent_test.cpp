@@ -134,6 +134,40 @@ TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   EXPECT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
 }
 
+// The server sends spec 8 on the watch stream before the launches that use it: the agent runs both
+// jobs from it without fetching it (one round trip less per submission), and writes no file for
+// it. Spec 7, which did not come that way, is fetched once, for both jobs that use it.
+TEST_F(AgentTest, ASpecSentOnTheStreamIsNotFetched) {
+  StartAgent();
+  connection_.Push(proto::SpecMessage{8, R"({"run":"echo streamed"})"});
+  proto::LaunchMessage first = LaunchOf({1, 1, 0}, {});
+  first.spec_id = 8;
+  proto::LaunchMessage second = LaunchOf({2, 1, 0}, {});
+  second.spec_id = 8;
+  connection_.Push(first);
+  connection_.Push(second);
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 2; }, kTimeoutMs));
+  for (const char* key : {"1-1-0", "2-1-0"}) {
+    auto plan = ReadRunPlan(JobDir(key));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->run, "echo streamed");
+  }
+  EXPECT_EQ(connection_.spec_requests(), 0);
+
+  connection_.Push(LaunchOf({3, 1, 0}, {}));
+  connection_.Push(LaunchOf({4, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 4; }, kTimeoutMs));
+  EXPECT_EQ(ReadRunPlan(JobDir("4-1-0"))->run, "echo hi");
+  EXPECT_EQ(connection_.spec_requests(), 1);
+  EXPECT_EQ(std::vector<std::string>{"jobs"}, [&] {
+    std::vector<std::string> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(state_.path())) {
+      if (e.is_directory()) dirs.push_back(e.path().filename());
+    }
+    return dirs;
+  }());
+}
+
 // Job 1 prints "hello" and exits 0. The server must have the whole output before it hears of the
 // exit (a user who sees "succeeded" then reads the log), so the 6 bytes arrive before, or in the
 // same round as, the "exited" report. Once the server has acknowledged the exit, the agent has

@@ -166,8 +166,12 @@ TEST(Watch, EveryMessageComesBackFromItsLine) {
   bulk.group = 5;
   bulk.group_rank = 3;
   bulk.num_jobs = 8;
-  std::vector<WatchMessage> messages = {HelloMessage{}, PingMessage{}, GangLaunch(), bulk,
-                                        StopMessage{42, 2, 1, "cancelled by ada"}};
+  std::vector<WatchMessage> messages = {HelloMessage{},
+                                        PingMessage{},
+                                        GangLaunch(),
+                                        bulk,
+                                        StopMessage{42, 2, 1, "cancelled by ada"},
+                                        SpecMessage{9, R"({"run":"echo \"hi\"\n"})"}};
   for (const auto& m : messages) {
     std::string line = EncodeWatchLine(m);
     ASSERT_EQ(line.back(), '\n');
@@ -191,6 +195,17 @@ TEST(Watch, ALaunchWithOnlyWhatIsRequiredGetsTheAgentsDefaults) {
   EXPECT_EQ(launch.kill_grace_ms, 10'000);
   EXPECT_FALSE(launch.group);
   EXPECT_TRUE(launch.gpus.empty());
+}
+
+TEST(Watch, ASpecMessageNeedsAnIdAboveZeroAndItsText) {
+  EXPECT_EQ(EncodeWatchLine(SpecMessage{3, "{}"}), R"({"type":"spec","id":3,"text":"{}"})"
+                                                   "\n");
+  for (const char* bad : {R"({"type":"spec","id":0,"text":"{}"})", R"({"type":"spec","id":3})",
+                          R"({"type":"spec","text":"{}"})", R"({"type":"spec","id":3,"text":7})"}) {
+    auto m = DecodeWatchMessage(bad);
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_EQ(m.status().code(), berth::Code::kInvalidArgument) << bad;
+  }
 }
 
 TEST(Watch, AStopWithTheRankLastDecodesToo) {

@@ -1,9 +1,12 @@
 // The core's state machine without HTTP: time, passes racing with changes, group commit, gangs.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
+#include "common/json_util.h"
 #include "core_fixture.h"
+#include "spec/job_spec.h"
 
 namespace berth::testing {
 namespace {
@@ -54,6 +57,56 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
   EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
   EXPECT_NE(Stored(job).reason.find("time limit"), std::string::npos);
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
+}
+
+// A node gets each spec on its watch stream once per session, before the first launch that uses it,
+// so that its agent need not fetch it: a sweep of three jobs brings one spec message, a single job
+// another. When the node registers again (its agent restarted, and lost what it was sent) the
+// launches it no longer has go again, and so do their specs.
+TEST_F(CoreTest, ANodeGetsEachSpecOnceASessionBeforeItsFirstLaunch) {
+  Register("n1", 8);
+  SubmitRequest sweep;
+  sweep.spec = Spec();
+  sweep.spec.run = "echo sweep";
+  sweep.user = "alice";
+  sweep.count = 3;
+  sweep.as_group = true;
+  auto swept = core_->Submit(std::move(sweep));
+  ASSERT_TRUE(swept.ok()) << swept.status().message();
+  int64_t single = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+
+  // Checks what n1 was sent since `from`: four launches, each after the spec it uses, and each spec
+  // once. Returns where it ended.
+  auto check = [&](size_t from) {
+    std::map<int64_t, int> specs_sent;
+    int launches = 0;
+    auto sent = channel_.sent();
+    for (size_t i = from; i < sent.size(); ++i) {
+      if (const auto* spec = std::get_if<proto::SpecMessage>(&sent[i].message)) {
+        ++specs_sent[spec->id];
+        auto parsed = ParseJson(spec->text);
+        EXPECT_TRUE(parsed.ok() && SpecFromJson(*parsed).ok()) << spec->text;
+      } else if (const auto* launch = std::get_if<proto::LaunchMessage>(&sent[i].message)) {
+        ++launches;
+        EXPECT_EQ(specs_sent.count(launch->spec_id), 1u) << "job " << launch->job;
+      }
+    }
+    EXPECT_EQ(launches, 4);
+    EXPECT_EQ(specs_sent, (std::map<int64_t, int>{{Stored(swept->ids[0]).spec_id, 1},
+                                                  {Stored(single).spec_id, 1}}));
+    return sent.size();
+  };
+  size_t end = check(0);
+  for (const auto& s : channel_.sent()) {
+    const auto* spec = std::get_if<proto::SpecMessage>(&s.message);
+    if (spec && spec->id == Stored(swept->ids[0]).spec_id) {
+      EXPECT_NE(spec->text.find("echo sweep"), std::string::npos) << spec->text;
+    }
+  }
+
+  Register("n1", 8);
+  check(end);
 }
 
 // The scheduler decides without the lock. While it decides to place job 1, the user cancels it:
