@@ -319,12 +319,16 @@ void Agent::StopJob(LocalJob& job) {
 // stop their jobs before the server's lease runs out, so that no job ever runs twice.
 void Agent::HeartbeatLoop() {
   while (!stop_) {
-    DurationMs interval;
     std::string session;
     {
       MutexLock lock(mu_);
-      interval = heartbeat_ms_;
-      if (!stop_) cv_.WaitFor(mu_, interval);
+      // cv_ also wakes the other loops (a launch, a report): whatever wakes this one, it waits out
+      // the interval (the one a registration answered last). It once sent a heartbeat, and rewrote
+      // the lease file, on every wake-up: about one per job launched.
+      const int64_t since = MonotonicMs();
+      for (int64_t now = since; !stop_ && now < since + heartbeat_ms_; now = MonotonicMs()) {
+        cv_.WaitFor(mu_, since + heartbeat_ms_ - now);
+      }
       if (stop_) return;
       session = session_;
     }

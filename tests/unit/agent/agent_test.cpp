@@ -6,6 +6,7 @@
 // thread, and waits for what it does (WaitFor) instead of sleeping.
 #include "agent/agent.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -426,6 +427,20 @@ TEST_F(AgentTest, ASupervisorThatDiedWithoutAnExitIsReportedLost) {
   EXPECT_EQ(exited.exit_code, 137);
   EXPECT_EQ(exited.phase, "supervisor");
   EXPECT_EQ(exited.reason, "the job's supervisor died");
+}
+
+// Launches, reports and exits wake the agent's threads, but not its heartbeat: with a 7.5 s
+// interval, twenty jobs launched and ended within it bring no heartbeat (there was one per
+// wake-up).
+TEST_F(AgentTest, JobsComingAndGoingSendNoHeartbeat) {
+  StartAgent();
+  for (int64_t job = 1; job <= 20; ++job) {
+    connection_.Push(LaunchOf({job, 1, 0}, {}));
+    ASSERT_TRUE(WaitForReport({job, 1, 0}, ReportEvent::kAccepted));
+    AppendEvent(JobDir(fmt::format("{}-1-0", job)), {"exited", 0, "run", ""});
+    ASSERT_TRUE(WaitForReport({job, 1, 0}, ReportEvent::kExited));
+  }
+  EXPECT_TRUE(connection_.heartbeats().empty()) << connection_.heartbeats().size();
 }
 
 // The server restarted and lost n1's session: the heartbeat answers Conflict ("register again").
