@@ -388,7 +388,7 @@ class Core {
   // A pass's input, copied under the lock: the snapshot and the generations it saw.
   struct PassInput {
     sched::Snapshot snapshot;
-    std::unordered_map<int64_t, uint64_t> job_gens;
+    std::vector<std::pair<int64_t, uint64_t>> job_gens;  // (id, gen), sorted by id
     std::unordered_map<std::string, uint64_t> node_gens;
   };
 

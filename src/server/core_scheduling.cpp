@@ -49,6 +49,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     in.node_gens.emplace(name, node.sched_gen);
   }
   std::map<int64_t, int> group_running;
+  // This runs under the lock, so a submission waits for it: no reallocation of 100,000 requests,
+  // no hash table of their generations (sorted by id, as jobs_ is, and searched).
+  snap.pending.reserve(jobs_.size());
+  in.job_gens.reserve(jobs_.size());
   for (const auto& [id, job] : jobs_) {
     if (job.row.status == JobStatus::kPending) {
       // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
@@ -56,7 +60,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       if (!Eligible(job, now)) continue;
       snap.pending.push_back(*job.request);
       snap.pending.back().id = id;
-      in.job_gens.emplace(id, job.gen);
+      in.job_gens.emplace_back(id, job.gen);
     } else if (IsActive(job.row.status) || job.terminating) {
       if (job.row.group && !group_limits_.empty() && group_limits_.count(*job.row.group)) {
         ++group_running[*job.row.group];
@@ -73,7 +77,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       r.time_limit = job.spec->time_limit;
       r.stopping = job.terminating;
       snap.running.push_back(std::move(r));
-      in.job_gens.emplace(id, job.gen);
+      in.job_gens.emplace_back(id, job.gen);
     }
   }
   for (const auto& [key, dying] : dying_) {
@@ -181,8 +185,10 @@ bool Core::RunPass() {
       auto current = [&](int64_t id) {
         mu_.AssertHeld();
         auto it = jobs_.find(id);
-        auto seen = in.job_gens.find(id);
-        return it != jobs_.end() && seen != in.job_gens.end() && it->second.gen == seen->second;
+        auto seen = std::lower_bound(in.job_gens.begin(), in.job_gens.end(),
+                                     std::make_pair(id, uint64_t{0}));
+        return it != jobs_.end() && seen != in.job_gens.end() && seen->first == id &&
+               it->second.gen == seen->second;
       };
       if (next < result.placements.size()) {
         const auto& d = result.placements[next];

@@ -156,7 +156,11 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
   Result<std::unique_ptr<SqliteDb>> reader = SqliteDb::Open(path);
   if (!reader.ok()) return reader.status();
   BERTH_RETURN_IF_ERROR((*reader)->Exec("PRAGMA busy_timeout = " + std::to_string(kBusyTimeoutMs)));
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*opened), std::move(*reader)));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(*opened), std::move(*reader)));
+  Result<std::unique_ptr<WalCheckpointer>> checkpointer = WalCheckpointer::Start(*store->db_);
+  if (!checkpointer.ok()) return checkpointer.status();
+  store->checkpointer_ = std::move(*checkpointer);
+  return store;
 }
 
 Result<std::vector<SubmitResult>> SqliteStore::SubmitMany(

@@ -3,8 +3,9 @@
 // Durability: WAL with synchronous=NORMAL. A transaction that returned ok survives the process
 // being killed (kill -9, crash): it is in the WAL file, which the next open replays. Only a power
 // loss or OS crash can lose the last few transactions before a checkpoint, and even then the file
-// stays consistent. SQLite's documentation calls NORMAL the right choice for most WAL databases;
-// FULL would add an fsync to every commit, i.e. to every scheduling pass.
+// stays consistent. Checkpoints run on a thread of their own (WalCheckpointer), not in a commit.
+// SQLite's documentation calls NORMAL the right choice for most WAL databases; FULL would add an
+// fsync to every commit, i.e. to every scheduling pass.
 //
 // Thread-safety: every public method takes mu_, which guards the one connection db_ and its
 // statement cache. Methods are therefore serialized; each runs as one transaction. Several
@@ -20,6 +21,7 @@
 #include "store/row_codec.h"
 #include "store/sqlite.h"
 #include "store/store.h"
+#include "store/wal_checkpointer.h"
 
 namespace berth {
 
@@ -96,6 +98,11 @@ class SqliteStore final : public Store {
   std::mutex read_mu_;
   std::unique_ptr<SqliteDb>
       read_db_;  // guarded by read_mu_: reads that must not wait for a big write
+  // Checkpoints db_'s WAL on its own thread (destroyed first: it unhooks itself from db_).
+  std::unique_ptr<WalCheckpointer> checkpointer_;
+
+ public:
+  const WalCheckpointer& checkpointer() const { return *checkpointer_; }
 };
 
 }  // namespace berth
