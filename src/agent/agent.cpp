@@ -31,6 +31,11 @@ constexpr size_t kMaxSpareDirs = 1024;
 // Specs kept in memory; the server assumes a node still has the last few it sent (16), so this
 // must stay well above that.
 constexpr size_t kMaxCachedSpecs = 1024;
+// A user's account (uid, gid, groups, home) as looked up for a launch is reused for this long: a
+// 1000-job burst reads /etc/passwd and /etc/group once, not 1000 times. Unknown users are not
+// remembered.
+constexpr int64_t kAccountCacheMs = 2000;
+constexpr size_t kMaxCachedAccounts = 4096;
 
 // The files a job's directory holds; RecycleDir empties them, and anything else makes it remove
 // the directory instead.
@@ -251,6 +256,22 @@ void Agent::ControlLoop() {
   }
 }
 
+Result<JobAccount> Agent::LookupAccount(const std::string& user) {
+  const int64_t now = MonotonicMs();
+  {
+    MutexLock lock(mu_);
+    auto it = accounts_.find(user);
+    if (it != accounts_.end() && now < it->second.first) return it->second.second;
+  }
+  Result<JobAccount> found = options_.lookup_account(user);
+  if (found.ok()) {
+    MutexLock lock(mu_);
+    if (accounts_.size() >= kMaxCachedAccounts) accounts_.clear();
+    accounts_[user] = {now + kAccountCacheMs, *found};
+  }
+  return found;
+}
+
 void Agent::CacheSpec(int64_t spec_id, std::string text) {
   spec_cache_[spec_id] = std::move(text);
   // Spec ids grow with each submission: the smallest is the oldest.
@@ -418,7 +439,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
                 ", not root, so it runs only " + options_.only_user + "'s jobs, not " + m.user +
                 "'s";
       } else if (options_.lookup_account) {
-        auto found = options_.lookup_account(m.user);
+        auto found = LookupAccount(m.user);
         if (!found.ok()) {
           error = found.status().message() + " (" + options_.name + ")";
         } else if (found->uid == 0 && m.user != "root") {
@@ -462,30 +483,43 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     }
   }
   MutexLock lock(mu_);
-  launching_.erase(key);
-  bool stopped = stopped_launches_.erase(key) > 0;
-  if (jobs_.count(key)) return;
-  if (stopped) {
+  if (jobs_.count(key)) {
+    launching_.erase(key);
+    stopped_launches_.erase(key);
+    return;
+  }
+  if (stopped_launches_.erase(key) > 0) {
+    launching_.erase(key);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
     lock.Unlock();
     RecycleDir(job.dir, /*reusable=*/true);  // no supervisor ever ran in it
     return;
   }
-  reports_.push_back(proto::Report::Event(job.id, proto::ReportEvent::kAccepted));
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
-    // Started under the lock, so that a stop arriving meanwhile finds the job with its pid.
+    // The supervisor starts without the lock (the spawner's answer is a round trip, which the
+    // shipper and the watch stream need not wait for). The job stays in launching_ meanwhile: a
+    // stop that arrives is noted in stopped_launches_ and sent to the supervisor below, which
+    // holds it pending from its birth until it has recorded it.
+    lock.Unlock();
     auto pid = launcher_.Start(job.dir);
+    lock.Lock();
     if (!pid.ok()) {
       AppendEvent(job.dir, {"exited", 127, "launch", pid.status().message()});
     } else {
       job.pid = *pid;
     }
   }
+  launching_.erase(key);
+  const bool stop = stopped_launches_.erase(key) > 0;
+  // Reported once the job is in jobs_, so that the server's answer ("stop": a stale attempt)
+  // finds it.
+  reports_.push_back(proto::Report::Event(job.id, proto::ReportEvent::kAccepted));
   WatchDir(job, key);
-  jobs_[key] = job;
+  LocalJob& added = jobs_[key] = job;
+  if (stop) StopJob(added);
   dirty_.insert(key);
   cv_.SignalAll();
 }

@@ -53,8 +53,9 @@ struct AgentOptions {
   // The environment jobs start from (the agent's own, by default; see FilterBaseEnvironment).
   std::map<std::string, std::string> base_environment;
   // Run each job as its user (set when the agent is root): `lookup_account` finds the account on
-  // this node; a user without one fails the job with that reason. Unset: every job runs as the
-  // agent's own user.
+  // this node (an answer is reused for 2 s: a burst of launches reads the user database once);
+  // a user without one fails the job with that reason. Unset: every job runs as the agent's own
+  // user.
   AccountLookup lookup_account;
   // Set when the agent is not root: the one user whose jobs it may run (as itself); other users'
   // jobs fail, saying why, instead of running as this user with its files and credentials.
@@ -91,6 +92,8 @@ class Agent {
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
   // Keeps a spec's text for the launches that use it (the newest kMaxCachedSpecs).
   void CacheSpec(int64_t spec_id, std::string text) REQUIRES(mu_);
+  // options_.lookup_account, its answers kept for kAccountCacheMs.
+  Result<JobAccount> LookupAccount(const std::string& user) EXCLUDES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
   void LauncherLoop() EXCLUDES(mu_);
   // Writes the run plan and starts the supervisor; `error` (spec unavailable) fails the launch.
@@ -139,6 +142,8 @@ class Agent {
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
   std::map<int64_t, std::string> spec_cache_ GUARDED_BY(mu_);  // spec id -> JSON text, bounded
+  // user -> (monotonic ms it expires, account)
+  std::map<std::string, std::pair<int64_t, JobAccount>> accounts_ GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
   // thousand jobs, a 50 ms scan alone would eat most of a core. A full scan still runs every

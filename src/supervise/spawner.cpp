@@ -80,17 +80,18 @@ Result<pid_t> Spawner::Spawn(const std::string& dir) {
     }
     std::string line = dir + "\n";
     bool ok = ::write(to_fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    // One line per request, written at once: one read normally takes it whole.
     std::string answer;
-    char c;
-    while (ok) {
-      ssize_t n = ::read(from_fd_, &c, 1);
+    while (ok && (answer.empty() || answer.back() != '\n')) {
+      char buf[64];
+      ssize_t n = ::read(from_fd_, buf, sizeof(buf));
       if (n <= 0) {
         ok = false;
         break;
       }
-      if (c == '\n') break;
-      answer += c;
+      answer.append(buf, static_cast<size_t>(n));
     }
+    if (ok) answer.pop_back();
     if (ok && !answer.empty()) {
       pid_t pid = std::atoi(answer.c_str());
       if (pid > 0) return pid;

@@ -3,11 +3,12 @@
 // events itself (AppendEvent). Stop(pid) is recorded, and Alive(pid) holds until the test kills
 // the pid (a supervisor that died, e.g. SIGKILL before it recorded an exit). The agent never
 // signals a pid itself — only through its Launcher — so the made-up pids never reach the kernel.
-// Thread-safe.
+// HoldStarts() makes Start() wait, as a slow spawner would. Thread-safe.
 #pragma once
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
@@ -22,8 +23,10 @@ class FakeLauncher final : public Launcher {
   static constexpr pid_t kFirstPid = 100'001;
 
   Result<pid_t> Start(const std::string& dir) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     starts_.push_back(dir);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !hold_; });
     return next_pid_++;
   }
   void Stop(pid_t pid) override {
@@ -34,6 +37,18 @@ class FakeLauncher final : public Launcher {
   bool Alive(pid_t pid) override {
     std::lock_guard lock(mu_);
     return pid > 0 && dead_.count(pid) == 0;
+  }
+
+  // While held, Start blocks once it has recorded the directory (a slow spawner): the agent's
+  // launch stays between "launching" and "has a pid".
+  void HoldStarts() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void ReleaseStarts() {
+    std::lock_guard lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
   }
 
   // The supervisor `pid` is gone from now on.
@@ -54,6 +69,8 @@ class FakeLauncher final : public Launcher {
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;                // guarded by mu_
   std::vector<std::string> starts_;  // guarded by mu_
   std::vector<pid_t> stops_;         // guarded by mu_
   std::set<pid_t> dead_;             // guarded by mu_

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -56,6 +57,7 @@ class AgentTest : public ::testing::Test {
 
   ~AgentTest() override {
     connection_.ReleaseSpecs();  // a launcher thread held in GetSpec would keep Run() from ending
+    launcher_.ReleaseStarts();   // nor one held in Start
     if (agent_) {
       agent_->RequestStop();
       thread_.join();
@@ -479,6 +481,51 @@ TEST_F(AgentTest, ANonRootAgentRunsOnlyItsOwnUsersJobs) {
   EXPECT_NE(exited->reason.find("runs only bob's jobs, not alice's"), std::string::npos)
       << exited->reason;
   EXPECT_TRUE(launcher_.starts().empty());
+}
+
+// The agent starts a supervisor without holding its lock (the spawner's answer is a round trip).
+// A stop that arrives while job 1's supervisor is being started is not lost, nor answered "was not
+// running": once the pid is known, the supervisor is told to stop. Meanwhile the agent goes on:
+// job 2's stop, for a job it never had, is answered at once.
+TEST_F(AgentTest, AStopWhileTheSupervisorStartsReachesIt) {
+  StartAgent();
+  launcher_.HoldStarts();
+  connection_.Push(LaunchOf({1, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  connection_.Push(StopOf({1, 1, 0}));
+  connection_.Push(StopOf({2, 1, 0}));
+  EXPECT_TRUE(WaitForReport({2, 1, 0}, ReportEvent::kExited));
+  EXPECT_TRUE(launcher_.stops().empty());
+  launcher_.ReleaseStarts();
+  EXPECT_TRUE(
+      WaitFor([&] { return launcher_.stops() == std::vector<pid_t>{FakeLauncher::kFirstPid}; },
+              kTimeoutMs));
+  EXPECT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
+  EXPECT_FALSE(Reported({1, 1, 0}, ReportEvent::kExited).has_value());
+}
+
+// A burst of launches for one user looks the account up once (the agent keeps it 2 s), not once
+// per job; a user the node does not know is looked up again each time, and still fails the job.
+TEST_F(AgentTest, ALaunchBurstLooksTheAccountUpOnce) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a job its work dir (chown) needs root";
+  auto lookups = std::make_shared<std::atomic<int>>(0);
+  options_.lookup_account = [lookups](const std::string& user) -> Result<JobAccount> {
+    lookups->fetch_add(1);
+    if (user == "alice") return JobAccount{"alice", 1001, 1001, {1001}, "/home/alice", "/bin/sh"};
+    return Status::NotFound("user '" + user + "' does not exist on this node");
+  };
+  StartAgent();
+  for (int64_t job = 1; job <= 10; ++job) connection_.Push(LaunchOf({job, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 10; }, kTimeoutMs));
+  EXPECT_EQ(ReadRunPlan(JobDir("10-1-0"))->run_as->uid, 1001u);
+  EXPECT_EQ(lookups->load(), 1);
+  for (int64_t job = 11; job <= 12; ++job) {
+    auto unknown = LaunchOf({job, 1, 0}, {});
+    unknown.user = "mallory";
+    connection_.Push(unknown);
+    ASSERT_TRUE(WaitForReport({job, 1, 0}, ReportEvent::kExited));
+  }
+  EXPECT_EQ(lookups->load(), 3);
 }
 
 // A root agent runs each job as its user: the plan carries the account, and the job's environment
