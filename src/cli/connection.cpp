@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -422,10 +421,7 @@ void Connection::UseServer(const std::string& url) {
       net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
 }
 
-std::string NewIdempotencyKey() {
-  std::random_device random;
-  return fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
-}
+std::string NewIdempotencyKey() { return RandomHex(16); }
 
 Result<json::value> Connection::Call(const std::string& method, const std::string& target,
                                      const std::string& body, DurationMs timeout_ms) {

@@ -1,5 +1,7 @@
 #include "common/strings.h"
 
+#include <sys/random.h>
+
 #include <charconv>
 #include <cstdio>
 #include <random>
@@ -59,9 +61,13 @@ bool IsValidName(std::string_view s) {
 
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
-  FILE* f = fopen("/dev/urandom", "rb");
-  bool ok = f && fread(raw.data(), 1, bytes, f) == bytes;
-  if (f) fclose(f);
+  // getrandom(2): one system call, no file to open (a CLI command makes a key each time).
+  bool ok = ::getrandom(raw.data(), bytes, 0) == static_cast<ssize_t>(bytes);
+  if (!ok) {
+    FILE* f = fopen("/dev/urandom", "rb");
+    ok = f && fread(raw.data(), 1, bytes, f) == bytes;
+    if (f) fclose(f);
+  }
   if (!ok) {
     std::random_device rd;
     for (auto& c : raw) c = static_cast<char>(rd());
