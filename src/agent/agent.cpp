@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -71,9 +72,6 @@ Status Agent::LoadIdentity() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir + "/jobs", ec);
   if (ec) return Status::Internal("cannot create " + options_.state_dir + ": " + ec.message());
-  // Specs were kept on disk, one file per submission and never removed, by earlier versions: the
-  // server now sends them on the watch stream, and they are kept in memory.
-  std::filesystem::remove_all(options_.state_dir + "/specs", ec);
   // The state dir holds the jobs' run plans and environments: the agent's alone. When jobs run as
   // other users, they may pass through it (search) to their own work dirs, never list or read it.
   mode_t pass = options_.lookup_account ? 0711 : 0700;
@@ -93,6 +91,15 @@ Status Agent::LoadIdentity() {
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
     LogWarn("cannot write {}", lock_path);
+  }
+  // Earlier versions kept specs on disk, one file per submission, never removed: the server now
+  // sends them on the watch stream, and they are kept in memory. Moved aside at once (a rename),
+  // removed once the node has registered: there may be a million of them, and deleting them here
+  // would keep the node from renewing its jobs' lease.
+  if (::rename((options_.state_dir + "/specs").c_str(),
+               (options_.state_dir + "/specs.old").c_str()) == 0 ||
+      std::filesystem::exists(options_.state_dir + "/specs.old", ec)) {
+    old_specs_ = options_.state_dir + "/specs.old";
   }
   std::string path = options_.state_dir + "/node_id";
   ::chmod(path.c_str(), 0600);  // written 0644 by older agents
@@ -179,6 +186,13 @@ Status Agent::Run() {
     first = Register();
   }
   if (!first.ok() && !stop_) return first;
+  std::thread cleanup;
+  if (!old_specs_.empty()) {
+    cleanup = std::thread([dir = old_specs_] {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    });
+  }
 
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread launcher([this] { LauncherLoop(); });
@@ -188,6 +202,7 @@ Status Agent::Run() {
   heartbeat.join();
   launcher.join();
   shipper.join();
+  if (cleanup.joinable()) cleanup.join();
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
   MutexLock lock(mu_);
   LogInfo("stopped; {} job(s) keep running under their supervisors", jobs_.size());
@@ -205,14 +220,25 @@ Status Agent::Register() {
   request.memory_mib = resources_.memory;
   request.gpus = resources_.gpus;
   {
+    // Launches being started or still queued count too: the server then stops those it no longer
+    // wants (a stop sent to the old session is lost with it) instead of freeing their resources
+    // while they start.
     MutexLock lock(mu_);
     for (const auto& [key, job] : jobs_) request.running.push_back(job.id);
+    for (const auto& launch : launches_) request.running.push_back(launch.id());
+    for (const auto& key : launching_) {
+      auto parts = Split(key, '-');
+      if (parts.size() != 3) continue;
+      request.running.push_back(
+          {std::atoll(parts[0].c_str()), std::atoi(parts[1].c_str()), std::atoi(parts[2].c_str())});
+    }
   }
   int64_t sent_at = clock_.Monotonic();  // the server's lease starts no earlier than this
   auto answer = connection_.Register(request);
   if (!answer.ok()) return answer.status();
   MutexLock lock(mu_);
   session_ = answer->session;
+  spec_cache_.clear();  // the new session gets every spec it uses again
   lease_ms_ = answer->lease_ms;
   heartbeat_ms_ = answer->heartbeat_ms;
   WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
@@ -273,9 +299,13 @@ Result<JobAccount> Agent::LookupAccount(const std::string& user) {
 }
 
 void Agent::CacheSpec(int64_t spec_id, std::string text) {
-  spec_cache_[spec_id] = std::move(text);
-  // Spec ids grow with each submission: the smallest is the oldest.
-  if (spec_cache_.size() > kMaxCachedSpecs) spec_cache_.erase(spec_cache_.begin());
+  spec_cache_[spec_id] = {std::move(text), ++spec_uses_};
+  if (spec_cache_.size() <= kMaxCachedSpecs) return;
+  // The least recently used goes (not the oldest id: a long sweep's spec is used all along).
+  auto lru = std::min_element(
+      spec_cache_.begin(), spec_cache_.end(),
+      [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
+  spec_cache_.erase(lru);
 }
 
 void Agent::HandleMessage(const proto::WatchMessage& message) {
@@ -298,18 +328,14 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
   if (it != jobs_.end()) {
     StopJob(it->second);
   } else if (launching_.count(key)) {
-    // Being launched right now (spec fetch, run plan): Launch() drops it and reports it never
-    // ran. Saying so here would let the server free its GPUs while the launch still starts the
-    // job.
+    // Being launched right now: Launch() drops it and reports it never ran (before its supervisor
+    // starts), or stops its supervisor (once it has). Saying so here would let the server free its
+    // GPUs while the launch still starts the job.
     stopped_launches_.insert(key);
   } else {
-    // Maybe still queued for launch: drop it, and tell the server it never ran.
-    for (auto q = launches_.begin(); q != launches_.end(); ++q) {
-      if (q->id() == stop->id()) {
-        launches_.erase(q);
-        break;
-      }
-    }
+    // Maybe still queued for launch (maybe twice: a launch sent again): drop it, and tell the
+    // server it never ran.
+    std::erase_if(launches_, [&](const proto::LaunchMessage& q) { return q.id() == stop->id(); });
     reports_.push_back(proto::Report::Exited(stop->id(), std::nullopt, "run", "was not running"));
     cv_.SignalAll();
   }
@@ -386,7 +412,10 @@ void Agent::LauncherLoop() {
     {
       MutexLock lock(mu_);
       auto it = spec_cache_.find(launch.spec_id);
-      if (it != spec_cache_.end()) spec_text = it->second;
+      if (it != spec_cache_.end()) {
+        spec_text = it->second.first;
+        it->second.second = ++spec_uses_;
+      }
     }
     std::string error;
     if (spec_text.empty()) {

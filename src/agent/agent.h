@@ -90,7 +90,7 @@ class Agent {
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
-  // Keeps a spec's text for the launches that use it (the newest kMaxCachedSpecs).
+  // Keeps a spec's text for the launches that use it (the kMaxCachedSpecs used last).
   void CacheSpec(int64_t spec_id, std::string text) REQUIRES(mu_);
   // options_.lookup_account, its answers kept for kAccountCacheMs.
   Result<JobAccount> LookupAccount(const std::string& user) EXCLUDES(mu_);
@@ -141,7 +141,12 @@ class Agent {
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
-  std::map<int64_t, std::string> spec_cache_ GUARDED_BY(mu_);  // spec id -> JSON text, bounded
+  // spec id -> (JSON text, when last used); the newest kMaxCachedSpecs used. Cleared at each
+  // registration: the server sends a new session every spec again, and a server started afresh on
+  // a new store numbers its specs from 1 again.
+  std::map<int64_t, std::pair<std::string, uint64_t>> spec_cache_ GUARDED_BY(mu_);
+  uint64_t spec_uses_ GUARDED_BY(mu_) = 0;
+  std::string old_specs_;  // <state>/specs.old to remove once registered; set before the threads
   // user -> (monotonic ms it expires, account)
   std::map<std::string, std::pair<int64_t, JobAccount>> accounts_ GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};

@@ -449,12 +449,19 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
                                            const net::HttpHeaders& headers, bool repeatable) {
   Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
   if (local_unverified_) {
-    // The local server's socket was there but nothing answered on it: the request reached no
-    // server, so it goes again once the cluster runs.
+    // The local server's socket was there but nothing listens on it: the request reached no
+    // server, so it goes again once the cluster runs. A server that took the request and never
+    // answered (it hangs) is replaced too, but only a request that is safe to repeat goes again.
     const bool refused = !res.ok() && StartsWith(res.status().message(), "cannot connect");
-    if (Status st = refused ? VerifyLocal() : Status::Ok(); !st.ok()) return st;
+    const bool hung =
+        !res.ok() && res.status().message().find("did not answer") != std::string::npos;
+    if (refused || hung) {
+      if (Status st = VerifyLocal(); !st.ok()) return st;
+      if (refused || method == "GET" || repeatable) {
+        res = client_->Request(method, target, body, timeout_ms, headers);
+      }
+    }
     local_unverified_ = false;
-    if (refused) res = client_->Request(method, target, body, timeout_ms, headers);
   }
   const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
   for (size_t tried = 1; urls_.size() > 1 || repeatable; ++tried) {

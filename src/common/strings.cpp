@@ -62,7 +62,8 @@ bool IsValidName(std::string_view s) {
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
   // getrandom(2): one system call, no file to open (a CLI command makes a key each time).
-  bool ok = ::getrandom(raw.data(), bytes, 0) == static_cast<ssize_t>(bytes);
+  // GRND_NONBLOCK: never wait for the pool at early boot (the fallback below does not either).
+  bool ok = ::getrandom(raw.data(), bytes, GRND_NONBLOCK) == static_cast<ssize_t>(bytes);
   if (!ok) {
     FILE* f = fopen("/dev/urandom", "rb");
     ok = f && fread(raw.data(), 1, bytes, f) == bytes;

@@ -36,8 +36,11 @@ int WalCheckpointer::Hook(void* self, sqlite3* db, const char* name, int pages) 
     // Writes come faster than the thread copies them out: the WAL would grow without end (it only
     // starts over once a checkpoint has copied all of it). This commit catches up, as SQLite's own
     // auto-checkpoint would have done at `pages`.
-    sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    checkpointer->in_commit_.fetch_add(1);
+    // SQLITE_BUSY: the thread is checkpointing right now; the next commit tries again.
+    if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr) ==
+        SQLITE_OK) {
+      checkpointer->in_commit_.fetch_add(1);
+    }
   } else if (pages >= checkpointer->pages_) {
     MutexLock lock(checkpointer->mu_);
     checkpointer->due_ = true;

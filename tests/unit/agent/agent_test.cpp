@@ -240,6 +240,68 @@ TEST_F(AgentTest, StopOfALaunchNotYetStartedIsReportedAsNeverRun) {
   EXPECT_FALSE(std::filesystem::exists(JobDir("3-1-0")));
 }
 
+// The agent registers again (the server dropped its stream: it restarted) while job 3
+// is being launched (its spec is slow to come) and job 4 waits behind it: it says it has both, so
+// that the server stops them if it no longer wants them instead of freeing their resources while
+// they start. Job 4 was sent twice: one stop drops both copies.
+TEST_F(AgentTest, ARegistrationCountsLaunchesInProgressAndQueued) {
+  connection_.HoldSpecs();
+  StartAgent();
+  connection_.Push(LaunchOf({3, 1, 0}, {0}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.spec_requests() == 1; }, kTimeoutMs));
+  connection_.Push(LaunchOf({4, 1, 0}, {1}));
+  connection_.Push(LaunchOf({4, 1, 0}, {1}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.delivered() == 3; }, kTimeoutMs));
+  connection_.EndStream();
+  ASSERT_TRUE(WaitFor([&] { return connection_.registers().size() >= 2; }, kTimeoutMs));
+  auto running = connection_.registers()[1].running;
+  std::sort(running.begin(), running.end());
+  EXPECT_EQ(running, (std::vector<AttemptRank>{{3, 1, 0}, {4, 1, 0}, {4, 1, 0}}));
+
+  connection_.Push(StopOf({4, 1, 0}));
+  ASSERT_TRUE(WaitForReport({4, 1, 0}, ReportEvent::kExited));
+  connection_.ReleaseSpecs();
+  ASSERT_TRUE(WaitForReport({3, 1, 0}, ReportEvent::kAccepted));
+  EXPECT_EQ(launcher_.starts(), std::vector<std::string>{JobDir("3-1-0")});
+}
+
+// Earlier agents left one file per submission in <state>/specs: the agent moves it aside before it
+// registers and removes it after, so that deleting a million files never delays the node's lease.
+TEST_F(AgentTest, TheSpecsDirectoryOfEarlierAgentsIsRemoved) {
+  for (int i = 1; i <= 50; ++i) {
+    std::filesystem::create_directories(state_.path() + "/specs");
+    std::ofstream(state_.path() + "/specs/" + std::to_string(i) + ".json") << "{}";
+  }
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return !std::filesystem::exists(state_.path() + "/specs") &&
+               !std::filesystem::exists(state_.path() + "/specs.old");
+      },
+      kTimeoutMs));
+}
+
+// Spec ids of a long sweep stay in use while a thousand newer ones come and go: the agent keeps the
+// specs it used last (not the newest ids), so the sweep's next launch needs no fetch.
+TEST_F(AgentTest, TheSpecCacheKeepsWhatWasUsedLast) {
+  StartAgent();
+  connection_.Push(proto::SpecMessage{kSpecId, R"({"run":"echo sweep"})"});
+  connection_.Push(LaunchOf({1, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  for (int64_t id = 100; id < 100 + 1100; ++id) {
+    connection_.Push(proto::SpecMessage{id, R"({"run":"true"})"});
+    if (id % 100 == 0) {  // the sweep goes on meanwhile
+      connection_.Push(LaunchOf({id, 1, 0}, {}));
+      ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1 + id / 100; }, kTimeoutMs));
+    }
+  }
+  connection_.Push(LaunchOf({2, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 13; }, kTimeoutMs));
+  EXPECT_EQ(ReadRunPlan(JobDir("2-1-0"))->run, "echo sweep");
+  EXPECT_EQ(connection_.spec_requests(), 0);
+}
+
 // The spec of job 3 is slow to come, so job 4's launch waits in the queue behind it; then job 4 is
 // cancelled. The agent drops the queued launch and reports at once that rank 0 of job 4 never ran;
 // when the spec arrives, only job 3 starts.
