@@ -226,12 +226,7 @@ Status Agent::Register() {
     MutexLock lock(mu_);
     for (const auto& [key, job] : jobs_) request.running.push_back(job.id);
     for (const auto& launch : launches_) request.running.push_back(launch.id());
-    for (const auto& key : launching_) {
-      auto parts = Split(key, '-');
-      if (parts.size() != 3) continue;
-      request.running.push_back(
-          {std::atoll(parts[0].c_str()), std::atoi(parts[1].c_str()), std::atoi(parts[2].c_str())});
-    }
+    for (const auto& [key, id] : launching_) request.running.push_back(id);
   }
   int64_t sent_at = clock_.Monotonic();  // the server's lease starts no earlier than this
   auto answer = connection_.Register(request);
@@ -406,7 +401,7 @@ void Agent::LauncherLoop() {
       if (stop_) return;
       launch = std::move(launches_.front());
       launches_.pop_front();
-      launching_.insert(KeyOf(launch.id()));
+      launching_.emplace(KeyOf(launch.id()), launch.id());
     }
     std::string spec_text;
     {

@@ -134,7 +134,8 @@ class Agent {
   CondVar cv_;
   std::map<std::string, LocalJob> jobs_ GUARDED_BY(mu_);  // key "job-attempt-rank"
   std::deque<proto::LaunchMessage> launches_ GUARDED_BY(mu_);
-  std::set<std::string> launching_ GUARDED_BY(mu_);  // taken from launches_, not yet in jobs_
+  // Taken from launches_, not yet in jobs_: key -> the rank's id.
+  std::map<std::string, proto::AttemptRank> launching_ GUARDED_BY(mu_);
   std::set<std::string> stopped_launches_ GUARDED_BY(mu_);  // of launching_, told to stop
   std::deque<proto::Report> reports_ GUARDED_BY(mu_);       // waiting to be sent
   std::string session_ GUARDED_BY(mu_);
