@@ -353,7 +353,7 @@ bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
 
 void Agent::StopJob(LocalJob& job) {
   if (job.exited) return;
-  launcher_.Stop(job.pid);
+  launcher_.Stop(job.pid, job.dir);
 }
 
 // Renews the node's lease. Each renewal is also written to <state>/lease, which every job's
@@ -523,7 +523,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
   } else {
-    // The supervisor starts without the lock (the spawner's answer is a round trip, which the
+    // The supervisor starts without the lock (starting a node supervisor takes a while, which the
     // shipper and the watch stream need not wait for). The job stays in launching_ meanwhile: a
     // stop that arrives is noted in stopped_launches_ and sent to the supervisor below, which
     // holds it pending from its birth until it has recorded it.

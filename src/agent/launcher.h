@@ -1,9 +1,11 @@
 // Launcher: how the agent starts and stops the supervisor of one job rank (supervise/supervisor.h),
-// given the job directory holding its run plan. SupervisorLauncher forks supervisors through the
-// Spawner helper process (falling back to fork+exec), from the small berth-supervisor image that
-// sits beside the agent's binary (or from the agent's own binary where it is missing); unit tests
-// use a fake that records what it was asked and lets the test write the job's events itself
-// (tests/fakes/fake_launcher.h).
+// given the job directory holding its run plan. SupervisorLauncher hands ranks to the node
+// supervisor (supervise/node_supervisor.h), one long-lived process per state directory that runs
+// them all, and starts it when none answers on <state>/supervisor.sock; where it cannot, it falls
+// back to a supervisor process per rank (fork + exec of `__supervise DIR`). Both run from the small
+// berth-supervisor image beside the agent's binary (or from the agent's own binary where it is
+// missing). Unit tests use a fake that records what it was asked and lets the test write the job's
+// events itself (tests/fakes/fake_launcher.h).
 //
 // Thread-safety: implementations are thread-safe.
 #pragma once
@@ -13,33 +15,47 @@
 #include <memory>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
-#include "supervise/spawner.h"
 
 namespace berth {
 
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Starts a supervisor for the run plan in `dir`; returns its pid.
+  // Starts the rank whose run plan is in `dir`; returns the pid of its supervisor (the node
+  // supervisor's, shared by every rank it runs). The rank's progress, and any failure to start it,
+  // is recorded in `dir`'s events.
   virtual Result<pid_t> Start(const std::string& dir) = 0;
-  // Asks the supervisor to stop its job (SIGTERM; it escalates to SIGKILL after the grace).
-  virtual void Stop(pid_t pid) = 0;
+  // Asks the supervisor `pid` to stop the rank of `dir` (SIGTERM to its processes, SIGKILL after
+  // the grace).
+  virtual void Stop(pid_t pid, const std::string& dir) = 0;
   // Whether the supervisor still lives (a zombie counts as gone).
   virtual bool Alive(pid_t pid) = 0;
 };
 
 class SupervisorLauncher final : public Launcher {
  public:
-  // `self_exe`: the agent's binary; berth-supervisor is looked for beside it.
-  explicit SupervisorLauncher(const std::string& self_exe);
-  Result<pid_t> Start(const std::string& dir) override;
-  void Stop(pid_t pid) override;
+  // `self_exe`: the agent's binary; berth-supervisor is looked for beside it. `state_dir`: the
+  // agent's, where the node supervisor's socket is.
+  SupervisorLauncher(const std::string& self_exe, std::string state_dir);
+  ~SupervisorLauncher() override;
+  Result<pid_t> Start(const std::string& dir) override EXCLUDES(mu_);
+  void Stop(pid_t pid, const std::string& dir) override EXCLUDES(mu_);
   bool Alive(pid_t pid) override;
 
  private:
+  // Connects to the node supervisor, starting one if none answers and `start` is set.
+  Status ConnectLocked(bool start) REQUIRES(mu_);
+  // Sends one line; false if the node supervisor is gone (the connection is dropped).
+  bool SendLocked(const std::string& line) REQUIRES(mu_);
+  void DisconnectLocked() REQUIRES(mu_);
+
   std::string self_exe_;  // what supervisors are started from
-  Spawner spawner_;
+  std::string state_dir_;
+  Mutex mu_;
+  int fd_ GUARDED_BY(mu_) = -1;         // connection to the node supervisor
+  pid_t node_pid_ GUARDED_BY(mu_) = 0;  // its pid
 };
 
 }  // namespace berth

@@ -301,21 +301,27 @@ Status StopLocalCluster() {
   // processes and records the exit, reported when the cluster comes back), then the server.
   TerminateAndWait(agents, 5000);
   std::vector<int> supervisors;
+  // A supervisor runs every job of its node (`berth __node STATE_DIR`) or one (`berth __supervise
+  // DIR`, the agent's fallback); the pid files say which processes they are.
+  auto add_supervisor = [&](const std::string& pid_file) {
+    int pid = ReadPidFile(pid_file);
+    std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
+    if (pid > 0 &&
+        (cmdline.find("__supervise") != std::string::npos ||
+         cmdline.find("__node") != std::string::npos) &&
+        std::find(supervisors.begin(), supervisors.end(), pid) == supervisors.end()) {
+      supervisors.push_back(pid);
+    }
+  };
   std::string agents_dir = home + "/agents";
   if (DIR* d = opendir(agents_dir.c_str())) {
     while (dirent* e = readdir(d)) {
+      add_supervisor(agents_dir + "/" + e->d_name + "/supervisor.pid");
       std::string jobs = agents_dir + "/" + e->d_name + "/jobs";
       DIR* j = opendir(jobs.c_str());
       if (!j) continue;
       while (dirent* f = readdir(j)) {
-        int pid = ReadPidFile(jobs + "/" + f->d_name + "/supervisor.pid");
-        std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
-        // A supervisor is either exec'd (`berth __supervise DIR`) or forked by the agent's spawner,
-        // whose command line it keeps (`berth __spawner`); the pid file says which process it is.
-        if (pid > 0 && (cmdline.find("__supervise") != std::string::npos ||
-                        cmdline.find("__spawner") != std::string::npos)) {
-          supervisors.push_back(pid);
-        }
+        add_supervisor(jobs + "/" + f->d_name + "/supervisor.pid");
       }
       closedir(j);
     }

@@ -27,7 +27,7 @@ std::string SelfExe(const char* argv0) {
 int Main(int argc, char** argv, const Daemons& daemons) {
   // The job supervisor starts for every job: keep its path free of argument parsing.
   if (argc == 3 && std::strcmp(argv[1], "__supervise") == 0) return daemons.supervise(argv[2]);
-  if (argc == 2 && std::strcmp(argv[1], "__spawner") == 0) return daemons.spawner();
+  if (argc == 3 && std::strcmp(argv[1], "__node") == 0) return daemons.node_supervisor(argv[2]);
 
   CLI::App app{
       "berth: a job queue and batch scheduler for GPU clusters.\n"

@@ -11,12 +11,13 @@ struct ServerFlags;
 struct AgentFlags;
 
 // The long-running processes, wired in src/exe (the CLI does not link the server or the agent):
-// `berth server`, `berth agent`, and the hidden `berth __supervise DIR` and `berth __spawner`.
+// `berth server`, `berth agent`, and the hidden `berth __supervise DIR` and `berth __node
+// STATE_DIR`.
 struct Daemons {
   std::function<int(const ServerFlags&)> server;
   std::function<int(const AgentFlags&, const std::string& self_exe)> agent;
   std::function<int(const std::string& dir)> supervise;
-  std::function<int()> spawner;
+  std::function<int(const std::string&)> node_supervisor;
 };
 
 // Parses argv and runs the command; returns the process exit status.

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
       [](const cli::ServerFlags&) { return ExecDaemon(); },
       [](const cli::AgentFlags&, const std::string&) { return ExecDaemon(); },
       [](const std::string&) { return ExecDaemon(); },
-      [] { return ExecDaemon(); },
+      [](const std::string&) { return ExecDaemon(); },
   };
   return cli::Main(argc, argv, daemons);
 }

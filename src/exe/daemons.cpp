@@ -1,4 +1,4 @@
-// `berth server`, `berth agent` and the hidden `berth __supervise` / `berth __spawner`: the
+// `berth server`, `berth agent` and the hidden `berth __supervise` / `berth __node`: the
 // long-running processes, wired from their parts (the store the server uses, its clock, the agent's
 // options). The command line parses their flags (cli/commands.h) and calls these (exe/daemons.h).
 #include "exe/daemons.h"
@@ -28,7 +28,7 @@
 #include "protocol/job_env.h"
 #include "server/server.h"
 #include "store/store.h"
-#include "supervise/spawner.h"
+#include "supervise/node_supervisor.h"
 #include "supervise/supervisor.h"
 
 extern char** environ;
@@ -285,7 +285,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   }
   if (server_urls.empty()) return Fail(Status::Invalid("--server: no URL given"));
   FailoverAgentConnection connection(server_urls, options.token, options.tls_fingerprint);
-  SupervisorLauncher launcher(options.self_exe);
+  SupervisorLauncher launcher(options.self_exe, options.state_dir);
   Agent agent(options, SystemClock::Get(), connection, launcher);
   // The node's users reach the server through the agent's socket, the kernel vouching for them.
   std::unique_ptr<UserSocket> user_socket;
@@ -325,6 +325,6 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
 
 int RunSupervisor(const std::string& dir) { return SupervisorMain(dir); }
 
-int RunSpawner() { return SpawnerMain(); }
+int RunNodeSupervisor(const std::string& state_dir) { return NodeSupervisorMain(3, state_dir); }
 
 }  // namespace berth::exe

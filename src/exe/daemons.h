@@ -1,5 +1,5 @@
-// The daemons' main functions (server, agent, supervisor, spawner), wired from their parts. Each
-// returns the process exit status. Not thread-safe (one per process).
+// The daemons' main functions (server, agent, supervisor, node supervisor), wired from their parts.
+// Each returns the process exit status. Not thread-safe (one per process).
 #pragma once
 
 #include <string>
@@ -11,6 +11,6 @@ namespace berth::exe {
 int RunServer(const cli::ServerFlags& flags);
 int RunAgent(const cli::AgentFlags& flags, const std::string& self_exe);
 int RunSupervisor(const std::string& dir);
-int RunSpawner();
+int RunNodeSupervisor(const std::string& state_dir);
 
 }  // namespace berth::exe

@@ -5,6 +5,6 @@
 
 int main(int argc, char** argv) {
   using namespace berth;
-  cli::Daemons daemons{exe::RunServer, exe::RunAgent, exe::RunSupervisor, exe::RunSpawner};
+  cli::Daemons daemons{exe::RunServer, exe::RunAgent, exe::RunSupervisor, exe::RunNodeSupervisor};
   return cli::Main(argc, argv, daemons);
 }

@@ -23,6 +23,7 @@
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "supervise/step.h"
 
 namespace berth {
 
@@ -43,47 +44,9 @@ std::map<std::string, std::string> EnvFromJson(const json::value* v) {
   return env;
 }
 
-// Every live process whose parent chain leads to `root` (read from /proc).
-std::vector<pid_t> Descendants(pid_t root) {
-  std::map<pid_t, pid_t> parent;
-  DIR* d = opendir("/proc");
-  if (!d) return {};
-  while (dirent* e = readdir(d)) {
-    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    std::string stat = ReadFileOr(std::string("/proc/") + e->d_name + "/stat");
-    auto close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close_paren + 2));
-    char state;
-    pid_t ppid;
-    if (rest >> state >> ppid) parent[std::atoi(e->d_name)] = ppid;
-  }
-  closedir(d);
-  std::vector<pid_t> out;
-  for (const auto& [pid, ppid] : parent) {
-    pid_t p = pid;
-    for (int depth = 0; depth < 64 && p > 1; ++depth) {
-      auto it = parent.find(p);
-      if (it == parent.end()) break;
-      if (it->second == root) {
-        out.push_back(pid);
-        break;
-      }
-      p = it->second;
-    }
-  }
-  return out;
-}
-
 void SignalAll(pid_t group, int sig) {
   if (group > 0) ::kill(-group, sig);
-  for (pid_t pid : Descendants(::getpid())) ::kill(pid, sig);
-}
-
-std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env) {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
+  for (pid_t pid : Descendants({::getpid()})) ::kill(pid, sig);
 }
 
 // The supervisor blocks SupervisorWaitedSignals() and takes them with sigtimedwait: SIGCHLD wakes
@@ -108,16 +71,9 @@ bool g_kill_now = false;  // the lease is past its kill point: no grace
 const Clock* g_clock = &SystemClock::Get();
 
 void CheckLease() {
-  if (g_lease_file.empty()) return;
-  // Plain reads: an ifstream's construction and destruction cost more than the read itself, and
-  // this runs at every job's start and every 200 ms while it runs.
-  std::string text = ReadFileOr(g_lease_file);
-  long long term_at = 0;
-  long long kill_at = 0;
-  if (std::sscanf(text.c_str(), "%lld %lld", &term_at, &kill_at) != 2) return;
-  int64_t now = g_clock->Monotonic();
-  if (now >= term_at) g_stop_requested = true;
-  if (now >= kill_at) g_kill_now = true;
+  LeaseVerdict lease = CheckLeaseFile(g_lease_file, g_clock->Monotonic());
+  if (lease.term) g_stop_requested = true;
+  if (lease.kill) g_kill_now = true;
 }
 
 // Takes pending stop signals without waiting.
@@ -131,172 +87,27 @@ void PollStopSignals() {
   }
 }
 
-// What the child of a step needs, all prepared before it is started: the child shares the
-// supervisor's memory until it execs (see StartStepChild), so it only makes system calls.
-struct StepChild {
-  const char* bash;
-  char** argv;
-  char** envp;
-  const char* workdir;  // null: stay where the supervisor is
-  const RunPlan::RunAs* run_as;
-  int devnull;  // becomes stdin
-  int log_fd;   // becomes stdout and stderr
-  int err_fd;   // close-on-exec pipe: a failure before exec is written here
-};
-
-// Sends a letter naming the step that failed, then errno, so that the reason reported names the
-// real cause (e.g. E2BIG for an oversized environment); then exits.
-[[noreturn]] void FailStepChild(const StepChild& c, char letter) {
-  char msg[1 + sizeof(int)] = {letter};
-  int err = errno;
-  std::memcpy(msg + 1, &err, sizeof(err));
-  ssize_t ignored = ::write(c.err_fd, msg, sizeof(msg));
-  (void)ignored;
-  _exit(127);
-}
-
-int RunStepChild(void* arg) {
-  const StepChild& c = *static_cast<const StepChild*>(arg);
-  ::setpgid(0, 0);
-  // Dispositions are the child's own (no CLONE_SIGHAND); the mask is per thread.
-  ::signal(SIGTERM, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (c.devnull >= 0) ::dup2(c.devnull, 0);
-  ::dup2(c.log_fd, 1);
-  ::dup2(c.log_fd, 2);
-  ::umask(022);
-  // Groups, then gid, then uid: once the uid is dropped nothing else may be changed. Raw system
-  // calls: glibc's wrappers would coordinate with threads this process does not have.
-  if (c.run_as) {
-    if (::syscall(SYS_setgroups, c.run_as->groups.size(), c.run_as->groups.data()) != 0) {
-      FailStepChild(c, 'U');
-    }
-    if (::syscall(SYS_setgid, c.run_as->gid) != 0) FailStepChild(c, 'U');
-    if (::syscall(SYS_setuid, c.run_as->uid) != 0) FailStepChild(c, 'U');
-  }
-  if (c.workdir && ::chdir(c.workdir) != 0) FailStepChild(c, 'W');
-  ::execve(c.bash, c.argv, c.envp);
-  FailStepChild(c, 'E');
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BERTH_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BERTH_SANITIZED 1
-#endif
-#endif
-
-// Starts the child of a step and returns its pid (-1 with errno set on failure). The child shares
-// the supervisor's memory and the supervisor waits until it has exec'd (CLONE_VM | CLONE_VFORK,
-// what posix_spawn does), so no page table is copied: a fork of even this small image costs as much
-// as a fifth of a short job's launch. Sanitized builds fork instead: their runtimes do not follow
-// a child that shares the parent's memory.
-pid_t StartStepChild(StepChild& child) {
-#ifdef BERTH_SANITIZED
-  pid_t pid = ::fork();
-  if (pid == 0) RunStepChild(&child);
-  return pid;
-#else
-  // The child's stack; the supervisor is suspended while the child uses it.
-  alignas(64) static char stack[64 * 1024];
-  return ::clone(RunStepChild, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
-#endif
-}
-
 struct StepResult {
   int exit_code = 0;
   bool stopped = false;
   std::string error;  // launch failure
 };
 
-// Runs one bash script as its own process group and waits for it; on a stop request, signals every
-// process of the job, escalating to SIGKILL after the grace period. Leaves no process behind. A
-// script up to 64 KiB is passed with -c; a longer one is read by bash from `script_path`: Linux
-// refuses any one argument over 128 KiB (MAX_ARG_STRLEN), and task files may hold scripts up to
-// kMaxScriptBytes. (Not writing a file per job matters: on ext4, creating inodes next to many
-// recently deleted ones is what a thousand-job sweep spends most of its kernel time on.)
-constexpr size_t kMaxInlineScript = 64 * 1024;
-
-// `warn_signal` (0: none) goes to every process of the step `warn_after_ms` after it starts.
+// Runs one bash script as its own process group (LaunchStep) and waits for it; on a stop request,
+// signals every process of the job, escalating to SIGKILL after the grace period. Leaves no process
+// behind. `warn_signal` (0: none) goes to every process of the step `warn_after_ms` after it
+// starts.
 StepResult RunStep(const std::string& script, const std::string& script_path,
                    const std::string& workdir, const std::map<std::string, std::string>& env,
                    const std::optional<RunPlan::RunAs>& run_as, int log_fd, int64_t grace_ms,
                    int warn_signal = 0, int64_t warn_after_ms = 0) {
   StepResult result;
   int64_t warn_at = warn_signal > 0 ? g_clock->Monotonic() + warn_after_ms : -1;
-  bool inline_script = script.size() <= kMaxInlineScript;
-  if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
-    result.error = "cannot write " + script_path;
-    result.exit_code = 127;
-    return result;
-  }
-  if (!inline_script && run_as && ::chown(script_path.c_str(), run_as->uid, run_as->gid) != 0) {
-    result.error = "cannot give " + script_path + " to " + run_as->user + ": " + strerror(errno);
-    result.exit_code = 127;
-    return result;
-  }
-  std::vector<std::string> env_strings = EnvVector(env);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string bash = "/bin/bash";
-  if (::access(bash.c_str(), X_OK) != 0) bash = "/usr/bin/bash";
-  const char* argv_file[] = {"bash", script_path.c_str(), nullptr};
-  const char* argv_inline[] = {"bash", "-c", script.c_str(), nullptr};
-  const char** argv = inline_script ? argv_inline : argv_file;
-  int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.error = "pipe failed";
-    result.exit_code = 127;
-    return result;
-  }
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  StepChild child{bash.c_str(),
-                  const_cast<char**>(argv),
-                  envp.data(),
-                  workdir.empty() ? nullptr : workdir.c_str(),
-                  run_as ? &*run_as : nullptr,
-                  devnull,
-                  log_fd,
-                  err_pipe[1]};
-  pid_t pid = StartStepChild(child);
-  int spawn_errno = errno;
-  if (devnull >= 0) ::close(devnull);
-  if (pid < 0) {
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    result.error = std::string("fork failed: ") + strerror(spawn_errno);
-    result.exit_code = 127;
-    return result;
-  }
-  ::setpgid(pid, pid);  // also in the parent, so that the group exists before any signal is sent
-  ::close(err_pipe[1]);
-  char msg[1 + sizeof(int)] = {};
-  ssize_t got = 0;
-  while (got < static_cast<ssize_t>(sizeof(msg))) {
-    ssize_t n = ::read(err_pipe[0], msg + got, sizeof(msg) - static_cast<size_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += n;
-  }
-  if (got > 0) {
-    int err = 0;
-    if (got == static_cast<ssize_t>(sizeof(msg))) std::memcpy(&err, msg + 1, sizeof(err));
-    std::string why = err != 0 ? std::string(": ") + strerror(err) : "";
-    if (msg[0] == 'W') {
-      result.error = "workdir " + workdir + " does not exist or is not accessible" +
-                     (run_as ? " to " + run_as->user : std::string()) + " on this node" + why;
-    } else if (msg[0] == 'U') {
-      result.error = "cannot switch to user " + (run_as ? run_as->user : std::string("?")) + why;
-    } else {
-      result.error = "cannot run " + bash + why;
-    }
-  }
-  ::close(err_pipe[0]);
+  StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd);
+  result.error = launch.error;
+  result.exit_code = launch.exit_code;
+  const pid_t pid = launch.pid;
+  if (pid < 0) return result;
 
   int64_t kill_at = -1;
   bool main_done = false;

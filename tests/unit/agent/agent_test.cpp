@@ -212,6 +212,8 @@ TEST_F(AgentTest, StopOfARunningJobSignalsItsSupervisor) {
   EXPECT_TRUE(
       WaitFor([&] { return launcher_.stops() == std::vector<pid_t>{FakeLauncher::kFirstPid}; },
               kTimeoutMs));
+  // The stop names the rank's directory: the node supervisor runs every rank of the node.
+  EXPECT_EQ(launcher_.stop_dirs(), launcher_.starts());
 }
 
 // The server launches job 3, but its spec is slow to come: the agent has taken the launch off the

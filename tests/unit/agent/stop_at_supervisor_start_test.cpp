@@ -7,12 +7,12 @@
 // supervisor.pid, no events, only run.json. The agent never saw an "exited" event, never reported
 // the rank gone, and the server held the job's resources for good.
 //
-// Here the real Spawner (and the fallback SpawnSupervisor) start supervisors for jobs whose setup
-// sleeps, and each is sent SIGTERM the moment its pid is known. Every job must then end with an
+// Here the real node supervisor (and the fallback SpawnSupervisor) start jobs whose setup sleeps,
+// and each is told to stop the moment it is started. Every job must then end with an
 // "exited" event of its own (the stop honoured: setup never completes, "running" never comes), and
 // no supervisor or job process may be left.
 //
-// The supervisors are started through the real `berth` binary (`berth __spawner`, `berth
+// The supervisors are started through the real `berth` binary (`berth __node STATE_DIR`, `berth
 // __supervise DIR`), whose path the build passes in as BERTH_BIN.
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/files.h"
-#include "supervise/spawner.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -70,7 +70,7 @@ class StopAtSupervisorStart : public ::testing::Test {
     std::string pattern = (std::filesystem::temp_directory_path() / "berth-stop-at-start-XXXXXX");
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
     root_ = pattern;
-    ::setenv(kTag, root_.c_str(), 1);  // inherited by the spawner and so by every supervisor
+    ::setenv(kTag, root_.c_str(), 1);  // inherited by every supervisor
   }
 
   void TearDown() override {
@@ -141,21 +141,21 @@ class StopAtSupervisorStart : public ::testing::Test {
   std::string root_;
 };
 
-TEST_F(StopAtSupervisorStart, SpawnerSupervisorsStoppedAtOnceStillRecordAnExit) {
+TEST_F(StopAtSupervisorStart, NodeSupervisorRanksStoppedAtOnceStillRecordAnExit) {
   constexpr int kJobs = 200;
   std::vector<std::string> dirs;
   {
-    Spawner spawner(BerthBin());
+    SupervisorLauncher launcher(BerthBin(), root_);
     for (int i = 0; i < kJobs; ++i) {
       dirs.push_back(NewJob(i));
-      auto pid = spawner.Spawn(dirs.back());
+      auto pid = launcher.Start(dirs.back());
       ASSERT_TRUE(pid.ok()) << pid.status().message();
-      ::kill(*pid, SIGTERM);  // as Agent::StopJob does when the server's stop arrives
+      launcher.Stop(*pid, dirs.back());  // as Agent::StopJob does when the server's stop arrives
     }
-  }  // the spawner helper exits; the supervisors live on
+  }  // the agent is gone; the node supervisor finishes its ranks, then exits
   auto missing = JobsWithoutAnEnd(dirs);
   EXPECT_TRUE(missing.empty()) << missing.size() << " of " << kJobs
-                               << " supervisors died without an exit event, e.g. " << missing[0];
+                               << " ranks ended without an exit event, e.g. " << missing[0];
   EXPECT_EQ(Leftovers(), std::vector<pid_t>{});
 }
 

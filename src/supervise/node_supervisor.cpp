@@ -1,0 +1,513 @@
+#include "supervise/node_supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/files.h"
+#include "supervise/step.h"
+#include "supervise/supervisor.h"
+
+namespace berth {
+
+namespace {
+
+// How often leases are read while ranks run, and how long SIGKILL sweeps repeat.
+constexpr int64_t kLeaseCheckMs = 200;
+constexpr int64_t kKillSweepMs = 200;
+// A node supervisor that no agent has connected to for this long, with nothing to run, exits.
+constexpr int64_t kUnclaimedMs = 5000;
+
+// One job rank and the step of it that runs now.
+struct Rank {
+  std::string dir;
+  RunPlan plan;
+  std::string tag;  // "JOB ATTEMPT RANK" from its environment: how its strays are known
+  int log_fd = -1;
+  bool in_setup = false;
+  pid_t main = 0;           // the step's bash while it lives
+  std::unique_ptr<StartingStep> starting;  // its child until it has exec'd bash
+  std::set<pid_t> groups;   // the process groups of its steps
+  bool step_over = false;   // the step's bash has exited: waiting for what it left
+  int exit_code = 0;
+  std::string error;        // the step could not run
+  bool stop = false;        // asked to stop (the agent, the lease, a stop signal)
+  bool stopped = false;     // the step was sent SIGTERM for it
+  bool kill_now = false;    // the lease is past its kill point: no grace
+  int64_t kill_at = -1;
+  int64_t warn_at = -1;
+};
+
+std::string TagOf(const std::map<std::string, std::string>& env) {
+  auto get = [&](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  std::string job = get("BERTH_JOB_ID");
+  if (job.empty()) return "";
+  return job + " " + get("BERTH_ATTEMPT") + " " + get("BERTH_NODE_RANK");
+}
+
+// The tag of a process from the environment it started with ("" if none or unreadable).
+std::string TagOfProcess(pid_t pid) {
+  std::string env = ReadFileOr("/proc/" + std::to_string(pid) + "/environ");
+  std::map<std::string, std::string> vars;
+  for (size_t at = 0; at < env.size();) {
+    size_t end = env.find('\0', at);
+    if (end == std::string::npos) end = env.size();
+    std::string_view entry(env.data() + at, end - at);
+    if (entry.substr(0, 6) == "BERTH_") {
+      auto eq = entry.find('=');
+      if (eq != std::string_view::npos) {
+        vars.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+      }
+    }
+    at = end + 1;
+  }
+  return TagOf(vars);
+}
+
+pid_t GroupOf(pid_t pid) {
+  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
+  auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close_paren + 2));
+  char state;
+  pid_t ppid = 0;
+  pid_t pgid = -1;
+  rest >> state >> ppid >> pgid;
+  return pgid;
+}
+
+class NodeSupervisor {
+ public:
+  NodeSupervisor(int listen_fd, std::string state_dir, const Clock& clock)
+      : listen_fd_(listen_fd), state_dir_(std::move(state_dir)), clock_(clock) {}
+
+  int Run() {
+    sigset_t waited = SupervisorWaitedSignals();
+    ::sigprocmask(SIG_BLOCK, &waited, nullptr);
+    signal_fd_ = ::signalfd(-1, &waited, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) return 1;
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    ::signal(SIGPIPE, SIG_IGN);
+    ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+    ::fcntl(listen_fd_, F_SETFD, FD_CLOEXEC);
+    self_ = std::to_string(::getpid()) + "\n";
+    socket_path_ = state_dir_ + "/" + kNodeSupervisorSocket;
+    struct stat st {};
+    if (::stat(socket_path_.c_str(), &st) == 0) socket_ino_ = st.st_ino;
+    WriteFileInPlace(state_dir_ + "/" + kNodeSupervisorPidFile, self_, 0644);
+    started_ = clock_.Monotonic();
+    while (true) {
+      Poll();
+      Reap();
+      Tick();
+      if (Done()) break;
+    }
+    ::close(listen_fd_);
+    // The socket and pid file go, unless a newer node supervisor has taken their names.
+    if (::stat(socket_path_.c_str(), &st) == 0 && st.st_ino == socket_ino_) {
+      ::unlink(socket_path_.c_str());
+    }
+    std::string pid_file = state_dir_ + "/" + kNodeSupervisorPidFile;
+    if (ReadFileOr(pid_file) == self_) ::unlink(pid_file.c_str());
+    return 0;
+  }
+
+ private:
+  struct Client {
+    int fd;
+    std::string buffer;
+  };
+
+  bool Done() {
+    if (!ranks_.empty()) return false;
+    if (stop_all_) return true;
+    if (!clients_.empty()) return false;
+    if (!claimed_ && clock_.Monotonic() - started_ < kUnclaimedMs) return false;
+    // Nothing to run and no agent: leave, unless an agent is connecting right now.
+    Accept();
+    return clients_.empty();
+  }
+
+  void Poll() {
+    std::vector<pollfd> fds;
+    fds.push_back({signal_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+    const size_t first_starting = fds.size();
+    for (const auto& [fd, rank] : starting_) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), static_cast<int>(WaitMs()));
+    if (fds[0].revents) TakeSignals();
+    if (fds[1].revents) Accept();
+    for (size_t i = first_starting; i < fds.size(); ++i) {
+      if (fds[i].revents) Started(*starting_.at(fds[i].fd));
+    }
+    // Clients in the order they connected: a restarted agent's lines follow the old one's.
+    for (size_t i = 2; i < first_starting; ++i) {
+      if (fds[i].revents) ReadClient(fds[i].fd);
+    }
+    std::erase_if(clients_, [](const Client& c) { return c.fd < 0; });
+  }
+
+  int64_t WaitMs() {
+    int64_t now = clock_.Monotonic();
+    int64_t wait = -1;
+    auto until = [&](int64_t at) {
+      if (at < 0) return;
+      int64_t ms = std::max<int64_t>(1, at - now);
+      wait = wait < 0 ? ms : std::min(wait, ms);
+    };
+    for (const auto& [dir, rank] : ranks_) {
+      until(rank->kill_at);
+      until(rank->warn_at);
+      if (!rank->plan.lease_file.empty()) until(next_lease_check_);
+    }
+    if (ranks_.empty() && clients_.empty()) until(started_ + kUnclaimedMs);
+    return wait;
+  }
+
+  void TakeSignals() {
+    signalfd_siginfo info;
+    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      if (info.ssi_signo != SIGCHLD) stop_all_ = true;
+    }
+  }
+
+  void Accept() {
+    while (true) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      // Only the agent's user (or root) may give this process work.
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+          (cred.uid != ::geteuid() && cred.uid != 0)) {
+        ::close(fd);
+        continue;
+      }
+      std::string hello = "berth-node-supervisor " + self_;
+      if (::write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) {
+        ::close(fd);
+        continue;
+      }
+      claimed_ = true;
+      clients_.push_back({fd, {}});
+    }
+  }
+
+  void ReadClient(int fd) {
+    auto it = std::find_if(clients_.begin(), clients_.end(),
+                           [&](const Client& c) { return c.fd == fd; });
+    if (it == clients_.end()) return;
+    char buf[16384];
+    while (true) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) {  // the agent is gone; its ranks are not
+        ::close(fd);
+        it->fd = -1;
+        break;
+      }
+      it->buffer.append(buf, static_cast<size_t>(n));
+    }
+    size_t at = 0;
+    for (size_t nl; (nl = it->buffer.find('\n', at)) != std::string::npos; at = nl + 1) {
+      HandleLine(std::string_view(it->buffer).substr(at, nl - at));
+    }
+    it->buffer.erase(0, at);
+  }
+
+  void HandleLine(std::string_view line) {
+    if (line.substr(0, 6) == "start ") {
+      Start(std::string(line.substr(6)));
+    } else if (line.substr(0, 5) == "stop ") {
+      auto it = ranks_.find(std::string(line.substr(5)));
+      if (it != ranks_.end()) it->second->stop = true;
+    }
+  }
+
+  void Start(const std::string& dir) {
+    if (dir.empty() || ranks_.count(dir)) return;  // a start sent again
+    WriteFileInPlace(dir + "/supervisor.pid", self_, 0600);
+    // The job's output is its user's (and the daemons') to read, no one else's.
+    int log_fd =
+        ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    auto plan = ReadRunPlan(dir);
+    if (log_fd < 0 || !plan.ok()) {
+      AppendEvent(dir, {"exited", 127, "launch",
+                        plan.ok() ? "cannot open output.log" : plan.status().message()});
+      if (log_fd >= 0) ::close(log_fd);
+      return;
+    }
+    if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
+      AppendEvent(dir, {"exited", 127, "launch",
+                        "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
+      ::close(log_fd);
+      return;
+    }
+    auto owned = std::make_unique<Rank>();
+    Rank& rank = *owned;
+    rank.dir = dir;
+    rank.tag = TagOf(plan->run_env);
+    rank.plan = std::move(*plan);
+    rank.log_fd = log_fd;
+    ranks_.emplace(dir, std::move(owned));
+    LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
+    rank.stop = stop_all_ || lease.term;
+    rank.kill_now = lease.kill;
+    if (!rank.plan.setup.empty() && !rank.stop) {
+      AppendEvent(dir, {"setting_up"});
+      StartStep(rank, /*setup=*/true);
+    } else {
+      BeginRun(rank);
+    }
+  }
+
+  // After setup (or without one): the run step, unless the rank was stopped first.
+  void BeginRun(Rank& rank) {
+    if (rank.stop) {
+      Finish(rank, {"exited", 143, "run", "stopped before start"});
+      return;
+    }
+    AppendEvent(rank.dir, {"running"});
+    if (rank.plan.run.empty()) {
+      Finish(rank, {"exited", 0, "run", ""});
+      return;
+    }
+    StartStep(rank, /*setup=*/false);
+  }
+
+  void StartStep(Rank& rank, bool setup) {
+    rank.in_setup = setup;
+    rank.step_over = false;
+    rank.exit_code = 0;
+    rank.error.clear();
+    rank.stopped = false;
+    rank.kill_at = -1;
+    rank.warn_at = !setup && rank.plan.warn_signal > 0
+                       ? clock_.Monotonic() + rank.plan.warn_after_ms
+                       : -1;
+    // Not waited for: the child execs bash on the other CPU while this process goes on with the
+    // next rank. Started() learns how it went.
+    rank.starting = std::make_unique<StartingStep>(
+        setup ? rank.plan.setup : rank.plan.run, rank.dir + (setup ? "/setup.sh" : "/run.sh"),
+        rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env, rank.plan.run_as,
+        rank.log_fd);
+    const pid_t pid = rank.starting->pid();
+    if (pid < 0) {
+      Started(rank);
+      rank.step_over = true;
+      return;
+    }
+    starting_[rank.starting->fd()] = &rank;
+    rank.main = pid;
+    rank.groups.insert(pid);
+    mains_[pid] = &rank;
+  }
+
+  // The step's child has exec'd bash or failed to (or its start failed outright).
+  void Started(Rank& rank) {
+    if (!rank.starting) return;
+    starting_.erase(rank.starting->fd());
+    rank.error = rank.starting->Wait();
+    if (!rank.error.empty()) rank.exit_code = 127;
+    rank.starting.reset();
+  }
+
+  void Reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = mains_.find(pid);
+      if (it == mains_.end()) continue;  // a stray of some rank, reaped
+      Rank& rank = *it->second;
+      mains_.erase(it);
+      rank.main = 0;
+      rank.step_over = true;
+      if (WIFEXITED(status)) {
+        rank.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        rank.exit_code = 128 + WTERMSIG(status);
+      }
+    }
+  }
+
+  // This process's children (the ranks' bash, and strays re-parented to it).
+  static std::vector<pid_t> Children() {
+    std::vector<pid_t> out;
+    std::string pid = std::to_string(::getpid());
+    std::string text = ReadFileOr("/proc/self/task/" + pid + "/children", "?");
+    if (text != "?") {
+      std::istringstream in(text);
+      for (pid_t c; in >> c;) out.push_back(c);
+      return out;
+    }
+    // A kernel without /proc/PID/task/TID/children: the whole table.
+    for (pid_t p : Descendants({::getpid()})) {
+      std::string stat = ReadFileOr("/proc/" + std::to_string(p) + "/stat");
+      auto close_paren = stat.rfind(')');
+      if (close_paren == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close_paren + 2));
+      char state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid && ppid == ::getpid()) out.push_back(p);
+    }
+    return out;
+  }
+
+  // Children that are not a live step's bash, each with the rank it belongs to (null: unknown).
+  std::vector<std::pair<pid_t, Rank*>> Strays() {
+    std::vector<std::pair<pid_t, Rank*>> out;
+    for (pid_t child : Children()) {
+      if (mains_.count(child)) continue;
+      Rank* owner = nullptr;
+      pid_t group = GroupOf(child);
+      for (const auto& [dir, rank] : ranks_) {
+        if (rank->groups.count(group)) owner = rank.get();
+      }
+      if (!owner) {
+        std::string tag = TagOfProcess(child);
+        for (const auto& [dir, rank] : ranks_) {
+          if (!tag.empty() && rank->tag == tag) owner = rank.get();
+        }
+      }
+      out.emplace_back(child, owner);
+    }
+    return out;
+  }
+
+  // Sends `sig` to every process of `rank`: its steps' groups, its live bash and the strays given,
+  // and all their descendants.
+  void SignalRank(Rank& rank, int sig, const std::set<pid_t>& strays) {
+    for (pid_t group : rank.groups) ::kill(-group, sig);
+    std::set<pid_t> roots = strays;
+    if (rank.main > 0) roots.insert(rank.main);
+    for (pid_t pid : Descendants(roots)) ::kill(pid, sig);
+    for (pid_t pid : roots) ::kill(pid, sig);
+  }
+
+  void Tick() {
+    int64_t now = clock_.Monotonic();
+    if (now >= next_lease_check_) {
+      next_lease_check_ = now + kLeaseCheckMs;
+      std::map<std::string, LeaseVerdict> leases;
+      for (auto& [dir, rank] : ranks_) {
+        const std::string& file = rank->plan.lease_file;
+        if (file.empty()) continue;
+        auto it = leases.find(file);
+        if (it == leases.end()) it = leases.emplace(file, CheckLeaseFile(file, now)).first;
+        rank->stop = rank->stop || it->second.term;
+        rank->kill_now = rank->kill_now || it->second.kill;
+      }
+    }
+    bool any_over = false;
+    for (auto& [dir, rank] : ranks_) {
+      if (stop_all_) rank->stop = true;
+      any_over = any_over || rank->step_over;
+    }
+    std::vector<std::pair<pid_t, Rank*>> strays;
+    if (any_over) strays = Strays();
+    std::vector<Rank*> done;
+    for (auto& [dir, owned] : ranks_) {
+      Rank& rank = *owned;
+      std::set<pid_t> own;
+      for (const auto& [pid, owner] : strays) {
+        // A stray that shed its group and environment is counted with every rank that ends.
+        if (owner == &rank || (owner == nullptr && rank.step_over)) own.insert(pid);
+      }
+      if (rank.step_over && own.empty()) {
+        done.push_back(&rank);
+        continue;
+      }
+      if (rank.main > 0 && rank.warn_at >= 0 && !rank.stop && now >= rank.warn_at) {
+        SignalRank(rank, rank.plan.warn_signal, own);  // the warning before its time limit
+        rank.warn_at = -1;
+      }
+      if (rank.stop || rank.step_over) rank.warn_at = -1;  // too late to warn
+      if (rank.stop && !rank.stopped) {
+        rank.stopped = true;
+        SignalRank(rank, SIGTERM, own);
+        rank.kill_at = now + rank.plan.kill_grace_ms;
+      }
+      if (rank.step_over && rank.kill_at < 0) {
+        // The script is over; whatever it left running (background jobs, daemons) goes too.
+        SignalRank(rank, SIGTERM, own);
+        rank.kill_at = now + std::min<int64_t>(rank.plan.kill_grace_ms, 2000);
+      }
+      if (rank.kill_now && rank.kill_at > now) rank.kill_at = now;
+      if (rank.kill_at >= 0 && now >= rank.kill_at) {
+        SignalRank(rank, SIGKILL, own);
+        rank.kill_at = now + kKillSweepMs;  // a fork racing the kill is caught next round
+      }
+    }
+    for (Rank* rank : done) {
+      Started(*rank);  // its child is gone: whether it failed before its exec is known
+      StepDone(*rank);
+    }
+  }
+
+  // The step and everything it started are gone.
+  void StepDone(Rank& rank) {
+    if (!rank.error.empty()) {
+      Finish(rank, {"exited", rank.exit_code, "launch", rank.error});
+    } else if (rank.in_setup && (rank.exit_code != 0 || rank.stopped)) {
+      Finish(rank, {"exited", rank.exit_code, "setup", rank.stopped ? "stopped" : ""});
+    } else if (rank.in_setup) {
+      LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
+      rank.stop = rank.stop || lease.term || stop_all_;
+      BeginRun(rank);
+    } else {
+      Finish(rank, {"exited", rank.exit_code, "run", rank.stopped ? "stopped" : ""});
+    }
+  }
+
+  void Finish(Rank& rank, const SupervisorEvent& end) {
+    AppendEvent(rank.dir, end);
+    if (rank.log_fd >= 0) ::close(rank.log_fd);
+    ranks_.erase(rank.dir);  // `rank` is gone from here on
+  }
+
+  int listen_fd_;
+  std::string state_dir_;
+  const Clock& clock_;
+  int signal_fd_ = -1;
+  std::string self_;  // "PID\n"
+  std::string socket_path_;
+  ino_t socket_ino_ = 0;
+  int64_t started_ = 0;
+  bool claimed_ = false;   // an agent has connected
+  bool stop_all_ = false;  // a stop signal came: stop every rank, then exit
+  int64_t next_lease_check_ = 0;
+  std::vector<Client> clients_;
+  std::map<std::string, std::unique_ptr<Rank>> ranks_;  // by job directory
+  std::map<pid_t, Rank*> mains_;                        // live steps' bash
+  std::map<int, Rank*> starting_;                       // StartingStep::fd() -> its rank
+};
+
+}  // namespace
+
+int NodeSupervisorMain(int listen_fd, const std::string& state_dir, const Clock& clock) {
+  NodeSupervisor supervisor(listen_fd, state_dir, clock);
+  return supervisor.Run();
+}
+
+}  // namespace berth

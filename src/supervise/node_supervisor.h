@@ -1,0 +1,38 @@
+// The node supervisor: one long-lived process per agent state directory that runs every job rank
+// of the node (`berth-supervisor __node`), instead of one supervisor process per rank.
+//
+// The agent (agent/launcher.h) makes the listening unix socket <state>/supervisor.sock and starts
+// the node supervisor with it as fd 3, in a session of its own; the node supervisor outlives the
+// agent, and a restarted agent connects to the same socket. On each connection it first writes
+// "berth-node-supervisor PID\n"; then it reads lines:
+//
+//   start DIR   run the job rank whose run plan is DIR/run.json (as the per-job supervisor does:
+//               DIR/supervisor.pid, DIR/output.log, DIR/events; see supervisor.h)
+//   stop DIR    stop that rank: SIGTERM to all of its processes, SIGKILL after its grace
+//
+// It is a child subreaper, starts each step's bash with clone(CLONE_VM | CLONE_VFORK) straight
+// from its own small image (no per-job process of its own), reaps on SIGCHLD through a signalfd,
+// and records each rank's end only once every process of it is gone. Processes that outlive the
+// bash that started them are re-parented to it; it tells whose they are by their process group,
+// else by the BERTH_JOB_ID / BERTH_ATTEMPT / BERTH_NODE_RANK they inherited, and a process that
+// shed both is counted with every rank that is ending at the time (it is stopped with them). It
+// watches the lease file of each plan like the per-job supervisor; SIGTERM, SIGINT or SIGHUP stop
+// every rank, after which it exits; it also exits when it has no rank to run and no agent
+// connected. Single-threaded.
+#pragma once
+
+#include "common/clock.h"
+
+namespace berth {
+
+// The socket's name in the agent's state directory.
+inline constexpr char kNodeSupervisorSocket[] = "supervisor.sock";
+// The node supervisor's pid, in the agent's state directory (for `berth local down`).
+inline constexpr char kNodeSupervisorPidFile[] = "supervisor.pid";
+
+// main() of `berth-supervisor __node`: serves `listen_fd` (a listening unix socket) until done.
+// `state_dir` is where it writes kNodeSupervisorPidFile.
+int NodeSupervisorMain(int listen_fd, const std::string& state_dir,
+                       const Clock& clock = SystemClock::Get());
+
+}  // namespace berth

@@ -1,0 +1,269 @@
+#include "supervise/step.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "common/files.h"
+
+namespace berth {
+
+namespace {
+
+std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+// What the child of a step needs, all prepared before it is started: the child shares the
+// supervisor's memory until it execs (see StartingStep), so it only makes system calls.
+struct StepChild {
+  const char* bash;
+  char** argv;
+  char** envp;
+  const char* workdir;  // null: stay where the supervisor is
+  const RunPlan::RunAs* run_as;
+  int devnull;  // becomes stdin
+  int log_fd;   // becomes stdout and stderr
+  int err_fd;   // close-on-exec pipe: a failure before exec is written here
+};
+
+// Sends a letter naming the step that failed, then errno, so that the reason reported names the
+// real cause (e.g. E2BIG for an oversized environment); then exits.
+[[noreturn]] void FailStepChild(const StepChild& c, char letter) {
+  char msg[1 + sizeof(int)] = {letter};
+  int err = errno;
+  std::memcpy(msg + 1, &err, sizeof(err));
+  ssize_t ignored = ::write(c.err_fd, msg, sizeof(msg));
+  (void)ignored;
+  _exit(127);
+}
+
+int RunStepChild(void* arg) {
+  const StepChild& c = *static_cast<const StepChild*>(arg);
+  ::setpgid(0, 0);
+  // Dispositions are the child's own (no CLONE_SIGHAND); the mask is per thread.
+  ::signal(SIGTERM, SIG_DFL);
+  ::signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (c.devnull >= 0) ::dup2(c.devnull, 0);
+  ::dup2(c.log_fd, 1);
+  ::dup2(c.log_fd, 2);
+  ::umask(022);
+  // Groups, then gid, then uid: once the uid is dropped nothing else may be changed. Raw system
+  // calls: glibc's wrappers would coordinate with threads this process does not have.
+  if (c.run_as) {
+    if (::syscall(SYS_setgroups, c.run_as->groups.size(), c.run_as->groups.data()) != 0) {
+      FailStepChild(c, 'U');
+    }
+    if (::syscall(SYS_setgid, c.run_as->gid) != 0) FailStepChild(c, 'U');
+    if (::syscall(SYS_setuid, c.run_as->uid) != 0) FailStepChild(c, 'U');
+  }
+  if (c.workdir && ::chdir(c.workdir) != 0) FailStepChild(c, 'W');
+  ::execve(c.bash, c.argv, c.envp);
+  FailStepChild(c, 'E');
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BERTH_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BERTH_SANITIZED 1
+#endif
+#endif
+
+// (Not writing a file per job matters: on ext4, creating inodes next to many recently deleted ones
+// is what a thousand-job sweep spends most of its kernel time on.)
+constexpr size_t kMaxInlineScript = 64 * 1024;
+constexpr size_t kChildStack = 64 * 1024;
+
+const std::string& Bash() {
+  static const std::string bash =
+      ::access("/bin/bash", X_OK) == 0 ? "/bin/bash" : std::string("/usr/bin/bash");
+  return bash;
+}
+
+}  // namespace
+
+// Everything the child reads, kept here until it has exec'd.
+struct StartingStep::Child {
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp;
+  std::string script;
+  std::string script_path;
+  std::vector<const char*> argv;
+  StepChild args{};
+  std::unique_ptr<char[]> stack;
+};
+
+StartingStep::StartingStep(const std::string& script, const std::string& script_path,
+                           const std::string& workdir,
+                           const std::map<std::string, std::string>& env,
+                           const std::optional<RunPlan::RunAs>& run_as, int log_fd)
+    : child_(std::make_unique<Child>()), workdir_(workdir), run_as_(run_as) {
+  Child& c = *child_;
+  bool inline_script = script.size() <= kMaxInlineScript;
+  if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
+    error_ = "cannot write " + script_path;
+    return;
+  }
+  if (!inline_script && run_as && ::chown(script_path.c_str(), run_as->uid, run_as->gid) != 0) {
+    error_ = "cannot give " + script_path + " to " + run_as->user + ": " + strerror(errno);
+    return;
+  }
+  c.env_strings = EnvVector(env);
+  c.envp.reserve(c.env_strings.size() + 1);
+  for (auto& s : c.env_strings) c.envp.push_back(s.data());
+  c.envp.push_back(nullptr);
+  c.script = script;
+  c.script_path = script_path;
+  if (inline_script) {
+    c.argv = {"bash", "-c", c.script.c_str(), nullptr};
+  } else {
+    c.argv = {"bash", c.script_path.c_str(), nullptr};
+  }
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    error_ = "pipe failed";
+    return;
+  }
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  c.args = StepChild{Bash().c_str(),
+                     const_cast<char**>(c.argv.data()),
+                     c.envp.data(),
+                     workdir_.empty() ? nullptr : workdir_.c_str(),
+                     run_as_ ? &*run_as_ : nullptr,
+                     devnull,
+                     log_fd,
+                     err_pipe[1]};
+#ifdef BERTH_SANITIZED
+  // Sanitizers' runtimes do not follow a child that shares the parent's memory.
+  pid_t pid = ::fork();
+  if (pid == 0) RunStepChild(&c.args);
+#else
+  // The child shares this memory (no page table copied: even a small image's fork costs as much
+  // as a fifth of a short job's launch) and runs beside this process on its own stack; it makes
+  // only system calls, and reads what Child holds until it execs.
+  c.stack = std::make_unique<char[]>(kChildStack);
+  pid_t pid = ::clone(RunStepChild, c.stack.get() + kChildStack, CLONE_VM | SIGCHLD, &c.args);
+#endif
+  int spawn_errno = errno;
+  if (devnull >= 0) ::close(devnull);
+  ::close(err_pipe[1]);
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    error_ = std::string("fork failed: ") + strerror(spawn_errno);
+    return;
+  }
+  pid_ = pid;
+  err_fd_ = err_pipe[0];
+  ::setpgid(pid, pid);  // also in the parent, so that the group exists before any signal is sent
+}
+
+StartingStep::~StartingStep() { Wait(); }
+
+const std::string& StartingStep::Wait() {
+  if (waited_ || err_fd_ < 0) {
+    waited_ = true;
+    return error_;
+  }
+  waited_ = true;
+  char msg[1 + sizeof(int)] = {};
+  ssize_t got = 0;
+  while (got < static_cast<ssize_t>(sizeof(msg))) {
+    ssize_t n = ::read(err_fd_, msg + got, sizeof(msg) - static_cast<size_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += n;
+  }
+  ::close(err_fd_);
+  err_fd_ = -1;
+  if (got > 0) {
+    int err = 0;
+    if (got == static_cast<ssize_t>(sizeof(msg))) std::memcpy(&err, msg + 1, sizeof(err));
+    std::string why = err != 0 ? std::string(": ") + strerror(err) : "";
+    if (msg[0] == 'W') {
+      error_ = "workdir " + workdir_ + " does not exist or is not accessible" +
+               (run_as_ ? " to " + run_as_->user : std::string()) + " on this node" + why;
+    } else if (msg[0] == 'U') {
+      error_ = "cannot switch to user " + (run_as_ ? run_as_->user : std::string("?")) + why;
+    } else {
+      error_ = "cannot run " + Bash() + why;
+    }
+  }
+  // The child has exec'd or exited: its stack and arguments are no longer in use.
+  child_.reset();
+  return error_;
+}
+
+StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
+                      const std::string& workdir, const std::map<std::string, std::string>& env,
+                      const std::optional<RunPlan::RunAs>& run_as, int log_fd) {
+  StartingStep step(script, script_path, workdir, env, run_as, log_fd);
+  StepLaunch result;
+  result.pid = step.pid();
+  result.error = step.Wait();
+  if (!result.error.empty()) result.exit_code = 127;
+  return result;
+}
+
+std::vector<pid_t> Descendants(const std::set<pid_t>& roots) {
+  std::map<pid_t, pid_t> parent;
+  DIR* d = opendir("/proc");
+  if (!d) return {};
+  while (dirent* e = readdir(d)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    std::string stat = ReadFileOr(std::string("/proc/") + e->d_name + "/stat");
+    auto close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close_paren + 2));
+    char state;
+    pid_t ppid;
+    if (rest >> state >> ppid) parent[std::atoi(e->d_name)] = ppid;
+  }
+  closedir(d);
+  std::vector<pid_t> out;
+  for (const auto& [pid, ppid] : parent) {
+    pid_t p = pid;
+    for (int depth = 0; depth < 64 && p > 1; ++depth) {
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      if (roots.count(it->second)) {
+        out.push_back(pid);
+        break;
+      }
+      p = it->second;
+    }
+  }
+  return out;
+}
+
+LeaseVerdict CheckLeaseFile(const std::string& path, int64_t now_ms) {
+  LeaseVerdict verdict;
+  if (path.empty()) return verdict;
+  // Plain reads: an ifstream's construction and destruction cost more than the read itself, and
+  // this runs at every job's start and every 200 ms while jobs run.
+  std::string text = ReadFileOr(path);
+  long long term_at = 0;
+  long long kill_at = 0;
+  if (std::sscanf(text.c_str(), "%lld %lld", &term_at, &kill_at) != 2) return verdict;
+  verdict.term = now_ms >= term_at;
+  verdict.kill = now_ms >= kill_at;
+  return verdict;
+}
+
+}  // namespace berth

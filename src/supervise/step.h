@@ -1,0 +1,83 @@
+// Step: starting one step (setup or run) of a job rank as its own process group, and the process
+// tree queries that stopping a job needs. Shared by the per-job supervisor (supervisor.h) and the
+// node supervisor (node_supervisor.h), which differ only in how they wait.
+//
+// Thread-safety: StartingStep and LaunchStep must be used from a single-threaded process (the
+// step's child shares its memory until it execs); the process queries read /proc and are
+// thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "supervise/supervisor.h"
+
+namespace berth {
+
+// A step's child between its start and its exec of bash. The child runs in this process's memory
+// (clone(CLONE_VM), no page table copied) on a stack of its own, reading the arguments and
+// environment held here, so a StartingStep must outlive the child's exec: the destructor waits for
+// it. fd() becomes readable once the child has exec'd (end of file) or failed before (a message);
+// the caller may poll it and go on meanwhile.
+class StartingStep {
+ public:
+  StartingStep(const std::string& script, const std::string& script_path,
+               const std::string& workdir, const std::map<std::string, std::string>& env,
+               const std::optional<RunPlan::RunAs>& run_as, int log_fd);
+  ~StartingStep();
+  StartingStep(const StartingStep&) = delete;
+  StartingStep& operator=(const StartingStep&) = delete;
+
+  // The child, or -1 if it could not be started (then Wait() says why).
+  pid_t pid() const { return pid_; }
+  int fd() const { return err_fd_; }
+  // Blocks until the child has exec'd or failed; returns why it failed ("" if it exec'd).
+  const std::string& Wait();
+
+ private:
+  struct Child;
+  std::unique_ptr<Child> child_;
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  bool waited_ = false;
+  std::string error_;
+  std::string workdir_;
+  std::optional<RunPlan::RunAs> run_as_;
+};
+
+// A step started by LaunchStep. With `error` set, the step could not run (its exit code is 127):
+// `pid`, when positive, is a child that failed before its exec and exits at once (reap it).
+struct StepLaunch {
+  pid_t pid = -1;
+  int exit_code = 0;
+  std::string error;
+};
+
+// Starts `script` with bash as a new process group (the pgid is the pid), stdin /dev/null, stdout
+// and stderr `log_fd`, in `workdir` (empty: the caller's), as `run_as` (unset: the caller's user),
+// with exactly `env`. A script up to 64 KiB is passed with -c; a longer one is written to
+// `script_path` and read by bash from there (Linux refuses any one argument over 128 KiB). Returns
+// once the child has exec'd bash or failed to (StartingStep, waited).
+StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
+                      const std::string& workdir, const std::map<std::string, std::string>& env,
+                      const std::optional<RunPlan::RunAs>& run_as, int log_fd);
+
+// Every live process whose parent chain leads to one of `roots` (read from /proc).
+std::vector<pid_t> Descendants(const std::set<pid_t>& roots);
+
+// The lease file's deadlines (see RunPlan::lease_file) against monotonic time `now_ms`: whether
+// the job must be stopped (`term`) and whether without grace (`kill`). An unreadable file means
+// neither.
+struct LeaseVerdict {
+  bool term = false;
+  bool kill = false;
+};
+LeaseVerdict CheckLeaseFile(const std::string& path, int64_t now_ms);
+
+}  // namespace berth

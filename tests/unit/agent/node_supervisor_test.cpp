@@ -1,0 +1,248 @@
+// The node supervisor (supervise/node_supervisor.h) through the agent's SupervisorLauncher, with
+// the real binary (BERTH_BIN, `__node STATE_DIR`) and real processes: what it records for a rank,
+// how it tells whose the processes a rank leaves behind are (and stops only those), how a restarted
+// agent reaches the ranks it runs, the lease, a stop signal, and that it leaves when it has nothing
+// to do.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/launcher.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "supervise/node_supervisor.h"
+#include "supervise/supervisor.h"
+
+namespace berth {
+namespace {
+
+constexpr char kTag[] = "BERTH_NODE_SUPERVISOR_TEST";
+
+// Live processes other than this one whose environment holds every one of `wanted` ("NAME=VALUE").
+std::vector<pid_t> ProcessesWith(const std::vector<std::string>& wanted) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string env = ReadFileOr(std::string("/proc/") + e->d_name + "/environ");
+    size_t found = 0;
+    for (size_t at = 0; at < env.size();) {
+      size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      for (const auto& w : wanted) {
+        if (env.compare(at, end - at, w) == 0) ++found;
+      }
+      at = end + 1;
+    }
+    if (!wanted.empty() && found == wanted.size()) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+bool WaitFor(const std::function<bool()>& done, int64_t ms) {
+  const int64_t deadline = MonotonicMs() + ms;
+  while (!done()) {
+    if (MonotonicMs() >= deadline) return false;
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {  // node supervisors this process started
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+class NodeSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "berth-node-sup-XXXXXX");
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    ::setenv(kTag, root_.c_str(), 1);  // inherited by the node supervisor and every job
+  }
+
+  void TearDown() override {
+    for (pid_t pid : Tagged()) ::kill(pid, SIGKILL);
+    ::unsetenv(kTag);
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  std::vector<pid_t> Tagged() { return ProcessesWith({std::string(kTag) + "=" + root_}); }
+  // The processes of job `job` (rank 0, attempt 1) of this test.
+  std::vector<pid_t> JobProcesses(int job) {
+    return ProcessesWith(
+        {std::string(kTag) + "=" + root_, "BERTH_JOB_ID=" + std::to_string(job)});
+  }
+
+  // A rank of job `job` whose run step is `run`.
+  std::string NewJob(int job, const std::string& run, const std::string& setup = "") {
+    std::string dir = root_ + "/jobs/" + std::to_string(job) + "-1-0";
+    std::filesystem::create_directories(dir);
+    RunPlan plan;
+    plan.workdir = dir;
+    plan.setup = setup;
+    plan.run = run;
+    plan.run_env = {{"PATH", "/usr/bin:/bin"},
+                    {kTag, root_},
+                    {"BERTH_JOB_ID", std::to_string(job)},
+                    {"BERTH_ATTEMPT", "1"},
+                    {"BERTH_NODE_RANK", "0"}};
+    plan.setup_env = plan.run_env;
+    plan.kill_grace_ms = 1000;
+    plan.lease_file = lease_file_;
+    EXPECT_TRUE(WriteRunPlan(dir, plan).ok());
+    return dir;
+  }
+
+  static std::vector<SupervisorEvent> Events(const std::string& dir) {
+    return ParseEvents(ReadFileOr(dir + "/events"));
+  }
+  static bool Ended(const std::string& dir) {
+    auto events = Events(dir);
+    return !events.empty() && events.back().kind == "exited";
+  }
+  static bool Running(const std::string& dir) {
+    auto events = Events(dir);
+    return !events.empty() && events.back().kind == "running";
+  }
+
+  std::string root_;
+  std::string lease_file_;
+};
+
+TEST_F(NodeSupervisorTest, RunsEachRankAndRecordsItsEnd) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string a = NewJob(1, "echo out; echo err >&2; exit 3");
+  std::string b = NewJob(2, "echo set up", "echo setting");
+  auto pa = launcher.Start(a);
+  auto pb = launcher.Start(b);
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  EXPECT_EQ(*pa, *pb) << "one supervisor runs every rank of the node";
+  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+
+  auto ea = Events(a);
+  ASSERT_EQ(ea.size(), 2u);
+  EXPECT_EQ(ea[0].kind, "running");
+  EXPECT_EQ(ea[1].exit_code, 3);
+  EXPECT_EQ(ea[1].phase, "run");
+  EXPECT_EQ(ReadFileOr(a + "/output.log"), "out\nerr\n");
+  auto eb = Events(b);
+  ASSERT_EQ(eb.size(), 3u);
+  EXPECT_EQ(eb[0].kind, "setting_up");
+  EXPECT_EQ(eb[1].kind, "running");
+  EXPECT_EQ(eb[2].exit_code, 0);
+  EXPECT_EQ(ReadFileOr(b + "/output.log"), "setting\nset up\n");
+  // Where a restarted agent and `berth local down` find it.
+  EXPECT_EQ(ReadFileOr(a + "/supervisor.pid"), std::to_string(*pa) + "\n");
+  EXPECT_EQ(ReadFileOr(root_ + "/" + kNodeSupervisorPidFile), std::to_string(*pa) + "\n");
+}
+
+// A rank's bash exits, leaving a process in a session of its own (with the job's environment) and
+// one that shed its environment too. Its end is recorded only once both are gone; a rank running
+// beside it is not touched.
+TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string other = NewJob(2, "sleep 300");
+  auto pid = launcher.Start(other);
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(WaitFor([&] { return Running(other) && !JobProcesses(2).empty(); }, 10'000));
+  std::string left = NewJob(
+      1, "setsid sleep 300 & env -i " + std::string(kTag) + "=" + root_ +
+             " setsid sleep 301 & echo started");
+  ASSERT_TRUE(launcher.Start(left).ok());
+  ASSERT_TRUE(WaitFor([&] { return Ended(left); }, 10'000)) << "the strays were never stopped";
+  EXPECT_EQ(Events(left).back().exit_code, 0);
+  EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{}) << "a stray outlived its rank's end";
+  // Only the node supervisor and job 2's sleep are left.
+  for (pid_t p : Tagged()) {
+    std::string cmdline = ReadFileOr("/proc/" + std::to_string(p) + "/cmdline");
+    EXPECT_EQ(cmdline.find("301"), std::string::npos) << "the stray without an environment lives";
+  }
+  EXPECT_FALSE(JobProcesses(2).empty()) << "the rank beside it was stopped";
+  EXPECT_TRUE(Running(other));
+
+  launcher.Stop(*pid, other);
+  ASSERT_TRUE(WaitFor([&] { return Ended(other); }, 10'000));
+  EXPECT_EQ(Events(other).back().reason, "stopped");
+  EXPECT_EQ(Events(other).back().exit_code, 128 + SIGTERM);
+}
+
+// The agent restarts: a new launcher reaches the node supervisor the old one started, and stops a
+// rank it runs. With nothing left to run and no agent, the node supervisor leaves.
+TEST_F(NodeSupervisorTest, ARestartedAgentReachesItsRanksAndAnIdleSupervisorLeaves) {
+  std::string dir = NewJob(1, "sleep 300");
+  pid_t first = 0;
+  {
+    SupervisorLauncher launcher(BERTH_BIN, root_);
+    auto pid = launcher.Start(dir);
+    ASSERT_TRUE(pid.ok());
+    first = *pid;
+    ASSERT_TRUE(WaitFor([&] { return Running(dir); }, 10'000));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(Running(dir)) << "the rank ended with the agent";
+  {
+    SupervisorLauncher launcher(BERTH_BIN, root_);
+    EXPECT_TRUE(launcher.Alive(first));
+    launcher.Stop(first, dir);
+    ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+    EXPECT_EQ(Events(dir).back().reason, "stopped");
+    EXPECT_TRUE(launcher.Alive(first)) << "it left while an agent was connected";
+  }
+  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 5000)) << "it stayed, idle";
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/" + kNodeSupervisorSocket));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/" + kNodeSupervisorPidFile));
+}
+
+// Without lease renewals (the agent is cut off) the node supervisor stops every rank by itself.
+TEST_F(NodeSupervisorTest, AnExpiredLeaseStopsEveryRank) {
+  lease_file_ = root_ + "/lease";
+  int64_t now = MonotonicMs();
+  ASSERT_TRUE(WriteLeaseFile(lease_file_, now, 600'000).ok());
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string a = NewJob(1, "sleep 300");
+  std::string b = NewJob(2, "sleep 300");
+  ASSERT_TRUE(launcher.Start(a).ok());
+  ASSERT_TRUE(launcher.Start(b).ok());
+  ASSERT_TRUE(WaitFor([&] { return Running(a) && Running(b); }, 10'000));
+  // Renewed last 10 minutes ago: past both deadlines.
+  ASSERT_TRUE(WriteLeaseFile(lease_file_, now - 600'000, 600'000).ok());
+  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+  EXPECT_EQ(Events(a).back().reason, "stopped");
+  EXPECT_EQ(Events(b).back().reason, "stopped");
+  EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
+  EXPECT_EQ(JobProcesses(2), std::vector<pid_t>{});
+}
+
+// `berth local down` sends SIGTERM to the node supervisor: every rank is stopped, its end recorded,
+// and the node supervisor exits.
+TEST_F(NodeSupervisorTest, AStopSignalStopsEveryRankAndEndsIt) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string a = NewJob(1, "sleep 300");
+  std::string b = NewJob(2, "trap '' TERM; sleep 300", "true");
+  auto pid = launcher.Start(a);
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(launcher.Start(b).ok());
+  ASSERT_TRUE(WaitFor([&] { return Running(a) && Running(b); }, 10'000));
+  ASSERT_EQ(::kill(*pid, SIGTERM), 0);
+  // b ignores SIGTERM in its bash: SIGKILL after its 1 s grace.
+  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+  EXPECT_EQ(Events(a).back().reason, "stopped");
+  EXPECT_EQ(Events(b).back().reason, "stopped");
+  EXPECT_TRUE(WaitFor([&] { return !launcher.Alive(*pid); }, 5000));
+  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 5000));
+}
+
+}  // namespace
+}  // namespace berth
