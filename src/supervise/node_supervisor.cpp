@@ -41,15 +41,15 @@ struct Rank {
   std::string tag;  // "JOB ATTEMPT RANK" from its environment: how its strays are known
   int log_fd = -1;
   bool in_setup = false;
-  pid_t main = 0;           // the step's bash while it lives
+  pid_t main = 0;                          // the step's bash while it lives
   std::unique_ptr<StartingStep> starting;  // its child until it has exec'd bash
-  std::set<pid_t> groups;   // the process groups of its steps
-  bool step_over = false;   // the step's bash has exited: waiting for what it left
+  std::set<pid_t> groups;                  // the process groups of its steps
+  bool step_over = false;                  // the step's bash has exited: waiting for what it left
   int exit_code = 0;
-  std::string error;        // the step could not run
-  bool stop = false;        // asked to stop (the agent, the lease, a stop signal)
-  bool stopped = false;     // the step was sent SIGTERM for it
-  bool kill_now = false;    // the lease is past its kill point: no grace
+  std::string error;      // the step could not run
+  bool stop = false;      // asked to stop (the agent, the lease, a stop signal)
+  bool stopped = false;   // the step was sent SIGTERM for it
+  bool kill_now = false;  // the lease is past its kill point: no grace
   int64_t kill_at = -1;
   int64_t warn_at = -1;
 };
@@ -81,18 +81,6 @@ std::string TagOfProcess(pid_t pid) {
     at = end + 1;
   }
   return TagOf(vars);
-}
-
-pid_t GroupOf(pid_t pid) {
-  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
-  auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return -1;
-  std::istringstream rest(stat.substr(close_paren + 2));
-  char state;
-  pid_t ppid = 0;
-  pid_t pgid = -1;
-  rest >> state >> ppid >> pgid;
-  return pgid;
 }
 
 class NodeSupervisor {
@@ -214,8 +202,8 @@ class NodeSupervisor {
   }
 
   void ReadClient(int fd) {
-    auto it = std::find_if(clients_.begin(), clients_.end(),
-                           [&](const Client& c) { return c.fd == fd; });
+    auto it =
+        std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.fd == fd; });
     if (it == clients_.end()) return;
     char buf[16384];
     while (true) {
@@ -259,8 +247,9 @@ class NodeSupervisor {
       return;
     }
     if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
-      AppendEvent(dir, {"exited", 127, "launch",
-                        "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
+      AppendEvent(dir,
+                  {"exited", 127, "launch",
+                   "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
       ::close(log_fd);
       return;
     }
@@ -303,9 +292,8 @@ class NodeSupervisor {
     rank.error.clear();
     rank.stopped = false;
     rank.kill_at = -1;
-    rank.warn_at = !setup && rank.plan.warn_signal > 0
-                       ? clock_.Monotonic() + rank.plan.warn_after_ms
-                       : -1;
+    rank.warn_at =
+        !setup && rank.plan.warn_signal > 0 ? clock_.Monotonic() + rank.plan.warn_after_ms : -1;
     // Not waited for: the child execs bash on the other CPU while this process goes on with the
     // next rank. Started() learns how it went.
     rank.starting = std::make_unique<StartingStep>(
@@ -380,7 +368,7 @@ class NodeSupervisor {
     for (pid_t child : Children()) {
       if (mains_.count(child)) continue;
       Rank* owner = nullptr;
-      pid_t group = GroupOf(child);
+      pid_t group = ProcessGroupOf(child);
       for (const auto& [dir, rank] : ranks_) {
         if (rank->groups.count(group)) owner = rank.get();
       }
@@ -398,11 +386,9 @@ class NodeSupervisor {
   // Sends `sig` to every process of `rank`: its steps' groups, its live bash and the strays given,
   // and all their descendants.
   void SignalRank(Rank& rank, int sig, const std::set<pid_t>& strays) {
-    for (pid_t group : rank.groups) ::kill(-group, sig);
     std::set<pid_t> roots = strays;
     if (rank.main > 0) roots.insert(rank.main);
-    for (pid_t pid : Descendants(roots)) ::kill(pid, sig);
-    for (pid_t pid : roots) ::kill(pid, sig);
+    SignalProcesses(rank.groups, roots, sig);
   }
 
   void Tick() {

@@ -252,6 +252,29 @@ std::vector<pid_t> Descendants(const std::set<pid_t>& roots) {
   return out;
 }
 
+pid_t ProcessGroupOf(pid_t pid) {
+  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
+  auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close_paren + 2));
+  char state;
+  pid_t ppid = 0;
+  pid_t pgid = -1;
+  rest >> state >> ppid >> pgid;
+  return pgid;
+}
+
+void SignalProcesses(const std::set<pid_t>& groups, const std::set<pid_t>& pids, int sig) {
+  for (pid_t group : groups) {
+    if (group > 0) ::kill(-group, sig);
+  }
+  std::vector<pid_t> all = Descendants(pids);
+  all.insert(all.end(), pids.begin(), pids.end());
+  for (pid_t pid : all) {
+    if (!groups.count(ProcessGroupOf(pid))) ::kill(pid, sig);
+  }
+}
+
 LeaseVerdict CheckLeaseFile(const std::string& path, int64_t now_ms) {
   LeaseVerdict verdict;
   if (path.empty()) return verdict;

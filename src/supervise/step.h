@@ -71,6 +71,13 @@ StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
 // Every live process whose parent chain leads to one of `roots` (read from /proc).
 std::vector<pid_t> Descendants(const std::set<pid_t>& roots);
 
+// The process group of `pid` (-1 if it is gone).
+pid_t ProcessGroupOf(pid_t pid);
+
+// Sends `sig` to the process groups `groups`, then to each of `pids` and their descendants outside
+// those groups: each process gets the signal once (a job's trap of a warning signal runs once).
+void SignalProcesses(const std::set<pid_t>& groups, const std::set<pid_t>& pids, int sig);
+
 // The lease file's deadlines (see RunPlan::lease_file) against monotonic time `now_ms`: whether
 // the job must be stopped (`term`) and whether without grace (`kill`). An unreadable file means
 // neither.

@@ -45,8 +45,8 @@ std::map<std::string, std::string> EnvFromJson(const json::value* v) {
 }
 
 void SignalAll(pid_t group, int sig) {
-  if (group > 0) ::kill(-group, sig);
-  for (pid_t pid : Descendants({::getpid()})) ::kill(pid, sig);
+  std::vector<pid_t> job = Descendants({::getpid()});
+  SignalProcesses({group}, std::set<pid_t>(job.begin(), job.end()), sig);
 }
 
 // The supervisor blocks SupervisorWaitedSignals() and takes them with sigtimedwait: SIGCHLD wakes

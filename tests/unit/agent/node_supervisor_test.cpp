@@ -3,6 +3,8 @@
 // how it tells whose the processes a rank leaves behind are (and stops only those), how a restarted
 // agent reaches the ranks it runs, the lease, a stop signal, and that it leaves when it has nothing
 // to do.
+#include "supervise/node_supervisor.h"
+
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,7 +21,6 @@
 #include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/files.h"
-#include "supervise/node_supervisor.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -81,8 +82,7 @@ class NodeSupervisorTest : public ::testing::Test {
   std::vector<pid_t> Tagged() { return ProcessesWith({std::string(kTag) + "=" + root_}); }
   // The processes of job `job` (rank 0, attempt 1) of this test.
   std::vector<pid_t> JobProcesses(int job) {
-    return ProcessesWith(
-        {std::string(kTag) + "=" + root_, "BERTH_JOB_ID=" + std::to_string(job)});
+    return ProcessesWith({std::string(kTag) + "=" + root_, "BERTH_JOB_ID=" + std::to_string(job)});
   }
 
   // A rank of job `job` whose run step is `run`.
@@ -157,9 +157,8 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
   auto pid = launcher.Start(other);
   ASSERT_TRUE(pid.ok());
   ASSERT_TRUE(WaitFor([&] { return Running(other) && !JobProcesses(2).empty(); }, 10'000));
-  std::string left = NewJob(
-      1, "setsid sleep 300 & env -i " + std::string(kTag) + "=" + root_ +
-             " setsid sleep 301 & echo started");
+  std::string left = NewJob(1, "setsid sleep 300 & env -i " + std::string(kTag) + "=" + root_ +
+                                   " setsid sleep 301 & echo started");
   ASSERT_TRUE(launcher.Start(left).ok());
   ASSERT_TRUE(WaitFor([&] { return Ended(left); }, 10'000)) << "the strays were never stopped";
   EXPECT_EQ(Events(left).back().exit_code, 0);
@@ -223,6 +222,32 @@ TEST_F(NodeSupervisorTest, AnExpiredLeaseStopsEveryRank) {
   EXPECT_EQ(Events(b).back().reason, "stopped");
   EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
   EXPECT_EQ(JobProcesses(2), std::vector<pid_t>{});
+}
+
+// The task's `signal` goes to the run step once, warn_after_ms after it starts, and the step runs
+// on.
+TEST_F(NodeSupervisorTest, TheWarningSignalComesOnceAndOnTime) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "trap 'echo warned' USR1; for i in $(seq 40); do sleep 0.02; done");
+  RunPlan plan = ReadRunPlan(dir).value();
+  plan.warn_signal = SIGUSR1;
+  plan.warn_after_ms = 300;
+  ASSERT_TRUE(WriteRunPlan(dir, plan).ok());
+  int64_t started = MonotonicMs();
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  // The group gets the signal: bash may also say that a `sleep` died of it.
+  auto warnings = [&] {
+    std::string log = ReadFileOr(dir + "/output.log");
+    int n = 0;
+    for (size_t at = 0; (at = log.find("warned\n", at)) != std::string::npos; at += 7) ++n;
+    return n;
+  };
+  ASSERT_TRUE(WaitFor([&] { return warnings() == 1; }, 10'000))
+      << ReadFileOr(dir + "/output.log") << ReadFileOr(dir + "/events");
+  EXPECT_GE(MonotonicMs() - started, 300);
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().exit_code, 0);
+  EXPECT_EQ(warnings(), 1) << "the warning came more than once";
 }
 
 // `berth local down` sends SIGTERM to the node supervisor: every rank is stopped, its end recorded,
