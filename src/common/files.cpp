@@ -68,9 +68,9 @@ bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync
 }
 
 bool WriteFileInPlace(const std::string& path, const std::string& data, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, mode);
   if (fd < 0) return false;
-  bool ok = WriteAll(fd, data);
+  bool ok = WriteAll(fd, data) && ::ftruncate(fd, static_cast<off_t>(data.size())) == 0;
   ::close(fd);
   return ok;
 }

@@ -20,7 +20,10 @@ std::string ReadFileOr(const std::string& path, const std::string& fallback = ""
 // (errno says why).
 bool WriteFileAtomic(const std::string& path, const std::string& data, bool sync = true,
                      mode_t mode = 0644);
-// Writes in place (one inode, no temp file): for files nobody reads before they are complete.
+// Writes in place (one inode, no temp file): for files nobody reads before they are complete. The
+// file is not truncated to empty first (the data goes over the old, then the rest is cut): ext4
+// writes a file that was truncated to nothing and written again out to disk as it is closed (its
+// guard against a crash leaving it empty), which made every job's launch wait for block I/O.
 bool WriteFileInPlace(const std::string& path, const std::string& data, mode_t mode = 0644);
 
 }  // namespace berth

@@ -1,8 +1,10 @@
 // The shared vocabulary: quantities, times, durations, CPU budget parsing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/cpu_budget.h"
+#include "common/files.h"
 #include "common/json_util.h"
 #include "common/quantity.h"
 #include "common/resources.h"
@@ -70,6 +72,20 @@ TEST(CpuBudget, ReadsCgroupV2Quota) {
   CpuBudget b = ReadCpuBudget();
   EXPECT_GE(b.usable, 1);
   EXPECT_LE(b.usable, b.affinity);
+}
+
+// Written over the old content (never truncated to empty first, see files.h), then cut to length.
+TEST(Files, WriteInPlaceReplacesLongerAndShorterContent) {
+  std::string path = ::testing::TempDir() + "/in-place-" + std::to_string(::getpid());
+  ASSERT_TRUE(WriteFileInPlace(path, "a much longer first content\n", 0600));
+  EXPECT_EQ(ReadFileOr(path), "a much longer first content\n");
+  ASSERT_TRUE(WriteFileInPlace(path, "short\n", 0600));
+  EXPECT_EQ(ReadFileOr(path), "short\n");
+  ASSERT_TRUE(WriteFileInPlace(path, "", 0600));
+  EXPECT_EQ(ReadFileOr(path, "gone"), "");
+  ASSERT_TRUE(WriteFileInPlace(path, "longer again\n", 0600));
+  EXPECT_EQ(ReadFileOr(path), "longer again\n");
+  ::unlink(path.c_str());
 }
 
 TEST(Strings, NamesAndSplits) {
