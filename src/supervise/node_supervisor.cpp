@@ -235,30 +235,14 @@ class NodeSupervisor {
 
   void Start(const std::string& dir) {
     if (dir.empty() || ranks_.count(dir)) return;  // a start sent again
-    WriteFileInPlace(dir + "/supervisor.pid", self_, 0600);
-    // The job's output is its user's (and the daemons') to read, no one else's.
-    int log_fd =
-        ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    auto plan = ReadRunPlan(dir);
-    if (log_fd < 0 || !plan.ok()) {
-      AppendEvent(dir, {"exited", 127, "launch",
-                        plan.ok() ? "cannot open output.log" : plan.status().message()});
-      if (log_fd >= 0) ::close(log_fd);
-      return;
-    }
-    if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
-      AppendEvent(dir,
-                  {"exited", 127, "launch",
-                   "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
-      ::close(log_fd);
-      return;
-    }
+    auto opened = OpenRank(dir, self_);
+    if (!opened) return;
     auto owned = std::make_unique<Rank>();
     Rank& rank = *owned;
     rank.dir = dir;
-    rank.tag = TagOf(plan->run_env);
-    rank.plan = std::move(*plan);
-    rank.log_fd = log_fd;
+    rank.tag = TagOf(opened->plan.run_env);
+    rank.plan = std::move(opened->plan);
+    rank.log_fd = opened->log_fd;
     ranks_.emplace(dir, std::move(owned));
     LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
     rank.stop = stop_all_ || lease.term;

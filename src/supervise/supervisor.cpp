@@ -323,6 +323,27 @@ void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
   ::close(fd);
 }
 
+std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pid_line) {
+  WriteFileInPlace(dir + "/supervisor.pid", pid_line, 0600);
+  // The job's output is its user's (and the daemons') to read, no one else's.
+  int log_fd =
+      ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  auto plan = ReadRunPlan(dir);
+  if (log_fd < 0 || !plan.ok()) {
+    AppendEvent(dir, {"exited", 127, "launch",
+                      plan.ok() ? "cannot open output.log" : plan.status().message()});
+    if (log_fd >= 0) ::close(log_fd);
+    return std::nullopt;
+  }
+  if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
+    AppendEvent(dir, {"exited", 127, "launch",
+                      "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
+    ::close(log_fd);
+    return std::nullopt;
+  }
+  return OpenedRank{std::move(*plan), log_fd};
+}
+
 int SupervisorMain(const std::string& dir, const Clock& clock) {
   g_clock = &clock;
   // Normally already blocked by whoever forked us (see SupervisorWaitedSignals()); blocked again
@@ -332,21 +353,10 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::signal(SIGCHLD, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
-  WriteFileInPlace(dir + "/supervisor.pid", std::to_string(::getpid()) + "\n", 0600);
-  // The job's output is its user's (and the daemons') to read, no one else's.
-  int log_fd =
-      ::open((dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  auto plan = ReadRunPlan(dir);
-  if (log_fd < 0 || !plan.ok()) {
-    AppendEvent(dir, {"exited", 127, "launch",
-                      plan.ok() ? "cannot open output.log" : plan.status().message()});
-    return 1;
-  }
-  if (plan->run_as && ::fchown(log_fd, plan->run_as->uid, plan->run_as->gid) != 0) {
-    AppendEvent(dir, {"exited", 127, "launch",
-                      "cannot give output.log to " + plan->run_as->user + ": " + strerror(errno)});
-    return 1;
-  }
+  auto opened = OpenRank(dir, std::to_string(::getpid()) + "\n");
+  if (!opened) return 1;
+  const int log_fd = opened->log_fd;
+  const RunPlan* plan = &opened->plan;
   g_lease_file = plan->lease_file;
   CheckLease();
   PollStopSignals();

@@ -80,6 +80,16 @@ Result<pid_t> SpawnSupervisor(const std::string& self_exe, const std::string& di
 // `clock` times the lease checks and kill deadlines (monotonic time).
 int SupervisorMain(const std::string& dir, const Clock& clock = SystemClock::Get());
 
+// A rank taken on by a supervisor: its plan, and its output log open for appending.
+struct OpenedRank {
+  RunPlan plan;
+  int log_fd = -1;
+};
+// Takes on the rank of `dir`: writes `pid_line` to <dir>/supervisor.pid, opens <dir>/output.log
+// (the rank's user's, if it runs as one) and reads the plan. On failure, records the rank's end
+// ("exited 127 launch" with the reason) and returns nothing.
+std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pid_line);
+
 // One line of <dir>/events.
 struct SupervisorEvent {
   std::string kind;   // "setting_up", "running", "exited"

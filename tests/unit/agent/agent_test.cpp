@@ -295,7 +295,9 @@ TEST_F(AgentTest, TheSpecCacheKeepsWhatWasUsedLast) {
     connection_.Push(proto::SpecMessage{id, R"({"run":"true"})"});
     if (id % 100 == 0) {  // the sweep goes on meanwhile
       connection_.Push(LaunchOf({id, 1, 0}, {}));
-      ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1 + id / 100; }, kTimeoutMs));
+      ASSERT_TRUE(
+          WaitFor([&] { return launcher_.starts().size() == static_cast<size_t>(1 + id / 100); },
+                  kTimeoutMs));
     }
   }
   connection_.Push(LaunchOf({2, 1, 0}, {}));
