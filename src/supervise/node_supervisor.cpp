@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -33,13 +35,14 @@ constexpr int64_t kLeaseCheckMs = 200;
 constexpr int64_t kKillSweepMs = 200;
 // A node supervisor that no agent has connected to for this long, with nothing to run, exits.
 constexpr int64_t kUnclaimedMs = 5000;
+// At most this many step children on their way to their exec at once.
+constexpr size_t kMaxStarting = 64;
 
 // One job rank and the step of it that runs now.
 struct Rank {
   std::string dir;
   RunPlan plan;
   std::string tag;  // "JOB ATTEMPT RANK" from its environment: how its strays are known
-  int log_fd = -1;
   bool in_setup = false;
   pid_t main = 0;                          // the step's bash while it lives
   std::unique_ptr<StartingStep> starting;  // its child until it has exec'd bash
@@ -103,10 +106,18 @@ class NodeSupervisor {
     if (::stat(socket_path_.c_str(), &st) == 0) socket_ino_ = st.st_ino;
     WriteFileInPlace(state_dir_ + "/" + kNodeSupervisorPidFile, self_, 0644);
     started_ = clock_.Monotonic();
+    // A child on its way to its exec holds a pipe: a burst of starts must not use up the
+    // descriptors this process may open.
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+      max_starting_ =
+          files.rlim_cur > 18 ? std::clamp<size_t>((files.rlim_cur - 16) / 2, 1, kMaxStarting) : 1;
+    }
     while (true) {
       Poll();
       Reap();
       Tick();
+      StartWaiting();
       if (Done()) break;
     }
     ::close(listen_fd_);
@@ -126,7 +137,7 @@ class NodeSupervisor {
   };
 
   bool Done() {
-    if (!ranks_.empty()) return false;
+    if (!ranks_.empty() || !waiting_.empty()) return false;
     if (stop_all_) return true;
     if (!clients_.empty()) return false;
     if (!claimed_ && clock_.Monotonic() - started_ < kUnclaimedMs) return false;
@@ -169,6 +180,7 @@ class NodeSupervisor {
       if (!rank->plan.lease_file.empty()) until(next_lease_check_);
     }
     if (ranks_.empty() && clients_.empty()) until(started_ + kUnclaimedMs);
+    if (!waiting_.empty() && starting_.size() < max_starting_) wait = 0;
     return wait;
   }
 
@@ -226,10 +238,29 @@ class NodeSupervisor {
 
   void HandleLine(std::string_view line) {
     if (line.substr(0, 6) == "start ") {
-      Start(std::string(line.substr(6)));
+      // In the order they came: a burst waits while max_starting_ children are on their way to
+      // their exec (each holds a pipe).
+      waiting_.emplace_back(line.substr(6));
+      StartWaiting();
     } else if (line.substr(0, 5) == "stop ") {
-      auto it = ranks_.find(std::string(line.substr(5)));
+      std::string dir(line.substr(5));
+      auto it = ranks_.find(dir);
       if (it != ranks_.end()) it->second->stop = true;
+      if (std::find(waiting_.begin(), waiting_.end(), dir) != waiting_.end()) {
+        stopped_waiting_.insert(dir);
+      }
+    }
+  }
+
+  void StartWaiting() {
+    while (!waiting_.empty() && starting_.size() < max_starting_) {
+      std::string dir = std::move(waiting_.front());
+      waiting_.pop_front();
+      Start(dir);
+      if (stopped_waiting_.erase(dir) > 0) {
+        auto it = ranks_.find(dir);
+        if (it != ranks_.end()) it->second->stop = true;
+      }
     }
   }
 
@@ -242,7 +273,9 @@ class NodeSupervisor {
     rank.dir = dir;
     rank.tag = TagOf(opened->plan.run_env);
     rank.plan = std::move(opened->plan);
-    rank.log_fd = opened->log_fd;
+    // Not held open while the rank runs: each step opens it again (a node runs more ranks at once
+    // than a process may hold files open by default).
+    ::close(opened->log_fd);
     ranks_.emplace(dir, std::move(owned));
     LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
     rank.stop = stop_all_ || lease.term;
@@ -280,10 +313,19 @@ class NodeSupervisor {
         !setup && rank.plan.warn_signal > 0 ? clock_.Monotonic() + rank.plan.warn_after_ms : -1;
     // Not waited for: the child execs bash on the other CPU while this process goes on with the
     // next rank. Started() learns how it went.
+    const std::string log = rank.dir + "/output.log";
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (log_fd < 0) {
+      rank.error = "cannot open " + log + ": " + strerror(errno);
+      rank.exit_code = 127;
+      rank.step_over = true;
+      return;
+    }
     rank.starting = std::make_unique<StartingStep>(
         setup ? rank.plan.setup : rank.plan.run, rank.dir + (setup ? "/setup.sh" : "/run.sh"),
         rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env, rank.plan.run_as,
-        rank.log_fd);
+        log_fd);
+    ::close(log_fd);  // the child has its own (its file table was copied at its start)
     const pid_t pid = rank.starting->pid();
     if (pid < 0) {
       Started(rank);
@@ -452,7 +494,6 @@ class NodeSupervisor {
 
   void Finish(Rank& rank, const SupervisorEvent& end) {
     AppendEvent(rank.dir, end);
-    if (rank.log_fd >= 0) ::close(rank.log_fd);
     ranks_.erase(rank.dir);  // `rank` is gone from here on
   }
 
@@ -471,6 +512,9 @@ class NodeSupervisor {
   std::map<std::string, std::unique_ptr<Rank>> ranks_;  // by job directory
   std::map<pid_t, Rank*> mains_;                        // live steps' bash
   std::map<int, Rank*> starting_;                       // StartingStep::fd() -> its rank
+  std::deque<std::string> waiting_;                     // starts not taken on yet, in order
+  std::set<std::string> stopped_waiting_;               // of those, told to stop
+  size_t max_starting_ = kMaxStarting;
 };
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -248,6 +250,41 @@ TEST_F(NodeSupervisorTest, TheWarningSignalComesOnceAndOnTime) {
   ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 0);
   EXPECT_EQ(warnings(), 1) << "the warning came more than once";
+}
+
+// A node runs more ranks at once than a process may hold files open by default (1024): the node
+// supervisor holds no file per running rank. Here it may open 48 and runs 100.
+TEST_F(NodeSupervisorTest, RunsMoreRanksAtOnceThanItMayOpenFiles) {
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit few = old;
+  few.rlim_cur = 48;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &few), 0);  // inherited by the node supervisor
+  std::vector<std::string> dirs;
+  pid_t pid = 0;
+  {
+    SupervisorLauncher launcher(BERTH_BIN, root_);
+    for (int job = 1; job <= 100; ++job) {
+      dirs.push_back(NewJob(job, "sleep 300"));
+      auto started = launcher.Start(dirs.back());
+      ASSERT_TRUE(started.ok());
+      pid = *started;
+    }
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return std::all_of(dirs.begin(), dirs.end(), [](const auto& d) { return Running(d); });
+        },
+        20'000));
+    for (const auto& dir : dirs) {
+      EXPECT_TRUE(Running(dir)) << dir << ": " << ReadFileOr(dir + "/events");
+    }
+  }
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_TRUE(WaitFor(
+      [&] { return std::all_of(dirs.begin(), dirs.end(), [](const auto& d) { return Ended(d); }); },
+      20'000));
+  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 10'000));
 }
 
 // `berth local down` sends SIGTERM to the node supervisor: every rank is stopped, its end recorded,

@@ -110,7 +110,7 @@ class StopAtSupervisorStart : public ::testing::Test {
             // The stop was honoured: the job never got past its setup.
             EXPECT_NE(e.kind, "running") << dir;
           }
-          EXPECT_NE(events.back().exit_code, 0) << dir;
+          EXPECT_NE(events.back().exit_code, 0) << dir << ":\n" << ReadFileOr(dir + "/events");
           break;
         }
         if (MonotonicMs() >= deadline) {
