@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -365,33 +364,10 @@ class NodeSupervisor {
     }
   }
 
-  // This process's children (the ranks' bash, and strays re-parented to it).
-  static std::vector<pid_t> Children() {
-    std::vector<pid_t> out;
-    std::string pid = std::to_string(::getpid());
-    std::string text = ReadFileOr("/proc/self/task/" + pid + "/children", "?");
-    if (text != "?") {
-      std::istringstream in(text);
-      for (pid_t c; in >> c;) out.push_back(c);
-      return out;
-    }
-    // A kernel without /proc/PID/task/TID/children: the whole table.
-    for (pid_t p : Descendants({::getpid()})) {
-      std::string stat = ReadFileOr("/proc/" + std::to_string(p) + "/stat");
-      auto close_paren = stat.rfind(')');
-      if (close_paren == std::string::npos) continue;
-      std::istringstream rest(stat.substr(close_paren + 2));
-      char state;
-      pid_t ppid = 0;
-      if (rest >> state >> ppid && ppid == ::getpid()) out.push_back(p);
-    }
-    return out;
-  }
-
   // Children that are not a live step's bash, each with the rank it belongs to (null: unknown).
   std::vector<std::pair<pid_t, Rank*>> Strays() {
     std::vector<std::pair<pid_t, Rank*>> out;
-    for (pid_t child : Children()) {
+    for (pid_t child : ChildrenOf(::getpid())) {
       if (mains_.count(child)) continue;
       Rank* owner = nullptr;
       pid_t group = ProcessGroupOf(child);

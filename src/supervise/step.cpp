@@ -221,57 +221,91 @@ StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
   return result;
 }
 
-std::vector<pid_t> Descendants(const std::set<pid_t>& roots) {
-  std::map<pid_t, pid_t> parent;
+namespace {
+
+// A process's parent and group, from /proc/PID/stat.
+struct ProcEntry {
+  pid_t ppid = 0;
+  pid_t pgid = -1;
+};
+
+bool ReadProcEntry(const std::string& pid, ProcEntry& out) {
+  std::string stat = ReadFileOr("/proc/" + pid + "/stat");
+  auto close_paren = stat.rfind(')');  // the command name may hold anything, ')' included
+  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return false;
+  std::istringstream rest(stat.substr(close_paren + 2));
+  char state;
+  return static_cast<bool>(rest >> state >> out.ppid >> out.pgid);
+}
+
+// Every live process, read once.
+std::map<pid_t, ProcEntry> ProcessTable() {
+  std::map<pid_t, ProcEntry> table;
   DIR* d = opendir("/proc");
-  if (!d) return {};
+  if (!d) return table;
   while (dirent* e = readdir(d)) {
     if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    std::string stat = ReadFileOr(std::string("/proc/") + e->d_name + "/stat");
-    auto close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close_paren + 2));
-    char state;
-    pid_t ppid;
-    if (rest >> state >> ppid) parent[std::atoi(e->d_name)] = ppid;
+    ProcEntry entry;
+    if (ReadProcEntry(e->d_name, entry)) table[std::atoi(e->d_name)] = entry;
   }
   closedir(d);
+  return table;
+}
+
+// The processes of `table` whose parent chain leads to one of `roots`.
+std::vector<pid_t> DescendantsIn(const std::map<pid_t, ProcEntry>& table,
+                                 const std::set<pid_t>& roots) {
   std::vector<pid_t> out;
-  for (const auto& [pid, ppid] : parent) {
+  for (const auto& [pid, entry] : table) {
     pid_t p = pid;
     for (int depth = 0; depth < 64 && p > 1; ++depth) {
-      auto it = parent.find(p);
-      if (it == parent.end()) break;
-      if (roots.count(it->second)) {
+      auto it = table.find(p);
+      if (it == table.end()) break;
+      if (roots.count(it->second.ppid)) {
         out.push_back(pid);
         break;
       }
-      p = it->second;
+      p = it->second.ppid;
     }
   }
   return out;
 }
 
+}  // namespace
+
+std::set<pid_t> ChildrenOf(pid_t parent) {
+  std::set<pid_t> out;
+  // The children of a single-threaded process are those of its one thread.
+  std::string id = std::to_string(parent);
+  std::string text = ReadFileOr("/proc/" + id + "/task/" + id + "/children", "?");
+  if (text != "?") {
+    std::istringstream in(text);
+    for (pid_t child; in >> child;) out.insert(child);
+    return out;
+  }
+  // A kernel without /proc/PID/task/TID/children: the whole table.
+  for (const auto& [pid, entry] : ProcessTable()) {
+    if (entry.ppid == parent) out.insert(pid);
+  }
+  return out;
+}
+
 pid_t ProcessGroupOf(pid_t pid) {
-  std::string stat = ReadFileOr("/proc/" + std::to_string(pid) + "/stat");
-  auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return -1;
-  std::istringstream rest(stat.substr(close_paren + 2));
-  char state;
-  pid_t ppid = 0;
-  pid_t pgid = -1;
-  rest >> state >> ppid >> pgid;
-  return pgid;
+  ProcEntry entry;
+  return ReadProcEntry(std::to_string(pid), entry) ? entry.pgid : -1;
 }
 
 void SignalProcesses(const std::set<pid_t>& groups, const std::set<pid_t>& pids, int sig) {
   for (pid_t group : groups) {
     if (group > 0) ::kill(-group, sig);
   }
-  std::vector<pid_t> all = Descendants(pids);
+  const std::map<pid_t, ProcEntry> table = ProcessTable();
+  std::vector<pid_t> all = DescendantsIn(table, pids);
   all.insert(all.end(), pids.begin(), pids.end());
   for (pid_t pid : all) {
-    if (!groups.count(ProcessGroupOf(pid))) ::kill(pid, sig);
+    auto it = table.find(pid);
+    pid_t group = it == table.end() ? ProcessGroupOf(pid) : it->second.pgid;
+    if (!groups.count(group)) ::kill(pid, sig);
   }
 }
 

@@ -68,14 +68,15 @@ StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
                       const std::optional<RunPlan::RunAs>& run_as, int log_fd);
 
-// Every live process whose parent chain leads to one of `roots` (read from /proc).
-std::vector<pid_t> Descendants(const std::set<pid_t>& roots);
+// The children of the single-threaded process `parent` (read from /proc).
+std::set<pid_t> ChildrenOf(pid_t parent);
 
 // The process group of `pid` (-1 if it is gone).
 pid_t ProcessGroupOf(pid_t pid);
 
 // Sends `sig` to the process groups `groups`, then to each of `pids` and their descendants outside
-// those groups: each process gets the signal once (a job's trap of a warning signal runs once).
+// those groups (one read of /proc): each process gets the signal once (a job's trap of a warning
+// signal runs once).
 void SignalProcesses(const std::set<pid_t>& groups, const std::set<pid_t>& pids, int sig);
 
 // The lease file's deadlines (see RunPlan::lease_file) against monotonic time `now_ms`: whether

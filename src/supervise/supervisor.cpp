@@ -45,8 +45,8 @@ std::map<std::string, std::string> EnvFromJson(const json::value* v) {
 }
 
 void SignalAll(pid_t group, int sig) {
-  std::vector<pid_t> job = Descendants({::getpid()});
-  SignalProcesses({group}, std::set<pid_t>(job.begin(), job.end()), sig);
+  // The supervisor's children are the step's bash and what the job left re-parented to it.
+  SignalProcesses({group}, ChildrenOf(::getpid()), sig);
 }
 
 // The supervisor blocks SupervisorWaitedSignals() and takes them with sigtimedwait: SIGCHLD wakes

@@ -24,35 +24,14 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "supervise/supervisor.h"
+#include "support/processes.h"
 
 namespace berth {
 namespace {
 
 constexpr char kTag[] = "BERTH_NODE_SUPERVISOR_TEST";
 
-// Live processes other than this one whose environment holds every one of `wanted` ("NAME=VALUE").
-std::vector<pid_t> ProcessesWith(const std::vector<std::string>& wanted) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0 || pid == ::getpid()) continue;
-    std::string env = ReadFileOr(std::string("/proc/") + e->d_name + "/environ");
-    size_t found = 0;
-    for (size_t at = 0; at < env.size();) {
-      size_t end = env.find('\0', at);
-      if (end == std::string::npos) end = env.size();
-      for (const auto& w : wanted) {
-        if (env.compare(at, end - at, w) == 0) ++found;
-      }
-      at = end + 1;
-    }
-    if (!wanted.empty() && found == wanted.size()) out.push_back(pid);
-  }
-  closedir(d);
-  return out;
-}
+using testing::ProcessesWithEnv;
 
 bool WaitFor(const std::function<bool()>& done, int64_t ms) {
   const int64_t deadline = MonotonicMs() + ms;
@@ -81,10 +60,11 @@ class NodeSupervisorTest : public ::testing::Test {
     std::filesystem::remove_all(root_, ec);
   }
 
-  std::vector<pid_t> Tagged() { return ProcessesWith({std::string(kTag) + "=" + root_}); }
+  std::vector<pid_t> Tagged() { return ProcessesWithEnv({std::string(kTag) + "=" + root_}); }
   // The processes of job `job` (rank 0, attempt 1) of this test.
   std::vector<pid_t> JobProcesses(int job) {
-    return ProcessesWith({std::string(kTag) + "=" + root_, "BERTH_JOB_ID=" + std::to_string(job)});
+    return ProcessesWithEnv(
+        {std::string(kTag) + "=" + root_, "BERTH_JOB_ID=" + std::to_string(job)});
   }
 
   // A rank of job `job` whose run step is `run`.

@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "supervise/supervisor.h"
+#include "support/processes.h"
 
 namespace berth {
 namespace {
@@ -39,29 +40,10 @@ std::string BerthBin() { return BERTH_BIN; }
 
 constexpr char kTag[] = "BERTH_STOP_AT_START_TEST";
 
-// Pids of live processes (zombies have no environment) other than this one whose environment holds
-// kTag=tag: the supervisors (which inherit this process's environment) and the jobs' processes.
+// Live processes other than this one whose environment holds kTag=tag: the supervisors (which
+// inherit this process's environment) and the jobs' processes.
 std::vector<pid_t> TaggedProcesses(const std::string& tag) {
-  std::string want = std::string(kTag) + "=" + tag;
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0 || pid == ::getpid()) continue;
-    std::string env = ReadFileOr(std::string("/proc/") + e->d_name + "/environ");
-    for (size_t at = 0; at < env.size();) {
-      size_t end = env.find('\0', at);
-      if (end == std::string::npos) end = env.size();
-      if (env.compare(at, end - at, want) == 0) {
-        out.push_back(pid);
-        break;
-      }
-      at = end + 1;
-    }
-  }
-  closedir(d);
-  return out;
+  return testing::ProcessesWithEnv({std::string(kTag) + "=" + tag});
 }
 
 class StopAtSupervisorStart : public ::testing::Test {
