@@ -54,8 +54,15 @@ bool WatchStreams::Attach(const std::string& node, const std::string& session,
 void WatchStreams::PingSome(size_t fraction) {
   std::string ping = proto::EncodeWatchLine(proto::PingMessage{});
   MutexLock lock(mu_);
+  fraction = std::max<size_t>(1, fraction);
+  const size_t tick = ping_tick_;
+  ping_tick_ = (tick + 1) % fraction;
   if (streams_.empty()) return;
-  size_t count = (streams_.size() + fraction - 1) / std::max<size_t>(1, fraction);
+  // This tick's share of a cycle of `fraction` ticks that pings each stream once: with fewer
+  // streams than ticks, most ticks ping none (rounding each tick's share up pinged a lone stream
+  // at every tick, 25 times as often as meant).
+  const size_t n = streams_.size();
+  size_t count = n * (tick + 1) / fraction - n * tick / fraction;
   auto it = streams_.upper_bound(last_pinged_);
   for (size_t i = 0; i < count; ++i) {
     if (it == streams_.end()) it = streams_.begin();

@@ -29,8 +29,9 @@ class WatchStreams final : public AgentChannel {
   bool Attach(const std::string& node, const std::string& session,
               std::shared_ptr<net::Responder> stream) EXCLUDES(mu_);
   // A ping on the next `fraction`-th of the attached streams, round robin (keeps idle connections
-  // and their proxies alive). Called every tick with fraction n, each stream gets a ping every n
-  // ticks; spreading them keeps a thousand pings from landing on the I/O threads at once.
+  // and their proxies alive). Called every tick with fraction n, each stream gets a ping once
+  // every n ticks, however few streams there are; spreading them keeps a thousand pings from
+  // landing on the I/O threads at once.
   void PingSome(size_t fraction) EXCLUDES(mu_);
   // Ends every stream (server shutdown).
   void EndAll() EXCLUDES(mu_);
@@ -44,6 +45,7 @@ class WatchStreams final : public AgentChannel {
   Mutex mu_;
   std::map<std::string, Stream> streams_ GUARDED_BY(mu_);
   std::string last_pinged_ GUARDED_BY(mu_);  // PingSome's round-robin cursor
+  size_t ping_tick_ GUARDED_BY(mu_) = 0;     // PingSome's place in its cycle of `fraction` ticks
 };
 
 }  // namespace berth
