@@ -441,6 +441,13 @@ Result<json::value> Connection::CallIdempotent(const std::string& method, const 
       Send(method, target, body, timeout_ms, {{"Idempotency-Key", key}}, /*repeatable=*/true);
   if (!res.ok() || res->status >= 500) {
     Status failed = res.ok() ? Decode(std::move(res)).status() : res.status();
+    if (!maybe_delivered_) {
+      return Status(failed.code(),
+                    failed.message() +
+                        "\nberth: nothing was submitted (no server was reached); the same command "
+                        "with --idempotency-key " +
+                        key + " is safe to run again (it never submits twice)");
+    }
     return Status(failed.code(),
                   failed.message() +
                       "\nberth: it may or may not have been recorded; the same command with "
@@ -454,6 +461,7 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
                                            const std::string& body, DurationMs timeout_ms,
                                            const net::HttpHeaders& headers, bool repeatable) {
   Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
+  maybe_delivered_ = !NeverSent(res);
   if (local_unverified_) {
     // The local server's socket was there but nothing listens on it: the request reached no
     // server, so it goes again once the cluster runs. A server that took the request and never
@@ -465,16 +473,18 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
       if (Status st = VerifyLocal(); !st.ok()) return st;
       if (refused || method == "GET" || repeatable) {
         res = client_->Request(method, target, body, timeout_ms, headers);
+        if (!NeverSent(res)) maybe_delivered_ = true;
       }
     }
     local_unverified_ = false;
   }
-  const int64_t give_up = MonotonicMs() + kFailoverWaitMs;
+  const int64_t started = MonotonicMs();
+  const int64_t give_up = started + kFailoverWaitMs;
+  bool announced = false;
   for (size_t tried = 1; urls_.size() > 1 || repeatable; ++tried) {
     // Another server is worth asking only when this one surely did nothing with the request: it
     // could not be reached, or it is a follower.
-    const bool unreachable = !res.ok() && (StartsWith(res.status().message(), "cannot connect") ||
-                                           StartsWith(res.status().message(), "cannot resolve"));
+    const bool unreachable = NeverSent(res);
     const bool follower = res.ok() && res->status == 503 && !res->Header("X-Berth-Leader").empty();
     const bool no_leader = res.ok() && res->status == 503 &&
                            res->Header("X-Berth-Leader").empty() &&
@@ -488,7 +498,16 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
     const bool unknown =
         repeatable && (!res.ok() || res->status == 502 || res->status == 503 || res->status == 504);
     if (!unreachable && !follower && !no_leader && !fenced && !unknown) break;
-    if (MonotonicMs() >= give_up) break;
+    const int64_t now = MonotonicMs();
+    if (now >= give_up) break;
+    if (!announced && now - started >= kAnnounceWaitMs) {
+      // A restart or a failover is ridden out, but not in silence.
+      announced = true;
+      fmt::print(
+          stderr, "berth: {}; trying again for up to {} s\n",
+          res.ok() ? fmt::format("{} answered {}", url_, res->status) : res.status().message(),
+          (give_up - now + 999) / 1000);
+    }
     std::string next =
         urls_[(std::find(urls_.begin(), urls_.end(), url_) - urls_.begin() + 1) % urls_.size()];
     if (follower) {
@@ -499,8 +518,14 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
     if (tried % urls_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     UseServer(next);
     res = client_->Request(method, target, body, timeout_ms, headers);
+    if (!NeverSent(res)) maybe_delivered_ = true;
   }
   return res;
+}
+
+bool Connection::NeverSent(const Result<net::HttpResponse>& res) {
+  return !res.ok() && (StartsWith(res.status().message(), "cannot connect") ||
+                       StartsWith(res.status().message(), "cannot resolve"));
 }
 
 Result<json::value> Connection::Decode(Result<net::HttpResponse> res) {

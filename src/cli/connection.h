@@ -75,13 +75,16 @@ class Connection {
   // next server, for up to kFailoverWaitMs while no server leads (a failover in progress). A call
   // whose request may have reached a server is never sent twice.
   static constexpr DurationMs kFailoverWaitMs = 15'000;
+  // How long a call retries before it says on stderr that it is waiting for a server.
+  static constexpr DurationMs kAnnounceWaitMs = 1'000;
   Result<json::value> Call(const std::string& method, const std::string& target,
                            const std::string& body = "", DurationMs timeout_ms = 60'000);
   // A call that may be repeated safely (a submission with an Idempotency-Key: the server answers
   // a repeat with what the first made). Besides what Call() retries, it sends the request again,
   // to this server or the next, when the answer was lost or the server could not commit (5xx),
-  // for up to kFailoverWaitMs. When it gives up with the outcome unknown, the error says so and
-  // names the key.
+  // for up to kFailoverWaitMs. When it gives up, the error names the key and says whether the
+  // submission may have been recorded (some attempt may have reached a server) or surely was not
+  // (every attempt failed to connect).
   Result<json::value> CallIdempotent(const std::string& method, const std::string& target,
                                      const std::string& body, const std::string& key,
                                      DurationMs timeout_ms = 60'000);
@@ -102,6 +105,10 @@ class Connection {
   std::vector<std::string> urls_;
   std::unique_ptr<net::HttpClient> client_;
   bool local_unverified_ = false;  // url_ is the local socket, not yet known to answer
+  bool maybe_delivered_ = false;   // the last Send() may have delivered its request to a server
+
+  // The request surely never left: no connection was made.
+  static bool NeverSent(const Result<net::HttpResponse>& res);
 
   // The local cluster's URL (its unix socket where it has one), starting the cluster if its
   // server does not answer.

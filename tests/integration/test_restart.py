@@ -8,12 +8,14 @@ finished one is recorded as finished, and the waiting one is still waiting and t
 The same for the agent: killed and restarted, it re-adopts the jobs its supervisors kept running.
 """
 
+import json
 import os
 import signal
+import subprocess
 import time
 import unittest
 
-from harness import BerthTestCase, alive
+from harness import BERTH_BIN, BerthTestCase, alive
 from test_cancel import STUBBORN_SCRIPT, SURVIVORS_SCRIPT
 
 # Writes its pid, prints, and moves on each time the test creates the next file under $CTL.
@@ -85,6 +87,42 @@ class RestartTest(BerthTestCase):
         b.wait_status(waiting, "SUCCEEDED", env=env)
         self.assertEqual(b.run("logs", waiting, env=env)[1], "waited\n")
         self.assertEqual(b.nodes(env=env)[0]["free"]["gpus"], {"V100": 4})
+
+    def test_a_submission_waits_out_a_server_restart_and_says_so(self):
+        b = self.b
+        state = self.path("server-state")
+        server = b.start_server(state_dir=state)
+        port = server.url.rsplit(":", 1)[1]
+        b.start_agent(server.url, name="node-0", gpus="V100:1")
+        b.wait_nodes_up(["node-0"], env={"BERTH_SERVER": server.url})
+        env = {**b.env, "BERTH_SERVER": server.url}
+        server.kill(signal.SIGKILL)
+        # Submitted while no server listens: the CLI keeps trying, and says so after a second.
+        err_path = self.path("exec.err")
+        with open(err_path, "w") as err:
+            cli = subprocess.Popen([BERTH_BIN, "exec", "-d", "--json", "--", "true"], env=env, cwd=b.tmp,
+                                   stdout=subprocess.PIPE, stderr=err, text=True)
+        b.wait_until(lambda: "trying again for up to" in open(err_path).read(), timeout=10,
+                     message="the CLI to say it waits for the server")
+        self.assertIsNone(cli.poll())
+        server = b.start_server(state_dir=state, listen=f"127.0.0.1:{port}")
+        out, _ = cli.communicate(timeout=30)
+        self.assertEqual(cli.returncode, 0, open(err_path).read())
+        job = json.loads(out)["jobs"][0]
+        self.assertEqual([j["id"] for j in b.queue(env={"BERTH_SERVER": server.url})], [job])
+        self.assertIn("cannot connect", open(err_path).read())
+        b.wait_status(job, "SUCCEEDED", env={"BERTH_SERVER": server.url})
+
+        # A server that never comes back: after 15 s the CLI gives up, and since no attempt reached a
+        # server it says that nothing was submitted (not "may or may not").
+        server.kill(signal.SIGKILL)
+        started = time.monotonic()
+        rc, _, err = b.run("exec", "-d", "--json", "--", "true", check=False, env={"BERTH_SERVER": server.url})
+        self.assertNotEqual(rc, 0)
+        self.assertGreaterEqual(time.monotonic() - started, 14)
+        self.assertIn("nothing was submitted (no server was reached)", err)
+        self.assertIn("--idempotency-key", err)
+        self.assertNotIn("may or may not", err)
 
     def test_server_restart_while_a_cancelled_job_is_stopping(self):
         # A cancelled job's GPUs stay held until its last process is gone, even if the server restarts
