@@ -437,11 +437,12 @@ Result<json::value> Connection::Call(const std::string& method, const std::strin
 Result<json::value> Connection::CallIdempotent(const std::string& method, const std::string& target,
                                                const std::string& body, const std::string& key,
                                                DurationMs timeout_ms) {
-  Result<net::HttpResponse> res =
-      Send(method, target, body, timeout_ms, {{"Idempotency-Key", key}}, /*repeatable=*/true);
+  bool maybe_delivered = true;
+  Result<net::HttpResponse> res = Send(method, target, body, timeout_ms, {{"Idempotency-Key", key}},
+                                       /*repeatable=*/true, &maybe_delivered);
   if (!res.ok() || res->status >= 500) {
     Status failed = res.ok() ? Decode(std::move(res)).status() : res.status();
-    if (!maybe_delivered_) {
+    if (!maybe_delivered) {
       return Status(failed.code(),
                     failed.message() +
                         "\nberth: nothing was submitted (no server was reached); the same command "
@@ -459,9 +460,18 @@ Result<json::value> Connection::CallIdempotent(const std::string& method, const 
 
 Result<net::HttpResponse> Connection::Send(const std::string& method, const std::string& target,
                                            const std::string& body, DurationMs timeout_ms,
-                                           const net::HttpHeaders& headers, bool repeatable) {
-  Result<net::HttpResponse> res = client_->Request(method, target, body, timeout_ms, headers);
-  maybe_delivered_ = !NeverSent(res);
+                                           const net::HttpHeaders& headers, bool repeatable,
+                                           bool* maybe_delivered) {
+  // Whether some attempt may have reached a server: any that got past connecting.
+  bool ignored = false;
+  bool& delivered = maybe_delivered ? *maybe_delivered : ignored;
+  delivered = false;
+  auto request = [&] {
+    Result<net::HttpResponse> sent = client_->Request(method, target, body, timeout_ms, headers);
+    if (!NeverSent(sent)) delivered = true;
+    return sent;
+  };
+  Result<net::HttpResponse> res = request();
   if (local_unverified_) {
     // The local server's socket was there but nothing listens on it: the request reached no
     // server, so it goes again once the cluster runs. A server that took the request and never
@@ -472,8 +482,7 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
     if (refused || hung) {
       if (Status st = VerifyLocal(); !st.ok()) return st;
       if (refused || method == "GET" || repeatable) {
-        res = client_->Request(method, target, body, timeout_ms, headers);
-        if (!NeverSent(res)) maybe_delivered_ = true;
+        res = request();
       }
     }
     local_unverified_ = false;
@@ -517,8 +526,7 @@ Result<net::HttpResponse> Connection::Send(const std::string& method, const std:
     // Once around the list without a leader: a failover is under way; wait a little.
     if (tried % urls_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     UseServer(next);
-    res = client_->Request(method, target, body, timeout_ms, headers);
-    if (!NeverSent(res)) maybe_delivered_ = true;
+    res = request();
   }
   return res;
 }

@@ -105,7 +105,6 @@ class Connection {
   std::vector<std::string> urls_;
   std::unique_ptr<net::HttpClient> client_;
   bool local_unverified_ = false;  // url_ is the local socket, not yet known to answer
-  bool maybe_delivered_ = false;   // the last Send() may have delivered its request to a server
 
   // The request surely never left: no connection was made.
   static bool NeverSent(const Result<net::HttpResponse>& res);
@@ -117,10 +116,12 @@ class Connection {
   // Switches to `url` (a member of urls_).
   void UseServer(const std::string& url);
   // Sends the request, and again to the leader a follower names or the next server, as Call()
-  // and CallIdempotent() (`repeatable`) say.
+  // and CallIdempotent() (`repeatable`) say. `maybe_delivered` (if given) is set to whether any
+  // attempt may have reached a server (false: every one failed to connect).
   Result<net::HttpResponse> Send(const std::string& method, const std::string& target,
                                  const std::string& body, DurationMs timeout_ms,
-                                 const net::HttpHeaders& headers, bool repeatable);
+                                 const net::HttpHeaders& headers, bool repeatable,
+                                 bool* maybe_delivered = nullptr);
   // A 2xx answer's JSON, or an error carrying the server's message.
   static Result<json::value> Decode(Result<net::HttpResponse> res);
 };
