@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -556,14 +557,24 @@ void Agent::WatchDir(LocalJob& job, const std::string& key) {
 }
 
 void Agent::ShipperLoop() {
+  using std::chrono::steady_clock;
   int64_t last_full = 0;
+  // While reports are held back (see AgentOptions::report_hold_ms): when they must go. Real time,
+  // as the poll's timeout is.
+  bool holding = false;
+  steady_clock::time_point send_by{};
+  auto ms_left = [&](int64_t most) {
+    if (!holding) return most;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(send_by - steady_clock::now());
+    return std::clamp<int64_t>(left.count(), 0, most);
+  };
   alignas(inotify_event) char buf[16384];
   while (!stop_) {
     bool full = inotify_fd_ < 0 || clock_.Monotonic() - last_full >= 1000;
     std::set<std::string> dirty;
     if (!full) {
       pollfd p{inotify_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) > 0) {
+      if (::poll(&p, 1, static_cast<int>(ms_left(50))) > 0) {
         ::usleep(2000);  // let a burst of changes arrive, to ship them in one round
         ssize_t n;
         MutexLock lock(mu_);
@@ -585,17 +596,23 @@ void Agent::ShipperLoop() {
       dirty_.clear();
       reports_waiting = !reports_.empty();
     }
+    const bool may_hold = options_.report_hold_ms > 0 && ms_left(1) > 0;
+    bool held = false;
     if (full) {
       last_full = clock_.Monotonic();
-      ShipOnce(false);
+      held = ShipOnce(false, nullptr, may_hold);
     } else if (!dirty.empty() || reports_waiting) {
-      ShipOnce(false, &dirty);
+      held = ShipOnce(false, &dirty, may_hold);
     }
-    if (inotify_fd_ < 0) Pause(50);
+    if (held && !holding) {
+      send_by = steady_clock::now() + std::chrono::milliseconds(options_.report_hold_ms);
+    }
+    holding = held;
+    if (inotify_fd_ < 0) Pause(ms_left(50));
   }
 }
 
-void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
+bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hold) {
   // Reap supervisors that were our children (they exit after recording the job's end).
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -622,7 +639,7 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
       if (!job.exited) RecordEndOfDeadSupervisor(job);
     }
   }
-  if (session.empty()) return;
+  if (session.empty()) return false;
   // For each job: new events first, then its output up to now, so that an exit is reported only
   // after all output written before it has been shipped.
   std::vector<proto::Report> new_reports;
@@ -688,16 +705,22 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   {
     MutexLock lock(mu_);
     for (auto& r : new_reports) reports_.push_back(std::move(r));
+    if (may_hold && !final && !reports_.empty() &&
+        std::none_of(reports_.begin(), reports_.end(), [](const proto::Report& r) {
+          return r.event == proto::ReportEvent::kExited;
+        })) {
+      return true;  // kept for a later round (see AgentOptions::report_hold_ms)
+    }
     request.reports.assign(reports_.begin(), reports_.end());
   }
-  if (request.reports.empty()) return;
+  if (request.reports.empty()) return false;
   auto answer = connection_.Report(request, final ? 2000 : 10'000);
   if (!answer.ok()) {
     if (answer.status().code() == Code::kConflict) {
       MutexLock lock(mu_);
       need_register_ = true;
     }
-    return;  // kept; sent again next round
+    return false;  // kept; sent again next round
   }
   // Recycled after the lock (a big work dir takes a while); the flag: whether it may be reused.
   std::vector<std::pair<std::string, bool>> done_dirs;
@@ -736,6 +759,7 @@ void Agent::ShipOnce(bool final, const std::set<std::string>* only) {
   }
   lock.Unlock();
   for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
+  return false;
 }
 
 bool Agent::TakeSpareDir(const std::string& dir) {

@@ -201,6 +201,35 @@ TEST_F(AgentTest, ProgressAndExitAreReportedAfterTheOutput) {
 
 // The user cancels job 1 while it runs: the server sends a stop, and the agent asks the job's
 // supervisor (pid 100001, the first the fake hands out) to stop it.
+
+// A short job: it starts, and exits 50 ms later. Its acceptance and start wait for its exit (the
+// hold is 1 s here, 20 ms by default), and all three reach the server in one request: one commit
+// there instead of two. Nothing waits longer than the hold: a job that keeps running is reported
+// running once it is over.
+TEST_F(AgentTest, AShortJobsStartAndExitAreReportedInOneRequest) {
+  options_.report_hold_ms = 1000;
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  AppendEvent(JobDir("1-1-0"), {"running"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  AppendEvent(JobDir("1-1-0"), {"exited", 0, "run", ""});
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  auto requests = connection_.report_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  std::vector<ReportEvent> events;
+  for (const auto& r : requests[0].reports) events.push_back(r.event);
+  EXPECT_EQ(events, (std::vector<ReportEvent>{ReportEvent::kAccepted, ReportEvent::kRunning,
+                                              ReportEvent::kExited}));
+
+  auto started = std::chrono::steady_clock::now();
+  connection_.Push(LaunchOf({2, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 2; }, kTimeoutMs));
+  AppendEvent(JobDir("2-1-0"), {"running"});
+  ASSERT_TRUE(WaitForReport({2, 1, 0}, ReportEvent::kRunning));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(900));
+  EXPECT_EQ(connection_.report_requests().size(), 2u);
+}
 TEST_F(AgentTest, StopOfARunningJobSignalsItsSupervisor) {
   StartAgent();
   connection_.Push(LaunchOf({1, 1, 0}, {0}));
