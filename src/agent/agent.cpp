@@ -643,6 +643,9 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   // For each job: new events first, then its output up to now, so that an exit is reported only
   // after all output written before it has been shipped.
   std::vector<proto::Report> new_reports;
+  // Output shipped this round: whoever reads it must also see the job's progress (its RUNNING),
+  // so nothing is held back then.
+  bool shipped_output = false;
   for (auto& job : snapshot) {
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
@@ -677,6 +680,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
       // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
       // resume from its size.
       job.log_shipped = std::min<int64_t>(answer->size, size);
+      shipped_output = true;
       if (!answer->error.empty() && answer->size > size) break;
     }
     size_t reported = job.events_seen;
@@ -705,7 +709,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   {
     MutexLock lock(mu_);
     for (auto& r : new_reports) reports_.push_back(std::move(r));
-    if (may_hold && !final && !reports_.empty() &&
+    if (may_hold && !final && !shipped_output && !reports_.empty() &&
         std::none_of(reports_.begin(), reports_.end(), [](const proto::Report& r) {
           return r.event == proto::ReportEvent::kExited;
         })) {

@@ -63,7 +63,8 @@ struct AgentOptions {
   // Reports in which no job ended wait up to this long for more news before they are sent, so
   // that a short job's acceptance, start and exit reach the server in one request and one commit
   // (two before; on the server, a request and a commit are most of a short job's cost). An exit
-  // is never held, and neither is anything queued with one. 0: send each round at once.
+  // is never held, nor anything queued with one, nor a round that shipped output (whoever reads
+  // a job's output must see it running). 0: send each round at once.
   int64_t report_hold_ms = 20;
 };
 

@@ -230,6 +230,28 @@ TEST_F(AgentTest, AShortJobsStartAndExitAreReportedInOneRequest) {
   EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(900));
   EXPECT_EQ(connection_.report_requests().size(), 2u);
 }
+
+// A job that prints is not held back: a user who reads its first line must see it RUNNING. Its
+// start is noticed first and held (the hold is 1 s here); the round that ships its output sends
+// the held reports right after it, not at the end of the hold.
+TEST_F(AgentTest, AJobsStartIsNotHeldOnceItsOutputIsShipped) {
+  options_.report_hold_ms = 1000;
+  StartAgent();
+  connection_.Push(LaunchOf({1, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  AppendEvent(JobDir("1-1-0"), {"running"});
+  std::ofstream(JobDir("1-1-0") + "/output.log", std::ios::app) << "first\n";
+  ASSERT_TRUE(WaitFor([&] { return connection_.log({1, 1, 0}) == "first\n"; }, kTimeoutMs));
+  auto shipped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kRunning));
+  EXPECT_LT(std::chrono::steady_clock::now() - shipped, std::chrono::milliseconds(500))
+      << "the job's start was held back while its output was on the server";
+  auto journal = connection_.journal();
+  auto log_at = std::find(journal.begin(), journal.end(), "log 1-1-0 6");
+  auto running_at = std::find(journal.begin(), journal.end(), "report 1-1-0 running");
+  EXPECT_LT(log_at, running_at);
+  EXPECT_FALSE(Reported({1, 1, 0}, ReportEvent::kExited).has_value());
+}
 TEST_F(AgentTest, StopOfARunningJobSignalsItsSupervisor) {
   StartAgent();
   connection_.Push(LaunchOf({1, 1, 0}, {0}));
