@@ -62,14 +62,16 @@ class StopAtSupervisorStart : public ::testing::Test {
     std::filesystem::remove_all(root_, ec);
   }
 
-  // A job directory with a run plan whose setup sleeps 5 s: only an honoured stop ends it sooner,
-  // and an ignored one would let it reach "running".
+  // A job directory with a run plan whose setup sleeps 120 s: only an honoured stop ends it
+  // sooner, and an ignored one would let it reach "running". (5 s was too short on a slow VM under
+  // ASan: a stop that reached a node supervisor busy starting 200 ranks more than 5 s after their
+  // setups began found one already ended, with exit 0.)
   std::string NewJob(int i) {
     std::string dir = root_ + "/job-" + std::to_string(i);
     std::filesystem::create_directories(dir);
     RunPlan plan;
     plan.workdir = dir;
-    plan.setup = "sleep 5";
+    plan.setup = "sleep 120";
     plan.run = "true";
     plan.setup_env = {{"PATH", "/usr/bin:/bin"}, {kTag, root_}};
     plan.run_env = plan.setup_env;
@@ -78,11 +80,14 @@ class StopAtSupervisorStart : public ::testing::Test {
     return dir;
   }
 
-  // Waits up to 10 s for every job to record its end; returns the directories that did not, each
-  // with what it holds.
+  // Waits up to 60 s for every job to record its end; returns the directories that did not, each
+  // with what it holds. A passing run ends in a few seconds; the bound is for slow machines: under
+  // ASan on a VM where creating a process cost ~5 ms, this test and the next one run side by side
+  // (ctest -j2) took more than the 10 s allowed before for their 250 supervisors and 500 job
+  // processes to start and be stopped, while each alone passed in 5 s.
   std::vector<std::string> JobsWithoutAnEnd(const std::vector<std::string>& dirs) {
     std::vector<std::string> missing;
-    int64_t deadline = MonotonicMs() + 10'000;
+    int64_t deadline = MonotonicMs() + 60'000;
     for (const auto& dir : dirs) {
       while (true) {
         auto events = ParseEvents(ReadFileOr(dir + "/events"));
@@ -108,9 +113,9 @@ class StopAtSupervisorStart : public ::testing::Test {
     return missing;
   }
 
-  // Waits up to 5 s for every supervisor and job process to be gone.
+  // Waits up to 30 s for every supervisor and job process to be gone (see above for why so long).
   std::vector<pid_t> Leftovers() {
-    int64_t deadline = MonotonicMs() + 5000;
+    int64_t deadline = MonotonicMs() + 30'000;
     std::vector<pid_t> left;
     while (!(left = TaggedProcesses(root_)).empty() && MonotonicMs() < deadline) {
       while (::waitpid(-1, nullptr, WNOHANG) > 0) {  // supervisors started by SpawnSupervisor
