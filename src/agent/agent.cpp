@@ -596,7 +596,8 @@ void Agent::ShipperLoop() {
       dirty_.clear();
       reports_waiting = !reports_.empty();
     }
-    const bool may_hold = options_.report_hold_ms > 0 && ms_left(1) > 0;
+    const bool may_hold =
+        options_.report_hold_ms > 0 && (!holding || steady_clock::now() < send_by);
     bool held = false;
     if (full) {
       last_full = clock_.Monotonic();

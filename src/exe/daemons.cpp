@@ -81,10 +81,6 @@ std::string ReadToken(const std::string& flag, const std::string& file) {
   return "";
 }
 
-}  // namespace
-
-namespace {
-
 // The server's memory comes and goes in big blocks: a scheduling pass over 100,000 pending jobs
 // builds tens of MiB of snapshot and frees it, a 10,000-job submission as much. By default glibc
 // hands such blocks back to the kernel at once (munmap, or trimming the top of an arena) and the

@@ -199,9 +199,6 @@ TEST_F(AgentTest, ProgressAndExitAreReportedAfterTheOutput) {
   EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(dir); }, kTimeoutMs));
 }
 
-// The user cancels job 1 while it runs: the server sends a stop, and the agent asks the job's
-// supervisor (pid 100001, the first the fake hands out) to stop it.
-
 // A short job: it starts, and exits 50 ms later. Its acceptance and start wait for its exit (the
 // hold is 1 s here, 20 ms by default), and all three reach the server in one request: one commit
 // there instead of two. Nothing waits longer than the hold: a job that keeps running is reported
@@ -252,6 +249,9 @@ TEST_F(AgentTest, AJobsStartIsNotHeldOnceItsOutputIsShipped) {
   EXPECT_LT(log_at, running_at);
   EXPECT_FALSE(Reported({1, 1, 0}, ReportEvent::kExited).has_value());
 }
+
+// The user cancels job 1 while it runs: the server sends a stop, and the agent asks the job's
+// supervisor (pid 100001, the first the fake hands out) to stop it.
 TEST_F(AgentTest, StopOfARunningJobSignalsItsSupervisor) {
   StartAgent();
   connection_.Push(LaunchOf({1, 1, 0}, {0}));
