@@ -417,7 +417,12 @@ void Agent::LauncherLoop() {
     if (spec_text.empty()) {
       // The server sends each spec before the launches that use it; one that did not come (an
       // older server, a spec fallen out of the cache) is fetched, once however many jobs share it.
-      auto fetched = connection_.GetSpec(launch.spec_id);
+      SpecFetch fetch{.spec_id = launch.spec_id, .node = options_.name, .job = launch.job};
+      {
+        MutexLock lock(mu_);
+        fetch.session = session_;
+      }
+      auto fetched = connection_.GetSpec(fetch);
       if (!fetched.ok()) {
         error = "cannot fetch the job's spec: " + fetched.status().message();
       } else {

@@ -103,11 +103,15 @@ Result<proto::LogAppendAnswer> HttpAgentConnection::AppendLog(const proto::LogAp
   return proto::LogAppendAnswer::Decode(*v);
 }
 
-Result<std::string> HttpAgentConnection::GetSpec(int64_t spec_id) {
+Result<std::string> HttpAgentConnection::GetSpec(const SpecFetch& fetch) {
   std::lock_guard lock(specs_->mu);
-  auto res = specs_->client.Request("GET", fmt::format("/v1/specs/{}", spec_id), "", 30'000);
+  auto res = specs_->client.Request(
+      "GET",
+      fmt::format("/v1/specs/{}?node={}&session={}&job={}", fetch.spec_id,
+                  net::UrlEncode(fetch.node), net::UrlEncode(fetch.session), fetch.job),
+      "", 30'000);
   if (!res.ok()) return res.status();
-  if (res->status == 404) return Status::NotFound(fmt::format("spec {} is unknown", spec_id));
+  if (res->status == 404) return Status::NotFound(fmt::format("spec {} is unknown", fetch.spec_id));
   if (res->status != 200) return StatusOf(*res, "spec fetch");
   return std::move(res->body);
 }
@@ -233,8 +237,8 @@ Result<proto::LogAppendAnswer> FailoverAgentConnection::AppendLog(const proto::L
   return OnCurrent([&](HttpAgentConnection& c) { return c.AppendLog(where, data, timeout_ms); });
 }
 
-Result<std::string> FailoverAgentConnection::GetSpec(int64_t spec_id) {
-  return OnCurrent([&](HttpAgentConnection& c) { return c.GetSpec(spec_id); });
+Result<std::string> FailoverAgentConnection::GetSpec(const SpecFetch& fetch) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.GetSpec(fetch); });
 }
 
 Status FailoverAgentConnection::Watch(
@@ -254,6 +258,36 @@ void FailoverAgentConnection::AbortWatch() {
       servers_[i]->AbortWatchInProgress();
     }
   }
+}
+
+Result<std::string> JoinCluster(const std::vector<std::string>& servers,
+                                const std::string& tls_fingerprint, const std::string& join_token,
+                                const std::string& node) {
+  Status last = Status::Unavailable("no server to join");
+  for (const std::string& url : servers) {
+    net::HttpClient client(
+        url, net::HttpClientOptions{
+                 .token = join_token, .tls_fingerprint = tls_fingerprint, .ca_file = ""});
+    auto res = client.Request("POST", "/v1/agent/join",
+                              json::serialize(json::object{{"node", node}}), 30'000);
+    if (!res.ok()) {
+      last = res.status();
+      continue;
+    }
+    if (res->status == 503) {  // a follower, or a server that cannot commit now: the next one
+      last = StatusOf(*res, "join");
+      continue;
+    }
+    if (res->status != 201) return StatusOf(*res, "join");
+    auto v = ParseJson(res->body, "join answer");
+    if (!v.ok()) return v.status();
+    const auto* credential = v->is_object() ? v->as_object().if_contains("credential") : nullptr;
+    if (!credential || !credential->is_string()) {
+      return Status::Internal("join answer holds no credential");
+    }
+    return std::string(credential->as_string());
+  }
+  return last;
 }
 
 }  // namespace berth

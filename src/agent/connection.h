@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "net/http_client.h"
@@ -27,6 +28,13 @@ namespace berth {
 namespace net {
 class HttpClient;
 }
+
+struct SpecFetch {
+  int64_t spec_id = 0;
+  std::string node;
+  std::string session;
+  int64_t job = 0;  // the job whose launch needs it
+};
 
 class AgentConnection {
  public:
@@ -40,8 +48,10 @@ class AgentConnection {
   // answer then carries the server's size and an error text.
   virtual Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where,
                                                    std::string_view data, int64_t timeout_ms) = 0;
-  // The spec text of a submission. NotFound if the server does not know it.
-  virtual Result<std::string> GetSpec(int64_t spec_id) = 0;
+  // The spec text of a submission, fetched by the node `fetch` names, in its session, for its job
+  // `fetch.job` (the server lets a node read only the specs of jobs placed on it: Forbidden
+  // otherwise). NotFound if the server does not know it.
+  virtual Result<std::string> GetSpec(const SpecFetch& fetch) = 0;
   // Reads the session's watch stream, calling `on_message` for every message, until the stream
   // ends (Ok or an error), `on_message` returns false, or AbortWatch() is called.
   virtual Status Watch(const std::string& node, const std::string& session,
@@ -62,7 +72,7 @@ class HttpAgentConnection final : public AgentConnection {
                                      int64_t timeout_ms) override;
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
                                            int64_t timeout_ms) override;
-  Result<std::string> GetSpec(int64_t spec_id) override;
+  Result<std::string> GetSpec(const SpecFetch& fetch) override;
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
@@ -100,7 +110,7 @@ class FailoverAgentConnection final : public AgentConnection {
                                      int64_t timeout_ms) override;
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
                                            int64_t timeout_ms) override;
-  Result<std::string> GetSpec(int64_t spec_id) override;
+  Result<std::string> GetSpec(const SpecFetch& fetch) override;
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
@@ -117,5 +127,12 @@ class FailoverAgentConnection final : public AgentConnection {
   std::vector<std::unique_ptr<HttpAgentConnection>> servers_;
   std::atomic<size_t> current_{0};
 };
+
+// POST /v1/agent/join with `join_token`, to each of `servers` in turn until one answers (several
+// servers share one store: any leader takes it): node `node`'s own credential. Unavailable when
+// none answered; the server's refusal otherwise (Unauthorized, Conflict, ...).
+Result<std::string> JoinCluster(const std::vector<std::string>& servers,
+                                const std::string& tls_fingerprint, const std::string& join_token,
+                                const std::string& node);
 
 }  // namespace berth

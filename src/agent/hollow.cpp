@@ -59,14 +59,21 @@ Status HollowNodes::Register(size_t index) {
   return Status::Ok();
 }
 
-std::optional<double> HollowNodes::HollowSeconds(int64_t spec_id) {
+std::optional<double> HollowNodes::HollowSeconds(size_t index, const proto::LaunchMessage& launch) {
+  const int64_t spec_id = launch.spec_id;
   {
     std::lock_guard lock(mu_);
     auto it = spec_seconds_.find(spec_id);
     if (it != spec_seconds_.end()) return it->second;
   }
   std::optional<double> seconds;
-  auto text = connection_->GetSpec(spec_id);
+  SpecFetch fetch{.spec_id = spec_id, .job = launch.job};
+  {
+    std::lock_guard lock(mu_);
+    fetch.node = nodes_[index].name;
+    fetch.session = nodes_[index].session;
+  }
+  auto text = connection_->GetSpec(fetch);
   if (text.ok()) {
     auto v = ParseJson(*text, "spec");
     if (v.ok()) {
@@ -90,7 +97,7 @@ std::optional<double> HollowNodes::HollowSeconds(int64_t spec_id) {
 
 void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&m)) {
-    std::optional<double> seconds = HollowSeconds(launch->spec_id);
+    std::optional<double> seconds = HollowSeconds(index, *launch);
     proto::AttemptRank id = launch->id();
     auto key = std::make_tuple(id.job, id.attempt, id.rank);
     std::lock_guard lock(mu_);

@@ -59,7 +59,7 @@ class HollowNodes {
   void HeartbeatLoop();
   void ReporterLoop();
   void OnMessage(size_t index, const proto::WatchMessage& m);
-  std::optional<double> HollowSeconds(int64_t spec_id);
+  std::optional<double> HollowSeconds(size_t index, const proto::LaunchMessage& launch);
 
   AgentOptions options_;
   int count_;

@@ -1,4 +1,4 @@
-// berth whoami / login, and berth admin token|user|audit (docs/security.md).
+// berth whoami / login, and berth admin token|node|user|audit (docs/security.md).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -173,6 +173,45 @@ int TokenRevoke(const GlobalFlags& g, const std::string& name) {
   auto res = CallServer(g, "POST", "/v1/admin/tokens/" + net::UrlEncode(name) + "/revoke");
   if (!res.ok()) return Fail(res.status());
   fmt::print("Token {} of {} is revoked.\n", name, Str(res->as_object(), "user"));
+  return 0;
+}
+
+int NodeJoinToken(const GlobalFlags& g, const JoinTokenFlags& f) {
+  json::object body{{"reusable", f.reusable}};
+  if (f.expires == "never") {
+    body["expires_in_ms"] = 0;
+  } else {
+    auto d = ParseDuration(f.expires);
+    if (!d || *d <= 0) {
+      return Fail(Status::Invalid(
+          "--expires: expected a duration like 1h or 30m (or never), got '" + f.expires + "'"));
+    }
+    body["expires_in_ms"] = *d;
+  }
+  auto res = CallServer(g, "POST", "/v1/admin/join-tokens", SerializeJson(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::object& o = res->as_object();
+  if (f.as_json) {
+    fmt::print("{}\n", SerializeJson(o));
+    return 0;
+  }
+  fmt::print(stderr,
+             "Join token {} ({}, expires {}). It is shown only this once; put it in a file on "
+             "the new node and start its agent with --join-token-file FILE:\n",
+             Str(o, "name"), f.reusable ? "reusable" : "one node",
+             Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"));
+  fmt::print("{}\n", Str(o, "token"));
+  return 0;
+}
+
+int NodeRevoke(const GlobalFlags& g, const std::string& node) {
+  auto res = CallServer(g, "POST", "/v1/admin/nodes/" + net::UrlEncode(node) + "/revoke");
+  if (!res.ok()) return Fail(res.status());
+  fmt::print(
+      "Node {}'s credential is revoked and its session ended: its agent can no longer act as "
+      "it. Its jobs end when its lease runs out. To bring the node back, give it a new join "
+      "token and remove its STATE_DIR/node-credential.\n",
+      node);
   return 0;
 }
 

@@ -50,7 +50,8 @@ struct ServerFlags {
 
 struct AgentFlags {
   std::string server;
-  std::string user_socket;  // "": STATE_DIR/berth.sock; "-": none
+  std::string join_token_file;  // a join token, exchanged for the node's credential at first start
+  std::string user_socket;      // "": STATE_DIR/berth.sock; "-": none
   std::string tls_fingerprint;
   std::string token;
   std::string token_file;
@@ -175,6 +176,13 @@ struct TokenCreateFlags {
 int TokenCreate(const GlobalFlags& g, const TokenCreateFlags& flags);
 int TokenList(const GlobalFlags& g, bool as_json);
 int TokenRevoke(const GlobalFlags& g, const std::string& name);
+struct JoinTokenFlags {
+  std::string expires = "1h";
+  bool reusable = false;
+  bool as_json = false;
+};
+int NodeJoinToken(const GlobalFlags& g, const JoinTokenFlags& flags);
+int NodeRevoke(const GlobalFlags& g, const std::string& node);
 struct UserSetFlags {
   std::string name;
   std::string role;

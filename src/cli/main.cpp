@@ -81,6 +81,7 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   LoginFlags login_flags;
   UsageFlags usage_flags;
   TokenCreateFlags token_flags;
+  JoinTokenFlags join_flags;
   bool token_list_json = false;
   std::string revoke_name;
   UserSetFlags user_flags;
@@ -181,6 +182,11 @@ int Main(int argc, char** argv, const Daemons& daemons) {
         "follows the leader (default: BERTH_SERVER)");
     agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
     agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
+    agent->add_option("--join-token-file", agent_flags.join_token_file,
+                      "File holding a join token (berth admin node join-token): at the first "
+                      "start the agent exchanges it for the node's own credential, kept in "
+                      "STATE_DIR/node-credential and used from then on instead of the cluster "
+                      "token");
     agent->add_option(
         "--user-socket", agent_flags.user_socket,
         "Unix socket through which this node's users reach the server without a token "
@@ -451,8 +457,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   }
 
   if (wanted("admin")) {
-    auto* admin =
-        app.add_subcommand("admin", "Users, teams, tokens and the audit log (admins only)");
+    auto* admin = app.add_subcommand(
+        "admin", "Users, teams, tokens, node credentials and the audit log (admins only)");
     admin->require_subcommand(1);
     auto* token = admin->add_subcommand("token", "Users' bearer tokens");
     token->require_subcommand(1);
@@ -475,6 +481,25 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     token_revoke->add_option("name", revoke_name, "Token name")->required();
     add_global(token_revoke);
     token_revoke->callback([&] { rc = TokenRevoke(g, revoke_name); });
+
+    auto* node = admin->add_subcommand("node", "Nodes' own credentials: join tokens, revocation");
+    node->require_subcommand(1);
+    auto* join_token = node->add_subcommand(
+        "join-token",
+        "Make a join token: an agent started with --join-token-file exchanges it for its node's "
+        "own credential; printed only once");
+    join_token->add_option("--expires", join_flags.expires,
+                           "Lifetime, like 1h or 30m, or never (default: 1h)");
+    join_token->add_flag("--reusable", join_flags.reusable,
+                         "Let it join any number of nodes (default: one node, then it is used up)");
+    join_token->add_flag("--json", join_flags.as_json, "Machine-readable output");
+    add_global(join_token);
+    join_token->callback([&] { rc = NodeJoinToken(g, join_flags); });
+    auto* node_revoke =
+        node->add_subcommand("revoke", "Revoke a node's credential and end its session at once");
+    node_revoke->add_option("node", revoke_name, "Node name")->required();
+    add_global(node_revoke);
+    node_revoke->callback([&] { rc = NodeRevoke(g, revoke_name); });
 
     auto* user = admin->add_subcommand("user", "Users' rights");
     user->require_subcommand(1);

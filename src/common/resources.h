@@ -55,6 +55,15 @@ struct NodeGrant {
 
 using Placement = std::vector<NodeGrant>;  // one entry per node of the job, in rank order
 
+// Whether `placement` puts rank `rank` on `node` (kAnyRank: any of its ranks).
+constexpr int kAnyRank = -1;
+inline bool PlacedOn(const Placement& placement, const std::string& node, int rank = kAnyRank) {
+  for (const NodeGrant& g : placement) {
+    if (g.node == node && (rank == kAnyRank || g.rank == rank)) return true;
+  }
+  return false;
+}
+
 // One GPU of a node, as its agent discovered or declared it.
 struct GpuDevice {
   int index = 0;     // what CUDA_VISIBLE_DEVICES lists

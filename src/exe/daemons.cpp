@@ -19,6 +19,7 @@
 #include "agent/hollow.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
+#include "agent/node_credential.h"
 #include "agent/user_socket.h"
 #include "cli/commands.h"
 #include "common/files.h"
@@ -298,6 +299,23 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
     if (!Trim(url).empty()) server_urls.push_back(Trim(url));
   }
   if (server_urls.empty()) return Fail(Status::Invalid("--server: no URL given"));
+  // The node's own credential, kept in its state dir (obtained with a join token at the first
+  // start), wins over the cluster token.
+  std::string join_token;
+  if (!flags.join_token_file.empty()) {
+    std::ifstream in(flags.join_token_file);
+    if (!in)
+      return Fail(Status::Invalid("--join-token-file: cannot read " + flags.join_token_file));
+    std::getline(in, join_token);
+    join_token = Trim(join_token);
+  }
+  auto credential =
+      ObtainNodeCredential(options.state_dir, join_token, options.name,
+                           [&](const std::string& token, const std::string& node) {
+                             return JoinCluster(server_urls, options.tls_fingerprint, token, node);
+                           });
+  if (!credential.ok()) return Fail(credential.status());
+  if (!credential->empty()) options.token = *credential;
   FailoverAgentConnection connection(server_urls, options.token, options.tls_fingerprint);
   SupervisorLauncher launcher(options.self_exe, options.state_dir);
   Agent agent(options, SystemClock::Get(), connection, launcher);

@@ -32,16 +32,6 @@ std::string HolderId() {
   return fmt::format("{}:{}:{:08x}", host, ::getpid(), rd());
 }
 
-// "postgresql://user:secret@host/db" -> "postgresql://user@host/db": for messages and status.
-std::string WithoutPassword(const std::string& url) {
-  const size_t scheme = url.find("://");
-  const size_t at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  const size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + url.substr(at);
-}
-
 // What GET /v1/health says under "ha", updated by the election loop, read by I/O threads.
 class HaStatus {
  public:
@@ -80,7 +70,7 @@ json::object Describe(const Elector& elector, LeaderLease& lease, const std::str
 int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop_signals,
                 const std::function<void(const std::string& url)>& on_listening) {
   const std::string holder = HolderId();
-  const std::string store_name = WithoutPassword(ha.store);
+  const std::string store_name = PgUrlWithoutPassword(ha.store);
   LogInfo("high availability: server {} on {} (lease {} ms)", holder, store_name, ha.lease_ms);
   if (options.unix_socket.empty()) options.unix_socket = options.state_dir + "/berth.sock";
   if (options.unix_socket == "-") options.unix_socket.clear();

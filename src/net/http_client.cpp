@@ -34,7 +34,11 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost" || host == "::1") return true;
+  // A dotted IPv4 address in 127.0.0.0/8, and nothing else: "127.0.0.1.attacker.example" is a
+  // name that anyone's DNS may point anywhere.
+  in_addr v4{};
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 Result<Url> ParseUrl(const std::string& url) {

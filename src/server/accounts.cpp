@@ -97,6 +97,11 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
         "create)");
   }
   const TokenRow& token = tokens_.at(name->second);
+  if (token.revoked_at && token.user.starts_with("join:")) {
+    return Status::Unauthorized("join token '" + token.name +
+                                "' was used or revoked: an admin makes a new one (berth admin "
+                                "node join-token)");
+  }
   if (token.revoked_at) {
     return Status::Unauthorized("token '" + token.name + "' was revoked");
   }
@@ -104,9 +109,114 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
     return Status::Unauthorized("token '" + token.name + "' expired at " +
                                 FormatRfc3339(*token.expires_at));
   }
-  Principal p = PrincipalFor(token.user, "token " + token.name);
+  Principal p;
+  if (token.user.starts_with(kNodeSubject)) {
+    p.node = token.user.substr(kNodeSubject.size());
+    p.is_node = true;
+    p.via = "node credential " + token.name;
+  } else if (token.user.starts_with("join:")) {
+    p.is_join = true;
+    p.via = "join token " + token.name;
+  } else {
+    p = PrincipalFor(token.user, "token " + token.name);
+  }
+  p.token_name = token.name;
   p.token_expires = token.expires_at;
   return p;
+}
+
+CreatedToken Accounts::NewSecret(const std::string& subject, const std::string& name_prefix,
+                                 std::optional<TimeMs> expires_at, const std::string& by) const {
+  CreatedToken created;
+  created.secret = "berth_" + RandomHex(32);
+  created.row = TokenRow{.name = name_prefix + RandomHex(4),
+                         .user = subject,
+                         .hash = HashToken(created.secret),
+                         .created_at = clock_.Now(),
+                         .expires_at = expires_at,
+                         .revoked_at = std::nullopt,
+                         .created_by = by};
+  return created;
+}
+
+Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoinToken& request) {
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "creating a join token"));
+  if (request.expires_at && *request.expires_at <= clock_.Now()) {
+    return Status::Invalid("the join token's expiry must be in the future");
+  }
+  CreatedToken created = NewSecret(std::string(request.reusable ? kJoinReusable : kJoinOnce),
+                                   "join-", request.expires_at, by.user);
+  Batch batch;
+  batch.tokens.push_back(created.row);
+  std::string detail = request.reusable ? "reusable" : "one use";
+  if (request.expires_at) detail += ", expires " + FormatRfc3339(*request.expires_at);
+  batch.audit.push_back(AuditRowFor(by, "join-token create", created.row.name, detail));
+  MutexLock lock(mu_);
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the join token could not be recorded: " + st.message());
+  token_by_hash_[created.row.hash] = created.row.name;
+  tokens_[created.row.name] = created.row;
+  return created;
+}
+
+Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string& node) {
+  if (!join.is_join) return Status::Forbidden("joining needs a join token");
+  if (!IsValidName(node)) {
+    return Status::Invalid("join: invalid node name '" + node +
+                           "' (letters, digits, '.', '_' and '-', at most 128)");
+  }
+  const std::string subject = std::string(kNodeSubject) + node;
+  TimeMs now = clock_.Now();
+  MutexLock lock(mu_);
+  auto join_row = tokens_.find(join.token_name);
+  if (join_row == tokens_.end() || join_row->second.revoked_at) {
+    return Status::Unauthorized("join token '" + join.token_name + "' was used or revoked");
+  }
+  for (const auto& [name, row] : tokens_) {
+    if (row.user == subject && !row.revoked_at && !(row.expires_at && *row.expires_at <= now)) {
+      return Status::Conflict(fmt::format(
+          "node {} has a credential already ({}): a node joins once; to give the name to another "
+          "machine an admin revokes it first (berth admin node revoke {})",
+          node, name, node));
+    }
+  }
+  CreatedToken created = NewSecret(subject, "node-", std::nullopt, join.token_name);
+  Batch batch;
+  batch.tokens.push_back(created.row);
+  std::optional<TokenRow> used;
+  if (join_row->second.user == kJoinOnce) {
+    used = join_row->second;
+    used->revoked_at = now;
+    batch.tokens.push_back(*used);
+  }
+  batch.audit.push_back(AuditRowFor(join, "node join", node, "credential " + created.row.name));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the join could not be recorded: " + st.message());
+  if (used) join_row->second = *used;
+  token_by_hash_[created.row.hash] = created.row.name;
+  tokens_[created.row.name] = created.row;
+  return created;
+}
+
+Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node) {
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a node's credential"));
+  const std::string subject = std::string(kNodeSubject) + node;
+  MutexLock lock(mu_);
+  std::vector<TokenRow> revoked;
+  Batch batch;
+  for (const auto& [name, row] : tokens_) {
+    if (row.user != subject || row.revoked_at) continue;
+    revoked.push_back(row);
+    revoked.back().revoked_at = clock_.Now();
+    batch.tokens.push_back(revoked.back());
+  }
+  if (revoked.empty()) return Status::NotFound("node " + node + " holds no live credential");
+  batch.audit.push_back(
+      AuditRowFor(by, "node revoke", node, fmt::format("{} credential(s)", revoked.size())));
+  Status st = store_.Commit(batch);
+  if (!st.ok()) return Status::Unavailable("the revocation could not be recorded: " + st.message());
+  for (const TokenRow& row : revoked) tokens_[row.name] = row;
+  return revoked;
 }
 
 AuditRow Accounts::AuditRowFor(const Principal& by, const std::string& action,

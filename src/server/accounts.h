@@ -6,6 +6,13 @@
 // hash, and a presented secret is looked up by hash, so no stored value lets anyone in. A token has
 // a name (unique), an owner, an optional expiry, and may be revoked.
 //
+// Node credentials and join tokens (docs/security.md "Node credentials") are bearer secrets of the
+// same kind, in the same table, told apart by their subject (TokenRow::user): "node:NAME" is node
+// NAME's own credential, "join:once" / "join:reusable" a join token an admin made for agents to
+// obtain theirs. No user can have such a name (CheckAccountName refuses ':'). A node credential
+// lets its holder speak the agents' protocol as that node only; a join token lets it do nothing
+// but join.
+//
 // Rights: a user without a row has the defaults (role user, max priority 0, no team). The built-in
 // admins — `root` and the user the server runs as — are admins whatever their row says, without a
 // priority limit unless a row sets one.
@@ -41,6 +48,11 @@ struct Principal {
   std::optional<TimeMs> token_expires;
   bool is_user = false;  // identifies a user (who may use the users' API)
   bool is_node = false;  // may speak the agents' protocol (the cluster token, or a local admin)
+  // With is_node: the one node a node credential speaks for ("": any node — the cluster token, or
+  // a local admin).
+  std::string node;
+  bool is_join = false;    // a join token: may only exchange itself for a node credential
+  std::string token_name;  // the token it presented, if any
 
   bool Has(Role need) const { return is_user && RoleAtLeast(role, need); }
 };
@@ -70,6 +82,12 @@ struct NewToken {
   std::optional<TimeMs> expires_at;  // wall time
 };
 
+// What `berth admin node join-token` asks for.
+struct NewJoinToken {
+  std::optional<TimeMs> expires_at;  // wall time; none: never
+  bool reusable = false;             // else it is used up by its first join
+};
+
 struct CreatedToken {
   TokenRow row;
   std::string secret;  // shown once
@@ -93,6 +111,23 @@ class Accounts {
   // expired (saying which, by the token's name, when it is known).
   Result<Principal> ForToken(const std::string& secret) const EXCLUDES(mu_);
 
+  // Subjects of node credentials and join tokens (see above).
+  static constexpr std::string_view kNodeSubject = "node:";
+  static constexpr std::string_view kJoinOnce = "join:once";
+  static constexpr std::string_view kJoinReusable = "join:reusable";
+
+  // A join token (admin only; audited).
+  Result<CreatedToken> CreateJoinToken(const Principal& by, const NewJoinToken& request)
+      EXCLUDES(mu_);
+  // Exchanges the join token `join` presented for node `node`'s own credential (a one-use join
+  // token is used up in the same commit). Conflict when the node holds a live credential already
+  // (an admin revokes it first: a join token must not let anyone take over a node); Invalid for a
+  // bad name; Unavailable when it could not be recorded.
+  Result<CreatedToken> JoinNode(const Principal& join, const std::string& node) EXCLUDES(mu_);
+  // Revokes every live credential of node `node` (admin only; audited). NotFound when it has none.
+  Result<std::vector<TokenRow>> RevokeNode(const Principal& by, const std::string& node)
+      EXCLUDES(mu_);
+
   // Admin actions; PermissionDenied when `by` is not an admin. Each is audited.
   Result<CreatedToken> CreateToken(const Principal& by, NewToken request) EXCLUDES(mu_);
   Result<TokenRow> RevokeToken(const Principal& by, const std::string& name) EXCLUDES(mu_);
@@ -113,6 +148,9 @@ class Accounts {
 
  private:
   Principal PrincipalFor(const std::string& user, const std::string& via) const REQUIRES(mu_);
+  // A new secret and its row for `subject`, named `name_prefix` + random hex.
+  CreatedToken NewSecret(const std::string& subject, const std::string& name_prefix,
+                         std::optional<TimeMs> expires_at, const std::string& by) const;
   AuditRow AuditRowFor(const Principal& by, const std::string& action, const std::string& target,
                        const std::string& detail) const;
 

@@ -99,6 +99,43 @@ net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const P
   return JsonResponse(201, out);
 }
 
+net::HttpResponse Server::HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by) {
+  auto o = BodyObject(req);
+  if (!o.ok()) return ErrorResponse(o.status());
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"expires_in_ms", "reusable"}));
+  auto expires = GetInt(*o, "expires_in_ms", 3'600'000);
+  if (!expires.ok()) return ErrorResponse(expires.status());
+  NewJoinToken request;
+  if (auto reusable = o->find("reusable"); reusable != o->end()) {
+    if (!reusable->value().is_bool()) {
+      return ErrorResponse(Status::Invalid("'reusable' must be true or false"));
+    }
+    request.reusable = reusable->value().as_bool();
+  }
+  constexpr int64_t kMaxExpiresMs = 100LL * 365 * 24 * 3600 * 1000;
+  if (*expires < 0 || *expires > kMaxExpiresMs) {
+    return ErrorResponse(Status::Invalid("expires_in_ms must be between 0 and 100 years"));
+  }
+  if (*expires > 0) request.expires_at = clock_.Now() + *expires;
+  auto created = accounts_->CreateJoinToken(by, request);
+  if (!created.ok()) return ErrorResponse(created.status());
+  json::object out = TokenJson(created->row, clock_.Now());
+  out["token"] = created->secret;
+  out["reusable"] = request.reusable;
+  return JsonResponse(201, out);
+}
+
+net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Principal& by) {
+  auto revoked = accounts_->RevokeNode(by, node);
+  if (!revoked.ok()) return ErrorResponse(revoked.status());
+  // Its agent's session ends now: its calls fail from here on (it cannot register again), and
+  // its lease runs out as any silent node's does.
+  core_->EndSession(node);
+  json::array names;
+  for (const TokenRow& row : *revoked) names.push_back(json::string(row.name));
+  return JsonResponse(200, json::object{{"node", node}, {"revoked", std::move(names)}});
+}
+
 net::HttpResponse Server::HandleListTokens(const Principal& by) {
   BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "listing tokens"));
   json::array tokens;

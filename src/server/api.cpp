@@ -64,11 +64,21 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   };
   Executor& state = *state_exec_;
   Executor& read = *read_exec_;
+  if (by->is_join) {
+    // A join token does one thing: it is exchanged for a node's own credential.
+    if (req->path == "/v1/agent/join" && m == "POST") {
+      return on(state, [this, req, by] { return HandleJoin(*req, *by); });
+    }
+    res->Send(ErrorResponse(Status::Forbidden(
+        "a join token may only join a node (POST /v1/agent/join); the node then uses its own "
+        "credential")));
+    return;
+  }
   bool agent_call =
       parts.size() >= 3 && parts[1] == "v1" && (parts[2] == "agent" || parts[2] == "specs");
   if (agent_call && !by->is_node) {
     res->Send(ErrorResponse(Status::Forbidden(
-        "the agents' protocol needs the cluster token (" +
+        "the agents' protocol needs a node's credential or the cluster token (" +
         (by->is_user ? by->user + " is a user, not a node" : std::string("none presented")) +
         ")")));
     return;
@@ -164,6 +174,11 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
       if (what == "tokens" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
         return on(state, [this, name = parts[4], by] { return HandleRevokeToken(name, *by); });
       }
+      if (what == "join-tokens" && parts.size() == 4 && m == "POST")
+        return on(state, [this, req, by] { return HandleCreateJoinToken(*req, *by); });
+      if (what == "nodes" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
+        return on(state, [this, node = parts[4], by] { return HandleRevokeNode(node, *by); });
+      }
       if (what == "users" && parts.size() == 4 && m == "GET")
         return on(read, [this, by] { return HandleListUsers(*by); });
       if (what == "users" && parts.size() == 5 && m == "POST") {
@@ -183,22 +198,22 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
         res->Send(ErrorResponse(Status::Invalid("bad spec id")));
         return;
       }
-      return on(read, [this, id] { return HandleGetSpec(*id); });
+      return on(state, [this, id, req, by] { return HandleGetSpec(*id, *req, *by); });
     }
     if (top == "agent" && parts.size() == 4) {
       const std::string& what = parts[3];
       if (what == "register" && m == "POST")
-        return on(state, [this, req] { return HandleRegister(*req); });
+        return on(state, [this, req, by] { return HandleRegister(*req, *by); });
       if (what == "heartbeat" && m == "POST") {
-        return on(state, [this, req] { return HandleHeartbeat(*req); });
+        return on(state, [this, req, by] { return HandleHeartbeat(*req, *by); });
       }
       if (what == "report" && m == "POST")
-        return on(state, [this, req] { return HandleReport(*req); });
+        return on(state, [this, req, by] { return HandleReport(*req, *by); });
       if (what == "logs" && m == "POST")
-        return on(state, [this, req] { return HandleLogAppend(*req); });
+        return on(state, [this, req, by] { return HandleLogAppend(*req, *by); });
       if (what == "watch" && m == "GET") {
-        return on(state, [this, req, res] {
-          HandleWatch(*req, res);
+        return on(state, [this, req, by, res] {
+          HandleWatch(*req, *by, res);
           return net::HttpResponse{.status = 0};
         });
       }
@@ -375,8 +390,10 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   } catch (...) {
     return ErrorResponse(Status::Invalid("limit and active_cap must be integers"));
   }
-  if (limit < 0 || active_cap < 0) {
-    return ErrorResponse(Status::Invalid("limit and active_cap must not be negative"));
+  if (limit < 0 || limit > kMaxJobsPage || active_cap < 0 || active_cap > kMaxQueueActive) {
+    return ErrorResponse(
+        Status::Invalid(fmt::format("limit must be 0 to {} and active_cap 0 to {} (got {} and {})",
+                                    kMaxJobsPage, kMaxQueueActive, limit, active_cap)));
   }
   const std::string only_user = req.Query("user");
   const std::string only_team = req.Query("team");

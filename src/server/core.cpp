@@ -150,17 +150,36 @@ Status Core::Load() {
 }
 
 std::shared_ptr<const JobSpec> Core::SpecFor(int64_t spec_id) {
-  auto it = specs_.find(spec_id);
-  if (it != specs_.end()) return it->second;
+  if (auto it = specs_.find(spec_id); it != specs_.end()) {
+    if (auto spec = it->second.lock()) return spec;
+  }
   auto text = store_.GetSpec(spec_id);
   if (!text.ok()) return nullptr;
   auto value = ParseJson(*text, "stored spec");
   if (!value.ok()) return nullptr;
   auto spec = SpecFromJson(*value);
   if (!spec.ok()) return nullptr;
-  auto shared = std::make_shared<const JobSpec>(std::move(*spec));
-  specs_[spec_id] = shared;
+  // Not make_shared: a weak reference left in specs_ must not keep the spec's memory.
+  std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(*spec)));
+  RememberSpec(spec_id, shared);
   return shared;
+}
+
+void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) {
+  specs_[spec_id] = spec;
+  if (specs_.size() < specs_sweep_at_) return;
+  std::erase_if(specs_, [](const auto& entry) { return entry.second.expired(); });
+  specs_sweep_at_ = std::max<size_t>(64, 2 * specs_.size());
+}
+
+size_t Core::QueuedSubmissionsForTesting() {
+  MutexLock lock(submit_mu_);
+  return submit_queue_.size();
+}
+
+size_t Core::RememberedSpecsForTesting() {
+  MutexLock lock(mu_);
+  return specs_.size();
 }
 
 // --- plans ---
@@ -260,9 +279,10 @@ Status Core::Execute(Plan& plan) {
 void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
   RecentSpecs& sent = specs_sent_[node];
   if (std::find(sent.ids.begin(), sent.ids.end(), spec_id) != sent.ids.end()) return;
-  auto spec = specs_.find(spec_id);
-  if (spec == specs_.end()) return;  // the agent fetches it
-  channel_.Send(node, proto::SpecMessage{spec_id, SerializeJson(SpecToJson(*spec->second))});
+  auto remembered = specs_.find(spec_id);
+  auto spec = remembered == specs_.end() ? nullptr : remembered->second.lock();
+  if (!spec) return;  // the agent fetches it
+  channel_.Send(node, proto::SpecMessage{spec_id, SerializeJson(SpecToJson(*spec))});
   sent.ids[sent.next++ % sent.ids.size()] = spec_id;
 }
 

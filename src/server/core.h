@@ -250,12 +250,21 @@ class Core {
   // Applies a batch of reports all or nothing; entries that could not be decoded, or name nothing
   // applicable, are answered one by one. Conflict: unknown session. Unavailable: not recorded.
   Result<std::vector<proto::ReportResult>> Report(const proto::ReportBatch& request) EXCLUDES(mu_);
+  // Ends the node's agent session now (its credential was revoked): its calls are refused from here
+  // on (Conflict), its watch stream ends, and its lease runs out as a silent node's does.
+  void EndSession(const std::string& node) EXCLUDES(mu_);
   // Whether `session` is the node's current session.
   bool SessionIs(const std::string& node, const std::string& session) EXCLUDES(mu_);
-  // For a log append: checks the session; returns the prefix each line of `rank` gets in the
-  // interleaved log of a multi-node job ("" for a single-node job).
+  // For a log append: checks the session, and that rank `rank` of the job's attempt `attempt` is
+  // (or was) placed on `node` (Forbidden otherwise: a node writes only its own jobs' logs); returns
+  // the prefix each line of `rank` gets in the interleaved log of a multi-node job ("" for a
+  // single-node job). An ended attempt's placement is read from the store.
   Result<std::string> LogPrefix(const std::string& node, const std::string& session, int64_t job,
-                                int rank) EXCLUDES(mu_);
+                                int attempt, int rank) EXCLUDES(mu_);
+  // For a spec read: Ok when `session` is the node's and job `job`, of spec `spec_id`, is placed on
+  // it now; else Conflict (session) or Forbidden.
+  Status MayReadSpec(const std::string& node, const std::string& session, int64_t job,
+                     int64_t spec_id) EXCLUDES(mu_);
 
   // --- metrics (docs/monitoring.md) ---
   // What the core did: counters and histograms, updated as changes are applied.
@@ -299,6 +308,10 @@ class Core {
   void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(mu_);
   // Whether the job counts kept for /metrics (CountJob) equal a count of every active job now.
   bool JobCountsConsistentForTesting() EXCLUDES(mu_);
+  // Specs the core remembers (held by a job, or not yet swept): bounded by the live ones.
+  size_t RememberedSpecsForTesting() EXCLUDES(mu_);
+  // Submissions waiting in the group-commit queue (the one writing included).
+  size_t QueuedSubmissionsForTesting() EXCLUDES(submit_mu_);
 
  private:
   struct NodeRuntime {
@@ -423,6 +436,8 @@ class Core {
   void RequestPassLocked() REQUIRES(mu_);
   void WakeLogWaiters(int64_t job) REQUIRES(mu_);
   std::shared_ptr<const JobSpec> SpecFor(int64_t spec_id) REQUIRES(mu_);
+  // Makes `spec` what SpecFor(spec_id) answers while some job holds it.
+  void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) REQUIRES(mu_);
   void Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node, int sign)
       REQUIRES(mu_);
   void ReapFinished() REQUIRES(mu_);
@@ -524,6 +539,7 @@ class Core {
   // core_agents.cpp
   Result<NodeRuntime*> Authenticate(const std::string& node, const std::string& session)
       REQUIRES(mu_);
+  static Status NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank);
   // Attempts an agent runs that are not in memory (a restart forgot them): read from the store.
   struct ForgottenAttempts {
     std::map<int64_t, JobRow> rows;                       // terminal jobs the agent still runs
@@ -540,9 +556,10 @@ class Core {
   // core_users.cpp
   struct SubmitWriter {
     SubmitRequest* request;
-    uint64_t received_at_seq;  // cancel_.seq when it arrived
-    std::string spec_json;     // the spec as stored
-    std::string fingerprint;   // with a key: what was submitted under it (SubmitFingerprint)
+    uint64_t received_at_seq;      // cancel_.seq when it arrived
+    std::string spec_json;         // the spec as stored
+    std::string fingerprint;       // with a key: what was submitted under it (SubmitFingerprint)
+    int64_t reserved_pending = 0;  // jobs it holds in reserved_pending_ until it is applied
     Result<SubmitAnswer> answer = Status::Internal("not written");
     bool done = false;
   };
@@ -572,6 +589,9 @@ class Core {
   std::vector<std::array<int64_t, kStatusSlots>> job_counts_ GUARDED_BY(mu_);
   // Pending jobs per user (none: absent), for max-pending-jobs at submit without a scan.
   std::unordered_map<std::string, int64_t> pending_by_user_ GUARDED_BY(mu_);
+  // Jobs of capped users' submissions admitted but not yet recorded (absent: none), so that
+  // concurrent submissions cannot together exceed max-pending-jobs.
+  std::unordered_map<std::string, int64_t> reserved_pending_ GUARDED_BY(mu_);
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
   // Pipelines. Dependencies of waiting submissions, keyed by spec id, with each one's jobs (a
   // submission's jobs have consecutive ids: first..last).
@@ -589,7 +609,11 @@ class Core {
   // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
-  std::map<int64_t, std::shared_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);  // cache by spec id
+  // Specs by id, for the jobs that hold them: an entry lives as long as some job (or a plan's copy
+  // of one) does, and expired entries are swept once they outnumber the live ones (RememberSpec),
+  // so nothing is kept per submission once its jobs have ended.
+  std::unordered_map<int64_t, std::weak_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);
+  size_t specs_sweep_at_ GUARDED_BY(mu_) = 64;  // sweep when specs_ grows past this
   // The specs last sent to each node's current session (SpecMessage), so that its launches need no
   // fetch. A few per node: a spec that fell out is sent again; the agent keeps many more.
   struct RecentSpecs {

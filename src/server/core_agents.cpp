@@ -17,21 +17,74 @@ Result<Core::NodeRuntime*> Core::Authenticate(const std::string& node, const std
   return &it->second;
 }
 
+void Core::EndSession(const std::string& node) {
+  HandlerLock lock(this);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.session.empty()) return;
+  // A session lives in memory only: nothing to commit. The lease is left to run out.
+  it->second.session.clear();
+  channel_.Close(node);
+  specs_sent_.erase(node);
+  LogInfo("node {}: its session was ended (credential revoked)", node);
+}
+
 bool Core::SessionIs(const std::string& node, const std::string& session) {
   HandlerLock lock(this);
   return Authenticate(node, session).ok() && !shutdown_;
 }
 
 Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
-                                    int64_t job, int rank) {
+                                    int64_t job, int attempt, int rank) {
+  {
+    HandlerLock lock(this);
+    auto runtime = Authenticate(node, session);
+    if (!runtime.ok()) return runtime.status();
+    auto j = jobs_.find(job);
+    if (j != jobs_.end() && j->second.row.attempt == attempt) {
+      if (!PlacedOn(j->second.row.placement, node, rank))
+        return NotPlacedHere(node, job, attempt, rank);
+      return j->second.row.num_nodes > 1 ? fmt::format("(rank {}, {}) ", rank, node)
+                                         : std::string();
+    }
+    auto dying = dying_.find({job, attempt});
+    if (dying != dying_.end()) {
+      if (!PlacedOn(dying->second.placement, node, rank))
+        return NotPlacedHere(node, job, attempt, rank);
+      return dying->second.placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node)
+                                                : std::string();
+    }
+  }
+  // An attempt that ended (its last output may arrive after its exit was applied): its placement
+  // is history, read from the store outside the lock.
+  auto attempts = store_.GetAttempts(job);
+  if (!attempts.ok()) return attempts.status();
+  for (const AttemptRow& a : *attempts) {
+    if (a.attempt != attempt) continue;
+    if (!PlacedOn(a.placement, node, rank)) break;
+    return a.placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node) : std::string();
+  }
+  return NotPlacedHere(node, job, attempt, rank);
+}
+
+Status Core::NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank) {
+  return Status::Forbidden(fmt::format(
+      "node {} holds no rank {} of job {} attempt {}: a node may touch only what is placed on it",
+      node, rank, job, attempt));
+}
+
+Status Core::MayReadSpec(const std::string& node, const std::string& session, int64_t job,
+                         int64_t spec_id) {
   HandlerLock lock(this);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
   auto j = jobs_.find(job);
-  if (j != jobs_.end() && j->second.row.num_nodes > 1) {
-    return fmt::format("(rank {}, {}) ", rank, node);
+  if (j == jobs_.end() || j->second.row.spec_id != spec_id ||
+      !PlacedOn(j->second.row.placement, node)) {
+    return Status::Forbidden(fmt::format(
+        "node {} runs no job {} of spec {}: a node reads only the specs of its own jobs", node, job,
+        spec_id));
   }
-  return std::string();
+  return Status::Ok();
 }
 
 Result<proto::HeartbeatAnswer> Core::Heartbeat(const std::string& node,
@@ -243,8 +296,10 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
                                       TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
   bool exited = r.event == proto::ReportEvent::kExited;
-  if (dying_.count({r.job, r.attempt})) {
-    // An earlier attempt being stopped: it holds its resources until each rank is reported gone.
+  if (auto dying = dying_.find({r.job, r.attempt}); dying != dying_.end()) {
+    // An earlier attempt being stopped: it holds its resources until each rank is reported gone
+    // by the node it was placed on (another node's report of it changes nothing).
+    if (!PlacedOn(dying->second.placement, node.row.name, r.rank)) return result;
     if (exited) {
       DyingRankGone(plan, r.job, r.attempt, r.rank);
     } else {
@@ -254,12 +309,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
   }
   auto it = jobs_.find(r.job);
   ActiveJob* job = it == jobs_.end() ? nullptr : &it->second;
-  bool on_this_node = false;
-  if (job) {
-    for (const auto& g : job->row.placement) {
-      on_this_node = on_this_node || (g.node == node.row.name && g.rank == r.rank);
-    }
-  }
+  const bool on_this_node = job && PlacedOn(job->row.placement, node.row.name, r.rank);
   if (!job || job->row.attempt != r.attempt || !on_this_node || r.rank < 0 ||
       r.rank >= static_cast<int>(job->ranks.size())) {
     // Not the current attempt: fenced. A process still running must stop.
@@ -336,6 +386,21 @@ Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& 
   TimeMs now = clock_.Now();
   Plan plan;
   NodeRuntime& node = **runtime;
+  // An attempt's ranks are placed on the nodes of its placement and nowhere else: a report about a
+  // rank of a live attempt placed on another node is forged (a node may touch only its own jobs).
+  for (const auto& entry : request.entries) {
+    if (!entry.report.ok()) continue;
+    const proto::Report& r = *entry.report;
+    const Placement* placed = nullptr;
+    if (auto dying = dying_.find({r.job, r.attempt}); dying != dying_.end()) {
+      placed = &dying->second.placement;
+    } else if (auto j = jobs_.find(r.job); j != jobs_.end() && j->second.row.attempt == r.attempt) {
+      placed = &j->second.row.placement;
+    }
+    if (placed && !placed->empty() && !PlacedOn(*placed, node.row.name, r.rank)) {
+      return NotPlacedHere(node.row.name, r.job, r.attempt, r.rank);
+    }
+  }
   std::vector<proto::ReportResult> results;
   results.reserve(request.entries.size());
   for (const auto& entry : request.entries) {

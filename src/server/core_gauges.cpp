@@ -180,10 +180,10 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
                static_cast<double>(on_dependencies));
     classified += on_dependencies;
   }
-  if (pending > classified) {
-    out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},
-               static_cast<double>(pending - classified));
-  }
+  // Always written, 0 included: with nothing pending the family would have no series at all, and
+  // `sum(berth_pending_jobs)` would be empty rather than 0 (alerts on it never fire or resolve).
+  out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},
+             static_cast<double>(std::max<int64_t>(0, pending - classified)));
   std::map<std::pair<std::string, std::string>, MilliGpu> gpus;  // (type, state)
   for (const NodeGpus& n : node_gpus) {
     if (n.down) {

@@ -62,10 +62,15 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     }
     // A user's max-pending-jobs refuses what would take them over it (pending jobs are counted
     // per user as jobs change).
+    // Submissions admitted but not yet recorded count too (reserved_pending_), so that concurrent
+    // ones cannot together go past the cap.
     auto rules = share_users_.find(request.user);
-    if (rules != share_users_.end() && rules->second.max_pending_jobs) {
+    const bool capped = rules != share_users_.end() && rules->second.max_pending_jobs;
+    if (capped) {
       auto counted = pending_by_user_.find(request.user);
-      const int64_t pending = counted == pending_by_user_.end() ? 0 : counted->second;
+      auto reserved = reserved_pending_.find(request.user);
+      const int64_t pending = (counted == pending_by_user_.end() ? 0 : counted->second) +
+                              (reserved == reserved_pending_.end() ? 0 : reserved->second);
       const int64_t limit = *rules->second.max_pending_jobs;
       if (pending + request.count > limit) {
         return Status::Forbidden(fmt::format(
@@ -83,6 +88,10 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
       if (check.Add(0, std::move(*conditions)) == sched::DepState::kFailed) {
         return Status::Invalid("this job could never start: " + check.Find(0)->why);
       }
+    }
+    if (capped) {
+      reserved_pending_[request.user] += request.count;
+      writer.reserved_pending = request.count;
     }
   }
 
@@ -149,6 +158,13 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (!subs.empty()) stored = store_.SubmitMany(subs);
   {
     HandlerLock lock(this);
+    // Recorded (counted in pending_by_user_ now) or refused: no longer reserved.
+    for (SubmitWriter* w : group) {
+      if (w->reserved_pending == 0) continue;
+      auto reserved = reserved_pending_.find(w->request->user);
+      if ((reserved->second -= w->reserved_pending) <= 0) reserved_pending_.erase(reserved);
+      w->reserved_pending = 0;
+    }
     for (size_t i = 0; i < writing.size(); ++i) {
       if (!stored.ok()) {
         writing[i]->answer = Status::Unavailable(
@@ -163,7 +179,18 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
 
   queue_lock.Lock();
   for (size_t i = 0; i < group.size(); ++i) {
-    if (repeats_of[i] && repeats_of[i] != group[i]) group[i]->answer = repeats_of[i]->answer;
+    const SubmitWriter* first = repeats_of[i];
+    if (!first || first == group[i]) continue;
+    // The same key in one group: a retry gets the first one's jobs; another body is a reuse of
+    // the key, refused as it would be once the first is in the store.
+    if (first->answer.ok() && first->fingerprint != group[i]->fingerprint) {
+      group[i]->answer = Status::Conflict(fmt::format(
+          "idempotency key '{}' was used for a different submission (jobs {}..{}); a new "
+          "submission needs a new key",
+          group[i]->request->key, first->answer->ids.front(), first->answer->ids.back()));
+    } else {
+      group[i]->answer = first->answer;
+    }
   }
   for (size_t i = 0; stored.ok() && i < writing.size(); ++i) {
     const SubmitWriter& w = *writing[i];
@@ -197,8 +224,8 @@ Result<SubmitAnswer> Core::AnswerForKey(const SubmitWriter& writer, const KeyedS
 
 void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {
   SubmitRequest& request = *writer.request;
-  auto shared = std::make_shared<const JobSpec>(std::move(request.spec));
-  specs_[stored.spec_id] = shared;
+  std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(request.spec)));
+  RememberSpec(stored.spec_id, shared);
   auto user_seq = cancel_.user_seq.find(request.user);
   bool cancelled_in_flight =
       cancel_.all_users_seq > writer.received_at_seq ||

@@ -105,15 +105,16 @@ Result<Principal> Identity::ForUid(uint32_t uid, const std::string& via) const {
   return p;
 }
 
-Result<Principal> Identity::VouchedByNode(const std::string& user) const {
+Result<Principal> Identity::VouchedByNode(const std::string& user, const std::string& node) const {
   BERTH_RETURN_IF_ERROR(CheckAccountName("the user a node speaks for", user));
   if (options_.owner_only || accounts_.IsBuiltinAdmin(user)) {
     return Status::Forbidden(
         "a node may not speak for " + user +
         (options_.owner_only ? " on a private server" : ": use the server's machine or a token"));
   }
-  Principal p = accounts_.ForUser(user, "a node's socket");
-  // A stolen cluster token must not make anyone an admin.
+  Principal p =
+      accounts_.ForUser(user, node.empty() ? "a node's socket" : "node " + node + "'s socket");
+  // A stolen node credential (or cluster token) must not make anyone an admin.
   if (p.role == Role::kAdmin) p.role = Role::kOperator;
   return p;
 }
@@ -128,16 +129,17 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
     std::string secret = auth.substr(prefix.size());
     if (!options_.cluster_token.empty() && SameSecret(secret, options_.cluster_token)) {
       std::string on_behalf_of = request.Header("x-berth-on-behalf-of");
-      if (!on_behalf_of.empty()) return VouchedByNode(on_behalf_of);
+      if (!on_behalf_of.empty()) return VouchedByNode(on_behalf_of, "");
       Principal node;
       node.via = "cluster token";
       node.is_node = true;
       return node;
     }
-    if (!request.Header("x-berth-on-behalf-of").empty()) {
-      return Status::Forbidden("only nodes (the cluster token) may speak for another user");
-    }
     auto p = accounts_.ForToken(secret);
+    if (std::string on_behalf_of = request.Header("x-berth-on-behalf-of"); !on_behalf_of.empty()) {
+      if (p.ok() && p->is_node) return VouchedByNode(on_behalf_of, p->node);
+      return Status::Forbidden("only nodes may speak for another user");
+    }
     if (p.ok() && options_.owner_only && !accounts_.IsBuiltinAdmin(p->user)) {
       return Status::Forbidden("this is a private server (a local cluster): " + p->user +
                                " may not use it");

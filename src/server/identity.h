@@ -1,8 +1,9 @@
 // Identity: who sent a request, from what the kernel or a token says — never from what the request
 // claims (docs/security.md).
 //
-//   1. `Authorization: Bearer SECRET`: the cluster token identifies a node (agents' protocol only,
-//      never a user); any other secret must be a user's token (Accounts::ForToken).
+//   1. `Authorization: Bearer SECRET`: the cluster token identifies a node, any node (agents'
+//      protocol only, never a user); any other secret must be a token Accounts::ForToken knows: a
+//      user's, a node's own credential (that node only), or a join token (joining only).
 //   2. The dashboard's session cookie (server/web_sessions.h): its user, or its token's owner. A
 //      change (any method but GET and HEAD) also needs the session's X-Berth-CSRF header.
 //   3. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
@@ -12,11 +13,11 @@
 //      whose Host header is not a loopback address or localhost (a web page reaching 127.0.0.1
 //      through a rebound DNS name): any page a local user opens could otherwise act as them.
 //   Anything else is refused (Unauthorized, 401).
-// A node (the cluster token) may speak for a user of its own machine with `X-Berth-On-Behalf-Of`
-// (agent/user_socket.h: the agent read the uid from its unix socket): never for a built-in admin,
-// and never with more than the operator role.
-// uid 0 and the server's own uid are admins (Accounts' built-in admins) and may also act as nodes:
-// they can read the cluster token anyway.
+// A node (its credential, or the cluster token) may speak for a user of its own machine with
+// `X-Berth-On-Behalf-Of` (agent/user_socket.h: the agent read the uid from its unix socket): never
+// for a built-in admin, and never with more than the operator role. uid 0 and the server's own uid
+// are admins (Accounts' built-in admins) and may also act as nodes: they can read the cluster token
+// anyway.
 //
 // The parts that ask the system (uid -> name, loopback peer uid) are behind SystemUsers, so that
 // tests substitute a fake (tests/fakes/fake_system_users.h).
@@ -87,7 +88,8 @@ class Identity {
 
  private:
   Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
-  Result<Principal> VouchedByNode(const std::string& user) const;
+  // `node`: the node whose credential vouches ("": the cluster token).
+  Result<Principal> VouchedByNode(const std::string& user, const std::string& node) const;
   Result<Principal> BySession(const net::HttpRequest& request) const;
 
   IdentityOptions options_;

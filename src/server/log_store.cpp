@@ -11,7 +11,7 @@ namespace berth {
 namespace {
 
 Status AppendToFile(const std::string& path, std::string_view data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Internal(fmt::format("cannot open {}: {}", path, strerror(errno)));
   size_t done = 0;
   while (done < data.size()) {
@@ -33,6 +33,7 @@ class FileLogBytes final : public LogBytes {
   explicit FileLogBytes(std::string dir) : dir_(std::move(dir)) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
+    ::chmod(dir_.c_str(), 0700);
   }
 
   Result<int64_t> Size(const LogKey& key) override {
@@ -42,8 +43,10 @@ class FileLogBytes final : public LogBytes {
   }
 
   Status Append(const LogKey& key, int64_t /*at*/, std::string_view data) override {
-    std::error_code ec;
-    std::filesystem::create_directories(fmt::format("{}/{}", dir_, key.job), ec);
+    std::string job_dir = fmt::format("{}/{}", dir_, key.job);
+    if (::mkdir(job_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::Internal(fmt::format("cannot create {}: {}", job_dir, strerror(errno)));
+    }
     return AppendToFile(PathOf(key), data);
   }
 
@@ -74,51 +77,62 @@ LogStore::LogStore(std::string dir) : bytes_(std::make_unique<FileLogBytes>(std:
 
 LogStore::LogStore(std::unique_ptr<LogBytes> bytes) : bytes_(std::move(bytes)) {}
 
-Result<int64_t> LogStore::SizeLocked(const LogKey& key) const {
-  auto it = sizes_.find({key.job, key.attempt, key.rank});
-  if (it != sizes_.end()) return it->second;
+Result<LogStore::Cached*> LogStore::CachedLocked(const LogKey& key) const {
+  if (Cached* found = cache_.Find(key)) return found;
   Result<int64_t> size = bytes_->Size(key);
-  if (size.ok()) sizes_[{key.job, key.attempt, key.rank}] = *size;
-  return size;
+  if (!size.ok()) return size.status();
+  return &cache_.Put(key, Cached{.size = *size});
 }
 
 int64_t LogStore::Size(int64_t job, int attempt, int rank) const {
   std::lock_guard lock(mu_);
-  Result<int64_t> size = SizeLocked(LogKey{job, attempt, rank});
-  return size.ok() ? *size : 0;
+  Result<Cached*> cached = CachedLocked(LogKey{job, attempt, rank});
+  return cached.ok() ? (*cached)->size : 0;
+}
+
+size_t LogStore::cached() const {
+  std::lock_guard lock(mu_);
+  return cache_.size();
 }
 
 Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t offset,
                                  std::string_view data, const std::string& prefix) {
   std::lock_guard lock(mu_);
   const LogKey key{job, attempt, rank};
-  Result<int64_t> known = SizeLocked(key);
+  Result<Cached*> known = CachedLocked(key);
   if (!known.ok()) return known.status();
-  int64_t size = *known;
+  Cached& log = **known;
+  const int64_t size = log.size;
   if (offset > size)
     return Status::Conflict(fmt::format("log gap: have {} bytes, got data at {}", size, offset));
   int64_t skip = size - offset;
   if (skip >= static_cast<int64_t>(data.size())) return size;
   data.remove_prefix(static_cast<size_t>(skip));
-  BERTH_RETURN_IF_ERROR(bytes_->Append(key, size, data));
-  size += static_cast<int64_t>(data.size());
-  sizes_[{job, attempt, rank}] = size;
+  bool mid_line = false;  // whether `data` continues a line (interleaved log only)
   if (!prefix.empty()) {
+    if (!log.mid_line) log.mid_line = size > 0 && bytes_->Read(key, size - 1, 1) != "\n";
+    mid_line = *log.mid_line;
+  }
+  BERTH_RETURN_IF_ERROR(bytes_->Append(key, size, data));
+  log.size = size + static_cast<int64_t>(data.size());
+  log.mid_line = data.back() != '\n';
+  const int64_t new_size = log.size;
+  if (!prefix.empty()) {
+    // `log` may be evicted below: only copies are used from here on.
     std::string lines;
-    bool& mid_line = mid_line_[{job, attempt, rank}];
     for (char c : data) {
       if (!mid_line) lines += prefix;
       lines += c;
       mid_line = c != '\n';
     }
     const LogKey all{job, attempt, kAllRanks};
-    Result<int64_t> all_size = SizeLocked(all);
-    if (!all_size.ok()) return all_size.status();
-    Status st = bytes_->Append(all, *all_size, lines);
-    sizes_.erase({job, attempt, kAllRanks});
+    Result<Cached*> all_log = CachedLocked(all);
+    if (!all_log.ok()) return all_log.status();
+    Status st = bytes_->Append(all, (*all_log)->size, lines);
+    cache_.Erase(all);  // its size is asked again: a failed append may have written part
     BERTH_RETURN_IF_ERROR(st);
   }
-  return size;
+  return new_size;
 }
 
 std::string LogStore::Read(int64_t job, int attempt, int rank, int64_t offset,

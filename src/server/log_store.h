@@ -2,18 +2,24 @@
 // that `berth logs` works while a job runs and after it ended, even when its node is gone. The
 // bytes live in a LogBytes backend (store/log_bytes.h): by default one file per log under
 // <state>/logs/<job>/; with several servers, in PostgreSQL. Appends are idempotent by byte offset
-// (an agent that resends after a lost answer never duplicates output). Thread-safe: an internal
-// mutex guards the size cache and serializes appends.
+// (an agent that resends after a lost answer never duplicates output). Log files are private to
+// the server (0600, in 0700 directories): a job's output is its owner's.
+//
+// Memory: what it caches per log (its size, whether its last byte ended a line) lives in an LRU of
+// kCachedLogs entries; a log that fell out is asked of the backend again, so looping over attempts
+// or jobs grows nothing.
+//
+// Thread-safety: thread-safe; an internal mutex guards the cache and serializes appends.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <tuple>
 
+#include "common/lru_cache.h"
 #include "common/status.h"
 #include "store/log_bytes.h"
 
@@ -28,6 +34,8 @@ class LogStore {
 
   // Rank index of the interleaved log of a multi-node job: every rank's lines, each prefixed.
   static constexpr int kAllRanks = -1;
+  // Logs whose size the cache remembers (a few hundred bytes each at most).
+  static constexpr size_t kCachedLogs = 4096;
 
   // Appends `data`, which starts at byte `offset` of the log. Bytes already stored are skipped; a
   // gap (offset beyond the end) is refused with Conflict. Returns the log's size afterwards. With a
@@ -39,17 +47,22 @@ class LogStore {
   // Up to `max_bytes` starting at `offset`; "" at or past the end.
   std::string Read(int64_t job, int attempt, int rank, int64_t offset, size_t max_bytes) const;
   int64_t Size(int64_t job, int attempt, int rank) const;
+  // Logs the cache remembers now (for tests).
+  size_t cached() const;
 
  private:
-  // The size, from the cache or the backend. Requires mu_.
-  Result<int64_t> SizeLocked(const LogKey& key) const;
+  struct Cached {
+    int64_t size = 0;
+    // Whether the last byte is not a newline (the next bytes continue a line, and get no prefix in
+    // the interleaved log); read from the backend when first needed.
+    std::optional<bool> mid_line;
+  };
+  // The log's cache entry, filled from the backend when it is not cached. Requires mu_.
+  Result<Cached*> CachedLocked(const LogKey& key) const;
 
   std::unique_ptr<LogBytes> bytes_;
   mutable std::mutex mu_;
-  mutable std::map<std::tuple<int64_t, int, int>, int64_t>
-      sizes_;  // guarded by mu_; cache of sizes
-  // guarded by mu_; ranks whose last appended byte ended mid-line (their next bytes get no prefix)
-  std::map<std::tuple<int64_t, int, int>, bool> mid_line_;
+  mutable LruCache<LogKey, Cached> cache_{kCachedLogs};  // guarded by mu_
 };
 
 }  // namespace berth

@@ -80,6 +80,8 @@ class Server {
   // over the maximum (docs/api.md).
   static constexpr int kDefaultJobsPage = 1000;
   static constexpr int kMaxJobsPage = 2'000;
+  // At most this many active jobs in one answer of GET /v1/queue (active_cap).
+  static constexpr int kMaxQueueActive = 10'000;
 
   // `store` holds the durable state (src/exe opens SQLite under the state dir; tests may wrap it
   // to inject faults). `clock` must outlive the server.
@@ -162,13 +164,20 @@ class Server {
   net::HttpResponse HandleListTeams();
   json::object WaitingJson(const WaitingDetail& waiting);
 
-  // agent_api.cpp: the agents' protocol.
-  net::HttpResponse HandleRegister(const net::HttpRequest& req);
-  void HandleWatch(const net::HttpRequest& req, std::shared_ptr<net::Responder> res);
-  net::HttpResponse HandleHeartbeat(const net::HttpRequest& req);
-  net::HttpResponse HandleReport(const net::HttpRequest& req);
-  net::HttpResponse HandleLogAppend(const net::HttpRequest& req);
-  net::HttpResponse HandleGetSpec(int64_t spec_id);
+  // agent_api.cpp: the agents' protocol. `by` is a node: the cluster token or a local admin (any
+  // node), or a node credential (that node only: each handler checks the node it names).
+  net::HttpResponse HandleJoin(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleRegister(const net::HttpRequest& req, const Principal& by);
+  void HandleWatch(const net::HttpRequest& req, const Principal& by,
+                   std::shared_ptr<net::Responder> res);
+  net::HttpResponse HandleHeartbeat(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleReport(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleLogAppend(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
+                                  const Principal& by);
+  // admin_api.cpp: join tokens, and revoking a node's credential (which ends its session).
+  net::HttpResponse HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleRevokeNode(const std::string& node, const Principal& by);
 
   ServerOptions options_;
   const Clock& clock_;

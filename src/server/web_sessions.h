@@ -12,7 +12,8 @@
 // Codes and sessions live in this process's memory only, keyed by the SHA-256 of their secret (no
 // lookup compares a presented secret byte by byte): a server restart logs browsers out, and they
 // ask for a new link. Sessions last `session_ttl` from their start (no sliding renewal), capped by
-// their token's expiry.
+// their token's expiry. A user holds at most kMaxSessionsPerUser live sessions (a new one ends
+// their oldest), so no token can make the server keep sessions without bound.
 //
 // Thread-safety: every method is thread-safe (one internal mutex).
 #pragma once
@@ -47,6 +48,10 @@ class WebSessions {
   static constexpr DurationMs kCodeTtl = 5 * 60'000;
   static constexpr DurationMs kSessionTtl = 12 * 3'600'000;
   static constexpr size_t kMaxCodes = 10'000;  // older unused codes are dropped beyond this
+  // Live sessions per user, and in all: a new one past either cap ends the one that would expire
+  // first (of that user, or of anyone).
+  static constexpr size_t kMaxSessionsPerUser = 20;
+  static constexpr size_t kMaxSessions = 10'000;
   // The cookie's name is this and the server's port ("berth_session_8765"): browsers keep cookies
   // per host, not per port, and two servers on one host must not overwrite each other's.
   static constexpr const char* kCookie = "berth_session";

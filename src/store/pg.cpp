@@ -3,6 +3,8 @@
 #include <libpq-fe.h>
 #include <poll.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +34,57 @@ std::string WhereOf(const pg_conn* conn) {
 constexpr size_t kPipelineChunk = 256;
 
 }  // namespace
+
+std::string PgUrlWithoutPassword(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) {
+    // Keyword form: "host=h password=secret dbname=d" (a value may be 'quoted', with \' inside).
+    std::string out = url;
+    for (size_t at = 0; (at = out.find("password", at)) != std::string::npos; ++at) {
+      if (at > 0 && !std::isspace(static_cast<unsigned char>(out[at - 1]))) continue;
+      size_t eq = at + 8;
+      while (eq < out.size() && std::isspace(static_cast<unsigned char>(out[eq]))) ++eq;
+      if (eq >= out.size() || out[eq] != '=') continue;
+      size_t value = eq + 1;
+      while (value < out.size() && std::isspace(static_cast<unsigned char>(out[value]))) ++value;
+      size_t end = value;
+      if (end < out.size() && out[end] == '\'') {
+        for (++end; end < out.size() && out[end] != '\''; ++end) {
+          if (out[end] == '\\') ++end;
+        }
+        end = std::min(end + 1, out.size());
+      } else {
+        while (end < out.size() && !std::isspace(static_cast<unsigned char>(out[end]))) ++end;
+      }
+      out.replace(value, end - value, "***");
+    }
+    return out;
+  }
+  std::string out = url;
+  // The query's password parameters.
+  if (size_t query = out.find('?'); query != std::string::npos) {
+    std::string kept;
+    size_t from = query + 1;
+    while (from <= out.size()) {
+      size_t amp = out.find('&', from);
+      if (amp == std::string::npos) amp = out.size();
+      std::string param = out.substr(from, amp - from);
+      if (!param.starts_with("password=") && param != "password") {
+        kept += (kept.empty() ? "" : "&") + param;
+      }
+      from = amp + 1;
+    }
+    out = out.substr(0, query) + (kept.empty() ? "" : "?" + kept);
+  }
+  // The user info's password ("user:secret@"), before the host.
+  const size_t host_end = out.find_first_of("/?", scheme + 3);
+  const size_t at = out.rfind('@', host_end == std::string::npos ? out.size() : host_end);
+  if (at != std::string::npos && at > scheme) {
+    const size_t colon = out.find(':', scheme + 3);
+    if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
+  }
+  return out;
+}
 
 // ---- PgParams ----
 

@@ -25,6 +25,12 @@ struct pg_result;
 
 namespace berth {
 
+// A PostgreSQL connection string fit for logs and status pages: the password is left out wherever
+// libpq accepts one — "postgresql://user:secret@host/db" -> "postgresql://user@host/db", a
+// "?password=secret" (or "&password=") query parameter dropped, and in the keyword form
+// "host=h password=secret" the value replaced by "***".
+std::string PgUrlWithoutPassword(const std::string& url);
+
 // Parameters $1, $2, ... in text format (PostgreSQL parses them by the statement's types).
 class PgParams {
  public:

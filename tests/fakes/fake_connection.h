@@ -90,7 +90,8 @@ class FakeConnection final : public AgentConnection {
   }
 
   // NotFound for a spec the test did not add; blocks while specs are held (HoldSpecs).
-  Result<std::string> GetSpec(int64_t spec_id) override {
+  Result<std::string> GetSpec(const SpecFetch& fetch) override {
+    const int64_t spec_id = fetch.spec_id;
     std::unique_lock lock(mu_);
     ++spec_requests_;
     cv_.notify_all();

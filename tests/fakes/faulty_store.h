@@ -6,13 +6,16 @@
 //   store.FailWriteNumber(3);   // the third write from now fails
 //   store.SetWriteDelayMs(50);  // every write sleeps first (a slow disk, a remote database)
 //   store.FailReads(true);
+//   store.HoldWrites(true);     // writes wait (held_writes() counts them) until HoldWrites(false)
 //
 // Thread-safe: the counters are atomic; the wrapped store is thread-safe by contract.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "store/store.h"
@@ -27,6 +30,15 @@ class FaultyStore final : public Store {
   void FailWriteNumber(int n) { fail_at_ = writes_ + n; }
   void SetWriteDelayMs(int ms) { delay_ms_ = ms; }
   void FailReads(bool fail) { fail_reads_ = fail; }
+  void HoldWrites(bool hold) {
+    std::lock_guard lock(gate_mu_);
+    hold_ = hold;
+    gate_cv_.notify_all();
+  }
+  int held_writes() {
+    std::lock_guard lock(gate_mu_);
+    return held_;
+  }
   int writes() const { return writes_; }  // writes attempted
   int failed_writes() const { return failed_writes_; }
   int submit_calls() const { return submit_calls_; }  // SubmitMany calls (group commits)
@@ -118,6 +130,12 @@ class FaultyStore final : public Store {
 
  private:
   Status BeforeWrite() {
+    {
+      std::unique_lock lock(gate_mu_);
+      ++held_;
+      gate_cv_.wait(lock, [this] { return !hold_; });
+      --held_;
+    }
     int n = ++writes_;
     if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
     bool fail = n == fail_at_;
@@ -138,6 +156,10 @@ class FaultyStore final : public Store {
   std::atomic<bool> fail_reads_{false};
   std::atomic<int> writes_{0};
   std::atomic<int> failed_writes_{0};
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool hold_ = false;  // guarded by gate_mu_
+  int held_ = 0;       // guarded by gate_mu_; writes waiting at the gate
   std::atomic<int> submit_calls_{0};
 };
 

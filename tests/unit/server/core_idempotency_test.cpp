@@ -137,5 +137,64 @@ TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
   EXPECT_EQ(StoredJobs(*store_), 4);
 }
 
+// Two submissions with one key and different bodies, written in one group commit: the second got
+// the first's jobs silently. It is refused (409), as it would be once the first is in the store.
+// The store's writes are held so that both queue behind a third writer: the group is certain.
+TEST_F(CoreTest, OneKeyWithTwoBodiesInOneGroupCommitIsAConflict) {
+  Register("n1");
+  store_->HoldWrites(true);
+  std::thread front([&] { EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "bob"}).ok()); });
+  while (store_->held_writes() < 1) std::this_thread::yield();
+  JobSpec other = Spec();
+  other.run = "echo other";
+  Result<SubmitAnswer> first = Status::Internal("not run");
+  Result<SubmitAnswer> second = Status::Internal("not run");
+  std::thread a([&] { first = SubmitKeyed(*core_, Spec(), "k"); });
+  while (core_->QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
+  std::thread b([&] { second = SubmitKeyed(*core_, other, "k"); });
+  while (core_->QueuedSubmissionsForTesting() < 3) std::this_thread::yield();
+  store_->HoldWrites(false);
+  front.join();
+  a.join();
+  b.join();
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Code::kConflict) << second.status().message();
+  EXPECT_NE(second.status().message().find("different submission"), std::string::npos);
+  EXPECT_EQ(StoredJobs(*store_), 2);
+  // Its retry with the same body still gets the first's jobs.
+  auto again = SubmitKeyed(*core_, Spec(), "k");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ids, first->ids);
+}
+
+// max-pending-jobs was checked when a submission arrived, against jobs already recorded: two that
+// arrived together both passed and took the user over the cap. Admitted submissions now count
+// until they are recorded.
+TEST_F(CoreTest, ConcurrentSubmissionsCannotTogetherExceedMaxPendingJobs) {
+  Register("n1");
+  UserRow alice{.name = "alice"};
+  alice.max_pending_jobs = 3;
+  core_->SetShareRules({alice}, {});
+  store_->HoldWrites(true);
+  std::thread front([&] { EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "bob"}).ok()); });
+  while (store_->held_writes() < 1) std::this_thread::yield();
+  Result<SubmitAnswer> first = Status::Internal("not run");
+  std::thread a([&] { first = core_->Submit({.spec = Spec(), .user = "alice", .count = 2}); });
+  while (core_->QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
+  // Two of her three are admitted but not yet recorded: two more are over the cap.
+  auto over = core_->Submit({.spec = Spec(), .user = "alice", .count = 2});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Code::kForbidden);
+  EXPECT_NE(over.status().message().find("has 2 pending"), std::string::npos)
+      << over.status().message();
+  store_->HoldWrites(false);
+  front.join();
+  a.join();
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
+  EXPECT_FALSE(core_->Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
+}
+
 }  // namespace
 }  // namespace berth::testing

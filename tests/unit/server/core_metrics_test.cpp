@@ -68,6 +68,17 @@ TEST_F(CoreMetricsTest, PreemptionsAreCountedByReason) {
   EXPECT_EQ(core_->metrics().preemptions.Value({"reclaim"}), 0);
 }
 
+// With nothing pending, berth_pending_jobs had no series at all: `sum(berth_pending_jobs)` was
+// empty, not 0, and alerts on it broke. One series is always there.
+TEST_F(CoreMetricsTest, PendingJobsHasASeriesWhenNothingIsPending) {
+  Register("n1", 8);
+  EXPECT_THAT(Gauges(), HasSubstr("berth_pending_jobs{reason=\"new\",user=\"\",team=\"\"} 0\n"));
+  const int64_t a = Submit(Spec());
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", a);
+  EXPECT_THAT(Gauges(), HasSubstr("berth_pending_jobs{reason=\"new\",user=\"\",team=\"\"} 0\n"));
+}
+
 TEST_F(CoreMetricsTest, GaugesShowJobsGpusNodesAndWhyJobsWait) {
   Register("n1", 8, 2);
   Register("n2", 8, 2);

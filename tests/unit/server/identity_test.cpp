@@ -258,5 +258,91 @@ TEST_F(IdentityTest, ANodeSpeaksForItsUsersWithinLimits) {
   EXPECT_EQ(identity_->Identify(by_socket).status().code(), Code::kForbidden);
 }
 
+// Per-node credentials. An admin's join token is good only for joining; a node that joins gets its
+// own credential, which speaks for that node only and never for a user; a one-use join token is
+// used up; a second join for a node that holds a live credential is refused (a join token must not
+// let anyone take over a node); revocation ends it, also across a restart.
+TEST_F(IdentityTest, AJoinTokenBuysOneNodeItsOwnCredential) {
+  EXPECT_EQ(accounts_->CreateJoinToken(accounts_->ForUser("alice", "socket"), {}).status().code(),
+            Code::kForbidden);
+  auto join =
+      accounts_->CreateJoinToken(Admin(), NewJoinToken{.expires_at = clock_.Now() + 60'000});
+  ASSERT_TRUE(join.ok()) << join.status().message();
+  auto joiner = identity_->Identify(Bearer(join->secret));
+  ASSERT_TRUE(joiner.ok()) << joiner.status().message();
+  EXPECT_TRUE(joiner->is_join);
+  EXPECT_FALSE(joiner->is_node);
+  EXPECT_FALSE(joiner->is_user);
+
+  EXPECT_EQ(accounts_->JoinNode(*joiner, "bad name!").status().code(), Code::kInvalidArgument);
+  auto n1 = accounts_->JoinNode(*joiner, "n1");
+  ASSERT_TRUE(n1.ok()) << n1.status().message();
+  EXPECT_EQ(n1->row.user, "node:n1");
+  auto node = identity_->Identify(Bearer(n1->secret));
+  ASSERT_TRUE(node.ok());
+  EXPECT_TRUE(node->is_node);
+  EXPECT_FALSE(node->is_user);
+  EXPECT_EQ(node->node, "n1");
+
+  // Used up: it cannot buy a second node.
+  auto again = identity_->Identify(Bearer(join->secret));
+  EXPECT_EQ(again.status().code(), Code::kUnauthorized);
+
+  // A reusable one joins many nodes, but never takes a name that holds a live credential.
+  auto reusable = accounts_->CreateJoinToken(Admin(), NewJoinToken{.reusable = true});
+  ASSERT_TRUE(reusable.ok());
+  auto joiner2 = identity_->Identify(Bearer(reusable->secret));
+  ASSERT_TRUE(joiner2.ok());
+  EXPECT_TRUE(accounts_->JoinNode(*joiner2, "n2").ok());
+  auto taken = accounts_->JoinNode(*joiner2, "n1");
+  EXPECT_EQ(taken.status().code(), Code::kConflict);
+  EXPECT_NE(taken.status().message().find("berth admin node revoke n1"), std::string::npos);
+
+  // Revoked: refused at once and after a restart; the name may join again.
+  EXPECT_EQ(accounts_->RevokeNode(accounts_->ForUser("alice", "socket"), "n1").status().code(),
+            Code::kForbidden);
+  ASSERT_TRUE(accounts_->RevokeNode(Admin(), "n1").ok());
+  EXPECT_EQ(accounts_->RevokeNode(Admin(), "n1").status().code(), Code::kNotFound);
+  EXPECT_EQ(identity_->Identify(Bearer(n1->secret)).status().code(), Code::kUnauthorized);
+  Reload();
+  EXPECT_EQ(identity_->Identify(Bearer(n1->secret)).status().code(), Code::kUnauthorized);
+  EXPECT_EQ(identity_->Identify(Bearer(join->secret)).status().code(), Code::kUnauthorized);
+  joiner2 = identity_->Identify(Bearer(reusable->secret));
+  ASSERT_TRUE(joiner2.ok());
+  EXPECT_TRUE(accounts_->JoinNode(*joiner2, "n1").ok());
+
+  // A failed commit leaves the join token unused and no credential behind.
+  auto once = accounts_->CreateJoinToken(Admin(), NewJoinToken{});
+  ASSERT_TRUE(once.ok());
+  auto joiner3 = identity_->Identify(Bearer(once->secret));
+  ASSERT_TRUE(joiner3.ok());
+  store_->FailWrites(1);
+  EXPECT_EQ(accounts_->JoinNode(*joiner3, "n3").status().code(), Code::kUnavailable);
+  EXPECT_TRUE(identity_->Identify(Bearer(once->secret)).ok());
+  EXPECT_TRUE(accounts_->JoinNode(*joiner3, "n3").ok());
+}
+
+// A node's credential may speak for a user of its machine (its user socket) as the cluster token
+// may — capped at operator, never for a built-in admin — and the principal says which node vouched.
+TEST_F(IdentityTest, ANodesCredentialSpeaksForItsUsersWithinLimits) {
+  auto join = accounts_->CreateJoinToken(Admin(), NewJoinToken{});
+  ASSERT_TRUE(join.ok());
+  auto n1 = accounts_->JoinNode(*identity_->Identify(Bearer(join->secret)), "n1");
+  ASSERT_TRUE(n1.ok());
+  net::HttpRequest r = Bearer(n1->secret);
+  r.headers["x-berth-on-behalf-of"] = "alice";
+  auto alice = identity_->Identify(r);
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_EQ(alice->user, "alice");
+  EXPECT_EQ(alice->via, "node n1's socket");
+  EXPECT_TRUE(alice->is_user);
+  EXPECT_FALSE(alice->is_node);
+  ASSERT_TRUE(accounts_->SetUser(Admin(), UserChange{.name = "carol", .role = Role::kAdmin}).ok());
+  r.headers["x-berth-on-behalf-of"] = "carol";
+  EXPECT_EQ(identity_->Identify(r)->role, Role::kOperator);
+  r.headers["x-berth-on-behalf-of"] = "root";
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -47,6 +48,51 @@ TEST_F(LogStoreTest, AttemptsAndRanksAreSeparate) {
   // A new LogStore over the same directory sees what was written.
   LogStore again(dir_);
   EXPECT_EQ(again.Size(7, 2, 0), 6);
+}
+
+// A user looping `GET /v1/jobs/ID/logs?attempt=N` over N sizes a log per N: the cache of sizes
+// stays at its bound (it grew by an entry per log ever sized or appended).
+TEST_F(LogStoreTest, SizingManyLogsKeepsTheCacheBounded) {
+  LogStore logs(dir_);
+  ASSERT_TRUE(logs.Append(7, 1, 0, 0, "abc").ok());
+  for (int attempt = 1; attempt <= 3 * static_cast<int>(LogStore::kCachedLogs); ++attempt) {
+    logs.Size(7, attempt, 0);
+  }
+  EXPECT_LE(logs.cached(), LogStore::kCachedLogs);
+  // A log that fell out of the cache is read again from its file.
+  EXPECT_EQ(logs.Size(7, 1, 0), 3);
+  ASSERT_TRUE(logs.Append(7, 1, 0, 3, "def").ok());
+  EXPECT_EQ(logs.Read(7, 1, 0, 0, 100), "abcdef");
+}
+
+// Rank 0 of a multi-node job wrote half a line, then its cache entry was evicted: the rest of the
+// line still gets no second prefix in the interleaved log (the state came from the log's last
+// byte).
+TEST_F(LogStoreTest, AnInterleavedLineContinuesAfterItsRankFellOutOfTheCache) {
+  LogStore logs(dir_);
+  ASSERT_TRUE(logs.Append(9, 1, 0, 0, "ab", "(rank 0) ").ok());
+  for (int job = 100; job < 100 + static_cast<int>(LogStore::kCachedLogs) + 10; ++job) {
+    logs.Size(job, 1, 0);
+  }
+  ASSERT_TRUE(logs.Append(9, 1, 1, 0, "x\n", "(rank 1) ").ok());
+  ASSERT_TRUE(logs.Append(9, 1, 0, 2, "c\nd\n", "(rank 0) ").ok());
+  EXPECT_EQ(logs.Read(9, 1, LogStore::kAllRanks, 0, 100), "(rank 0) ab(rank 1) x\nc\n(rank 0) d\n");
+}
+
+// A job's output is its owner's: the server's log files are not readable by other local users,
+// whatever the daemon's umask.
+TEST_F(LogStoreTest, LogFilesArePrivate) {
+  mode_t old = ::umask(0022);
+  LogStore logs(dir_ + "/logs");
+  ASSERT_TRUE(logs.Append(7, 1, 0, 0, "secret").ok());
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ + "/logs/7/attempt-1.rank-0.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ + "/logs/7").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((dir_ + "/logs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
 }  // namespace

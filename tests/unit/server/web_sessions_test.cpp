@@ -73,6 +73,25 @@ TEST(WebSessionsTest, AFloodOfUnusedCodesKeepsTheNewest) {
   EXPECT_TRUE(sessions.Redeem(newest).ok());
 }
 
+// Any token could open any number of 12-hour sessions, each kept in memory: a user now holds at
+// most kMaxSessionsPerUser, a new one ending the oldest, and other users' sessions are untouched.
+TEST(WebSessionsTest, AUsersLiveSessionsAreCapped) {
+  FakeClock clock;
+  WebSessions sessions(clock);
+  StartedSession bob = sessions.Start("bob", "", std::nullopt);
+  StartedSession first = sessions.Start("alice", "", std::nullopt);
+  clock.Advance(1);
+  std::vector<StartedSession> later;
+  for (size_t i = 0; i < 3 * WebSessions::kMaxSessionsPerUser; ++i) {
+    later.push_back(sessions.Start("alice", "", std::nullopt));
+    clock.Advance(1);
+  }
+  EXPECT_EQ(sessions.sessions(), WebSessions::kMaxSessionsPerUser + 1);
+  EXPECT_FALSE(sessions.Find(first.id));
+  EXPECT_TRUE(sessions.Find(later.back().id));
+  EXPECT_TRUE(sessions.Find(bob.id));
+}
+
 TEST(WebSessionsTest, SessionCookiesAreFoundByTheirPrefix) {
   using V = std::vector<std::string>;
   EXPECT_EQ(CookieValues("a=1; berth_session_8765=abc; b=2", "berth_session"), V{"abc"});
@@ -154,6 +173,22 @@ TEST_F(DashboardIdentityTest, ABrowserIsNeverLetInForBeingOnTheServersMachine) {
     rebound.headers["host"] = host;
     EXPECT_EQ(identity_->Identify(rebound)->user, "alice") << host;
   }
+}
+
+// A Host that only starts like a loopback address is a DNS name anyone may point at 127.0.0.1: it
+// passed the check because it starts with "127.".
+TEST_F(DashboardIdentityTest, AHostThatOnlyStartsWith127IsNotLoopback) {
+  net::HttpRequest rebound = Browser("GET", "");
+  rebound.headers.erase("sec-fetch-site");
+  for (const char* host : {"127.0.0.1.attacker.example:8765", "127.0.0.1.attacker.example",
+                           "127.evil.example", "127.0.0.1.:8765"}) {
+    rebound.headers["host"] = host;
+    auto who = identity_->Identify(rebound);
+    ASSERT_FALSE(who.ok()) << host;
+    EXPECT_EQ(who.status().code(), Code::kUnauthorized) << host;
+  }
+  rebound.headers["host"] = "127.1.2.3:8765";
+  EXPECT_EQ(identity_->Identify(rebound)->user, "alice");
 }
 
 TEST_F(DashboardIdentityTest, ASessionIdentifiesItsUserAndChangesNeedItsCsrfHeader) {

@@ -130,6 +130,24 @@ TEST(PgStoreTest, MalformedConnectionStringIsInvalid) {
   EXPECT_EQ(store.status().message().find("s3cret"), std::string::npos) << store.status().message();
 }
 
+// A password given as ?password= appeared in the server's logs and in the unauthenticated
+// /v1/health (only the user-info form was left out): every form libpq takes is redacted.
+TEST(PgStoreTest, APasswordInAnyFormOfTheUrlIsLeftOutOfMessages) {
+  EXPECT_EQ(PgUrlWithoutPassword("postgresql://berth:s3cret@db:5432/berth"),
+            "postgresql://berth@db:5432/berth");
+  EXPECT_EQ(PgUrlWithoutPassword("postgresql://berth@db/berth?password=s3cret"),
+            "postgresql://berth@db/berth");
+  EXPECT_EQ(PgUrlWithoutPassword("postgres://db/berth?sslmode=require&password=s3cret&user=b"),
+            "postgres://db/berth?sslmode=require&user=b");
+  EXPECT_EQ(PgUrlWithoutPassword("postgresql://b:x@db/berth?password=s3cret"),
+            "postgresql://b@db/berth");
+  EXPECT_EQ(PgUrlWithoutPassword("postgresql://db/berth"), "postgresql://db/berth");
+  EXPECT_EQ(PgUrlWithoutPassword("host=db password=s3cret dbname=berth"),
+            "host=db password=*** dbname=berth");
+  EXPECT_EQ(PgUrlWithoutPassword("host=db password = 's3 \\'cret' dbname=berth"),
+            "host=db password = *** dbname=berth");
+}
+
 // A server of this test's own is stopped under an open store and started again.
 //   1. Jobs 1 and 2 are submitted; job 1 starts.
 //   2. The server stops: a submit and a commit (job 2 cancelled) answer kUnavailable, naming the
