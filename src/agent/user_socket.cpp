@@ -17,6 +17,17 @@ net::HttpResponse Refuse(int status, const std::string& message) {
 
 }  // namespace
 
+net::HttpHeaders UserSocket::ForwardedHeaders(const net::HttpRequest& request,
+                                              const std::string& user) {
+  // What the request means travels with it (a retried `berth exec` keeps its idempotency key, a
+  // poll its ETag); who sent it is the kernel's word, never a header of the sender's.
+  net::HttpHeaders out{{"X-Berth-On-Behalf-Of", user}};
+  for (const char* name : {"idempotency-key", "content-type", "if-none-match", "accept"}) {
+    if (std::string value = request.Header(name); !value.empty()) out.emplace_back(name, value);
+  }
+  return out;
+}
+
 UserSocket::UserSocket(std::string path, std::string server_url, net::HttpClientOptions client)
     : UserSocket(
           std::move(path), [url = std::move(server_url)] { return url; }, std::move(client)) {}
@@ -59,7 +70,7 @@ void UserSocket::Send(const std::string& user, const net::HttpRequest& request,
     active_.insert(&http);
   }
   auto answer = http.Request(request.method, request.target, request.body, 90'000,
-                             {{"X-Berth-On-Behalf-Of", user}});
+                             ForwardedHeaders(request, user));
   {
     MutexLock lock(mu_);
     active_.erase(&http);

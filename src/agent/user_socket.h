@@ -1,12 +1,13 @@
 // UserSocket: the users' door on a node. The agent listens on a unix socket (mode 0666) and
-// forwards each request to the server with the cluster token, saying whom it comes from: the
+// forwards each request to the server with the node's credential (or the cluster token), saying
+// whom it comes from: the
 // peer's uid (SO_PEERCRED, the kernel's word) named through this node's passwd database, in
 // `X-Berth-On-Behalf-Of`. So `berth queue` on a node needs no token, as on the server's machine.
 //
 // The server believes a node about its own users, with limits (server/identity.h): never a
 // built-in admin (root, the server's user) and never the admin role, so a stolen cluster token
-// cannot make anyone an admin. Requests for which the kernel gives no uid, or whose uid has no
-// name here, are refused (401) without reaching the server.
+// (or node credential) cannot make anyone an admin. Requests for which the kernel gives no uid, or
+// whose uid has no name here, are refused (401) without reaching the server.
 //
 // Thread-safety: Start/Stop from one thread. Requests are forwarded on a pool of kMaxInFlight
 // threads (a log long poll holds one for up to a minute); more at once get 503. Stop() aborts the
@@ -42,6 +43,12 @@ class UserSocket {
 
   Status Start();
   void Stop();
+
+  // The headers a forwarded request carries: X-Berth-On-Behalf-Of (`user`), and the request's own
+  // Idempotency-Key, Content-Type, If-None-Match and Accept (so that a retried submission through
+  // a node is still made once). Never the sender's Authorization or On-Behalf-Of.
+  static net::HttpHeaders ForwardedHeaders(const net::HttpRequest& request,
+                                           const std::string& user);
 
  private:
   void Forward(net::HttpRequest request, std::shared_ptr<net::Responder> responder);

@@ -35,6 +35,16 @@ void Executor::Post(std::function<void()> task) {
   cv_.Signal();
 }
 
+bool Executor::TryPost(std::function<void()> task, size_t max_queued) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_ || tasks_.size() >= max_queued) return false;
+    tasks_.push_back(std::move(task));
+  }
+  cv_.Signal();
+  return true;
+}
+
 size_t Executor::queued() {
   MutexLock lock(mu_);
   return tasks_.size();

@@ -32,6 +32,10 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void Post(std::function<void()> task) EXCLUDES(mu_);
+  // Posts `task` unless `max_queued` tasks wait already (or the executor stopped): false then, and
+  // the task is dropped. For work that arrives from outside (requests), so that a flood is
+  // answered "busy" instead of queued without bound.
+  bool TryPost(std::function<void()> task, size_t max_queued) EXCLUDES(mu_);
   void Stop() EXCLUDES(mu_);
   // Tasks queued and not yet started (for tests and metrics).
   size_t queued() EXCLUDES(mu_);

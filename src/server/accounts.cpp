@@ -151,8 +151,9 @@ Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoi
   std::string detail = request.reusable ? "reusable" : "one use";
   if (request.expires_at) detail += ", expires " + FormatRfc3339(*request.expires_at);
   batch.audit.push_back(AuditRowFor(by, "join-token create", created.row.name, detail));
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the join token could not be recorded: " + st.message());
   token_by_hash_[created.row.hash] = created.row.name;
   tokens_[created.row.name] = created.row;
@@ -167,6 +168,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
   }
   const std::string subject = std::string(kNodeSubject) + node;
   TimeMs now = clock_.Now();
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   auto join_row = tokens_.find(join.token_name);
   if (join_row == tokens_.end() || join_row->second.revoked_at) {
@@ -190,7 +192,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
     batch.tokens.push_back(*used);
   }
   batch.audit.push_back(AuditRowFor(join, "node join", node, "credential " + created.row.name));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the join could not be recorded: " + st.message());
   if (used) join_row->second = *used;
   token_by_hash_[created.row.hash] = created.row.name;
@@ -201,6 +203,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
 Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node) {
   BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a node's credential"));
   const std::string subject = std::string(kNodeSubject) + node;
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   std::vector<TokenRow> revoked;
   Batch batch;
@@ -213,7 +216,7 @@ Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const st
   if (revoked.empty()) return Status::NotFound("node " + node + " holds no live credential");
   batch.audit.push_back(
       AuditRowFor(by, "node revoke", node, fmt::format("{} credential(s)", revoked.size())));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the revocation could not be recorded: " + st.message());
   for (const TokenRow& row : revoked) tokens_[row.name] = row;
   return revoked;
@@ -247,6 +250,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
                          .expires_at = request.expires_at,
                          .revoked_at = std::nullopt,
                          .created_by = by.user};
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   if (tokens_.count(request.name)) {
     return Status::Conflict("a token named '" + request.name +
@@ -272,7 +276,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
     detail += ", role " + std::string(RoleName(*request.role));
   }
   batch.audit.push_back(AuditRowFor(by, "token create", request.name, detail));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the token could not be recorded: " + st.message());
   token_by_hash_[created.row.hash] = created.row.name;
   tokens_[created.row.name] = created.row;
@@ -282,6 +286,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
 
 Result<TokenRow> Accounts::RevokeToken(const Principal& by, const std::string& name) {
   BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a token"));
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   auto it = tokens_.find(name);
   if (it == tokens_.end()) return Status::NotFound("no token named '" + name + "'");
@@ -291,7 +296,7 @@ Result<TokenRow> Accounts::RevokeToken(const Principal& by, const std::string& n
   Batch batch;
   batch.tokens.push_back(row);
   batch.audit.push_back(AuditRowFor(by, "token revoke", name, "user " + row.user));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the revocation could not be recorded: " + st.message());
   it->second = row;
   return row;
@@ -303,6 +308,7 @@ Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change)
   if (change.team) {
     if (!change.team->empty()) BERTH_RETURN_IF_ERROR(CheckAccountName("the team", *change.team));
   }
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   UserRow row;
   if (auto it = users_.find(change.name); it != users_.end()) {
@@ -340,7 +346,7 @@ Result<UserRow> Accounts::SetUser(const Principal& by, const UserChange& change)
   Batch batch;
   batch.users.push_back(row);
   batch.audit.push_back(AuditRowFor(by, "user set", row.name, Join(changed, ", ")));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
   users_[row.name] = row;
   return row;
@@ -363,6 +369,7 @@ Result<TeamRow> Accounts::SetTeam(const Principal& by, const TeamChange& change)
   if (change.weight && !(*change.weight > 0 && *change.weight < 1e9)) {
     return Status::Invalid("--weight must be a number above 0");
   }
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   TeamRow row;
   if (auto it = teams_.find(change.name); it != teams_.end()) {
@@ -395,10 +402,19 @@ Result<TeamRow> Accounts::SetTeam(const Principal& by, const TeamChange& change)
   Batch batch;
   batch.teams.push_back(row);
   batch.audit.push_back(AuditRowFor(by, "team set", row.name, Join(changed, ", ")));
-  Status st = store_.Commit(batch);
+  Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
   teams_[row.name] = row;
   return row;
+}
+
+Status Accounts::CommitReleasingLock(const Batch& batch) {
+  // Identification (on the HTTP I/O threads) takes mu_ for a lookup: it must never wait for a
+  // store commit, a network round trip on PostgreSQL.
+  mu_.Unlock();
+  Status st = store_.Commit(batch);
+  mu_.Lock();
+  return st;
 }
 
 std::vector<TeamRow> Accounts::Teams() const {

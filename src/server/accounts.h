@@ -20,8 +20,9 @@
 // Commit, then apply: every change is written to the store first; memory changes only once it is
 // durable, so a failed commit (Unavailable) leaves nothing half-applied.
 //
-// Thread-safety: every method is thread-safe (one internal mutex, never held across a call out of
-// this class except the store's commit, which is quick and ordered after no other lock).
+// Thread-safety: every method is thread-safe. Changes are serialized by one mutex held across their
+// store commit; the tables by another, held only for lookups and to apply a committed change, so that
+// identifying a request (on the HTTP I/O threads) never waits for a commit.
 #pragma once
 
 #include <map>
@@ -154,10 +155,17 @@ class Accounts {
   AuditRow AuditRowFor(const Principal& by, const std::string& action, const std::string& target,
                        const std::string& detail) const;
 
+  // Commits `batch` with mu_ released meanwhile (changes_mu_ keeps other changes out, so what the
+  // caller read under mu_ is still true when it applies the change).
+  Status CommitReleasingLock(const Batch& batch) REQUIRES(mu_, changes_mu_);
+
   Store& store_;
   const Clock& clock_;
   const std::set<std::string> builtin_admins_;
-  mutable Mutex mu_;
+  // Serializes changes, held across their store commit; mu_ guards the tables and is held only
+  // briefly (never across a commit), so that identifying a request never waits for the store.
+  Mutex changes_mu_;
+  mutable Mutex mu_ ACQUIRED_AFTER(changes_mu_);
   std::map<std::string, UserRow> users_ GUARDED_BY(mu_);
   std::map<std::string, TeamRow> teams_ GUARDED_BY(mu_);
   std::map<std::string, TokenRow> tokens_ GUARDED_BY(mu_);            // by name

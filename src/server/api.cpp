@@ -18,6 +18,15 @@ namespace {
 
 std::optional<int64_t> ParseId(const std::string& s) { return ParseDecimal(s); }
 
+// A request that found its executor's queue full: try again in a second.
+net::HttpResponse BusyResponse() {
+  net::HttpResponse r = ErrorResponse(Status::Unavailable(
+      fmt::format("the server is busy ({} requests wait already); try again shortly",
+                  Server::kMaxQueuedRequests)));
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
 }  // namespace
 
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
@@ -38,7 +47,11 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   }
   if (request.path == "/v1/dashboard/login" && m == "POST") {
     auto req = std::make_shared<net::HttpRequest>(std::move(request));
-    return read_exec_->Post([this, req, res] { res->Send(HandleSessionLogin(*req)); });
+    if (!read_exec_->TryPost([this, req, res] { res->Send(HandleSessionLogin(*req)); },
+                             Server::kMaxQueuedRequests)) {
+      res->Send(BusyResponse());
+    }
+    return;
   }
   auto who = identity_->Identify(request);
   if (!who.ok()) {
@@ -49,18 +62,21 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
   auto by = std::make_shared<Principal>(std::move(*who));
   // Runs `handler` on `exec` and sends what it answers (0: it answers, or streams, by itself).
   auto on = [req, res](Executor& exec, std::function<net::HttpResponse()> handler) {
-    exec.Post([req, res, handler = std::move(handler)] {
-      net::HttpResponse out;
-      try {
-        out = handler();
-      } catch (const std::exception& e) {
-        LogError("{} {}: {}", req->method, req->path, e.what());
-        out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
-      }
-      if (out.status == 0) return;
-      if (req->method == "GET") AnswerWithEtag(*req, out);
-      res->Send(std::move(out));
-    });
+    const bool queued = exec.TryPost(
+        [req, res, handler = std::move(handler)] {
+          net::HttpResponse out;
+          try {
+            out = handler();
+          } catch (const std::exception& e) {
+            LogError("{} {}: {}", req->method, req->path, e.what());
+            out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
+          }
+          if (out.status == 0) return;
+          if (req->method == "GET") AnswerWithEtag(*req, out);
+          res->Send(std::move(out));
+        },
+        Server::kMaxQueuedRequests);
+    if (!queued) res->Send(BusyResponse());
   };
   Executor& state = *state_exec_;
   Executor& read = *read_exec_;

@@ -554,6 +554,7 @@ void Core::CheckLeases() {
 void Core::CheckTimeLimits() {
   MutexLock lock(mu_);
   RetryDependencyCancels();
+  RetryOwedCancels();
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
   Plan plan;

@@ -493,6 +493,9 @@ class Core {
   void DrainDependencyFailures(Plan& plan, TimeMs now) REQUIRES(mu_);
   // Retries cancellations of failed waiters whose commit failed.
   void RetryDependencyCancels() REQUIRES(mu_);
+  // Commits the cancels owed (owed_cancels_) of jobs that are in memory; an entry is dropped once
+  // its job is cancelled (or ended otherwise).
+  void RetryOwedCancels() REQUIRES(mu_);
   // A job ended for good: its dependents whose dependencies now hold are released, those whose
   // can no longer hold are cancelled (which cascades).
   void DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
@@ -567,6 +570,14 @@ class Core {
   // a different submission.
   static Result<SubmitAnswer> AnswerForKey(const SubmitWriter& writer,
                                            const KeyedSubmission& found);
+  // The jobs a cancel names: its ids, then those its filter (all, all users, group) selects now;
+  // each once.
+  std::vector<int64_t> CancelTargets(const CancelRequest& request) REQUIRES(mu_);
+  // The jobs a cancel did not find in memory: unknown, ended, or committed by a submission not yet
+  // applied (those are cancelled now, or owed to the apply). Unavailable when the store could not
+  // say which (what was cancelled stays cancelled).
+  Status CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
+                       CancelAnswer& answer) EXCLUDES(mu_);
   void ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) REQUIRES(mu_);
 
   const CoreOptions options_;
@@ -603,6 +614,11 @@ class Core {
   };
   std::unordered_map<int64_t, WaiterJobs> waiter_jobs_ GUARDED_BY(mu_);
   std::set<sched::Dependencies::Key> retry_cancels_ GUARDED_BY(mu_);
+  // Cancels promised but not yet committed (job -> reason): a cancel of a job committed by a
+  // submission not yet applied, or a cancel --all's cancel of an in-flight submission whose commit
+  // failed. Such a job is never placed (Eligible), and the cancel is retried until it is committed.
+  // Entries live from a promise to its commit (one housekeeping tick when the store is up).
+  std::map<int64_t, std::string> owed_cancels_ GUARDED_BY(mu_);
   // Bulk groups' max_running, for groups with jobs in jobs_ (group_live_ counts them).
   std::map<int64_t, int> group_limits_ GUARDED_BY(mu_);  // group -> max_running
   std::unordered_map<int64_t, int> group_live_ GUARDED_BY(mu_);

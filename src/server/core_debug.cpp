@@ -1,6 +1,7 @@
 // Canonical text of the core's state, for tests that compare states (core.h, "for tests").
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -79,7 +80,35 @@ std::string Core::DebugState() {
   }
   out << "held:";
   for (int64_t id : launch_held_) out << " " << id;
-  out << "\ncancel " << cancel_.seq << "\n";
+  out << "\ncancel " << cancel_.seq << " all_users=" << cancel_.all_users_seq;
+  for (const auto& [user, seq] : cancel_.user_seq) out << " " << user << "=" << seq;
+  out << "\nowed cancels:";
+  for (const auto& [id, why] : owed_cancels_) out << " " << id << "('" << why << "')";
+  out << "\nretry cancels:";
+  for (int64_t key : retry_cancels_) out << " " << key;
+  out << "\nbackoffs:";
+  for (const auto& [at, id] : backoffs_) out << " " << id << "@" << at;
+  out << "\nreserved pending:";
+  for (const auto& [user, n] : std::map(reserved_pending_.begin(), reserved_pending_.end())) {
+    out << " " << user << "=" << n;
+  }
+  out << "\nreclaims:";
+  for (const auto& [team, times] : reclaims_) {
+    out << " " << team << "=";
+    for (TimeMs t : times) out << t << ",";
+  }
+  out << "\nusage:";
+  for (const auto& [user, value] : ledger_.users()) {
+    out << fmt::format(" {}={:.6g}@{}", user, value.first, value.second);
+  }
+  out << "\n";
+  for (const auto& [group, live] : std::map(group_live_.begin(), group_live_.end())) {
+    out << "group " << group << " live " << live << "\n";
+  }
+  for (const auto& [key, range] : std::map(waiter_jobs_.begin(), waiter_jobs_.end())) {
+    out << "waiter " << key << " jobs " << range.first << ".." << range.last << " live "
+        << range.live << "\n";
+  }
   for (const auto& [key, range] : waiter_jobs_) {
     if (const auto* w = deps_.Find(key)) out << WaiterText(key, *w) << "\n";
   }

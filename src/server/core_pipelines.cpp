@@ -179,6 +179,7 @@ void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
 
 bool Core::Eligible(const ActiveJob& job, TimeMs now) const {
   if (job.row.not_before && *job.row.not_before > now) return false;
+  if (owed_cancels_.count(job.row.id)) return false;  // cancelled; the commit is being retried
   // A job placed before had its dependencies met, and they never stop holding.
   if (job.spec->depends_on.empty() || job.row.attempt > 0) return true;
   // No waiter: its dependencies could not be read at start-up; it waits rather than run early.

@@ -1,5 +1,6 @@
 // The users' side of the core: submissions (group-committed), cancels, drains, node listings.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/json_util.h"
 #include "common/log.h"
@@ -237,6 +238,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
   answer.group = stored.group;
   answer.ids = stored.ids;
   std::shared_ptr<const sched::JobRequest> shared_request;
+  std::vector<std::pair<int64_t, std::string>> cancelling;  // (job, why)
   for (size_t i = 0; i < stored.ids.size(); ++i) {
     ActiveJob job;
     job.row.id = stored.ids[i];
@@ -262,9 +264,17 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.count_group = count_group;
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
     CountJob(added);
-    if (cancelled_in_flight) {
-      EndJob(cancel_plan, added, JobStatus::kCancelled,
-             "cancelled by a cancel --all that arrived while it was submitted", std::nullopt, now);
+    // Cancelled before it got here: by a cancel --all that arrived while it was submitted, or by
+    // a cancel of its id between its commit and now (Cancel found it in the store only).
+    std::string why;
+    if (auto owed = owed_cancels_.find(added.row.id); owed != owed_cancels_.end()) {
+      why = owed->second;
+    } else if (cancelled_in_flight) {
+      why = "cancelled by a cancel --all that arrived while it was submitted";
+    }
+    if (!why.empty()) {
+      EndJob(cancel_plan, added, JobStatus::kCancelled, why, std::nullopt, now);
+      cancelling.emplace_back(added.row.id, std::move(why));
     }
   }
   if (stored.group) {
@@ -285,11 +295,15 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
   }
   if (!cancel_plan.batch.empty() || !cancel_plan.deps_changed.empty()) {
     Status st = Execute(cancel_plan);
-    // The jobs stay pending, as recorded: the submission itself succeeded. Cancellations of jobs
-    // whose dependencies failed are retried.
+    // The jobs stay pending, as recorded: the submission itself succeeded. The cancels promised
+    // are owed: those jobs are never placed, and the cancels are retried until they are committed
+    // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
     if (!st.ok()) {
-      LogError("after recording a submission: {}", st.message());
+      LogError("after recording a submission: {}; its cancels are retried", st.message());
       if (!shared->depends_on.empty()) retry_cancels_.insert(stored.spec_id);
+      for (auto& [id, why] : cancelling) owed_cancels_[id] = std::move(why);
+    } else {
+      for (const auto& [id, why] : cancelling) owed_cancels_.erase(id);
     }
   }
   writer.answer = std::move(answer);
@@ -302,26 +316,26 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   }
   CancelAnswer answer;
   std::vector<int64_t> unknown;
-  {
+  std::vector<int64_t> ids;
+  // In chunks of pass_commit_chunk jobs, each one commit and one hold of the lock, so that reports,
+  // heartbeats and submissions get in between (`cancel --all` of 100,000 jobs held the lock for
+  // 0.8 s). The first chunk also takes the cancel epochs and the list of jobs, under one hold: a
+  // submission applied after it is either listed or cancelled by its epoch on apply.
+  for (size_t next = 0, chunk = 0; chunk == 0 || next < ids.size(); ++chunk) {
     HandlerLock lock(this);
     TimeMs now = clock_.Now();
     Plan plan;
     plan.by = request.user;
-    plan.cancel_before = cancel_;
-    if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
-    if (request.all && !request.all_users) cancel_.user_seq[request.user] = ++cancel_.seq;
-    std::vector<int64_t> ids = request.ids;
-    if (by_filter) {
-      for (const auto& [id, job] : jobs_) {
-        if (job.terminating || IsTerminal(job.row.status)) continue;
-        if (request.group && job.row.group != *request.group) continue;
-        if (request.all && !request.all_users && job.row.user != request.user) continue;
-        ids.push_back(id);
-      }
+    if (chunk == 0) {
+      plan.cancel_before = cancel_;
+      if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
+      if (request.all && !request.all_users) cancel_.user_seq[request.user] = ++cancel_.seq;
+      ids = CancelTargets(request);
     }
-    std::set<int64_t> seen;
-    for (int64_t id : ids) {
-      if (!seen.insert(id).second) continue;
+    const size_t cancelled_before = answer.cancelled.size();
+    const size_t end = std::min(ids.size(), next + std::max<size_t>(1, options_.pass_commit_chunk));
+    for (; next < end; ++next) {
+      const int64_t id = ids[next];
       auto it = jobs_.find(id);
       // Ended for the user (perhaps still stopping): reported as finished, never ended twice.
       if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
@@ -338,18 +352,103 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
     }
     plan.reap = true;
     plan.kick = true;
-    BERTH_RETURN_IF_ERROR(Execute(plan));
-  }
-  if (!unknown.empty()) {
-    auto rows = store_.GetJobs(unknown);
-    std::set<int64_t> known;
-    if (rows.ok()) {
-      for (const auto& r : *rows) known.insert(r.id);
+    if (Status st = Execute(plan); !st.ok()) {
+      if (chunk == 0) return st;
+      return Status::Unavailable(fmt::format(
+          "{} job(s) were cancelled, then the store failed ({}); run the same cancel again for the "
+          "rest",
+          cancelled_before, st.message()));
     }
-    for (int64_t id : unknown)
-      (known.count(id) ? answer.already_finished : answer.not_found).push_back(id);
   }
+  if (!unknown.empty()) BERTH_RETURN_IF_ERROR(CancelUnknown(request, unknown, answer));
   return answer;
+}
+
+std::vector<int64_t> Core::CancelTargets(const CancelRequest& request) {
+  std::vector<int64_t> ids;
+  std::set<int64_t> seen;
+  for (int64_t id : request.ids) {
+    if (seen.insert(id).second) ids.push_back(id);
+  }
+  if (request.all || request.all_users || request.group) {
+    for (const auto& [id, job] : jobs_) {
+      if (job.terminating || IsTerminal(job.row.status)) continue;
+      if (request.group && job.row.group != *request.group) continue;
+      if (request.all && !request.all_users && job.row.user != request.user) continue;
+      if (!seen.count(id)) ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
+                           CancelAnswer& answer) {
+  auto rows = store_.GetJobs(unknown);
+  if (!rows.ok()) {
+    return Status::Unavailable(fmt::format(
+        "{} job(s) cancelled, but whether jobs {} exist could not be read ({}); try again",
+        answer.cancelled.size(), fmt::join(unknown, ", "), rows.status().message()));
+  }
+  std::map<int64_t, const JobRow*> stored;
+  for (const JobRow& row : *rows) stored[row.id] = &row;
+  std::vector<const JobRow*> just_submitted;
+  for (int64_t id : unknown) {
+    auto row = stored.find(id);
+    if (row == stored.end()) {
+      answer.not_found.push_back(id);
+    } else if (IsTerminal(row->second->status)) {
+      answer.already_finished.push_back(id);
+    } else {
+      just_submitted.push_back(row->second);  // committed, not yet applied when the cancel looked
+    }
+  }
+  if (just_submitted.empty()) return Status::Ok();
+  HandlerLock lock(this);
+  TimeMs now = clock_.Now();
+  const std::string why = "cancelled by " + (request.user.empty() ? "user" : request.user);
+  Plan plan;
+  plan.by = request.user;
+  std::vector<int64_t> owed;
+  for (const JobRow* row : just_submitted) {
+    if (!request.cancel_any && row->user != request.user) {
+      answer.forbidden.push_back(row->id);
+      continue;
+    }
+    auto it = jobs_.find(row->id);
+    if (it == jobs_.end()) {
+      owed.push_back(row->id);  // its submission's apply cancels it
+    } else if (it->second.terminating || IsTerminal(it->second.row.status)) {
+      answer.already_finished.push_back(row->id);
+      continue;
+    } else {
+      EndJob(plan, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+    }
+    answer.cancelled.push_back(row->id);
+  }
+  plan.reap = true;
+  plan.kick = true;
+  BERTH_RETURN_IF_ERROR(Execute(plan));
+  for (int64_t id : owed) owed_cancels_[id] = why;
+  return Status::Ok();
+}
+
+void Core::RetryOwedCancels() {
+  if (owed_cancels_.empty()) return;
+  TimeMs now = clock_.Now();
+  Plan plan;
+  std::vector<int64_t> settled;
+  for (const auto& [id, why] : owed_cancels_) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;  // not applied yet: its submission's apply cancels it
+    if (!it->second.terminating && !IsTerminal(it->second.row.status)) {
+      EndJob(plan, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+    }
+    settled.push_back(id);
+  }
+  plan.reap = true;
+  if (Execute(plan).ok()) {
+    for (int64_t id : settled) owed_cancels_.erase(id);
+  }
 }
 
 Status Core::Requeue(int64_t id, const std::string& user, bool any) {

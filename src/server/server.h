@@ -82,6 +82,9 @@ class Server {
   static constexpr int kMaxJobsPage = 2'000;
   // At most this many active jobs in one answer of GET /v1/queue (active_cap).
   static constexpr int kMaxQueueActive = 10'000;
+  // Requests waiting for a handler thread, per executor: past it a request is answered 503 with
+  // Retry-After (a flood is refused, not queued without bound).
+  static constexpr size_t kMaxQueuedRequests = 10'000;
 
   // `store` holds the durable state (src/exe opens SQLite under the state dir; tests may wrap it
   // to inject faults). `clock` must outlive the server.

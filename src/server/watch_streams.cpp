@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.h"
+
 namespace berth {
 
 void WatchStreams::Open(const std::string& node, const std::string& session) {
@@ -10,7 +12,17 @@ void WatchStreams::Open(const std::string& node, const std::string& session) {
   if (s.watch) s.watch->End();
   s.watch.reset();
   s.outbox.clear();
+  s.outbox_bytes = 0;
   s.session = session;
+}
+
+void WatchStreams::Overflow(const std::string& node, Stream& s, const char* what) {
+  LogWarn("node {}: {}; its watch stream is ended and it must register again", node, what);
+  if (s.watch) s.watch->End();
+  s.watch.reset();
+  s.outbox.clear();
+  s.outbox_bytes = 0;
+  s.session.clear();
 }
 
 void WatchStreams::Close(const std::string& node) {
@@ -24,10 +36,19 @@ void WatchStreams::Close(const std::string& node) {
 void WatchStreams::Send(const std::string& node, const proto::WatchMessage& message) {
   std::string line = proto::EncodeWatchLine(message);
   MutexLock lock(mu_);
-  Stream& s = streams_[node];
+  auto it = streams_.find(node);
+  if (it == streams_.end() || it->second.session.empty()) return;  // it registers again first
+  Stream& s = it->second;
   if (s.watch && !s.watch->closed()) {
+    if (s.watch->backlog() + line.size() > kMaxBacklogBytes) {
+      return Overflow(node, s, "its agent stopped reading (over 16 MiB unread)");
+    }
     s.watch->Write(std::move(line));
   } else {
+    if (s.outbox_bytes + line.size() > kMaxQueuedBytes) {
+      return Overflow(node, s, "over 16 MiB queued for it while it had no watch stream");
+    }
+    s.outbox_bytes += line.size();
     s.outbox.push_back(std::move(line));
   }
 }
@@ -48,6 +69,7 @@ bool WatchStreams::Attach(const std::string& node, const std::string& session,
     s.watch->Write(std::move(s.outbox.front()));
     s.outbox.pop_front();
   }
+  s.outbox_bytes = 0;
   return true;
 }
 

@@ -3,6 +3,12 @@
 // in a queue until the agent attaches. A new session (registration) ends the old stream and drops
 // what was queued for it.
 //
+// Bounded: a stream whose peer stopped reading (TCP open, nothing read) holds at most
+// kMaxBacklogBytes, and a node's queue while no stream is attached kMaxQueuedBytes. Past either,
+// the stream is ended, the queue dropped and the session forgotten here, so that the agent must
+// register again — and registration reconciles (server/core.h): the launches it missed are sent
+// again and the attempts it should not run are stopped. Nothing is lost; memory stays bounded.
+//
 // Thread-safety: every method is thread-safe (one internal mutex, never held while calling out of
 // this class except into Responders, which only queue bytes).
 #pragma once
@@ -20,6 +26,9 @@ namespace berth {
 
 class WatchStreams final : public AgentChannel {
  public:
+  static constexpr size_t kMaxBacklogBytes = 16 << 20;
+  static constexpr size_t kMaxQueuedBytes = 16 << 20;
+
   void Open(const std::string& node, const std::string& session) override EXCLUDES(mu_);
   void Close(const std::string& node) override EXCLUDES(mu_);
   void Send(const std::string& node, const proto::WatchMessage& message) override EXCLUDES(mu_);
@@ -41,7 +50,10 @@ class WatchStreams final : public AgentChannel {
     std::string session;
     std::shared_ptr<net::Responder> watch;
     std::deque<std::string> outbox;  // lines waiting for the session's stream
+    size_t outbox_bytes = 0;
   };
+  // Ends the node's stream and forgets its session and queue (the agent registers again).
+  static void Overflow(const std::string& node, Stream& s, const char* what);
   Mutex mu_;
   std::map<std::string, Stream> streams_ GUARDED_BY(mu_);
   std::string last_pinged_ GUARDED_BY(mu_);  // PingSome's round-robin cursor

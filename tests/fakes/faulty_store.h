@@ -7,6 +7,7 @@
 //   store.SetWriteDelayMs(50);  // every write sleeps first (a slow disk, a remote database)
 //   store.FailReads(true);
 //   store.HoldWrites(true);     // writes wait (held_writes() counts them) until HoldWrites(false)
+//   store.HoldAfterSubmit(true);  // a SubmitMany that committed waits before it returns
 //
 // Thread-safe: the counters are atomic; the wrapped store is thread-safe by contract.
 #pragma once
@@ -39,6 +40,15 @@ class FaultyStore final : public Store {
     std::lock_guard lock(gate_mu_);
     return held_;
   }
+  void HoldAfterSubmit(bool hold) {
+    std::lock_guard lock(gate_mu_);
+    hold_after_submit_ = hold;
+    gate_cv_.notify_all();
+  }
+  int held_after_submit() {
+    std::lock_guard lock(gate_mu_);
+    return held_after_;
+  }
   int writes() const { return writes_; }  // writes attempted
   int failed_writes() const { return failed_writes_; }
   int submit_calls() const { return submit_calls_; }  // SubmitMany calls (group commits)
@@ -47,7 +57,13 @@ class FaultyStore final : public Store {
   Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& s) override {
     ++submit_calls_;
     if (Status st = BeforeWrite(); !st.ok()) return st;
-    return inner_->SubmitMany(s);
+    auto result = inner_->SubmitMany(s);
+    std::unique_lock lock(gate_mu_);
+    ++held_after_;
+    gate_cv_.notify_all();
+    gate_cv_.wait(lock, [this] { return !hold_after_submit_; });
+    --held_after_;
+    return result;
   }
   Status Commit(const Batch& batch) override {
     if (Status st = BeforeWrite(); !st.ok()) return st;
@@ -158,8 +174,10 @@ class FaultyStore final : public Store {
   std::atomic<int> failed_writes_{0};
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
-  bool hold_ = false;  // guarded by gate_mu_
-  int held_ = 0;       // guarded by gate_mu_; writes waiting at the gate
+  bool hold_ = false;               // guarded by gate_mu_
+  int held_ = 0;                    // guarded by gate_mu_; writes waiting at the gate
+  bool hold_after_submit_ = false;  // guarded by gate_mu_
+  int held_after_ = 0;              // guarded by gate_mu_; committed submissions waiting
   std::atomic<int> submit_calls_{0};
 };
 

@@ -197,6 +197,11 @@ class IdentityTest(BerthTestCase):
         rc, _, err = self.as_user("alice", "cancel", bobs, "--server", node_sock, check=False)
         self.assertIn("not yours", err)
         self.as_user("bob", "cancel", bobs, "--server", node_sock)
+        # The same keyed `berth exec` twice through the node: one submission. (The node forwarded
+        # method, path and body only, so a retry through a node could submit twice.)
+        keyed = [self.submit_as("bob", "--server", node_sock, "--idempotency-key", "node-retry-1", "--", "true")
+                 for _ in range(2)]
+        self.assertEqual(keyed[0], keyed[1])
         rc, _, err = self.as_user("root", "whoami", "--server", node_sock, check=False)
         self.assertNotEqual(rc, 0)  # a node never speaks for an admin
         self.assertIn("may not speak for root", err)

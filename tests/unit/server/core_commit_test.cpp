@@ -4,6 +4,8 @@
 // before the core was built this way.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core_fixture.h"
 
 namespace berth::testing {
@@ -139,6 +141,67 @@ TEST_F(CoreTest, CancelAllWhoseCommitFailsCancelsNoLaterSubmission) {
   ASSERT_FALSE(core_->Cancel(cancel).ok());
   int64_t later = Submit(Spec());
   EXPECT_EQ(Stored(later).status, JobStatus::kPending);
+}
+
+// A submission is committed but not yet applied when its owner cancels it by id: the cancel
+// found it in the store only and answered "already finished", and the job ran. Now it is
+// cancelled: the cancel is owed to the submission's apply.
+TEST_F(CoreTest, ACancelOfAJustCommittedSubmissionIsHonoured) {
+  Register("n1");
+  store_->HoldAfterSubmit(true);
+  Result<SubmitAnswer> submitted = Status::Internal("not run");
+  std::thread submitter([&] { submitted = core_->Submit({.spec = Spec(), .user = "alice"}); });
+  while (store_->held_after_submit() < 1) std::this_thread::yield();
+  auto rows = store_->inner().ListJobs(JobQuery{.all = true});
+  ASSERT_TRUE(rows.ok() && rows->size() == 1u);
+  const int64_t id = rows->front().id;
+  CancelRequest cancel{.ids = {id}, .user = "bob"};  // not his: refused as ever
+  auto refused = core_->Cancel(cancel);
+  ASSERT_TRUE(refused.ok()) << refused.status().message();
+  EXPECT_EQ(refused->forbidden, std::vector<int64_t>{id});
+  cancel.user = "alice";
+  auto answer = core_->Cancel(cancel);
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_EQ(answer->cancelled, std::vector<int64_t>{id});
+  EXPECT_TRUE(answer->already_finished.empty());
+  store_->HoldAfterSubmit(false);
+  submitter.join();
+  ASSERT_TRUE(submitted.ok());
+  EXPECT_EQ(Stored(id).status, JobStatus::kCancelled);
+  EXPECT_EQ(Stored(id).reason, "cancelled by alice");
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_TRUE(channel_.Launches("n1").empty());
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+}
+
+// A submission in flight when its user ran `cancel --all` is cancelled by a second commit. That
+// commit failed and was only logged: the jobs then ran although the user was told all were
+// cancelled. Now the cancel is owed: the job is never placed, and the cancel is retried (by the
+// housekeeping tick) until it is committed.
+TEST_F(CoreTest, AnInFlightSubmissionsCancelWhoseCommitFailsIsRetriedUntilCommitted) {
+  Register("n1");
+  store_->HoldWrites(true);
+  Result<SubmitAnswer> submitted = Status::Internal("not run");
+  std::thread submitter([&] { submitted = core_->Submit({.spec = Spec(), .user = "alice"}); });
+  while (store_->held_writes() < 1) std::this_thread::yield();
+  CancelRequest all{.all = true, .user = "alice"};
+  ASSERT_TRUE(core_->Cancel(all).ok());  // writes nothing (no job yet), so it is not held
+  store_->FailWriteNumber(2);            // the submission commits; the cancel that follows fails
+  store_->HoldWrites(false);
+  submitter.join();
+  ASSERT_TRUE(submitted.ok()) << submitted.status().message();
+  const int64_t id = submitted->ids.front();
+  EXPECT_EQ(Stored(id).status, JobStatus::kPending);
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_TRUE(channel_.Launches("n1").empty()) << "an owed cancel's job was placed";
+  EXPECT_NE(core_->DebugState().find("owed cancels: " + std::to_string(id)), std::string::npos);
+  store_->FailWrites(1);
+  core_->CheckTimeLimits();  // the retry fails too: still owed
+  EXPECT_EQ(Stored(id).status, JobStatus::kPending);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(id).status, JobStatus::kCancelled);
+  EXPECT_NE(core_->DebugState().find("owed cancels:\n"), std::string::npos);
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
 }
 
 TEST_F(CoreTest, DrainWhoseCommitFailsLeavesTheNodeSchedulable) {

@@ -23,7 +23,8 @@ class RecordingStream final : public net::Responder {
   }
   void End() override { ended_ = true; }
   bool closed() const override { return ended_; }
-  size_t backlog() const override { return 0; }
+  size_t backlog() const override { return backlog_; }
+  void SetBacklog(size_t bytes) { backlog_ = bytes; }
 
   int Pings() const {
     int n = 0;
@@ -38,6 +39,7 @@ class RecordingStream final : public net::Responder {
   std::vector<std::string> lines_;
   bool started_ = false;
   bool ended_ = false;
+  size_t backlog_ = 0;
 };
 
 std::shared_ptr<RecordingStream> AttachNode(WatchStreams& streams, const std::string& node) {
@@ -94,6 +96,41 @@ TEST(WatchStreams, EveryStreamIsPingedOncePerCycleAndAtMostTheirShareAtATime) {
     for (const auto& [name, s] : attached) EXPECT_EQ(s->Pings(), 1) << name << " of " << nodes;
     EXPECT_LE(most_in_one_tick, (nodes + 24) / 25) << nodes << " streams";
   }
+}
+
+// A stalled agent (TCP open, not reading) made the server buffer without limit. Past the cap its
+// stream is ended and its session forgotten here: the agent registers again (which reconciles),
+// and until then nothing more is kept for it.
+TEST(WatchStreams, AStreamWhosePeerStoppedReadingIsEndedAtItsCap) {
+  WatchStreams streams;
+  auto stalled = AttachNode(streams, "n1");
+  proto::LaunchMessage launch;
+  launch.job = 7;
+  streams.Send("n1", launch);
+  EXPECT_FALSE(stalled->ended());
+  stalled->SetBacklog(WatchStreams::kMaxBacklogBytes);
+  streams.Send("n1", launch);
+  EXPECT_TRUE(stalled->ended());
+  auto again = std::make_shared<RecordingStream>();
+  EXPECT_FALSE(streams.Attach("n1", "session-n1", again)) << "the old session must register again";
+  // Registered again: a new session, an empty queue.
+  auto fresh = AttachNode(streams, "n1");
+  streams.Send("n1", launch);
+  EXPECT_EQ(fresh->lines().size(), 2u);  // hello, launch
+}
+
+// No stream attached: the node's queue is capped the same way.
+TEST(WatchStreams, AQueueWithNoStreamIsDroppedAtItsCap) {
+  WatchStreams streams;
+  streams.Open("n1", "s1");
+  proto::SpecMessage big{1, std::string(1 << 20, 'x')};
+  for (int i = 0; i < 20; ++i) streams.Send("n1", big);
+  auto late = std::make_shared<RecordingStream>();
+  EXPECT_FALSE(streams.Attach("n1", "s1", late));
+  streams.Open("n1", "s2");
+  auto fresh = std::make_shared<RecordingStream>();
+  ASSERT_TRUE(streams.Attach("n1", "s2", fresh));
+  EXPECT_EQ(fresh->lines().size(), 1u);  // the hello only
 }
 
 }  // namespace
