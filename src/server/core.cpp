@@ -153,6 +153,12 @@ std::shared_ptr<const JobSpec> Core::SpecFor(int64_t spec_id) {
   if (auto it = specs_.find(spec_id); it != specs_.end()) {
     if (auto spec = it->second.lock()) return spec;
   }
+  std::shared_ptr<const JobSpec> shared = ReadSpec(spec_id);
+  if (shared) RememberSpec(spec_id, shared);
+  return shared;
+}
+
+std::shared_ptr<const JobSpec> Core::ReadSpec(int64_t spec_id) {
   auto text = store_.GetSpec(spec_id);
   if (!text.ok()) return nullptr;
   auto value = ParseJson(*text, "stored spec");
@@ -160,9 +166,7 @@ std::shared_ptr<const JobSpec> Core::SpecFor(int64_t spec_id) {
   auto spec = SpecFromJson(*value);
   if (!spec.ok()) return nullptr;
   // Not make_shared: a weak reference left in specs_ must not keep the spec's memory.
-  std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(*spec)));
-  RememberSpec(spec_id, shared);
-  return shared;
+  return std::shared_ptr<const JobSpec>(new JobSpec(std::move(*spec)));
 }
 
 void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) {

@@ -436,6 +436,8 @@ class Core {
   void RequestPassLocked() REQUIRES(mu_);
   void WakeLogWaiters(int64_t job) REQUIRES(mu_);
   std::shared_ptr<const JobSpec> SpecFor(int64_t spec_id) REQUIRES(mu_);
+  // A spec read from the store (nullptr when it cannot be read); needs no lock.
+  std::shared_ptr<const JobSpec> ReadSpec(int64_t spec_id);
   // Makes `spec` what SpecFor(spec_id) answers while some job holds it.
   void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) REQUIRES(mu_);
   void Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node, int sign)
@@ -545,8 +547,9 @@ class Core {
   static Status NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank);
   // Attempts an agent runs that are not in memory (a restart forgot them): read from the store.
   struct ForgottenAttempts {
-    std::map<int64_t, JobRow> rows;                       // terminal jobs the agent still runs
-    std::map<int64_t, std::vector<AttemptRow>> attempts;  // earlier attempts of active jobs
+    std::map<int64_t, JobRow> rows;                           // terminal jobs the agent still runs
+    std::map<int64_t, std::vector<AttemptRow>> attempts;      // earlier attempts of active jobs
+    std::map<int64_t, std::shared_ptr<const JobSpec>> specs;  // of the terminal rows, by spec id
   };
   ForgottenAttempts ReadForgotten(const std::set<std::tuple<int64_t, int, int>>& running)
       EXCLUDES(mu_);

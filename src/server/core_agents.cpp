@@ -122,6 +122,11 @@ Core::ForgottenAttempts Core::ReadForgotten(
     if (rows.ok()) {
       for (auto& row : *rows) out.rows.emplace(row.id, std::move(row));
     }
+    // The specs of the ended ones, which HoldEndedAttempts keeps in memory with them.
+    for (const auto& [id, row] : out.rows) {
+      if (!IsTerminal(row.status) || out.specs.count(row.spec_id)) continue;
+      if (auto spec = ReadSpec(row.spec_id)) out.specs.emplace(row.spec_id, std::move(spec));
+    }
   }
   for (int64_t job : old_attempts) {
     auto attempts = store_.GetAttempts(job);
@@ -146,8 +151,10 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     if (!IsTerminal(row.status) || row.attempt != attempt || row.placement.empty()) continue;
     ActiveJob job;
     job.row = row;
-    job.spec = SpecFor(row.spec_id);
-    if (!job.spec) job.spec = std::make_shared<const JobSpec>();
+    // Read with the rows, outside the lock (ReadForgotten): nothing here waits for the store.
+    auto spec = forgotten.specs.find(row.spec_id);
+    job.spec = spec != forgotten.specs.end() ? spec->second : std::make_shared<const JobSpec>();
+    RememberSpec(row.spec_id, job.spec);
     job.ranks.resize(static_cast<size_t>(std::max(1, row.num_nodes)));
     bool any_running = false;
     for (const auto& grant : row.placement) {

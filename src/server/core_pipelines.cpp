@@ -247,9 +247,10 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   if (max_running && (*max_running < 1 || *max_running > kMaxRunning)) {
     return Status::Invalid(fmt::format("max_running must be between 1 and {}", kMaxRunning));
   }
-  HandlerLock lock(this);
+  // The group's owner never changes: read before the lock (a round trip on PostgreSQL).
   auto info = store_.GetGroup(group);
   if (!info.ok()) return info.status();
+  HandlerLock lock(this);
   if (info->user != user && !any) {
     return Status::Forbidden(
         fmt::format("group {} belongs to {}; changing another user's group needs the operator role",

@@ -83,7 +83,9 @@ class PreemptionTest(BerthTestCase):
             self.b.wait_status(j, "RUNNING")
         c = self.rack_job("c", 5)  # equal: waits
         d = self.b.submit("--gpus", "V100:1", "--priority", "1", "--", "true")  # lower: never enters a held rack
-        time.sleep(1)
+        # A pass has decided both (each has its waiting reason), rather than a second of sleep.
+        self.b.wait_until(lambda: self.b.show(c)["reason"] and self.b.show(d)["reason"],
+                          message="a scheduling pass to decide c and d")
         self.assertEqual(self.b.status(c), "PENDING")
         self.assertEqual(self.b.status(d), "PENDING")
         self.assertEqual(self.b.status(a), "RUNNING")

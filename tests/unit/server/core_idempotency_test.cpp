@@ -117,7 +117,7 @@ TEST_F(CoreTest, RepeatAfterAFailedWriteSubmitsIt) {
 // again, or sent it to two servers): every one of them gets the same jobs, and they exist once.
 TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
   Register("n1");
-  store_->SetWriteDelayMs(20);
+  store_->HoldWrites(true);  // all twelve are queued before anything is written
   constexpr int kThreads = 12;
   std::vector<std::thread> clients;
   std::vector<Result<SubmitAnswer>> answers(kThreads, Status::Internal("not run"));
@@ -126,6 +126,8 @@ TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
     clients.emplace_back(
         [&, i] { answers[i] = SubmitKeyed(*core_, Spec(), i % 2 ? "a" : "b", "alice", 2, true); });
   }
+  while (core_->QueuedSubmissionsForTesting() < kThreads) std::this_thread::yield();
+  store_->HoldWrites(false);
   for (auto& t : clients) t.join();
   std::map<std::string, std::vector<int64_t>> ids_of;
   for (int i = 0; i < kThreads; ++i) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+#include <thread>
+
 #include "fakes/fake_clock.h"
 #include "fakes/fake_system_users.h"
 #include "fakes/faulty_store.h"
@@ -256,6 +259,28 @@ TEST_F(IdentityTest, ANodeSpeaksForItsUsersWithinLimits) {
   net::HttpRequest by_socket = Socket(1002);
   by_socket.headers["x-berth-on-behalf-of"] = "alice";
   EXPECT_EQ(identity_->Identify(by_socket).status().code(), Code::kForbidden);
+}
+
+// Accounts held its lock across a change's store commit, and identifying a request (on the HTTP
+// I/O threads) takes the same lock: an admin's change on a slow store stalled every connection.
+// With the commit held up, requests are still identified; the change lands once it commits.
+TEST_F(IdentityTest, IdentifyingNeverWaitsForAnAdminsCommit) {
+  auto token = accounts_->CreateToken(Admin(), NewToken{.name = "b", .user = "bob"});
+  ASSERT_TRUE(token.ok());
+  store_->HoldWrites(true);
+  std::thread change([&] {
+    EXPECT_TRUE(
+        accounts_->SetUser(Admin(), UserChange{.name = "bob", .role = Role::kOperator}).ok());
+  });
+  while (store_->held_writes() < 1) std::this_thread::yield();
+  auto who =
+      std::async(std::launch::async, [&] { return identity_->Identify(Bearer(token->secret)); });
+  const bool answered = who.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  store_->HoldWrites(false);
+  change.join();
+  ASSERT_TRUE(answered) << "identification waited for the commit";
+  EXPECT_EQ(who.get()->role, Role::kUser);  // not yet committed, not yet applied
+  EXPECT_EQ(identity_->Identify(Bearer(token->secret))->role, Role::kOperator);
 }
 
 // Per-node credentials. An admin's join token is good only for joining; a node that joins gets its
