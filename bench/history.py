@@ -37,15 +37,8 @@ TARGET_BYTES_PER_SUBMISSION = 100
 TRIM_QUIET_S = 3.0  # the server trims its heap once the scheduler has had no work for this long
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def http(url, method="GET", body=None, timeout=120):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+sys.path.insert(0, HERE)
+from bulk import http, log  # noqa: E402  (the benchmarks' shared helpers)
 
 
 def proc_status(pid):

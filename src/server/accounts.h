@@ -21,8 +21,8 @@
 // durable, so a failed commit (Unavailable) leaves nothing half-applied.
 //
 // Thread-safety: every method is thread-safe. Changes are serialized by one mutex held across their
-// store commit; the tables by another, held only for lookups and to apply a committed change, so that
-// identifying a request (on the HTTP I/O threads) never waits for a commit.
+// store commit; the tables by another, held only for lookups and to apply a committed change, so
+// that identifying a request (on the HTTP I/O threads) never waits for a commit.
 #pragma once
 
 #include <map>

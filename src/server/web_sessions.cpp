@@ -30,24 +30,25 @@ std::string WebSessions::NewLoginCode(const std::string& user, const std::string
   return code;
 }
 
+std::map<std::string, WebSession>::iterator WebSessions::FirstToExpire(const std::string* user) {
+  auto found = sessions_.end();
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (user && it->second.user != *user) continue;
+    if (found == sessions_.end() || it->second.expires_mono < found->second.expires_mono) {
+      found = it;
+    }
+  }
+  return found;
+}
+
 StartedSession WebSessions::StartLocked(const std::string& user, const std::string& token_secret,
                                         int64_t expires_mono) {
   // A user's (and the whole server's) live sessions are capped: past the cap, the one that would
   // expire first ends, as a new login on one more browser logs the oldest out.
-  auto oldest = [this](const std::string* of_user) {
-    auto found = sessions_.end();
-    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-      if (of_user && it->second.user != *of_user) continue;
-      if (found == sessions_.end() || it->second.expires_mono < found->second.expires_mono) {
-        found = it;
-      }
-    }
-    return found;
-  };
   size_t of_user = std::count_if(sessions_.begin(), sessions_.end(),
                                  [&user](const auto& kv) { return kv.second.user == user; });
-  for (; of_user >= kMaxSessionsPerUser; --of_user) sessions_.erase(oldest(&user));
-  while (sessions_.size() >= kMaxSessions) sessions_.erase(oldest(nullptr));
+  for (; of_user >= kMaxSessionsPerUser; --of_user) sessions_.erase(FirstToExpire(&user));
+  while (sessions_.size() >= kMaxSessions) sessions_.erase(FirstToExpire(nullptr));
   StartedSession s;
   s.id = RandomHex(32);
   s.session = WebSession{user, token_secret, RandomHex(16), expires_mono};

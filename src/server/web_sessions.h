@@ -86,6 +86,8 @@ class WebSessions {
   void DropExpired(int64_t now) REQUIRES(mu_);
   StartedSession StartLocked(const std::string& user, const std::string& token_secret,
                              int64_t expires_mono) REQUIRES(mu_);
+  // The live session (of `user`, when given) that expires first; end() when there is none.
+  std::map<std::string, WebSession>::iterator FirstToExpire(const std::string* user) REQUIRES(mu_);
 
   const Clock& clock_;
   const DurationMs code_ttl_;

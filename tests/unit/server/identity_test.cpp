@@ -18,7 +18,7 @@ namespace berth::testing {
 namespace {
 
 class IdentityTest : public ::testing::Test {
- protected:
+ public:  // for the helpers below
   void SetUp() override {
     auto sqlite = OpenSqliteStore(dir_.File("berth.db"));
     ASSERT_TRUE(sqlite.ok()) << sqlite.status().message();
@@ -233,23 +233,30 @@ TEST_F(IdentityTest, NamesAreChecked) {
 // A node (the cluster token) speaks for the users of its machine — whom its agent's socket
 // identified — but never for a built-in admin and never with the admin role; nobody else may
 // speak for anyone.
-TEST_F(IdentityTest, ANodeSpeaksForItsUsersWithinLimits) {
-  net::HttpRequest r = Bearer("cluster-secret");
+// A node (credential `node_secret`) speaks for alice as `via`; never above operator (carol is an
+// admin), never for root or the server's own user.
+void ExpectSpeaksForUsersWithinLimits(IdentityTest& t, const std::string& node_secret,
+                                      const std::string& via) {
+  net::HttpRequest r = IdentityTest::Bearer(node_secret);
   r.headers["x-berth-on-behalf-of"] = "alice";
-  auto alice = identity_->Identify(r);
+  auto alice = t.identity_->Identify(r);
   ASSERT_TRUE(alice.ok()) << alice.status().message();
   EXPECT_EQ(alice->user, "alice");
-  EXPECT_EQ(alice->via, "a node's socket");
+  EXPECT_EQ(alice->via, via);
   EXPECT_TRUE(alice->is_user);
   EXPECT_FALSE(alice->is_node);
-
-  ASSERT_TRUE(accounts_->SetUser(Admin(), UserChange{.name = "carol", .role = Role::kAdmin}).ok());
+  ASSERT_TRUE(
+      t.accounts_->SetUser(t.Admin(), UserChange{.name = "carol", .role = Role::kAdmin}).ok());
   r.headers["x-berth-on-behalf-of"] = "carol";
-  EXPECT_EQ(identity_->Identify(r)->role, Role::kOperator);
-  r.headers["x-berth-on-behalf-of"] = "root";
-  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
-  r.headers["x-berth-on-behalf-of"] = "berthd";  // the server's own user
-  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+  EXPECT_EQ(t.identity_->Identify(r)->role, Role::kOperator);
+  for (const char* admin : {"root", "berthd"}) {  // berthd: the server's own user
+    r.headers["x-berth-on-behalf-of"] = admin;
+    EXPECT_EQ(t.identity_->Identify(r).status().code(), Code::kForbidden) << admin;
+  }
+}
+
+TEST_F(IdentityTest, ANodeSpeaksForItsUsersWithinLimits) {
+  ExpectSpeaksForUsersWithinLimits(*this, "cluster-secret", "a node's socket");
 
   auto token = accounts_->CreateToken(Admin(), NewToken{.name = "b", .user = "bob"});
   ASSERT_TRUE(token.ok());
@@ -354,19 +361,7 @@ TEST_F(IdentityTest, ANodesCredentialSpeaksForItsUsersWithinLimits) {
   ASSERT_TRUE(join.ok());
   auto n1 = accounts_->JoinNode(*identity_->Identify(Bearer(join->secret)), "n1");
   ASSERT_TRUE(n1.ok());
-  net::HttpRequest r = Bearer(n1->secret);
-  r.headers["x-berth-on-behalf-of"] = "alice";
-  auto alice = identity_->Identify(r);
-  ASSERT_TRUE(alice.ok()) << alice.status().message();
-  EXPECT_EQ(alice->user, "alice");
-  EXPECT_EQ(alice->via, "node n1's socket");
-  EXPECT_TRUE(alice->is_user);
-  EXPECT_FALSE(alice->is_node);
-  ASSERT_TRUE(accounts_->SetUser(Admin(), UserChange{.name = "carol", .role = Role::kAdmin}).ok());
-  r.headers["x-berth-on-behalf-of"] = "carol";
-  EXPECT_EQ(identity_->Identify(r)->role, Role::kOperator);
-  r.headers["x-berth-on-behalf-of"] = "root";
-  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+  ExpectSpeaksForUsersWithinLimits(*this, n1->secret, "node n1's socket");
 }
 
 }  // namespace
