@@ -259,6 +259,58 @@ TEST_F(CoreTest, LeaseExpiryWhoseCommitFailsIsRecordedAtTheNextCheck) {
   EXPECT_EQ(channel_.closes(), std::vector<std::string>{"n1"});
 }
 
+// Job 1's time limit passes; recording its end fails. It keeps running (in memory as in the store),
+// nothing is sent, and the next check ends it.
+TEST_F(CoreTest, TimeLimitCheckWhoseCommitFailsIsRecordedAtTheNextCheck) {
+  Register("n1");
+  JobSpec spec = Spec();
+  spec.time_limit = 60'000;
+  int64_t job = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  clock_.Advance(60'001);
+  std::string before = core_->DebugState();
+  size_t sent = channel_.count();
+  store_->FailWrites(1);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(channel_.count(), sent) << "a stop left before the commit";
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
+  EXPECT_EQ(channel_.Stops("n1").size(), 1u);
+}
+
+// Job 1 was cancelled on n1 and its process was still stopping when the server restarted. n1's
+// agent registers, still running it: the new server holds the job's resources until it is gone.
+// The first registration's commit fails: nothing is held and no session opened; the retry holds.
+TEST_F(CoreTest, ARegistrationThatHoldsEndedAttemptsWhoseCommitFailsHoldsNothing) {
+  Register("n1", 8);
+  int64_t job = Submit(Spec(/*cpus=*/8));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  CancelRequest cancel{.ids = {job}, .user = "alice"};
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  Restart();
+  std::string before = core_->DebugState();
+  proto::RegisterRequest r;
+  r.name = "n1";
+  r.node_id = "node-id-of-n1";
+  r.cpus_milli = 8000;
+  r.memory_mib = 64 * 1024;
+  r.running = {{job, 1, 0}};
+  store_->FailWrites(1);
+  auto failed = core_->Register(r, "127.0.0.1");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Code::kUnavailable);
+  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  ASSERT_TRUE(core_->Register(r, "127.0.0.1").ok());
+  EXPECT_EQ(core_->Nodes().front().cpus_used, 8000) << "the stopping job's CPUs are held";
+  EXPECT_EQ(Stored(job).status, JobStatus::kCancelled);
+}
+
 TEST_F(CoreTest, SubmitWhoseCommitFailsKeepsNothing) {
   Register("n1");
   store_->FailWrites(1);
