@@ -52,6 +52,13 @@ class ListingTest(BerthTestCase):
         status, body, _ = http("GET", self.url + "/v1/jobs?all=1&page=2001")
         self.assertEqual(status, 400, body)
         self.assertIn("2000", body["error"])
+        # The queue summary had no maximum at all (any limit was read from the store at once).
+        for query, maximum in (("limit=2001", "2000"), ("active_cap=10001", "10000")):
+            status, body, _ = http("GET", self.url + "/v1/queue?" + query)
+            self.assertEqual(status, 400, f"{query}: {body}")
+            self.assertIn(maximum, body["error"])
+        status, body, _ = http("GET", self.url + "/v1/queue?limit=2000&active_cap=10000")
+        self.assertEqual(status, 200, body)
 
         # A filter fills its page from as many rows as it takes: the one finished job of "nobody" is
         # not there, root's are, a page at a time.
