@@ -479,11 +479,26 @@ class Core {
   DurationMs RunningFor(const ActiveJob& job) const REQUIRES(mu_);
 
   // core_pipelines.cpp: dependencies, group limits, backoffs.
-  // The conditions of `spec`'s dependencies as they stand now, read under the lock (the store
-  // agrees with memory there). InvalidArgument/NotFound/Forbidden name what is wrong.
-  Result<std::vector<sched::DepCondition>> DependencyConditions(const JobSpec& spec,
-                                                                const std::string& user,
-                                                                bool any_owner) REQUIRES(mu_);
+  // What the store says of a submission's dependencies, read before the state lock is taken (a
+  // round trip each on PostgreSQL): the rows of the jobs it names, each group's owner and counts.
+  struct DependencyRows {
+    std::map<int64_t, JobRow> jobs;
+    std::map<int64_t, Store::GroupInfo> groups;
+    std::map<int64_t, std::map<JobStatus, int>> counts;
+  };
+  DependencyRows ReadDependencyRows(const JobSpec& spec) EXCLUDES(mu_);
+  // The conditions of `spec`'s dependencies as they stand now (the store agrees with memory under
+  // the lock). What `read` holds is used where it cannot have changed since it was read: an ended
+  // job's row, a group none of whose jobs ended since; the rest is read from the store here.
+  // InvalidArgument/NotFound/Forbidden name what is wrong.
+  Result<std::vector<sched::DepCondition>> DependencyConditions(
+      const JobSpec& spec, const std::string& user, bool any_owner,
+      const DependencyRows* read = nullptr) REQUIRES(mu_);
+  // A group's owner and its jobs per status, from `read` when still true, else from the store.
+  // NotFound for an unknown group; Unavailable when the store failed.
+  Result<std::pair<std::string, std::map<JobStatus, int>>> GroupCounts(int64_t group,
+                                                                       const DependencyRows* read)
+      REQUIRES(mu_);
   // Registers the dependencies of the submission whose jobs are first..last (`live` of them in
   // memory); cancels them when the dependencies can no longer hold. The waiter mirrors what is
   // committed (the submission), so it is not journaled: if the cancels' commit fails, they are
@@ -566,6 +581,7 @@ class Core {
     std::string spec_json;         // the spec as stored
     std::string fingerprint;       // with a key: what was submitted under it (SubmitFingerprint)
     int64_t reserved_pending = 0;  // jobs it holds in reserved_pending_ until it is applied
+    DependencyRows dependencies;   // read before the lock, for the checks made under it
     Result<SubmitAnswer> answer = Status::Internal("not written");
     bool done = false;
   };

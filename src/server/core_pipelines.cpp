@@ -33,19 +33,56 @@ std::string Owned(const std::string& what, const std::string& owner) {
 
 }  // namespace
 
+Core::DependencyRows Core::ReadDependencyRows(const JobSpec& spec) {
+  DependencyRows out;
+  std::vector<int64_t> job_ids;
+  for (const Dependency& d : spec.depends_on) {
+    if (!d.groups) {
+      job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
+      continue;
+    }
+    for (int64_t id : d.ids) {
+      auto info = store_.GetGroup(id);
+      auto counts = info.ok() ? store_.GroupStatusCounts({id}) : info.status();
+      if (!counts.ok()) continue;  // asked again under the lock, which says what is wrong
+      out.groups.emplace(id, std::move(*info));
+      out.counts.emplace(id, std::move((*counts)[id]));
+    }
+  }
+  if (!job_ids.empty()) {
+    auto rows = store_.GetJobs(job_ids);
+    if (rows.ok()) {
+      for (JobRow& row : *rows) out.jobs.emplace(row.id, std::move(row));
+    }
+  }
+  return out;
+}
+
 Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpec& spec,
                                                                     const std::string& user,
-                                                                    bool any_owner) {
+                                                                    bool any_owner,
+                                                                    const DependencyRows* read) {
   std::vector<int64_t> job_ids;
   for (const Dependency& d : spec.depends_on) {
     if (!d.groups) job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
   }
   // Jobs that are not in memory have ended (or never existed): the store says which. Under the
-  // lock the store agrees with memory: every change to a job is committed with the lock held.
+  // lock the store agrees with memory: every change to a job is committed with the lock held. A
+  // row read before the lock (`read`) is used when it cannot have changed since: an ended job's.
+  // Anything else (not read, or read while it was still active) is read again here.
   std::map<int64_t, JobRow> stored;
   std::vector<int64_t> to_read;
   for (int64_t id : job_ids) {
-    if (!jobs_.count(id)) to_read.push_back(id);
+    if (jobs_.count(id)) continue;
+    const JobRow* early = nullptr;
+    if (read) {
+      if (auto it = read->jobs.find(id); it != read->jobs.end()) early = &it->second;
+    }
+    if (early && IsTerminal(early->status)) {
+      stored.emplace(id, *early);
+    } else {
+      to_read.push_back(id);
+    }
   }
   if (!to_read.empty()) {
     auto rows = store_.GetJobs(to_read);
@@ -61,19 +98,16 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
       t.id = id;
       if (d.groups) {
         t.group = true;
-        auto info = store_.GetGroup(id);
-        if (info.status().code() == Code::kNotFound) {
+        auto counts = GroupCounts(id, read);
+        if (!counts.ok()) {
+          if (counts.status().code() != Code::kNotFound) return counts.status();
           return Status::NotFound(
               fmt::format("dependency {}: group {} does not exist", DependencyText(d), id));
         }
-        if (!info.ok()) return Status::Unavailable("cannot read group: " + info.status().message());
-        if (info->user != user && !any_owner)
-          return Status::Forbidden(Owned(fmt::format("group {}", id), info->user));
-        auto counts = store_.GroupStatusCounts({id});
-        if (!counts.ok())
-          return Status::Unavailable("cannot read group: " + counts.status().message());
+        if (counts->first != user && !any_owner)
+          return Status::Forbidden(Owned(fmt::format("group {}", id), counts->first));
         t.total = 0;
-        for (const auto& [status, n] : (*counts)[id]) {
+        for (const auto& [status, n] : counts->second) {
           t.total += n;
           if (!IsTerminal(status)) continue;
           // A job that ended but whose processes still stop counts as ended: its status is final.
@@ -110,6 +144,34 @@ Result<std::vector<sched::DepCondition>> Core::DependencyConditions(const JobSpe
     conditions.push_back(std::move(c));
   }
   return conditions;
+}
+
+Result<std::pair<std::string, std::map<JobStatus, int>>> Core::GroupCounts(
+    int64_t group, const DependencyRows* read) {
+  if (read) {
+    auto info = read->groups.find(group);
+    auto counts = read->counts.find(group);
+    if (info != read->groups.end() && counts != read->counts.end()) {
+      // Still true under the lock when as many of its jobs are active in memory as were in the
+      // store then: none ended (or was applied) in between. A group's jobs have consecutive ids.
+      int64_t active_then = 0;
+      for (const auto& [status, n] : counts->second) active_then += IsTerminal(status) ? 0 : n;
+      int64_t active_now = 0;
+      for (auto it = jobs_.lower_bound(info->second.first_job);
+           it != jobs_.end() && it->first <= info->second.last_job; ++it) {
+        active_now += IsTerminal(it->second.row.status) ? 0 : 1;
+      }
+      if (active_now == active_then) return std::pair(info->second.user, counts->second);
+    }
+  }
+  auto info = store_.GetGroup(group);
+  if (!info.ok()) {
+    if (info.status().code() == Code::kNotFound) return info.status();
+    return Status::Unavailable("cannot read group: " + info.status().message());
+  }
+  auto counts = store_.GroupStatusCounts({group});
+  if (!counts.ok()) return Status::Unavailable("cannot read group: " + counts.status().message());
+  return std::pair(info->user, (*counts)[group]);
 }
 
 void Core::AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,

@@ -36,6 +36,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   }
   SubmitWriter writer{&request, 0};
   writer.spec_json = SerializeJson(SpecToJson(request.spec));
+  if (!request.spec.depends_on.empty()) writer.dependencies = ReadDependencyRows(request.spec);
   if (!request.key.empty()) {
     // Sent before? Then the answer is what it made, whatever has changed since (limits, nodes).
     writer.fingerprint = SubmitFingerprint(writer.spec_json, request.count, request.as_group);
@@ -83,7 +84,8 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     if (!request.spec.depends_on.empty()) {
       // Refused now if a dependency names something unknown or not theirs, or can never hold;
       // checked again when the jobs are recorded (a dependency may end in between).
-      auto conditions = DependencyConditions(request.spec, request.user, request.depend_on_any);
+      auto conditions = DependencyConditions(request.spec, request.user, request.depend_on_any,
+                                             &writer.dependencies);
       if (!conditions.ok()) return conditions.status();
       sched::Dependencies check;
       if (check.Add(0, std::move(*conditions)) == sched::DepState::kFailed) {
@@ -282,7 +284,8 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     if (shared->max_running) group_limits_[*stored.group] = *shared->max_running;
   }
   if (!shared->depends_on.empty() && !cancelled_in_flight) {
-    auto conditions = DependencyConditions(*shared, request.user, /*any_owner=*/true);
+    auto conditions =
+        DependencyConditions(*shared, request.user, /*any_owner=*/true, &writer.dependencies);
     if (!conditions.ok()) {
       // Checked before it was written: only the store can fail here. The jobs wait, as they would
       // after a restart that could not read their dependencies.

@@ -52,6 +52,7 @@ class FaultyStore final : public Store {
   int writes() const { return writes_; }  // writes attempted
   int failed_writes() const { return failed_writes_; }
   int submit_calls() const { return submit_calls_; }  // SubmitMany calls (group commits)
+  int get_jobs_calls() const { return get_jobs_calls_; }
   Store& inner() { return *inner_; }
 
   Result<std::vector<SubmitResult>> SubmitMany(const std::vector<Submission>& s) override {
@@ -83,6 +84,7 @@ class FaultyStore final : public Store {
     return inner_->ListJobs(q);
   }
   Result<std::vector<JobRow>> GetJobs(const std::vector<int64_t>& ids) override {
+    ++get_jobs_calls_;
     if (fail_reads_) return ReadError();
     return inner_->GetJobs(ids);
   }
@@ -172,6 +174,7 @@ class FaultyStore final : public Store {
   std::atomic<bool> fail_reads_{false};
   std::atomic<int> writes_{0};
   std::atomic<int> failed_writes_{0};
+  std::atomic<int> get_jobs_calls_{0};
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
   bool hold_ = false;               // guarded by gate_mu_

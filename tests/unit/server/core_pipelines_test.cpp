@@ -111,6 +111,30 @@ TEST_F(PipelineCoreTest, ASucceededDependencyReleasesOkAndCancelsNotOk) {
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
 }
 
+// A dependency on jobs that ended long ago, and on a group whose jobs all ended: the store is read
+// once, before the state lock (it was read under the lock twice, at the check and at the apply, a
+// round trip each on PostgreSQL while every report and submission waited). The conditions are the
+// same: the jobs are released at once.
+TEST_F(PipelineCoreTest, DependenciesThatEndedAreReadBeforeTheLock) {
+  Register("n1", 8);
+  int64_t prep = Submit(Spec());
+  auto [group, members] = SubmitGroup(Spec(), 2);
+  ASSERT_TRUE(core_->RunPass());
+  for (int64_t id : {prep, members[0], members[1]}) {
+    Run("n1", id);
+    ASSERT_TRUE(Report("n1", {Entry(id, 1, 0, ReportEvent::kExited, 0)}).ok());
+  }
+  JobSpec after = Spec();
+  after.depends_on = {After(DependencyKind::kOk, {prep}),
+                      After(DependencyKind::kOk, {group}, /*groups=*/true)};
+  const int reads = store_->get_jobs_calls();
+  int64_t next = Submit(after);
+  EXPECT_EQ(store_->get_jobs_calls() - reads, 1);
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
+  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+}
+
 // Unknown jobs, other users' jobs and dependencies that can never hold are refused at submit.
 TEST_F(PipelineCoreTest, SubmitRefusesDependenciesThatCannotWork) {
   Register("n1", 8);
