@@ -110,6 +110,26 @@ class FairShareTest(BerthTestCase):
         self.assertEqual(status, 200, body)
         return {t["name"]: t["uses"].get("V100", 0) for t in body["teams"]}
 
+    def passes(self):
+        """Scheduling passes the server ran (berth_scheduler_pass_seconds' count in /metrics)."""
+        status, text, _ = http("GET", self.server.url + "/metrics")
+        self.assertEqual(status, 200, text)
+        for line in text.splitlines():
+            if line.startswith("berth_scheduler_pass_seconds_count"):
+                return int(float(line.split()[-1]))
+        return 0
+
+    def run_passes(self, node="n0", n=2):
+        """Makes the scheduler run `n` more passes (each drain and undrain of `node` asks for one) and
+        waits until they ran: what a test that checks that nothing changed waits for, instead of a
+        sleep."""
+        before = self.passes()
+        for _ in range((n + 1) // 2):
+            self.b.run("drain", node)
+            self.b.run("undrain", node)
+        self.b.wait_until(lambda: self.passes() >= before + n, 30, interval=0.05,
+                          message=f"{n} more scheduling passes")
+
     # --- 1. a sweep against a quota ---
 
     def test_sweep_gives_way_to_quota_within_the_reclaim_window(self):
@@ -217,7 +237,7 @@ class FairShareTest(BerthTestCase):
         requeued = [j for j in sweep if any("reclaimed by team nlp" in (a["reason"] or "")
                                             for a in self.job(j)["attempts"])]
         self.assertEqual(len(requeued), 4, requeued)
-        time.sleep(2)  # a few passes
+        self.run_passes()  # passes ran since: still so
         uses = self.team_uses()
         self.assertEqual((uses["vision"], uses["nlp"]), (4, 4), uses)
         w = b.show(requeued[0])["waiting"]
@@ -340,7 +360,7 @@ class FairShareTest(BerthTestCase):
         self.assertIn(va, held[0]["reason"])
         _, out, _ = self.as_("va", "show", held[0]["id"])
         self.assertIn("max-running-gpus", out)
-        time.sleep(1)  # a few passes later, still 2
+        self.run_passes()  # passes later, still 2
         self.assertEqual(sum(self.job(i)["status"] in LIVE for i in ids), 2)
 
         # max-pending-jobs: 1 pending + 2 more = 3; a 4th pending job, or a group taking her past 3, is
