@@ -275,7 +275,7 @@ Status Core::Execute(Plan& plan) {
     channel_.Send(node, message);
   }
   for (int64_t job : plan.wake_logs) WakeLogWaiters(job);
-  if (plan.reap) ReapFinished();
+  if (plan.reap) ReapFinished(plan);
   if (plan.kick) RequestPassLocked();
   return Status::Ok();
 }
@@ -333,14 +333,16 @@ void Core::Undo(Plan& plan) {
   // flight saw, so its decisions stay valid.
 }
 
-void Core::ReapFinished() {
+void Core::ReapFinished(const Plan& plan) {
   MutexLock lock(waiting_mu_);
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
+  // Only a job the plan changed can have become finished (every change goes through MutJob, which
+  // records it in jobs_before): look at those, not at every job (a chunked cancel of 100,000 jobs
+  // walked all of them once per chunk).
+  for (const auto& [id, before] : plan.jobs_before) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
     ActiveJob& job = it->second;
-    if (!IsTerminal(job.row.status) || job.terminating) {
-      ++it;
-      continue;
-    }
+    if (!IsTerminal(job.row.status) || job.terminating) continue;
     waiting_notes_.erase(it->first);
     dep_waiting_.erase(it->first);
     // A group's limit, and a submission's dependencies, are forgotten with their last job.
@@ -358,7 +360,7 @@ void Core::ReapFinished() {
       waiter_jobs_.erase(w);
     }
     UncountJob(job);
-    it = jobs_.erase(it);
+    jobs_.erase(it);
   }
 }
 

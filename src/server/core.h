@@ -442,7 +442,8 @@ class Core {
   void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) REQUIRES(mu_);
   void Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node, int sign)
       REQUIRES(mu_);
-  void ReapFinished() REQUIRES(mu_);
+  // Drops the jobs `plan` finished for good (ended, processes gone) from memory.
+  void ReapFinished(const Plan& plan) REQUIRES(mu_);
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
 
   // core_jobs.cpp: job state transitions, each adding its writes to the plan.
