@@ -12,14 +12,10 @@
 
 namespace berth {
 
-std::string NodeCredentialPath(const std::string& state_dir) {
-  return state_dir + "/node-credential";
-}
-
 Result<std::string> ObtainNodeCredential(const std::string& state_dir,
                                          const std::string& join_token, const std::string& node,
                                          const JoinFunction& join, DurationMs give_up_ms) {
-  const std::string path = NodeCredentialPath(state_dir);
+  const std::string path = state_dir + "/node-credential";
   {
     std::ifstream in(path);
     std::string kept;

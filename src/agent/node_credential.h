@@ -20,14 +20,11 @@ namespace berth {
 using JoinFunction =
     std::function<Result<std::string>(const std::string& join_token, const std::string& node)>;
 
-// The file in `state_dir` that holds the credential.
-std::string NodeCredentialPath(const std::string& state_dir);
-
-// The node's credential: the one kept in `state_dir` if there is one; else, with a `join_token`,
-// one obtained through `join` (retried while the server is unavailable, up to `give_up_ms`) and
-// kept there before it is returned. "" when there is neither (the agent presents the cluster token
-// instead). A refusal (a used or revoked join token, a name that holds a credential already) is
-// returned as is, with what to do.
+// The node's credential: the one kept in `state_dir`/node-credential if there is one; else, with a
+// `join_token`, one obtained through `join` (retried while the server is unavailable, up to
+// `give_up_ms`) and kept there before it is returned. "" when there is neither (the agent presents
+// the cluster token instead). A refusal (a used or revoked join token, a name that holds a
+// credential already) is returned as is, with what to do.
 Result<std::string> ObtainNodeCredential(const std::string& state_dir,
                                          const std::string& join_token, const std::string& node,
                                          const JoinFunction& join, DurationMs give_up_ms = 300'000);

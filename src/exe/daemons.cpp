@@ -301,13 +301,11 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (server_urls.empty()) return Fail(Status::Invalid("--server: no URL given"));
   // The node's own credential, kept in its state dir (obtained with a join token at the first
   // start), wins over the cluster token.
-  std::string join_token;
-  if (!flags.join_token_file.empty()) {
-    std::ifstream in(flags.join_token_file);
-    if (!in)
-      return Fail(Status::Invalid("--join-token-file: cannot read " + flags.join_token_file));
-    std::getline(in, join_token);
-    join_token = Trim(join_token);
+  const std::string join_token =
+      flags.join_token_file.empty() ? "" : ReadToken("", flags.join_token_file);
+  if (!flags.join_token_file.empty() && join_token.empty()) {
+    return Fail(
+        Status::Invalid("--join-token-file: cannot read a token from " + flags.join_token_file));
   }
   auto credential =
       ObtainNodeCredential(options.state_dir, join_token, options.name,

@@ -54,10 +54,7 @@ Status Accounts::Load() {
   tokens_.clear();
   token_by_hash_.clear();
   for (auto& u : *users) users_[u.name] = std::move(u);
-  for (auto& t : *tokens) {
-    token_by_hash_[t.hash] = t.name;
-    tokens_[t.name] = std::move(t);
-  }
+  for (const TokenRow& t : *tokens) AddToken(t);
   return Status::Ok();
 }
 
@@ -97,7 +94,7 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
         "create)");
   }
   const TokenRow& token = tokens_.at(name->second);
-  if (token.revoked_at && token.user.starts_with("join:")) {
+  if (token.revoked_at && token.user.starts_with(kJoinSubject)) {
     return Status::Unauthorized("join token '" + token.name +
                                 "' was used or revoked: an admin makes a new one (berth admin "
                                 "node join-token)");
@@ -114,7 +111,7 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
     p.node = token.user.substr(kNodeSubject.size());
     p.is_node = true;
     p.via = "node credential " + token.name;
-  } else if (token.user.starts_with("join:")) {
+  } else if (token.user.starts_with(kJoinSubject)) {
     p.is_join = true;
     p.via = "join token " + token.name;
   } else {
@@ -125,11 +122,11 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
   return p;
 }
 
-CreatedToken Accounts::NewSecret(const std::string& subject, const std::string& name_prefix,
+CreatedToken Accounts::NewSecret(const std::string& subject, const std::string& name,
                                  std::optional<TimeMs> expires_at, const std::string& by) const {
   CreatedToken created;
   created.secret = "berth_" + RandomHex(32);
-  created.row = TokenRow{.name = name_prefix + RandomHex(4),
+  created.row = TokenRow{.name = name,
                          .user = subject,
                          .hash = HashToken(created.secret),
                          .created_at = clock_.Now(),
@@ -139,13 +136,18 @@ CreatedToken Accounts::NewSecret(const std::string& subject, const std::string& 
   return created;
 }
 
+void Accounts::AddToken(const TokenRow& row) {
+  token_by_hash_[row.hash] = row.name;
+  tokens_[row.name] = row;
+}
+
 Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoinToken& request) {
   BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "creating a join token"));
   if (request.expires_at && *request.expires_at <= clock_.Now()) {
     return Status::Invalid("the join token's expiry must be in the future");
   }
   CreatedToken created = NewSecret(std::string(request.reusable ? kJoinReusable : kJoinOnce),
-                                   "join-", request.expires_at, by.user);
+                                   "join-" + RandomHex(4), request.expires_at, by.user);
   Batch batch;
   batch.tokens.push_back(created.row);
   std::string detail = request.reusable ? "reusable" : "one use";
@@ -155,8 +157,7 @@ Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoi
   MutexLock lock(mu_);
   Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the join token could not be recorded: " + st.message());
-  token_by_hash_[created.row.hash] = created.row.name;
-  tokens_[created.row.name] = created.row;
+  AddToken(created.row);
   return created;
 }
 
@@ -182,7 +183,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
           node, name, node));
     }
   }
-  CreatedToken created = NewSecret(subject, "node-", std::nullopt, join.token_name);
+  CreatedToken created = NewSecret(subject, "node-" + RandomHex(4), std::nullopt, join.token_name);
   Batch batch;
   batch.tokens.push_back(created.row);
   std::optional<TokenRow> used;
@@ -195,8 +196,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
   Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the join could not be recorded: " + st.message());
   if (used) join_row->second = *used;
-  token_by_hash_[created.row.hash] = created.row.name;
-  tokens_[created.row.name] = created.row;
+  AddToken(created.row);
   return created;
 }
 
@@ -241,15 +241,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
   if (request.expires_at && *request.expires_at <= now) {
     return Status::Invalid("the token's expiry must be in the future");
   }
-  CreatedToken created;
-  created.secret = "berth_" + RandomHex(32);
-  created.row = TokenRow{.name = request.name,
-                         .user = request.user,
-                         .hash = HashToken(created.secret),
-                         .created_at = now,
-                         .expires_at = request.expires_at,
-                         .revoked_at = std::nullopt,
-                         .created_by = by.user};
+  CreatedToken created = NewSecret(request.user, request.name, request.expires_at, by.user);
   MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
   if (tokens_.count(request.name)) {
@@ -278,8 +270,7 @@ Result<CreatedToken> Accounts::CreateToken(const Principal& by, NewToken request
   batch.audit.push_back(AuditRowFor(by, "token create", request.name, detail));
   Status st = CommitReleasingLock(batch);
   if (!st.ok()) return Status::Unavailable("the token could not be recorded: " + st.message());
-  token_by_hash_[created.row.hash] = created.row.name;
-  tokens_[created.row.name] = created.row;
+  AddToken(created.row);
   if (user_row) users_[user_row->name] = *user_row;
   return created;
 }

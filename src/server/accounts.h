@@ -114,6 +114,7 @@ class Accounts {
 
   // Subjects of node credentials and join tokens (see above).
   static constexpr std::string_view kNodeSubject = "node:";
+  static constexpr std::string_view kJoinSubject = "join:";  // kJoinOnce, kJoinReusable
   static constexpr std::string_view kJoinOnce = "join:once";
   static constexpr std::string_view kJoinReusable = "join:reusable";
 
@@ -149,9 +150,11 @@ class Accounts {
 
  private:
   Principal PrincipalFor(const std::string& user, const std::string& via) const REQUIRES(mu_);
-  // A new secret and its row for `subject`, named `name_prefix` + random hex.
-  CreatedToken NewSecret(const std::string& subject, const std::string& name_prefix,
+  // A new secret and its row: token `name` of `subject` (a user, "node:NAME", "join:...").
+  CreatedToken NewSecret(const std::string& subject, const std::string& name,
                          std::optional<TimeMs> expires_at, const std::string& by) const;
+  // Makes a committed token known (by name and by hash).
+  void AddToken(const TokenRow& row) REQUIRES(mu_);
   AuditRow AuditRowFor(const Principal& by, const std::string& action, const std::string& target,
                        const std::string& detail) const;
 

@@ -94,7 +94,6 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req, const Pri
   auto append = proto::LogAppend::FromQuery(req.query);
   if (!append.ok()) return ErrorResponse(400, append.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, append->node));
-  // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
   auto prefix =
       core_->LogPrefix(append->node, append->session, append->job, append->attempt, append->rank);
   if (!prefix.ok()) return ErrorResponse(prefix.status());

@@ -561,6 +561,9 @@ class Core {
   Result<NodeRuntime*> Authenticate(const std::string& node, const std::string& session)
       REQUIRES(mu_);
   static Status NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank);
+  // Where attempt `attempt` of `job` runs while it is live (placed now, or dying): nullptr
+  // otherwise.
+  const Placement* LivePlacement(int64_t job, int attempt) const REQUIRES(mu_);
   // Attempts an agent runs that are not in memory (a restart forgot them): read from the store.
   struct ForgottenAttempts {
     std::map<int64_t, JobRow> rows;                           // terminal jobs the agent still runs

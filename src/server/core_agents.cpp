@@ -33,35 +33,37 @@ bool Core::SessionIs(const std::string& node, const std::string& session) {
   return Authenticate(node, session).ok() && !shutdown_;
 }
 
+const Placement* Core::LivePlacement(int64_t job, int attempt) const {
+  if (auto dying = dying_.find({job, attempt}); dying != dying_.end()) {
+    return &dying->second.placement;
+  }
+  auto j = jobs_.find(job);
+  // A job back in the queue keeps its last attempt's number but no placement: not live.
+  if (j == jobs_.end() || j->second.row.attempt != attempt || j->second.row.placement.empty()) {
+    return nullptr;
+  }
+  return &j->second.row.placement;
+}
+
 Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
                                     int64_t job, int attempt, int rank) {
+  // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
+  auto prefix = [&](const Placement& placement) -> Result<std::string> {
+    if (!PlacedOn(placement, node, rank)) return NotPlacedHere(node, job, attempt, rank);
+    return placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node) : std::string();
+  };
   {
     HandlerLock lock(this);
     auto runtime = Authenticate(node, session);
     if (!runtime.ok()) return runtime.status();
-    auto j = jobs_.find(job);
-    if (j != jobs_.end() && j->second.row.attempt == attempt) {
-      if (!PlacedOn(j->second.row.placement, node, rank))
-        return NotPlacedHere(node, job, attempt, rank);
-      return j->second.row.num_nodes > 1 ? fmt::format("(rank {}, {}) ", rank, node)
-                                         : std::string();
-    }
-    auto dying = dying_.find({job, attempt});
-    if (dying != dying_.end()) {
-      if (!PlacedOn(dying->second.placement, node, rank))
-        return NotPlacedHere(node, job, attempt, rank);
-      return dying->second.placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node)
-                                                : std::string();
-    }
+    if (const Placement* live = LivePlacement(job, attempt)) return prefix(*live);
   }
   // An attempt that ended (its last output may arrive after its exit was applied): its placement
   // is history, read from the store outside the lock.
   auto attempts = store_.GetAttempts(job);
   if (!attempts.ok()) return attempts.status();
   for (const AttemptRow& a : *attempts) {
-    if (a.attempt != attempt) continue;
-    if (!PlacedOn(a.placement, node, rank)) break;
-    return a.placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node) : std::string();
+    if (a.attempt == attempt) return prefix(a.placement);
   }
   return NotPlacedHere(node, job, attempt, rank);
 }
@@ -303,10 +305,9 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
                                       TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
   bool exited = r.event == proto::ReportEvent::kExited;
-  if (auto dying = dying_.find({r.job, r.attempt}); dying != dying_.end()) {
+  if (dying_.count({r.job, r.attempt})) {
     // An earlier attempt being stopped: it holds its resources until each rank is reported gone
-    // by the node it was placed on (another node's report of it changes nothing).
-    if (!PlacedOn(dying->second.placement, node.row.name, r.rank)) return result;
+    // (by the node it was placed on: Report refuses a batch about another node's ranks).
     if (exited) {
       DyingRankGone(plan, r.job, r.attempt, r.rank);
     } else {
@@ -398,13 +399,8 @@ Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& 
   for (const auto& entry : request.entries) {
     if (!entry.report.ok()) continue;
     const proto::Report& r = *entry.report;
-    const Placement* placed = nullptr;
-    if (auto dying = dying_.find({r.job, r.attempt}); dying != dying_.end()) {
-      placed = &dying->second.placement;
-    } else if (auto j = jobs_.find(r.job); j != jobs_.end() && j->second.row.attempt == r.attempt) {
-      placed = &j->second.row.placement;
-    }
-    if (placed && !placed->empty() && !PlacedOn(*placed, node.row.name, r.rank)) {
+    const Placement* placed = LivePlacement(r.job, r.attempt);
+    if (placed && !PlacedOn(*placed, node.row.name, r.rank)) {
       return NotPlacedHere(node.row.name, r.job, r.attempt, r.rank);
     }
   }
