@@ -176,8 +176,34 @@ int TokenRevoke(const GlobalFlags& g, const std::string& name) {
   return 0;
 }
 
+namespace {
+
+// `--users a,b` / `*` / `-` as the API's "users" list.
+json::array UsersJson(const std::string& users) {
+  json::array out;
+  if (users == "-") return out;
+  for (const std::string& user : Split(users, ',')) {
+    if (!user.empty()) out.push_back(json::string(user));
+  }
+  return out;
+}
+
+std::string UsersText(const json::value& users) {
+  std::vector<std::string> names;
+  if (users.is_array()) {
+    for (const json::value& v : users.as_array()) {
+      if (v.is_string()) names.emplace_back(v.as_string());
+    }
+  }
+  if (names.empty()) return "no one";
+  if (names == std::vector<std::string>{"*"}) return "any user but an admin";
+  return Join(names, ", ");
+}
+
+}  // namespace
+
 int NodeJoinToken(const GlobalFlags& g, const JoinTokenFlags& f) {
-  json::object body{{"reusable", f.reusable}};
+  json::object body{{"reusable", f.reusable}, {"users", UsersJson(f.users)}};
   if (f.expires == "never") {
     body["expires_in_ms"] = 0;
   } else {
@@ -195,12 +221,25 @@ int NodeJoinToken(const GlobalFlags& g, const JoinTokenFlags& f) {
     fmt::print("{}\n", SerializeJson(o));
     return 0;
   }
+  const json::value* users = o.if_contains("speaks_for");
   fmt::print(stderr,
-             "Join token {} ({}, expires {}). It is shown only this once; put it in a file on "
-             "the new node and start its agent with --join-token-file FILE:\n",
+             "Join token {} ({}, expires {}; its nodes speak for {}). It is shown only this once; "
+             "put it in a file on the new node and start its agent with --join-token-file FILE:\n",
              Str(o, "name"), f.reusable ? "reusable" : "one node",
-             Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"));
+             Str(o, "expires_at") == "-" ? "never" : Str(o, "expires_at"),
+             users ? UsersText(*users) : "no one");
   fmt::print("{}\n", Str(o, "token"));
+  return 0;
+}
+
+int NodeUsers(const GlobalFlags& g, const std::string& node, const std::string& users) {
+  json::object body{{"users", UsersJson(users)}};
+  auto res = CallServer(g, "POST", "/v1/admin/nodes/" + net::UrlEncode(node) + "/users",
+                        SerializeJson(body));
+  if (!res.ok()) return Fail(res.status());
+  const json::value* now = res->as_object().if_contains("users");
+  fmt::print("Node {} now speaks for {} through its user socket.\n", node,
+             now ? UsersText(*now) : "no one");
   return 0;
 }
 

@@ -179,9 +179,12 @@ int TokenRevoke(const GlobalFlags& g, const std::string& name);
 struct JoinTokenFlags {
   std::string expires = "1h";
   bool reusable = false;
+  std::string users;  // whom the nodes may speak for: names separated by ',', or '*'
   bool as_json = false;
 };
 int NodeJoinToken(const GlobalFlags& g, const JoinTokenFlags& flags);
+// `users`: names separated by ',', '*' for any user, '' or '-' for no one.
+int NodeUsers(const GlobalFlags& g, const std::string& node, const std::string& users);
 int NodeRevoke(const GlobalFlags& g, const std::string& node);
 struct UserSetFlags {
   std::string name;

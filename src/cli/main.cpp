@@ -82,6 +82,7 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   UsageFlags usage_flags;
   TokenCreateFlags token_flags;
   JoinTokenFlags join_flags;
+  std::string node_users_list;
   bool token_list_json = false;
   std::string revoke_name;
   UserSetFlags user_flags;
@@ -482,7 +483,7 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     add_global(token_revoke);
     token_revoke->callback([&] { rc = TokenRevoke(g, revoke_name); });
 
-    auto* node = admin->add_subcommand("node", "Nodes' own credentials: join tokens, revocation");
+    auto* node = admin->add_subcommand("node", "Nodes' own credentials: join tokens, whom they speak for, revocation");
     node->require_subcommand(1);
     auto* join_token = node->add_subcommand(
         "join-token",
@@ -492,9 +493,22 @@ int Main(int argc, char** argv, const Daemons& daemons) {
                            "Lifetime, like 1h or 30m, or never (default: 1h)");
     join_token->add_flag("--reusable", join_flags.reusable,
                          "Let it join any number of nodes (default: one node, then it is used up)");
+    join_token->add_option(
+        "--users", join_flags.users,
+        "The local users its nodes may speak for through their user socket: names separated by "
+        "',', or '*' for any user but an admin (default: no one; change later with berth admin "
+        "node users)");
     join_token->add_flag("--json", join_flags.as_json, "Machine-readable output");
     add_global(join_token);
     join_token->callback([&] { rc = NodeJoinToken(g, join_flags); });
+    auto* node_users = node->add_subcommand(
+        "users", "Set whom a node may speak for through its user socket (replaces the list)");
+    node_users->add_option("node", revoke_name, "Node name")->required();
+    node_users->add_option("users", node_users_list,
+                           "Names separated by ',', '*' for any user but an admin, '-' for no one")
+        ->required();
+    add_global(node_users);
+    node_users->callback([&] { rc = NodeUsers(g, revoke_name, node_users_list); });
     auto* node_revoke =
         node->add_subcommand("revoke", "Revoke a node's credential and end its session at once");
     node_revoke->add_option("node", revoke_name, "Node name")->required();

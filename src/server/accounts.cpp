@@ -26,6 +26,25 @@ Status CheckAccountName(const std::string& what, const std::string& name) {
   return Status::Ok();
 }
 
+Result<std::string> NodeUsers(const std::vector<std::string>& users) {
+  if (users.size() == 1 && users[0] == "*") return std::string("*");
+  std::set<std::string> names;
+  for (const std::string& user : users) {
+    if (user == "*") return Status::Invalid("'*' (any user) stands alone, without names");
+    BERTH_RETURN_IF_ERROR(CheckAccountName("a user the node speaks for", user));
+    names.insert(user);
+  }
+  return Join(std::vector<std::string>(names.begin(), names.end()), ",");
+}
+
+bool NodeSpeaksFor(std::string_view speaks_for, std::string_view user) {
+  if (speaks_for == "*") return true;
+  for (const std::string& name : Split(speaks_for, ',')) {
+    if (name == user) return true;
+  }
+  return false;
+}
+
 Status NeedRole(const Principal& by, Role need, const std::string& what) {
   if (by.Has(need)) return Status::Ok();
   return Status::Forbidden(what + " needs the " + std::string(RoleName(need)) + " role; " +
@@ -111,6 +130,7 @@ Result<Principal> Accounts::ForToken(const std::string& secret) const {
     p.node = token.user.substr(kNodeSubject.size());
     p.is_node = true;
     p.via = "node credential " + token.name;
+    p.speaks_for = token.speaks_for;
   } else if (token.user.starts_with(kJoinSubject)) {
     p.is_join = true;
     p.via = "join token " + token.name;
@@ -148,9 +168,11 @@ Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoi
   }
   CreatedToken created = NewSecret(std::string(request.reusable ? kJoinReusable : kJoinOnce),
                                    "join-" + RandomHex(4), request.expires_at, by.user);
+  created.row.speaks_for = request.speaks_for;
   Batch batch;
   batch.tokens.push_back(created.row);
   std::string detail = request.reusable ? "reusable" : "one use";
+  detail += ", speaks for " + (request.speaks_for.empty() ? "no one" : request.speaks_for);
   if (request.expires_at) detail += ", expires " + FormatRfc3339(*request.expires_at);
   batch.audit.push_back(AuditRowFor(by, "join-token create", created.row.name, detail));
   MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
@@ -184,6 +206,7 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
     }
   }
   CreatedToken created = NewSecret(subject, "node-" + RandomHex(4), std::nullopt, join.token_name);
+  created.row.speaks_for = join_row->second.speaks_for;
   Batch batch;
   batch.tokens.push_back(created.row);
   std::optional<TokenRow> used;
@@ -198,6 +221,29 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
   if (used) join_row->second = *used;
   AddToken(created.row);
   return created;
+}
+
+Result<std::vector<TokenRow>> Accounts::SetNodeUsers(const Principal& by, const std::string& node,
+                                                     const std::string& speaks_for) {
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "setting whom a node speaks for"));
+  const std::string subject = std::string(kNodeSubject) + node;
+  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
+  MutexLock lock(mu_);
+  std::vector<TokenRow> changed;
+  Batch batch;
+  for (const auto& [name, row] : tokens_) {
+    if (row.user != subject || row.revoked_at) continue;
+    changed.push_back(row);
+    changed.back().speaks_for = speaks_for;
+    batch.tokens.push_back(changed.back());
+  }
+  if (changed.empty()) return Status::NotFound("node " + node + " holds no live credential");
+  batch.audit.push_back(AuditRowFor(by, "node users", node,
+                                    speaks_for.empty() ? "no one" : "speaks for " + speaks_for));
+  Status st = CommitReleasingLock(batch);
+  if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
+  for (const TokenRow& row : changed) tokens_[row.name] = row;
+  return changed;
 }
 
 Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node) {

@@ -11,7 +11,9 @@
 // NAME's own credential, "join:once" / "join:reusable" a join token an admin made for agents to
 // obtain theirs. No user can have such a name (CheckAccountName refuses ':'). A node credential
 // lets its holder speak the agents' protocol as that node only; a join token lets it do nothing
-// but join.
+// but join. Each also names the local users the node may speak for through its user socket
+// (TokenRow::speaks_for, set on the join token, copied to the credential, changed with SetNodeUsers):
+// a stolen node credential can act only as those users, and never as an admin.
 //
 // Rights: a user without a row has the defaults (role user, max priority 0, no team). The built-in
 // admins — `root` and the user the server runs as — are admins whatever their row says, without a
@@ -54,6 +56,8 @@ struct Principal {
   std::string node;
   bool is_join = false;    // a join token: may only exchange itself for a node credential
   std::string token_name;  // the token it presented, if any
+  // With a node credential: the users it may speak for (TokenRow::speaks_for).
+  std::string speaks_for;
 
   bool Has(Role need) const { return is_user && RoleAtLeast(role, need); }
 };
@@ -87,7 +91,15 @@ struct NewToken {
 struct NewJoinToken {
   std::optional<TimeMs> expires_at;  // wall time; none: never
   bool reusable = false;             // else it is used up by its first join
+  std::string speaks_for;            // the nodes' local users (NodeUsers)
 };
+
+// The users a node may speak for, as TokenRow::speaks_for keeps them, from a list of names: ["*"]
+// is any user but an admin, [] no one; names are checked (CheckAccountName), sorted and
+// deduplicated. Invalid names the bad entry.
+Result<std::string> NodeUsers(const std::vector<std::string>& users);
+// Whether `speaks_for` (TokenRow::speaks_for) includes `user`.
+bool NodeSpeaksFor(std::string_view speaks_for, std::string_view user);
 
 struct CreatedToken {
   TokenRow row;
@@ -126,6 +138,10 @@ class Accounts {
   // (an admin revokes it first: a join token must not let anyone take over a node); Invalid for a
   // bad name; Unavailable when it could not be recorded.
   Result<CreatedToken> JoinNode(const Principal& join, const std::string& node) EXCLUDES(mu_);
+  // Sets whom node `node`'s live credentials may speak for (`speaks_for` from NodeUsers; admin
+  // only; audited), returning them. NotFound when it has none.
+  Result<std::vector<TokenRow>> SetNodeUsers(const Principal& by, const std::string& node,
+                                             const std::string& speaks_for) EXCLUDES(mu_);
   // Revokes every live credential of node `node` (admin only; audited). NotFound when it has none.
   Result<std::vector<TokenRow>> RevokeNode(const Principal& by, const std::string& node)
       EXCLUDES(mu_);

@@ -4,12 +4,22 @@
 #include <cmath>
 
 #include "common/json_util.h"
+#include "common/strings.h"
 #include "server/responses.h"
 #include "server/server.h"
 
 namespace berth {
 
 namespace {
+
+// The users a node may speak for: ["*"], [] or names (TokenRow::speaks_for).
+json::array SpeaksForJson(const std::string& speaks_for) {
+  json::array out;
+  for (const std::string& user : Split(speaks_for, ',')) {
+    if (!user.empty()) out.push_back(json::string(user));
+  }
+  return out;
+}
 
 json::object TokenJson(const TokenRow& t, TimeMs now) {
   std::string state = t.revoked_at                           ? "revoked"
@@ -21,7 +31,23 @@ json::object TokenJson(const TokenRow& t, TimeMs now) {
                       {"created_at", TimeToJson(t.created_at)},
                       {"created_by", t.created_by},
                       {"expires_at", TimeToJson(t.expires_at)},
-                      {"revoked_at", TimeToJson(t.revoked_at)}};
+                      {"revoked_at", TimeToJson(t.revoked_at)},
+                      {"speaks_for", SpeaksForJson(t.speaks_for)}};
+}
+
+// `users` of a request body (NodeUsers): absent is no one.
+Result<std::string> SpeaksForFromJson(const json::object& o) {
+  auto users = o.find("users");
+  if (users == o.end()) return std::string();
+  if (!users->value().is_array()) {
+    return Status::Invalid("'users' must be a list of user names, or [\"*\"] for any user");
+  }
+  std::vector<std::string> names;
+  for (const json::value& v : users->value().as_array()) {
+    if (!v.is_string()) return Status::Invalid("'users' must hold strings");
+    names.emplace_back(v.as_string());
+  }
+  return NodeUsers(names);
 }
 
 json::value OptionalInt(const std::optional<int>& v) { return v ? json::value(*v) : nullptr; }
@@ -102,7 +128,7 @@ net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const P
 net::HttpResponse Server::HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
-  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"expires_in_ms", "reusable"}));
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"expires_in_ms", "reusable", "users"}));
   auto expires = GetInt(*o, "expires_in_ms", 3'600'000);
   if (!expires.ok()) return ErrorResponse(expires.status());
   NewJoinToken request;
@@ -117,12 +143,28 @@ net::HttpResponse Server::HandleCreateJoinToken(const net::HttpRequest& req, con
     return ErrorResponse(Status::Invalid("expires_in_ms must be between 0 and 100 years"));
   }
   if (*expires > 0) request.expires_at = clock_.Now() + *expires;
+  auto speaks_for = SpeaksForFromJson(*o);
+  if (!speaks_for.ok()) return ErrorResponse(speaks_for.status());
+  request.speaks_for = *speaks_for;
   auto created = accounts_->CreateJoinToken(by, request);
   if (!created.ok()) return ErrorResponse(created.status());
   json::object out = TokenJson(created->row, clock_.Now());
   out["token"] = created->secret;
   out["reusable"] = request.reusable;
   return JsonResponse(201, out);
+}
+
+net::HttpResponse Server::HandleSetNodeUsers(const net::HttpRequest& req, const std::string& node,
+                                             const Principal& by) {
+  auto o = BodyObject(req);
+  if (!o.ok()) return ErrorResponse(o.status());
+  BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"users"}));
+  if (!o->contains("users")) return ErrorResponse(Status::Invalid("'users' is required"));
+  auto speaks_for = SpeaksForFromJson(*o);
+  if (!speaks_for.ok()) return ErrorResponse(speaks_for.status());
+  auto changed = accounts_->SetNodeUsers(by, node, *speaks_for);
+  if (!changed.ok()) return ErrorResponse(changed.status());
+  return JsonResponse(200, json::object{{"node", node}, {"users", SpeaksForJson(*speaks_for)}});
 }
 
 net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Principal& by) {

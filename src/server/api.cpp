@@ -195,6 +195,10 @@ void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> 
       if (what == "nodes" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
         return on(state, [this, node = parts[4], by] { return HandleRevokeNode(node, *by); });
       }
+      if (what == "nodes" && parts.size() == 6 && parts[5] == "users" && m == "POST") {
+        return on(state,
+                  [this, req, node = parts[4], by] { return HandleSetNodeUsers(*req, node, *by); });
+      }
       if (what == "users" && parts.size() == 4 && m == "GET")
         return on(read, [this, by] { return HandleListUsers(*by); });
       if (what == "users" && parts.size() == 5 && m == "POST") {

@@ -43,7 +43,12 @@ std::string RouteOf(const std::vector<std::string>& parts) {
     }
   } else if (top == "admin") {
     const std::string& what = parts[3];
-    if (n == 4 && OneOf(what, {"tokens", "users", "audit"})) return route + "/" + what;
+    if (n == 4 && OneOf(what, {"tokens", "users", "audit", "join-tokens"})) {
+      return route + "/" + what;
+    }
+    if (n == 6 && what == "nodes" && OneOf(parts[5], {"revoke", "users"})) {
+      return route + "/nodes/{name}/" + parts[5];
+    }
     if (n == 5 && OneOf(what, {"users", "teams"})) return route + "/" + what + "/{name}";
     if (n == 6 && what == "tokens" && parts[5] == "revoke") return route + "/tokens/{name}/revoke";
   }

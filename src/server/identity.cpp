@@ -1,5 +1,6 @@
 #include "server/identity.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -105,15 +106,23 @@ Result<Principal> Identity::ForUid(uint32_t uid, const std::string& via) const {
   return p;
 }
 
-Result<Principal> Identity::VouchedByNode(const std::string& user, const std::string& node) const {
+Result<Principal> Identity::VouchedByNode(const std::string& user, const Principal* node) const {
   BERTH_RETURN_IF_ERROR(CheckAccountName("the user a node speaks for", user));
   if (options_.owner_only || accounts_.IsBuiltinAdmin(user)) {
     return Status::Forbidden(
         "a node may not speak for " + user +
         (options_.owner_only ? " on a private server" : ": use the server's machine or a token"));
   }
-  Principal p =
-      accounts_.ForUser(user, node.empty() ? "a node's socket" : "node " + node + "'s socket");
+  if (node != nullptr && !NodeSpeaksFor(node->speaks_for, user)) {
+    return Status::Forbidden(fmt::format(
+        "node {} may not speak for {} (it speaks for {}): an admin lets it with `berth admin node "
+        "users {} {}`, or {} uses a token",
+        node->node, user, node->speaks_for.empty() ? "no one" : node->speaks_for, node->node,
+        node->speaks_for.empty() || node->speaks_for == "*" ? user : node->speaks_for + "," + user,
+        user));
+  }
+  Principal p = accounts_.ForUser(
+      user, node == nullptr ? "a node's socket" : "node " + node->node + "'s socket");
   // A stolen node credential (or cluster token) must not make anyone an admin.
   if (p.role == Role::kAdmin) p.role = Role::kOperator;
   return p;
@@ -129,7 +138,7 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
     std::string secret = auth.substr(prefix.size());
     if (!options_.cluster_token.empty() && SameSecret(secret, options_.cluster_token)) {
       std::string on_behalf_of = request.Header("x-berth-on-behalf-of");
-      if (!on_behalf_of.empty()) return VouchedByNode(on_behalf_of, "");
+      if (!on_behalf_of.empty()) return VouchedByNode(on_behalf_of, nullptr);
       Principal node;
       node.via = "cluster token";
       node.is_node = true;
@@ -137,7 +146,7 @@ Result<Principal> Identity::Identify(const net::HttpRequest& request) const {
     }
     auto p = accounts_.ForToken(secret);
     if (std::string on_behalf_of = request.Header("x-berth-on-behalf-of"); !on_behalf_of.empty()) {
-      if (p.ok() && p->is_node) return VouchedByNode(on_behalf_of, p->node);
+      if (p.ok() && p->is_node) return VouchedByNode(on_behalf_of, &*p);
       return Status::Forbidden("only nodes may speak for another user");
     }
     if (p.ok() && options_.owner_only && !accounts_.IsBuiltinAdmin(p->user)) {

@@ -15,7 +15,8 @@
 //   Anything else is refused (Unauthorized, 401).
 // A node (its credential, or the cluster token) may speak for a user of its own machine with
 // `X-Berth-On-Behalf-Of` (agent/user_socket.h: the agent read the uid from its unix socket): never
-// for a built-in admin, and never with more than the operator role. uid 0 and the server's own uid
+// for a built-in admin, and never with more than the operator role; a node credential only for the
+// users an admin named for it (Principal::speaks_for). uid 0 and the server's own uid
 // are admins (Accounts' built-in admins) and may also act as nodes: they can read the cluster token
 // anyway.
 //
@@ -89,7 +90,8 @@ class Identity {
  private:
   Result<Principal> ForUid(uint32_t uid, const std::string& via) const;
   // `node`: the node whose credential vouches ("": the cluster token).
-  Result<Principal> VouchedByNode(const std::string& user, const std::string& node) const;
+  // `node`: the credential's principal; nullptr for the cluster token (any node, any user).
+  Result<Principal> VouchedByNode(const std::string& user, const Principal* node) const;
   Result<Principal> BySession(const net::HttpRequest& request) const;
 
   IdentityOptions options_;

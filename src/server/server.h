@@ -181,6 +181,8 @@ class Server {
   // admin_api.cpp: join tokens, and revoking a node's credential (which ends its session).
   net::HttpResponse HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRevokeNode(const std::string& node, const Principal& by);
+  net::HttpResponse HandleSetNodeUsers(const net::HttpRequest& req, const std::string& node,
+                                       const Principal& by);
 
   ServerOptions options_;
   const Clock& clock_;

@@ -233,6 +233,13 @@ CREATE INDEX submit_keys_created ON submit_keys(created_at);
 
 Status MigrateToV3(PgConn& conn) { return conn.Exec(kSchemaV3); }
 
+// Version 4: whom a node may speak for (as SQLite's version 6).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE tokens ADD COLUMN speaks_for TEXT NOT NULL DEFAULT '';
+)sql";
+
+Status MigrateToV4(PgConn& conn) { return conn.Exec(kSchemaV4); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
@@ -240,6 +247,7 @@ constexpr Migration kMigrations[] = {
     &MigrateToV1,
     &MigrateToV2,
     &MigrateToV3,
+    &MigrateToV4,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

@@ -214,18 +214,20 @@ PgCall UpsertUserCall(const UserRow& user) {
 PgCall UpsertTokenCall(const TokenRow& token) {
   PgCall call;
   call.sql =
-      "INSERT INTO tokens(name, \"user\", hash, created_at, expires_at, revoked_at, created_by) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7) "
+      "INSERT INTO tokens(name, \"user\", hash, created_at, expires_at, revoked_at, created_by, "
+      "speaks_for) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
       "ON CONFLICT (name) DO UPDATE SET \"user\" = excluded.\"user\", hash = excluded.hash, "
       "created_at = excluded.created_at, expires_at = excluded.expires_at, "
-      "revoked_at = excluded.revoked_at, created_by = excluded.created_by";
+      "revoked_at = excluded.revoked_at, created_by = excluded.created_by, "
+      "speaks_for = excluded.speaks_for";
   call.params.Add(token.name)
       .Add(token.user)
       .Add(token.hash)
       .Add(token.created_at)
       .Add(token.expires_at)
       .Add(token.revoked_at)
-      .Add(token.created_by);
+      .Add(token.created_by)
+      .Add(token.speaks_for);
   return call;
 }
 
@@ -749,8 +751,8 @@ Result<std::vector<UserRow>> PgStore::LoadUsers() {
 Result<std::vector<TokenRow>> PgStore::LoadTokens() {
   MutexLock lock(read_mu_);
   Result<PgResult> s = read_db_->Query(
-      "SELECT name, \"user\", hash, created_at, expires_at, revoked_at, created_by FROM tokens "
-      "ORDER BY name COLLATE \"C\"");
+      "SELECT name, \"user\", hash, created_at, expires_at, revoked_at, created_by, speaks_for "
+      "FROM tokens ORDER BY name COLLATE \"C\"");
   if (!s.ok()) return s.status();
   std::vector<TokenRow> tokens;
   for (int r = 0; r < s->rows(); ++r) {
@@ -760,7 +762,8 @@ Result<std::vector<TokenRow>> PgStore::LoadTokens() {
                               .created_at = s->Int(r, 3),
                               .expires_at = s->OptInt(r, 4),
                               .revoked_at = s->OptInt(r, 5),
-                              .created_by = s->Text(r, 6)});
+                              .created_by = s->Text(r, 6),
+                              .speaks_for = s->Text(r, 7)});
   }
   return tokens;
 }

@@ -230,11 +230,19 @@ CREATE INDEX submit_keys_created ON submit_keys(created_at);
 
 Status MigrateToV5(SqliteDb& db) { return db.Exec(kSchemaV5); }
 
+// Version 6: whom a node may speak for through its user socket (docs/security.md "Node
+// credentials"), on node credentials and the join tokens that make them.
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE tokens ADD COLUMN speaks_for TEXT NOT NULL DEFAULT '';
+)sql";
+
+Status MigrateToV6(SqliteDb& db) { return db.Exec(kSchemaV6); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5, &MigrateToV6,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

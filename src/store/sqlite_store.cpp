@@ -800,11 +800,12 @@ Status SqliteStore::AddUsage(const std::vector<UsageRecord>& usage) {
 
 Status SqliteStore::UpsertToken(const TokenRow& token) {
   Result<StatementRef> ref = db_->Cached(
-      "INSERT INTO tokens(name, user, hash, created_at, expires_at, revoked_at, created_by) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+      "INSERT INTO tokens(name, user, hash, created_at, expires_at, revoked_at, created_by, "
+      "speaks_for) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
       "ON CONFLICT(name) DO UPDATE SET user = excluded.user, hash = excluded.hash, "
       "created_at = excluded.created_at, expires_at = excluded.expires_at, "
-      "revoked_at = excluded.revoked_at, created_by = excluded.created_by");
+      "revoked_at = excluded.revoked_at, created_by = excluded.created_by, "
+      "speaks_for = excluded.speaks_for");
   if (!ref.ok()) return ref.status();
   return (*ref)
       ->Bind(1, token.name)
@@ -814,6 +815,7 @@ Status SqliteStore::UpsertToken(const TokenRow& token) {
       .Bind(5, token.expires_at)
       .Bind(6, token.revoked_at)
       .Bind(7, token.created_by)
+      .Bind(8, token.speaks_for)
       .Run();
 }
 
@@ -862,8 +864,8 @@ Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
 Result<std::vector<TokenRow>> SqliteStore::LoadTokens() {
   std::lock_guard<std::mutex> lock(read_mu_);
   Result<StatementRef> ref = read_db_->Cached(
-      "SELECT name, user, hash, created_at, expires_at, revoked_at, created_by FROM tokens "
-      "ORDER BY name");
+      "SELECT name, user, hash, created_at, expires_at, revoked_at, created_by, speaks_for "
+      "FROM tokens ORDER BY name");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<TokenRow> tokens;
@@ -877,7 +879,8 @@ Result<std::vector<TokenRow>> SqliteStore::LoadTokens() {
                               .created_at = s.Int(3),
                               .expires_at = s.OptInt(4),
                               .revoked_at = s.OptInt(5),
-                              .created_by = s.Text(6)});
+                              .created_by = s.Text(6),
+                              .speaks_for = s.Text(7)});
   }
   return tokens;
 }

@@ -165,6 +165,9 @@ struct TokenRow {
   std::optional<TimeMs> expires_at;  // none: never expires
   std::optional<TimeMs> revoked_at;
   std::string created_by;
+  // A node credential's (or join token's) local users: whom the node may speak for through its
+  // user socket. "" no one, "*" any user but an admin, else names separated by ','.
+  std::string speaks_for;
 };
 
 // One administrative action (drain, tokens, users), for `berth admin audit`. Actions on jobs are

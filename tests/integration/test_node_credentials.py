@@ -5,7 +5,8 @@ for its node's own credential, kept mode 0600 in its state dir and used from the
 token is used up; a join token is good for nothing but joining; a name that holds a live credential
 cannot be taken. A node's credential speaks for that node only: the server refuses (403) its log
 appends, spec reads and reports about a job placed on another node, and any call naming another node.
-`berth admin node revoke` ends it at once.
+Through its user socket it speaks only for the users an admin named for it. `berth admin node revoke`
+ends it at once.
 """
 
 import json
@@ -52,13 +53,37 @@ class NodeCredentialsTest(BerthTestCase):
         self.assertIn("used or revoked", stray.log())
 
         # node-b joins with a reusable token, which cannot take node-a's name.
-        reusable = self.join_token(env, "--reusable", "--expires", "10m")
-        b.start_agent(url, name="node-b", gpus="V100:1",
-                      extra=["--join-token-file", self.write("join2.token", reusable + "\n")])
+        reusable = self.join_token(env, "--reusable", "--expires", "10m", "--users", "alice")
+        node_b = b.start_agent(url, name="node-b", gpus="V100:1",
+                               extra=["--join-token-file", self.write("join2.token", reusable + "\n")])
         b.wait_nodes_up(["node-b"], env=env)
         status, body, _ = http("POST", url + "/v1/agent/join", json.dumps({"node": "node-a"}), token=reusable)
         self.assertEqual(status, 409, body)
         self.assertIn("berth admin node revoke node-a", body["error"])
+
+        # node-b speaks for alice, the user its join token named, and for no one else until an
+        # admin says so; never for an admin.
+        with open(os.path.join(node_b.state_dir, "node-credential")) as f:
+            cred_b = f.read().strip()
+
+        def whoami_through_node_b(user):
+            return http("GET", url + "/v1/whoami", token=cred_b, headers={"X-Berth-On-Behalf-Of": user})[:2]
+
+        status, answer = whoami_through_node_b("alice")
+        self.assertEqual((status, answer.get("user")), (200, "alice"), answer)
+        status, answer = whoami_through_node_b("bob")
+        self.assertEqual(status, 403, answer)
+        self.assertIn("berth admin node users node-b alice,bob", answer["error"])
+        _, out, _ = b.run("admin", "node", "users", "node-b", "bob", env=env)
+        self.assertIn("node-b now speaks for bob", out)
+        self.assertEqual(whoami_through_node_b("bob")[0], 200)
+        self.assertEqual(whoami_through_node_b("alice")[0], 403)
+        self.assertEqual(whoami_through_node_b("root")[0], 403)
+        _, out, _ = b.run("admin", "token", "list", "--json", env=env)
+        b_tokens = [t for t in json.loads(out) if t["user"] == "node:node-b"]
+        self.assertEqual([t["speaks_for"] for t in b_tokens], [["bob"]])
+        b.run("admin", "node", "users", "node-b", "*", env=env)
+        self.assertEqual(whoami_through_node_b("alice")[0], 200)
 
         # A job on node-b (the only node with a GPU), running.
         job = b.submit("--gpus", "V100:1", "--", "echo secret-out; sleep 600", env=env)
@@ -111,7 +136,7 @@ class NodeCredentialsTest(BerthTestCase):
         self.assertIn("revoked", answer["error"])
         _, out, _ = b.run("admin", "audit", "--json", env=env)
         actions = [e["action"] for e in json.loads(out)]
-        for action in ("join-token create", "node join", "node revoke"):
+        for action in ("join-token create", "node join", "node users", "node revoke"):
             self.assertIn(action, actions)
         b.run("cancel", job, env=env)
 

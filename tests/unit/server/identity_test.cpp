@@ -354,14 +354,67 @@ TEST_F(IdentityTest, AJoinTokenBuysOneNodeItsOwnCredential) {
   EXPECT_TRUE(accounts_->JoinNode(*joiner3, "n3").ok());
 }
 
-// A node's credential may speak for a user of its machine (its user socket) as the cluster token
-// may — capped at operator, never for a built-in admin — and the principal says which node vouched.
+// A node's credential allowed any user ("*") may speak for a user of its machine (its user socket)
+// as the cluster token may — capped at operator, never for a built-in admin — and the principal
+// says which node vouched.
 TEST_F(IdentityTest, ANodesCredentialSpeaksForItsUsersWithinLimits) {
-  auto join = accounts_->CreateJoinToken(Admin(), NewJoinToken{});
+  auto join = accounts_->CreateJoinToken(Admin(), NewJoinToken{.speaks_for = "*"});
   ASSERT_TRUE(join.ok());
   auto n1 = accounts_->JoinNode(*identity_->Identify(Bearer(join->secret)), "n1");
   ASSERT_TRUE(n1.ok());
+  EXPECT_EQ(n1->row.speaks_for, "*");
   ExpectSpeaksForUsersWithinLimits(*this, n1->secret, "node n1's socket");
+}
+
+// A stolen node credential could act as any user its socket names. It speaks only for the users an
+// admin named for that node (on the join token, or later), and for no one by default.
+TEST_F(IdentityTest, ANodesCredentialSpeaksOnlyForTheUsersOfThatNode) {
+  auto none = accounts_->CreateJoinToken(Admin(), NewJoinToken{.reusable = true});
+  ASSERT_TRUE(none.ok());
+  auto n0 = accounts_->JoinNode(*identity_->Identify(Bearer(none->secret)), "n0");
+  ASSERT_TRUE(n0.ok());
+  net::HttpRequest r = Bearer(n0->secret);
+  r.headers["x-berth-on-behalf-of"] = "alice";
+  auto refused = identity_->Identify(r);
+  EXPECT_EQ(refused.status().code(), Code::kForbidden);
+  EXPECT_NE(refused.status().message().find("berth admin node users n0 alice"), std::string::npos)
+      << refused.status().message();
+
+  auto users = NodeUsers({"bob", "alice", "bob"});
+  ASSERT_TRUE(users.ok());
+  EXPECT_EQ(*users, "alice,bob");
+  auto join = accounts_->CreateJoinToken(Admin(), NewJoinToken{.speaks_for = *users});
+  ASSERT_TRUE(join.ok());
+  auto n1 = accounts_->JoinNode(*identity_->Identify(Bearer(join->secret)), "n1");
+  ASSERT_TRUE(n1.ok());
+  r = Bearer(n1->secret);
+  r.headers["x-berth-on-behalf-of"] = "alice";
+  EXPECT_EQ(identity_->Identify(r)->user, "alice");
+  r.headers["x-berth-on-behalf-of"] = "carol";
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+
+  // An admin changes the list (audited, durable); a failed commit changes nothing.
+  EXPECT_EQ(accounts_->SetNodeUsers(accounts_->ForUser("alice", "socket"), "n1", "carol")
+                .status()
+                .code(),
+            Code::kForbidden);
+  EXPECT_EQ(accounts_->SetNodeUsers(Admin(), "n9", "carol").status().code(), Code::kNotFound);
+  store_->FailWrites(1);
+  EXPECT_EQ(accounts_->SetNodeUsers(Admin(), "n1", "carol").status().code(), Code::kUnavailable);
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+  ASSERT_TRUE(accounts_->SetNodeUsers(Admin(), "n1", "carol").ok());
+  Reload();
+  EXPECT_EQ(identity_->Identify(r)->user, "carol");
+  r.headers["x-berth-on-behalf-of"] = "alice";
+  EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
+
+  EXPECT_EQ(NodeUsers({"*", "bob"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(NodeUsers({"node:n2"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(*NodeUsers({}), "");
+  EXPECT_EQ(*NodeUsers({"*"}), "*");
+  EXPECT_TRUE(NodeSpeaksFor("alice,bob", "bob"));
+  EXPECT_FALSE(NodeSpeaksFor("alice,bob", "al"));
+  EXPECT_FALSE(NodeSpeaksFor("", "alice"));
 }
 
 }  // namespace

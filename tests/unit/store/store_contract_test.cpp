@@ -882,7 +882,8 @@ TEST_P(StoreContractTest, TokensAndAuditRoundTrip) {
                             .user = "bob",
                             .hash = "sha256:bb",
                             .created_at = kT0 + 1,
-                            .created_by = "ada"}};
+                            .created_by = "ada",
+                            .speaks_for = "bob,carol"}};
   create.audit = {AuditRow{.at = kT0, .by = "ada", .action = "token create", .target = "laptop"},
                   AuditRow{.at = kT0 + 1,
                            .by = "ada",
@@ -910,6 +911,7 @@ TEST_P(StoreContractTest, TokensAndAuditRoundTrip) {
   EXPECT_FALSE(t0.expires_at.has_value());
   EXPECT_EQ(t0.revoked_at, kT0 + 2);
   EXPECT_EQ(t0.created_by, "ada");
+  EXPECT_EQ(t0.speaks_for, "bob,carol");
   const TokenRow& t1 = (*tokens)[1];
   EXPECT_EQ(t1.name, "laptop");
   EXPECT_EQ(t1.expires_at, kT0 + kDay);
