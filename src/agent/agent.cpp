@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +174,13 @@ Status Agent::Run() {
     if (!gpus.ok()) return gpus.status();
     resources_.gpus = *gpus;
   }
+  cgroups_ =
+      options_.isolation ? DetectCgroups() : CgroupHost{.reason = "turned off (--isolation off)"};
+  if (cgroups_.layout == CgroupLayout::kNone && options_.require_isolation) {
+    return Status::Unavailable("--require-isolation: jobs cannot be isolated here (" +
+                               cgroups_.Describe() + ")");
+  }
+  LogInfo("isolation: {}", cgroups_.Describe());
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
@@ -220,6 +228,7 @@ Status Agent::Register() {
   request.cpus_milli = resources_.cpus;
   request.memory_mib = resources_.memory;
   request.gpus = resources_.gpus;
+  request.isolation = cgroups_.Describe();
   {
     // Launches being started or still queued count too: the server then stops those it no longer
     // wants (a stop sent to the old session is lost with it) instead of freeing their resources
@@ -335,6 +344,38 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     reports_.push_back(proto::Report::Exited(stop->id(), std::nullopt, "run", "was not running"));
     cv_.SignalAll();
   }
+}
+
+RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const {
+  RankLimits limits;
+  const Mib memory =
+      request.memory > 0 ? request.memory : options_.job_memory_default.value_or(resources_.memory);
+  limits.memory_bytes = memory * 1024 * 1024;
+  limits.cpu_milli = request.cpus;
+  limits.pids_max = options_.job_pids_max;
+  for (const auto& gpu : resources_.gpus) {
+    if (std::find(m.gpus.begin(), m.gpus.end(), gpu.index) != m.gpus.end()) continue;
+    struct stat st {};
+    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(gpu.index);
+    if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+      limits.denied_devices.emplace_back(major(st.st_rdev), minor(st.st_rdev));
+    }
+  }
+  return limits;
+}
+
+void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const {
+  // With the other devices fenced off, CUDA sees only the rank's own, numbered from 0 (Slurm's
+  // rule); BERTH_GPU_IDS keeps their indices on the node. Where nothing is fenced (no device files
+  // found: GPUs declared on a machine without them) the indices stay the node's.
+  if (m.gpus.empty() || plan.limits.denied_devices.empty()) return;
+  std::vector<std::string> physical, visible;
+  for (size_t i = 0; i < m.gpus.size(); ++i) {
+    physical.push_back(std::to_string(m.gpus[i]));
+    visible.push_back(std::to_string(i));
+  }
+  plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
+  plan.run_env["CUDA_VISIBLE_DEVICES"] = Join(visible, ",");
 }
 
 bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
@@ -508,6 +549,11 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
       plan.warn_signal = m.warn_signal;
       plan.warn_after_ms = m.warn_after_ms;
       plan.lease_file = options_.state_dir + "/lease";
+      if (cgroups_.layout != CgroupLayout::kNone) {
+        plan.cgroup = RankCgroupName(options_.state_dir, key);
+        plan.limits = LimitsOf(m, spec->resources);
+        FenceGpuEnvironment(m, plan);
+      }
       Status st = WriteRunPlan(job.dir, plan);
       if (!st.ok()) error = st.message();
     }

@@ -32,8 +32,11 @@
 #include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "common/resources.h"
 #include "common/status.h"
 #include "protocol/agent_protocol.h"
+#include "supervise/cgroup.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 
@@ -66,6 +69,13 @@ struct AgentOptions {
   // is never held, nor anything queued with one, nor a round that shipped output (whoever reads
   // a job's output must see it running). 0: send each round at once.
   int64_t report_hold_ms = 20;
+  // Isolation (supervise/cgroup.h, docs/security.md "Isolation"): each rank in a cgroup of its own
+  // with its limits, where this host allows. Off: none.
+  bool isolation = true;
+  bool require_isolation = false;         // refuse to start where no cgroup can be made
+  int64_t job_pids_max = 16384;           // a rank's processes and threads
+  std::optional<Mib> job_memory_default;  // a job without a memory request; empty: the node's
+  std::string gpu_device_dir = "/dev";    // where nvidiaN are (tests point it at mknod'ed nodes)
 };
 
 class Agent {
@@ -92,6 +102,9 @@ class Agent {
   };
 
   Status LoadIdentity();
+  // Isolation of a rank (RunPlan::cgroup, RunPlan::limits).
+  RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
+  void FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const;
   void AdoptExisting() EXCLUDES(mu_);
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
@@ -135,6 +148,7 @@ class Agent {
   AgentConnection& connection_;
   Launcher& launcher_;
   NodeResources resources_;
+  CgroupHost cgroups_;  // set in Run(), read-only after
   std::string node_id_;
   int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/clock.h"
 #include "common/files.h"
@@ -92,7 +93,12 @@ Result<std::pair<int, pid_t>> ConnectTo(const SocketAddress& address) {
 }  // namespace
 
 SupervisorLauncher::SupervisorLauncher(const std::string& self_exe, std::string state_dir)
-    : self_exe_(SupervisorExe(self_exe)), state_dir_(std::move(state_dir)) {}
+    : self_exe_(SupervisorExe(self_exe)) {
+  // Absolute, as the agent's own (its cgroups are named after it: supervise/cgroup.h).
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(state_dir, ec);
+  state_dir_ = ec ? std::move(state_dir) : absolute.string();
+}
 
 SupervisorLauncher::~SupervisorLauncher() {
   MutexLock lock(mu_);

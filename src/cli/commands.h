@@ -64,7 +64,12 @@ struct AgentFlags {
   std::vector<std::string> labels;
   std::string address;
   std::string pid_file;
-  int hollow = 0;  // > 0: simulate this many nodes without processes
+  int hollow = 0;                  // > 0: simulate this many nodes without processes
+  std::string isolation = "auto";  // "auto" or "off"
+  bool require_isolation = false;
+  int64_t job_pids_max = 16384;
+  std::string job_memory_default;  // GiB; "": the node's memory
+  std::string gpu_device_dir = "/dev";
 };
 
 // --- local cluster (local_cmds.cpp) ---

@@ -216,6 +216,27 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     agent->add_option("--address", agent_flags.address,
                       "Address other nodes reach this one at (default: as the server sees it)");
     agent->add_option("--pid-file", agent_flags.pid_file, "Write the agent's pid here");
+    agent
+        ->add_option("--isolation", agent_flags.isolation,
+                     "auto: run each job rank in a cgroup of its own with its memory, CPU, pids "
+                     "and GPU device limits, where this host allows (root, a writable "
+                     "cgroupfs); off: no limits")
+        ->check(CLI::IsMember({"auto", "off"}))
+        ->capture_default_str();
+    agent->add_flag("--require-isolation", agent_flags.require_isolation,
+                    "Refuse to start where job ranks cannot be put in cgroups");
+    agent
+        ->add_option("--job-pids-max", agent_flags.job_pids_max,
+                     "Most processes and threads one job rank may have")
+        ->check(CLI::Range(int64_t{16}, int64_t{4'194'304}))
+        ->capture_default_str();
+    agent->add_option("--job-memory-default", agent_flags.job_memory_default,
+                      "Memory limit in GiB of a job that asks for none (default: the node's "
+                      "memory)");
+    agent
+        ->add_option("--gpu-device-dir", agent_flags.gpu_device_dir,
+                     "Where the GPUs' device files nvidia0, nvidia1, ... are")
+        ->capture_default_str();
     agent->callback([&] { rc = daemons.agent(agent_flags, g.self_exe); });
   }
 
@@ -483,7 +504,8 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     add_global(token_revoke);
     token_revoke->callback([&] { rc = TokenRevoke(g, revoke_name); });
 
-    auto* node = admin->add_subcommand("node", "Nodes' own credentials: join tokens, whom they speak for, revocation");
+    auto* node = admin->add_subcommand(
+        "node", "Nodes' own credentials: join tokens, whom they speak for, revocation");
     node->require_subcommand(1);
     auto* join_token = node->add_subcommand(
         "join-token",
@@ -504,8 +526,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     auto* node_users = node->add_subcommand(
         "users", "Set whom a node may speak for through its user socket (replaces the list)");
     node_users->add_option("node", revoke_name, "Node name")->required();
-    node_users->add_option("users", node_users_list,
-                           "Names separated by ',', '*' for any user but an admin, '-' for no one")
+    node_users
+        ->add_option("users", node_users_list,
+                     "Names separated by ',', '*' for any user but an admin, '-' for no one")
         ->required();
     add_global(node_users);
     node_users->callback([&] { rc = NodeUsers(g, revoke_name, node_users_list); });

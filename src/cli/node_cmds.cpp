@@ -43,7 +43,7 @@ int Nodes(const GlobalFlags& g, bool as_json) {
     return 0;
   }
   Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)",
-           "MEMORY GiB (free/total)", "ADDRESS"});
+           "MEMORY GiB (free/total)", "ISOLATION", "ADDRESS"});
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
     const json::object& cap = n.at("capacity").as_object();
@@ -60,6 +60,9 @@ int Nodes(const GlobalFlags& g, bool as_json) {
            GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
            Num(free.at("cpus")) + "/" + Num(cap.at("cpus")),
            Num(free.at("memory")) + "/" + Num(cap.at("memory")),
+           n.contains("isolation") && n.at("isolation").is_string()
+               ? std::string(n.at("isolation").as_string())
+               : "-",
            std::string(n.at("address").as_string())});
   }
   fmt::print("{}", t.Render());

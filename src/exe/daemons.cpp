@@ -267,6 +267,18 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   }
   options.address = flags.address;
   options.self_exe = self_exe;
+  options.isolation = flags.isolation != "off";
+  options.require_isolation = flags.require_isolation;
+  options.job_pids_max = flags.job_pids_max;
+  options.gpu_device_dir = flags.gpu_device_dir;
+  if (!flags.job_memory_default.empty()) {
+    auto gib = ParseMilli(flags.job_memory_default);
+    if (!gib || *gib <= 0) {
+      return Fail(Status::Invalid("--job-memory-default: expected GiB as a positive number, got '" +
+                                  flags.job_memory_default + "'"));
+    }
+    options.job_memory_default = *gib * kMibPerGib / 1000;
+  }
   if (flags.hollow > 0) {
     sigset_t signals = BlockStopSignals();
     HollowNodes hollow(options, flags.hollow, SystemClock::Get());

@@ -163,6 +163,7 @@ json::object RegisterRequest::Encode() const {
     r.push_back(json::object{{"job", a.job}, {"attempt", a.attempt}, {"rank", a.rank}});
   }
   o["running"] = std::move(r);
+  o["isolation"] = isolation;
   return o;
 }
 
@@ -177,7 +178,9 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
   r.pool = f.String("pool", "");
   r.cpus_milli = f.Int64("cpus_milli", 0);
   r.memory_mib = f.Int64("memory_mib", 0);
+  r.isolation = f.String("isolation", "");
   if (!f.ok()) return f.status();
+  if (r.isolation.size() > 512) return Status::Invalid("register: 'isolation' is too long");
   if (const json::value* l = f.Find("labels")) {
     if (!l->is_object()) return Status::Invalid("register: 'labels' must be an object");
     for (const auto& [k, v] : l->as_object()) {

@@ -12,8 +12,8 @@
 // obtain theirs. No user can have such a name (CheckAccountName refuses ':'). A node credential
 // lets its holder speak the agents' protocol as that node only; a join token lets it do nothing
 // but join. Each also names the local users the node may speak for through its user socket
-// (TokenRow::speaks_for, set on the join token, copied to the credential, changed with SetNodeUsers):
-// a stolen node credential can act only as those users, and never as an admin.
+// (TokenRow::speaks_for, set on the join token, copied to the credential, changed with
+// SetNodeUsers): a stolen node credential can act only as those users, and never as an admin.
 //
 // Rights: a user without a row has the defaults (role user, max priority 0, no team). The built-in
 // admins — `root` and the user the server runs as — are admins whatever their row says, without a

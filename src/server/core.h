@@ -121,6 +121,7 @@ struct NodeStatus {
   MilliCpu cpus_used = 0;
   Mib memory_used = 0;
   std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
+  std::string isolation;             // RegisterRequest::isolation of its agent
 };
 
 class Core {
@@ -320,6 +321,7 @@ class Core {
     Mib memory_used = 0;
     std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
     std::string session;               // current agent session; "" when none
+    std::string isolation;             // RegisterRequest::isolation (not stored)
     int64_t lease_expires = 0;         // monotonic ms
     // Bumped by every change that may invalidate a placement decided on an older snapshot:
     // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.

@@ -214,6 +214,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.row.cpus = request.cpus_milli;
   node.row.memory = request.memory_mib;
   node.row.gpus = request.gpus;
+  node.isolation = request.isolation;
   if (is_new) node.row.registered_at = now;
   node.row.last_seen = now;
   node.row.down_since.reset();

@@ -97,6 +97,7 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   };
   std::vector<NodeGpus> node_gpus;
   std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
+  std::map<std::string, int64_t> isolation;
   {
     HandlerLock lock(this);
     groups = count_groups_;
@@ -105,6 +106,11 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
     for (const auto& [name, node] : nodes_) {
       const bool down = node.row.state == NodeState::kDown;
       ++nodes[down ? "DOWN" : node.row.draining ? "DRAINING" : "UP"];
+      // The layout only ("none: REASON" -> "none"): a label of few values.
+      if (!down) {
+        ++isolation[node.isolation.empty() ? "unknown"
+                                           : node.isolation.substr(0, node.isolation.find(':'))];
+      }
       const size_t first = node_gpus.size();
       for (const GpuDevice& d : node.row.gpus) {
         auto used = node.gpu_used.find(d.index);
@@ -215,6 +221,12 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   out.Family("berth_nodes", "gauge", "Nodes by state.");
   for (const auto& [state, n] : nodes) {
     out.Sample("berth_nodes", {{"state", state}}, static_cast<double>(n));
+  }
+  out.Family("berth_node_isolation", "gauge",
+             "Nodes that are not down by how they contain jobs (docs/security.md \"Isolation\"): "
+             "v2, v1, v1+unified, none, or unknown (an agent that does not say).");
+  for (const auto& [layout, n] : isolation) {
+    out.Sample("berth_node_isolation", {{"isolation", layout}}, static_cast<double>(n));
   }
 }
 

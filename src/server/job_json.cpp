@@ -75,6 +75,7 @@ json::object NodeJson(const NodeStatus& node) {
   json::object labels;
   for (const auto& [k, v] : row.labels) labels[k] = v;
   o["labels"] = std::move(labels);
+  o["isolation"] = node.isolation.empty() ? "unknown" : node.isolation;
   o["address"] = row.address;
   json::object cap_gpus;
   json::object free_gpus;

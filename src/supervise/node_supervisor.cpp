@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,6 +55,8 @@ struct Rank {
   bool kill_now = false;  // the lease is past its kill point: no grace
   int64_t kill_at = -1;
   int64_t warn_at = -1;
+  std::optional<RankCgroup> cgroup;  // where its processes run (RunPlan::cgroup)
+  std::vector<int> join_fds;         // its cgroup.procs files while a step's child starts
 };
 
 std::string TagOf(const std::map<std::string, std::string>& env) {
@@ -105,6 +108,10 @@ class NodeSupervisor {
     if (::stat(socket_path_.c_str(), &st) == 0) socket_ino_ = st.st_ino;
     WriteFileInPlace(state_dir_ + "/" + kNodeSupervisorPidFile, self_, 0644);
     started_ = clock_.Monotonic();
+    cgroups_ = DetectCgroups();
+    if (cgroups_.layout != CgroupLayout::kNone) {
+      RemoveIdleRankCgroups(cgroups_, AgentCgroupName(state_dir_));
+    }
     // A child on its way to its exec holds a pipe: a burst of starts must not use up the
     // descriptors this process may open.
     rlimit files{};
@@ -276,6 +283,21 @@ class NodeSupervisor {
     // than a process may hold files open by default).
     ::close(opened->log_fd);
     ranks_.emplace(dir, std::move(owned));
+    if (!rank.plan.cgroup.empty() && cgroups_.layout != CgroupLayout::kNone) {
+      // A rank whose limits cannot be set does not run without them. One left by an earlier
+      // node supervisor (killed with its ranks) is emptied and made again.
+      if (auto old = RankCgroup::Find(cgroups_, rank.plan.cgroup)) {
+        old->Kill();
+        old->Remove();
+      }
+      auto made = RankCgroup::Create(cgroups_, rank.plan.cgroup, rank.plan.limits);
+      if (!made.ok()) {
+        Finish(rank, {"exited", 127, "launch",
+                      "cannot set the job's limits: " + made.status().message()});
+        return;
+      }
+      rank.cgroup = std::move(*made);
+    }
     LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
     rank.stop = stop_all_ || lease.term;
     rank.kill_now = lease.kill;
@@ -320,10 +342,21 @@ class NodeSupervisor {
       rank.step_over = true;
       return;
     }
+    if (rank.cgroup) {
+      auto fds = rank.cgroup->OpenJoinFds();
+      if (!fds.ok()) {
+        ::close(log_fd);
+        rank.error = "cannot join the job's cgroup: " + fds.status().message();
+        rank.exit_code = 127;
+        rank.step_over = true;
+        return;
+      }
+      rank.join_fds = std::move(*fds);
+    }
     rank.starting = std::make_unique<StartingStep>(
         setup ? rank.plan.setup : rank.plan.run, rank.dir + (setup ? "/setup.sh" : "/run.sh"),
         rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env, rank.plan.run_as,
-        log_fd);
+        log_fd, rank.join_fds);
     ::close(log_fd);  // the child has its own (its file table was copied at its start)
     const pid_t pid = rank.starting->pid();
     if (pid < 0) {
@@ -344,6 +377,8 @@ class NodeSupervisor {
     rank.error = rank.starting->Wait();
     if (!rank.error.empty()) rank.exit_code = 127;
     rank.starting.reset();
+    for (int fd : rank.join_fds) ::close(fd);
+    rank.join_fds.clear();
   }
 
   void Reap() {
@@ -387,9 +422,13 @@ class NodeSupervisor {
 
   // Sends `sig` to every process of `rank`: its steps' groups, its live bash and the strays given,
   // and all their descendants.
+  // With a cgroup, everything in it too (a double-forked, setsid-ed leftover included), and a
+  // SIGKILL kills the whole cgroup at once.
   void SignalRank(Rank& rank, int sig, const std::set<pid_t>& strays) {
     std::set<pid_t> roots = strays;
     if (rank.main > 0) roots.insert(rank.main);
+    if (rank.cgroup && sig == SIGKILL) rank.cgroup->Kill();
+    if (rank.cgroup) roots.merge(rank.cgroup->Pids());
     SignalProcesses(rank.groups, roots, sig);
   }
 
@@ -421,6 +460,10 @@ class NodeSupervisor {
       for (const auto& [pid, owner] : strays) {
         // A stray that shed its group and environment is counted with every rank that ends.
         if (owner == &rank || (owner == nullptr && rank.step_over)) own.insert(pid);
+      }
+      if (rank.step_over && rank.cgroup && !rank.starting) {
+        // Whatever of it is left in its cgroup is its own, wherever it was re-parented.
+        for (pid_t pid : rank.cgroup->Pids()) own.insert(pid);
       }
       if (rank.step_over && own.empty()) {
         done.push_back(&rank);
@@ -468,12 +511,14 @@ class NodeSupervisor {
     }
   }
 
-  void Finish(Rank& rank, const SupervisorEvent& end) {
+  void Finish(Rank& rank, SupervisorEvent end) {
+    if (rank.cgroup) EndRankCgroup(*rank.cgroup, rank.plan.limits, end);
     AppendEvent(rank.dir, end);
     ranks_.erase(rank.dir);  // `rank` is gone from here on
   }
 
   int listen_fd_;
+  CgroupHost cgroups_;
   std::string state_dir_;
   const Clock& clock_;
   int signal_fd_ = -1;

@@ -35,9 +35,11 @@ struct StepChild {
   char** envp;
   const char* workdir;  // null: stay where the supervisor is
   const RunPlan::RunAs* run_as;
-  int devnull;  // becomes stdin
-  int log_fd;   // becomes stdout and stderr
-  int err_fd;   // close-on-exec pipe: a failure before exec is written here
+  int devnull;            // becomes stdin
+  int log_fd;             // becomes stdout and stderr
+  int err_fd;             // close-on-exec pipe: a failure before exec is written here
+  const int* cgroup_fds;  // cgroup.procs files to join first
+  size_t num_cgroup_fds;
 };
 
 // Sends a letter naming the step that failed, then errno, so that the reason reported names the
@@ -53,6 +55,10 @@ struct StepChild {
 
 int RunStepChild(void* arg) {
   const StepChild& c = *static_cast<const StepChild*>(arg);
+  // Into the rank's cgroup before anything of the job runs ("0": the writer itself).
+  for (size_t i = 0; i < c.num_cgroup_fds; ++i) {
+    if (::write(c.cgroup_fds[i], "0", 1) != 1) FailStepChild(c, 'C');
+  }
   ::setpgid(0, 0);
   // Dispositions are the child's own (no CLONE_SIGHAND); the mask is per thread.
   ::signal(SIGTERM, SIG_DFL);
@@ -113,8 +119,12 @@ struct StartingStep::Child {
 StartingStep::StartingStep(const std::string& script, const std::string& script_path,
                            const std::string& workdir,
                            const std::map<std::string, std::string>& env,
-                           const std::optional<RunPlan::RunAs>& run_as, int log_fd)
-    : child_(std::make_unique<Child>()), workdir_(workdir), run_as_(run_as) {
+                           const std::optional<RunPlan::RunAs>& run_as, int log_fd,
+                           const std::vector<int>& cgroup_fds)
+    : child_(std::make_unique<Child>()),
+      workdir_(workdir),
+      run_as_(run_as),
+      cgroup_fds_(cgroup_fds) {
   Child& c = *child_;
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
@@ -149,7 +159,9 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                      run_as_ ? &*run_as_ : nullptr,
                      devnull,
                      log_fd,
-                     err_pipe[1]};
+                     err_pipe[1],
+                     cgroup_fds_.data(),
+                     cgroup_fds_.size()};
 #ifdef BERTH_SANITIZED
   // Sanitizers' runtimes do not follow a child that shares the parent's memory.
   pid_t pid = ::fork();
@@ -199,6 +211,8 @@ const std::string& StartingStep::Wait() {
     if (msg[0] == 'W') {
       error_ = "workdir " + workdir_ + " does not exist or is not accessible" +
                (run_as_ ? " to " + run_as_->user : std::string()) + " on this node" + why;
+    } else if (msg[0] == 'C') {
+      error_ = "cannot join the job's cgroup" + why;
     } else if (msg[0] == 'U') {
       error_ = "cannot switch to user " + (run_as_ ? run_as_->user : std::string("?")) + why;
     } else {
@@ -212,8 +226,9 @@ const std::string& StartingStep::Wait() {
 
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
-                      const std::optional<RunPlan::RunAs>& run_as, int log_fd) {
-  StartingStep step(script, script_path, workdir, env, run_as, log_fd);
+                      const std::optional<RunPlan::RunAs>& run_as, int log_fd,
+                      const std::vector<int>& cgroup_fds) {
+  StartingStep step(script, script_path, workdir, env, run_as, log_fd, cgroup_fds);
   StepLaunch result;
   result.pid = step.pid();
   result.error = step.Wait();

@@ -27,9 +27,12 @@ namespace berth {
 // the caller may poll it and go on meanwhile.
 class StartingStep {
  public:
+  // `cgroup_fds`: cgroup.procs files of the rank's cgroup (supervise/cgroup.h), which the child
+  // joins before anything else; the caller keeps them open until Wait() returns.
   StartingStep(const std::string& script, const std::string& script_path,
                const std::string& workdir, const std::map<std::string, std::string>& env,
-               const std::optional<RunPlan::RunAs>& run_as, int log_fd);
+               const std::optional<RunPlan::RunAs>& run_as, int log_fd,
+               const std::vector<int>& cgroup_fds = {});
   ~StartingStep();
   StartingStep(const StartingStep&) = delete;
   StartingStep& operator=(const StartingStep&) = delete;
@@ -49,6 +52,7 @@ class StartingStep {
   std::string error_;
   std::string workdir_;
   std::optional<RunPlan::RunAs> run_as_;
+  std::vector<int> cgroup_fds_;
 };
 
 // A step started by LaunchStep. With `error` set, the step could not run (its exit code is 127):
@@ -66,7 +70,8 @@ struct StepLaunch {
 // once the child has exec'd bash or failed to (StartingStep, waited).
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
-                      const std::optional<RunPlan::RunAs>& run_as, int log_fd);
+                      const std::optional<RunPlan::RunAs>& run_as, int log_fd,
+                      const std::vector<int>& cgroup_fds = {});
 
 // The children of the single-threaded process `parent` (read from /proc).
 std::set<pid_t> ChildrenOf(pid_t parent);

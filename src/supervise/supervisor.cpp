@@ -44,9 +44,16 @@ std::map<std::string, std::string> EnvFromJson(const json::value* v) {
   return env;
 }
 
+// The rank's cgroup (RunPlan::cgroup), when it has one.
+std::optional<RankCgroup> g_cgroup;
+
 void SignalAll(pid_t group, int sig) {
-  // The supervisor's children are the step's bash and what the job left re-parented to it.
-  SignalProcesses({group}, ChildrenOf(::getpid()), sig);
+  // The supervisor's children are the step's bash and what the job left re-parented to it; with a
+  // cgroup, whatever is in it too.
+  std::set<pid_t> pids = ChildrenOf(::getpid());
+  if (g_cgroup && sig == SIGKILL) g_cgroup->Kill();
+  if (g_cgroup) pids.merge(g_cgroup->Pids());
+  SignalProcesses({group}, pids, sig);
 }
 
 // The supervisor blocks SupervisorWaitedSignals() and takes them with sigtimedwait: SIGCHLD wakes
@@ -103,7 +110,18 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
                    int warn_signal = 0, int64_t warn_after_ms = 0) {
   StepResult result;
   int64_t warn_at = warn_signal > 0 ? g_clock->Monotonic() + warn_after_ms : -1;
-  StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd);
+  std::vector<int> join_fds;
+  if (g_cgroup) {
+    auto fds = g_cgroup->OpenJoinFds();
+    if (!fds.ok()) {
+      result.error = "cannot join the job's cgroup: " + fds.status().message();
+      result.exit_code = 127;
+      return result;
+    }
+    join_fds = std::move(*fds);
+  }
+  StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd, join_fds);
+  for (int fd : join_fds) ::close(fd);
   result.error = launch.error;
   result.exit_code = launch.exit_code;
   const pid_t pid = launch.pid;
@@ -208,6 +226,42 @@ Result<std::optional<RunPlan::RunAs>> RunAsFromJson(const json::value* v) {
   return std::optional<RunPlan::RunAs>(std::move(run_as));
 }
 
+json::value LimitsJson(const RankLimits& limits) {
+  json::array denied;
+  for (auto [major, minor] : limits.denied_devices) {
+    denied.push_back(json::array{major, minor});
+  }
+  return json::object{{"memory_bytes", limits.memory_bytes},
+                      {"cpu_milli", limits.cpu_milli},
+                      {"pids_max", limits.pids_max},
+                      {"denied_devices", std::move(denied)}};
+}
+
+Result<RankLimits> LimitsFromJson(const json::value* v) {
+  RankLimits limits;
+  if (v == nullptr || v->is_null()) return limits;
+  if (!v->is_object()) return Status::Invalid("run.json: limits is not an object");
+  const json::object& o = v->as_object();
+  auto memory = GetInt(o, "memory_bytes", 0);
+  auto cpu = GetInt(o, "cpu_milli", 0);
+  auto pids = GetInt(o, "pids_max", 0);
+  if (!memory.ok() || !cpu.ok() || !pids.ok()) {
+    return Status::Invalid("run.json: limits must be integers");
+  }
+  limits.memory_bytes = *memory;
+  limits.cpu_milli = *cpu;
+  limits.pids_max = *pids;
+  if (const auto* denied = o.if_contains("denied_devices"); denied && denied->is_array()) {
+    for (const auto& d : denied->as_array()) {
+      auto major = d.is_array() && d.as_array().size() == 2 ? AsInt(d.as_array()[0]) : std::nullopt;
+      auto minor = d.is_array() && d.as_array().size() == 2 ? AsInt(d.as_array()[1]) : std::nullopt;
+      if (!major || !minor) return Status::Invalid("run.json: denied_devices holds [major, minor]");
+      limits.denied_devices.emplace_back(static_cast<int>(*major), static_cast<int>(*minor));
+    }
+  }
+  return limits;
+}
+
 }  // namespace
 
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
@@ -220,7 +274,9 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"kill_grace_ms", plan.kill_grace_ms},
                  {"warn_signal", plan.warn_signal},
                  {"warn_after_ms", plan.warn_after_ms},
-                 {"lease_file", plan.lease_file}};
+                 {"lease_file", plan.lease_file},
+                 {"cgroup", plan.cgroup},
+                 {"limits", LimitsJson(plan.limits)}};
   if (!WriteFileInPlace(dir + "/run.json", SerializeJson(o), 0600)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
   }
@@ -252,6 +308,10 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   auto warn_after = GetInt(o, "warn_after_ms", 0);
   plan.warn_after_ms = warn_after.ok() ? *warn_after : 0;
   plan.lease_file = GetString(o, "lease_file").value();
+  plan.cgroup = GetString(o, "cgroup").value();
+  auto limits = LimitsFromJson(o.if_contains("limits"));
+  if (!limits.ok()) return limits.status();
+  plan.limits = *limits;
   auto run_as = RunAsFromJson(o.if_contains("run_as"));
   if (!run_as.ok()) return run_as.status();
   plan.run_as = *run_as;
@@ -309,6 +369,17 @@ std::vector<SupervisorEvent> ParseEvents(const std::string& text) {
   return out;
 }
 
+void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
+  const RankUsage usage = cgroup.Usage();
+  // The kernel killed a process of it for its memory limit, and it failed: that is why.
+  if (usage.oom_kills > 0 && end.exit_code != 0 && end.phase != "launch") {
+    end.reason = OutOfMemoryReason(limits.memory_bytes);
+    if (end.exit_code < 128) end.exit_code = 137;
+  }
+  cgroup.Kill();
+  cgroup.Remove();
+}
+
 void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
   std::string line = event.kind;
   if (event.kind == "exited") {
@@ -357,6 +428,23 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   if (!opened) return 1;
   const int log_fd = opened->log_fd;
   const RunPlan* plan = &opened->plan;
+  if (!plan->cgroup.empty()) {
+    const CgroupHost host = DetectCgroups();
+    if (host.layout != CgroupLayout::kNone) {
+      auto made = RankCgroup::Create(host, plan->cgroup, plan->limits);
+      if (!made.ok()) {
+        AppendEvent(dir, {"exited", 127, "launch",
+                          "cannot set the job's limits: " + made.status().message()});
+        return 0;
+      }
+      g_cgroup = std::move(*made);
+    }
+  }
+  // The rank's end, with what its cgroup says (out of memory), once nothing of it is left.
+  auto end = [&](SupervisorEvent event) {
+    if (g_cgroup) EndRankCgroup(*g_cgroup, plan->limits, event);
+    AppendEvent(dir, event);
+  };
   g_lease_file = plan->lease_file;
   CheckLease();
   PollStopSignals();
@@ -365,18 +453,18 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
     StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env,
                            plan->run_as, log_fd, plan->kill_grace_ms);
     if (!r.error.empty()) {
-      AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
+      end({"exited", r.exit_code, "launch", r.error});
       return 0;
     }
     if (r.exit_code != 0 || r.stopped) {
-      AppendEvent(dir, {"exited", r.exit_code, "setup", r.stopped ? "stopped" : ""});
+      end({"exited", r.exit_code, "setup", r.stopped ? "stopped" : ""});
       return 0;
     }
   }
   CheckLease();
   PollStopSignals();
   if (g_stop_requested) {
-    AppendEvent(dir, {"exited", 143, "run", "stopped before start"});
+    end({"exited", 143, "run", "stopped before start"});
     return 0;
   }
   AppendEvent(dir, {"running"});
@@ -386,9 +474,9 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
                 plan->kill_grace_ms, plan->warn_signal, plan->warn_after_ms);
   }
   if (!r.error.empty()) {
-    AppendEvent(dir, {"exited", r.exit_code, "launch", r.error});
+    end({"exited", r.exit_code, "launch", r.error});
   } else {
-    AppendEvent(dir, {"exited", r.exit_code, "run", r.stopped ? "stopped" : ""});
+    end({"exited", r.exit_code, "run", r.stopped ? "stopped" : ""});
   }
   ::close(log_fd);
   return 0;

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "supervise/cgroup.h"
 
 namespace berth {
 
@@ -53,6 +54,11 @@ struct RunPlan {
   // SIGTERM at TERM_AT, SIGKILL at KILL_AT, both before the server's lease runs out and it may
   // start the job elsewhere.
   std::string lease_file;
+  // The rank's cgroup (supervise/cgroup.h), relative to the supervisor's own: "" runs it without
+  // one. The node supervisor makes it with `limits` before the first step and removes it after the
+  // last.
+  std::string cgroup;
+  RankLimits limits;
 };
 
 // Writes the lease file for a lease renewed at monotonic time `renewed_at_ms` for `lease_ms`.
@@ -98,6 +104,9 @@ struct SupervisorEvent {
   std::string reason;
 };
 std::vector<SupervisorEvent> ParseEvents(const std::string& text);
+// At the end of a rank with a cgroup: sets `end`'s reason (and exit code 137) where the kernel
+// killed a process of it for its memory limit and it failed; then empties and removes the cgroup.
+void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end);
 // Appends one event line to <dir>/events (O_APPEND; one write).
 void AppendEvent(const std::string& dir, const SupervisorEvent& event);
 

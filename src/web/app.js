@@ -207,9 +207,12 @@ async function renderNodes() {
   const cards = nodes.slice(0, nodesUi.shown).map((n) => {
     const down = n.state === 'DOWN';
     const labels = Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(' ');
+    const types = [...new Set(n.devices.map((d) => d.type))].join(', ');
     return h('div', { class: `node ${n.state}`, dataset: { node: n.name } },
       h('div', { class: 'head' }, h('span', { class: 'name', title: n.name }, n.name), h('span', { class: `state ${n.state}` }, n.state)),
       h('div', { class: 'labels' }, (n.pool ? `pool ${n.pool} ` : '') + labels),
+      h('div', { class: 'small muted isolation', title: 'how the node contains its jobs (docs/security.md "Isolation")' },
+        (types ? `${types} · ` : '') + `isolation ${n.isolation}`),
       h('div', { class: 'gpus' }, ...n.devices.map((d) => gpuCell(d, down))),
       h('div', { class: 'small muted' }, `CPU ${gpuText(n.capacity.cpus - n.free.cpus)} / ${n.capacity.cpus}`), bar(n.capacity.cpus - n.free.cpus, n.capacity.cpus, 'cpu'),
       h('div', { class: 'small muted' }, `Memory ${gpuText(n.capacity.memory - n.free.memory)} / ${gpuText(n.capacity.memory)} GiB`), bar(n.capacity.memory - n.free.memory, n.capacity.memory, 'mem'));

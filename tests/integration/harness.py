@@ -394,12 +394,59 @@ class Berth:
             deadline = time.monotonic() + grace
             while self.tagged_pids() and time.monotonic() < deadline:
                 time.sleep(0.05)
+        self.remove_job_cgroups()
         if os.environ.get("BERTH_TEST_KEEP") != "1":
             shutil.rmtree(self.tmp, ignore_errors=True)
         # `berth local down` must stop everything it started, jobs included. (Bare agents leave their jobs to
         # the supervisors by design, so only a pure local-cluster test can tell.)
         if self.local_started and not self.daemons and self.leftovers:
             raise AssertionError(f"`berth local down` left processes behind: {self.leftovers}")
+
+
+    def remove_job_cgroups(self):
+        """Removes the job cgroups (docs/security.md "Isolation") that agents of this test left behind
+        when their node supervisors were killed: each agent's are under berth-<FNV-1a of its state
+        dir> in this process's cgroups. The kernel refuses to remove one that holds a process."""
+        state_dirs = []
+        for root, dirs, files in os.walk(self.tmp):
+            if "node_id" in files:
+                state_dirs.append(root)
+            if root.count(os.sep) - self.tmp.count(os.sep) >= 3 or os.path.basename(root) == "jobs":
+                dirs[:] = []
+        own = []
+        try:
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    _, controllers, path = line.rstrip("\n").split(":", 2)
+                    for c in (controllers.split(",") if controllers else ["unified"]):
+                        own.append(os.path.join("/sys/fs/cgroup", c) + (path if path != "/" else ""))
+        except OSError:
+            return
+        for state_dir in state_dirs:
+            h = 2166136261
+            for byte in state_dir.encode():
+                h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+            for base in own:
+                agent_dir = os.path.join(base, f"berth-{h:08x}")
+                if not os.path.isdir(agent_dir):
+                    continue
+                for rank in os.listdir(agent_dir):
+                    if not os.path.isdir(os.path.join(agent_dir, rank)):
+                        continue
+                    # A killed job's process may take a moment to be reaped (EBUSY until then).
+                    deadline = time.monotonic() + 2
+                    while True:
+                        try:
+                            os.rmdir(os.path.join(agent_dir, rank))
+                            break
+                        except OSError:
+                            if time.monotonic() > deadline:
+                                break
+                            time.sleep(0.05)
+                try:
+                    os.rmdir(agent_dir)
+                except OSError:
+                    pass
 
 
 class BerthTestCase(unittest.TestCase):

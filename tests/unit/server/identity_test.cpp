@@ -394,10 +394,9 @@ TEST_F(IdentityTest, ANodesCredentialSpeaksOnlyForTheUsersOfThatNode) {
   EXPECT_EQ(identity_->Identify(r).status().code(), Code::kForbidden);
 
   // An admin changes the list (audited, durable); a failed commit changes nothing.
-  EXPECT_EQ(accounts_->SetNodeUsers(accounts_->ForUser("alice", "socket"), "n1", "carol")
-                .status()
-                .code(),
-            Code::kForbidden);
+  EXPECT_EQ(
+      accounts_->SetNodeUsers(accounts_->ForUser("alice", "socket"), "n1", "carol").status().code(),
+      Code::kForbidden);
   EXPECT_EQ(accounts_->SetNodeUsers(Admin(), "n9", "carol").status().code(), Code::kNotFound);
   store_->FailWrites(1);
   EXPECT_EQ(accounts_->SetNodeUsers(Admin(), "n1", "carol").status().code(), Code::kUnavailable);

@@ -1,0 +1,446 @@
+#include "supervise/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "common/files.h"
+#include "common/strings.h"
+
+namespace berth {
+
+namespace {
+
+// The v1 controllers a rank's cgroup uses (cpuset and freezer are left alone: a cpuset cgroup
+// needs cpus and mems before a process may join, and cgroup.kill or a sweep replaces freezing).
+constexpr const char* kV1Controllers[] = {"memory", "cpu", "cpuacct", "pids", "devices"};
+constexpr int64_t kCfsPeriodUs = 100'000;
+
+struct Mount {
+  std::string root;   // the mount's root within its hierarchy
+  std::string point;  // where it is mounted
+};
+
+// `path` (a cgroup path of this process in a hierarchy) as a directory under `m`.
+std::optional<std::string> DirIn(const Mount& m, const std::string& path) {
+  if (m.root == "/") return m.point + (path == "/" ? "" : path);
+  if (path == m.root) return m.point;
+  if (path.rfind(m.root + "/", 0) == 0) return m.point + path.substr(m.root.size());
+  return std::nullopt;  // this process's cgroup is outside what is mounted
+}
+
+Status WriteValue(const std::string& dir, const std::string& file, const std::string& value) {
+  const std::string path = dir + "/" + file;
+  // As a shell's `echo V > FILE` opens it; cgroupfs refuses to create a file it lacks.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Internal("cannot open " + path + ": " + strerror(errno));
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    return Status::Internal("cannot write '" + value + "' to " + path + ": " + strerror(err));
+  }
+  return Status::Ok();
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Makes `dir` and its missing parents down from `base` (which exists).
+Status MakeDirs(const std::string& base, const std::string& name, std::vector<std::string>* made) {
+  std::string dir = base;
+  for (const std::string& part : Split(name, '/')) {
+    if (part.empty()) continue;
+    dir += "/" + part;
+    if (::mkdir(dir.c_str(), 0755) == 0) {
+      if (made) made->push_back(dir);
+    } else if (errno != EEXIST) {
+      return Status::Internal("cannot make cgroup " + dir + ": " + strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+// A "key value" line's value in a flat-keyed file (memory.events, cpu.stat, oom_control).
+int64_t KeyedValue(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return -1;
+}
+
+int64_t FileNumber(const std::string& path) {
+  std::string text = ReadFileOr(path);
+  if (text.empty()) return -1;
+  try {
+    return std::stoll(text);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// v2: controllers are enabled for the children of `dir`. A cgroup that holds processes may not
+// (the no-internal-processes rule, EBUSY): they move into a leaf of its own, `supervisor`, first.
+Status EnableControllers(const std::string& dir) {
+  const std::string want = "+memory +cpu +pids";
+  Status st = WriteValue(dir, "cgroup.subtree_control", want);
+  if (st.ok()) return st;
+  const std::string leaf = dir + "/supervisor";
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return st;
+  for (const std::string& pid : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
+    if (!pid.empty()) (void)WriteValue(leaf, "cgroup.procs", pid);
+  }
+  return WriteValue(dir, "cgroup.subtree_control", want);
+}
+
+}  // namespace
+
+std::string CgroupHost::Describe() const {
+  switch (layout) {
+    case CgroupLayout::kV2:
+      return "v2";
+    case CgroupLayout::kV1:
+      return unified_dir.empty() ? "v1" : "v1+unified";
+    case CgroupLayout::kNone:
+      break;
+  }
+  return "none: " + reason;
+}
+
+CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::string& mountinfo,
+                             const std::string& root) {
+  CgroupHost host;
+  std::map<std::string, Mount> v1_mounts;  // controller -> mount
+  std::optional<Mount> unified;
+  std::optional<Mount> readonly;
+  for (const std::string& line : Split(mountinfo, '\n')) {
+    std::vector<std::string> f = Split(line, ' ');
+    size_t dash = 0;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 6 || dash + 3 >= f.size()) continue;
+    const std::string& type = f[dash + 1];
+    Mount m{f[3], root + f[4]};
+    const bool ro = ("," + f[5] + ",").find(",ro,") != std::string::npos;
+    if (type == "cgroup2") {
+      unified = m;
+      if (ro) readonly = m;
+    } else if (type == "cgroup") {
+      for (const std::string& opt : Split(f[dash + 3], ',')) {
+        for (const char* c : kV1Controllers) {
+          if (opt == c) {
+            v1_mounts[c] = m;
+            if (ro) readonly = m;
+          }
+        }
+      }
+    }
+  }
+  std::string unified_path;
+  std::map<std::string, std::string> v1_paths;
+  for (const std::string& line : Split(proc_self_cgroup, '\n')) {
+    size_t a = line.find(':');
+    size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    if (line.substr(0, a) == "0" && controllers.empty()) unified_path = path;
+    for (const std::string& c : Split(controllers, ',')) v1_paths[c] = path;
+  }
+  if (readonly) {
+    host.reason = readonly->point + " is read-only";
+    return host;
+  }
+  if (v1_mounts.count("memory")) {
+    for (const auto& [controller, mount] : v1_mounts) {
+      auto path = v1_paths.find(controller);
+      if (path == v1_paths.end()) continue;
+      if (auto dir = DirIn(mount, path->second)) host.v1_dirs[controller] = *dir;
+    }
+    if (!host.v1_dirs.count("memory")) {
+      host.reason = "this process's memory cgroup is not mounted here";
+      host.v1_dirs.clear();
+      return host;
+    }
+    const std::string& memory = host.v1_dirs["memory"];
+    if (::access(memory.c_str(), W_OK) != 0) {
+      host.reason = memory + " is not writable (" + strerror(errno) + ")";
+      host.v1_dirs.clear();
+      return host;
+    }
+    if (unified && !unified_path.empty()) {
+      if (auto dir = DirIn(*unified, unified_path); dir && ::access(dir->c_str(), W_OK) == 0) {
+        host.unified_dir = *dir;
+      }
+    }
+    host.layout = CgroupLayout::kV1;
+    return host;
+  }
+  if (!unified || unified_path.empty()) {
+    host.reason = "no cgroup hierarchy is mounted";
+    return host;
+  }
+  auto dir = DirIn(*unified, unified_path);
+  if (!dir) {
+    host.reason = "this process's cgroup is not under the mounted cgroup2 hierarchy";
+    return host;
+  }
+  const std::string controllers = " " + ReadFileOr(*dir + "/cgroup.controllers") + " ";
+  if (controllers.find(" memory") == std::string::npos) {
+    host.reason = *dir + " has no memory controller (delegate it: Delegate=yes in the unit)";
+    return host;
+  }
+  if (::access(dir->c_str(), W_OK) != 0) {
+    host.reason = *dir + " is not writable (" + strerror(errno) +
+                  "; run the agent as root, or "
+                  "with Delegate=yes)";
+    return host;
+  }
+  host.layout = CgroupLayout::kV2;
+  host.unified_dir = *dir;
+  return host;
+}
+
+CgroupHost DetectCgroups() {
+  return DetectCgroupsFrom(ReadFileOr("/proc/self/cgroup"), ReadFileOr("/proc/self/mountinfo"), "");
+}
+
+Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string& name,
+                                      const RankLimits& limits) {
+  RankCgroup cg;
+  cg.layout_ = host.layout;
+  if (host.layout == CgroupLayout::kNone) return Status::Unavailable("no cgroups: " + host.reason);
+  std::vector<std::string> made;
+  auto fail = [&](Status st) -> Result<RankCgroup> {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+    return st;
+  };
+  if (host.layout == CgroupLayout::kV2) {
+    // Controllers reach the rank's cgroup through every level above it.
+    std::string dir = host.unified_dir;
+    if (Status st = EnableControllers(dir); !st.ok()) return fail(st);
+    std::vector<std::string> parts = Split(name, '/');
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (Status st = MakeDirs(dir, parts[i], &made); !st.ok()) return fail(st);
+      dir += "/" + parts[i];
+      if (i + 1 < parts.size()) {
+        if (Status st = WriteValue(dir, "cgroup.subtree_control", "+memory +cpu +pids"); !st.ok()) {
+          return fail(st);
+        }
+      }
+    }
+    cg.dirs_ = {dir};
+    cg.memory_dir_ = cg.cpuacct_dir_ = cg.unified_dir_ = dir;
+    if (limits.memory_bytes > 0) {
+      for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
+                                 std::pair{"memory.swap.max", std::string("0")},
+                                 std::pair{"memory.oom.group", std::string("1")}}) {
+        if (Status st = WriteValue(dir, file, value); !st.ok()) return fail(st);
+      }
+    }
+    if (limits.cpu_milli > 0) {
+      const std::string quota = std::to_string(limits.cpu_milli * kCfsPeriodUs / 1000) + " " +
+                                std::to_string(kCfsPeriodUs);
+      if (Status st = WriteValue(dir, "cpu.max", quota); !st.ok()) return fail(st);
+    }
+    if (limits.pids_max > 0) {
+      if (Status st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max)); !st.ok()) {
+        return fail(st);
+      }
+    }
+    return cg;
+  }
+  std::set<std::string> seen;  // cpu and cpuacct often share a mount
+  for (const char* controller : kV1Controllers) {
+    auto base = host.v1_dirs.find(controller);
+    if (base == host.v1_dirs.end()) continue;
+    const std::string dir = base->second + "/" + name;
+    if (seen.insert(dir).second) {
+      if (Status st = MakeDirs(base->second, name, &made); !st.ok()) return fail(st);
+      if (std::string(controller) == "memory") {
+        cg.dirs_.insert(cg.dirs_.begin(), dir);
+      } else {
+        cg.dirs_.push_back(dir);
+      }
+    }
+    const std::string c = controller;
+    Status st;
+    if (c == "memory") {
+      cg.memory_dir_ = dir;
+      if (limits.memory_bytes > 0) {
+        const std::string bytes = std::to_string(limits.memory_bytes);
+        st = WriteValue(dir, "memory.limit_in_bytes", bytes);
+        // No swap: memory and swap together get the same limit, where swap is accounted.
+        if (st.ok() && Exists(dir + "/memory.memsw.limit_in_bytes")) {
+          st = WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
+        }
+      }
+    } else if (c == "cpu" && limits.cpu_milli > 0) {
+      st = WriteValue(dir, "cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
+      if (st.ok()) {
+        st = WriteValue(dir, "cpu.cfs_quota_us",
+                        std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
+      }
+    } else if (c == "cpuacct") {
+      cg.cpuacct_dir_ = dir;
+    } else if (c == "pids" && limits.pids_max > 0) {
+      st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
+    } else if (c == "devices") {
+      for (auto [major, minor] : limits.denied_devices) {
+        st = WriteValue(dir, "devices.deny",
+                        "c " + std::to_string(major) + ":" + std::to_string(minor) + " rwm");
+        if (!st.ok()) break;
+      }
+    }
+    if (!st.ok()) return fail(st);
+  }
+  if (!limits.denied_devices.empty() && !host.v1_dirs.count("devices")) {
+    return fail(
+        Status::Unavailable("the devices controller is not mounted: GPUs cannot be fenced"));
+  }
+  if (!host.unified_dir.empty()) {
+    if (Status st = MakeDirs(host.unified_dir, name, &made); st.ok()) {
+      cg.unified_dir_ = host.unified_dir + "/" + name;
+      cg.dirs_.push_back(cg.unified_dir_);
+    }
+  }
+  return cg;
+}
+
+std::optional<RankCgroup> RankCgroup::Find(const CgroupHost& host, const std::string& name) {
+  RankCgroup cg;
+  cg.layout_ = host.layout;
+  if (host.layout == CgroupLayout::kV2) {
+    const std::string dir = host.unified_dir + "/" + name;
+    if (!Exists(dir)) return std::nullopt;
+    cg.dirs_ = {dir};
+    cg.memory_dir_ = cg.cpuacct_dir_ = cg.unified_dir_ = dir;
+    return cg;
+  }
+  if (host.layout != CgroupLayout::kV1) return std::nullopt;
+  std::set<std::string> seen;
+  for (const char* controller : kV1Controllers) {
+    auto base = host.v1_dirs.find(controller);
+    if (base == host.v1_dirs.end()) continue;
+    const std::string dir = base->second + "/" + name;
+    if (!Exists(dir) || !seen.insert(dir).second) continue;
+    if (std::string(controller) == "memory") {
+      cg.memory_dir_ = dir;
+      cg.dirs_.insert(cg.dirs_.begin(), dir);
+    } else {
+      if (std::string(controller) == "cpuacct") cg.cpuacct_dir_ = dir;
+      cg.dirs_.push_back(dir);
+    }
+  }
+  if (cg.memory_dir_.empty()) return std::nullopt;
+  if (!host.unified_dir.empty() && Exists(host.unified_dir + "/" + name)) {
+    cg.unified_dir_ = host.unified_dir + "/" + name;
+    cg.dirs_.push_back(cg.unified_dir_);
+  }
+  return cg;
+}
+
+Result<std::vector<int>> RankCgroup::OpenJoinFds() const {
+  std::vector<int> fds;
+  for (const std::string& dir : dirs_) {
+    const std::string path = dir + "/cgroup.procs";
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      for (int open_fd : fds) ::close(open_fd);
+      return Status::Internal("cannot open " + path + ": " + strerror(err));
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+std::set<pid_t> RankCgroup::Pids() const {
+  std::set<pid_t> pids;
+  if (dirs_.empty()) return pids;
+  for (const std::string& line : Split(ReadFileOr(dirs_.front() + "/cgroup.procs"), '\n')) {
+    if (line.empty()) continue;
+    try {
+      pids.insert(static_cast<pid_t>(std::stol(line)));
+    } catch (...) {
+    }
+  }
+  return pids;
+}
+
+void RankCgroup::Kill() const {
+  if (!unified_dir_.empty() && WriteValue(unified_dir_, "cgroup.kill", "1").ok()) return;
+  for (pid_t pid : Pids()) ::kill(pid, SIGKILL);
+}
+
+RankUsage RankCgroup::Usage() const {
+  RankUsage usage;
+  if (layout_ == CgroupLayout::kV2) {
+    usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.peak");
+    int64_t usec = KeyedValue(ReadFileOr(cpuacct_dir_ + "/cpu.stat"), "usage_usec");
+    usage.cpu_ns = usec < 0 ? -1 : usec * 1000;
+    usage.oom_kills =
+        std::max<int64_t>(0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.events"), "oom_kill"));
+  } else if (layout_ == CgroupLayout::kV1) {
+    usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.max_usage_in_bytes");
+    if (!cpuacct_dir_.empty()) usage.cpu_ns = FileNumber(cpuacct_dir_ + "/cpuacct.usage");
+    usage.oom_kills = std::max<int64_t>(
+        0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.oom_control"), "oom_kill"));
+  }
+  return usage;
+}
+
+void RankCgroup::Remove() const {
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    ::rmdir(it->c_str());
+    // The agent's directory above it goes with its last rank (refused while others are in it).
+    ::rmdir(it->substr(0, it->rfind('/')).c_str());
+  }
+}
+
+std::string AgentCgroupName(const std::string& state_dir) {
+  // FNV-1a (32 bits): stable across builds and simple to compute elsewhere (the integration
+  // tests' harness removes what agents it killed left behind).
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : state_dir) hash = (hash ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", static_cast<unsigned>(hash));
+  return std::string("berth-") + hex;
+}
+
+std::string RankCgroupName(const std::string& state_dir, const std::string& key) {
+  return AgentCgroupName(state_dir) + "/" + key;
+}
+
+void RemoveIdleRankCgroups(const CgroupHost& host, const std::string& agent) {
+  std::vector<std::string> bases;
+  for (const auto& [controller, dir] : host.v1_dirs) bases.push_back(dir + "/" + agent);
+  if (!host.unified_dir.empty()) bases.push_back(host.unified_dir + "/" + agent);
+  for (const std::string& base : bases) {
+    DIR* d = ::opendir(base.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(base + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& child : children) ::rmdir(child.c_str());
+    ::rmdir(base.c_str());
+  }
+}
+
+std::string OutOfMemoryReason(int64_t limit_bytes) {
+  return "out of memory: reached its limit of " + std::to_string(limit_bytes / (1024 * 1024)) +
+         " MiB (resources.memory); the kernel killed it";
+}
+
+}  // namespace berth

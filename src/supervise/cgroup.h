@@ -1,0 +1,125 @@
+// Cgroups: what the node keeps of a placement's promise. Each job rank runs in a cgroup of its own,
+// made by its supervisor (never by the job) under the supervisor's own cgroup, with the rank's
+// limits written before any of its processes joins; the rank's processes join it between their
+// clone and their exec (supervise/step.h), so no process of a job ever runs outside it. At the end
+// the supervisor reads what the rank used and whether the kernel killed it for memory, kills what
+// is left in it, and removes it. docs/security.md "Isolation" says what is enforced where.
+//
+// Three host layouts, told apart by DetectCgroups from /proc/self/cgroup and /proc/self/mountinfo:
+//   v2     one unified hierarchy (production hosts: Debian 12, Ubuntu 22.04+, RHEL 9): memory.max,
+//          memory.swap.max, memory.oom.group, cpu.max, pids.max; memory.peak, cpu.stat,
+//          memory.events; cgroup.kill. Controllers are enabled in the supervisor's cgroup's
+//          subtree_control, the supervisor moving itself into a leaf `supervisor` first where the
+//          kernel's no-internal-processes rule asks it to.
+//   v1     v1 controllers under <root>/<controller> (older hosts, and the hybrid layout of the
+//          machines berth is built on): memory (limit, memsw, oom_control's oom_kill,
+//          max_usage_in_bytes), cpu (CFS quota), cpuacct (usage), pids, devices; and, where the
+//          hybrid layout has a cgroup2 hierarchy mounted, a cgroup there too for cgroup.kill.
+//   none   no cgroup can be made (not root, a read-only cgroupfs): nothing is enforced, and the
+//          reason says why.
+// Every path is under a root given at detection ("/" on a real host), so that tests run the v2
+// code against a fake cgroupfs tree in a temporary directory (tests/fakes/fake_cgroupfs.h).
+//
+// Thread-safety: none needed; the supervisors that use it are single-threaded. The functions are
+// reentrant.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace berth {
+
+enum class CgroupLayout { kNone, kV1, kV2 };
+
+// What this process's host offers.
+struct CgroupHost {
+  CgroupLayout layout = CgroupLayout::kNone;
+  std::string reason;  // why kNone
+  // v2: this process's cgroup directory. v1: the cgroup2 hierarchy's directory of this process
+  // where the hybrid layout has one ("" where not).
+  std::string unified_dir;
+  // v1: controller ("memory", "cpu", "cpuacct", "pids", "devices") -> this process's directory.
+  std::map<std::string, std::string> v1_dirs;
+
+  // "v2", "v1", "v1+unified" or "none: REASON", as `berth nodes` shows it.
+  std::string Describe() const;
+};
+
+// Reads the layout from the text of /proc/self/cgroup and /proc/self/mountinfo, with every mount
+// point taken under `root` ("" for the real one). Checks that the directories found are writable.
+CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::string& mountinfo,
+                             const std::string& root);
+// This process's.
+CgroupHost DetectCgroups();
+
+// What a rank may use. Zero: no limit of that kind.
+struct RankLimits {
+  int64_t memory_bytes = 0;
+  int64_t cpu_milli = 0;  // CFS quota: 1000 is one CPU's time
+  int64_t pids_max = 0;
+  // Character devices the rank may not open (major, minor): the node's other GPUs.
+  std::vector<std::pair<int, int>> denied_devices;
+
+  bool empty() const {
+    return memory_bytes == 0 && cpu_milli == 0 && pids_max == 0 && denied_devices.empty();
+  }
+};
+
+// What a rank used, read at its end (-1: unknown).
+struct RankUsage {
+  int64_t peak_memory_bytes = -1;
+  int64_t cpu_ns = -1;
+  int64_t oom_kills = 0;  // processes the kernel killed for the memory limit
+};
+
+// One rank's cgroup: a directory per hierarchy.
+class RankCgroup {
+ public:
+  // Makes `name` (a relative path, e.g. "berth-1a2b/12.1.0") under `host`'s directories and writes
+  // `limits`. Fails (naming the file and the kernel's error, and leaving nothing behind) when one
+  // cannot be made or a limit cannot be written.
+  static Result<RankCgroup> Create(const CgroupHost& host, const std::string& name,
+                                   const RankLimits& limits);
+  // The one made earlier with `name` (after a restart), if it is there.
+  static std::optional<RankCgroup> Find(const CgroupHost& host, const std::string& name);
+
+  // Each hierarchy's cgroup.procs, opened for writing (close-on-exec): a process joins by writing
+  // "0" to each. The caller closes them.
+  Result<std::vector<int>> OpenJoinFds() const;
+  // The processes in it (read from the first hierarchy).
+  std::set<pid_t> Pids() const;
+  // SIGKILL to every process in it: cgroup.kill where there is one, else each process listed.
+  void Kill() const;
+  RankUsage Usage() const;
+  // Removes the directories (once empty); quiet about what is gone already.
+  void Remove() const;
+
+  const std::vector<std::string>& dirs() const { return dirs_; }
+
+ private:
+  CgroupLayout layout_ = CgroupLayout::kNone;
+  std::vector<std::string> dirs_;  // v1: memory's first; the unified one last, if any
+  std::string memory_dir_, cpuacct_dir_, unified_dir_;
+};
+
+// The cgroup name of rank `key` (its job directory's name) of the agent whose state directory is
+// `state_dir`: "berth-<FNV-1a of state_dir, 8 hex digits>/<key>". Several agents may share a cgroup
+// (tests, several nodes on one machine); their state directories tell their ranks apart.
+std::string AgentCgroupName(const std::string& state_dir);
+std::string RankCgroupName(const std::string& state_dir, const std::string& key);
+
+// Removes the rank cgroups under `agent` (AgentCgroupName) that hold no process: those a node
+// supervisor killed with -9 left behind. The kernel refuses to remove one in use.
+void RemoveIdleRankCgroups(const CgroupHost& host, const std::string& agent);
+
+// The reason an attempt that the kernel killed for memory ends with.
+std::string OutOfMemoryReason(int64_t limit_bytes);
+
+}  // namespace berth

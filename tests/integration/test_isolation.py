@@ -1,0 +1,144 @@
+"""Jobs contained on their node (docs/security.md "Isolation"), on the real kernel of this machine.
+
+As root, on a host whose cgroups the agent can use (these machines: v1 controllers beside an empty
+cgroup2 hierarchy), each job rank runs in a cgroup of its own under the agent's: a memory hog ends
+FAILED for out of memory while its neighbour succeeds; busy loops get no more CPU than the job asked
+for; a fork bomb stops at the pids limit; a job opens only its own GPUs' device files (mknod'ed here,
+NVIDIA major 195: an allowed open fails ENXIO, a denied one EPERM); a cancel kills a grandchild that
+left the job's session and environment.
+"""
+
+import json
+import os
+import re
+import time
+import unittest
+
+from harness import BerthTestCase, http, wait_until
+
+
+def cgroup_host_usable():
+    if os.geteuid() != 0:
+        return "isolation needs root (the agent makes cgroups)"
+    if not os.access("/sys/fs/cgroup/memory", os.W_OK) and not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "no writable cgroup hierarchy here"
+    return None
+
+
+@unittest.skipIf(cgroup_host_usable() is not None, cgroup_host_usable() or "")
+class IsolationTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        b = self.b
+        self.server = b.start_server()
+        self.devdir = self.path("dev")
+        os.makedirs(self.devdir)
+        for i in range(2):
+            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
+        self.agent = b.start_agent(self.server.url, name="iso", gpus="V100:2",
+                                   extra=["--cpus", "4", "--memory", "4", "--job-pids-max", "64",
+                                          "--gpu-device-dir", self.devdir, "--require-isolation"])
+        self.env = {"BERTH_SERVER": self.server.url}
+        b.wait_nodes_up(["iso"], env=self.env)
+
+    def test_the_node_says_how_it_isolates_jobs(self):
+        node = self.b.nodes(env=self.env)[0]
+        self.assertIn(node["isolation"], ("v1", "v1+unified", "v2"))
+        _, out, _ = self.b.run("nodes", env=self.env)
+        self.assertIn("ISOLATION", out)
+        self.assertIn(node["isolation"], out)
+        status, metrics, _ = http("GET", self.server.url + "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn(f'berth_node_isolation{{isolation="{node["isolation"]}"}} 1', metrics)
+
+    def logs(self, job):
+        return self.b.run("logs", job, "--no-follow", env=self.env)[1]
+
+    def test_a_memory_hog_fails_for_out_of_memory_and_its_neighbour_succeeds(self):
+        b = self.b
+        neighbour = b.submit("--memory", "0.25", "--", "sleep 2; echo neighbour-done", env=self.env)
+        hog = b.submit("--memory", "0.125", "--",
+                       "python3 -c \"s = 'x' * (400 << 20); print('survived')\"", env=self.env)
+        job = b.wait_status(hog, "FAILED", "SUCCEEDED", timeout=60, env=self.env)
+        self.assertEqual(job["status"], "FAILED", job)
+        self.assertIn("out of memory", job["reason"])
+        self.assertIn("128 MiB (resources.memory)", job["reason"])
+        self.assertEqual(job["exit_code"], 137)
+        _, out, _ = b.run("show", hog, env=self.env)
+        self.assertIn("out of memory", out)
+        self.assertNotIn("survived", self.logs(hog))
+        self.assertEqual(b.wait_status(neighbour, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"],
+                         "SUCCEEDED")
+
+    def test_busy_loops_get_the_cpu_they_asked_for(self):
+        b = self.b
+        # Two busy loops for 3 s under cpus: 0.5; the job reads its own cgroup's CPU time.
+        script = ("for i in 1 2; do (while :; do :; done) & done; sleep 3; kill %1 %2; "
+                  "p=$(grep -E '^[0-9]+:([^:]*,)?cpuacct(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3); "
+                  "echo cpu-ns=$(cat /sys/fs/cgroup/cpuacct$p/cpuacct.usage)")
+        job = b.submit("--cpus", "0.5", "--", script, env=self.env)
+        b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)
+        m = re.search(r"cpu-ns=(\d+)", self.logs(job))
+        self.assertIsNotNone(m, self.logs(job))
+        cpu_seconds = int(m.group(1)) / 1e9
+        print(f"cpu-seconds in 3 s under cpus: 0.5: {cpu_seconds:.2f}")
+        # 3 s of wall time at half a CPU is 1.5 s; unlimited, two loops would take about 6.
+        self.assertLess(cpu_seconds, 0.55 * 3 + 0.4, f"{cpu_seconds:.2f} CPU-seconds in 3 s")
+        self.assertGreater(cpu_seconds, 0.5)
+
+    def test_a_fork_bomb_stops_at_the_pids_limit(self):
+        b = self.b
+        bomb = ("python3 -c \"\nimport os, time\nn = 0\ntry:\n    while n < 1000:\n"
+                "        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\n"
+                "except OSError as e:\n    print('forks', n, e.errno)\n\"")
+        job = b.submit("--", bomb, env=self.env)
+        b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)
+        m = re.search(r"forks (\d+) (\d+)", self.logs(job))
+        self.assertIsNotNone(m, self.logs(job))
+        self.assertLess(int(m.group(1)), 64)
+        self.assertEqual(int(m.group(2)), 11)  # EAGAIN
+        self.assertEqual(b.nodes(env=self.env)[0]["name"], "iso")  # the node still answers
+
+    def test_a_job_opens_only_its_own_gpus(self):
+        b = self.b
+        probe = ("python3 -c \"\nimport os, errno\nfor i in range(2):\n    try:\n"
+                 "        os.close(os.open('%s/nvidia%%d' %% i, os.O_RDWR))\n        r = 'opened'\n"
+                 "    except OSError as e:\n        r = errno.errorcode[e.errno]\n    print('gpu', i, r)\n"
+                 "print('ids', os.environ['BERTH_GPU_IDS'], os.environ['CUDA_VISIBLE_DEVICES'])\n\"") % self.devdir
+        job = b.submit("--gpus", "V100:1", "--", probe, env=self.env)
+        b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)
+        out = self.logs(job)
+        m = re.search(r"ids (\d) (\S+)", out)
+        self.assertIsNotNone(m, out)
+        mine = int(m.group(1))
+        self.assertEqual(m.group(2), "0")  # renumbered: CUDA sees one device, 0
+        self.assertIn(f"gpu {mine} ENXIO", out)
+        self.assertIn(f"gpu {1 - mine} EPERM", out)
+
+    def test_a_cancel_kills_a_grandchild_that_left_the_job(self):
+        b = self.b
+        marker = f"{time.time_ns() % 1000000}.25"
+        job = b.submit("--", f"setsid env -i /bin/sleep {marker} & sleep 600", env=self.env)
+        b.wait_status(job, "RUNNING", env=self.env)
+
+        def sleepers():
+            found = []
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            if f.read().split(b"\0")[:2] == [b"/bin/sleep", marker.encode()]:
+                                found.append(pid)
+                    except OSError:
+                        pass
+            return found
+
+        wait_until(lambda: sleepers(), 30)
+        b.run("cancel", job, env=self.env)
+        b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
+        wait_until(lambda: not sleepers(), 30)
+
+
+if __name__ == "__main__":
+    unittest.main()

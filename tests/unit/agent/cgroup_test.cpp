@@ -1,0 +1,194 @@
+// Cgroups of job ranks (supervise/cgroup.h): the layout read from /proc/self/cgroup and mountinfo
+// text; the v2 code against a fake cgroupfs tree (a temporary directory: the machines berth is
+// built on have v1 controllers); and, as root on a v1 or hybrid host, the real thing.
+#include "supervise/cgroup.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "agent/launcher.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "fakes/temp_dir.h"
+#include "supervise/supervisor.h"
+
+namespace berth {
+namespace {
+
+using testing::TempDir;
+
+constexpr char kHybridCgroup[] =
+    "8:pids:/\n6:freezer:/\n5:devices:/\n4:memory:/outer/inner\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+constexpr char kHybridMounts[] =
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    "36 31 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices\n"
+    "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+constexpr char kV2Cgroup[] = "0::/system.slice/berth-agent.service\n";
+constexpr char kV2Mounts[] =
+    "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+
+void MakeDir(const std::string& path) { std::filesystem::create_directories(path); }
+
+TEST(CgroupTest, TheHybridLayoutIsV1WithTheUnifiedHierarchyBeside) {
+  TempDir root;
+  MakeDir(root.path() + "/sys/fs/cgroup/memory/outer/inner");
+  for (const char* c : {"cpu", "cpuacct", "devices", "pids", "unified"}) {
+    MakeDir(root.path() + "/sys/fs/cgroup/" + c);
+  }
+  CgroupHost host = DetectCgroupsFrom(kHybridCgroup, kHybridMounts, root.path());
+  ASSERT_EQ(host.layout, CgroupLayout::kV1) << host.reason;
+  EXPECT_EQ(host.v1_dirs.at("memory"), root.path() + "/sys/fs/cgroup/memory/outer/inner");
+  EXPECT_EQ(host.v1_dirs.at("cpu"), root.path() + "/sys/fs/cgroup/cpu");
+  EXPECT_EQ(host.unified_dir, root.path() + "/sys/fs/cgroup/unified");
+  EXPECT_EQ(host.Describe(), "v1+unified");
+}
+
+TEST(CgroupTest, NoneSaysWhy) {
+  TempDir root;
+  std::string ro = kV2Mounts;
+  ro.replace(ro.find("rw,nosuid"), 9, "ro,nosuid");
+  CgroupHost host = DetectCgroupsFrom(kV2Cgroup, ro, root.path());
+  EXPECT_EQ(host.layout, CgroupLayout::kNone);
+  EXPECT_EQ(host.Describe(), "none: " + root.path() + "/sys/fs/cgroup is read-only");
+  host = DetectCgroupsFrom(kV2Cgroup, "", root.path());
+  EXPECT_EQ(host.Describe(), "none: no cgroup hierarchy is mounted");
+  // A v2 cgroup without the memory controller delegated to it.
+  const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
+  MakeDir(own);
+  WriteFileAtomic(own + "/cgroup.controllers", "cpu pids\n", false);
+  host = DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+  EXPECT_EQ(host.layout, CgroupLayout::kNone);
+  EXPECT_NE(host.reason.find("Delegate=yes"), std::string::npos) << host.reason;
+}
+
+// v2 against a fake tree: the limits land in memory.max, memory.swap.max, memory.oom.group,
+// cpu.max and pids.max; controllers are enabled at every level above the rank; usage and OOM kills
+// are read from memory.peak, cpu.stat and memory.events; a kill writes cgroup.kill.
+TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
+  TempDir root;
+  const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
+  MakeDir(own);
+  WriteFileAtomic(own + "/cgroup.controllers", "cpuset cpu io memory pids\n", false);
+  CgroupHost host = DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+  ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
+  EXPECT_EQ(host.unified_dir, own);
+
+  RankLimits limits{.memory_bytes = 256 << 20, .cpu_milli = 500, .pids_max = 100};
+  auto cg = RankCgroup::Create(host, "berth-1/7-1-0", limits);
+  ASSERT_TRUE(cg.ok()) << cg.status().message();
+  const std::string dir = own + "/berth-1/7-1-0";
+  ASSERT_EQ(cg->dirs(), std::vector<std::string>{dir});
+  EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids");
+  EXPECT_EQ(ReadFileOr(own + "/berth-1/cgroup.subtree_control"), "+memory +cpu +pids");
+  EXPECT_EQ(ReadFileOr(dir + "/memory.max"), std::to_string(256 << 20));
+  EXPECT_EQ(ReadFileOr(dir + "/memory.swap.max"), "0");
+  EXPECT_EQ(ReadFileOr(dir + "/memory.oom.group"), "1");
+  EXPECT_EQ(ReadFileOr(dir + "/cpu.max"), "50000 100000");
+  EXPECT_EQ(ReadFileOr(dir + "/pids.max"), "100");
+
+  WriteFileAtomic(dir + "/memory.peak", "123456\n", false);
+  WriteFileAtomic(dir + "/cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n", false);
+  WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n", false);
+  RankUsage usage = cg->Usage();
+  EXPECT_EQ(usage.peak_memory_bytes, 123456);
+  EXPECT_EQ(usage.cpu_ns, 2'500'000'000);
+  EXPECT_EQ(usage.oom_kills, 1);
+  cg->Kill();
+  EXPECT_EQ(ReadFileOr(dir + "/cgroup.kill"), "1");
+  ASSERT_TRUE(RankCgroup::Find(host, "berth-1/7-1-0").has_value());
+  EXPECT_FALSE(RankCgroup::Find(host, "berth-1/8-1-0").has_value());
+}
+
+// As root on this machine's kind of host (v1 or hybrid): a rank's cgroup holds the limits, a
+// process that writes "0" to the join files is in it, a kill empties it, and it is removed.
+TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making cgroups needs root";
+  CgroupHost host = DetectCgroups();
+  if (host.layout != CgroupLayout::kV1) GTEST_SKIP() << "not a v1 host: " << host.Describe();
+  const std::string name = "berth-test-" + std::to_string(::getpid()) + "/1-1-0";
+  RankLimits limits{.memory_bytes = 64 << 20, .cpu_milli = 250, .pids_max = 32};
+  auto cg = RankCgroup::Create(host, name, limits);
+  ASSERT_TRUE(cg.ok()) << cg.status().message();
+  const std::string memory = host.v1_dirs.at("memory") + "/" + name;
+  EXPECT_EQ(std::stoll(ReadFileOr(memory + "/memory.limit_in_bytes")), 64 << 20);
+  if (host.v1_dirs.count("pids")) {
+    EXPECT_EQ(ReadFileOr(host.v1_dirs.at("pids") + "/" + name + "/pids.max"), "32\n");
+  }
+  auto fds = cg->OpenJoinFds();
+  ASSERT_TRUE(fds.ok()) << fds.status().message();
+  pid_t child = ::fork();
+  if (child == 0) {
+    for (int fd : *fds) {
+      if (::write(fd, "0", 1) != 1) _exit(1);
+    }
+    ::execl("/bin/sleep", "sleep", "30", nullptr);
+    _exit(2);
+  }
+  for (int fd : *fds) ::close(fd);
+  for (int i = 0; i < 200 && cg->Pids().empty(); ++i) ::usleep(10'000);
+  EXPECT_EQ(cg->Pids(), std::set<pid_t>{child});
+  cg->Kill();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  for (int i = 0; i < 200 && !cg->Pids().empty(); ++i) ::usleep(10'000);
+  EXPECT_GT(cg->Usage().peak_memory_bytes, 0);
+  cg->Remove();
+  EXPECT_FALSE(std::filesystem::exists(memory));
+  EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.at("memory") + "/berth-test-" +
+                                       std::to_string(::getpid())));
+}
+
+// Both supervisors (the node supervisor, and the per-rank one the agent falls back to) run a rank
+// in its cgroup with its limits: a rank that outgrows its memory ends with exit code 137 and the
+// reason naming the limit, and its cgroup is gone afterwards.
+class SupervisorCgroupTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SupervisorCgroupTest, ARankOverItsMemoryEndsOutOfMemory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making cgroups needs root";
+  CgroupHost host = DetectCgroups();
+  if (host.layout == CgroupLayout::kNone) GTEST_SKIP() << host.Describe();
+  TempDir root;
+  const std::string dir = root.path() + "/jobs/5-1-0";
+  std::filesystem::create_directories(dir);
+  RunPlan plan;
+  plan.workdir = dir;
+  plan.run = "python3 -c \"s = 'x' * (300 << 20)\" && echo survived";
+  plan.run_env = {{"PATH", "/usr/bin:/bin"}, {"BERTH_JOB_ID", "5"}};
+  plan.cgroup = RankCgroupName(root.path(), "5-1-0");
+  plan.limits = RankLimits{.memory_bytes = 64 << 20, .pids_max = 64};
+  ASSERT_TRUE(WriteRunPlan(dir, plan).ok());
+  SupervisorLauncher launcher(BERTH_BIN, root.path());
+  Result<pid_t> pid = GetParam() ? launcher.Start(dir) : SpawnSupervisor(BERTH_BIN, dir);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  std::vector<SupervisorEvent> events;
+  const int64_t deadline = MonotonicMs() + 30'000;
+  while (MonotonicMs() < deadline) {
+    ::waitpid(-1, nullptr, WNOHANG);
+    events = ParseEvents(ReadFileOr(dir + "/events"));
+    if (!events.empty() && events.back().kind == "exited") break;
+    ::usleep(20'000);
+  }
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, "exited");
+  EXPECT_EQ(events.back().exit_code, 137);
+  EXPECT_EQ(events.back().reason, OutOfMemoryReason(64 << 20));
+  EXPECT_EQ(ReadFileOr(dir + "/output.log").find("survived"), std::string::npos);
+  EXPECT_FALSE(RankCgroup::Find(host, plan.cgroup).has_value());
+  if (GetParam()) ::kill(*pid, SIGTERM);  // the node supervisor, with nothing left to run
+}
+
+INSTANTIATE_TEST_SUITE_P(NodeAndPerRank, SupervisorCgroupTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Node" : "PerRank"; });
+
+}  // namespace
+}  // namespace berth
