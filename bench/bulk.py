@@ -163,7 +163,7 @@ def filesystem(path):
 class Cluster:
     """A local berth cluster (one node, 1024 CPU slots) in its own BERTH_HOME."""
 
-    def __init__(self, berth, tmp, name, gpus=None):
+    def __init__(self, berth, tmp, name, gpus=None, up_args=()):
         self.berth = berth
         self.home = os.path.join(tmp, name)
         self.work = os.path.join(self.home, "work")
@@ -172,7 +172,7 @@ class Cluster:
             f.write(TASK_YAML)
         self.env = dict(os.environ, BERTH_HOME=self.home)
         self.env.pop("BERTH_SERVER", None)
-        cmd = [berth, "local", "up", "--cpus", "1024"] + (["--gpus", gpus] if gpus else [])
+        cmd = [berth, "local", "up", "--cpus", "1024"] + (["--gpus", gpus] if gpus else []) + list(up_args)
         subprocess.run(cmd, env=self.env, check=True, stdout=subprocess.DEVNULL, cwd=self.work)
         status = json.loads(self.cli("local", "status", "--json"))
         self.url = status["server"]

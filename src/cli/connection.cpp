@@ -236,6 +236,7 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
     if (!options.gpus.empty()) args.insert(args.end(), {"--gpus", options.gpus});
     if (!options.cpus.empty()) args.insert(args.end(), {"--cpus", options.cpus});
     if (!options.memory.empty()) args.insert(args.end(), {"--memory", options.memory});
+    if (options.isolation != "auto") args.insert(args.end(), {"--isolation", options.isolation});
     std::filesystem::remove(dir + "/agent.pid", ec);
     auto agent = SpawnDaemon(args, home + "/logs/agent-" + name + ".log");
     if (!agent.ok()) return agent.status();

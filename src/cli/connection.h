@@ -34,6 +34,7 @@ struct LocalClusterOptions {
   std::string gpus;    // "V100:4" per node; empty: discover
   std::string cpus;    // per node; empty: this machine's
   std::string memory;  // GiB per node; empty: this machine's
+  std::string isolation = "auto";  // the agents' --isolation
 };
 
 struct LocalCluster {

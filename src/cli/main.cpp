@@ -251,6 +251,11 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     up->add_option("--cpus", local_options.cpus, "CPUs per node (default: this machine's)");
     up->add_option("--memory", local_options.memory,
                    "Memory per node in GiB (default: this machine's)");
+    up->add_option("--isolation", local_options.isolation,
+                   "auto: jobs in cgroups with their limits where the agents may (as root); off: "
+                   "no limits")
+        ->check(CLI::IsMember({"auto", "off"}))
+        ->capture_default_str();
     up->callback([&] { rc = LocalUp(local_options, g.self_exe); });
     local->add_subcommand("down", "Stop the local cluster and its jobs")->callback([&] {
       rc = LocalDown();

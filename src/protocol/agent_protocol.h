@@ -62,7 +62,7 @@ struct RegisterRequest {
   std::vector<NodeGpu> gpus;
   std::vector<AttemptRank> running;  // what the agent runs now; the server reconciles with it
   // How the node isolates jobs (supervise/cgroup.h CgroupHost::Describe): "v2", "v1",
-  // "v1+unified", "none: REASON"; "" from an agent that does not say.
+  // "none: REASON"; "" from an agent that does not say.
   std::string isolation;
 
   bool operator==(const RegisterRequest&) const = default;

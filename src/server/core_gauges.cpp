@@ -224,7 +224,7 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   }
   out.Family("berth_node_isolation", "gauge",
              "Nodes that are not down by how they contain jobs (docs/security.md \"Isolation\"): "
-             "v2, v1, v1+unified, none, or unknown (an agent that does not say).");
+             "v2, v1, none, or unknown (an agent that does not say).");
   for (const auto& [layout, n] : isolation) {
     out.Sample("berth_node_isolation", {{"isolation", layout}}, static_cast<double>(n));
   }

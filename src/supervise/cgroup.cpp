@@ -19,9 +19,12 @@ namespace berth {
 
 namespace {
 
-// The v1 controllers a rank's cgroup uses (cpuset and freezer are left alone: a cpuset cgroup
-// needs cpus and mems before a process may join, and cgroup.kill or a sweep replaces freezing).
-constexpr const char* kV1Controllers[] = {"memory", "cpu", "cpuacct", "pids", "devices"};
+// The v1 controllers a rank's cgroup may use, each only where it has a limit to hold: every
+// hierarchy costs a rank a mkdir, a join and an rmdir (about 0.1 ms each in the kernel; a thousand-
+// job launch pays them a thousand times). cpuset and freezer are left alone (a cpuset cgroup needs
+// cpus and mems before a process may join; a sweep replaces freezing), and so are cpuacct and the
+// hybrid layout's cgroup2 hierarchy until something reads them.
+constexpr const char* kV1Controllers[] = {"memory", "cpu", "pids", "devices"};
 constexpr int64_t kCfsPeriodUs = 100'000;
 
 struct Mount {
@@ -110,7 +113,7 @@ std::string CgroupHost::Describe() const {
     case CgroupLayout::kV2:
       return "v2";
     case CgroupLayout::kV1:
-      return unified_dir.empty() ? "v1" : "v1+unified";
+      return "v1";
     case CgroupLayout::kNone:
       break;
   }
@@ -177,11 +180,7 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
       host.v1_dirs.clear();
       return host;
     }
-    if (unified && !unified_path.empty()) {
-      if (auto dir = DirIn(*unified, unified_path); dir && ::access(dir->c_str(), W_OK) == 0) {
-        host.unified_dir = *dir;
-      }
-    }
+    host.memsw = Exists(memory + "/memory.memsw.limit_in_bytes");
     host.layout = CgroupLayout::kV1;
     return host;
   }
@@ -239,7 +238,7 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
       }
     }
     cg.dirs_ = {dir};
-    cg.memory_dir_ = cg.cpuacct_dir_ = cg.unified_dir_ = dir;
+    cg.memory_dir_ = cg.cpu_dir_ = cg.unified_dir_ = dir;
     if (limits.memory_bytes > 0) {
       for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
                                  std::pair{"memory.swap.max", std::string("0")},
@@ -259,10 +258,15 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     }
     return cg;
   }
-  std::set<std::string> seen;  // cpu and cpuacct often share a mount
+  std::set<std::string> seen;  // controllers may share a mount
   for (const char* controller : kV1Controllers) {
     auto base = host.v1_dirs.find(controller);
     if (base == host.v1_dirs.end()) continue;
+    const std::string c = controller;
+    const bool needed = c == "memory" || (c == "cpu" && limits.cpu_milli > 0) ||
+                        (c == "pids" && limits.pids_max > 0) ||
+                        (c == "devices" && !limits.denied_devices.empty());
+    if (!needed) continue;
     const std::string dir = base->second + "/" + name;
     if (seen.insert(dir).second) {
       if (Status st = MakeDirs(base->second, name, &made); !st.ok()) return fail(st);
@@ -272,7 +276,6 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         cg.dirs_.push_back(dir);
       }
     }
-    const std::string c = controller;
     Status st;
     if (c == "memory") {
       cg.memory_dir_ = dir;
@@ -280,18 +283,14 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         const std::string bytes = std::to_string(limits.memory_bytes);
         st = WriteValue(dir, "memory.limit_in_bytes", bytes);
         // No swap: memory and swap together get the same limit, where swap is accounted.
-        if (st.ok() && Exists(dir + "/memory.memsw.limit_in_bytes")) {
+        if (st.ok() && host.memsw) {
           st = WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
         }
       }
     } else if (c == "cpu" && limits.cpu_milli > 0) {
-      st = WriteValue(dir, "cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
-      if (st.ok()) {
-        st = WriteValue(dir, "cpu.cfs_quota_us",
-                        std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
-      }
-    } else if (c == "cpuacct") {
-      cg.cpuacct_dir_ = dir;
+      // A new cgroup's period is the default 100 ms (kCfsPeriodUs).
+      st = WriteValue(dir, "cpu.cfs_quota_us",
+                      std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
     } else if (c == "pids" && limits.pids_max > 0) {
       st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
     } else if (c == "devices") {
@@ -307,12 +306,6 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     return fail(
         Status::Unavailable("the devices controller is not mounted: GPUs cannot be fenced"));
   }
-  if (!host.unified_dir.empty()) {
-    if (Status st = MakeDirs(host.unified_dir, name, &made); st.ok()) {
-      cg.unified_dir_ = host.unified_dir + "/" + name;
-      cg.dirs_.push_back(cg.unified_dir_);
-    }
-  }
   return cg;
 }
 
@@ -323,7 +316,7 @@ std::optional<RankCgroup> RankCgroup::Find(const CgroupHost& host, const std::st
     const std::string dir = host.unified_dir + "/" + name;
     if (!Exists(dir)) return std::nullopt;
     cg.dirs_ = {dir};
-    cg.memory_dir_ = cg.cpuacct_dir_ = cg.unified_dir_ = dir;
+    cg.memory_dir_ = cg.cpu_dir_ = cg.unified_dir_ = dir;
     return cg;
   }
   if (host.layout != CgroupLayout::kV1) return std::nullopt;
@@ -337,15 +330,10 @@ std::optional<RankCgroup> RankCgroup::Find(const CgroupHost& host, const std::st
       cg.memory_dir_ = dir;
       cg.dirs_.insert(cg.dirs_.begin(), dir);
     } else {
-      if (std::string(controller) == "cpuacct") cg.cpuacct_dir_ = dir;
       cg.dirs_.push_back(dir);
     }
   }
   if (cg.memory_dir_.empty()) return std::nullopt;
-  if (!host.unified_dir.empty() && Exists(host.unified_dir + "/" + name)) {
-    cg.unified_dir_ = host.unified_dir + "/" + name;
-    cg.dirs_.push_back(cg.unified_dir_);
-  }
   return cg;
 }
 
@@ -386,25 +374,24 @@ RankUsage RankCgroup::Usage() const {
   RankUsage usage;
   if (layout_ == CgroupLayout::kV2) {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.peak");
-    int64_t usec = KeyedValue(ReadFileOr(cpuacct_dir_ + "/cpu.stat"), "usage_usec");
+    int64_t usec = KeyedValue(ReadFileOr(cpu_dir_ + "/cpu.stat"), "usage_usec");
     usage.cpu_ns = usec < 0 ? -1 : usec * 1000;
     usage.oom_kills =
         std::max<int64_t>(0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.events"), "oom_kill"));
   } else if (layout_ == CgroupLayout::kV1) {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.max_usage_in_bytes");
-    if (!cpuacct_dir_.empty()) usage.cpu_ns = FileNumber(cpuacct_dir_ + "/cpuacct.usage");
     usage.oom_kills = std::max<int64_t>(
         0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.oom_control"), "oom_kill"));
   }
   return usage;
 }
 
-void RankCgroup::Remove() const {
+bool RankCgroup::Remove() const {
+  bool all = true;
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-    ::rmdir(it->c_str());
-    // The agent's directory above it goes with its last rank (refused while others are in it).
-    ::rmdir(it->substr(0, it->rfind('/')).c_str());
+    if (::rmdir(it->c_str()) != 0 && errno != ENOENT) all = false;
   }
+  return all;
 }
 
 std::string AgentCgroupName(const std::string& state_dir) {

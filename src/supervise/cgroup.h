@@ -13,8 +13,8 @@
 //          kernel's no-internal-processes rule asks it to.
 //   v1     v1 controllers under <root>/<controller> (older hosts, and the hybrid layout of the
 //          machines berth is built on): memory (limit, memsw, oom_control's oom_kill,
-//          max_usage_in_bytes), cpu (CFS quota), cpuacct (usage), pids, devices; and, where the
-//          hybrid layout has a cgroup2 hierarchy mounted, a cgroup there too for cgroup.kill.
+//          max_usage_in_bytes), cpu (CFS quota), pids, devices; each only where the rank has such
+//          a limit. A kill is a sweep of cgroup.procs.
 //   none   no cgroup can be made (not root, a read-only cgroupfs): nothing is enforced, and the
 //          reason says why.
 // Every path is under a root given at detection ("/" on a real host), so that tests run the v2
@@ -42,13 +42,13 @@ enum class CgroupLayout { kNone, kV1, kV2 };
 struct CgroupHost {
   CgroupLayout layout = CgroupLayout::kNone;
   std::string reason;  // why kNone
-  // v2: this process's cgroup directory. v1: the cgroup2 hierarchy's directory of this process
-  // where the hybrid layout has one ("" where not).
+  // v2: this process's cgroup directory.
   std::string unified_dir;
-  // v1: controller ("memory", "cpu", "cpuacct", "pids", "devices") -> this process's directory.
+  // v1: controller ("memory", "cpu", "pids", "devices") -> this process's directory.
   std::map<std::string, std::string> v1_dirs;
+  bool memsw = false;  // v1: swap is accounted (memory.memsw.*)
 
-  // "v2", "v1", "v1+unified" or "none: REASON", as `berth nodes` shows it.
+  // "v2", "v1" or "none: REASON", as `berth nodes` shows it.
   std::string Describe() const;
 };
 
@@ -75,7 +75,7 @@ struct RankLimits {
 // What a rank used, read at its end (-1: unknown).
 struct RankUsage {
   int64_t peak_memory_bytes = -1;
-  int64_t cpu_ns = -1;
+  int64_t cpu_ns = -1;    // v2 only
   int64_t oom_kills = 0;  // processes the kernel killed for the memory limit
 };
 
@@ -98,15 +98,16 @@ class RankCgroup {
   // SIGKILL to every process in it: cgroup.kill where there is one, else each process listed.
   void Kill() const;
   RankUsage Usage() const;
-  // Removes the directories (once empty); quiet about what is gone already.
-  void Remove() const;
+  // Removes the directories (once empty); quiet about what is gone already. False when one is
+  // still in use (a process of it not yet reaped).
+  bool Remove() const;
 
   const std::vector<std::string>& dirs() const { return dirs_; }
 
  private:
   CgroupLayout layout_ = CgroupLayout::kNone;
-  std::vector<std::string> dirs_;  // v1: memory's first; the unified one last, if any
-  std::string memory_dir_, cpuacct_dir_, unified_dir_;
+  std::vector<std::string> dirs_;                   // v1: memory's first
+  std::string memory_dir_, cpu_dir_, unified_dir_;  // unified_dir_: v2 only
 };
 
 // The cgroup name of rank `key` (its job directory's name) of the agent whose state directory is

@@ -124,7 +124,12 @@ class NodeSupervisor {
       Reap();
       Tick();
       StartWaiting();
+      RemoveEndedCgroups(/*all=*/false);
       if (Done()) break;
+    }
+    RemoveEndedCgroups(/*all=*/true);
+    if (cgroups_.layout != CgroupLayout::kNone) {
+      RemoveIdleRankCgroups(cgroups_, AgentCgroupName(state_dir_));
     }
     ::close(listen_fd_);
     // The socket and pid file go, unless a newer node supervisor has taken their names.
@@ -187,6 +192,7 @@ class NodeSupervisor {
     }
     if (ranks_.empty() && clients_.empty()) until(started_ + kUnclaimedMs);
     if (!waiting_.empty() && starting_.size() < max_starting_) wait = 0;
+    if (!ended_cgroups_.empty()) until(now + 50);  // removals left for later
     return wait;
   }
 
@@ -284,12 +290,8 @@ class NodeSupervisor {
     ::close(opened->log_fd);
     ranks_.emplace(dir, std::move(owned));
     if (!rank.plan.cgroup.empty() && cgroups_.layout != CgroupLayout::kNone) {
-      // A rank whose limits cannot be set does not run without them. One left by an earlier
-      // node supervisor (killed with its ranks) is emptied and made again.
-      if (auto old = RankCgroup::Find(cgroups_, rank.plan.cgroup)) {
-        old->Kill();
-        old->Remove();
-      }
+      // A rank whose limits cannot be set does not run without them. (One left by an earlier node
+      // supervisor killed with its ranks was removed when this one started, if empty.)
       auto made = RankCgroup::Create(cgroups_, rank.plan.cgroup, rank.plan.limits);
       if (!made.ok()) {
         Finish(rank, {"exited", 127, "launch",
@@ -496,6 +498,20 @@ class NodeSupervisor {
     }
   }
 
+  // Ended ranks' cgroups go while no rank is on its way to start (a burst of launches does not wait
+  // for their rmdirs), or a few at a time once many are waiting; one still busy (a process not yet
+  // reaped) is tried again later, a few times.
+  void RemoveEndedCgroups(bool all) {
+    const bool idle = waiting_.empty() && starting_.empty();
+    size_t budget = all || idle ? ended_cgroups_.size() : ended_cgroups_.size() > 256 ? 16 : 0;
+    while (budget-- > 0 && !ended_cgroups_.empty()) {
+      auto [cgroup, tries] = std::move(ended_cgroups_.front());
+      ended_cgroups_.pop_front();
+      if (!cgroup.Remove() && tries < 20 && !all)
+        ended_cgroups_.push_back({std::move(cgroup), tries + 1});
+    }
+  }
+
   // The step and everything it started are gone.
   void StepDone(Rank& rank) {
     if (!rank.error.empty()) {
@@ -512,7 +528,10 @@ class NodeSupervisor {
   }
 
   void Finish(Rank& rank, SupervisorEvent end) {
-    if (rank.cgroup) EndRankCgroup(*rank.cgroup, rank.plan.limits, end);
+    if (rank.cgroup) {
+      EndRankCgroup(*rank.cgroup, rank.plan.limits, end);
+      ended_cgroups_.push_back({std::move(*rank.cgroup), 0});
+    }
     AppendEvent(rank.dir, end);
     ranks_.erase(rank.dir);  // `rank` is gone from here on
   }
@@ -530,11 +549,12 @@ class NodeSupervisor {
   bool stop_all_ = false;  // a stop signal came: stop every rank, then exit
   int64_t next_lease_check_ = 0;
   std::vector<Client> clients_;
-  std::map<std::string, std::unique_ptr<Rank>> ranks_;  // by job directory
-  std::map<pid_t, Rank*> mains_;                        // live steps' bash
-  std::map<int, Rank*> starting_;                       // StartingStep::fd() -> its rank
-  std::deque<std::string> waiting_;                     // starts not taken on yet, in order
-  std::set<std::string> stopped_waiting_;               // of those, told to stop
+  std::map<std::string, std::unique_ptr<Rank>> ranks_;    // by job directory
+  std::map<pid_t, Rank*> mains_;                          // live steps' bash
+  std::map<int, Rank*> starting_;                         // StartingStep::fd() -> its rank
+  std::deque<std::string> waiting_;                       // starts not taken on yet, in order
+  std::set<std::string> stopped_waiting_;                 // of those, told to stop
+  std::deque<std::pair<RankCgroup, int>> ended_cgroups_;  // to remove, with the tries so far
   size_t max_starting_ = kMaxStarting;
 };
 

@@ -377,7 +377,6 @@ void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, Superviso
     if (end.exit_code < 128) end.exit_code = 137;
   }
   cgroup.Kill();
-  cgroup.Remove();
 }
 
 void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
@@ -444,6 +443,11 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   auto end = [&](SupervisorEvent event) {
     if (g_cgroup) EndRankCgroup(*g_cgroup, plan->limits, event);
     AppendEvent(dir, event);
+    if (g_cgroup) {
+      for (int tries = 0; tries < 50 && !g_cgroup->Remove(); ++tries) ::usleep(10'000);
+      // The agent's cgroup above it goes with its last rank (refused while others are in it).
+      for (const std::string& d : g_cgroup->dirs()) ::rmdir(d.substr(0, d.rfind('/')).c_str());
+    }
   };
   g_lease_file = plan->lease_file;
   CheckLease();

@@ -105,7 +105,8 @@ struct SupervisorEvent {
 };
 std::vector<SupervisorEvent> ParseEvents(const std::string& text);
 // At the end of a rank with a cgroup: sets `end`'s reason (and exit code 137) where the kernel
-// killed a process of it for its memory limit and it failed; then empties and removes the cgroup.
+// killed a process of it for its memory limit and it failed; then kills what is left in it. The
+// caller removes it.
 void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end);
 // Appends one event line to <dir>/events (O_APPEND; one write).
 void AppendEvent(const std::string& dir, const SupervisorEvent& event);

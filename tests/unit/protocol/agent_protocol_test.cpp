@@ -47,7 +47,7 @@ RegisterRequest FullRegister() {
   r.memory_mib = 512 * 1024;
   r.gpus = {{0, "H100"}, {1, "H100"}};
   r.running = {{42, 3, 1}, {43, 1, 0}};
-  r.isolation = "v1+unified";
+  r.isolation = "v1";
   return r;
 }
 
@@ -59,7 +59,7 @@ TEST(Register, RequestRoundTripsInTheAgentsFieldOrder) {
             R"("pool":"research","labels":{"rack":"r12","zone":"b"},"cpus_milli":64000,)"
             R"("memory_mib":524288,"gpus":[{"index":0,"type":"H100"},{"index":1,"type":"H100"}],)"
             R"("running":[{"job":42,"attempt":3,"rank":1},{"job":43,"attempt":1,"rank":0}],)"
-            R"("isolation":"v1+unified"})");
+            R"("isolation":"v1"})");
 }
 
 TEST(Register, TheIntegrationTestsFakeAgentRegisters) {
