@@ -11,6 +11,7 @@ left the job's session and environment.
 import json
 import os
 import re
+import signal
 import time
 import unittest
 
@@ -36,9 +37,7 @@ class IsolationTest(BerthTestCase):
         os.makedirs(self.devdir)
         for i in range(2):
             os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
-        self.agent = b.start_agent(self.server.url, name="iso", gpus="V100:2",
-                                   extra=["--cpus", "4", "--memory", "4", "--job-pids-max", "64",
-                                          "--gpu-device-dir", self.devdir, "--require-isolation"])
+        self.agent = self.start_agent()
         self.env = {"BERTH_SERVER": self.server.url}
         b.wait_nodes_up(["iso"], env=self.env)
 
@@ -51,6 +50,19 @@ class IsolationTest(BerthTestCase):
         status, metrics, _ = http("GET", self.server.url + "/metrics")
         self.assertEqual(status, 200)
         self.assertIn(f'berth_node_isolation{{isolation="{node["isolation"]}"}} 1', metrics)
+
+    def start_agent(self):
+        return self.b.start_agent(self.server.url, name="iso", gpus="V100:2",
+                                  state_dir=self.path("agent-iso"),
+                                  extra=["--cpus", "4", "--memory", "4", "--job-pids-max", "64",
+                                         "--gpu-device-dir", self.devdir, "--require-isolation"])
+
+    def gpu_probe(self):
+        """A job script that tries to open both GPUs and prints what each open did, and its GPU ids."""
+        return ("python3 -c \"\nimport os, errno\nfor i in range(2):\n    try:\n"
+                "        os.close(os.open('%s/nvidia%%d' %% i, os.O_RDWR))\n        r = 'opened'\n"
+                "    except OSError as e:\n        r = errno.errorcode[e.errno]\n    print('gpu', i, r)\n"
+                "print('ids', os.environ['BERTH_GPU_IDS'], os.environ['CUDA_VISIBLE_DEVICES'])\n\"") % self.devdir
 
     def logs(self, job):
         return self.b.run("logs", job, "--no-follow", env=self.env)[1]
@@ -103,11 +115,7 @@ class IsolationTest(BerthTestCase):
 
     def test_a_job_opens_only_its_own_gpus(self):
         b = self.b
-        probe = ("python3 -c \"\nimport os, errno\nfor i in range(2):\n    try:\n"
-                 "        os.close(os.open('%s/nvidia%%d' %% i, os.O_RDWR))\n        r = 'opened'\n"
-                 "    except OSError as e:\n        r = errno.errorcode[e.errno]\n    print('gpu', i, r)\n"
-                 "print('ids', os.environ['BERTH_GPU_IDS'], os.environ['CUDA_VISIBLE_DEVICES'])\n\"") % self.devdir
-        job = b.submit("--gpus", "V100:1", "--", probe, env=self.env)
+        job = b.submit("--gpus", "V100:1", "--", self.gpu_probe(), env=self.env)
         b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)
         out = self.logs(job)
         m = re.search(r"ids (\d) (\S+)", out)
@@ -116,6 +124,41 @@ class IsolationTest(BerthTestCase):
         self.assertEqual(m.group(2), "0")  # renumbered: CUDA sees one device, 0
         self.assertIn(f"gpu {mine} ENXIO", out)
         self.assertIn(f"gpu {1 - mine} EPERM", out)
+
+    def test_jobs_sharing_a_gpu_fractionally_both_open_it(self):
+        b = self.b
+        whole = b.submit("--gpus", "V100:1", "--", "sleep 600", env=self.env)
+        b.wait_status(whole, "RUNNING", env=self.env)
+        halves = [b.submit("--gpus", "V100:0.5", "--", self.gpu_probe() + "; sleep 1", env=self.env)
+                  for _ in range(2)]
+        shared = set()
+        for job in halves:
+            self.assertEqual(b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"],
+                             "SUCCEEDED")
+            out = self.logs(job)
+            mine = int(re.search(r"ids (\d) ", out).group(1))
+            shared.add(mine)
+            self.assertIn(f"gpu {mine} ENXIO", out)
+            self.assertIn(f"gpu {1 - mine} EPERM", out)
+        self.assertEqual(len(shared), 1)  # the one device the whole-GPU job left
+        b.run("cancel", whole, env=self.env)
+
+    def test_an_agent_killed_and_restarted_keeps_its_jobs_and_their_limits(self):
+        b = self.b
+        started, go = self.path("started"), self.path("go")
+        job = b.submit("--memory", "0.125", "--",
+                       f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done; "
+                       "python3 -c \"s = 'x' * (400 << 20); print('survived')\"", env=self.env)
+        b.wait_status(job, "RUNNING", env=self.env)
+        wait_until(lambda: os.path.exists(started), 30)
+        self.agent.kill(signal.SIGKILL)
+        self.agent = self.start_agent()
+        b.wait_nodes_up(["iso"], env=self.env)
+        self.assertEqual(b.status(job, env=self.env), "RUNNING")
+        open(go, "w").close()
+        done = b.wait_status(job, "FAILED", "SUCCEEDED", timeout=60, env=self.env)
+        self.assertEqual(done["status"], "FAILED", done)
+        self.assertIn("out of memory", done["reason"])
 
     def test_a_cancel_kills_a_grandchild_that_left_the_job(self):
         b = self.b
