@@ -3,7 +3,8 @@
 # Idempotent and non-interactive: packages already present are skipped.
 #   --for-tests  also what only the tests use: Debian's chromium (the dashboard's browser tests),
 #                prometheus (for promtool, which checks /metrics) and the PostgreSQL server (the
-#                tests start their own with initdb/pg_ctl in a temp dir; no service is started).
+#                tests start their own with initdb/pg_ctl in a temp dir; no service is started), and
+#                systemd's systemd-analyze (checks packaging/systemd's units).
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -32,6 +33,7 @@ services=()
 if [ "$for_tests" -eq 1 ]; then
   if ! command -v promtool >/dev/null 2>&1; then services+=(prometheus); fi
   if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then services+=(postgresql); fi
+  if ! command -v systemd-analyze >/dev/null 2>&1; then services+=(systemd); fi
 fi
 
 if [ ${#missing[@]} -eq 0 ] && [ ${#services[@]} -eq 0 ]; then
