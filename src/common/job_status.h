@@ -29,6 +29,11 @@ inline bool IsActive(JobStatus s) {
   return s == JobStatus::kStarting || s == JobStatus::kSettingUp || s == JobStatus::kRunning;
 }
 
+// How the reason of an attempt the kernel killed for its memory limit starts (docs/security.md
+// "Isolation"); the API gives such a job "reason_code": "oom".
+inline constexpr std::string_view kOutOfMemory = "out of memory:";
+inline bool IsOutOfMemory(std::string_view reason) { return reason.starts_with(kOutOfMemory); }
+
 enum class NodeState { kUp, kDraining, kDown };
 std::string_view NodeStateName(NodeState s);  // "UP", "DRAINING", "DOWN"
 std::optional<NodeState> ParseNodeState(std::string_view name);

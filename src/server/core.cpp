@@ -257,6 +257,7 @@ Status Core::Execute(Plan& plan) {
   }
   for (const std::string& reason : plan.events.preempted) metrics_.preemptions.Add({reason});
   if (plan.events.lease_expiries > 0) metrics_.lease_expiries.Add({}, plan.events.lease_expiries);
+  if (plan.events.out_of_memory > 0) metrics_.out_of_memory.Add({}, plan.events.out_of_memory);
   for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
   for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
   if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);

@@ -476,8 +476,10 @@ class Core {
                std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
   // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
   // else the job ends.
+  // `out_of_memory`: the kernel killed it for its memory limit (restarted only with retry.on_oom).
   void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
-                   std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
+                   std::optional<int> exit_code, TimeMs now, bool out_of_memory = false)
+      REQUIRES(mu_);
   // Running time of the current attempt so far (monotonic), 0 when it is not running.
   DurationMs RunningFor(const ActiveJob& job) const REQUIRES(mu_);
 

@@ -372,11 +372,19 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
                r.exit_code, now);
       } else if (!r.exit_code || *r.exit_code != 0) {
         JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
-        std::string what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
-        if (!r.reason.empty()) what += " (" + r.reason + ")";
-        FailAttempt(plan, *job, status,
-                    std::string(r.phase == "setup" ? "setup failed: " : "") + what + where,
-                    r.exit_code, now);
+        const bool oom = IsOutOfMemory(r.reason);
+        std::string what;
+        if (oom) {
+          // "out of memory: rank 0 on n3 reached its limit of 256 MiB (resources.memory); ..."
+          what = fmt::format("{} rank {} on {}{} (exit code {}{})", kOutOfMemory, r.rank,
+                             node.row.name, r.reason.substr(kOutOfMemory.size()),
+                             r.exit_code.value_or(137), r.phase == "setup" ? ", in setup" : "");
+        } else {
+          what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
+          if (!r.reason.empty()) what += " (" + r.reason + ")";
+          what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
+        }
+        FailAttempt(plan, *job, status, what, r.exit_code, now, oom);
       } else {
         bool all = true;
         for (const auto& x : job->ranks) all = all && x.exited;

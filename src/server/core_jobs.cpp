@@ -142,9 +142,15 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
 }
 
 void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
-                       std::optional<int> exit_code, TimeMs now) {
+                       std::optional<int> exit_code, TimeMs now, bool out_of_memory) {
   const RetryPolicy& retry = job.spec->retry;
   bool retryable = job.row.restarts < retry.max_restarts;  // `never`: max_restarts is 0
+  if (out_of_memory) ++plan.events.out_of_memory;
+  if (retryable && out_of_memory && !retry.on_oom) {
+    // It would only run out again: restarted only when the task asks (retry.on_oom).
+    EndJob(plan, job, status, reason + "; not restarted: retry.on_oom is not set", exit_code, now);
+    return;
+  }
   if (retryable && !retry.on_exit_codes.empty()) {
     retryable = exit_code && std::find(retry.on_exit_codes.begin(), retry.on_exit_codes.end(),
                                        *exit_code) != retry.on_exit_codes.end();

@@ -11,6 +11,7 @@ void CoreMetrics::Write(metrics::ExpositionWriter& out) const {
   preemptions.Write(out);
   launches.Write(out);
   lease_expiries.Write(out);
+  out_of_memory.Write(out);
   user_gpu_seconds.Write(out);
   user_cpu_seconds.Write(out);
 }

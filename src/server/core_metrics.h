@@ -47,6 +47,11 @@ struct CoreMetrics {
       "berth_launches_total", "Attempts placed and sent to their nodes.", {}};
   metrics::CounterFamily lease_expiries{
       "berth_lease_expiries_total", "Nodes marked down because their lease ran out.", {}};
+  metrics::CounterFamily out_of_memory{
+      "berth_out_of_memory_total",
+      "Attempts that ended because the kernel killed them for their memory limit "
+      "(resources.memory; docs/security.md \"Isolation\").",
+      {}};
   metrics::CounterFamily user_gpu_seconds{
       "berth_user_gpu_seconds_total",
       "GPU-seconds used by ended attempts (undecayed, unweighted), by user, team and GPU type.",
@@ -66,6 +71,7 @@ struct PlanEvents {
   std::vector<std::pair<std::string, double>> placed;  // (team, seconds waited)
   std::vector<std::string> preempted;                  // reason: "priority" or "reclaim"
   int lease_expiries = 0;
+  int out_of_memory = 0;  // attempts the kernel killed for their memory limit
 };
 
 }  // namespace berth

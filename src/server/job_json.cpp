@@ -62,6 +62,9 @@ json::object JobJson(const JobRow& row, const std::string& waiting) {
   o["earlier_run_seconds"] = static_cast<double>(row.run_ms) / 1000;
   o["placement"] = PlacementJson(row.placement);
   o["reason"] = row.status == JobStatus::kPending && !waiting.empty() ? waiting : row.reason;
+  // What scripts can test instead of the sentence: "oom" for an attempt the kernel killed for its
+  // memory limit (docs/security.md "Isolation"); null otherwise.
+  o["reason_code"] = IsOutOfMemory(row.reason) ? json::value("oom") : json::value(nullptr);
   return o;
 }
 

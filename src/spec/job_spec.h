@@ -48,6 +48,9 @@ struct RetryPolicy {
   std::vector<int> on_exit_codes;  // restart only on these exit codes; empty: any failure
   DurationMs backoff = 0;          // wait this long in the queue before the next attempt
   bool never = false;              // `retry: never`
+  // Restart an attempt that ran out of memory (docs/security.md "Isolation") too; by default it
+  // is not restarted, whatever on_exit_codes says: it would only run out again.
+  bool on_oom = false;
   bool operator==(const RetryPolicy&) const = default;
 };
 

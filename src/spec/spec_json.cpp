@@ -254,6 +254,8 @@ Status GetRetry(const json::value& v, RetryPolicy* retry) {
       BERTH_RETURN_IF_ERROR(GetDuration(value, "retry.backoff_s", &retry->backoff));
     } else if (key == "never") {
       BERTH_RETURN_IF_ERROR(GetBool(value, "retry.never", &retry->never));
+    } else if (key == "on_oom") {
+      BERTH_RETURN_IF_ERROR(GetBool(value, "retry.on_oom", &retry->on_oom));
     } else {
       return Unknown("retry", key);
     }
@@ -375,7 +377,8 @@ json::value SpecToJson(const JobSpec& spec) {
   out["retry"] = json::object{{"max_restarts", spec.retry.max_restarts},
                               {"on_exit_codes", std::move(exit_codes)},
                               {"backoff_s", Number(spec.retry.backoff, 1000)},
-                              {"never", spec.retry.never}};
+                              {"never", spec.retry.never},
+                              {"on_oom", spec.retry.on_oom}};
   out["time_limit_scope"] = spec.time_limit_scope == TimeLimitScope::kJob ? "job" : "attempt";
   json::value signal = nullptr;
   if (spec.signal) {

@@ -163,6 +163,7 @@ Status CheckRetry(const RetryPolicy& retry) {
       return Status::Invalid("retry: never cannot be combined with on_exit_codes");
     }
     if (retry.backoff != 0) return Status::Invalid("retry: never cannot be combined with backoff");
+    if (retry.on_oom) return Status::Invalid("retry: never cannot be combined with on_oom");
   }
   if (retry.max_restarts < 0 || retry.max_restarts > kMaxRestarts) {
     return Status::Invalid(fmt::format("retry.max_restarts must be between 0 and {}, got {}",
@@ -180,6 +181,9 @@ Status CheckRetry(const RetryPolicy& retry) {
   }
   if (!retry.on_exit_codes.empty() && retry.max_restarts == 0) {
     return Status::Invalid("retry.on_exit_codes needs retry.max_restarts");
+  }
+  if (retry.on_oom && retry.max_restarts == 0) {
+    return Status::Invalid("retry.on_oom needs retry.max_restarts");
   }
   if (retry.backoff < 0) return Status::Invalid("retry.backoff must not be negative");
   if (retry.backoff > kMaxBackoff) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/files.h"
+#include "common/job_status.h"
 #include "common/strings.h"
 
 namespace berth {
@@ -426,7 +427,8 @@ void RemoveIdleRankCgroups(const CgroupHost& host, const std::string& agent) {
 }
 
 std::string OutOfMemoryReason(int64_t limit_bytes) {
-  return "out of memory: reached its limit of " + std::to_string(limit_bytes / (1024 * 1024)) +
+  return std::string(kOutOfMemory) + " reached its limit of " +
+         std::to_string(limit_bytes / (1024 * 1024)) +
          " MiB (resources.memory); the kernel killed it";
 }
 

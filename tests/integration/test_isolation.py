@@ -74,9 +74,11 @@ class IsolationTest(BerthTestCase):
                        "python3 -c \"s = 'x' * (400 << 20); print('survived')\"", env=self.env)
         job = b.wait_status(hog, "FAILED", "SUCCEEDED", timeout=60, env=self.env)
         self.assertEqual(job["status"], "FAILED", job)
-        self.assertIn("out of memory", job["reason"])
-        self.assertIn("128 MiB (resources.memory)", job["reason"])
+        self.assertTrue(job["reason"].startswith("out of memory: rank 0 on iso reached its limit of 128 MiB "
+                                                 "(resources.memory)"), job["reason"])
+        self.assertEqual(job["reason_code"], "oom")
         self.assertEqual(job["exit_code"], 137)
+        self.assertIn("berth_out_of_memory_total 1", http("GET", self.server.url + "/metrics")[1])
         _, out, _ = b.run("show", hog, env=self.env)
         self.assertIn("out of memory", out)
         self.assertNotIn("survived", self.logs(hog))

@@ -214,6 +214,44 @@ TEST_F(PipelineCoreTest, ARestartWaitsOutItsBackoffAndAFailedCommitKeepsNothing)
   EXPECT_EQ(Stored(job).restarts, 1);
 }
 
+// An attempt the kernel killed for its memory limit (the supervisor's reason says so) ends FAILED
+// with a reason naming the rank, node and limit, and is counted; it is not restarted although
+// on_exit_codes lists 137 (it would only run out again), unless the task sets retry.on_oom.
+TEST_F(PipelineCoreTest, OutOfMemoryIsAnOutcomeRestartedOnlyWithOnOom) {
+  Register("n1", 8);
+  auto oom_exit = [&](int64_t job, int attempt) {
+    proto::ReportEntry e = Entry(job, attempt, 0, ReportEvent::kExited, 137);
+    e.report->reason =
+        "out of memory: reached its limit of 256 MiB (resources.memory); the kernel killed it";
+    return e;
+  };
+  JobSpec spec = Spec();
+  spec.retry.max_restarts = 2;
+  spec.retry.on_exit_codes = {137};
+  int64_t job = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job);
+  ASSERT_TRUE(Report("n1", {oom_exit(job, 1)}).ok());
+  JobRow row = Stored(job);
+  EXPECT_EQ(row.status, JobStatus::kFailed);
+  EXPECT_EQ(row.restarts, 0);
+  EXPECT_EQ(row.exit_code, 137);
+  EXPECT_EQ(row.reason,
+            "out of memory: rank 0 on n1 reached its limit of 256 MiB (resources.memory); the "
+            "kernel killed it (exit code 137); not restarted: retry.on_oom is not set");
+  EXPECT_TRUE(IsOutOfMemory(row.reason));
+  EXPECT_EQ(core_->metrics().out_of_memory.Value({}), 1);
+
+  spec.retry.on_oom = true;
+  int64_t again = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", again);
+  ASSERT_TRUE(Report("n1", {oom_exit(again, 1)}).ok());
+  EXPECT_EQ(Stored(again).status, JobStatus::kPending);
+  EXPECT_EQ(Stored(again).restarts, 1);
+  EXPECT_EQ(core_->metrics().out_of_memory.Value({}), 2);
+}
+
 // A gang's rank 1 fails: rank 0 is told to stop, the job goes back to the queue, and its
 // resources stay held until rank 0 is gone; then both ranks start again as attempt 2.
 TEST_F(PipelineCoreTest, AGangRestartsEveryRankTogether) {

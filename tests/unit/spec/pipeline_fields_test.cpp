@@ -328,6 +328,8 @@ TEST(PipelineYaml, RetryForms) {
   EXPECT_THAT(MustParse("retry: {max_restarts: 1, on_exit_codes: 137}\n").spec.retry.on_exit_codes,
               ElementsAre(137));
   EXPECT_EQ(MustParse("retry: {max_restarts: 1000}\n").spec.retry.max_restarts, kMaxRestarts);
+  EXPECT_TRUE(MustParse("retry: {max_restarts: 1, on_oom: true}\n").spec.retry.on_oom);
+  EXPECT_FALSE(MustParse("retry: {max_restarts: 1, on_oom: false}\n").spec.retry.on_oom);
 }
 
 TEST(PipelineYaml, RetryErrorsNameTheLine) {
@@ -358,6 +360,10 @@ TEST(PipelineYaml, RetryErrorsNameTheLine) {
             "1..255)");
   EXPECT_EQ(YamlError("retry:\n  max_restarts: 1\n  on_exit_codes: [1, 1]\n"),
             "task.yaml:3: retry.on_exit_codes lists 1 twice");
+  EXPECT_EQ(YamlError("retry:\n  max_restarts: 1\n  on_oom: maybe\n"),
+            "task.yaml:3: retry.on_oom: expected true or false, got \"maybe\"");
+  EXPECT_THAT(YamlError("retry:\n  on_oom: true\n"),
+              HasSubstr("retry.on_oom needs retry.max_restarts"));
   EXPECT_EQ(YamlError("run: x\nretry:\n  on_exit_codes: [137]\n"),
             "task.yaml:3: retry.on_exit_codes needs retry.max_restarts");
   EXPECT_EQ(YamlError("retry:\n  max_restarts: 1\n  backoff: soon\n"),
@@ -472,7 +478,7 @@ TEST(PipelineJson, ShapeIsTheDocumentedOne) {
   EXPECT_EQ(json::serialize(v.at("depends_on")), R"(["ok:10,11","any:group:3"])");
   EXPECT_EQ(v.at("max_running").as_int64(), 32);
   EXPECT_EQ(json::serialize(v.at("retry")),
-            R"({"max_restarts":3,"on_exit_codes":[137,75],"backoff_s":3.05E1,"never":false})");
+            R"({"max_restarts":3,"on_exit_codes":[137,75],"backoff_s":3.05E1,"never":false,"on_oom":false})");
   EXPECT_EQ(v.at("time_limit_scope").as_string(), "job");
   EXPECT_EQ(json::serialize(v.at("signal")), R"({"name":"USR1","before_s":300})");
 
@@ -480,7 +486,7 @@ TEST(PipelineJson, ShapeIsTheDocumentedOne) {
   EXPECT_EQ(json::serialize(d.at("depends_on")), "[]");
   EXPECT_TRUE(d.at("max_running").is_null());
   EXPECT_EQ(json::serialize(d.at("retry")),
-            R"({"max_restarts":0,"on_exit_codes":[],"backoff_s":0,"never":false})");
+            R"({"max_restarts":0,"on_exit_codes":[],"backoff_s":0,"never":false,"on_oom":false})");
   EXPECT_EQ(d.at("time_limit_scope").as_string(), "attempt");
   EXPECT_TRUE(d.at("signal").is_null());
 }
