@@ -737,11 +737,18 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     }
     size_t reported = job.events_seen;
     if (shipped_all) {
+      const SupervisorEvent* usage = nullptr;  // written with its "exited", in one write
       for (const auto& e : fresh) {
+        if (e.kind == "usage") usage = &e;
         auto event = proto::ParseReportEvent(e.kind);
         if (!event) continue;
         if (*event == proto::ReportEvent::kExited) {
-          new_reports.push_back(proto::Report::Exited(job.id, e.exit_code, e.phase, e.reason));
+          proto::Report exited = proto::Report::Exited(job.id, e.exit_code, e.phase, e.reason);
+          if (usage && usage->peak_memory_bytes >= 0) {
+            exited.peak_memory_bytes = usage->peak_memory_bytes;
+          }
+          if (usage && usage->cpu_ms >= 0) exited.cpu_ms = usage->cpu_ms;
+          new_reports.push_back(std::move(exited));
         } else {
           new_reports.push_back(proto::Report::Event(job.id, *event));
         }

@@ -512,6 +512,36 @@ std::string Num(const json::value* v) {
   return SerializeJson(*v);
 }
 
+// "412 MiB", "1.5 GiB"; "-" when not measured.
+std::string MemoryText(const json::value& bytes) {
+  auto n = bytes.is_null() ? std::nullopt : AsInt(bytes);
+  if (!n) return "-";
+  const double mib = static_cast<double>(*n) / (1024 * 1024);
+  return mib >= 1024 ? fmt::format("{:.1f} GiB", mib / 1024) : fmt::format("{:.0f} MiB", mib);
+}
+
+std::string CpuText(const json::value& seconds) {
+  if (!seconds.is_number()) return "-";
+  return fmt::format("{:.1f} s", seconds.to_number<double>());
+}
+
+// `berth show`'s "used" line: what the last ended attempt used against its request (like seff).
+void PrintUsed(const json::object& a, const json::object& job) {
+  if (a.at("peak_memory_bytes").is_null() && a.at("cpu_seconds").is_null()) return;
+  auto percent = [](const json::value& v) {
+    return v.is_number() ? fmt::format(" ({:.0f}%)", v.to_number<double>() * 100) : std::string();
+  };
+  const json::object& r = job.at("resources").as_object();
+  const std::string asked_memory =
+      r.at("memory").is_number() && r.at("memory").to_number<double>() > 0
+          ? " of " + SerializeJson(r.at("memory")) + " GiB asked"
+          : " (no memory asked: the node's default limit)";
+  fmt::print("  used:       peak memory {}{}{}, CPU {} of {} CPU(s) asked{}\n",
+             MemoryText(a.at("peak_memory_bytes")), asked_memory,
+             percent(a.at("memory_efficiency")), CpuText(a.at("cpu_seconds")),
+             SerializeJson(r.at("cpus")), percent(a.at("cpu_efficiency")));
+}
+
 // `berth show`'s "why pending" block, from the job JSON's `waiting` object (docs/fair-share.md).
 void PrintWaiting(const json::object& w) {
   const json::value* position = w.if_contains("position");
@@ -652,8 +682,10 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     if (s.contains("run")) fmt::print("  run:        {}\n", std::string(s.at("run").as_string()));
   }
   if (const auto* attempts = j.if_contains("attempts"); attempts && !attempts->as_array().empty()) {
+    PrintUsed(attempts->as_array().back().as_object(), j);
     fmt::print("Attempts:\n");
-    Table t({"  ATTEMPT", "NODES", "GPUS", "PLACED", "ENDED", "OUTCOME", "EXIT", "REASON"});
+    Table t({"  ATTEMPT", "NODES", "GPUS", "PLACED", "ENDED", "OUTCOME", "EXIT", "PEAK MEM", "CPU",
+             "REASON"});
     for (const auto& av : attempts->as_array()) {
       const json::object& a = av.as_object();
       std::vector<std::string> nodes;
@@ -675,7 +707,8 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
              a.at("outcome").is_null()   ? "(current)"
              : s("outcome") == "PENDING" ? "REQUEUED"
                                          : s("outcome"),
-             s("exit_code"), s("reason")});
+             s("exit_code"), MemoryText(a.at("peak_memory_bytes")), CpuText(a.at("cpu_seconds")),
+             s("reason")});
     }
     fmt::print("{}", t.Render());
   }

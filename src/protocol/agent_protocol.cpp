@@ -517,6 +517,8 @@ json::object Report::Encode() const {
     r["exit_code"] = exit_code ? json::value(*exit_code) : json::value(nullptr);
     r["phase"] = phase;
     r["reason"] = reason;
+    if (peak_memory_bytes) r["peak_memory_bytes"] = *peak_memory_bytes;
+    if (cpu_ms) r["cpu_ms"] = *cpu_ms;
   }
   return r;
 }
@@ -540,6 +542,17 @@ Result<Report> Report::Decode(const json::value& entry) {
   }
   r.phase = f.String("phase", "run");
   r.reason = f.String("reason", "");
+  for (auto [name, field] :
+       {std::pair{"peak_memory_bytes", &r.peak_memory_bytes}, std::pair{"cpu_ms", &r.cpu_ms}}) {
+    if (const json::value* v = f.Find(name); v && !v->is_null()) {
+      std::optional<int64_t> n = AsInt(*v);
+      if (!n || *n < 0) {
+        f.Fail(std::string("'") + name + "' must be a whole number >= 0");
+      } else {
+        *field = *n;
+      }
+    }
+  }
   if (!f.ok()) return f.status();
   std::optional<ReportEvent> e = ParseReportEvent(event);
   if (!e) return Status::Invalid("report: 'event' must be accepted, setting_up, running or exited");

@@ -222,6 +222,10 @@ struct Report {
   // end is unknown, and berth's fault, not the job's).
   std::string phase = "run";
   std::string reason;
+  // With kExited, what the rank used, where its supervisor measured it (docs/security.md
+  // "Isolation"): peak memory in bytes and CPU time in ms. Sent only when known.
+  std::optional<int64_t> peak_memory_bytes;
+  std::optional<int64_t> cpu_ms;
 
   bool operator==(const Report&) const = default;
 

@@ -565,17 +565,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   auto attempts = store_->GetAttempts(id);
   if (attempts.ok()) {
     json::array at;
-    for (const auto& a : *attempts) {
-      at.push_back(json::object{
-          {"attempt", a.attempt},
-          {"placement", PlacementJson(a.placement)},
-          {"placed_at", TimeToJson(a.placed_at)},
-          {"ended_at", TimeToJson(a.ended_at)},
-          {"outcome",
-           a.outcome ? json::value(std::string(JobStatusName(*a.outcome))) : json::value(nullptr)},
-          {"reason", a.reason},
-          {"exit_code", a.exit_code ? json::value(*a.exit_code) : json::value(nullptr)}});
-    }
+    for (const auto& a : *attempts) at.push_back(AttemptJson(a, row));
     o["attempts"] = std::move(at);
   }
   return JsonResponse(200, o);

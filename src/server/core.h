@@ -334,6 +334,8 @@ class Core {
     bool running = false;
     bool exited = false;
     int exit_code = 0;
+    std::optional<int64_t> peak_memory_bytes;  // what it used, as its exit reported
+    std::optional<int64_t> cpu_ms;
   };
   struct ActiveJob {
     JobRow row;
@@ -476,6 +478,8 @@ class Core {
                std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
   // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
   // else the job ends.
+  // What the ranks that reported their exit used: the highest peak memory, the sum of CPU time.
+  static void AddRankUsage(const ActiveJob& job, AttemptRow& attempt);
   // `out_of_memory`: the kernel killed it for its memory limit (restarted only with retry.on_oom).
   void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                    std::optional<int> exit_code, TimeMs now, bool out_of_memory = false)

@@ -359,6 +359,8 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
     case proto::ReportEvent::kExited: {
       rs.exited = true;
       rs.exit_code = r.exit_code.value_or(-1);
+      rs.peak_memory_bytes = r.peak_memory_bytes;
+      rs.cpu_ms = r.cpu_ms;
       std::string where =
           job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
       if (r.phase == "launch") {

@@ -33,6 +33,16 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
   }
 }
 
+void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
+  for (const RankState& rank : job.ranks) {
+    if (rank.peak_memory_bytes) {
+      attempt.peak_memory_bytes =
+          std::max(attempt.peak_memory_bytes.value_or(0), *rank.peak_memory_bytes);
+    }
+    if (rank.cpu_ms) attempt.cpu_ms = attempt.cpu_ms.value_or(0) + *rank.cpu_ms;
+  }
+}
+
 void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                   std::optional<int> exit_code, TimeMs now) {
   MutJob(plan, job);
@@ -48,6 +58,7 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
     attempt.outcome = status;
     attempt.reason = reason;
     attempt.exit_code = exit_code;
+    AddRankUsage(job, attempt);
     plan.batch.attempts.push_back({job.row.id, attempt});
     RecordUsage(plan, job, now, true, status == JobStatus::kPreempted);
   }
@@ -104,6 +115,7 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
   attempt.outcome = outcome.value_or(JobStatus::kPending);
   attempt.reason = reason;
   attempt.exit_code = exit_code;
+  AddRankUsage(job, attempt);
   plan.batch.attempts.push_back({job.row.id, attempt});
   StopRanks(plan, job, reason);
   DyingAttempt dying{job.row.placement, job.row.resources, {}};

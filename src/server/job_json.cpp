@@ -68,6 +68,38 @@ json::object JobJson(const JobRow& row, const std::string& waiting) {
   return o;
 }
 
+json::object AttemptJson(const AttemptRow& a, const JobRow& row) {
+  json::object o{{"attempt", a.attempt},
+                 {"placement", PlacementJson(a.placement)},
+                 {"placed_at", TimeToJson(a.placed_at)},
+                 {"ended_at", TimeToJson(a.ended_at)},
+                 {"outcome", a.outcome ? json::value(std::string(JobStatusName(*a.outcome)))
+                                       : json::value(nullptr)},
+                 {"reason", a.reason},
+                 {"exit_code", a.exit_code ? json::value(*a.exit_code) : json::value(nullptr)},
+                 {"peak_memory_bytes",
+                  a.peak_memory_bytes ? json::value(*a.peak_memory_bytes) : json::value(nullptr)},
+                 {"cpu_seconds", a.cpu_ms ? json::value(static_cast<double>(*a.cpu_ms) / 1000)
+                                          : json::value(nullptr)}};
+  // Against the request (like seff): the peak of a rank over the memory asked per node, and the
+  // CPU time of all ranks over the CPUs asked for the attempt's time (setup included).
+  json::value memory_efficiency = nullptr;
+  if (a.peak_memory_bytes && row.resources.memory > 0) {
+    memory_efficiency = static_cast<double>(*a.peak_memory_bytes) /
+                        (static_cast<double>(row.resources.memory) * 1024 * 1024);
+  }
+  json::value cpu_efficiency = nullptr;
+  if (a.cpu_ms && a.ended_at && *a.ended_at > a.placed_at && row.resources.cpus > 0) {
+    const double allotted_ms = static_cast<double>(*a.ended_at - a.placed_at) *
+                               static_cast<double>(row.resources.cpus) / kMilliPerCpu *
+                               std::max(1, static_cast<int>(a.placement.size()));
+    cpu_efficiency = static_cast<double>(*a.cpu_ms) / allotted_ms;
+  }
+  o["memory_efficiency"] = std::move(memory_efficiency);
+  o["cpu_efficiency"] = std::move(cpu_efficiency);
+  return o;
+}
+
 json::object NodeJson(const NodeStatus& node) {
   const NodeRow& row = node.row;
   json::object o;

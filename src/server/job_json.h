@@ -15,6 +15,9 @@ json::array PlacementJson(const Placement& placement);
 // A job's row; `waiting` (the last pass's reason) replaces the stored reason of a pending job.
 json::object JobJson(const JobRow& row, const std::string& waiting);
 json::object NodeJson(const NodeStatus& node);
+// One attempt of job `row` for `berth show`: placement, times, outcome, and what it used against
+// what it asked for (docs/api.md "Jobs").
+json::object AttemptJson(const AttemptRow& a, const JobRow& row);
 // A bulk group's jobs per status: {"PENDING": 26, "RUNNING": 4}.
 json::object StatusCountsJson(const std::map<JobStatus, int>& counts);
 // A bulk group as one row of a queue listing: the row of the job that stands for it, with

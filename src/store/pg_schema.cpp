@@ -233,9 +233,11 @@ CREATE INDEX submit_keys_created ON submit_keys(created_at);
 
 Status MigrateToV3(PgConn& conn) { return conn.Exec(kSchemaV3); }
 
-// Version 4: whom a node may speak for (as SQLite's version 6).
+// Version 4: whom a node may speak for, and what each attempt used (as SQLite's version 6).
 constexpr const char* kSchemaV4 = R"sql(
 ALTER TABLE tokens ADD COLUMN speaks_for TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN peak_memory_bytes BIGINT;
+ALTER TABLE attempts ADD COLUMN cpu_ms BIGINT;
 )sql";
 
 Status MigrateToV4(PgConn& conn) { return conn.Exec(kSchemaV4); }

@@ -144,10 +144,11 @@ PgCall UpsertAttemptCall(int64_t job, const AttemptRow& attempt) {
   PgCall call;
   call.sql =
       "INSERT INTO attempts(job_id, attempt, placement, placed_at, ended_at, outcome, reason, "
-      "exit_code) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+      "exit_code, peak_memory_bytes, cpu_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
       "ON CONFLICT (job_id, attempt) DO UPDATE SET placement = excluded.placement, "
       "placed_at = excluded.placed_at, ended_at = excluded.ended_at, outcome = excluded.outcome, "
-      "reason = excluded.reason, exit_code = excluded.exit_code";
+      "reason = excluded.reason, exit_code = excluded.exit_code, "
+      "peak_memory_bytes = excluded.peak_memory_bytes, cpu_ms = excluded.cpu_ms";
   call.params.Add(job)
       .Add(attempt.attempt)
       .Add(EncodePlacement(attempt.placement))
@@ -158,7 +159,10 @@ PgCall UpsertAttemptCall(int64_t job, const AttemptRow& attempt) {
   } else {
     call.params.AddNull();
   }
-  call.params.Add(attempt.reason).Add(ToOpt(attempt.exit_code));
+  call.params.Add(attempt.reason)
+      .Add(ToOpt(attempt.exit_code))
+      .Add(attempt.peak_memory_bytes)
+      .Add(attempt.cpu_ms);
   return call;
 }
 
@@ -590,8 +594,8 @@ Result<std::vector<JobEvent>> PgStore::GetEvents(int64_t job) {
 Result<std::vector<AttemptRow>> PgStore::GetAttempts(int64_t job) {
   MutexLock lock(read_mu_);
   Result<PgResult> s = read_db_->Query(
-      "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code FROM attempts "
-      "WHERE job_id = $1 ORDER BY attempt",
+      "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code, "
+      "peak_memory_bytes, cpu_ms FROM attempts WHERE job_id = $1 ORDER BY attempt",
       PgParams().Add(job));
   if (!s.ok()) return s.status();
   std::vector<AttemptRow> attempts;
@@ -615,6 +619,8 @@ Result<std::vector<AttemptRow>> PgStore::GetAttempts(int64_t job) {
     }
     a.reason = s->Text(r, 5);
     a.exit_code = ToOptInt(s->OptInt(r, 6));
+    a.peak_memory_bytes = s->OptInt(r, 7);
+    a.cpu_ms = s->OptInt(r, 8);
     attempts.push_back(std::move(a));
   }
   return attempts;

@@ -231,9 +231,12 @@ CREATE INDEX submit_keys_created ON submit_keys(created_at);
 Status MigrateToV5(SqliteDb& db) { return db.Exec(kSchemaV5); }
 
 // Version 6: whom a node may speak for through its user socket (docs/security.md "Node
-// credentials"), on node credentials and the join tokens that make them.
+// credentials"), on node credentials and the join tokens that make them; what each attempt used
+// (docs/security.md "Isolation").
 constexpr const char* kSchemaV6 = R"sql(
 ALTER TABLE tokens ADD COLUMN speaks_for TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN peak_memory_bytes INTEGER;
+ALTER TABLE attempts ADD COLUMN cpu_ms INTEGER;
 )sql";
 
 Status MigrateToV6(SqliteDb& db) { return db.Exec(kSchemaV6); }

@@ -364,10 +364,11 @@ Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
 Status SqliteStore::UpsertAttempt(int64_t job, const AttemptRow& attempt) {
   Result<StatementRef> ref = db_->Cached(
       "INSERT INTO attempts(job_id, attempt, placement, placed_at, ended_at, outcome, reason, "
-      "exit_code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+      "exit_code, peak_memory_bytes, cpu_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
       "ON CONFLICT(job_id, attempt) DO UPDATE SET placement = excluded.placement, "
       "placed_at = excluded.placed_at, ended_at = excluded.ended_at, outcome = excluded.outcome, "
-      "reason = excluded.reason, exit_code = excluded.exit_code");
+      "reason = excluded.reason, exit_code = excluded.exit_code, "
+      "peak_memory_bytes = excluded.peak_memory_bytes, cpu_ms = excluded.cpu_ms");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   s.Bind(1, job)
@@ -376,7 +377,9 @@ Status SqliteStore::UpsertAttempt(int64_t job, const AttemptRow& attempt) {
       .Bind(4, attempt.placed_at)
       .Bind(5, attempt.ended_at)
       .Bind(7, attempt.reason)
-      .Bind(8, ToOpt(attempt.exit_code));
+      .Bind(8, ToOpt(attempt.exit_code))
+      .Bind(9, attempt.peak_memory_bytes)
+      .Bind(10, attempt.cpu_ms);
   if (attempt.outcome) {
     s.Bind(6, JobStatusName(*attempt.outcome));
   } else {
@@ -592,8 +595,8 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
 Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
   std::lock_guard<std::mutex> lock(read_mu_);
   Result<StatementRef> ref = read_db_->Cached(
-      "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code FROM attempts "
-      "WHERE job_id = ?1 ORDER BY attempt");
+      "SELECT attempt, placement, placed_at, ended_at, outcome, reason, exit_code, "
+      "peak_memory_bytes, cpu_ms FROM attempts WHERE job_id = ?1 ORDER BY attempt");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   s.Bind(1, job);
@@ -621,6 +624,8 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
     }
     a.reason = s.Text(5);
     a.exit_code = ToOptInt(s.OptInt(6));
+    a.peak_memory_bytes = s.OptInt(7);
+    a.cpu_ms = s.OptInt(8);
     attempts.push_back(std::move(a));
   }
   return attempts;

@@ -68,6 +68,11 @@ struct AttemptRow {
   std::optional<JobStatus> outcome;  // terminal status of this attempt, or PENDING when requeued
   std::string reason;
   std::optional<int> exit_code;
+  // What its ranks used, as their supervisors measured it (docs/security.md "Isolation"): the
+  // highest peak memory of a rank (its cgroup's, page cache included; else its largest process's
+  // RSS) and the CPU time of all ranks. None: not measured (an older agent, or not ended).
+  std::optional<int64_t> peak_memory_bytes;
+  std::optional<int64_t> cpu_ms;
 };
 
 struct NodeRow {

@@ -56,6 +56,8 @@ struct Rank {
   int64_t kill_at = -1;
   int64_t warn_at = -1;
   std::optional<RankCgroup> cgroup;  // where its processes run (RunPlan::cgroup)
+  int64_t cpu_us = 0;                // CPU time of its processes reaped so far
+  int64_t max_rss_kib = 0;           // the largest of their peak RSS
   std::vector<int> join_fds;         // its cgroup.procs files while a step's child starts
 };
 
@@ -386,8 +388,20 @@ class NodeSupervisor {
   void Reap() {
     int status = 0;
     pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    rusage used{};
+    while ((pid = ::wait4(-1, &status, WNOHANG, &used)) > 0) {
+      // What it used (with its own reaped children's) counts for its rank, where known.
       auto it = mains_.find(pid);
+      Rank* owner = it != mains_.end() ? it->second : nullptr;
+      if (auto stray = stray_owners_.find(pid); stray != stray_owners_.end()) {
+        owner = ranks_.count(stray->second) ? ranks_.at(stray->second).get() : nullptr;
+        stray_owners_.erase(stray);
+      }
+      if (owner) {
+        owner->cpu_us += (used.ru_utime.tv_sec + used.ru_stime.tv_sec) * 1'000'000LL +
+                         used.ru_utime.tv_usec + used.ru_stime.tv_usec;
+        owner->max_rss_kib = std::max<int64_t>(owner->max_rss_kib, used.ru_maxrss);
+      }
       if (it == mains_.end()) continue;  // a stray of some rank, reaped
       Rank& rank = *it->second;
       mains_.erase(it);
@@ -417,6 +431,7 @@ class NodeSupervisor {
           if (!tag.empty() && rank->tag == tag) owner = rank.get();
         }
       }
+      if (owner) stray_owners_[child] = owner->dir;  // its CPU time counts for it when reaped
       out.emplace_back(child, owner);
     }
     return out;
@@ -528,11 +543,13 @@ class NodeSupervisor {
   }
 
   void Finish(Rank& rank, SupervisorEvent end) {
+    int64_t peak = -1;
     if (rank.cgroup) {
-      EndRankCgroup(*rank.cgroup, rank.plan.limits, end);
+      peak = EndRankCgroup(*rank.cgroup, rank.plan.limits, end).peak_memory_bytes;
       ended_cgroups_.push_back({std::move(*rank.cgroup), 0});
     }
-    AppendEvent(rank.dir, end);
+    AppendEnd(rank.dir, UsageEvent(peak, rank.max_rss_kib, rank.cpu_us), end);
+    std::erase_if(stray_owners_, [&](const auto& entry) { return entry.second == rank.dir; });
     ranks_.erase(rank.dir);  // `rank` is gone from here on
   }
 
@@ -555,6 +572,7 @@ class NodeSupervisor {
   std::deque<std::string> waiting_;                       // starts not taken on yet, in order
   std::set<std::string> stopped_waiting_;                 // of those, told to stop
   std::deque<std::pair<RankCgroup, int>> ended_cgroups_;  // to remove, with the tries so far
+  std::map<pid_t, std::string> stray_owners_;  // strays seen, by the job dir of their rank
   size_t max_starting_ = kMaxStarting;
 };
 

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -363,13 +364,24 @@ std::vector<SupervisorEvent> ParseEvents(const std::string& text) {
       ls >> e.exit_code >> e.phase;
       std::getline(ls, e.reason);
       e.reason = Trim(e.reason);
+    } else if (e.kind == "usage") {
+      ls >> e.peak_memory_bytes >> e.cpu_ms;
     }
     if (!e.kind.empty()) out.push_back(e);
   }
   return out;
 }
 
-void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
+SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us) {
+  SupervisorEvent usage{"usage"};
+  usage.peak_memory_bytes = cgroup_peak >= 0  ? cgroup_peak
+                            : max_rss_kib > 0 ? max_rss_kib * 1024
+                                              : -1;
+  usage.cpu_ms = cpu_us >= 0 ? cpu_us / 1000 : -1;
+  return usage;
+}
+
+RankUsage EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
   const RankUsage usage = cgroup.Usage();
   // The kernel killed a process of it for its memory limit, and it failed: that is why.
   if (usage.oom_kills > 0 && end.exit_code != 0 && end.phase != "launch") {
@@ -377,20 +389,38 @@ void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, Superviso
     if (end.exit_code < 128) end.exit_code = 137;
   }
   cgroup.Kill();
+  return usage;
 }
 
-void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
+namespace {
+
+std::string EventLine(const SupervisorEvent& event) {
   std::string line = event.kind;
   if (event.kind == "exited") {
     line += " " + std::to_string(event.exit_code) + " " + event.phase;
     if (!event.reason.empty()) line += " " + event.reason;
+  } else if (event.kind == "usage") {
+    line += " " + std::to_string(event.peak_memory_bytes) + " " + std::to_string(event.cpu_ms);
   }
-  line += "\n";
+  return line + "\n";
+}
+
+void AppendLines(const std::string& dir, const std::string& lines) {
   int fd = ::open((dir + "/events").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  ssize_t ignored = ::write(fd, line.data(), line.size());
+  ssize_t ignored = ::write(fd, lines.data(), lines.size());
   (void)ignored;
   ::close(fd);
+}
+
+}  // namespace
+
+void AppendEvent(const std::string& dir, const SupervisorEvent& event) {
+  AppendLines(dir, EventLine(event));
+}
+
+void AppendEnd(const std::string& dir, const SupervisorEvent& usage, const SupervisorEvent& end) {
+  AppendLines(dir, EventLine(usage) + EventLine(end));
 }
 
 std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pid_line) {
@@ -441,8 +471,14 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   }
   // The rank's end, with what its cgroup says (out of memory), once nothing of it is left.
   auto end = [&](SupervisorEvent event) {
-    if (g_cgroup) EndRankCgroup(*g_cgroup, plan->limits, event);
-    AppendEvent(dir, event);
+    const int64_t peak =
+        g_cgroup ? EndRankCgroup(*g_cgroup, plan->limits, event).peak_memory_bytes : -1;
+    // Every process of the rank was this process's child, and has been reaped.
+    rusage children{};
+    ::getrusage(RUSAGE_CHILDREN, &children);
+    const int64_t cpu_us = (children.ru_utime.tv_sec + children.ru_stime.tv_sec) * 1'000'000LL +
+                           children.ru_utime.tv_usec + children.ru_stime.tv_usec;
+    AppendEnd(dir, UsageEvent(peak, children.ru_maxrss, cpu_us), event);
     if (g_cgroup) {
       for (int tries = 0; tries < 50 && !g_cgroup->Remove(); ++tries) ::usleep(10'000);
       // The agent's cgroup above it goes with its last rank (refused while others are in it).

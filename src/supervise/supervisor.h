@@ -98,17 +98,25 @@ std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pi
 
 // One line of <dir>/events.
 struct SupervisorEvent {
-  std::string kind;   // "setting_up", "running", "exited"
+  std::string kind;   // "setting_up", "running", "usage", "exited"
   int exit_code = 0;  // for "exited"
   std::string phase;  // "setup", "run" or "launch" for "exited"
   std::string reason;
+  // For "usage" (written with its rank's "exited", in one write): what the rank used; -1 unknown.
+  int64_t peak_memory_bytes = -1;
+  int64_t cpu_ms = -1;
 };
 std::vector<SupervisorEvent> ParseEvents(const std::string& text);
 // At the end of a rank with a cgroup: sets `end`'s reason (and exit code 137) where the kernel
-// killed a process of it for its memory limit and it failed; then kills what is left in it. The
-// caller removes it.
-void EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end);
+// killed a process of it for its memory limit and it failed; then kills what is left in it, and
+// returns what it says the rank used. The caller removes it.
+RankUsage EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end);
+// The "usage" event of a rank: peak memory from its cgroup where measured (`cgroup_peak` >= 0),
+// else its largest process's RSS (`max_rss_kib`, from the kernel's rusage); CPU time from rusage.
+SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us);
 // Appends one event line to <dir>/events (O_APPEND; one write).
 void AppendEvent(const std::string& dir, const SupervisorEvent& event);
+// A rank's end: its "usage" and "exited" lines in one write, so that a reader sees both or neither.
+void AppendEnd(const std::string& dir, const SupervisorEvent& usage, const SupervisorEvent& end);
 
 }  // namespace berth

@@ -196,6 +196,18 @@ function gpuCell(d, nodeDown) {
   return el;
 }
 
+// What an attempt used against its request: "peak 412 MiB (40%) · CPU 12.3 s (41%)".
+function usedText(a) {
+  const pct = (x) => (typeof x === 'number' ? ` (${Math.round(x * 100)}%)` : '');
+  const parts = [];
+  if (typeof a.peak_memory_bytes === 'number') {
+    const mib = a.peak_memory_bytes / 1048576;
+    parts.push(`peak ${mib >= 1024 ? (mib / 1024).toFixed(1) + ' GiB' : Math.round(mib) + ' MiB'}${pct(a.memory_efficiency)}`);
+  }
+  if (typeof a.cpu_seconds === 'number') parts.push(`CPU ${a.cpu_seconds.toFixed(1)} s${pct(a.cpu_efficiency)}`);
+  return parts.join(' · ');
+}
+
 async function renderNodes() {
   const data = await getJson('/v1/nodes?holders=1');
   const all = data.nodes || [];
@@ -399,7 +411,8 @@ async function renderJob(id) {
     h('td', {}, String(a.attempt)), h('td', {}, a.outcome ? statusEl(a.outcome) : 'running'),
     h('td', {}, a.exit_code === null ? '' : String(a.exit_code)),
     h('td', { class: 'small' }, (a.placement || []).map((p) => p.node).join(', ')),
-    h('td', { class: 'small muted' }, a.placed_at || ''), h('td', { class: 'reason' }, a.reason || '')));
+    h('td', { class: 'small muted' }, a.placed_at || ''), h('td', { class: 'small used' }, usedText(a)),
+    h('td', { class: 'reason' }, a.reason || '')));
   const events = (j.events || []).map((e) => h('tr', {},
     h('td', { class: 'small muted' }, e.at), h('td', {}, statusEl(e.status)), h('td', {}, String(e.attempt)),
     h('td', { class: 'reason' }, e.reason), h('td', { class: 'small' }, e.by || '')));
@@ -426,7 +439,7 @@ async function renderJob(id) {
         j.spec ? h('pre', { id: 'spec' }, JSON.stringify(j.spec, null, 2)) : h('p', { class: 'muted' }, 'Only its owner and operators may read the spec.'))),
     h('h2', {}, 'Logs ', rankSel, ' ', h('span', { class: 'muted small', id: 'log-state' }, '')),
     mayRead ? logs : h('p', { class: 'muted' }, 'Only its owner and operators may read its logs.'),
-    h('h2', {}, 'Attempts'), attempts.length ? h('table', {}, h('tr', {}, ...['attempt', 'outcome', 'exit', 'nodes', 'placed', 'reason'].map((t) => h('th', {}, t))), attempts) : h('p', { class: 'muted' }, 'Not placed yet.'),
+    h('h2', {}, 'Attempts'), attempts.length ? h('table', {}, h('tr', {}, ...['attempt', 'outcome', 'exit', 'nodes', 'placed', 'used', 'reason'].map((t) => h('th', {}, t))), attempts) : h('p', { class: 'muted' }, 'Not placed yet.'),
     h('h2', {}, 'Events'), h('table', {}, h('tr', {}, ...['at', 'status', 'attempt', 'reason', 'by'].map((t) => h('th', {}, t))), events));
   if (existing) logs.scrollTop = logScroll;
   if (firstRender && mayRead) startLogs(j.id, '');

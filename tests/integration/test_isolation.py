@@ -102,6 +102,21 @@ class IsolationTest(BerthTestCase):
         self.assertLess(cpu_seconds, 0.55 * 3 + 0.4, f"{cpu_seconds:.2f} CPU-seconds in 3 s")
         self.assertGreater(cpu_seconds, 0.5)
 
+    def test_show_says_what_the_job_used(self):
+        b = self.b
+        job = b.submit("--memory", "0.5", "--cpus", "1", "--",
+                       "python3 -c \"\nimport time\ns = 'x' * (200 << 20)\nt = time.time()\n"
+                       "while time.time() - t < 1: pass\n\"", env=self.env)
+        b.wait_status(job, "SUCCEEDED", timeout=60, env=self.env)
+        attempt = b.show(job, env=self.env)["attempts"][-1]
+        self.assertGreaterEqual(attempt["peak_memory_bytes"], 200 << 20)
+        self.assertLess(attempt["peak_memory_bytes"], 512 << 20)
+        self.assertGreater(attempt["cpu_seconds"], 0.8)
+        self.assertGreater(attempt["memory_efficiency"], 0.38)
+        self.assertGreater(attempt["cpu_efficiency"], 0.3)
+        _, out, _ = b.run("show", job, env=self.env)
+        self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU [0-9.]+ s of 1 CPU\(s\) asked")
+
     def test_a_fork_bomb_stops_at_the_pids_limit(self):
         b = self.b
         bomb = ("python3 -c \"\nimport os, time\nn = 0\ntry:\n    while n < 1000:\n"

@@ -114,16 +114,21 @@ TEST_F(NodeSupervisorTest, RunsEachRankAndRecordsItsEnd) {
   ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
 
   auto ea = Events(a);
-  ASSERT_EQ(ea.size(), 2u);
+  ASSERT_EQ(ea.size(), 3u);
   EXPECT_EQ(ea[0].kind, "running");
-  EXPECT_EQ(ea[1].exit_code, 3);
-  EXPECT_EQ(ea[1].phase, "run");
+  EXPECT_EQ(ea[1].kind, "usage");  // what the rank used, written with its end
+  EXPECT_GE(ea[1].cpu_ms, 0);
+  EXPECT_GT(ea[1].peak_memory_bytes, 0);
+  EXPECT_EQ(ea[2].kind, "exited");
+  EXPECT_EQ(ea[2].exit_code, 3);
+  EXPECT_EQ(ea[2].phase, "run");
   EXPECT_EQ(ReadFileOr(a + "/output.log"), "out\nerr\n");
   auto eb = Events(b);
-  ASSERT_EQ(eb.size(), 3u);
+  ASSERT_EQ(eb.size(), 4u);
   EXPECT_EQ(eb[0].kind, "setting_up");
   EXPECT_EQ(eb[1].kind, "running");
-  EXPECT_EQ(eb[2].exit_code, 0);
+  EXPECT_EQ(eb[2].kind, "usage");
+  EXPECT_EQ(eb[3].exit_code, 0);
   EXPECT_EQ(ReadFileOr(b + "/output.log"), "setting\nset up\n");
   // Where a restarted agent and `berth local down` find it.
   EXPECT_EQ(ReadFileOr(a + "/supervisor.pid"), std::to_string(*pa) + "\n");

@@ -284,7 +284,8 @@ TEST(Reports, EveryEventRoundTrips) {
   Report running{42, 2, 1, ReportEvent::kRunning};
   Report failed{42, 2, 1, ReportEvent::kExited, 3, "setup", "pip failed"};
   Report never_ran{42, 2, 1, ReportEvent::kExited, std::nullopt, "run", "was not running"};
-  for (const Report& r : {accepted, setting_up, running, failed, never_ran}) {
+  Report measured{42, 2, 1, ReportEvent::kExited, 0, "run", "", 3'000'000'000, 1500};
+  for (const Report& r : {accepted, setting_up, running, failed, never_ran, measured}) {
     EXPECT_EQ(RoundTrip(r), r) << SerializeJson(r.Encode());
   }
   // What the agent sends today: the exit's details only with "exited", and null for no code.
@@ -293,6 +294,9 @@ TEST(Reports, EveryEventRoundTrips) {
   EXPECT_EQ(SerializeJson(never_ran.Encode()),
             R"({"job":42,"attempt":2,"rank":1,"event":"exited","exit_code":null,"phase":"run",)"
             R"("reason":"was not running"})");
+  EXPECT_EQ(SerializeJson(measured.Encode()),
+            R"({"job":42,"attempt":2,"rank":1,"event":"exited","exit_code":0,"phase":"run",)"
+            R"("reason":"","peak_memory_bytes":3000000000,"cpu_ms":1500})");
 }
 
 TEST(Reports, RequestRoundTripsEntryByEntry) {
@@ -353,6 +357,10 @@ TEST(Reports, BadEntriesNameTheField) {
             "report: 'exit_code' must be an integer or null");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","phase":"teardown"})"),
             "report: 'phase' must be setup, run, launch or supervisor");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","cpu_ms":-1})"),
+            "report: 'cpu_ms' must be a whole number >= 0");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","peak_memory_bytes":"1G"})"),
+            "report: 'peak_memory_bytes' must be a whole number >= 0");
   // The whole request fails only when it is not a batch at all.
   EXPECT_EQ(ErrorOf(ReportRequest::Decode(Parse(R"({"node":"n","session":"s"})"))),
             "report: 'reports' must be an array");

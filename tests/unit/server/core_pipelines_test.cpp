@@ -252,6 +252,31 @@ TEST_F(PipelineCoreTest, OutOfMemoryIsAnOutcomeRestartedOnlyWithOnOom) {
   EXPECT_EQ(core_->metrics().out_of_memory.Value({}), 2);
 }
 
+// What the ranks used, as their exits reported it, lands on the attempt: the highest peak memory of
+// a rank and the CPU time of all ranks.
+TEST_F(PipelineCoreTest, AnAttemptKeepsWhatItsRanksUsed) {
+  Register("n1", 4);
+  Register("n2", 4);
+  int64_t job = Submit(Spec(4, 0, 0, 2));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", job, 1, 0);
+  Run("n2", job, 1, 1);
+  auto exit = [&](int rank, int64_t peak, int64_t cpu) {
+    proto::ReportEntry e = Entry(job, 1, rank, ReportEvent::kExited, 0);
+    e.report->peak_memory_bytes = peak;
+    e.report->cpu_ms = cpu;
+    return e;
+  };
+  ASSERT_TRUE(Report("n1", {exit(0, 300 << 20, 1200)}).ok());
+  ASSERT_TRUE(Report("n2", {exit(1, 500 << 20, 800)}).ok());
+  EXPECT_EQ(Stored(job).status, JobStatus::kSucceeded);
+  auto attempts = store_->inner().GetAttempts(job);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ((*attempts)[0].peak_memory_bytes, 500 << 20);
+  EXPECT_EQ((*attempts)[0].cpu_ms, 2000);
+}
+
 // A gang's rank 1 fails: rank 0 is told to stop, the job goes back to the queue, and its
 // resources stay held until rank 0 is gone; then both ranks start again as attempt 2.
 TEST_F(PipelineCoreTest, AGangRestartsEveryRankTogether) {

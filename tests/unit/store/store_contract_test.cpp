@@ -577,6 +577,8 @@ TEST_P(StoreContractTest, AttemptsAreUpsertedAndListedInOrder) {
   first.outcome = JobStatus::kPending;  // requeued
   first.reason = "preempted by job 9";
   first.exit_code = 143;
+  first.peak_memory_bytes = 123'456'789'012;
+  first.cpu_ms = 4'500;
   Batch requeued;
   requeued.attempts = {{1, second}, {1, first}};  // out of order on purpose
   ASSERT_TRUE(store_->Commit(requeued).ok());
@@ -592,11 +594,15 @@ TEST_P(StoreContractTest, AttemptsAreUpsertedAndListedInOrder) {
   EXPECT_EQ(a1.outcome, JobStatus::kPending);
   EXPECT_EQ(a1.reason, "preempted by job 9");
   EXPECT_EQ(a1.exit_code, 143);
+  EXPECT_EQ(a1.peak_memory_bytes, 123'456'789'012);
+  EXPECT_EQ(a1.cpu_ms, 4'500);
   const AttemptRow& a2 = (*attempts)[1];
   EXPECT_EQ(a2.attempt, 2);
   EXPECT_EQ(a2.placement, on_n2);
   EXPECT_FALSE(a2.outcome.has_value());
   EXPECT_FALSE(a2.exit_code.has_value());
+  EXPECT_FALSE(a2.peak_memory_bytes.has_value());
+  EXPECT_FALSE(a2.cpu_ms.has_value());
   EXPECT_EQ(Count("attempts"), 2);
 }
 
