@@ -31,9 +31,9 @@ Status WriteLoginConfig(const LoginConfig& config);
 
 struct LocalClusterOptions {
   int nodes = 1;
-  std::string gpus;    // "V100:4" per node; empty: discover
-  std::string cpus;    // per node; empty: this machine's
-  std::string memory;  // GiB per node; empty: this machine's
+  std::string gpus;                // "V100:4" per node; empty: discover
+  std::string cpus;                // per node; empty: this machine's
+  std::string memory;              // GiB per node; empty: this machine's
   std::string isolation = "auto";  // the agents' --isolation
 };
 
