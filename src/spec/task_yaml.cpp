@@ -75,8 +75,7 @@ constexpr std::string_view kResourceCloudFields[] = {
     "ports",         "labels",       "accelerator_args", "any_of",    "ordered",       "autostop"};
 constexpr std::string_view kPlacementFields[] = {"exclusive"};
 constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost"};
-constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff",
-                                             "on_oom"};
+constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff", "on_oom"};
 constexpr std::string_view kSignalFields[] = {"name", "before"};
 
 // Names people reach for that are too far from ours for the edit distance to find.
@@ -676,8 +675,8 @@ Status TaskParser::ParseRetry(const YAML::Node& node, int line) {
     } else if (f.name == "on_oom") {
       const std::string v = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
       if (v != "true" && v != "false") {
-        return Error(f.line, fmt::format("retry.on_oom: expected true or false, got {}",
-                                         Describe(f.value)));
+        return Error(
+            f.line, fmt::format("retry.on_oom: expected true or false, got {}", Describe(f.value)));
       }
       retry.on_oom = v == "true";
     }

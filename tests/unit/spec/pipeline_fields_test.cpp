@@ -477,8 +477,9 @@ TEST(PipelineJson, ShapeIsTheDocumentedOne) {
   json::value v = SpecToJson(PipelineSpec());
   EXPECT_EQ(json::serialize(v.at("depends_on")), R"(["ok:10,11","any:group:3"])");
   EXPECT_EQ(v.at("max_running").as_int64(), 32);
-  EXPECT_EQ(json::serialize(v.at("retry")),
-            R"({"max_restarts":3,"on_exit_codes":[137,75],"backoff_s":3.05E1,"never":false,"on_oom":false})");
+  EXPECT_EQ(
+      json::serialize(v.at("retry")),
+      R"({"max_restarts":3,"on_exit_codes":[137,75],"backoff_s":3.05E1,"never":false,"on_oom":false})");
   EXPECT_EQ(v.at("time_limit_scope").as_string(), "job");
   EXPECT_EQ(json::serialize(v.at("signal")), R"({"name":"USR1","before_s":300})");
 
