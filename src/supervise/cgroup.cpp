@@ -15,6 +15,7 @@
 #include "common/files.h"
 #include "common/job_status.h"
 #include "common/strings.h"
+#include "supervise/device_filter.h"
 
 namespace berth {
 
@@ -256,6 +257,10 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
       if (Status st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max)); !st.ok()) {
         return fail(st);
       }
+    }
+    // cgroup v2 has no devices files: a BPF program attached to the cgroup fences them.
+    if (!limits.denied_devices.empty()) {
+      if (Status st = DenyDevices(dir, limits.denied_devices); !st.ok()) return fail(st);
     }
     return cg;
   }

@@ -7,8 +7,8 @@
 //
 // Three host layouts, told apart by DetectCgroups from /proc/self/cgroup and /proc/self/mountinfo:
 //   v2     one unified hierarchy (production hosts: Debian 12, Ubuntu 22.04+, RHEL 9): memory.max,
-//          memory.swap.max, memory.oom.group, cpu.max, pids.max; memory.peak, cpu.stat,
-//          memory.events; cgroup.kill. Controllers are enabled in the supervisor's cgroup's
+//          memory.swap.max, memory.oom.group, cpu.max, pids.max; a BPF device program
+//          (supervise/device_filter.h); memory.peak, cpu.stat, memory.events; cgroup.kill. Controllers are enabled in the supervisor's cgroup's
 //          subtree_control, the supervisor moving itself into a leaf `supervisor` first where the
 //          kernel's no-internal-processes rule asks it to.
 //   v1     v1 controllers under <root>/<controller> (older hosts, and the hybrid layout of the

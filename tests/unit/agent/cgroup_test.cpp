@@ -3,8 +3,11 @@
 // built on have v1 controllers); and, as root on a v1 or hybrid host, the real thing.
 #include "supervise/cgroup.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +17,9 @@
 #include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "fakes/temp_dir.h"
+#include "supervise/device_filter.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -106,6 +111,66 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   EXPECT_EQ(ReadFileOr(dir + "/cgroup.kill"), "1");
   ASSERT_TRUE(RankCgroup::Find(host, "berth-1/7-1-0").has_value());
   EXPECT_FALSE(RankCgroup::Find(host, "berth-1/8-1-0").has_value());
+
+  // GPUs are fenced by a BPF program attached to the cgroup, which a fake tree cannot take: the
+  // rank is refused, saying so. (Its directory stays in the fake tree, which unlike cgroupfs keeps
+  // the limit files written into it.)
+  if (::geteuid() == 0) {
+    limits.denied_devices = {{195, 0}};
+    auto fenced = RankCgroup::Create(host, "berth-1/9-1-0", limits);
+    ASSERT_FALSE(fenced.ok());
+    EXPECT_NE(fenced.status().message().find("device filter"), std::string::npos)
+        << fenced.status().message();
+  }
+}
+
+// The real cgroup2 part of the v2 layout, on this machine's cgroup2 hierarchy (which has no
+// controllers here, but takes BPF device programs): a process in a cgroup whose filter denies
+// 195:0 cannot open that device (EPERM) and can open 195:1 (ENXIO: no driver behind it).
+TEST(CgroupTest, ABpfDeviceFilterFencesACgroup2Cgroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "BPF device programs need root";
+  std::string unified;
+  for (const std::string& line : Split(ReadFileOr("/proc/self/cgroup"), '\n')) {
+    if (line.rfind("0::", 0) == 0) unified = line.substr(3);
+  }
+  std::string base;
+  for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    if (std::filesystem::exists(std::string(mount) + "/cgroup.procs") &&
+        std::filesystem::exists(std::string(mount) + "/cgroup.subtree_control")) {
+      base = std::string(mount) + (unified == "/" ? "" : unified);
+      break;
+    }
+  }
+  if (base.empty() || ::access(base.c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2";
+  TempDir devices;
+  for (int minor : {0, 1}) {
+    const std::string node = devices.path() + "/nvidia" + std::to_string(minor);
+    ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, makedev(195, minor)), 0) << strerror(errno);
+  }
+  const std::string dir = base + "/berth-test-bpf-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << strerror(errno);
+  Status st = DenyDevices(dir, {{195, 0}, {195, 7}});
+  ASSERT_TRUE(st.ok()) << st.message();
+  int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::write(fd, "0", 1) != 1) _exit(10);
+    int denied = ::open((devices.path() + "/nvidia0").c_str(), O_RDWR);
+    int denied_errno = errno;
+    int allowed = ::open((devices.path() + "/nvidia1").c_str(), O_RDWR);
+    int allowed_errno = errno;
+    _exit(denied < 0 && denied_errno == EPERM && allowed < 0 && allowed_errno == ENXIO ? 0 : 20);
+  }
+  ::close(fd);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not join; 20: the filter did not act as asked";
+  // Outside the cgroup nothing is fenced.
+  int outside = ::open((devices.path() + "/nvidia0").c_str(), O_RDWR);
+  EXPECT_EQ(outside < 0 ? errno : 0, ENXIO);
+  EXPECT_EQ(::rmdir(dir.c_str()), 0) << strerror(errno);
 }
 
 // As root on this machine's kind of host (v1 or hybrid): a rank's cgroup holds the limits, a
