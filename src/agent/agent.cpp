@@ -173,6 +173,8 @@ Status Agent::Run() {
     auto gpus = ParseGpuDeclaration(options_.gpus);
     if (!gpus.ok()) return gpus.status();
     resources_.gpus = *gpus;
+  } else if (!resources_.gpus.empty()) {
+    gpu_minors_ = DiscoverGpuMinors();  // declared GPUs are numbered by their device files
   }
   cgroups_ =
       options_.isolation ? DetectCgroups() : CgroupHost{.reason = "turned off (--isolation off)"};
@@ -356,7 +358,10 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
   for (const auto& gpu : resources_.gpus) {
     if (std::find(m.gpus.begin(), m.gpus.end(), gpu.index) != m.gpus.end()) continue;
     struct stat st {};
-    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(gpu.index);
+    // The device file is named by the driver's minor number, which need not be the index.
+    auto minor = gpu_minors_.find(gpu.index);
+    const int file = minor == gpu_minors_.end() ? gpu.index : minor->second;
+    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(file);
     if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
       limits.denied_devices.emplace_back(major(st.st_rdev), minor(st.st_rdev));
     }

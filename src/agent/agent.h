@@ -148,7 +148,8 @@ class Agent {
   AgentConnection& connection_;
   Launcher& launcher_;
   NodeResources resources_;
-  CgroupHost cgroups_;  // set in Run(), read-only after
+  CgroupHost cgroups_;             // set in Run(), read-only after
+  std::map<int, int> gpu_minors_;  // discovered GPUs: index -> device minor (Run(), read-only)
   std::string node_id_;
   int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 

@@ -1,11 +1,15 @@
 #include "agent/discovery.h"
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "common/cpu_budget.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace berth {
@@ -93,6 +97,63 @@ NodeResources DiscoverNode(const std::string& declared_gpus) {
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
   if (pclose(p) == 0) r.gpus = ParseNvidiaSmi(out);
   return r;
+}
+
+namespace {
+
+// "00000000:3B:00.0" (nvidia-smi) and "0000:3b:00.0" (the driver's /proc) -> "3b:00.0".
+std::string NormalizeBusId(std::string id) {
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t colon = id.find(':');
+  return colon == std::string::npos ? id : id.substr(colon + 1);
+}
+
+}  // namespace
+
+std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
+                                  const std::map<std::string, std::string>& information) {
+  std::map<std::string, int> minor_of_bus;
+  for (const auto& [bus, text] : information) {
+    for (const std::string& line : Split(text, '\n')) {
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos || Trim(line.substr(0, colon)) != "Device Minor") continue;
+      const std::string value = Trim(line.substr(colon + 1));
+      if (!value.empty() && std::all_of(value.begin(), value.end(), ::isdigit)) {
+        minor_of_bus[NormalizeBusId(bus)] = std::stoi(value);
+      }
+    }
+  }
+  std::map<int, int> minors;
+  for (const std::string& line : Split(bus_ids, '\n')) {
+    const size_t comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    const std::string index = Trim(line.substr(0, comma));
+    if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) continue;
+    auto minor = minor_of_bus.find(NormalizeBusId(Trim(line.substr(comma + 1))));
+    if (minor != minor_of_bus.end()) minors[std::stoi(index)] = minor->second;
+  }
+  return minors;
+}
+
+std::map<int, int> DiscoverGpuMinors() {
+  std::map<std::string, std::string> information;
+  const std::string root = "/proc/driver/nvidia/gpus";
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      information[e->d_name] = ReadFileOr(root + "/" + e->d_name + "/information");
+    }
+    ::closedir(d);
+  }
+  if (information.empty()) return {};
+  FILE* p = popen("nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader 2>/dev/null", "r");
+  if (!p) return {};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  if (pclose(p) != 0) return {};
+  return ParseGpuMinors(out, information);
 }
 
 }  // namespace berth

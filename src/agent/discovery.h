@@ -3,6 +3,7 @@
 // Thread-safe.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,14 @@ Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl);
 // Reads this machine's usable CPUs (affinity/cgroup), MemTotal and, when `declared_gpus` is empty,
 // the GPUs nvidia-smi lists (none if it is absent or fails).
 NodeResources DiscoverNode(const std::string& declared_gpus);
+
+// The device minor of each GPU (by nvidia-smi index): /dev/nvidiaN is named by the minor, which the
+// driver assigns and which need not equal the index. From `nvidia-smi --query-gpu=index,pci.bus_id
+// --format=csv,noheader` output and the driver's /proc/driver/nvidia/gpus/BUS/information files
+// (`information`: bus id -> that file's text). GPUs whose minor is not found are left out.
+std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
+                                  const std::map<std::string, std::string>& information);
+// This machine's, asking nvidia-smi and the driver; empty without them.
+std::map<int, int> DiscoverGpuMinors();
 
 }  // namespace berth

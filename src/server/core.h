@@ -478,7 +478,7 @@ class Core {
                std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
   // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
   // else the job ends.
-  // What the ranks that reported their exit used: the highest peak memory, the sum of CPU time.
+  // What the ranks used, once every rank reported it: the highest peak memory, the sum of CPU time.
   static void AddRankUsage(const ActiveJob& job, AttemptRow& attempt);
   // `out_of_memory`: the kernel killed it for its memory limit (restarted only with retry.on_oom).
   void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,

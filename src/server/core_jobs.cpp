@@ -34,6 +34,11 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
 }
 
 void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
+  // A partial sum would mislead (the efficiency divides by every rank's allotment): only when every
+  // rank reported what it used.
+  for (const RankState& rank : job.ranks) {
+    if (!rank.peak_memory_bytes && !rank.cpu_ms) return;
+  }
   for (const RankState& rank : job.ranks) {
     if (rank.peak_memory_bytes) {
       attempt.peak_memory_bytes =

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -58,19 +59,45 @@ Status WriteValue(const std::string& dir, const std::string& file, const std::st
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-// Makes `dir` and its missing parents down from `base` (which exists).
+// Makes `dir` and its missing parents down from `base` (which exists). A parent another
+// supervisor removes in between (its last rank ended: ENOENT) is made again.
 Status MakeDirs(const std::string& base, const std::string& name, std::vector<std::string>* made) {
-  std::string dir = base;
-  for (const std::string& part : Split(name, '/')) {
-    if (part.empty()) continue;
-    dir += "/" + part;
-    if (::mkdir(dir.c_str(), 0755) == 0) {
-      if (made) made->push_back(dir);
-    } else if (errno != EEXIST) {
-      return Status::Internal("cannot make cgroup " + dir + ": " + strerror(errno));
+  for (int tries = 0;; ++tries) {
+    std::string dir = base;
+    int err = 0;
+    for (const std::string& part : Split(name, '/')) {
+      if (part.empty()) continue;
+      dir += "/" + part;
+      if (::mkdir(dir.c_str(), 0755) == 0) {
+        if (made) made->push_back(dir);
+      } else if (errno != EEXIST) {
+        err = errno;
+        break;
+      }
+    }
+    if (err == 0) return Status::Ok();
+    if (err != ENOENT || tries == 3) {
+      return Status::Internal("cannot make cgroup " + dir + ": " + strerror(err));
     }
   }
-  return Status::Ok();
+}
+
+// A field of mountinfo as the kernel writes it: space, tab, newline and backslash as \ooo.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    const bool octal = field[i] == '\\' && i + 3 < field.size() &&
+                       std::isdigit(static_cast<unsigned char>(field[i + 1])) &&
+                       std::isdigit(static_cast<unsigned char>(field[i + 2])) &&
+                       std::isdigit(static_cast<unsigned char>(field[i + 3]));
+    if (octal) {
+      out += static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
 }
 
 // A "key value" line's value in a flat-keyed file (memory.events, cpu.stat, oom_control).
@@ -94,13 +121,26 @@ int64_t FileNumber(const std::string& path) {
   }
 }
 
+// v2: "+memory +cpu +pids", or those of them that `dir` offers.
+std::string WantedControllers(const std::string& dir) {
+  const std::string offered = " " + Trim(ReadFileOr(dir + "/cgroup.controllers")) + " ";
+  std::string want;
+  for (const char* c : {"memory", "cpu", "pids"}) {
+    if (offered.find(std::string(" ") + c + " ") != std::string::npos) {
+      want += (want.empty() ? "+" : " +") + std::string(c);
+    }
+  }
+  return want;
+}
+
 // v2: controllers are enabled for the children of `dir`. A cgroup that holds processes may not
-// (the no-internal-processes rule, EBUSY): they move into a leaf of its own, `supervisor`, first.
+// (the no-internal-processes rule, EBUSY): they move into a leaf of its own, kSupervisorLeaf,
+// first.
 Status EnableControllers(const std::string& dir) {
-  const std::string want = "+memory +cpu +pids";
+  const std::string want = WantedControllers(dir);
   Status st = WriteValue(dir, "cgroup.subtree_control", want);
-  if (st.ok()) return st;
-  const std::string leaf = dir + "/supervisor";
+  if (st.ok() || st.message().find(strerror(EBUSY)) == std::string::npos) return st;
+  const std::string leaf = dir + "/" + kSupervisorLeaf;
   if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return st;
   for (const std::string& pid : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
     if (!pid.empty()) (void)WriteValue(leaf, "cgroup.procs", pid);
@@ -134,7 +174,7 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 6 || dash + 3 >= f.size()) continue;
     const std::string& type = f[dash + 1];
-    Mount m{f[3], root + f[4]};
+    Mount m{Unescape(f[3]), root + Unescape(f[4])};
     const bool ro = ("," + f[5] + ",").find(",ro,") != std::string::npos;
     if (type == "cgroup2") {
       unified = m;
@@ -195,6 +235,11 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
     host.reason = "this process's cgroup is not under the mounted cgroup2 hierarchy";
     return host;
   }
+  // A supervisor that an earlier one moved into the leaf below the agent's cgroup (or that
+  // systemd put there: DelegateSubgroup=supervisor) divides the agent's cgroup, not its leaf.
+  if (const std::string leaf = std::string("/") + kSupervisorLeaf; dir->ends_with(leaf)) {
+    dir = dir->substr(0, dir->size() - leaf.size());
+  }
   const std::string controllers = " " + ReadFileOr(*dir + "/cgroup.controllers") + " ";
   if (controllers.find(" memory") == std::string::npos) {
     host.reason = *dir + " has no memory controller (delegate it: Delegate=yes in the unit)";
@@ -228,13 +273,14 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
   if (host.layout == CgroupLayout::kV2) {
     // Controllers reach the rank's cgroup through every level above it.
     std::string dir = host.unified_dir;
+    const std::string wanted = WantedControllers(dir);
     if (Status st = EnableControllers(dir); !st.ok()) return fail(st);
     std::vector<std::string> parts = Split(name, '/');
     for (size_t i = 0; i < parts.size(); ++i) {
       if (Status st = MakeDirs(dir, parts[i], &made); !st.ok()) return fail(st);
       dir += "/" + parts[i];
       if (i + 1 < parts.size()) {
-        if (Status st = WriteValue(dir, "cgroup.subtree_control", "+memory +cpu +pids"); !st.ok()) {
+        if (Status st = WriteValue(dir, "cgroup.subtree_control", wanted); !st.ok()) {
           return fail(st);
         }
       }
@@ -245,12 +291,16 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
       for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
                                  std::pair{"memory.swap.max", std::string("0")},
                                  std::pair{"memory.oom.group", std::string("1")}}) {
+        // No swap accounting on this host (no memory.swap.max): no swap to keep the job from.
+        if (std::string(file) == "memory.swap.max" && !Exists(dir + "/" + file)) continue;
         if (Status st = WriteValue(dir, file, value); !st.ok()) return fail(st);
       }
     }
     if (limits.cpu_milli > 0) {
-      const std::string quota = std::to_string(limits.cpu_milli * kCfsPeriodUs / 1000) + " " +
-                                std::to_string(kCfsPeriodUs);
+      // The kernel's least quota is 1 ms per period.
+      const std::string quota =
+          std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
+          std::to_string(kCfsPeriodUs);
       if (Status st = WriteValue(dir, "cpu.max", quota); !st.ok()) return fail(st);
     }
     if (limits.pids_max > 0) {
@@ -382,10 +432,17 @@ RankUsage RankCgroup::Usage() const {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.peak");
     int64_t usec = KeyedValue(ReadFileOr(cpu_dir_ + "/cpu.stat"), "usage_usec");
     usage.cpu_ns = usec < 0 ? -1 : usec * 1000;
-    usage.oom_kills =
-        std::max<int64_t>(0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.events"), "oom_kill"));
+    const std::string events = ReadFileOr(memory_dir_ + "/memory.events");
+    usage.oom_kills = std::max<int64_t>(0, KeyedValue(events, "oom_kill"));
+    usage.limit_hits = std::max<int64_t>(0, KeyedValue(events, "oom"));
   } else if (layout_ == CgroupLayout::kV1) {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.max_usage_in_bytes");
+    usage.limit_hits = std::max<int64_t>(0, FileNumber(memory_dir_ + "/memory.failcnt"));
+    // Recent kernels leave failcnt at 0 on v1: a peak at the limit (within a few pages) says it.
+    const int64_t limit = FileNumber(memory_dir_ + "/memory.limit_in_bytes");
+    if (usage.limit_hits == 0 && limit > 0 && usage.peak_memory_bytes >= limit - (256 << 10)) {
+      usage.limit_hits = 1;
+    }
     usage.oom_kills = std::max<int64_t>(
         0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.oom_control"), "oom_kill"));
   }

@@ -8,9 +8,10 @@
 // Three host layouts, told apart by DetectCgroups from /proc/self/cgroup and /proc/self/mountinfo:
 //   v2     one unified hierarchy (production hosts: Debian 12, Ubuntu 22.04+, RHEL 9): memory.max,
 //          memory.swap.max, memory.oom.group, cpu.max, pids.max; a BPF device program
-//          (supervise/device_filter.h); memory.peak, cpu.stat, memory.events; cgroup.kill. Controllers are enabled in the supervisor's cgroup's
-//          subtree_control, the supervisor moving itself into a leaf `supervisor` first where the
-//          kernel's no-internal-processes rule asks it to.
+//          (supervise/device_filter.h); memory.peak, cpu.stat, memory.events; cgroup.kill.
+//          Controllers are enabled in the supervisor's cgroup's subtree_control, the supervisor
+//          moving itself into a leaf `supervisor` first where the kernel's no-internal-processes
+//          rule asks it to.
 //   v1     v1 controllers under <root>/<controller> (older hosts, and the hybrid layout of the
 //          machines berth is built on): memory (limit, memsw, oom_control's oom_kill,
 //          max_usage_in_bytes), cpu (CFS quota), pids, devices; each only where the rank has such
@@ -37,6 +38,10 @@
 namespace berth {
 
 enum class CgroupLayout { kNone, kV1, kV2 };
+
+// v2: the leaf below the agent's cgroup that its processes move into, so that the cgroup may
+// enable controllers for the ranks' cgroups beside it (the no-internal-processes rule).
+inline constexpr char kSupervisorLeaf[] = "supervisor";
 
 // What this process's host offers.
 struct CgroupHost {
@@ -76,7 +81,10 @@ struct RankLimits {
 struct RankUsage {
   int64_t peak_memory_bytes = -1;
   int64_t cpu_ns = -1;    // v2 only
-  int64_t oom_kills = 0;  // processes the kernel killed for the memory limit
+  int64_t oom_kills = 0;  // processes of it the kernel's OOM killer killed (any OOM)
+  // Times it reached its own memory limit (v2 memory.events "oom"; v1 failcnt, or 1 when its peak
+  // is at the limit).
+  int64_t limit_hits = 0;
 };
 
 // One rank's cgroup: a directory per hierarchy.

@@ -37,8 +37,8 @@ std::vector<bpf_insn> Program(const std::vector<std::pair<int, int>>& denied) {
   std::vector<bpf_insn> p;
   p.push_back(Insn(BPF_LDX | BPF_W | BPF_MEM, 2, 1, 0, 0));
   p.push_back(Insn(BPF_ALU64 | BPF_AND | BPF_K, 2, 0, 0, 0xffff));
-  p.push_back(Insn(BPF_JMP | BPF_JNE | BPF_K, 2, 0, static_cast<int16_t>(allow - 3),
-                   BPF_DEVCG_DEV_CHAR));
+  p.push_back(
+      Insn(BPF_JMP | BPF_JNE | BPF_K, 2, 0, static_cast<int16_t>(allow - 3), BPF_DEVCG_DEV_CHAR));
   p.push_back(Insn(BPF_LDX | BPF_W | BPF_MEM, 3, 1, 4, 0));
   p.push_back(Insn(BPF_LDX | BPF_W | BPF_MEM, 4, 1, 8, 0));
   for (int k = 0; k < n; ++k) {
@@ -61,19 +61,25 @@ Status DenyDevices(const std::string& cgroup_dir, const std::vector<std::pair<in
   if (denied.size() > 4096) return Status::Invalid("too many devices to deny");
   std::vector<bpf_insn> program = Program(denied);
   static const char kLicense[] = "Apache-2.0";
-  char log[4096] = {};
   bpf_attr load{};
   load.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
   load.insn_cnt = static_cast<uint32_t>(program.size());
   load.insns = reinterpret_cast<uint64_t>(program.data());
   load.license = reinterpret_cast<uint64_t>(kLicense);
-  load.log_buf = reinterpret_cast<uint64_t>(log);
-  load.log_size = sizeof(log);
-  load.log_level = 1;
-  const int prog = static_cast<int>(::syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof(load)));
+  // No verifier log unless the load fails (a log that does not fit fails the load: ENOSPC).
+  int prog = static_cast<int>(::syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof(load)));
   if (prog < 0) {
-    return Status::Internal(std::string("cannot load the device filter (bpf): ") +
-                            strerror(errno) + (log[0] ? std::string(": ") + log : ""));
+    const int err = errno;
+    std::string log(64 * 1024, '\0');
+    load.log_buf = reinterpret_cast<uint64_t>(log.data());
+    load.log_size = static_cast<uint32_t>(log.size());
+    load.log_level = 1;
+    prog = static_cast<int>(::syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof(load)));
+    if (prog < 0) {
+      log.resize(strnlen(log.data(), log.size()));
+      return Status::Internal(std::string("cannot load the device filter (bpf): ") + strerror(err) +
+                              (log.empty() ? "" : ": " + log));
+    }
   }
   const int dir = ::open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) {

@@ -291,7 +291,7 @@ class NodeSupervisor {
     // than a process may hold files open by default).
     ::close(opened->log_fd);
     ranks_.emplace(dir, std::move(owned));
-    if (!rank.plan.cgroup.empty() && cgroups_.layout != CgroupLayout::kNone) {
+    if (!rank.plan.cgroup.empty()) {
       // A rank whose limits cannot be set does not run without them. (One left by an earlier node
       // supervisor killed with its ranks was removed when this one started, if empty.)
       auto made = RankCgroup::Create(cgroups_, rank.plan.cgroup, rank.plan.limits);
@@ -522,8 +522,10 @@ class NodeSupervisor {
     while (budget-- > 0 && !ended_cgroups_.empty()) {
       auto [cgroup, tries] = std::move(ended_cgroups_.front());
       ended_cgroups_.pop_front();
-      if (!cgroup.Remove() && tries < 20 && !all)
+      // A large process takes a while to be torn down: tried for about a minute (every 50 ms).
+      if (!cgroup.Remove() && tries < 1200 && !all) {
         ended_cgroups_.push_back({std::move(cgroup), tries + 1});
+      }
     }
   }
 

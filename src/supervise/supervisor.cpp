@@ -383,10 +383,11 @@ SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu
 
 RankUsage EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
   const RankUsage usage = cgroup.Usage();
-  // The kernel killed a process of it for its memory limit, and it failed: that is why.
-  if (usage.oom_kills > 0 && end.exit_code != 0 && end.phase != "launch") {
+  // It reached its own limit, the kernel killed a process of it, and it failed: that is why (not
+  // when it was stopped, nor for an OOM of the whole node, which does not reach its limit).
+  if (usage.oom_kills > 0 && usage.limit_hits > 0 && end.exit_code != 0 && end.phase != "launch" &&
+      end.reason != "stopped") {
     end.reason = OutOfMemoryReason(limits.memory_bytes);
-    if (end.exit_code < 128) end.exit_code = 137;
   }
   cgroup.Kill();
   return usage;
@@ -458,16 +459,15 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   const int log_fd = opened->log_fd;
   const RunPlan* plan = &opened->plan;
   if (!plan->cgroup.empty()) {
+    // The agent asked for limits: the rank does not run without them.
     const CgroupHost host = DetectCgroups();
-    if (host.layout != CgroupLayout::kNone) {
-      auto made = RankCgroup::Create(host, plan->cgroup, plan->limits);
-      if (!made.ok()) {
-        AppendEvent(dir, {"exited", 127, "launch",
-                          "cannot set the job's limits: " + made.status().message()});
-        return 0;
-      }
-      g_cgroup = std::move(*made);
+    auto made = RankCgroup::Create(host, plan->cgroup, plan->limits);
+    if (!made.ok()) {
+      AppendEvent(dir, {"exited", 127, "launch",
+                        "cannot set the job's limits: " + made.status().message()});
+      return 0;
     }
+    g_cgroup = std::move(*made);
   }
   // The rank's end, with what its cgroup says (out of memory), once nothing of it is left.
   auto end = [&](SupervisorEvent event) {
@@ -480,7 +480,9 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
                            children.ru_utime.tv_usec + children.ru_stime.tv_usec;
     AppendEnd(dir, UsageEvent(peak, children.ru_maxrss, cpu_us), event);
     if (g_cgroup) {
-      for (int tries = 0; tries < 50 && !g_cgroup->Remove(); ++tries) ::usleep(10'000);
+      // A large process takes a while to be torn down; what is left, the next node supervisor
+      // removes (RemoveIdleRankCgroups).
+      for (int tries = 0; tries < 500 && !g_cgroup->Remove(); ++tries) ::usleep(10'000);
       // The agent's cgroup above it goes with its last rank (refused while others are in it).
       for (const std::string& d : g_cgroup->dirs()) ::rmdir(d.substr(0, d.rfind('/')).c_str());
     }

@@ -75,6 +75,26 @@ TEST(CgroupTest, NoneSaysWhy) {
   EXPECT_NE(host.reason.find("Delegate=yes"), std::string::npos) << host.reason;
 }
 
+// A later supervisor finds itself in the leaf an earlier one moved the agent's processes into (or
+// systemd's DelegateSubgroup put it in): it divides the agent's cgroup, not the leaf. Mount points
+// with spaces are unescaped. Only the controllers the cgroup offers are enabled.
+TEST(CgroupTest, V2DividesTheAgentsCgroupFromItsSupervisorLeaf) {
+  TempDir root;
+  const std::string own = root.path() + "/sys/fs/cgroup/my svc";
+  MakeDir(own + "/supervisor");
+  WriteFileAtomic(own + "/cgroup.controllers", "memory pids\n", false);
+  CgroupHost host = DetectCgroupsFrom("0::/my svc/supervisor\n",
+                                      "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+                                      "31 23 0:27 / /sys/fs/cgroup/my\\040svc rw - tmpfs x rw\n",
+                                      root.path());
+  ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
+  EXPECT_EQ(host.unified_dir, own);
+  auto cg = RankCgroup::Create(host, "berth-2/1-1-0", RankLimits{.memory_bytes = 1 << 30});
+  ASSERT_TRUE(cg.ok()) << cg.status().message();
+  EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(cg->dirs(), std::vector<std::string>{own + "/berth-2/1-1-0"});
+}
+
 // v2 against a fake tree: the limits land in memory.max, memory.swap.max, memory.oom.group,
 // cpu.max and pids.max; controllers are enabled at every level above the rank; usage and OOM kills
 // are read from memory.peak, cpu.stat and memory.events; a kill writes cgroup.kill.
@@ -95,18 +115,20 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids");
   EXPECT_EQ(ReadFileOr(own + "/berth-1/cgroup.subtree_control"), "+memory +cpu +pids");
   EXPECT_EQ(ReadFileOr(dir + "/memory.max"), std::to_string(256 << 20));
-  EXPECT_EQ(ReadFileOr(dir + "/memory.swap.max"), "0");
+  // This fake host accounts no swap (no memory.swap.max): there is none to limit.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/memory.swap.max"));
   EXPECT_EQ(ReadFileOr(dir + "/memory.oom.group"), "1");
   EXPECT_EQ(ReadFileOr(dir + "/cpu.max"), "50000 100000");
   EXPECT_EQ(ReadFileOr(dir + "/pids.max"), "100");
 
   WriteFileAtomic(dir + "/memory.peak", "123456\n", false);
   WriteFileAtomic(dir + "/cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n", false);
-  WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n", false);
+  WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n", false);
   RankUsage usage = cg->Usage();
   EXPECT_EQ(usage.peak_memory_bytes, 123456);
   EXPECT_EQ(usage.cpu_ns, 2'500'000'000);
   EXPECT_EQ(usage.oom_kills, 1);
+  EXPECT_EQ(usage.limit_hits, 2);
   cg->Kill();
   EXPECT_EQ(ReadFileOr(dir + "/cgroup.kill"), "1");
   ASSERT_TRUE(RankCgroup::Find(host, "berth-1/7-1-0").has_value());

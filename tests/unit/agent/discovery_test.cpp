@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -57,4 +59,18 @@ TEST(SupervisorEvents, ParseWhatTheSupervisorWrites) {
 }
 
 }  // namespace
+// /dev/nvidiaN is named by the driver's minor number, which need not be nvidia-smi's index: the
+// two are matched through the PCI bus id (nvidia-smi writes an 8-digit domain in upper case, the
+// driver's /proc a 4-digit one in lower case). A GPU the driver does not list is left out.
+TEST(GpuMinors, AreMatchedToIndicesByBusId) {
+  const std::string smi = "0, 00000000:3B:00.0\n1, 00000000:18:00.0\n2, 00000000:AF:00.0\n";
+  const std::map<std::string, std::string> information = {
+      {"0000:18:00.0",
+       "Model: NVIDIA H100\nIRQ: 42\nDevice Minor: 0\nBus Location: 0000:18:00.0\n"},
+      {"0000:3b:00.0", "Model: NVIDIA H100\nDevice Minor: \t 1\n"},
+  };
+  EXPECT_EQ(ParseGpuMinors(smi, information), (std::map<int, int>{{0, 1}, {1, 0}}));
+  EXPECT_TRUE(ParseGpuMinors("", information).empty());
+}
+
 }  // namespace berth
