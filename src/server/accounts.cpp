@@ -223,9 +223,10 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
   return created;
 }
 
-Result<std::vector<TokenRow>> Accounts::SetNodeUsers(const Principal& by, const std::string& node,
-                                                     const std::string& speaks_for) {
-  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "setting whom a node speaks for"));
+Result<std::vector<TokenRow>> Accounts::ChangeNodeCredentials(const Principal& by,
+                                                              const std::string& node,
+                                                              const NodeCredentialChange& what) {
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, what.right));
   const std::string subject = std::string(kNodeSubject) + node;
   MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
   MutexLock lock(mu_);
@@ -234,38 +235,38 @@ Result<std::vector<TokenRow>> Accounts::SetNodeUsers(const Principal& by, const 
   for (const auto& [name, row] : tokens_) {
     if (row.user != subject || row.revoked_at) continue;
     changed.push_back(row);
-    changed.back().speaks_for = speaks_for;
+    what.change(changed.back());
     batch.tokens.push_back(changed.back());
   }
   if (changed.empty()) return Status::NotFound("node " + node + " holds no live credential");
-  batch.audit.push_back(AuditRowFor(by, "node users", node,
-                                    speaks_for.empty() ? "no one" : "speaks for " + speaks_for));
+  batch.audit.push_back(AuditRowFor(by, what.action, node, what.detail(changed.size())));
   Status st = CommitReleasingLock(batch);
-  if (!st.ok()) return Status::Unavailable("the change could not be recorded: " + st.message());
+  if (!st.ok()) {
+    return Status::Unavailable("the " + what.action + " could not be recorded: " + st.message());
+  }
   for (const TokenRow& row : changed) tokens_[row.name] = row;
   return changed;
 }
 
+Result<std::vector<TokenRow>> Accounts::SetNodeUsers(const Principal& by, const std::string& node,
+                                                     const std::string& speaks_for) {
+  return ChangeNodeCredentials(
+      by, node,
+      {.right = "setting whom a node speaks for",
+       .action = "node users",
+       .change = [&](TokenRow& row) { row.speaks_for = speaks_for; },
+       .detail =
+           [&](size_t) { return speaks_for.empty() ? "no one" : "speaks for " + speaks_for; }});
+}
+
 Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node) {
-  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a node's credential"));
-  const std::string subject = std::string(kNodeSubject) + node;
-  MutexLock changes(changes_mu_);  // one change at a time: what it read stays true
-  MutexLock lock(mu_);
-  std::vector<TokenRow> revoked;
-  Batch batch;
-  for (const auto& [name, row] : tokens_) {
-    if (row.user != subject || row.revoked_at) continue;
-    revoked.push_back(row);
-    revoked.back().revoked_at = clock_.Now();
-    batch.tokens.push_back(revoked.back());
-  }
-  if (revoked.empty()) return Status::NotFound("node " + node + " holds no live credential");
-  batch.audit.push_back(
-      AuditRowFor(by, "node revoke", node, fmt::format("{} credential(s)", revoked.size())));
-  Status st = CommitReleasingLock(batch);
-  if (!st.ok()) return Status::Unavailable("the revocation could not be recorded: " + st.message());
-  for (const TokenRow& row : revoked) tokens_[row.name] = row;
-  return revoked;
+  const TimeMs now = clock_.Now();
+  return ChangeNodeCredentials(
+      by, node,
+      {.right = "revoking a node's credential",
+       .action = "node revoke",
+       .change = [&](TokenRow& row) { row.revoked_at = now; },
+       .detail = [](size_t n) { return fmt::format("{} credential(s)", n); }});
 }
 
 AuditRow Accounts::AuditRowFor(const Principal& by, const std::string& action,

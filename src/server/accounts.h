@@ -27,6 +27,7 @@
 // that identifying a request (on the HTTP I/O threads) never waits for a commit.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -146,6 +147,19 @@ class Accounts {
   Result<std::vector<TokenRow>> RevokeNode(const Principal& by, const std::string& node)
       EXCLUDES(mu_);
 
+ private:
+  // A change of every live credential of one node, in one audited commit.
+  struct NodeCredentialChange {
+    std::string right;   // what NeedRole names: "revoking a node's credential"
+    std::string action;  // the audit's action: "node revoke"
+    std::function<void(TokenRow&)> change;
+    std::function<std::string(size_t)> detail;  // the audit's detail, from how many changed
+  };
+  Result<std::vector<TokenRow>> ChangeNodeCredentials(const Principal& by, const std::string& node,
+                                                      const NodeCredentialChange& what)
+      EXCLUDES(mu_, changes_mu_);
+
+ public:
   // Admin actions; PermissionDenied when `by` is not an admin. Each is audited.
   Result<CreatedToken> CreateToken(const Principal& by, NewToken request) EXCLUDES(mu_);
   Result<TokenRow> RevokeToken(const Principal& by, const std::string& name) EXCLUDES(mu_);
