@@ -100,20 +100,26 @@ class IsolationTest(BerthTestCase):
         print(f"cpu-seconds in 3 s under cpus: 0.5: {cpu_seconds:.2f}")
         # 3 s of wall time at half a CPU is 1.5 s; unlimited, two loops would take about 6.
         self.assertLess(cpu_seconds, 0.55 * 3 + 0.4, f"{cpu_seconds:.2f} CPU-seconds in 3 s")
-        self.assertGreater(cpu_seconds, 0.5)
+        self.assertGreater(cpu_seconds, 0.1)  # the loops ran (how much: what else runs)
 
     def test_show_says_what_the_job_used(self):
         b = self.b
+        # 200 MiB held, and a second of busy wall time; the job prints the CPU time it got (how much
+        # depends on what else the machine runs).
         job = b.submit("--memory", "0.5", "--cpus", "1", "--",
-                       "python3 -c \"\nimport time\ns = 'x' * (200 << 20)\nt = time.time()\n"
-                       "while time.time() - t < 1: pass\n\"", env=self.env)
+                       "python3 -c \"\nimport os, time\ns = 'x' * (200 << 20)\nt = time.time()\n"
+                       "while time.time() - t < 1: pass\nu = os.times()\n"
+                       "print('self-cpu=%.3f' % (u.user + u.system))\n\"", env=self.env)
         b.wait_status(job, "SUCCEEDED", timeout=60, env=self.env)
+        own = float(re.search(r"self-cpu=([0-9.]+)", self.logs(job)).group(1))
         attempt = b.show(job, env=self.env)["attempts"][-1]
         self.assertGreaterEqual(attempt["peak_memory_bytes"], 200 << 20)
         self.assertLess(attempt["peak_memory_bytes"], 512 << 20)
-        self.assertGreater(attempt["cpu_seconds"], 0.8)
+        # What the supervisor counted: the job's own CPU time, plus its bash's (a little).
+        self.assertGreaterEqual(attempt["cpu_seconds"], own - 0.02)
+        self.assertLess(attempt["cpu_seconds"], own + 0.5)
         self.assertGreater(attempt["memory_efficiency"], 0.38)
-        self.assertGreater(attempt["cpu_efficiency"], 0.3)
+        self.assertGreater(attempt["cpu_efficiency"], 0)
         _, out, _ = b.run("show", job, env=self.env)
         self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU [0-9.]+ s of 1 CPU\(s\) asked")
 
