@@ -231,6 +231,9 @@ Status Agent::Register() {
   request.memory_mib = resources_.memory;
   request.gpus = resources_.gpus;
   request.isolation = cgroups_.Describe();
+  if (cgroups_.layout != CgroupLayout::kNone) {
+    request.job_memory_default_mib = options_.job_memory_default.value_or(resources_.memory);
+  }
   {
     // Launches being started or still queued count too: the server then stops those it no longer
     // wants (a stop sent to the old session is lost with it) instead of freeing their resources

@@ -660,6 +660,14 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n",
              str("num_nodes"), GpusOf(j), SerializeJson(r.at("cpus")),
              SerializeJson(r.at("memory")), str("priority"));
+  if (const json::value* d = j.if_contains("memory_default"); d && d->is_object()) {
+    for (const auto& [node, gib] : d->as_object()) {
+      fmt::print("  memory:     none asked: limited to {} on {} (its default for such jobs)\n",
+                 gib.is_number() ? fmt::format("{:.3g} GiB", gib.to_number<double>())
+                                 : std::string("nothing"),
+                 std::string(node));
+    }
+  }
   if (!j.at("group").is_null()) fmt::print("  group:      {} rank {}\n", str("group"), str("rank"));
   fmt::print("  submitted:  {}\n  started:    {}\n  ended:      {}\n  exit code:  {}\n",
              str("submitted_at"), str("started_at"), str("ended_at"), str("exit_code"));

@@ -164,6 +164,7 @@ json::object RegisterRequest::Encode() const {
   }
   o["running"] = std::move(r);
   o["isolation"] = isolation;
+  if (job_memory_default_mib > 0) o["job_memory_default_mib"] = job_memory_default_mib;
   return o;
 }
 
@@ -179,6 +180,7 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
   r.cpus_milli = f.Int64("cpus_milli", 0);
   r.memory_mib = f.Int64("memory_mib", 0);
   r.isolation = f.String("isolation", "");
+  r.job_memory_default_mib = f.Int64("job_memory_default_mib", 0);
   if (!f.ok()) return f.status();
   if (r.isolation.size() > 512) return Status::Invalid("register: 'isolation' is too long");
   if (const json::value* l = f.Find("labels")) {

@@ -64,6 +64,8 @@ struct RegisterRequest {
   // How the node isolates jobs (supervise/cgroup.h CgroupHost::Describe): "v2", "v1",
   // "none: REASON"; "" from an agent that does not say.
   std::string isolation;
+  // The memory limit of a job that asks for none (MiB; 0: the agent does not say).
+  int64_t job_memory_default_mib = 0;
 
   bool operator==(const RegisterRequest&) const = default;
 

@@ -538,6 +538,21 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   if (row.status == JobStatus::kPending) waiting = core_->Waiting(id);
   json::object o = JobJson(row, waiting ? waiting->reason : "");
   o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
+  // A job that asked for no memory is limited by each node's default (docs/security.md
+  // "Isolation"): which, on the nodes it was placed on (null: that node enforces none).
+  json::object memory_default;
+  if (row.resources.memory == 0 && !row.placement.empty()) {
+    std::map<std::string, Mib> defaults;
+    for (const NodeStatus& node : core_->Nodes()) defaults[node.row.name] = node.job_memory_default;
+    for (const NodeGrant& grant : row.placement) {
+      auto it = defaults.find(grant.node);
+      memory_default[grant.node] =
+          it == defaults.end() || it->second == 0
+              ? json::value(nullptr)
+              : json::value(static_cast<double>(it->second) / static_cast<double>(kMibPerGib));
+    }
+  }
+  o["memory_default"] = std::move(memory_default);
   // The spec holds the job's environment (often secrets): its owner's and operators' to read.
   o["spec"] = nullptr;
   // What it waits for is everyone's to see.

@@ -122,6 +122,7 @@ struct NodeStatus {
   Mib memory_used = 0;
   std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
   std::string isolation;             // RegisterRequest::isolation of its agent
+  Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (0: none enforced)
 };
 
 class Core {
@@ -322,6 +323,7 @@ class Core {
     std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
     std::string session;               // current agent session; "" when none
     std::string isolation;             // RegisterRequest::isolation (not stored)
+    Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
     int64_t lease_expires = 0;         // monotonic ms
     // Bumped by every change that may invalidate a placement decided on an older snapshot:
     // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.

@@ -215,6 +215,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.row.memory = request.memory_mib;
   node.row.gpus = request.gpus;
   node.isolation = request.isolation;
+  node.job_memory_default = request.job_memory_default_mib;
   if (is_new) node.row.registered_at = now;
   node.row.last_seen = now;
   node.row.down_since.reset();

@@ -496,7 +496,8 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   plan.kick = true;
   BERTH_RETURN_IF_ERROR(Execute(plan));
   capacity_stale_ = true;
-  return NodeStatus{node.row, node.cpus_used, node.memory_used, node.gpu_used, node.isolation};
+  return NodeStatus{node.row,      node.cpus_used, node.memory_used,
+                    node.gpu_used, node.isolation, node.job_memory_default};
 }
 
 std::map<std::string, std::map<int, std::vector<Core::Holder>>> Core::DeviceHolders() {
@@ -522,7 +523,8 @@ std::vector<NodeStatus> Core::Nodes() {
   std::vector<NodeStatus> out;
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
-    out.push_back({node.row, node.cpus_used, node.memory_used, node.gpu_used, node.isolation});
+    out.push_back({node.row, node.cpus_used, node.memory_used, node.gpu_used, node.isolation,
+                   node.job_memory_default});
   }
   return out;
 }

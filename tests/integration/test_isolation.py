@@ -41,9 +41,18 @@ class IsolationTest(BerthTestCase):
         self.env = {"BERTH_SERVER": self.server.url}
         b.wait_nodes_up(["iso"], env=self.env)
 
+    def test_a_job_that_asks_for_no_memory_is_told_its_limit(self):
+        b = self.b
+        job = b.submit("--", "true", env=self.env)
+        b.wait_status(job, "SUCCEEDED", timeout=60, env=self.env)
+        self.assertEqual(b.show(job, env=self.env)["memory_default"], {"iso": 4})  # the node's memory
+        _, out, _ = b.run("show", job, env=self.env)
+        self.assertIn("memory:     none asked: limited to 4 GiB on iso (its default for such jobs)", out)
+
     def test_the_node_says_how_it_isolates_jobs(self):
         node = self.b.nodes(env=self.env)[0]
         self.assertIn(node["isolation"], ("v1", "v2"))
+        self.assertEqual(node["job_memory_default"], 4)
         _, out, _ = self.b.run("nodes", env=self.env)
         self.assertIn("ISOLATION", out)
         self.assertIn(node["isolation"], out)
@@ -121,6 +130,7 @@ class IsolationTest(BerthTestCase):
         self.assertGreater(attempt["memory_efficiency"], 0.38)
         self.assertGreater(attempt["cpu_efficiency"], 0)
         _, out, _ = b.run("show", job, env=self.env)
+        self.assertEqual(b.show(job, env=self.env)["memory_default"], {})  # it asked for memory
         self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU [0-9.]+ s of 1 CPU\(s\) asked")
 
     def test_a_fork_bomb_stops_at_the_pids_limit(self):
