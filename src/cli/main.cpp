@@ -470,7 +470,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
 
   if (wanted("usage")) {
     auto* usage = app.add_subcommand(
-        "usage", "GPU-hours by type, CPU-hours, jobs, mean wait and preemptions, per user or team");
+        "usage",
+        "GPU-hours by type, CPU-hours, CPU and memory efficiency, jobs, mean wait and preemptions, "
+        "per user or team");
     usage
         ->add_option("--since", usage_flags.since,
                      "Start of the window: a duration back from now (7d, 12h) or a time "

@@ -113,8 +113,11 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
   }
   fmt::print("Usage from {} to {}, by {}\n", std::string(o.at("since").as_string()),
              std::string(o.at("until").as_string()), f.by);
-  Table t({f.by == "team" ? "TEAM" : "USER", "GPU-HOURS", "CPU-HOURS", "JOBS", "MEAN WAIT",
-           "PREEMPTED"});
+  Table t({f.by == "team" ? "TEAM" : "USER", "GPU-HOURS", "CPU-HOURS", "CPU EFF", "MEM EFF", "JOBS",
+           "MEAN WAIT", "PREEMPTED"});
+  auto percent = [](const json::value& v) {
+    return v.is_null() ? std::string("-") : fmt::format("{:.0f}%", v.to_number<double>() * 100);
+  };
   for (const auto& v : o.at("rows").as_array()) {
     const json::object& r = v.as_object();
     std::vector<std::string> gpus;
@@ -126,6 +129,7 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
     t.Add({name.is_null() ? "(default)" : std::string(name.as_string()),
            gpus.empty() ? "-" : Join(gpus, " "),
            fmt::format("{:.2f}", r.at("cpu_seconds").to_number<double>() / 3600),
+           percent(r.at("cpu_efficiency")), percent(r.at("memory_efficiency")),
            Number(r.at("jobs")),
            FormatDuration(static_cast<DurationMs>(r.at("mean_wait_s").to_number<double>() * 1000)),
            Number(r.at("preemptions"))});

@@ -547,9 +547,11 @@ Result<Report> Report::Decode(const json::value& entry) {
   for (auto [name, field] :
        {std::pair{"peak_memory_bytes", &r.peak_memory_bytes}, std::pair{"cpu_ms", &r.cpu_ms}}) {
     if (const json::value* v = f.Find(name); v && !v->is_null()) {
+      // Bounded (1,100 CPU-years, 1 PiB) so that the server's sums over ranks cannot overflow.
+      constexpr int64_t kMax = int64_t{1} << 50;
       std::optional<int64_t> n = AsInt(*v);
-      if (!n || *n < 0) {
-        f.Fail(std::string("'") + name + "' must be a whole number >= 0");
+      if (!n || *n < 0 || *n > kMax) {
+        f.Fail(std::string("'") + name + "' must be a whole number from 0 to 2^50");
       } else {
         *field = *n;
       }

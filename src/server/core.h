@@ -478,11 +478,16 @@ class Core {
                RequeueCause cause = RequeueCause::kOther,
                std::optional<JobStatus> outcome = std::nullopt,
                std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
-  // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
-  // else the job ends.
   // What the ranks used, once every rank reported it: the highest peak memory, the sum of CPU time.
+  struct MeasuredUse {
+    std::optional<int64_t> peak_memory_bytes;
+    std::optional<int64_t> cpu_ms;
+  };
+  static MeasuredUse MeasuredUseOf(const ActiveJob& job);
   static void AddRankUsage(const ActiveJob& job, AttemptRow& attempt);
-  // `out_of_memory`: the kernel killed it for its memory limit (restarted only with retry.on_oom).
+  // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
+  // else the job ends. `out_of_memory`: the kernel killed it for its memory limit (restarted only
+  // with retry.on_oom).
   void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
                    std::optional<int> exit_code, TimeMs now, bool out_of_memory = false)
       REQUIRES(mu_);

@@ -33,19 +33,26 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
   }
 }
 
-void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
+Core::MeasuredUse Core::MeasuredUseOf(const ActiveJob& job) {
   // A partial sum would mislead (the efficiency divides by every rank's allotment): only when every
   // rank reported what it used.
+  MeasuredUse use;
   for (const RankState& rank : job.ranks) {
-    if (!rank.peak_memory_bytes && !rank.cpu_ms) return;
+    if (!rank.peak_memory_bytes && !rank.cpu_ms) return use;
   }
   for (const RankState& rank : job.ranks) {
     if (rank.peak_memory_bytes) {
-      attempt.peak_memory_bytes =
-          std::max(attempt.peak_memory_bytes.value_or(0), *rank.peak_memory_bytes);
+      use.peak_memory_bytes = std::max(use.peak_memory_bytes.value_or(0), *rank.peak_memory_bytes);
     }
-    if (rank.cpu_ms) attempt.cpu_ms = attempt.cpu_ms.value_or(0) + *rank.cpu_ms;
+    if (rank.cpu_ms) use.cpu_ms = use.cpu_ms.value_or(0) + *rank.cpu_ms;
   }
+  return use;
+}
+
+void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
+  MeasuredUse use = MeasuredUseOf(job);
+  attempt.peak_memory_bytes = use.peak_memory_bytes;
+  attempt.cpu_ms = use.cpu_ms;
 }
 
 void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
@@ -207,6 +214,10 @@ UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   u.placed_at = job.placed_at > 0 && job.placed_at <= now ? job.placed_at : now;
   u.ended_at = now;
   u.wait_ms = std::max<DurationMs>(0, u.placed_at - job.queued_at);
+  MeasuredUse use = MeasuredUseOf(job);
+  u.cpu_used_ms = use.cpu_ms;
+  u.peak_memory_bytes = use.peak_memory_bytes;
+  u.memory_mib = job.row.resources.memory;
   return u;
 }
 

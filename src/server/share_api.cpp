@@ -39,6 +39,11 @@ json::value TeamName(const std::string& team) {
   return team.empty() ? json::value(nullptr) : json::value(team);
 }
 
+// Efficiency: what was used over what was allotted, null where nothing was measured.
+json::value Ratio(double used, double allotted) {
+  return allotted > 0 ? json::value(used / allotted) : json::value(nullptr);
+}
+
 // Adds what still-running attempts used inside [since, until) to the rows from the rollup.
 void AddRunning(std::map<std::string, UsageRow>& rows, const std::vector<RunningUsage>& running,
                 TimeMs since, TimeMs until, bool by_team) {
@@ -172,7 +177,10 @@ net::HttpResponse Server::HandleUsage(const net::HttpRequest& req) {
         {"cpu_seconds", r.cpu_seconds},
         {"jobs", r.jobs},
         {"mean_wait_s", r.waits > 0 ? r.wait_seconds / static_cast<double>(r.waits) : 0.0},
-        {"preemptions", r.preemptions}});
+        {"preemptions", r.preemptions},
+        {"used_cpu_seconds", r.used_cpu_seconds},
+        {"cpu_efficiency", Ratio(r.used_cpu_seconds, r.measured_cpu_seconds)},
+        {"memory_efficiency", Ratio(r.peak_memory_mib_seconds, r.asked_memory_mib_seconds)}});
   }
   return JsonResponse(200, json::object{{"rows", std::move(out)},
                                         {"since", TimeToJson(from)},

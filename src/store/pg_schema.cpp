@@ -242,14 +242,25 @@ ALTER TABLE attempts ADD COLUMN cpu_ms BIGINT;
 
 Status MigrateToV4(PgConn& conn) { return conn.Exec(kSchemaV4); }
 
+// Version 5: measured use in the usage rollups (as SQLite's version 7).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE usage_hourly ADD COLUMN used_cpu_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN measured_cpu_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN peak_memory_mib_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN asked_memory_mib_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN used_cpu_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN measured_cpu_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN peak_memory_mib_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN asked_memory_mib_ms BIGINT NOT NULL DEFAULT 0;
+)sql";
+
+Status MigrateToV5(PgConn& conn) { return conn.Exec(kSchemaV5); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1,
-    &MigrateToV2,
-    &MigrateToV3,
-    &MigrateToV4,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

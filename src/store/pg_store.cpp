@@ -264,19 +264,29 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
                     std::vector<PgCall>& calls) {
   static const std::string kSql[2] = {
       "INSERT INTO usage_hourly AS u(hour, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms, "
-      "jobs, wait_ms, waits, preemptions) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+      "jobs, wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
+      "asked_memory_mib_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
       "ON CONFLICT (hour, \"user\", team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = u.gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = u.cpu_milli_ms + excluded.cpu_milli_ms, jobs = u.jobs + excluded.jobs, "
       "wait_ms = u.wait_ms + excluded.wait_ms, waits = u.waits + excluded.waits, "
-      "preemptions = u.preemptions + excluded.preemptions",
+      "preemptions = u.preemptions + excluded.preemptions, "
+      "used_cpu_ms = u.used_cpu_ms + excluded.used_cpu_ms, "
+      "measured_cpu_milli_ms = u.measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
+      "peak_memory_mib_ms = u.peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
+      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms",
       "INSERT INTO usage_daily AS u(day, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms, "
-      "jobs, wait_ms, waits, preemptions) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+      "jobs, wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
+      "asked_memory_mib_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
       "ON CONFLICT (day, \"user\", team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = u.gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = u.cpu_milli_ms + excluded.cpu_milli_ms, jobs = u.jobs + excluded.jobs, "
       "wait_ms = u.wait_ms + excluded.wait_ms, waits = u.waits + excluded.waits, "
-      "preemptions = u.preemptions + excluded.preemptions"};
+      "preemptions = u.preemptions + excluded.preemptions, "
+      "used_cpu_ms = u.used_cpu_ms + excluded.used_cpu_ms, "
+      "measured_cpu_milli_ms = u.measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
+      "peak_memory_mib_ms = u.peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
+      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms"};
   for (const auto& [key, sums] : buckets) {
     PgCall call;
     call.sql = kSql[daily ? 1 : 0];
@@ -289,7 +299,11 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
         .Add(sums.jobs)
         .Add(sums.wait_ms)
         .Add(sums.waits)
-        .Add(sums.preemptions);
+        .Add(sums.preemptions)
+        .Add(sums.used_cpu_ms)
+        .Add(sums.measured_cpu_milli_ms)
+        .Add(sums.peak_memory_mib_ms)
+        .Add(sums.asked_memory_mib_ms);
     calls.push_back(std::move(call));
   }
 }
@@ -823,14 +837,18 @@ Result<std::vector<UsageRow>> PgStore::QueryUsage(const UsageQuery& query) {
   // As SqliteStore: whole days from usage_daily, the hours at the ends from usage_hourly, in one
   // snapshot, added up here (so both backends round the same way).
   static const std::string kSql[2][2] = {
-      {"SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_hourly WHERE hour >= $1 AND hour < $2",
-       "SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_daily WHERE day >= $1 AND day < $2"},
-      {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_hourly WHERE hour >= $1 AND hour < $2",
-       "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_daily WHERE day >= $1 AND day < $2"}};
+      {"SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_hourly WHERE hour >= $1 AND hour < $2",
+       "SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_daily WHERE day >= $1 AND day < $2"},
+      {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_hourly WHERE hour >= $1 AND hour < $2",
+       "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_daily WHERE day >= $1 AND day < $2"}};
   UsageTotals totals;
   {
     MutexLock lock(read_mu_);
@@ -847,7 +865,11 @@ Result<std::vector<UsageRow>> PgStore::QueryUsage(const UsageQuery& query) {
                               .jobs = s->Int(r, 4),
                               .wait_ms = s->Int(r, 5),
                               .waits = s->Int(r, 6),
-                              .preemptions = s->Int(r, 7)});
+                              .preemptions = s->Int(r, 7),
+                              .used_cpu_ms = s->Int(r, 8),
+                              .measured_cpu_milli_ms = s->Int(r, 9),
+                              .peak_memory_mib_ms = s->Int(r, 10),
+                              .asked_memory_mib_ms = s->Int(r, 11)});
       }
     }
     BERTH_RETURN_IF_ERROR(txn->Commit());

@@ -169,6 +169,9 @@ TimeMs CeilTo(TimeMs t, DurationMs unit) {
 Status CheckUsage(const UsageRecord& r) {
   const std::string who = "usage record of user \"" + r.user + "\"";
   auto in_range = [](int64_t milli) { return milli >= 0 && milli <= kMaxUsageMilli; };
+  if (r.cpu_used_ms.value_or(0) < 0 || r.peak_memory_bytes.value_or(0) < 0 || r.memory_mib < 0) {
+    return Status::Invalid(who + ": CPU time, peak memory and memory asked must not be negative");
+  }
   if (!in_range(r.gpu_milli) || !in_range(r.cpu_milli) || r.wait_ms < 0) {
     return Status::Invalid(who + ": GPUs and CPUs must be 0 to " + std::to_string(kMaxUsageMilli) +
                            " milli-units and the wait not negative (gpu_milli " +
@@ -191,8 +194,8 @@ Status CheckUsage(const UsageRecord& r) {
 namespace {
 
 // Adds `r` to the buckets it touches: its GPU and CPU time split exactly over the hours of
-// [placed_at, ended_at), its job and preemption to the hour containing ended_at, its wait to the
-// hour containing placed_at.
+// [placed_at, ended_at), its job, preemption and measured use to the hour containing ended_at, its
+// wait to the hour containing placed_at.
 void SplitIntoBuckets(const UsageRecord& r, std::map<BucketKey, BucketSums>& buckets) {
   auto bucket = [&](TimeMs hour) -> BucketSums& {
     return buckets[BucketKey{.hour = hour, .user = r.user, .team = r.team, .gpu_type = r.gpu_type}];
@@ -212,6 +215,24 @@ void SplitIntoBuckets(const UsageRecord& r, std::map<BucketKey, BucketSums>& buc
     BucketSums& ended = bucket(FloorToHour(r.ended_at));
     ended.jobs += r.job_ended ? 1 : 0;
     ended.preemptions += r.preempted ? 1 : 0;
+  }
+  // Measured use goes with its allotment into one bucket, so that any window holds both or
+  // neither. A product beyond int64 (no real attempt's) is left out rather than wrapped.
+  const DurationMs span = std::max<DurationMs>(0, r.ended_at - r.placed_at);
+  int64_t allotted = 0, peak = 0, asked = 0;
+  constexpr int64_t kMib = 1024 * 1024;
+  if (span > 0 && r.cpu_used_ms && r.cpu_milli > 0 &&
+      !__builtin_mul_overflow(r.cpu_milli, span, &allotted)) {
+    BucketSums& ended = bucket(FloorToHour(r.ended_at));
+    ended.used_cpu_ms += *r.cpu_used_ms;
+    ended.measured_cpu_milli_ms += allotted;
+  }
+  if (span > 0 && r.peak_memory_bytes && r.memory_mib > 0 &&
+      !__builtin_mul_overflow(*r.peak_memory_bytes / kMib, span, &peak) &&
+      !__builtin_mul_overflow(r.memory_mib, span, &asked)) {
+    BucketSums& ended = bucket(FloorToHour(r.ended_at));
+    ended.peak_memory_mib_ms += peak;
+    ended.asked_memory_mib_ms += asked;
   }
 }
 
@@ -275,12 +296,18 @@ std::vector<UsageRow> UsageTotals::Finish() && {
   rows.reserve(totals_.size());
   // A name's totals are kept as integers and converted once, here: exact up to that rounding.
   for (Totals& t : totals_) {
-    UsageRow row{.name = std::move(t.name),
-                 .cpu_seconds = static_cast<double>(t.sums.cpu_milli_ms) / kMilliMsPerSecond,
-                 .jobs = t.sums.jobs,
-                 .wait_seconds = static_cast<double>(t.sums.wait_ms) / 1000.0,
-                 .waits = t.sums.waits,
-                 .preemptions = t.sums.preemptions};
+    UsageRow row{
+        .name = std::move(t.name),
+        .cpu_seconds = static_cast<double>(t.sums.cpu_milli_ms) / kMilliMsPerSecond,
+        .jobs = t.sums.jobs,
+        .wait_seconds = static_cast<double>(t.sums.wait_ms) / 1000.0,
+        .waits = t.sums.waits,
+        .preemptions = t.sums.preemptions,
+        .used_cpu_seconds = static_cast<double>(t.sums.used_cpu_ms) / 1000.0,
+        .measured_cpu_seconds =
+            static_cast<double>(t.sums.measured_cpu_milli_ms) / kMilliMsPerSecond,
+        .peak_memory_mib_seconds = static_cast<double>(t.sums.peak_memory_mib_ms) / 1000.0,
+        .asked_memory_mib_seconds = static_cast<double>(t.sums.asked_memory_mib_ms) / 1000.0};
     for (auto& [type, gpu] : t.gpu_milli_ms) {
       // "" is CPU-only use (a GPU amount there is a caller's slip); a type whose buckets add up to
       // 0 is left out like one never used.

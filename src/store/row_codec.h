@@ -71,6 +71,12 @@ struct BucketSums {
   int64_t wait_ms = 0;
   int64_t waits = 0;
   int64_t preemptions = 0;
+  // Measured attempts that ended in the hour (UsageRecord::cpu_used_ms, peak_memory_bytes): what
+  // they used and what they were allotted. Memory in MiB x ms (an int64 holds ~290 years of 1 TiB).
+  int64_t used_cpu_ms = 0;
+  int64_t measured_cpu_milli_ms = 0;
+  int64_t peak_memory_mib_ms = 0;
+  int64_t asked_memory_mib_ms = 0;
 
   BucketSums& operator+=(const BucketSums& o) {
     gpu_milli_ms += o.gpu_milli_ms;
@@ -79,6 +85,10 @@ struct BucketSums {
     wait_ms += o.wait_ms;
     waits += o.waits;
     preemptions += o.preemptions;
+    used_cpu_ms += o.used_cpu_ms;
+    measured_cpu_milli_ms += o.measured_cpu_milli_ms;
+    peak_memory_mib_ms += o.peak_memory_mib_ms;
+    asked_memory_mib_ms += o.asked_memory_mib_ms;
     return *this;
   }
 };
@@ -88,8 +98,9 @@ struct BucketSums {
 Status CheckUsage(const UsageRecord& r);
 
 // The hourly and daily buckets a batch's usage records touch, added up: each record's GPU and CPU
-// time split exactly over the hours of [placed_at, ended_at), its job and preemption to the hour
-// containing ended_at, its wait to the hour containing placed_at. The keys point into `usage`.
+// time split exactly over the hours of [placed_at, ended_at), its job, preemption and measured use
+// to the hour containing ended_at, its wait to the hour containing placed_at. The keys point into
+// `usage`.
 struct UsageBuckets {
   std::map<BucketKey, BucketSums> hours;
   std::map<BucketKey, BucketSums> days;

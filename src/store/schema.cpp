@@ -241,11 +241,27 @@ ALTER TABLE attempts ADD COLUMN cpu_ms INTEGER;
 
 Status MigrateToV6(SqliteDb& db) { return db.Exec(kSchemaV6); }
 
+// Version 7: the rollups count what measured attempts used against what they were allotted, for
+// `berth usage`'s efficiency columns (store_codec::BucketSums says what each column holds).
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE usage_hourly ADD COLUMN used_cpu_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN measured_cpu_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN peak_memory_mib_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN asked_memory_mib_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN used_cpu_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN measured_cpu_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN peak_memory_mib_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN asked_memory_mib_ms INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+Status MigrateToV7(SqliteDb& db) { return db.Exec(kSchemaV7); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5, &MigrateToV6,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4,
+    &MigrateToV5, &MigrateToV6, &MigrateToV7,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

@@ -39,19 +39,29 @@ constexpr int64_t kNoLimit = -1;
 Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketSums>& buckets) {
   static const std::string kSql[2] = {
       "INSERT INTO usage_hourly(hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
-      "wait_ms, waits, preemptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
+      "asked_memory_mib_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
       "ON CONFLICT(hour, user, team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
       "wait_ms = wait_ms + excluded.wait_ms, waits = waits + excluded.waits, "
-      "preemptions = preemptions + excluded.preemptions",
+      "preemptions = preemptions + excluded.preemptions, "
+      "used_cpu_ms = used_cpu_ms + excluded.used_cpu_ms, "
+      "measured_cpu_milli_ms = measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
+      "peak_memory_mib_ms = peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
+      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms",
       "INSERT INTO usage_daily(day, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
-      "wait_ms, waits, preemptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
+      "asked_memory_mib_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
       "ON CONFLICT(day, user, team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
       "wait_ms = wait_ms + excluded.wait_ms, waits = waits + excluded.waits, "
-      "preemptions = preemptions + excluded.preemptions"};
+      "preemptions = preemptions + excluded.preemptions, "
+      "used_cpu_ms = used_cpu_ms + excluded.used_cpu_ms, "
+      "measured_cpu_milli_ms = measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
+      "peak_memory_mib_ms = peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
+      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms"};
   Result<StatementRef> ref = db.Cached(kSql[daily ? 1 : 0]);
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
@@ -66,6 +76,10 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
                               .Bind(8, sums.wait_ms)
                               .Bind(9, sums.waits)
                               .Bind(10, sums.preemptions)
+                              .Bind(11, sums.used_cpu_ms)
+                              .Bind(12, sums.measured_cpu_milli_ms)
+                              .Bind(13, sums.peak_memory_mib_ms)
+                              .Bind(14, sums.asked_memory_mib_ms)
                               .Run());
     s.Reset();
   }
@@ -947,14 +961,18 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
   // table's primary key).
   const std::vector<UsageRange> ranges = UsageRanges(query);
   static const std::string kSql[2][2] = {
-      {"SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
-       "SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_daily WHERE day >= ?1 AND day < ?2"},
-      {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_hourly WHERE hour >= ?1 AND hour < ?2",
-       "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions "
-       "FROM usage_daily WHERE day >= ?1 AND day < ?2"}};
+      {"SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_hourly WHERE hour >= ?1 AND hour < ?2",
+       "SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_daily WHERE day >= ?1 AND day < ?2"},
+      {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_hourly WHERE hour >= ?1 AND hour < ?2",
+       "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "usage_daily WHERE day >= ?1 AND day < ?2"}};
 
   // The rows are added up here rather than by GROUP BY: SQLite groups by sorting every row into a
   // temporary b-tree, which cost 3-4x the scan itself (bench/README.md, "Usage accounting").
@@ -980,7 +998,11 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
                               .jobs = s.Int(4),
                               .wait_ms = s.Int(5),
                               .waits = s.Int(6),
-                              .preemptions = s.Int(7)});
+                              .preemptions = s.Int(7),
+                              .used_cpu_ms = s.Int(8),
+                              .measured_cpu_milli_ms = s.Int(9),
+                              .peak_memory_mib_ms = s.Int(10),
+                              .asked_memory_mib_ms = s.Int(11)});
       }
     }
     BERTH_RETURN_IF_ERROR(txn->Commit());

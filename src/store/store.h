@@ -132,6 +132,12 @@ struct UsageRecord {
   DurationMs wait_ms = 0;  // how long this attempt waited in the queue before it was placed
   bool job_ended = false;  // the attempt ended the job (it counts in `jobs`)
   bool preempted = false;  // the attempt was ended by a preemption or a reclaim
+  // What the attempt's ranks used, where every rank's supervisor measured it (docs/security.md,
+  // "Isolation"): CPU time over all ranks and the largest rank's peak memory. Counted, with the
+  // allotment they are measured against, in the hour containing ended_at.
+  std::optional<int64_t> cpu_used_ms;
+  std::optional<int64_t> peak_memory_bytes;
+  int64_t memory_mib = 0;  // each rank's resources.memory; 0: none asked
 };
 
 // `berth usage`: totals per user or team over [since, until).
@@ -149,6 +155,13 @@ struct UsageRow {
   double wait_seconds = 0;  // summed over the attempts placed in the window
   int64_t waits = 0;        // attempts placed in the window
   int64_t preemptions = 0;  // attempts preempted (or reclaimed) in the window
+  // Efficiency of the attempts that ended in the window with measured usage (like Slurm's seff):
+  // CPU time used against CPUs x time allotted, and peak memory x time against resources.memory x
+  // time (attempts that asked for memory). Unmeasured attempts count in neither.
+  double used_cpu_seconds = 0;
+  double measured_cpu_seconds = 0;  // CPUs x time allotted to the measured attempts
+  double peak_memory_mib_seconds = 0;
+  double asked_memory_mib_seconds = 0;
 };
 
 // One hour of one user's use of one GPU type (for rebuilding decayed fair-share usage at start).

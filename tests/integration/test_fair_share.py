@@ -293,7 +293,8 @@ class FairShareTest(BerthTestCase):
             rows = {}
             for r in got["rows"]:
                 self.assertEqual(set(r), {by, "gpu_seconds", "cpu_seconds", "jobs", "mean_wait_s",
-                                          "preemptions"}, r)
+                                          "preemptions", "used_cpu_seconds", "cpu_efficiency",
+                                          "memory_efficiency"}, r)
                 rows[r[by]] = r
             self.assertEqual(set(rows), set(want[by]), got)
             for key, w in want[by].items():

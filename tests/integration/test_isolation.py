@@ -132,6 +132,17 @@ class IsolationTest(BerthTestCase):
         _, out, _ = b.run("show", job, env=self.env)
         self.assertEqual(b.show(job, env=self.env)["memory_default"], {})  # it asked for memory
         self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU [0-9.]+ s of 1 CPU\(s\) asked")
+        # berth usage: the user's efficiency over the jobs that ended, as the attempt's (one job).
+        _, out, _ = b.run("usage", "--json", env=self.env)
+        rows = json.loads(out)["rows"]
+        self.assertEqual(len(rows), 1, rows)
+        row = rows[0]
+        self.assertAlmostEqual(row["used_cpu_seconds"], attempt["cpu_seconds"], delta=0.01)
+        self.assertAlmostEqual(row["memory_efficiency"], attempt["memory_efficiency"], delta=0.01)
+        self.assertAlmostEqual(row["cpu_efficiency"], attempt["cpu_efficiency"], delta=0.01)
+        _, out, _ = b.run("usage", env=self.env)
+        self.assertRegex(out, r"CPU EFF +MEM EFF")
+        self.assertRegex(out, r" \d+% +\d+% +1 ")
 
     def test_a_fork_bomb_stops_at_the_pids_limit(self):
         b = self.b

@@ -267,6 +267,7 @@ TEST_F(PipelineCoreTest, AnAttemptKeepsWhatItsRanksUsed) {
     e.report->cpu_ms = cpu;
     return e;
   };
+  clock_.Advance(10'000);
   ASSERT_TRUE(Report("n1", {exit(0, 300 << 20, 1200)}).ok());
   ASSERT_TRUE(Report("n2", {exit(1, 500 << 20, 800)}).ok());
   EXPECT_EQ(Stored(job).status, JobStatus::kSucceeded);
@@ -275,6 +276,12 @@ TEST_F(PipelineCoreTest, AnAttemptKeepsWhatItsRanksUsed) {
   ASSERT_EQ(attempts->size(), 1u);
   EXPECT_EQ((*attempts)[0].peak_memory_bytes, 500 << 20);
   EXPECT_EQ((*attempts)[0].cpu_ms, 2000);
+  // ... and in the usage rollup, for `berth usage`'s efficiency.
+  auto usage = store_->inner().QueryUsage(UsageQuery{0, clock_.Now() + 3'600'000, false});
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ((*usage)[0].used_cpu_seconds, 2.0);
+  EXPECT_EQ((*usage)[0].measured_cpu_seconds, 4 * 2 * 10.0);  // 4 CPUs on each of 2 nodes, 10 s
 }
 
 // A gang's rank 1 fails: rank 0 is told to stop, the job goes back to the queue, and its

@@ -1321,6 +1321,47 @@ TEST_P(StoreContractTest, UsageQueriesAgreeWithAFullScanOfTheHours) {
 
 // Two attempts in one batch and a third in the next land in the same bucket: one row, summed. In
 // the same hour, ada's use under another team or GPU type is a bucket of its own.
+// What measured attempts used goes, with what they were allotted, to the hour they ended in, so a
+// window holds both or neither; unmeasured attempts and attempts without a memory request count in
+// neither ratio. Summed over days as over hours.
+TEST_P(StoreContractTest, MeasuredUseGoesToTheHourTheAttemptEnded) {
+  // 90 minutes of 2 CPUs (10,800 CPU-s allotted), 5,400 CPU-s used; peak 256 MiB of 1,024 asked.
+  UsageRecord a = Use("ada", "vision", "", 0, 2'000, kH0 + 30 * kMinute, kH0 + 2 * kHour);
+  a.cpu_used_ms = 5'400'000;
+  a.peak_memory_bytes = int64_t{256} << 20;
+  a.memory_mib = 1'024;
+  // 30 minutes of 1 CPU, fully used, peak 512 MiB but no memory asked.
+  UsageRecord b = Use("ada", "vision", "", 0, 1'000, kH0 + 90 * kMinute, kH0 + 2 * kHour);
+  b.cpu_used_ms = 1'800'000;
+  b.peak_memory_bytes = int64_t{512} << 20;
+  // Unmeasured (no isolation on its node): counts in neither.
+  UsageRecord c = Use("ada", "vision", "", 0, 4'000, kH0, kH0 + 2 * kHour);
+  c.memory_mib = 2'048;
+  Batch batch;
+  batch.usage = {a, b, c};
+  MustCommit(batch);
+
+  std::vector<UsageRow> h0 = MustQueryUsage(kH0, kH0 + kHour);
+  ASSERT_EQ(h0.size(), 1u);
+  EXPECT_EQ(h0[0].measured_cpu_seconds, 0);
+  EXPECT_EQ(h0[0].used_cpu_seconds, 0);
+  // Both ended at kH0 + 2h, which is in the hour starting there.
+  EXPECT_EQ(MustQueryUsage(kH0 + kHour, kH0 + 2 * kHour)[0].measured_cpu_seconds, 0);
+  std::vector<UsageRow> h1 = MustQueryUsage(kH0 + 2 * kHour, kH0 + 3 * kHour);
+  ASSERT_EQ(h1.size(), 1u);
+  EXPECT_EQ(h1[0].used_cpu_seconds, 5'400 + 1'800);
+  EXPECT_EQ(h1[0].measured_cpu_seconds, 10'800 + 1'800);
+  EXPECT_EQ(h1[0].peak_memory_mib_seconds, 256.0 * 90 * 60);
+  EXPECT_EQ(h1[0].asked_memory_mib_seconds, 1'024.0 * 90 * 60);
+  // The same through the daily rollup (the window is whole UTC days).
+  std::vector<UsageRow> day =
+      MustQueryUsage(kH0 - kH0 % (24 * kHour), kH0 - kH0 % (24 * kHour) + 2 * 24 * kHour);
+  ASSERT_EQ(day.size(), 1u);
+  EXPECT_EQ(day[0].used_cpu_seconds, 7'200);
+  EXPECT_EQ(day[0].measured_cpu_seconds, 12'600);
+  EXPECT_EQ(day[0].asked_memory_mib_seconds, 1'024.0 * 90 * 60);
+}
+
 TEST_P(StoreContractTest, UsageInTheSameBucketAddsUp) {
   Batch first;
   first.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + 10 * kMinute),
