@@ -362,9 +362,8 @@ TEST(Reports, BadEntriesNameTheField) {
             "report: 'cpu_ms' must be a whole number from 0 to 2^50");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","peak_memory_bytes":"1G"})"),
             "report: 'peak_memory_bytes' must be a whole number from 0 to 2^50");
-  EXPECT_EQ(
-      error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","cpu_ms":1125899906842625})"),
-      "report: 'cpu_ms' must be a whole number from 0 to 2^50");
+  EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","cpu_ms":1125899906842625})"),
+            "report: 'cpu_ms' must be a whole number from 0 to 2^50");
   // The whole request fails only when it is not a batch at all.
   EXPECT_EQ(ErrorOf(ReportRequest::Decode(Parse(R"({"node":"n","session":"s"})"))),
             "report: 'reports' must be an array");
