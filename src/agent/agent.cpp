@@ -23,6 +23,7 @@
 #include "common/strings.h"
 #include "protocol/job_env.h"
 #include "spec/job_spec.h"
+#include "supervise/cpu_set.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -149,6 +150,12 @@ void Agent::AdoptExisting() {
     // A job known to be over is never signalled: its supervisor's pid may belong to another
     // process by now (after a reboot, surely), and a stop can come before the exit is shipped.
     job.exited = exited;
+    if (!exited) {
+      // Its CPUs stay its own: a later pinned rank must not get them.
+      if (auto plan = ReadRunPlan(job.dir); plan.ok() && !plan->limits.cpus.empty()) {
+        pinned_cpus_[name] = plan->limits.cpus;
+      }
+    }
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
             exited ? " (exited)" : "");
     WatchDir(job, name);
@@ -183,6 +190,8 @@ Status Agent::Run() {
                                cgroups_.Describe() + ")");
   }
   LogInfo("isolation: {}", cgroups_.Describe());
+  node_cpus_ = AllowedCpus();
+  cpu_cores_ = ReadCoreIds("/sys/devices/system/cpu", node_cpus_);
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
@@ -370,6 +379,30 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
     }
   }
   return limits;
+}
+
+Result<std::vector<int>> Agent::PinCpus(const std::string& key, int count) {
+  MutexLock lock(mu_);
+  std::set<int> taken;
+  for (const auto& [other, cpus] : pinned_cpus_) {
+    if (other != key) taken.insert(cpus.begin(), cpus.end());
+  }
+  auto picked = PickCpus(node_cpus_, taken, count, cpu_cores_);
+  if (!picked) {
+    std::vector<int> free;
+    for (int cpu : node_cpus_) {
+      if (!taken.count(cpu)) free.push_back(cpu);
+    }
+    // The server counts CPUs, not which ones: a node that offers more CPUs (--cpus) than it has
+    // can leave too few.
+    return Status::Unavailable(fmt::format(
+        "resources.cpu_binding: cores: {} CPU(s) asked, {} free of this node's {} (free: {}; "
+        "pinned by other jobs: {})",
+        count, free.size(), node_cpus_.size(), free.empty() ? "none" : FormatCpuList(free),
+        taken.empty() ? "none" : FormatCpuList({taken.begin(), taken.end()})));
+  }
+  pinned_cpus_[key] = *picked;
+  return *picked;
 }
 
 void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const {
@@ -561,6 +594,14 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
         plan.cgroup = RankCgroupName(options_.state_dir, key);
         plan.limits = LimitsOf(m, spec->resources);
         FenceGpuEnvironment(m, plan);
+        if (spec->cpu_binding == CpuBinding::kCores) {
+          auto cpus = PinCpus(key, static_cast<int>(spec->resources.cpus / kMilliPerCpu));
+          if (cpus.ok()) {
+            plan.limits.cpus = *cpus;
+          } else {
+            error = cpus.status().message();
+          }
+        }
       }
       Status st = WriteRunPlan(job.dir, plan);
       if (!st.ok()) error = st.message();
@@ -574,6 +615,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   }
   if (stopped_launches_.erase(key) > 0) {
     launching_.erase(key);
+    pinned_cpus_.erase(key);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     cv_.SignalAll();
     lock.Unlock();
@@ -769,7 +811,10 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     it->second.log_shipped = job.log_shipped;
     it->second.events_seen = reported;
     for (const auto& e : fresh) {
-      if (shipped_all && e.kind == "exited") it->second.exited = true;
+      if (shipped_all && e.kind == "exited") {
+        it->second.exited = true;
+        pinned_cpus_.erase(it->first);  // every process of the rank is gone
+      }
     }
   }
   proto::ReportRequest request{options_.name, session, {}};

@@ -105,6 +105,9 @@ class Agent {
   // Isolation of a rank (RunPlan::cgroup, RunPlan::limits).
   RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
   void FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const;
+  // resources.cpu_binding: cores: `count` of the node's CPUs that no other live rank is pinned to,
+  // held for rank `key` until its exit is seen; an error naming what is free when too few are.
+  Result<std::vector<int>> PinCpus(const std::string& key, int count) EXCLUDES(mu_);
   void AdoptExisting() EXCLUDES(mu_);
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
@@ -150,6 +153,8 @@ class Agent {
   NodeResources resources_;
   CgroupHost cgroups_;             // set in Run(), read-only after
   std::map<int, int> gpu_minors_;  // discovered GPUs: index -> device minor (Run(), read-only)
+  std::vector<int> node_cpus_;     // the CPUs the agent may run on (Run(), read-only)
+  std::map<int, std::string> cpu_cores_;  // their physical cores (Run(), read-only)
   std::string node_id_;
   int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 
@@ -160,7 +165,9 @@ class Agent {
   // Taken from launches_, not yet in jobs_: key -> the rank's id.
   std::map<std::string, proto::AttemptRank> launching_ GUARDED_BY(mu_);
   std::set<std::string> stopped_launches_ GUARDED_BY(mu_);  // of launching_, told to stop
-  std::deque<proto::Report> reports_ GUARDED_BY(mu_);       // waiting to be sent
+  // Ranks pinned to CPUs (resources.cpu_binding), key -> CPUs, until their exit is seen.
+  std::map<std::string, std::vector<int>> pinned_cpus_ GUARDED_BY(mu_);
+  std::deque<proto::Report> reports_ GUARDED_BY(mu_);  // waiting to be sent
   std::string session_ GUARDED_BY(mu_);
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;

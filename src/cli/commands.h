@@ -87,6 +87,7 @@ struct ExecFlags {
   std::string gpus;
   std::string cpus;
   std::string memory;
+  std::string cpu_binding;
   std::vector<std::string> envs;
   std::optional<int> num_jobs;
   std::optional<int> priority;

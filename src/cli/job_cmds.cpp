@@ -177,6 +177,14 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
           Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'"));
     spec.resources.memory = *mem * kMibPerGib / 1000;
   }
+  if (!f.cpu_binding.empty()) {
+    auto binding = ParseCpuBinding(f.cpu_binding);
+    if (!binding) {
+      return Fail(
+          Status::Invalid("--cpu-binding: expected cores or none, got '" + f.cpu_binding + "'"));
+    }
+    spec.cpu_binding = *binding;
+  }
   for (const auto& e : f.envs) {
     auto eq = e.find('=');
     std::string key = e.substr(0, eq);

@@ -278,6 +278,9 @@ int Main(int argc, char** argv, const Daemons& daemons) {
     exec->add_option("--cpus", exec_flags.cpus, "CPUs per node (default 0.5)");
     exec->add_option("--memory", exec_flags.memory,
                      "Memory per node in GiB (default: none reserved)");
+    exec->add_option("--cpu-binding", exec_flags.cpu_binding,
+                     "cores: pin each rank to --cpus whole CPUs no other pinned job holds "
+                     "(as the YAML's resources.cpu_binding); none: the default");
     exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")
         ->allow_extra_args(false);
     exec->add_option("--num-jobs", exec_flags.num_jobs,

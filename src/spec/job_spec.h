@@ -54,6 +54,12 @@ struct RetryPolicy {
   bool operator==(const RetryPolicy&) const = default;
 };
 
+// resources.cpu_binding: kCores pins each rank to resources.cpus whole CPUs of its node that no
+// other pinned rank holds (a cpuset; docs/security.md "Isolation"). Needs a whole number of CPUs.
+enum class CpuBinding { kNone, kCores };
+// "cores" or "none"; nothing else.
+std::optional<CpuBinding> ParseCpuBinding(std::string_view text);
+
 // Whether time_limit bounds each attempt (the default) or the job's running time summed over all of
 // its attempts.
 enum class TimeLimitScope { kAttempt, kJob };
@@ -88,6 +94,7 @@ struct JobSpec {
   std::string name;  // defaults to the first word of run, or "job"
   int num_nodes = 1;
   ResourceRequest resources;                              // per node
+  CpuBinding cpu_binding = CpuBinding::kNone;             // resources.cpu_binding
   std::vector<std::pair<std::string, std::string>> envs;  // in the order given; unique keys
   std::string workdir;  // absolute path on the nodes; empty: the agent's job directory
   std::string setup;    // bash script, may be empty

@@ -117,7 +117,7 @@ Status GetRecovery(const json::value& v, std::string_view path, RecoveryAction* 
   return Status::Ok();
 }
 
-Status GetResources(const json::value& v, ResourceRequest* r) {
+Status GetResources(const json::value& v, ResourceRequest* r, CpuBinding* binding) {
   if (!v.is_object()) return WrongType("resources", "an object", v);
   for (const auto& [key, value] : v.get_object()) {
     if (key == "accelerators") {
@@ -145,6 +145,14 @@ Status GetResources(const json::value& v, ResourceRequest* r) {
       double gib = 0;
       BERTH_RETURN_IF_ERROR(GetDouble(value, "resources.memory", &gib));
       r->memory = gib < 0 ? -MibFromGib(-gib) : MibFromGib(gib);
+    } else if (key == "cpu_binding") {
+      std::string text;
+      BERTH_RETURN_IF_ERROR(GetString(value, "resources.cpu_binding", &text));
+      auto parsed = ParseCpuBinding(text);
+      if (!parsed) {
+        return Status::Invalid("resources.cpu_binding: expected cores or none, got '" + text + "'");
+      }
+      *binding = *parsed;
     } else {
       return Unknown("resources", key);
     }
@@ -304,7 +312,7 @@ Status GetSignal(const json::value& v, std::optional<WarnSignal>* out) {
 Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "name") return GetString(value, key, &spec->name);
   if (key == "num_nodes") return GetInt(value, key, &spec->num_nodes);
-  if (key == "resources") return GetResources(value, &spec->resources);
+  if (key == "resources") return GetResources(value, &spec->resources, &spec->cpu_binding);
   if (key == "envs") return GetStringMap(value, key, &spec->envs);
   if (key == "workdir") return GetString(value, key, &spec->workdir);
   if (key == "setup") return GetString(value, key, &spec->setup);
@@ -354,8 +362,10 @@ json::value SpecToJson(const JobSpec& spec) {
   // memory: MiB over 1024 is exact in a double, so GiB can go out as a plain number.
   json::value memory = r.memory % kMibPerGib == 0 ? json::value(r.memory / kMibPerGib)
                                                   : json::value(GibFromMib(r.memory));
-  out["resources"] = json::object{
+  json::object resources{
       {"accelerators", accelerators}, {"cpus", Number(r.cpus, kMilliPerCpu)}, {"memory", memory}};
+  if (spec.cpu_binding == CpuBinding::kCores) resources["cpu_binding"] = "cores";
+  out["resources"] = std::move(resources);
   out["envs"] = std::move(envs);
   out["workdir"] = spec.workdir;
   out["setup"] = spec.setup;

@@ -68,7 +68,7 @@ constexpr std::string_view kTopFields[] = {
 constexpr std::string_view kTopCloudFields[] = {"file_mounts",  "storage_mounts", "service",
                                                 "config",       "event_callback", "volumes",
                                                 "experimental", "inputs",         "outputs"};
-constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory"};
+constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory", "cpu_binding"};
 constexpr std::string_view kResourceCloudFields[] = {
     "cloud",         "infra",        "region",           "zone",      "instance_type", "use_spot",
     "spot_recovery", "job_recovery", "disk_size",        "disk_tier", "network_tier",  "image_id",
@@ -454,6 +454,16 @@ Status TaskParser::ParseResources(const YAML::Node& node, int line) {
     if (f.value.IsNull()) continue;
     if (f.name == "accelerators") {
       BERTH_RETURN_IF_ERROR(ParseAcceleratorsField(f.value, f.line));
+      continue;
+    }
+    if (f.name == "cpu_binding") {
+      const std::string v = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
+      auto binding = ParseCpuBinding(v);
+      if (!binding) {
+        return Error(f.line, fmt::format("resources.cpu_binding: expected cores or none, got {}",
+                                         Describe(f.value)));
+      }
+      task_.spec.cpu_binding = *binding;
       continue;
     }
     // cpus and memory: "8", "0.5", "8+" ("at least", which is what a request means anyway).

@@ -45,6 +45,16 @@ Status CheckScript(const char* path, const std::string& script) {
                   path, script.size(), kMaxScriptBytes));
 }
 
+}  // namespace
+
+std::optional<CpuBinding> ParseCpuBinding(std::string_view text) {
+  if (text == "cores") return CpuBinding::kCores;
+  if (text == "none") return CpuBinding::kNone;
+  return std::nullopt;
+}
+
+namespace {
+
 Status CheckResources(const ResourceRequest& r) {
   if (r.cpus <= 0) {
     std::string got = r.cpus < 0 ? "-" + FormatMilli(-r.cpus) : "0";
@@ -229,6 +239,12 @@ Status ValidateSpec(const JobSpec& spec) {
         fmt::format("num_nodes must be between 1 and {}, got {}", kMaxNumNodes, spec.num_nodes));
   }
   BERTH_RETURN_IF_ERROR(CheckResources(spec.resources));
+  if (spec.cpu_binding == CpuBinding::kCores && spec.resources.cpus % kMilliPerCpu != 0) {
+    return Status::Invalid(fmt::format(
+        "resources.cpu_binding: cores pins whole CPUs; ask for a whole number of them in "
+        "resources.cpus, not {}",
+        FormatMilli(spec.resources.cpus)));
+  }
   BERTH_RETURN_IF_ERROR(CheckEnvs(spec.envs));
   BERTH_RETURN_IF_ERROR(CheckScript("setup", spec.setup));
   BERTH_RETURN_IF_ERROR(CheckScript("run", spec.run));

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/job_status.h"
 #include "common/strings.h"
+#include "supervise/cpu_set.h"
 #include "supervise/device_filter.h"
 
 namespace berth {
@@ -24,10 +25,10 @@ namespace {
 
 // The v1 controllers a rank's cgroup may use, each only where it has a limit to hold: every
 // hierarchy costs a rank a mkdir, a join and an rmdir (about 0.1 ms each in the kernel; a thousand-
-// job launch pays them a thousand times). cpuset and freezer are left alone (a cpuset cgroup needs
-// cpus and mems before a process may join; a sweep replaces freezing), and so are cpuacct and the
-// hybrid layout's cgroup2 hierarchy until something reads them.
-constexpr const char* kV1Controllers[] = {"memory", "cpu", "pids", "devices"};
+// job launch pays them a thousand times). cpuset only for a pinned rank (its cgroups need cpus and
+// mems before a process may join); freezer is left alone (a sweep replaces freezing), and so are
+// cpuacct and the hybrid layout's cgroup2 hierarchy until something reads them.
+constexpr const char* kV1Controllers[] = {"memory", "cpu", "pids", "devices", "cpuset"};
 constexpr int64_t kCfsPeriodUs = 100'000;
 
 struct Mount {
@@ -121,11 +122,11 @@ int64_t FileNumber(const std::string& path) {
   }
 }
 
-// v2: "+memory +cpu +pids", or those of them that `dir` offers.
+// v2: "+memory +cpu +pids +cpuset", or those of them that `dir` offers.
 std::string WantedControllers(const std::string& dir) {
   const std::string offered = " " + Trim(ReadFileOr(dir + "/cgroup.controllers")) + " ";
   std::string want;
-  for (const char* c : {"memory", "cpu", "pids"}) {
+  for (const char* c : {"memory", "cpu", "pids", "cpuset"}) {
     if (offered.find(std::string(" ") + c + " ") != std::string::npos) {
       want += (want.empty() ? "+" : " +") + std::string(c);
     }
@@ -146,6 +147,30 @@ Status EnableControllers(const std::string& dir) {
     if (!pid.empty()) (void)WriteValue(leaf, "cgroup.procs", pid);
   }
   return WriteValue(dir, "cgroup.subtree_control", want);
+}
+
+// v1 cpuset: a new cgroup has no CPUs and no memory nodes, and no process may join it until it
+// has. Each level above the rank's (the agent's, shared by its ranks) gets its parent's, where it
+// has none yet; the rank's gets `cpus`.
+Status InitV1Cpuset(const std::string& base, const std::string& name,
+                    const std::vector<int>& cpus) {
+  std::string parent = base;
+  const std::vector<std::string> parts = Split(name, '/');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string dir = parent + "/" + parts[i];
+    const std::string mems = Trim(ReadFileOr(parent + "/cpuset.mems"));
+    const bool leaf = i + 1 == parts.size();
+    if (leaf || Trim(ReadFileOr(dir + "/cpuset.cpus")).empty()) {
+      const std::string list =
+          leaf ? FormatCpuList(cpus) : Trim(ReadFileOr(parent + "/cpuset.cpus"));
+      BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpuset.cpus", list));
+    }
+    if (Trim(ReadFileOr(dir + "/cpuset.mems")).empty()) {
+      BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpuset.mems", mems));
+    }
+    parent = dir;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -286,7 +311,7 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
       }
     }
     cg.dirs_ = {dir};
-    cg.memory_dir_ = cg.cpu_dir_ = cg.unified_dir_ = dir;
+    cg.memory_dir_ = cg.unified_dir_ = dir;
     if (limits.memory_bytes > 0) {
       for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
                                  std::pair{"memory.swap.max", std::string("0")},
@@ -308,6 +333,16 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         return fail(st);
       }
     }
+    if (!limits.cpus.empty()) {
+      if (!Exists(dir + "/cpuset.cpus")) {
+        return fail(Status::Unavailable("the cpuset controller is not delegated to " +
+                                        host.unified_dir +
+                                        ": resources.cpu_binding cannot be held"));
+      }
+      if (Status st = WriteValue(dir, "cpuset.cpus", FormatCpuList(limits.cpus)); !st.ok()) {
+        return fail(st);
+      }
+    }
     // cgroup v2 has no devices files: a BPF program attached to the cgroup fences them.
     if (!limits.denied_devices.empty()) {
       if (Status st = DenyDevices(dir, limits.denied_devices); !st.ok()) return fail(st);
@@ -321,7 +356,8 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     const std::string c = controller;
     const bool needed = c == "memory" || (c == "cpu" && limits.cpu_milli > 0) ||
                         (c == "pids" && limits.pids_max > 0) ||
-                        (c == "devices" && !limits.denied_devices.empty());
+                        (c == "devices" && !limits.denied_devices.empty()) ||
+                        (c == "cpuset" && !limits.cpus.empty());
     if (!needed) continue;
     const std::string dir = base->second + "/" + name;
     if (seen.insert(dir).second) {
@@ -349,6 +385,8 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
                       std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
     } else if (c == "pids" && limits.pids_max > 0) {
       st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
+    } else if (c == "cpuset") {
+      st = InitV1Cpuset(base->second, name, limits.cpus);
     } else if (c == "devices") {
       for (auto [major, minor] : limits.denied_devices) {
         st = WriteValue(dir, "devices.deny",
@@ -362,34 +400,10 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     return fail(
         Status::Unavailable("the devices controller is not mounted: GPUs cannot be fenced"));
   }
-  return cg;
-}
-
-std::optional<RankCgroup> RankCgroup::Find(const CgroupHost& host, const std::string& name) {
-  RankCgroup cg;
-  cg.layout_ = host.layout;
-  if (host.layout == CgroupLayout::kV2) {
-    const std::string dir = host.unified_dir + "/" + name;
-    if (!Exists(dir)) return std::nullopt;
-    cg.dirs_ = {dir};
-    cg.memory_dir_ = cg.cpu_dir_ = cg.unified_dir_ = dir;
-    return cg;
+  if (!limits.cpus.empty() && !host.v1_dirs.count("cpuset")) {
+    return fail(Status::Unavailable(
+        "the cpuset controller is not mounted: resources.cpu_binding cannot be held"));
   }
-  if (host.layout != CgroupLayout::kV1) return std::nullopt;
-  std::set<std::string> seen;
-  for (const char* controller : kV1Controllers) {
-    auto base = host.v1_dirs.find(controller);
-    if (base == host.v1_dirs.end()) continue;
-    const std::string dir = base->second + "/" + name;
-    if (!Exists(dir) || !seen.insert(dir).second) continue;
-    if (std::string(controller) == "memory") {
-      cg.memory_dir_ = dir;
-      cg.dirs_.insert(cg.dirs_.begin(), dir);
-    } else {
-      cg.dirs_.push_back(dir);
-    }
-  }
-  if (cg.memory_dir_.empty()) return std::nullopt;
   return cg;
 }
 
@@ -430,8 +444,6 @@ RankUsage RankCgroup::Usage() const {
   RankUsage usage;
   if (layout_ == CgroupLayout::kV2) {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.peak");
-    int64_t usec = KeyedValue(ReadFileOr(cpu_dir_ + "/cpu.stat"), "usage_usec");
-    usage.cpu_ns = usec < 0 ? -1 : usec * 1000;
     const std::string events = ReadFileOr(memory_dir_ + "/memory.events");
     usage.oom_kills = std::max<int64_t>(0, KeyedValue(events, "oom_kill"));
     usage.limit_hits = std::max<int64_t>(0, KeyedValue(events, "oom"));

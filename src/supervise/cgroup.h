@@ -7,19 +7,19 @@
 //
 // Three host layouts, told apart by DetectCgroups from /proc/self/cgroup and /proc/self/mountinfo:
 //   v2     one unified hierarchy (production hosts: Debian 12, Ubuntu 22.04+, RHEL 9): memory.max,
-//          memory.swap.max, memory.oom.group, cpu.max, pids.max; a BPF device program
+//          memory.swap.max, memory.oom.group, cpu.max, pids.max, cpuset.cpus; a BPF device program
 //          (supervise/device_filter.h); memory.peak, cpu.stat, memory.events; cgroup.kill.
 //          Controllers are enabled in the supervisor's cgroup's subtree_control, the supervisor
 //          moving itself into a leaf `supervisor` first where the kernel's no-internal-processes
 //          rule asks it to.
 //   v1     v1 controllers under <root>/<controller> (older hosts, and the hybrid layout of the
 //          machines berth is built on): memory (limit, memsw, oom_control's oom_kill,
-//          max_usage_in_bytes), cpu (CFS quota), pids, devices; each only where the rank has such
-//          a limit. A kill is a sweep of cgroup.procs.
+//          max_usage_in_bytes), cpu (CFS quota), pids, devices, cpuset; each only where the rank
+//          has such a limit. A kill is a sweep of cgroup.procs.
 //   none   no cgroup can be made (not root, a read-only cgroupfs): nothing is enforced, and the
 //          reason says why.
 // Every path is under a root given at detection ("/" on a real host), so that tests run the v2
-// code against a fake cgroupfs tree in a temporary directory (tests/fakes/fake_cgroupfs.h).
+// code against a fake cgroupfs tree in a temporary directory (tests/unit/agent/cgroup_test.cpp).
 //
 // Thread-safety: none needed; the supervisors that use it are single-threaded. The functions are
 // reentrant.
@@ -49,7 +49,7 @@ struct CgroupHost {
   std::string reason;  // why kNone
   // v2: this process's cgroup directory.
   std::string unified_dir;
-  // v1: controller ("memory", "cpu", "pids", "devices") -> this process's directory.
+  // v1: controller ("memory", "cpu", "pids", "devices", "cpuset") -> this process's directory.
   std::map<std::string, std::string> v1_dirs;
   bool memsw = false;  // v1: swap is accounted (memory.memsw.*)
 
@@ -71,16 +71,18 @@ struct RankLimits {
   int64_t pids_max = 0;
   // Character devices the rank may not open (major, minor): the node's other GPUs.
   std::vector<std::pair<int, int>> denied_devices;
+  // The CPUs it is pinned to (resources.cpu_binding: cores); empty: not pinned.
+  std::vector<int> cpus;
 
   bool empty() const {
-    return memory_bytes == 0 && cpu_milli == 0 && pids_max == 0 && denied_devices.empty();
+    return memory_bytes == 0 && cpu_milli == 0 && pids_max == 0 && denied_devices.empty() &&
+           cpus.empty();
   }
 };
 
 // What a rank used, read at its end (-1: unknown).
 struct RankUsage {
   int64_t peak_memory_bytes = -1;
-  int64_t cpu_ns = -1;    // v2 only
   int64_t oom_kills = 0;  // processes of it the kernel's OOM killer killed (any OOM)
   // Times it reached its own memory limit (v2 memory.events "oom"; v1 failcnt, or 1 when its peak
   // is at the limit).
@@ -95,8 +97,6 @@ class RankCgroup {
   // cannot be made or a limit cannot be written.
   static Result<RankCgroup> Create(const CgroupHost& host, const std::string& name,
                                    const RankLimits& limits);
-  // The one made earlier with `name` (after a restart), if it is there.
-  static std::optional<RankCgroup> Find(const CgroupHost& host, const std::string& name);
 
   // Each hierarchy's cgroup.procs, opened for writing (close-on-exec): a process joins by writing
   // "0" to each. The caller closes them.
@@ -114,8 +114,8 @@ class RankCgroup {
 
  private:
   CgroupLayout layout_ = CgroupLayout::kNone;
-  std::vector<std::string> dirs_;                   // v1: memory's first
-  std::string memory_dir_, cpu_dir_, unified_dir_;  // unified_dir_: v2 only
+  std::vector<std::string> dirs_;         // v1: memory's first
+  std::string memory_dir_, unified_dir_;  // unified_dir_: v2 only
 };
 
 // The cgroup name of rank `key` (its job directory's name) of the agent whose state directory is

@@ -24,6 +24,7 @@
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "supervise/cpu_set.h"
 #include "supervise/step.h"
 
 namespace berth {
@@ -235,7 +236,8 @@ json::value LimitsJson(const RankLimits& limits) {
   return json::object{{"memory_bytes", limits.memory_bytes},
                       {"cpu_milli", limits.cpu_milli},
                       {"pids_max", limits.pids_max},
-                      {"denied_devices", std::move(denied)}};
+                      {"denied_devices", std::move(denied)},
+                      {"cpus", FormatCpuList(limits.cpus)}};
 }
 
 Result<RankLimits> LimitsFromJson(const json::value* v) {
@@ -252,6 +254,11 @@ Result<RankLimits> LimitsFromJson(const json::value* v) {
   limits.memory_bytes = *memory;
   limits.cpu_milli = *cpu;
   limits.pids_max = *pids;
+  if (const auto* cpus = o.if_contains("cpus"); cpus && cpus->is_string()) {
+    auto list = ParseCpuList(std::string(cpus->as_string()));
+    if (!list) return Status::Invalid("run.json: limits.cpus is not a CPU list such as 0-3,6");
+    limits.cpus = std::move(*list);
+  }
   if (const auto* denied = o.if_contains("denied_devices"); denied && denied->is_array()) {
     for (const auto& d : denied->as_array()) {
       auto major = d.is_array() && d.as_array().size() == 2 ? AsInt(d.as_array()[0]) : std::nullopt;

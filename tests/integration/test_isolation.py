@@ -193,16 +193,64 @@ class IsolationTest(BerthTestCase):
         job = b.submit("--memory", "0.125", "--",
                        f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done; "
                        "python3 -c \"s = 'x' * (400 << 20); print('survived')\"", env=self.env)
+        # A pinned job keeps its CPU through the restart: the next pinned one gets another.
+        probe = f"grep Cpus_allowed_list /proc/self/status; while [ ! -e {go} ]; do sleep 0.1; done"
+        pinned = b.submit("--cpus", "1", "--cpu-binding", "cores", "--", probe, env=self.env)
         b.wait_status(job, "RUNNING", env=self.env)
         wait_until(lambda: os.path.exists(started), 30)
+        wait_until(lambda: "Cpus_allowed_list" in self.logs(pinned), 30)
         self.agent.kill(signal.SIGKILL)
         self.agent = self.start_agent()
         b.wait_nodes_up(["iso"], env=self.env)
         self.assertEqual(b.status(job, env=self.env), "RUNNING")
+        if len(os.sched_getaffinity(0)) >= 2:
+            after = b.submit("--cpus", "1", "--cpu-binding", "cores", "--", probe, env=self.env)
+            wait_until(lambda: "Cpus_allowed_list" in self.logs(after), 30,
+                       message="the job pinned after the restart printed its CPUs")
+            cpus = [re.search(r"Cpus_allowed_list:\s*(\S+)", self.logs(j)).group(1) for j in (pinned, after)]
+            self.assertNotEqual(cpus[0], cpus[1], "the restarted agent gave a pinned job's CPU away")
         open(go, "w").close()
         done = b.wait_status(job, "FAILED", "SUCCEEDED", timeout=60, env=self.env)
         self.assertEqual(done["status"], "FAILED", done)
         self.assertIn("out of memory", done["reason"])
+
+    def test_pinned_jobs_get_cpus_of_their_own(self):
+        b = self.b
+        cpus = os.sched_getaffinity(0)
+        if len(cpus) < 2:
+            self.skipTest("pinning two jobs apart needs two CPUs")
+        probe = "grep Cpus_allowed_list /proc/self/status; sleep %d"
+        pinned = [b.submit("--cpus", "1", "--cpu-binding", "cores", "--", probe % 4, env=self.env)
+                  for _ in range(2)]
+        got = {}
+        for job in pinned:
+            wait_until(lambda: "Cpus_allowed_list" in self.logs(job), timeout=30,
+                       message=f"job {job} printed its CPUs")
+            got[job] = re.search(r"Cpus_allowed_list:\s*(\S+)", self.logs(job)).group(1)
+        print(f"pinned jobs' CPUs: {got}")
+        self.assertEqual(len(set(got.values())), 2, got)
+        for cpu in got.values():
+            self.assertIn(int(cpu), cpus)  # one CPU each, of the node's
+        # The agent offers 4 CPUs; two more pinned ones fit on a machine with 4, not on fewer:
+        # the rank fails at launch, saying why, rather than share another's CPUs.
+        third = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe % 0, env=self.env)
+        done = b.wait_status(third, "SUCCEEDED", "FAILED", timeout=30, env=self.env)
+        if len(cpus) >= 4:
+            self.assertEqual(done["status"], "SUCCEEDED", done)
+            mine = re.search(r"Cpus_allowed_list:\s*(\S+)", self.logs(third)).group(1)
+            self.assertNotIn(got[pinned[0]], mine.replace("-", ",").split(","))
+        else:
+            self.assertEqual(done["status"], "FAILED", done)
+            self.assertIn("resources.cpu_binding: cores: 2 CPU(s) asked", done["reason"])
+        # Their CPUs are free again once they end.
+        for job in pinned:
+            b.wait_status(job, "SUCCEEDED", timeout=30, env=self.env)
+        again = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe % 0, env=self.env)
+        b.wait_status(again, "SUCCEEDED", timeout=30, env=self.env)
+        self.assertRegex(self.logs(again), r"Cpus_allowed_list:\s*\d+[-,]\d+")
+        _, _, err = b.run("exec", "-d", "--cpus", "1.5", "--cpu-binding", "cores", "--", "true",
+                          env=self.env, check=False)
+        self.assertIn("ask for a whole number of them in resources.cpus, not 1.5", err)
 
     def test_a_cancel_kills_a_grandchild_that_left_the_job(self):
         b = self.b

@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "fakes/temp_dir.h"
+#include "supervise/cpu_set.h"
 #include "supervise/device_filter.h"
 #include "supervise/supervisor.h"
 
@@ -112,8 +113,8 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   const std::string dir = own + "/berth-1/7-1-0";
   ASSERT_EQ(cg->dirs(), std::vector<std::string>{dir});
-  EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids");
-  EXPECT_EQ(ReadFileOr(own + "/berth-1/cgroup.subtree_control"), "+memory +cpu +pids");
+  EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
+  EXPECT_EQ(ReadFileOr(own + "/berth-1/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
   EXPECT_EQ(ReadFileOr(dir + "/memory.max"), std::to_string(256 << 20));
   // This fake host accounts no swap (no memory.swap.max): there is none to limit.
   EXPECT_FALSE(std::filesystem::exists(dir + "/memory.swap.max"));
@@ -126,13 +127,22 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n", false);
   RankUsage usage = cg->Usage();
   EXPECT_EQ(usage.peak_memory_bytes, 123456);
-  EXPECT_EQ(usage.cpu_ns, 2'500'000'000);
   EXPECT_EQ(usage.oom_kills, 1);
   EXPECT_EQ(usage.limit_hits, 2);
   cg->Kill();
   EXPECT_EQ(ReadFileOr(dir + "/cgroup.kill"), "1");
-  ASSERT_TRUE(RankCgroup::Find(host, "berth-1/7-1-0").has_value());
-  EXPECT_FALSE(RankCgroup::Find(host, "berth-1/8-1-0").has_value());
+
+  // A pinned rank's CPUs go to cpuset.cpus (the fake tree has the file once the kernel would).
+  MakeDir(own + "/berth-1/8-1-0");
+  WriteFileAtomic(own + "/berth-1/8-1-0/cpuset.cpus", "", false);
+  auto pinned = RankCgroup::Create(host, "berth-1/8-1-0", RankLimits{.cpus = {1, 2, 3, 6}});
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_EQ(ReadFileOr(own + "/berth-1/8-1-0/cpuset.cpus"), "1-3,6");
+  // Without the cpuset controller there (not delegated), a pinned rank is refused, saying so.
+  auto unheld = RankCgroup::Create(host, "berth-1/10-1-0", RankLimits{.cpus = {0}});
+  ASSERT_FALSE(unheld.ok());
+  EXPECT_NE(unheld.status().message().find("cpuset controller is not delegated"), std::string::npos)
+      << unheld.status().message();
 
   // GPUs are fenced by a BPF program attached to the cgroup, which a fake tree cannot take: the
   // rank is refused, saying so. (Its directory stays in the fake tree, which unlike cgroupfs keeps
@@ -236,6 +246,50 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
                                        std::to_string(::getpid())));
 }
 
+// As root on a v1 host: a pinned rank's cpuset cgroup gets its CPUs (and the agent's level its
+// parent's CPUs and memory nodes, without which nothing could join), and a process that joins runs
+// only on those CPUs.
+TEST(CgroupTest, RealV1CpusetPinsARank) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making cgroups needs root";
+  CgroupHost host = DetectCgroups();
+  if (host.layout != CgroupLayout::kV1 || !host.v1_dirs.count("cpuset")) {
+    GTEST_SKIP() << "no v1 cpuset hierarchy here: " << host.Describe();
+  }
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  const int cpu = allowed.back();
+  const std::string agent = "berth-test-cpuset-" + std::to_string(::getpid());
+  auto cg = RankCgroup::Create(host, agent + "/1-1-0", RankLimits{.cpus = {cpu}});
+  ASSERT_TRUE(cg.ok()) << cg.status().message();
+  const std::string dir = host.v1_dirs.at("cpuset") + "/" + agent + "/1-1-0";
+  EXPECT_EQ(Trim(ReadFileOr(dir + "/cpuset.cpus")), std::to_string(cpu));
+  EXPECT_FALSE(Trim(ReadFileOr(dir + "/cpuset.mems")).empty());
+  auto fds = cg->OpenJoinFds();
+  ASSERT_TRUE(fds.ok()) << fds.status().message();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    for (int fd : *fds) {
+      if (::write(fd, "0", 1) != 1) _exit(1);
+    }
+    const std::string cpus = FormatCpuList(AllowedCpus());
+    _exit(::write(pipe_fds[1], cpus.data(), cpus.size()) > 0 ? 0 : 2);
+  }
+  for (int fd : *fds) ::close(fd);
+  ::close(pipe_fds[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf - 1);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: could not join";
+  EXPECT_EQ(std::string(buf, std::max<ssize_t>(0, n)), std::to_string(cpu));
+  EXPECT_TRUE(cg->Remove());
+  RemoveIdleRankCgroups(host, agent);
+  EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.at("cpuset") + "/" + agent));
+}
+
 // Both supervisors (the node supervisor, and the per-rank one the agent falls back to) run a rank
 // in its cgroup with its limits: a rank that outgrows its memory ends with exit code 137 and the
 // reason naming the limit, and its cgroup is gone afterwards.
@@ -271,7 +325,10 @@ TEST_P(SupervisorCgroupTest, ARankOverItsMemoryEndsOutOfMemory) {
   EXPECT_EQ(events.back().exit_code, 137);
   EXPECT_EQ(events.back().reason, OutOfMemoryReason(64 << 20));
   EXPECT_EQ(ReadFileOr(dir + "/output.log").find("survived"), std::string::npos);
-  EXPECT_FALSE(RankCgroup::Find(host, plan.cgroup).has_value());
+  // Its cgroup is gone (the memory hierarchy holds every rank's).
+  EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.count("memory")
+                                           ? host.v1_dirs.at("memory") + "/" + plan.cgroup
+                                           : host.unified_dir + "/" + plan.cgroup));
   if (GetParam()) ::kill(*pid, SIGTERM);  // the node supervisor, with nothing left to run
 }
 

@@ -333,5 +333,24 @@ TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
   EXPECT_EQ(MustParse(script).spec.name, "ok");
 }
 
+// resources.cpu_binding: cores pins whole CPUs, so it needs a whole number of them; it goes
+// through the JSON the server stores and the agent reads.
+TEST(TaskYaml, CpuBindingPinsWholeCpus) {
+  ParsedTask t = MustParse("resources:\n  cpus: 2\n  cpu_binding: cores\nrun: x\n");
+  EXPECT_EQ(t.spec.cpu_binding, CpuBinding::kCores);
+  EXPECT_EQ(MustParse("resources: {cpu_binding: none}\n").spec.cpu_binding, CpuBinding::kNone);
+  EXPECT_EQ(MustParse("run: x\n").spec.cpu_binding, CpuBinding::kNone);
+  auto back = SpecFromJson(SpecToJson(t.spec));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->cpu_binding, CpuBinding::kCores);
+  EXPECT_EQ(ErrorOf("resources:\n  cpus: 2\n  cpu_binding: threads\n"),
+            "task.yaml:3: resources.cpu_binding: expected cores or none, got \"threads\"");
+  EXPECT_THAT(ErrorOf("resources:\n  cpus: 1.5\n  cpu_binding: cores\n"),
+              HasSubstr("resources.cpu_binding: cores pins whole CPUs; ask for a whole number of "
+                        "them in resources.cpus, not 1.5"));
+  // The default half CPU cannot be pinned either.
+  EXPECT_THAT(ErrorOf("resources:\n  cpu_binding: cores\n"), HasSubstr("not 0.5"));
+}
+
 }  // namespace
 }  // namespace berth
