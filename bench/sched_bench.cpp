@@ -1,5 +1,5 @@
 // Scheduler benchmarks (issue "Scale"): the cost of one Schedule() pass on a large cluster, for the
-// four situations a busy server meets (DESIGN.md "Cost"):
+// four situations a busy server meets (docs/design.md "Scheduling", Cost):
 //   EmptyClusterPlacements  one pass placing as much of a 100,000-job queue as fits on an empty
 //                           cluster; items/s = placements per second (target >= 50,000/s)
 //   FullClusterNothingFits  one pass over 100,000 pending jobs when every GPU is taken and no job

@@ -1,6 +1,7 @@
-// Store benchmarks: the cost of one bulk submission (DESIGN.md "Bulk submission": 1000 jobs, one
-// request, one transaction), of the reads a restart and `berth queue` make, and of usage accounting
-// (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up rebuild).
+// Store benchmarks: the cost of one bulk submission (docs/design.md "Bulk submission": 1000 jobs,
+// one request, one transaction), of the reads a restart and `berth queue` make, and of usage
+// accounting (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up
+// rebuild).
 //
 // Run: cmake --build build --target store_bench && ./build/bench/store_bench
 // The PostgreSQL side (BM_SubmitGroupPostgres) needs a server: BERTH_BENCH_PG=postgresql://...

@@ -1,4 +1,4 @@
-// Job and node states of the users' contract (DESIGN.md "Job states"), with their names.
+// Job and node states of the users' contract (docs/design.md "Job states"), with their names.
 // Pure; thread-safe.
 #pragma once
 
@@ -37,5 +37,9 @@ inline bool IsOutOfMemory(std::string_view reason) { return reason.starts_with(k
 enum class NodeState { kUp, kDraining, kDown };
 std::string_view NodeStateName(NodeState s);  // "UP", "DRAINING", "DOWN"
 std::optional<NodeState> ParseNodeState(std::string_view name);
+// The state users see: a node that is up but being drained is DRAINING.
+inline NodeState ShownNodeState(NodeState state, bool draining) {
+  return state == NodeState::kUp && draining ? NodeState::kDraining : state;
+}
 
 }  // namespace berth

@@ -64,6 +64,14 @@ inline bool PlacedOn(const Placement& placement, const std::string& node, int ra
   return false;
 }
 
+// What a job holds over all its nodes: its per-node request times the nodes it is placed on.
+inline MilliGpu TotalGpuMilli(const ResourceRequest& per_node, const Placement& placement) {
+  return per_node.gpu_milli * static_cast<MilliGpu>(placement.size());
+}
+inline MilliCpu TotalCpuMilli(const ResourceRequest& per_node, const Placement& placement) {
+  return per_node.cpus * static_cast<MilliCpu>(placement.size());
+}
+
 // One GPU of a node, as its agent discovered or declared it.
 struct GpuDevice {
   int index = 0;     // what CUDA_VISIBLE_DEVICES lists

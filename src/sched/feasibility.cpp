@@ -1,5 +1,5 @@
-// CheckFeasible: "never" as opposed to Schedule()'s "not now" (STYLE.md habit 3). Asks the same
-// questions as a pass, but of node totals, ignoring what runs now and whether a node is
+// CheckFeasible: "never" as opposed to Schedule()'s "not now" (docs/design.md, habit 3). Asks the
+// same questions as a pass, but of node totals, ignoring what runs now and whether a node is
 // schedulable, so that a draining node still makes a job feasible.
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Node index: the nodes of a pass ordered by how much they have free, so that the best fit for a
 // request is found by starting at the first node with enough free GPUs of its type and walking up,
-// instead of scanning every node (DESIGN.md "Cost": nodes are indexed by free resources).
+// instead of scanning every node (docs/design.md "Scheduling", Cost: nodes are indexed by free
+// resources).
 //
 // One ordered set per slot (a GPU type, or "all types" for jobs that want no GPU) and pool, ordered
 // by FitOrder: free milli-GPUs of the slot, free CPUs, free memory, position. Because a request's

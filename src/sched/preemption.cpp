@@ -1,7 +1,7 @@
-// Preemption (DESIGN.md "Scheduling"): a pending job that cannot be placed may evict running jobs
-// of strictly lower priority when that lets it start now. Victims are whole jobs, chosen to lose
-// the least: lowest priority first, then fewest victims, then the most recently started; and never
-// more than needed (every victim of a decision is one without which the job would not fit).
+// Preemption (docs/design.md "Scheduling"): a pending job that cannot be placed may evict running
+// jobs of strictly lower priority when that lets it start now. Victims are whole jobs, chosen to
+// lose the least: lowest priority first, then fewest victims, then the most recently started; and
+// never more than needed (every victim of a decision is one without which the job would not fit).
 //
 // Jobs already stopping are never victims, but their resources are on the way back: a preemptor
 // waits for lower-priority stopping jobs rather than evicting anyone else (so a preemptor that is

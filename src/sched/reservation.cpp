@@ -1,6 +1,6 @@
-// Reservations against starvation (DESIGN.md "Scheduling", "No starvation"): a pending job that has
-// waited longer than Config::starvation_bound and still cannot start gets the nodes it waits for
-// reserved — the ones that free soonest, judged by the time limits of the jobs on them. Jobs
+// Reservations against starvation (docs/design.md "Scheduling", No starvation): a pending job that
+// has waited longer than Config::starvation_bound and still cannot start gets the nodes it waits
+// for reserved — the ones that free soonest, judged by the time limits of the jobs on them. Jobs
 // considered after it in the pass (all of lower or equal priority) are not placed there, unless
 // their own time_limit ends before those nodes are expected to free (EASY backfill). A node whose
 // jobs have no time limit frees at an unknown time, so nothing backfills onto it.

@@ -1,11 +1,11 @@
-// Scheduler: one pure function from a cluster snapshot to decisions (STYLE.md "pure core, thin
-// shell").
+// Scheduler: one pure function from a cluster snapshot to decisions (docs/design.md habit 1, "pure
+// core, thin shell").
 //
-// Rules (DESIGN.md "Scheduling"): pending jobs are considered in order of priority (high first),
-// then by fair share (docs/fair-share.md), then id (submission order). Within one priority: jobs
-// that fit in their team's nominal quota first, then the teams with the least usage per weight,
-// then within a team the users with the least usage, each user's jobs oldest first. Usage is the
-// decayed, weighted GPU-seconds the server passes in (TeamView/UserView::usage), plus
+// Rules (docs/design.md "Scheduling"): pending jobs are considered in order of priority (high
+// first), then by fair share (docs/fair-share.md), then id (submission order). Within one priority:
+// jobs that fit in their team's nominal quota first, then the teams with the least usage per
+// weight, then within a team the users with the least usage, each user's jobs oldest first. Usage
+// is the decayed, weighted GPU-seconds the server passes in (TeamView/UserView::usage), plus
 // Config::admission_charge for every weighted GPU held now, charged as each job is admitted in the
 // pass, so that one user's burst is interleaved with others' jobs. A job that would take its user
 // over max_running_gpus, or its team over quota plus borrow limit for its GPU type, waits.

@@ -357,6 +357,15 @@ class Core {
     // Where the job is counted in job_counts_ (berth_jobs); none when it is not (ended).
     std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
     std::optional<uint32_t> count_group;              // its (pool, team) group, once looked up
+
+    // Whether every rank of the current attempt has exited (its processes are gone).
+    bool AllRanksExited() const {
+      for (const RankState& r : ranks) {
+        if (!r.exited) return false;
+      }
+      return true;
+    }
+    MilliGpu gpu_milli_held() const { return TotalGpuMilli(row.resources, row.placement); }
   };
   // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while
   // some of its ranks still run: its resources stay held until every one of them is reported gone.

@@ -241,9 +241,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
           job.ranks[grant.rank].exited = true;
         }
       }
-      bool all = true;
-      for (const auto& r : job.ranks) all = all && r.exited;
-      if (all) Release(plan, job);
+      if (job.AllRanksExited()) Release(plan, job);
       continue;
     }
     if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
@@ -329,9 +327,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
   if (job->terminating || IsTerminal(job->row.status)) {
     if (exited) {
       MutJob(plan, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
-      bool all = true;
-      for (const auto& x : job->ranks) all = all && x.exited;
-      if (all) Release(plan, *job);
+      if (job->AllRanksExited()) Release(plan, *job);
     } else {
       result.action = proto::ReportAction::kStop;
     }
@@ -389,9 +385,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
         }
         FailAttempt(plan, *job, status, what, r.exit_code, now, oom);
       } else {
-        bool all = true;
-        for (const auto& x : job->ranks) all = all && x.exited;
-        if (all) EndJob(plan, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
+        if (job->AllRanksExited()) EndJob(plan, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
       }
       break;
     }

@@ -16,7 +16,7 @@ Core::Totals Core::ClusterTotals() {
   }
   for (const auto& [name, node] : nodes_) {
     const bool down = node.row.state == NodeState::kDown;
-    ++out.nodes[down ? "DOWN" : node.row.draining ? "DRAINING" : "UP"];
+    ++out.nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
     out.cpus += node.row.cpus;
     out.memory += node.row.memory;
     out.cpus_used += node.cpus_used;

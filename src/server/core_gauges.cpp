@@ -105,7 +105,7 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
     node_gpus.reserve(nodes_.size());
     for (const auto& [name, node] : nodes_) {
       const bool down = node.row.state == NodeState::kDown;
-      ++nodes[down ? "DOWN" : node.row.draining ? "DRAINING" : "UP"];
+      ++nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
       // The layout only ("none: REASON" -> "none"): a label of few values.
       if (!down) {
         ++isolation[node.isolation.empty() ? "unknown"

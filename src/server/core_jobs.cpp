@@ -80,9 +80,7 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
   Transition(plan, job, status, reason, now);
   plan.kick = true;
   if (!holds_resources) return;
-  bool all_exited = true;
-  for (const auto& r : job.ranks) all_exited = all_exited && r.exited;
-  if (all_exited) {
+  if (job.AllRanksExited()) {
     Allocate(plan, job.row.placement, job.row.resources, -1);
   } else {
     // The user sees the end at once; the devices stay held until every process is really gone,
@@ -207,8 +205,8 @@ UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   u.user = job.row.user;
   u.team = TeamOfLocked(job.row.user);
   u.gpu_type = job.row.resources.gpu_type;
-  u.gpu_milli = job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size());
-  u.cpu_milli = job.row.resources.cpus * static_cast<MilliCpu>(job.row.placement.size());
+  u.gpu_milli = job.gpu_milli_held();
+  u.cpu_milli = TotalCpuMilli(job.row.resources, job.row.placement);
   // An attempt whose placement time is unknown (its row could not be read at start-up) counts no
   // time rather than decades: the store refuses an attempt longer than a year.
   u.placed_at = job.placed_at > 0 && job.placed_at <= now ? job.placed_at : now;

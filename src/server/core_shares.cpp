@@ -54,10 +54,8 @@ double Core::TeamUsage(const std::string& team) {
   double usage = ledger_.Team(team, now);
   for (const auto& [id, job] : jobs_) {
     if (!IsActive(job.row.status) || TeamOfLocked(job.row.user) != team) continue;
-    usage += ledger_.Decayed(
-        job.row.resources.gpu_type,
-        job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size()),
-        job.placed_at, now, now);
+    usage +=
+        ledger_.Decayed(job.row.resources.gpu_type, job.gpu_milli_held(), job.placed_at, now, now);
   }
   return usage;
 }
@@ -68,8 +66,7 @@ std::vector<std::tuple<std::string, std::string, MilliGpu>> Core::Holders(const 
   for (const auto& [id, job] : jobs_) {
     if (!IsActive(job.row.status) && !job.terminating) continue;
     if (job.row.resources.gpu_type != type || job.row.resources.gpu_milli <= 0) continue;
-    by_user[job.row.user] +=
-        job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size());
+    by_user[job.row.user] += job.gpu_milli_held();
   }
   std::vector<std::tuple<std::string, std::string, MilliGpu>> out;
   for (const auto& [user, milli] : by_user) out.emplace_back(user, TeamOfLocked(user), milli);
@@ -83,8 +80,7 @@ std::map<std::string, std::map<std::string, MilliGpu>> Core::TeamHoldings() {
   std::map<std::string, std::map<std::string, MilliGpu>> out;
   for (const auto& [id, job] : jobs_) {
     if (!IsActive(job.row.status) || job.row.resources.gpu_milli <= 0) continue;
-    out[TeamOfLocked(job.row.user)][job.row.resources.gpu_type] +=
-        job.row.resources.gpu_milli * static_cast<MilliGpu>(job.row.placement.size());
+    out[TeamOfLocked(job.row.user)][job.row.resources.gpu_type] += job.gpu_milli_held();
   }
   return out;
 }
@@ -100,9 +96,8 @@ void Core::AddShares(sched::Snapshot& snap) {
     if (r.stopping || r.per_node.gpu_milli <= 0) continue;
     auto job = jobs_.find(r.id);
     if (job == jobs_.end()) continue;
-    const double used = ledger_.Decayed(
-        r.per_node.gpu_type, r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size()),
-        job->second.placed_at, now, now);
+    const double used = ledger_.Decayed(r.per_node.gpu_type, TotalGpuMilli(r.per_node, r.placement),
+                                        job->second.placed_at, now, now);
     user_usage[r.user] += used;
     team_usage[TeamOfLocked(r.user)] += used;
   }

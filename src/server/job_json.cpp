@@ -104,7 +104,7 @@ json::object NodeJson(const NodeStatus& node) {
   const NodeRow& row = node.row;
   json::object o;
   o["name"] = row.name;
-  NodeState state = row.state == NodeState::kUp && row.draining ? NodeState::kDraining : row.state;
+  NodeState state = ShownNodeState(row.state, row.draining);
   o["state"] = std::string(NodeStateName(state));
   o["pool"] = row.pool;
   json::object labels;

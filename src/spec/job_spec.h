@@ -1,8 +1,8 @@
 // JobSpec: a job as the user described it (task YAML or CLI flags), validated.
 //
-// This is the users' contract of DESIGN.md ("Task YAML"), SkyPilot-compatible. A JobSpec is a plain
-// value; the server stores it once per submission (shared by every job of a bulk group) as JSON.
-// All functions are pure and thread-safe.
+// This is the users' contract of docs/design.md ("Task YAML"), SkyPilot-compatible. A JobSpec is a
+// plain value; the server stores it once per submission (shared by every job of a bulk group) as
+// JSON. All functions are pure and thread-safe.
 #pragma once
 
 #include <boost/json/value.hpp>

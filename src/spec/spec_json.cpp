@@ -1,7 +1,7 @@
 // The JSON form of a JobSpec: what the CLI sends, what the server stores, what `berth show` prints.
 //
-// Resources are in CPUs and GiB (DESIGN.md "Machine-readable output"); converting back rounds to
-// the nearest milli-CPU / MiB, so SpecFromJson(SpecToJson(s)) == s for every valid spec.
+// Resources are in CPUs and GiB (docs/design.md "Machine-readable output"); converting back rounds
+// to the nearest milli-CPU / MiB, so SpecFromJson(SpecToJson(s)) == s for every valid spec.
 #include <fmt/format.h>
 
 #include <boost/json.hpp>

@@ -107,9 +107,10 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
                       "with a digit)",
                       key));
     }
-    // berth sets these itself for every job (DESIGN.md "Environment of a job"); letting a task file
-    // override them would hand the job the wrong devices or the wrong rank. BERTH_HOLLOW_SECONDS is
-    // the one berth reads instead of setting: a hollow node's simulated run time.
+    // berth sets these itself for every job (docs/design.md "Environment of a job"); letting a task
+    // file override them would hand the job the wrong devices or the wrong rank.
+    // BERTH_HOLLOW_SECONDS is the one berth reads instead of setting: a hollow node's simulated run
+    // time.
     if ((StartsWith(key, "BERTH_") && key != "BERTH_HOLLOW_SECONDS") ||
         StartsWith(key, "SKYPILOT_")) {
       return Status::Invalid(fmt::format("envs.{} is reserved: berth sets {}* variables itself",

@@ -8,9 +8,9 @@ namespace {
 
 // Version 1. Frozen once released: change the schema by adding a migration, never by editing this.
 //
-// Times are INTEGER milliseconds since the epoch; statuses are their DESIGN.md names, so the file
-// reads well in the sqlite3 shell; placement, labels and GPU lists are JSON text (written and read
-// only by sqlite_store.cpp).
+// Times are INTEGER milliseconds since the epoch; statuses are their docs/design.md names, so the
+// file reads well in the sqlite3 shell; placement, labels and GPU lists are JSON text (written and
+// read only by sqlite_store.cpp).
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE specs (
   id   INTEGER PRIMARY KEY,

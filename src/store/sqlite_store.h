@@ -1,4 +1,4 @@
-// SqliteStore: the embedded Store, one SQLite database file in WAL mode (DESIGN.md "Store").
+// SqliteStore: the embedded Store, one SQLite database file in WAL mode (docs/design.md "Store").
 //
 // Durability: WAL with synchronous=NORMAL. A transaction that returned ok survives the process
 // being killed (kill -9, crash): it is in the WAL file, which the next open replays. Only a power

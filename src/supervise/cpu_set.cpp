@@ -64,8 +64,8 @@ std::map<int, std::string> ReadCoreIds(const std::string& sys_cpu_dir,
     const std::string dir = sys_cpu_dir + "/cpu" + std::to_string(cpu) + "/topology/";
     const std::string package = Trim(ReadFileOr(dir + "physical_package_id"));
     const std::string core = Trim(ReadFileOr(dir + "core_id"));
-    core_of[cpu] = package.empty() || core.empty() ? "cpu" + std::to_string(cpu)
-                                                   : package + ":" + core;
+    core_of[cpu] =
+        package.empty() || core.empty() ? "cpu" + std::to_string(cpu) : package + ":" + core;
   }
   return core_of;
 }

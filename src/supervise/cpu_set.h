@@ -25,7 +25,8 @@ std::vector<int> AllowedCpus();
 // Which physical core each of `cpus` is on: "<package>:<core>" from
 // <sys_cpu_dir>/cpuN/topology/{physical_package_id,core_id} ("/sys/devices/system/cpu" on a real
 // host). A CPU whose topology cannot be read is a core of its own.
-std::map<int, std::string> ReadCoreIds(const std::string& sys_cpu_dir, const std::vector<int>& cpus);
+std::map<int, std::string> ReadCoreIds(const std::string& sys_cpu_dir,
+                                       const std::vector<int>& cpus);
 
 // `count` CPUs of `cpus` not in `taken`: whole physical cores first (all of a core's hyperthreads
 // together, so that two pinned jobs do not share a core's caches and execution units), then the

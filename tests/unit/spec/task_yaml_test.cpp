@@ -1,5 +1,6 @@
-// Task files as users write them: the DESIGN.md example, SkyPilot's own examples, and the mistakes
-// people make. Every error must say file, line and field, because that is all a user has to go on.
+// Task files as users write them: the docs/design.md example, SkyPilot's own examples, and the
+// mistakes people make. Every error must say file, line and field, because that is all a user has
+// to go on.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,7 +26,7 @@ std::string ErrorOf(const std::string& yaml) {
   return parsed.ok() ? "" : parsed.status().message();
 }
 
-// The example of DESIGN.md "Task YAML", comments and all: every field lands where it should.
+// The example of docs/design.md "Task YAML", comments and all: every field lands where it should.
 TEST(TaskYaml, DesignExampleParsesFully) {
   ParsedTask t = MustParse(R"(name: train
 num_nodes: 2                  # gang: all nodes start together or not at all
