@@ -16,8 +16,6 @@ namespace berth {
 
 namespace {
 
-std::optional<int64_t> ParseId(const std::string& s) { return ParseDecimal(s); }
-
 // A request that found its executor's queue full: try again in a second.
 net::HttpResponse BusyResponse() {
   net::HttpResponse r = ErrorResponse(Status::Unavailable(
@@ -29,217 +27,188 @@ net::HttpResponse BusyResponse() {
 
 }  // namespace
 
-void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
-  const std::string m = request.method;                       // a copy: `request` is moved below
-  std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
-  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_, RouteOf(parts), m);
-  if (parts.size() == 3 && parts[1] == "v1" && parts[2] == "health" && m == "GET") {
-    // Answered on the I/O thread, to anyone: never waits for anything.
-    json::object health{{"ok", true}, {"version", BERTH_VERSION}};
-    if (options_.ha_status) health["ha"] = options_.ha_status();
-    res->Send(JsonResponse(200, std::move(health)));
+// The API's routes; each names who may call it and where it runs (server/routes.h).
+void Server::AddRoutes() {
+  RouteTable& t = routes_;
+  using R = RunsOn;
+  // A handler that answers through its Responder (a stream) returns this.
+  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
+
+  // Answered on the I/O thread, to anyone: never waits for anything.
+  t.Add(
+      "GET", "/v1/health", R::kIoThread,
+      [this](const RouteCall&) {
+        json::object health{{"ok", true}, {"version", BERTH_VERSION}};
+        if (options_.ha_status) health["ha"] = options_.ha_status();
+        return JsonResponse(200, std::move(health));
+      },
+      Callers::kAnyone);
+  // The dashboard's ways in, answered before anyone is identified (its files: HandleWebAsset).
+  t.Add(
+      "GET", "/login", R::kIoThread, [this](const RouteCall& c) { return HandleLoginPage(*c.req); },
+      Callers::kAnyone);
+  t.Add(
+      "POST", "/v1/dashboard/login", R::kRead,
+      [this](const RouteCall& c) { return HandleSessionLogin(*c.req); }, Callers::kAnyone);
+  // A join token does one thing: it is exchanged for a node's own credential.
+  t.Add(
+      "POST", "/v1/agent/join", R::kState,
+      [this](const RouteCall& c) { return HandleJoin(*c.req, *c.by); }, Callers::kJoinToken);
+
+  t.Add("GET", "/metrics", R::kRead, [this](const RouteCall&) { return HandleMetrics(); });
+  t.Add("GET", "/v1/whoami", R::kIoThread,
+        [this](const RouteCall& c) { return HandleWhoami(*c.by); });
+  // The dashboard.
+  t.Add("POST", "/v1/dashboard/link", R::kState,
+        [this](const RouteCall& c) { return HandleLoginLink(*c.req, *c.by); });
+  t.Add("GET", "/v1/dashboard/session", R::kRead,
+        [this](const RouteCall& c) { return HandleSessionInfo(*c.req, *c.by); });
+  t.Add("POST", "/v1/dashboard/logout", R::kRead,
+        [this](const RouteCall& c) { return HandleLogout(*c.req); });
+  t.Add("GET", "/v1/dashboard/overview", R::kRead,
+        [this](const RouteCall&) { return HandleOverview(); });
+  t.Add("GET", "/v1/dashboard/queue", R::kRead,
+        [this](const RouteCall& c) { return HandleDashboardQueue(*c.req); });
+  // Jobs, groups and the queue.
+  t.Add("POST", "/v1/jobs", R::kState,
+        [this](const RouteCall& c) { return HandleSubmit(*c.req, *c.by); });
+  t.Add("GET", "/v1/jobs", R::kRead, [this](const RouteCall& c) { return HandleListJobs(*c.req); });
+  t.Add("POST", "/v1/jobs/cancel", R::kState,
+        [this](const RouteCall& c) { return HandleCancel(*c.req, *c.by); });
+  t.Add("GET", "/v1/jobs/{id}", R::kRead,
+        [this](const RouteCall& c) { return HandleShowJob(c.id, *c.by); });
+  t.Add("POST", "/v1/jobs/{id}/requeue", R::kState,
+        [this](const RouteCall& c) { return HandleRequeue(c.id, *c.by); });
+  t.Add("GET", "/v1/jobs/{id}/logs", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleLogs(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/groups/{id}", R::kRead,
+        [this](const RouteCall& c) { return HandleGroup(c.id); });
+  t.Add("POST", "/v1/groups/{id}", R::kState,
+        [this](const RouteCall& c) { return HandleUpdateGroup(c.id, *c.req, *c.by); });
+  t.Add("GET", "/v1/queue", R::kRead, [this](const RouteCall& c) { return HandleQueue(*c.req); });
+  // Accounting and nodes.
+  t.Add("GET", "/v1/usage", R::kRead, [this](const RouteCall& c) { return HandleUsage(*c.req); });
+  t.Add("GET", "/v1/teams", R::kRead, [this](const RouteCall&) { return HandleListTeams(); });
+  t.Add("GET", "/v1/nodes", R::kRead,
+        [this](const RouteCall& c) { return HandleNodes(c.req->Query("holders") == "1"); });
+  for (const bool drain : {true, false}) {
+    t.Add("POST", drain ? "/v1/nodes/{node}/drain" : "/v1/nodes/{node}/undrain", R::kState,
+          [this, drain](const RouteCall& c) { return HandleDrain(c.params[0], drain, *c.by); });
+  }
+  // Administration.
+  t.Add("GET", "/v1/admin/tokens", R::kRead,
+        [this](const RouteCall& c) { return HandleListTokens(*c.by); });
+  t.Add("POST", "/v1/admin/tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/tokens/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeToken(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/join-tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateJoinToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeNode(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/users", R::kState,
+        [this](const RouteCall& c) { return HandleSetNodeUsers(*c.req, c.params[0], *c.by); });
+  t.Add("GET", "/v1/admin/users", R::kRead,
+        [this](const RouteCall& c) { return HandleListUsers(*c.by); });
+  t.Add("POST", "/v1/admin/users/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetUser(c.params[0], *c.req, *c.by); });
+  t.Add("POST", "/v1/admin/teams/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetTeam(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/admin/audit", R::kRead,
+        [this](const RouteCall& c) { return HandleAudit(*c.req, *c.by); });
+  // The agents' protocol (nodes only: see Handle).
+  t.Add("GET", "/v1/specs/{id}", R::kState,
+        [this](const RouteCall& c) { return HandleGetSpec(c.id, *c.req, *c.by); });
+  t.Add("POST", "/v1/agent/register", R::kState,
+        [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/heartbeat", R::kState,
+        [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/report", R::kState,
+        [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/logs", R::kState,
+        [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
+  t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
+    HandleWatch(*c.req, *c.by, c.res);
+    return streamed();
+  });
+}
+
+void Server::Dispatch(const RouteTable::Route& route, RouteCall call) {
+  if (route.runs_on == RunsOn::kIoThread) {
+    call.res->Send(route.handler(call));
     return;
   }
-  // The dashboard's page and files, and its ways in, are answered before anyone is identified.
-  if (parts.size() <= 2 && m == "GET") {
-    if (request.path == "/login") return res->Send(HandleLoginPage(request));
+  Executor& exec = route.runs_on == RunsOn::kState ? *state_exec_ : *read_exec_;
+  auto res = call.res;
+  const bool queued = exec.TryPost(
+      [&route, call = std::move(call)] {
+        net::HttpResponse out;
+        try {
+          out = route.handler(call);
+        } catch (const std::exception& e) {
+          LogError("{} {}: {}", call.req->method, call.req->path, e.what());
+          out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
+        }
+        if (out.status == 0) return;
+        if (call.req->method == "GET") AnswerWithEtag(*call.req, out);
+        call.res->Send(std::move(out));
+      },
+      Server::kMaxQueuedRequests);
+  if (!queued) res->Send(BusyResponse());
+}
+
+void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
+  const std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
+  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_, routes_.Label(parts),
+                                            request.method);
+  RouteTable::Match match = routes_.Find(request.method, parts);
+  const Callers callers = match.route ? match.route->callers : Callers::kIdentified;
+  auto call = [&](std::shared_ptr<net::HttpRequest> req, std::shared_ptr<Principal> by) {
+    Dispatch(*match.route, RouteCall{.req = std::move(req),
+                                     .by = std::move(by),
+                                     .res = res,
+                                     .params = std::move(match.params),
+                                     .id = match.id});
+  };
+  if (callers == Callers::kAnyone) {
+    return call(std::make_shared<net::HttpRequest>(std::move(request)), nullptr);
+  }
+  // The dashboard's page and files are served before anyone is identified.
+  if (parts.size() <= 2 && request.method == "GET") {
     if (auto asset = HandleWebAsset(request)) return res->Send(std::move(*asset));
   }
-  if (request.path == "/v1/dashboard/login" && m == "POST") {
-    auto req = std::make_shared<net::HttpRequest>(std::move(request));
-    if (!read_exec_->TryPost([this, req, res] { res->Send(HandleSessionLogin(*req)); },
-                             Server::kMaxQueuedRequests)) {
-      res->Send(BusyResponse());
-    }
-    return;
-  }
   auto who = identity_->Identify(request);
-  if (!who.ok()) {
-    res->Send(ErrorResponse(who.status()));
-    return;
-  }
+  if (!who.ok()) return res->Send(ErrorResponse(who.status()));
   auto req = std::make_shared<net::HttpRequest>(std::move(request));
   auto by = std::make_shared<Principal>(std::move(*who));
-  // Runs `handler` on `exec` and sends what it answers (0: it answers, or streams, by itself).
-  auto on = [req, res](Executor& exec, std::function<net::HttpResponse()> handler) {
-    const bool queued = exec.TryPost(
-        [req, res, handler = std::move(handler)] {
-          net::HttpResponse out;
-          try {
-            out = handler();
-          } catch (const std::exception& e) {
-            LogError("{} {}: {}", req->method, req->path, e.what());
-            out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
-          }
-          if (out.status == 0) return;
-          if (req->method == "GET") AnswerWithEtag(*req, out);
-          res->Send(std::move(out));
-        },
-        Server::kMaxQueuedRequests);
-    if (!queued) res->Send(BusyResponse());
-  };
-  Executor& state = *state_exec_;
-  Executor& read = *read_exec_;
   if (by->is_join) {
-    // A join token does one thing: it is exchanged for a node's own credential.
-    if (req->path == "/v1/agent/join" && m == "POST") {
-      return on(state, [this, req, by] { return HandleJoin(*req, *by); });
-    }
-    res->Send(ErrorResponse(Status::Forbidden(
+    if (callers == Callers::kJoinToken) return call(std::move(req), std::move(by));
+    return res->Send(ErrorResponse(Status::Forbidden(
         "a join token may only join a node (POST /v1/agent/join); the node then uses its own "
         "credential")));
-    return;
   }
-  bool agent_call =
+  // The agents' protocol is for nodes, everything else for users.
+  const bool agent_call =
       parts.size() >= 3 && parts[1] == "v1" && (parts[2] == "agent" || parts[2] == "specs");
   if (agent_call && !by->is_node) {
-    res->Send(ErrorResponse(Status::Forbidden(
+    return res->Send(ErrorResponse(Status::Forbidden(
         "the agents' protocol needs a node's credential or the cluster token (" +
         (by->is_user ? by->user + " is a user, not a node" : std::string("none presented")) +
         ")")));
-    return;
   }
   if (!agent_call && !by->is_user) {
-    res->Send(ErrorResponse(Status::Forbidden(
+    return res->Send(ErrorResponse(Status::Forbidden(
         "the cluster token identifies nodes, not users: present your own token (berth login) or "
         "use the server's unix socket")));
-    return;
   }
-  if (parts.size() == 2 && parts[1] == "metrics" && m == "GET") {
-    return on(read, [this] { return HandleMetrics(); });
+  if (!match.route || callers != Callers::kIdentified) {
+    return res->Send(
+        ErrorResponse(Status::NotFound("no such endpoint: " + req->method + " " + req->path)));
   }
-  if (parts.size() >= 3 && parts[1] == "v1") {
-    const std::string& top = parts[2];
-    if (top == "dashboard" && parts.size() == 4) {
-      const std::string& what = parts[3];
-      if (what == "link" && m == "POST")
-        return on(state, [this, req, by] { return HandleLoginLink(*req, *by); });
-      if (what == "session" && m == "GET")
-        return on(read, [this, req, by] { return HandleSessionInfo(*req, *by); });
-      if (what == "logout" && m == "POST")
-        return on(read, [this, req] { return HandleLogout(*req); });
-      if (what == "overview" && m == "GET") return on(read, [this] { return HandleOverview(); });
-      if (what == "queue" && m == "GET")
-        return on(read, [this, req] { return HandleDashboardQueue(*req); });
-    }
-    if (top == "whoami" && parts.size() == 3 && m == "GET") {
-      res->Send(HandleWhoami(*by));
-      return;
-    }
-    if (top == "jobs") {
-      if (parts.size() == 3 && m == "POST")
-        return on(state, [this, req, by] { return HandleSubmit(*req, *by); });
-      if (parts.size() == 3 && m == "GET")
-        return on(read, [this, req] { return HandleListJobs(*req); });
-      if (parts.size() == 4 && parts[3] == "cancel" && m == "POST") {
-        return on(state, [this, req, by] { return HandleCancel(*req, *by); });
-      }
-      if (parts.size() >= 4) {
-        auto id = ParseId(parts[3]);
-        if (!id) {
-          res->Send(ErrorResponse(
-              Status::Invalid("job id must be a positive integer, got '" + parts[3] + "'")));
-          return;
-        }
-        if (parts.size() == 4 && m == "GET")
-          return on(read, [this, id, by] { return HandleShowJob(*id, *by); });
-        if (parts.size() == 5 && parts[4] == "requeue" && m == "POST")
-          return on(state, [this, id, by] { return HandleRequeue(*id, *by); });
-        if (parts.size() == 5 && parts[4] == "logs" && m == "GET") {
-          return on(read, [this, id, req, by, res] {
-            HandleLogs(*id, *req, *by, res);
-            return net::HttpResponse{.status = 0};
-          });
-        }
-      }
-    }
-    if (top == "groups" && parts.size() == 4 && (m == "GET" || m == "POST")) {
-      auto id = ParseId(parts[3]);
-      if (!id) {
-        res->Send(ErrorResponse(
-            Status::Invalid("group id must be a positive integer, got '" + parts[3] + "'")));
-        return;
-      }
-      if (m == "POST") {
-        return on(state, [this, id, req, by] { return HandleUpdateGroup(*id, *req, *by); });
-      }
-      return on(read, [this, id] { return HandleGroup(*id); });
-    }
-    if (top == "queue" && parts.size() == 3 && m == "GET")
-      return on(read, [this, req] { return HandleQueue(*req); });
-    if (top == "usage" && parts.size() == 3 && m == "GET")
-      return on(read, [this, req] { return HandleUsage(*req); });
-    if (top == "teams" && parts.size() == 3 && m == "GET")
-      return on(read, [this] { return HandleListTeams(); });
-    if (top == "nodes") {
-      if (parts.size() == 3 && m == "GET") {
-        return on(read, [this, req] { return HandleNodes(req->Query("holders") == "1"); });
-      }
-      if (parts.size() == 5 && m == "POST" && (parts[4] == "drain" || parts[4] == "undrain")) {
-        return on(state, [this, node = parts[3], drain = parts[4] == "drain", by] {
-          return HandleDrain(node, drain, *by);
-        });
-      }
-    }
-    if (top == "admin" && parts.size() >= 4) {
-      const std::string& what = parts[3];
-      if (what == "tokens" && parts.size() == 4 && m == "GET")
-        return on(read, [this, by] { return HandleListTokens(*by); });
-      if (what == "tokens" && parts.size() == 4 && m == "POST")
-        return on(state, [this, req, by] { return HandleCreateToken(*req, *by); });
-      if (what == "tokens" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
-        return on(state, [this, name = parts[4], by] { return HandleRevokeToken(name, *by); });
-      }
-      if (what == "join-tokens" && parts.size() == 4 && m == "POST")
-        return on(state, [this, req, by] { return HandleCreateJoinToken(*req, *by); });
-      if (what == "nodes" && parts.size() == 6 && parts[5] == "revoke" && m == "POST") {
-        return on(state, [this, node = parts[4], by] { return HandleRevokeNode(node, *by); });
-      }
-      if (what == "nodes" && parts.size() == 6 && parts[5] == "users" && m == "POST") {
-        return on(state,
-                  [this, req, node = parts[4], by] { return HandleSetNodeUsers(*req, node, *by); });
-      }
-      if (what == "users" && parts.size() == 4 && m == "GET")
-        return on(read, [this, by] { return HandleListUsers(*by); });
-      if (what == "users" && parts.size() == 5 && m == "POST") {
-        return on(state,
-                  [this, name = parts[4], req, by] { return HandleSetUser(name, *req, *by); });
-      }
-      if (what == "teams" && parts.size() == 5 && m == "POST") {
-        return on(state,
-                  [this, name = parts[4], req, by] { return HandleSetTeam(name, *req, *by); });
-      }
-      if (what == "audit" && parts.size() == 4 && m == "GET")
-        return on(read, [this, req, by] { return HandleAudit(*req, *by); });
-    }
-    if (top == "specs" && parts.size() == 4 && m == "GET") {
-      auto id = ParseId(parts[3]);
-      if (!id) {
-        res->Send(ErrorResponse(Status::Invalid("bad spec id")));
-        return;
-      }
-      return on(state, [this, id, req, by] { return HandleGetSpec(*id, *req, *by); });
-    }
-    if (top == "agent" && parts.size() == 4) {
-      const std::string& what = parts[3];
-      if (what == "register" && m == "POST")
-        return on(state, [this, req, by] { return HandleRegister(*req, *by); });
-      if (what == "heartbeat" && m == "POST") {
-        return on(state, [this, req, by] { return HandleHeartbeat(*req, *by); });
-      }
-      if (what == "report" && m == "POST")
-        return on(state, [this, req, by] { return HandleReport(*req, *by); });
-      if (what == "logs" && m == "POST")
-        return on(state, [this, req, by] { return HandleLogAppend(*req, *by); });
-      if (what == "watch" && m == "GET") {
-        return on(state, [this, req, by, res] {
-          HandleWatch(*req, *by, res);
-          return net::HttpResponse{.status = 0};
-        });
-      }
-    }
-  }
-  res->Send(ErrorResponse(Status::NotFound("no such endpoint: " + m + " " + req->path)));
+  if (!match.error.ok()) return res->Send(ErrorResponse(match.error));
+  call(std::move(req), std::move(by));
 }
 
 net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Principal& by) {

@@ -1,9 +1,9 @@
-// HTTP request metrics for /metrics: the route template of a request path (so that job ids and node
-// names do not make a series each), and a Responder that observes how long the server took to
-// answer, into berth_http_request_seconds{route,method,code}. A streamed answer (logs followed,
-// agents' watch streams) is observed when its stream starts.
+// HTTP request metrics for /metrics: a Responder that observes how long the server took to answer,
+// into berth_http_request_seconds{route,method,code}, `route` being the request's route template
+// (server/routes.h: so that job ids and node names do not make a series each). A streamed answer
+// (logs followed, agents' watch streams) is observed when its stream starts.
 //
-// Thread-safety: RouteOf is pure. An ObservedResponder is used like the Responder it wraps (which
+// Thread-safety: an ObservedResponder is used like the Responder it wraps (which
 // may be called from any thread); it observes once, whichever thread answers.
 #pragma once
 
@@ -17,10 +17,6 @@
 #include "net/http.h"
 
 namespace berth {
-
-// "/v1/jobs/{id}/logs", "/v1/nodes/{node}/drain", "/metrics", ... for the split path ("", "v1",
-// ...); "other" for paths berth does not serve.
-std::string RouteOf(const std::vector<std::string>& parts);
 
 class ObservedResponder : public net::Responder {
  public:

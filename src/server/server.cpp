@@ -47,7 +47,9 @@ void TightenOlderLogs(const std::string& dir) {
 }  // namespace
 
 Server::Server(ServerOptions options, const Clock& clock, std::unique_ptr<Store> store)
-    : options_(std::move(options)), clock_(clock), store_(std::move(store)) {}
+    : options_(std::move(options)), clock_(clock), store_(std::move(store)) {
+  AddRoutes();
+}
 
 Server::~Server() { Stop(); }
 

@@ -31,6 +31,7 @@
 #include "server/core.h"
 #include "server/identity.h"
 #include "server/log_store.h"
+#include "server/routes.h"
 #include "server/watch_streams.h"
 #include "server/web_sessions.h"
 #include "store/store.h"
@@ -109,6 +110,9 @@ class Server {
 
  private:
   void Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res);
+  // Fills routes_ (api.cpp); runs a matched route's handler where the route says.
+  void AddRoutes();
+  void Dispatch(const RouteTable::Route& route, RouteCall call);
   // Sets up TLS when it is on: the certificate (made if needed) and its fingerprint.
   Status SetUpTls(net::HttpServerOptions& http);
   void SchedulerLoop();
@@ -200,6 +204,7 @@ class Server {
   std::unique_ptr<Executor> read_exec_;
   std::unique_ptr<net::HttpServer> http_;
   // berth_http_request_seconds{route,method,code}: every answer (server/http_metrics.h).
+  RouteTable routes_;  // filled by the constructor, read-only after
   metrics::HistogramFamily http_seconds_{
       "berth_http_request_seconds",
       "Time from a request's arrival to its answer (streams: to the stream's start), by route "
