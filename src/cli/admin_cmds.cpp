@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/files.h"
@@ -320,6 +321,180 @@ int Audit(const GlobalFlags& g, int limit, bool as_json) {
   }
   fmt::print("{}", t.Render());
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddWhoamiCommand(CommandContext& c) {
+  auto& whoami_json = c.Keep<bool>(false);
+  auto* whoami = c.app.add_subcommand("whoami", "Who the server takes you for, and your rights");
+  whoami->add_flag("--json", whoami_json, "Machine-readable output");
+  c.AddGlobal(whoami);
+  whoami->callback([&] { c.rc = Whoami(c.g, whoami_json); });
+}
+
+void AddDashboardCommand(CommandContext& c) {
+  auto& dashboard_json = c.Keep<bool>(false);
+  auto* dashboard = c.app.add_subcommand(
+      "dashboard",
+      "Print a link that opens the web dashboard logged in as you (once, within 5 minutes)");
+  dashboard->add_flag("--json", dashboard_json, "Machine-readable output");
+  c.AddGlobal(dashboard);
+  dashboard->callback([&] { c.rc = Dashboard(c.g, dashboard_json); });
+}
+
+void AddLoginCommand(CommandContext& c) {
+  auto& login_flags = c.Keep<LoginFlags>();
+  auto* login = c.app.add_subcommand(
+      "login", "Save a server and your token in BERTH_HOME/config (mode 0600) for later commands");
+  login->add_option("--token-file", login_flags.token_file, "File holding your token");
+  login->add_option("--fingerprint", login_flags.fingerprint,
+                    "Pin this certificate fingerprint (sha256:...), as your admin gave it");
+  login->add_flag("--trust", login_flags.trust,
+                  "Pin the fingerprint the server presents without asking (trust on first use)");
+  c.AddGlobal(login);
+  login->callback([&] { c.rc = Login(c.g, login_flags); });
+}
+
+namespace {
+
+void AddAdminTokenCommands(CommandContext& c, CLI::App* admin) {
+  auto& token_flags = c.Keep<TokenCreateFlags>();
+  auto& token_list_json = c.Keep<bool>(false);
+  auto& revoke_name = c.Keep<std::string>();
+  auto* token = admin->add_subcommand("token", "Users' bearer tokens");
+  token->require_subcommand(1);
+  auto* token_create =
+      token->add_subcommand("create", "Issue a token for a user; it is printed only once");
+  token_create->add_option("--user", token_flags.user, "Whose token")->required();
+  token_create->add_option("--name", token_flags.name, "Token name (default: USER-xxxxxx)");
+  token_create->add_option("--role", token_flags.role,
+                           "Also set the user's role: user, operator or admin");
+  token_create->add_option("--expires", token_flags.expires,
+                           "Lifetime, like 90d or 12h (default: never expires)");
+  token_create->add_flag("--json", token_flags.as_json, "Machine-readable output");
+  c.AddGlobal(token_create);
+  token_create->callback([&] { c.rc = TokenCreate(c.g, token_flags); });
+  auto* token_list = token->add_subcommand("list", "Every token, without its secret");
+  token_list->add_flag("--json", token_list_json, "Machine-readable output");
+  c.AddGlobal(token_list);
+  token_list->callback([&] { c.rc = TokenList(c.g, token_list_json); });
+  auto* token_revoke = token->add_subcommand("revoke", "Revoke a token at once");
+  token_revoke->add_option("name", revoke_name, "Token name")->required();
+  c.AddGlobal(token_revoke);
+  token_revoke->callback([&] { c.rc = TokenRevoke(c.g, revoke_name); });
+}
+
+void AddAdminNodeCommands(CommandContext& c, CLI::App* admin) {
+  auto& join_flags = c.Keep<JoinTokenFlags>();
+  auto& node_users_list = c.Keep<std::string>();
+  auto& revoke_name = c.Keep<std::string>();
+  auto* node = admin->add_subcommand(
+      "node", "Nodes' own credentials: join tokens, whom they speak for, revocation");
+  node->require_subcommand(1);
+  auto* join_token = node->add_subcommand(
+      "join-token",
+      "Make a join token: an agent started with --join-token-file exchanges it for its node's "
+      "own credential; printed only once");
+  join_token->add_option("--expires", join_flags.expires,
+                         "Lifetime, like 1h or 30m, or never (default: 1h)");
+  join_token->add_flag("--reusable", join_flags.reusable,
+                       "Let it join any number of nodes (default: one node, then it is used up)");
+  join_token->add_option(
+      "--users", join_flags.users,
+      "The local users its nodes may speak for through their user socket: names separated by "
+      "',', or '*' for any user but an admin (default: no one; change later with berth admin "
+      "node users)");
+  join_token->add_flag("--json", join_flags.as_json, "Machine-readable output");
+  c.AddGlobal(join_token);
+  join_token->callback([&] { c.rc = NodeJoinToken(c.g, join_flags); });
+  auto* node_users = node->add_subcommand(
+      "users", "Set whom a node may speak for through its user socket (replaces the list)");
+  node_users->add_option("node", revoke_name, "Node name")->required();
+  node_users
+      ->add_option("users", node_users_list,
+                   "Names separated by ',', '*' for any user but an admin, '-' for no one")
+      ->required();
+  c.AddGlobal(node_users);
+  node_users->callback([&] { c.rc = NodeUsers(c.g, revoke_name, node_users_list); });
+  auto* node_revoke =
+      node->add_subcommand("revoke", "Revoke a node's credential and end its session at once");
+  node_revoke->add_option("node", revoke_name, "Node name")->required();
+  c.AddGlobal(node_revoke);
+  node_revoke->callback([&] { c.rc = NodeRevoke(c.g, revoke_name); });
+}
+
+void AddAdminUserCommands(CommandContext& c, CLI::App* admin) {
+  auto& user_flags = c.Keep<UserSetFlags>();
+  auto& user_list_json = c.Keep<bool>(false);
+  auto* user = admin->add_subcommand("user", "Users' rights");
+  user->require_subcommand(1);
+  auto* user_set = user->add_subcommand("set", "Set a user's role, highest priority or team");
+  user_set->add_option("name", user_flags.name, "User name")->required();
+  user_set->add_option("--role", user_flags.role, "user, operator or admin");
+  user_set->add_option("--max-priority", user_flags.max_priority,
+                       "Highest priority the user may submit at (default 0)");
+  user_set->add_option("--team", user_flags.team, "Team (\"\" for none)");
+  user_set->add_option("--max-running-gpus", user_flags.max_running_gpus,
+                       "GPUs (any type) the user's running jobs may hold at once; more wait "
+                       "('none': no limit)");
+  user_set->add_option("--max-pending-jobs", user_flags.max_pending_jobs,
+                       "Jobs the user may have waiting; submissions beyond it are refused "
+                       "('none': no limit)");
+  c.AddGlobal(user_set);
+  user_set->callback([&] { c.rc = UserSet(c.g, user_flags); });
+  auto* user_list = user->add_subcommand("list", "Users with rights set");
+  user_list->add_flag("--json", user_list_json, "Machine-readable output");
+  c.AddGlobal(user_list);
+  user_list->callback([&] { c.rc = UserList(c.g, user_list_json); });
+}
+
+void AddAdminTeamCommands(CommandContext& c, CLI::App* admin) {
+  auto& team_flags = c.Keep<TeamSetFlags>();
+  auto& team_list_json = c.Keep<bool>(false);
+  auto* team = admin->add_subcommand("team", "Teams: GPU quotas, borrowing, fair-share weight");
+  team->require_subcommand(1);
+  auto* team_set = team->add_subcommand(
+      "set", "Create or change a team (docs/fair-share.md); unset options stay as they are");
+  team_set->add_option("name", team_flags.name, "Team name")->required();
+  team_set->add_option("--gpus", team_flags.gpus,
+                       "Guaranteed (nominal) quota per GPU type, like A100:16,V100:8 ('none': "
+                       "no quota)");
+  team_set->add_option("--borrow-limit", team_flags.borrow_limit,
+                       "How many idle GPUs beyond the quota it may borrow, per type, like A100:8 "
+                       "(a type not named: no limit; A100:0 forbids borrowing; 'none': no "
+                       "limits)");
+  team_set->add_option("--weight", team_flags.weight,
+                       "Fair-share weight: usage is divided by it (default 1)");
+  c.AddGlobal(team_set);
+  team_set->callback([&] { c.rc = TeamSet(c.g, team_flags); });
+  auto* team_list = team->add_subcommand("list", "Teams, their quotas and what they use now");
+  team_list->add_flag("--json", team_list_json, "Machine-readable output");
+  c.AddGlobal(team_list);
+  team_list->callback([&] { c.rc = TeamList(c.g, team_list_json); });
+}
+
+void AddAdminAuditCommands(CommandContext& c, CLI::App* admin) {
+  auto& audit_limit = c.Keep<int>(100);
+  auto& audit_json = c.Keep<bool>(false);
+  auto* audit = admin->add_subcommand("audit", "Administrative actions: who did what, when");
+  audit->add_option("--limit", audit_limit, "How many of the newest")->capture_default_str();
+  audit->add_flag("--json", audit_json, "Machine-readable output");
+  c.AddGlobal(audit);
+  audit->callback([&] { c.rc = Audit(c.g, audit_limit, audit_json); });
+}
+
+}  // namespace
+
+void AddAdminCommand(CommandContext& c) {
+  auto* admin = c.app.add_subcommand(
+      "admin", "Users, teams, tokens, node credentials and the audit log (admins only)");
+  admin->require_subcommand(1);
+  AddAdminTokenCommands(c, admin);
+  AddAdminNodeCommands(c, admin);
+  AddAdminUserCommands(c, admin);
+  AddAdminTeamCommands(c, admin);
+  AddAdminAuditCommands(c, admin);
 }
 
 }  // namespace berth::cli

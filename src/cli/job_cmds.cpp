@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/clock.h"
@@ -774,6 +775,133 @@ int Update(const GlobalFlags& g, const UpdateFlags& f) {
       "Group {}: max_running {}.\n", *f.group,
       limit.is_null() ? std::string("none (no limit)") : std::to_string(AsInt(limit).value()));
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddExecCommand(CommandContext& c) {
+  auto& exec_flags = c.Keep<ExecFlags>();
+  auto* exec = c.app.add_subcommand("exec", "Submit a job: a task YAML, or a command after --");
+  exec->add_option("args", exec_flags.args, "task.yaml, or the command to run (put it after --)");
+  exec->add_flag(
+      "-d,--detach", exec_flags.detach,
+      "Return at once instead of streaming the output (or, for --num-jobs, the progress)");
+  exec->add_option("-n,--name", exec_flags.name, "Job name");
+  exec->add_option("--gpus", exec_flags.gpus,
+                   "Accelerators per node, TYPE:N (e.g. V100:1, T4:0.5)");
+  exec->add_option("--cpus", exec_flags.cpus, "CPUs per node (default 0.5)");
+  exec->add_option("--memory", exec_flags.memory,
+                   "Memory per node in GiB (default: none reserved)");
+  exec->add_option("--cpu-binding", exec_flags.cpu_binding,
+                   "cores: pin each rank to --cpus whole CPUs no other pinned job holds "
+                   "(as the YAML's resources.cpu_binding); none: the default");
+  exec->add_option("--env", exec_flags.envs, "Environment variable KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  exec->add_option("--num-jobs", exec_flags.num_jobs,
+                   "Submit N copies as one group, ranks 0..N-1; without -d, show their progress "
+                   "until all end");
+  exec->add_option("--priority", exec_flags.priority, "Priority (higher runs first; default 0)");
+  exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
+  exec->add_option("--workdir", exec_flags.workdir,
+                   "Working directory on the nodes (default: the current one)");
+  exec->add_option("--pool", exec_flags.pool,
+                   "Run only on nodes of this pool (as the YAML's pool:)");
+  exec->add_option("--after", exec_flags.after,
+                   "Start only once a dependency holds: ok:ID[,ID] (all succeeded), notok:ID (all "
+                   "ended, one failed), any:ID (all ended); ok:group:G for every job of a group. "
+                   "Repeatable (all must hold); added to the task file's depends_on")
+      ->allow_extra_args(false);
+  exec->add_option("--max-running", exec_flags.max_running,
+                   "With --num-jobs: at most N jobs of the group run at once");
+  exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
+  exec->add_option("--idempotency-key", exec_flags.idempotency_key,
+                   "Submit at most once under this key: sent again with it, the same submission "
+                   "gets the jobs it made the first time (default: a fresh key per command, "
+                   "which the command itself reuses when it retries)");
+  c.AddGlobal(exec);
+  exec->callback([&] {
+    // What follows "--" is a command even when it names a file (`berth exec -- ./train.sh`).
+    for (int i = 1; i < c.argc; ++i)
+      exec_flags.command = exec_flags.command || std::strcmp(c.argv[i], "--") == 0;
+    c.rc = Exec(c.g, exec_flags);
+  });
+}
+
+void AddUpdateCommand(CommandContext& c) {
+  auto& update_flags = c.Keep<UpdateFlags>();
+  auto* update = c.app.add_subcommand(
+      "update", "Change a bulk group after submission: berth update --group G --max-running N");
+  update->add_option("--group", update_flags.group, "The group to change")->required();
+  update->add_option("--max-running", update_flags.max_running,
+                     "At most N of its jobs run at once ('none': no limit); the owner or an "
+                     "operator");
+  c.AddGlobal(update);
+  update->callback([&] { c.rc = Update(c.g, update_flags); });
+}
+
+void AddQueueCommand(CommandContext& c) {
+  auto& queue_flags = c.Keep<QueueFlags>();
+  auto* queue = c.app.add_subcommand(
+      "queue",
+      "List every active job (each bulk group as one row with counts per status) and the most "
+      "recent finished ones, newest first");
+  queue->add_flag("-a,--all", queue_flags.all, "Every job, finished ones included");
+  queue
+      ->add_option("--limit", queue_flags.limit,
+                   "Finished jobs shown (with --json: rows per page, active and finished)")
+      ->capture_default_str();
+  queue->add_option("--group", queue_flags.group, "Only the jobs of this group, one row each");
+  queue->add_option("--user", queue_flags.user, "Only this user's jobs");
+  queue->add_option("--team", queue_flags.team, "Only this team's jobs ('-': the default team)");
+  queue->add_flag("--json", queue_flags.as_json, "Machine-readable output (a JSON array of jobs)");
+  c.AddGlobal(queue);
+  queue->callback([&] { c.rc = Queue(c.g, queue_flags); });
+}
+
+void AddLogsCommand(CommandContext& c) {
+  auto& logs_flags = c.Keep<LogsFlags>();
+  auto* logs =
+      c.app.add_subcommand("logs", "Print a job's output, following it until the job ends");
+  logs->add_option("id", logs_flags.id, "Job id")->required();
+  logs->add_flag("--no-follow", logs_flags.no_follow, "Print what is there and return");
+  logs->add_option("--rank", logs_flags.rank, "Node rank of a multi-node job");
+  logs->add_option("--attempt", logs_flags.attempt, "Attempt (default: the latest)");
+  c.AddGlobal(logs);
+  logs->callback([&] { c.rc = Logs(c.g, logs_flags); });
+}
+
+void AddCancelCommand(CommandContext& c) {
+  auto& cancel_flags = c.Keep<CancelFlags>();
+  auto* cancel = c.app.add_subcommand("cancel", "Cancel jobs");
+  cancel->add_option("ids", cancel_flags.ids, "Job ids");
+  cancel->add_flag("-a,--all", cancel_flags.all, "All of your active jobs");
+  cancel->add_flag("--all-users", cancel_flags.all_users,
+                   "Every active job of every user (operators)");
+  cancel->add_option("--group", cancel_flags.group, "Every job of this group");
+  cancel->add_flag("--json", cancel_flags.as_json, "Machine-readable output");
+  c.AddGlobal(cancel);
+  cancel->callback([&] { c.rc = Cancel(c.g, cancel_flags); });
+}
+
+void AddRequeueCommand(CommandContext& c) {
+  auto& requeue_ids = c.Keep<std::vector<int64_t>>();
+  auto* requeue = c.app.add_subcommand(
+      "requeue",
+      "Stop jobs' running attempts and put them back in the queue (yours; operators: any)");
+  requeue->add_option("ids", requeue_ids, "Job ids")->required();
+  c.AddGlobal(requeue);
+  requeue->callback([&] { c.rc = Requeue(c.g, requeue_ids); });
+}
+
+void AddShowCommand(CommandContext& c) {
+  auto& show_id = c.Keep<int64_t>(0);
+  auto& show_json = c.Keep<bool>(false);
+  auto* show = c.app.add_subcommand(
+      "show", "One job in full: spec, placement, attempts, events, why pending");
+  show->add_option("id", show_id, "Job id")->required();
+  show->add_flag("--json", show_json, "Print the job object");
+  c.AddGlobal(show);
+  show->callback([&] { c.rc = Show(c.g, show_id, show_json); });
 }
 
 }  // namespace berth::cli

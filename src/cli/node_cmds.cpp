@@ -1,6 +1,7 @@
 // berth nodes / drain / undrain, and berth local up / down / status.
 #include <fmt/format.h>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/strings.h"
@@ -133,6 +134,61 @@ int LocalStatus(bool as_json) {
                Join(c->nodes, ", "), BerthHome());
   }
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddLocalCommand(CommandContext& c) {
+  auto& local_options = c.Keep<LocalClusterOptions>();
+  auto& local_json = c.Keep<bool>(false);
+  auto* local = c.app.add_subcommand("local", "Manage the local cluster under BERTH_HOME");
+  local->require_subcommand(1);
+  auto* up = local->add_subcommand("up", "Start a server and agents on this machine");
+  up->add_option("--nodes", local_options.nodes, "Number of agents (local-0 ... local-K-1)")
+      ->capture_default_str();
+  up->add_option("--gpus", local_options.gpus,
+                 "GPUs per node, TYPE:N (default: discover with nvidia-smi)");
+  up->add_option("--cpus", local_options.cpus, "CPUs per node (default: this machine's)");
+  up->add_option("--memory", local_options.memory,
+                 "Memory per node in GiB (default: this machine's)");
+  up->add_option("--isolation", local_options.isolation,
+                 "auto: jobs in cgroups with their limits where the agents may (as root); off: "
+                 "no limits")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  up->callback([&] { c.rc = LocalUp(local_options, c.g.self_exe); });
+  local->add_subcommand("down", "Stop the local cluster and its jobs")->callback([&] {
+    c.rc = LocalDown();
+  });
+  auto* status = local->add_subcommand("status", "Show the local cluster");
+  status->add_flag("--json", local_json, "Machine-readable output");
+  status->callback([&] { c.rc = LocalStatus(local_json); });
+}
+
+void AddNodesCommand(CommandContext& c) {
+  auto& nodes_json = c.Keep<bool>(false);
+  auto* nodes =
+      c.app.add_subcommand("nodes", "List nodes: state, pool, labels, resources total and free");
+  nodes->add_flag("--json", nodes_json, "Machine-readable output (a JSON array of nodes)");
+  c.AddGlobal(nodes);
+  nodes->callback([&] { c.rc = Nodes(c.g, nodes_json); });
+}
+
+void AddDrainCommand(CommandContext& c) {
+  auto& drain_node = c.Keep<std::string>();
+  auto* drain =
+      c.app.add_subcommand("drain", "Let a node finish its jobs and take no new ones (operators)");
+  drain->add_option("node", drain_node, "Node name")->required();
+  c.AddGlobal(drain);
+  drain->callback([&] { c.rc = Drain(c.g, drain_node, true); });
+}
+
+void AddUndrainCommand(CommandContext& c) {
+  auto& undrain_node = c.Keep<std::string>();
+  auto* undrain = c.app.add_subcommand("undrain", "Let a drained node take jobs again (operators)");
+  undrain->add_option("node", undrain_node, "Node name")->required();
+  c.AddGlobal(undrain);
+  undrain->callback([&] { c.rc = Drain(c.g, undrain_node, false); });
 }
 
 }  // namespace berth::cli

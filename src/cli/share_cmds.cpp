@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/quantity.h"
@@ -136,6 +137,26 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
   }
   fmt::print("{}", t.Render());
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddUsageCommand(CommandContext& c) {
+  auto& usage_flags = c.Keep<UsageFlags>();
+  auto* usage = c.app.add_subcommand(
+      "usage",
+      "GPU-hours by type, CPU-hours, CPU and memory efficiency, jobs, mean wait and preemptions, "
+      "per user or team");
+  usage
+      ->add_option("--since", usage_flags.since,
+                   "Start of the window: a duration back from now (7d, 12h) or a time "
+                   "(2026-11-01T00:00:00Z); rounded down to the hour")
+      ->capture_default_str();
+  usage->add_option("--until", usage_flags.until, "End of the window (default: now)");
+  usage->add_option("--by", usage_flags.by, "user or team")->capture_default_str();
+  usage->add_flag("--json", usage_flags.as_json, "Machine-readable output");
+  c.AddGlobal(usage);
+  usage->callback([&] { c.rc = Usage(c.g, usage_flags); });
 }
 
 }  // namespace berth::cli

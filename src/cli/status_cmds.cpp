@@ -2,6 +2,7 @@
 // when, on which store, and whether each answers (docs/ha.md).
 #include <fmt/format.h>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "common/clock.h"
@@ -91,6 +92,17 @@ int ServerStatus(const GlobalFlags& g, bool as_json) {
     }
   }
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddStatusCommand(CommandContext& c) {
+  auto& status_json = c.Keep<bool>(false);
+  auto* status_cmd = c.app.add_subcommand(
+      "status", "The servers: which leads, since when, on which store, and whether each answers");
+  status_cmd->add_flag("--json", status_json, "Machine-readable output");
+  c.AddGlobal(status_cmd);
+  status_cmd->callback([&] { c.rc = ServerStatus(c.g, status_json); });
 }
 
 }  // namespace berth::cli

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/top_view.h"
 #include "common/clock.h"
@@ -112,6 +113,22 @@ int Top(const GlobalFlags& g, const TopFlags& f) {
     }
   }
   return 0;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddTopCommand(CommandContext& c) {
+  auto& top_flags = c.Keep<TopFlags>();
+  auto* top = c.app.add_subcommand(
+      "top",
+      "A live full-screen view: each node's GPU map (a letter per job), CPU and memory, and the "
+      "queue; q quits");
+  top->add_option("--interval", top_flags.interval, "Seconds between redraws")
+      ->capture_default_str();
+  top->add_flag("--once", top_flags.once,
+                "Print one frame and return (also when the output is not a terminal)");
+  c.AddGlobal(top);
+  top->callback([&] { c.rc = Top(c.g, top_flags); });
 }
 
 }  // namespace berth::cli

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "cli/command_context.h"
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "common/job_status.h"
@@ -154,6 +155,22 @@ int Wait(const GlobalFlags& g, const WaitFlags& f) {
                last->total - last->succeeded, last->total, last->failed, last->cancelled);
   }
   return 1;
+}
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddWaitCommand(CommandContext& c) {
+  auto& wait_flags = c.Keep<WaitFlags>();
+  auto* wait = c.app.add_subcommand(
+      "wait",
+      "Wait until jobs end, showing progress (pending, running, succeeded, failed, rate, ETA); "
+      "exits 0 only if every one succeeded");
+  wait->add_option("ids", wait_flags.ids, "Job ids");
+  wait->add_option("--group", wait_flags.group, "Every job of this bulk group");
+  wait->add_flag("--json", wait_flags.as_json,
+                 "One JSON object per line each time the counts change, for scripts");
+  c.AddGlobal(wait);
+  wait->callback([&] { c.rc = Wait(c.g, wait_flags); });
 }
 
 }  // namespace berth::cli

@@ -1,0 +1,153 @@
+// `berth server` and `berth agent`: their command lines. The daemons themselves are wired in
+// src/exe (cli/main.h, Daemons): the CLI does not link the server or the agent.
+#include "cli/command_context.h"
+
+namespace berth::cli {
+
+// --- command line: the registration of each command (cli/command_context.h) ---
+
+void AddServerCommand(CommandContext& c) {
+  auto& server_flags = c.Keep<ServerFlags>();
+  auto* server = c.app.add_subcommand("server", "Run the control-plane server");
+  server->add_option("--listen", server_flags.listen, "HOST:PORT to listen on (port 0 picks one)")
+      ->capture_default_str();
+  server
+      ->add_option("--state-dir", server_flags.state_dir,
+                   "Directory for the database, logs and token")
+      ->required();
+  server->add_option("--store", server_flags.store,
+                     "Where jobs are stored: sqlite:PATH (default: sqlite:STATE_DIR/berth.db) or a "
+                     "PostgreSQL URL, postgresql://USER@HOST[:PORT]/DB: several servers may then "
+                     "share it, one leading at a time (docs/ha.md)");
+  server
+      ->add_option("--leader-lease", server_flags.leader_lease,
+                   "With a PostgreSQL store: how long the leader's lease lasts without renewal, "
+                   "i.e. how soon another server takes over from a dead leader")
+      ->capture_default_str();
+  server
+      ->add_option("--log-retention", server_flags.log_retention,
+                   "With a PostgreSQL store, which keeps jobs' output: how long after a job ended "
+                   "its output is kept (0: forever)")
+      ->capture_default_str();
+  server->add_option("--advertise", server_flags.advertise,
+                     "With a PostgreSQL store: the URL other servers' followers send clients to "
+                     "(default: this server's listener)");
+  server->add_option("--token", server_flags.token,
+                     "Cluster token, the agents' credential (default: STATE_DIR/token, made at "
+                     "first start)");
+  server->add_option("--token-file", server_flags.token_file, "File holding the cluster token");
+  server->add_flag("--require-token", server_flags.require_token,
+                   "TCP clients must present a token even from loopback (always so on other "
+                   "addresses); the unix socket identifies local users either way");
+  server->add_option("--unix-socket", server_flags.unix_socket,
+                     "Unix socket for local users (default: STATE_DIR/berth.sock; '-': none)");
+  server->add_flag("--owner-only", server_flags.owner_only,
+                   "A private server: only the user running it (and root) may use it (the local "
+                   "cluster's)");
+  server->add_flag("--allow-root-jobs", server_flags.allow_root_jobs,
+                   "Accept jobs of root (refused by default: they would run as root)");
+  server->add_option("--tls-cert", server_flags.tls_cert,
+                     "TLS certificate (PEM) for a non-loopback listener (default: a self-signed "
+                     "one made in STATE_DIR at first start)");
+  server->add_option("--tls-key", server_flags.tls_key, "TLS private key (PEM)");
+  server->add_flag("--tls", server_flags.tls,
+                   "Speak TLS on a loopback listener too (always on other addresses)");
+  server->add_option("--lease", server_flags.lease, "Node lease: a node silent this long is down")
+      ->capture_default_str();
+  server
+      ->add_option("--kill-grace", server_flags.kill_grace,
+                   "Default SIGTERM-to-SIGKILL grace for stopping jobs")
+      ->capture_default_str();
+  server
+      ->add_option("--starvation", server_flags.starvation,
+                   "Wait after which a job gets a reservation")
+      ->capture_default_str();
+  server
+      ->add_option("--fair-share-half-life", server_flags.fair_share_half_life,
+                   "Half-life of the usage fair share counts (0 is refused: it would do nothing)")
+      ->capture_default_str();
+  server->add_option("--gpu-weights", server_flags.gpu_weights,
+                     "What a GPU-second of each type costs in fair share and usage, like "
+                     "A100=2,T4=0.5 (default 1 each)");
+  server
+      ->add_option("--admission-charge", server_flags.admission_charge,
+                   "Fair share counts each weighted GPU a job holds as this much use in advance")
+      ->capture_default_str();
+  server
+      ->add_option("--reclaim-limit", server_flags.reclaim_limit,
+                   "Reclaims of borrowed GPUs a team may decide per --reclaim-window (0: none)")
+      ->capture_default_str();
+  server->add_option("--reclaim-window", server_flags.reclaim_window, "See --reclaim-limit")
+      ->capture_default_str();
+  server->add_option("--threads", server_flags.threads,
+                     "HTTP worker threads (default: the CPUs this process may use)");
+  server->add_option("--url-file", server_flags.url_file,
+                     "Write the server's URL here once it listens");
+  server->add_option("--pid-file", server_flags.pid_file, "Write the server's pid here");
+  server->callback([&] { c.rc = c.daemons.server(server_flags); });
+}
+
+void AddAgentCommand(CommandContext& c) {
+  auto& agent_flags = c.Keep<AgentFlags>();
+  auto* agent = c.app.add_subcommand("agent", "Run a node agent");
+  agent->add_option("--server", agent_flags.server,
+                    "Server URL, or several servers sharing one store, comma-separated: the agent "
+                    "follows the leader (default: BERTH_SERVER)");
+  agent->add_option("--token", agent_flags.token, "Cluster token (default: BERTH_TOKEN)");
+  agent->add_option("--token-file", agent_flags.token_file, "File holding the cluster token");
+  agent->add_option("--join-token-file", agent_flags.join_token_file,
+                    "File holding a join token (berth admin node join-token): at the first "
+                    "start the agent exchanges it for the node's own credential, kept in "
+                    "STATE_DIR/node-credential and used from then on instead of the cluster "
+                    "token");
+  agent->add_option("--user-socket", agent_flags.user_socket,
+                    "Unix socket through which this node's users reach the server without a token "
+                    "(default: STATE_DIR/berth.sock; '-': none)");
+  agent->add_option("--tls-fingerprint", agent_flags.tls_fingerprint,
+                    "Pin the https server's certificate (sha256:..., as the server logs it; "
+                    "default: BERTH_TLS_FINGERPRINT, else verify with the system's CAs)");
+  agent->add_option("--name", agent_flags.name, "Node name (with --hollow: the name prefix)")
+      ->required();
+  agent->add_option("--state-dir", agent_flags.state_dir,
+                    "Directory for the node's identity and its jobs (required "
+                    "unless --hollow)");
+  agent->add_option(
+      "--hollow", agent_flags.hollow,
+      "Simulate N nodes named NAME-0..NAME-(N-1) that run jobs without processes (a job lasts "
+      "BERTH_HOLLOW_SECONDS from its envs, or until cancelled); for scale tests");
+  agent->add_option("--gpus", agent_flags.gpus, "Declare GPUs TYPE:N instead of asking nvidia-smi");
+  agent->add_option("--cpus", agent_flags.cpus,
+                    "CPUs to offer (default: what this process may use)");
+  agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");
+  agent->add_option("--pool", agent_flags.pool, "Pool this node belongs to");
+  // Repeatable flags take one value each, so that `--label a=1 task.yaml` leaves task.yaml alone.
+  agent->add_option("--label", agent_flags.labels, "Node label key=value (repeatable)")
+      ->allow_extra_args(false);
+  agent->add_option("--address", agent_flags.address,
+                    "Address other nodes reach this one at (default: as the server sees it)");
+  agent->add_option("--pid-file", agent_flags.pid_file, "Write the agent's pid here");
+  agent
+      ->add_option("--isolation", agent_flags.isolation,
+                   "auto: run each job rank in a cgroup of its own with its memory, CPU, pids "
+                   "and GPU device limits, where this host allows (root, a writable "
+                   "cgroupfs); off: no limits")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  agent->add_flag("--require-isolation", agent_flags.require_isolation,
+                  "Refuse to start where job ranks cannot be put in cgroups");
+  agent
+      ->add_option("--job-pids-max", agent_flags.job_pids_max,
+                   "Most processes and threads one job rank may have")
+      ->check(CLI::Range(int64_t{16}, int64_t{4'194'304}))
+      ->capture_default_str();
+  agent->add_option("--job-memory-default", agent_flags.job_memory_default,
+                    "Memory limit in GiB of a job that asks for none (default: the node's "
+                    "memory)");
+  agent
+      ->add_option("--gpu-device-dir", agent_flags.gpu_device_dir,
+                   "Where the GPUs' device files nvidia0, nvidia1, ... are")
+      ->capture_default_str();
+  agent->callback([&] { c.rc = c.daemons.agent(agent_flags, c.g.self_exe); });
+}
+
+}  // namespace berth::cli
