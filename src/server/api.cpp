@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "server/http_metrics.h"
 #include "server/job_json.h"
+#include "server/listing.h"
 #include "server/responses.h"
 #include "server/server.h"
 
@@ -289,47 +290,32 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   return JsonResponse(201, out);
 }
 
-void Server::KeepOnly(std::vector<JobRow>& rows, const std::string& user, const std::string& team) {
-  if (user.empty() && team.empty()) return;
-  std::map<std::string, bool> in_team;  // a user's team, looked up once per user
-  std::erase_if(rows, [&](const JobRow& row) {
-    if (!user.empty() && row.user != user) return true;
-    if (team.empty()) return false;
-    auto [it, fresh] = in_team.try_emplace(row.user, false);
-    if (fresh) it->second = core_->TeamOf(row.user) == (team == "-" ? "" : team);
-    return !it->second;
-  });
-}
-
 net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   JobQuery q;
   q.all = req.Query("all") == "1" || req.Query("all") == "true";
-  int page = 0;
-  try {
-    q.limit = std::stoi(req.Query("limit", "0"));
-    page = std::stoi(req.Query("page", "0"));
-    if (!req.Query("group").empty()) q.group = std::stoll(req.Query("group"));
-    if (!req.Query("before").empty()) q.before_id = std::stoll(req.Query("before"));
-  } catch (...) {
-    return ErrorResponse(Status::Invalid("limit, page, group and before must be integers"));
-  }
-  if (q.limit < 0 || page < 0) {
-    return ErrorResponse(Status::Invalid("limit and page must not be negative"));
-  }
+  auto limit = listing::IntParam(req, "limit", 0, 0, INT32_MAX);
+  if (!limit.ok()) return ErrorResponse(limit.status());
+  auto page_asked = listing::IntParam(req, "page", 0, 0, INT32_MAX);
+  if (!page_asked.ok()) return ErrorResponse(page_asked.status());
+  auto before = listing::IntParam(req, "before", 0, 1, INT64_MAX);
+  if (!before.ok()) return ErrorResponse(before.status());
+  auto filter = listing::RowFilter::FromRequest(req);
+  if (!filter.ok()) return ErrorResponse(filter.status());
+  q.limit = static_cast<int>(*limit);
+  q.group = filter->group;
+  if (*before > 0) q.before_id = *before;
   // Always a page: a listing of 100,000 jobs in one answer would cost the server seconds and tens
   // of megabytes. `next` is the cursor of the following page (before=next).
-  if (page == 0) page = kDefaultJobsPage;
+  int page = *page_asked == 0 ? listing::kDefaultPage : static_cast<int>(*page_asked);
   if (q.all && q.limit > 0) page = std::min(page, q.limit);  // `limit` with `all`: a page size
-  if (page > kMaxJobsPage) {
+  if (page > listing::kMaxPage) {
     return ErrorResponse(Status::Invalid(
         fmt::format("page {} is over the maximum of {} jobs: ask for pages and follow 'next'", page,
-                    kMaxJobsPage)));
+                    listing::kMaxPage)));
   }
   // `berth queue --user U | --team T`: only their jobs. The store cannot filter by user or team,
   // so pages of its rows are read and filtered until this page is full or the rows run out: a
   // page of other users' newer jobs never hides theirs.
-  const std::string only_user = req.Query("user");
-  const std::string only_team = req.Query("team");
   std::vector<JobRow> rows;
   bool more = false;
   for (;;) {
@@ -344,7 +330,7 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     const bool exhausted = static_cast<int>(got->size()) <= page;
     const std::optional<int64_t> last =
         got->empty() ? std::nullopt : std::optional<int64_t>(got->back().id);
-    KeepOnly(*got, only_user, only_team);
+    filter->Keep(*got, [this](const std::string& u) { return core_->TeamOf(u); });
     for (JobRow& row : *got) rows.push_back(std::move(row));
     if (static_cast<int>(rows.size()) > page) {
       rows.resize(page);
@@ -371,22 +357,15 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
 }
 
 net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
-  int limit = 50;
-  int active_cap = 1000;
-  try {
-    limit = std::stoi(req.Query("limit", "50"));
-    active_cap = std::stoi(req.Query("active_cap", "1000"));
-  } catch (...) {
-    return ErrorResponse(Status::Invalid("limit and active_cap must be integers"));
-  }
-  if (limit < 0 || limit > kMaxJobsPage || active_cap < 0 || active_cap > kMaxQueueActive) {
-    return ErrorResponse(
-        Status::Invalid(fmt::format("limit must be 0 to {} and active_cap 0 to {} (got {} and {})",
-                                    kMaxJobsPage, kMaxQueueActive, limit, active_cap)));
-  }
-  const std::string only_user = req.Query("user");
-  const std::string only_team = req.Query("team");
-  Core::QueueOverview ov = core_->Overview(only_user, only_team);
+  auto limit_param = listing::IntParam(req, "limit", 50, 0, listing::kMaxPage);
+  if (!limit_param.ok()) return ErrorResponse(limit_param.status());
+  auto active_cap_param = listing::IntParam(req, "active_cap", 1000, 0, listing::kMaxQueueActive);
+  if (!active_cap_param.ok()) return ErrorResponse(active_cap_param.status());
+  const int limit = static_cast<int>(*limit_param);
+  const int active_cap = static_cast<int>(*active_cap_param);
+  // By user and team only: the summary's active rows come from the core's counts by group.
+  const listing::RowFilter filter{.user = req.Query("user"), .team = req.Query("team")};
+  Core::QueueOverview ov = core_->Overview(filter);
   // The newest finished jobs (grouped ones stand for their group), filtered like the active ones.
   JobQuery finished_query;
   finished_query.finished_only = true;
@@ -394,7 +373,7 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   auto finished = store_->ListJobs(finished_query);
   if (!finished.ok()) return ErrorResponse(finished.status());
   const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
-  KeepOnly(*finished, only_user, only_team);
+  filter.Keep(*finished, [this](const std::string& u) { return core_->TeamOf(u); });
   // Every group to show, with the row that stands for it: its newest active job, or (for a group
   // with nothing active) its newest finished one.
   std::map<int64_t, int64_t> group_row;  // group -> job id

@@ -443,10 +443,10 @@ void Core::LogsAppended(int64_t job) {
   WakeLogWaiters(job);
 }
 
-Core::QueueOverview Core::Overview(const std::string& user, const std::string& team) {
+Core::QueueOverview Core::Overview(const listing::RowFilter& filter) {
   QueueOverview out;
   std::map<int64_t, int64_t> groups;  // group -> newest active job
-  for (const QueueEntry& e : ActiveEntries(QueueFilter{.user = user, .team = team})) {
+  for (const QueueEntry& e : ActiveEntries(filter)) {
     if (e.group) {
       groups.try_emplace(*e.group, e.id);  // newest first: the first seen is newest
     } else {

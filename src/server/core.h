@@ -52,6 +52,7 @@
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
 #include "server/core_metrics.h"
+#include "server/listing.h"
 #include "server/usage_ledger.h"
 #include "spec/job_spec.h"
 #include "store/store.h"
@@ -193,7 +194,7 @@ class Core {
     std::vector<std::pair<int64_t, int64_t>> groups;  // (group, its newest active job)
     std::vector<int64_t> ungrouped;
   };
-  QueueOverview Overview(const std::string& user, const std::string& team) EXCLUDES(mu_);
+  QueueOverview Overview(const listing::RowFilter& filter) EXCLUDES(mu_);
 
   // --- the dashboard (core_dashboard.cpp) ---
   // What the cluster holds now, for the dashboard's overview: counted under the lock, from the
@@ -222,14 +223,8 @@ class Core {
     JobStatus status = JobStatus::kPending;
     int priority = 0;
   };
-  struct QueueFilter {
-    std::string user;
-    std::string team;  // "-": the default team
-    std::optional<JobStatus> status;
-    std::optional<int64_t> group;
-  };
   // The active jobs (not those still stopping) that pass `filter`, newest first.
-  std::vector<QueueEntry> ActiveEntries(const QueueFilter& filter) EXCLUDES(mu_);
+  std::vector<QueueEntry> ActiveEntries(const listing::RowFilter& filter) EXCLUDES(mu_);
 
   // --- log followers ---
   // Calls `fire` once when output for `job` arrives or the job ends for good. Returns nullopt (and

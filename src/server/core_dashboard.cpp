@@ -38,22 +38,20 @@ Core::Totals Core::ClusterTotals() {
   return out;
 }
 
-std::vector<Core::QueueEntry> Core::ActiveEntries(const QueueFilter& filter) {
+std::vector<Core::QueueEntry> Core::ActiveEntries(const listing::RowFilter& filter) {
   std::vector<QueueEntry> out;
   HandlerLock lock(this);
   out.reserve(jobs_.size());
-  std::map<std::string, bool> in_team;  // a user's team, looked up once per user
+  std::map<std::string, bool> in_team;  // a user's membership, looked up once per user
+  auto member = [&](const std::string& user) NO_THREAD_SAFETY_ANALYSIS {
+    auto [t, fresh] = in_team.try_emplace(user, false);
+    if (fresh) t->second = TeamOfLocked(user) == filter.team_name();
+    return t->second;
+  };
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
     const JobRow& row = it->second.row;
     if (IsTerminal(row.status)) continue;  // still stopping: ended for its user
-    if (!filter.user.empty() && row.user != filter.user) continue;
-    if (filter.status && row.status != *filter.status) continue;
-    if (filter.group && row.group != filter.group) continue;
-    if (!filter.team.empty()) {
-      auto [t, fresh] = in_team.try_emplace(row.user, false);
-      if (fresh) t->second = TeamOfLocked(row.user) == (filter.team == "-" ? "" : filter.team);
-      if (!t->second) continue;
-    }
+    if (!filter.Passes(row.user, row.status, row.group, member)) continue;
     out.push_back(QueueEntry{row.id, row.group, row.user, row.status, row.priority});
   }
   return out;

@@ -9,6 +9,7 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "server/job_json.h"
+#include "server/listing.h"
 #include "server/responses.h"
 #include "server/server.h"
 #include "server/web_assets.h"
@@ -54,11 +55,6 @@ std::string HtmlEscape(const std::string& s) {
   }
   return out;
 }
-
-constexpr int kMaxQueuePage = 500;
-constexpr int kMaxQueueOffset = 1'000'000;
-// Finished jobs are read from the store newest first; a filtered view looks at this many at most.
-constexpr int kMaxFinishedScan = 20'000;
 
 }  // namespace
 
@@ -221,30 +217,19 @@ net::HttpResponse Server::HandleOverview() {
 }
 
 net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
-  int offset = 0;
-  int limit = 100;
-  Core::QueueFilter filter;
-  try {
-    offset = std::stoi(req.Query("offset", "0"));
-    limit = std::stoi(req.Query("limit", "100"));
-    if (!req.Query("group").empty()) filter.group = std::stoll(req.Query("group"));
-  } catch (...) {
-    return ErrorResponse(Status::Invalid("offset, limit and group must be integers"));
-  }
-  if (offset < 0 || offset > kMaxQueueOffset || limit < 1 || limit > kMaxQueuePage) {
-    return ErrorResponse(Status::Invalid(
-        fmt::format("offset must be 0 to {} and limit 1 to {}", kMaxQueueOffset, kMaxQueuePage)));
-  }
+  auto offset_param = listing::IntParam(req, "offset", 0, 0, listing::kMaxOffset);
+  if (!offset_param.ok()) return ErrorResponse(offset_param.status());
+  auto limit_param = listing::IntParam(req, "limit", 100, 1, listing::kMaxDashboardPage);
+  if (!limit_param.ok()) return ErrorResponse(limit_param.status());
+  auto filter_param = listing::RowFilter::FromRequest(req);
+  if (!filter_param.ok()) return ErrorResponse(filter_param.status());
+  const int offset = static_cast<int>(*offset_param);
+  const int limit = static_cast<int>(*limit_param);
+  const listing::RowFilter& filter = *filter_param;
   const std::string view = req.Query("view", "active");
   if (view != "active" && view != "finished") {
     return ErrorResponse(
         Status::Invalid("view must be 'active' or 'finished', got '" + view + "'"));
-  }
-  filter.user = req.Query("user");
-  filter.team = req.Query("team");
-  if (std::string s = req.Query("status"); !s.empty()) {
-    filter.status = ParseJobStatus(s);
-    if (!filter.status) return ErrorResponse(Status::Invalid("unknown status '" + s + "'"));
   }
   std::string sort = req.Query("sort", "-id");
   const bool descending = !sort.empty() && sort[0] == '-';
@@ -263,18 +248,17 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
     JobQuery q;
     q.finished_only = true;
     q.group = filter.group;
-    if (offset + limit > kMaxFinishedScan) {
+    if (offset + limit > listing::kMaxFinishedScan) {
       return ErrorResponse(Status::Invalid(fmt::format(
           "the finished view pages through the newest {} finished jobs only (offset + limit)",
-          kMaxFinishedScan)));
+          listing::kMaxFinishedScan)));
     }
     const bool filtered = !filter.user.empty() || !filter.team.empty() || filter.status;
-    q.limit = filtered ? kMaxFinishedScan : std::min(offset + limit + 1, kMaxFinishedScan);
+    q.limit = filtered ? listing::kMaxFinishedScan
+                       : std::min(offset + limit + 1, listing::kMaxFinishedScan);
     auto rows = store_->ListJobs(q);
     if (!rows.ok()) return ErrorResponse(rows.status());
-    KeepOnly(*rows, filter.user, filter.team);
-    if (filter.status)
-      std::erase_if(*rows, [&](const JobRow& r) { return r.status != *filter.status; });
+    filter.Keep(*rows, [this](const std::string& u) { return core_->TeamOf(u); });
     for (int i = offset; i < static_cast<int>(rows->size()) && i < offset + limit; ++i) {
       json::object o = JobJson((*rows)[static_cast<size_t>(i)], "");
       o["kind"] = "job";

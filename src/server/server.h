@@ -77,12 +77,7 @@ struct ServerOptions {
 
 class Server {
  public:
-  // GET /v1/jobs answers a page of this many jobs when the request names none, and refuses pages
-  // over the maximum (docs/api.md).
-  static constexpr int kDefaultJobsPage = 1000;
-  static constexpr int kMaxJobsPage = 2'000;
-  // At most this many active jobs in one answer of GET /v1/queue (active_cap).
-  static constexpr int kMaxQueueActive = 10'000;
+  // Listings' pages and caps: server/listing.h.
   // Requests waiting for a handler thread, per executor: past it a request is answered 503 with
   // Retry-After (a flood is refused, not queued without bound).
   static constexpr size_t kMaxQueuedRequests = 10'000;
@@ -121,8 +116,6 @@ class Server {
   // api.cpp: the users' API. `by` is who asks.
   net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleListJobs(const net::HttpRequest& req);
-  // Keeps the rows of `user` (when set) whose owner is in `team` (when set; "-": the default team).
-  void KeepOnly(std::vector<JobRow>& rows, const std::string& user, const std::string& team);
   // GET /v1/queue: the summary `berth queue` prints (bulk groups as one row each).
   net::HttpResponse HandleQueue(const net::HttpRequest& req);
   // GET /v1/groups/{id}: a bulk group's size and its jobs' counts per status (`berth wait`).
