@@ -52,6 +52,7 @@
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
 #include "server/core_metrics.h"
+#include "server/job_counts.h"
 #include "server/listing.h"
 #include "server/usage_ledger.h"
 #include "spec/job_spec.h"
@@ -349,7 +350,7 @@ class Core {
     TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
     std::set<std::pair<int64_t, int>> launch_after;
-    // Where the job is counted in job_counts_ (berth_jobs); none when it is not (ended).
+    // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).
     std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
     std::optional<uint32_t> count_group;              // its (pool, team) group, once looked up
 
@@ -457,7 +458,7 @@ class Core {
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
 
   // core_jobs.cpp: job state transitions, each adding its writes to the plan.
-  // Keeps job_counts_ and pending_by_user_ current (core_gauges.cpp): CountJob counts a job where
+  // Keeps counts_ current (core_gauges.cpp): CountJob counts a job where
   // it belongs now (moving it from where it was counted), UncountJob takes it out (it leaves
   // jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
@@ -632,16 +633,9 @@ class Core {
   std::atomic<int64_t> last_pass_with_work_{0};
   std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
-  // berth_jobs{status,pool,team}, kept as jobs change so that a scrape need not walk every job:
-  // per count group (a (pool, team) pair), jobs per status slot (JobStatus, or kStoppingSlot for
-  // a job that ended for the user but whose processes are still being stopped).
-  static constexpr int kStoppingSlot = 10;
-  static constexpr int kStatusSlots = 11;
-  std::map<std::pair<std::string, std::string>, uint32_t> count_group_ids_ GUARDED_BY(mu_);
-  std::vector<std::pair<std::string, std::string>> count_groups_ GUARDED_BY(mu_);
-  std::vector<std::array<int64_t, kStatusSlots>> job_counts_ GUARDED_BY(mu_);
-  // Pending jobs per user (none: absent), for max-pending-jobs at submit without a scan.
-  std::unordered_map<std::string, int64_t> pending_by_user_ GUARDED_BY(mu_);
+  // Jobs per state, (pool, team) and pending user: berth_jobs, the dashboard's totals and
+  // max-pending-jobs without a scan.
+  JobCounts counts_ GUARDED_BY(mu_);
   // Jobs of capped users' submissions admitted but not yet recorded (absent: none), so that
   // concurrent submissions cannot together exceed max-pending-jobs.
   std::unordered_map<std::string, int64_t> reserved_pending_ GUARDED_BY(mu_);

@@ -9,11 +9,8 @@ namespace berth {
 Core::Totals Core::ClusterTotals() {
   Totals out;
   out.nodes = {{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
-  std::array<int64_t, kStatusSlots> jobs{};
   HandlerLock lock(this);
-  for (const auto& counts : job_counts_) {
-    for (size_t slot = 0; slot < jobs.size(); ++slot) jobs[slot] += counts[slot];
-  }
+  const JobCounts::Slots jobs = counts_.Totals();
   for (const auto& [name, node] : nodes_) {
     const bool down = node.row.state == NodeState::kDown;
     ++out.nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
@@ -29,10 +26,10 @@ Core::Totals Core::ClusterTotals() {
       if (down) g.down += kMilliPerGpu;
     }
   }
-  for (int slot = 0; slot < kStatusSlots; ++slot) {
+  for (int slot = 0; slot < JobCounts::kSlots; ++slot) {
     if (jobs[static_cast<size_t>(slot)] == 0) continue;
     const std::string status =
-        slot == kStoppingSlot ? "STOPPING" : std::string(JobStatusName(JobStatus(slot)));
+        slot == JobCounts::kStoppingSlot ? "STOPPING" : std::string(JobStatusName(JobStatus(slot)));
     out.jobs[status] = jobs[static_cast<size_t>(slot)];
   }
   return out;

@@ -22,14 +22,7 @@ std::string_view Core::ReasonClass(std::string_view reason) {
 }
 
 uint32_t Core::CountGroup(const std::string& pool, const std::string& user) {
-  std::pair<std::string, std::string> names{pool, TeamOfLocked(user)};
-  auto [it, fresh] =
-      count_group_ids_.try_emplace(names, static_cast<uint32_t>(count_groups_.size()));
-  if (fresh) {
-    count_groups_.push_back(std::move(names));
-    job_counts_.push_back({});
-  }
-  return it->second;
+  return counts_.Group(pool, TeamOfLocked(user));
 }
 
 uint32_t Core::CountGroupOf(ActiveJob& job) {
@@ -40,7 +33,7 @@ uint32_t Core::CountGroupOf(ActiveJob& job) {
 void Core::CountJob(ActiveJob& job) {
   std::optional<std::pair<int, uint32_t>> key;
   if (!IsTerminal(job.row.status) || job.terminating) {
-    const int slot = job.terminating ? kStoppingSlot : static_cast<int>(job.row.status);
+    const int slot = job.terminating ? JobCounts::kStoppingSlot : static_cast<int>(job.row.status);
     key.emplace(slot, CountGroupOf(job));
   }
   if (key == job.counted) return;
@@ -50,24 +43,17 @@ void Core::CountJob(ActiveJob& job) {
 }
 
 void Core::AddToCounts(const ActiveJob& job) {
-  if (!job.counted) return;
-  ++job_counts_[job.counted->second][static_cast<size_t>(job.counted->first)];
-  if (job.counted->first == static_cast<int>(JobStatus::kPending)) ++pending_by_user_[job.row.user];
+  if (job.counted) counts_.Add(*job.counted, job.row.user);
 }
 
 void Core::UncountJob(ActiveJob& job) {
   if (!job.counted) return;
-  --job_counts_[job.counted->second][static_cast<size_t>(job.counted->first)];
-  if (job.counted->first == static_cast<int>(JobStatus::kPending)) {
-    auto it = pending_by_user_.find(job.row.user);
-    if (--it->second == 0) pending_by_user_.erase(it);
-  }
+  counts_.Remove(*job.counted, job.row.user);
   job.counted.reset();
 }
 
 void Core::RecountAllJobs() {
-  for (auto& counts : job_counts_) counts.fill(0);
-  pending_by_user_.clear();
+  counts_.Clear();
   for (auto& [id, job] : jobs_) {
     job.counted.reset();
     job.count_group.reset();  // its user may have changed teams
@@ -77,17 +63,16 @@ void Core::RecountAllJobs() {
 
 bool Core::JobCountsConsistentForTesting() {
   MutexLock lock(mu_);
-  std::vector<std::array<int64_t, kStatusSlots>> kept = job_counts_;
-  std::unordered_map<std::string, int64_t> kept_pending = pending_by_user_;
+  const JobCounts kept = counts_;
   RecountAllJobs();
-  return kept == job_counts_ && kept_pending == pending_by_user_;
+  return kept.SameCounts(counts_);
 }
 
 void Core::WriteGauges(metrics::ExpositionWriter& out) {
   // What is read under the lock is copied into small tables (the job counts are kept as jobs
   // change; the nodes are walked once); the page is written after the lock is released.
   std::vector<std::pair<std::string, std::string>> groups;
-  std::vector<std::array<int64_t, kStatusSlots>> counts;
+  std::vector<JobCounts::Slots> counts;
   struct NodeGpus {
     std::string node;
     std::string type;
@@ -100,8 +85,8 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   std::map<std::string, int64_t> isolation;
   {
     HandlerLock lock(this);
-    groups = count_groups_;
-    counts = job_counts_;
+    groups = counts_.groups();
+    counts = counts_.counts();
     node_gpus.reserve(nodes_.size());
     for (const auto& [name, node] : nodes_) {
       const bool down = node.row.state == NodeState::kDown;
@@ -141,11 +126,12 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
              "Active jobs by status (STOPPING: ended, processes still being stopped), pool and "
              "team.");
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (int slot = 0; slot < kStatusSlots; ++slot) {
+    for (int slot = 0; slot < JobCounts::kSlots; ++slot) {
       const int64_t n = counts[g][static_cast<size_t>(slot)];
       if (n == 0) continue;
-      const std::string status =
-          slot == kStoppingSlot ? "STOPPING" : std::string(JobStatusName(JobStatus(slot)));
+      const std::string status = slot == JobCounts::kStoppingSlot
+                                     ? "STOPPING"
+                                     : std::string(JobStatusName(JobStatus(slot)));
       out.Sample("berth_jobs",
                  {{"status", status}, {"pool", groups[g].first}, {"team", groups[g].second}},
                  static_cast<double>(n));

@@ -347,7 +347,7 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
   job.placed_at = now;
   job.running_since = 0;
   plan.events.placed.emplace_back(
-      count_groups_[CountGroupOf(job)].second,  // the job's team
+      counts_.GroupNames(CountGroupOf(job)).second,  // the job's team
       static_cast<double>(std::max<TimeMs>(0, now - job.queued_at)) / 1000);
   std::vector<std::string> where;
   for (const auto& g : placement) {

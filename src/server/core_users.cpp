@@ -69,9 +69,8 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     auto rules = share_users_.find(request.user);
     const bool capped = rules != share_users_.end() && rules->second.max_pending_jobs;
     if (capped) {
-      auto counted = pending_by_user_.find(request.user);
       auto reserved = reserved_pending_.find(request.user);
-      const int64_t pending = (counted == pending_by_user_.end() ? 0 : counted->second) +
+      const int64_t pending = counts_.Pending(request.user) +
                               (reserved == reserved_pending_.end() ? 0 : reserved->second);
       const int64_t limit = *rules->second.max_pending_jobs;
       if (pending + request.count > limit) {
@@ -161,7 +160,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (!subs.empty()) stored = store_.SubmitMany(subs);
   {
     HandlerLock lock(this);
-    // Recorded (counted in pending_by_user_ now) or refused: no longer reserved.
+    // Recorded (counted in counts_ now) or refused: no longer reserved.
     for (SubmitWriter* w : group) {
       if (w->reserved_pending == 0) continue;
       auto reserved = reserved_pending_.find(w->request->user);
