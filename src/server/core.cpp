@@ -335,7 +335,8 @@ void Core::Undo(Plan& plan) {
 }
 
 void Core::ReapFinished(const Plan& plan) {
-  MutexLock lock(waiting_mu_);
+  std::vector<int64_t> reaped;
+  std::vector<sched::Dependencies::Key> waiters_gone;
   // Only a job the plan changed can have become finished (every change goes through MutJob, which
   // records it in jobs_before): look at those, not at every job (a chunked cancel of 100,000 jobs
   // walked all of them once per chunk).
@@ -344,8 +345,7 @@ void Core::ReapFinished(const Plan& plan) {
     if (it == jobs_.end()) continue;
     ActiveJob& job = it->second;
     if (!IsTerminal(job.row.status) || job.terminating) continue;
-    waiting_notes_.erase(it->first);
-    dep_waiting_.erase(it->first);
+    reaped.push_back(it->first);
     // A group's limit, and a submission's dependencies, are forgotten with their last job.
     if (job.row.group) {
       auto live = group_live_.find(*job.row.group);
@@ -357,12 +357,13 @@ void Core::ReapFinished(const Plan& plan) {
     if (auto w = waiter_jobs_.find(job.row.spec_id);
         w != waiter_jobs_.end() && --w->second.live <= 0) {
       deps_.Remove(w->first);
-      dep_reasons_.erase(w->first);
+      waiters_gone.push_back(w->first);
       waiter_jobs_.erase(w);
     }
     UncountJob(job);
     jobs_.erase(it);
   }
+  if (!reaped.empty()) waiting_.Forget(reaped, waiters_gone);
 }
 
 void Core::RequestPassLocked() {
@@ -465,48 +466,6 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
   if (it == jobs_.end()) return std::nullopt;
   return std::make_pair(it->second.row,
                         !IsTerminal(it->second.row.status) || it->second.terminating);
-}
-
-const std::string* Core::WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry) {
-  if (entry != nullptr) *entry = nullptr;
-  if (auto note = waiting_notes_.find(job); note != waiting_notes_.end()) return &note->second;
-  if (auto dep = dep_waiting_.find(job); dep != dep_waiting_.end()) {
-    auto text = dep_reasons_.find(dep->second);
-    if (text != dep_reasons_.end()) return &text->second;
-  }
-  if (!waiting_pass_ || placed_since_pass_.count(job)) return nullptr;
-  const sched::Waiting::Entry* e = waiting_pass_->Find(job);
-  if (e == nullptr) return nullptr;
-  if (entry != nullptr) *entry = e;
-  return &waiting_pass_->ReasonOf(*e);
-}
-
-std::string Core::WaitingReason(int64_t job) {
-  MutexLock lock(waiting_mu_);
-  const std::string* reason = WaitingReasonLocked(job, nullptr);
-  return reason == nullptr ? "" : *reason;
-}
-
-std::optional<WaitingDetail> Core::Waiting(int64_t job) {
-  MutexLock lock(waiting_mu_);
-  const sched::Waiting::Entry* entry = nullptr;
-  const std::string* reason = WaitingReasonLocked(job, &entry);
-  if (reason == nullptr) return std::nullopt;
-  WaitingDetail detail{*reason, std::nullopt, nullptr};
-  if (entry != nullptr) {
-    detail.explanation = waiting_pass_->ExplainEntry(*entry);
-    detail.pass = waiting_pass_;
-  }
-  return detail;
-}
-
-std::unordered_map<int64_t, std::string> Core::WaitingReasons(const std::vector<int64_t>& jobs) {
-  std::unordered_map<int64_t, std::string> out;
-  MutexLock lock(waiting_mu_);
-  for (int64_t id : jobs) {
-    if (const std::string* reason = WaitingReasonLocked(id, nullptr)) out.emplace(id, *reason);
-  }
-  return out;
 }
 
 // --- housekeeping ---

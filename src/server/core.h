@@ -24,7 +24,8 @@
 // on monotonic time (Clock::Monotonic), so a step of the wall clock expires nothing.
 //
 // Thread-safety: every public method is thread-safe. The state is guarded by `mu_`; the pending
-// jobs' waiting reasons by `waiting_mu_` (taken after mu_), so listings never wait for a pass.
+// jobs' waiting reasons are in a WaitingBoard with a lock of its own, so listings never wait for a
+// pass.
 // Methods never call back into their caller while holding a lock, except the log-waiter callbacks,
 // which must only post work elsewhere.
 #pragma once
@@ -55,6 +56,7 @@
 #include "server/job_counts.h"
 #include "server/listing.h"
 #include "server/usage_ledger.h"
+#include "server/waiting_board.h"
 #include "spec/job_spec.h"
 #include "store/store.h"
 
@@ -75,13 +77,6 @@ struct CoreOptions {
 };
 
 // The numbers behind a waiting job's reason, from the last pass that considered it.
-struct WaitingDetail {
-  std::string reason;
-  std::optional<sched::Explanation> explanation;
-  // The pass's tables that explanation's indexes point into (shared by every job of the pass).
-  std::shared_ptr<const sched::Waiting> pass;
-};
-
 // What an attempt that still runs has used so far: a UsageRecord ending now.
 using RunningUsage = UsageRecord;
 
@@ -163,9 +158,9 @@ class Core {
   using Holder = std::pair<int64_t, std::string>;
   std::map<std::string, std::map<int, std::vector<Holder>>> DeviceHolders() EXCLUDES(mu_);
   // Why a pending job waits (the last pass's reason), or "".
-  std::string WaitingReason(int64_t job) EXCLUDES(waiting_mu_);
+  std::string WaitingReason(int64_t job) { return waiting_.Reason(job); }
   // The reason with its numbers; nullopt when no pass has considered the job.
-  std::optional<WaitingDetail> Waiting(int64_t job) EXCLUDES(waiting_mu_);
+  std::optional<WaitingDetail> Waiting(int64_t job) { return waiting_.Detail(job); }
 
   // --- fair share ---
   // The users' caps and teams, as Accounts holds them; call at start and after every change.
@@ -184,8 +179,9 @@ class Core {
       EXCLUDES(mu_);
   // What each team's active jobs hold now: team -> GPU type -> milli-GPUs.
   std::map<std::string, std::map<std::string, MilliGpu>> TeamHoldings() EXCLUDES(mu_);
-  std::unordered_map<int64_t, std::string> WaitingReasons(const std::vector<int64_t>& jobs)
-      EXCLUDES(waiting_mu_);
+  std::unordered_map<int64_t, std::string> WaitingReasons(const std::vector<int64_t>& jobs) {
+    return waiting_.Reasons(jobs);
+  }
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
   // The active jobs, for `berth queue` (from ActiveEntries): bulk groups with an active job (with
@@ -270,7 +266,7 @@ class Core {
   // Writes the gauges of the state as it is now: jobs by status, pool and team; pending jobs by
   // reason class, user and team (as of the last pass); GPUs by type and state, overall and per
   // node; nodes by state. Holds the core's lock for one walk of the active jobs and the nodes.
-  void WriteGauges(metrics::ExpositionWriter& out) EXCLUDES(mu_, waiting_mu_);
+  void WriteGauges(metrics::ExpositionWriter& out) EXCLUDES(mu_);
   // The class of a waiting reason, for berth_pending_jobs{reason=...}: "resources", "preempting",
   // "reclaiming", "user_cap", "group_cap", "team_borrow_limit", "reservation", "no_node",
   // "invalid", "other".
@@ -694,22 +690,8 @@ class Core {
   CoreMetrics metrics_;  // thread-safe itself
   std::map<std::string, std::deque<TimeMs>> reclaims_ GUARDED_BY(mu_);
 
-  // Why pending jobs wait. The last pass's list is kept as the scheduler made it (one small entry
-  // per job, the sentences once: nothing is copied per job), shared with readers. Since that pass:
-  // the jobs it placed (no longer waiting for it) and reasons given outside a pass (a placement
-  // the store refused); both are cleared when the next pass's list replaces it.
-  Mutex waiting_mu_ ACQUIRED_AFTER(mu_);
-  std::shared_ptr<const sched::Waiting> waiting_pass_ GUARDED_BY(waiting_mu_);
-  std::unordered_set<int64_t> placed_since_pass_ GUARDED_BY(waiting_mu_);
-  std::unordered_map<int64_t, std::string> waiting_notes_ GUARDED_BY(waiting_mu_);
-  // Jobs held outside the passes: waiting on dependencies (job -> its waiter's key, whose reason is
-  // in dep_reasons_), or on a restart's backoff (restart_reasons_). Kept across passes.
-  std::unordered_map<int64_t, sched::Dependencies::Key> dep_waiting_ GUARDED_BY(waiting_mu_);
-  std::unordered_map<sched::Dependencies::Key, std::string> dep_reasons_ GUARDED_BY(waiting_mu_);
-  // Why `job` waits: a note, or its entry in the last pass's list (*entry, when asked for); nullptr
-  // when neither knows it.
-  const std::string* WaitingReasonLocked(int64_t job, const sched::Waiting::Entry** entry)
-      REQUIRES(waiting_mu_);
+  // Why pending jobs wait (its own lock: listings never wait for a pass or for mu_).
+  WaitingBoard waiting_;
 
   // Group commit of submissions: writers queue here; the one at the front writes for all.
   Mutex submit_mu_;

@@ -112,13 +112,8 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
   }
   // Pending jobs by why they wait, as of the last pass (its compact list, counted without the
   // core's lock). Jobs submitted since are "new".
-  std::shared_ptr<const sched::Waiting> pass;
-  int64_t on_dependencies = 0;  // not in any pass: they wait for other jobs
-  {
-    MutexLock lock(waiting_mu_);
-    pass = waiting_pass_;
-    on_dependencies = static_cast<int64_t>(dep_waiting_.size());
-  }
+  // on_dependencies: not in any pass, they wait for other jobs.
+  auto [pass, on_dependencies] = waiting_.ForGauges();
   int64_t pending = 0;
   for (const auto& c : counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
 

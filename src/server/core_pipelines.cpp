@@ -277,23 +277,11 @@ std::string Core::DependencyReason(sched::Dependencies::Key key) const {
 void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys) {
   std::vector<std::pair<sched::Dependencies::Key, std::string>> texts;
   for (auto key : keys) texts.emplace_back(key, DependencyReason(key));
-  MutexLock lock(waiting_mu_);
   for (auto& [key, text] : texts) {
     auto range = waiter_jobs_.find(key);
     if (range == waiter_jobs_.end()) continue;
-    if (text.empty()) {
-      // Met or failed: its jobs no longer wait for dependencies (once: later calls find no reason).
-      if (dep_reasons_.erase(key) == 0) continue;
-      for (int64_t id = range->second.first; id <= range->second.last; ++id) dep_waiting_.erase(id);
-      continue;
-    }
-    bool fresh = !dep_reasons_.count(key);
-    dep_reasons_[key] = std::move(text);
-    if (fresh) {
-      for (int64_t id = range->second.first; id <= range->second.last; ++id) {
-        dep_waiting_[id] = key;
-      }
-    }
+    // "": met or failed, its jobs no longer wait for dependencies.
+    waiting_.SetDependencyReason(key, range->second.first, range->second.last, std::move(text));
   }
 }
 

@@ -154,13 +154,7 @@ bool Core::RunPass() {
   metrics_.pass_seconds.Observe(
       {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
   if (hook) hook();
-  {
-    auto waiting = std::make_shared<const sched::Waiting>(std::move(result.waiting));
-    MutexLock lock(waiting_mu_);
-    waiting_pass_ = std::move(waiting);
-    placed_since_pass_.clear();
-    waiting_notes_.clear();
-  }
+  { waiting_.NewPass(std::make_shared<const sched::Waiting>(std::move(result.waiting))); }
 
   // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
   // lock, so that a pass placing 100,000 jobs never holds the lock for long.
@@ -261,21 +255,12 @@ bool Core::RunPass() {
     plan.reap = true;
     Status st = Execute(plan);
     if (!st.ok()) {
-      MutexLock wl(waiting_mu_);
-      for (int64_t id : placed) {
-        waiting_notes_[id] =
-            "the server could not record its placement (" + st.message() + "); it is retried";
-      }
+      waiting_.Note(placed, "the server could not record its placement (" + st.message() +
+                                "); it is retried");
       last_pass_with_work_ = clock_.Monotonic();
       return false;
     }
-    {
-      MutexLock wl(waiting_mu_);
-      for (int64_t id : placed) {
-        waiting_notes_.erase(id);
-        placed_since_pass_.insert(id);
-      }
-    }
+    waiting_.Placed(placed);
   }
   last_pass_with_work_ = clock_.Monotonic();
   if (dropped) {
