@@ -150,9 +150,7 @@ Status Core::Load() {
 }
 
 std::shared_ptr<const JobSpec> Core::SpecFor(int64_t spec_id) {
-  if (auto it = specs_.find(spec_id); it != specs_.end()) {
-    if (auto spec = it->second.lock()) return spec;
-  }
+  if (auto spec = specs_.Find(spec_id)) return spec;
   std::shared_ptr<const JobSpec> shared = ReadSpec(spec_id);
   if (shared) RememberSpec(spec_id, shared);
   return shared;
@@ -170,10 +168,7 @@ std::shared_ptr<const JobSpec> Core::ReadSpec(int64_t spec_id) {
 }
 
 void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) {
-  specs_[spec_id] = spec;
-  if (specs_.size() < specs_sweep_at_) return;
-  std::erase_if(specs_, [](const auto& entry) { return entry.second.expired(); });
-  specs_sweep_at_ = std::max<size_t>(64, 2 * specs_.size());
+  specs_.Remember(spec_id, spec);
 }
 
 size_t Core::QueuedSubmissionsForTesting() {
@@ -263,11 +258,11 @@ Status Core::Execute(Plan& plan) {
   if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
   for (const auto& [node, session] : plan.opens) {
     channel_.Open(node, session);
-    specs_sent_.erase(node);  // a new session: the agent may have restarted
+    specs_.SessionChanged(node);  // a new session: the agent may have restarted
   }
   for (const auto& node : plan.closes) {
     channel_.Close(node);
-    specs_sent_.erase(node);
+    specs_.SessionChanged(node);
   }
   for (const auto& [node, message] : plan.sends) {
     if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
@@ -282,13 +277,10 @@ Status Core::Execute(Plan& plan) {
 }
 
 void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
-  RecentSpecs& sent = specs_sent_[node];
-  if (std::find(sent.ids.begin(), sent.ids.end(), spec_id) != sent.ids.end()) return;
-  auto remembered = specs_.find(spec_id);
-  auto spec = remembered == specs_.end() ? nullptr : remembered->second.lock();
+  auto spec = specs_.Find(spec_id);
   if (!spec) return;  // the agent fetches it
+  if (!specs_.NeedsSending(node, spec_id)) return;
   channel_.Send(node, proto::SpecMessage{spec_id, SerializeJson(SpecToJson(*spec))});
-  sent.ids[sent.next++ % sent.ids.size()] = spec_id;
 }
 
 void Core::Undo(Plan& plan) {

@@ -55,6 +55,7 @@
 #include "server/core_metrics.h"
 #include "server/job_counts.h"
 #include "server/listing.h"
+#include "server/spec_cache.h"
 #include "server/usage_ledger.h"
 #include "server/waiting_board.h"
 #include "spec/job_spec.h"
@@ -657,18 +658,8 @@ class Core {
   // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
-  // Specs by id, for the jobs that hold them: an entry lives as long as some job (or a plan's copy
-  // of one) does, and expired entries are swept once they outnumber the live ones (RememberSpec),
-  // so nothing is kept per submission once its jobs have ended.
-  std::unordered_map<int64_t, std::weak_ptr<const JobSpec>> specs_ GUARDED_BY(mu_);
-  size_t specs_sweep_at_ GUARDED_BY(mu_) = 64;  // sweep when specs_ grows past this
-  // The specs last sent to each node's current session (SpecMessage), so that its launches need no
-  // fetch. A few per node: a spec that fell out is sent again; the agent keeps many more.
-  struct RecentSpecs {
-    std::array<int64_t, 16> ids{};
-    size_t next = 0;
-  };
-  std::unordered_map<std::string, RecentSpecs> specs_sent_ GUARDED_BY(mu_);
+  // The specs jobs hold, and those sent to each node's session.
+  SpecCache specs_ GUARDED_BY(mu_);
   std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);  // job id -> follower
   uint64_t next_waiter_id_ GUARDED_BY(mu_) = 1;
   // Cancel-all epochs: a submission received before a `cancel --all` but committed after it is

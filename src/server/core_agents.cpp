@@ -24,7 +24,7 @@ void Core::EndSession(const std::string& node) {
   // A session lives in memory only: nothing to commit. The lease is left to run out.
   it->second.session.clear();
   channel_.Close(node);
-  specs_sent_.erase(node);
+  specs_.SessionChanged(node);
   LogInfo("node {}: its session was ended (credential revoked)", node);
 }
 

@@ -1,0 +1,43 @@
+// SpecCache (server/spec_cache.h): specs kept only while held, and the specs sent to each node's
+// session.
+#include "server/spec_cache.h"
+
+#include <gtest/gtest.h>
+
+namespace berth {
+namespace {
+
+std::shared_ptr<const JobSpec> Spec(const std::string& name) {
+  JobSpec spec;
+  spec.name = name;
+  return std::shared_ptr<const JobSpec>(new JobSpec(spec));
+}
+
+// A thousand submissions come and go: only the held specs are found, and the map does not grow
+// with history.
+TEST(SpecCacheTest, ASpecIsKeptWhileAJobHoldsIt) {
+  SpecCache cache;
+  auto held = Spec("held");
+  cache.Remember(1, held);
+  for (int64_t id = 2; id <= 1000; ++id) cache.Remember(id, Spec("gone"));  // held by no one
+  EXPECT_EQ(cache.Find(1), held);
+  EXPECT_EQ(cache.Find(2), nullptr);
+  EXPECT_LT(cache.size(), 130u);  // swept as expired entries outnumber live ones
+}
+
+TEST(SpecCacheTest, EachSessionIsSentASpecOnce) {
+  SpecCache cache;
+  EXPECT_TRUE(cache.NeedsSending("n1", 7));
+  EXPECT_FALSE(cache.NeedsSending("n1", 7));
+  EXPECT_TRUE(cache.NeedsSending("n2", 7));  // another node
+  cache.SessionChanged("n1");                // the agent restarted
+  EXPECT_TRUE(cache.NeedsSending("n1", 7));
+  // Sixteen are remembered per node: the seventeenth pushes the oldest out.
+  for (int64_t id = 100; id < 116; ++id) EXPECT_TRUE(cache.NeedsSending("n3", id));
+  EXPECT_FALSE(cache.NeedsSending("n3", 115));
+  EXPECT_TRUE(cache.NeedsSending("n3", 116));
+  EXPECT_TRUE(cache.NeedsSending("n3", 100));
+}
+
+}  // namespace
+}  // namespace berth
