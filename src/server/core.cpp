@@ -397,17 +397,13 @@ bool Core::WaitForPassRequest(DurationMs timeout_ms) {
 void Core::Shutdown() {
   MutexLock lock(mu_);
   shutdown_ = true;
-  log_waiters_.clear();
+  log_followers_.Clear();
   pass_cv_.SignalAll();
 }
 
 // --- log followers ---
 
-void Core::WakeLogWaiters(int64_t job) {
-  auto range = log_waiters_.equal_range(job);
-  for (auto it = range.first; it != range.second; ++it) it->second.fire();
-  log_waiters_.erase(range.first, range.second);
-}
+void Core::WakeLogWaiters(int64_t job) { log_followers_.Wake(job); }
 
 std::optional<uint64_t> Core::AddLogWaiter(int64_t job, int attempt, std::function<void()> fire) {
   HandlerLock lock(this);
@@ -415,20 +411,12 @@ std::optional<uint64_t> Core::AddLogWaiter(int64_t job, int attempt, std::functi
   bool live = it != jobs_.end() && (!IsTerminal(it->second.row.status) || it->second.terminating) &&
               it->second.row.attempt == attempt;
   if (!live || shutdown_) return std::nullopt;
-  uint64_t id = next_waiter_id_++;
-  log_waiters_.emplace(job, LogWaiter{id, std::move(fire)});
-  return id;
+  return log_followers_.Add(job, std::move(fire));
 }
 
 void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
   HandlerLock lock(this);
-  auto range = log_waiters_.equal_range(job);
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second.id == id) {
-      log_waiters_.erase(it);
-      return;
-    }
-  }
+  log_followers_.Remove(job, id);
 }
 
 void Core::LogsAppended(int64_t job) {

@@ -55,6 +55,7 @@
 #include "server/core_metrics.h"
 #include "server/job_counts.h"
 #include "server/listing.h"
+#include "server/log_followers.h"
 #include "server/spec_cache.h"
 #include "server/usage_ledger.h"
 #include "server/waiting_board.h"
@@ -367,10 +368,6 @@ class Core {
     ResourceRequest per_node;
     std::set<int> alive;  // ranks not yet reported gone
   };
-  struct LogWaiter {
-    uint64_t id;
-    std::function<void()> fire;
-  };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all
     uint64_t all_users_seq = 0;                // seq of the last --all-users
@@ -660,8 +657,7 @@ class Core {
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after
   // The specs jobs hold, and those sent to each node's session.
   SpecCache specs_ GUARDED_BY(mu_);
-  std::multimap<int64_t, LogWaiter> log_waiters_ GUARDED_BY(mu_);  // job id -> follower
-  uint64_t next_waiter_id_ GUARDED_BY(mu_) = 1;
+  LogFollowers log_followers_ GUARDED_BY(mu_);
   // Cancel-all epochs: a submission received before a `cancel --all` but committed after it is
   // cancelled too, so a cancel never misses a submission that was in flight (SkyPilot's did).
   CancelSeqs cancel_ GUARDED_BY(mu_);
