@@ -1,0 +1,46 @@
+// UsageLedger (server/usage_ledger.h): weighted GPU usage, decayed with its half-life.
+#include "server/usage_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace berth {
+namespace {
+
+constexpr TimeMs kHour = 3'600'000;
+
+// Half-life one hour; an A100-second weighs 2. Ada holds 2 A100s for one hour, ending at t = 1h.
+TEST(UsageLedgerTest, UsageIsWeightedAndHalvesEachHalfLife) {
+  UsageLedger ledger(UsageConfig{.half_life_ms = kHour, .gpu_weights = {{"A100", 2.0}}});
+  EXPECT_EQ(ledger.Weight("A100"), 2.0);
+  EXPECT_EQ(ledger.Weight("T4"), 1.0);  // unnamed: 1
+  UsageRecord r{.user = "ada", .team = "vision", .gpu_type = "A100", .gpu_milli = 2'000};
+  r.placed_at = 0;
+  r.ended_at = kHour;
+  ledger.Add(r);
+  // 2 GPUs x weight 2 x the integral of 2^(-(1h-s)/1h) over the hour = 4 x 3600 / (2 ln 2).
+  const double at_end = 4 * 3600 / (2 * std::log(2.0));
+  EXPECT_NEAR(ledger.User("ada", kHour), at_end, 1e-6);
+  EXPECT_NEAR(ledger.Team("vision", kHour), at_end, 1e-6);
+  EXPECT_NEAR(ledger.User("ada", 2 * kHour), at_end / 2, 1e-6);  // one half-life later
+  EXPECT_NEAR(ledger.User("ada", 3 * kHour), at_end / 4, 1e-6);
+  EXPECT_EQ(ledger.User("bob", kHour), 0);
+  // A CPU-only attempt, or one that never ran, adds nothing.
+  UsageRecord cpu{.user = "bob", .team = "", .gpu_type = "", .gpu_milli = 0, .cpu_milli = 4'000};
+  cpu.placed_at = 0;
+  cpu.ended_at = kHour;
+  ledger.Add(cpu);
+  EXPECT_EQ(ledger.User("bob", kHour), 0);
+}
+
+TEST(UsageLedgerTest, AHalfLifeOfZeroOrABadWeightIsRefused) {
+  EXPECT_FALSE(CheckUsageConfig(UsageConfig{.half_life_ms = 0}).ok());
+  EXPECT_FALSE(
+      CheckUsageConfig(UsageConfig{.half_life_ms = kHour, .gpu_weights = {{"T4", -1}}}).ok());
+  EXPECT_TRUE(
+      CheckUsageConfig(UsageConfig{.half_life_ms = kHour, .gpu_weights = {{"T4", 0.5}}}).ok());
+}
+
+}  // namespace
+}  // namespace berth
