@@ -6,6 +6,139 @@
 
 namespace berth {
 
+namespace {
+
+// What a scrape reads under the core's lock, copied into small tables; the page is written from
+// them after the lock is released.
+struct NodeGpus {
+  std::string node;
+  std::string type;
+  bool down = false;
+  MilliGpu used = 0;
+  MilliGpu total = 0;
+};
+struct GaugeTables {
+  std::vector<std::pair<std::string, std::string>> groups;  // (pool, team) of each count group
+  std::vector<JobCounts::Slots> counts;                     // by group
+  std::vector<NodeGpus> node_gpus;                          // a row per node and GPU type
+  std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
+  std::map<std::string, int64_t> isolation;  // nodes not down, by layout
+};
+
+void WriteJobGauges(metrics::ExpositionWriter& out, const GaugeTables& t) {
+  const auto& groups = t.groups;
+  const auto& counts = t.counts;
+  out.Family("berth_jobs", "gauge",
+             "Active jobs by status (STOPPING: ended, processes still being stopped), pool and "
+             "team.");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int slot = 0; slot < JobCounts::kSlots; ++slot) {
+      const int64_t n = counts[g][static_cast<size_t>(slot)];
+      if (n == 0) continue;
+      const std::string status = slot == JobCounts::kStoppingSlot
+                                     ? "STOPPING"
+                                     : std::string(JobStatusName(JobStatus(slot)));
+      out.Sample("berth_jobs",
+                 {{"status", status}, {"pool", groups[g].first}, {"team", groups[g].second}},
+                 static_cast<double>(n));
+    }
+  }
+}
+
+// Pending jobs by why they wait, as of the last pass (its compact list, counted without the core's
+// lock); `on_dependencies` wait for other jobs (in no pass); the rest were submitted since: "new".
+void WritePendingGauges(metrics::ExpositionWriter& out, const sched::Waiting* pass,
+                        int64_t on_dependencies, int64_t pending) {
+  out.Family("berth_pending_jobs", "gauge",
+             "Pending jobs by the class of their waiting reason (as of the last scheduling pass; "
+             "reason=\"new\": submitted since), user and team.");
+  int64_t classified = 0;
+  if (pass) {
+    // Counted by (reason class, user index): the handful of sentences are classified once.
+    std::map<std::string_view, int> class_ids;
+    std::vector<int> class_of;
+    for (const std::string& r : pass->reasons()) {
+      class_of.push_back(
+          class_ids.try_emplace(Core::ReasonClass(r), static_cast<int>(class_ids.size()))
+              .first->second);
+    }
+    std::map<std::pair<int, int32_t>, std::pair<const sched::Waiting::Entry*, int64_t>> by;
+    for (const sched::Waiting::Entry& e : pass->entries()) {
+      auto& [example, n] = by[{class_of[e.reason], e.user}];
+      example = &e;
+      ++n;
+      ++classified;
+    }
+    std::vector<std::string_view> class_names(class_ids.size());
+    for (const auto& [name, id] : class_ids) class_names[static_cast<size_t>(id)] = name;
+    for (const auto& [key, value] : by) {
+      const auto& [example, n] = value;
+      out.Sample("berth_pending_jobs",
+                 {{"reason", std::string(class_names[static_cast<size_t>(key.first)])},
+                  {"user", pass->UserOf(*example)},
+                  {"team", pass->TeamOf(*example)}},
+                 static_cast<double>(n));
+    }
+  }
+  if (on_dependencies > 0) {
+    out.Sample("berth_pending_jobs", {{"reason", "dependency"}, {"user", ""}, {"team", ""}},
+               static_cast<double>(on_dependencies));
+    classified += on_dependencies;
+  }
+  // Always written, 0 included: with nothing pending the family would have no series at all, and
+  // `sum(berth_pending_jobs)` would be empty rather than 0 (alerts on it never fire or resolve).
+  out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},
+             static_cast<double>(std::max<int64_t>(0, pending - classified)));
+}
+
+void WriteGpuGauges(metrics::ExpositionWriter& out, const std::vector<NodeGpus>& node_gpus) {
+  std::map<std::pair<std::string, std::string>, MilliGpu> gpus;  // (type, state)
+  for (const NodeGpus& n : node_gpus) {
+    if (n.down) {
+      gpus[{n.type, "down"}] += n.total;
+    } else {
+      gpus[{n.type, "used"}] += n.used;
+      gpus[{n.type, "free"}] += n.total - n.used;
+    }
+  }
+  out.Family("berth_gpus", "gauge",
+             "GPUs by type and state: free, used (fractional shares count their fraction), or down "
+             "(on nodes that are down).");
+  for (const auto& [key, milli] : gpus) {
+    out.Sample("berth_gpus", {{"type", key.first}, {"state", key.second}},
+               static_cast<double>(milli) / kMilliPerGpu);
+  }
+  out.Family("berth_node_gpus", "gauge", "GPUs of each node by type and state.");
+  for (const NodeGpus& n : node_gpus) {
+    if (n.down) {
+      out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "down"}},
+                 static_cast<double>(n.total) / kMilliPerGpu);
+      continue;
+    }
+    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "free"}},
+               static_cast<double>(n.total - n.used) / kMilliPerGpu);
+    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "used"}},
+               static_cast<double>(n.used) / kMilliPerGpu);
+  }
+}
+
+void WriteNodeGauges(metrics::ExpositionWriter& out, const GaugeTables& t) {
+  const auto& nodes = t.nodes;
+  const auto& isolation = t.isolation;
+  out.Family("berth_nodes", "gauge", "Nodes by state.");
+  for (const auto& [state, n] : nodes) {
+    out.Sample("berth_nodes", {{"state", state}}, static_cast<double>(n));
+  }
+  out.Family("berth_node_isolation", "gauge",
+             "Nodes that are not down by how they contain jobs (docs/security.md \"Isolation\"): "
+             "v2, v1, none, or unknown (an agent that does not say).");
+  for (const auto& [layout, n] : isolation) {
+    out.Sample("berth_node_isolation", {{"isolation", layout}}, static_cast<double>(n));
+  }
+}
+
+}  // namespace
+
 std::string_view Core::ReasonClass(std::string_view reason) {
   auto starts = [&](std::string_view prefix) { return reason.substr(0, prefix.size()) == prefix; };
   auto has = [&](std::string_view part) { return reason.find(part) != std::string_view::npos; };
@@ -69,146 +202,41 @@ bool Core::JobCountsConsistentForTesting() {
 }
 
 void Core::WriteGauges(metrics::ExpositionWriter& out) {
-  // What is read under the lock is copied into small tables (the job counts are kept as jobs
-  // change; the nodes are walked once); the page is written after the lock is released.
-  std::vector<std::pair<std::string, std::string>> groups;
-  std::vector<JobCounts::Slots> counts;
-  struct NodeGpus {
-    std::string node;
-    std::string type;
-    bool down = false;
-    MilliGpu used = 0;
-    MilliGpu total = 0;
-  };
-  std::vector<NodeGpus> node_gpus;
-  std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
-  std::map<std::string, int64_t> isolation;
+  GaugeTables t;
   {
     HandlerLock lock(this);
-    groups = counts_.groups();
-    counts = counts_.counts();
-    node_gpus.reserve(nodes_.size());
+    t.groups = counts_.groups();
+    t.counts = counts_.counts();
+    t.node_gpus.reserve(nodes_.size());
     for (const auto& [name, node] : nodes_) {
       const bool down = node.row.state == NodeState::kDown;
-      ++nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
+      ++t.nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
       // The layout only ("none: REASON" -> "none"): a label of few values.
       if (!down) {
-        ++isolation[node.isolation.empty() ? "unknown"
-                                           : node.isolation.substr(0, node.isolation.find(':'))];
+        ++t.isolation[node.isolation.empty() ? "unknown"
+                                             : node.isolation.substr(0, node.isolation.find(':'))];
       }
-      const size_t first = node_gpus.size();
+      const size_t first = t.node_gpus.size();
       for (const GpuDevice& d : node.row.gpus) {
         auto used = node.gpu_used.find(d.index);
         const MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
         NodeGpus* row = nullptr;
-        for (size_t k = first; k < node_gpus.size(); ++k) {
-          if (node_gpus[k].type == d.type) row = &node_gpus[k];
+        for (size_t k = first; k < t.node_gpus.size(); ++k) {
+          if (t.node_gpus[k].type == d.type) row = &t.node_gpus[k];
         }
-        if (row == nullptr) row = &node_gpus.emplace_back(NodeGpus{name, d.type, down, 0, 0});
+        if (row == nullptr) row = &t.node_gpus.emplace_back(NodeGpus{name, d.type, down, 0, 0});
         row->used += held;
         row->total += kMilliPerGpu;
       }
     }
   }
-  // Pending jobs by why they wait, as of the last pass (its compact list, counted without the
-  // core's lock). Jobs submitted since are "new".
-  // on_dependencies: not in any pass, they wait for other jobs.
   auto [pass, on_dependencies] = waiting_.ForGauges();
   int64_t pending = 0;
-  for (const auto& c : counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
-
-  out.Family("berth_jobs", "gauge",
-             "Active jobs by status (STOPPING: ended, processes still being stopped), pool and "
-             "team.");
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (int slot = 0; slot < JobCounts::kSlots; ++slot) {
-      const int64_t n = counts[g][static_cast<size_t>(slot)];
-      if (n == 0) continue;
-      const std::string status = slot == JobCounts::kStoppingSlot
-                                     ? "STOPPING"
-                                     : std::string(JobStatusName(JobStatus(slot)));
-      out.Sample("berth_jobs",
-                 {{"status", status}, {"pool", groups[g].first}, {"team", groups[g].second}},
-                 static_cast<double>(n));
-    }
-  }
-  out.Family("berth_pending_jobs", "gauge",
-             "Pending jobs by the class of their waiting reason (as of the last scheduling pass; "
-             "reason=\"new\": submitted since), user and team.");
-  int64_t classified = 0;
-  if (pass) {
-    // Counted by (reason class, user index): the handful of sentences are classified once.
-    std::map<std::string_view, int> class_ids;
-    std::vector<int> class_of;
-    for (const std::string& r : pass->reasons()) {
-      class_of.push_back(
-          class_ids.try_emplace(ReasonClass(r), static_cast<int>(class_ids.size())).first->second);
-    }
-    std::map<std::pair<int, int32_t>, std::pair<const sched::Waiting::Entry*, int64_t>> by;
-    for (const sched::Waiting::Entry& e : pass->entries()) {
-      auto& [example, n] = by[{class_of[e.reason], e.user}];
-      example = &e;
-      ++n;
-      ++classified;
-    }
-    std::vector<std::string_view> class_names(class_ids.size());
-    for (const auto& [name, id] : class_ids) class_names[static_cast<size_t>(id)] = name;
-    for (const auto& [key, value] : by) {
-      const auto& [example, n] = value;
-      out.Sample("berth_pending_jobs",
-                 {{"reason", std::string(class_names[static_cast<size_t>(key.first)])},
-                  {"user", pass->UserOf(*example)},
-                  {"team", pass->TeamOf(*example)}},
-                 static_cast<double>(n));
-    }
-  }
-  if (on_dependencies > 0) {
-    out.Sample("berth_pending_jobs", {{"reason", "dependency"}, {"user", ""}, {"team", ""}},
-               static_cast<double>(on_dependencies));
-    classified += on_dependencies;
-  }
-  // Always written, 0 included: with nothing pending the family would have no series at all, and
-  // `sum(berth_pending_jobs)` would be empty rather than 0 (alerts on it never fire or resolve).
-  out.Sample("berth_pending_jobs", {{"reason", "new"}, {"user", ""}, {"team", ""}},
-             static_cast<double>(std::max<int64_t>(0, pending - classified)));
-  std::map<std::pair<std::string, std::string>, MilliGpu> gpus;  // (type, state)
-  for (const NodeGpus& n : node_gpus) {
-    if (n.down) {
-      gpus[{n.type, "down"}] += n.total;
-    } else {
-      gpus[{n.type, "used"}] += n.used;
-      gpus[{n.type, "free"}] += n.total - n.used;
-    }
-  }
-  out.Family("berth_gpus", "gauge",
-             "GPUs by type and state: free, used (fractional shares count their fraction), or down "
-             "(on nodes that are down).");
-  for (const auto& [key, milli] : gpus) {
-    out.Sample("berth_gpus", {{"type", key.first}, {"state", key.second}},
-               static_cast<double>(milli) / kMilliPerGpu);
-  }
-  out.Family("berth_node_gpus", "gauge", "GPUs of each node by type and state.");
-  for (const NodeGpus& n : node_gpus) {
-    if (n.down) {
-      out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "down"}},
-                 static_cast<double>(n.total) / kMilliPerGpu);
-      continue;
-    }
-    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "free"}},
-               static_cast<double>(n.total - n.used) / kMilliPerGpu);
-    out.Sample("berth_node_gpus", {{"node", n.node}, {"type", n.type}, {"state", "used"}},
-               static_cast<double>(n.used) / kMilliPerGpu);
-  }
-  out.Family("berth_nodes", "gauge", "Nodes by state.");
-  for (const auto& [state, n] : nodes) {
-    out.Sample("berth_nodes", {{"state", state}}, static_cast<double>(n));
-  }
-  out.Family("berth_node_isolation", "gauge",
-             "Nodes that are not down by how they contain jobs (docs/security.md \"Isolation\"): "
-             "v2, v1, none, or unknown (an agent that does not say).");
-  for (const auto& [layout, n] : isolation) {
-    out.Sample("berth_node_isolation", {{"isolation", layout}}, static_cast<double>(n));
-  }
+  for (const auto& c : t.counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
+  WriteJobGauges(out, t);
+  WritePendingGauges(out, pass.get(), on_dependencies, pending);
+  WriteGpuGauges(out, t.node_gpus);
+  WriteNodeGauges(out, t);
 }
 
 }  // namespace berth
