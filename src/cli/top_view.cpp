@@ -37,13 +37,9 @@ char Mark(size_t k) {
   return '#';
 }
 
-}  // namespace
-
-std::string RenderTop(const TopFrameInput& in) {
-  std::vector<std::string> lines;
+// The header: the server and time, then nodes by state, GPUs by type and jobs by state.
+void AddTotals(const TopFrameInput& in, std::vector<std::string>& lines) {
   const json::array& nodes = in.nodes->at("nodes").as_array();
-
-  // Totals.
   std::map<std::string, int> states;
   std::map<std::string, std::pair<double, double>> gpus;  // type -> (used, total), nodes not down
   for (const auto& nv : nodes) {
@@ -91,8 +87,12 @@ std::string RenderTop(const TopFrameInput& in) {
                   gpu_parts.empty() ? "none" : Join(gpu_parts, ", "), running, pending,
                   Num(in.queue->at("active_not_shown")) > 0 ? " (and more)" : ""));
   lines.push_back("");
+}
 
-  // The GPU maps: one line per node, a cell per device.
+// The GPU maps: one line per node, a cell per device (a letter per job, '+' shared, '.' free, 'x'
+// down), then which job each letter is.
+void AddNodeMaps(const TopFrameInput& in, std::vector<std::string>& lines) {
+  const json::array& nodes = in.nodes->at("nodes").as_array();
   std::map<int64_t, std::pair<char, std::string>> legend;  // job -> (mark, user)
   auto mark_of = [&](int64_t job, const std::string& user) {
     auto [it, fresh] = legend.try_emplace(job, ' ', user);
@@ -161,8 +161,10 @@ std::string RenderTop(const TopFrameInput& in) {
     lines.push_back(line);
   }
   lines.push_back("");
+}
 
-  // The queue, as `berth queue` summarizes it, as far as the screen goes.
+// The queue, as `berth queue` summarizes it, as far as the screen goes.
+void AddQueue(const TopFrameInput& in, std::vector<std::string>& lines) {
   lines.push_back("ID         NAME              USER        STATUS");
   for (const auto& rv : in.queue->at("rows").as_array()) {
     if (static_cast<int>(lines.size()) >= in.height - 1) {
@@ -188,14 +190,28 @@ std::string RenderTop(const TopFrameInput& in) {
     lines.push_back(fmt::format("{:<10} {:<17} {:<11} {}", id, Str(r.at("name")).substr(0, 17),
                                 Str(r.at("user")).substr(0, 11), status));
   }
+}
+
+// The lines cut to the screen's width and height.
+std::string Clip(std::vector<std::string>& lines, int width, int height) {
   std::string out;
-  for (size_t k = 0; k < lines.size() && static_cast<int>(k) < in.height; ++k) {
+  for (size_t k = 0; k < lines.size() && static_cast<int>(k) < height; ++k) {
     std::string& line = lines[k];
-    if (line.size() > static_cast<size_t>(in.width)) line.resize(static_cast<size_t>(in.width));
+    if (line.size() > static_cast<size_t>(width)) line.resize(static_cast<size_t>(width));
     out += line;
-    if (k + 1 < lines.size() && static_cast<int>(k) + 1 < in.height) out += "\n";
+    if (k + 1 < lines.size() && static_cast<int>(k) + 1 < height) out += "\n";
   }
   return out;
+}
+
+}  // namespace
+
+std::string RenderTop(const TopFrameInput& in) {
+  std::vector<std::string> lines;
+  AddTotals(in, lines);
+  AddNodeMaps(in, lines);
+  AddQueue(in, lines);
+  return Clip(lines, in.width, in.height);
 }
 
 }  // namespace berth::cli
