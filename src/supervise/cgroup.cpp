@@ -173,6 +173,67 @@ Status InitV1Cpuset(const std::string& base, const std::string& name,
   return Status::Ok();
 }
 
+// v2: the rank's limits into its cgroup `dir` (under the agent's `unified_dir`).
+Status WriteV2Limits(const std::string& dir, const RankLimits& limits,
+                     const std::string& unified_dir) {
+  if (limits.memory_bytes > 0) {
+    for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
+                               std::pair{"memory.swap.max", std::string("0")},
+                               std::pair{"memory.oom.group", std::string("1")}}) {
+      // No swap accounting on this host (no memory.swap.max): no swap to keep the job from.
+      if (std::string(file) == "memory.swap.max" && !Exists(dir + "/" + file)) continue;
+      BERTH_RETURN_IF_ERROR(WriteValue(dir, file, value));
+    }
+  }
+  if (limits.cpu_milli > 0) {
+    // The kernel's least quota is 1 ms per period.
+    const std::string quota =
+        std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
+        std::to_string(kCfsPeriodUs);
+    BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.max", quota));
+  }
+  if (limits.pids_max > 0) {
+    BERTH_RETURN_IF_ERROR(WriteValue(dir, "pids.max", std::to_string(limits.pids_max)));
+  }
+  if (!limits.cpus.empty()) {
+    if (!Exists(dir + "/cpuset.cpus")) {
+      return Status::Unavailable("the cpuset controller is not delegated to " + unified_dir +
+                                 ": resources.cpu_binding cannot be held");
+    }
+    BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpuset.cpus", FormatCpuList(limits.cpus)));
+  }
+  // cgroup v2 has no devices files: a BPF program attached to the cgroup fences them.
+  if (!limits.denied_devices.empty()) return DenyDevices(dir, limits.denied_devices);
+  return Status::Ok();
+}
+
+// v1: the rank's limit of one `controller` into its cgroup `name` under that hierarchy's `base`.
+Status WriteV1Limit(const std::string& controller, const std::string& base, const std::string& name,
+                    const RankLimits& limits, bool memsw) {
+  const std::string dir = base + "/" + name;
+  if (controller == "memory" && limits.memory_bytes > 0) {
+    const std::string bytes = std::to_string(limits.memory_bytes);
+    BERTH_RETURN_IF_ERROR(WriteValue(dir, "memory.limit_in_bytes", bytes));
+    // No swap: memory and swap together get the same limit, where swap is accounted.
+    if (memsw) return WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
+  } else if (controller == "cpu" && limits.cpu_milli > 0) {
+    // A new cgroup's period is the default 100 ms (kCfsPeriodUs).
+    return WriteValue(dir, "cpu.cfs_quota_us",
+                      std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
+  } else if (controller == "pids" && limits.pids_max > 0) {
+    return WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
+  } else if (controller == "cpuset") {
+    return InitV1Cpuset(base, name, limits.cpus);
+  } else if (controller == "devices") {
+    for (auto [major, minor] : limits.denied_devices) {
+      BERTH_RETURN_IF_ERROR(
+          WriteValue(dir, "devices.deny",
+                     "c " + std::to_string(major) + ":" + std::to_string(minor) + " rwm"));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string CgroupHost::Describe() const {
@@ -312,41 +373,7 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     }
     cg.dirs_ = {dir};
     cg.memory_dir_ = cg.unified_dir_ = dir;
-    if (limits.memory_bytes > 0) {
-      for (auto [file, value] : {std::pair{"memory.max", std::to_string(limits.memory_bytes)},
-                                 std::pair{"memory.swap.max", std::string("0")},
-                                 std::pair{"memory.oom.group", std::string("1")}}) {
-        // No swap accounting on this host (no memory.swap.max): no swap to keep the job from.
-        if (std::string(file) == "memory.swap.max" && !Exists(dir + "/" + file)) continue;
-        if (Status st = WriteValue(dir, file, value); !st.ok()) return fail(st);
-      }
-    }
-    if (limits.cpu_milli > 0) {
-      // The kernel's least quota is 1 ms per period.
-      const std::string quota =
-          std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
-          std::to_string(kCfsPeriodUs);
-      if (Status st = WriteValue(dir, "cpu.max", quota); !st.ok()) return fail(st);
-    }
-    if (limits.pids_max > 0) {
-      if (Status st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max)); !st.ok()) {
-        return fail(st);
-      }
-    }
-    if (!limits.cpus.empty()) {
-      if (!Exists(dir + "/cpuset.cpus")) {
-        return fail(Status::Unavailable("the cpuset controller is not delegated to " +
-                                        host.unified_dir +
-                                        ": resources.cpu_binding cannot be held"));
-      }
-      if (Status st = WriteValue(dir, "cpuset.cpus", FormatCpuList(limits.cpus)); !st.ok()) {
-        return fail(st);
-      }
-    }
-    // cgroup v2 has no devices files: a BPF program attached to the cgroup fences them.
-    if (!limits.denied_devices.empty()) {
-      if (Status st = DenyDevices(dir, limits.denied_devices); !st.ok()) return fail(st);
-    }
+    if (Status st = WriteV2Limits(dir, limits, host.unified_dir); !st.ok()) return fail(st);
     return cg;
   }
   std::set<std::string> seen;  // controllers may share a mount
@@ -368,33 +395,10 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         cg.dirs_.push_back(dir);
       }
     }
-    Status st;
-    if (c == "memory") {
-      cg.memory_dir_ = dir;
-      if (limits.memory_bytes > 0) {
-        const std::string bytes = std::to_string(limits.memory_bytes);
-        st = WriteValue(dir, "memory.limit_in_bytes", bytes);
-        // No swap: memory and swap together get the same limit, where swap is accounted.
-        if (st.ok() && host.memsw) {
-          st = WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
-        }
-      }
-    } else if (c == "cpu" && limits.cpu_milli > 0) {
-      // A new cgroup's period is the default 100 ms (kCfsPeriodUs).
-      st = WriteValue(dir, "cpu.cfs_quota_us",
-                      std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
-    } else if (c == "pids" && limits.pids_max > 0) {
-      st = WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
-    } else if (c == "cpuset") {
-      st = InitV1Cpuset(base->second, name, limits.cpus);
-    } else if (c == "devices") {
-      for (auto [major, minor] : limits.denied_devices) {
-        st = WriteValue(dir, "devices.deny",
-                        "c " + std::to_string(major) + ":" + std::to_string(minor) + " rwm");
-        if (!st.ok()) break;
-      }
+    if (c == "memory") cg.memory_dir_ = dir;
+    if (Status st = WriteV1Limit(c, base->second, name, limits, host.memsw); !st.ok()) {
+      return fail(st);
     }
-    if (!st.ok()) return fail(st);
   }
   if (!limits.denied_devices.empty() && !host.v1_dirs.count("devices")) {
     return fail(
