@@ -752,57 +752,10 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
                                        events.end());
-    struct stat st {};
-    int64_t size = ::stat((job.dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
-    bool shipped_all = true;
-    for (int round = 0; job.log_shipped < size; ++round) {
-      if (round == 16) {  // the server keeps refusing: try again next time
-        shipped_all = false;
-        break;
-      }
-      int fd = ::open((job.dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;
-      std::string buf(static_cast<size_t>(std::min<int64_t>(size - job.log_shipped, 1 << 20)),
-                      '\0');
-      ssize_t n = ::pread(fd, buf.data(), buf.size(), job.log_shipped);
-      ::close(fd);
-      if (n <= 0) break;
-      buf.resize(static_cast<size_t>(n));
-      proto::LogAppend where{options_.name,  session,     job.id.job,
-                             job.id.attempt, job.id.rank, job.log_shipped};
-      auto answer = connection_.AppendLog(where, buf, final ? 2000 : 10'000);
-      if (!answer.ok()) {
-        shipped_all = false;
-        if (answer.status().code() == Code::kConflict) {
-          MutexLock lock(mu_);
-          need_register_ = true;
-        }
-        break;
-      }
-      // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
-      // resume from its size.
-      job.log_shipped = std::min<int64_t>(answer->size, size);
-      shipped_output = true;
-      if (!answer->error.empty() && answer->size > size) break;
-    }
+    const bool shipped_all = ShipOutput(job, session, final, &shipped_output);
     size_t reported = job.events_seen;
     if (shipped_all) {
-      const SupervisorEvent* usage = nullptr;  // written with its "exited", in one write
-      for (const auto& e : fresh) {
-        if (e.kind == "usage") usage = &e;
-        auto event = proto::ParseReportEvent(e.kind);
-        if (!event) continue;
-        if (*event == proto::ReportEvent::kExited) {
-          proto::Report exited = proto::Report::Exited(job.id, e.exit_code, e.phase, e.reason);
-          if (usage && usage->peak_memory_bytes >= 0) {
-            exited.peak_memory_bytes = usage->peak_memory_bytes;
-          }
-          if (usage && usage->cpu_ms >= 0) exited.cpu_ms = usage->cpu_ms;
-          new_reports.push_back(std::move(exited));
-        } else {
-          new_reports.push_back(proto::Report::Event(job.id, *event));
-        }
-      }
+      AddEventReports(job.id, fresh, new_reports);
       reported = events.size();
     }
     MutexLock lock(mu_);
@@ -838,6 +791,12 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     }
     return false;  // kept; sent again next round
   }
+  ApplyReportAnswer(request, *answer);
+  return false;
+}
+
+void Agent::ApplyReportAnswer(const proto::ReportRequest& request,
+                              const proto::ReportAnswer& answer) {
   // Recycled after the lock (a big work dir takes a while); the flag: whether it may be reused.
   std::vector<std::pair<std::string, bool>> done_dirs;
   MutexLock lock(mu_);
@@ -845,8 +804,8 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   reports_.erase(reports_.begin(),
                  reports_.begin() + static_cast<long>(std::min(sent, reports_.size())));
   // The server answers each report, in order.
-  for (size_t i = 0; i < answer->results.size() && i < sent; ++i) {
-    const proto::ReportResult& result = answer->results[i];
+  for (size_t i = 0; i < answer.results.size() && i < sent; ++i) {
+    const proto::ReportResult& result = answer.results[i];
     const proto::Report& report = request.reports[i];
     if (result.job != report.job || result.attempt != report.attempt ||
         result.rank != report.rank) {
@@ -875,7 +834,57 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   }
   lock.Unlock();
   for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
-  return false;
+}
+
+bool Agent::ShipOutput(LocalJob& job, const std::string& session, bool final,
+                       bool* shipped_output) {
+  struct stat st {};
+  int64_t size = ::stat((job.dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
+  for (int round = 0; job.log_shipped < size; ++round) {
+    if (round == 16) return false;  // the server keeps refusing: try again next time
+    int fd = ::open((job.dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    std::string buf(static_cast<size_t>(std::min<int64_t>(size - job.log_shipped, 1 << 20)), '\0');
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), job.log_shipped);
+    ::close(fd);
+    if (n <= 0) break;
+    buf.resize(static_cast<size_t>(n));
+    proto::LogAppend where{options_.name,  session,     job.id.job,
+                           job.id.attempt, job.id.rank, job.log_shipped};
+    auto answer = connection_.AppendLog(where, buf, final ? 2000 : 10'000);
+    if (!answer.ok()) {
+      if (answer.status().code() == Code::kConflict) {
+        MutexLock lock(mu_);
+        need_register_ = true;
+      }
+      return false;
+    }
+    // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
+    // resume from its size.
+    job.log_shipped = std::min<int64_t>(answer->size, size);
+    *shipped_output = true;
+    if (!answer->error.empty() && answer->size > size) break;
+  }
+  return true;
+}
+
+void Agent::AddEventReports(const proto::AttemptRank& id, const std::vector<SupervisorEvent>& fresh,
+                            std::vector<proto::Report>& out) {
+  const SupervisorEvent* usage = nullptr;  // written with its "exited", in one write
+  for (const auto& e : fresh) {
+    if (e.kind == "usage") usage = &e;
+    auto event = proto::ParseReportEvent(e.kind);
+    if (!event) continue;
+    if (*event == proto::ReportEvent::kExited) {
+      proto::Report exited = proto::Report::Exited(id, e.exit_code, e.phase, e.reason);
+      if (usage && usage->peak_memory_bytes >= 0)
+        exited.peak_memory_bytes = usage->peak_memory_bytes;
+      if (usage && usage->cpu_ms >= 0) exited.cpu_ms = usage->cpu_ms;
+      out.push_back(std::move(exited));
+    } else {
+      out.push_back(proto::Report::Event(id, *event));
+    }
+  }
 }
 
 bool Agent::TakeSpareDir(const std::string& dir) {

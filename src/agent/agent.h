@@ -126,6 +126,15 @@ class Agent {
   // that include no exit are kept for a later round instead (returns true; see report_hold_ms).
   bool ShipOnce(bool final, const std::set<std::string>* only = nullptr, bool may_hold = false)
       EXCLUDES(mu_);
+  // ShipOnce's parts: ships `job`'s new output (false: not all of it went, try again later;
+  // *shipped_output when some did); the reports of its new events; what the server answered.
+  bool ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output)
+      EXCLUDES(mu_);
+  static void AddEventReports(const proto::AttemptRank& id,
+                              const std::vector<SupervisorEvent>& fresh,
+                              std::vector<proto::Report>& out);
+  void ApplyReportAnswer(const proto::ReportRequest& request, const proto::ReportAnswer& answer)
+      EXCLUDES(mu_);
   void WatchDir(LocalJob& job, const std::string& key) REQUIRES(mu_);
   void StopJob(LocalJob& job) REQUIRES(mu_);
   // A job whose supervisor is gone without an "exited" event would never be reported gone and the
