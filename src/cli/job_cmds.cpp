@@ -117,21 +117,20 @@ bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow
 
 }  // namespace
 
-int Exec(const GlobalFlags& g, const ExecFlags& f) {
-  if (f.args.empty())
-    return Fail(
-        Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- "
-                        "python train.py)"));
+namespace {
+
+// The spec of `berth exec ARGS`: the task file, or the command, with its name.
+Result<JobSpec> SpecOfArgs(const ExecFlags& f) {
   JobSpec spec;
   std::string yaml_path;
   if (f.args.size() == 1 && !f.command && LooksLikeTaskFile(f.args[0])) {
     yaml_path = f.args[0];
     std::ifstream in(yaml_path);
-    if (!in) return Fail(Status::Invalid("cannot read task file " + yaml_path));
+    if (!in) return Status::Invalid("cannot read task file " + yaml_path);
     std::stringstream ss;
     ss << in.rdbuf();
     auto parsed = ParseTaskYaml(ss.str(), yaml_path);
-    if (!parsed.ok()) return Fail(parsed.status());
+    if (!parsed.ok()) return parsed.status();
     for (const auto& w : parsed->warnings) fmt::print(stderr, "berth: warning: {}\n", w);
     spec = parsed->spec;
     if (spec.name.empty()) spec.name = std::filesystem::path(yaml_path).stem().string();
@@ -150,17 +149,21 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
       clean +=
           (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
     if (!f.name.empty())
-      return Fail(
-          Status::Invalid("-n: invalid job name '" + f.name + "' (use letters, digits, . _ -)"));
+      return Status::Invalid("-n: invalid job name '" + f.name + "' (use letters, digits, . _ -)");
     spec.name = clean.empty() || clean[0] == '-' ? "job" : clean.substr(0, 128);
   }
+  return spec;
+}
+
+// The command line's overrides of the task file (--gpus, --cpus, --env, ...).
+Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (!f.gpus.empty()) {
     if (f.gpus == "none" || f.gpus == "0") {
       spec.resources.gpu_type.clear();
       spec.resources.gpu_milli = 0;
     } else {
       auto acc = ParseAccelerators(f.gpus);
-      if (!acc.ok()) return Fail(Status::Invalid("--gpus: " + acc.status().message()));
+      if (!acc.ok()) return Status::Invalid("--gpus: " + acc.status().message());
       spec.resources.gpu_type = acc->first;
       spec.resources.gpu_milli = acc->second;
     }
@@ -168,21 +171,19 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!f.cpus.empty()) {
     auto cpus = ParseMilli(f.cpus);
     if (!cpus)
-      return Fail(Status::Invalid("--cpus: expected a number like 2 or 0.5, got '" + f.cpus + "'"));
+      return Status::Invalid("--cpus: expected a number like 2 or 0.5, got '" + f.cpus + "'");
     spec.resources.cpus = *cpus;
   }
   if (!f.memory.empty()) {
     auto mem = ParseMilli(f.memory);
     if (!mem)
-      return Fail(
-          Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'"));
+      return Status::Invalid("--memory: expected GiB as a number like 16, got '" + f.memory + "'");
     spec.resources.memory = *mem * kMibPerGib / 1000;
   }
   if (!f.cpu_binding.empty()) {
     auto binding = ParseCpuBinding(f.cpu_binding);
     if (!binding) {
-      return Fail(
-          Status::Invalid("--cpu-binding: expected cores or none, got '" + f.cpu_binding + "'"));
+      return Status::Invalid("--cpu-binding: expected cores or none, got '" + f.cpu_binding + "'");
     }
     spec.cpu_binding = *binding;
   }
@@ -193,7 +194,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
     if (eq == std::string::npos) {
       const char* v =
           std::getenv(key.c_str());  // --env KEY passes this shell's value, like docker -e
-      if (!v) return Fail(Status::Invalid("--env " + key + ": not set here; use --env KEY=VALUE"));
+      if (!v) return Status::Invalid("--env " + key + ": not set here; use --env KEY=VALUE");
       value = v;
     } else {
       value = e.substr(eq + 1);
@@ -207,16 +208,18 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!f.pool.empty()) spec.pool = f.pool;
   for (const std::string& text : f.after) {
     auto dep = ParseDependency(text);
-    if (!dep.ok()) return Fail(Status::Invalid("--after: " + dep.status().message()));
+    if (!dep.ok()) return Status::Invalid("--after: " + dep.status().message());
     spec.depends_on.push_back(std::move(*dep));
   }
   if (f.max_running) {
-    if (!f.num_jobs)
-      return Fail(Status::Invalid("--max-running limits a bulk group: add --num-jobs N"));
+    if (!f.num_jobs) return Status::Invalid("--max-running limits a bulk group: add --num-jobs N");
     spec.max_running = *f.max_running;
   }
-  // Relative workdirs are relative to where the user stands; no workdir means here (as sbatch
-  // does).
+  return Status::Ok();
+}
+
+// Relative workdirs are relative to where the user stands; no workdir means here (as sbatch does).
+void ResolveWorkdir(JobSpec& spec) {
   std::error_code ec;
   std::filesystem::path cwd = std::filesystem::current_path(ec);
   if (spec.workdir.empty()) {
@@ -224,6 +227,20 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   } else if (std::filesystem::path(spec.workdir).is_relative()) {
     spec.workdir = std::filesystem::weakly_canonical(cwd / spec.workdir, ec).string();
   }
+}
+
+}  // namespace
+
+int Exec(const GlobalFlags& g, const ExecFlags& f) {
+  if (f.args.empty())
+    return Fail(
+        Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- "
+                        "python train.py)"));
+  Result<JobSpec> parsed = SpecOfArgs(f);
+  if (!parsed.ok()) return Fail(parsed.status());
+  JobSpec spec = std::move(*parsed);
+  if (Status st = ApplyOverrides(f, spec); !st.ok()) return Fail(st);
+  ResolveWorkdir(spec);
   Status valid = ValidateSpec(spec);
   if (!valid.ok()) return Fail(valid);
 
