@@ -517,6 +517,73 @@ void Agent::LauncherLoop() {
   }
 }
 
+// The run plan of launch `m` (rank `key`, in `job_dir`): whom it runs as, where, with what
+// environment and limits; an error that fails the launch, saying why.
+Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spec,
+                               const std::string& key, const std::string& job_dir) {
+  RunPlan plan;
+  plan.workdir = spec.workdir.empty() ? job_dir : spec.workdir;
+  std::optional<JobAccount> account;
+  if (!options_.only_user.empty() && m.user != options_.only_user) {
+    return Status::Unavailable("the agent of " + options_.name + " runs as " + options_.only_user +
+                               ", not root, so it runs only " + options_.only_user +
+                               "'s jobs, not " + m.user + "'s");
+  }
+  if (options_.lookup_account) {
+    auto found = LookupAccount(m.user);
+    if (!found.ok()) {
+      return Status::Unavailable(found.status().message() + " (" + options_.name + ")");
+    }
+    if (found->uid == 0 && m.user != "root") {
+      // The server refuses root's jobs unless told otherwise, by name: another name for uid 0
+      // must not get past that.
+      return Status::Unavailable("user '" + m.user + "' is uid 0 on " + options_.name +
+                                 ": only jobs of 'root' itself may run as root");
+    }
+    account = *found;
+  }
+  if (account) {
+    plan.run_as = RunPlan::RunAs{account->user, account->uid, account->gid, account->groups};
+    if (spec.workdir.empty()) {
+      // The job dir is the agent's; the job gets a work dir of its own inside it.
+      plan.workdir = job_dir + "/work";
+      if (::mkdir(plan.workdir.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Status::Internal("cannot create " + plan.workdir + ": " + strerror(errno));
+      }
+      if (::chown(plan.workdir.c_str(), account->uid, account->gid) != 0) {
+        return Status::Internal("cannot give " + plan.workdir + " to " + account->user + ": " +
+                                strerror(errno));
+      }
+    }
+  }
+  proto::Environment base = options_.base_environment;
+  if (account && account->uid != ::geteuid()) {
+    base = AccountEnvironment(*account, options_.base_environment);
+  } else if (account) {
+    for (auto& [k, v] : AccountEnvironment(*account, {})) base[k] = v;
+  }
+  proto::JobEnvironment env = proto::BuildJobEnvironment(m, spec.envs, base);
+  plan.setup_env = std::move(env.setup_env);
+  plan.run_env = std::move(env.run_env);
+  plan.setup = spec.setup;
+  plan.run = spec.run;
+  plan.kill_grace_ms = m.kill_grace_ms;
+  plan.warn_signal = m.warn_signal;
+  plan.warn_after_ms = m.warn_after_ms;
+  plan.lease_file = options_.state_dir + "/lease";
+  if (cgroups_.layout != CgroupLayout::kNone) {
+    plan.cgroup = RankCgroupName(options_.state_dir, key);
+    plan.limits = LimitsOf(m, spec.resources);
+    FenceGpuEnvironment(m, plan);
+    if (spec.cpu_binding == CpuBinding::kCores) {
+      auto cpus = PinCpus(key, static_cast<int>(spec.resources.cpus / kMilliPerCpu));
+      if (!cpus.ok()) return cpus.status();
+      plan.limits.cpus = *cpus;
+    }
+  }
+  return plan;
+}
+
 void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, std::string error) {
   std::string key = KeyOf(m.id());
   {
@@ -542,68 +609,10 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
         spec_json.ok() ? SpecFromJson(*spec_json) : Result<JobSpec>(spec_json.status());
     if (!spec.ok()) {
       error = "the job's spec is unreadable: " + spec.status().message();
+    } else if (Result<RunPlan> plan = PlanRun(m, *spec, key, job.dir); !plan.ok()) {
+      error = plan.status().message();
     } else {
-      RunPlan plan;
-      plan.workdir = spec->workdir.empty() ? job.dir : spec->workdir;
-      std::optional<JobAccount> account;
-      if (!options_.only_user.empty() && m.user != options_.only_user) {
-        error = "the agent of " + options_.name + " runs as " + options_.only_user +
-                ", not root, so it runs only " + options_.only_user + "'s jobs, not " + m.user +
-                "'s";
-      } else if (options_.lookup_account) {
-        auto found = LookupAccount(m.user);
-        if (!found.ok()) {
-          error = found.status().message() + " (" + options_.name + ")";
-        } else if (found->uid == 0 && m.user != "root") {
-          // The server refuses root's jobs unless told otherwise, by name: another name for uid 0
-          // must not get past that.
-          error = "user '" + m.user + "' is uid 0 on " + options_.name +
-                  ": only jobs of 'root' itself may run as root";
-        } else {
-          account = *found;
-        }
-      }
-      if (account && error.empty()) {
-        plan.run_as = RunPlan::RunAs{account->user, account->uid, account->gid, account->groups};
-        if (spec->workdir.empty()) {
-          // The job dir is the agent's; the job gets a work dir of its own inside it.
-          plan.workdir = job.dir + "/work";
-          if (::mkdir(plan.workdir.c_str(), 0700) != 0 && errno != EEXIST) {
-            error = "cannot create " + plan.workdir + ": " + strerror(errno);
-          } else if (::chown(plan.workdir.c_str(), account->uid, account->gid) != 0) {
-            error = "cannot give " + plan.workdir + " to " + account->user + ": " + strerror(errno);
-          }
-        }
-      }
-      proto::Environment base = options_.base_environment;
-      if (account && account->uid != ::geteuid()) {
-        base = AccountEnvironment(*account, options_.base_environment);
-      } else if (account) {
-        for (auto& [k, v] : AccountEnvironment(*account, {})) base[k] = v;
-      }
-      proto::JobEnvironment env = proto::BuildJobEnvironment(m, spec->envs, base);
-      plan.setup_env = std::move(env.setup_env);
-      plan.run_env = std::move(env.run_env);
-      plan.setup = spec->setup;
-      plan.run = spec->run;
-      plan.kill_grace_ms = m.kill_grace_ms;
-      plan.warn_signal = m.warn_signal;
-      plan.warn_after_ms = m.warn_after_ms;
-      plan.lease_file = options_.state_dir + "/lease";
-      if (cgroups_.layout != CgroupLayout::kNone) {
-        plan.cgroup = RankCgroupName(options_.state_dir, key);
-        plan.limits = LimitsOf(m, spec->resources);
-        FenceGpuEnvironment(m, plan);
-        if (spec->cpu_binding == CpuBinding::kCores) {
-          auto cpus = PinCpus(key, static_cast<int>(spec->resources.cpus / kMilliPerCpu));
-          if (cpus.ok()) {
-            plan.limits.cpus = *cpus;
-          } else {
-            error = cpus.status().message();
-          }
-        }
-      }
-      Status st = WriteRunPlan(job.dir, plan);
+      Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
     }
   }

@@ -35,6 +35,7 @@
 #include "common/resources.h"
 #include "common/status.h"
 #include "protocol/agent_protocol.h"
+#include "spec/job_spec.h"
 #include "supervise/cgroup.h"
 #include "supervise/supervisor.h"
 
@@ -121,6 +122,8 @@ class Agent {
   // Writes the run plan and starts the supervisor; `error` (spec unavailable) fails the launch.
   void Launch(const proto::LaunchMessage& launch, const std::string& spec_text, std::string error)
       EXCLUDES(mu_);
+  Result<RunPlan> PlanRun(const proto::LaunchMessage& m, const JobSpec& spec,
+                          const std::string& key, const std::string& job_dir) EXCLUDES(mu_);
   void ShipperLoop() EXCLUDES(mu_);
   // Ships output and reports of the jobs in `only` (all jobs when null). With `may_hold`, reports
   // that include no exit are kept for a later round instead (returns true; see report_hold_ms).
