@@ -96,20 +96,21 @@ void KeepFreedMemory() {
 
 }  // namespace
 
-int RunServer(const ServerFlags& flags) {
-  SetLogPrefix("server");
-  KeepFreedMemory();
+namespace {
+
+// The server's options from its command line; an error names the flag.
+Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   ServerOptions options;
   auto colon = flags.listen.rfind(':');
   if (colon == std::string::npos)
-    return Fail(Status::Invalid("--listen must be HOST:PORT, got '" + flags.listen + "'"));
+    return Status::Invalid("--listen must be HOST:PORT, got '" + flags.listen + "'");
   options.host = flags.listen.substr(0, colon);
   if (options.host.size() > 2 && options.host.front() == '[')
     options.host = options.host.substr(1, options.host.size() - 2);
   try {
     options.port = std::stoi(flags.listen.substr(colon + 1));
   } catch (...) {
-    return Fail(Status::Invalid("--listen: bad port in '" + flags.listen + "'"));
+    return Status::Invalid("--listen: bad port in '" + flags.listen + "'");
   }
   options.state_dir = flags.state_dir;
   options.token = ReadToken(flags.token, flags.token_file);
@@ -125,9 +126,9 @@ int RunServer(const ServerFlags& flags) {
   auto grace = ParseDuration(flags.kill_grace);
   auto starvation = ParseDuration(flags.starvation);
   if (!lease || *lease < 300)
-    return Fail(Status::Invalid("--lease: expected a duration of at least 300ms, like 30s"));
-  if (!grace) return Fail(Status::Invalid("--kill-grace: expected a duration like 10s"));
-  if (!starvation) return Fail(Status::Invalid("--starvation: expected a duration like 10m"));
+    return Status::Invalid("--lease: expected a duration of at least 300ms, like 30s");
+  if (!grace) return Status::Invalid("--kill-grace: expected a duration like 10s");
+  if (!starvation) return Status::Invalid("--starvation: expected a duration like 10m");
   options.lease_ms = *lease;
   options.kill_grace_ms = *grace;
   options.starvation_ms = *starvation;
@@ -135,15 +136,15 @@ int RunServer(const ServerFlags& flags) {
   auto charge = ParseDuration(flags.admission_charge);
   auto window = ParseDuration(flags.reclaim_window);
   if (!half_life || *half_life <= 0) {
-    return Fail(Status::Invalid(
+    return Status::Invalid(
         "--fair-share-half-life: expected a positive duration like 7d (a half-life of 0 would "
-        "forget all usage at once, so fair share would do nothing)"));
+        "forget all usage at once, so fair share would do nothing)");
   }
-  if (!charge) return Fail(Status::Invalid("--admission-charge: expected a duration like 1h"));
+  if (!charge) return Status::Invalid("--admission-charge: expected a duration like 1h");
   if (!window || *window <= 0) {
-    return Fail(Status::Invalid("--reclaim-window: expected a positive duration like 1m"));
+    return Status::Invalid("--reclaim-window: expected a positive duration like 1m");
   }
-  if (flags.reclaim_limit < 0) return Fail(Status::Invalid("--reclaim-limit must be >= 0"));
+  if (flags.reclaim_limit < 0) return Status::Invalid("--reclaim-limit must be >= 0");
   options.usage.half_life_ms = *half_life;
   options.admission_charge_s = static_cast<double>(*charge) / 1000;
   options.reclaim_limit = flags.reclaim_limit;
@@ -155,36 +156,58 @@ int RunServer(const ServerFlags& flags) {
     const std::string number = eq == std::string::npos ? "" : item.substr(eq + 1);
     const double weight = number.empty() ? -1 : std::strtod(number.c_str(), &end);
     if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || weight < 0) {
-      return Fail(
-          Status::Invalid("--gpu-weights: expected TYPE=WEIGHT[,TYPE=WEIGHT], like "
-                          "A100=2,T4=0.5; got '" +
-                          item + "'"));
+      return Status::Invalid(
+          "--gpu-weights: expected TYPE=WEIGHT[,TYPE=WEIGHT], like "
+          "A100=2,T4=0.5; got '" +
+          item + "'");
     }
     options.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
   }
+  return options;
+}
 
-  const bool ha =
-      flags.store.starts_with("postgresql://") || flags.store.starts_with("postgres://");
+// Whether the store is PostgreSQL: several servers share it, one leading at a time (docs/ha.md).
+bool IsHaStore(const std::string& store) {
+  return store.starts_with("postgresql://") || store.starts_with("postgres://");
+}
+
+// The options of a server on a PostgreSQL store.
+Result<HaOptions> HaOptionsOf(const ServerFlags& flags, const ServerOptions& options) {
   HaOptions ha_options{
       .store = flags.store, .lease_ms = 0, .advertise_url = flags.advertise, .log_retention_ms = 0};
+  auto lease = ParseDuration(flags.leader_lease);
+  if (!lease || *lease < 300) {
+    return Status::Invalid("--leader-lease: expected a duration of at least 300ms, like 3s");
+  }
+  ha_options.lease_ms = *lease;
+  auto retention = ParseDuration(flags.log_retention);
+  if (!retention || *retention < 0) {
+    return Status::Invalid("--log-retention: expected a duration like 30d (0: forever)");
+  }
+  ha_options.log_retention_ms = *retention;
+  if ((options.tls || !net::IsLoopbackHost(options.host)) &&
+      (options.tls_cert.empty() || options.tls_key.empty())) {
+    return Status::Invalid(
+        "several servers on one store need one TLS certificate that agents and users can "
+        "trust for all of them: give --tls-cert and --tls-key (docs/ha.md)");
+  }
+  return ha_options;
+}
+
+}  // namespace
+
+int RunServer(const ServerFlags& flags) {
+  SetLogPrefix("server");
+  KeepFreedMemory();
+  Result<ServerOptions> parsed = ServerOptionsOf(flags);
+  if (!parsed.ok()) return Fail(parsed.status());
+  ServerOptions options = std::move(*parsed);
+  const bool ha = IsHaStore(flags.store);
+  HaOptions ha_options;
   if (ha) {
-    auto lease = ParseDuration(flags.leader_lease);
-    if (!lease || *lease < 300) {
-      return Fail(
-          Status::Invalid("--leader-lease: expected a duration of at least 300ms, like 3s"));
-    }
-    ha_options.lease_ms = *lease;
-    auto retention = ParseDuration(flags.log_retention);
-    if (!retention || *retention < 0) {
-      return Fail(Status::Invalid("--log-retention: expected a duration like 30d (0: forever)"));
-    }
-    ha_options.log_retention_ms = *retention;
-    if ((options.tls || !net::IsLoopbackHost(options.host)) &&
-        (options.tls_cert.empty() || options.tls_key.empty())) {
-      return Fail(Status::Invalid(
-          "several servers on one store need one TLS certificate that agents and users can "
-          "trust for all of them: give --tls-cert and --tls-key (docs/ha.md)"));
-    }
+    Result<HaOptions> ha_parsed = HaOptionsOf(flags, options);
+    if (!ha_parsed.ok()) return Fail(ha_parsed.status());
+    ha_options = std::move(*ha_parsed);
   }
 
   sigset_t signals = BlockStopSignals();
