@@ -247,14 +247,16 @@ int RunServer(const ServerFlags& flags) {
   return 0;
 }
 
-int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
-  SetLogPrefix("agent " + flags.name);
+namespace {
+
+// The agent's options from its command line; an error names the flag.
+Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& self_exe) {
   AgentOptions options;
   options.server_url = flags.server.empty()
                            ? (std::getenv("BERTH_SERVER") ? std::getenv("BERTH_SERVER") : "")
                            : flags.server;
   if (options.server_url.empty())
-    return Fail(Status::Invalid("the agent needs --server URL (or BERTH_SERVER)"));
+    return Status::Invalid("the agent needs --server URL (or BERTH_SERVER)");
   options.token = ReadToken(flags.token, flags.token_file);
   options.tls_fingerprint = flags.tls_fingerprint;
   if (options.tls_fingerprint.empty()) {
@@ -267,24 +269,23 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
     if (!cpus || *cpus <= 0)
-      return Fail(Status::Invalid("--cpus: expected a positive number, got '" + flags.cpus + "'"));
+      return Status::Invalid("--cpus: expected a positive number, got '" + flags.cpus + "'");
     options.cpus = *cpus;
   }
   if (!flags.memory.empty()) {
     auto gib = ParseMilli(flags.memory);
     if (!gib)
-      return Fail(
-          Status::Invalid("--memory: expected GiB as a number, got '" + flags.memory + "'"));
+      return Status::Invalid("--memory: expected GiB as a number, got '" + flags.memory + "'");
     options.memory = *gib * kMibPerGib / 1000;
   }
   options.pool = flags.pool;
   if (!options.pool.empty() && !IsValidName(options.pool))
-    return Fail(Status::Invalid("--pool: invalid name"));
+    return Status::Invalid("--pool: invalid name");
   for (const auto& l : flags.labels) {
     auto eq = l.find('=');
     if (eq == std::string::npos || !IsValidName(l.substr(0, eq)) ||
         !IsValidName(l.substr(eq + 1))) {
-      return Fail(Status::Invalid("--label: expected key=value, got '" + l + "'"));
+      return Status::Invalid("--label: expected key=value, got '" + l + "'");
     }
     options.labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
@@ -297,11 +298,43 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   if (!flags.job_memory_default.empty()) {
     auto gib = ParseMilli(flags.job_memory_default);
     if (!gib || *gib <= 0) {
-      return Fail(Status::Invalid("--job-memory-default: expected GiB as a positive number, got '" +
-                                  flags.job_memory_default + "'"));
+      return Status::Invalid("--job-memory-default: expected GiB as a positive number, got '" +
+                             flags.job_memory_default + "'");
     }
     options.job_memory_default = *gib * kMibPerGib / 1000;
   }
+  return options;
+}
+
+// The node's users reach the server through the agent's socket, the kernel vouching for them;
+// null with --user-socket -, or when it cannot be made (another agent holds it: Run() says so).
+std::unique_ptr<UserSocket> StartUserSocket(const AgentFlags& flags, const AgentOptions& options,
+                                            FailoverAgentConnection& connection) {
+  if (flags.user_socket == "-") return nullptr;
+  std::string path =
+      flags.user_socket.empty() ? options.state_dir + "/berth.sock" : flags.user_socket;
+  auto user_socket = std::make_unique<UserSocket>(
+      path, [&connection] { return connection.current_url(); },
+      net::HttpClientOptions{
+          .token = options.token, .tls_fingerprint = options.tls_fingerprint, .ca_file = ""});
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  Status st = user_socket->Start();
+  if (!st.ok()) {  // e.g. another agent holds it: Run() says so, more clearly
+    LogWarn("no user socket: {}", st.message());
+    return nullptr;
+  }
+  LogInfo("users of this node reach the server through unix:{}", path);
+  return user_socket;
+}
+
+}  // namespace
+
+int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
+  SetLogPrefix("agent " + flags.name);
+  Result<AgentOptions> parsed = AgentOptionsOf(flags, self_exe);
+  if (!parsed.ok()) return Fail(parsed.status());
+  AgentOptions options = std::move(*parsed);
   if (flags.hollow > 0) {
     sigset_t signals = BlockStopSignals();
     HollowNodes hollow(options, flags.hollow, SystemClock::Get());
@@ -352,25 +385,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
   FailoverAgentConnection connection(server_urls, options.token, options.tls_fingerprint);
   SupervisorLauncher launcher(options.self_exe, options.state_dir);
   Agent agent(options, SystemClock::Get(), connection, launcher);
-  // The node's users reach the server through the agent's socket, the kernel vouching for them.
-  std::unique_ptr<UserSocket> user_socket;
-  if (flags.user_socket != "-") {
-    std::string path =
-        flags.user_socket.empty() ? options.state_dir + "/berth.sock" : flags.user_socket;
-    user_socket = std::make_unique<UserSocket>(
-        path, [&connection] { return connection.current_url(); },
-        net::HttpClientOptions{
-            .token = options.token, .tls_fingerprint = options.tls_fingerprint, .ca_file = ""});
-    std::error_code ec;
-    std::filesystem::create_directories(options.state_dir, ec);
-    Status st = user_socket->Start();
-    if (st.ok()) {
-      LogInfo("users of this node reach the server through unix:{}", path);
-    } else {  // e.g. another agent holds it: Run() says so, more clearly
-      LogWarn("no user socket: {}", st.message());
-      user_socket.reset();
-    }
-  }
+  std::unique_ptr<UserSocket> user_socket = StartUserSocket(flags, options, connection);
   std::thread waiter([&] {
     WaitForStopSignal(signals);
     agent.RequestStop();
