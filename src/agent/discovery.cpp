@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/cpu_budget.h"
@@ -71,6 +72,25 @@ Result<std::vector<GpuDevice>> ParseGpuDeclaration(const std::string& decl) {
   return gpus;
 }
 
+namespace {
+
+// `nvidia-smi --query-gpu=FIELDS --format=csv,noheader`'s output; nullopt when it fails or is not
+// there.
+std::optional<std::string> QueryNvidiaSmi(const std::string& fields) {
+  const std::string command =
+      "nvidia-smi --query-gpu=" + fields + " --format=csv,noheader 2>/dev/null";
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  if (pclose(p) != 0) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 NodeResources DiscoverNode(const std::string& declared_gpus) {
   NodeResources r;
   r.cpus = static_cast<MilliCpu>(ReadCpuBudget().usable) * kMilliPerCpu;
@@ -89,13 +109,7 @@ NodeResources DiscoverNode(const std::string& declared_gpus) {
     if (gpus.ok()) r.gpus = *gpus;
     return r;
   }
-  FILE* p = popen("nvidia-smi --query-gpu=index,name --format=csv,noheader 2>/dev/null", "r");
-  if (!p) return r;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  if (pclose(p) == 0) r.gpus = ParseNvidiaSmi(out);
+  if (auto out = QueryNvidiaSmi("index,name")) r.gpus = ParseNvidiaSmi(*out);
   return r;
 }
 
@@ -146,14 +160,8 @@ std::map<int, int> DiscoverGpuMinors() {
     ::closedir(d);
   }
   if (information.empty()) return {};
-  FILE* p = popen("nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader 2>/dev/null", "r");
-  if (!p) return {};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0) return {};
-  return ParseGpuMinors(out, information);
+  auto out = QueryNvidiaSmi("index,pci.bus_id");
+  return out ? ParseGpuMinors(*out, information) : std::map<int, int>{};
 }
 
 }  // namespace berth

@@ -162,9 +162,12 @@ void Server::Dispatch(const RouteTable::Route& route, RouteCall call) {
 
 void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
   const std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
-  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_, routes_.Label(parts),
-                                            request.method);
   RouteTable::Match match = routes_.Find(request.method, parts);
+  // The matched route's template labels the request; only a request no route takes is labelled by
+  // its shape alone.
+  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_,
+                                            match.route ? match.route->path : routes_.Label(parts),
+                                            request.method);
   const Callers callers = match.route ? match.route->callers : Callers::kIdentified;
   auto call = [&](std::shared_ptr<net::HttpRequest> req, std::shared_ptr<Principal> by) {
     Dispatch(*match.route, RouteCall{.req = std::move(req),
