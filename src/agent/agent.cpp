@@ -197,6 +197,7 @@ Status Agent::Run() {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   }
   AdoptExisting();
+  SetUpHealth();
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
@@ -217,11 +218,15 @@ Status Agent::Run() {
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread launcher([this] { LauncherLoop(); });
   std::thread shipper([this] { ShipperLoop(); });
+  std::thread health([this] { HealthLoop(); });
+  std::thread epilogs([this] { EpilogLoop(); });
   ControlLoop();
   cv_.SignalAll();
   heartbeat.join();
   launcher.join();
   shipper.join();
+  health.join();
+  epilogs.join();
   if (cleanup.joinable()) cleanup.join();
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
   MutexLock lock(mu_);
@@ -251,6 +256,7 @@ Status Agent::Register() {
     for (const auto& [key, job] : jobs_) request.running.push_back(job.id);
     for (const auto& launch : launches_) request.running.push_back(launch.id());
     for (const auto& [key, id] : launching_) request.running.push_back(id);
+    request.health = health_.Health();
   }
   int64_t sent_at = clock_.Monotonic();  // the server's lease starts no earlier than this
   auto answer = connection_.Register(request);
@@ -337,6 +343,10 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     MutexLock lock(mu_);
     launches_.push_back(*launch);
     cv_.SignalAll();
+    return;
+  }
+  if (std::holds_alternative<proto::HealthResetMessage>(message)) {
+    ResetHealth();
     return;
   }
   const auto* stop = std::get_if<proto::StopMessage>(&message);
@@ -603,6 +613,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   // Jobs of other users must reach their work dir inside (search), never list or read it.
   ::chmod(job.dir.c_str(), options_.lookup_account ? 0711 : 0700);
 
+  std::string prolog_failure;
   if (error.empty()) {
     auto spec_json = ParseJson(spec_text, "spec");
     Result<JobSpec> spec =
@@ -614,6 +625,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     } else {
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
+      if (error.empty()) prolog_failure = RunProlog(*plan);
     }
   }
   MutexLock lock(mu_);
@@ -633,6 +645,9 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   }
   if (!error.empty()) {
     AppendEvent(job.dir, {"exited", 127, "launch", error});
+  } else if (!prolog_failure.empty()) {
+    // The job never started; the node is drained already (RunProlog), so it goes elsewhere.
+    AppendEvent(job.dir, {"exited", 1, "prolog", prolog_failure});
   } else {
     // The supervisor starts without the lock (starting a node supervisor takes a while, which the
     // shipper and the watch stream need not wait for). The job stays in launching_ meanwhile: a
@@ -757,6 +772,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   // Output shipped this round: whoever reads it must also see the job's progress (its RUNNING),
   // so nothing is held back then.
   bool shipped_output = false;
+  std::vector<std::pair<std::string, int>> ended;  // ranks whose epilog is due: dir, exit code
   for (auto& job : snapshot) {
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
@@ -776,9 +792,11 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
       if (shipped_all && e.kind == "exited") {
         it->second.exited = true;
         pinned_cpus_.erase(it->first);  // every process of the rank is gone
+        if (e.phase != "launch" && e.phase != "prolog") ended.emplace_back(job.dir, e.exit_code);
       }
     }
   }
+  for (const auto& [dir, exit_code] : ended) QueueEpilog(dir, exit_code);
   proto::ReportRequest request{options_.name, session, {}};
   {
     MutexLock lock(mu_);

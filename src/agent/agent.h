@@ -28,6 +28,8 @@
 
 #include "agent/connection.h"
 #include "agent/discovery.h"
+#include "agent/health_book.h"
+#include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
 #include "common/clock.h"
@@ -77,6 +79,13 @@ struct AgentOptions {
   int64_t job_pids_max = 16384;           // a rank's processes and threads
   std::optional<Mib> job_memory_default;  // a job without a memory request; empty: the node's
   std::string gpu_device_dir = "/dev";    // where nvidiaN are (tests point it at mknod'ed nodes)
+  // Node health (agent/health_probes.h, docs/operators.md "Node health"): probes, prolog and
+  // epilog. Seams left null get the real ones (processes, the settings' kernel log, the local
+  // file systems).
+  HealthSettings health;
+  std::shared_ptr<CommandRunner> command_runner;
+  std::shared_ptr<KernelLog> kernel_log;
+  std::shared_ptr<NodeSystem> node_system;
 };
 
 class Agent {
@@ -118,6 +127,31 @@ class Agent {
   // options_.lookup_account, its answers kept for kAccountCacheMs.
   Result<JobAccount> LookupAccount(const std::string& user) EXCLUDES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
+  // Node health (agent/agent_health.cpp). SetUpHealth builds the prober, loads sticky faults and
+  // runs the first round (before the node registers: a node whose probes fail never comes UP).
+  void SetUpHealth() EXCLUDES(mu_);
+  void HealthLoop() EXCLUDES(mu_);
+  // One round of light probes (and the idle ones when due and the node is idle); sends the
+  // health when `send`.
+  void ProbeRound(bool send) EXCLUDES(mu_);
+  // Posts the book's health to the server; measures the clock skew from its answer.
+  void SendHealth() EXCLUDES(mu_);
+  // An operator's `berth undrain --force`: the health thread forgets every fault, then probes
+  // afresh.
+  void ResetHealth() EXCLUDES(mu_);
+  // A failing prolog or epilog: a sticky node fault, kept in <state>/health.json and sent at once.
+  void AddStickyFault(const std::string& probe, const std::string& reason) EXCLUDES(mu_);
+  void SaveStickyFaults() REQUIRES(mu_);
+  // The environment of a rank's prolog and epilog: who, which job, which GPUs.
+  std::map<std::string, std::string> HookEnvironment(const RunPlan& plan) const;
+  // Runs the prolog scripts for the rank about to start from `plan`: "" when they passed, else
+  // why the rank cannot start here (and the node is drained).
+  std::string RunProlog(const RunPlan& plan) EXCLUDES(mu_);
+  // Queues the epilog of an ended rank (its run plan in `dir`, read now: the directory is
+  // recycled once the server has the rank's end).
+  void QueueEpilog(const std::string& dir, int exit_code) EXCLUDES(mu_);
+  void EpilogLoop() EXCLUDES(mu_);
+  bool NodeIdle() EXCLUDES(mu_);
   void LauncherLoop() EXCLUDES(mu_);
   // Writes the run plan and starts the supervisor; `error` (spec unavailable) fails the launch.
   void Launch(const proto::LaunchMessage& launch, const std::string& spec_text, std::string error)
@@ -193,6 +227,15 @@ class Agent {
   // user -> (monotonic ms it expires, account)
   std::map<std::string, std::pair<int64_t, JobAccount>> accounts_ GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
+  // Node health: the prober (set before the threads; RunLight/RunIdle from the health thread
+  // only, RunHooks from any), what it found, and the epilogs waiting to run.
+  std::unique_ptr<HealthProber> prober_;
+  HealthBook health_ GUARDED_BY(mu_);
+  std::optional<int64_t> clock_skew_ms_ GUARDED_BY(mu_);
+  int64_t last_idle_probe_ GUARDED_BY(mu_) = 0;  // monotonic ms
+  bool health_reset_ GUARDED_BY(mu_) = false;     // ResetHealth() asked, not yet done
+  std::deque<std::map<std::string, std::string>> epilogs_ GUARDED_BY(mu_);  // their environments
+  static constexpr size_t kMaxQueuedEpilogs = 10'000;
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
   // thousand jobs, a 50 ms scan alone would eat most of a core. A full scan still runs every
   // second.

@@ -25,6 +25,7 @@ HttpAgentConnection::HttpAgentConnection(std::string server_url, std::string tok
           .token = std::move(token), .tls_fingerprint = std::move(tls_fingerprint), .ca_file = ""},
       control_(std::make_unique<Lane>(server_url_, client_options_)),
       heartbeat_(std::make_unique<Lane>(server_url_, client_options_)),
+      health_(std::make_unique<Lane>(server_url_, client_options_)),
       shipping_(std::make_unique<Lane>(server_url_, client_options_)),
       specs_(std::make_unique<Lane>(server_url_, client_options_)) {}
 
@@ -82,6 +83,11 @@ Status HttpAgentConnection::Heartbeat(const proto::HeartbeatRequest& request) {
   auto answer = Call<proto::HeartbeatAnswer>(heartbeat_->mu, heartbeat_->client, "heartbeat",
                                              "/v1/agent/heartbeat", request.Encode(), 10'000);
   return answer.status();
+}
+
+Result<proto::HealthAnswer> HttpAgentConnection::SendHealth(const proto::HealthRequest& request) {
+  return Call<proto::HealthAnswer>(health_->mu, health_->client, "health", "/v1/agent/health",
+                                   request.Encode(), 10'000);
 }
 
 Result<proto::ReportAnswer> HttpAgentConnection::Report(const proto::ReportRequest& request,
@@ -224,6 +230,11 @@ Result<proto::RegisterAnswer> FailoverAgentConnection::Register(
 
 Status FailoverAgentConnection::Heartbeat(const proto::HeartbeatRequest& request) {
   return OnCurrent([&](HttpAgentConnection& c) { return c.Heartbeat(request); });
+}
+
+Result<proto::HealthAnswer> FailoverAgentConnection::SendHealth(
+    const proto::HealthRequest& request) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.SendHealth(request); });
 }
 
 Result<proto::ReportAnswer> FailoverAgentConnection::Report(const proto::ReportRequest& request,

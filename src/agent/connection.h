@@ -41,6 +41,8 @@ class AgentConnection {
   virtual ~AgentConnection() = default;
   virtual Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) = 0;
   virtual Status Heartbeat(const proto::HeartbeatRequest& request) = 0;
+  // The node's health after a round of probes; the answer carries the server's clock.
+  virtual Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) = 0;
   // `timeout_ms` bounds the call (the agent's last flush at shutdown waits less).
   virtual Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                              int64_t timeout_ms) = 0;
@@ -68,6 +70,7 @@ class HttpAgentConnection final : public AgentConnection {
 
   Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) override;
   Status Heartbeat(const proto::HeartbeatRequest& request) override;
+  Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) override;
   Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                      int64_t timeout_ms) override;
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
@@ -87,6 +90,7 @@ class HttpAgentConnection final : public AgentConnection {
   net::HttpClientOptions client_options_;
   std::unique_ptr<Lane> control_;  // register
   std::unique_ptr<Lane> heartbeat_;
+  std::unique_ptr<Lane> health_;
   std::unique_ptr<Lane> shipping_;  // reports and logs
   std::unique_ptr<Lane> specs_;
   std::mutex watch_mu_;
@@ -106,6 +110,7 @@ class FailoverAgentConnection final : public AgentConnection {
 
   Result<proto::RegisterAnswer> Register(const proto::RegisterRequest& request) override;
   Status Heartbeat(const proto::HeartbeatRequest& request) override;
+  Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) override;
   Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                      int64_t timeout_ms) override;
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,

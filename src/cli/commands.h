@@ -70,6 +70,23 @@ struct AgentFlags {
   int64_t job_pids_max = 16384;
   std::string job_memory_default;  // GiB; "": the node's memory
   std::string gpu_device_dir = "/dev";
+  // Node health (agent/health_probes.h HealthSettings); durations as ParseDuration reads them.
+  std::string health = "on";  // "on" or "off"
+  std::string health_interval = "30s";
+  std::string health_timeout = "30s";
+  int health_clean_runs = 2;
+  std::string health_dir = "/etc/berth/health.d";
+  std::string health_idle_dir = "/etc/berth/health-idle.d";
+  std::string health_idle_interval = "1h";
+  std::string nvidia_smi = "nvidia-smi";
+  std::string kernel_log;  // "": /dev/kmsg when readable
+  std::string xid_ignore = "13,31,43,45,68,69,94";
+  std::string xid_node = "74";
+  int64_t min_free_disk_mib = 512;
+  std::string max_clock_skew = "10s";
+  std::string prolog_dir = "/etc/berth/prolog.d";
+  std::string epilog_dir = "/etc/berth/epilog.d";
+  std::string hook_timeout = "60s";
 };
 
 // --- local cluster (local_cmds.cpp) ---
@@ -154,8 +171,9 @@ int Requeue(const GlobalFlags& g, const std::vector<int64_t>& ids);
 int Show(const GlobalFlags& g, int64_t id, bool as_json);
 
 // --- nodes (node_cmds.cpp) ---
-int Nodes(const GlobalFlags& g, bool as_json);
-int Drain(const GlobalFlags& g, const std::string& node, bool drain);
+// `only`: one node's detail (its health and probes); "": all nodes.
+int Nodes(const GlobalFlags& g, bool as_json, const std::string& only);
+int Drain(const GlobalFlags& g, const std::string& node, bool drain, bool force);
 
 // --- identity and administration (admin_cmds.cpp) ---
 int Whoami(const GlobalFlags& g, bool as_json);

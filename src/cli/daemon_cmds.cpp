@@ -87,6 +87,94 @@ void AddServerCommand(CommandContext& c) {
   server->callback([&] { c.rc = c.daemons.server(server_flags); });
 }
 
+
+namespace {
+
+// The agent's node-health flags (docs/operators.md "Node health").
+void AddAgentHealthOptions(CLI::App& agent, AgentFlags& flags) {
+  const char* group = "Node health";
+  agent
+      .add_option("--health", flags.health,
+                  "on: run health probes, drain the node or fence a GPU on a fault; off: none")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str()
+      ->group(group);
+  agent.add_option("--health-interval", flags.health_interval, "How often the light probes run")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--health-timeout", flags.health_timeout,
+                  "Each probe's hard limit; a probe still running then is killed (its process "
+                  "group) and counts as failed")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--health-clean-runs", flags.health_clean_runs,
+                  "Clean runs in a row of a failed probe before its GPU or node is taken back")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--health-dir", flags.health_dir,
+                  "Admin probe scripts, run every interval (exit 0: healthy; else the first line "
+                  "of output is the reason; 'gpu N: ...' names a GPU)")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--health-idle-dir", flags.health_idle_dir,
+                  "Heavy probe scripts (a GPU diagnostic), run only while no job runs on the node")
+      ->capture_default_str()
+      ->group(group);
+  agent.add_option("--health-idle-interval", flags.health_idle_interval,
+                   "How often the heavy probes run, when the node is idle")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--nvidia-smi", flags.nvidia_smi,
+                  "nvidia-smi for the GPU probes ('' or not found: no GPU probes)")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--kernel-log", flags.kernel_log,
+                  "Where XID errors are read (default: /dev/kmsg when readable; '-': nowhere)")
+      ->group(group);
+  agent
+      .add_option("--xid-ignore", flags.xid_ignore,
+                  "XIDs that are application errors and never fence a GPU")
+      ->capture_default_str()
+      ->group(group);
+  agent.add_option("--xid-node", flags.xid_node, "XIDs that drain the whole node, not one GPU")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--min-free-disk", flags.min_free_disk_mib,
+                  "MiB that must stay free in the state directory")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--max-clock-skew", flags.max_clock_skew,
+                  "Largest difference from the server's clock before the node drains")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--prolog-dir", flags.prolog_dir,
+                  "Scripts run as root before each job rank; one failing requeues the job and "
+                  "drains the node")
+      ->capture_default_str()
+      ->group(group);
+  agent
+      .add_option("--epilog-dir", flags.epilog_dir,
+                  "Scripts run as root after each job rank; one failing drains the node")
+      ->capture_default_str()
+      ->group(group);
+  agent.add_option("--hook-timeout", flags.hook_timeout, "Each prolog and epilog script's limit")
+      ->capture_default_str()
+      ->group(group);
+}
+
+}  // namespace
+
 void AddAgentCommand(CommandContext& c) {
   auto& agent_flags = c.Keep<AgentFlags>();
   auto* agent = c.app.add_subcommand("agent", "Run a node agent");
@@ -147,6 +235,7 @@ void AddAgentCommand(CommandContext& c) {
       ->add_option("--gpu-device-dir", agent_flags.gpu_device_dir,
                    "Where the GPUs' device files nvidia0, nvidia1, ... are")
       ->capture_default_str();
+  AddAgentHealthOptions(*agent, agent_flags);
   agent->callback([&] { c.rc = c.daemons.agent(agent_flags, c.g.self_exe); });
 }
 

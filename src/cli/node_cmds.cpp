@@ -30,21 +30,76 @@ std::string GpuSummary(const json::object& free, const json::object& cap) {
   return parts.empty() ? "-" : Join(parts, ", ");
 }
 
+std::string Str(const json::object& o, const char* key, const std::string& fallback = "-") {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : fallback;
+}
+
+// The HEALTH column: "ok", "drained: health: REASON", or the fenced GPUs ("GPU 2: ...").
+std::string HealthSummary(const json::object& n) {
+  const json::value* h = n.if_contains("health");
+  if (!h || !h->is_object()) return "-";
+  const json::object& health = h->as_object();
+  std::string state = Str(health, "state", "ok");
+  if (state == "drained") return "drained: " + Str(health, "reason");
+  std::vector<std::string> gpus;
+  for (const auto& g : health.at("gpus").as_array()) {
+    gpus.push_back(Str(g.as_object(), "reason"));
+  }
+  return gpus.empty() ? state : Join(gpus, "; ");
+}
+
+// `berth nodes NAME`: one node, its health and the last run of each probe.
+int ShowNode(const json::object& n) {
+  fmt::print("Node:      {}\n", Str(n, "name"));
+  fmt::print("State:     {}{}\n", Str(n, "state"),
+             n.at("drained_by_operator").as_bool() ? " (drained by an operator)" : "");
+  fmt::print("Health:    {}\n", HealthSummary(n));
+  const json::object& health = n.at("health").as_object();
+  for (const auto& f : health.at("faults").as_array()) {
+    const json::object& fault = f.as_object();
+    fmt::print("  fault:   {} (since {}; cleared by {})\n", Str(fault, "reason"),
+               Str(fault, "since"), Str(fault, "cleared_by"));
+  }
+  fmt::print("Isolation: {}\n", Str(n, "isolation"));
+  Table t({"PROBE", "RESULT", "AT", "TOOK", "FAILURES", "TIMEOUTS"});
+  for (const auto& p : health.at("probes").as_array()) {
+    const json::object& probe = p.as_object();
+    std::string result = probe.at("ok").as_bool() ? "ok" : Str(probe, "reason", "failed");
+    t.Add({Str(probe, "name"), result, Str(probe, "at"),
+           SerializeJson(probe.at("duration_ms")) + " ms", SerializeJson(probe.at("failures")),
+           SerializeJson(probe.at("timeouts"))});
+  }
+  fmt::print("\n{}", t.Render());
+  return 0;
+}
+
 }  // namespace
 
-int Nodes(const GlobalFlags& g, bool as_json) {
+int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
   auto res = conn.Call("GET", "/v1/nodes");
   if (!res.ok()) return Fail(res.status());
   const json::array& nodes = res->as_object().at("nodes").as_array();
+  if (!only.empty()) {
+    for (const auto& nv : nodes) {
+      if (Str(nv.as_object(), "name") != only) continue;
+      if (as_json) {
+        fmt::print("{}\n", SerializeJson(nv));
+        return 0;
+      }
+      return ShowNode(nv.as_object());
+    }
+    return Fail(Status::NotFound("no node named '" + only + "'"));
+  }
   if (as_json) {
     fmt::print("{}\n", SerializeJson(nodes));
     return 0;
   }
   Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)",
-           "MEMORY GiB (free/total)", "ISOLATION", "ADDRESS"});
+           "MEMORY GiB (free/total)", "ISOLATION", "HEALTH", "ADDRESS"});
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
     const json::object& cap = n.at("capacity").as_object();
@@ -64,20 +119,27 @@ int Nodes(const GlobalFlags& g, bool as_json) {
            n.contains("isolation") && n.at("isolation").is_string()
                ? std::string(n.at("isolation").as_string())
                : "-",
-           std::string(n.at("address").as_string())});
+           HealthSummary(n), std::string(n.at("address").as_string())});
   }
   fmt::print("{}", t.Render());
   return 0;
 }
 
-int Drain(const GlobalFlags& g, const std::string& node, bool drain) {
+int Drain(const GlobalFlags& g, const std::string& node, bool drain, bool force) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  auto res =
-      conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) + (drain ? "/drain" : "/undrain"));
+  auto res = conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) +
+                                   (drain ? "/drain" : force ? "/undrain?force=1" : "/undrain"));
   if (!res.ok()) return Fail(res.status());
-  fmt::print("Node {} is {}.\n", node, std::string(res->as_object().at("state").as_string()));
+  const json::object& n = res->as_object();
+  fmt::print("Node {} is {}.\n", node, Str(n, "state"));
+  if (!drain && n.contains("health") &&
+      Str(n.at("health").as_object(), "state", "ok") == "drained") {
+    fmt::print("It stays drained by its health probes ({}): they take it back after clean runs, "
+               "or `berth undrain --force {}` clears it now.\n",
+               Str(n.at("health").as_object(), "reason"), node);
+  }
   return 0;
 }
 
@@ -167,11 +229,15 @@ void AddLocalCommand(CommandContext& c) {
 
 void AddNodesCommand(CommandContext& c) {
   auto& nodes_json = c.Keep<bool>(false);
-  auto* nodes =
-      c.app.add_subcommand("nodes", "List nodes: state, pool, labels, resources total and free");
-  nodes->add_flag("--json", nodes_json, "Machine-readable output (a JSON array of nodes)");
+  auto& nodes_name = c.Keep<std::string>();
+  auto* nodes = c.app.add_subcommand(
+      "nodes", "List nodes: state, pool, labels, resources total and free, health");
+  nodes->add_option("node", nodes_name,
+                    "Show this node only: its health faults and the last run of each probe");
+  nodes->add_flag("--json", nodes_json,
+                  "Machine-readable output (a JSON array of nodes; with NODE, that node)");
   c.AddGlobal(nodes);
-  nodes->callback([&] { c.rc = Nodes(c.g, nodes_json); });
+  nodes->callback([&] { c.rc = Nodes(c.g, nodes_json, nodes_name); });
 }
 
 void AddDrainCommand(CommandContext& c) {
@@ -180,15 +246,19 @@ void AddDrainCommand(CommandContext& c) {
       c.app.add_subcommand("drain", "Let a node finish its jobs and take no new ones (operators)");
   drain->add_option("node", drain_node, "Node name")->required();
   c.AddGlobal(drain);
-  drain->callback([&] { c.rc = Drain(c.g, drain_node, true); });
+  drain->callback([&] { c.rc = Drain(c.g, drain_node, true, false); });
 }
 
 void AddUndrainCommand(CommandContext& c) {
   auto& undrain_node = c.Keep<std::string>();
+  auto& undrain_force = c.Keep<bool>(false);
   auto* undrain = c.app.add_subcommand("undrain", "Let a drained node take jobs again (operators)");
   undrain->add_option("node", undrain_node, "Node name")->required();
+  undrain->add_flag("--force", undrain_force,
+                    "Also clear a drain by the node's health probes, prolog or epilog (the agent "
+                    "forgets its faults and probes afresh)");
   c.AddGlobal(undrain);
-  undrain->callback([&] { c.rc = Drain(c.g, undrain_node, false); });
+  undrain->callback([&] { c.rc = Drain(c.g, undrain_node, false, undrain_force); });
 }
 
 }  // namespace berth::cli

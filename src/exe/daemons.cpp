@@ -250,6 +250,48 @@ int RunServer(const ServerFlags& flags) {
 namespace {
 
 // The agent's options from its command line; an error names the flag.
+// The agent's health flags (cli/daemon_cmds.cpp AddAgentHealthOptions) as settings.
+Result<HealthSettings> HealthSettingsOf(const AgentFlags& flags) {
+  HealthSettings h;
+  h.enabled = flags.health != "off";
+  auto duration = [](const std::string& flag, const std::string& text,
+                     int64_t* out) -> Status {
+    auto d = ParseDuration(text);
+    if (!d || *d <= 0) {
+      return Status::Invalid(flag + ": expected a duration such as 30s or 2m, got '" + text + "'");
+    }
+    *out = *d;
+    return Status::Ok();
+  };
+  BERTH_RETURN_IF_ERROR(duration("--health-interval", flags.health_interval, &h.interval_ms));
+  BERTH_RETURN_IF_ERROR(duration("--health-timeout", flags.health_timeout, &h.timeout_ms));
+  BERTH_RETURN_IF_ERROR(
+      duration("--health-idle-interval", flags.health_idle_interval, &h.idle_interval_ms));
+  BERTH_RETURN_IF_ERROR(duration("--max-clock-skew", flags.max_clock_skew, &h.max_clock_skew_ms));
+  BERTH_RETURN_IF_ERROR(duration("--hook-timeout", flags.hook_timeout, &h.hook_timeout_ms));
+  h.clean_runs = flags.health_clean_runs;
+  h.scripts_dir = flags.health_dir;
+  h.idle_dir = flags.health_idle_dir;
+  h.nvidia_smi = flags.nvidia_smi;
+  if (flags.kernel_log == "-") {
+    h.kernel_log.clear();
+  } else if (!flags.kernel_log.empty()) {
+    h.kernel_log = flags.kernel_log;
+  } else if (::access("/dev/kmsg", R_OK) == 0) {
+    h.kernel_log = "/dev/kmsg";
+  }
+  auto ignore = ParseXidList(flags.xid_ignore);
+  if (!ignore.ok()) return Status::Invalid("--xid-ignore: " + ignore.status().message());
+  h.xid_ignore = std::move(*ignore);
+  auto node = ParseXidList(flags.xid_node);
+  if (!node.ok()) return Status::Invalid("--xid-node: " + node.status().message());
+  h.xid_node = std::move(*node);
+  h.min_free_mib = flags.min_free_disk_mib;
+  h.prolog_dir = flags.prolog_dir;
+  h.epilog_dir = flags.epilog_dir;
+  return h;
+}
+
 Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& self_exe) {
   AgentOptions options;
   options.server_url = flags.server.empty()
@@ -303,6 +345,9 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
     }
     options.job_memory_default = *gib * kMibPerGib / 1000;
   }
+  auto health = HealthSettingsOf(flags);
+  if (!health.ok()) return health.status();
+  options.health = std::move(*health);
   return options;
 }
 

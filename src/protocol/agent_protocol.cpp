@@ -1,5 +1,6 @@
 #include "protocol/agent_protocol.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <utility>
@@ -142,6 +143,142 @@ constexpr char kLogRangeMessage[] = "logs: bad job, attempt, rank or offset";
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// Node health
+
+namespace {
+
+constexpr size_t kMaxHealthEntries = 256;
+constexpr size_t kMaxHealthText = 512;
+
+}  // namespace
+
+std::string NodeHealth::NodeReason() const {
+  std::string out;
+  for (const auto& fault : faults) {
+    if (fault.gpu >= 0) continue;
+    if (!out.empty()) out += "; ";
+    out += fault.reason;
+  }
+  return out;
+}
+
+bool NodeHealth::NodeFaulty() const {
+  return std::any_of(faults.begin(), faults.end(), [](const HealthFault& f) { return f.gpu < 0; });
+}
+
+json::object NodeHealth::Encode() const {
+  json::array fs;
+  for (const auto& f : faults) {
+    json::object o{{"probe", f.probe}, {"gpu", f.gpu}, {"reason", f.reason}, {"since_ms", f.since_ms}};
+    if (f.sticky) o["sticky"] = true;
+    fs.push_back(std::move(o));
+  }
+  json::array ps;
+  for (const auto& p : probes) {
+    ps.push_back(json::object{{"name", p.name},
+                              {"ok", p.ok},
+                              {"timed_out", p.timed_out},
+                              {"reason", p.reason},
+                              {"at_ms", p.at_ms},
+                              {"duration_ms", p.duration_ms},
+                              {"failures", p.failures},
+                              {"timeouts", p.timeouts}});
+  }
+  return json::object{{"faults", std::move(fs)}, {"probes", std::move(ps)}};
+}
+
+Result<NodeHealth> NodeHealth::Decode(const json::value& body, std::string_view what) {
+  auto obj = ObjectOf(body, what, "'health'");
+  if (!obj.ok()) return obj.status();
+  const std::string w(what);
+  NodeHealth h;
+  auto array_of = [&](const char* key) -> Result<const json::array*> {
+    const json::value* v = (*obj)->if_contains(key);
+    if (!v || v->is_null()) return static_cast<const json::array*>(nullptr);
+    if (!v->is_array()) return Status::Invalid(w + ": 'health." + key + "' must be an array");
+    if (v->as_array().size() > kMaxHealthEntries) {
+      return Status::Invalid(w + ": 'health." + key + "' has more than 256 entries");
+    }
+    return &v->as_array();
+  };
+  auto text_ok = [](const std::string& s) { return s.size() <= kMaxHealthText; };
+  auto faults = array_of("faults");
+  if (!faults.ok()) return faults.status();
+  for (size_t i = 0; *faults && i < (*faults)->size(); ++i) {
+    const json::value& e = (**faults)[i];
+    if (!e.is_object()) return Status::Invalid(w + ": health faults must be objects");
+    const std::string name = w + ": health fault";
+    Fields f(e.as_object(), name);
+    HealthFault fault;
+    fault.probe = f.String("probe", std::nullopt);
+    fault.gpu = f.Int("gpu", -1);
+    fault.reason = f.String("reason", std::nullopt);
+    fault.since_ms = f.Int64("since_ms", 0);
+    fault.sticky = f.Bool("sticky", false);
+    if (!f.ok()) return f.status();
+    if (fault.gpu < -1 || !text_ok(fault.probe) || !text_ok(fault.reason)) {
+      return Status::Invalid(w + ": a health fault's gpu, probe or reason is out of range");
+    }
+    h.faults.push_back(std::move(fault));
+  }
+  auto probes = array_of("probes");
+  if (!probes.ok()) return probes.status();
+  for (size_t i = 0; *probes && i < (*probes)->size(); ++i) {
+    const json::value& e = (**probes)[i];
+    if (!e.is_object()) return Status::Invalid(w + ": health probes must be objects");
+    const std::string name = w + ": health probe";
+    Fields f(e.as_object(), name);
+    ProbeResult p;
+    p.name = f.String("name", std::nullopt);
+    p.ok = f.Bool("ok", true);
+    p.timed_out = f.Bool("timed_out", false);
+    p.reason = f.String("reason", "");
+    p.at_ms = f.Int64("at_ms", 0);
+    p.duration_ms = f.Int64("duration_ms", 0);
+    p.failures = f.Int64("failures", 0);
+    p.timeouts = f.Int64("timeouts", 0);
+    if (!f.ok()) return f.status();
+    if (!text_ok(p.name) || !text_ok(p.reason) || p.failures < 0 || p.timeouts < 0) {
+      return Status::Invalid(w + ": a health probe's name, reason or counts are out of range");
+    }
+    h.probes.push_back(std::move(p));
+  }
+  return h;
+}
+
+json::object HealthRequest::Encode() const {
+  return json::object{{"node", node}, {"session", session}, {"health", health.Encode()}};
+}
+
+Result<HealthRequest> HealthRequest::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "health", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "health");
+  HealthRequest r;
+  r.node = f.String("node", "");
+  r.session = f.String("session", "");
+  if (!f.ok()) return f.status();
+  const json::value* h = f.Find("health");
+  if (!h) return Status::Invalid("health: 'health' is missing");
+  auto health = NodeHealth::Decode(*h, "health");
+  if (!health.ok()) return health.status();
+  r.health = std::move(*health);
+  return r;
+}
+
+json::object HealthAnswer::Encode() const { return json::object{{"now_ms", now_ms}}; }
+
+Result<HealthAnswer> HealthAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "health answer", "body");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "health answer");
+  HealthAnswer a;
+  a.now_ms = f.Int64("now_ms", 0);
+  if (!f.ok()) return f.status();
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Register
 
 json::object RegisterRequest::Encode() const {
@@ -165,6 +302,7 @@ json::object RegisterRequest::Encode() const {
   o["running"] = std::move(r);
   o["isolation"] = isolation;
   if (job_memory_default_mib > 0) o["job_memory_default_mib"] = job_memory_default_mib;
+  if (health) o["health"] = health->Encode();
   return o;
 }
 
@@ -183,6 +321,11 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
   r.job_memory_default_mib = f.Int64("job_memory_default_mib", 0);
   if (!f.ok()) return f.status();
   if (r.isolation.size() > 512) return Status::Invalid("register: 'isolation' is too long");
+  if (const json::value* h = f.Find("health")) {
+    auto health = NodeHealth::Decode(*h, "register");
+    if (!health.ok()) return health.status();
+    r.health = std::move(*health);
+  }
   if (const json::value* l = f.Find("labels")) {
     if (!l->is_object()) return Status::Invalid("register: 'labels' must be an object");
     for (const auto& [k, v] : l->as_object()) {
@@ -266,6 +409,17 @@ Result<HelloMessage> HelloMessage::Decode(const json::value& message) {
   f.Type("hello");
   if (!f.ok()) return f.status();
   return HelloMessage{};
+}
+
+json::object HealthResetMessage::Encode() const { return json::object{{"type", "health_reset"}}; }
+
+Result<HealthResetMessage> HealthResetMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "health_reset", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "health_reset");
+  f.Type("health_reset");
+  if (!f.ok()) return f.status();
+  return HealthResetMessage{};
 }
 
 json::object PingMessage::Encode() const { return json::object{{"type", "ping"}}; }
@@ -433,6 +587,7 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
   if (type == "ping") return widen(PingMessage::Decode(*v));
   if (type == "hello") return widen(HelloMessage::Decode(*v));
   if (type == "spec") return widen(SpecMessage::Decode(*v));
+  if (type == "health_reset") return widen(HealthResetMessage::Decode(*v));
   return Status::NotFound("watch: unknown message type '" + type + "'");
 }
 
@@ -561,8 +716,9 @@ Result<Report> Report::Decode(const json::value& entry) {
   std::optional<ReportEvent> e = ParseReportEvent(event);
   if (!e) return Status::Invalid("report: 'event' must be accepted, setting_up, running or exited");
   r.event = *e;
-  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch" && r.phase != "supervisor")
-    return Status::Invalid("report: 'phase' must be setup, run, launch or supervisor");
+  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch" && r.phase != "supervisor" &&
+      r.phase != "prolog")
+    return Status::Invalid("report: 'phase' must be setup, run, launch, supervisor or prolog");
   return r;
 }
 

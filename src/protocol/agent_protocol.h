@@ -47,6 +47,50 @@ struct AttemptRank {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Node health (docs/operators.md "Node health"): what the agent's probes found.
+
+// The last run of one probe on the node.
+struct ProbeResult {
+  std::string name;  // "disk", "cgroups", "clock", "gpus", "ecc", "xid", "health.d/NAME", ...
+  bool ok = true;
+  bool timed_out = false;  // killed at its timeout (then not ok)
+  std::string reason;      // why it failed ("" when ok)
+  int64_t at_ms = 0;       // wall-clock ms it ended
+  int64_t duration_ms = 0;
+  int64_t failures = 0;  // failed runs since the agent started (timeouts included)
+  int64_t timeouts = 0;
+
+  bool operator==(const ProbeResult&) const = default;
+};
+
+// Something wrong with the node (gpu < 0) or with one of its GPUs (the device index). A fault keeps
+// the node drained (or the GPU unallocatable) until the probe that found it runs clean enough times
+// in a row; a sticky one (a failing prolog or epilog) only until an operator clears it.
+struct HealthFault {
+  std::string probe;
+  int gpu = -1;
+  std::string reason;  // "xid 79 on GPU 2 (fell off the bus)"
+  int64_t since_ms = 0;
+  bool sticky = false;
+
+  bool operator==(const HealthFault&) const = default;
+};
+
+struct NodeHealth {
+  std::vector<HealthFault> faults;
+  std::vector<ProbeResult> probes;
+
+  bool operator==(const NodeHealth&) const = default;
+  // The node-level faults' reasons, "; "-joined ("" when none).
+  std::string NodeReason() const;
+  bool NodeFaulty() const;
+
+  json::object Encode() const;
+  // At most 256 faults and 256 probes; names and reasons of at most 512 bytes; gpu >= -1.
+  static Result<NodeHealth> Decode(const json::value& body, std::string_view what);
+};
+
+// ---------------------------------------------------------------------------------------------
 // POST /v1/agent/register
 
 using NodeGpu = GpuDevice;  // common/resources.h: {index, type}
@@ -66,6 +110,8 @@ struct RegisterRequest {
   std::string isolation;
   // The memory limit of a job that asks for none (MiB; 0: the agent does not say).
   int64_t job_memory_default_mib = 0;
+  // What the agent's probes found before it registered (none: an agent that does not probe).
+  std::optional<NodeHealth> health;
 
   bool operator==(const RegisterRequest&) const = default;
 
@@ -167,8 +213,16 @@ struct SpecMessage {
   static Result<SpecMessage> Decode(const json::value& message);
 };
 
-using WatchMessage =
-    std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage, SpecMessage>;
+// An operator cleared the node's health drain (`berth undrain --force`): the agent forgets its
+// faults, sticky ones too, and probes afresh.
+struct HealthResetMessage {
+  bool operator==(const HealthResetMessage&) const = default;
+  json::object Encode() const;
+  static Result<HealthResetMessage> Decode(const json::value& message);
+};
+
+using WatchMessage = std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage,
+                                  SpecMessage, HealthResetMessage>;
 
 // One line of the watch stream: the message's JSON and "\n".
 std::string EncodeWatchLine(const WatchMessage& message);
@@ -204,6 +258,28 @@ struct HeartbeatAnswer {
 };
 
 // ---------------------------------------------------------------------------------------------
+// POST /v1/agent/health: the node's health after a round of probes (and whenever a fault comes or
+// goes). The answer carries the server's clock, for the agent's clock-skew probe.
+
+struct HealthRequest {
+  std::string node;
+  std::string session;
+  NodeHealth health;
+
+  bool operator==(const HealthRequest&) const = default;
+  json::object Encode() const;
+  static Result<HealthRequest> Decode(const json::value& body);
+};
+
+struct HealthAnswer {
+  int64_t now_ms = 0;  // the server's wall clock
+
+  bool operator==(const HealthAnswer&) const = default;
+  json::object Encode() const;
+  static Result<HealthAnswer> Decode(const json::value& body);
+};
+
+// ---------------------------------------------------------------------------------------------
 // POST /v1/agent/report
 
 enum class ReportEvent { kAccepted, kSettingUp, kRunning, kExited };
@@ -220,8 +296,9 @@ struct Report {
   ReportEvent event = ReportEvent::kAccepted;
   // Only meaningful with kExited, and only sent with it.
   std::optional<int> exit_code;  // none: the job never ran, or its end is unknown (JSON null)
-  // "setup", "run", "launch" (could not start) or "supervisor" (the rank's supervisor died: its
-  // end is unknown, and berth's fault, not the job's).
+  // "setup", "run", "launch" (could not start), "supervisor" (the rank's supervisor died: its
+  // end is unknown, and berth's fault, not the job's) or "prolog" (the node's prolog failed: the
+  // job never started, and the node is at fault).
   std::string phase = "run";
   std::string reason;
   // With kExited, what the rank used, where its supervisor measured it (docs/security.md
@@ -243,7 +320,8 @@ struct Report {
   // kExited.
   json::object Encode() const;
   // job, attempt, rank and event are required; event must be one of the four names, phase one of
-  // "setup", "run" and "launch" (default "run"), exit_code an integer or null.
+  // "setup", "run", "launch", "supervisor" and "prolog" (default "run"), exit_code an integer or
+  // null.
   static Result<Report> Decode(const json::value& entry);
 };
 

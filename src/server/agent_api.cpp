@@ -77,6 +77,19 @@ net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req, const Pri
   return JsonResponse(200, answer->Encode());
 }
 
+net::HttpResponse Server::HandleHealth(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(400, "health: body must be a JSON object");
+  }
+  auto request = proto::HealthRequest::Decode(*body);
+  if (!request.ok()) return ErrorResponse(400, request.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
+  auto answer = core_->ReportHealth(*request);
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  return JsonResponse(200, answer->Encode());
+}
+
 net::HttpResponse Server::HandleReport(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {

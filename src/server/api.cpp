@@ -96,7 +96,9 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleNodes(c.req->Query("holders") == "1"); });
   for (const bool drain : {true, false}) {
     t.Add("POST", drain ? "/v1/nodes/{node}/drain" : "/v1/nodes/{node}/undrain", R::kState,
-          [this, drain](const RouteCall& c) { return HandleDrain(c.params[0], drain, *c.by); });
+          [this, drain](const RouteCall& c) {
+            return HandleDrain(c.params[0], drain, c.req->Query("force") == "1", *c.by);
+          });
   }
   // Administration.
   t.Add("GET", "/v1/admin/tokens", R::kRead,
@@ -126,6 +128,8 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/heartbeat", R::kState,
         [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/health", R::kState,
+        [this](const RouteCall& c) { return HandleHealth(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/report", R::kState,
         [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/logs", R::kState,
@@ -627,10 +631,11 @@ net::HttpResponse Server::HandleNodes(bool holders) {
   return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
 }
 
-net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, const Principal& by) {
+net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, bool force,
+                                     const Principal& by) {
   BERTH_RESPOND_IF_ERROR(
       NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
-  auto node = core_->Drain(name, drain, by.user);
+  auto node = core_->Drain(name, drain, by.user, force);
   if (!node.ok()) return ErrorResponse(node.status());
   return JsonResponse(200, NodeJson(*node));
 }

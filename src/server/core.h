@@ -122,6 +122,7 @@ struct NodeStatus {
   std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
   std::string isolation;             // RegisterRequest::isolation of its agent
   Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (0: none enforced)
+  proto::NodeHealth health;          // what its agent's probes found last (docs/operators.md)
 };
 
 class Core {
@@ -151,9 +152,10 @@ class Core {
   // A group's max_running now (none: no limit).
   std::optional<int> GroupLimit(int64_t group) EXCLUDES(mu_);
   // NotFound for an unknown node; Unavailable when the change could not be recorded.
-  // `by` is recorded in the audit log.
-  Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "")
-      EXCLUDES(mu_);
+  // `by` is recorded in the audit log. Undraining with `force` also clears a drain by the node's
+  // health probes (the agent forgets its faults and probes afresh); without it such a drain stays.
+  Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "",
+                           bool force = false) EXCLUDES(mu_);
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
   // Who holds each GPU device now: node -> device index -> (job, user), for the GPU maps of
   // `berth top` (and `GET /v1/nodes?holders=1`). Walks the active jobs under the lock.
@@ -243,6 +245,10 @@ class Core {
   // Renews the node's lease. Conflict: not the node's current session.
   Result<proto::HeartbeatAnswer> Heartbeat(const std::string& node, const std::string& session)
       EXCLUDES(mu_);
+  // Takes the node's health (docs/operators.md "Node health"): a node-level fault keeps it from
+  // new jobs, a GPU's fault makes that GPU unallocatable and ends the attempts that hold it (their
+  // recovery.on_node_fault applies). Conflict: unknown session. Unavailable: not recorded.
+  Result<proto::HealthAnswer> ReportHealth(const proto::HealthRequest& request) EXCLUDES(mu_);
   // Applies a batch of reports all or nothing; entries that could not be decoded, or name nothing
   // applicable, are answered one by one. Conflict: unknown session. Unavailable: not recorded.
   Result<std::vector<proto::ReportResult>> Report(const proto::ReportBatch& request) EXCLUDES(mu_);
@@ -318,6 +324,7 @@ class Core {
     std::string session;               // current agent session; "" when none
     std::string isolation;             // RegisterRequest::isolation (not stored)
     Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
+    proto::NodeHealth health;          // the agent's last (not stored: it sends it again)
     int64_t lease_expires = 0;         // monotonic ms
     // Bumped by every change that may invalidate a placement decided on an older snapshot:
     // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
@@ -589,6 +596,13 @@ class Core {
   void HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
                          const std::set<std::tuple<int64_t, int, int>>& running,
                          const ForgottenAttempts& forgotten) REQUIRES(mu_);
+  // Sets the node's health; ends the attempts that hold a GPU it finds faulty.
+  void ApplyHealth(Plan& plan, NodeRuntime& node, proto::NodeHealth health, TimeMs now)
+      REQUIRES(mu_);
+  // A node's fault ends `job`'s attempt: requeued or failed, as its recovery.on_node_fault says.
+  void EndForNodeFault(Plan& plan, ActiveJob& job, const std::string& why, TimeMs now)
+      REQUIRES(mu_);
+  static NodeStatus StatusOf(const NodeRuntime& node);
   proto::ReportResult ApplyReport(Plan& plan, NodeRuntime& node, const proto::Report& report,
                                   TimeMs now) REQUIRES(mu_);
 

@@ -228,6 +228,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
 
   // Reconcile: launches the agent never got are sent again; attempts it runs that are not current
   // are told to stop.
+  ApplyHealth(plan, node, request.health.value_or(proto::NodeHealth{}), now);
   HoldEndedAttempts(plan, node, running, forgotten);
   for (auto& [id, job] : jobs_) {
     if (job.terminating) {
@@ -363,6 +364,11 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       if (r.phase == "launch") {
         EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
                r.exit_code, now);
+      } else if (r.phase == "prolog") {
+        // The node's prolog failed before the job started: the node is at fault (and drained by
+        // its agent), not the job.
+        EndForNodeFault(plan, *job,
+                        fmt::format("prolog failed on node {}: {}", node.row.name, r.reason), now);
       } else if (r.phase == "supervisor") {
         // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
         // code, so it is never restarted by the retry policy (nor counted as a restart).

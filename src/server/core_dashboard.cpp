@@ -13,7 +13,8 @@ Core::Totals Core::ClusterTotals() {
   const JobCounts::Slots jobs = counts_.Totals();
   for (const auto& [name, node] : nodes_) {
     const bool down = node.row.state == NodeState::kDown;
-    ++out.nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
+    ++out.nodes[std::string(NodeStateName(
+        ShownNodeState(node.row.state, node.row.draining || node.health.NodeFaulty())))];
     out.cpus += node.row.cpus;
     out.memory += node.row.memory;
     out.cpus_used += node.cpus_used;

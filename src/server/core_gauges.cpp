@@ -23,6 +23,14 @@ struct GaugeTables {
   std::vector<NodeGpus> node_gpus;                          // a row per node and GPU type
   std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
   std::map<std::string, int64_t> isolation;  // nodes not down, by layout
+  // Node health (docs/operators.md "Node health"), of nodes not down.
+  int64_t unhealthy_nodes = 0;  // drained by their probes
+  std::vector<std::pair<std::string, int>> faulty_gpus;  // (node, index)
+  struct Probe {
+    std::string node, name;
+    int64_t failures = 0, timeouts = 0;
+  };
+  std::vector<Probe> probes;
 };
 
 void WriteJobGauges(metrics::ExpositionWriter& out, const GaugeTables& t) {
@@ -135,6 +143,26 @@ void WriteNodeGauges(metrics::ExpositionWriter& out, const GaugeTables& t) {
   for (const auto& [layout, n] : isolation) {
     out.Sample("berth_node_isolation", {{"isolation", layout}}, static_cast<double>(n));
   }
+  out.Family("berth_nodes_unhealthy", "gauge",
+             "Nodes that are not down and that their health probes drained.");
+  out.Sample("berth_nodes_unhealthy", {}, static_cast<double>(t.unhealthy_nodes));
+  out.Family("berth_gpus_unhealthy", "gauge",
+             "GPUs that their node's health probes fenced (given to no job), by node and index.");
+  for (const auto& [node, index] : t.faulty_gpus) {
+    out.Sample("berth_gpus_unhealthy", {{"node", node}, {"gpu", std::to_string(index)}}, 1);
+  }
+  out.Family("berth_health_probe_failures_total", "counter",
+             "Failed runs of each health probe (timeouts included) since its agent started.");
+  for (const auto& p : t.probes) {
+    out.Sample("berth_health_probe_failures_total", {{"node", p.node}, {"probe", p.name}},
+               static_cast<double>(p.failures));
+  }
+  out.Family("berth_health_probe_timeouts_total", "counter",
+             "Runs of each health probe killed at their timeout since its agent started.");
+  for (const auto& p : t.probes) {
+    out.Sample("berth_health_probe_timeouts_total", {{"node", p.node}, {"probe", p.name}},
+               static_cast<double>(p.timeouts));
+  }
 }
 
 }  // namespace
@@ -210,9 +238,17 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
     t.node_gpus.reserve(nodes_.size());
     for (const auto& [name, node] : nodes_) {
       const bool down = node.row.state == NodeState::kDown;
-      ++t.nodes[std::string(NodeStateName(ShownNodeState(node.row.state, node.row.draining)))];
+      ++t.nodes[std::string(NodeStateName(
+          ShownNodeState(node.row.state, node.row.draining || node.health.NodeFaulty())))];
       // The layout only ("none: REASON" -> "none"): a label of few values.
       if (!down) {
+        if (node.health.NodeFaulty()) ++t.unhealthy_nodes;
+        for (const auto& f : node.health.faults) {
+          if (f.gpu >= 0) t.faulty_gpus.emplace_back(name, f.gpu);
+        }
+        for (const auto& p : node.health.probes) {
+          t.probes.push_back({name, p.name, p.failures, p.timeouts});
+        }
         ++t.isolation[node.isolation.empty() ? "unknown"
                                              : node.isolation.substr(0, node.isolation.find(':'))];
       }

@@ -15,7 +15,8 @@ const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
   if (!node.view_stale) return node.view;
   sched::NodeView& v = node.view;
   v.name = node.row.name;
-  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty();
+  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining &&
+                  !node.session.empty() && !node.health.NodeFaulty();
   v.pool = node.row.pool;
   v.labels = node.row.labels;
   v.cpus_total = node.row.cpus;
@@ -26,7 +27,10 @@ const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
   for (const auto& d : node.row.gpus) {
     auto used = node.gpu_used.find(d.index);
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
-    v.gpus.push_back({d.index, d.type, std::max<MilliGpu>(0, kMilliPerGpu - held)});
+    // A GPU its node's probes found faulty is given to nobody until they find it well again.
+    const bool faulty = std::any_of(node.health.faults.begin(), node.health.faults.end(),
+                                    [&](const proto::HealthFault& f) { return f.gpu == d.index; });
+    v.gpus.push_back({d.index, d.type, faulty ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
   }
   node.view_stale = false;
   return v;

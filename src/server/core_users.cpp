@@ -30,6 +30,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (request.spec.retry.never) {
     request.spec.on_preemption = RecoveryAction::kFail;
     request.spec.on_node_lost = RecoveryAction::kFail;
+    request.spec.on_node_fault = RecoveryAction::kFail;
   }
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
@@ -476,27 +477,36 @@ Status Core::Requeue(int64_t id, const std::string& user, bool any) {
   return Execute(plan);
 }
 
-Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by) {
+Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by,
+                               bool force) {
   HandlerLock lock(this);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
   Plan plan;
   plan.by = by;
+  const bool clear_health = !drain && force && !it->second.health.faults.empty();
   plan.batch.audit.push_back(AuditRow{.seq = 0,
                                       .at = clock_.Now(),
                                       .by = by,
                                       .action = drain ? "drain" : "undrain",
                                       .target = name,
-                                      .detail = ""});
+                                      .detail = clear_health ? "--force: health faults cleared: " +
+                                                                   it->second.health.NodeReason()
+                                                             : ""});
   NodeRuntime& node = MutNode(plan, it->second);
   node.row.draining = drain;
   ++node.sched_gen;
+  node.view_stale = true;
+  if (clear_health) {
+    // The agent forgets its faults too and probes afresh: a fault still there drains it again.
+    node.health.faults.clear();
+    if (!node.session.empty()) plan.sends.emplace_back(name, proto::HealthResetMessage{});
+  }
   plan.batch.nodes.push_back(node.row);
   plan.kick = true;
   BERTH_RETURN_IF_ERROR(Execute(plan));
   capacity_stale_ = true;
-  return NodeStatus{node.row,      node.cpus_used, node.memory_used,
-                    node.gpu_used, node.isolation, node.job_memory_default};
+  return StatusOf(node);
 }
 
 std::map<std::string, std::map<int, std::vector<Core::Holder>>> Core::DeviceHolders() {
@@ -522,8 +532,7 @@ std::vector<NodeStatus> Core::Nodes() {
   std::vector<NodeStatus> out;
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
-    out.push_back({node.row, node.cpus_used, node.memory_used, node.gpu_used, node.isolation,
-                   node.job_memory_default});
+    out.push_back(StatusOf(node));
   }
   return out;
 }

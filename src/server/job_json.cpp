@@ -104,7 +104,7 @@ json::object NodeJson(const NodeStatus& node) {
   const NodeRow& row = node.row;
   json::object o;
   o["name"] = row.name;
-  NodeState state = ShownNodeState(row.state, row.draining);
+  NodeState state = ShownNodeState(row.state, row.draining || node.health.NodeFaulty());
   o["state"] = std::string(NodeStateName(state));
   o["pool"] = row.pool;
   json::object labels;
@@ -131,7 +131,11 @@ json::object NodeJson(const NodeStatus& node) {
     } else {
       free_gpus[d.type] = sum;
     }
-    devices.push_back(json::object{{"index", d.index}, {"type", d.type}, {"free", free_share}});
+    json::object device{{"index", d.index}, {"type", d.type}, {"free", free_share}};
+    for (const auto& f : node.health.faults) {
+      if (f.gpu == d.index) device["fault"] = f.reason;  // given to no job until it clears
+    }
+    devices.push_back(std::move(device));
   }
   o["capacity"] = json::object{{"cpus", CpusFromMilli(row.cpus)},
                                {"memory", GibFromMib(row.memory)},
@@ -143,6 +147,49 @@ json::object NodeJson(const NodeStatus& node) {
   o["devices"] = std::move(devices);
   o["last_seen"] = TimeToJson(row.last_seen);
   o["down_since"] = TimeToJson(row.down_since);
+  o["drained_by_operator"] = row.draining;
+  o["health"] = NodeHealthJson(node.health);
+  return o;
+}
+
+json::object NodeHealthJson(const proto::NodeHealth& health) {
+  json::object o;
+  std::optional<TimeMs> since;
+  json::array gpus;
+  for (const auto& f : health.faults) {
+    if (f.gpu < 0) {
+      since = since ? std::min(*since, f.since_ms) : f.since_ms;
+    } else {
+      gpus.push_back(json::object{
+          {"index", f.gpu}, {"reason", f.reason}, {"since", TimeToJson(f.since_ms)}});
+    }
+  }
+  o["state"] = health.NodeFaulty() ? "drained" : gpus.empty() ? "ok" : "degraded";
+  const std::string reason = health.NodeReason();
+  o["reason"] = reason.empty() ? json::value(nullptr) : json::value("health: " + reason);
+  o["since"] = TimeToJson(since);
+  o["gpus"] = std::move(gpus);
+  json::array faults;
+  for (const auto& f : health.faults) {
+    faults.push_back(json::object{{"probe", f.probe},
+                                  {"gpu", f.gpu < 0 ? json::value(nullptr) : json::value(f.gpu)},
+                                  {"reason", f.reason},
+                                  {"since", TimeToJson(f.since_ms)},
+                                  {"cleared_by", f.sticky ? "operator" : "clean probes"}});
+  }
+  o["faults"] = std::move(faults);
+  json::array probes;
+  for (const auto& p : health.probes) {
+    probes.push_back(json::object{{"name", p.name},
+                                  {"ok", p.ok},
+                                  {"timed_out", p.timed_out},
+                                  {"reason", p.reason},
+                                  {"at", TimeToJson(p.at_ms)},
+                                  {"duration_ms", p.duration_ms},
+                                  {"failures", p.failures},
+                                  {"timeouts", p.timeouts}});
+  }
+  o["probes"] = std::move(probes);
   return o;
 }
 

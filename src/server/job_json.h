@@ -15,6 +15,9 @@ json::array PlacementJson(const Placement& placement);
 // A job's row; `waiting` (the last pass's reason) replaces the stored reason of a pending job.
 json::object JobJson(const JobRow& row, const std::string& waiting);
 json::object NodeJson(const NodeStatus& node);
+// A node's "health": state ok|degraded (a GPU fenced)|drained, reason, since, the fenced GPUs,
+// every open fault and the last run of each probe.
+json::object NodeHealthJson(const proto::NodeHealth& health);
 // One attempt of job `row` for `berth show`: placement, times, outcome, and what it used against
 // what it asked for (docs/api.md "Jobs").
 json::object AttemptJson(const AttemptRow& a, const JobRow& row);

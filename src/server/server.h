@@ -127,7 +127,8 @@ class Server {
   net::HttpResponse HandleCancel(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRequeue(int64_t id, const Principal& by);
   net::HttpResponse HandleNodes(bool holders);
-  net::HttpResponse HandleDrain(const std::string& node, bool drain, const Principal& by);
+  net::HttpResponse HandleDrain(const std::string& node, bool drain, bool force,
+                                const Principal& by);
   void HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
                   std::shared_ptr<net::Responder> res);
 
@@ -171,6 +172,7 @@ class Server {
   void HandleWatch(const net::HttpRequest& req, const Principal& by,
                    std::shared_ptr<net::Responder> res);
   net::HttpResponse HandleHeartbeat(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleHealth(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleReport(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleLogAppend(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,

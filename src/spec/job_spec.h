@@ -107,6 +107,9 @@ struct JobSpec {
   std::optional<DurationMs> kill_grace;  // SIGTERM -> SIGKILL grace; empty: the server's default
   RecoveryAction on_preemption = RecoveryAction::kRequeue;
   RecoveryAction on_node_lost = RecoveryAction::kFail;
+  // Its node's health probes fenced one of its GPUs, or the node's prolog failed before it
+  // started (docs/operators.md "Node health"): the node is at fault, not the job.
+  RecoveryAction on_node_fault = RecoveryAction::kRequeue;
   // Pipelines (docs/user-guide.md "Pipelines").
   std::vector<Dependency> depends_on;  // all must hold
   std::optional<int> max_running;      // a bulk group: at most this many of its jobs placed at once

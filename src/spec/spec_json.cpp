@@ -190,6 +190,8 @@ Status GetRecoveryObject(const json::value& v, JobSpec* spec) {
       BERTH_RETURN_IF_ERROR(GetRecovery(value, "recovery.on_preemption", &spec->on_preemption));
     } else if (key == "on_node_lost") {
       BERTH_RETURN_IF_ERROR(GetRecovery(value, "recovery.on_node_lost", &spec->on_node_lost));
+    } else if (key == "on_node_fault") {
+      BERTH_RETURN_IF_ERROR(GetRecovery(value, "recovery.on_node_fault", &spec->on_node_fault));
     } else {
       return Unknown("recovery", key);
     }
@@ -377,7 +379,8 @@ json::value SpecToJson(const JobSpec& spec) {
   out["time_limit_s"] = seconds(spec.time_limit);
   out["kill_grace_s"] = seconds(spec.kill_grace);
   out["recovery"] = json::object{{"on_preemption", RecoveryName(spec.on_preemption)},
-                                 {"on_node_lost", RecoveryName(spec.on_node_lost)}};
+                                 {"on_node_lost", RecoveryName(spec.on_node_lost)},
+                                 {"on_node_fault", RecoveryName(spec.on_node_fault)}};
   json::array depends_on;
   for (const Dependency& dep : spec.depends_on) depends_on.emplace_back(DependencyText(dep));
   out["depends_on"] = std::move(depends_on);

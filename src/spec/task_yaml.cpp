@@ -74,7 +74,7 @@ constexpr std::string_view kResourceCloudFields[] = {
     "spot_recovery", "job_recovery", "disk_size",        "disk_tier", "network_tier",  "image_id",
     "ports",         "labels",       "accelerator_args", "any_of",    "ordered",       "autostop"};
 constexpr std::string_view kPlacementFields[] = {"exclusive"};
-constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost"};
+constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost", "on_node_fault"};
 constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff", "on_oom"};
 constexpr std::string_view kSignalFields[] = {"name", "before"};
 
@@ -579,8 +579,9 @@ Status TaskParser::ParseRecovery(const YAML::Node& node, int line) {
   std::vector<Field> fields;
   BERTH_RETURN_IF_ERROR(ReadMap(node, "recovery", line, kRecoveryFields, {}, &fields));
   for (const Field& f : fields) {
-    RecoveryAction* out =
-        f.name == "on_preemption" ? &task_.spec.on_preemption : &task_.spec.on_node_lost;
+    RecoveryAction* out = f.name == "on_preemption"  ? &task_.spec.on_preemption
+                          : f.name == "on_node_lost" ? &task_.spec.on_node_lost
+                                                     : &task_.spec.on_node_fault;
     BERTH_RETURN_IF_ERROR(ParseRecoveryAction(f.value, "recovery." + f.name, f.line, out));
   }
   return Status::Ok();

@@ -60,6 +60,13 @@ class FakeConnection final : public AgentConnection {
     return heartbeat_status_;
   }
 
+  Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) override {
+    std::lock_guard lock(mu_);
+    health_requests_.push_back(request);
+    cv_.notify_all();
+    return proto::HealthAnswer{server_now_ms_};
+  }
+
   Result<proto::ReportAnswer> Report(const proto::ReportRequest& request, int64_t) override {
     std::lock_guard lock(mu_);
     report_requests_.push_back(request);
@@ -186,6 +193,11 @@ class FakeConnection final : public AgentConnection {
     std::lock_guard lock(mu_);
     register_status_ = std::move(status);
   }
+  // What health answers give as the server's clock (0: none).
+  void SetServerNow(int64_t now_ms) {
+    std::lock_guard lock(mu_);
+    server_now_ms_ = now_ms;
+  }
   void SetHeartbeatStatus(Status status) {
     std::lock_guard lock(mu_);
     heartbeat_status_ = std::move(status);
@@ -207,6 +219,10 @@ class FakeConnection final : public AgentConnection {
   std::vector<proto::RegisterRequest> registers() const {
     std::lock_guard lock(mu_);
     return registers_;
+  }
+  std::vector<proto::HealthRequest> health_requests() const {
+    std::lock_guard lock(mu_);
+    return health_requests_;
   }
   std::vector<proto::HeartbeatRequest> heartbeats() const {
     std::lock_guard lock(mu_);
@@ -257,6 +273,8 @@ class FakeConnection final : public AgentConnection {
   // Everything below is guarded by mu_.
   std::vector<proto::RegisterRequest> registers_;
   std::vector<proto::HeartbeatRequest> heartbeats_;
+  std::vector<proto::HealthRequest> health_requests_;
+  int64_t server_now_ms_ = 0;
   std::vector<proto::ReportRequest> report_requests_;
   std::vector<std::pair<std::string, std::string>> watches_;  // node, session
   std::map<proto::AttemptRank, std::string> logs_;

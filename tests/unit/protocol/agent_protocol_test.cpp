@@ -357,7 +357,7 @@ TEST(Reports, BadEntriesNameTheField) {
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","exit_code":"3"})"),
             "report: 'exit_code' must be an integer or null");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","phase":"teardown"})"),
-            "report: 'phase' must be setup, run, launch or supervisor");
+            "report: 'phase' must be setup, run, launch, supervisor or prolog");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","cpu_ms":-1})"),
             "report: 'cpu_ms' must be a whole number from 0 to 2^50");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","peak_memory_bytes":"1G"})"),

@@ -50,7 +50,7 @@ TEST(SpecJson, ShapeIsTheDocumentedOne) {
   EXPECT_EQ(v.at("time_limit_s").as_double(), 5400.5);
   EXPECT_EQ(v.at("kill_grace_s").as_int64(), 30);
   EXPECT_EQ(json::serialize(v.at("recovery")),
-            R"({"on_preemption":"fail","on_node_lost":"requeue"})");
+            R"({"on_preemption":"fail","on_node_lost":"requeue","on_node_fault":"requeue"})");
 
   // A default spec: half a CPU, no GPU, nothing optional set.
   json::value d = SpecToJson(JobSpec{});
@@ -96,6 +96,8 @@ TEST(SpecJson, UnknownFieldsAndWrongTypesNameTheField) {
             "resources.cpus: expected a number, got a string");
   EXPECT_EQ(ErrorOf(R"({"envs": {"LR": 0.1}})"), "envs.LR: expected a string, got a number");
   EXPECT_EQ(ErrorOf(R"({"envs": [["LR", "1"]]})"), "envs: expected an object, got a list");
+  EXPECT_EQ(ErrorOf(R"({"recovery": {"on_node_fault": "again"}})"),
+            "recovery.on_node_fault: expected \"requeue\" or \"fail\", got \"again\"");
   EXPECT_EQ(ErrorOf(R"({"recovery": {"on_node_lost": "retry"}})"),
             "recovery.on_node_lost: expected \"requeue\" or \"fail\", got \"retry\"");
   EXPECT_EQ(ErrorOf(R"({"resources": {"accelerators": {"V100": 1, "A100": 1}}})"),

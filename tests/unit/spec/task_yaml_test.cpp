@@ -128,12 +128,13 @@ TEST(TaskYaml, PlusMeansAtLeast) {
 TEST(TaskYaml, DurationsAndRecovery) {
   JobSpec s = MustParse(
                   "time_limit: 90\nkill_grace: 30s\n"
-                  "recovery: {on_preemption: fail, on_node_lost: requeue}\n")
+                  "recovery: {on_preemption: fail, on_node_lost: requeue, on_node_fault: fail}\n")
                   .spec;
   EXPECT_EQ(s.time_limit, 90 * 60'000);  // a bare number is minutes, as Slurm's --time
   EXPECT_EQ(s.kill_grace, 30'000);
   EXPECT_EQ(s.on_preemption, RecoveryAction::kFail);
   EXPECT_EQ(s.on_node_lost, RecoveryAction::kRequeue);
+  EXPECT_EQ(s.on_node_fault, RecoveryAction::kFail);
   // "kill_grace: 30" could mean seconds or minutes; berth asks for a unit instead of guessing.
   EXPECT_EQ(
       ErrorOf("kill_grace: 30\n"),
