@@ -450,5 +450,56 @@ TEST(Logs, AnswersRoundTrip) {
             "logs answer: 'size' is missing");
 }
 
+TEST(Health, RoundTripsInRegistrationsAndReports) {
+  NodeHealth h;
+  h.faults.push_back({"xid", 2, "xid 79 on GPU 2 (fell off the bus)", 1000, false});
+  h.faults.push_back({"prolog", -1, "prolog/10-x: exit code 1", 2000, true});
+  h.probes.push_back({"xid", false, false, "xid 79 on GPU 2 (fell off the bus)", 3000, 4, 5, 0});
+  HealthRequest request{"n1", "s1", h};
+  auto back = HealthRequest::Decode(json::parse(json::serialize(request.Encode())));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, request);
+  EXPECT_EQ(h.NodeReason(), "prolog/10-x: exit code 1");
+  EXPECT_TRUE(h.NodeFaulty());
+
+  RegisterRequest r;
+  r.name = "n1";
+  r.node_id = "0123456789";
+  r.cpus_milli = 1000;
+  r.health = h;
+  auto reg = RegisterRequest::Decode(json::parse(json::serialize(r.Encode())));
+  ASSERT_TRUE(reg.ok()) << reg.status().message();
+  EXPECT_EQ(reg->health, h);
+  r.health.reset();
+  EXPECT_FALSE(RegisterRequest::Decode(r.Encode())->health) << "an agent that does not probe";
+
+  auto answer = HealthAnswer::Decode(HealthAnswer{12345}.Encode());
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->now_ms, 12345);
+}
+
+TEST(Health, RefusesBadShapesAndTooMuch) {
+  auto error = [](const std::string& text) {
+    auto r = HealthRequest::Decode(json::parse(text));
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(error(R"({"node":"n1","session":"s"})"), "health: 'health' is missing");
+  EXPECT_EQ(error(R"({"health":{"faults":{}}})"), "health: 'health.faults' must be an array");
+  EXPECT_EQ(error(R"({"health":{"faults":[{"probe":"x","gpu":-2,"reason":"r"}]}})"),
+            "health: a health fault's gpu, probe or reason is out of range");
+  EXPECT_EQ(error(R"({"health":{"faults":[{"gpu":1,"reason":"r"}]}})"),
+            "health: health fault: 'probe' is missing");
+  json::array many;
+  for (int i = 0; i < 257; ++i) many.push_back(json::object{{"name", "p"}});
+  json::object body{{"health", json::object{{"probes", many}}}};
+  EXPECT_EQ(error(json::serialize(body)), "health: 'health.probes' has more than 256 entries");
+}
+
+TEST(Health, TheResetMessageIsAWatchMessage) {
+  auto m = DecodeWatchMessage(EncodeWatchLine(HealthResetMessage{}));
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(std::holds_alternative<HealthResetMessage>(*m));
+}
+
 }  // namespace
 }  // namespace berth::proto
