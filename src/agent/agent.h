@@ -233,7 +233,7 @@ class Agent {
   HealthBook health_ GUARDED_BY(mu_);
   std::optional<int64_t> clock_skew_ms_ GUARDED_BY(mu_);
   int64_t last_idle_probe_ GUARDED_BY(mu_) = 0;  // monotonic ms
-  bool health_reset_ GUARDED_BY(mu_) = false;     // ResetHealth() asked, not yet done
+  bool health_reset_ GUARDED_BY(mu_) = false;    // ResetHealth() asked, not yet done
   std::deque<std::map<std::string, std::string>> epilogs_ GUARDED_BY(mu_);  // their environments
   static constexpr size_t kMaxQueuedEpilogs = 10'000;
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a

@@ -31,9 +31,9 @@ void Agent::SetUpHealth() {
   targets.disk_paths.push_back(options_.state_dir);
   if (!cgroups_.unified_dir.empty()) targets.cgroup_dirs.push_back(cgroups_.unified_dir);
   for (const auto& [controller, dir] : cgroups_.v1_dirs) targets.cgroup_dirs.push_back(dir);
-  prober_ = std::make_unique<HealthProber>(options_.health, std::move(targets),
-                                           *options_.command_runner, options_.kernel_log.get(),
-                                           *options_.node_system);
+  prober_ =
+      std::make_unique<HealthProber>(options_.health, std::move(targets), *options_.command_runner,
+                                     options_.kernel_log.get(), *options_.node_system);
   {
     MutexLock lock(mu_);
     health_ = HealthBook(options_.health.clean_runs);
@@ -127,8 +127,8 @@ void Agent::HealthLoop() {
     {
       MutexLock lock(mu_);
       const int64_t since = clock_.Monotonic();
-      for (int64_t now = since; !stop_ && !health_reset_ &&
-                                (!settings.enabled || now < since + settings.interval_ms);
+      for (int64_t now = since;
+           !stop_ && !health_reset_ && (!settings.enabled || now < since + settings.interval_ms);
            now = clock_.Monotonic()) {
         cv_.WaitFor(mu_, settings.enabled ? since + settings.interval_ms - now : 60'000);
       }
@@ -194,8 +194,8 @@ std::map<std::string, std::string> Agent::HookEnvironment(const RunPlan& plan) c
 }
 
 std::string Agent::RunProlog(const RunPlan& plan) {
-  std::string failed = prober_->RunHooks(options_.health.prolog_dir, "prolog",
-                                         HookEnvironment(plan));
+  std::string failed =
+      prober_->RunHooks(options_.health.prolog_dir, "prolog", HookEnvironment(plan));
   if (failed.empty()) return "";
   AddStickyFault("prolog", failed);
   return failed;

@@ -37,7 +37,8 @@ Result<std::set<int>> ParseXidList(const std::string& text) {
   for (const auto& part : Split(text, ',')) {
     if (Trim(part).empty()) continue;
     auto v = ParseInt(part);
-    if (!v || *v > 100000) return Status::Invalid("bad XID '" + Trim(part) + "' (expected 13,31,...)");
+    if (!v || *v > 100000)
+      return Status::Invalid("bad XID '" + Trim(part) + "' (expected 13,31,...)");
     out.insert(static_cast<int>(*v));
   }
   return out;
@@ -82,25 +83,44 @@ std::optional<XidEvent> ParseXidLine(std::string_view line) {
 
 std::string XidMeaning(int code) {
   switch (code) {
-    case 13: return "graphics engine exception";
-    case 31: return "GPU memory page fault";
-    case 43: return "GPU stopped processing";
-    case 45: return "preemptive cleanup";
-    case 48: return "double-bit ECC error";
-    case 61: return "internal microcontroller breakpoint";
-    case 62: return "internal microcontroller halt";
-    case 63: return "ECC page retirement or row remapping";
-    case 64: return "ECC page retirement or row remapping failure";
-    case 68: return "video decoder exception";
-    case 69: return "graphics engine class error";
-    case 74: return "NVLink error";
-    case 79: return "fell off the bus";
-    case 92: return "high single-bit ECC error rate";
-    case 94: return "contained ECC error";
-    case 95: return "uncontained ECC error";
-    case 119: return "GSP RPC timeout";
-    case 120: return "GSP error";
-    default: return "";
+    case 13:
+      return "graphics engine exception";
+    case 31:
+      return "GPU memory page fault";
+    case 43:
+      return "GPU stopped processing";
+    case 45:
+      return "preemptive cleanup";
+    case 48:
+      return "double-bit ECC error";
+    case 61:
+      return "internal microcontroller breakpoint";
+    case 62:
+      return "internal microcontroller halt";
+    case 63:
+      return "ECC page retirement or row remapping";
+    case 64:
+      return "ECC page retirement or row remapping failure";
+    case 68:
+      return "video decoder exception";
+    case 69:
+      return "graphics engine class error";
+    case 74:
+      return "NVLink error";
+    case 79:
+      return "fell off the bus";
+    case 92:
+      return "high single-bit ECC error rate";
+    case 94:
+      return "contained ECC error";
+    case 95:
+      return "uncontained ECC error";
+    case 119:
+      return "GSP RPC timeout";
+    case 120:
+      return "GSP error";
+    default:
+      return "";
   }
 }
 
@@ -276,10 +296,10 @@ ProbeRun HealthProber::Clock(int64_t skew_ms) {
 }
 
 void HealthProber::Gpus(std::vector<ProbeRun>& out) {
-  CommandOutcome got = runner_.Run(
-      {{nvidia_smi_, std::string("--query-gpu=") + kGpuHealthQuery, "--format=csv,noheader,nounits"},
-       {},
-       settings_.timeout_ms});
+  CommandOutcome got = runner_.Run({{nvidia_smi_, std::string("--query-gpu=") + kGpuHealthQuery,
+                                     "--format=csv,noheader,nounits"},
+                                    {},
+                                    settings_.timeout_ms});
   ProbeRun gpus{.name = "gpus", .timed_out = got.timed_out, .duration_ms = got.duration_ms};
   ProbeRun ecc{.name = "ecc", .duration_ms = got.duration_ms};
   if (!got.ok()) {
@@ -304,11 +324,11 @@ void HealthProber::Gpus(std::vector<ProbeRun>& out) {
       ecc.findings.push_back({gpu, fmt::format("ecc: {} uncorrected ECC errors on {}",
                                                *row.ecc_uncorrected, GpuWord(gpu))});
     } else if (row.retired_pending) {
-      ecc.findings.push_back({gpu, "ecc: page retirement pending on " + GpuWord(gpu) +
-                                       " (needs a GPU reset)"});
+      ecc.findings.push_back(
+          {gpu, "ecc: page retirement pending on " + GpuWord(gpu) + " (needs a GPU reset)"});
     } else if (row.remapped_pending) {
-      ecc.findings.push_back({gpu, "ecc: row remapping pending on " + GpuWord(gpu) +
-                                       " (needs a GPU reset)"});
+      ecc.findings.push_back(
+          {gpu, "ecc: row remapping pending on " + GpuWord(gpu) + " (needs a GPU reset)"});
     }
   }
   out.push_back(std::move(gpus));
@@ -349,8 +369,8 @@ ProbeRun HealthProber::Script(const std::string& path, const std::string& prefix
     size_t colon = line.find(':');
     auto index = colon == std::string::npos ? std::nullopt
                                             : ParseInt(std::string_view(line).substr(4, colon - 4));
-    if (index && std::find(targets_.gpus.begin(), targets_.gpus.end(), *index) !=
-                     targets_.gpus.end()) {
+    if (index &&
+        std::find(targets_.gpus.begin(), targets_.gpus.end(), *index) != targets_.gpus.end()) {
       gpu = static_cast<int>(*index);
     }
   }

@@ -72,8 +72,8 @@ std::string XidMeaning(int code);
 // retired_pages.pending,remapped_rows.pending --format=csv,noheader,nounits`.
 struct GpuHealthRow {
   int index = 0;
-  std::string bus_id;                       // normalized
-  std::optional<int64_t> ecc_uncorrected;   // none: "[N/A]"
+  std::string bus_id;                      // normalized
+  std::optional<int64_t> ecc_uncorrected;  // none: "[N/A]"
   bool retired_pending = false;
   bool remapped_pending = false;
 };

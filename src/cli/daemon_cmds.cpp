@@ -87,7 +87,6 @@ void AddServerCommand(CommandContext& c) {
   server->callback([&] { c.rc = c.daemons.server(server_flags); });
 }
 
-
 namespace {
 
 // The agent's node-health flags (docs/operators.md "Node health").
@@ -125,8 +124,9 @@ void AddAgentHealthOptions(CLI::App& agent, AgentFlags& flags) {
                   "Heavy probe scripts (a GPU diagnostic), run only while no job runs on the node")
       ->capture_default_str()
       ->group(group);
-  agent.add_option("--health-idle-interval", flags.health_idle_interval,
-                   "How often the heavy probes run, when the node is idle")
+  agent
+      .add_option("--health-idle-interval", flags.health_idle_interval,
+                  "How often the heavy probes run, when the node is idle")
       ->capture_default_str()
       ->group(group);
   agent

@@ -130,15 +130,18 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain, bool force)
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
   auto res = conn.Call("POST", "/v1/nodes/" + net::UrlEncode(node) +
-                                   (drain ? "/drain" : force ? "/undrain?force=1" : "/undrain"));
+                                   (drain   ? "/drain"
+                                    : force ? "/undrain?force=1"
+                                            : "/undrain"));
   if (!res.ok()) return Fail(res.status());
   const json::object& n = res->as_object();
   fmt::print("Node {} is {}.\n", node, Str(n, "state"));
   if (!drain && n.contains("health") &&
       Str(n.at("health").as_object(), "state", "ok") == "drained") {
-    fmt::print("It stays drained by its health probes ({}): they take it back after clean runs, "
-               "or `berth undrain --force {}` clears it now.\n",
-               Str(n.at("health").as_object(), "reason"), node);
+    fmt::print(
+        "It stays drained by its health probes ({}): they take it back after clean runs, "
+        "or `berth undrain --force {}` clears it now.\n",
+        Str(n.at("health").as_object(), "reason"), node);
   }
   return 0;
 }

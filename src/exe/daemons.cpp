@@ -254,8 +254,7 @@ namespace {
 Result<HealthSettings> HealthSettingsOf(const AgentFlags& flags) {
   HealthSettings h;
   h.enabled = flags.health != "off";
-  auto duration = [](const std::string& flag, const std::string& text,
-                     int64_t* out) -> Status {
+  auto duration = [](const std::string& flag, const std::string& text, int64_t* out) -> Status {
     auto d = ParseDuration(text);
     if (!d || *d <= 0) {
       return Status::Invalid(flag + ": expected a duration such as 30s or 2m, got '" + text + "'");

@@ -169,7 +169,8 @@ bool NodeHealth::NodeFaulty() const {
 json::object NodeHealth::Encode() const {
   json::array fs;
   for (const auto& f : faults) {
-    json::object o{{"probe", f.probe}, {"gpu", f.gpu}, {"reason", f.reason}, {"since_ms", f.since_ms}};
+    json::object o{
+        {"probe", f.probe}, {"gpu", f.gpu}, {"reason", f.reason}, {"since_ms", f.since_ms}};
     if (f.sticky) o["sticky"] = true;
     fs.push_back(std::move(o));
   }

@@ -632,7 +632,7 @@ net::HttpResponse Server::HandleNodes(bool holders) {
 }
 
 net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, bool force,
-                                     const Principal& by) {
+                                      const Principal& by) {
   BERTH_RESPOND_IF_ERROR(
       NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
   auto node = core_->Drain(name, drain, by.user, force);

@@ -24,7 +24,7 @@ struct GaugeTables {
   std::map<std::string, int64_t> nodes{{"UP", 0}, {"DRAINING", 0}, {"DOWN", 0}};
   std::map<std::string, int64_t> isolation;  // nodes not down, by layout
   // Node health (docs/operators.md "Node health"), of nodes not down.
-  int64_t unhealthy_nodes = 0;  // drained by their probes
+  int64_t unhealthy_nodes = 0;                           // drained by their probes
   std::vector<std::pair<std::string, int>> faulty_gpus;  // (node, index)
   struct Probe {
     std::string node, name;

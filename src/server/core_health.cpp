@@ -32,7 +32,7 @@ std::string GpuReason(const proto::NodeHealth& health, int gpu) {
 }  // namespace
 
 NodeStatus Core::StatusOf(const NodeRuntime& node) {
-  return NodeStatus{node.row,      node.cpus_used, node.memory_used, node.gpu_used,
+  return NodeStatus{node.row,       node.cpus_used,          node.memory_used, node.gpu_used,
                     node.isolation, node.job_memory_default, node.health};
 }
 

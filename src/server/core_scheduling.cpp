@@ -15,8 +15,8 @@ const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
   if (!node.view_stale) return node.view;
   sched::NodeView& v = node.view;
   v.name = node.row.name;
-  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining &&
-                  !node.session.empty() && !node.health.NodeFaulty();
+  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty() &&
+                  !node.health.NodeFaulty();
   v.pool = node.row.pool;
   v.labels = node.row.labels;
   v.cpus_total = node.row.cpus;

@@ -485,14 +485,14 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   Plan plan;
   plan.by = by;
   const bool clear_health = !drain && force && !it->second.health.faults.empty();
-  plan.batch.audit.push_back(AuditRow{.seq = 0,
-                                      .at = clock_.Now(),
-                                      .by = by,
-                                      .action = drain ? "drain" : "undrain",
-                                      .target = name,
-                                      .detail = clear_health ? "--force: health faults cleared: " +
-                                                                   it->second.health.NodeReason()
-                                                             : ""});
+  plan.batch.audit.push_back(AuditRow{
+      .seq = 0,
+      .at = clock_.Now(),
+      .by = by,
+      .action = drain ? "drain" : "undrain",
+      .target = name,
+      .detail =
+          clear_health ? "--force: health faults cleared: " + it->second.health.NodeReason() : ""});
   NodeRuntime& node = MutNode(plan, it->second);
   node.row.draining = drain;
   ++node.sched_gen;

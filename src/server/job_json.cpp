@@ -160,8 +160,8 @@ json::object NodeHealthJson(const proto::NodeHealth& health) {
     if (f.gpu < 0) {
       since = since ? std::min(*since, f.since_ms) : f.since_ms;
     } else {
-      gpus.push_back(json::object{
-          {"index", f.gpu}, {"reason", f.reason}, {"since", TimeToJson(f.since_ms)}});
+      gpus.push_back(
+          json::object{{"index", f.gpu}, {"reason", f.reason}, {"since", TimeToJson(f.since_ms)}});
     }
   }
   o["state"] = health.NodeFaulty() ? "drained" : gpus.empty() ? "ok" : "degraded";

@@ -114,9 +114,8 @@ CommandOutcome ProcessRunner::Run(const TimedCommand& command, const std::functi
   const int64_t started = MonotonicMs();
   const std::string path = command.argv.empty() ? "" : FindExecutable(command.argv[0]);
   if (path.empty()) {
-    out.start_error =
-        "cannot run " + (command.argv.empty() ? std::string("''") : command.argv[0]) +
-        ": not found or not executable";
+    out.start_error = "cannot run " + (command.argv.empty() ? std::string("''") : command.argv[0]) +
+                      ": not found or not executable";
     return out;
   }
   ExecArgs args = BuildExecArgs(path, command);
@@ -193,7 +192,8 @@ CommandOutcome ProcessRunner::Run(const TimedCommand& command, const std::functi
     const int64_t now = MonotonicMs();
     kill_if_due(now);
     pollfd p{status_fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, killed ? 1000 : static_cast<int>(std::clamp<int64_t>(deadline - now, 0, 100)));
+    int r = ::poll(&p, 1,
+                   killed ? 1000 : static_cast<int>(std::clamp<int64_t>(deadline - now, 0, 100)));
     if (r < 0 && errno != EINTR) break;
     if (r == 0 && !killed) continue;
     if (r <= 0) break;

@@ -31,8 +31,8 @@ struct CommandOutcome {
   std::optional<int> exit_code;  // none: killed by a signal, timed out, aborted or not started
   int signal = 0;                // the signal that ended it, when one did
   bool timed_out = false;
-  bool aborted = false;    // `abort` asked it to stop
-  std::string output;      // stdout and stderr, interleaved, at most kMaxOutput bytes
+  bool aborted = false;     // `abort` asked it to stop
+  std::string output;       // stdout and stderr, interleaved, at most kMaxOutput bytes
   std::string start_error;  // why it could not start ("" when it did)
   DurationMs duration_ms = 0;
 

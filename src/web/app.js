@@ -175,6 +175,7 @@ function gpuCell(d, nodeDown) {
   const used = 1 - d.free;
   const cls = ['gpu'];
   if (nodeDown) cls.push('down');
+  if (d.fault) cls.push('faulty');  // fenced by the node's health probes: given to no job
   if (holders.length) cls.push('held');
   const parts = [];
   if (holders.length === 1 && used >= 0.999) {
@@ -187,7 +188,7 @@ function gpuCell(d, nodeDown) {
   }
   const text = `${d.type} #${d.index}` + (holders.length
     ? ': ' + holders.map((j) => `job ${j.id} (${j.user})`).join(', ') + (d.free > 0.001 ? `, ${gpuText(d.free)} free` : '')
-    : nodeDown ? ': node down' : ': free');
+    : nodeDown ? ': node down' : ': free') + (d.fault ? ` · unhealthy: ${d.fault}` : '');
   const el = h('div', {
     class: cls.join(' '), 'aria-label': text, dataset: { index: d.index, jobs: holders.map((j) => j.id).join(','), free: d.free },
     onmousemove: (ev) => showTip(ev, text), onmouseleave: hideTip,
@@ -225,6 +226,9 @@ async function renderNodes() {
       h('div', { class: 'labels' }, (n.pool ? `pool ${n.pool} ` : '') + labels),
       h('div', { class: 'small muted isolation', title: 'how the node contains its jobs (docs/security.md "Isolation")' },
         (types ? `${types} · ` : '') + `isolation ${n.isolation}`),
+      n.health && n.health.reason
+        ? h('div', { class: 'small health-reason', title: 'drained by its health probes (docs/operators.md "Node health")' }, n.health.reason)
+        : n.drained_by_operator ? h('div', { class: 'small muted' }, 'drained by an operator') : '',
       h('div', { class: 'gpus' }, ...n.devices.map((d) => gpuCell(d, down))),
       h('div', { class: 'small muted' }, `CPU ${gpuText(n.capacity.cpus - n.free.cpus)} / ${n.capacity.cpus}`), bar(n.capacity.cpus - n.free.cpus, n.capacity.cpus, 'cpu'),
       h('div', { class: 'small muted' }, `Memory ${gpuText(n.capacity.memory - n.free.memory)} / ${gpuText(n.capacity.memory)} GiB`), bar(n.capacity.memory - n.free.memory, n.capacity.memory, 'mem'));
@@ -240,7 +244,8 @@ async function renderNodes() {
         h('span', {}, h('span', { class: 'gpu' }), ' free'),
         h('span', {}, h('span', { class: 'gpu', style: `background:${jobColour(7)}` }), ' held (a colour per job)'),
         h('span', {}, h('span', { class: 'gpu' }, h('i', { style: `background:${jobColour(3)}` }), h('i', {})), ' shared / fractional'),
-        h('span', {}, h('span', { class: 'gpu down' }), ' node down'))),
+        h('span', {}, h('span', { class: 'gpu down' }), ' node down'),
+        h('span', {}, h('span', { class: 'gpu faulty' }), ' unhealthy (fenced)'))),
     h('div', { class: 'nodes' }, cards),
     nodes.length > nodesUi.shown ? h('p', {}, h('button', { onclick: () => { nodesUi.shown += 240; refresh(); } }, `Show more (${nodes.length - nodesUi.shown} not shown)`)) : '');
   const active = document.getElementById('node-filter');

@@ -180,5 +180,41 @@ class DashboardBrowserTest(BerthTestCase):
         b.run("cancel", "--all")
 
 
+@unittest.skipUnless(find_chromium(), "no chromium on PATH: `scripts/install-deps.sh --for-tests` installs "
+                                      "Debian's (the dashboard's browser tests need it)")
+class DashboardHealthBrowserTest(BerthTestCase):
+    """The nodes page marks a GPU its node's health probes fenced, and a node they drained, with why."""
+
+    def test_unhealthy_gpu_cells_and_drained_nodes_show_their_reason(self):
+        b = self.b
+        server = b.start_server()
+        b.env["BERTH_SERVER"] = server.url
+        for name, line in (("sick", "gpu 1: fan stuck at 0 rpm"), ("bad", "scratch is read-only")):
+            self.write(f"health-{name}/check", f"#!/bin/sh\necho '{line}'\nexit 1\n", mode=0o755)
+            b.start_agent(server.url, name=name, gpus="V100:2",
+                          extra=["--health-interval", "200ms", "--health-dir", self.path(f"health-{name}")])
+        b.wait_until(lambda: {n["name"]: n["health"]["state"] for n in b.nodes()} == {"bad": "drained", "sick": "degraded"},
+                     message="one node drained, one GPU fenced")
+        browser = Browser(self.path("chromium-profile"))
+        self.addCleanup(browser.close)
+        browser.navigate(b.json("dashboard", "--json")["url"])
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        drawn = browser.evaluate("""[...document.querySelectorAll('.node')].map(n => ({
+            node: n.dataset.node, state: n.querySelector('.state').innerText,
+            reason: (n.querySelector('.health-reason') || {}).innerText || '',
+            faulty: [...n.querySelectorAll('.gpus .gpu.faulty')].map(c => Number(c.dataset.index)),
+            label: ((n.querySelector('.gpus .gpu.faulty') || {getAttribute: () => ''}).getAttribute('aria-label')) || ''}))""")
+        by_node = {d["node"]: d for d in drawn}
+        self.assertEqual(by_node["bad"]["state"], "DRAINING")
+        self.assertEqual(by_node["bad"]["reason"], "health: health.d/check: scratch is read-only")
+        self.assertEqual(by_node["bad"]["faulty"], [])
+        self.assertEqual(by_node["sick"]["state"], "UP")
+        self.assertEqual(by_node["sick"]["faulty"], [1])
+        self.assertIn("unhealthy: health.d/check: gpu 1: fan stuck at 0 rpm", by_node["sick"]["label"])
+        browser.screenshot(os.path.join(SHOTS, "nodes-health.png"))
+
+
 if __name__ == "__main__":
     unittest.main()

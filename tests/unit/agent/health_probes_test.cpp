@@ -27,7 +27,8 @@ TEST(HealthParsers, XidLinesFromTheKernelLog) {
   EXPECT_EQ(x->code, 79);
   EXPECT_EQ(x->text, "pid=2113, name=python, GPU has fallen off the bus.");
   // /dev/kmsg records, and the older form without "PCI:".
-  auto k = ParseXidLine("4,1234,5678,-;NVRM: Xid (0000:5E:00): 48, An uncorrectable double bit error");
+  auto k =
+      ParseXidLine("4,1234,5678,-;NVRM: Xid (0000:5E:00): 48, An uncorrectable double bit error");
   ASSERT_TRUE(k);
   EXPECT_EQ(k->bus_id, "0000:5e:00");
   EXPECT_EQ(k->code, 48);
@@ -72,8 +73,9 @@ class ProberTest : public ::testing::Test {
     targets_.gpus = {0, 1, 2, 3};
     targets_.disk_paths = {"/state"};
     targets_.cgroup_dirs = {"/sys/fs/cgroup/memory/berth"};
-    SetSmi("0, 00000000:1A:00.0, 0, No, No\n1, 00000000:1B:00.0, 0, No, No\n"
-           "2, 00000000:3B:00.0, 0, No, No\n3, 00000000:5E:00.0, 0, No, No\n");
+    SetSmi(
+        "0, 00000000:1A:00.0, 0, No, No\n1, 00000000:1B:00.0, 0, No, No\n"
+        "2, 00000000:3B:00.0, 0, No, No\n3, 00000000:5E:00.0, 0, No, No\n");
   }
 
   void SetSmi(const std::string& csv) {
@@ -109,8 +111,9 @@ TEST_F(ProberTest, AHealthyNodeFindsNothing) {
 }
 
 TEST_F(ProberTest, EccAndMissingGpusAreFoundOnTheirGpu) {
-  SetSmi("0, 00000000:1A:00.0, 0, No, No\n1, 00000000:1B:00.0, 7, No, No\n"
-         "2, 00000000:3B:00.0, 0, Yes, No\n");
+  SetSmi(
+      "0, 00000000:1A:00.0, 0, No, No\n1, 00000000:1B:00.0, 7, No, No\n"
+      "2, 00000000:3B:00.0, 0, Yes, No\n");
   auto prober = Prober();
   auto runs = prober.RunLight(std::nullopt);
   const ProbeRun* ecc = Find(runs, "ecc");
@@ -174,13 +177,15 @@ TEST_F(ProberTest, DiskCgroupsAndClock) {
 TEST_F(ProberTest, ScriptsSayWhyAndMayNameAGpu) {
   system_.SetExecutables("/health.d", {"/health.d/10-fans", "/health.d/20-nhc", "/health.d/30-ok",
                                        "/health.d/40-hang"});
-  runner_.On("/health.d/10-fans",
-             [](const TimedCommand&) { return FakeCommandRunner::Exit(1, "\n gpu 2: fan stuck \n"); });
+  runner_.On("/health.d/10-fans", [](const TimedCommand&) {
+    return FakeCommandRunner::Exit(1, "\n gpu 2: fan stuck \n");
+  });
   runner_.On("/health.d/20-nhc", [](const TimedCommand&) {
     return FakeCommandRunner::Exit(1, "ERROR:  nhc:  Health check failed:  /scratch full\nmore");
   });
   runner_.On("/health.d/30-ok", [](const TimedCommand&) { return FakeCommandRunner::Exit(0); });
-  runner_.On("/health.d/40-hang", [](const TimedCommand&) { return FakeCommandRunner::TimedOut(30'000); });
+  runner_.On("/health.d/40-hang",
+             [](const TimedCommand&) { return FakeCommandRunner::TimedOut(30'000); });
   auto runs = Prober().RunLight(std::nullopt);
   EXPECT_EQ(Find(runs, "health.d/10-fans")->findings.at(0).gpu, 2);
   EXPECT_EQ(Find(runs, "health.d/10-fans")->findings.at(0).reason,
