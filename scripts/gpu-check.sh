@@ -8,7 +8,9 @@
 #   2. a job given one GPU sees only it: `nvidia-smi -L` inside lists one GPU, CUDA_VISIBLE_DEVICES is
 #      0 and BERTH_GPU_IDS names its index on the node;
 #   3. a job cannot open another GPU's device file (EPERM) and can open its own;
-#   4. with two GPUs or more, two one-GPU jobs run at once on different devices.
+#   4. with two GPUs or more, two one-GPU jobs run at once on different devices;
+#   5. the health probes read the real nvidia-smi: "gpus" and "ecc" ran and found every GPU
+#      (docs/operators.md "Node health"; a GPU with real ECC trouble fails this check, rightly).
 # Prints one line per check and exits non-zero when one fails.
 set -uo pipefail
 berth=${1:-$(dirname "$0")/../build/src/berth}
@@ -37,7 +39,7 @@ server_pid=$!
 for _ in $(seq 100); do [ -s "$tmp/url" ] && break; sleep 0.1; done
 export BERTH_SERVER=$(cat "$tmp/url")
 "$berth" agent --server "$BERTH_SERVER" --name gpu-check --state-dir "$tmp/agent" \
-  --token-file "$tmp/server/token" --require-isolation >"$tmp/agent.log" 2>&1 &
+  --token-file "$tmp/server/token" --require-isolation --health-interval 2s >"$tmp/agent.log" 2>&1 &
 agent_pid=$!
 for _ in $(seq 100); do "$berth" nodes --json 2>/dev/null | grep -q '"UP"' && break; sleep 0.2; done
 
@@ -75,4 +77,12 @@ if [ "$gpus" -ge 2 ]; then
   if [ "$ia" != "$ib" ]; then ok "two one-GPU jobs ran on different devices ($ia, $ib)"
   else bad "two one-GPU jobs shared a device: $ia"; fi
 fi
+health=$("$berth" nodes gpu-check --json | /usr/bin/python3 -c '
+import json, sys
+n = json.load(sys.stdin)
+p = {x["name"]: x for x in n["health"]["probes"]}
+print(n["health"]["state"], "gpus=" + ("ok" if p.get("gpus", {}).get("ok") else p.get("gpus", {}).get("reason", "did not run")),
+      "ecc=" + ("ok" if p.get("ecc", {}).get("ok") else p.get("ecc", {}).get("reason", "did not run")))')
+if [ "${health%% *}" = ok ] && echo "$health" | grep -q 'gpus=ok ecc=ok'; then ok "health probes on the real GPUs: $health"
+else bad "health probes: $health"; fi
 exit $fail

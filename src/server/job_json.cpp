@@ -123,7 +123,13 @@ json::object NodeJson(const NodeStatus& node) {
     auto used = node.gpu_used.find(d.index);
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
     cap_gpus[d.type] = (cap_gpus.contains(d.type) ? cap_gpus[d.type].as_int64() : 0) + 1;
-    double free_share = static_cast<double>(kMilliPerGpu - held) / kMilliPerGpu;
+    // A GPU its node's probes fenced is free to nobody (as the scheduler sees it).
+    std::string fault;
+    for (const auto& f : node.health.faults) {
+      if (f.gpu == d.index) fault = f.reason;
+    }
+    double free_share =
+        fault.empty() ? static_cast<double>(kMilliPerGpu - held) / kMilliPerGpu : 0.0;
     double prior = free_gpus.contains(d.type) ? free_gpus[d.type].to_number<double>() : 0.0;
     double sum = prior + free_share;
     if (sum == static_cast<int64_t>(sum)) {
@@ -132,9 +138,7 @@ json::object NodeJson(const NodeStatus& node) {
       free_gpus[d.type] = sum;
     }
     json::object device{{"index", d.index}, {"type", d.type}, {"free", free_share}};
-    for (const auto& f : node.health.faults) {
-      if (f.gpu == d.index) device["fault"] = f.reason;  // given to no job until it clears
-    }
+    if (!fault.empty()) device["fault"] = fault;  // given to no job until it clears
     devices.push_back(std::move(device));
   }
   o["capacity"] = json::object{{"cpus", CpusFromMilli(row.cpus)},

@@ -188,7 +188,7 @@ function gpuCell(d, nodeDown) {
   }
   const text = `${d.type} #${d.index}` + (holders.length
     ? ': ' + holders.map((j) => `job ${j.id} (${j.user})`).join(', ') + (d.free > 0.001 ? `, ${gpuText(d.free)} free` : '')
-    : nodeDown ? ': node down' : ': free') + (d.fault ? ` · unhealthy: ${d.fault}` : '');
+    : nodeDown ? ': node down' : d.fault ? '' : ': free') + (d.fault ? ` · unhealthy: ${d.fault}` : '');
   const el = h('div', {
     class: cls.join(' '), 'aria-label': text, dataset: { index: d.index, jobs: holders.map((j) => j.id).join(','), free: d.free },
     onmousemove: (ev) => showTip(ev, text), onmouseleave: hideTip,
