@@ -4,6 +4,7 @@
 #include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "common/clock.h"
 #include "common/strings.h"
 #include "net/http.h"
 
@@ -41,7 +42,13 @@ std::string HealthSummary(const json::object& n) {
   if (!h || !h->is_object()) return "-";
   const json::object& health = h->as_object();
   std::string state = Str(health, "state", "ok");
-  if (state == "drained") return "drained: " + Str(health, "reason");
+  if (state == "drained") {
+    std::string since;
+    if (auto at = ParseRfc3339(Str(health, "since", ""))) {
+      since = " (since " + FormatAgo(*at, SystemClock::Get().Now()) + ")";
+    }
+    return "drained: " + Str(health, "reason") + since;
+  }
   std::vector<std::string> gpus;
   for (const auto& g : health.at("gpus").as_array()) {
     gpus.push_back(Str(g.as_object(), "reason"));
