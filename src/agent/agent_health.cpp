@@ -77,10 +77,11 @@ void Agent::ProbeRound(bool send) {
   std::vector<ProbeRun> runs = prober_->RunLight(skew);
   if (idle_due && NodeIdle()) {
     // A launch stops a heavy probe: the job has the GPUs, the probe runs at the next idle time.
-    auto idle = prober_->RunIdle([this] { return stop_.load() || !NodeIdle(); });
+    bool aborted = false;
+    auto idle = prober_->RunIdle([this] { return stop_.load() || !NodeIdle(); }, &aborted);
     for (auto& run : idle) runs.push_back(std::move(run));
     MutexLock lock(mu_);
-    last_idle_probe_ = clock_.Monotonic();
+    if (!aborted) last_idle_probe_ = clock_.Monotonic();
   }
   bool changed = false;
   {

@@ -152,7 +152,10 @@ FileKernelLog::FileKernelLog(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd_ < 0) return;
   struct stat st {};
-  if (::fstat(fd_, &st) == 0) device_ = S_ISCHR(st.st_mode);
+  if (::fstat(fd_, &st) == 0) {
+    device_ = S_ISCHR(st.st_mode);
+    inode_ = st.st_ino;
+  }
   if (device_) {
     ::lseek(fd_, 0, SEEK_END);  // /dev/kmsg: from the next record on
   } else {
@@ -170,6 +173,11 @@ std::vector<std::string> FileKernelLog::ReadNew() {
     // Not there when the agent started (a test's file made later): from its start.
     fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0) return lines;
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) {
+      device_ = S_ISCHR(st.st_mode);
+      inode_ = st.st_ino;
+    }
   }
   char buf[8192];
   if (device_) {
@@ -182,9 +190,29 @@ std::vector<std::string> FileKernelLog::ReadNew() {
     return lines;
   }
   struct stat st {};
-  if (::fstat(fd_, &st) == 0 && st.st_size < offset_) offset_ = 0;  // truncated or rotated
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) == 0 && now.st_ino != inode_) {
+    // Rotated (renamed away, a new file in its place): the rest of the old one, then the new one
+    // from its start.
+    std::vector<std::string> rest = ReadFrom(fd_);
+    ::close(fd_);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    inode_ = now.st_ino;
+    offset_ = 0;
+    partial_.clear();
+    if (fd_ < 0) return rest;
+    for (auto& line : ReadFrom(fd_)) rest.push_back(std::move(line));
+    return rest;
+  }
+  if (::fstat(fd_, &st) == 0 && st.st_size < offset_) offset_ = 0;  // truncated
+  return ReadFrom(fd_);
+}
+
+std::vector<std::string> FileKernelLog::ReadFrom(int fd) {
+  std::vector<std::string> lines;
+  char buf[8192];
   for (int i = 0; i < 1000; ++i) {
-    ssize_t n = ::pread(fd_, buf, sizeof(buf), offset_);
+    ssize_t n = ::pread(fd, buf, sizeof(buf), offset_);
     if (n <= 0) break;
     offset_ += n;
     partial_.append(buf, static_cast<size_t>(n));
@@ -247,17 +275,17 @@ std::vector<ProbeRun> HealthProber::RunLight(std::optional<int64_t> clock_skew_m
   if (!nvidia_smi_.empty() && !targets_.gpus.empty()) Gpus(out);
   if (kernel_log_) out.push_back(Xid());
   for (const auto& path : system_.Executables(settings_.scripts_dir)) {
-    out.push_back(Script(path, "health.d/", {}, nullptr));
+    out.push_back(Script(path, "health.d/", {}, nullptr, settings_.timeout_ms));
   }
   return out;
 }
 
-std::vector<ProbeRun> HealthProber::RunIdle(const std::function<bool()>& abort) {
+std::vector<ProbeRun> HealthProber::RunIdle(const std::function<bool()>& abort, bool* aborted) {
   std::vector<ProbeRun> out;
+  *aborted = false;
   for (const auto& path : system_.Executables(settings_.idle_dir)) {
-    bool aborted = false;
-    ProbeRun run = Script(path, "health-idle.d/", abort, &aborted);
-    if (aborted) break;
+    ProbeRun run = Script(path, "health-idle.d/", abort, aborted, settings_.idle_timeout_ms);
+    if (*aborted) break;
     out.push_back(std::move(run));
   }
   return out;
@@ -309,7 +337,8 @@ void HealthProber::Gpus(std::vector<ProbeRun>& out) {
   }
   std::map<int, GpuHealthRow> seen;
   for (auto& row : ParseGpuHealthRows(got.output)) seen[row.index] = std::move(row);
-  bus_to_gpu_.clear();
+  // Kept across runs: a GPU that fell off the bus drops out of the list, and its XIDs must still
+  // name it.
   for (const auto& [index, row] : seen) bus_to_gpu_[row.bus_id] = index;
   for (int gpu : targets_.gpus) {
     auto it = seen.find(gpu);
@@ -356,9 +385,10 @@ ProbeRun HealthProber::Xid() {
 }
 
 ProbeRun HealthProber::Script(const std::string& path, const std::string& prefix,
-                              const std::function<bool()>& abort, bool* aborted) {
+                              const std::function<bool()>& abort, bool* aborted,
+                              int64_t timeout_ms) {
   std::string name = prefix + path.substr(path.rfind('/') + 1);
-  CommandOutcome got = runner_.Run({{path}, {}, settings_.timeout_ms}, abort);
+  CommandOutcome got = runner_.Run({{path}, {}, timeout_ms}, abort);
   if (aborted) *aborted = got.aborted;
   ProbeRun run{.name = name, .timed_out = got.timed_out, .duration_ms = got.duration_ms};
   if (got.ok()) return run;

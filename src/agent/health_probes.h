@@ -41,6 +41,7 @@ struct HealthSettings {
   // node, and killed (not counted) when one is launched.
   std::string idle_dir = "/etc/berth/health-idle.d";
   int64_t idle_interval_ms = 3'600'000;
+  int64_t idle_timeout_ms = 600'000;  // a diagnostic runs for minutes
   int64_t min_free_mib = 512;
   int64_t max_clock_skew_ms = 10'000;
   // XIDs that are the application's errors, never the GPU's (NVIDIA's XID catalogue).
@@ -91,7 +92,7 @@ class KernelLog {
 };
 
 // A file that grows (a test's stand-in, a syslog file) or /dev/kmsg. Starts at its end: what was
-// logged before the agent started is not read.
+// logged before the agent started is not read. Follows truncation and rotation by rename.
 class FileKernelLog final : public KernelLog {
  public:
   explicit FileKernelLog(std::string path);
@@ -99,9 +100,12 @@ class FileKernelLog final : public KernelLog {
   std::vector<std::string> ReadNew() override;
 
  private:
+  std::vector<std::string> ReadFrom(int fd);  // the whole lines after offset_ in `fd`
+
   std::string path_;
   int fd_ = -1;
   bool device_ = false;  // /dev/kmsg: one record per read
+  ino_t inode_ = 0;      // of the file open, to notice a rotation
   int64_t offset_ = 0;
   std::string partial_;  // a line not ended yet
 };
@@ -141,7 +145,8 @@ class HealthProber {
   // measured.
   std::vector<ProbeRun> RunLight(std::optional<int64_t> clock_skew_ms);
   // The idle probes; a run that `abort` stopped is left out.
-  std::vector<ProbeRun> RunIdle(const std::function<bool()>& abort);
+  // `*aborted`: a launch stopped them (they are due again at the next idle time).
+  std::vector<ProbeRun> RunIdle(const std::function<bool()>& abort, bool* aborted);
   // Runs the scripts of `dir` (a prolog or epilog) with `env`, in name order, until one fails:
   // its failure ("prolog.d/10-check: exit code 1: no scratch space"), or "" when all passed.
   std::string RunHooks(const std::string& dir, const std::string& what,
@@ -155,7 +160,7 @@ class HealthProber {
   void Gpus(std::vector<ProbeRun>& out);
   ProbeRun Xid();
   ProbeRun Script(const std::string& path, const std::string& prefix,
-                  const std::function<bool()>& abort, bool* aborted);
+                  const std::function<bool()>& abort, bool* aborted, int64_t timeout_ms);
 
   const HealthSettings& settings_;
   ProbeTargets targets_;

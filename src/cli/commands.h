@@ -78,6 +78,7 @@ struct AgentFlags {
   std::string health_dir = "/etc/berth/health.d";
   std::string health_idle_dir = "/etc/berth/health-idle.d";
   std::string health_idle_interval = "1h";
+  std::string health_idle_timeout = "10m";
   std::string nvidia_smi = "nvidia-smi";
   std::string kernel_log;  // "": /dev/kmsg when readable
   std::string xid_ignore = "13,31,43,45,68,69,94";

@@ -130,6 +130,11 @@ void AddAgentHealthOptions(CLI::App& agent, AgentFlags& flags) {
       ->capture_default_str()
       ->group(group);
   agent
+      .add_option("--health-idle-timeout", flags.health_idle_timeout,
+                  "Each heavy probe's hard limit")
+      ->capture_default_str()
+      ->group(group);
+  agent
       .add_option("--nvidia-smi", flags.nvidia_smi,
                   "nvidia-smi for the GPU probes ('' or not found: no GPU probes)")
       ->capture_default_str()

@@ -266,6 +266,8 @@ Result<HealthSettings> HealthSettingsOf(const AgentFlags& flags) {
   BERTH_RETURN_IF_ERROR(duration("--health-timeout", flags.health_timeout, &h.timeout_ms));
   BERTH_RETURN_IF_ERROR(
       duration("--health-idle-interval", flags.health_idle_interval, &h.idle_interval_ms));
+  BERTH_RETURN_IF_ERROR(
+      duration("--health-idle-timeout", flags.health_idle_timeout, &h.idle_timeout_ms));
   BERTH_RETURN_IF_ERROR(duration("--max-clock-skew", flags.max_clock_skew, &h.max_clock_skew_ms));
   BERTH_RETURN_IF_ERROR(duration("--hook-timeout", flags.hook_timeout, &h.hook_timeout_ms));
   h.clean_runs = flags.health_clean_runs;

@@ -47,16 +47,18 @@ ExecArgs BuildExecArgs(const std::string& path, const TimedCommand& command) {
   return a;
 }
 
-// The watcher: leads the command's process group, starts the command, waits for it and writes its
-// wait status to `status_fd`. Async-signal-safe calls only (it runs after a fork of a threaded
-// process).
+// The watcher: starts the command as the leader of a process group of its own (scripts such as
+// LBNL NHC re-run themselves in a new session unless they lead their group, and would escape the
+// kill), writes the command's pid and then its wait status to `status_fd`. Async-signal-safe calls
+// only (it runs after a fork of a threaded process).
 [[noreturn]] void WatchChild(const ExecArgs& args, int out_fd, int null_fd, int status_fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  setpgid(0, 0);
+  setpgid(0, 0);  // out of the caller's group: a signal to the agent's group is not for it
   long pid = ::syscall(SYS_clone, static_cast<long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
+    setpgid(0, 0);
     dup2(null_fd, 0);
     dup2(out_fd, 1);
     dup2(out_fd, 2);
@@ -64,12 +66,15 @@ ExecArgs BuildExecArgs(const std::string& path, const TimedCommand& command) {
     _exit(127);
   }
   close(out_fd);
+  pid_t child = static_cast<pid_t>(pid);
+  if (pid > 0) setpgid(child, child);  // before the caller can kill the group
+  ssize_t ignored = write(status_fd, &child, sizeof(child));
   if (pid < 0) _exit(126);
   int status = 0;
-  while (waitpid(static_cast<pid_t>(pid), &status, 0) < 0) {
+  while (waitpid(child, &status, 0) < 0) {
     if (errno != EINTR) _exit(126);
   }
-  ssize_t ignored = write(status_fd, &status, sizeof(status));
+  ignored = write(status_fd, &status, sizeof(status));
   (void)ignored;
   _exit(0);
 }
@@ -146,9 +151,18 @@ CommandOutcome ProcessRunner::Run(const TimedCommand& command, const std::functi
     out.start_error = std::string("cannot run ") + path + ": " + strerror(errno);
     return out;
   }
-  // The watcher makes its own group; making it here too closes the race with a kill at once.
-  const pid_t group = static_cast<pid_t>(pid);
-  ::setpgid(group, group);
+  const pid_t watcher = static_cast<pid_t>(pid);
+  // The command's pid, which leads its process group: what a kill is sent to.
+  pid_t group = -1;
+  if (::read(status_fds[0], &group, sizeof(group)) != static_cast<ssize_t>(sizeof(group)) ||
+      group <= 0) {
+    ::close(pipe_fds[0]);
+    ::close(status_fds[0]);
+    while (::waitpid(watcher, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    out.start_error = std::string("cannot run ") + path + ": fork failed";
+    return out;
+  }
   const int64_t deadline = started + command.timeout;
   bool killed = false;
   auto kill_if_due = [&](int64_t now) {
@@ -202,10 +216,9 @@ CommandOutcome ProcessRunner::Run(const TimedCommand& command, const std::functi
     break;
   }
   ::close(status_fds[0]);
-  // Whatever it left in its group goes too, before the watcher is reaped (until then the group's
-  // id cannot be reused).
+  // Whatever it left in its group goes too (a group with members keeps its id from reuse).
   ::kill(-group, SIGKILL);
-  while (::waitpid(group, nullptr, 0) < 0 && errno == EINTR) {
+  while (::waitpid(watcher, nullptr, 0) < 0 && errno == EINTR) {
   }
   out.duration_ms = MonotonicMs() - started;
   if (!have_status) return out;

@@ -160,6 +160,14 @@ TEST_F(ProberTest, XidsAreMappedToTheirGpuOrTheNodeAndApplicationOnesIgnored) {
   EXPECT_EQ(xid->findings[2].reason, "xid 48 on PCI 0000:99:00 (double-bit ECC error)");
   // The next run reads only what is new: clean.
   EXPECT_TRUE(Find(prober.RunLight(std::nullopt), "xid")->findings.empty());
+  // A GPU that fell off the bus leaves nvidia-smi's list; its XIDs still name it, not the node.
+  SetSmi(
+      "0, 00000000:1A:00.0, 0, No, No\n1, 00000000:1B:00.0, 0, No, No\n"
+      "3, 00000000:5E:00.0, 0, No, No\n");
+  log_.Append("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+  auto after = prober.RunLight(std::nullopt);
+  EXPECT_EQ(Find(after, "xid")->findings.at(0).gpu, 2);
+  EXPECT_EQ(Find(after, "gpus")->findings.at(0).gpu, 2);
 }
 
 TEST_F(ProberTest, DiskCgroupsAndClock) {
@@ -203,8 +211,13 @@ TEST_F(ProberTest, IdleProbesStopWhenAJobArrives) {
   system_.SetExecutables("/idle.d", {"/idle.d/dcgm-diag"});
   runner_.On("/idle.d/dcgm-diag", [](const TimedCommand&) { return FakeCommandRunner::Exit(0); });
   auto prober = Prober();
-  EXPECT_EQ(prober.RunIdle([] { return false; }).size(), 1u);
-  EXPECT_TRUE(prober.RunIdle([] { return true; }).empty()) << "an aborted run is not counted";
+  bool aborted = true;
+  EXPECT_EQ(prober.RunIdle([] { return false; }, &aborted).size(), 1u);
+  EXPECT_FALSE(aborted);
+  EXPECT_TRUE(prober.RunIdle([] { return true; }, &aborted).empty())
+      << "an aborted run is not counted";
+  EXPECT_TRUE(aborted);
+  EXPECT_EQ(runner_.calls().back().timeout, settings_.idle_timeout_ms);
 }
 
 TEST_F(ProberTest, HooksRunInOrderUntilOneFails) {
@@ -231,8 +244,13 @@ TEST(FileKernelLogTest, ReadsOnlyLinesWrittenSinceItOpened) {
   EXPECT_EQ(log.ReadNew(), std::vector<std::string>{"first"});
   std::ofstream(path, std::ios::app) << " yet\n";
   EXPECT_EQ(log.ReadNew(), std::vector<std::string>{"second, not ended yet"});
-  std::ofstream(path, std::ios::trunc) << "after rotation\n";
-  EXPECT_EQ(log.ReadNew(), std::vector<std::string>{"after rotation"});
+  std::ofstream(path, std::ios::trunc) << "after truncation\n";
+  EXPECT_EQ(log.ReadNew(), std::vector<std::string>{"after truncation"});
+  // Rotated by rename (logrotate): the old file's last lines, then the new one's.
+  std::ofstream(path, std::ios::app) << "last of the old\n";
+  ASSERT_EQ(::rename(path.c_str(), dir.File("kern.log.1").c_str()), 0);
+  std::ofstream(path) << "first of the new\n";
+  EXPECT_EQ(log.ReadNew(), (std::vector<std::string>{"last of the old", "first of the new"}));
 }
 
 }  // namespace

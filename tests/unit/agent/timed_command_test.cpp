@@ -55,6 +55,19 @@ TEST(TimedCommand, ATimeoutKillsTheWholeGroup) {
   EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos) << stat;
 }
 
+// Scripts such as LBNL NHC re-run themselves in a new session unless they lead their process
+// group, and would then escape the kill at the timeout.
+TEST(TimedCommand, TheCommandLeadsItsOwnProcessGroup) {
+  ProcessRunner runner;
+  auto got =
+      runner.Run({{"/bin/sh", "-c", "echo $$; cut -d' ' -f5 /proc/$$/stat"}, {}, 10'000}, {});
+  ASSERT_TRUE(got.ok()) << got.Failure();
+  auto lines = Split(Trim(got.output), '\n');
+  ASSERT_EQ(lines.size(), 2u) << got.output;
+  EXPECT_EQ(lines[0], lines[1]) << "pid and process group";
+  EXPECT_NE(lines[1], std::to_string(::getpgrp()));
+}
+
 TEST(TimedCommand, AbortStopsIt) {
   ProcessRunner runner;
   std::atomic<int> asked{0};
