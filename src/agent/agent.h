@@ -134,8 +134,10 @@ class Agent {
   // One round of light probes (and the idle ones when due and the node is idle); sends the
   // health when `send`.
   void ProbeRound(bool send) EXCLUDES(mu_);
-  // Posts the book's health to the server; measures the clock skew from its answer.
-  void SendHealth() EXCLUDES(mu_);
+  // Posts the book's health to the server; measures the clock skew from its answer. One send at
+  // a time (health_send_mu_), so that the server gets the books in the order they were read: a
+  // round's send must not overwrite a newer drain (a failing prolog's) sent by another thread.
+  void SendHealth() EXCLUDES(mu_, health_send_mu_);
   // An operator's `berth undrain --force`: the health thread forgets every fault, then probes
   // afresh.
   void ResetHealth() EXCLUDES(mu_);
@@ -230,6 +232,7 @@ class Agent {
   // Node health: the prober (set before the threads; RunLight/RunIdle from the health thread
   // only, RunHooks from any), what it found, and the epilogs waiting to run.
   std::unique_ptr<HealthProber> prober_;
+  Mutex health_send_mu_;  // taken before mu_, never while holding it
   HealthBook health_ GUARDED_BY(mu_);
   std::optional<int64_t> clock_skew_ms_ GUARDED_BY(mu_);
   int64_t last_idle_probe_ GUARDED_BY(mu_) = 0;  // monotonic ms

@@ -99,6 +99,7 @@ void Agent::ProbeRound(bool send) {
 }
 
 void Agent::SendHealth() {
+  MutexLock sending(health_send_mu_);
   proto::HealthRequest request;
   {
     MutexLock lock(mu_);

@@ -56,7 +56,9 @@ class HealthTest(BerthTestCase):
         b = self.b
         server = b.start_server()
         env = {"BERTH_SERVER": server.url}
-        self.agent(server, "n0")
+        # The XID fault stays for the whole test (its readmission is the next test's subject): a slow
+        # machine may take a while between the checks.
+        self.agent(server, "n0", health_clean_runs="100", health_interval="500ms")
         b.wait_nodes_up(["n0"], env=env)
         b.wait_until(lambda: self.probe("gpus", "n0", env), message="the GPU probe's first run")
         jobs = [b.submit("--gpus", "V100:1", "--", "sleep 1000", env=env) for _ in range(3)]
