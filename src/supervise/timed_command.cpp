@@ -94,7 +94,7 @@ std::string CommandOutcome::FirstLine() const {
 std::string CommandOutcome::Failure() const {
   if (ok()) return "";
   if (!start_error.empty()) return start_error;
-  if (timed_out) return "timed out after " + FormatDuration(duration_ms);
+  if (timed_out) return "timed out after " + FormatDuration(timeout_ms);
   if (aborted) return "aborted";
   std::string what = exit_code ? "exit code " + std::to_string(*exit_code)
                                : "killed by signal " + std::to_string(signal);
@@ -116,6 +116,7 @@ std::string FindExecutable(const std::string& name) {
 
 CommandOutcome ProcessRunner::Run(const TimedCommand& command, const std::function<bool()>& abort) {
   CommandOutcome out;
+  out.timeout_ms = command.timeout;
   const int64_t started = MonotonicMs();
   const std::string path = command.argv.empty() ? "" : FindExecutable(command.argv[0]);
   if (path.empty()) {

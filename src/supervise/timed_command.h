@@ -35,6 +35,7 @@ struct CommandOutcome {
   std::string output;       // stdout and stderr, interleaved, at most kMaxOutput bytes
   std::string start_error;  // why it could not start ("" when it did)
   DurationMs duration_ms = 0;
+  DurationMs timeout_ms = 0;  // the limit it ran under (what a timeout's reason names)
 
   static constexpr size_t kMaxOutput = 64 * 1024;
 

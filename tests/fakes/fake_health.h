@@ -37,6 +37,7 @@ class FakeCommandRunner final : public CommandRunner {
     CommandOutcome o;
     o.timed_out = true;
     o.duration_ms = after_ms;
+    o.timeout_ms = after_ms;
     return o;
   }
 
