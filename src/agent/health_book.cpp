@@ -72,14 +72,6 @@ bool HealthBook::NodeFaulty() const {
                      [](const auto& entry) { return entry.first.second < 0; });
 }
 
-std::set<int> HealthBook::FaultyGpus() const {
-  std::set<int> gpus;
-  for (const auto& [key, open] : open_) {
-    if (key.second >= 0) gpus.insert(key.second);
-  }
-  return gpus;
-}
-
 std::vector<proto::HealthFault> HealthBook::StickyFaults() const {
   std::vector<proto::HealthFault> out;
   for (const auto& [key, open] : open_) {

@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +45,6 @@ class HealthBook {
 
   proto::NodeHealth Health() const;
   bool NodeFaulty() const;
-  std::set<int> FaultyGpus() const;
   std::vector<proto::HealthFault> StickyFaults() const;
   int clean_runs() const { return clean_runs_; }
 

@@ -17,16 +17,8 @@ namespace berth {
 
 namespace {
 
-std::optional<int64_t> ParseInt(std::string_view s) {
-  std::string t = Trim(std::string(s));
-  if (t.empty() || t.size() > 18) return std::nullopt;
-  int64_t v = 0;
-  for (char c : t) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v;
-}
+// A decimal number with blanks around it (nvidia-smi's CSV, the kernel's lines).
+std::optional<int64_t> ParseInt(std::string_view s) { return ParseDecimal(Trim(s)); }
 
 std::string GpuWord(int gpu) { return "GPU " + std::to_string(gpu); }
 

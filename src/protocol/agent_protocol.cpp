@@ -166,6 +166,21 @@ bool NodeHealth::NodeFaulty() const {
   return std::any_of(faults.begin(), faults.end(), [](const HealthFault& f) { return f.gpu < 0; });
 }
 
+std::set<int> NodeHealth::FaultyGpus() const {
+  std::set<int> gpus;
+  for (const auto& f : faults) {
+    if (f.gpu >= 0) gpus.insert(f.gpu);
+  }
+  return gpus;
+}
+
+std::string NodeHealth::GpuReason(int gpu) const {
+  for (const auto& f : faults) {
+    if (f.gpu == gpu) return f.reason;
+  }
+  return "";
+}
+
 json::object NodeHealth::Encode() const {
   json::array fs;
   for (const auto& f : faults) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -84,6 +85,10 @@ struct NodeHealth {
   // The node-level faults' reasons, "; "-joined ("" when none).
   std::string NodeReason() const;
   bool NodeFaulty() const;
+  // The GPUs some fault names (given to no job).
+  std::set<int> FaultyGpus() const;
+  // The reason of the first fault on `gpu`; "" when it has none.
+  std::string GpuReason(int gpu) const;
 
   json::object Encode() const;
   // At most 256 faults and 256 probes; names and reasons of at most 512 bytes; gpu >= -1.

@@ -1,6 +1,5 @@
 // The gauges of /metrics: the state as it is at scrape time (docs/monitoring.md).
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "server/core.h"
@@ -244,10 +243,7 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
       // The layout only ("none: REASON" -> "none"): a label of few values.
       if (!down) {
         if (node.health.NodeFaulty()) ++t.unhealthy_nodes;
-        std::set<int> faulty;  // a GPU two probes found faulty is one sample
-        for (const auto& f : node.health.faults) {
-          if (f.gpu >= 0 && faulty.insert(f.gpu).second) t.faulty_gpus.emplace_back(name, f.gpu);
-        }
+        for (int gpu : node.health.FaultyGpus()) t.faulty_gpus.emplace_back(name, gpu);
         for (const auto& p : node.health.probes) {
           t.probes.push_back({name, p.name, p.failures, p.timeouts});
         }

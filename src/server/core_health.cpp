@@ -5,31 +5,14 @@
 // sends it again when it registers.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "common/log.h"
 #include "server/core.h"
 
 namespace berth {
-
-namespace {
-
-std::set<int> FaultyGpus(const proto::NodeHealth& health) {
-  std::set<int> gpus;
-  for (const auto& f : health.faults) {
-    if (f.gpu >= 0) gpus.insert(f.gpu);
-  }
-  return gpus;
-}
-
-std::string GpuReason(const proto::NodeHealth& health, int gpu) {
-  for (const auto& f : health.faults) {
-    if (f.gpu == gpu) return f.reason;
-  }
-  return "";
-}
-
-}  // namespace
 
 NodeStatus Core::StatusOf(const NodeRuntime& node) {
   return NodeStatus{node.row,       node.cpus_used,          node.memory_used, node.gpu_used,
@@ -45,15 +28,14 @@ void Core::EndForNodeFault(Plan& plan, ActiveJob& job, const std::string& why, T
 }
 
 void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth health, TimeMs now) {
-  const std::set<int> faulty = FaultyGpus(health);
-  const bool was_drained = runtime.health.NodeFaulty();
-  const bool changed = FaultyGpus(runtime.health) != faulty || was_drained != health.NodeFaulty();
   if (health == runtime.health) return;
+  const std::set<int> faulty = health.FaultyGpus();
+  const std::set<int> before = runtime.health.FaultyGpus();
+  const bool was_drained = runtime.health.NodeFaulty();
   NodeRuntime& node = MutNode(plan, runtime);
   const std::string& name = node.row.name;
-  if (changed) {
+  if (faulty != before || was_drained != health.NodeFaulty()) {
     ++node.sched_gen;
-    node.view_stale = true;
     capacity_stale_ = true;
     plan.kick = true;
     if (health.NodeFaulty() && !was_drained) {
@@ -63,21 +45,26 @@ void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth healt
     }
   }
   node.health = std::move(health);
-  if (faulty.empty()) return;
-  // Attempts holding a faulty GPU end: a job on a GPU that fell off the bus cannot go on, and one
-  // on a GPU with uncorrected errors computes garbage.
+  // Attempts holding a GPU found faulty now end: a job on a GPU that fell off the bus cannot go on,
+  // and one on a GPU with uncorrected errors computes garbage. Only newly faulty GPUs are looked
+  // for: no job is placed on a GPU that was faulty already (and a report whose commit failed is
+  // undone, health included, so its GPUs are new again next time).
+  std::set<int> newly;
+  std::set_difference(faulty.begin(), faulty.end(), before.begin(), before.end(),
+                      std::inserter(newly, newly.end()));
+  if (newly.empty()) return;
   for (auto& [id, job] : jobs_) {
     if (job.terminating || !IsActive(job.row.status)) continue;
     int bad = -1;
     for (const auto& grant : job.row.placement) {
       if (grant.node != name) continue;
       for (const auto& gpu : grant.gpus) {
-        if (faulty.count(gpu.index)) bad = gpu.index;
+        if (newly.count(gpu.index)) bad = gpu.index;
       }
     }
     if (bad < 0) continue;
     EndForNodeFault(plan, job,
-                    fmt::format("health: {} on node {}", GpuReason(node.health, bad), name), now);
+                    fmt::format("health: {} on node {}", node.health.GpuReason(bad), name), now);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "common/log.h"
@@ -24,13 +25,13 @@ const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
   v.memory_total = node.row.memory;
   v.memory_free = std::max<Mib>(0, node.row.memory - node.memory_used);
   v.gpus.clear();
+  // A GPU its node's probes found faulty is given to nobody until they find it well again.
+  const std::set<int> faulty = node.health.FaultyGpus();
   for (const auto& d : node.row.gpus) {
     auto used = node.gpu_used.find(d.index);
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
-    // A GPU its node's probes found faulty is given to nobody until they find it well again.
-    const bool faulty = std::any_of(node.health.faults.begin(), node.health.faults.end(),
-                                    [&](const proto::HealthFault& f) { return f.gpu == d.index; });
-    v.gpus.push_back({d.index, d.type, faulty ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
+    v.gpus.push_back(
+        {d.index, d.type, faulty.count(d.index) ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
   }
   node.view_stale = false;
   return v;

@@ -496,7 +496,6 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   NodeRuntime& node = MutNode(plan, it->second);
   node.row.draining = drain;
   ++node.sched_gen;
-  node.view_stale = true;
   if (clear_health) {
     // The agent forgets its faults too and probes afresh: a fault still there drains it again.
     node.health.faults.clear();

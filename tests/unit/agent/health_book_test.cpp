@@ -46,11 +46,11 @@ TEST(HealthBook, GpuFaultsLeaveTheNodeUpAndCloseOnTheirOwn) {
   ProbeRun run{.name = "ecc", .findings = {{1, "ecc on GPU 1"}, {3, "ecc on GPU 3"}}};
   book.Record(run, 100);
   EXPECT_FALSE(book.NodeFaulty());
-  EXPECT_EQ(book.FaultyGpus(), (std::set<int>{1, 3}));
+  EXPECT_EQ(book.Health().FaultyGpus(), (std::set<int>{1, 3}));
   // GPU 3 is found again, GPU 1 not: only GPU 1 counts clean runs.
   book.Record(Found("ecc", 3, "ecc on GPU 3"), 200);
   book.Record(Found("ecc", 3, "ecc on GPU 3"), 300);
-  EXPECT_EQ(book.FaultyGpus(), (std::set<int>{3}));
+  EXPECT_EQ(book.Health().FaultyGpus(), (std::set<int>{3}));
 }
 
 TEST(HealthBook, StickyFaultsStayThroughCleanRunsUntilReset) {
