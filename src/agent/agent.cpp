@@ -49,7 +49,11 @@ constexpr std::string_view kJobFiles[] = {"run.json", "supervisor.pid", "events"
 
 Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connection,
              Launcher& launcher)
-    : options_(std::move(options)), clock_(clock), connection_(connection), launcher_(launcher) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      connection_(connection),
+      launcher_(launcher),
+      uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes) {}
 
 Agent::~Agent() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -554,7 +558,7 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   }
   if (account) {
     plan.run_as = RunPlan::RunAs{account->user, account->uid, account->gid, account->groups};
-    if (spec.workdir.empty()) {
+    if (spec.workdir.empty() && spec.workdir_upload.empty()) {
       // The job dir is the agent's; the job gets a work dir of its own inside it.
       plan.workdir = job_dir + "/work";
       if (::mkdir(plan.workdir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -565,6 +569,10 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
                                 strerror(errno));
       }
     }
+  }
+  if (!spec.workdir_upload.empty()) {
+    plan.workdir = job_dir + "/work";
+    BERTH_RETURN_IF_ERROR(BuildUpload(m, spec.workdir_upload, plan.workdir, account));
   }
   proto::Environment base = options_.base_environment;
   if (account && account->uid != ::geteuid()) {
@@ -592,6 +600,28 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
     }
   }
   return plan;
+}
+
+Status Agent::BuildUpload(const proto::LaunchMessage& m, const std::string& manifest,
+                          const std::string& dest, const std::optional<JobAccount>& account) {
+  BlobFetch base{.node = options_.name, .session = "", .job = m.job, .want = {}};
+  {
+    MutexLock lock(mu_);
+    base.session = session_;
+  }
+  // A copy left by an earlier launch of this rank (a resent launch) is rebuilt.
+  std::error_code ec;
+  std::filesystem::remove_all(dest, ec);
+  std::optional<NodeUploads::Owner> owner;
+  if (account && account->uid != ::geteuid())
+    owner = NodeUploads::Owner{account->uid, account->gid};
+  auto built = uploads_.Build(connection_, base, manifest, dest, owner);
+  if (!built.ok()) {
+    return Status::Unavailable("cannot set up the uploaded workdir: " + built.status().message());
+  }
+  LogInfo("job {}: workdir of {} files ({} bytes) built in {}, {} bytes fetched", m.job,
+          built->files, built->bytes, dest, built->fetched_bytes);
+  return Status::Ok();
 }
 
 void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, std::string error) {

@@ -32,6 +32,7 @@
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
+#include "agent/node_uploads.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/resources.h"
@@ -66,6 +67,8 @@ struct AgentOptions {
   // Set when the agent is not root: the one user whose jobs it may run (as itself); other users'
   // jobs fail, saying why, instead of running as this user with its files and credentials.
   std::string only_user;
+  // The upload cache (agent/node_uploads.h): <state_dir>/uploads, at most this many bytes.
+  int64_t upload_cache_bytes = 20LL << 30;
   // Reports in which no job ended wait up to this long for more news before they are sent, so
   // that a short job's acceptance, start and exit reach the server in one request and one commit
   // (two before; on the server, a request and a commit are most of a short job's cost). An exit
@@ -160,6 +163,11 @@ class Agent {
       EXCLUDES(mu_);
   Result<RunPlan> PlanRun(const proto::LaunchMessage& m, const JobSpec& spec,
                           const std::string& key, const std::string& job_dir) EXCLUDES(mu_);
+  // Builds the uploaded tree `manifest` for launch `m` in `dest`, owned by `account` (the
+  // agent's user when none).
+  Status BuildUpload(const proto::LaunchMessage& m, const std::string& manifest,
+                     const std::string& dest, const std::optional<JobAccount>& account)
+      EXCLUDES(mu_);
   void ShipperLoop() EXCLUDES(mu_);
   // Ships output and reports of the jobs in `only` (all jobs when null). With `may_hold`, reports
   // that include no exit are kept for a later round instead (returns true; see report_hold_ms).
@@ -232,6 +240,7 @@ class Agent {
   // Node health: the prober (set before the threads; RunLight/RunIdle from the health thread
   // only, RunHooks from any), what it found, and the epilogs waiting to run.
   std::unique_ptr<HealthProber> prober_;
+  NodeUploads uploads_;   // thread-safe itself
   Mutex health_send_mu_;  // taken before mu_, never while holding it
   HealthBook health_ GUARDED_BY(mu_);
   std::optional<int64_t> clock_skew_ms_ GUARDED_BY(mu_);

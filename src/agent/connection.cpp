@@ -96,6 +96,20 @@ Result<proto::ReportAnswer> HttpAgentConnection::Report(const proto::ReportReque
                                    request.Encode(), timeout_ms);
 }
 
+Result<std::string> HttpAgentConnection::FetchBlobs(const BlobFetch& fetch) {
+  json::array want;
+  for (const auto& [digest, offset] : fetch.want) want.push_back(json::array{digest, offset});
+  json::object body{{"node", fetch.node},
+                    {"session", fetch.session},
+                    {"job", fetch.job},
+                    {"want", std::move(want)}};
+  std::lock_guard lock(specs_->mu);
+  auto res = specs_->client.Request("POST", "/v1/agent/blobs", json::serialize(body), 120'000);
+  if (!res.ok()) return res.status();
+  if (res->status != 200) return StatusOf(*res, "blob fetch");
+  return std::move(res->body);
+}
+
 Result<proto::LogAppendAnswer> HttpAgentConnection::AppendLog(const proto::LogAppend& where,
                                                               std::string_view data,
                                                               int64_t timeout_ms) {
@@ -250,6 +264,10 @@ Result<proto::LogAppendAnswer> FailoverAgentConnection::AppendLog(const proto::L
 
 Result<std::string> FailoverAgentConnection::GetSpec(const SpecFetch& fetch) {
   return OnCurrent([&](HttpAgentConnection& c) { return c.GetSpec(fetch); });
+}
+
+Result<std::string> FailoverAgentConnection::FetchBlobs(const BlobFetch& fetch) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.FetchBlobs(fetch); });
 }
 
 Status FailoverAgentConnection::Watch(

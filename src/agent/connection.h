@@ -36,6 +36,15 @@ struct SpecFetch {
   int64_t job = 0;  // the job whose launch needs it
 };
 
+// A node's fetch of uploaded blobs for one of its jobs (docs/api.md "Uploads"): each wanted blob
+// from a byte offset; the answer holds frames (upload/blob_frames.h), as many as fit in one answer.
+struct BlobFetch {
+  std::string node;
+  std::string session;
+  int64_t job = 0;
+  std::vector<std::pair<std::string, int64_t>> want;  // (digest, offset)
+};
+
 class AgentConnection {
  public:
   virtual ~AgentConnection() = default;
@@ -54,6 +63,9 @@ class AgentConnection {
   // `fetch.job` (the server lets a node read only the specs of jobs placed on it: Forbidden
   // otherwise). NotFound if the server does not know it.
   virtual Result<std::string> GetSpec(const SpecFetch& fetch) = 0;
+  // Blobs of the job's uploads (the server checks the job is placed on the node); the body of
+  // frames.
+  virtual Result<std::string> FetchBlobs(const BlobFetch& fetch) = 0;
   // Reads the session's watch stream, calling `on_message` for every message, until the stream
   // ends (Ok or an error), `on_message` returns false, or AbortWatch() is called.
   virtual Status Watch(const std::string& node, const std::string& session,
@@ -76,6 +88,7 @@ class HttpAgentConnection final : public AgentConnection {
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
                                            int64_t timeout_ms) override;
   Result<std::string> GetSpec(const SpecFetch& fetch) override;
+  Result<std::string> FetchBlobs(const BlobFetch& fetch) override;
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
@@ -116,6 +129,7 @@ class FailoverAgentConnection final : public AgentConnection {
   Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
                                            int64_t timeout_ms) override;
   Result<std::string> GetSpec(const SpecFetch& fetch) override;
+  Result<std::string> FetchBlobs(const BlobFetch& fetch) override;
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;

@@ -11,6 +11,7 @@
 #include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "cli/upload.h"
 #include "common/clock.h"
 #include "common/job_status.h"
 #include "common/strings.h"
@@ -218,15 +219,54 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   return Status::Ok();
 }
 
-// Relative workdirs are relative to where the user stands; no workdir means here (as sbatch does).
-void ResolveWorkdir(JobSpec& spec) {
+// A workdir on the nodes rather than uploaded: `workdir: node:/shared/proj`.
+constexpr std::string_view kNodeWorkdirPrefix = "node:";
+
+// "~/x" -> "$HOME/x"; anything else as it is.
+std::string ExpandHome(const std::string& path) {
+  const char* home = std::getenv("HOME");
+  if (home && (path == "~" || path.starts_with("~/"))) return home + path.substr(1);
+  return path;
+}
+
+// Where the job runs (docs/user-guide.md "Workdir upload"): `node:/path` is a path on the nodes (a
+// shared file system); any other workdir is a local directory, uploaded (UploadWorkdir); none
+// means here, as a path on the nodes (as sbatch does). Answers whether the workdir is to be
+// uploaded.
+Result<bool> ResolveWorkdir(JobSpec& spec) {
   std::error_code ec;
   std::filesystem::path cwd = std::filesystem::current_path(ec);
   if (spec.workdir.empty()) {
     spec.workdir = cwd.string();
-  } else if (std::filesystem::path(spec.workdir).is_relative()) {
-    spec.workdir = std::filesystem::weakly_canonical(cwd / spec.workdir, ec).string();
+    return false;
   }
+  if (spec.workdir.starts_with(kNodeWorkdirPrefix)) {
+    spec.workdir = spec.workdir.substr(kNodeWorkdirPrefix.size());
+    if (!std::filesystem::path(spec.workdir).is_absolute()) {
+      return Status::Invalid("workdir: node:" + spec.workdir +
+                             ": a path on the nodes must be absolute (node:/shared/proj)");
+    }
+    return false;
+  }
+  return true;
+}
+
+// Uploads the spec's local workdir and file mounts' sources, naming the uploads in the spec.
+Status UploadSources(Connection& conn, JobSpec& spec, bool upload_workdir, bool verbose) {
+  if (upload_workdir) {
+    auto report = UploadTree(conn, spec.workdir, "workdir", verbose);
+    if (!report.ok()) return report.status();
+    spec.workdir.clear();
+    spec.workdir_upload = report->manifest;
+  }
+  for (FileMount& m : spec.file_mounts) {
+    if (m.source.empty()) continue;
+    auto report = UploadTree(conn, ExpandHome(m.source), "file_mounts: " + m.target, verbose);
+    if (!report.ok()) return report.status();
+    m.upload = report->manifest;
+    m.source.clear();
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -240,16 +280,19 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!parsed.ok()) return Fail(parsed.status());
   JobSpec spec = std::move(*parsed);
   if (Status st = ApplyOverrides(f, spec); !st.ok()) return Fail(st);
-  ResolveWorkdir(spec);
+  Result<bool> upload_workdir = ResolveWorkdir(spec);
+  if (!upload_workdir.ok()) return Fail(upload_workdir.status());
   Status valid = ValidateSpec(spec);
   if (!valid.ok()) return Fail(valid);
 
-  // No "user": the server knows who we are (socket credentials or our token).
-  json::object body{{"spec", SpecToJson(spec)}};
-  if (f.num_jobs) body["num_jobs"] = *f.num_jobs;
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
+  st = UploadSources(conn, spec, *upload_workdir, false);
+  if (!st.ok()) return Fail(st);
+  // No "user": the server knows who we are (socket credentials or our token).
+  json::object body{{"spec", SpecToJson(spec)}};
+  if (f.num_jobs) body["num_jobs"] = *f.num_jobs;
   // Keyed, so that the call may be sent again (to this server or, after a failover, the next)
   // when its answer was lost, without submitting twice (docs/api.md "Idempotency-Key").
   const std::string key = f.idempotency_key.empty() ? NewIdempotencyKey() : f.idempotency_key;
@@ -820,7 +863,9 @@ void AddExecCommand(CommandContext& c) {
   exec->add_option("--priority", exec_flags.priority, "Priority (higher runs first; default 0)");
   exec->add_option("--num-nodes", exec_flags.num_nodes, "Nodes per job (a gang)");
   exec->add_option("--workdir", exec_flags.workdir,
-                   "Working directory on the nodes (default: the current one)");
+                   "Local directory uploaded as the job's working directory (its .gitignore "
+                   "files apply); node:/PATH for a path on the nodes (default: the current "
+                   "directory's path, on the nodes)");
   exec->add_option("--pool", exec_flags.pool,
                    "Run only on nodes of this pool (as the YAML's pool:)");
   exec->add_option("--after", exec_flags.after,

@@ -23,6 +23,7 @@ enum class Code {
   kUnauthorized,     // who you are is unknown: 401
   kForbidden,        // known, but without the right: 403
   kTooLarge,         // 413
+  kNoSpace,          // out of disk where the request would be kept: 507
   kUnavailable,      // transient: network, peer down: 503
   kInternal,         // 500
 };
@@ -40,6 +41,7 @@ class Status {
   static Status Unauthorized(std::string m) { return {Code::kUnauthorized, std::move(m)}; }
   static Status Forbidden(std::string m) { return {Code::kForbidden, std::move(m)}; }
   static Status TooLarge(std::string m) { return {Code::kTooLarge, std::move(m)}; }
+  static Status NoSpace(std::string m) { return {Code::kNoSpace, std::move(m)}; }
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 

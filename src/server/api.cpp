@@ -88,6 +88,17 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleGroup(c.id); });
   t.Add("POST", "/v1/groups/{id}", R::kState,
         [this](const RouteCall& c) { return HandleUpdateGroup(c.id, *c.req, *c.by); });
+  // Uploads (docs/api.md "Uploads"): blob and manifest I/O, off the state executor.
+  t.Add("POST", "/v1/uploads/missing", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadMissing(*c.req, *c.by); });
+  t.Add("POST", "/v1/uploads/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadBlobs(*c.req, *c.by); });
+  t.Add("PUT", "/v1/uploads/blobs/{digest}", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadPiece(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadReceived(c.params[0], *c.by); });
+  t.Add("POST", "/v1/uploads/manifests", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadManifest(*c.req, *c.by); });
   t.Add("GET", "/v1/queue", R::kRead, [this](const RouteCall& c) { return HandleQueue(*c.req); });
   // Accounting and nodes.
   t.Add("GET", "/v1/usage", R::kRead, [this](const RouteCall& c) { return HandleUsage(*c.req); });
@@ -134,6 +145,8 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/logs", R::kState,
         [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
   t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
     HandleWatch(*c.req, *c.by, c.res);
     return streamed();
@@ -260,6 +273,13 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
         "this server refuses jobs of root (they would run as root on the nodes); submit as "
         "another user, or start the server with --allow-root-jobs"));
   }
+  for (const FileMount& m : request.spec.file_mounts) {
+    if (m.upload.empty()) {
+      return ErrorResponse(Status::Invalid(
+          "file_mounts: " + m.target + ": the source must be uploaded first (berth exec does)"));
+    }
+  }
+  if (Status st = uploads_->CheckSpec(by.user, request.spec); !st.ok()) return ErrorResponse(st);
   if (by.max_priority && request.spec.priority > *by.max_priority) {
     return ErrorResponse(Status::Forbidden(fmt::format(
         "priority {} is over your limit: {} may submit at priority {} at most (an admin raises "

@@ -267,6 +267,10 @@ class Core {
   // it now; else Conflict (session) or Forbidden.
   Status MayReadSpec(const std::string& node, const std::string& session, int64_t job,
                      int64_t spec_id) EXCLUDES(mu_);
+  // For a node's fetch of uploaded blobs: the manifests (workdir_upload, file_mounts) of job `job`
+  // when it is placed on `node` now, whose session `session` is; else Conflict or Forbidden.
+  Result<std::vector<std::string>> JobUploads(const std::string& node, const std::string& session,
+                                              int64_t job) EXCLUDES(mu_);
 
   // --- metrics (docs/monitoring.md) ---
   // What the core did: counters and histograms, updated as changes are applied.

@@ -89,6 +89,26 @@ Status Core::MayReadSpec(const std::string& node, const std::string& session, in
   return Status::Ok();
 }
 
+Result<std::vector<std::string>> Core::JobUploads(const std::string& node,
+                                                  const std::string& session, int64_t job) {
+  HandlerLock lock(this);
+  auto runtime = Authenticate(node, session);
+  if (!runtime.ok()) return runtime.status();
+  auto j = jobs_.find(job);
+  if (j == jobs_.end() || !PlacedOn(j->second.row.placement, node)) {
+    return Status::Forbidden(fmt::format(
+        "node {} runs no job {}: a node reads only the uploads of its own jobs", node, job));
+  }
+  std::shared_ptr<const JobSpec> held =
+      j->second.spec ? j->second.spec : SpecFor(j->second.row.spec_id);
+  if (!held) return Status::Unavailable(fmt::format("job {}'s spec cannot be read", job));
+  std::vector<std::string> out;
+  const JobSpec& spec = *held;
+  if (!spec.workdir_upload.empty()) out.push_back(spec.workdir_upload);
+  for (const FileMount& m : spec.file_mounts) out.push_back(m.upload);
+  return out;
+}
+
 Result<proto::HeartbeatAnswer> Core::Heartbeat(const std::string& node,
                                                const std::string& session) {
   HandlerLock lock(this);

@@ -13,6 +13,11 @@ net::HttpResponse Server::HandleMetrics() {
   core_->WriteGauges(out);
   core_->metrics().Write(out);
   http_seconds_.Write(out);
+  out.Family("berth_upload_blobs_total", "counter",
+             "Blobs of workdirs and file mounts received whole from users.");
+  out.Sample("berth_upload_blobs_total", {}, static_cast<double>(uploads_->blobs_received()));
+  out.Family("berth_upload_bytes_total", "counter", "Bytes of those blobs.");
+  out.Sample("berth_upload_bytes_total", {}, static_cast<double>(uploads_->bytes_received()));
   return net::HttpResponse{.status = 200,
                            .content_type = "text/plain; version=0.0.4; charset=utf-8",
                            .body = out.Take()};

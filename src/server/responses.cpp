@@ -20,6 +20,8 @@ int HttpStatusOf(Code code) {
       return 409;
     case Code::kTooLarge:
       return 413;
+    case Code::kNoSpace:
+      return 507;
     case Code::kInfeasible:
       return 422;
     case Code::kUnavailable:

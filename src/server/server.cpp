@@ -96,6 +96,9 @@ Status Server::Start() {
     if (!bytes.ok()) return bytes.status();
     logs_ = std::make_unique<LogStore>(std::move(*bytes));
   }
+  auto blobs = OpenFileBlobStore(options_.state_dir + "/uploads", clock_);
+  if (!blobs.ok()) return blobs.status();
+  uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits);
   CoreOptions core;
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;

@@ -32,6 +32,7 @@
 #include "server/identity.h"
 #include "server/log_store.h"
 #include "server/routes.h"
+#include "server/uploads.h"
 #include "server/watch_streams.h"
 #include "server/web_sessions.h"
 #include "store/store.h"
@@ -73,6 +74,9 @@ struct ServerOptions {
   // (several servers: every one of them serves it after a failover; docs/ha.md).
   std::string log_store;
   std::optional<int64_t> log_store_fence;  // the leader's fencing token, for its appends there
+  // Uploaded workdirs and file mounts (docs/user-guide.md "Workdir upload"): kept under
+  // <state_dir>/uploads, each tree within these limits.
+  upload::ManifestLimits upload_limits;
 };
 
 class Server {
@@ -177,6 +181,14 @@ class Server {
   net::HttpResponse HandleLogAppend(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
                                   const Principal& by);
+  // upload_api.cpp: users' uploads (server/uploads.h), and the nodes' fetch of their jobs' blobs.
+  net::HttpResponse HandleUploadMissing(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleUploadBlobs(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleUploadPiece(const std::string& digest, const net::HttpRequest& req,
+                                      const Principal& by);
+  net::HttpResponse HandleUploadReceived(const std::string& digest, const Principal& by);
+  net::HttpResponse HandleUploadManifest(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleAgentBlobs(const net::HttpRequest& req, const Principal& by);
   // admin_api.cpp: join tokens, and revoking a node's credential (which ends its session).
   net::HttpResponse HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleRevokeNode(const std::string& node, const Principal& by);
@@ -193,6 +205,7 @@ class Server {
   std::unique_ptr<WebSessions> sessions_;
   std::unique_ptr<Identity> identity_;
   std::unique_ptr<LogStore> logs_;
+  std::unique_ptr<Uploads> uploads_;
   WatchStreams streams_;
   std::unique_ptr<Core> core_;
   std::unique_ptr<Executor> state_exec_;

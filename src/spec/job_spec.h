@@ -90,15 +90,31 @@ constexpr DurationMs kMaxBackoff = 24LL * 3'600'000;  // a day
 constexpr size_t kMaxDependencyIds = 1000;            // jobs or groups named, over all dependencies
 constexpr int kMaxRunning = 1'000'000;
 
+// A file mount (SkyPilot's `file_mounts`): a local file or directory uploaded by the client and
+// copied to `target` on every node before setup runs (docs/task-yaml.md "file_mounts").
+struct FileMount {
+  std::string target;  // on the nodes: absolute, "~/..." or relative to the workdir
+  std::string source;  // on the client, before upload (never sent to the server)
+  std::string upload;  // the uploaded tree's manifest digest (upload/manifest.h)
+  bool operator==(const FileMount&) const = default;
+};
+constexpr size_t kMaxFileMounts = 64;
+
 struct JobSpec {
   std::string name;  // defaults to the first word of run, or "job"
   int num_nodes = 1;
   ResourceRequest resources;                              // per node
   CpuBinding cpu_binding = CpuBinding::kNone;             // resources.cpu_binding
   std::vector<std::pair<std::string, std::string>> envs;  // in the order given; unique keys
-  std::string workdir;  // absolute path on the nodes; empty: the agent's job directory
-  std::string setup;    // bash script, may be empty
-  std::string run;      // bash script, may be empty (the job then just succeeds)
+  // Where the job runs. `workdir` is a path on the nodes (a shared file system: `workdir:
+  // node:/path` in a task file); `workdir_upload` the manifest digest of a workdir the client
+  // uploaded (docs/user-guide.md "Workdir upload"), copied into the job's own directory on each
+  // node. Neither: the job's own directory.
+  std::string workdir;
+  std::string workdir_upload;
+  std::vector<FileMount> file_mounts;
+  std::string setup;  // bash script, may be empty
+  std::string run;    // bash script, may be empty (the job then just succeeds)
   int priority = 0;
   std::string pool;  // empty: any pool
   std::map<std::string, std::string> node_selector;

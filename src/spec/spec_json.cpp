@@ -311,12 +311,34 @@ Status GetSignal(const json::value& v, std::optional<WarnSignal>* out) {
   return Status::Ok();
 }
 
+// "file_mounts": [{"target": "/data", "upload": DIGEST}, ...]
+Status GetFileMounts(const json::value& value, std::vector<FileMount>* out) {
+  if (!value.is_array()) return Status::Invalid("file_mounts: expected a list");
+  for (const json::value& item : value.as_array()) {
+    if (!item.is_object()) return Status::Invalid("file_mounts: expected {target, upload} objects");
+    FileMount mount;
+    for (const auto& [key, v] : item.as_object()) {
+      if (key == "target") {
+        BERTH_RETURN_IF_ERROR(GetString(v, "file_mounts.target", &mount.target));
+      } else if (key == "upload") {
+        BERTH_RETURN_IF_ERROR(GetString(v, "file_mounts.upload", &mount.upload));
+      } else {
+        return Unknown("file_mounts", key);
+      }
+    }
+    out->push_back(std::move(mount));
+  }
+  return Status::Ok();
+}
+
 Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "name") return GetString(value, key, &spec->name);
   if (key == "num_nodes") return GetInt(value, key, &spec->num_nodes);
   if (key == "resources") return GetResources(value, &spec->resources, &spec->cpu_binding);
   if (key == "envs") return GetStringMap(value, key, &spec->envs);
   if (key == "workdir") return GetString(value, key, &spec->workdir);
+  if (key == "workdir_upload") return GetString(value, key, &spec->workdir_upload);
+  if (key == "file_mounts") return GetFileMounts(value, &spec->file_mounts);
   if (key == "setup") return GetString(value, key, &spec->setup);
   if (key == "run") return GetString(value, key, &spec->run);
   if (key == "priority") return GetInt(value, key, &spec->priority);
@@ -370,6 +392,14 @@ json::value SpecToJson(const JobSpec& spec) {
   out["resources"] = std::move(resources);
   out["envs"] = std::move(envs);
   out["workdir"] = spec.workdir;
+  if (!spec.workdir_upload.empty()) out["workdir_upload"] = spec.workdir_upload;
+  if (!spec.file_mounts.empty()) {
+    json::array mounts;
+    for (const FileMount& m : spec.file_mounts) {
+      mounts.push_back(json::object{{"target", m.target}, {"upload", m.upload}});
+    }
+    out["file_mounts"] = std::move(mounts);
+  }
   out["setup"] = spec.setup;
   out["run"] = spec.run;
   out["priority"] = spec.priority;

@@ -64,10 +64,11 @@ constexpr std::string_view kTopFields[] = {
     "workdir",       "setup",       "run",        "priority",   "pool",
     "node_selector", "placement",   "time_limit", "kill_grace", "recovery",
     "depends_on",    "max_running", "retry",      "signal",     "time_limit_scope",
+    "file_mounts",
 };
-constexpr std::string_view kTopCloudFields[] = {"file_mounts",  "storage_mounts", "service",
-                                                "config",       "event_callback", "volumes",
-                                                "experimental", "inputs",         "outputs"};
+constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
+                                                "event_callback", "volumes", "experimental",
+                                                "inputs",         "outputs"};
 constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory", "cpu_binding"};
 constexpr std::string_view kResourceCloudFields[] = {
     "cloud",         "infra",        "region",           "zone",      "instance_type", "use_spot",
@@ -201,6 +202,7 @@ class TaskParser {
   Status ParseAcceleratorsField(const YAML::Node& node, int line);
   Status ParseEnvs(const YAML::Node& node, const std::string& path, int line);
   Status ParseNodeSelector(const YAML::Node& node, int line);
+  Status ParseFileMounts(const YAML::Node& node, int line);
   Status ParsePlacement(const YAML::Node& node, int line);
   Status ParseRecovery(const YAML::Node& node, int line);
   Status ParseRecoveryAction(const YAML::Node& node, const std::string& path, int line,
@@ -398,6 +400,8 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
     } else if (n == "node_selector") {
       BERTH_RETURN_IF_ERROR(ParseNodeSelector(f.value, f.line));
+    } else if (n == "file_mounts") {
+      BERTH_RETURN_IF_ERROR(ParseFileMounts(f.value, f.line));
     } else if (n == "placement") {
       BERTH_RETURN_IF_ERROR(ParsePlacement(f.value, f.line));
     } else if (n == "time_limit") {
@@ -560,6 +564,40 @@ Status TaskParser::ParseNodeSelector(const YAML::Node& node, int line) {
       return Error(key_line, fmt::format("node_selector.{} is given twice", key));
     }
     lines_["node_selector." + key] = key_line;
+  }
+  return Status::Ok();
+}
+
+// file_mounts: {target: local source}. Sources are the client's files, uploaded when the task is
+// submitted; object stores (SkyPilot's bucket URIs and storage objects) are not supported.
+Status TaskParser::ParseFileMounts(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return Error(LineOf(node, line),
+                 fmt::format("file_mounts: expected a map of /remote/path: ./local/path, got {}",
+                             Describe(node)));
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    int key_line = LineOf(it->first, line);
+    if (!it->first.IsScalar()) {
+      return Error(key_line, "file_mounts: expected /remote/path: ./local/path");
+    }
+    const std::string target = it->first.Scalar();
+    if (!it->second.IsScalar()) {
+      return Error(key_line,
+                   fmt::format("file_mounts: {}: object-store sources are not supported; give a "
+                               "local file or directory (it is uploaded with the job)",
+                               target));
+    }
+    const std::string source = it->second.Scalar();
+    if (source.find("://") != std::string::npos) {
+      return Error(key_line,
+                   fmt::format("file_mounts: {}: {}: object-store sources are not supported; give "
+                               "a local file or directory (it is uploaded with the job)",
+                               target, source));
+    }
+    if (source.empty()) return Error(key_line, fmt::format("file_mounts: {}: no source", target));
+    task_.spec.file_mounts.push_back(FileMount{.target = target, .source = source, .upload = ""});
   }
   return Status::Ok();
 }

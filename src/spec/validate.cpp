@@ -5,6 +5,7 @@
 // find the line the field came from and put it in front.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <string_view>
 
@@ -221,6 +222,51 @@ Status CheckSignal(const WarnSignal& signal, const std::optional<DurationMs>& ti
   return Status::Ok();
 }
 
+// A digest of uploaded content: 64 lowercase hex characters (upload/digest.h).
+bool IsUploadDigest(std::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+Status CheckUploads(const JobSpec& spec) {
+  if (!spec.workdir_upload.empty()) {
+    if (!IsUploadDigest(spec.workdir_upload)) {
+      return Status::Invalid("workdir_upload must be an upload's digest (64 hex characters)");
+    }
+    if (!spec.workdir.empty()) {
+      return Status::Invalid("workdir and workdir_upload: give one (a node path or an upload)");
+    }
+  }
+  if (spec.file_mounts.size() > kMaxFileMounts) {
+    return Status::Invalid(fmt::format("file_mounts: at most {} entries, got {}", kMaxFileMounts,
+                                       spec.file_mounts.size()));
+  }
+  if (!spec.file_mounts.empty()) {
+    // Parsed and checked below, but not yet placed on the nodes: refused rather than ignored.
+    return Status::Invalid(
+        "file_mounts: not supported yet (the workdir is uploaded; put the files under it)");
+  }
+  std::set<std::string_view> targets;
+  for (const FileMount& m : spec.file_mounts) {
+    std::string where = "file_mounts: " + m.target;
+    if (m.target.empty() || m.target.find('\0') != std::string::npos || m.target.size() > 4096) {
+      return Status::Invalid("file_mounts: a target must be a path");
+    }
+    for (std::string_view seg : Split(m.target, '/')) {
+      if (seg == "..") return Status::Invalid(where + ": '..' is not allowed in a target");
+    }
+    if (!targets.insert(m.target).second) return Status::Invalid(where + ": given twice");
+    if (m.upload.empty() && m.source.empty()) {
+      return Status::Invalid(where + ": the source was not uploaded (upload is missing)");
+    }
+    if (!m.upload.empty() && !IsUploadDigest(m.upload)) {
+      return Status::Invalid(where + ": upload must be an upload's digest (64 hex characters)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void SetEnv(JobSpec* spec, const std::string& key, const std::string& value) {
@@ -252,6 +298,7 @@ Status ValidateSpec(const JobSpec& spec) {
   if (spec.workdir.find('\0') != std::string::npos) {
     return Status::Invalid("workdir contains a NUL byte");
   }
+  BERTH_RETURN_IF_ERROR(CheckUploads(spec));
   if (spec.priority < kMinPriority || spec.priority > kMaxPriority) {
     return Status::Invalid(fmt::format("priority must be between {} and {}, got {}", kMinPriority,
                                        kMaxPriority, spec.priority));

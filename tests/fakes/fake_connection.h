@@ -96,6 +96,30 @@ class FakeConnection final : public AgentConnection {
     return proto::LogAppendAnswer{static_cast<int64_t>(log.size()), ""};
   }
 
+  // Frames of the blobs the test added (AddBlob), whole from each offset; NotFound for others.
+  Result<std::string> FetchBlobs(const BlobFetch& fetch) override {
+    std::unique_lock lock(mu_);
+    ++blob_fetches_;
+    std::string body;
+    for (const auto& [digest, offset] : fetch.want) {
+      auto it = blobs_.find(digest);
+      if (it == blobs_.end()) return Status::NotFound("no blob " + digest);
+      std::string_view data(it->second);
+      std::string line = fmt::format("{} {} {}\n", digest, offset, data.size() - offset);
+      body += line;
+      body += data.substr(static_cast<size_t>(offset));
+    }
+    return body;
+  }
+  void AddBlob(const std::string& digest, std::string data) {
+    std::lock_guard lock(mu_);
+    blobs_[digest] = std::move(data);
+  }
+  int blob_fetches() {
+    std::lock_guard lock(mu_);
+    return blob_fetches_;
+  }
+
   // NotFound for a spec the test did not add; blocks while specs are held (HoldSpecs).
   Result<std::string> GetSpec(const SpecFetch& fetch) override {
     const int64_t spec_id = fetch.spec_id;
@@ -279,6 +303,8 @@ class FakeConnection final : public AgentConnection {
   std::vector<std::pair<std::string, std::string>> watches_;  // node, session
   std::map<proto::AttemptRank, std::string> logs_;
   std::vector<std::string> journal_;
+  std::map<std::string, std::string> blobs_;
+  int blob_fetches_ = 0;
   std::map<int64_t, std::string> specs_;
   std::set<proto::AttemptRank> stale_;
   Status register_status_;

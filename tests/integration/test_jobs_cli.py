@@ -131,7 +131,8 @@ class JobsCliTest(BerthTestCase):
         rc, out, err = self.b.run("exec", task, check=False)
         self.assertEqual(rc, 0, err)
         lines = out.splitlines()
-        wd = self.path("wd")
+        # The workdir is uploaded: the job runs in its own copy of it (docs/user-guide.md).
+        wd = f"{self.b.home}/agents/local-0/jobs/1-1-0/work"
         # Setup runs first, in the workdir, with the task's envs and without GPUs.
         self.assertEqual(lines[0], f"setup CVD=unset GREETING=hello pwd={wd}")
         run_line = lines[1]

@@ -166,8 +166,8 @@ resources:
   infra: aws/us-east-1
   use_spot: true
   disk_size: 256
-file_mounts:
-  /data: s3://bucket/data
+storage_mounts:
+  /data: {source: s3://bucket/data}
 run: python train.py
 )");
   EXPECT_EQ(t.spec.resources.gpu_milli, 8000);
@@ -177,7 +177,22 @@ run: python train.py
           "task.yaml:4: 'infra' only matters to a cloud provisioner; berth ignores it",
           "task.yaml:5: 'use_spot' only matters to a cloud provisioner; berth ignores it",
           "task.yaml:6: 'disk_size' only matters to a cloud provisioner; berth ignores it",
-          "task.yaml:7: 'file_mounts' only matters to a cloud provisioner; berth ignores it"));
+          "task.yaml:7: 'storage_mounts' only matters to a cloud provisioner; berth ignores it"));
+}
+
+// file_mounts name local sources (uploaded with the job); object stores are refused by name.
+TEST(TaskYaml, FileMountsRefuseObjectStores) {
+  auto bucket = ParseTaskYaml("run: x\nfile_mounts:\n  /data: s3://bucket/data\n", "task.yaml");
+  EXPECT_EQ(bucket.status().message(),
+            "task.yaml:3: file_mounts: /data: s3://bucket/data: object-store sources are not "
+            "supported; give a local file or directory (it is uploaded with the job)");
+  auto storage = ParseTaskYaml("run: x\nfile_mounts:\n  /data:\n    source: s3://b\n", "task.yaml");
+  EXPECT_NE(storage.status().message().find("object-store sources are not supported"),
+            std::string::npos);
+  auto local = ParseTaskYaml("run: x\nfile_mounts:\n  /data: ./data\n", "task.yaml");
+  EXPECT_EQ(local.status().message(),
+            "task.yaml:3: file_mounts: not supported yet (the workdir is uploaded; put the files "
+            "under it)");
 }
 
 TEST(TaskYaml, MisspelledFieldIsAnErrorWithASuggestion) {

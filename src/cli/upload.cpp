@@ -1,0 +1,208 @@
+// Uploading a local tree for a job (cli/upload.h).
+#include "cli/upload.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "common/json_util.h"
+#include "upload/blob_frames.h"
+#include "upload/manifest.h"
+#include "upload/tree_walk.h"
+
+namespace berth::cli {
+namespace {
+
+// Blobs up to this size go many to a request, up to kBatchBytes a request; bigger ones go in
+// pieces of kPieceBytes (well under the server's request limit).
+constexpr int64_t kBatchBytes = 8 << 20;
+constexpr int64_t kPieceBytes = 16 << 20;
+// Digests asked about per request (the server's limit, server/uploads.h).
+constexpr size_t kAskPerCall = 20'000;
+
+Result<std::string> ReadWholeFile(const std::string& path, int64_t size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Invalid(fmt::format("cannot read {}: {}", path, strerror(errno)));
+  std::string data(static_cast<size_t>(size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  return data;
+}
+
+// Which of `digests` the server lacks from us.
+Result<std::vector<std::string>> AskMissing(Connection& conn,
+                                            const std::vector<std::string>& digests) {
+  std::vector<std::string> missing;
+  for (size_t at = 0; at < digests.size(); at += kAskPerCall) {
+    json::array part;
+    for (size_t i = at; i < std::min(digests.size(), at + kAskPerCall); ++i) {
+      part.emplace_back(digests[i]);
+    }
+    auto res = conn.Call("POST", "/v1/uploads/missing",
+                         SerializeJson(json::object{{"digests", std::move(part)}}));
+    if (!res.ok()) return res.status();
+    for (const json::value& d : res->as_object().at("missing").as_array()) {
+      missing.emplace_back(d.as_string());
+    }
+  }
+  return missing;
+}
+
+// Sends one big blob in pieces, from where the server's copy of it ends.
+Status SendInPieces(Connection& conn, const std::string& digest, const std::string& path,
+                    int64_t size) {
+  auto at = conn.Call("GET", "/v1/uploads/blobs/" + digest + "/received");
+  if (!at.ok()) return at.status();
+  int64_t offset = AsInt(at->as_object().at("received")).value_or(0);
+  if (offset > size) offset = 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Invalid(fmt::format("cannot read {}: {}", path, strerror(errno)));
+  std::string piece;
+  Status st;
+  do {
+    piece.resize(static_cast<size_t>(std::min(kPieceBytes, size - offset)));
+    ssize_t n = ::pread(fd, piece.data(), piece.size(), offset);
+    if (n < 0 || static_cast<size_t>(n) != piece.size()) {
+      st = Status::Invalid(fmt::format("{} changed while it was uploaded; submit again", path));
+      break;
+    }
+    bool last = offset + n == size;
+    auto res = conn.Call("PUT",
+                         fmt::format("/v1/uploads/blobs/{}?offset={}&size={}&last={}", digest,
+                                     offset, size, last ? 1 : 0),
+                         piece, 300'000);
+    if (!res.ok()) {
+      st = res.status();
+      break;
+    }
+    offset += n;
+  } while (offset < size);
+  ::close(fd);
+  return st;
+}
+
+// Sends the blobs `missing` (small ones batched), counting what went into `report`.
+Status SendBlobs(Connection& conn, const upload::HashedTree& tree,
+                 const std::vector<std::string>& missing, UploadReport& report) {
+  std::map<std::string, int64_t> size_of;
+  for (const upload::ManifestEntry& e : tree.manifest.entries) {
+    if (e.kind == upload::ManifestEntry::Kind::kFile) size_of[e.digest] = e.size;
+  }
+  std::string batch;
+  auto flush = [&]() -> Status {
+    if (batch.empty()) return Status::Ok();
+    auto res = conn.Call("POST", "/v1/uploads/blobs", batch, 300'000);
+    batch.clear();
+    return res.ok() ? Status::Ok() : res.status();
+  };
+  for (const std::string& digest : missing) {
+    const std::string& path = tree.file_of_digest.at(digest);
+    int64_t size = size_of.at(digest);
+    report.sent_files += 1;
+    report.sent_bytes += size;
+    if (size > kBatchBytes) {
+      BERTH_RETURN_IF_ERROR(SendInPieces(conn, digest, path, size));
+      continue;
+    }
+    auto data = ReadWholeFile(path, size);
+    if (!data.ok()) return data.status();
+    if (static_cast<int64_t>(data->size()) != size) {
+      return Status::Invalid(fmt::format("{} changed while it was uploaded; submit again", path));
+    }
+    upload::AppendFrame(batch, digest, 0, *data);
+    if (static_cast<int64_t>(batch.size()) >= kBatchBytes) BERTH_RETURN_IF_ERROR(flush());
+  }
+  return flush();
+}
+
+// A tree of one file: the file, named by its own name.
+Result<upload::HashedTree> HashOneFile(const std::string& path) {
+  upload::Walk walk;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::Invalid(fmt::format("{}: {}", path, strerror(errno)));
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  upload::WalkedEntry e{.kind = upload::ManifestEntry::Kind::kFile,
+                        .path = std::filesystem::path(path).filename().string(),
+                        .mode = st.st_mode & 0777,
+                        .size = st.st_size};
+  walk.entries.push_back(e);
+  return upload::HashTree(dir.empty() ? "." : dir, walk, "");
+}
+
+}  // namespace
+
+std::string UploadCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/berth/uploads";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/berth/uploads";
+}
+
+Result<UploadReport> UploadTree(Connection& conn, const std::string& path, const std::string& what,
+                                bool verbose) {
+  auto started = std::chrono::steady_clock::now();
+  std::error_code ec;
+  std::string root = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (root.size() > 1 && root.back() == '/') root.pop_back();
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) {
+    return Status::Invalid(fmt::format("{}: {}: {}", what, path, strerror(errno)));
+  }
+  upload::ManifestLimits limits;
+  Result<upload::HashedTree> tree = Status::Ok();
+  if (S_ISDIR(st.st_mode)) {
+    auto walk = upload::WalkTree(root, false, limits.max_entries);
+    if (!walk.ok()) return Status(walk.status().code(), what + ": " + walk.status().message());
+    // The limits first, from the sizes the walk saw: a tree over them is not read at all.
+    upload::Manifest sizes;
+    for (const upload::WalkedEntry& e : walk->entries) {
+      sizes.entries.push_back({.kind = e.kind, .path = e.path, .size = e.size});
+    }
+    BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(sizes, limits, what));
+    tree = upload::HashTree(root, *walk, upload::StatCacheFile(UploadCacheDir(), root));
+  } else {
+    tree = HashOneFile(root);
+  }
+  if (!tree.ok()) return Status(tree.status().code(), what + ": " + tree.status().message());
+  BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(tree->manifest, limits, what));
+
+  UploadReport report;
+  report.files = tree->manifest.Files();
+  report.bytes = tree->manifest.TotalBytes();
+  std::vector<std::string> digests;
+  for (const auto& [digest, file] : tree->file_of_digest) digests.push_back(digest);
+  auto missing = AskMissing(conn, digests);
+  if (!missing.ok()) return missing.status();
+  BERTH_RETURN_IF_ERROR(SendBlobs(conn, *tree, *missing, report));
+  auto registered =
+      conn.Call("POST", "/v1/uploads/manifests", upload::SerializeManifest(tree->manifest));
+  if (!registered.ok())
+    return Status(registered.status().code(), what + ": " + registered.status().message());
+  report.manifest = std::string(registered->as_object().at("manifest").as_string());
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (verbose || report.seconds > 1.0) {
+    fmt::print(stderr, "{}: {} files ({}), {} changed ({}) uploaded in {:.1f} s\n", what,
+               report.files, upload::HumanBytes(report.bytes), report.sent_files,
+               upload::HumanBytes(report.sent_bytes), report.seconds);
+  }
+  return report;
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,49 @@
+// BlobStore: where the server keeps uploaded content (workdirs, file mounts, their manifests) by
+// digest (upload/digest.h), and who uploaded what (docs/design.md "Uploads"). A blob's bytes are
+// stored once however many users upload them, but each user must send the bytes themselves before
+// the blob counts as theirs: Missing answers from the asker's own uploads only, so nobody learns
+// what another user uploaded, and nobody can claim content by knowing its digest.
+//
+// Backends: files under the server's state dir with their index in SQLite (one server), or
+// PostgreSQL (several servers: any leader serves every blob after a failover). Digests are checked
+// before a blob is stored: kConflict names both digests on a mismatch.
+//
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace berth {
+
+class BlobStore {
+ public:
+  virtual ~BlobStore() = default;
+  // Of `digests`, those `owner` has not uploaded (in the order given).
+  virtual Result<std::vector<std::string>> Missing(std::string_view owner,
+                                                   const std::vector<std::string>& digests) = 0;
+  // Stores `data` as blob `digest`, uploaded by `owner`.
+  virtual Status Put(std::string_view owner, const std::string& digest, std::string_view data) = 0;
+  // A blob sent in pieces (too big for one request): how many bytes of it `owner` has sent so far.
+  virtual Result<int64_t> Received(std::string_view owner, const std::string& digest) = 0;
+  // Appends `data` at byte `offset`, which must be Received (kConflict otherwise: the caller goes
+  // on from Received). With `last`, checks and stores the whole blob. Answers Received after.
+  virtual Result<int64_t> Append(std::string_view owner, const std::string& digest, int64_t offset,
+                                 std::string_view data, bool last) = 0;
+  // A stored blob's size (kNotFound when there is none).
+  virtual Result<int64_t> Size(const std::string& digest) = 0;
+  // Up to `max_bytes` of a stored blob from `offset`.
+  virtual Result<std::string> Read(const std::string& digest, int64_t offset, size_t max_bytes) = 0;
+};
+
+// The single-server backend: blobs as files under `dir` (data/ab/DIGEST), partial uploads under
+// dir/partial, the index in dir/blobs.db.
+Result<std::unique_ptr<BlobStore>> OpenFileBlobStore(const std::string& dir, const Clock& clock);
+
+}  // namespace berth

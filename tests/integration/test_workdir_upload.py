@@ -1,0 +1,179 @@
+"""Workdirs travel with the job: content-addressed uploads, no shared file system needed.
+
+`workdir: DIR` is walked on the client with its .gitignore files, hashed, and only the blobs the server
+lacks from this user are sent; the node fetches what its cache lacks and builds each attempt its own
+copy, owned by the job's user. The agent here runs in a mount namespace of its own with a tmpfs over
+the client's project, so the job can see the files only through the upload.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+from harness import BERTH_BIN, SCALE, BerthTestCase, http, http_unix, wait_until
+
+
+def counter(url, name):
+    status, text, _ = http("GET", url + "/metrics")
+    m = re.search(rf"^{name} (\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                     "needs root and unshare(1): the agent runs in a mount namespace of its own")
+class WorkdirUploadTest(BerthTestCase):
+    def setUp(self):
+        super().setUp()
+        self.proj = self.path("proj")
+        os.makedirs(os.path.join(self.proj, "sub"))
+        os.makedirs(os.path.join(self.proj, ".git"))
+        files = {
+            "train.py": "print('train')\n",
+            ".gitignore": "*.log\n!keep.log\n/build/\n",
+            "a.log": "ignored\n",
+            "keep.log": "kept\n",
+            "sub/data.txt": "data\n",
+            "sub/.gitignore": "*.tmp\n",
+            "sub/x.tmp": "ignored too\n",
+            "build/out.o": "ignored dir\n",
+            ".git/HEAD": "ref: refs/heads/main\n",
+        }
+        for rel, text in files.items():
+            self.write(os.path.join("proj", rel), text)
+        os.chmod(os.path.join(self.proj, "train.py"), 0o755)
+        os.symlink("train.py", os.path.join(self.proj, "link.py"))
+        b = self.b
+        self.server = b.start_server()
+        self.url = self.server.url
+        # The agent: its own mount namespace, the client's project hidden under an empty tmpfs.
+        state = self.path("agent-state")
+        os.makedirs(state)
+        with open(self.path("agent.log"), "ab") as log:
+            self.agent = subprocess.Popen(
+                ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                 f"mount -t tmpfs none {self.proj} && exec {BERTH_BIN} agent --server {self.url} "
+                 f"--name node-0 --gpus V100:1 --state-dir {state}"],
+                env=b.env, cwd=self.b.tmp, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT)
+        self.addCleanup(self.stop_agent)
+        b.wait_nodes_up(["node-0"], env={"BERTH_SERVER": self.url})
+        self.env = {"BERTH_SERVER": self.url}
+
+    def stop_agent(self):
+        if self.agent.poll() is None:
+            self.agent.terminate()
+            try:
+                self.agent.wait(30)
+            except subprocess.TimeoutExpired:
+                self.agent.kill()
+                self.agent.wait()
+
+    def exec(self, *args, check=True):
+        return self.b.run("exec", *args, env=self.env, cwd=self.b.tmp, check=check, timeout=120)
+
+    def test_job_sees_the_upload_and_not_the_ignored_files(self):
+        task = self.write("task.yaml", "workdir: proj\nrun: |\n"
+                          f"  ls -A {self.proj} | wc -l\n"
+                          "  find . | sort\n  readlink link.py\n  cat sub/data.txt\n"
+                          "  stat -c %a train.py\n")
+        rc, out, err = self.exec(task)
+        lines = out.splitlines()
+        # The client's directory is empty on the node: the job runs in its own copy.
+        self.assertEqual(lines[0], "0", out)
+        listed = set(lines[1:-3])
+        for want in ["./train.py", "./keep.log", "./sub/data.txt", "./link.py", "./.gitignore",
+                     "./.git/HEAD", "./sub/.gitignore"]:
+            self.assertIn(want, listed, out)
+        for gone in ["./a.log", "./sub/x.tmp", "./build", "./build/out.o"]:
+            self.assertNotIn(gone, listed, out)
+        self.assertEqual(lines[-3:], ["train.py", "data", "755"], out)
+
+    def test_resubmit_sends_only_what_changed(self):
+        task = self.write("task.yaml", "workdir: proj\nrun: cat train.py\n")
+        self.exec(task)
+        first = counter(self.url, "berth_upload_blobs_total")
+        self.assertGreaterEqual(first, 6)
+        # The same tree again: nothing is sent.
+        self.exec(task)
+        self.assertEqual(counter(self.url, "berth_upload_blobs_total"), first)
+        # One file edited: one blob.
+        self.write("proj/train.py", "print('edited')\n")
+        _, out, _ = self.exec(task)
+        self.assertEqual(out, "print('edited')\n")
+        self.assertEqual(counter(self.url, "berth_upload_blobs_total"), first + 1)
+
+    def test_a_job_writing_into_its_copy_changes_nobody_elses(self):
+        task = self.write("task.yaml", "workdir: proj\nrun: cat train.py; echo changed > train.py\n")
+        _, out1, _ = self.exec(task)
+        _, out2, _ = self.exec(task)
+        self.assertEqual(out1, out2)
+        self.assertEqual(out2, "print('train')\n")
+        # The node's cached blob is intact.
+        digest = hashlib.sha256(b"print('train')\n").hexdigest()
+        cached = os.path.join(self.path("agent-state"), "uploads", digest[:2], digest)
+        with open(cached, "rb") as f:
+            self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest)
+        self.assertEqual(os.stat(cached).st_nlink, 1)
+
+    def test_uploads_are_checked_and_private(self):
+        url = self.url
+        data = "hello\n"
+        digest = hashlib.sha256(data.encode()).hexdigest()
+        wrong = hashlib.sha256(b"other").hexdigest()
+        # A blob sent under another digest: 409, naming both.
+        status, body, _ = http("POST", url + "/v1/uploads/blobs", f"{wrong} 0 {len(data)}\n{data}")
+        self.assertEqual(status, 409, body)
+        self.assertIn(digest, body["error"])
+        status, body, _ = http("PUT", url + f"/v1/uploads/blobs/{wrong}?offset=0&size=6&last=1", data)
+        self.assertEqual(status, 409, body)
+        # Root uploads it; another user still hears it is missing (nobody learns what others sent).
+        status, body, _ = http("POST", url + "/v1/uploads/blobs", f"{digest} 0 {len(data)}\n{data}")
+        self.assertEqual(status, 200, body)
+        ask = json.dumps({"digests": [digest]})
+        status, body, _ = http("POST", url + "/v1/uploads/missing", ask)
+        self.assertEqual(body, {"missing": []})
+        sock = os.path.join(self.server.state_dir, "berth.sock")
+        status, tok = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": "bob"}))
+        self.assertEqual(status, 201, tok)
+        status, body, _ = http("POST", url + "/v1/uploads/missing", ask, token=tok["token"])
+        self.assertEqual(body, {"missing": [digest]})
+        # Nor may bob register a manifest naming root's blob, or submit a job that uses one.
+        manifest = json.dumps({"version": 1, "entries": [["f", "x", 420, 6, digest]]})
+        status, body, _ = http("POST", url + "/v1/uploads/manifests", manifest, token=tok["token"])
+        self.assertEqual(status, 409, body)
+        self.assertIn("not uploaded", body["error"])
+        spec = {"spec": {"run": "cat x", "workdir_upload": hashlib.sha256(manifest.encode()).hexdigest()}}
+        status, body, _ = http("POST", url + "/v1/jobs", json.dumps(spec), token=tok["token"])
+        self.assertEqual(status, 400, body)
+        self.assertIn("not one of your uploads", body["error"])
+        # A manifest that would write through a symlink is refused.
+        bad = json.dumps({"version": 1, "entries": [["l", "a", "/etc"], ["f", "a/passwd", 420, 6, digest]]})
+        status, body, _ = http("POST", url + "/v1/uploads/manifests", bad)
+        self.assertEqual(status, 400, body)
+        self.assertIn("not a directory", body["error"])
+
+    def test_over_the_limits_names_the_biggest(self):
+        os.makedirs(os.path.join(self.proj, "data"))
+        with open(os.path.join(self.proj, "data", "huge.bin"), "wb") as f:
+            f.truncate(600 << 20)  # sparse: nothing is read, the size alone is over
+        task = self.write("task.yaml", "workdir: proj\nrun: true\n")
+        rc, out, err = self.exec(task, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("data/huge.bin is 600 MiB, over the limit of 512 MiB per file", err)
+
+    def test_node_prefix_keeps_a_shared_path(self):
+        shared = self.path("shared")
+        os.makedirs(shared)
+        task = self.write("task.yaml", f"workdir: node:{shared}\nrun: pwd\n")
+        _, out, _ = self.exec(task)
+        self.assertEqual(out, shared + "\n")
+        rc, _, err = self.exec("--workdir", "node:relative", "--", "true", check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("must be absolute", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
