@@ -144,6 +144,21 @@ Result<upload::HashedTree> HashOneFile(const std::string& path) {
   return upload::HashTree(dir.empty() ? "." : dir, walk, "");
 }
 
+// Walks and hashes the directory `root`, checking the limits from the walk's sizes first: a tree
+// over them is not read at all.
+Result<upload::HashedTree> HashDirectory(const std::string& root,
+                                         const upload::ManifestLimits& limits,
+                                         const std::string& what) {
+  auto walk = upload::WalkTree(root, false, limits.max_entries);
+  if (!walk.ok()) return walk.status();
+  upload::Manifest sizes;
+  for (const upload::WalkedEntry& e : walk->entries) {
+    sizes.entries.push_back({.kind = e.kind, .path = e.path, .size = e.size});
+  }
+  BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(sizes, limits, what));
+  return upload::HashTree(root, *walk, upload::StatCacheFile(UploadCacheDir(), root));
+}
+
 }  // namespace
 
 std::string UploadCacheDir() {
@@ -165,21 +180,12 @@ Result<UploadReport> UploadTree(Connection& conn, const std::string& path, const
     return Status::Invalid(fmt::format("{}: {}: {}", what, path, strerror(errno)));
   }
   upload::ManifestLimits limits;
-  Result<upload::HashedTree> tree = Status::Ok();
-  if (S_ISDIR(st.st_mode)) {
-    auto walk = upload::WalkTree(root, false, limits.max_entries);
-    if (!walk.ok()) return Status(walk.status().code(), what + ": " + walk.status().message());
-    // The limits first, from the sizes the walk saw: a tree over them is not read at all.
-    upload::Manifest sizes;
-    for (const upload::WalkedEntry& e : walk->entries) {
-      sizes.entries.push_back({.kind = e.kind, .path = e.path, .size = e.size});
-    }
-    BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(sizes, limits, what));
-    tree = upload::HashTree(root, *walk, upload::StatCacheFile(UploadCacheDir(), root));
-  } else {
-    tree = HashOneFile(root);
+  Result<upload::HashedTree> tree =
+      S_ISDIR(st.st_mode) ? HashDirectory(root, limits, what) : HashOneFile(root);
+  if (!tree.ok()) {
+    if (tree.status().code() == Code::kTooLarge) return tree.status();  // names `what` already
+    return Status(tree.status().code(), what + ": " + tree.status().message());
   }
-  if (!tree.ok()) return Status(tree.status().code(), what + ": " + tree.status().message());
   BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(tree->manifest, limits, what));
 
   UploadReport report;
