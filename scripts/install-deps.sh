@@ -14,7 +14,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev
   libyaml-cpp-dev libsqlite3-dev libpq-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-  procps iproute2 curl python3 tmux
+  procps iproute2 curl python3 tmux rsync
   clang clang-format
 )
 if [ "$for_tests" -eq 1 ]; then packages+=(chromium fonts-dejavu-core); fi

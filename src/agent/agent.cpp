@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/file_mounts.h"
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -585,6 +586,11 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   plan.run_env = std::move(env.run_env);
   plan.setup = spec.setup;
   plan.run = spec.run;
+  if (!spec.file_mounts.empty()) {
+    auto script = BuildFileMounts(m, spec, job_dir, account);
+    if (!script.ok()) return script.status();
+    plan.setup = *script + plan.setup;
+  }
   plan.kill_grace_ms = m.kill_grace_ms;
   plan.warn_signal = m.warn_signal;
   plan.warn_after_ms = m.warn_after_ms;
@@ -622,6 +628,37 @@ Status Agent::BuildUpload(const proto::LaunchMessage& m, const std::string& mani
   LogInfo("job {}: workdir of {} files ({} bytes) built in {}, {} bytes fetched", m.job,
           built->files, built->bytes, dest, built->fetched_bytes);
   return Status::Ok();
+}
+
+Result<std::string> Agent::BuildFileMounts(const proto::LaunchMessage& m, const JobSpec& spec,
+                                           const std::string& job_dir,
+                                           const std::optional<JobAccount>& account) {
+  const std::string dir = job_dir + "/mounts";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  // Root's, searchable: each mount inside is its user's.
+  if (::mkdir(dir.c_str(), 0711) != 0) {
+    return Status::Internal("cannot create " + dir + ": " + strerror(errno));
+  }
+  std::vector<MountPlacement> placements;
+  for (size_t i = 0; i < spec.file_mounts.size(); ++i) {
+    const FileMount& mount = spec.file_mounts[i];
+    std::string built = fmt::format("{}/{}", dir, i);
+    Status st = BuildUpload(m, mount.upload, built, account);
+    if (!st.ok()) {
+      return Status(st.code(), "file_mounts: " + mount.target + ": " + st.message());
+    }
+    if (mount.file) {
+      // The tree of a file source holds just that file.
+      auto it = std::filesystem::directory_iterator(built, ec);
+      if (ec || it == std::filesystem::directory_iterator()) {
+        return Status::Internal("file_mounts: " + mount.target + ": the uploaded file is missing");
+      }
+      built = it->path().string();
+    }
+    placements.push_back({.built = built, .target = mount.target, .file = mount.file});
+  }
+  return FileMountScript(placements);
 }
 
 void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, std::string error) {

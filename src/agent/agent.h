@@ -168,6 +168,11 @@ class Agent {
   Status BuildUpload(const proto::LaunchMessage& m, const std::string& manifest,
                      const std::string& dest, const std::optional<JobAccount>& account)
       EXCLUDES(mu_);
+  // Builds the spec's file mounts in <job_dir>/mounts; answers the shell that places them
+  // (agent/file_mounts.h), to run before setup.
+  Result<std::string> BuildFileMounts(const proto::LaunchMessage& m, const JobSpec& spec,
+                                      const std::string& job_dir,
+                                      const std::optional<JobAccount>& account) EXCLUDES(mu_);
   void ShipperLoop() EXCLUDES(mu_);
   // Ships output and reports of the jobs in `only` (all jobs when null). With `may_hold`, reports
   // that include no exit are kept for a later round instead (returns true; see report_hold_ms).

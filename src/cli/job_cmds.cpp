@@ -261,9 +261,12 @@ Status UploadSources(Connection& conn, JobSpec& spec, bool upload_workdir, bool 
   }
   for (FileMount& m : spec.file_mounts) {
     if (m.source.empty()) continue;
-    auto report = UploadTree(conn, ExpandHome(m.source), "file_mounts: " + m.target, verbose);
+    const std::string source = ExpandHome(m.source);
+    auto report = UploadTree(conn, source, "file_mounts: " + m.target, verbose);
     if (!report.ok()) return report.status();
     m.upload = report->manifest;
+    std::error_code ec;
+    m.file = !std::filesystem::is_directory(source, ec);
     m.source.clear();
   }
   return Status::Ok();

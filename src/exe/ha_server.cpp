@@ -174,6 +174,7 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
     ServerOptions leading = options;
     leading.ha_status = [status] { return status->Get(); };
     leading.log_store = ha.store;
+    leading.upload_store = ha.store;
     leading.log_store_fence = elector->token();
     auto server = std::make_unique<Server>(leading, SystemClock::Get(), std::move(*store));
     Status st = server->Start();

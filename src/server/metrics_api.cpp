@@ -18,6 +18,9 @@ net::HttpResponse Server::HandleMetrics() {
   out.Sample("berth_upload_blobs_total", {}, static_cast<double>(uploads_->blobs_received()));
   out.Family("berth_upload_bytes_total", "counter", "Bytes of those blobs.");
   out.Sample("berth_upload_bytes_total", {}, static_cast<double>(uploads_->bytes_received()));
+  out.Family("berth_upload_piece_bytes_total", "counter",
+             "Bytes of big blobs received in pieces (a resumed upload sends only the rest).");
+  out.Sample("berth_upload_piece_bytes_total", {}, static_cast<double>(uploads_->piece_bytes()));
   return net::HttpResponse{.status = 200,
                            .content_type = "text/plain; version=0.0.4; charset=utf-8",
                            .body = out.Take()};

@@ -96,7 +96,9 @@ Status Server::Start() {
     if (!bytes.ok()) return bytes.status();
     logs_ = std::make_unique<LogStore>(std::move(*bytes));
   }
-  auto blobs = OpenFileBlobStore(options_.state_dir + "/uploads", clock_);
+  auto blobs = options_.upload_store.empty()
+                   ? OpenFileBlobStore(options_.state_dir + "/uploads", clock_)
+                   : OpenPgBlobStore(options_.upload_store, clock_);
   if (!blobs.ok()) return blobs.status();
   uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits);
   CoreOptions core;

@@ -74,8 +74,10 @@ struct ServerOptions {
   // (several servers: every one of them serves it after a failover; docs/ha.md).
   std::string log_store;
   std::optional<int64_t> log_store_fence;  // the leader's fencing token, for its appends there
-  // Uploaded workdirs and file mounts (docs/user-guide.md "Workdir upload"): kept under
-  // <state_dir>/uploads, each tree within these limits.
+  // Uploaded workdirs and file mounts (docs/user-guide.md "Workdir upload"): "" = files under
+  // <state_dir>/uploads; a PostgreSQL URL = that database (every server serves them after a
+  // failover). Each tree within `upload_limits`.
+  std::string upload_store;
   upload::ManifestLimits upload_limits;
 };
 

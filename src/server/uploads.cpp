@@ -69,6 +69,7 @@ Result<int64_t> Uploads::PutPiece(const std::string& user, const std::string& di
                                        offset, offset + static_cast<int64_t>(data.size()), size));
   }
   auto received = blobs_->Append(user, digest, offset, data, last);
+  if (received.ok()) piece_bytes_ += static_cast<int64_t>(data.size());
   if (received.ok() && last) {
     blobs_received_ += 1;
     bytes_received_ += *received;

@@ -66,6 +66,9 @@ class Uploads {
   // Blobs received whole from users since the start (berth_upload_blobs_total).
   int64_t blobs_received() const { return blobs_received_.load(); }
   int64_t bytes_received() const { return bytes_received_.load(); }
+  // Bytes received in pieces (berth_upload_piece_bytes_total): a resumed upload sends only the
+  // rest.
+  int64_t piece_bytes() const { return piece_bytes_.load(); }
 
  private:
   // The file digests of a stored manifest, parsed once and kept in a small cache.
@@ -83,6 +86,7 @@ class Uploads {
       GUARDED_BY(mu_){16};
   std::atomic<int64_t> blobs_received_{0};
   std::atomic<int64_t> bytes_received_{0};
+  std::atomic<int64_t> piece_bytes_{0};
 };
 
 }  // namespace berth

@@ -96,6 +96,8 @@ struct FileMount {
   std::string target;  // on the nodes: absolute, "~/..." or relative to the workdir
   std::string source;  // on the client, before upload (never sent to the server)
   std::string upload;  // the uploaded tree's manifest digest (upload/manifest.h)
+  // The source was one file: the tree holds just it, and it becomes the target itself.
+  bool file = false;
   bool operator==(const FileMount&) const = default;
 };
 constexpr size_t kMaxFileMounts = 64;

@@ -311,7 +311,7 @@ Status GetSignal(const json::value& v, std::optional<WarnSignal>* out) {
   return Status::Ok();
 }
 
-// "file_mounts": [{"target": "/data", "upload": DIGEST}, ...]
+// "file_mounts": [{"target": "/data", "upload": DIGEST, "file": false}, ...]
 Status GetFileMounts(const json::value& value, std::vector<FileMount>* out) {
   if (!value.is_array()) return Status::Invalid("file_mounts: expected a list");
   for (const json::value& item : value.as_array()) {
@@ -322,6 +322,9 @@ Status GetFileMounts(const json::value& value, std::vector<FileMount>* out) {
         BERTH_RETURN_IF_ERROR(GetString(v, "file_mounts.target", &mount.target));
       } else if (key == "upload") {
         BERTH_RETURN_IF_ERROR(GetString(v, "file_mounts.upload", &mount.upload));
+      } else if (key == "file") {
+        if (!v.is_bool()) return Status::Invalid("file_mounts.file: expected true or false");
+        mount.file = v.as_bool();
       } else {
         return Unknown("file_mounts", key);
       }
@@ -396,7 +399,7 @@ json::value SpecToJson(const JobSpec& spec) {
   if (!spec.file_mounts.empty()) {
     json::array mounts;
     for (const FileMount& m : spec.file_mounts) {
-      mounts.push_back(json::object{{"target", m.target}, {"upload", m.upload}});
+      mounts.push_back(json::object{{"target", m.target}, {"upload", m.upload}, {"file", m.file}});
     }
     out["file_mounts"] = std::move(mounts);
   }

@@ -242,11 +242,6 @@ Status CheckUploads(const JobSpec& spec) {
     return Status::Invalid(fmt::format("file_mounts: at most {} entries, got {}", kMaxFileMounts,
                                        spec.file_mounts.size()));
   }
-  if (!spec.file_mounts.empty()) {
-    // Parsed and checked below, but not yet placed on the nodes: refused rather than ignored.
-    return Status::Invalid(
-        "file_mounts: not supported yet (the workdir is uploaded; put the files under it)");
-  }
   std::set<std::string_view> targets;
   for (const FileMount& m : spec.file_mounts) {
     std::string where = "file_mounts: " + m.target;

@@ -46,4 +46,9 @@ class BlobStore {
 // dir/partial, the index in dir/blobs.db.
 Result<std::unique_ptr<BlobStore>> OpenFileBlobStore(const std::string& dir, const Clock& clock);
 
+// The PostgreSQL backend (store/pg_blob_store.cpp): tables upload_* of the database at `conninfo`,
+// whose schema PgStore::Open has migrated. Writes are not fenced: content-addressed blobs are the
+// same whichever server writes them.
+Result<std::unique_ptr<BlobStore>> OpenPgBlobStore(const std::string& conninfo, const Clock& clock);
+
 }  // namespace berth

@@ -160,4 +160,8 @@ class PgTransaction {
   PgConn* conn_;  // null once committed (or moved from)
 };
 
+// Bytes as hex text, for BYTEA parameters (`decode($1, 'hex')`) and results (`encode(x, 'hex')`).
+std::string PgHex(std::string_view data);
+std::string PgUnhex(std::string_view hex);
+
 }  // namespace berth

@@ -11,32 +11,6 @@
 namespace berth {
 namespace {
 
-std::string Hex(std::string_view data) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size() * 2);
-  for (unsigned char c : data) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return 0;
-}
-
-std::string Unhex(std::string_view hex) {
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>(HexValue(hex[2 * i]) << 4 | HexValue(hex[2 * i + 1]));
-  }
-  return out;
-}
-
 class PgLogBytes final : public LogBytes {
  public:
   PgLogBytes(std::unique_ptr<PgConn> db, std::optional<int64_t> fence)
@@ -56,7 +30,7 @@ class PgLogBytes final : public LogBytes {
     if (data.empty()) return Status::Ok();
     MutexLock lock(mu_);
     PgParams params;
-    params.Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(Hex(data));
+    params.Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(PgHex(data));
     if (!fence_) {
       return db_->Run(
           "INSERT INTO log_chunks(job_id, attempt, rank, start, data) "
@@ -83,7 +57,7 @@ class PgLogBytes final : public LogBytes {
       const int64_t at = offset + static_cast<int64_t>(out.size());  // the next byte wanted
       const int64_t start = r->Int(i, 0);
       if (start > at) break;  // never past a gap
-      const std::string chunk = Unhex(r->TextView(i, 1));
+      const std::string chunk = PgUnhex(r->TextView(i, 1));
       const size_t from = static_cast<size_t>(at - start);
       if (from >= chunk.size()) continue;
       out.append(chunk, from, std::min(chunk.size() - from, max_bytes - out.size()));

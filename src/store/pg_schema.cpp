@@ -256,11 +256,42 @@ ALTER TABLE usage_daily ADD COLUMN asked_memory_mib_ms BIGINT NOT NULL DEFAULT 0
 
 Status MigrateToV5(PgConn& conn) { return conn.Exec(kSchemaV5); }
 
+// Version 6: uploaded workdirs and file mounts (store/blob_store.h): blobs as chunks, who uploaded
+// what, and pieces of big blobs still arriving (per owner).
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE upload_blobs (
+  digest    TEXT PRIMARY KEY,
+  size      BIGINT NOT NULL,
+  stored_ms BIGINT NOT NULL
+);
+CREATE TABLE upload_chunks (
+  digest TEXT NOT NULL,
+  start  BIGINT NOT NULL,
+  data   BYTEA NOT NULL,
+  PRIMARY KEY (digest, start)
+);
+CREATE TABLE upload_owners (
+  owner     TEXT NOT NULL,
+  digest    TEXT NOT NULL,
+  stored_ms BIGINT NOT NULL,
+  PRIMARY KEY (owner, digest)
+);
+CREATE TABLE upload_pieces (
+  owner  TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  start  BIGINT NOT NULL,
+  data   BYTEA NOT NULL,
+  PRIMARY KEY (owner, digest, start)
+);
+)sql";
+
+Status MigrateToV6(PgConn& conn) { return conn.Exec(kSchemaV6); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5, &MigrateToV6,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

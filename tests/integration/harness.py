@@ -190,6 +190,8 @@ class Berth:
                     if not k.startswith("BERTH_") and not k.startswith("SKYPILOT_")
                     and k != "CUDA_VISIBLE_DEVICES"}
         self.env["BERTH_HOME"] = self.home
+        # The client's upload stat cache (docs/user-guide.md "Workdir upload") stays in the test's dir.
+        self.env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
         self.env[TAG] = self.tmp
         self.daemons = []
         self.clients = []  # CLI processes started with popen()

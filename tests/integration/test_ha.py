@@ -193,6 +193,24 @@ class HaTest(BerthTestCase):
         extra = sorted(set(ids) - set(acked) - {running, probe})
         self.assertEqual(extra, [], f"jobs nobody was told about (errors: {errors[-3:]})")
 
+    def test_an_upload_reaches_the_agent_after_a_failover(self):
+        """A workdir uploaded to one leader is served by the next: blobs live in the database."""
+        b = self.b
+        first = wait_until(lambda: self.leader() is not None and self.leader() + 1, 30,
+                           message="a leader") - 1
+        b.run("drain", "node-0", env=self.env)
+        self.write("proj/train.py", "print('from the upload')\n")
+        task = self.write("task.yaml", "workdir: proj\nrun: cat train.py; pwd\n")
+        job = b.submit(task, env=self.env)
+        self.servers[first].kill(signal.SIGKILL)
+        wait_until(lambda: (i := self.leader()) is not None and i != first and i + 1, 30,
+                   message="a new leader")
+        b.run("undrain", "node-0", env=self.env)
+        b.wait_status(job, "SUCCEEDED", env=self.env, timeout=60)
+        out = b.run("logs", job, env=self.env)[1]
+        self.assertIn("print('from the upload')", out)
+        self.assertNotIn(self.path("proj"), out)  # its own copy, not the client's directory
+
     def test_kill9_during_a_bulk_submission(self):
         first = wait_until(lambda: self.leader() is not None and self.leader() + 1, 30,
                            message="a leader") - 1

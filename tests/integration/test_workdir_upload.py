@@ -174,6 +174,61 @@ class WorkdirUploadTest(BerthTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("must be absolute", err)
 
+    def test_workdir_ls_shows_what_goes_and_why_the_rest_stays(self):
+        _, out, err = self.b.run("workdir", "ls", self.proj)
+        self.assertIn("train.py\n", out)
+        self.assertIn("sub/\n", out)
+        self.assertNotIn("a.log", out)
+        self.assertIn("files", err)
+        _, out, _ = self.b.run("workdir", "ls", "--ignored", self.proj)
+        self.assertIn("a.log\t.gitignore:1: *.log", out)
+        self.assertIn("build/\t.gitignore:3: /build/", out)
+        self.assertIn("sub/x.tmp\tsub/.gitignore:1: *.tmp", out)
+
+    def test_file_mounts_land_at_their_targets(self):
+        self.write("cfg.yaml", "lr: 0.1\n")
+        self.write("data/a.txt", "alpha\n")
+        self.write("data/deep/b.txt", "beta\n")
+        remote = self.path("remote")
+        task = self.write("task.yaml", f"""\
+workdir: proj
+file_mounts:
+  {remote}/data: ./data
+  {remote}/cfg.yaml: cfg.yaml
+  rel/inside: ./data
+run: |
+  cat {remote}/data/a.txt {remote}/data/deep/b.txt {remote}/cfg.yaml rel/inside/a.txt
+""")
+        _, out, _ = self.exec(task)
+        self.assertEqual(out, "alpha\nbeta\nlr: 0.1\nalpha\n")
+        # Object stores are refused, naming the field.
+        bad = self.write("bad.yaml", "run: true\nfile_mounts:\n  /data: s3://bucket/data\n")
+        rc, _, err = self.exec(bad, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("file_mounts: /data: s3://bucket/data: object-store sources are not supported", err)
+
+    def test_an_upload_cut_short_by_the_server_resumes(self):
+        big = os.path.join(self.proj, "weights.bin")
+        with open(big, "wb") as f:
+            f.write(os.urandom(40 << 20))
+        with open(big, "rb") as f:
+            data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
+        piece = 16 << 20
+        status, body, _ = http("PUT", self.url + f"/v1/uploads/blobs/{digest}?offset=0&size={len(data)}&last=0",
+                               data[:piece])
+        self.assertEqual((status, body), (200, {"received": piece}))
+        # The server dies mid-upload and comes back on the same port and state.
+        port = self.url.rsplit(":", 1)[1]
+        self.server.kill()
+        self.server = self.b.start_server(state_dir=self.server.state_dir, listen=f"127.0.0.1:{port}")
+        self.b.wait_nodes_up(["node-0"], env=self.env, timeout=60)
+        task = self.write("task.yaml", "workdir: proj\nrun: sha256sum weights.bin | cut -d' ' -f1\n")
+        _, out, _ = self.exec(task)
+        self.assertEqual(out, digest + "\n")
+        # Only the rest went: the first piece was kept across the restart.
+        self.assertEqual(counter(self.url, "berth_upload_piece_bytes_total"), len(data) - piece)
+
 
 if __name__ == "__main__":
     unittest.main()

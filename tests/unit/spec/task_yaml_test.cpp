@@ -189,10 +189,15 @@ TEST(TaskYaml, FileMountsRefuseObjectStores) {
   auto storage = ParseTaskYaml("run: x\nfile_mounts:\n  /data:\n    source: s3://b\n", "task.yaml");
   EXPECT_NE(storage.status().message().find("object-store sources are not supported"),
             std::string::npos);
-  auto local = ParseTaskYaml("run: x\nfile_mounts:\n  /data: ./data\n", "task.yaml");
-  EXPECT_EQ(local.status().message(),
-            "task.yaml:3: file_mounts: not supported yet (the workdir is uploaded; put the files "
-            "under it)");
+  auto local =
+      ParseTaskYaml("run: x\nfile_mounts:\n  /data: ./data\n  ~/cfg.yaml: cfg.yaml\n", "task.yaml");
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  ASSERT_EQ(local->spec.file_mounts.size(), 2u);
+  EXPECT_EQ(local->spec.file_mounts[0].target, "/data");
+  EXPECT_EQ(local->spec.file_mounts[0].source, "./data");
+  EXPECT_EQ(local->spec.file_mounts[1].target, "~/cfg.yaml");
+  auto dotdot = ParseTaskYaml("run: x\nfile_mounts:\n  /data/../etc: ./data\n", "task.yaml");
+  EXPECT_NE(dotdot.status().message().find("'..' is not allowed"), std::string::npos);
 }
 
 TEST(TaskYaml, MisspelledFieldIsAnErrorWithASuggestion) {

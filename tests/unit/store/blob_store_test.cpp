@@ -1,31 +1,48 @@
-// The single-server blob store (store/blob_store.h): digests checked, owners kept apart, pieces
-// resumed.
+// The blob stores (store/blob_store.h), files and PostgreSQL, held to one contract: digests
+// checked, owners kept apart, pieces resumed.
+#include "store/blob_store.h"
+
 #include <gtest/gtest.h>
 
 #include "fakes/fake_clock.h"
 #include "fakes/temp_dir.h"
-#include "store/blob_store.h"
+#include "store/pg_store.h"
+#include "support/pg_test_server.h"
 #include "upload/digest.h"
 
 namespace berth {
 namespace {
 
 using berth::testing::FakeClock;
+using berth::testing::PgTestDatabase;
 using berth::testing::TempDir;
 
-class FileBlobStoreTest : public ::testing::Test {
+class BlobStoreTest : public ::testing::TestWithParam<bool> {
  protected:
+  bool pg() const { return GetParam(); }
   void SetUp() override {
-    auto opened = OpenFileBlobStore(dir_.path(), clock_);
+    if (pg()) {
+      auto db = PgTestDatabase::Create();
+      ASSERT_TRUE(db.ok()) << db.status().message();
+      pg_db_ = std::move(*db);
+      auto schema = OpenPgStore(pg_db_->uri());  // migrates the schema
+      ASSERT_TRUE(schema.ok()) << schema.status().message();
+    }
+    Open();
+  }
+  void Open() {
+    auto opened =
+        pg() ? OpenPgBlobStore(pg_db_->uri(), clock_) : OpenFileBlobStore(dir_.path(), clock_);
     ASSERT_TRUE(opened.ok()) << opened.status().message();
     store_ = std::move(*opened);
   }
   TempDir dir_;
+  std::unique_ptr<PgTestDatabase> pg_db_;
   FakeClock clock_;
   std::unique_ptr<BlobStore> store_;
 };
 
-TEST_F(FileBlobStoreTest, AnOwnerSeesOnlyWhatTheyUploaded) {
+TEST_P(BlobStoreTest, AnOwnerSeesOnlyWhatTheyUploaded) {
   const std::string data = "hello\n";
   const std::string digest = upload::Sha256Hex(data);
   EXPECT_EQ(*store_->Missing("alice", {digest}), std::vector<std::string>{digest});
@@ -39,7 +56,7 @@ TEST_F(FileBlobStoreTest, AnOwnerSeesOnlyWhatTheyUploaded) {
   EXPECT_EQ(*store_->Read(digest, 2, 100), "llo\n");
 }
 
-TEST_F(FileBlobStoreTest, AMismatchIsAConflictAndKeepsNothing) {
+TEST_P(BlobStoreTest, AMismatchIsAConflictAndKeepsNothing) {
   const std::string digest = upload::Sha256Hex("one");
   Status st = store_->Put("alice", digest, "two");
   EXPECT_EQ(st.code(), Code::kConflict);
@@ -48,7 +65,7 @@ TEST_F(FileBlobStoreTest, AMismatchIsAConflictAndKeepsNothing) {
   EXPECT_FALSE(store_->Missing("alice", {digest})->empty());
 }
 
-TEST_F(FileBlobStoreTest, PiecesResumeWhereTheyStopped) {
+TEST_P(BlobStoreTest, PiecesResumeWhereTheyStopped) {
   const std::string data(3000, 'x');
   const std::string digest = upload::Sha256Hex(data);
   EXPECT_EQ(*store_->Append("alice", digest, 0, data.substr(0, 1000), false), 1000);
@@ -66,14 +83,32 @@ TEST_F(FileBlobStoreTest, PiecesResumeWhereTheyStopped) {
   EXPECT_EQ(*store_->Received("alice", other), 0);
 }
 
-TEST_F(FileBlobStoreTest, OwnersSurviveAReopen) {
+TEST_P(BlobStoreTest, OwnersSurviveAReopen) {
   const std::string digest = upload::Sha256Hex("kept");
   ASSERT_TRUE(store_->Put("alice", digest, "kept").ok());
   store_.reset();
-  auto reopened = OpenFileBlobStore(dir_.path(), clock_);
-  ASSERT_TRUE(reopened.ok());
-  EXPECT_TRUE((*reopened)->Missing("alice", {digest})->empty());
+  Open();
+  EXPECT_TRUE(store_->Missing("alice", {digest})->empty());
+  EXPECT_EQ(*store_->Read(digest, 0, 100), "kept");
 }
+
+TEST_P(BlobStoreTest, BigBlobsReadAcrossChunks) {
+  std::string data;
+  for (int i = 0; i < 300'000; ++i) data += static_cast<char>(i * 7 % 251);  // 3 MiB-ish: chunks
+  data += data + data + data + data + data + data + data + data + data;
+  const std::string digest = upload::Sha256Hex(data);
+  ASSERT_TRUE(store_->Put("alice", digest, data).ok());
+  EXPECT_EQ(*store_->Size(digest), static_cast<int64_t>(data.size()));
+  EXPECT_EQ(*store_->Read(digest, 1'000'000, 2'500'000), data.substr(1'000'000, 2'500'000));
+  EXPECT_EQ(*store_->Read(digest, 0, data.size() + 10), data);
+  const std::string empty = upload::Sha256Hex("");
+  ASSERT_TRUE(store_->Put("alice", empty, "").ok());
+  EXPECT_EQ(*store_->Size(empty), 0);
+  EXPECT_EQ(*store_->Read(empty, 0, 10), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BlobStoreTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Postgres" : "Files"; });
 
 }  // namespace
 }  // namespace berth
