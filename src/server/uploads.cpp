@@ -40,6 +40,8 @@ Result<std::vector<std::string>> Uploads::Missing(const std::string& user,
 Result<int64_t> Uploads::PutFrames(const std::string& user, std::string_view body) {
   auto frames = upload::ParseFrames(body);
   if (!frames.ok()) return frames.status();
+  std::vector<BlobStore::Blob> blobs;
+  int64_t bytes = 0;
   for (const upload::BlobFrame& f : *frames) {
     if (f.offset != 0) {
       return Status::Invalid("blob " + f.digest + ": a batch holds whole blobs (offset 0)");
@@ -49,10 +51,12 @@ Result<int64_t> Uploads::PutFrames(const std::string& user, std::string_view bod
                                           upload::HumanBytes(f.data.size()),
                                           upload::HumanBytes(limits_.max_file_bytes)));
     }
-    BERTH_RETURN_IF_ERROR(blobs_->Put(user, f.digest, f.data));
-    blobs_received_ += 1;
-    bytes_received_ += static_cast<int64_t>(f.data.size());
+    blobs.push_back({f.digest, f.data});
+    bytes += static_cast<int64_t>(f.data.size());
   }
+  BERTH_RETURN_IF_ERROR(blobs_->PutAll(user, blobs));
+  blobs_received_ += static_cast<int64_t>(blobs.size());
+  bytes_received_ += bytes;
   return static_cast<int64_t>(frames->size());
 }
 

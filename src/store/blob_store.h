@@ -30,6 +30,16 @@ class BlobStore {
                                                    const std::vector<std::string>& digests) = 0;
   // Stores `data` as blob `digest`, uploaded by `owner`.
   virtual Status Put(std::string_view owner, const std::string& digest, std::string_view data) = 0;
+  // Stores several blobs of `owner` as Put does each, in one commit where the backend can (the
+  // blobs before the first that fails are kept).
+  struct Blob {
+    std::string digest;
+    std::string_view data;
+  };
+  virtual Status PutAll(std::string_view owner, const std::vector<Blob>& blobs) {
+    for (const Blob& b : blobs) BERTH_RETURN_IF_ERROR(Put(owner, b.digest, b.data));
+    return Status::Ok();
+  }
   // A blob sent in pieces (too big for one request): how many bytes of it `owner` has sent so far.
   virtual Result<int64_t> Received(std::string_view owner, const std::string& digest) = 0;
   // Appends `data` at byte `offset`, which must be Received (kConflict otherwise: the caller goes

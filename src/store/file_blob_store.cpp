@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -66,21 +67,19 @@ class FileBlobStore final : public BlobStore {
   }
 
   Status Put(std::string_view owner, const std::string& digest, std::string_view data) override {
-    std::string actual = upload::Sha256Hex(data);
-    if (actual != digest) return Mismatch(digest, actual);
-    if (!HasFile(digest, static_cast<int64_t>(data.size()))) {
-      std::string tmp = TempPath(digest);
-      int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) return WriteError(tmp, errno);
-      Status st = WriteAll(fd, data, 0, tmp);
-      ::close(fd);
-      if (st.ok()) st = Publish(tmp, digest);
-      if (!st.ok()) {
-        ::unlink(tmp.c_str());
-        return st;
-      }
+    return PutAll(owner, {Blob{digest, data}});
+  }
+
+  Status PutAll(std::string_view owner, const std::vector<Blob>& blobs) override {
+    std::vector<std::pair<std::string, int64_t>> stored;
+    Status st;
+    for (const Blob& b : blobs) {
+      st = Keep(b.digest, b.data);
+      if (!st.ok()) break;
+      stored.emplace_back(b.digest, static_cast<int64_t>(b.data.size()));
     }
-    return Index(owner, digest, static_cast<int64_t>(data.size()));
+    Status indexed = Index(owner, stored);
+    return st.ok() ? indexed : st;
   }
 
   Result<int64_t> Received(std::string_view owner, const std::string& digest) override {
@@ -112,6 +111,13 @@ class FileBlobStore final : public BlobStore {
   Result<std::string> Read(const std::string& digest, int64_t offset, size_t max_bytes) override {
     int fd = ::open(DataPath(digest).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Status::NotFound("no blob " + digest);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::Internal("cannot stat blob " + digest);
+    }
+    // What there is to read, not what the caller could take: a small blob costs its size.
+    max_bytes = static_cast<size_t>(std::clamp<int64_t>(st.st_size - offset, 0, max_bytes));
     std::string out(max_bytes, '\0');
     size_t got = 0;
     while (got < max_bytes) {
@@ -148,8 +154,23 @@ class FileBlobStore final : public BlobStore {
       return Mismatch(digest, hashed->first);
     }
     BERTH_RETURN_IF_ERROR(Publish(path, digest));
-    BERTH_RETURN_IF_ERROR(Index(owner, digest, received));
+    BERTH_RETURN_IF_ERROR(Index(owner, {{digest, received}}));
     return received;
+  }
+
+  // Checks `data` against `digest` and writes it under data/ unless it is there already.
+  Status Keep(const std::string& digest, std::string_view data) {
+    std::string actual = upload::Sha256Hex(data);
+    if (actual != digest) return Mismatch(digest, actual);
+    if (HasFile(digest, static_cast<int64_t>(data.size()))) return Status::Ok();
+    std::string tmp = TempPath(digest);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return WriteError(tmp, errno);
+    Status st = WriteAll(fd, data, 0, tmp);
+    ::close(fd);
+    if (st.ok()) st = Publish(tmp, digest);
+    if (!st.ok()) ::unlink(tmp.c_str());
+    return st;
   }
 
   static Status Mismatch(const std::string& digest, const std::string& actual) {
@@ -181,7 +202,9 @@ class FileBlobStore final : public BlobStore {
     return Status::Ok();
   }
 
-  Status Index(std::string_view owner, const std::string& digest, int64_t size) {
+  // Records `blobs` (digest, size) as `owner`'s, in one transaction.
+  Status Index(std::string_view owner, const std::vector<std::pair<std::string, int64_t>>& blobs) {
+    if (blobs.empty()) return Status::Ok();
     MutexLock lock(mu_);
     auto tx = Transaction::Begin(*db_, Transaction::Mode::kWrite);
     if (!tx.ok()) return tx.status();
@@ -190,12 +213,17 @@ class FileBlobStore final : public BlobStore {
           "INSERT INTO blobs (digest, size, stored_ms) VALUES (?1, ?2, ?3) "
           "ON CONFLICT (digest) DO UPDATE SET size = excluded.size");
       if (!blob.ok()) return blob.status();
-      BERTH_RETURN_IF_ERROR((*blob)->Bind(1, digest).Bind(2, size).Bind(3, clock_.Now()).Run());
       auto own = db_->Cached(
           "INSERT INTO owners (owner, digest, stored_ms) VALUES (?1, ?2, ?3) "
           "ON CONFLICT DO UPDATE SET stored_ms = excluded.stored_ms");
       if (!own.ok()) return own.status();
-      BERTH_RETURN_IF_ERROR((*own)->Bind(1, owner).Bind(2, digest).Bind(3, clock_.Now()).Run());
+      const TimeMs now = clock_.Now();
+      for (const auto& [digest, size] : blobs) {
+        BERTH_RETURN_IF_ERROR((*blob)->Bind(1, digest).Bind(2, size).Bind(3, now).Run());
+        (*blob)->Reset();
+        BERTH_RETURN_IF_ERROR((*own)->Bind(1, owner).Bind(2, digest).Bind(3, now).Run());
+        (*own)->Reset();
+      }
     }
     return tx->Commit();
   }
