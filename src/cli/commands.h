@@ -26,6 +26,8 @@ struct ServerFlags {
   std::string advertise;            // the URL followers point clients at; "" = the listener's
   std::string log_retention =
       "30d";  // with a PostgreSQL store: output of jobs ended longer ago goes
+  // Uploaded blobs no live job uses and nobody sent or asked about for this long go; "0": kept.
+  std::string upload_retention = "7d";
   std::string token;
   std::string token_file;
   bool require_token = false;

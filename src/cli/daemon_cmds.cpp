@@ -29,6 +29,11 @@ void AddServerCommand(CommandContext& c) {
                    "With a PostgreSQL store, which keeps jobs' output: how long after a job ended "
                    "its output is kept (0: forever)")
       ->capture_default_str();
+  server
+      ->add_option("--upload-retention", server_flags.upload_retention,
+                   "Uploaded workdir and file-mount content that no pending or running job uses, "
+                   "and nobody uploaded or asked about for this long, is deleted (0: kept)")
+      ->capture_default_str();
   server->add_option("--advertise", server_flags.advertise,
                      "With a PostgreSQL store: the URL other servers' followers send clients to "
                      "(default: this server's listener)");

@@ -50,6 +50,10 @@ class LruCache {
     index_.erase(it);
   }
 
+  void Clear() {
+    index_.clear();
+    order_.clear();
+  }
   size_t size() const { return index_.size(); }
   size_t capacity() const { return capacity_; }
 

@@ -132,6 +132,11 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   options.lease_ms = *lease;
   options.kill_grace_ms = *grace;
   options.starvation_ms = *starvation;
+  auto upload_retention = ParseDuration(flags.upload_retention);
+  if (!upload_retention || *upload_retention < 0) {
+    return Status::Invalid("--upload-retention: expected a duration like 7d (0: keep for ever)");
+  }
+  options.upload_retention_ms = *upload_retention;
   auto half_life = ParseDuration(flags.fair_share_half_life);
   auto charge = ParseDuration(flags.admission_charge);
   auto window = ParseDuration(flags.reclaim_window);

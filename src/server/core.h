@@ -271,6 +271,9 @@ class Core {
   // when it is placed on `node` now, whose session `session` is; else Conflict or Forbidden.
   Result<std::vector<std::string>> JobUploads(const std::string& node, const std::string& session,
                                               int64_t job) EXCLUDES(mu_);
+  // The manifests the jobs not ended yet name (their uploads must stay); Unavailable when one's
+  // spec is not in memory (then nothing may be collected this time).
+  Result<std::set<std::string>> LiveUploads() EXCLUDES(mu_);
 
   // --- metrics (docs/monitoring.md) ---
   // What the core did: counters and histograms, updated as changes are applied.

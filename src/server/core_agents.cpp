@@ -102,10 +102,19 @@ Result<std::vector<std::string>> Core::JobUploads(const std::string& node,
   std::shared_ptr<const JobSpec> held =
       j->second.spec ? j->second.spec : SpecFor(j->second.row.spec_id);
   if (!held) return Status::Unavailable(fmt::format("job {}'s spec cannot be read", job));
-  std::vector<std::string> out;
-  const JobSpec& spec = *held;
-  if (!spec.workdir_upload.empty()) out.push_back(spec.workdir_upload);
-  for (const FileMount& m : spec.file_mounts) out.push_back(m.upload);
+  return UploadsOf(*held);
+}
+
+Result<std::set<std::string>> Core::LiveUploads() {
+  HandlerLock lock(this);
+  std::set<std::string> out;
+  for (const auto& [id, job] : jobs_) {
+    std::shared_ptr<const JobSpec> spec = job.spec ? job.spec : specs_.Find(job.row.spec_id);
+    if (!spec) {
+      return Status::Unavailable(fmt::format("job {}'s spec is not in memory", id));
+    }
+    for (std::string& digest : UploadsOf(*spec)) out.insert(std::move(digest));
+  }
   return out;
 }
 

@@ -217,8 +217,25 @@ void Server::SchedulerLoop() {
   }
 }
 
+void Server::CollectUploads() {
+  if (options_.upload_retention_ms <= 0 || collecting_uploads_.exchange(true)) return;
+  read_exec_->Post([this] {
+    auto live = core_->LiveUploads();
+    if (live.ok()) {
+      auto gone = uploads_->Collect(*live, clock_.Now() - options_.upload_retention_ms);
+      if (!gone.ok()) {
+        LogWarn("uploads not collected: {}", gone.status().message());
+      } else if (*gone > 0) {
+        LogInfo("{} uploaded blobs no job uses were deleted (--upload-retention)", *gone);
+      }
+    }
+    collecting_uploads_ = false;
+  });
+}
+
 void Server::HousekeepingLoop() {
   int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
+  int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
@@ -227,6 +244,10 @@ void Server::HousekeepingLoop() {
     int64_t now = clock_.Monotonic();
     // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
     streams_.PingSome(25);
+    if (now >= next_collect) {
+      next_collect = now + 10 * 60'000;
+      CollectUploads();
+    }
     // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
     // rather than keep the peak for ever. Only once the scheduler has been quiet for a while:
     // malloc_trim holds the allocator's lock for tens of milliseconds on a big heap, which would

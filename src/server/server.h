@@ -79,6 +79,9 @@ struct ServerOptions {
   // failover). Each tree within `upload_limits`.
   std::string upload_store;
   upload::ManifestLimits upload_limits;
+  // Blobs no pending or running job uses, and nobody sent or asked about for this long, are
+  // deleted (checked every 10 minutes); 0: kept.
+  DurationMs upload_retention_ms = 7LL * 24 * 3'600'000;
 };
 
 class Server {
@@ -118,6 +121,9 @@ class Server {
   Status SetUpTls(net::HttpServerOptions& http);
   void SchedulerLoop();
   void HousekeepingLoop();
+  // Deletes the uploads no live job uses past their retention (Uploads::Collect), on the read
+  // executor; one at a time.
+  void CollectUploads();
 
   // api.cpp: the users' API. `by` is who asks.
   net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);
@@ -208,6 +214,7 @@ class Server {
   std::unique_ptr<Identity> identity_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Uploads> uploads_;
+  std::atomic<bool> collecting_uploads_{false};
   WatchStreams streams_;
   std::unique_ptr<Core> core_;
   std::unique_ptr<Executor> state_exec_;

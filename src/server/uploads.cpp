@@ -9,14 +9,6 @@
 namespace berth {
 namespace {
 
-// The manifests a spec names.
-std::vector<std::string> ManifestsOf(const JobSpec& spec) {
-  std::vector<std::string> out;
-  if (!spec.workdir_upload.empty()) out.push_back(spec.workdir_upload);
-  for (const FileMount& m : spec.file_mounts) out.push_back(m.upload);
-  return out;
-}
-
 // A manifest is at most this big (200,000 entries of a long path each).
 constexpr int64_t kMaxManifestBytes = 64 << 20;
 
@@ -117,7 +109,7 @@ Result<Uploads::Registered> Uploads::RegisterManifest(const std::string& user,
 }
 
 Status Uploads::CheckSpec(const std::string& user, const JobSpec& spec) {
-  for (const std::string& manifest : ManifestsOf(spec)) {
+  for (const std::string& manifest : UploadsOf(spec)) {
     {
       MutexLock lock(mu_);
       if (usable_.Find(user + "/" + manifest)) continue;
@@ -165,6 +157,30 @@ Result<std::string> Uploads::ReadFrames(
     upload::AppendFrame(body, digest, offset, *data);
   }
   return body;
+}
+
+Result<int64_t> Uploads::Collect(const std::set<std::string>& live_manifests, TimeMs before) {
+  std::vector<std::shared_ptr<const std::unordered_set<std::string>>> files;
+  for (const std::string& m : live_manifests) {
+    auto f = FilesOf(m);
+    // A live manifest that cannot be read now: keep everything this time.
+    if (!f.ok()) return f.status();
+    files.push_back(*f);
+  }
+  auto live = [&](const std::string& digest) {
+    if (live_manifests.count(digest)) return true;
+    for (const auto& f : files) {
+      if (f->count(digest)) return true;
+    }
+    return false;
+  };
+  auto collected = blobs_->Collect(live, before);
+  if (collected.ok() && *collected > 0) {
+    // What was checked may be gone now: check again next time.
+    MutexLock lock(mu_);
+    usable_.Clear();
+  }
+  return collected;
 }
 
 Result<std::shared_ptr<const std::unordered_set<std::string>>> Uploads::FilesOf(

@@ -63,6 +63,10 @@ class Uploads {
   Result<std::string> ReadFrames(const std::vector<std::string>& manifests,
                                  const std::vector<std::pair<std::string, int64_t>>& wanted);
 
+  // Deletes blobs that no manifest of `live_manifests` holds (nor is one of them) and that nobody
+  // uploaded or asked about since `before`. Answers how many went.
+  Result<int64_t> Collect(const std::set<std::string>& live_manifests, TimeMs before);
+
   // Blobs received whole from users since the start (berth_upload_blobs_total).
   int64_t blobs_received() const { return blobs_received_.load(); }
   int64_t bytes_received() const { return bytes_received_.load(); }

@@ -154,6 +154,9 @@ Result<ParsedTask> ParseTaskYaml(const std::string& text, const std::string& sou
 // Parses "V100:4", "V100", "T4:0.5" into a type and milli-GPUs. Errors say what is wrong.
 Result<std::pair<std::string, MilliGpu>> ParseAccelerators(const std::string& text);
 
+// The manifest digests of the uploads `spec` names: its workdir's, then each file mount's.
+std::vector<std::string> UploadsOf(const JobSpec& spec);
+
 // Checks the rules every spec must obey wherever it came from (YAML, JSON, CLI flags): counts
 // positive and within the limits above, whole GPU counts above one device, names valid, env keys
 // valid identifiers, recovery values known. Returns the first problem, naming the field.

@@ -264,6 +264,13 @@ Status CheckUploads(const JobSpec& spec) {
 
 }  // namespace
 
+std::vector<std::string> UploadsOf(const JobSpec& spec) {
+  std::vector<std::string> out;
+  if (!spec.workdir_upload.empty()) out.push_back(spec.workdir_upload);
+  for (const FileMount& m : spec.file_mounts) out.push_back(m.upload);
+  return out;
+}
+
 void SetEnv(JobSpec* spec, const std::string& key, const std::string& value) {
   for (auto& [k, v] : spec->envs) {
     if (k == key) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,7 +26,8 @@ namespace berth {
 class BlobStore {
  public:
   virtual ~BlobStore() = default;
-  // Of `digests`, those `owner` has not uploaded (in the order given).
+  // Of `digests`, those `owner` has not uploaded (in the order given). Those they have count as
+  // used now (Collect keeps them for the retention period from now).
   virtual Result<std::vector<std::string>> Missing(std::string_view owner,
                                                    const std::vector<std::string>& digests) = 0;
   // Stores `data` as blob `digest`, uploaded by `owner`.
@@ -50,6 +52,11 @@ class BlobStore {
   virtual Result<int64_t> Size(const std::string& digest) = 0;
   // Up to `max_bytes` of a stored blob from `offset`.
   virtual Result<std::string> Read(const std::string& digest, int64_t offset, size_t max_bytes) = 0;
+  // Deletes the blobs for which `live` is false and that nobody uploaded or asked about since
+  // `before` (with who had them), and pieces left since then; at most 10,000 blobs a call.
+  // Answers how many blobs went.
+  virtual Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
+                                  TimeMs before) = 0;
 };
 
 // The single-server backend: blobs as files under `dir` (data/ab/DIGEST), partial uploads under

@@ -52,17 +52,31 @@ class FileBlobStore final : public BlobStore {
                                            const std::vector<std::string>& digests) override {
     std::vector<std::string> missing;
     MutexLock lock(mu_);
-    auto stmt = db_->Cached(
-        "SELECT b.size FROM owners o JOIN blobs b ON b.digest = o.digest "
-        "WHERE o.owner = ?1 AND o.digest = ?2");
-    if (!stmt.ok()) return stmt.status();
-    for (const std::string& digest : digests) {
-      (*stmt)->Reset();
-      (*stmt)->Bind(1, owner).Bind(2, digest);
-      auto row = (*stmt)->Step();
-      if (!row.ok()) return row.status();
-      if (!*row || !HasFile(digest, (*stmt)->Int(0))) missing.push_back(digest);
+    auto tx = Transaction::Begin(*db_, Transaction::Mode::kWrite);
+    if (!tx.ok()) return tx.status();
+    {
+      auto stmt = db_->Cached(
+          "SELECT b.size FROM owners o JOIN blobs b ON b.digest = o.digest "
+          "WHERE o.owner = ?1 AND o.digest = ?2");
+      if (!stmt.ok()) return stmt.status();
+      // What the owner has counts as used now: kept for the retention period from now on.
+      auto touch = db_->Cached("UPDATE owners SET stored_ms = ?3 WHERE owner = ?1 AND digest = ?2");
+      if (!touch.ok()) return touch.status();
+      const TimeMs now = clock_.Now();
+      for (const std::string& digest : digests) {
+        (*stmt)->Reset();
+        (*stmt)->Bind(1, owner).Bind(2, digest);
+        auto row = (*stmt)->Step();
+        if (!row.ok()) return row.status();
+        if (!*row || !HasFile(digest, (*stmt)->Int(0))) {
+          missing.push_back(digest);
+          continue;
+        }
+        (*touch)->Reset();
+        BERTH_RETURN_IF_ERROR((*touch)->Bind(1, owner).Bind(2, digest).Bind(3, now).Run());
+      }
     }
+    BERTH_RETURN_IF_ERROR(tx->Commit());
     return missing;
   }
 
@@ -132,7 +146,58 @@ class FileBlobStore final : public BlobStore {
     return out;
   }
 
+  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
+                          TimeMs before) override {
+    std::vector<std::string> gone;
+    {
+      MutexLock lock(mu_);
+      auto tx = Transaction::Begin(*db_, Transaction::Mode::kWrite);
+      if (!tx.ok()) return tx.status();
+      {
+        auto old = db_->Prepare(
+            "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM owners o WHERE "
+            "o.digest = b.digest AND o.stored_ms >= ?1) LIMIT 10000");
+        if (!old.ok()) return old.status();
+        old->Bind(1, before);
+        while (true) {
+          auto row = old->Step();
+          if (!row.ok()) return row.status();
+          if (!*row) break;
+          std::string digest = old->Text(0);
+          if (!live(digest)) gone.push_back(std::move(digest));
+        }
+        auto del_blob = db_->Cached("DELETE FROM blobs WHERE digest = ?1");
+        if (!del_blob.ok()) return del_blob.status();
+        auto del_owners = db_->Cached("DELETE FROM owners WHERE digest = ?1");
+        if (!del_owners.ok()) return del_owners.status();
+        for (const std::string& digest : gone) {
+          (*del_blob)->Reset();
+          BERTH_RETURN_IF_ERROR((*del_blob)->Bind(1, digest).Run());
+          (*del_owners)->Reset();
+          BERTH_RETURN_IF_ERROR((*del_owners)->Bind(1, digest).Run());
+        }
+      }
+      BERTH_RETURN_IF_ERROR(tx->Commit());
+    }
+    // The index first, then the files: a blob the index no longer has is never served.
+    for (const std::string& digest : gone) ::unlink(DataPath(digest).c_str());
+    RemovePiecesOlderThan(before);
+    return static_cast<int64_t>(gone.size());
+  }
+
  private:
+  // Pieces of uploads nobody went on with since `before` (wall ms).
+  void RemovePiecesOlderThan(TimeMs before) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/partial", ec)) {
+      struct stat st;
+      if (::stat(entry.path().c_str(), &st) != 0) continue;
+      const TimeMs mtime =
+          static_cast<TimeMs>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+      if (mtime < before) ::unlink(entry.path().c_str());
+    }
+  }
+
   Result<int64_t> AppendLocked(int fd, const std::string& path, std::string_view owner,
                                const std::string& digest, int64_t offset, std::string_view data,
                                bool last) {

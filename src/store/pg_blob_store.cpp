@@ -36,9 +36,11 @@ class PgBlobStore final : public BlobStore {
     }
     array += "}";
     MutexLock lock(mu_);
-    Result<PgResult> r =
-        db_->Query("SELECT digest FROM upload_owners WHERE owner = $1 AND digest = ANY($2::text[])",
-                   PgParams().Add(owner).Add(array));
+    // What the owner has counts as used now: kept for the retention period from now on.
+    Result<PgResult> r = db_->Query(
+        "UPDATE upload_owners SET stored_ms = $3 WHERE owner = $1 AND digest = ANY($2::text[]) "
+        "RETURNING digest",
+        PgParams().Add(owner).Add(array).Add(clock_.Now()));
     if (!r.ok()) return r.status();
     std::set<std::string_view> have;
     for (int i = 0; i < r->rows(); ++i) have.insert(r->TextView(i, 0));
@@ -127,6 +129,31 @@ class PgBlobStore final : public BlobStore {
   Result<std::string> Read(const std::string& digest, int64_t offset, size_t max_bytes) override {
     MutexLock lock(mu_);
     return ReadRows("upload_chunks", "digest = $1", PgParams().Add(digest), offset, max_bytes);
+  }
+
+  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
+                          TimeMs before) override {
+    MutexLock lock(mu_);
+    Result<PgResult> old = db_->Query(
+        "SELECT digest FROM upload_blobs b WHERE NOT EXISTS (SELECT 1 FROM upload_owners o WHERE "
+        "o.digest = b.digest AND o.stored_ms >= $1) LIMIT 10000",
+        PgParams().Add(before));
+    if (!old.ok()) return old.status();
+    int64_t gone = 0;
+    for (int i = 0; i < old->rows(); ++i) {
+      std::string digest = old->Text(i, 0);
+      if (live(digest)) continue;
+      auto txn = PgTransaction::Begin(*db_);
+      if (!txn.ok()) return txn.status();
+      for (const char* sql : {"DELETE FROM upload_blobs WHERE digest = $1",
+                              "DELETE FROM upload_owners WHERE digest = $1",
+                              "DELETE FROM upload_chunks WHERE digest = $1"}) {
+        BERTH_RETURN_IF_ERROR(db_->Run(sql, PgParams().Add(digest)));
+      }
+      BERTH_RETURN_IF_ERROR(txn->Commit());
+      ++gone;
+    }
+    return gone;
   }
 
  private:
