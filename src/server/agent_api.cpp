@@ -143,4 +143,37 @@ net::HttpResponse Server::HandleGetSpec(int64_t spec_id, const net::HttpRequest&
   return r;
 }
 
+net::HttpResponse Server::HandleAgentBlobs(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(Status::Invalid(
+        "blobs: body must be {\"node\", \"session\", \"job\", \"want\": [[digest, offset], ...]}"));
+  }
+  const json::object& o = body->as_object();
+  auto node = GetString(o, "node");
+  auto session = GetString(o, "session");
+  auto job = GetInt(o, "job");
+  if (!node.ok() || !session.ok() || !job.ok() || !o.contains("want") || !o.at("want").is_array()) {
+    return ErrorResponse(Status::Invalid("blobs: node, session, job and want are required"));
+  }
+  std::vector<std::pair<std::string, int64_t>> wanted;
+  for (const json::value& w : o.at("want").as_array()) {
+    if (!w.is_array() || w.as_array().size() != 2 || !w.as_array()[0].is_string() ||
+        !AsInt(w.as_array()[1])) {
+      return ErrorResponse(Status::Invalid("blobs: want holds [digest, offset] pairs"));
+    }
+    wanted.emplace_back(std::string(w.as_array()[0].as_string()), *AsInt(w.as_array()[1]));
+  }
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, *node));
+  auto manifests = core_->JobUploads(*node, *session, *job);
+  if (!manifests.ok()) return ErrorResponse(manifests.status());
+  auto frames = uploads_->ReadFrames(*manifests, wanted);
+  if (!frames.ok()) return ErrorResponse(frames.status());
+  net::HttpResponse r;
+  r.status = 200;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(*frames);
+  return r;
+}
+
 }  // namespace berth

@@ -1,5 +1,5 @@
-// Uploads over HTTP (docs/api.md "Uploads"): users send blobs and register manifests; nodes fetch
-// what their jobs' uploads hold. The logic is in server/uploads.h.
+// Users' uploads over HTTP (docs/api.md "Uploads"): blobs in, manifests registered. The logic is
+// in server/uploads.h; the nodes' fetch is in agent_api.cpp.
 #include <fmt/format.h>
 
 #include "common/strings.h"
@@ -76,42 +76,6 @@ net::HttpResponse Server::HandleUploadManifest(const net::HttpRequest& req, cons
   return JsonResponse(200, json::object{{"manifest", registered->digest},
                                         {"files", registered->files},
                                         {"bytes", registered->bytes}});
-}
-
-net::HttpResponse Server::HandleAgentBlobs(const net::HttpRequest& req, const Principal& by) {
-  auto body = ParseJson(req.body);
-  if (!body.ok() || !body->is_object()) {
-    return ErrorResponse(Status::Invalid(
-        "blobs: body must be {\"node\", \"session\", \"job\", \"want\": [[digest, offset], ...]}"));
-  }
-  const json::object& o = body->as_object();
-  auto node = GetString(o, "node");
-  auto session = GetString(o, "session");
-  auto job = GetInt(o, "job");
-  if (!node.ok() || !session.ok() || !job.ok() || !o.contains("want") || !o.at("want").is_array()) {
-    return ErrorResponse(Status::Invalid("blobs: node, session, job and want are required"));
-  }
-  std::vector<std::pair<std::string, int64_t>> wanted;
-  for (const json::value& w : o.at("want").as_array()) {
-    if (!w.is_array() || w.as_array().size() != 2 || !w.as_array()[0].is_string() ||
-        !AsInt(w.as_array()[1])) {
-      return ErrorResponse(Status::Invalid("blobs: want holds [digest, offset] pairs"));
-    }
-    wanted.emplace_back(std::string(w.as_array()[0].as_string()), *AsInt(w.as_array()[1]));
-  }
-  if (!by.node.empty() && by.node != *node) {
-    return ErrorResponse(Status::Forbidden("this is node " + by.node +
-                                           "'s credential: it may not speak for node " + *node));
-  }
-  auto manifests = core_->JobUploads(*node, *session, *job);
-  if (!manifests.ok()) return ErrorResponse(manifests.status());
-  auto frames = uploads_->ReadFrames(*manifests, wanted);
-  if (!frames.ok()) return ErrorResponse(frames.status());
-  net::HttpResponse r;
-  r.status = 200;
-  r.content_type = "application/octet-stream";
-  r.body = std::move(*frames);
-  return r;
 }
 
 }  // namespace berth

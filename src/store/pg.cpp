@@ -404,17 +404,6 @@ Status PgTransaction::Commit() {
   return status;
 }
 
-std::string PgHex(std::string_view data) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size() * 2);
-  for (unsigned char c : data) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
 static int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -160,8 +160,8 @@ class PgTransaction {
   PgConn* conn_;  // null once committed (or moved from)
 };
 
-// Bytes as hex text, for BYTEA parameters (`decode($1, 'hex')`) and results (`encode(x, 'hex')`).
-std::string PgHex(std::string_view data);
+// Hex text back to bytes, for BYTEA results (`encode(x, 'hex')`); BYTEA parameters go as
+// HexEncode's text (common/strings.h) with `decode($1, 'hex')`.
 std::string PgUnhex(std::string_view hex);
 
 }  // namespace berth

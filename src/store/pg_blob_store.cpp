@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/mutex.h"
+#include "common/strings.h"
 #include "store/blob_store.h"
 #include "store/pg.h"
 #include "upload/digest.h"
@@ -68,7 +69,7 @@ class PgBlobStore final : public BlobStore {
             PgParams()
                 .Add(digest)
                 .Add(static_cast<int64_t>(at))
-                .Add(PgHex(data.substr(at, kChunkBytes)))));
+                .Add(HexEncode(data.substr(at, kChunkBytes)))));
         if (data.empty()) break;
       }
       BERTH_RETURN_IF_ERROR(AddBlob(digest, static_cast<int64_t>(data.size())));
@@ -98,7 +99,7 @@ class PgBlobStore final : public BlobStore {
       BERTH_RETURN_IF_ERROR(
           db_->Run("INSERT INTO upload_pieces(owner, digest, start, data) VALUES ($1, $2, $3, "
                    "decode($4, 'hex'))",
-                   PgParams().Add(owner).Add(digest).Add(offset).Add(PgHex(data))));
+                   PgParams().Add(owner).Add(digest).Add(offset).Add(HexEncode(data))));
     }
     const int64_t total = offset + static_cast<int64_t>(data.size());
     if (last) {

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/mutex.h"
+#include "common/strings.h"
 #include "store/log_bytes.h"
 #include "store/pg.h"
 
@@ -30,7 +31,7 @@ class PgLogBytes final : public LogBytes {
     if (data.empty()) return Status::Ok();
     MutexLock lock(mu_);
     PgParams params;
-    params.Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(PgHex(data));
+    params.Add(key.job).Add(key.attempt).Add(key.rank).Add(at).Add(HexEncode(data));
     if (!fence_) {
       return db_->Run(
           "INSERT INTO log_chunks(job_id, attempt, rank, start, data) "

@@ -26,7 +26,8 @@ namespace {
 constexpr const char* kSkyIgnore = ".skyignore";
 constexpr const char* kGitIgnore = ".gitignore";
 
-std::string Join(const std::string& dir, std::string_view name) {
+// `name` inside `dir` (relative to the root; "" is the root).
+std::string ChildPath(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
 
@@ -44,7 +45,7 @@ std::string SpecialKind(mode_t mode) {
 // Reads the ignore file `name` in `dir` (relative to root) into `rules`, if it is there.
 void AddIgnoreFile(const std::string& root, const std::string& dir, const std::string& name,
                    IgnoreRules& rules) {
-  std::string rel = Join(dir, name);
+  std::string rel = ChildPath(dir, name);
   std::optional<std::string> text = ReadFile(root + "/" + rel);
   if (text) rules.AddFile(dir, *text, rel);
 }
@@ -108,7 +109,7 @@ class Walker {
 
   Status Visit(int dfd, const std::string& dir, const std::string& name,
                std::vector<std::string>& pending) {
-    std::string path = Join(dir, name);
+    std::string path = ChildPath(dir, name);
     struct stat st;
     if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       Leave(path, std::string("cannot stat: ") + strerror(errno));
