@@ -66,7 +66,8 @@ class JobsCliTest(BerthTestCase):
         follower = b.popen("exec", "--", f"echo first; while [ ! -e {b.tmp}/go ]; do sleep 0.05; done; echo second")
         self.assertEqual(follower.stdout.readline(), "first\n")
         self.assertIsNone(follower.poll())
-        self.assertEqual(b.status(1), "RUNNING")
+        # Its output may reach the server a moment before the agent's report that it started.
+        b.wait_status(1, "RUNNING")
         self.write("go", "")
         self.assertEqual(follower.stdout.read(), "second\n")
         self.assertEqual(follower.wait(timeout=30), 0)
