@@ -4,7 +4,9 @@
 #   --for-tests  also what only the tests use: Debian's chromium (the dashboard's browser tests),
 #                prometheus (for promtool, which checks /metrics) and the PostgreSQL server (the
 #                tests start their own with initdb/pg_ctl in a temp dir; no service is started), and
-#                systemd's systemd-analyze (checks packaging/systemd's units).
+#                systemd's systemd-analyze (checks packaging/systemd's units), and what the
+#                container tests use: rootless podman (with runc, uidmap, catatonit), Debian's
+#                docker-registry (its service is not started) and busybox-static (the image).
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -17,7 +19,9 @@ packages=(
   procps iproute2 curl python3 tmux rsync
   clang clang-format
 )
-if [ "$for_tests" -eq 1 ]; then packages+=(chromium fonts-dejavu-core); fi
+if [ "$for_tests" -eq 1 ]; then
+  packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +38,7 @@ if [ "$for_tests" -eq 1 ]; then
   if ! command -v promtool >/dev/null 2>&1; then services+=(prometheus); fi
   if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then services+=(postgresql); fi
   if ! command -v systemd-analyze >/dev/null 2>&1; then services+=(systemd); fi
+  if ! command -v docker-registry >/dev/null 2>&1; then services+=(docker-registry); fi
 fi
 
 if [ ${#missing[@]} -eq 0 ] && [ ${#services[@]} -eq 0 ]; then

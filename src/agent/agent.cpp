@@ -195,6 +195,7 @@ Status Agent::Run() {
                                cgroups_.Describe() + ")");
   }
   LogInfo("isolation: {}", cgroups_.Describe());
+  SetUpContainers();
   node_cpus_ = AllowedCpus();
   cpu_cores_ = ReadCoreIds("/sys/devices/system/cpu", node_cpus_);
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -246,6 +247,10 @@ Status Agent::Register() {
   request.address = options_.address;
   request.pool = options_.pool;
   request.labels = options_.labels;
+  if (!containers_.runtime.empty()) {
+    request.labels[kContainerRuntimeLabel] = containers_.runtime;
+    request.labels[kContainerVersionLabel] = containers_.version;
+  }
   request.cpus_milli = resources_.cpus;
   request.memory_mib = resources_.memory;
   request.gpus = resources_.gpus;
@@ -586,10 +591,13 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   plan.run_env = std::move(env.run_env);
   plan.setup = spec.setup;
   plan.run = spec.run;
+  std::string mount_script;
   if (!spec.file_mounts.empty()) {
     auto script = BuildFileMounts(m, spec, job_dir, account);
     if (!script.ok()) return script.status();
-    plan.setup = *script + plan.setup;
+    mount_script = std::move(*script);
+    // A container job's are placed on the node before its pull (PlanContainer).
+    if (!spec.container) plan.setup = mount_script + plan.setup;
   }
   plan.kill_grace_ms = m.kill_grace_ms;
   plan.warn_signal = m.warn_signal;
@@ -604,6 +612,9 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
       if (!cpus.ok()) return cpus.status();
       plan.limits.cpus = *cpus;
     }
+  }
+  if (spec.container) {
+    BERTH_RETURN_IF_ERROR(PlanContainer(m, spec, key, job_dir, account, mount_script, plan));
   }
   return plan;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent/connection.h"
+#include "agent/container.h"
 #include "agent/discovery.h"
 #include "agent/health_book.h"
 #include "agent/health_probes.h"
@@ -82,6 +83,14 @@ struct AgentOptions {
   int64_t job_pids_max = 16384;           // a rank's processes and threads
   std::optional<Mib> job_memory_default;  // a job without a memory request; empty: the node's
   std::string gpu_device_dir = "/dev";    // where nvidiaN are (tests point it at mknod'ed nodes)
+  // Containers (agent/container.h): off, or podman (`podman`: its path; "" = on PATH) where found,
+  // with these plain-HTTP registries, host paths jobs may mount, and retries of an unreachable
+  // registry.
+  bool containers = true;
+  std::string podman;
+  std::vector<std::string> insecure_registries;
+  std::vector<std::string> container_mounts;
+  int pull_retries = 3;
   // Node health (agent/health_probes.h, docs/operators.md "Node health"): probes, prolog and
   // epilog. Seams left null get the real ones (processes, the settings' kernel log, the local
   // file systems).
@@ -118,6 +127,11 @@ class Agent {
   // Isolation of a rank (RunPlan::cgroup, RunPlan::limits).
   RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
   void FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const;
+  void SetUpContainers();
+  // A container rank's steps (RunPlan::pull, setup, run) in its image; an error fails the launch.
+  Status PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec, const std::string& key,
+                       const std::string& job_dir, const std::optional<JobAccount>& account,
+                       const std::string& mount_script, RunPlan& plan) const;
   // resources.cpu_binding: cores: `count` of the node's CPUs that no other live rank is pinned to,
   // held for rank `key` until its exit is seen; an error naming what is free when too few are.
   Result<std::vector<int>> PinCpus(const std::string& key, int count) EXCLUDES(mu_);
@@ -213,6 +227,7 @@ class Agent {
   Launcher& launcher_;
   NodeResources resources_;
   CgroupHost cgroups_;             // set in Run(), read-only after
+  ContainerHost containers_;       // set in Run(), read-only after
   std::map<int, int> gpu_minors_;  // discovered GPUs: index -> device minor (Run(), read-only)
   std::vector<int> node_cpus_;     // the CPUs the agent may run on (Run(), read-only)
   std::map<int, std::string> cpu_cores_;  // their physical cores (Run(), read-only)

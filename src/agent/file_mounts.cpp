@@ -3,24 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
+
 namespace berth {
-namespace {
-
-// `text` as one single-quoted shell word.
-std::string Quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-}  // namespace
-
 std::string FileMountScript(const std::vector<MountPlacement>& mounts) {
   if (mounts.empty()) return "";
   std::string script =
@@ -38,7 +23,7 @@ std::string FileMountScript(const std::vector<MountPlacement>& mounts) {
     script += fmt::format(
         "__berth_place {} {} || {{ echo \"berth: file_mounts: cannot place \"{}\" (as $(id -un))\" "
         ">&2; exit 1; }}\n",
-        Quote(m.built), Quote(m.target), Quote(m.target));
+        ShellQuote(m.built), ShellQuote(m.target), ShellQuote(m.target));
   }
   script += "unset -f __berth_place\n";
   return script;

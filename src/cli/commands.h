@@ -72,6 +72,11 @@ struct AgentFlags {
   int64_t job_pids_max = 16384;
   std::string job_memory_default;  // GiB; "": the node's memory
   std::string gpu_device_dir = "/dev";
+  std::string containers = "auto";  // auto | off
+  std::string podman;               // "" = podman on PATH
+  std::vector<std::string> insecure_registries;
+  std::vector<std::string> container_mounts;
+  int pull_retries = 3;
   // Node health (agent/health_probes.h HealthSettings); durations as ParseDuration reads them.
   std::string health = "on";  // "on" or "off"
   std::string health_interval = "30s";
@@ -114,6 +119,7 @@ struct ExecFlags {
   std::optional<int> num_nodes;
   std::string workdir;
   std::string pool;
+  std::string image;  // resources.image_id without "docker:"
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one

@@ -245,6 +245,25 @@ void AddAgentCommand(CommandContext& c) {
       ->add_option("--gpu-device-dir", agent_flags.gpu_device_dir,
                    "Where the GPUs' device files nvidia0, nvidia1, ... are")
       ->capture_default_str();
+  agent
+      ->add_option("--containers", agent_flags.containers,
+                   "auto: run jobs that name an image (resources.image_id: docker:...) with "
+                   "rootless podman, as their user, where podman is installed; off: this node "
+                   "runs no container jobs")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  agent->add_option("--podman", agent_flags.podman, "podman to use (default: podman on PATH)");
+  agent->add_option("--insecure-registry", agent_flags.insecure_registries,
+                    "A registry HOST:PORT reached over plain HTTP (repeatable)");
+  agent->add_option("--container-mount", agent_flags.container_mounts,
+                    "A host path (and what is below it) that jobs' container.mounts may name "
+                    "(repeatable; default: none)");
+  agent
+      ->add_option("--pull-retries", agent_flags.pull_retries,
+                   "How often a pull whose registry cannot be reached is tried again (2 s, 4 s, "
+                   "8 s, ... apart) before the job fails")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str();
   AddAgentHealthOptions(*agent, agent_flags);
   agent->callback([&] { c.rc = c.daemons.agent(agent_flags, c.g.self_exe); });
 }

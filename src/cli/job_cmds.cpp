@@ -27,26 +27,6 @@ int Fail(const Status& status) {
 
 namespace {
 
-std::string ShellQuote(const std::string& s) {
-  bool plain = !s.empty();
-  for (char c : s) {
-    if (!(isalnum(static_cast<unsigned char>(c)) ||
-          std::string("-_./=:,+@%").find(c) != std::string::npos)) {
-      plain = false;
-    }
-  }
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 bool LooksLikeTaskFile(const std::string& arg) {
   auto ends = [&](const char* suffix) {
     std::string s(suffix);
@@ -207,6 +187,14 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
   if (!f.pool.empty()) spec.pool = f.pool;
+  if (!f.image.empty()) {
+    const std::string ref = StartsWith(f.image, "docker:") ? f.image.substr(7) : f.image;
+    if (spec.container) {
+      spec.container->image = ref;
+    } else {
+      spec.container = ContainerSpec{.image = ref};
+    }
+  }
   for (const std::string& text : f.after) {
     auto dep = ParseDependency(text);
     if (!dep.ok()) return Status::Invalid("--after: " + dep.status().message());
@@ -869,6 +857,9 @@ void AddExecCommand(CommandContext& c) {
                    "Local directory uploaded as the job's working directory (its .gitignore "
                    "files apply); node:/PATH for a path on the nodes (default: the current "
                    "directory's path, on the nodes)");
+  exec->add_option("--image", exec_flags.image,
+                   "Run setup and run in this container image (as the YAML's resources.image_id: "
+                   "docker:IMAGE), on nodes that run containers");
   exec->add_option("--pool", exec_flags.pool,
                    "Run only on nodes of this pool (as the YAML's pool:)");
   exec->add_option("--after", exec_flags.after,

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <random>
@@ -102,6 +103,26 @@ std::string PercentEncode(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string ShellQuote(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s) {
+    if (!(isalnum(static_cast<unsigned char>(c)) ||
+          std::string("-_./=:,+@%").find(c) != std::string::npos)) {
+      plain = false;
+    }
+  }
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
 
 }  // namespace berth

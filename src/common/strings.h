@@ -25,5 +25,8 @@ std::string HexEncode(std::string_view bytes);
 // Percent-encodes all but the unreserved characters of RFC 3986 (A-Z a-z 0-9 - _ . ~), for URL
 // query values.
 std::string PercentEncode(std::string_view s);
+// `s` as one shell word: as it is when it holds only safe characters ([A-Za-z0-9] and -_./=:,+@%),
+// else single-quoted.
+std::string ShellQuote(const std::string& s);
 
 }  // namespace berth

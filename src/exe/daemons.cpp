@@ -343,6 +343,16 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.require_isolation = flags.require_isolation;
   options.job_pids_max = flags.job_pids_max;
   options.gpu_device_dir = flags.gpu_device_dir;
+  options.containers = flags.containers != "off";
+  options.podman = flags.podman;
+  options.insecure_registries = flags.insecure_registries;
+  for (const std::string& path : flags.container_mounts) {
+    if (path.empty() || path[0] != '/' || path.find(':') != std::string::npos) {
+      return Status::Invalid("--container-mount: expected an absolute path, got '" + path + "'");
+    }
+  }
+  options.container_mounts = flags.container_mounts;
+  options.pull_retries = flags.pull_retries;
   if (!flags.job_memory_default.empty()) {
     auto gib = ParseMilli(flags.job_memory_default);
     if (!gib || *gib <= 0) {

@@ -647,6 +647,8 @@ std::string_view ReportEventName(ReportEvent event) {
   switch (event) {
     case ReportEvent::kAccepted:
       return "accepted";
+    case ReportEvent::kPulling:
+      return "pulling";
     case ReportEvent::kSettingUp:
       return "setting_up";
     case ReportEvent::kRunning:
@@ -658,8 +660,8 @@ std::string_view ReportEventName(ReportEvent event) {
 }
 
 std::optional<ReportEvent> ParseReportEvent(std::string_view name) {
-  for (ReportEvent e : {ReportEvent::kAccepted, ReportEvent::kSettingUp, ReportEvent::kRunning,
-                        ReportEvent::kExited}) {
+  for (ReportEvent e : {ReportEvent::kAccepted, ReportEvent::kPulling, ReportEvent::kSettingUp,
+                        ReportEvent::kRunning, ReportEvent::kExited}) {
     if (ReportEventName(e) == name) return e;
   }
   return std::nullopt;
@@ -730,11 +732,16 @@ Result<Report> Report::Decode(const json::value& entry) {
   }
   if (!f.ok()) return f.status();
   std::optional<ReportEvent> e = ParseReportEvent(event);
-  if (!e) return Status::Invalid("report: 'event' must be accepted, setting_up, running or exited");
+  if (!e) {
+    return Status::Invalid(
+        "report: 'event' must be accepted, pulling, setting_up, running or exited");
+  }
   r.event = *e;
-  if (r.phase != "setup" && r.phase != "run" && r.phase != "launch" && r.phase != "supervisor" &&
-      r.phase != "prolog")
-    return Status::Invalid("report: 'phase' must be setup, run, launch, supervisor or prolog");
+  if (r.phase != "pull" && r.phase != "setup" && r.phase != "run" && r.phase != "launch" &&
+      r.phase != "supervisor" && r.phase != "prolog") {
+    return Status::Invalid(
+        "report: 'phase' must be pull, setup, run, launch, supervisor or prolog");
+  }
   return r;
 }
 

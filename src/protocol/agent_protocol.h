@@ -287,9 +287,10 @@ struct HealthAnswer {
 // ---------------------------------------------------------------------------------------------
 // POST /v1/agent/report
 
-enum class ReportEvent { kAccepted, kSettingUp, kRunning, kExited };
+enum class ReportEvent { kAccepted, kPulling, kSettingUp, kRunning, kExited };
 
-// "accepted", "setting_up", "running", "exited".
+// "accepted", "pulling" (a container job's image is being pulled), "setting_up", "running",
+// "exited".
 std::string_view ReportEventName(ReportEvent event);
 std::optional<ReportEvent> ParseReportEvent(std::string_view name);
 
@@ -301,9 +302,9 @@ struct Report {
   ReportEvent event = ReportEvent::kAccepted;
   // Only meaningful with kExited, and only sent with it.
   std::optional<int> exit_code;  // none: the job never ran, or its end is unknown (JSON null)
-  // "setup", "run", "launch" (could not start), "supervisor" (the rank's supervisor died: its
-  // end is unknown, and berth's fault, not the job's) or "prolog" (the node's prolog failed: the
-  // job never started, and the node is at fault).
+  // "pull" (its image could not be pulled), "setup", "run", "launch" (could not start),
+  // "supervisor" (the rank's supervisor died: its end is unknown, and berth's fault, not the job's)
+  // or "prolog" (the node's prolog failed: the job never started, and the node is at fault).
   std::string phase = "run";
   std::string reason;
   // With kExited, what the rank used, where its supervisor measured it (docs/security.md
@@ -313,7 +314,7 @@ struct Report {
 
   bool operator==(const Report&) const = default;
 
-  // A progress event (accepted, setting_up, running) of one rank.
+  // A progress event (accepted, pulling, setting_up, running) of one rank.
   static Report Event(const AttemptRank& id, ReportEvent event);
   // The end of one rank: its exit code (none: it never ran, or its end is unknown), the phase it
   // ended in, and why.
@@ -324,9 +325,9 @@ struct Report {
   // {"job","attempt","rank","event"}, plus "exit_code" (null when none), "phase" and "reason" for
   // kExited.
   json::object Encode() const;
-  // job, attempt, rank and event are required; event must be one of the four names, phase one of
-  // "setup", "run", "launch", "supervisor" and "prolog" (default "run"), exit_code an integer or
-  // null.
+  // job, attempt, rank and event are required; event must be one of the five names, phase one of
+  // "pull", "setup", "run", "launch", "supervisor" and "prolog" (default "run"), exit_code an
+  // integer or null.
   static Result<Report> Decode(const json::value& entry);
 };
 

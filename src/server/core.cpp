@@ -27,6 +27,8 @@ sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   r.per_node = row.resources;
   r.pool = spec.pool;
   r.node_selector = spec.node_selector;
+  // Only nodes whose agent found a container runtime run a job with an image.
+  if (spec.container) r.node_selector.emplace(kContainerRuntimeLabel, "podman");
   r.exclusive = spec.exclusive;
   r.submitted_at = row.submitted_at;
   r.time_limit = spec.time_limit;

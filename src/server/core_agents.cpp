@@ -368,6 +368,14 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
   switch (r.event) {
     case proto::ReportEvent::kAccepted:
       break;
+    case proto::ReportEvent::kPulling:
+      // Still STARTING (time_limit counts from RUNNING), with the image in its reason.
+      if (job->row.status == JobStatus::kStarting && job->spec->container &&
+          job->row.reason.find("pulling") == std::string::npos) {
+        Transition(plan, *job, JobStatus::kStarting, "pulling image " + job->spec->container->image,
+                   now);
+      }
+      break;
     case proto::ReportEvent::kSettingUp:
       rs.setting_up = true;
       if (job->row.status == JobStatus::kStarting) {
@@ -390,7 +398,10 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       rs.cpu_ms = r.cpu_ms;
       std::string where =
           job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
-      if (r.phase == "launch") {
+      if (r.phase == "pull") {
+        // The image, not the node: the job fails ("image pull failed: ..."), the node stays up.
+        EndJob(plan, *job, JobStatus::kFailed, r.reason + where, r.exit_code, now);
+      } else if (r.phase == "launch") {
         EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
                r.exit_code, now);
       } else if (r.phase == "prolog") {

@@ -102,6 +102,27 @@ struct FileMount {
 };
 constexpr size_t kMaxFileMounts = 64;
 
+// The image a job's setup and run execute in: `resources.image_id: docker:REF` with the optional
+// `container` block (docs/task-yaml.md "Containers"). Run rootless, as the job's user, on nodes
+// whose agent found a container runtime (agent/container.h).
+enum class PullPolicy { kMissing, kAlways, kNever };
+std::string_view PullPolicyName(PullPolicy p);  // "missing", "always", "never"
+std::optional<PullPolicy> ParsePullPolicy(std::string_view text);
+struct ContainerSpec {
+  std::string image;                // "registry/name:tag" or "name@sha256:HEX", without "docker:"
+  std::vector<std::string> mounts;  // "/host/path:/container/path[:ro|:rw]"
+  PullPolicy pull = PullPolicy::kMissing;
+  // Run as uid 0 inside (the user's own uid outside, in a user namespace) rather than as the user.
+  bool remap_root = false;
+  bool operator==(const ContainerSpec&) const = default;
+};
+// The node labels an agent that runs containers adds (agent/container.h); a job with an image
+// is placed only on nodes with the first (server/core.cpp).
+inline constexpr char kContainerRuntimeLabel[] = "berth.container_runtime";
+inline constexpr char kContainerVersionLabel[] = "berth.container_runtime_version";
+constexpr size_t kMaxImageRefBytes = 512;
+constexpr size_t kMaxContainerMounts = 32;
+
 struct JobSpec {
   std::string name;  // defaults to the first word of run, or "job"
   int num_nodes = 1;
@@ -133,7 +154,8 @@ struct JobSpec {
   std::optional<int> max_running;      // a bulk group: at most this many of its jobs placed at once
   RetryPolicy retry;
   TimeLimitScope time_limit_scope = TimeLimitScope::kAttempt;
-  std::optional<WarnSignal> signal;  // needs time_limit; `before` less than it
+  std::optional<WarnSignal> signal;        // needs time_limit; `before` less than it
+  std::optional<ContainerSpec> container;  // unset: on the node's own system
 
   bool operator==(const JobSpec&) const = default;
 };

@@ -334,6 +334,44 @@ Status GetFileMounts(const json::value& value, std::vector<FileMount>* out) {
   return Status::Ok();
 }
 
+// "container": {"image": REF, "mounts": [...], "pull": "missing", "remap_root": false}
+Status GetContainer(const json::value& value, std::optional<ContainerSpec>* out) {
+  out->reset();
+  if (value.is_null()) return Status::Ok();
+  if (!value.is_object()) return WrongType("container", "an object or null", value);
+  ContainerSpec c;
+  bool has_image = false;
+  for (const auto& [key, v] : value.as_object()) {
+    if (key == "image") {
+      has_image = true;
+      BERTH_RETURN_IF_ERROR(GetString(v, "container.image", &c.image));
+    } else if (key == "mounts") {
+      if (!v.is_array()) return Status::Invalid("container.mounts: expected a list of strings");
+      for (const json::value& m : v.as_array()) {
+        if (!m.is_string()) return Status::Invalid("container.mounts: expected a list of strings");
+        c.mounts.emplace_back(m.as_string());
+      }
+    } else if (key == "pull") {
+      std::string text;
+      BERTH_RETURN_IF_ERROR(GetString(v, "container.pull", &text));
+      auto pull = ParsePullPolicy(text);
+      if (!pull) {
+        return Status::Invalid("container.pull: expected missing, always or never, got '" + text +
+                               "'");
+      }
+      c.pull = *pull;
+    } else if (key == "remap_root") {
+      if (!v.is_bool()) return Status::Invalid("container.remap_root: expected true or false");
+      c.remap_root = v.as_bool();
+    } else {
+      return Unknown("container", key);
+    }
+  }
+  if (!has_image) return Status::Invalid("container: image is missing");
+  *out = std::move(c);
+  return Status::Ok();
+}
+
 Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "name") return GetString(value, key, &spec->name);
   if (key == "num_nodes") return GetInt(value, key, &spec->num_nodes);
@@ -361,6 +399,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "retry") return GetRetry(value, &spec->retry);
   if (key == "time_limit_scope") return GetTimeLimitScope(value, &spec->time_limit_scope);
   if (key == "signal") return GetSignal(value, &spec->signal);
+  if (key == "container") return GetContainer(value, &spec->container);
   return Unknown("", key);
 }
 
@@ -405,6 +444,15 @@ json::value SpecToJson(const JobSpec& spec) {
   }
   out["setup"] = spec.setup;
   out["run"] = spec.run;
+  if (spec.container) {
+    const ContainerSpec& c = *spec.container;
+    json::array mounts;
+    for (const std::string& m : c.mounts) mounts.emplace_back(m);
+    out["container"] = json::object{{"image", c.image},
+                                    {"mounts", std::move(mounts)},
+                                    {"pull", PullPolicyName(c.pull)},
+                                    {"remap_root", c.remap_root}};
+  }
   out["priority"] = spec.priority;
   out["pool"] = spec.pool;
   out["node_selector"] = std::move(selector);

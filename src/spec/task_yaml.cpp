@@ -64,17 +64,24 @@ constexpr std::string_view kTopFields[] = {
     "workdir",       "setup",       "run",        "priority",   "pool",
     "node_selector", "placement",   "time_limit", "kill_grace", "recovery",
     "depends_on",    "max_running", "retry",      "signal",     "time_limit_scope",
-    "file_mounts",
+    "file_mounts",   "container",
 };
 constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
                                                 "event_callback", "volumes", "experimental",
                                                 "inputs",         "outputs"};
-constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory", "cpu_binding"};
-constexpr std::string_view kResourceCloudFields[] = {
-    "cloud",         "infra",        "region",           "zone",      "instance_type", "use_spot",
-    "spot_recovery", "job_recovery", "disk_size",        "disk_tier", "network_tier",  "image_id",
-    "ports",         "labels",       "accelerator_args", "any_of",    "ordered",       "autostop"};
+constexpr std::string_view kResourceFields[] = {"accelerators", "cpus", "memory", "cpu_binding",
+                                                "image_id"};
+constexpr std::string_view kResourceCloudFields[] = {"cloud",         "infra",
+                                                     "region",        "zone",
+                                                     "instance_type", "use_spot",
+                                                     "spot_recovery", "job_recovery",
+                                                     "disk_size",     "disk_tier",
+                                                     "network_tier",  "ports",
+                                                     "labels",        "accelerator_args",
+                                                     "any_of",        "ordered",
+                                                     "autostop"};
 constexpr std::string_view kPlacementFields[] = {"exclusive"};
+constexpr std::string_view kContainerFields[] = {"mounts", "pull", "remap_root"};
 constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost", "on_node_fault"};
 constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff", "on_oom"};
 constexpr std::string_view kSignalFields[] = {"name", "before"};
@@ -212,6 +219,8 @@ class TaskParser {
   Status ParseExitCodes(const YAML::Node& node, int line);
   Status ParseTimeLimitScope(const YAML::Node& node, int line);
   Status ParseSignal(const YAML::Node& node, int line);
+  Status ParseImageId(const YAML::Node& node, int line);
+  Status ParseContainer(const YAML::Node& node, int line);
   // What a number without a unit means in a duration field.
   enum class Bare { kMinutes, kSeconds, kRefused };
   Status ParseDurationField(const YAML::Node& node, const std::string& path, int line, Bare bare,
@@ -244,6 +253,9 @@ class TaskParser {
   std::map<std::string, int> lines_;
   // (line, message): nested maps are read after their parent, so these are sorted into file order.
   std::vector<std::pair<int, std::string>> warnings_;
+  // The `container` block, read before or after resources.image_id: joined once both are read.
+  std::optional<ContainerSpec> container_block_;
+  int container_line_ = 0;
 };
 
 Result<ParsedTask> TaskParser::Parse(const std::string& text) {
@@ -426,7 +438,18 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
       BERTH_RETURN_IF_ERROR(ParseTimeLimitScope(f.value, f.line));
     } else if (n == "signal") {
       BERTH_RETURN_IF_ERROR(ParseSignal(f.value, f.line));
+    } else if (n == "container") {
+      BERTH_RETURN_IF_ERROR(ParseContainer(f.value, f.line));
     }
+  }
+  if (container_block_) {
+    if (!spec.container) {
+      return Error(container_line_,
+                   "container: says how to run an image, but no image is named; add "
+                   "resources.image_id: docker:IMAGE");
+    }
+    container_block_->image = spec.container->image;
+    spec.container = std::move(container_block_);
   }
   if (secrets) BERTH_RETURN_IF_ERROR(ParseEnvs(secrets->value, "secrets", secrets->line));
   return Status::Ok();
@@ -458,6 +481,10 @@ Status TaskParser::ParseResources(const YAML::Node& node, int line) {
     if (f.value.IsNull()) continue;
     if (f.name == "accelerators") {
       BERTH_RETURN_IF_ERROR(ParseAcceleratorsField(f.value, f.line));
+      continue;
+    }
+    if (f.name == "image_id") {
+      BERTH_RETURN_IF_ERROR(ParseImageId(f.value, f.line));
       continue;
     }
     if (f.name == "cpu_binding") {
@@ -772,6 +799,63 @@ Status TaskParser::ParseTimeLimitScope(const YAML::Node& node, int line) {
 }
 
 // signal: {name: USR1, before: 5m}, or Slurm's USR1@300 (seconds).
+// resources.image_id: docker:REF. Other images (a cloud's VM images) mean nothing to berth.
+Status TaskParser::ParseImageId(const YAML::Node& node, int line) {
+  const std::string text = node.IsScalar() ? Trim(node.Scalar()) : "";
+  if (!StartsWith(text, "docker:")) {
+    return Error(line, fmt::format("resources.image_id: expected docker:IMAGE (a container image; "
+                                   "berth runs no VM images), got {}",
+                                   Describe(node)));
+  }
+  task_.spec.container.emplace().image = Trim(text.substr(7));
+  return Status::Ok();
+}
+
+// container: {mounts: ["/host:/inside:ro"], pull: missing|always|never, remap_root: false}
+Status TaskParser::ParseContainer(const YAML::Node& node, int line) {
+  if (node.IsNull()) return Status::Ok();
+  std::vector<Field> fields;
+  BERTH_RETURN_IF_ERROR(ReadMap(node, "container", line, kContainerFields, {}, &fields));
+  ContainerSpec c;
+  for (const Field& f : fields) {
+    if (f.value.IsNull()) continue;
+    if (f.name == "mounts") {
+      if (!f.value.IsSequence()) {
+        return Error(f.line, fmt::format("container.mounts: expected a list such as "
+                                         "[\"/datasets:/datasets:ro\"], got {}",
+                                         Describe(f.value)));
+      }
+      for (const YAML::Node& m : f.value) {
+        if (!m.IsScalar()) {
+          return Error(
+              LineOf(m, f.line),
+              fmt::format("container.mounts: expected /host:/inside[:ro], got {}", Describe(m)));
+        }
+        c.mounts.push_back(Trim(m.Scalar()));
+      }
+    } else if (f.name == "pull") {
+      const std::string text = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
+      auto pull = ParsePullPolicy(text);
+      if (!pull) {
+        return Error(f.line,
+                     fmt::format("container.pull: expected missing, always or never, got {}",
+                                 Describe(f.value)));
+      }
+      c.pull = *pull;
+    } else if (f.name == "remap_root") {
+      const std::string text = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
+      if (text != "true" && text != "false") {
+        return Error(f.line, fmt::format("container.remap_root: expected true or false, got {}",
+                                         Describe(f.value)));
+      }
+      c.remap_root = text == "true";
+    }
+  }
+  container_block_ = std::move(c);
+  container_line_ = line;
+  return Status::Ok();
+}
+
 Status TaskParser::ParseSignal(const YAML::Node& node, int line) {
   if (node.IsNull()) return Status::Ok();
   constexpr std::string_view kForms = "{name: USR1, before: 5m} or USR1@300";

@@ -262,7 +262,77 @@ Status CheckUploads(const JobSpec& spec) {
   return Status::Ok();
 }
 
+bool IsImageRef(std::string_view ref) {
+  if (ref.empty() || ref.size() > kMaxImageRefBytes) return false;
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(ref.front())) return false;  // never an option to the runtime
+  for (char c : ref) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '/' && c != ':' && c != '@' && c != '-') {
+      return false;
+    }
+  }
+  const size_t at = ref.find('@');
+  if (at == std::string_view::npos) return ref.back() != ':' && ref.back() != '/';
+  std::string_view digest = ref.substr(at + 1);
+  return at > 0 && digest.starts_with("sha256:") && IsUploadDigest(digest.substr(7));
+}
+
+// "/host:/container[:ro|:rw]": both absolute, no "..".
+Status CheckContainerMount(const std::string& mount) {
+  const std::string where = "container.mounts: '" + mount + "'";
+  std::vector<std::string> parts = Split(mount, ':');
+  if (parts.size() < 2 || parts.size() > 3 ||
+      (parts.size() == 3 && parts[2] != "ro" && parts[2] != "rw")) {
+    return Status::Invalid(where + ": expected /host/path:/container/path[:ro]");
+  }
+  for (const std::string& path : {parts[0], parts[1]}) {
+    if (!path.starts_with('/') || path.size() > 4096 || path.find(',') != path.npos ||
+        path.find('\0') != path.npos) {
+      return Status::Invalid(where + ": paths must be absolute (and without commas)");
+    }
+    for (const std::string& seg : Split(path, '/')) {
+      if (seg == "..") return Status::Invalid(where + ": '..' is not allowed");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckContainer(const ContainerSpec& c) {
+  if (!IsImageRef(c.image)) {
+    return Status::Invalid("resources.image_id: '" + c.image +
+                           "' is not an image reference (docker:registry/name:tag or "
+                           "docker:name@sha256:HEX)");
+  }
+  if (c.mounts.size() > kMaxContainerMounts) {
+    return Status::Invalid(fmt::format("container.mounts: at most {} entries, got {}",
+                                       kMaxContainerMounts, c.mounts.size()));
+  }
+  for (const std::string& m : c.mounts) BERTH_RETURN_IF_ERROR(CheckContainerMount(m));
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string_view PullPolicyName(PullPolicy p) {
+  switch (p) {
+    case PullPolicy::kAlways:
+      return "always";
+    case PullPolicy::kNever:
+      return "never";
+    case PullPolicy::kMissing:
+      break;
+  }
+  return "missing";
+}
+
+std::optional<PullPolicy> ParsePullPolicy(std::string_view text) {
+  if (text == "missing") return PullPolicy::kMissing;
+  if (text == "always") return PullPolicy::kAlways;
+  if (text == "never") return PullPolicy::kNever;
+  return std::nullopt;
+}
 
 std::vector<std::string> UploadsOf(const JobSpec& spec) {
   std::vector<std::string> out;
@@ -301,6 +371,16 @@ Status ValidateSpec(const JobSpec& spec) {
     return Status::Invalid("workdir contains a NUL byte");
   }
   BERTH_RETURN_IF_ERROR(CheckUploads(spec));
+  if (spec.container) {
+    BERTH_RETURN_IF_ERROR(CheckContainer(*spec.container));
+    for (const FileMount& m : spec.file_mounts) {
+      if (StartsWith(m.target, "/")) {
+        return Status::Invalid("file_mounts: " + m.target +
+                               ": with an image, targets go in the workdir or ~ (mounted into the "
+                               "container); a node path goes in container.mounts");
+      }
+    }
+  }
   if (spec.priority < kMinPriority || spec.priority > kMaxPriority) {
     return Status::Invalid(fmt::format("priority must be between {} and {}, got {}", kMinPriority,
                                        kMaxPriority, spec.priority));

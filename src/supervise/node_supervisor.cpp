@@ -43,7 +43,8 @@ struct Rank {
   std::string dir;
   RunPlan plan;
   std::string tag;  // "JOB ATTEMPT RANK" from its environment: how its strays are known
-  bool in_setup = false;
+  enum class Step { kPull, kSetup, kRun };
+  Step step = Step::kRun;
   pid_t main = 0;                          // the step's bash while it lives
   std::unique_ptr<StartingStep> starting;  // its child until it has exec'd bash
   std::set<pid_t> groups;                  // the process groups of its steps
@@ -305,9 +306,19 @@ class NodeSupervisor {
     LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
     rank.stop = stop_all_ || lease.term;
     rank.kill_now = lease.kill;
+    if (!rank.plan.pull.empty() && !rank.stop) {
+      AppendEvent(dir, {"pulling"});
+      StartStep(rank, Rank::Step::kPull);
+    } else {
+      BeginSetup(rank);
+    }
+  }
+
+  // After the pull (or without one): setup, or the run step where there is none.
+  void BeginSetup(Rank& rank) {
     if (!rank.plan.setup.empty() && !rank.stop) {
-      AppendEvent(dir, {"setting_up"});
-      StartStep(rank, /*setup=*/true);
+      AppendEvent(rank.dir, {"setting_up"});
+      StartStep(rank, Rank::Step::kSetup);
     } else {
       BeginRun(rank);
     }
@@ -324,11 +335,12 @@ class NodeSupervisor {
       Finish(rank, {"exited", 0, "run", ""});
       return;
     }
-    StartStep(rank, /*setup=*/false);
+    StartStep(rank, Rank::Step::kRun);
   }
 
-  void StartStep(Rank& rank, bool setup) {
-    rank.in_setup = setup;
+  void StartStep(Rank& rank, Rank::Step step) {
+    const bool setup = step != Rank::Step::kRun;  // the pull runs with setup's environment
+    rank.step = step;
     rank.step_over = false;
     rank.exit_code = 0;
     rank.error.clear();
@@ -357,10 +369,15 @@ class NodeSupervisor {
       }
       rank.join_fds = std::move(*fds);
     }
-    rank.starting = std::make_unique<StartingStep>(
-        setup ? rank.plan.setup : rank.plan.run, rank.dir + (setup ? "/setup.sh" : "/run.sh"),
-        rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env, rank.plan.run_as,
-        log_fd, rank.join_fds);
+    const std::string& script = step == Rank::Step::kPull    ? rank.plan.pull
+                                : step == Rank::Step::kSetup ? rank.plan.setup
+                                                             : rank.plan.run;
+    const char* file = step == Rank::Step::kPull    ? "/pull.sh"
+                       : step == Rank::Step::kSetup ? "/setup.sh"
+                                                    : "/run.sh";
+    rank.starting = std::make_unique<StartingStep>(script, rank.dir + file, rank.plan.workdir,
+                                                   setup ? rank.plan.setup_env : rank.plan.run_env,
+                                                   rank.plan.run_as, log_fd, rank.join_fds);
     ::close(log_fd);  // the child has its own (its file table was copied at its start)
     const pid_t pid = rank.starting->pid();
     if (pid < 0) {
@@ -533,12 +550,20 @@ class NodeSupervisor {
   void StepDone(Rank& rank) {
     if (!rank.error.empty()) {
       Finish(rank, {"exited", rank.exit_code, "launch", rank.error});
-    } else if (rank.in_setup && (rank.exit_code != 0 || rank.stopped)) {
+    } else if (rank.step == Rank::Step::kPull && (rank.exit_code != 0 || rank.stopped)) {
+      Finish(rank, {"exited", rank.exit_code, "pull",
+                    rank.stopped ? "stopped"
+                                 : PullFailureReason(rank.dir + "/output.log", rank.exit_code)});
+    } else if (rank.step == Rank::Step::kSetup && (rank.exit_code != 0 || rank.stopped)) {
       Finish(rank, {"exited", rank.exit_code, "setup", rank.stopped ? "stopped" : ""});
-    } else if (rank.in_setup) {
+    } else if (rank.step != Rank::Step::kRun) {
       LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
       rank.stop = rank.stop || lease.term || stop_all_;
-      BeginRun(rank);
+      if (rank.step == Rank::Step::kPull) {
+        BeginSetup(rank);
+      } else {
+        BeginRun(rank);
+      }
     } else {
       Finish(rank, {"exited", rank.exit_code, "run", rank.stopped ? "stopped" : ""});
     }

@@ -275,6 +275,7 @@ Result<RankLimits> LimitsFromJson(const json::value* v) {
 Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
   json::object o{{"workdir", plan.workdir},
                  {"run_as", RunAsJson(plan.run_as)},
+                 {"pull", plan.pull},
                  {"setup", plan.setup},
                  {"run", plan.run},
                  {"setup_env", EnvJson(plan.setup_env)},
@@ -305,6 +306,7 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   const json::object& o = v->as_object();
   RunPlan plan;
   plan.workdir = GetString(o, "workdir").value();
+  plan.pull = GetString(o, "pull").value();
   plan.setup = GetString(o, "setup").value();
   plan.run = GetString(o, "run").value();
   plan.setup_env = EnvFromJson(o.if_contains("setup_env"));
@@ -377,6 +379,28 @@ std::vector<SupervisorEvent> ParseEvents(const std::string& text) {
     if (!e.kind.empty()) out.push_back(e);
   }
   return out;
+}
+
+std::string PullFailureReason(const std::string& log_path, int exit_code) {
+  // The tail is enough: podman's error is its last line.
+  std::string tail;
+  if (int fd = ::open(log_path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    const off_t from = std::max<off_t>(0, size - 16 * 1024);
+    tail.resize(static_cast<size_t>(size - from));
+    const ssize_t n = ::pread(fd, tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    ::close(fd);
+  }
+  std::string error;
+  for (const std::string& line : Split(tail, '\n')) {
+    std::string t = Trim(line);
+    if (StartsWith(t, "Error: ")) error = t.substr(7);
+    if (StartsWith(t, "berth: image pull failed: ")) error = t.substr(26);
+  }
+  if (error.size() > 1000) error = error.substr(0, 1000) + "...";
+  return error.empty() ? "image pull failed (exit code " + std::to_string(exit_code) + ")"
+                       : "image pull failed: " + error;
 }
 
 SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us) {
@@ -497,6 +521,22 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
   g_lease_file = plan->lease_file;
   CheckLease();
   PollStopSignals();
+  if (!plan->pull.empty() && !g_stop_requested) {
+    AppendEvent(dir, {"pulling"});
+    StepResult r = RunStep(plan->pull, dir + "/pull.sh", plan->workdir, plan->setup_env,
+                           plan->run_as, log_fd, plan->kill_grace_ms);
+    if (!r.error.empty()) {
+      end({"exited", r.exit_code, "launch", r.error});
+      return 0;
+    }
+    if (r.exit_code != 0 || r.stopped) {
+      end({"exited", r.exit_code, "pull",
+           r.stopped ? "stopped" : PullFailureReason(dir + "/output.log", r.exit_code)});
+      return 0;
+    }
+    CheckLease();
+    PollStopSignals();
+  }
   if (!plan->setup.empty() && !g_stop_requested) {
     AppendEvent(dir, {"setting_up"});
     StepResult r = RunStep(plan->setup, dir + "/setup.sh", plan->workdir, plan->setup_env,

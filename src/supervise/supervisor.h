@@ -40,6 +40,10 @@ struct RunPlan {
   };
   std::optional<RunAs> run_as;
   std::string workdir;
+  // A container job's pull step (agent/container.h): run before setup, with setup's environment,
+  // as a phase of its own ("pulling" event; a failure ends the rank in phase "pull", its reason
+  // from PullFailureReason). Empty: none.
+  std::string pull;
   std::string setup;
   std::string run;
   std::map<std::string, std::string> setup_env;  // complete environments
@@ -96,11 +100,15 @@ struct OpenedRank {
 // ("exited 127 launch" with the reason) and returns nothing.
 std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pid_line);
 
+// Why a pull step that exited with `exit_code` failed, from the rank's output log `log_path` (the
+// last "Error: " line podman printed): "image pull failed: ...".
+std::string PullFailureReason(const std::string& log_path, int exit_code);
+
 // One line of <dir>/events.
 struct SupervisorEvent {
-  std::string kind;   // "setting_up", "running", "usage", "exited"
+  std::string kind;   // "pulling", "setting_up", "running", "usage", "exited"
   int exit_code = 0;  // for "exited"
-  std::string phase;  // "setup", "run" or "launch" for "exited"
+  std::string phase;  // "pull", "setup", "run" or "launch" for "exited"
   std::string reason;
   // For "usage" (written with its rank's "exited", in one write): what the rank used; -1 unknown.
   int64_t peak_memory_bytes = -1;

@@ -353,11 +353,11 @@ TEST(Reports, BadEntriesNameTheField) {
   EXPECT_EQ(error(R"({"attempt":1,"rank":0,"event":"running"})"), "report: 'job' is missing");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0})"), "report: 'event' is missing");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"finished"})"),
-            "report: 'event' must be accepted, setting_up, running or exited");
+            "report: 'event' must be accepted, pulling, setting_up, running or exited");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","exit_code":"3"})"),
             "report: 'exit_code' must be an integer or null");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","phase":"teardown"})"),
-            "report: 'phase' must be setup, run, launch, supervisor or prolog");
+            "report: 'phase' must be pull, setup, run, launch, supervisor or prolog");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","cpu_ms":-1})"),
             "report: 'cpu_ms' must be a whole number from 0 to 2^50");
   EXPECT_EQ(error(R"({"job":1,"attempt":1,"rank":0,"event":"exited","peak_memory_bytes":"1G"})"),

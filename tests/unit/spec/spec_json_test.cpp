@@ -120,3 +120,30 @@ TEST(SpecJson, IsValidated) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(SpecJson, ContainerRoundTripsAndIsChecked) {
+  JobSpec s;
+  s.container = ContainerSpec{.image = "localhost:5000/bb:1",
+                              .mounts = {"/data:/data:ro"},
+                              .pull = PullPolicy::kNever,
+                              .remap_root = true};
+  auto back = FromText(json::serialize(SpecToJson(s)));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, s);
+  EXPECT_THAT(ErrorOf(R"({"container": {"mounts": []}})"),
+              HasSubstr("container: image is missing"));
+  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x", "pull": "later"}})"),
+              HasSubstr("container.pull: expected missing, always or never"));
+  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x y"}})"),
+              HasSubstr("resources.image_id: 'x y' is not an image reference"));
+  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x", "mounts": ["/a:/b:rx"]}})"),
+              HasSubstr("container.mounts: '/a:/b:rx'"));
+  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x@sha256:abc"}})"),
+              HasSubstr("is not an image reference"));
+}
+
+}  // namespace
+}  // namespace berth

@@ -376,3 +376,59 @@ TEST(TaskYaml, CpuBindingPinsWholeCpus) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(TaskYaml, ImageIdAndContainerBlock) {
+  auto task = ParseTaskYaml(
+      "run: python train.py\n"
+      "resources:\n  image_id: docker:nvcr.io/nvidia/pytorch:24.05-py3\n"
+      "container:\n  mounts: [\"/datasets:/datasets:ro\"]\n  pull: always\n  remap_root: true\n",
+      "task.yaml");
+  ASSERT_TRUE(task.ok()) << task.status().message();
+  ASSERT_TRUE(task->spec.container);
+  EXPECT_EQ(task->spec.container->image, "nvcr.io/nvidia/pytorch:24.05-py3");
+  EXPECT_EQ(task->spec.container->mounts, std::vector<std::string>{"/datasets:/datasets:ro"});
+  EXPECT_EQ(task->spec.container->pull, PullPolicy::kAlways);
+  EXPECT_TRUE(task->spec.container->remap_root);
+  EXPECT_TRUE(task->warnings.empty());
+  // A SkyPilot task unchanged: image_id alone, pinned by digest.
+  auto pinned = ParseTaskYaml(
+      "run: x\nresources:\n  image_id: docker:busybox@sha256:" + std::string(64, 'a') + "\n",
+      "task.yaml");
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_EQ(pinned->spec.container->pull, PullPolicy::kMissing);
+  EXPECT_TRUE(pinned->spec.container->mounts.empty());
+}
+
+TEST(TaskYaml, ContainerErrorsNameTheLine) {
+  EXPECT_EQ(ErrorOf("run: x\nresources:\n  image_id: ami-12345\n"),
+            "task.yaml:3: resources.image_id: expected docker:IMAGE (a container image; berth "
+            "runs no VM images), got \"ami-12345\"");
+  EXPECT_EQ(ErrorOf("run: x\ncontainer:\n  pull: always\n"),
+            "task.yaml:3: container: says how to run an image, but no image is named; add "
+            "resources.image_id: docker:IMAGE");
+  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:-rm\n")
+                .find("task.yaml:3: "
+                      "resources.image_id: "
+                      "'-rm' is not an image "
+                      "reference"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mounts: "
+                    "[\"data:/data\"]\n")
+                .find("container.mounts: 'data:/data': paths must be absolute"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  pull: sometimes\n")
+                .find("task.yaml:5: container.pull: expected missing, always or never"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mount: []\n")
+                .find("did you mean 'mounts'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\nfile_mounts:\n  /data: ./d\n")
+                .find("with an image, targets go in the workdir or ~"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace berth

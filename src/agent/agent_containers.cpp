@@ -1,0 +1,151 @@
+// The agent's container jobs (agent/container.h): finding the runtime at start, and planning a
+// container rank's steps.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/agent.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace berth {
+namespace {
+
+// A directory owned by `uid`:`gid` with `mode` (made if missing, given if not theirs).
+Status OwnedDir(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return Status::Internal("cannot create " + path + ": " + strerror(errno));
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::Internal(path + " is not a directory");
+  }
+  if ((st.st_uid != uid || st.st_gid != gid) && ::chown(path.c_str(), uid, gid) != 0) {
+    return Status::Internal("cannot give " + path + " to uid " + std::to_string(uid) + ": " +
+                            strerror(errno));
+  }
+  ::chmod(path.c_str(), mode);
+  return Status::Ok();
+}
+
+bool IsCharDevice(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+}  // namespace
+
+void Agent::SetUpContainers() {
+  if (!options_.containers) {
+    LogInfo("containers: turned off (--containers off)");
+    return;
+  }
+  ProcessRunner runner;
+  containers_ =
+      DetectPodman(options_.command_runner ? *options_.command_runner : runner, options_.podman);
+  if (containers_.runtime.empty()) {
+    LogInfo("containers: none (podman not found); jobs that name an image go to other nodes");
+    return;
+  }
+  // A pure cgroup v2 host has cgroup.controllers at the root. Elsewhere (v1, or hybrid with a
+  // unified hierarchy beside) crun refuses to start containers: runc, where installed.
+  containers_.cgroup_v2 = ::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+  if (!containers_.cgroup_v2) containers_.oci_runtime = FindExecutable("runc");
+  containers_.store_dir = options_.state_dir + "/containers";
+  containers_.insecure_registries = options_.insecure_registries;
+  containers_.allowed_mounts = options_.container_mounts;
+  containers_.pull_retries = options_.pull_retries;
+  // Users' stores are below, each their own; they must reach theirs, never list the others.
+  const bool root = ::geteuid() == 0;
+  containers_.run_dir = ContainerRunDir(options_.state_dir, root, ::geteuid());
+  Status st = OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711);
+  if (st.ok() && root) st = OwnedDir("/run/berth", 0, 0, 0755);
+  if (st.ok()) st = OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700);
+  if (!st.ok()) {
+    LogWarn("containers: off: {}", st.message());
+    containers_ = {};
+    return;
+  }
+  for (const char* dev : {"/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml"}) {
+    containers_.cdi_gpus = containers_.cdi_gpus || ::access(dev, R_OK) == 0;
+  }
+  LogInfo("containers: podman {} ({}{}{})", containers_.version,
+          containers_.oci_runtime.empty() ? "its default OCI runtime" : containers_.oci_runtime,
+          containers_.cgroup_v2 ? ", cgroup v2" : ", cgroup v1",
+          containers_.cdi_gpus ? ", GPUs by CDI" : "");
+}
+
+Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
+                            const std::string& key, const std::string& job_dir,
+                            const std::optional<JobAccount>& account,
+                            const std::string& mount_script, RunPlan& plan) const {
+  if (containers_.runtime.empty()) {
+    return Status::Unavailable("node " + options_.name +
+                               " runs no containers (no podman, or --containers off)");
+  }
+  BERTH_RETURN_IF_ERROR(CheckContainerMounts(*spec.container, containers_.allowed_mounts));
+  ContainerRank rank;
+  rank.spec = *spec.container;
+  rank.name = "berth-" + key;
+  rank.uid = account ? account->uid : ::geteuid();
+  rank.gid = account ? account->gid : ::getegid();
+  rank.workdir = plan.workdir;
+  if (auto home = plan.run_env.find("HOME"); home != plan.run_env.end()) {
+    struct stat st {};
+    if (::stat(home->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) rank.home = home->second;
+  }
+  const std::string store = UserStoreDir(containers_, rank.uid);
+  BERTH_RETURN_IF_ERROR(OwnedDir(store, rank.uid, rank.gid, 0700));
+  for (const char* sub : {"/storage", "/tmp"}) {
+    BERTH_RETURN_IF_ERROR(OwnedDir(store + sub, rank.uid, rank.gid, 0700));
+  }
+  const std::string run = UserRunDir(containers_, rank.uid);
+  BERTH_RETURN_IF_ERROR(OwnedDir(run, rank.uid, rank.gid, 0700));
+  for (const char* sub : {"/run", "/xdg"}) {
+    BERTH_RETURN_IF_ERROR(OwnedDir(run + sub, rank.uid, rank.gid, 0700));
+  }
+  // Only the rank's own GPUs (with the driver's control files) go in.
+  for (int index : m.gpus) {
+    if (containers_.cdi_gpus) {
+      rank.devices.emplace_back("nvidia.com/gpu=" + std::to_string(index), "");
+      continue;
+    }
+    auto minor = gpu_minors_.find(index);
+    const int file = minor == gpu_minors_.end() ? index : minor->second;
+    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(file);
+    if (IsCharDevice(path)) rank.devices.emplace_back(path, "/dev/nvidia" + std::to_string(file));
+  }
+  if (!m.gpus.empty() && !containers_.cdi_gpus) {
+    for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+      const std::string path = options_.gpu_device_dir + "/" + control;
+      if (IsCharDevice(path)) rank.devices.emplace_back(path, std::string("/dev/") + control);
+    }
+  }
+  if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;
+  std::vector<std::string> task_envs;
+  for (const auto& [name, value] : spec.envs) task_envs.push_back(name);
+  rank.env_names = ContainerEnvNames(plan.run_env, task_envs);
+  // The steps' scripts, the user's to read, mounted into the container.
+  for (auto [script, file] :
+       {std::pair{&plan.setup, &rank.setup_script}, std::pair{&plan.run, &rank.run_script}}) {
+    *file = job_dir + (script == &plan.setup ? "/setup.container.sh" : "/run.container.sh");
+    if (!WriteFileInPlace(*file, *script, 0600)) {
+      return Status::Internal("cannot write " + *file + ": " + strerror(errno));
+    }
+    if (::chown(file->c_str(), rank.uid, rank.gid) != 0) {
+      return Status::Internal("cannot give " + *file + " to uid " + std::to_string(rank.uid) +
+                              ": " + strerror(errno));
+    }
+  }
+  plan.pull = mount_script + PullScript(containers_, rank);
+  if (!plan.setup.empty()) plan.setup = StepScript(containers_, rank, /*run=*/false);
+  if (!plan.run.empty()) plan.run = StepScript(containers_, rank, /*run=*/true);
+  return Status::Ok();
+}
+
+}  // namespace berth

@@ -1,0 +1,188 @@
+// Container scripts for rootless podman (agent/container.h).
+#include "agent/container.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace berth {
+namespace {
+
+// Where a step's script is mounted inside the container.
+constexpr char kStepInside[] = "/.berth-step.sh";
+
+// podman's global flags: the user's own store on this node, no systemd (cgroupfs, events to a
+// file), and the OCI runtime that works on this host.
+std::string PodmanCommand(const ContainerHost& host, uid_t uid) {
+  const std::string store = UserStoreDir(host, uid);
+  std::string out = ShellQuote(host.podman) + " --root " + ShellQuote(store + "/storage") +
+                    " --runroot " + ShellQuote(UserRunDir(host, uid) + "/run") + " --tmpdir " +
+                    ShellQuote(store + "/tmp") + " --cgroup-manager=cgroupfs --events-backend=file";
+  if (!host.oci_runtime.empty()) out += " --runtime " + ShellQuote(host.oci_runtime);
+  return out;
+}
+
+// The registry of an image reference ("localhost:5000/x:1" -> "localhost:5000"; "ubuntu" -> "").
+std::string RegistryOf(const std::string& image) {
+  const size_t slash = image.find('/');
+  if (slash == std::string::npos) return "";
+  std::string first = image.substr(0, slash);
+  const bool host = first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
+                    first == "localhost";
+  return host ? first : "";
+}
+
+bool UnderPath(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (StartsWith(path, root) && path[root.size()] == '/');
+}
+
+}  // namespace
+
+ContainerHost DetectPodman(CommandRunner& runner, const std::string& podman_path) {
+  ContainerHost host;
+  const std::string found = FindExecutable(podman_path.empty() ? "podman" : podman_path);
+  if (found.empty()) return host;
+  CommandOutcome out = runner.Run({.argv = {found, "--version"}, .env = {}, .timeout = 10'000});
+  // "podman version 4.3.1"
+  const std::string line = out.FirstLine();
+  const size_t at = line.rfind(' ');
+  if (!out.ok() || !StartsWith(line, "podman version ") || at == std::string::npos) return host;
+  host.runtime = "podman";
+  host.podman = found;
+  host.version = line.substr(at + 1);
+  return host;
+}
+
+Status CheckContainerMounts(const ContainerSpec& spec, const std::vector<std::string>& allowed) {
+  for (const std::string& mount : spec.mounts) {
+    const std::string host_path = mount.substr(0, mount.find(':'));
+    const bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const std::string& root) {
+      return UnderPath(host_path, root);
+    });
+    if (!ok) {
+      return Status::Invalid(fmt::format(
+          "container.mounts: '{}': {} is not among the paths this node lets containers mount ({})",
+          mount, host_path, allowed.empty() ? "none" : Join(allowed, ", ")));
+    }
+  }
+  return Status::Ok();
+}
+
+std::string UserStoreDir(const ContainerHost& host, uid_t uid) {
+  return host.store_dir + "/" + std::to_string(uid);
+}
+
+std::string UserRunDir(const ContainerHost& host, uid_t uid) {
+  return host.run_dir + "/" + std::to_string(uid);
+}
+
+std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid) {
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : state_dir) hash = (hash ^ c) * 1099511628211ULL;
+  const std::string tag = fmt::format("{:08x}", static_cast<uint32_t>(hash ^ (hash >> 32)));
+  return root ? "/run/berth/" + tag : fmt::format("/tmp/berth-{}-{}", uid, tag);
+}
+
+std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::string>& env,
+                                           const std::vector<std::string>& task_envs) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : env) {
+    const bool ours = StartsWith(name, "BERTH_") || StartsWith(name, "SKYPILOT_") ||
+                      name == "CUDA_VISIBLE_DEVICES" || name == "HOME" || name == "USER" ||
+                      name == "LOGNAME";
+    const bool task = std::find(task_envs.begin(), task_envs.end(), name) != task_envs.end();
+    if (ours || task) out.push_back(name);
+  }
+  return out;
+}
+
+std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
+  const std::string store = UserStoreDir(host, rank.uid);
+  const std::string& image = rank.spec.image;
+  const std::string registry = RegistryOf(image);
+  const bool insecure = !registry.empty() &&
+                        std::find(host.insecure_registries.begin(), host.insecure_registries.end(),
+                                  registry) != host.insecure_registries.end();
+  const std::string podman = PodmanCommand(host, rank.uid);
+  std::string s = fmt::format(
+      "export XDG_RUNTIME_DIR={xdg}\n"
+      "image={image}\n"
+      // Containers of this user's jobs killed past their grace leave a record (no process): gone.
+      "{podman} container prune -f --filter label=berth.job >/dev/null 2>&1 || true\n",
+      fmt::arg("xdg", ShellQuote(UserRunDir(host, rank.uid) + "/xdg")),
+      fmt::arg("image", ShellQuote(image)), fmt::arg("podman", podman));
+  const PullPolicy pull = rank.spec.pull;
+  if (pull != PullPolicy::kAlways) {
+    s += podman + " image exists \"$image\" && have=1 || have=0\n";
+  } else {
+    s += "have=0\n";
+  }
+  if (pull == PullPolicy::kNever) {
+    s += "if [ $have = 0 ]; then\n"
+         "  echo \"berth: image pull failed: $image is not on this node (container.pull: never)\" "
+         ">&2\n"
+         "  exit 125\n"
+         "fi\n";
+  }
+  s += fmt::format(
+      "if [ $have = 0 ]; then\n"
+      "  echo \"berth: pulling $image\"\n"
+      "  log={store}/pull-{name}.log\n"
+      "  delay=2\n"
+      "  for try in $(seq 0 {retries}); do\n"
+      "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
+      "    rc=${{PIPESTATUS[0]}}\n"
+      "    [ $rc = 0 ] && break\n"
+      // Only a registry that could not be reached is tried again; a wrong name or a refused
+      // login is final.
+      "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
+      "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
+      "    [ $try = {retries} ] && break\n"
+      "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
+      "    sleep $delay\n"
+      "    delay=$((delay * 2))\n"
+      "  done\n"
+      "  rm -f \"$log\"\n"
+      "  if [ $rc != 0 ]; then exit $rc; fi\n"
+      "fi\n"
+      "digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
+      "echo \"berth: image $image is $digest\"\n",
+      fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
+      fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
+      fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
+  return s;
+}
+
+std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run) {
+  const std::string name = rank.name + (run ? "-run" : "-setup");
+  std::vector<std::string> args = {
+      "run", "--rm", "--replace", "--name", name, "--label", "berth.job=" + rank.name,
+      // Pulled by the pull step; a run never reaches a registry.
+      "--pull=never", "--network=host", "--entrypoint", "/bin/sh", "--workdir", rank.workdir, "-v",
+      rank.workdir + ":" + rank.workdir, "-v",
+      (run ? rank.run_script : rank.setup_script) + ":" + kStepInside + ":ro"};
+  if (!rank.spec.remap_root) args.push_back("--userns=keep-id");
+  if (host.cgroup_v2) args.push_back("--cgroups=disabled");
+  if (!rank.home.empty() && rank.home != rank.workdir) {
+    args.insert(args.end(), {"-v", rank.home + ":" + rank.home});
+  }
+  if (rank.shm_bytes > 0) args.push_back("--shm-size=" + std::to_string(rank.shm_bytes) + "b");
+  for (const auto& [from, to] : rank.devices) {
+    args.insert(args.end(), {"--device", to.empty() ? from : from + ":" + to});
+  }
+  for (const std::string& mount : rank.spec.mounts) args.insert(args.end(), {"-v", mount});
+  for (const std::string& env : rank.env_names) args.insert(args.end(), {"--env", env});
+  args.push_back(rank.spec.image);
+  args.insert(args.end(), {"-c", fmt::format("if command -v bash >/dev/null 2>&1; then exec bash "
+                                             "{0}; fi; exec sh {0}",
+                                             kStepInside)});
+  std::string s = "export XDG_RUNTIME_DIR=" + ShellQuote(UserRunDir(host, rank.uid) + "/xdg") +
+                  "\nexec " + PodmanCommand(host, rank.uid);
+  for (const std::string& a : args) s += " " + ShellQuote(a);
+  return s + "\n";
+}
+
+}  // namespace berth

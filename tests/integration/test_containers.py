@@ -1,0 +1,226 @@
+"""Jobs in their images (docs/user-guide.md "Containers"): `resources.image_id: docker:REF`.
+
+Offline: the test starts Debian's docker-registry on 127.0.0.1 (a free port, a temp dir) and builds
+its own two-layer image from busybox-static, pushed with podman. The agent runs each job's steps
+with rootless podman as the job's unix user, inside the rank's cgroup: inside, `id -u` is the
+user's, the workdir is the same path and files written there are theirs, only the job's GPU device
+files exist (mknod'ed here), the task's envs override the image's ENV. A second job of the image
+downloads no blob (the registry's log says so); an unknown tag fails the job naming the registry's
+answer and leaves the node up; a cancel leaves no process of the container behind.
+"""
+import glob
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+import unittest
+import uuid
+
+from harness import BerthTestCase, http, http_unix, wait_until
+
+TOOLS = ("podman", "docker-registry", "newuidmap", "useradd")
+
+
+def missing():
+    if os.geteuid() != 0:
+        return "needs root (it makes a unix user, and the agent runs jobs as them)"
+    for tool in TOOLS:
+        if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+            return f"{tool} is not installed (scripts/install-deps.sh --for-tests installs it)"
+    if not os.path.exists("/bin/busybox"):
+        return "busybox-static is not installed"
+    if not os.path.exists("/sys/fs/cgroup/cgroup.controllers") and not shutil.which("runc"):
+        return "runc is needed on a cgroup v1 or hybrid host"
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(args, check=check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@unittest.skipIf(missing() is not None, missing() or "")
+class ContainerTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        os.chmod(self.b.tmp, 0o711)
+        self.start_registry()
+        self.build_image()
+        name = "btc" + uuid.uuid4().hex[:6]
+        home = self.path("home-" + name)
+        sh("useradd", "--create-home", "--home-dir", home, "--shell", "/bin/bash", name)
+        self.addCleanup(sh, "userdel", "--remove", name, check=False)
+        self.user = pwd.getpwnam(name)
+        self.addCleanup(self.remove_run_dirs)
+        self.devdir = self.path("dev")
+        os.makedirs(self.devdir)
+        for i in range(2):
+            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
+        self.server = self.b.start_server()
+        self.url = self.server.url
+        self.agent = self.b.start_agent(
+            self.url, name="box", gpus="V100:2", state_dir=self.path("agent-box"),
+            extra=["--gpu-device-dir", self.devdir, "--insecure-registry", f"127.0.0.1:{self.port}",
+                   "--pull-retries", "1"])
+        self.addCleanup(self.no_processes_left)
+        sock = os.path.join(self.server.state_dir, "berth.sock")
+        status, tok = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": name}))
+        self.assertEqual(status, 201, tok)
+        self.env = {"BERTH_SERVER": self.url, "BERTH_TOKEN": tok["token"]}
+        self.b.wait_nodes_up(["box"], env=self.env)
+        self.work = self.path("work")
+        os.makedirs(self.work)
+        os.chown(self.work, self.user.pw_uid, self.user.pw_gid)
+
+    def remove_run_dirs(self):
+        """The agent's per-user run dirs on /run (agent/container.h) go with the test's user."""
+        for base in glob.glob("/run/berth/*"):
+            shutil.rmtree(os.path.join(base, str(self.user.pw_uid)), ignore_errors=True)
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+    def start_registry(self):
+        self.port = free_port()
+        root = self.path("registry")
+        os.makedirs(root)
+        config = self.write("registry.yml", f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n"
+                            f"    rootdirectory: {root}\nhttp:\n  addr: 127.0.0.1:{self.port}\n")
+        self.registry_log = self.path("registry.log")
+        with open(self.registry_log, "ab") as log:
+            self.registry = subprocess.Popen(["docker-registry", "serve", config], stdout=log,
+                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.addCleanup(self.stop_registry)
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{self.port}/v2/")[0] == 200, 30,
+                   message="the registry to answer")
+
+    def stop_registry(self):
+        if self.registry.poll() is None:
+            self.registry.terminate()
+            self.registry.wait(30)
+
+    def build_image(self):
+        """bb:2 = busybox (layer 1) + a file and ENV (layer 2), pushed; built in a store of the test's own."""
+        rootfs = self.path("rootfs")
+        os.makedirs(os.path.join(rootfs, "bin"))
+        os.makedirs(os.path.join(rootfs, "tmp"))
+        os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
+        shutil.copy("/bin/busybox", os.path.join(rootfs, "bin", "busybox"))
+        for applet in ("sh", "id", "ls", "cat", "sleep", "echo", "touch", "stat", "env"):
+            os.symlink("busybox", os.path.join(rootfs, "bin", applet))
+        sh("tar", "-C", rootfs, "-cf", self.path("layer.tar"), ".")
+        store = ["podman", "--root", self.path("build-store"), "--runroot", self.path("build-run"),
+                 "--cgroup-manager=cgroupfs", "--events-backend=file"]
+        ref = f"127.0.0.1:{self.port}/bb"
+        sh(*store, "import", "--change", "ENV PATH=/bin", "--change", "ENV FOO=image",
+           self.path("layer.tar"), f"{ref}:base")
+        self.write("ctx/layer2.txt", "second layer\n")
+        self.write("ctx/Containerfile", f"FROM {ref}:base\nCOPY layer2.txt /etc/layer2.txt\nENV FROM_IMAGE=yes\n")
+        sh(*store, "build", "--pull=never", "-t", f"{ref}:2", self.path("ctx"))
+        for tag in ("base", "2"):
+            sh(*store, "push", "--tls-verify=false", f"{ref}:{tag}")
+        self.image = f"{ref}:2"
+
+    def no_processes_left(self):
+        """Nothing of the user's runs once their jobs are over (no conmon, runc or job process)."""
+        def none():
+            p = sh("pgrep", "-u", str(self.user.pw_uid), "-a", check=False)
+            left = [line for line in p.stdout.splitlines() if "catatonit" not in line]
+            return not left or left
+        wait_until(lambda: none() is True, 30, message="the user's processes to be gone")
+
+    def task(self, run, setup="", extra=""):
+        text = (f"workdir: node:{self.work}\nresources:\n  image_id: docker:{self.image}\n"
+                f"  accelerators: V100:1\n  memory: 0.5\nenvs:\n  FOO: task\n{extra}"
+                f"setup: |\n  {setup or 'true'}\nrun: |\n" + "".join(f"  {line}\n" for line in run))
+        return self.write(f"task-{uuid.uuid4().hex[:6]}.yaml", text)
+
+    def submit(self, path):
+        return self.b.submit(path, env=self.env)
+
+    def logs(self, job):
+        return self.b.run("logs", job, "--no-follow", env=self.env)[1]
+
+    def blob_downloads(self):
+        with open(self.registry_log) as f:
+            return sum(1 for line in f if '"GET /v2/bb/blobs/' in line)
+
+    def test_runs_in_its_image_as_its_user_with_only_its_gpu(self):
+        job = self.submit(self.task([
+            "echo uid=$(id -u) gid=$(id -g)", "echo foo=$FOO from_image=$FROM_IMAGE",
+            "cat /etc/layer2.txt", "ls /dev | grep nvidia", "echo cvd=$CUDA_VISIBLE_DEVICES",
+            "touch made-inside", "pwd", "cat setup-was-here"], setup="echo from setup > setup-was-here"))
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        out = self.logs(job)
+        self.assertIn(f"uid={self.user.pw_uid} gid={self.user.pw_gid}", out)
+        self.assertIn("foo=task from_image=yes", out)  # the task's envs over the image's ENV
+        self.assertIn("second layer", out)
+        gpus = [line for line in out.splitlines() if line.startswith("nvidia")]
+        self.assertEqual(len(gpus), 1, out)  # only the job's own GPU of the node's two
+        self.assertIn(self.work + "\n", out)
+        self.assertIn("from setup", out)
+        self.assertIn(f"berth: image {self.image} is sha256:", out)
+        st = os.stat(os.path.join(self.work, "made-inside"))
+        self.assertEqual((st.st_uid, st.st_gid), (self.user.pw_uid, self.user.pw_gid))
+        history = self.b.json("show", job, "--json", env=self.env)
+        _, text, _ = self.b.run("show", job, env=self.env)
+        self.assertIn("pulling image " + self.image, text)
+        # A second job of the same image downloads nothing.
+        before = self.blob_downloads()
+        self.assertGreater(before, 0)
+        again = self.submit(self.task(["echo again"]))
+        self.b.wait_status(again, "SUCCEEDED", timeout=120, env=self.env)
+        self.assertNotIn("berth: pulling", self.logs(again))
+        self.assertEqual(self.blob_downloads(), before)
+        self.assertEqual(history["status"], "SUCCEEDED")
+
+    def test_an_unknown_image_fails_the_job_not_the_node(self):
+        self.image = f"127.0.0.1:{self.port}/bb:nope"
+        job = self.submit(self.task(["echo never"]))
+        done = self.b.wait_status(job, "FAILED", timeout=120, env=self.env)
+        self.assertIn(f"image pull failed: ", done["reason"])
+        self.assertIn("manifest unknown", done["reason"])
+        self.assertEqual(self.b.nodes(env=self.env)[0]["state"], "UP")
+        # The registry gone: the pull is tried again, then fails with the last error.
+        self.stop_registry()
+        self.image = f"127.0.0.1:{self.port}/bb:other"
+        job = self.submit(self.task(["echo never"]))
+        done = self.b.wait_status(job, "FAILED", timeout=120, env=self.env)
+        self.assertIn("image pull failed: ", done["reason"])
+        self.assertIn("connection refused", done["reason"])
+        self.assertIn("trying again", self.logs(job))
+        self.assertEqual(self.b.nodes(env=self.env)[0]["state"], "UP")
+
+    def test_cancel_leaves_nothing_running(self):
+        job = self.submit(self.task(["echo started", "sleep 300"]))
+        self.b.wait_until(lambda: "started" in self.logs(job), 180, message="the job to start")
+        self.b.run("cancel", job, env=self.env)
+        self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
+        self.no_processes_left()
+
+    def test_refused_where_no_node_runs_containers(self):
+        self.b.run("nodes", env=self.env)
+        node = self.b.nodes(env=self.env)[0]
+        self.assertEqual(node["labels"].get("berth.container_runtime"), "podman")
+        # --image on exec; a mount outside the node's allowed paths fails the launch saying so.
+        job = self.b.submit("--image", self.image, "--workdir", "node:" + self.work, "--", "id -u",
+                            env=self.env)
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        self.assertIn(str(self.user.pw_uid), self.logs(job))
+        bad = self.submit(self.task(["true"], extra="container:\n  mounts: [\"/etc:/host-etc:ro\"]\n"))
+        done = self.b.wait_status(bad, "FAILED", timeout=60, env=self.env)
+        self.assertIn("container.mounts: '/etc:/host-etc:ro': /etc is not among the paths", done["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()

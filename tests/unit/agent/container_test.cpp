@@ -1,0 +1,229 @@
+// Container scripts (agent/container.h): what podman is told, and the pull step's logic run by
+// bash against a fake podman (a script that answers like podman and records its calls).
+#include "agent/container.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "common/files.h"
+#include "fakes/fake_health.h"
+#include "fakes/temp_dir.h"
+
+namespace berth {
+namespace {
+
+using berth::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ContainerHost Host(const std::string& podman, const std::string& store) {
+  ContainerHost host;
+  host.runtime = "podman";
+  host.version = "4.3.1";
+  host.podman = podman;
+  host.oci_runtime = "/usr/sbin/runc";
+  host.store_dir = store;
+  host.run_dir = store + "/short";
+  host.insecure_registries = {"127.0.0.1:5000"};
+  host.pull_retries = 2;
+  return host;
+}
+
+ContainerRank Rank() {
+  ContainerRank rank;
+  rank.spec.image = "127.0.0.1:5000/bb:1";
+  rank.name = "berth-7-0-1";
+  rank.uid = ::getuid();
+  rank.gid = ::getgid();
+  rank.workdir = "/w";
+  rank.home = "/home/u";
+  rank.devices = {{"/tmp/d/nvidia3", "/dev/nvidia3"}, {"/tmp/d/nvidiactl", "/dev/nvidiactl"}};
+  rank.shm_bytes = 1 << 30;
+  rank.env_names = {"BERTH_JOB_ID", "SECRET"};
+  rank.setup_script = "/j/setup.container.sh";
+  rank.run_script = "/j/run.container.sh";
+  return rank;
+}
+
+TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
+  const std::string s = StepScript(Host("/usr/bin/podman", "/s"), Rank(), /*run=*/true);
+  const std::string store = "/s/" + std::to_string(::getuid());
+  const std::string run = "/s/short/" + std::to_string(::getuid());
+  EXPECT_THAT(s, HasSubstr("export XDG_RUNTIME_DIR=" + run + "/xdg\n"));
+  EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root " + store + "/storage --runroot " + run +
+                           "/run --tmpdir " + store +
+                           "/tmp --cgroup-manager=cgroupfs "
+                           "--events-backend=file --runtime /usr/sbin/runc run --rm --replace "
+                           "--name berth-7-0-1-run --label berth.job=berth-7-0-1 --pull=never "
+                           "--network=host"));
+  EXPECT_THAT(s, HasSubstr("--userns=keep-id"));
+  EXPECT_THAT(s, HasSubstr("--workdir /w -v /w:/w -v /j/run.container.sh:/.berth-step.sh:ro"));
+  EXPECT_THAT(s, HasSubstr("-v /home/u:/home/u"));
+  EXPECT_THAT(s, HasSubstr("--shm-size=1073741824b"));
+  EXPECT_THAT(s, HasSubstr("--device /tmp/d/nvidia3:/dev/nvidia3 --device "
+                           "/tmp/d/nvidiactl:/dev/nvidiactl"));
+  // Values come from the step's environment, never the command line.
+  EXPECT_THAT(s, HasSubstr("--env BERTH_JOB_ID --env SECRET 127.0.0.1:5000/bb:1 -c"));
+  EXPECT_THAT(s, Not(HasSubstr("--cgroups=disabled")));  // v1: rootless podman makes none
+  ContainerHost v2 = Host("/usr/bin/podman", "/s");
+  v2.cgroup_v2 = true;
+  v2.oci_runtime = "";
+  ContainerRank root = Rank();
+  root.spec.remap_root = true;
+  const std::string setup = StepScript(v2, root, /*run=*/false);
+  EXPECT_THAT(setup, HasSubstr("--cgroups=disabled"));
+  EXPECT_THAT(setup, Not(HasSubstr("--userns=keep-id")));
+  EXPECT_THAT(setup, Not(HasSubstr("--runtime")));
+  EXPECT_THAT(setup, HasSubstr("--name berth-7-0-1-setup"));
+  EXPECT_THAT(setup, HasSubstr("/j/setup.container.sh:/.berth-step.sh:ro"));
+}
+
+TEST(ContainerTest, EnvironmentIsTheTasksAndBerthsNotTheHosts) {
+  std::map<std::string, std::string> env = {{"PATH", "/usr/bin"},
+                                            {"LANG", "C"},
+                                            {"HOME", "/h"},
+                                            {"BERTH_JOB_ID", "7"},
+                                            {"SKYPILOT_NODE_RANK", "0"},
+                                            {"CUDA_VISIBLE_DEVICES", "0"},
+                                            {"LR", "0.1"},
+                                            {"USER", "u"}};
+  EXPECT_EQ(ContainerEnvNames(env, {"LR"}),
+            (std::vector<std::string>{"BERTH_JOB_ID", "CUDA_VISIBLE_DEVICES", "HOME", "LR",
+                                      "SKYPILOT_NODE_RANK", "USER"}));
+}
+
+TEST(ContainerTest, MountsOnlyUnderTheNodesAllowedPaths) {
+  ContainerSpec spec;
+  spec.mounts = {"/datasets/imagenet:/data:ro"};
+  EXPECT_TRUE(CheckContainerMounts(spec, {"/datasets"}).ok());
+  EXPECT_EQ(CheckContainerMounts(spec, {"/data"}).message(),
+            "container.mounts: '/datasets/imagenet:/data:ro': /datasets/imagenet is not among the "
+            "paths this node lets containers mount (/data)");
+  EXPECT_THAT(CheckContainerMounts(spec, {}).message(), HasSubstr("(none)"));
+  spec.mounts = {"/datasets2:/d"};
+  EXPECT_FALSE(CheckContainerMounts(spec, {"/datasets"}).ok());
+}
+
+TEST(ContainerTest, RunDirsAreShortAndApartPerStateDir) {
+  const std::string a = ContainerRunDir("/var/lib/berth-agent", true, 0);
+  EXPECT_EQ(a.size(), std::string("/run/berth/12345678").size());
+  EXPECT_TRUE(a.starts_with("/run/berth/"));
+  EXPECT_EQ(a, ContainerRunDir("/var/lib/berth-agent", true, 0));
+  EXPECT_NE(a, ContainerRunDir("/var/lib/berth-agent2", true, 0));
+  EXPECT_TRUE(ContainerRunDir("/x", false, 1000).starts_with("/tmp/berth-1000-"));
+}
+
+TEST(ContainerTest, DetectsPodmanAndItsVersion) {
+  TempDir dir;
+  const std::string podman = dir.File("podman");
+  std::ofstream(podman) << "#!/bin/sh\n";
+  ::chmod(podman.c_str(), 0755);
+  berth::testing::FakeCommandRunner runner;
+  runner.On(podman, [](const TimedCommand&) {
+    return berth::testing::FakeCommandRunner::Exit(0, "podman version 4.3.1\n");
+  });
+  ContainerHost host = DetectPodman(runner, podman);
+  EXPECT_EQ(host.runtime, "podman");
+  EXPECT_EQ(host.version, "4.3.1");
+  EXPECT_EQ(DetectPodman(runner, dir.File("none")).runtime, "");
+}
+
+// The pull step against a fake podman that logs its calls and answers from files in `dir`.
+class PullScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    podman_ = dir_.File("podman");
+    std::ofstream(podman_)
+        << "#!/bin/bash\n"
+           "d=" +
+               dir_.path() +
+               "\n"
+               "while [ \"${1#--}\" != \"$1\" ]; do case $1 in --*=*) shift;; "
+               "--cgroup-manager|--events-backend) shift;; *) shift 2;; esac; done\n"
+               "echo \"$*\" >> $d/calls\n"
+               "case \"$1 $2\" in\n"
+               "  'image exists') [ -e $d/have ];;\n"
+               "  'image inspect') echo sha256:feed;;\n"
+               "  'container prune') ;;\n"
+               "  pull*) n=$(cat $d/fails 2>/dev/null || echo 0);\n"
+               "    if [ \"$n\" -gt 0 ]; then echo $((n-1)) > $d/fails;\n"
+               "      echo \"Error: $(cat $d/error)\" >&2; exit 125; fi;\n"
+               "    echo 'Copying blob sha256:1'; touch $d/have;;\n"
+               "esac\n";
+    ::chmod(podman_.c_str(), 0755);
+    store_ = dir_.File("store");
+  }
+
+  // Runs the pull step; its exit status, with stdout and stderr in `output_`.
+  int Pull(const ContainerRank& rank) {
+    const std::string script = dir_.File("pull.sh");
+    std::ofstream(script) << PullScript(Host(podman_, store_), rank);
+    // The retry waits (2 s, 4 s) are shortened by a sleep that does nothing.
+    std::ofstream(dir_.File("sleep")) << "#!/bin/sh\necho slept $1 >> " + dir_.File("calls") + "\n";
+    ::chmod(dir_.File("sleep").c_str(), 0755);
+    const std::string cmd = "mkdir -p " + store_ + "/" + std::to_string(::getuid()) +
+                            " && PATH=" + dir_.path() + ":$PATH bash " + script + " > " +
+                            dir_.File("out") + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    output_ = ReadFileOr(dir_.File("out"));
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+  std::string Calls() { return ReadFileOr(dir_.File("calls")); }
+
+  TempDir dir_;
+  std::string podman_, store_, output_;
+};
+
+TEST_F(PullScriptTest, PullsWhatIsMissingOnceAndSaysItsDigest) {
+  ContainerRank rank = Rank();
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("berth: pulling 127.0.0.1:5000/bb:1"));
+  EXPECT_THAT(output_, HasSubstr("berth: image 127.0.0.1:5000/bb:1 is sha256:feed"));
+  EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false 127.0.0.1:5000/bb:1"));
+  // Present now: not pulled again.
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_THAT(output_, Not(HasSubstr("pulling")));
+  // pull: always pulls anyway; an image of another registry is reached over TLS.
+  rank.spec.pull = PullPolicy::kAlways;
+  rank.spec.image = "registry.example/x:1";
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull registry.example/x:1"));
+}
+
+TEST_F(PullScriptTest, NeverPullsWithPolicyNever) {
+  ContainerRank rank = Rank();
+  rank.spec.pull = PullPolicy::kNever;
+  EXPECT_EQ(Pull(rank), 125);
+  EXPECT_THAT(output_, HasSubstr("berth: image pull failed: 127.0.0.1:5000/bb:1 is not on this "
+                                 "node (container.pull: never)"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("pull ")));
+}
+
+TEST_F(PullScriptTest, RetriesAnUnreachableRegistryNotAMissingImage) {
+  std::ofstream(dir_.File("error")) << "pinging container registry 127.0.0.1:5000: Get "
+                                       "\"http://127.0.0.1:5000/v2/\": dial tcp: connect: "
+                                       "connection refused";
+  std::ofstream(dir_.File("fails")) << "2";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("slept 2\n"));
+  EXPECT_THAT(Calls(), HasSubstr("slept 4\n"));
+  // Past the retries: fails with podman's last error.
+  std::ofstream(dir_.File("fails")) << "5";
+  ::unlink(dir_.File("have").c_str());
+  EXPECT_EQ(Pull(Rank()), 125);
+  EXPECT_THAT(output_, HasSubstr("connection refused"));
+  // A missing image is final at once.
+  std::ofstream(dir_.File("error")) << "reading manifest 1 in 127.0.0.1:5000/bb: manifest "
+                                       "unknown: manifest unknown";
+  std::ofstream(dir_.File("fails")) << "1";
+  ::unlink(dir_.File("calls").c_str());
+  EXPECT_EQ(Pull(Rank()), 125);
+  EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
+}
+
+}  // namespace
+}  // namespace berth
