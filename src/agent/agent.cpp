@@ -987,7 +987,7 @@ void Agent::AddEventReports(const proto::AttemptRank& id, const std::vector<Supe
       if (usage && usage->cpu_ms >= 0) exited.cpu_ms = usage->cpu_ms;
       out.push_back(std::move(exited));
     } else {
-      out.push_back(proto::Report::Event(id, *event));
+      out.push_back(proto::Report::Event(id, *event, e.reason));
     }
   }
 }

@@ -114,45 +114,64 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "{podman} container prune -f --filter label=berth.job >/dev/null 2>&1 || true\n",
       fmt::arg("xdg", ShellQuote(UserRunDir(host, rank.uid) + "/xdg")),
       fmt::arg("image", ShellQuote(image)), fmt::arg("podman", podman));
+  // One pull at a time of this user's on this node: a second job of an image waits for the first
+  // pull, then finds its layers here.
+  s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
+  s += podman + " image exists \"$image\" && have=1 || have=0\n";
   const PullPolicy pull = rank.spec.pull;
-  if (pull != PullPolicy::kAlways) {
-    s += podman + " image exists \"$image\" && have=1 || have=0\n";
-  } else {
-    s += "have=0\n";
-  }
+  const bool pinned = image.find('@') != std::string::npos;
   if (pull == PullPolicy::kNever) {
     s += "if [ $have = 0 ]; then\n"
          "  echo \"berth: image pull failed: $image is not on this node (container.pull: never)\" "
          ">&2\n"
          "  exit 125\n"
          "fi\n";
+  } else {
+    // missing: an image pinned by digest that is here is used as it is; a tag is asked of its
+    // registry each time (a moved tag brings its new layers; the others are not downloaded), and
+    // where the registry cannot be reached the node's copy is used. always: asked each time,
+    // and a failure is final.
+    const bool may_skip = pull == PullPolicy::kMissing && pinned;
+    const bool may_fall_back = pull == PullPolicy::kMissing && !pinned;
+    s += fmt::format(
+        "if [ $have = 0 ] || [ {may_skip} = 0 ]; then\n"
+        "  if [ $have = 0 ]; then echo \"berth: pulling $image\"; else echo \"berth: checking "
+        "$image at its registry\"; fi\n"
+        "  log={store}/pull-{name}.log\n"
+        "  delay=2\n"
+        "  unreachable=0\n"
+        "  for try in $(seq 0 {retries}); do\n"
+        "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
+        "    rc=${{PIPESTATUS[0]}}\n"
+        "    [ $rc = 0 ] && break\n"
+        // Only a registry that could not be reached is tried again; a wrong name or a refused
+        // login is final.
+        "    unreachable=0\n"
+        "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
+        "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
+        "    unreachable=1\n"
+        "    [ $try = {retries} ] && break\n"
+        "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
+        "    sleep $delay\n"
+        "    delay=$((delay * 2))\n"
+        "  done\n"
+        "  rm -f \"$log\"\n"
+        "  if [ $rc != 0 ] && [ $unreachable = 1 ] && [ $have = 1 ] && [ {may_fall_back} = 1 ]; "
+        "then\n"
+        "    echo \"berth: the registry could not be reached; using this node's copy of $image\"\n"
+        "  elif [ $rc != 0 ]; then\n"
+        "    exit $rc\n"
+        "  fi\n"
+        "else\n"
+        "  echo \"berth: image $image is on this node\"\n"
+        "fi\n"
+        "digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
+        "echo \"berth: image $image is $digest\"\n",
+        fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
+        fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
+        fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
+        fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
   }
-  s += fmt::format(
-      "if [ $have = 0 ]; then\n"
-      "  echo \"berth: pulling $image\"\n"
-      "  log={store}/pull-{name}.log\n"
-      "  delay=2\n"
-      "  for try in $(seq 0 {retries}); do\n"
-      "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
-      "    rc=${{PIPESTATUS[0]}}\n"
-      "    [ $rc = 0 ] && break\n"
-      // Only a registry that could not be reached is tried again; a wrong name or a refused
-      // login is final.
-      "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
-      "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
-      "    [ $try = {retries} ] && break\n"
-      "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
-      "    sleep $delay\n"
-      "    delay=$((delay * 2))\n"
-      "  done\n"
-      "  rm -f \"$log\"\n"
-      "  if [ $rc != 0 ]; then exit $rc; fi\n"
-      "fi\n"
-      "digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
-      "echo \"berth: image $image is $digest\"\n",
-      fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
-      fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
-      fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
   return s;
 }
 

@@ -119,7 +119,7 @@ struct ExecFlags {
   std::optional<int> num_nodes;
   std::string workdir;
   std::string pool;
-  std::string image;  // resources.image_id without "docker:"
+  std::string image;               // resources.image_id without "docker:"
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one

@@ -667,12 +667,13 @@ std::optional<ReportEvent> ParseReportEvent(std::string_view name) {
   return std::nullopt;
 }
 
-Report Report::Event(const AttemptRank& id, ReportEvent event) {
+Report Report::Event(const AttemptRank& id, ReportEvent event, std::string reason) {
   Report r;
   r.job = id.job;
   r.attempt = id.attempt;
   r.rank = id.rank;
   r.event = event;
+  r.reason = std::move(reason);
   return r;
 }
 
@@ -694,6 +695,8 @@ json::object Report::Encode() const {
     r["reason"] = reason;
     if (peak_memory_bytes) r["peak_memory_bytes"] = *peak_memory_bytes;
     if (cpu_ms) r["cpu_ms"] = *cpu_ms;
+  } else if (event == ReportEvent::kPulling && !reason.empty()) {
+    r["reason"] = reason;
   }
   return r;
 }

@@ -314,8 +314,9 @@ struct Report {
 
   bool operator==(const Report&) const = default;
 
-  // A progress event (accepted, pulling, setting_up, running) of one rank.
-  static Report Event(const AttemptRank& id, ReportEvent event);
+  // A progress event (accepted, pulling, setting_up, running) of one rank. A "pulling" sent after
+  // the pull has `reason`: the image it resolved ("REF@sha256:...").
+  static Report Event(const AttemptRank& id, ReportEvent event, std::string reason = "");
   // The end of one rank: its exit code (none: it never ran, or its end is unknown), the phase it
   // ended in, and why.
   static Report Exited(const AttemptRank& id, std::optional<int> exit_code, std::string phase,

@@ -369,11 +369,16 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
     case proto::ReportEvent::kAccepted:
       break;
     case proto::ReportEvent::kPulling:
-      // Still STARTING (time_limit counts from RUNNING), with the image in its reason.
-      if (job->row.status == JobStatus::kStarting && job->spec->container &&
-          job->row.reason.find("pulling") == std::string::npos) {
-        Transition(plan, *job, JobStatus::kStarting, "pulling image " + job->spec->container->image,
-                   now);
+      // Still STARTING (time_limit counts from RUNNING), with the image in its reason; the job's
+      // history keeps what the image resolved to (the first rank to say).
+      if (job->row.status == JobStatus::kStarting && job->spec->container) {
+        const bool pulled = !r.reason.empty();
+        if (!pulled && !StartsWith(job->row.reason, "pull")) {
+          Transition(plan, *job, JobStatus::kStarting,
+                     "pulling image " + job->spec->container->image, now);
+        } else if (pulled && !StartsWith(job->row.reason, "pulled")) {
+          Transition(plan, *job, JobStatus::kStarting, "pulled image " + r.reason, now);
+        }
       }
       break;
     case proto::ReportEvent::kSettingUp:

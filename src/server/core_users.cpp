@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "common/json_util.h"
 #include "common/log.h"
 #include "net/tls.h"
@@ -60,6 +62,22 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     row.num_nodes = request.spec.num_nodes;
     row.resources = request.spec.resources;
     Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
+    if (!feasible.ok() && request.spec.container) {
+      // Say so by the field the user wrote, not by the label it became.
+      const std::string& pool = request.spec.pool;
+      size_t in_pool = 0, with_runtime = 0;
+      for (const sched::NodeView& n : capacity_views_) {
+        if (!pool.empty() && n.pool != pool) continue;
+        ++in_pool;
+        with_runtime += n.labels.count(kContainerRuntimeLabel);
+      }
+      if (in_pool > 0 && with_runtime == 0) {
+        return Status::Infeasible(
+            "this job can never run here: resources.image_id: no node" +
+            (pool.empty() ? std::string() : " in pool '" + pool + "'") +
+            " runs containers (their agents found no podman, or run with --containers off)");
+      }
+    }
     if (!feasible.ok()) {
       return Status::Infeasible("this job can never run here: " + feasible.message());
     }

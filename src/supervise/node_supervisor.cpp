@@ -560,6 +560,7 @@ class NodeSupervisor {
       LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
       rank.stop = rank.stop || lease.term || stop_all_;
       if (rank.step == Rank::Step::kPull) {
+        AppendEvent(rank.dir, {"pulling", 0, "", PulledImage(rank.dir + "/output.log")});
         BeginSetup(rank);
       } else {
         BeginRun(rank);

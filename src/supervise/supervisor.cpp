@@ -375,25 +375,50 @@ std::vector<SupervisorEvent> ParseEvents(const std::string& text) {
       e.reason = Trim(e.reason);
     } else if (e.kind == "usage") {
       ls >> e.peak_memory_bytes >> e.cpu_ms;
+    } else if (e.kind == "pulling") {
+      std::getline(ls, e.reason);
+      e.reason = Trim(e.reason);
     }
     if (!e.kind.empty()) out.push_back(e);
   }
   return out;
 }
 
-std::string PullFailureReason(const std::string& log_path, int exit_code) {
-  // The tail is enough: podman's error is its last line.
+namespace {
+
+// The last 16 KiB of a rank's log: where a pull step's last words are.
+std::string LogTail(const std::string& log_path) {
   std::string tail;
   if (int fd = ::open(log_path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
     const off_t size = ::lseek(fd, 0, SEEK_END);
     const off_t from = std::max<off_t>(0, size - 16 * 1024);
-    tail.resize(static_cast<size_t>(size - from));
+    tail.resize(static_cast<size_t>(std::max<off_t>(0, size - from)));
     const ssize_t n = ::pread(fd, tail.data(), tail.size(), from);
     tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
     ::close(fd);
   }
+  return tail;
+}
+
+}  // namespace
+
+std::string PulledImage(const std::string& log_path) {
+  std::string image;
+  for (const std::string& line : Split(LogTail(log_path), '\n')) {
+    // "berth: image 127.0.0.1:5000/bb:2 is sha256:..."
+    std::vector<std::string> words = Split(Trim(line), ' ');
+    if (words.size() == 5 && words[0] == "berth:" && words[1] == "image" && words[3] == "is" &&
+        StartsWith(words[4], "sha256:")) {
+      image = words[2] + "@" + words[4];
+    }
+  }
+  return image;
+}
+
+std::string PullFailureReason(const std::string& log_path, int exit_code) {
+  // podman's error is its last line.
   std::string error;
-  for (const std::string& line : Split(tail, '\n')) {
+  for (const std::string& line : Split(LogTail(log_path), '\n')) {
     std::string t = Trim(line);
     if (StartsWith(t, "Error: ")) error = t.substr(7);
     if (StartsWith(t, "berth: image pull failed: ")) error = t.substr(26);
@@ -431,6 +456,8 @@ std::string EventLine(const SupervisorEvent& event) {
   if (event.kind == "exited") {
     line += " " + std::to_string(event.exit_code) + " " + event.phase;
     if (!event.reason.empty()) line += " " + event.reason;
+  } else if (event.kind == "pulling" && !event.reason.empty()) {
+    line += " " + event.reason;
   } else if (event.kind == "usage") {
     line += " " + std::to_string(event.peak_memory_bytes) + " " + std::to_string(event.cpu_ms);
   }
@@ -534,6 +561,7 @@ int SupervisorMain(const std::string& dir, const Clock& clock) {
            r.stopped ? "stopped" : PullFailureReason(dir + "/output.log", r.exit_code)});
       return 0;
     }
+    AppendEvent(dir, {"pulling", 0, "", PulledImage(dir + "/output.log")});
     CheckLease();
     PollStopSignals();
   }

@@ -103,13 +103,16 @@ std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pi
 // Why a pull step that exited with `exit_code` failed, from the rank's output log `log_path` (the
 // last "Error: " line podman printed): "image pull failed: ...".
 std::string PullFailureReason(const std::string& log_path, int exit_code);
+// The image a pull step resolved, from its last "berth: image REF is DIGEST" line in the log:
+// "REF@DIGEST" ("" if none). The supervisor records it as a second "pulling" event.
+std::string PulledImage(const std::string& log_path);
 
 // One line of <dir>/events.
 struct SupervisorEvent {
   std::string kind;   // "pulling", "setting_up", "running", "usage", "exited"
   int exit_code = 0;  // for "exited"
   std::string phase;  // "pull", "setup", "run" or "launch" for "exited"
-  std::string reason;
+  std::string reason;  // for "exited"; for a "pulling" after the pull, the image it resolved
   // For "usage" (written with its rank's "exited", in one write): what the rank used; -1 unknown.
   int64_t peak_memory_bytes = -1;
   int64_t cpu_ms = -1;

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -67,10 +68,7 @@ class ContainerTest(BerthTestCase):
             os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
         self.server = self.b.start_server()
         self.url = self.server.url
-        self.agent = self.b.start_agent(
-            self.url, name="box", gpus="V100:2", state_dir=self.path("agent-box"),
-            extra=["--gpu-device-dir", self.devdir, "--insecure-registry", f"127.0.0.1:{self.port}",
-                   "--pull-retries", "1"])
+        self.agent = self.start_agent("box")
         self.addCleanup(self.no_processes_left)
         sock = os.path.join(self.server.state_dir, "berth.sock")
         status, tok = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": name}))
@@ -80,6 +78,12 @@ class ContainerTest(BerthTestCase):
         self.work = self.path("work")
         os.makedirs(self.work)
         os.chown(self.work, self.user.pw_uid, self.user.pw_gid)
+
+    def start_agent(self, name, extra=()):
+        return self.b.start_agent(
+            self.url, name=name, gpus="V100:2", state_dir=self.path("agent-" + name),
+            extra=["--gpu-device-dir", self.devdir, "--insecure-registry", f"127.0.0.1:{self.port}",
+                   "--pull-retries", "1", *extra])
 
     def remove_run_dirs(self):
         """The agent's per-user run dirs on /run (agent/container.h) go with the test's user."""
@@ -119,8 +123,8 @@ class ContainerTest(BerthTestCase):
         for applet in ("sh", "id", "ls", "cat", "sleep", "echo", "touch", "stat", "env"):
             os.symlink("busybox", os.path.join(rootfs, "bin", applet))
         sh("tar", "-C", rootfs, "-cf", self.path("layer.tar"), ".")
-        store = ["podman", "--root", self.path("build-store"), "--runroot", self.path("build-run"),
-                 "--cgroup-manager=cgroupfs", "--events-backend=file"]
+        store = self.store = ["podman", "--root", self.path("build-store"), "--runroot", self.path("build-run"),
+                              "--cgroup-manager=cgroupfs", "--events-backend=file"]
         ref = f"127.0.0.1:{self.port}/bb"
         sh(*store, "import", "--change", "ENV PATH=/bin", "--change", "ENV FOO=image",
            self.path("layer.tar"), f"{ref}:base")
@@ -152,8 +156,10 @@ class ContainerTest(BerthTestCase):
         return self.b.run("logs", job, "--no-follow", env=self.env)[1]
 
     def blob_downloads(self):
+        """Layers downloaded from the registry (not the image's ~1 KB config, asked with its tag)."""
+        config = sh(*self.store, "image", "inspect", "--format", "{{.Id}}", self.image).stdout.strip()
         with open(self.registry_log) as f:
-            return sum(1 for line in f if '"GET /v2/bb/blobs/' in line)
+            return sum(1 for line in f if '"GET /v2/bb/blobs/' in line and config not in line)
 
     def test_runs_in_its_image_as_its_user_with_only_its_gpu(self):
         job = self.submit(self.task([
@@ -175,7 +181,8 @@ class ContainerTest(BerthTestCase):
         history = self.b.json("show", job, "--json", env=self.env)
         _, text, _ = self.b.run("show", job, env=self.env)
         self.assertIn("pulling image " + self.image, text)
-        # A second job of the same image downloads nothing.
+        self.assertRegex(text, r"pulled image " + re.escape(self.image) + r"@sha256:[0-9a-f]{64}")
+        # A second job of the same image downloads no layer.
         before = self.blob_downloads()
         self.assertGreater(before, 0)
         again = self.submit(self.task(["echo again"]))
@@ -208,10 +215,40 @@ class ContainerTest(BerthTestCase):
         self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
         self.no_processes_left()
 
+    def test_a_moved_tag_brings_its_new_image(self):
+        first = self.submit(self.task(["cat /etc/layer2.txt"]))
+        self.b.wait_status(first, "SUCCEEDED", timeout=180, env=self.env)
+        # The tag now names another image: the next job gets it (and its digest is recorded).
+        self.write("ctx/layer2.txt", "moved\n")
+        sh(*self.store, "build", "--pull=never", "-t", self.image, self.path("ctx"))
+        sh(*self.store, "push", "--tls-verify=false", self.image)
+        second = self.submit(self.task(["cat /etc/layer2.txt"]))
+        self.b.wait_status(second, "SUCCEEDED", timeout=180, env=self.env)
+        self.assertIn("moved", self.logs(second))
+        digests = [re.search(r"@(sha256:[0-9a-f]{64})", self.b.run("show", j, env=self.env)[1]).group(1)
+                   for j in (first, second)]
+        self.assertNotEqual(digests[0], digests[1])
+
+    def test_a_gang_of_two_ranks_in_containers(self):
+        self.start_agent("box2")
+        self.b.wait_nodes_up(["box", "box2"], env=self.env)
+        job = self.submit(self.task(["echo rank=$SKYPILOT_NODE_RANK uid=$(id -u) gpus=$(ls /dev | grep -c nvidia)"],
+                                    extra="num_nodes: 2\n"))
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        out = self.logs(job)
+        for rank in (0, 1):
+            self.assertIn(f"rank={rank} uid={self.user.pw_uid} gpus=1", out)
+
     def test_refused_where_no_node_runs_containers(self):
-        self.b.run("nodes", env=self.env)
-        node = self.b.nodes(env=self.env)[0]
-        self.assertEqual(node["labels"].get("berth.container_runtime"), "podman")
+        self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])
+        self.b.wait_nodes_up(["box", "plain"], env=self.env)
+        nodes = {n["name"]: n for n in self.b.nodes(env=self.env)}
+        self.assertEqual(nodes["box"]["labels"].get("berth.container_runtime"), "podman")
+        self.assertNotIn("berth.container_runtime", nodes["plain"]["labels"])
+        rc, out, err = self.b.run("exec", "-d", "--pool", "plain", "--image", self.image, "--", "true",
+                                  env=self.env, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("resources.image_id: no node in pool 'plain' runs containers", err)
         # --image on exec; a mount outside the node's allowed paths fails the launch saying so.
         job = self.b.submit("--image", self.image, "--workdir", "node:" + self.work, "--", "id -u",
                             env=self.env)

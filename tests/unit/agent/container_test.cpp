@@ -184,9 +184,18 @@ TEST_F(PullScriptTest, PullsWhatIsMissingOnceAndSaysItsDigest) {
   EXPECT_THAT(output_, HasSubstr("berth: pulling 127.0.0.1:5000/bb:1"));
   EXPECT_THAT(output_, HasSubstr("berth: image 127.0.0.1:5000/bb:1 is sha256:feed"));
   EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false 127.0.0.1:5000/bb:1"));
-  // Present now: not pulled again.
+  // Present now: a tag is still asked of its registry (it may have moved)...
+  ::unlink(dir_.File("calls").c_str());
   ASSERT_EQ(Pull(rank), 0) << output_;
   EXPECT_THAT(output_, Not(HasSubstr("pulling")));
+  EXPECT_THAT(output_, HasSubstr("berth: checking 127.0.0.1:5000/bb:1 at its registry"));
+  EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false"));
+  // ... an image pinned by digest is not.
+  rank.spec.image = "127.0.0.1:5000/bb@sha256:" + std::string(64, 'c');
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("is on this node"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("pull ")));
   // pull: always pulls anyway; an image of another registry is reached over TLS.
   rank.spec.pull = PullPolicy::kAlways;
   rank.spec.image = "registry.example/x:1";
@@ -216,6 +225,17 @@ TEST_F(PullScriptTest, RetriesAnUnreachableRegistryNotAMissingImage) {
   ::unlink(dir_.File("have").c_str());
   EXPECT_EQ(Pull(Rank()), 125);
   EXPECT_THAT(output_, HasSubstr("connection refused"));
+  // With the image on the node already, an unreachable registry means its copy is used (but
+  // not with pull: always).
+  std::ofstream(dir_.File("have")) << "";
+  std::ofstream(dir_.File("fails")) << "5";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("using this node's copy of 127.0.0.1:5000/bb:1"));
+  ContainerRank always = Rank();
+  always.spec.pull = PullPolicy::kAlways;
+  std::ofstream(dir_.File("fails")) << "5";
+  EXPECT_EQ(Pull(always), 125);
+  ::unlink(dir_.File("have").c_str());
   // A missing image is final at once.
   std::ofstream(dir_.File("error")) << "reading manifest 1 in 127.0.0.1:5000/bb: manifest "
                                        "unknown: manifest unknown";
