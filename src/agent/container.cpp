@@ -110,14 +110,20 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   std::string s = fmt::format(
       "export XDG_RUNTIME_DIR={xdg}\n"
       "image={image}\n"
-      // Containers of this user's jobs killed past their grace leave a record (no process): gone.
-      "{podman} container prune -f --filter label=berth.job >/dev/null 2>&1 || true\n",
+      // Containers of this user's jobs killed past their grace leave a record (no process):
+      // removed once five minutes old (a younger one may be a job's on its way to start), and
+      // only when the store lists any (a podman call costs tens of milliseconds).
+      "if grep -qs '\"berth-' {store}/storage/*-containers/containers.json; then\n"
+      "  {podman} container prune -f --filter label=berth.job --filter until=5m >/dev/null 2>&1\n"
+      "fi\n",
       fmt::arg("xdg", ShellQuote(UserRunDir(host, rank.uid) + "/xdg")),
-      fmt::arg("image", ShellQuote(image)), fmt::arg("podman", podman));
+      fmt::arg("image", ShellQuote(image)), fmt::arg("podman", podman),
+      fmt::arg("store", ShellQuote(store)));
   // One pull at a time of this user's on this node: a second job of an image waits for the first
   // pull, then finds its layers here.
   s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
-  s += podman + " image exists \"$image\" && have=1 || have=0\n";
+  s += "digest=$(" + podman +
+       " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
   const PullPolicy pull = rank.spec.pull;
   const bool pinned = image.find('@') != std::string::npos;
   if (pull == PullPolicy::kNever) {
@@ -162,17 +168,16 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
         "  elif [ $rc != 0 ]; then\n"
         "    exit $rc\n"
         "  fi\n"
+        "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
         "else\n"
         "  echo \"berth: image $image is on this node\"\n"
-        "fi\n"
-        "digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
-        "echo \"berth: image $image is $digest\"\n",
+        "fi\n",
         fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
         fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
         fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
         fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
   }
-  return s;
+  return s + "echo \"berth: image $image is $digest\"\n";
 }
 
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run) {

@@ -109,9 +109,9 @@ std::string PulledImage(const std::string& log_path);
 
 // One line of <dir>/events.
 struct SupervisorEvent {
-  std::string kind;   // "pulling", "setting_up", "running", "usage", "exited"
-  int exit_code = 0;  // for "exited"
-  std::string phase;  // "pull", "setup", "run" or "launch" for "exited"
+  std::string kind;    // "pulling", "setting_up", "running", "usage", "exited"
+  int exit_code = 0;   // for "exited"
+  std::string phase;   // "pull", "setup", "run" or "launch" for "exited"
   std::string reason;  // for "exited"; for a "pulling" after the pull, the image it resolved
   // For "usage" (written with its rank's "exited", in one write): what the rank used; -1 unknown.
   int64_t peak_memory_bytes = -1;

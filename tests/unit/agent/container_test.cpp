@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "common/files.h"
@@ -146,8 +147,7 @@ class PullScriptTest : public ::testing::Test {
                "--cgroup-manager|--events-backend) shift;; *) shift 2;; esac; done\n"
                "echo \"$*\" >> $d/calls\n"
                "case \"$1 $2\" in\n"
-               "  'image exists') [ -e $d/have ];;\n"
-               "  'image inspect') echo sha256:feed;;\n"
+               "  'image inspect') [ -e $d/have ] && echo sha256:feed;;\n"
                "  'container prune') ;;\n"
                "  pull*) n=$(cat $d/fails 2>/dev/null || echo 0);\n"
                "    if [ \"$n\" -gt 0 ]; then echo $((n-1)) > $d/fails;\n"
@@ -201,6 +201,17 @@ TEST_F(PullScriptTest, PullsWhatIsMissingOnceAndSaysItsDigest) {
   rank.spec.image = "registry.example/x:1";
   ASSERT_EQ(Pull(rank), 0) << output_;
   EXPECT_THAT(Calls(), HasSubstr("pull registry.example/x:1"));
+}
+
+TEST_F(PullScriptTest, PrunesOnlyWhenTheStoreListsAJobsContainer) {
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(Calls(), Not(HasSubstr("container prune")));
+  const std::string listed =
+      store_ + "/" + std::to_string(::getuid()) + "/storage/overlay-containers";
+  std::filesystem::create_directories(listed);
+  std::ofstream(listed + "/containers.json") << R"([{"names":["berth-3-0-0-run"]}])";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("container prune -f --filter label=berth.job --filter until=5m"));
 }
 
 TEST_F(PullScriptTest, NeverPullsWithPolicyNever) {
