@@ -188,7 +188,8 @@ std::string StepScript(const ContainerHost& host, const ContainerRank& rank, boo
       "--pull=never", "--network=host", "--entrypoint", "/bin/sh", "--workdir", rank.workdir, "-v",
       rank.workdir + ":" + rank.workdir, "-v",
       (run ? rank.run_script : rank.setup_script) + ":" + kStepInside + ":ro"};
-  if (!rank.spec.remap_root) args.push_back("--userns=keep-id");
+  // (root's own jobs run rootful: uid 0 inside is root, and keep-id is for rootless podman only)
+  if (!rank.spec.remap_root && rank.uid != 0) args.push_back("--userns=keep-id");
   if (host.cgroup_v2) args.push_back("--cgroups=disabled");
   if (!rank.home.empty() && rank.home != rank.workdir) {
     args.insert(args.end(), {"-v", rank.home + ":" + rank.home});

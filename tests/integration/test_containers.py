@@ -14,13 +14,13 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import time
 import unittest
 import uuid
 
-from harness import BerthTestCase, http, http_unix, wait_until
+from harness import BerthTestCase, http_unix, wait_until
+from image_registry import ImageBuilder, Registry, sh
 
 TOOLS = ("podman", "docker-registry", "newuidmap", "useradd")
 
@@ -36,16 +36,6 @@ def missing():
     if not os.path.exists("/sys/fs/cgroup/cgroup.controllers") and not shutil.which("runc"):
         return "runc is needed on a cgroup v1 or hybrid host"
     return None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def sh(*args, check=True, **kw):
-    return subprocess.run(args, check=check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
 @unittest.skipIf(missing() is not None, missing() or "")
@@ -95,45 +85,19 @@ class ContainerTest(BerthTestCase):
                 pass
 
     def start_registry(self):
-        self.port = free_port()
-        root = self.path("registry")
-        os.makedirs(root)
-        config = self.write("registry.yml", f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n"
-                            f"    rootdirectory: {root}\nhttp:\n  addr: 127.0.0.1:{self.port}\n")
-        self.registry_log = self.path("registry.log")
-        with open(self.registry_log, "ab") as log:
-            self.registry = subprocess.Popen(["docker-registry", "serve", config], stdout=log,
-                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.registry = Registry(self.b.tmp)
         self.addCleanup(self.stop_registry)
-        wait_until(lambda: http("GET", f"http://127.0.0.1:{self.port}/v2/")[0] == 200, 30,
-                   message="the registry to answer")
+        self.port = self.registry.port
+        self.registry_log = self.registry.log
 
     def stop_registry(self):
-        if self.registry.poll() is None:
-            self.registry.terminate()
-            self.registry.wait(30)
+        self.registry.stop()
 
     def build_image(self):
         """bb:2 = busybox (layer 1) + a file and ENV (layer 2), pushed; built in a store of the test's own."""
-        rootfs = self.path("rootfs")
-        os.makedirs(os.path.join(rootfs, "bin"))
-        os.makedirs(os.path.join(rootfs, "tmp"))
-        os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
-        shutil.copy("/bin/busybox", os.path.join(rootfs, "bin", "busybox"))
-        for applet in ("sh", "id", "ls", "cat", "sleep", "echo", "touch", "stat", "env"):
-            os.symlink("busybox", os.path.join(rootfs, "bin", applet))
-        sh("tar", "-C", rootfs, "-cf", self.path("layer.tar"), ".")
-        store = self.store = ["podman", "--root", self.path("build-store"), "--runroot", self.path("build-run"),
-                              "--cgroup-manager=cgroupfs", "--events-backend=file"]
-        ref = f"127.0.0.1:{self.port}/bb"
-        sh(*store, "import", "--change", "ENV PATH=/bin", "--change", "ENV FOO=image",
-           self.path("layer.tar"), f"{ref}:base")
-        self.write("ctx/layer2.txt", "second layer\n")
-        self.write("ctx/Containerfile", f"FROM {ref}:base\nCOPY layer2.txt /etc/layer2.txt\nENV FROM_IMAGE=yes\n")
-        sh(*store, "build", "--pull=never", "-t", f"{ref}:2", self.path("ctx"))
-        for tag in ("base", "2"):
-            sh(*store, "push", "--tls-verify=false", f"{ref}:{tag}")
-        self.image = f"{ref}:2"
+        self.images = ImageBuilder(self.b.tmp, self.registry)
+        self.images.base()
+        self.image = self.images.layered("2", "second layer\n")
 
     def no_processes_left(self):
         """Nothing of the user's runs once their jobs are over (no conmon, runc or job process)."""
@@ -157,7 +121,7 @@ class ContainerTest(BerthTestCase):
 
     def blob_downloads(self):
         """Layers downloaded from the registry (not the image's ~1 KB config, asked with its tag)."""
-        config = sh(*self.store, "image", "inspect", "--format", "{{.Id}}", self.image).stdout.strip()
+        config = self.images.config_digest(self.image)
         with open(self.registry_log) as f:
             return sum(1 for line in f if '"GET /v2/bb/blobs/' in line and config not in line)
 
@@ -219,9 +183,7 @@ class ContainerTest(BerthTestCase):
         first = self.submit(self.task(["cat /etc/layer2.txt"]))
         self.b.wait_status(first, "SUCCEEDED", timeout=180, env=self.env)
         # The tag now names another image: the next job gets it (and its digest is recorded).
-        self.write("ctx/layer2.txt", "moved\n")
-        sh(*self.store, "build", "--pull=never", "-t", self.image, self.path("ctx"))
-        sh(*self.store, "push", "--tls-verify=false", self.image)
+        self.images.layered("2", "moved\n")
         second = self.submit(self.task(["cat /etc/layer2.txt"]))
         self.b.wait_status(second, "SUCCEEDED", timeout=180, env=self.env)
         self.assertIn("moved", self.logs(second))
