@@ -91,6 +91,7 @@ struct AgentOptions {
   std::vector<std::string> insecure_registries;
   std::vector<std::string> container_mounts;
   int pull_retries = 3;
+  int image_tag_ttl_s = 60;  // ContainerHost::tag_ttl_s
   // Node health (agent/health_probes.h, docs/operators.md "Node health"): probes, prolog and
   // epilog. Seams left null get the real ones (processes, the settings' kernel log, the local
   // file systems).

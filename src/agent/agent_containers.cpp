@@ -60,6 +60,7 @@ void Agent::SetUpContainers() {
   containers_.insecure_registries = options_.insecure_registries;
   containers_.allowed_mounts = options_.container_mounts;
   containers_.pull_retries = options_.pull_retries;
+  containers_.tag_ttl_s = options_.image_tag_ttl_s;
   // Users' stores are below, each their own; they must reach theirs, never list the others.
   const bool root = ::geteuid() == 0;
   containers_.run_dir = ContainerRunDir(options_.state_dir, root, ::geteuid());

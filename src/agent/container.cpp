@@ -34,6 +34,14 @@ std::string RegistryOf(const std::string& image) {
   return host ? first : "";
 }
 
+// The file that remembers what a tag resolved to: the reference with '/', ':' as '_'.
+std::string TagCacheName(const std::string& image) {
+  std::string out = image;
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c == '/' || c == ':'; }, '_');
+  return out;
+}
+
 bool UnderPath(const std::string& path, const std::string& root) {
   if (root == "/") return true;
   return path == root || (StartsWith(path, root) && path[root.size()] == '/');
@@ -122,10 +130,29 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   // One pull at a time of this user's on this node: a second job of an image waits for the first
   // pull, then finds its layers here.
   s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
-  s += "digest=$(" + podman +
-       " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
   const PullPolicy pull = rank.spec.pull;
   const bool pinned = image.find('@') != std::string::npos;
+  // Where the image is known to be here without asking podman (a call costs tens of
+  // milliseconds): the store's image list names its digest.
+  s += "known() { grep -qs \"\\\"$1\\\"\" " + ShellQuote(store) +
+       "/storage/*-images/images.json; }\n";
+  const std::string cache = store + "/tags/" + TagCacheName(image);
+  if (pinned && pull != PullPolicy::kAlways) {
+    s += fmt::format("if known {0}; then echo \"berth: image $image is {0}\"; exit 0; fi\n",
+                     ShellQuote(image.substr(image.find('@') + 1)));
+  } else if (!pinned && pull == PullPolicy::kMissing && host.tag_ttl_s > 0) {
+    // A tag asked of its registry less than tag_ttl_s ago is taken as it was then.
+    s += fmt::format(
+        "cache={cache}\n"
+        "if [ -f \"$cache\" ] && [ $(( $(date +%s) - $(stat -c %Y \"$cache\") )) -lt {ttl} ]; "
+        "then\n"
+        "  d=$(cat \"$cache\")\n"
+        "  if known \"$d\"; then echo \"berth: image $image is $d\"; exit 0; fi\n"
+        "fi\n",
+        fmt::arg("cache", ShellQuote(cache)), fmt::arg("ttl", host.tag_ttl_s));
+  }
+  s += "digest=$(" + podman +
+       " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
   if (pull == PullPolicy::kNever) {
     s += "if [ $have = 0 ]; then\n"
          "  echo \"berth: image pull failed: $image is not on this node (container.pull: never)\" "
@@ -169,10 +196,14 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
         "    exit $rc\n"
         "  fi\n"
         "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
+        "  if [ $rc = 0 ] && [ {pinned} = 0 ]; then\n"
+        "    mkdir -p {store}/tags && printf '%s\\n' \"$digest\" > {cache}\n"
+        "  fi\n"
         "else\n"
         "  echo \"berth: image $image is on this node\"\n"
         "fi\n",
         fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
+        fmt::arg("pinned", pinned ? 1 : 0), fmt::arg("cache", ShellQuote(cache)),
         fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
         fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
         fmt::arg("tls", insecure ? " --tls-verify=false" : ""));

@@ -52,6 +52,9 @@ struct ContainerHost {
   std::vector<std::string> allowed_mounts;
   // How often a pull that could not reach its registry is tried again (2 s, 4 s, 8 s, ... apart).
   int pull_retries = 3;
+  // A tag asked of its registry less than this long ago is taken as it resolved then (0: asked
+  // every time): a job of a warm image then starts without a registry round trip.
+  int tag_ttl_s = 60;
   // The node has NVIDIA's CDI spec (/etc/cdi or /var/run/cdi): GPUs go in as nvidia.com/gpu=N,
   // which also brings the driver's libraries; else as device files.
   bool cdi_gpus = false;

@@ -77,6 +77,7 @@ struct AgentFlags {
   std::vector<std::string> insecure_registries;
   std::vector<std::string> container_mounts;
   int pull_retries = 3;
+  int image_tag_ttl = 60;  // seconds
   // Node health (agent/health_probes.h HealthSettings); durations as ParseDuration reads them.
   std::string health = "on";  // "on" or "off"
   std::string health_interval = "30s";

@@ -264,6 +264,12 @@ void AddAgentCommand(CommandContext& c) {
                    "8 s, ... apart) before the job fails")
       ->check(CLI::Range(0, 10))
       ->capture_default_str();
+  agent
+      ->add_option("--image-tag-ttl", agent_flags.image_tag_ttl,
+                   "Seconds a tag's answer from its registry is trusted: a job of an image tag "
+                   "asked about less long ago starts without asking again (0: ask every time)")
+      ->check(CLI::Range(0, 86'400))
+      ->capture_default_str();
   AddAgentHealthOptions(*agent, agent_flags);
   agent->callback([&] { c.rc = c.daemons.agent(agent_flags, c.g.self_exe); });
 }

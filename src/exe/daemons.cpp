@@ -353,6 +353,7 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   }
   options.container_mounts = flags.container_mounts;
   options.pull_retries = flags.pull_retries;
+  options.image_tag_ttl_s = flags.image_tag_ttl;
   if (!flags.job_memory_default.empty()) {
     auto gib = ParseMilli(flags.job_memory_default);
     if (!gib || *gib <= 0) {

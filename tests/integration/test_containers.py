@@ -73,7 +73,9 @@ class ContainerTest(BerthTestCase):
         return self.b.start_agent(
             self.url, name=name, gpus="V100:2", state_dir=self.path("agent-" + name),
             extra=["--gpu-device-dir", self.devdir, "--insecure-registry", f"127.0.0.1:{self.port}",
-                   "--pull-retries", "1", *extra])
+                   # Every tag asked of the registry (the moved-tag case; the answer's reuse for
+                   # --image-tag-ttl seconds has unit tests).
+                   "--pull-retries", "1", "--image-tag-ttl", "0", *extra])
 
     def remove_run_dirs(self):
         """The agent's per-user run dirs on /run (agent/container.h) go with the test's user."""

@@ -51,9 +51,11 @@ ContainerRank Rank() {
 }
 
 TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
-  const std::string s = StepScript(Host("/usr/bin/podman", "/s"), Rank(), /*run=*/true);
-  const std::string store = "/s/" + std::to_string(::getuid());
-  const std::string run = "/s/short/" + std::to_string(::getuid());
+  ContainerRank rank = Rank();
+  rank.uid = 1000;  // not root, whose own jobs run rootful
+  const std::string s = StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/true);
+  const std::string store = "/s/1000";
+  const std::string run = "/s/short/1000";
   EXPECT_THAT(s, HasSubstr("export XDG_RUNTIME_DIR=" + run + "/xdg\n"));
   EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root " + store + "/storage --runroot " + run +
                            "/run --tmpdir " + store +
@@ -73,7 +75,7 @@ TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   ContainerHost v2 = Host("/usr/bin/podman", "/s");
   v2.cgroup_v2 = true;
   v2.oci_runtime = "";
-  ContainerRank root = Rank();
+  ContainerRank root = rank;
   root.spec.remap_root = true;
   const std::string setup = StepScript(v2, root, /*run=*/false);
   EXPECT_THAT(setup, HasSubstr("--cgroups=disabled"));
@@ -159,9 +161,10 @@ class PullScriptTest : public ::testing::Test {
   }
 
   // Runs the pull step; its exit status, with stdout and stderr in `output_`.
-  int Pull(const ContainerRank& rank) {
+  int Pull(const ContainerRank& rank) { return Pull(rank, Host(podman_, store_)); }
+  int Pull(const ContainerRank& rank, const ContainerHost& host) {
     const std::string script = dir_.File("pull.sh");
-    std::ofstream(script) << PullScript(Host(podman_, store_), rank);
+    std::ofstream(script) << PullScript(host, rank);
     // The retry waits (2 s, 4 s) are shortened by a sleep that does nothing.
     std::ofstream(dir_.File("sleep")) << "#!/bin/sh\necho slept $1 >> " + dir_.File("calls") + "\n";
     ::chmod(dir_.File("sleep").c_str(), 0755);
@@ -212,6 +215,28 @@ TEST_F(PullScriptTest, PrunesOnlyWhenTheStoreListsAJobsContainer) {
   std::ofstream(listed + "/containers.json") << R"([{"names":["berth-3-0-0-run"]}])";
   ASSERT_EQ(Pull(Rank()), 0) << output_;
   EXPECT_THAT(Calls(), HasSubstr("container prune -f --filter label=berth.job --filter until=5m"));
+}
+
+TEST_F(PullScriptTest, AWarmImageStartsWithoutAskingPodman) {
+  ContainerRank rank = Rank();
+  ASSERT_EQ(Pull(rank), 0) << output_;  // pulled: the tag's answer is remembered
+  const std::string images = store_ + "/" + std::to_string(::getuid()) + "/storage/overlay-images";
+  std::filesystem::create_directories(images);
+  std::ofstream(images + "/images.json") << R"([{"digest":"sha256:feed"}])";
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_EQ(Calls(), "");
+  EXPECT_THAT(output_, HasSubstr("berth: image 127.0.0.1:5000/bb:1 is sha256:feed"));
+  // Pinned by a digest the store lists: nothing asked either.
+  rank.spec.image = "127.0.0.1:5000/bb@sha256:feed";
+  ASSERT_EQ(Pull(rank), 0) << output_;
+  EXPECT_EQ(Calls(), "");
+  // With the tag's answer not trusted (tag_ttl_s 0), or pull: always, the registry is asked.
+  rank.spec.image = "127.0.0.1:5000/bb:1";
+  ContainerHost host = Host(podman_, store_);
+  host.tag_ttl_s = 0;
+  ASSERT_EQ(Pull(rank, host), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false"));
 }
 
 TEST_F(PullScriptTest, NeverPullsWithPolicyNever) {
