@@ -61,17 +61,7 @@ void Agent::SetUpContainers() {
   containers_.allowed_mounts = options_.container_mounts;
   containers_.pull_retries = options_.pull_retries;
   containers_.tag_ttl_s = options_.image_tag_ttl_s;
-  // Users' stores are below, each their own; they must reach theirs, never list the others.
-  const bool root = ::geteuid() == 0;
-  containers_.run_dir = ContainerRunDir(options_.state_dir, root, ::geteuid());
-  Status st = OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711);
-  if (st.ok() && root) st = OwnedDir("/run/berth", 0, 0, 0755);
-  if (st.ok()) st = OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700);
-  if (!st.ok()) {
-    LogWarn("containers: off: {}", st.message());
-    containers_ = {};
-    return;
-  }
+  containers_.run_dir = ContainerRunDir(options_.state_dir, ::geteuid() == 0, ::geteuid());
   for (const char* dev : {"/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml"}) {
     containers_.cdi_gpus = containers_.cdi_gpus || ::access(dev, R_OK) == 0;
   }
@@ -100,6 +90,13 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     struct stat st {};
     if (::stat(home->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) rank.home = home->second;
   }
+  // Users' stores and run dirs are below these, each their own: they reach theirs, never list the
+  // others'. Made by the first container job (a node that runs none has none).
+  const bool root = ::geteuid() == 0;
+  BERTH_RETURN_IF_ERROR(OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711));
+  if (root) BERTH_RETURN_IF_ERROR(OwnedDir("/run/berth", 0, 0, 0755));
+  BERTH_RETURN_IF_ERROR(
+      OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700));
   const std::string store = UserStoreDir(containers_, rank.uid);
   BERTH_RETURN_IF_ERROR(OwnedDir(store, rank.uid, rank.gid, 0700));
   for (const char* sub : {"/storage", "/tmp"}) {
