@@ -424,8 +424,15 @@ std::string PullFailureReason(const std::string& log_path, int exit_code) {
     if (StartsWith(t, "berth: image pull failed: ")) error = t.substr(26);
   }
   if (error.size() > 1000) error = error.substr(0, 1000) + "...";
-  return error.empty() ? "image pull failed (exit code " + std::to_string(exit_code) + ")"
-                       : "image pull failed: " + error;
+  if (error.empty()) return "image pull failed (exit code " + std::to_string(exit_code) + ")";
+  if (error.find("unauthorized") != std::string::npos ||
+      error.find("authentication required") != std::string::npos) {
+    // What to do about it: the credentials are the user's own, on the node.
+    error +=
+        " (the registry wants a login: as yourself on the node, podman login --authfile "
+        "~/.config/containers/auth.json REGISTRY)";
+  }
+  return "image pull failed: " + error;
 }
 
 SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us) {

@@ -174,6 +174,17 @@ class ContainerTest(BerthTestCase):
         self.assertIn("trying again", self.logs(job))
         self.assertEqual(self.b.nodes(env=self.env)[0]["state"], "UP")
 
+    def test_cancel_during_the_pull(self):
+        # A registry that cannot be reached keeps the job in its pull (waiting to try again).
+        self.stop_registry()
+        self.image = f"127.0.0.1:{self.port}/bb:gone"
+        job = self.submit(self.task(["echo never"]))
+        self.b.wait_until(lambda: "trying again" in self.logs(job), 60, message="the pull to wait for a retry")
+        self.assertEqual(self.b.show(job, env=self.env)["status"], "STARTING")
+        self.b.run("cancel", job, env=self.env)
+        self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
+        self.no_processes_left()
+
     def test_cancel_leaves_nothing_running(self):
         job = self.submit(self.task(["echo started", "sleep 300"]))
         self.b.wait_until(lambda: "started" in self.logs(job), 180, message="the job to start")

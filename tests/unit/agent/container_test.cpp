@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "fakes/fake_health.h"
 #include "fakes/temp_dir.h"
+#include "supervise/supervisor.h"
 
 namespace berth {
 namespace {
@@ -118,6 +119,24 @@ TEST(ContainerTest, RunDirsAreShortAndApartPerStateDir) {
   EXPECT_EQ(a, ContainerRunDir("/var/lib/berth-agent", true, 0));
   EXPECT_NE(a, ContainerRunDir("/var/lib/berth-agent2", true, 0));
   EXPECT_TRUE(ContainerRunDir("/x", false, 1000).starts_with("/tmp/berth-1000-"));
+}
+
+TEST(ContainerTest, APullFailureSaysWhyAndWhatToDo) {
+  TempDir dir;
+  const std::string log = dir.File("output.log");
+  std::ofstream(log) << "berth: pulling r/x:1\nTrying to pull r/x:1...\nError: initializing source "
+                        "docker://r/x:1: reading manifest 1 in r/x: manifest unknown\n";
+  EXPECT_EQ(PullFailureReason(log, 125),
+            "image pull failed: initializing source docker://r/x:1: reading manifest 1 in r/x: "
+            "manifest unknown");
+  std::ofstream(log) << "Error: reading manifest 1 in r/x: unauthorized: authentication required\n";
+  EXPECT_THAT(PullFailureReason(log, 125),
+              HasSubstr("authentication required (the registry wants a login: as yourself on the "
+                        "node, podman login --authfile ~/.config/containers/auth.json REGISTRY)"));
+  std::ofstream(log) << "nothing said\n";
+  EXPECT_EQ(PullFailureReason(log, 3), "image pull failed (exit code 3)");
+  std::ofstream(log) << "berth: image r/x:1 is sha256:ab\n";
+  EXPECT_EQ(PulledImage(log), "r/x:1@sha256:ab");
 }
 
 TEST(ContainerTest, DetectsPodmanAndItsVersion) {
