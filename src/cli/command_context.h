@@ -48,6 +48,7 @@ void AddAgentCommand(CommandContext& c);      // daemon_cmds.cpp
 void AddLocalCommand(CommandContext& c);      // node_cmds.cpp
 void AddExecCommand(CommandContext& c);       // job_cmds.cpp
 void AddWorkdirCommand(CommandContext& c);    // workdir_cmds.cpp
+void AddImageCommand(CommandContext& c);      // image_cmds.cpp
 void AddUpdateCommand(CommandContext& c);     // job_cmds.cpp
 void AddQueueCommand(CommandContext& c);      // job_cmds.cpp
 void AddTopCommand(CommandContext& c);        // top_cmds.cpp

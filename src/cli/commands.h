@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/connection.h"
+#include "spec/job_spec.h"
 
 namespace berth::cli {
 
@@ -253,5 +254,13 @@ Result<std::string> ServerFingerprint(const std::string& url);
 
 // Helpers shared by the commands.
 int Fail(const Status& status);  // prints "berth: message", returns 1
+// POST /v1/jobs of `spec` (`num_jobs` copies as a group when set), keyed for resending ("": a
+// fresh key). The answer: {"group", "jobs"}.
+Result<boost::json::value> SubmitSpec(Connection& conn, const JobSpec& spec,
+                                      std::optional<int> num_jobs,
+                                      const std::string& idempotency_key = "");
+// Prints job `id`'s output until it ends; its exit status: 0 when it SUCCEEDED, else its exit code
+// (1 when none), after saying why on stderr.
+int FollowToEnd(Connection& conn, int64_t id);
 
 }  // namespace berth::cli

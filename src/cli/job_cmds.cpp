@@ -281,13 +281,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!st.ok()) return Fail(st);
   st = UploadSources(conn, spec, *upload_workdir, false);
   if (!st.ok()) return Fail(st);
-  // No "user": the server knows who we are (socket credentials or our token).
-  json::object body{{"spec", SpecToJson(spec)}};
-  if (f.num_jobs) body["num_jobs"] = *f.num_jobs;
-  // Keyed, so that the call may be sent again (to this server or, after a failover, the next)
-  // when its answer was lost, without submitting twice (docs/api.md "Idempotency-Key").
-  const std::string key = f.idempotency_key.empty() ? NewIdempotencyKey() : f.idempotency_key;
-  auto res = conn.CallIdempotent("POST", "/v1/jobs", SerializeJson(body), key);
+  auto res = SubmitSpec(conn, spec, f.num_jobs, f.idempotency_key);
   if (!res.ok()) return Fail(res.status());
   const json::object& out = res->as_object();
   const json::array& ids = out.at("jobs").as_array();
@@ -309,7 +303,21 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   }
   if (ids.size() != 1) return 0;
 
-  int64_t id = AsInt(ids.front()).value();
+  return FollowToEnd(conn, AsInt(ids.front()).value());
+}
+
+Result<json::value> SubmitSpec(Connection& conn, const JobSpec& spec, std::optional<int> num_jobs,
+                               const std::string& idempotency_key) {
+  // No "user": the server knows who we are (socket credentials or our token).
+  json::object body{{"spec", SpecToJson(spec)}};
+  if (num_jobs) body["num_jobs"] = *num_jobs;
+  // Keyed, so that the call may be sent again (to this server or, after a failover, the next)
+  // when its answer was lost, without submitting twice (docs/api.md "Idempotency-Key").
+  const std::string key = idempotency_key.empty() ? NewIdempotencyKey() : idempotency_key;
+  return conn.CallIdempotent("POST", "/v1/jobs", SerializeJson(body), key);
+}
+
+int FollowToEnd(Connection& conn, int64_t id) {
   std::string status;
   if (!FollowLogs(conn, id, -1, 0, true, &status)) return 1;
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));

@@ -214,6 +214,19 @@ class ContainerTest(BerthTestCase):
         for rank in (0, 1):
             self.assertIn(f"rank={rank} uid={self.user.pw_uid} gpus=1", out)
 
+    def test_prefetch_warms_every_node(self):
+        self.start_agent("box2")
+        self.b.wait_nodes_up(["box", "box2"], env=self.env)
+        rc, out, err = self.b.run("image", "prefetch", self.image, env=self.env, timeout=180)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("on 2 node(s)", err)
+        self.assertEqual(out.count("berth: pulling " + self.image), 2, out)
+        before = self.blob_downloads()
+        job = self.submit(self.task(["echo warm"], extra="num_nodes: 2\n"))
+        self.b.wait_status(job, "SUCCEEDED", timeout=120, env=self.env)
+        self.assertNotIn("berth: pulling", self.logs(job))
+        self.assertEqual(self.blob_downloads(), before)
+
     def test_refused_where_no_node_runs_containers(self):
         self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])
         self.b.wait_nodes_up(["box", "plain"], env=self.env)
