@@ -177,6 +177,20 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
         "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
         "    rc=${{PIPESTATUS[0]}}\n"
         "    [ $rc = 0 ] && break\n"
+        // A full disk: this user's images that no container uses go (once), then it is tried
+        // again; still full, the job fails naming the sizes.
+        "    if grep -qi 'no space left on device' \"$log\"; then\n"
+        "      if [ \"${{pruned:-0}}\" = 0 ]; then\n"
+        "        pruned=1\n"
+        "        echo \"berth: the disk is full; removing your images that no container uses\"\n"
+        "        {podman} image prune -a -f >/dev/null 2>&1\n"
+        "        continue\n"
+        "      fi\n"
+        "      echo \"berth: image pull failed: no space left on device for $image: your images on "
+        "this node take $(du -sh {store}/storage 2>/dev/null | cut -f1), the disk has $(df -h "
+        "--output=avail {store} 2>/dev/null | tail -1 | tr -d ' ') free\" >&2\n"
+        "      break\n"
+        "    fi\n"
         // Only a registry that could not be reached is tried again; a wrong name or a refused
         // login is final.
         "    unreachable=0\n"

@@ -291,6 +291,21 @@ TEST_F(PullScriptTest, RetriesAnUnreachableRegistryNotAMissingImage) {
   std::ofstream(dir_.File("fails")) << "5";
   EXPECT_EQ(Pull(always), 125);
   ::unlink(dir_.File("have").c_str());
+  // A full disk: unused images are pruned once and the pull tried again; then it fails with sizes.
+  std::ofstream(dir_.File("error"))
+      << "writing blob: storing blob to file: write /x: no space left "
+         "on device";
+  std::ofstream(dir_.File("fails")) << "1";
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("image prune -a -f"));
+  EXPECT_THAT(output_, HasSubstr("berth: the disk is full; removing your images"));
+  ::unlink(dir_.File("have").c_str());
+  std::ofstream(dir_.File("fails")) << "5";
+  EXPECT_EQ(Pull(Rank()), 125);
+  EXPECT_THAT(output_, HasSubstr("berth: image pull failed: no space left on device for "
+                                 "127.0.0.1:5000/bb:1: your images on this node take"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
   // A missing image is final at once.
   std::ofstream(dir_.File("error")) << "reading manifest 1 in 127.0.0.1:5000/bb: manifest "
                                        "unknown: manifest unknown";
