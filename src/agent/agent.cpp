@@ -250,6 +250,7 @@ Status Agent::Register() {
   if (!containers_.runtime.empty()) {
     request.labels[kContainerRuntimeLabel] = containers_.runtime;
     request.labels[kContainerVersionLabel] = containers_.version;
+    request.container_mounts = containers_.allowed_mounts;
   }
   request.cpus_milli = resources_.cpus;
   request.memory_mib = resources_.memory;
@@ -692,6 +693,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   ::chmod(job.dir.c_str(), options_.lookup_account ? 0711 : 0700);
 
   std::string prolog_failure;
+  bool has_pull = false;  // a container rank (RunPlan::pull)
   if (error.empty()) {
     auto spec_json = ParseJson(spec_text, "spec");
     Result<JobSpec> spec =
@@ -701,6 +703,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     } else if (Result<RunPlan> plan = PlanRun(m, *spec, key, job.dir); !plan.ok()) {
       error = plan.status().message();
     } else {
+      has_pull = !plan->pull.empty();
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
       if (error.empty()) prolog_failure = RunProlog(*plan);
@@ -732,7 +735,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     // stop that arrives is noted in stopped_launches_ and sent to the supervisor below, which
     // holds it pending from its birth until it has recorded it.
     lock.Unlock();
-    auto pid = launcher_.Start(job.dir);
+    auto pid = has_pull ? launcher_.StartWithPull(job.dir) : launcher_.Start(job.dir);
     lock.Lock();
     if (!pid.ok()) {
       AppendEvent(job.dir, {"exited", 127, "launch", pid.status().message()});

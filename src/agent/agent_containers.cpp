@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "agent/agent.h"
@@ -16,21 +17,28 @@
 namespace berth {
 namespace {
 
-// A directory owned by `uid`:`gid` with `mode` (made if missing, given if not theirs).
+// A directory owned by `uid`:`gid` with `mode` (made if missing, given if not theirs). Only for
+// paths whose parent the user cannot write (root's, or the agent's own): the directory is changed
+// through a descriptor opened without following a symlink, so a link put in its place is refused,
+// never followed.
 Status OwnedDir(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
     return Status::Internal("cannot create " + path + ": " + strerror(errno));
   }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::Internal(path + " is not a directory: " + strerror(errno));
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::Internal(path + " is not a directory");
+  Status result;
+  if (::fstat(fd, &st) != 0) {
+    result = Status::Internal("cannot stat " + path + ": " + strerror(errno));
+  } else if ((st.st_uid != uid || st.st_gid != gid) && ::fchown(fd, uid, gid) != 0) {
+    result = Status::Internal("cannot give " + path + " to uid " + std::to_string(uid) + ": " +
+                              strerror(errno));
+  } else if ((st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) {
+    result = Status::Internal("cannot chmod " + path + ": " + strerror(errno));
   }
-  if ((st.st_uid != uid || st.st_gid != gid) && ::chown(path.c_str(), uid, gid) != 0) {
-    return Status::Internal("cannot give " + path + " to uid " + std::to_string(uid) + ": " +
-                            strerror(errno));
-  }
-  ::chmod(path.c_str(), mode);
-  return Status::Ok();
+  ::close(fd);
+  return result;
 }
 
 bool IsCharDevice(const std::string& path) {
@@ -61,7 +69,9 @@ void Agent::SetUpContainers() {
   containers_.allowed_mounts = options_.container_mounts;
   containers_.pull_retries = options_.pull_retries;
   containers_.tag_ttl_s = options_.image_tag_ttl_s;
-  containers_.run_dir = ContainerRunDir(options_.state_dir, ::geteuid() == 0, ::geteuid());
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  containers_.run_dir = ContainerRunDir(options_.state_dir, ::geteuid() == 0, ::geteuid(),
+                                        runtime_dir ? runtime_dir : "");
   for (const char* dev : {"/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml"}) {
     containers_.cdi_gpus = containers_.cdi_gpus || ::access(dev, R_OK) == 0;
   }
@@ -79,7 +89,8 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     return Status::Unavailable("node " + options_.name +
                                " runs no containers (no podman, or --containers off)");
   }
-  BERTH_RETURN_IF_ERROR(CheckContainerMounts(*spec.container, containers_.allowed_mounts));
+  BERTH_RETURN_IF_ERROR(
+      CheckContainerMounts(*spec.container, containers_.allowed_mounts, options_.name));
   ContainerRank rank;
   rank.spec = *spec.container;
   rank.name = "berth-" + key;
@@ -94,19 +105,22 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
   // others'. Made by the first container job (a node that runs none has none).
   const bool root = ::geteuid() == 0;
   BERTH_RETURN_IF_ERROR(OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711));
-  if (root) BERTH_RETURN_IF_ERROR(OwnedDir("/run/berth", 0, 0, 0755));
+  if (root) {
+    BERTH_RETURN_IF_ERROR(OwnedDir("/run/berth", 0, 0, 0755));
+  } else if (StartsWith(containers_.run_dir, "/tmp/")) {
+    // No runtime dir of its own: a name in /tmp, which must be this user's and nobody else's.
+    struct stat st {};
+    if (::lstat(containers_.run_dir.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())) {
+      return Status::Unavailable(containers_.run_dir +
+                                 " is not this agent's (set XDG_RUNTIME_DIR)");
+    }
+  }
   BERTH_RETURN_IF_ERROR(
       OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700));
-  const std::string store = UserStoreDir(containers_, rank.uid);
-  BERTH_RETURN_IF_ERROR(OwnedDir(store, rank.uid, rank.gid, 0700));
-  for (const char* sub : {"/storage", "/tmp"}) {
-    BERTH_RETURN_IF_ERROR(OwnedDir(store + sub, rank.uid, rank.gid, 0700));
-  }
-  const std::string run = UserRunDir(containers_, rank.uid);
-  BERTH_RETURN_IF_ERROR(OwnedDir(run, rank.uid, rank.gid, 0700));
-  for (const char* sub : {"/run", "/xdg"}) {
-    BERTH_RETURN_IF_ERROR(OwnedDir(run + sub, rank.uid, rank.gid, 0700));
-  }
+  // What is below the user's own two directories, the pull step makes as the user.
+  BERTH_RETURN_IF_ERROR(OwnedDir(UserStoreDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
+  BERTH_RETURN_IF_ERROR(OwnedDir(UserRunDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
   // Only the rank's own GPUs (with the driver's control files) go in.
   for (int index : m.gpus) {
     if (containers_.cdi_gpus) {

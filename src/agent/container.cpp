@@ -34,17 +34,11 @@ std::string RegistryOf(const std::string& image) {
   return host ? first : "";
 }
 
-// The file that remembers what a tag resolved to: the reference with '/', ':' as '_'.
-std::string TagCacheName(const std::string& image) {
-  std::string out = image;
-  std::replace_if(
-      out.begin(), out.end(), [](char c) { return c == '/' || c == ':'; }, '_');
-  return out;
-}
-
-bool UnderPath(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (StartsWith(path, root) && path[root.size()] == '/');
+// 8 hex digits of FNV-1a over `text`.
+std::string ShortHash(const std::string& text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return fmt::format("{:08x}", static_cast<uint32_t>(hash ^ (hash >> 32)));
 }
 
 }  // namespace
@@ -64,21 +58,6 @@ ContainerHost DetectPodman(CommandRunner& runner, const std::string& podman_path
   return host;
 }
 
-Status CheckContainerMounts(const ContainerSpec& spec, const std::vector<std::string>& allowed) {
-  for (const std::string& mount : spec.mounts) {
-    const std::string host_path = mount.substr(0, mount.find(':'));
-    const bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const std::string& root) {
-      return UnderPath(host_path, root);
-    });
-    if (!ok) {
-      return Status::Invalid(fmt::format(
-          "container.mounts: '{}': {} is not among the paths this node lets containers mount ({})",
-          mount, host_path, allowed.empty() ? "none" : Join(allowed, ", ")));
-    }
-  }
-  return Status::Ok();
-}
-
 std::string UserStoreDir(const ContainerHost& host, uid_t uid) {
   return host.store_dir + "/" + std::to_string(uid);
 }
@@ -87,11 +66,12 @@ std::string UserRunDir(const ContainerHost& host, uid_t uid) {
   return host.run_dir + "/" + std::to_string(uid);
 }
 
-std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid) {
-  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
-  for (unsigned char c : state_dir) hash = (hash ^ c) * 1099511628211ULL;
-  const std::string tag = fmt::format("{:08x}", static_cast<uint32_t>(hash ^ (hash >> 32)));
-  return root ? "/run/berth/" + tag : fmt::format("/tmp/berth-{}-{}", uid, tag);
+std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid,
+                            const std::string& runtime_dir) {
+  const std::string tag = ShortHash(state_dir);
+  if (root) return "/run/berth/" + tag;
+  if (!runtime_dir.empty() && runtime_dir.size() <= 24) return runtime_dir + "/berth-" + tag;
+  return fmt::format("/tmp/berth-{}-{}", uid, tag);
 }
 
 std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::string>& env,
@@ -109,48 +89,53 @@ std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::stri
 
 std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   const std::string store = UserStoreDir(host, rank.uid);
+  const std::string run_dir = UserRunDir(host, rank.uid);
   const std::string& image = rank.spec.image;
   const std::string registry = RegistryOf(image);
   const bool insecure = !registry.empty() &&
                         std::find(host.insecure_registries.begin(), host.insecure_registries.end(),
                                   registry) != host.insecure_registries.end();
   const std::string podman = PodmanCommand(host, rank.uid);
+  const PullPolicy pull = rank.spec.pull;
+  const bool pinned = image.find('@') != std::string::npos;
+  // What a tag resolved to: "DIGEST REF" (the reference checked, as names are hashes).
+  const std::string cache = store + "/tags/" + ShortHash(image);
   std::string s = fmt::format(
-      "export XDG_RUNTIME_DIR={xdg}\n"
+      // The user's own directories below the two the agent made theirs.
+      "umask 077\n"
+      "mkdir -p {store}/storage {store}/tmp {store}/tags {run}/run {run}/xdg || exit 125\n"
+      "export XDG_RUNTIME_DIR={run}/xdg\n"
       "image={image}\n"
+      "cache={cache}\n"
       // Containers of this user's jobs killed past their grace leave a record (no process):
       // removed once five minutes old (a younger one may be a job's on its way to start), and
       // only when the store lists any (a podman call costs tens of milliseconds).
       "if grep -qs '\"berth-' {store}/storage/*-containers/containers.json; then\n"
       "  {podman} container prune -f --filter label=berth.job --filter until=5m >/dev/null 2>&1\n"
-      "fi\n",
-      fmt::arg("xdg", ShellQuote(UserRunDir(host, rank.uid) + "/xdg")),
-      fmt::arg("image", ShellQuote(image)), fmt::arg("podman", podman),
-      fmt::arg("store", ShellQuote(store)));
-  // One pull at a time of this user's on this node: a second job of an image waits for the first
-  // pull, then finds its layers here.
-  s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
-  const PullPolicy pull = rank.spec.pull;
-  const bool pinned = image.find('@') != std::string::npos;
-  // Where the image is known to be here without asking podman (a call costs tens of
-  // milliseconds): the store's image list names its digest.
-  s += "known() { grep -qs \"\\\"$1\\\"\" " + ShellQuote(store) +
-       "/storage/*-images/images.json; }\n";
-  const std::string cache = store + "/tags/" + TagCacheName(image);
+      "fi\n"
+      // Whether digest $1 is an image here, without asking podman: the store's image list.
+      "known() {{ grep -qs \"\\\"$1\\\"\" {store}/storage/*-images/images.json; }}\n",
+      fmt::arg("store", ShellQuote(store)), fmt::arg("run", ShellQuote(run_dir)),
+      fmt::arg("image", ShellQuote(image)), fmt::arg("cache", ShellQuote(cache)),
+      fmt::arg("podman", podman));
+  // A warm image needs no lock and no podman.
   if (pinned && pull != PullPolicy::kAlways) {
     s += fmt::format("if known {0}; then echo \"berth: image $image is {0}\"; exit 0; fi\n",
                      ShellQuote(image.substr(image.find('@') + 1)));
   } else if (!pinned && pull == PullPolicy::kMissing && host.tag_ttl_s > 0) {
-    // A tag asked of its registry less than tag_ttl_s ago is taken as it was then.
+    // A tag asked of its registry less than tag_ttl_s ago is taken as it resolved then.
     s += fmt::format(
-        "cache={cache}\n"
         "if [ -f \"$cache\" ] && [ $(( $(date +%s) - $(stat -c %Y \"$cache\") )) -lt {ttl} ]; "
         "then\n"
-        "  d=$(cat \"$cache\")\n"
-        "  if known \"$d\"; then echo \"berth: image $image is $d\"; exit 0; fi\n"
+        "  read -r d r < \"$cache\"\n"
+        "  if [ \"$r\" = \"$image\" ] && known \"$d\"; then echo \"berth: image $image is $d\"; "
+        "exit 0; fi\n"
         "fi\n",
-        fmt::arg("cache", ShellQuote(cache)), fmt::arg("ttl", host.tag_ttl_s));
+        fmt::arg("ttl", host.tag_ttl_s));
   }
+  // One pull at a time of this user's on this node (released while waiting to try again): a
+  // second job of an image waits for the first pull, then finds its layers here.
+  s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
   s += "digest=$(" + podman +
        " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
   if (pull == PullPolicy::kNever) {
@@ -159,69 +144,68 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
          ">&2\n"
          "  exit 125\n"
          "fi\n";
-  } else {
-    // missing: an image pinned by digest that is here is used as it is; a tag is asked of its
-    // registry each time (a moved tag brings its new layers; the others are not downloaded), and
-    // where the registry cannot be reached the node's copy is used. always: asked each time,
-    // and a failure is final.
-    const bool may_skip = pull == PullPolicy::kMissing && pinned;
-    const bool may_fall_back = pull == PullPolicy::kMissing && !pinned;
-    s += fmt::format(
-        "if [ $have = 0 ] || [ {may_skip} = 0 ]; then\n"
-        "  if [ $have = 0 ]; then echo \"berth: pulling $image\"; else echo \"berth: checking "
-        "$image at its registry\"; fi\n"
-        "  log={store}/pull-{name}.log\n"
-        "  delay=2\n"
-        "  unreachable=0\n"
-        "  for try in $(seq 0 {retries}); do\n"
-        "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
-        "    rc=${{PIPESTATUS[0]}}\n"
-        "    [ $rc = 0 ] && break\n"
-        // A full disk: this user's images that no container uses go (once), then it is tried
-        // again; still full, the job fails naming the sizes.
-        "    if grep -qi 'no space left on device' \"$log\"; then\n"
-        "      if [ \"${{pruned:-0}}\" = 0 ]; then\n"
-        "        pruned=1\n"
-        "        echo \"berth: the disk is full; removing your images that no container uses\"\n"
-        "        {podman} image prune -a -f >/dev/null 2>&1\n"
-        "        continue\n"
-        "      fi\n"
-        "      echo \"berth: image pull failed: no space left on device for $image: your images on "
-        "this node take $(du -sh {store}/storage 2>/dev/null | cut -f1), the disk has $(df -h "
-        "--output=avail {store} 2>/dev/null | tail -1 | tr -d ' ') free\" >&2\n"
-        "      break\n"
-        "    fi\n"
-        // Only a registry that could not be reached is tried again; a wrong name or a refused
-        // login is final.
-        "    unreachable=0\n"
-        "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
-        "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
-        "    unreachable=1\n"
-        "    [ $try = {retries} ] && break\n"
-        "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
-        "    sleep $delay\n"
-        "    delay=$((delay * 2))\n"
-        "  done\n"
-        "  rm -f \"$log\"\n"
-        "  if [ $rc != 0 ] && [ $unreachable = 1 ] && [ $have = 1 ] && [ {may_fall_back} = 1 ]; "
-        "then\n"
-        "    echo \"berth: the registry could not be reached; using this node's copy of $image\"\n"
-        "  elif [ $rc != 0 ]; then\n"
-        "    exit $rc\n"
-        "  fi\n"
-        "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
-        "  if [ $rc = 0 ] && [ {pinned} = 0 ]; then\n"
-        "    mkdir -p {store}/tags && printf '%s\\n' \"$digest\" > {cache}\n"
-        "  fi\n"
-        "else\n"
-        "  echo \"berth: image $image is on this node\"\n"
-        "fi\n",
-        fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
-        fmt::arg("pinned", pinned ? 1 : 0), fmt::arg("cache", ShellQuote(cache)),
-        fmt::arg("store", ShellQuote(store)), fmt::arg("name", rank.name),
-        fmt::arg("retries", std::max(0, host.pull_retries)), fmt::arg("podman", podman),
-        fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
+    return s + "echo \"berth: image $image is $digest\"\n";
   }
+  // missing: an image pinned by digest that is here is used as it is; a tag is asked of its
+  // registry (a moved tag brings its new layers; the others are not downloaded), and where the
+  // registry cannot be reached the node's copy is used. always: asked each time, and a failure
+  // is final.
+  const bool may_skip = pull == PullPolicy::kMissing && pinned;
+  const bool may_fall_back = pull == PullPolicy::kMissing && !pinned;
+  s += fmt::format(
+      "if [ $have = 0 ] || [ {may_skip} = 0 ]; then\n"
+      "  if [ $have = 0 ]; then echo \"berth: pulling $image\"; else echo \"berth: checking "
+      "$image at its registry\"; fi\n"
+      // On the run dir (tmpfs where it can be), not on the disk that may be full.
+      "  log=$XDG_RUNTIME_DIR/pull-{name}.log\n"
+      "  delay=2 tries=0 pruned=0 unreachable=0\n"
+      "  while :; do\n"
+      "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
+      "    rc=${{PIPESTATUS[0]}}\n"
+      "    [ $rc = 0 ] && break\n"
+      "    unreachable=0\n"
+      // A full disk: this user's images that no container uses go (once), then it is tried
+      // again; still full, the job fails naming the sizes.
+      "    if grep -qi 'no space left on device' \"$log\"; then\n"
+      "      if [ $pruned = 0 ]; then\n"
+      "        pruned=1\n"
+      "        echo \"berth: the disk is full; removing your images that no container uses\"\n"
+      "        {podman} image prune -a -f >/dev/null 2>&1\n"
+      "        continue\n"
+      "      fi\n"
+      "      echo \"berth: image pull failed: no space left on device for $image: your images on "
+      "this node take $(du -sh {store}/storage 2>/dev/null | cut -f1), the disk has $(df -h "
+      "--output=avail {store} 2>/dev/null | tail -1 | tr -d ' ') free\" >&2\n"
+      "      break\n"
+      "    fi\n"
+      // Only a registry that could not be reached is tried again; a wrong name or a refused
+      // login is final.
+      "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
+      "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
+      "    unreachable=1\n"
+      "    [ $tries -ge {retries} ] && break\n"
+      "    tries=$((tries + 1))\n"
+      "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
+      "    flock -u 9; sleep $delay; flock 9\n"
+      "    delay=$((delay * 2))\n"
+      "  done\n"
+      "  rm -f \"$log\"\n"
+      "  if [ $rc != 0 ] && [ $unreachable = 1 ] && [ $have = 1 ] && [ {may_fall_back} = 1 ]; "
+      "then\n"
+      "    echo \"berth: the registry could not be reached; using this node's copy of $image\"\n"
+      "  elif [ $rc != 0 ]; then\n"
+      "    exit $rc\n"
+      "  fi\n"
+      "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
+      "  if [ $rc = 0 ] && [ {pinned} = 0 ]; then printf '%s %s\\n' \"$digest\" \"$image\" > "
+      "\"$cache\"; fi\n"
+      "else\n"
+      "  echo \"berth: image $image is on this node\"\n"
+      "fi\n",
+      fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
+      fmt::arg("pinned", pinned ? 1 : 0), fmt::arg("store", ShellQuote(store)),
+      fmt::arg("name", rank.name), fmt::arg("retries", std::max(0, host.pull_retries)),
+      fmt::arg("podman", podman), fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
   return s + "echo \"berth: image $image is $digest\"\n";
 }
 

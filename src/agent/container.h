@@ -85,17 +85,14 @@ struct ContainerRank {
   std::string run_script;
 };
 
-// Checks a job's container.mounts against the node's allowed list; the error names the mount and
-// the list.
-Status CheckContainerMounts(const ContainerSpec& spec, const std::vector<std::string>& allowed);
-
 // The user's image store: <store_dir>/<uid>; and their run dir: <run_dir>/<uid>, with podman's
 // run root at run/ and XDG_RUNTIME_DIR at xdg/.
 std::string UserStoreDir(const ContainerHost& host, uid_t uid);
 std::string UserRunDir(const ContainerHost& host, uid_t uid);
-// "/run/berth/HASH" (root) or "/tmp/berth-UID-HASH": HASH, 8 hex digits of `state_dir`'s path,
-// keeps two agents of one machine apart.
-std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid);
+// "/run/berth/HASH" (root), else "RUNTIME_DIR/berth-HASH" (the agent's XDG_RUNTIME_DIR), else
+// "/tmp/berth-UID-HASH": HASH, 8 hex digits of `state_dir`'s path, keeps two agents apart.
+std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid,
+                            const std::string& runtime_dir = "");
 
 // The variables a container gets from the job's environment `env`: the task's own `envs` (names
 // in `task_envs`), and every BERTH_*, SKYPILOT_*, CUDA_VISIBLE_DEVICES, HOME, USER and LOGNAME.

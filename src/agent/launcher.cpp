@@ -60,8 +60,15 @@ class SocketAddress {
   std::string path_;
 };
 
-// Connects to a node supervisor and reads its greeting; returns the connection and its pid.
-Result<std::pair<int, pid_t>> ConnectTo(const SocketAddress& address) {
+// A node supervisor's greeting: "berth-node-supervisor PID[ steps=pull]\n".
+struct Greeting {
+  int fd = -1;
+  pid_t pid = 0;
+  bool pulls = false;  // runs RunPlan::pull steps (older ones do not say so, and skip them)
+};
+
+// Connects to a node supervisor and reads its greeting.
+Result<Greeting> ConnectTo(const SocketAddress& address) {
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Internal(std::string("socket: ") + strerror(errno));
   if (::connect(fd, address.addr(), address.size()) != 0) {
@@ -87,7 +94,8 @@ Result<std::pair<int, pid_t>> ConnectTo(const SocketAddress& address) {
     ::close(fd);
     return Status::Unavailable("the node supervisor did not answer");
   }
-  return std::make_pair(fd, pid);
+  const std::string line = hello.substr(0, hello.find('\n'));
+  return Greeting{fd, pid, line.find(" steps=pull") != std::string::npos};
 }
 
 }  // namespace
@@ -157,8 +165,9 @@ Status SupervisorLauncher::ConnectLocked(bool start) {
     connected = ConnectTo(address);
   }
   if (!connected.ok()) return connected.status();
-  fd_ = connected->first;
-  node_pid_ = connected->second;
+  fd_ = connected->fd;
+  node_pid_ = connected->pid;
+  node_pulls_ = connected->pulls;
   return Status::Ok();
 }
 
@@ -189,6 +198,19 @@ Result<pid_t> SupervisorLauncher::Start(const std::string& dir) {
     }
   }
   return SpawnSupervisor(self_exe_, dir);  // a supervisor of its own, then
+}
+
+Result<pid_t> SupervisorLauncher::StartWithPull(const std::string& dir) {
+  if (dir.find('\n') != std::string::npos) return Status::Invalid("bad job directory");
+  {
+    MutexLock lock(mu_);
+    for (int tries = 0; tries < 2; ++tries) {
+      if (!ConnectLocked(/*start=*/true).ok()) continue;
+      if (!node_pulls_) break;  // an older node supervisor: it would skip the pull
+      if (SendLocked("start " + dir + "\n")) return node_pid_;
+    }
+  }
+  return SpawnSupervisor(self_exe_, dir);
 }
 
 void SupervisorLauncher::Stop(pid_t pid, const std::string& dir) {

@@ -27,6 +27,10 @@ class Launcher {
   // supervisor's, shared by every rank it runs). The rank's progress, and any failure to start it,
   // is recorded in `dir`'s events.
   virtual Result<pid_t> Start(const std::string& dir) = 0;
+  // Start() of a rank whose plan has a pull step (RunPlan::pull): a supervisor that predates pull
+  // steps (a node supervisor left running by an older agent) would skip it, so such a rank gets a
+  // supervisor that knows them.
+  virtual Result<pid_t> StartWithPull(const std::string& dir) { return Start(dir); }
   // Asks the supervisor `pid` to stop the rank of `dir` (SIGTERM to its processes, SIGKILL after
   // the grace).
   virtual void Stop(pid_t pid, const std::string& dir) = 0;
@@ -41,6 +45,7 @@ class SupervisorLauncher final : public Launcher {
   SupervisorLauncher(const std::string& self_exe, std::string state_dir);
   ~SupervisorLauncher() override;
   Result<pid_t> Start(const std::string& dir) override EXCLUDES(mu_);
+  Result<pid_t> StartWithPull(const std::string& dir) override EXCLUDES(mu_);
   void Stop(pid_t pid, const std::string& dir) override EXCLUDES(mu_);
   bool Alive(pid_t pid) override;
 
@@ -54,8 +59,9 @@ class SupervisorLauncher final : public Launcher {
   std::string self_exe_;  // what supervisors are started from
   std::string state_dir_;
   Mutex mu_;
-  int fd_ GUARDED_BY(mu_) = -1;         // connection to the node supervisor
-  pid_t node_pid_ GUARDED_BY(mu_) = 0;  // its pid
+  int fd_ GUARDED_BY(mu_) = -1;              // connection to the node supervisor
+  pid_t node_pid_ GUARDED_BY(mu_) = 0;       // its pid
+  bool node_pulls_ GUARDED_BY(mu_) = false;  // it runs pull steps (its greeting says "steps=pull")
 };
 
 }  // namespace berth

@@ -346,12 +346,13 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.containers = flags.containers != "off";
   options.podman = flags.podman;
   options.insecure_registries = flags.insecure_registries;
-  for (const std::string& path : flags.container_mounts) {
+  for (std::string path : flags.container_mounts) {
     if (path.empty() || path[0] != '/' || path.find(':') != std::string::npos) {
       return Status::Invalid("--container-mount: expected an absolute path, got '" + path + "'");
     }
+    while (path.size() > 1 && path.back() == '/') path.pop_back();  // "/datasets/" is "/datasets"
+    options.container_mounts.push_back(std::move(path));
   }
-  options.container_mounts = flags.container_mounts;
   options.pull_retries = flags.pull_retries;
   options.image_tag_ttl_s = flags.image_tag_ttl;
   if (!flags.job_memory_default.empty()) {

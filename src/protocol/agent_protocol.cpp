@@ -318,6 +318,11 @@ json::object RegisterRequest::Encode() const {
   o["running"] = std::move(r);
   o["isolation"] = isolation;
   if (job_memory_default_mib > 0) o["job_memory_default_mib"] = job_memory_default_mib;
+  if (!container_mounts.empty()) {
+    json::array m;
+    for (const std::string& path : container_mounts) m.emplace_back(path);
+    o["container_mounts"] = std::move(m);
+  }
   if (health) o["health"] = health->Encode();
   return o;
 }
@@ -347,6 +352,16 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
     for (const auto& [k, v] : l->as_object()) {
       if (!v.is_string()) return Status::Invalid(kLabelsMessage);
       r.labels[std::string(k)] = std::string(v.as_string());
+    }
+  }
+  if (const json::value* m = f.Find("container_mounts")) {
+    constexpr char kMounts[] = "register: 'container_mounts' must be at most 64 absolute paths";
+    if (!m->is_array() || m->as_array().size() > 64) return Status::Invalid(kMounts);
+    for (const auto& p : m->as_array()) {
+      if (!p.is_string() || !p.as_string().starts_with("/") || p.as_string().size() > 4096) {
+        return Status::Invalid(kMounts);
+      }
+      r.container_mounts.emplace_back(p.as_string());
     }
   }
   if (const json::value* g = f.Find("gpus")) {

@@ -115,6 +115,8 @@ struct RegisterRequest {
   std::string isolation;
   // The memory limit of a job that asks for none (MiB; 0: the agent does not say).
   int64_t job_memory_default_mib = 0;
+  // Host paths the node lets containers mount (agent --container-mount): absolute, at most 64.
+  std::vector<std::string> container_mounts;
   // What the agent's probes found before it registered (none: an agent that does not probe).
   std::optional<NodeHealth> health;
 

@@ -331,8 +331,9 @@ class Core {
     std::string session;               // current agent session; "" when none
     std::string isolation;             // RegisterRequest::isolation (not stored)
     Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
-    proto::NodeHealth health;          // the agent's last (not stored: it sends it again)
-    int64_t lease_expires = 0;         // monotonic ms
+    std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
+    proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)
+    int64_t lease_expires = 0;                  // monotonic ms
     // Bumped by every change that may invalidate a placement decided on an older snapshot:
     // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
     uint64_t sched_gen = 0;
@@ -464,6 +465,10 @@ class Core {
   // Drops the jobs `plan` finished for good (ended, processes gone) from memory.
   void ReapFinished(const Plan& plan) REQUIRES(mu_);
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
+  // A submission of a container job that no node of its pool can run, saying why by the fields
+  // the user wrote: no node runs containers (when `feasible` is false), or none allows its
+  // container.mounts. Ok otherwise.
+  Status CheckContainerPlacement(const JobSpec& spec, bool feasible) REQUIRES(mu_);
 
   // core_jobs.cpp: job state transitions, each adding its writes to the plan.
   // Keeps counts_ current (core_gauges.cpp): CountJob counts a job where

@@ -245,6 +245,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.row.gpus = request.gpus;
   node.isolation = request.isolation;
   node.job_memory_default = request.job_memory_default_mib;
+  node.container_mounts = request.container_mounts;
   if (is_new) node.row.registered_at = now;
   node.row.last_seen = now;
   node.row.down_since.reset();
@@ -404,8 +405,11 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       std::string where =
           job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
       if (r.phase == "pull") {
-        // The image, not the node: the job fails ("image pull failed: ..."), the node stays up.
-        EndJob(plan, *job, JobStatus::kFailed, r.reason + where, r.exit_code, now);
+        // The image, not the node: the attempt fails ("image pull failed: ..."; the job's retry
+        // policy may try again, a short registry outage past), the node stays up.
+        const std::string what =
+            r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
+        FailAttempt(plan, *job, JobStatus::kFailed, what + where, r.exit_code, now, false);
       } else if (r.phase == "launch") {
         EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
                r.exit_code, now);

@@ -62,21 +62,8 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     row.num_nodes = request.spec.num_nodes;
     row.resources = request.spec.resources;
     Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
-    if (!feasible.ok() && request.spec.container) {
-      // Say so by the field the user wrote, not by the label it became.
-      const std::string& pool = request.spec.pool;
-      size_t in_pool = 0, with_runtime = 0;
-      for (const sched::NodeView& n : capacity_views_) {
-        if (!pool.empty() && n.pool != pool) continue;
-        ++in_pool;
-        with_runtime += n.labels.count(kContainerRuntimeLabel);
-      }
-      if (in_pool > 0 && with_runtime == 0) {
-        return Status::Infeasible(
-            "this job can never run here: resources.image_id: no node" +
-            (pool.empty() ? std::string() : " in pool '" + pool + "'") +
-            " runs containers (their agents found no podman, or run with --containers off)");
-      }
+    if (request.spec.container) {
+      BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
     }
     if (!feasible.ok()) {
       return Status::Infeasible("this job can never run here: " + feasible.message());
@@ -552,6 +539,33 @@ std::vector<NodeStatus> Core::Nodes() {
     out.push_back(StatusOf(node));
   }
   return out;
+}
+
+Status Core::CheckContainerPlacement(const JobSpec& spec, bool feasible) {
+  const std::string& pool = spec.pool;
+  size_t in_pool = 0, with_runtime = 0;
+  Status refused;
+  bool mounts_allowed = spec.container->mounts.empty();
+  for (const auto& [name, node] : nodes_) {
+    if (!pool.empty() && node.row.pool != pool) continue;
+    ++in_pool;
+    if (!node.row.labels.count(kContainerRuntimeLabel)) continue;
+    ++with_runtime;
+    // Its mounts: some node that runs containers must allow them all (the one it is placed on
+    // checks again at launch).
+    Status st = CheckContainerMounts(*spec.container, node.container_mounts, name);
+    mounts_allowed = mounts_allowed || st.ok();
+    if (!st.ok() && refused.ok()) refused = st;
+  }
+  if (!feasible && in_pool > 0 && with_runtime == 0) {
+    // Said by the field the user wrote, not by the label it became.
+    return Status::Infeasible(
+        "this job can never run here: resources.image_id: no node" +
+        (pool.empty() ? std::string() : " in pool '" + pool + "'") +
+        " runs containers (their agents found no podman, or run with --containers off)");
+  }
+  if (with_runtime > 0 && !mounts_allowed) return refused;
+  return Status::Ok();
 }
 
 }  // namespace berth

@@ -120,6 +120,10 @@ struct ContainerSpec {
 // is placed only on nodes with the first (server/core.cpp).
 inline constexpr char kContainerRuntimeLabel[] = "berth.container_runtime";
 inline constexpr char kContainerVersionLabel[] = "berth.container_runtime_version";
+// Checks a job's container.mounts against the host paths `node` lets containers mount (each with
+// what is below it); the error names the first mount refused, the node and its list.
+Status CheckContainerMounts(const ContainerSpec& spec, const std::vector<std::string>& allowed,
+                            const std::string& node);
 constexpr size_t kMaxImageRefBytes = 512;
 constexpr size_t kMaxContainerMounts = 32;
 

@@ -803,9 +803,12 @@ Status TaskParser::ParseTimeLimitScope(const YAML::Node& node, int line) {
 Status TaskParser::ParseImageId(const YAML::Node& node, int line) {
   const std::string text = node.IsScalar() ? Trim(node.Scalar()) : "";
   if (!StartsWith(text, "docker:")) {
-    return Error(line, fmt::format("resources.image_id: expected docker:IMAGE (a container image; "
-                                   "berth runs no VM images), got {}",
-                                   Describe(node)));
+    // A cloud's VM image (or SkyPilot's per-region map of them): ignored, as berth always did.
+    warnings_.emplace_back(
+        line, fmt::format("{}:{}: resources.image_id: only docker:IMAGE runs on berth (a container "
+                          "image); {} is a cloud's machine image; ignored",
+                          source_, line, Describe(node)));
+    return Status::Ok();
   }
   task_.spec.container.emplace().image = Trim(text.substr(7));
   return Status::Ok();

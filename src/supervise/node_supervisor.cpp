@@ -218,7 +218,8 @@ class NodeSupervisor {
         ::close(fd);
         continue;
       }
-      std::string hello = "berth-node-supervisor " + self_;
+      // "steps=pull": it runs RunPlan::pull (agent/launcher.cpp asks).
+      std::string hello = "berth-node-supervisor " + std::to_string(::getpid()) + " steps=pull\n";
       if (::write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) {
         ::close(fd);
         continue;

@@ -409,7 +409,8 @@ std::string PulledImage(const std::string& log_path) {
     std::vector<std::string> words = Split(Trim(line), ' ');
     if (words.size() == 5 && words[0] == "berth:" && words[1] == "image" && words[3] == "is" &&
         StartsWith(words[4], "sha256:")) {
-      image = words[2] + "@" + words[4];
+      // (a reference pinned by digest already names it)
+      image = words[2].substr(0, words[2].find('@')) + "@" + words[4];
     }
   }
   return image;
@@ -418,11 +419,14 @@ std::string PulledImage(const std::string& log_path) {
 std::string PullFailureReason(const std::string& log_path, int exit_code) {
   // podman's error is its last line.
   std::string error;
+  std::string mounts;  // the file mounts placed before the pull (agent/file_mounts.h) failed
   for (const std::string& line : Split(LogTail(log_path), '\n')) {
     std::string t = Trim(line);
     if (StartsWith(t, "Error: ")) error = t.substr(7);
     if (StartsWith(t, "berth: image pull failed: ")) error = t.substr(26);
+    if (StartsWith(t, "berth: file_mounts: ")) mounts = t.substr(7);
   }
+  if (!mounts.empty()) return mounts.size() > 1000 ? mounts.substr(0, 1000) + "..." : mounts;
   if (error.size() > 1000) error = error.substr(0, 1000) + "...";
   if (error.empty()) return "image pull failed (exit code " + std::to_string(exit_code) + ")";
   if (error.find("unauthorized") != std::string::npos ||

@@ -101,7 +101,8 @@ struct OpenedRank {
 std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pid_line);
 
 // Why a pull step that exited with `exit_code` failed, from the rank's output log `log_path` (the
-// last "Error: " line podman printed): "image pull failed: ...".
+// last "Error: " line podman printed): "image pull failed: ..."; or "file_mounts: cannot place
+// ..." when the file mounts placed before the pull failed.
 std::string PullFailureReason(const std::string& log_path, int exit_code);
 // The image a pull step resolved, from its last "berth: image REF is DIGEST" line in the log:
 // "REF@DIGEST" ("" if none). The supervisor records it as a second "pulling" event.

@@ -203,6 +203,12 @@ class ContainerTest(BerthTestCase):
         digests = [re.search(r"@(sha256:[0-9a-f]{64})", self.b.run("show", j, env=self.env)[1]).group(1)
                    for j in (first, second)]
         self.assertNotEqual(digests[0], digests[1])
+        # Pinned by the first digest: the old image, recorded once by its digest.
+        self.image = self.image.rsplit(":", 1)[0] + "@" + digests[0]
+        pinned = self.submit(self.task(["cat /etc/layer2.txt"]))
+        self.b.wait_status(pinned, "SUCCEEDED", timeout=120, env=self.env)
+        self.assertIn("second layer", self.logs(pinned))
+        self.assertIn(f"pulled image {self.image}\n", self.b.run("show", pinned, env=self.env)[1] + "\n")
 
     def test_a_gang_of_two_ranks_in_containers(self):
         self.start_agent("box2")
@@ -242,9 +248,11 @@ class ContainerTest(BerthTestCase):
                             env=self.env)
         self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
         self.assertIn(str(self.user.pw_uid), self.logs(job))
-        bad = self.submit(self.task(["true"], extra="container:\n  mounts: [\"/etc:/host-etc:ro\"]\n"))
-        done = self.b.wait_status(bad, "FAILED", timeout=60, env=self.env)
-        self.assertIn("container.mounts: '/etc:/host-etc:ro': /etc is not among the paths", done["reason"])
+        bad = self.task(["true"], extra="container:\n  mounts: [\"/etc:/host-etc:ro\"]\n")
+        rc, out, err = self.b.run("exec", "-d", bad, env=self.env, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("container.mounts: '/etc:/host-etc:ro': /etc is not among the paths box lets "
+                      "containers mount (none)", err)
 
 
 if __name__ == "__main__":

@@ -103,13 +103,13 @@ TEST(ContainerTest, EnvironmentIsTheTasksAndBerthsNotTheHosts) {
 TEST(ContainerTest, MountsOnlyUnderTheNodesAllowedPaths) {
   ContainerSpec spec;
   spec.mounts = {"/datasets/imagenet:/data:ro"};
-  EXPECT_TRUE(CheckContainerMounts(spec, {"/datasets"}).ok());
-  EXPECT_EQ(CheckContainerMounts(spec, {"/data"}).message(),
+  EXPECT_TRUE(CheckContainerMounts(spec, {"/datasets"}, "n1").ok());
+  EXPECT_EQ(CheckContainerMounts(spec, {"/data"}, "n1").message(),
             "container.mounts: '/datasets/imagenet:/data:ro': /datasets/imagenet is not among the "
-            "paths this node lets containers mount (/data)");
-  EXPECT_THAT(CheckContainerMounts(spec, {}).message(), HasSubstr("(none)"));
+            "paths n1 lets containers mount (/data)");
+  EXPECT_THAT(CheckContainerMounts(spec, {}, "n1").message(), HasSubstr("(none)"));
   spec.mounts = {"/datasets2:/d"};
-  EXPECT_FALSE(CheckContainerMounts(spec, {"/datasets"}).ok());
+  EXPECT_FALSE(CheckContainerMounts(spec, {"/datasets"}, "n1").ok());
 }
 
 TEST(ContainerTest, RunDirsAreShortAndApartPerStateDir) {
@@ -137,6 +137,11 @@ TEST(ContainerTest, APullFailureSaysWhyAndWhatToDo) {
   EXPECT_EQ(PullFailureReason(log, 3), "image pull failed (exit code 3)");
   std::ofstream(log) << "berth: image r/x:1 is sha256:ab\n";
   EXPECT_EQ(PulledImage(log), "r/x:1@sha256:ab");
+  std::ofstream(log) << "berth: image r/x@sha256:ab is sha256:ab\n";
+  EXPECT_EQ(PulledImage(log), "r/x@sha256:ab");
+  // The file mounts, placed before the pull, failed: that is the reason, not the image.
+  std::ofstream(log) << "berth: file_mounts: cannot place \"/x\" (as u)\n";
+  EXPECT_EQ(PullFailureReason(log, 1), "file_mounts: cannot place \"/x\" (as u)");
 }
 
 TEST(ContainerTest, DetectsPodmanAndItsVersion) {
@@ -256,6 +261,32 @@ TEST_F(PullScriptTest, AWarmImageStartsWithoutAskingPodman) {
   host.tag_ttl_s = 0;
   ASSERT_EQ(Pull(rank, host), 0) << output_;
   EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false"));
+}
+
+TEST_F(PullScriptTest, TagAnswersAreKeptPerReference) {
+  const std::string images = store_ + "/" + std::to_string(::getuid()) + "/storage/overlay-images";
+  std::filesystem::create_directories(images);
+  std::ofstream(images + "/images.json") << R"([{"digest":"sha256:feed"}])";
+  ContainerRank a = Rank();
+  a.spec.image = "127.0.0.1:5000/foo/bar_baz:1";
+  ASSERT_EQ(Pull(a), 0) << output_;
+  ContainerRank b = Rank();
+  b.spec.image = "127.0.0.1:5000/foo_bar/baz:1";  // the same once '/' and ':' are flattened
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(Pull(b), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false 127.0.0.1:5000/foo_bar/baz:1"));
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(Pull(a), 0) << output_;
+  EXPECT_EQ(Calls(), "");  // its own answer, still fresh
+}
+
+TEST_F(PullScriptTest, AFullDiskIsPrunedOnceEvenWithoutRetries) {
+  std::ofstream(dir_.File("error")) << "write /x: no space left on device";
+  std::ofstream(dir_.File("fails")) << "1";
+  ContainerHost host = Host(podman_, store_);
+  host.pull_retries = 0;
+  ASSERT_EQ(Pull(Rank(), host), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("image prune -a -f"));
 }
 
 TEST_F(PullScriptTest, NeverPullsWithPolicyNever) {

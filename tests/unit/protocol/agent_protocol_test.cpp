@@ -107,6 +107,18 @@ TEST(Register, RefusesWithTheServersMessages) {
       "register: each entry of 'running' needs an integer job, attempt and rank");
 }
 
+TEST(Register, ContainerMountsRoundTripAndAreChecked) {
+  RegisterRequest r = FullRegister();
+  r.container_mounts = {"/datasets", "/scratch/shared"};
+  EXPECT_EQ(RoundTrip(r), r);
+  auto decode = [](std::string_view text) { return ErrorOf(RegisterRequest::Decode(Parse(text))); };
+  const std::string ok = R"("name": "n", "node_id": "0123456789", "cpus_milli": 1000)";
+  const std::string message = "register: 'container_mounts' must be at most 64 absolute paths";
+  EXPECT_EQ(decode("{" + ok + R"(, "container_mounts": ["data"]})"), message);
+  EXPECT_EQ(decode("{" + ok + R"(, "container_mounts": "/data"})"), message);
+  EXPECT_EQ(decode("{" + ok + R"(, "container_mounts": [7]})"), message);
+}
+
 TEST(Register, ValidateHoldsForHandBuiltRequests) {
   RegisterRequest r = FullRegister();
   EXPECT_TRUE(r.Validate().ok());

@@ -403,9 +403,13 @@ TEST(TaskYaml, ImageIdAndContainerBlock) {
 }
 
 TEST(TaskYaml, ContainerErrorsNameTheLine) {
-  EXPECT_EQ(ErrorOf("run: x\nresources:\n  image_id: ami-12345\n"),
-            "task.yaml:3: resources.image_id: expected docker:IMAGE (a container image; berth "
-            "runs no VM images), got \"ami-12345\"");
+  auto ami = ParseTaskYaml("run: x\nresources:\n  image_id: ami-12345\n", "task.yaml");
+  ASSERT_TRUE(ami.ok()) << ami.status().message();
+  EXPECT_FALSE(ami->spec.container);
+  ASSERT_EQ(ami->warnings.size(), 1u);
+  EXPECT_EQ(ami->warnings[0],
+            "task.yaml:3: resources.image_id: only docker:IMAGE runs on berth (a container "
+            "image); \"ami-12345\" is a cloud's machine image; ignored");
   EXPECT_EQ(ErrorOf("run: x\ncontainer:\n  pull: always\n"),
             "task.yaml:3: container: says how to run an image, but no image is named; add "
             "resources.image_id: docker:IMAGE");
