@@ -89,20 +89,16 @@ def main():
         run_dirs = [d for d in os.listdir("/run/berth")]
         run = next(os.path.join("/run/berth", d, str(user.pw_uid)) for d in run_dirs
                    if os.path.isdir(os.path.join("/run/berth", d, str(user.pw_uid))))
-        digest = sh("setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "env",
-                    f"XDG_RUNTIME_DIR={run}/xdg", f"HOME={home}", "podman", "--root", store + "/storage",
-                    "--runroot", run + "/run", "--tmpdir", store + "/tmp", "--cgroup-manager=cgroupfs",
-                    "--events-backend=file", *(["--runtime", "runc"] if not os.path.exists(
-                        "/sys/fs/cgroup/cgroup.controllers") else []),
-                    "image", "inspect", "--format", "{{.Digest}}", image).stdout.strip().splitlines()[-1]
+        # podman as the user, with the store and flags the agent gives it (agent/container.cpp).
+        v1 = not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "env",
+                   f"XDG_RUNTIME_DIR={run}/xdg", f"HOME={home}", "podman", "--root", store + "/storage",
+                   "--runroot", run + "/run", "--tmpdir", store + "/tmp", "--cgroup-manager=cgroupfs",
+                   "--events-backend=file", *(["--runtime", "runc"] if v1 else [])]
+        digest = sh(*as_user, "image", "inspect", "--format", "{{.Digest}}", image).stdout.strip().splitlines()[-1]
         pinned = image.rsplit(":", 1)[0] + "@" + digest
-        floor_cmd = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "env",
-                     f"XDG_RUNTIME_DIR={run}/xdg", f"HOME={home}", "podman", "--root", store + "/storage",
-                     "--runroot", run + "/run", "--tmpdir", store + "/tmp", "--cgroup-manager=cgroupfs",
-                     "--events-backend=file",
-                     *(["--runtime", "runc"] if not os.path.exists("/sys/fs/cgroup/cgroup.controllers") else
-                       ["--cgroups=disabled"]),
-                     "run", "--rm", "--pull=never", "--userns=keep-id", "--network=host", image, "true"]
+        floor_cmd = [*as_user, "run", "--rm", "--pull=never", "--userns=keep-id", "--network=host",
+                     *([] if v1 else ["--cgroups=disabled"]), image, "true"]
         timed(floor_cmd, cwd=work)
         berth_job(pinned)
         cases = {
