@@ -274,7 +274,10 @@ function jobRow(j, child) {
     h('td', {}, j.name), h('td', {}, j.user), h('td', {}, statusEl(j.status)), h('td', {}, String(j.priority)),
     h('td', { class: 'small' }, acc + (j.num_nodes > 1 ? ` ×${j.num_nodes} nodes` : '')),
     h('td', { class: 'small muted' }, ago(j.submitted_at)),
-    h('td', { class: 'reason' }, j.status === 'PENDING' || j.status === 'FAILED' || j.status === 'CANCELLED' ? j.reason : (j.placement || []).map((p) => p.node).join(', ')));
+    h('td', { class: 'reason' }, j.status === 'PENDING' || j.status === 'FAILED' || j.status === 'CANCELLED' ? j.reason
+      // a container job's image being pulled (docs/task-yaml.md "Containers"): say so, and where
+      : j.status === 'STARTING' && (j.reason || '').startsWith('pulling image') ? `${j.reason} on ${(j.placement || []).map((p) => p.node).join(', ')}`
+        : (j.placement || []).map((p) => p.node).join(', ')));
 }
 
 async function renderQueue() {
