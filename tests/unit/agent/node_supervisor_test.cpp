@@ -68,11 +68,13 @@ class NodeSupervisorTest : public ::testing::Test {
   }
 
   // A rank of job `job` whose run step is `run`.
-  std::string NewJob(int job, const std::string& run, const std::string& setup = "") {
+  std::string NewJob(int job, const std::string& run, const std::string& setup = "",
+                     const std::string& pull = "") {
     std::string dir = root_ + "/jobs/" + std::to_string(job) + "-1-0";
     std::filesystem::create_directories(dir);
     RunPlan plan;
     plan.workdir = dir;
+    plan.pull = pull;
     plan.setup = setup;
     plan.run = run;
     plan.run_env = {{"PATH", "/usr/bin:/bin"},
@@ -133,6 +135,37 @@ TEST_F(NodeSupervisorTest, RunsEachRankAndRecordsItsEnd) {
   // Where a restarted agent and `berth local down` find it.
   EXPECT_EQ(ReadFileOr(a + "/supervisor.pid"), std::to_string(*pa) + "\n");
   EXPECT_EQ(ReadFileOr(root_ + "/" + kNodeSupervisorPidFile), std::to_string(*pa) + "\n");
+}
+
+// A container rank's pull step (agent/container.h) runs first, as a phase of its own: its image is
+// recorded; a failed pull ends the rank in phase "pull" with podman's error, and setup never runs.
+TEST_F(NodeSupervisorTest, APullStepComesFirstAndItsFailureEndsTheRank) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string ok = NewJob(1, "echo ran", "echo set", "echo 'berth: image r/x:1 is sha256:ab'");
+  std::string bad =
+      NewJob(2, "echo ran", "echo set",
+             "echo 'Error: reading manifest 1 in r/x: manifest unknown' >&2; exit 125");
+  auto pa = launcher.StartWithPull(ok);
+  auto pb = launcher.StartWithPull(bad);
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  EXPECT_EQ(*pa, *pb) << "this node supervisor runs pull steps itself";
+  ASSERT_TRUE(WaitFor([&] { return Ended(ok) && Ended(bad); }, 10'000));
+  auto ea = Events(ok);
+  ASSERT_EQ(ea.size(), 6u);
+  EXPECT_EQ(ea[0].kind, "pulling");
+  EXPECT_EQ(ea[0].reason, "");
+  EXPECT_EQ(ea[1].kind, "pulling");
+  EXPECT_EQ(ea[1].reason, "r/x:1@sha256:ab");
+  EXPECT_EQ(ea[2].kind, "setting_up");
+  EXPECT_EQ(ea[3].kind, "running");
+  EXPECT_EQ(ea[5].exit_code, 0);
+  auto eb = Events(bad);
+  ASSERT_EQ(eb.size(), 3u);
+  EXPECT_EQ(eb[0].kind, "pulling");
+  EXPECT_EQ(eb[2].exit_code, 125);
+  EXPECT_EQ(eb[2].phase, "pull");
+  EXPECT_EQ(eb[2].reason, "image pull failed: reading manifest 1 in r/x: manifest unknown");
+  EXPECT_EQ(ReadFileOr(bad + "/output.log").find("set"), std::string::npos) << "setup ran";
 }
 
 // A rank's bash exits, leaving a process in a session of its own (with the job's environment) and
