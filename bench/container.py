@@ -17,6 +17,7 @@ placement, the agent's launch, the pull step (the image is on the node) and the 
 floor and tag / floor <= 1.3 (with the job's default 0.5 CPU). Needs root, podman, runc (on a cgroup v1 host) and docker-registry.
 """
 import argparse
+import glob
 import json
 import os
 import pwd
@@ -86,9 +87,8 @@ def main():
 
         berth_job(image)  # pulls it: the store is warm from here on
         store = os.path.join(state, "containers", str(user.pw_uid))
-        run_dirs = [d for d in os.listdir("/run/berth")]
-        run = next(os.path.join("/run/berth", d, str(user.pw_uid)) for d in run_dirs
-                   if os.path.isdir(os.path.join("/run/berth", d, str(user.pw_uid))))
+        run = next(os.path.join(d, str(user.pw_uid)) for d in glob.glob("/run/berth-*")
+                   if os.path.isdir(os.path.join(d, str(user.pw_uid))))
         # podman as the user, with the store and flags the agent gives it (agent/container.cpp).
         v1 = not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
         as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "env",
@@ -140,9 +140,9 @@ def main():
         subprocess.run(["pkill", "-u", str(uid)])
         time.sleep(0.5)
         sh("userdel", "--remove", name, check=False)
-        for base in os.listdir("/run/berth") if os.path.isdir("/run/berth") else []:
-            subprocess.run(["rm", "-rf", os.path.join("/run/berth", base, str(uid))])
-            subprocess.run(["rmdir", os.path.join("/run/berth", base)], stderr=subprocess.DEVNULL)
+        for base in glob.glob("/run/berth-*"):
+            subprocess.run(["rm", "-rf", os.path.join(base, str(uid))])
+            subprocess.run(["rmdir", base], stderr=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

@@ -105,9 +105,7 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
   // others'. Made by the first container job (a node that runs none has none).
   const bool root = ::geteuid() == 0;
   BERTH_RETURN_IF_ERROR(OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711));
-  if (root) {
-    BERTH_RETURN_IF_ERROR(OwnedDir("/run/berth", 0, 0, 0755));
-  } else if (StartsWith(containers_.run_dir, "/tmp/")) {
+  if (!root && StartsWith(containers_.run_dir, "/tmp/")) {
     // No runtime dir of its own: a name in /tmp, which must be this user's and nobody else's.
     struct stat st {};
     if (::lstat(containers_.run_dir.c_str(), &st) == 0 &&

@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "common/strings.h"
+#include "supervise/cgroup.h"
+#include "upload/digest.h"
 
 namespace berth {
 namespace {
@@ -32,13 +34,6 @@ std::string RegistryOf(const std::string& image) {
   const bool host = first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
                     first == "localhost";
   return host ? first : "";
-}
-
-// 8 hex digits of FNV-1a over `text`.
-std::string ShortHash(const std::string& text) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-  return fmt::format("{:08x}", static_cast<uint32_t>(hash ^ (hash >> 32)));
 }
 
 }  // namespace
@@ -68,10 +63,11 @@ std::string UserRunDir(const ContainerHost& host, uid_t uid) {
 
 std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid,
                             const std::string& runtime_dir) {
-  const std::string tag = ShortHash(state_dir);
-  if (root) return "/run/berth/" + tag;
-  if (!runtime_dir.empty() && runtime_dir.size() <= 24) return runtime_dir + "/berth-" + tag;
-  return fmt::format("/tmp/berth-{}-{}", uid, tag);
+  // Named as the agent's cgroups are: one per state dir.
+  const std::string name = AgentCgroupName(state_dir);
+  if (root) return "/run/" + name;
+  if (!runtime_dir.empty() && runtime_dir.size() <= 24) return runtime_dir + "/" + name;
+  return fmt::format("/tmp/{}-{}", name, uid);
 }
 
 std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::string>& env,
@@ -99,7 +95,7 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   const PullPolicy pull = rank.spec.pull;
   const bool pinned = image.find('@') != std::string::npos;
   // What a tag resolved to: "DIGEST REF" (the reference checked, as names are hashes).
-  const std::string cache = store + "/tags/" + ShortHash(image);
+  const std::string cache = store + "/tags/" + upload::Sha256Hex(image);
   std::string s = fmt::format(
       // The user's own directories below the two the agent made theirs.
       "umask 077\n"

@@ -44,7 +44,7 @@ struct ContainerHost {
   bool cgroup_v2 = false;
   std::string store_dir;  // <state>/containers: each user's image store below, by uid
   // Each user's run root and runtime dir below, by uid: short (podman refuses a run root over 50
-  // characters) and on tmpfs where it can be: /run/berth/HASH, HASH of the state dir's path.
+  // characters) and on tmpfs where it can be: /run/berth-HASH (ContainerRunDir).
   std::string run_dir;
   // Registries reached over plain HTTP ("127.0.0.1:5000"): --insecure-registry.
   std::vector<std::string> insecure_registries;
@@ -89,8 +89,9 @@ struct ContainerRank {
 // run root at run/ and XDG_RUNTIME_DIR at xdg/.
 std::string UserStoreDir(const ContainerHost& host, uid_t uid);
 std::string UserRunDir(const ContainerHost& host, uid_t uid);
-// "/run/berth/HASH" (root), else "RUNTIME_DIR/berth-HASH" (the agent's XDG_RUNTIME_DIR), else
-// "/tmp/berth-UID-HASH": HASH, 8 hex digits of `state_dir`'s path, keeps two agents apart.
+// "/run/berth-HASH" (root), else "RUNTIME_DIR/berth-HASH" (the agent's XDG_RUNTIME_DIR), else
+// "/tmp/berth-HASH-UID": berth-HASH is the agent's cgroup name (supervise/cgroup.h
+// AgentCgroupName), which keeps two agents of one machine apart.
 std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid,
                             const std::string& runtime_dir = "");
 

@@ -79,7 +79,7 @@ class ContainerTest(BerthTestCase):
 
     def remove_run_dirs(self):
         """The agent's per-user run dirs on /run (agent/container.h) go with the test's user."""
-        for base in glob.glob("/run/berth/*"):
+        for base in glob.glob("/run/berth-*"):
             shutil.rmtree(os.path.join(base, str(self.user.pw_uid)), ignore_errors=True)
             try:
                 os.rmdir(base)

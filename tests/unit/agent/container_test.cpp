@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "fakes/fake_health.h"
 #include "fakes/temp_dir.h"
+#include "supervise/cgroup.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -114,11 +115,12 @@ TEST(ContainerTest, MountsOnlyUnderTheNodesAllowedPaths) {
 
 TEST(ContainerTest, RunDirsAreShortAndApartPerStateDir) {
   const std::string a = ContainerRunDir("/var/lib/berth-agent", true, 0);
-  EXPECT_EQ(a.size(), std::string("/run/berth/12345678").size());
-  EXPECT_TRUE(a.starts_with("/run/berth/"));
+  EXPECT_EQ(a, "/run/" + AgentCgroupName("/var/lib/berth-agent"));
   EXPECT_EQ(a, ContainerRunDir("/var/lib/berth-agent", true, 0));
   EXPECT_NE(a, ContainerRunDir("/var/lib/berth-agent2", true, 0));
-  EXPECT_TRUE(ContainerRunDir("/x", false, 1000).starts_with("/tmp/berth-1000-"));
+  EXPECT_EQ(ContainerRunDir("/x", false, 1000), "/tmp/" + AgentCgroupName("/x") + "-1000");
+  EXPECT_EQ(ContainerRunDir("/x", false, 1000, "/run/user/1000"),
+            "/run/user/1000/" + AgentCgroupName("/x"));
 }
 
 TEST(ContainerTest, APullFailureSaysWhyAndWhatToDo) {
