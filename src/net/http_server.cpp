@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace berth::net {
 
@@ -81,11 +82,48 @@ bool IsHangupOrTimeout(const beast::error_code& ec) {
          ec == ssl::error::stream_truncated;
 }
 
+// What Stop() needs of a connection: to close it once no worker runs.
+class Closable {
+ public:
+  virtual ~Closable() = default;
+  // Only with no thread running the io_context (Stop, after joining the workers).
+  virtual void CloseStopped() = 0;
+};
+
+// The connections a server accepted, so that Stop() closes them rather than leaving them open,
+// unread, in a stopped io_context until the server object is destroyed (a client would wait for
+// its deadline). Weak references: a connection that ended is pruned, amortised, on Add.
+//
+// Thread-safety: Add from the accepting workers, CloseAll from Stop; one internal mutex.
+class OpenConnections {
+ public:
+  void Add(std::weak_ptr<Closable> connection) {
+    MutexLock lock(mu_);
+    if (connections_.size() >= prune_at_) {
+      std::erase_if(connections_, [](const auto& c) { return c.expired(); });
+      prune_at_ = std::max<size_t>(64, connections_.size() * 2);
+    }
+    connections_.push_back(std::move(connection));
+  }
+  void CloseAll() {
+    MutexLock lock(mu_);
+    for (const auto& weak : connections_) {
+      if (std::shared_ptr<Closable> c = weak.lock()) c->CloseStopped();
+    }
+    connections_.clear();
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::weak_ptr<Closable>> connections_ GUARDED_BY(mu_);
+  size_t prune_at_ GUARDED_BY(mu_) = 64;
+};
+
 // One connection. All socket work happens on the session's strand; Responder calls from other
 // threads are posted onto it. `Stream` is PlainStream, TlsStream or UnixStream; deadlines and
 // closing act on its lowest layer (a beast::basic_stream).
 template <class Stream>
-class Session : public std::enable_shared_from_this<Session<Stream>> {
+class Session : public Closable, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
@@ -134,6 +172,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
   bool closed() const { return closed_; }
   size_t backlog() const { return backlog_; }
+  void CloseStopped() override { Close(); }
 
  private:
   auto& Lowest() { return beast::get_lowest_layer(stream_); }
@@ -557,6 +596,15 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
   std::atomic<bool> stopped{false};
   int port = 0;
+  OpenConnections connections;
+
+  template <class Stream, class... StreamArgs>
+  void StartSession(PeerInfo peer, StreamArgs&&... stream_args) {
+    auto session = std::make_shared<Session<Stream>>(std::move(peer), handler, options,
+                                                     std::forward<StreamArgs>(stream_args)...);
+    connections.Add(session);
+    session->Start();
+  }
 
   Status LoadTls() {
     const auto& o = options;
@@ -668,12 +716,9 @@ struct HttpServer::Impl {
       socket.set_option(tcp::no_delay(true), ignored);
       PeerInfo peer = TcpPeer(socket, tls.has_value());
       if (tls) {
-        std::make_shared<Session<TlsStream>>(std::move(peer), handler, options, std::move(socket),
-                                             *tls)
-            ->Start();
+        StartSession<TlsStream>(std::move(peer), std::move(socket), *tls);
       } else {
-        std::make_shared<Session<PlainStream>>(std::move(peer), handler, options, std::move(socket))
-            ->Start();
+        StartSession<PlainStream>(std::move(peer), std::move(socket));
       }
       AcceptTcp();
     });
@@ -688,8 +733,7 @@ struct HttpServer::Impl {
         return;
       }
       PeerInfo peer = UnixPeer(socket);
-      std::make_shared<Session<UnixStream>>(std::move(peer), handler, options, std::move(socket))
-          ->Start();
+      StartSession<UnixStream>(std::move(peer), std::move(socket));
       AcceptUnix();
     });
   }
@@ -769,6 +813,9 @@ void HttpServer::Stop() {
   beast::error_code ignored;
   impl_->tcp_acceptor.close(ignored);
   impl_->CloseUnix();
+  // Connections accepted (even ones whose request is not read yet) close now: a client gets an
+  // error at once and tries again elsewhere, rather than waiting out its deadline.
+  impl_->connections.CloseAll();
 }
 
 void HttpServer::Post(std::function<void()> fn) {

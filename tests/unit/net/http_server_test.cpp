@@ -193,6 +193,28 @@ TEST(HttpServerDeadlines, IdleKeepAliveConnectionIsClosed) {
               static_cast<long long>(r.elapsed_ms));
 }
 
+// Stop closes the connections it accepted, at once, while the server object still exists: one
+// that sent nothing and one half-way through its header both see the close, not their deadlines
+// (10 s here). An HA follower stops its small server and keeps the object while it leads; before
+// this, an agent that connected at that moment waited out its 10 s request deadline.
+TEST(HttpServerStop, ClosesAcceptedConnectionsAtOnce) {
+  HttpServer server(ShortTimeouts(), DescribingHandler());
+  ASSERT_TRUE(server.Start().ok());
+  RawSocket silent = RawSocket::Tcp("127.0.0.1", server.port());
+  RawSocket half = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(silent.ok() && half.ok());
+  ASSERT_TRUE(half.Send("GET /who HTTP/1.1\r\nHost: x\r\nX-Half"));
+  // Let the workers accept both and start reading.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.Stop();
+  for (RawSocket* s : {&silent, &half}) {
+    auto r = s->ReadUntilClosed(5'000);
+    EXPECT_TRUE(r.closed) << "an accepted connection stayed open after Stop";
+    EXPECT_LT(r.elapsed_ms, 2'000);
+    EXPECT_EQ(r.data, "");
+  }
+}
+
 // Header timeout 300 ms, idle timeout 10 s: a client that sends half a header and stops is closed
 // at the header deadline.
 TEST(HttpServerDeadlines, HalfAHeaderIsClosedAtTheHeaderDeadline) {
