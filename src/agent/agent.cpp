@@ -590,6 +590,15 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   proto::JobEnvironment env = proto::BuildJobEnvironment(m, spec.envs, base);
   plan.setup_env = std::move(env.setup_env);
   plan.run_env = std::move(env.run_env);
+  // Every job learns the node's name; on a node that runs containers, where the user's podman is
+  // (agent/container.h kPodmanEnv: there once a container job of theirs ran here).
+  for (auto* e : {&plan.setup_env, &plan.run_env}) {
+    (*e)["BERTH_NODE"] = options_.name;
+    if (!containers_.runtime.empty()) {
+      (*e)[kPodmanEnv] =
+          UserStoreDir(containers_, account ? account->uid : ::geteuid()) + "/podman";
+    }
+  }
   plan.setup = spec.setup;
   plan.run = spec.run;
   std::string mount_script;
@@ -858,9 +867,19 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
     std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
                                        events.end());
-    const bool shipped_all = ShipOutput(job, session, final, &shipped_output);
+    // While its image downloads (a "pulling" not followed by what it resolved to), the rank's
+    // output says how far it got: the job's reason shows it.
+    std::optional<std::string> progress;
+    const bool pulling = std::any_of(events.begin(), events.end(),
+                                     [](const auto& e) { return e.kind == "pulling"; }) &&
+                         std::none_of(events.begin(), events.end(), [](const auto& e) {
+                           return (e.kind == "pulling" && !e.reason.empty()) || e.kind == "exited";
+                         });
+    const bool shipped_all =
+        ShipOutput(job, session, final, &shipped_output, pulling ? &progress : nullptr);
     size_t reported = job.events_seen;
     if (shipped_all) {
+      if (progress) new_reports.push_back(proto::Report::PullProgress(job.id, *progress));
       AddEventReports(job.id, fresh, new_reports);
       reported = events.size();
     }
@@ -944,8 +963,8 @@ void Agent::ApplyReportAnswer(const proto::ReportRequest& request,
   for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
 }
 
-bool Agent::ShipOutput(LocalJob& job, const std::string& session, bool final,
-                       bool* shipped_output) {
+bool Agent::ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output,
+                       std::optional<std::string>* pull_progress) {
   struct stat st {};
   int64_t size = ::stat((job.dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
   for (int round = 0; job.log_shipped < size; ++round) {
@@ -971,6 +990,9 @@ bool Agent::ShipOutput(LocalJob& job, const std::string& session, bool final,
     // resume from its size.
     job.log_shipped = std::min<int64_t>(answer->size, size);
     *shipped_output = true;
+    if (pull_progress) {
+      if (std::optional<std::string> p = LastPullProgress(buf)) *pull_progress = std::move(p);
+    }
     if (!answer->error.empty() && answer->size > size) break;
   }
   return true;

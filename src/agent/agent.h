@@ -194,9 +194,10 @@ class Agent {
   bool ShipOnce(bool final, const std::set<std::string>* only = nullptr, bool may_hold = false)
       EXCLUDES(mu_);
   // ShipOnce's parts: ships `job`'s new output (false: not all of it went, try again later;
-  // *shipped_output when some did); the reports of its new events; what the server answered.
-  bool ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output)
-      EXCLUDES(mu_);
+  // *shipped_output when some did; *pull_progress, when not null, the last pull progress line
+  // shipped); the reports of its new events; what the server answered.
+  bool ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output,
+                  std::optional<std::string>* pull_progress = nullptr) EXCLUDES(mu_);
   static void AddEventReports(const proto::AttemptRank& id,
                               const std::vector<SupervisorEvent>& fresh,
                               std::vector<proto::Report>& out);

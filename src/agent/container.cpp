@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/strings.h"
 #include "supervise/cgroup.h"
@@ -74,13 +75,87 @@ std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::stri
                                            const std::vector<std::string>& task_envs) {
   std::vector<std::string> out;
   for (const auto& [name, value] : env) {
-    const bool ours = StartsWith(name, "BERTH_") || StartsWith(name, "SKYPILOT_") ||
-                      name == "CUDA_VISIBLE_DEVICES" || name == "HOME" || name == "USER" ||
-                      name == "LOGNAME";
+    // (BERTH_PODMAN is a path on the host: nothing inside the image)
+    const bool ours = (StartsWith(name, "BERTH_") && name != kPodmanEnv) ||
+                      StartsWith(name, "SKYPILOT_") || name == "CUDA_VISIBLE_DEVICES" ||
+                      name == "HOME" || name == "USER" || name == "LOGNAME";
     const bool task = std::find(task_envs.begin(), task_envs.end(), name) != task_envs.end();
     if (ours || task) out.push_back(name);
   }
   return out;
+}
+
+namespace {
+
+// berth_progress: while podman pulls (with $log its output), every `every_ms` a line
+// "berth: pull progress: L layers, B bytes" when B grew. podman prints nothing while a layer
+// downloads when its output is not a terminal; it downloads each blob into a file under TMPDIR
+// (set here to the user's download dir: one pull of theirs at a time, under the lock), so the
+// largest size each file reached, summed, is what came so far. L counts the blobs it fetches
+// ("Copying blob" lines, not those "skipped: already exists").
+std::string ProgressFunction(const std::string& store, int every_ms) {
+  return fmt::format(
+      "export TMPDIR={download}\n"
+      "berth_progress() {{\n"
+      "  local -A most; local last=0 total size name v layers\n"
+      // A wait with no process of its own (nothing of it outlives the pull when it is killed):
+      // a read of a pipe that nobody writes, for as long as the timeout.
+      "  while :; do\n"
+      "    read -rt {every} <> <(:)\n"
+      "    while read -r size name; do\n"
+      "      [ \"${{most[$name]:-0}}\" -lt \"$size\" ] && most[$name]=$size\n"
+      "    done < <(find \"$TMPDIR\" -type f -printf '%s %p\\n' 2>/dev/null)\n"
+      "    total=0; for v in \"${{most[@]}}\"; do total=$((total + v)); done\n"
+      "    [ $total -gt $last ] || continue\n"
+      "    last=$total\n"
+      "    layers=$(grep '^Copying blob' \"$log\" | grep -vc 'skipped')\n"
+      "    echo \"berth: pull progress: $layers layers, $total bytes\"\n"
+      "  done\n"
+      "}}\n",
+      fmt::arg("download", ShellQuote(store + "/download")),
+      fmt::arg("every", fmt::format("{:.3f}", every_ms / 1000.0)));
+}
+
+}  // namespace
+
+std::string PodmanWrapper(const ContainerHost& host, uid_t uid) {
+  return "#!/bin/bash\n"
+         "# berth: podman with your image store on this node (written by your container jobs)\n"
+         "export XDG_RUNTIME_DIR=" +
+         ShellQuote(UserRunDir(host, uid) + "/xdg") + "\nexec " + PodmanCommand(host, uid) +
+         " \"$@\"";
+}
+
+std::optional<std::string> LastPullProgress(std::string_view output) {
+  static constexpr std::string_view kMarker = "berth: pull progress: ";
+  // The last complete line that says it.
+  for (size_t end = output.rfind('\n'); end != std::string_view::npos && end > 0;) {
+    const size_t begin = output.rfind('\n', end - 1);
+    std::string_view line = output.substr(begin == std::string_view::npos ? 0 : begin + 1,
+                                          end - (begin == std::string_view::npos ? 0 : begin + 1));
+    if (StartsWith(line, kMarker)) {
+      long long layers = -1, bytes = -1;
+      char tail[8] = {};
+      const std::string rest(line.substr(kMarker.size()));
+      if (std::sscanf(rest.c_str(), "%lld layers, %lld %7s", &layers, &bytes, tail) != 3 ||
+          layers < 0 || bytes < 0 || std::string_view(tail) != "bytes") {
+        return std::nullopt;
+      }
+      return fmt::format("{} {}, {} downloaded", layers, layers == 1 ? "layer" : "layers",
+                         FormatDownloaded(bytes));
+    }
+    if (begin == std::string_view::npos) break;
+    end = begin;
+  }
+  return std::nullopt;
+}
+
+std::string FormatDownloaded(int64_t bytes) {
+  // Decimal units, as registries and podman show sizes.
+  if (bytes < 1000) return fmt::format("{} B", bytes);
+  if (bytes < 1'000'000) return fmt::format("{} kB", (bytes + 500) / 1000);
+  if (bytes < 1'000'000'000) return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6);
+  return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9);
 }
 
 std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
@@ -99,8 +174,18 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   std::string s = fmt::format(
       // The user's own directories below the two the agent made theirs.
       "umask 077\n"
-      "mkdir -p {store}/storage {store}/tmp {store}/tags {run}/run {run}/xdg || exit 125\n"
+      "mkdir -p {store}/storage {store}/tmp {store}/tags {store}/download {run}/run {run}/xdg || "
+      "exit 125\n"
       "export XDG_RUNTIME_DIR={run}/xdg\n"
+      // The user's podman on this node, with this store ($BERTH_PODMAN in every job): rewritten
+      // when it says something else (another agent version), else left alone (read by bash
+      // itself: a warm start spawns nothing for it).
+      "wrapper={wrapper_text}\n"
+      "current=; IFS= read -rd '' current < {store}/podman 2>/dev/null\n"
+      "if [ \"$current\" != \"$wrapper\"$'\\n' ]; then\n"
+      "  printf '%s\\n' \"$wrapper\" > {store}/podman.new && chmod 700 {store}/podman.new && "
+      "mv -f {store}/podman.new {store}/podman\n"
+      "fi\n"
       "image={image}\n"
       "cache={cache}\n"
       // Containers of this user's jobs killed past their grace leave a record (no process):
@@ -113,7 +198,8 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "known() {{ grep -qs \"\\\"$1\\\"\" {store}/storage/*-images/images.json; }}\n",
       fmt::arg("store", ShellQuote(store)), fmt::arg("run", ShellQuote(run_dir)),
       fmt::arg("image", ShellQuote(image)), fmt::arg("cache", ShellQuote(cache)),
-      fmt::arg("podman", podman));
+      fmt::arg("podman", podman),
+      fmt::arg("wrapper_text", ShellQuote(PodmanWrapper(host, rank.uid))));
   // A warm image needs no lock and no podman.
   if (pinned && pull != PullPolicy::kAlways) {
     s += fmt::format("if known {0}; then echo \"berth: image $image is {0}\"; exit 0; fi\n",
@@ -132,6 +218,7 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   // One pull at a time of this user's on this node (released while waiting to try again): a
   // second job of an image waits for the first pull, then finds its layers here.
   s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
+  s += ProgressFunction(store, host.pull_progress_ms);
   s += "digest=$(" + podman +
        " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
   if (pull == PullPolicy::kNever) {
@@ -156,8 +243,10 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "  log=$XDG_RUNTIME_DIR/pull-{name}.log\n"
       "  delay=2 tries=0 pruned=0 unreachable=0\n"
       "  while :; do\n"
+      "    : > \"$log\"; berth_progress & reporter=$!\n"
       "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
       "    rc=${{PIPESTATUS[0]}}\n"
+      "    kill $reporter 2>/dev/null; wait $reporter 2>/dev/null\n"
       "    [ $rc = 0 ] && break\n"
       "    unreachable=0\n"
       // A full disk: this user's images that no container uses go (once), then it is tried

@@ -22,7 +22,9 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +57,8 @@ struct ContainerHost {
   // A tag asked of its registry less than this long ago is taken as it resolved then (0: asked
   // every time): a job of a warm image then starts without a registry round trip.
   int tag_ttl_s = 60;
+  // How often a pull says how far it got (a line in the job's log, and the job's reason).
+  int pull_progress_ms = 2000;
   // The node has NVIDIA's CDI spec (/etc/cdi or /var/run/cdi): GPUs go in as nvidia.com/gpu=N,
   // which also brings the driver's libraries; else as device files.
   bool cdi_gpus = false;
@@ -101,9 +105,22 @@ std::string ContainerRunDir(const std::string& state_dir, bool root, uid_t uid,
 std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::string>& env,
                                            const std::vector<std::string>& task_envs);
 
+// The variable that tells every job on a node that runs containers where the user's podman is:
+// UserStoreDir/podman, a script the pull step writes (PodmanWrapper) that runs podman with the
+// user's store, so that a host job can list, remove, load or build images there (`berth image`).
+inline constexpr char kPodmanEnv[] = "BERTH_PODMAN";
+// Its text (no trailing newline).
+std::string PodmanWrapper(const ContainerHost& host, uid_t uid);
+
 // The pull step's script: honours container.pull, retries a registry it cannot reach, prints
+// "berth: pull progress: L layers, B bytes" every pull_progress_ms while bytes come, and
 // "berth: image REF is sha256:..." when done.
 std::string PullScript(const ContainerHost& host, const ContainerRank& rank);
+// The last complete progress line in `output` (a stretch of a rank's log), as the job's reason
+// shows it: "3 layers, 182.4 MB downloaded". None when there is none.
+std::optional<std::string> LastPullProgress(std::string_view output);
+// 400 B, 12 kB, 182.4 MB, 2.31 GB.
+std::string FormatDownloaded(int64_t bytes);
 // A step's script: `podman run` of the image running `script_in_container` (a mounted script).
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run);
 

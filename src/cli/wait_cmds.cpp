@@ -21,8 +21,11 @@ namespace {
 
 using Counts = std::map<std::string, int64_t>;  // status name -> jobs
 
-// The counts of what is waited for: a group's from the server, or each job's own status.
-Result<Counts> Poll(Connection& conn, const WaitFlags& f, int64_t* total) {
+// The counts of what is waited for: a group's from the server, or each job's own status. Waiting
+// for one job that has not started yet, *why: its reason (why it waits, or how far its image's
+// pull got).
+Result<Counts> Poll(Connection& conn, const WaitFlags& f, int64_t* total, std::string* why) {
+  why->clear();
   Counts counts;
   if (f.group) {
     auto res = conn.Call("GET", fmt::format("/v1/groups/{}", *f.group));
@@ -38,7 +41,15 @@ Result<Counts> Poll(Connection& conn, const WaitFlags& f, int64_t* total) {
   for (int64_t id : f.ids) {
     auto res = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
     if (!res.ok()) return res.status();
-    ++counts[std::string(res->as_object().at("status").as_string())];
+    const json::object& job = res->as_object();
+    const std::string status(job.at("status").as_string());
+    ++counts[status];
+    if (f.ids.size() == 1 && (status == JobStatusName(JobStatus::kPending) ||
+                              status == JobStatusName(JobStatus::kStarting))) {
+      if (const json::value* r = job.if_contains("reason"); r && r->is_string()) {
+        *why = std::string(r->as_string());
+      }
+    }
   }
   return counts;
 }
@@ -59,6 +70,7 @@ struct Progress {
   int64_t failed = 0;  // failed, failed in setup, lost, preempted
   int64_t cancelled = 0;
   int64_t total = 0;
+  std::string why;  // one job not started yet: its reason
   int64_t done() const { return succeeded + failed + cancelled; }
   bool operator==(const Progress&) const = default;
 };
@@ -94,12 +106,14 @@ int Wait(const GlobalFlags& g, const WaitFlags& f) {
   std::optional<Progress> last;
   while (true) {
     int64_t total = 0;
-    auto counts = Poll(conn, f, &total);
+    std::string why;
+    auto counts = Poll(conn, f, &total, &why);
     if (!counts.ok()) {
       if (tty) fmt::print("\n");
       return Fail(counts.status());
     }
-    const Progress p = Summarize(*counts, total);
+    Progress p = Summarize(*counts, total);
+    p.why = std::move(why);
     if (!first) first = p;
     const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
     // The rate at which jobs end since we started watching; the time left at that rate.
@@ -129,7 +143,8 @@ int Wait(const GlobalFlags& g, const WaitFlags& f) {
                  rate > 0 || finished
                      ? json::value(finished ? 0.0 : static_cast<double>(p.total - p.done()) / rate)
                      : json::value(nullptr)},
-                {"finished", finished}}));
+                {"finished", finished},
+                {"reason", p.why.empty() ? json::value(nullptr) : json::value(p.why)}}));
       }
     } else {
       std::string line = fmt::format(
@@ -137,6 +152,7 @@ int Wait(const GlobalFlags& g, const WaitFlags& f) {
           what, p.pending, p.running, p.succeeded, p.failed,
           p.cancelled > 0 ? fmt::format(", {} cancelled", p.cancelled) : "", p.done(), p.total,
           rate, eta());
+      if (!p.why.empty()) line += " | " + p.why;
       if (tty) {
         fmt::print("\r\033[K{}", line);  // redrawn in place
       } else if (!last || !(p == *last) || finished) {

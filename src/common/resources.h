@@ -11,6 +11,11 @@
 
 namespace berth {
 
+// The node_selector key that matches a node's name, not a label: {berth.node: gpu-7} places a job
+// on gpu-7 only (Slurm's --nodelist of one node, Kubernetes' kubernetes.io/hostname). A label of
+// that name on a node means nothing (sched/matching.cpp).
+inline constexpr char kNodeNameSelector[] = "berth.node";
+
 // A job that names no CPUs asks for half a CPU and no memory, as SkyPilot's job queue does.
 constexpr MilliCpu kDefaultJobCpus = 500;
 

@@ -705,37 +705,37 @@ struct HttpServer::Impl {
   }
 
   void AcceptTcp() {
-    tcp_acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec,
-                                                             tcp::socket socket) {
-      if (stopped || ec == asio::error::operation_aborted) return;
-      if (ec) {
-        AcceptFailed(ec, [this] { AcceptTcp(); });
-        return;
-      }
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      PeerInfo peer = TcpPeer(socket, tls.has_value());
-      if (tls) {
-        StartSession<TlsStream>(std::move(peer), std::move(socket), *tls);
-      } else {
-        StartSession<PlainStream>(std::move(peer), std::move(socket));
-      }
-      AcceptTcp();
-    });
+    tcp_acceptor.async_accept(asio::make_strand(ioc),
+                              [this](beast::error_code ec, tcp::socket socket) {
+                                if (stopped || ec == asio::error::operation_aborted) return;
+                                if (ec) {
+                                  AcceptFailed(ec, [this] { AcceptTcp(); });
+                                  return;
+                                }
+                                beast::error_code ignored;
+                                socket.set_option(tcp::no_delay(true), ignored);
+                                PeerInfo peer = TcpPeer(socket, tls.has_value());
+                                if (tls) {
+                                  StartSession<TlsStream>(std::move(peer), std::move(socket), *tls);
+                                } else {
+                                  StartSession<PlainStream>(std::move(peer), std::move(socket));
+                                }
+                                AcceptTcp();
+                              });
   }
 
   void AcceptUnix() {
-    unix_acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec,
-                                                              local::socket socket) {
-      if (stopped || ec == asio::error::operation_aborted) return;
-      if (ec) {
-        AcceptFailed(ec, [this] { AcceptUnix(); });
-        return;
-      }
-      PeerInfo peer = UnixPeer(socket);
-      StartSession<UnixStream>(std::move(peer), std::move(socket));
-      AcceptUnix();
-    });
+    unix_acceptor.async_accept(asio::make_strand(ioc),
+                               [this](beast::error_code ec, local::socket socket) {
+                                 if (stopped || ec == asio::error::operation_aborted) return;
+                                 if (ec) {
+                                   AcceptFailed(ec, [this] { AcceptUnix(); });
+                                   return;
+                                 }
+                                 PeerInfo peer = UnixPeer(socket);
+                                 StartSession<UnixStream>(std::move(peer), std::move(socket));
+                                 AcceptUnix();
+                               });
   }
 };
 

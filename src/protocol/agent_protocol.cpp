@@ -692,6 +692,12 @@ Report Report::Event(const AttemptRank& id, ReportEvent event, std::string reaso
   return r;
 }
 
+Report Report::PullProgress(const AttemptRank& id, std::string progress) {
+  Report r = Event(id, ReportEvent::kPulling);
+  r.progress = std::move(progress);
+  return r;
+}
+
 Report Report::Exited(const AttemptRank& id, std::optional<int> exit_code, std::string phase,
                       std::string reason) {
   Report r = Event(id, ReportEvent::kExited);
@@ -710,8 +716,9 @@ json::object Report::Encode() const {
     r["reason"] = reason;
     if (peak_memory_bytes) r["peak_memory_bytes"] = *peak_memory_bytes;
     if (cpu_ms) r["cpu_ms"] = *cpu_ms;
-  } else if (event == ReportEvent::kPulling && !reason.empty()) {
-    r["reason"] = reason;
+  } else if (event == ReportEvent::kPulling) {
+    if (!reason.empty()) r["reason"] = reason;
+    if (!progress.empty()) r["progress"] = progress;
   }
   return r;
 }
@@ -735,6 +742,8 @@ Result<Report> Report::Decode(const json::value& entry) {
   }
   r.phase = f.String("phase", "run");
   r.reason = f.String("reason", "");
+  r.progress = f.String("progress", "");
+  if (r.progress.size() > 200) f.Fail("'progress' must be at most 200 bytes");
   for (auto [name, field] :
        {std::pair{"peak_memory_bytes", &r.peak_memory_bytes}, std::pair{"cpu_ms", &r.cpu_ms}}) {
     if (const json::value* v = f.Find(name); v && !v->is_null()) {

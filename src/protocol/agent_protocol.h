@@ -313,12 +313,17 @@ struct Report {
   // "Isolation"): peak memory in bytes and CPU time in ms. Sent only when known.
   std::optional<int64_t> peak_memory_bytes;
   std::optional<int64_t> cpu_ms;
+  // With kPulling while the image downloads: how far it got ("3 layers, 182.4 MB downloaded"),
+  // the job's reason meanwhile. An older server ignores it.
+  std::string progress;
 
   bool operator==(const Report&) const = default;
 
   // A progress event (accepted, pulling, setting_up, running) of one rank. A "pulling" sent after
   // the pull has `reason`: the image it resolved ("REF@sha256:...").
   static Report Event(const AttemptRank& id, ReportEvent event, std::string reason = "");
+  // A "pulling" that says how far the download got.
+  static Report PullProgress(const AttemptRank& id, std::string progress);
   // The end of one rank: its exit code (none: it never ran, or its end is unknown), the phase it
   // ended in, and why.
   static Report Exited(const AttemptRank& id, std::optional<int> exit_code, std::string phase,
@@ -326,7 +331,7 @@ struct Report {
 
   AttemptRank id() const { return {job, attempt, rank}; }
   // {"job","attempt","rank","event"}, plus "exit_code" (null when none), "phase" and "reason" for
-  // kExited.
+  // kExited, "reason" and "progress" for kPulling when set.
   json::object Encode() const;
   // job, attempt, rank and event are required; event must be one of the five names, phase one of
   // "pull", "setup", "run", "launch", "supervisor" and "prolog" (default "run"), exit_code an

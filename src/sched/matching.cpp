@@ -18,6 +18,10 @@ std::string RequestProblem(const JobRequest& job) {
 bool InPoolAndSelector(const NodeView& node, const JobRequest& job) {
   if (!job.pool.empty() && node.pool != job.pool) return false;
   for (const auto& [key, value] : job.node_selector) {
+    if (key == kNodeNameSelector) {
+      if (node.name != value) return false;
+      continue;
+    }
     auto it = node.labels.find(key);
     if (it == node.labels.end() || it->second != value) return false;
   }

@@ -374,7 +374,15 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       // history keeps what the image resolved to (the first rank to say).
       if (job->row.status == JobStatus::kStarting && job->spec->container) {
         const bool pulled = !r.reason.empty();
-        if (!pulled && !StartsWith(job->row.reason, "pull")) {
+        if (!r.progress.empty()) {
+          // How far the download got: shown as the reason while it lasts, not kept in the
+          // history (one entry every few seconds of a long pull would bury the rest).
+          if (!StartsWith(job->row.reason, "pulled")) {
+            MutJob(plan, *job).row.reason =
+                "pulling image " + job->spec->container->image + ": " + r.progress;
+            plan.batch.jobs.push_back(job->row);
+          }
+        } else if (!pulled && !StartsWith(job->row.reason, "pull")) {
           Transition(plan, *job, JobStatus::kStarting,
                      "pulling image " + job->spec->container->image, now);
         } else if (pulled && !StartsWith(job->row.reason, "pulled")) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/strings.h"
 #include "supervise/step.h"
 #include "supervise/supervisor.h"
 
@@ -72,7 +73,28 @@ std::string TagOf(const std::map<std::string, std::string>& env) {
   return job + " " + get("BERTH_ATTEMPT") + " " + get("BERTH_NODE_RANK");
 }
 
-// The tag of a process from the environment it started with ("" if none or unreadable).
+// The tag of a container's monitor, which podman starts with an environment of its own: from the
+// container's name on its command line ("conmon ... -n berth-JOB-ATTEMPT-RANK-STEP ...", the
+// names agent/container.h gives). "" if it is none.
+std::string TagOfContainerMonitor(pid_t pid) {
+  const std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
+  std::vector<std::string> args = Split(cmdline, '\0');
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "-n" || !StartsWith(args[i + 1], "berth-")) continue;
+    std::vector<std::string> parts = Split(args[i + 1].substr(6), '-');
+    if (parts.size() < 3) return "";
+    for (size_t p = 0; p < 3; ++p) {
+      if (parts[p].empty() || !std::all_of(parts[p].begin(), parts[p].end(),
+                                           [](char c) { return c >= '0' && c <= '9'; }))
+        return "";
+    }
+    return parts[0] + " " + parts[1] + " " + parts[2];
+  }
+  return "";
+}
+
+// The tag of a process from the environment it started with, else from its command line when it
+// is a container's monitor ("" if neither or unreadable).
 std::string TagOfProcess(pid_t pid) {
   std::string env = ReadFileOr("/proc/" + std::to_string(pid) + "/environ");
   std::map<std::string, std::string> vars;
@@ -88,7 +110,8 @@ std::string TagOfProcess(pid_t pid) {
     }
     at = end + 1;
   }
-  return TagOf(vars);
+  std::string tag = TagOf(vars);
+  return tag.empty() ? TagOfContainerMonitor(pid) : tag;
 }
 
 class NodeSupervisor {
@@ -433,15 +456,31 @@ class NodeSupervisor {
     }
   }
 
-  // Children that are not a live step's bash, each with the rank it belongs to (null: unknown).
+  // Children that are not a live step's bash, each with the rank it belongs to (null: unknown):
+  // by its process group, the rank's cgroup it is in, or its tag (its environment, or a
+  // container's name).
   std::vector<std::pair<pid_t, Rank*>> Strays() {
     std::vector<std::pair<pid_t, Rank*>> out;
+    std::map<pid_t, Rank*> in_cgroup;  // read once: every rank's processes, where it has a cgroup
+    bool cgroups_read = false;
     for (pid_t child : ChildrenOf(::getpid())) {
       if (mains_.count(child)) continue;
       Rank* owner = nullptr;
       pid_t group = ProcessGroupOf(child);
       for (const auto& [dir, rank] : ranks_) {
         if (rank->groups.count(group)) owner = rank.get();
+      }
+      if (!owner) {
+        // (a container's conmon: its own session, an environment podman chose, the rank's
+        // cgroup; it must not be taken for a leftover of whichever rank ends next)
+        if (!cgroups_read) {
+          cgroups_read = true;
+          for (const auto& [dir, rank] : ranks_) {
+            if (!rank->cgroup) continue;
+            for (pid_t pid : rank->cgroup->Pids()) in_cgroup[pid] = rank.get();
+          }
+        }
+        if (auto it = in_cgroup.find(child); it != in_cgroup.end()) owner = it->second;
       }
       if (!owner) {
         std::string tag = TagOfProcess(child);

@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
+import time
 
 from harness import http, wait_until
 
@@ -52,6 +54,53 @@ class Registry:
             self.proc.wait(30)
 
 
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 in front of `port` that sends answers at `rate` bytes a second (a
+    registry far away): a pull through it lasts long enough to be watched."""
+
+    def __init__(self, port, rate):
+        self.target, self.rate = port, rate
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self.pump, args=(client, upstream, None), daemon=True).start()
+            threading.Thread(target=self.pump, args=(upstream, client, self.rate), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst, rate):
+        chunk = 16384
+        try:
+            while data := src.recv(chunk):
+                dst.sendall(data)
+                if rate:
+                    time.sleep(len(data) / rate)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def stop(self):
+        self.sock.close()
+
+
 class ImageBuilder:
     """Builds and pushes images to `registry` with podman in a store under `tmp` (nobody else's)."""
 
@@ -85,6 +134,18 @@ class ImageBuilder:
             f.write(text)
         with open(os.path.join(ctx, "Containerfile"), "w") as f:
             f.write(f"FROM {self.repo}:base\nCOPY layer2.txt /etc/layer2.txt\nENV FROM_IMAGE=yes\n")
+        sh(*self.podman, "build", "--pull=never", "-t", f"{self.repo}:{tag}", ctx)
+        self.push(f"{self.repo}:{tag}")
+        return f"{self.repo}:{tag}"
+
+    def big(self, tag, size):
+        """bb:TAG = bb:base + /big, `size` random bytes (a layer that compresses to about as much)."""
+        ctx = os.path.join(self.tmp, "ctx-" + tag)
+        os.makedirs(ctx, exist_ok=True)
+        with open(os.path.join(ctx, "big"), "wb") as f:
+            f.write(os.urandom(size))
+        with open(os.path.join(ctx, "Containerfile"), "w") as f:
+            f.write(f"FROM {self.repo}:base\nCOPY big /big\n")
         sh(*self.podman, "build", "--pull=never", "-t", f"{self.repo}:{tag}", ctx)
         self.push(f"{self.repo}:{tag}")
         return f"{self.repo}:{tag}"

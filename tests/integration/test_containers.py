@@ -19,8 +19,9 @@ import time
 import unittest
 import uuid
 
+from browser import Browser, find_chromium
 from harness import BerthTestCase, http_unix, wait_until
-from image_registry import ImageBuilder, Registry, sh
+from image_registry import ImageBuilder, Registry, SlowProxy, sh
 
 TOOLS = ("podman", "docker-registry", "newuidmap", "useradd")
 
@@ -73,6 +74,7 @@ class ContainerTest(BerthTestCase):
         return self.b.start_agent(
             self.url, name=name, gpus="V100:2", state_dir=self.path("agent-" + name),
             extra=["--gpu-device-dir", self.devdir, "--insecure-registry", f"127.0.0.1:{self.port}",
+                   "--insecure-registry", f"127.0.0.1:{self.slow.port}",
                    # Every tag asked of the registry (the moved-tag case; the answer's reuse for
                    # --image-tag-ttl seconds has unit tests).
                    "--pull-retries", "1", "--image-tag-ttl", "0", *extra])
@@ -91,6 +93,9 @@ class ContainerTest(BerthTestCase):
         self.addCleanup(self.stop_registry)
         self.port = self.registry.port
         self.registry_log = self.registry.log
+        # The same registry, far away: 3 MB/s.
+        self.slow = SlowProxy(self.port, 3 << 20)
+        self.addCleanup(self.slow.stop)
 
     def stop_registry(self):
         self.registry.stop()
@@ -174,6 +179,53 @@ class ContainerTest(BerthTestCase):
         self.assertIn("trying again", self.logs(job))
         self.assertEqual(self.b.nodes(env=self.env)[0]["state"], "UP")
 
+    def test_a_slow_pull_says_how_far_it_got(self):
+        """podman says nothing while a layer downloads: the job's reason does (show, wait, the
+        dashboard), from the bytes that came so far; the log has the same lines."""
+        self.images.big("big", 24 << 20)
+        self.image = f"127.0.0.1:{self.slow.port}/bb:big"
+        browser = None
+        if find_chromium():  # the dashboard's queue too, where Debian's Chromium is installed
+            self.slow.rate = 1 << 20  # 24 s: time for the browser to look
+            browser = Browser(self.path("chromium-profile"))
+            self.addCleanup(browser.close)
+            browser.navigate(self.b.json("dashboard", "--json", env=self.env)["url"])
+            browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')",
+                             message="the overview")
+        job = self.submit(self.task(["test -s /big && echo big"]))
+        if browser:
+            def queue_row():
+                # (drawn afresh: a headless page's timer does not poll)
+                for page in ("nodes", "queue"):
+                    browser.evaluate("delete document.body.dataset.rendered")
+                    browser.evaluate(f"location.hash = '#/{page}'")
+                    browser.wait_for(f"(document.body.dataset.rendered || '').startsWith('{page}:')",
+                                     message=f"the {page} page")
+                text = browser.evaluate(
+                    f"document.querySelector('#queue tr[data-job=\"{job}\"]')?.children[7].innerText")
+                return text if text and "downloaded" in text else None
+            row = self.b.wait_until(queue_row, 60, interval=0.5, message="the queue to show the pull's progress")
+            self.assertRegex(row, r"^pulling image " + re.escape(self.image) +
+                             r" on box: \d+ layers?, [\d.]+ (B|kB|MB) downloaded$")
+        reasons = []
+
+        def progress():
+            reason = self.b.show(job, env=self.env).get("reason") or ""
+            if "downloaded" in reason and reason not in reasons:
+                reasons.append(reason)
+            return len(reasons) >= 2
+        self.b.wait_until(progress, 120, interval=0.3, message="two progress reasons, one after the other")
+        self.assertRegex(reasons[0], r"^pulling image " + re.escape(self.image) +
+                         r": \d+ layers?, [\d.]+ (B|kB|MB) downloaded$")
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        out = self.logs(job)
+        self.assertIn("berth: pull progress: ", out)
+        self.assertIn("big\n", out)
+        # The history keeps the pull's start and end, not its progress.
+        _, text, _ = self.b.run("show", job, env=self.env)
+        self.assertNotIn("downloaded", text)
+        self.assertIn("pulled image " + self.image + "@sha256:", text)
+
     def test_cancel_during_the_pull(self):
         # A registry that cannot be reached keeps the job in its pull (waiting to try again).
         self.stop_registry()
@@ -232,6 +284,45 @@ class ContainerTest(BerthTestCase):
         self.b.wait_status(job, "SUCCEEDED", timeout=120, env=self.env)
         self.assertNotIn("berth: pulling", self.logs(job))
         self.assertEqual(self.blob_downloads(), before)
+
+    def test_image_ls_and_rm_on_a_node(self):
+        """`berth image ls` and `rm` act on the caller's own store on each node, as jobs."""
+        rc, out, err = self.b.run("image", "ls", env=self.env)
+        self.assertEqual((rc, out), (0, ""), err)
+        self.assertIn("No images of yours on 1 node(s)", err)  # no container job of theirs yet
+        job = self.submit(self.task(["true"]))
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        rc, out, err = self.b.run("image", "ls", env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"NODE +IMAGE +DIGEST +SIZE +CREATED\nbox +" + re.escape(self.image) +
+                         r" +sha256:[0-9a-f]{12} +[\d.]+ [kM]B +.+ ago\n")
+        listed = self.b.json("image", "ls", "--node", "box", "--json", env=self.env)["images"]
+        self.assertEqual([(i["node"], i["image"]) for i in listed], [("box", self.image)])
+        self.assertRegex(listed[0]["digest"], r"^sha256:[0-9a-f]{64}$")
+        # The digest is the one the job ran.
+        self.assertIn(f"pulled image {self.image}@{listed[0]['digest']}", self.b.run("show", job, env=self.env)[1])
+
+        rc, out, err = self.b.run("image", "rm", self.image, "--node", "box", env=self.env)
+        self.assertEqual((rc, out), (0, f"box: removed {self.image}\n"), err)
+        self.assertEqual(self.b.json("image", "ls", "--json", env=self.env)["images"], [])
+        rc, out, err = self.b.run("image", "rm", self.image, env=self.env)
+        self.assertEqual((rc, out), (0, f"box: {self.image} is not there\n"), err)
+        rc, _, err = self.b.run("image", "ls", "--node", "nosuch", env=self.env, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no node named nosuch", err)
+        # The next job of the image pulls it again; while it runs in it, the image stays.
+        again = self.submit(self.task(["echo started", "sleep 300"]))
+        self.b.wait_until(lambda: "started" in self.logs(again), 180, message="the job to start")
+        self.assertIn("berth: pulling " + self.image, self.logs(again))
+        rc, out, err = self.b.run("image", "rm", self.image, env=self.env, check=False)
+        self.assertEqual((rc, out), (1, ""), err)
+        self.assertIn("berth: box: ", err)
+        self.assertIn("in use", err)
+        # The refusal ended a job on the node: the container kept running (its conmon is its job's).
+        time.sleep(1)
+        self.assertEqual(self.b.show(again, env=self.env)["status"], "RUNNING")
+        self.b.run("cancel", again, env=self.env)
+        self.b.wait_status(again, "CANCELLED", timeout=60, env=self.env)
 
     def test_refused_where_no_node_runs_containers(self):
         self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])

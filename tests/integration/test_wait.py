@@ -60,6 +60,16 @@ class WaitTest(BerthTestCase):
         rc, _, err = self.b.run("wait", check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("give job ids or --group", err)
+        # Waiting for one job that has not started: why it waits (or how far its image's pull got).
+        first = self.b.submit("--", "sleep 1.5")
+        after = self.b.submit("--after", f"ok:{first}", "--", "true")
+        rc, out, _ = self.b.run("wait", after, check=False, timeout=60)
+        self.assertEqual(rc, 0, out)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], rf"^job {after}: 1 pending, .* \| .*{first}")
+        self.assertNotIn("|", lines[-1].split("ETA")[1])  # ended: no reason
+        rc, out, _ = self.b.run("wait", after, "--json", check=False, timeout=60)
+        self.assertIsNone(json.loads(out.splitlines()[-1])["reason"])
 
     def test_on_a_terminal_the_line_is_redrawn_in_place(self):
         master, slave = pty.openpty()

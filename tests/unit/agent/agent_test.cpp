@@ -134,6 +134,13 @@ TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   EXPECT_EQ(plan->run_env["BERTH_JOB_ID"], "1");
   EXPECT_EQ(plan->setup_env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(plan->setup_env["BERTH_JOB_ID"], "1");
+  // The node's name; where podman is here, the user's podman in their image store.
+  EXPECT_EQ(plan->run_env["BERTH_NODE"], "n1");
+  EXPECT_EQ(plan->setup_env["BERTH_NODE"], "n1");
+  if (plan->run_env.count("BERTH_PODMAN")) {
+    EXPECT_EQ(plan->run_env["BERTH_PODMAN"],
+              state_.path() + "/containers/" + std::to_string(::geteuid()) + "/podman");
+  }
   EXPECT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
 }
 

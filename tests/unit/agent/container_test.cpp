@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/files.h"
+#include "common/strings.h"
 #include "fakes/fake_health.h"
 #include "fakes/temp_dir.h"
 #include "supervise/cgroup.h"
@@ -180,7 +181,13 @@ class PullScriptTest : public ::testing::Test {
                "  pull*) n=$(cat $d/fails 2>/dev/null || echo 0);\n"
                "    if [ \"$n\" -gt 0 ]; then echo $((n-1)) > $d/fails;\n"
                "      echo \"Error: $(cat $d/error)\" >&2; exit 125; fi;\n"
-               "    echo 'Copying blob sha256:1'; touch $d/have;;\n"
+               "    echo 'Copying blob sha256:1'; echo 'Copying blob sha256:2 skipped: already "
+               "exists'\n"
+               // Slow: a blob comes into TMPDIR in three parts, then goes (podman stores it).
+               "    if [ -e $d/slow ]; then mkdir -p $TMPDIR/storage9; for i in 1 2 3; do\n"
+               "      head -c 100000 /dev/zero >> $TMPDIR/storage9/1; /bin/sleep 0.4; done\n"
+               "      rm -r $TMPDIR/storage9; fi\n"
+               "    touch $d/have;;\n"
                "esac\n";
     ::chmod(podman_.c_str(), 0755);
     store_ = dir_.File("store");
@@ -230,6 +237,78 @@ TEST_F(PullScriptTest, PullsWhatIsMissingOnceAndSaysItsDigest) {
   rank.spec.image = "registry.example/x:1";
   ASSERT_EQ(Pull(rank), 0) << output_;
   EXPECT_THAT(Calls(), HasSubstr("pull registry.example/x:1"));
+}
+
+// While podman downloads (silent when its output is no terminal), the step says how far it got:
+// the blob files under TMPDIR, each at the largest size seen, and the layers it fetches (not those
+// it skips). Each line says more than the one before; the last is what the job's reason shows.
+TEST_F(PullScriptTest, SaysHowFarADownloadGot) {
+  std::ofstream(dir_.File("slow")) << "";
+  ContainerHost host = Host(podman_, store_);
+  host.pull_progress_ms = 100;
+  ASSERT_EQ(Pull(Rank(), host), 0) << output_;
+  int64_t last = 0;
+  int lines = 0;
+  for (const std::string& line : Split(output_, '\n')) {
+    long long layers = 0, bytes = 0;
+    if (std::sscanf(line.c_str(), "berth: pull progress: %lld layers, %lld bytes", &layers,
+                    &bytes) != 2) {
+      continue;
+    }
+    ++lines;
+    EXPECT_EQ(layers, 1) << line;
+    EXPECT_GT(bytes, last) << output_;
+    last = bytes;
+  }
+  EXPECT_GE(lines, 2) << output_;
+  EXPECT_EQ(last, 300'000) << output_;
+  EXPECT_EQ(LastPullProgress(output_), "1 layer, 300 kB downloaded");
+  // Nothing of the reporter is left running.
+  // (a pattern that does not match the shell running pgrep itself)
+  EXPECT_NE(std::system(("pgrep -f '" + dir_.File("pull[.]sh") + "' >/dev/null").c_str()), 0);
+}
+
+// The reason's form of a progress line: only a whole line counts, the last one wins.
+TEST(ContainerTest, ReadsTheLastWholeProgressLine) {
+  EXPECT_EQ(LastPullProgress("x\nberth: pull progress: 3 layers, 182400000 bytes\nmore\n"),
+            "3 layers, 182.4 MB downloaded");
+  EXPECT_EQ(LastPullProgress("berth: pull progress: 1 layers, 10 bytes\n"
+                             "berth: pull progress: 2 layers, 2310000000 bytes\n"),
+            "2 layers, 2.31 GB downloaded");
+  EXPECT_EQ(LastPullProgress("berth: pull progress: 2 layers, 999 bytes\n"
+                             "berth: pull progress: 2 layers, 5000000 by"),
+            "2 layers, 999 B downloaded");
+  EXPECT_EQ(LastPullProgress("berth: pull progress: lots\n"), std::nullopt);
+  EXPECT_EQ(LastPullProgress("no progress here\n"), std::nullopt);
+  EXPECT_EQ(LastPullProgress(""), std::nullopt);
+  EXPECT_EQ(FormatDownloaded(400), "400 B");
+  EXPECT_EQ(FormatDownloaded(12'345), "12 kB");
+}
+
+// The pull step leaves the user's podman in their store ($BERTH_PODMAN): a script that runs podman
+// with that store, rewritten only when its text changes.
+TEST_F(PullScriptTest, LeavesTheUsersPodmanInTheirStore) {
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  const std::string wrapper = store_ + "/" + std::to_string(::getuid()) + "/podman";
+  const ContainerHost host = Host(podman_, store_);
+  EXPECT_EQ(ReadFileOr(wrapper), PodmanWrapper(host, ::getuid()) + "\n");
+  struct stat first {};
+  ASSERT_EQ(::stat(wrapper.c_str(), &first), 0);
+  EXPECT_EQ(first.st_mode & 0777, 0700u);
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  struct stat second {};
+  ASSERT_EQ(::stat(wrapper.c_str(), &second), 0);
+  EXPECT_EQ(second.st_ino, first.st_ino);  // not rewritten
+  // It runs the node's podman with the store's flags.
+  ::unlink(dir_.File("calls").c_str());
+  ASSERT_EQ(std::system((wrapper + " images --format x >/dev/null").c_str()), 0);
+  EXPECT_EQ(Calls(), "images --format x\n");
+  EXPECT_THAT(PodmanWrapper(host, ::getuid()),
+              HasSubstr("--root " + store_ + "/" + std::to_string(::getuid()) + "/storage"));
+  // Another text (a new agent): rewritten.
+  std::ofstream(wrapper) << "#!/bin/bash\nold\n";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_EQ(ReadFileOr(wrapper), PodmanWrapper(host, ::getuid()) + "\n");
 }
 
 TEST_F(PullScriptTest, PrunesOnlyWhenTheStoreListsAJobsContainer) {

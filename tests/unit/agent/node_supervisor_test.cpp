@@ -197,6 +197,35 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
   EXPECT_EQ(Events(other).back().exit_code, 128 + SIGTERM);
 }
 
+// A container's monitor (podman's conmon) leaves its rank's process group and environment; its
+// command line names the container (berth-JOB-ATTEMPT-RANK-STEP). Another rank's end leaves it
+// alone; its own rank's stop takes it.
+TEST_F(NodeSupervisorTest, AContainerMonitorIsItsRanksNotAnyEndingRanks) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string container = NewJob(2, "(env -i " + std::string(kTag) + "=" + root_ +
+                                        " setsid bash -c 'sleep 302; :' conmon -n berth-2-1-0-run "
+                                        "&); sleep 300");
+  auto pid = launcher.Start(container);
+  ASSERT_TRUE(pid.ok());
+  auto monitor = [&] {
+    for (pid_t p : Tagged()) {
+      if (ReadFileOr("/proc/" + std::to_string(p) + "/cmdline").find("302") != std::string::npos)
+        return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return Running(container) && monitor(); }, 10'000));
+  std::string quick = NewJob(1, "echo done");
+  ASSERT_TRUE(launcher.Start(quick).ok());
+  ASSERT_TRUE(WaitFor([&] { return Ended(quick); }, 10'000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (what an end stops goes at once)
+  EXPECT_TRUE(monitor()) << "another rank's end stopped the container's monitor";
+  EXPECT_TRUE(Running(container));
+  launcher.Stop(*pid, container);
+  ASSERT_TRUE(WaitFor([&] { return Ended(container); }, 10'000));
+  EXPECT_FALSE(monitor()) << "the monitor outlived its rank";
+}
+
 // The agent restarts: a new launcher reaches the node supervisor the old one started, and stops a
 // rank it runs. With nothing left to run and no agent, the node supervisor leaves.
 TEST_F(NodeSupervisorTest, ARestartedAgentReachesItsRanksAndAnIdleSupervisorLeaves) {

@@ -360,6 +360,20 @@ TEST(Reports, TheIntegrationTestsMinimalReportDecodes) {
   EXPECT_FALSE(r.exit_code);
 }
 
+// A pull's progress travels with its "pulling" report; an over-long one is refused.
+TEST(Reports, PullProgressRoundTrips) {
+  const Report progress = Report::PullProgress({4, 1, 2}, "3 layers, 182.4 MB downloaded");
+  auto back = Report::Decode(json::value(progress.Encode()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, progress);
+  EXPECT_EQ(back->event, ReportEvent::kPulling);
+  EXPECT_EQ(back->reason, "");
+  json::object long_one = progress.Encode();
+  long_one["progress"] = std::string(201, 'x');
+  EXPECT_EQ(ErrorOf(Report::Decode(json::value(long_one))),
+            "report: 'progress' must be at most 200 bytes");
+}
+
 TEST(Reports, BadEntriesNameTheField) {
   auto error = [](std::string_view text) { return ErrorOf(Report::Decode(Parse(text))); };
   EXPECT_EQ(error(R"({"attempt":1,"rank":0,"event":"running"})"), "report: 'job' is missing");

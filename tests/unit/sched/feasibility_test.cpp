@@ -115,6 +115,21 @@ TEST(CheckFeasibleTest, PoolAndSelector) {
   EXPECT_EQ(Verdict(job), "no node matching node_selector gpu_gen=turing has V100 GPUs");
 }
 
+// berth.node matches a node's name, never a label of that name: one node, or none.
+TEST(CheckFeasibleTest, NodeNameSelectorPicksOneNodeByName) {
+  JobRequest job = MakeJob(1, "V100:1");
+  job.node_selector[kNodeNameSelector] = "n1";
+  EXPECT_EQ(Verdict(job), "ok");
+  std::vector<NodeView> nodes = Cluster();
+  nodes[1].labels[kNodeNameSelector] = "n1";  // n2 claims the name as a label: no matter
+  job.per_node.gpu_type = "T4";
+  EXPECT_EQ(Verdict(job, nodes), "no node matching node_selector berth.node=n1 has T4 GPUs");
+  job.node_selector[kNodeNameSelector] = "n9";
+  EXPECT_EQ(Verdict(job, nodes), "no node matches node_selector berth.node=n9");
+  job.node_selector[kNodeNameSelector] = "n2";
+  EXPECT_EQ(Verdict(job, nodes), "ok");
+}
+
 TEST(CheckFeasibleTest, EmptyCluster) {
   EXPECT_EQ(Verdict(MakeJob(1), {}), "no nodes have joined the cluster");
 }

@@ -332,5 +332,47 @@ TEST_F(CoreTest, RequeueIsTheOwnersOrAnOperators) {
   EXPECT_EQ(core_->Requeue(other, "olga", true).code(), Code::kConflict);  // pending: nothing to do
 }
 
+// A container job's pull, as its reason shows it: "pulling image REF" when it starts, then how
+// far the download got (each progress report replaces the last, in the job row only: the history
+// keeps the start and the end of the pull, not every few seconds of it), then what it resolved to.
+// A progress report after that changes nothing.
+TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
+  proto::RegisterRequest node;
+  node.name = "n1";
+  node.node_id = "node-id-of-n1";
+  node.address = "10.0.0.1";
+  node.cpus_milli = 8000;
+  node.memory_mib = 64 * 1024;
+  node.labels[kContainerRuntimeLabel] = "podman";
+  auto registered = core_->Register(node, "127.0.0.1");
+  ASSERT_TRUE(registered.ok()) << registered.status().message();
+  sessions_["n1"] = registered->session;
+  JobSpec spec = Spec(1);
+  spec.container = ContainerSpec{.image = "reg:5000/bb:1"};
+  const int64_t job = Submit(spec);
+  ASSERT_TRUE(core_->RunPass());
+  auto report = [&](proto::Report r) {
+    r.job = job;
+    r.attempt = 1;
+    auto answer = Report("n1", {proto::ReportEntry{r.id(), r}});
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+  };
+  const proto::AttemptRank rank{job, 1, 0};
+  report(proto::Report::Event(rank, proto::ReportEvent::kAccepted));
+  report(proto::Report::Event(rank, proto::ReportEvent::kPulling));
+  EXPECT_EQ(Stored(job).reason, "pulling image reg:5000/bb:1");
+  const size_t history = store_->GetEvents(job)->size();
+  report(proto::Report::PullProgress(rank, "2 layers, 12.5 MB downloaded"));
+  report(proto::Report::PullProgress(rank, "2 layers, 40.1 MB downloaded"));
+  EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
+  EXPECT_EQ(Stored(job).reason, "pulling image reg:5000/bb:1: 2 layers, 40.1 MB downloaded");
+  EXPECT_EQ(store_->GetEvents(job)->size(), history);
+  report(proto::Report::Event(rank, proto::ReportEvent::kPulling, "reg:5000/bb@sha256:ab"));
+  EXPECT_EQ(Stored(job).reason, "pulled image reg:5000/bb@sha256:ab");
+  report(proto::Report::PullProgress(rank, "2 layers, 41 MB downloaded"));
+  EXPECT_EQ(Stored(job).reason, "pulled image reg:5000/bb@sha256:ab");
+  EXPECT_EQ(store_->GetEvents(job)->back().reason, "pulled image reg:5000/bb@sha256:ab");
+}
+
 }  // namespace
 }  // namespace berth::testing
