@@ -7,6 +7,8 @@ As root: starts a registry on 127.0.0.1 with a two-layer busybox image (tests/in
 server and one agent, and a unix user of its own. Then, each case --repeat times in turn (medians reported):
 
   floor    `podman run --rm IMAGE true` as that user, with the same store and flags the agent uses
+  floor_halfcpu  the same inside a cgroup of this process's with a 0.5 CPU CFS quota: the floor under the
+           limit a job that names no CPUs runs under (cgroup v1 cpu controller, or v2 cpu.max)
   tag      `berth exec --image REG/bb:2 -- true` as that user (a tag: asked of its registry once a minute)
   pinned   the same with the image pinned by digest (REG/bb@sha256:...: nothing asked of the registry)
   *_2cpu   the same with --cpus 2 (the default 0.5 CPU is a CPU limit that podman's own start-up runs under)
@@ -14,7 +16,8 @@ server and one agent, and a unix user of its own. Then, each case --repeat times
 
 `berth exec` without -d returns when the job has ended, so each berth figure is submit-to-end: the server's
 placement, the agent's launch, the pull step (the image is on the node) and the run step. Target: pinned /
-floor and tag / floor <= 1.3 (with the job's default 0.5 CPU). Needs root, podman, runc (on a cgroup v1 host) and docker-registry.
+floor and tag / floor <= 1.3 (with the job's default 0.5 CPU); also reported against floor_halfcpu, the
+peer under the same CPU limit. Needs root, podman, runc (on a cgroup v1 host) and docker-registry.
 """
 import argparse
 import glob
@@ -33,6 +36,34 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, HERE)
 
 TARGET = 1.3
+
+
+def half_cpu_cgroup():
+    """A cgroup below this process's own with a 0.5 CPU quota (v1 cpu controller, else v2 cpu.max), or
+    None where none can be made."""
+    lines = open("/proc/self/cgroup").read().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            d = f"/sys/fs/cgroup/cpu{path.rstrip('/')}/berth-bench-{os.getpid()}"
+            try:
+                os.mkdir(d)
+                open(d + "/cpu.cfs_period_us", "w").write("100000")
+                open(d + "/cpu.cfs_quota_us", "w").write("50000")
+                return d
+            except OSError:
+                return None
+    for line in lines:
+        if line.startswith("0::"):
+            base = "/sys/fs/cgroup" + line[3:].rstrip("/")
+            d = f"{base}/berth-bench-{os.getpid()}"
+            try:
+                os.mkdir(d)
+                open(d + "/cpu.max", "w").write("50000 100000")
+                return d
+            except OSError:
+                return None
+    return None
 
 
 def timed(cmd, **kw):
@@ -101,8 +132,11 @@ def main():
                      *([] if v1 else ["--cgroups=disabled"]), image, "true"]
         timed(floor_cmd, cwd=work)
         berth_job(pinned)
+        cgroup = half_cpu_cgroup()
         cases = {
             "floor": lambda: timed(floor_cmd, cwd=work),
+            **({"floor_halfcpu": lambda: timed(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup,
+                                                *floor_cmd], cwd=work)} if cgroup else {}),
             "tag": lambda: berth_job(image),
             "pinned": lambda: berth_job(pinned),
             "tag_2cpu": lambda: berth_job(image, "2"),
@@ -118,7 +152,9 @@ def main():
             "machine": bulk.machine(),
             "repeat": args.repeat,
             "median_s": med,
-            "ratios": {k: med[k] / med["floor"] for k in cases if k not in ("floor", "plain")},
+            "ratios": {k: med[k] / med["floor"] for k in cases if k not in ("floor", "floor_halfcpu", "plain")},
+            "ratios_to_halfcpu_floor": ({k: med[k] / med["floor_halfcpu"] for k in ("tag", "pinned")}
+                                        if cgroup else None),
             "target": TARGET,
         }
         print(f"machine: {result['machine']}")
@@ -127,11 +163,20 @@ def main():
                   f"max {max(times[k]) * 1000:.1f})")
         for k, ratio in result["ratios"].items():
             print(f"{k + ' / floor':20s} = {ratio:.2f}  (target <= {TARGET})")
+        for k, ratio in (result["ratios_to_halfcpu_floor"] or {}).items():
+            print(f"{k + ' / floor_halfcpu':20s} = {ratio:.2f}  (the peer under the same 0.5 CPU limit)")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=2)
         return 0
     finally:
+        if "cgroup" in locals() and cgroup:
+            for _ in range(50):
+                try:
+                    os.rmdir(cgroup)
+                    break
+                except OSError:
+                    time.sleep(0.1)
         b.cleanup()
         if registry:
             registry.stop()

@@ -262,6 +262,20 @@ TEST(ScheduleTest, PoolAndSelectorFilterNodes) {
                           "wait 4: waiting: no node in pool 'prod'"));
 }
 
+// berth.node places a job on the node of that name (b1, though a1 comes first), whatever labels
+// say; a name no node has waits saying so.
+TEST(ScheduleTest, NodeNameSelectorPlacesOnThatNode) {
+  Snapshot s;
+  s.nodes = {MakeNode("a1", 8, 32, "H100", 8), MakeNode("b1", 8, 32, "H100", 8)};
+  s.nodes[0].labels[kNodeNameSelector] = "b1";
+  s.pending = {MakeJob(1, "H100:1"), MakeJob(2, "H100:1")};
+  s.pending[0].node_selector[kNodeNameSelector] = "b1";
+  s.pending[1].node_selector[kNodeNameSelector] = "c1";
+  EXPECT_THAT(FormatDecisions(Pass(s)),
+              ElementsAre("place 1 on b1 gpus=0",
+                          "wait 2: waiting: no node matches node_selector berth.node=c1"));
+}
+
 // n1 and n2 each have 4 V100s; job 1 holds one on n1. A 2-node V100:4 gang cannot start (n1 has
 // only 3 free), and it must not take n2 alone: a V100:4 job behind it gets n2.
 TEST(ScheduleTest, GangIsAllOrNothing) {
