@@ -60,6 +60,11 @@ bool IsValidName(std::string_view s) {
   return true;
 }
 
+bool IsPathUnder(std::string_view path, std::string_view root) {
+  return root == "/" || path == root ||
+         (path.size() > root.size() && StartsWith(path, root) && path[root.size()] == '/');
+}
+
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
   // getrandom(2): one system call, no file to open (a CLI command makes a key each time).

@@ -18,6 +18,9 @@ std::optional<int64_t> ParseDecimal(std::string_view s);
 // A valid name for a job, node, pool or label: 1-128 chars of [A-Za-z0-9._-], not starting with
 // '-'.
 bool IsValidName(std::string_view s);
+// Whether `path` is `root` or below it ("/data/x" is under "/data", "/database" is not; everything
+// is under "/"). Plain text: neither is resolved.
+bool IsPathUnder(std::string_view path, std::string_view root);
 // Generates a random token of `bytes` random bytes, hex-encoded (from /dev/urandom).
 std::string RandomHex(size_t bytes);
 // Lower-case hex of `bytes` ("\x01\xab" -> "01ab").

@@ -27,6 +27,8 @@ struct NodeView {
   bool schedulable = true;  // UP and not DRAINING; unschedulable nodes still count for feasibility
   std::string pool;         // "" = default pool
   std::map<std::string, std::string> labels;
+  // Host paths (and what is below them) a container job may mount here (agent --container-mount).
+  std::vector<std::string> container_mounts;
   MilliCpu cpus_total = 0;
   MilliCpu cpus_free = 0;
   Mib memory_total = 0;
@@ -43,10 +45,16 @@ struct JobRequest {
   ResourceRequest per_node;
   std::string pool;  // "" = any pool
   std::map<std::string, std::string> node_selector;
+  // The host paths its container mounts: only nodes that allow each of them (NodeView).
+  std::vector<std::string> container_mounts;
   std::string exclusive;  // node label key for exclusive placement; "" = none
   TimeMs submitted_at = 0;
   std::optional<DurationMs> time_limit;
   std::optional<int64_t> group;  // its bulk group, when Snapshot::group_caps may limit it
+
+  // Whether more than its pool decides which nodes may take it: a node_selector, or container
+  // mounts some nodes do not allow (InPoolAndSelector).
+  bool narrowed() const { return !node_selector.empty() || !container_mounts.empty(); }
 };
 
 // A bulk group's max_running (Slurm's array throttle %N): at most `max_running` of its jobs hold

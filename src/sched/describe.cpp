@@ -32,6 +32,19 @@ std::string DescribeScope(const JobRequest& job) {
   if (!job.pool.empty()) out += " in pool '" + job.pool + "'";
   if (!job.node_selector.empty())
     out += " matching node_selector " + DescribeSelector(job.node_selector);
+  if (!job.container_mounts.empty())
+    out += std::string(job.node_selector.empty() ? "" : " and") + " allowing container.mounts " +
+           ListNames(job.container_mounts, 4);
+  return out;
+}
+
+std::string DescribeNarrowing(const JobRequest& job) {
+  std::string out;
+  if (!job.node_selector.empty())
+    out += " matches node_selector " + DescribeSelector(job.node_selector);
+  if (!job.container_mounts.empty())
+    out += std::string(out.empty() ? "" : " and") + " allows container.mounts " +
+           ListNames(job.container_mounts, 4);
   return out;
 }
 

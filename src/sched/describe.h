@@ -24,8 +24,11 @@ std::string DescribeRequest(const ResourceRequest& request);
 // "gpu_gen=hopper,zone=a".
 std::string DescribeSelector(const std::map<std::string, std::string>& selector);
 // Where a job may run, to follow the word "node": " in pool 'research' matching node_selector a=b",
-// or "" when the job accepts every node.
+// (" and allowing container.mounts /data"), or "" when the job accepts every node.
 std::string DescribeScope(const JobRequest& job);
+// What narrows a job's pool, to follow "no node": " matches node_selector a=b", " allows
+// container.mounts /data", or both joined by "and".
+std::string DescribeNarrowing(const JobRequest& job);
 // "1 node", "3 nodes".
 std::string CountNodes(int n);
 // "n1, n2, n3, ...": at most `limit` names, then an ellipsis.

@@ -62,7 +62,7 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
   if (in_pool.empty()) return Status::Infeasible("no node in pool '" + job.pool + "'");
   if (in_scope.empty()) {
     return Status::Infeasible("no node" + (job.pool.empty() ? "" : " in pool '" + job.pool + "'") +
-                              " matches node_selector " + DescribeSelector(job.node_selector));
+                              DescribeNarrowing(job));
   }
   if (!job.exclusive.empty() &&
       std::none_of(in_scope.begin(), in_scope.end(),

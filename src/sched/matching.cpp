@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
+
 namespace berth::sched {
 
 std::string RequestProblem(const JobRequest& job) {
@@ -24,6 +26,12 @@ bool InPoolAndSelector(const NodeView& node, const JobRequest& job) {
     }
     auto it = node.labels.find(key);
     if (it == node.labels.end() || it->second != value) return false;
+  }
+  for (const std::string& path : job.container_mounts) {
+    if (std::none_of(node.container_mounts.begin(), node.container_mounts.end(),
+                     [&](const std::string& root) { return IsPathUnder(path, root); })) {
+      return false;
+    }
   }
   return true;
 }

@@ -31,7 +31,8 @@ struct FitKey {
 // a pass.
 std::string RequestProblem(const JobRequest& job);
 
-// Whether `node` is in the job's pool ("" = any pool) and carries every label of its node_selector.
+// Whether `node` is in the job's pool ("" = any pool), carries every label of its node_selector and
+// allows each of its container mounts.
 // Says nothing about schedulability or resources.
 bool InPoolAndSelector(const NodeView& node, const JobRequest& job);
 

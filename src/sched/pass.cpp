@@ -38,6 +38,7 @@ size_t HashShape(const JobRequest& j) {
   h = HashText(h, j.pool);
   h = HashText(h, j.exclusive);
   for (const auto& [key, value] : j.node_selector) h = HashText(HashText(h, key), value);
+  for (const std::string& path : j.container_mounts) h = HashText(h, path);
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
@@ -52,10 +53,11 @@ struct ShapeEq {
         x.per_node.memory != y.per_node.memory || x.per_node.gpu_milli != y.per_node.gpu_milli ||
         x.num_nodes != y.num_nodes || !SameText(x.per_node.gpu_type, y.per_node.gpu_type) ||
         !SameText(x.pool, y.pool) || !SameText(x.exclusive, y.exclusive) ||
-        x.node_selector.size() != y.node_selector.size()) {
+        x.node_selector.size() != y.node_selector.size() ||
+        x.container_mounts.size() != y.container_mounts.size()) {
       return false;
     }
-    return x.node_selector == y.node_selector;
+    return x.node_selector == y.node_selector && x.container_mounts == y.container_mounts;
   }
 };
 
@@ -469,7 +471,7 @@ bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason
 
 bool Pass::InScope(NodeIdx i, const JobRequest& job, int pool) const {
   if (pool == -2 || (pool >= 0 && state_.pool(i) != pool)) return false;
-  return job.node_selector.empty() || InPoolAndSelector(state_.view(i), job);
+  return !job.narrowed() || InPoolAndSelector(state_.view(i), job);
 }
 
 std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, size_t count) {
@@ -477,8 +479,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   const int pool = PoolOf(state_, job);
   if (need.unknown_type || pool == -2) return out;
   auto fits = [&](NodeIdx i) {
-    return state_.Fits(i, need) &&
-           (job.node_selector.empty() || InPoolAndSelector(state_.view(i), job)) &&
+    return state_.Fits(i, need) && (!job.narrowed() || InPoolAndSelector(state_.view(i), job)) &&
            !Blocked(i, job);
   };
   if (++searches_ > tuning_.index_after_searches) {
@@ -772,7 +773,7 @@ int Pass::AddOccupant(Occupant o) {
 std::vector<NodeIdx> Pass::EligibleNodes(const JobRequest& job, std::string* reason) const {
   // Many failing shapes share a scope (the default pool, no selector): one scan serves them until
   // a domain closes.
-  const bool cacheable = job.node_selector.empty();
+  const bool cacheable = !job.narrowed();
   if (cacheable) {
     auto it = eligible_.find(job.pool);
     if (it != eligible_.end() && it->second.closed == closings_) {
@@ -794,7 +795,7 @@ std::vector<NodeIdx> Pass::ScanEligible(const JobRequest& job, std::string* reas
   for (NodeIdx i = 0; i < state_.size(); ++i) {
     if (pool == -2 || (pool >= 0 && state_.pool(i) != pool)) continue;
     ++in_pool;
-    if (!job.node_selector.empty() && !InPoolAndSelector(state_.view(i), job)) continue;
+    if (job.narrowed() && !InPoolAndSelector(state_.view(i), job)) continue;
     ++in_scope;
     if (!state_.schedulable(i)) continue;
     ++schedulable;
@@ -808,8 +809,7 @@ std::vector<NodeIdx> Pass::ScanEligible(const JobRequest& job, std::string* reas
   } else if (in_pool == 0) {
     *reason = "waiting: no node" + pool_words;
   } else if (in_scope == 0) {
-    *reason = "waiting: no node" + pool_words + " matches node_selector " +
-              DescribeSelector(job.node_selector);
+    *reason = "waiting: no node" + pool_words + DescribeNarrowing(job);
   } else if (schedulable == 0) {
     *reason = "waiting: no schedulable node" + DescribeScope(job) + " (" +
               (in_scope == 1 ? "its 1 node is" : "all " + std::to_string(in_scope) + " are") +

@@ -28,7 +28,13 @@ sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   r.pool = spec.pool;
   r.node_selector = spec.node_selector;
   // Only nodes whose agent found a container runtime run a job with an image.
-  if (spec.container) r.node_selector.emplace(kContainerRuntimeLabel, "podman");
+  if (spec.container) {
+    r.node_selector.emplace(kContainerRuntimeLabel, "podman");
+    // ... and allow what it mounts, where some nodes do and some do not.
+    for (const std::string& mount : spec.container->mounts) {
+      r.container_mounts.push_back(mount.substr(0, mount.find(':')));
+    }
+  }
   r.exclusive = spec.exclusive;
   r.submitted_at = row.submitted_at;
   r.time_limit = spec.time_limit;

@@ -20,6 +20,7 @@ const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
                   !node.health.NodeFaulty();
   v.pool = node.row.pool;
   v.labels = node.row.labels;
+  v.container_mounts = node.container_mounts;
   v.cpus_total = node.row.cpus;
   v.cpus_free = std::max<MilliCpu>(0, node.row.cpus - node.cpus_used);
   v.memory_total = node.row.memory;

@@ -317,13 +317,11 @@ Status CheckContainer(const ContainerSpec& c) {
 
 Status CheckContainerMounts(const ContainerSpec& spec, const std::vector<std::string>& allowed,
                             const std::string& node) {
-  auto under = [](const std::string& path, const std::string& root) {
-    return root == "/" || path == root || (StartsWith(path, root) && path[root.size()] == '/');
-  };
   for (const std::string& mount : spec.mounts) {
     const std::string host_path = mount.substr(0, mount.find(':'));
-    const bool ok = std::any_of(allowed.begin(), allowed.end(),
-                                [&](const std::string& root) { return under(host_path, root); });
+    const bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const std::string& root) {
+      return IsPathUnder(host_path, root);
+    });
     if (!ok) {
       return Status::Invalid(fmt::format(
           "container.mounts: '{}': {} is not among the paths {} lets containers mount ({})", mount,

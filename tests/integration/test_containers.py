@@ -324,6 +324,24 @@ class ContainerTest(BerthTestCase):
         self.b.run("cancel", again, env=self.env)
         self.b.wait_status(again, "CANCELLED", timeout=60, env=self.env)
 
+    def test_a_mount_goes_where_it_is_allowed(self):
+        """Placement looks at container.mounts: of two nodes that run containers, the one that lets
+        containers mount the path gets the job (box, which allows none, is not tried)."""
+        data = self.path("datasets")
+        os.makedirs(os.path.join(data, "imagenet"))
+        with open(os.path.join(data, "imagenet", "labels.txt"), "w") as f:
+            f.write("cat dog\n")
+        os.chmod(data, 0o755)
+        self.start_agent("box2", extra=["--container-mount", data])
+        self.b.wait_nodes_up(["box", "box2"], env=self.env)
+        jobs = [self.submit(self.task(["cat /data/labels.txt"],
+                                      extra=f"container:\n  mounts: [\"{data}/imagenet:/data:ro\"]\n"))
+                for _ in range(2)]
+        for job in jobs:
+            self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+            self.assertIn("cat dog", self.logs(job))
+            self.assertEqual([p["node"] for p in self.b.show(job, env=self.env)["placement"]], ["box2"])
+
     def test_refused_where_no_node_runs_containers(self):
         self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])
         self.b.wait_nodes_up(["box", "plain"], env=self.env)

@@ -97,6 +97,15 @@ TEST(Strings, NamesAndSplits) {
   EXPECT_EQ(RandomHex(8).size(), 16u);
 }
 
+TEST(Strings, PathsUnderARoot) {
+  EXPECT_TRUE(IsPathUnder("/data", "/data"));
+  EXPECT_TRUE(IsPathUnder("/data/x/y", "/data"));
+  EXPECT_TRUE(IsPathUnder("/anything", "/"));
+  EXPECT_FALSE(IsPathUnder("/database", "/data"));
+  EXPECT_FALSE(IsPathUnder("/dat", "/data"));
+  EXPECT_FALSE(IsPathUnder("/other/data", "/data"));
+}
+
 TEST(Resources, CudaVisibleDevicesListsTheGrantedIndices) {
   NodeGrant g{"n1", 0, {{2, 1000}, {3, 1000}}};
   EXPECT_EQ(CudaVisibleDevices(g), "2,3");

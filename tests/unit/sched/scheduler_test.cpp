@@ -276,6 +276,25 @@ TEST(ScheduleTest, NodeNameSelectorPlacesOnThatNode) {
                           "wait 2: waiting: no node matches node_selector berth.node=c1"));
 }
 
+// A container job mounting host paths goes to a node that lets containers mount them (b1: /data),
+// not the first that fits (a1: /scratch only); two jobs alike but for their mounts are not taken
+// for one shape; a mount no node allows waits saying so.
+TEST(ScheduleTest, ContainerMountsPickNodesThatAllowThem) {
+  Snapshot s;
+  s.nodes = {MakeNode("a1", 8, 32, "H100", 8), MakeNode("b1", 8, 32, "H100", 8)};
+  s.nodes[0].container_mounts = {"/scratch"};
+  s.nodes[1].container_mounts = {"/data", "/models"};
+  s.pending = {MakeJob(1, "H100:1"), MakeJob(2, "H100:1"), MakeJob(3, "H100:1"),
+               MakeJob(4, "H100:1")};
+  s.pending[0].container_mounts = {"/data/imagenet"};
+  s.pending[1].container_mounts = {"/scratch"};
+  s.pending[2].container_mounts = {"/data", "/models/llama"};
+  s.pending[3].container_mounts = {"/database"};
+  EXPECT_THAT(FormatDecisions(Pass(s)),
+              ElementsAre("place 1 on b1 gpus=0", "place 2 on a1 gpus=0", "place 3 on b1 gpus=1",
+                          "wait 4: waiting: no node allows container.mounts /database"));
+}
+
 // n1 and n2 each have 4 V100s; job 1 holds one on n1. A 2-node V100:4 gang cannot start (n1 has
 // only 3 free), and it must not take n2 alone: a V100:4 job behind it gets n2.
 TEST(ScheduleTest, GangIsAllOrNothing) {
