@@ -181,7 +181,7 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       // when it says something else (another agent version), else left alone (read by bash
       // itself: a warm start spawns nothing for it).
       "wrapper={wrapper_text}\n"
-      "current=; IFS= read -rd '' current < {store}/podman 2>/dev/null\n"
+      "current=; IFS= read -rd '' current 2>/dev/null < {store}/podman\n"
       "if [ \"$current\" != \"$wrapper\"$'\\n' ]; then\n"
       "  printf '%s\\n' \"$wrapper\" > {store}/podman.new && chmod 700 {store}/podman.new && "
       "mv -f {store}/podman.new {store}/podman\n"

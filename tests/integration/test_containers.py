@@ -324,6 +324,50 @@ class ContainerTest(BerthTestCase):
         self.b.run("cancel", again, env=self.env)
         self.b.wait_status(again, "CANCELLED", timeout=60, env=self.env)
 
+    def test_a_full_store_evicts_unused_images_then_fails_naming_sizes(self):
+        """A node whose image store is a small tmpfs: a second big image does not fit beside the first,
+        so the user's images that no container uses go and the pull succeeds; a third, while a job runs
+        in the second, cannot fit and the job fails naming what the images take and what is free. The
+        node stays up."""
+        state = self.path("agent-tiny")
+        store = os.path.join(state, "containers")
+        os.makedirs(store)
+        sh("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", store)
+        self.addCleanup(sh, "umount", "-l", store, check=False)
+        self.b.start_agent(self.url, name="tiny", state_dir=state,
+                           extra=["--insecure-registry", f"127.0.0.1:{self.port}", "--pull-retries", "0",
+                                  "--pool", "tiny"])
+        self.b.wait_nodes_up(["box", "tiny"], env=self.env)
+        blob = 30 << 20
+        big = [self.images.big(f"big{i}", blob) for i in range(3)]
+
+        def job(image, run):
+            text = (f"workdir: node:{self.work}\npool: tiny\nresources:\n  image_id: docker:{image}\n"
+                    f"  memory: 0.5\nrun: |\n" + "".join(f"  {line}\n" for line in run))
+            return self.submit(self.write(f"task-{uuid.uuid4().hex[:6]}.yaml", text))
+        first = job(big[0], ["true"])
+        done = self.b.wait_status(first, "SUCCEEDED", "FAILED", timeout=180, env=self.env)
+        self.assertEqual(done["status"], "SUCCEEDED", self.logs(first))
+        # What one image takes here (with the copy of its layers that --userns=keep-id makes where the
+        # storage driver cannot map ids, vfs on these machines), and room for half a download more: a
+        # second pull (its blob, then its layer) does not fit beside it; alone, it and its job do.
+        used = int(sh("du", "-sk", store).stdout.split()[0])
+        sh("mount", "-o", f"remount,size={used + (blob >> 10) * 3 // 2}k", store)
+        second = job(big[1], ["echo started", "sleep 300"])
+        self.b.wait_until(lambda: "started" in self.logs(second) or self.b.show(second, env=self.env)["status"]
+                          == "FAILED", 180, message="the second job to start")
+        self.assertIn("the disk is full; removing your images that no container uses", self.logs(second))
+        self.assertIn("started", self.logs(second))
+        listed = self.b.json("image", "ls", "--node", "tiny", "--json", env=self.env)["images"]
+        self.assertEqual([i["image"] for i in listed], [big[1]])
+        third = job(big[2], ["true"])
+        done = self.b.wait_status(third, "FAILED", timeout=180, env=self.env)
+        self.assertRegex(done["reason"], r"^image pull failed: no space left on device for " + re.escape(big[2]) +
+                         r": your images on this node take \S+, the disk has \S+ free$")
+        self.assertEqual({n["name"]: n["state"] for n in self.b.nodes(env=self.env)}["tiny"], "UP")
+        self.b.run("cancel", second, env=self.env)
+        self.b.wait_status(second, "CANCELLED", timeout=60, env=self.env)
+
     def test_a_mount_goes_where_it_is_allowed(self):
         """Placement looks at container.mounts: of two nodes that run containers, the one that lets
         containers mount the path gets the job (box, which allows none, is not tried)."""
