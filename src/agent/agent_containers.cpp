@@ -41,11 +41,6 @@ Status OwnedDir(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
   return result;
 }
 
-bool IsCharDevice(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
-}
-
 }  // namespace
 
 void Agent::SetUpContainers() {
@@ -72,9 +67,7 @@ void Agent::SetUpContainers() {
   const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
   containers_.run_dir = ContainerRunDir(options_.state_dir, ::geteuid() == 0, ::geteuid(),
                                         runtime_dir ? runtime_dir : "");
-  for (const char* dev : {"/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml"}) {
-    containers_.cdi_gpus = containers_.cdi_gpus || ::access(dev, R_OK) == 0;
-  }
+  containers_.cdi_gpus = HasNvidiaCdiSpec({"/etc/cdi", "/var/run/cdi"});
   LogInfo("containers: podman {} ({}{}{})", containers_.version,
           containers_.oci_runtime.empty() ? "its default OCI runtime" : containers_.oci_runtime,
           containers_.cgroup_v2 ? ", cgroup v2" : ", cgroup v1",
@@ -119,23 +112,7 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
   // What is below the user's own two directories, the pull step makes as the user.
   BERTH_RETURN_IF_ERROR(OwnedDir(UserStoreDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
   BERTH_RETURN_IF_ERROR(OwnedDir(UserRunDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
-  // Only the rank's own GPUs (with the driver's control files) go in.
-  for (int index : m.gpus) {
-    if (containers_.cdi_gpus) {
-      rank.devices.emplace_back("nvidia.com/gpu=" + std::to_string(index), "");
-      continue;
-    }
-    auto minor = gpu_minors_.find(index);
-    const int file = minor == gpu_minors_.end() ? index : minor->second;
-    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(file);
-    if (IsCharDevice(path)) rank.devices.emplace_back(path, "/dev/nvidia" + std::to_string(file));
-  }
-  if (!m.gpus.empty() && !containers_.cdi_gpus) {
-    for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
-      const std::string path = options_.gpu_device_dir + "/" + control;
-      if (IsCharDevice(path)) rank.devices.emplace_back(path, std::string("/dev/") + control);
-    }
-  }
+  rank.devices = ContainerGpuDevices(containers_, m.gpus, gpu_minors_, options_.gpu_device_dir);
   if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;
   std::vector<std::string> task_envs;
   for (const auto& [name, value] : spec.envs) task_envs.push_back(name);

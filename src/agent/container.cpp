@@ -2,6 +2,8 @@
 #include "agent/container.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -117,6 +119,40 @@ std::string ProgressFunction(const std::string& store, int every_ms) {
 }
 
 }  // namespace
+
+bool HasNvidiaCdiSpec(const std::vector<std::string>& dirs) {
+  return std::any_of(dirs.begin(), dirs.end(), [](const std::string& dir) {
+    return ::access((dir + "/nvidia.yaml").c_str(), R_OK) == 0 ||
+           ::access((dir + "/nvidia.json").c_str(), R_OK) == 0;
+  });
+}
+
+std::vector<std::pair<std::string, std::string>> ContainerGpuDevices(
+    const ContainerHost& host, const std::vector<int>& gpus, const std::map<int, int>& minors,
+    const std::string& device_dir) {
+  auto is_char_device = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int index : gpus) {
+    if (host.cdi_gpus) {
+      out.emplace_back("nvidia.com/gpu=" + std::to_string(index), "");
+      continue;
+    }
+    auto minor = minors.find(index);
+    const int file = minor == minors.end() ? index : minor->second;
+    const std::string path = device_dir + "/nvidia" + std::to_string(file);
+    if (is_char_device(path)) out.emplace_back(path, "/dev/nvidia" + std::to_string(file));
+  }
+  if (!gpus.empty() && !host.cdi_gpus) {
+    for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+      const std::string path = device_dir + "/" + control;
+      if (is_char_device(path)) out.emplace_back(path, std::string("/dev/") + control);
+    }
+  }
+  return out;
+}
 
 std::string PodmanWrapper(const ContainerHost& host, uid_t uid) {
   return "#!/bin/bash\n"

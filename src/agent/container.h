@@ -15,7 +15,8 @@
 // Another runtime (enroot, Apptainer) would be a second ContainerHost kind whose scripts these
 // functions choose by `runtime`; nothing outside this file knows podman.
 //
-// Pure (string building) except DetectPodman, which runs podman through a CommandRunner.
+// Pure (string building) except DetectPodman, which runs podman through a CommandRunner, and
+// HasNvidiaCdiSpec and ContainerGpuDevices, which look at files.
 // Thread-safe.
 #pragma once
 
@@ -67,6 +68,17 @@ struct ContainerHost {
 // Finds podman (`podman_path`: a path or a name on PATH; "" = "podman") and its version. An
 // absent podman is not an error: the host's `runtime` is then "".
 ContainerHost DetectPodman(CommandRunner& runner, const std::string& podman_path);
+
+// Whether NVIDIA's CDI spec (nvidia.yaml, as nvidia-ctk writes it) is in one of `dirs`.
+bool HasNvidiaCdiSpec(const std::vector<std::string>& dirs);
+
+// The device entries for a rank given GPUs `gpus` (indices): with CDI, "nvidia.com/gpu=INDEX" each
+// (the spec brings the device files and the driver's libraries); else each GPU's device file
+// (`minors`: index -> its /dev/nvidiaN number, where they differ) and the driver's control files,
+// from `device_dir`, each only where it is a character device.
+std::vector<std::pair<std::string, std::string>> ContainerGpuDevices(
+    const ContainerHost& host, const std::vector<int>& gpus, const std::map<int, int>& minors,
+    const std::string& device_dir);
 
 // One rank of a container job, as the agent plans it.
 struct ContainerRank {

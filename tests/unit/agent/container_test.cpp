@@ -88,6 +88,43 @@ TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   EXPECT_THAT(setup, HasSubstr("/j/setup.container.sh:/.berth-step.sh:ro"));
 }
 
+// A rank's GPUs go in as their device files (by minor where it differs from the index) with the
+// driver's control files, each only where it is a character device; on a node with NVIDIA's CDI
+// spec, by CDI name only, which the step passes as it is.
+TEST(ContainerTest, GpusGoInByDeviceFileOrByCdiName) {
+  TempDir dir;
+  for (const char* name : {"nvidia0", "nvidia5", "nvidiactl", "nvidia-uvm"}) {
+    ASSERT_EQ(::symlink("/dev/null", dir.File(name).c_str()), 0);  // a character device
+  }
+  std::ofstream(dir.File("nvidia1")) << "";  // a plain file: not passed in
+  ContainerHost host = Host("/usr/bin/podman", "/s");
+  EXPECT_EQ(ContainerGpuDevices(host, {0, 2}, {{2, 5}}, dir.path()),
+            (std::vector<std::pair<std::string, std::string>>{
+                {dir.File("nvidia0"), "/dev/nvidia0"},
+                {dir.File("nvidia5"), "/dev/nvidia5"},
+                {dir.File("nvidiactl"), "/dev/nvidiactl"},
+                {dir.File("nvidia-uvm"), "/dev/nvidia-uvm"}}));
+  EXPECT_EQ(
+      ContainerGpuDevices(host, {1}, {}, dir.path()),
+      (std::vector<std::pair<std::string, std::string>>{
+          {dir.File("nvidiactl"), "/dev/nvidiactl"}, {dir.File("nvidia-uvm"), "/dev/nvidia-uvm"}}));
+  EXPECT_TRUE(ContainerGpuDevices(host, {}, {}, dir.path()).empty());
+
+  EXPECT_FALSE(HasNvidiaCdiSpec({dir.path(), dir.File("none")}));
+  std::filesystem::create_directories(dir.File("cdi"));
+  std::ofstream(dir.File("cdi/nvidia.yaml")) << "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n";
+  host.cdi_gpus = HasNvidiaCdiSpec({dir.File("none"), dir.File("cdi")});
+  ASSERT_TRUE(host.cdi_gpus);
+  ContainerRank rank = Rank();
+  rank.uid = 1000;
+  rank.devices = ContainerGpuDevices(host, {0, 2}, {{2, 5}}, dir.path());
+  EXPECT_EQ(rank.devices, (std::vector<std::pair<std::string, std::string>>{
+                              {"nvidia.com/gpu=0", ""}, {"nvidia.com/gpu=2", ""}}));
+  const std::string step = StepScript(host, rank, /*run=*/true);
+  EXPECT_THAT(step, HasSubstr("--device nvidia.com/gpu=0 --device nvidia.com/gpu=2 "));
+  EXPECT_THAT(step, Not(HasSubstr("/dev/nvidia")));
+}
+
 TEST(ContainerTest, EnvironmentIsTheTasksAndBerthsNotTheHosts) {
   std::map<std::string, std::string> env = {{"PATH", "/usr/bin"},
                                             {"LANG", "C"},
