@@ -335,7 +335,7 @@ TEST_F(CoreTest, RequeueIsTheOwnersOrAnOperators) {
 // A container job's pull, as its reason shows it: "pulling image REF" when it starts, then how
 // far the download got (each progress report replaces the last, in the job row only: the history
 // keeps the start and the end of the pull, not every few seconds of it), then what it resolved to.
-// A progress report after that changes nothing.
+// A progress report after that changes nothing. The pull's time does not count toward time_limit.
 TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
   proto::RegisterRequest node;
   node.name = "n1";
@@ -349,6 +349,7 @@ TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
   sessions_["n1"] = registered->session;
   JobSpec spec = Spec(1);
   spec.container = ContainerSpec{.image = "reg:5000/bb:1"};
+  spec.time_limit = 10'000;
   const int64_t job = Submit(spec);
   ASSERT_TRUE(core_->RunPass());
   auto report = [&](proto::Report r) {
@@ -372,6 +373,18 @@ TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
   report(proto::Report::PullProgress(rank, "2 layers, 41 MB downloaded"));
   EXPECT_EQ(Stored(job).reason, "pulled image reg:5000/bb@sha256:ab");
   EXPECT_EQ(store_->GetEvents(job)->back().reason, "pulled image reg:5000/bb@sha256:ab");
+  // The pull's time is not running time: a 10 s time_limit counts from RUNNING.
+  clock_.Advance(30'000);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
+  Run("n1", job);
+  clock_.Advance(9'000);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
+  EXPECT_TRUE(channel_.Stops("n1").empty());
+  clock_.Advance(2'000);
+  core_->CheckTimeLimits();
+  EXPECT_EQ(channel_.Stops("n1").size(), 1u) << "the time limit did not stop the job";
 }
 
 }  // namespace
