@@ -142,6 +142,16 @@ Result<std::vector<NodeOutput>> OutputPerNode(Connection& conn, int64_t id) {
   return out;
 }
 
+// Runs `spec` on the chosen nodes (SubmitOnNodes) and returns what each rank printed.
+Result<std::vector<NodeOutput>> RunOnNodes(const GlobalFlags& g, const JobSpec& spec,
+                                           const NodeChoice& where) {
+  Connection conn(g.server, g.token, g.self_exe);
+  BERTH_RETURN_IF_ERROR(conn.Connect());
+  auto submitted = SubmitOnNodes(conn, spec, where);
+  if (!submitted.ok()) return submitted.status();
+  return OutputPerNode(conn, submitted->first);
+}
+
 // One image line of `podman images --format` below: image, digest, size, created (tab-separated).
 constexpr char kListFormat[] =
     "{{.Repository}}:{{.Tag}}\\t{{.Digest}}\\t{{.Size}}\\t{{.CreatedSince}}";
@@ -156,11 +166,7 @@ int List(const GlobalFlags& g, const NodeChoice& where, bool as_json) {
       "list=$(\"$BERTH_PODMAN\" --log-level=error images --format $'{}') || exit\n"
       "[ -z \"$list\" ] || printf '%s\\n' \"$list\" | sed 's/^/berth-image\\t/'\n",
       kListFormat);
-  Connection conn(g.server, g.token, g.self_exe);
-  if (Status st = conn.Connect(); !st.ok()) return Fail(st);
-  auto submitted = SubmitOnNodes(conn, spec, where);
-  if (!submitted.ok()) return Fail(submitted.status());
-  auto outputs = OutputPerNode(conn, submitted->first);
+  auto outputs = RunOnNodes(g, spec, where);
   if (!outputs.ok()) return Fail(outputs.status());
   Table table({"NODE", "IMAGE", "DIGEST", "SIZE", "CREATED"});
   json::array rows;
@@ -211,11 +217,7 @@ int Remove(const GlobalFlags& g, const std::string& image, const NodeChoice& whe
       "  1) echo berth-absent;;\n"  // (anything else: podman said why)
       "  *) exit 1;;\n"
       "esac\n";
-  Connection conn(g.server, g.token, g.self_exe);
-  if (Status st = conn.Connect(); !st.ok()) return Fail(st);
-  auto submitted = SubmitOnNodes(conn, spec, where);
-  if (!submitted.ok()) return Fail(submitted.status());
-  auto outputs = OutputPerNode(conn, submitted->first);
+  auto outputs = RunOnNodes(g, spec, where);
   if (!outputs.ok()) return Fail(outputs.status());
   int rc = 0;
   for (const NodeOutput& node : *outputs) {
