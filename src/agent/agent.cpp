@@ -592,11 +592,17 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   plan.run_env = std::move(env.run_env);
   // Every job learns the node's name; on a node that runs containers, where the user's podman is
   // (agent/container.h kPodmanEnv: there once a container job of theirs ran here).
+  const uid_t uid = account ? account->uid : ::geteuid();
+  const std::string podman = UserStoreDir(containers_, uid) + "/podman";
   for (auto* e : {&plan.setup_env, &plan.run_env}) {
     (*e)["BERTH_NODE"] = options_.name;
-    if (!containers_.runtime.empty()) {
-      (*e)[kPodmanEnv] =
-          UserStoreDir(containers_, account ? account->uid : ::geteuid()) + "/podman";
+    if (!containers_.runtime.empty()) (*e)[kPodmanEnv] = podman;
+  }
+  // That podman needs its run dir, which a reboot takes (/run): made again for a job of a user who
+  // has a store here. (A stat per launch on a node that runs containers.)
+  if (!containers_.runtime.empty() && ::access(podman.c_str(), F_OK) == 0) {
+    if (Status made = MakeContainerDirs(uid, account ? account->gid : ::getegid()); !made.ok()) {
+      LogWarn("job {}: {}", m.job, made.message());
     }
   }
   plan.setup = spec.setup;
@@ -873,14 +879,16 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     const bool pulling = std::any_of(events.begin(), events.end(),
                                      [](const auto& e) { return e.kind == "pulling"; }) &&
                          std::none_of(events.begin(), events.end(), [](const auto& e) {
-                           return (e.kind == "pulling" && !e.reason.empty()) || e.kind == "exited";
+                           return (e.kind == "pulling" && !e.reason.empty()) ||
+                                  e.kind == "setting_up" || e.kind == "running" ||
+                                  e.kind == "exited";
                          });
     const bool shipped_all =
         ShipOutput(job, session, final, &shipped_output, pulling ? &progress : nullptr);
     size_t reported = job.events_seen;
     if (shipped_all) {
+      AddEventReports(job.id, fresh, new_reports);  // (its "pulling" before its progress)
       if (progress) new_reports.push_back(proto::Report::PullProgress(job.id, *progress));
-      AddEventReports(job.id, fresh, new_reports);
       reported = events.size();
     }
     MutexLock lock(mu_);

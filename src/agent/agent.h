@@ -129,6 +129,9 @@ class Agent {
   RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
   void FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const;
   void SetUpContainers();
+  // The directories of user `uid`'s image store and podman run dir (and the agent's two above
+  // them), each theirs; made where missing (/run loses the run dirs at a reboot).
+  Status MakeContainerDirs(uid_t uid, gid_t gid) const;
   // A container rank's steps (RunPlan::pull, setup, run) in its image; an error fails the launch.
   Status PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec, const std::string& key,
                        const std::string& job_dir, const std::optional<JobAccount>& account,

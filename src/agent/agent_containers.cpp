@@ -74,6 +74,27 @@ void Agent::SetUpContainers() {
           containers_.cdi_gpus ? ", GPUs by CDI" : "");
 }
 
+Status Agent::MakeContainerDirs(uid_t uid, gid_t gid) const {
+  // Users' stores and run dirs are below these, each their own: they reach theirs, never list the
+  // others'. Made by the first container job (a node that runs none has none).
+  const bool root = ::geteuid() == 0;
+  BERTH_RETURN_IF_ERROR(OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711));
+  if (!root && StartsWith(containers_.run_dir, "/tmp/")) {
+    // No runtime dir of its own: a name in /tmp, which must be this user's and nobody else's.
+    struct stat st {};
+    if (::lstat(containers_.run_dir.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())) {
+      return Status::Unavailable(containers_.run_dir +
+                                 " is not this agent's (set XDG_RUNTIME_DIR)");
+    }
+  }
+  BERTH_RETURN_IF_ERROR(
+      OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700));
+  // What is below the user's own two directories, the pull step makes as the user.
+  BERTH_RETURN_IF_ERROR(OwnedDir(UserStoreDir(containers_, uid), uid, gid, 0700));
+  return OwnedDir(UserRunDir(containers_, uid), uid, gid, 0700);
+}
+
 Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
                             const std::string& key, const std::string& job_dir,
                             const std::optional<JobAccount>& account,
@@ -94,24 +115,7 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     struct stat st {};
     if (::stat(home->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) rank.home = home->second;
   }
-  // Users' stores and run dirs are below these, each their own: they reach theirs, never list the
-  // others'. Made by the first container job (a node that runs none has none).
-  const bool root = ::geteuid() == 0;
-  BERTH_RETURN_IF_ERROR(OwnedDir(containers_.store_dir, ::geteuid(), ::getegid(), 0711));
-  if (!root && StartsWith(containers_.run_dir, "/tmp/")) {
-    // No runtime dir of its own: a name in /tmp, which must be this user's and nobody else's.
-    struct stat st {};
-    if (::lstat(containers_.run_dir.c_str(), &st) == 0 &&
-        (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())) {
-      return Status::Unavailable(containers_.run_dir +
-                                 " is not this agent's (set XDG_RUNTIME_DIR)");
-    }
-  }
-  BERTH_RETURN_IF_ERROR(
-      OwnedDir(containers_.run_dir, ::geteuid(), ::getegid(), root ? 0711 : 0700));
-  // What is below the user's own two directories, the pull step makes as the user.
-  BERTH_RETURN_IF_ERROR(OwnedDir(UserStoreDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
-  BERTH_RETURN_IF_ERROR(OwnedDir(UserRunDir(containers_, rank.uid), rank.uid, rank.gid, 0700));
+  BERTH_RETURN_IF_ERROR(MakeContainerDirs(rank.uid, rank.gid));
   rank.devices = ContainerGpuDevices(containers_, m.gpus, gpu_minors_, options_.gpu_device_dir);
   if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;
   std::vector<std::string> task_envs;

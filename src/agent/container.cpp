@@ -100,8 +100,8 @@ std::string ProgressFunction(const std::string& store, int every_ms) {
       "export TMPDIR={download}\n"
       "berth_progress() {{\n"
       "  local -A most; local last=0 total size name v layers\n"
-      // A wait with no process of its own (nothing of it outlives the pull when it is killed):
-      // a read of a pipe that nobody writes, for as long as the timeout.
+      // A wait that nothing outlives when the reporter is killed (no sleep left running): a read,
+      // by bash itself, of a pipe that nobody writes, for as long as the timeout.
       "  while :; do\n"
       "    read -rt {every} <> <(:)\n"
       "    while read -r size name; do\n"
@@ -219,8 +219,8 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "wrapper={wrapper_text}\n"
       "current=; IFS= read -rd '' current 2>/dev/null < {store}/podman\n"
       "if [ \"$current\" != \"$wrapper\"$'\\n' ]; then\n"
-      "  printf '%s\\n' \"$wrapper\" > {store}/podman.new && chmod 700 {store}/podman.new && "
-      "mv -f {store}/podman.new {store}/podman\n"
+      "  printf '%s\\n' \"$wrapper\" > {store}/podman.new.$$ && chmod 700 {store}/podman.new.$$ && "
+      "mv -f {store}/podman.new.$$ {store}/podman\n"
       "fi\n"
       "image={image}\n"
       "cache={cache}\n"
@@ -254,6 +254,8 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   // One pull at a time of this user's on this node (released while waiting to try again): a
   // second job of an image waits for the first pull, then finds its layers here.
   s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
+  // What a killed pull left of its downloads (only one pull of the user's runs: the lock).
+  s += "rm -rf " + ShellQuote(store + "/download") + "/* 2>/dev/null\n";
   s += ProgressFunction(store, host.pull_progress_ms);
   s += "digest=$(" + podman +
        " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";

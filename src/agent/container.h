@@ -69,7 +69,8 @@ struct ContainerHost {
 // absent podman is not an error: the host's `runtime` is then "".
 ContainerHost DetectPodman(CommandRunner& runner, const std::string& podman_path);
 
-// Whether NVIDIA's CDI spec (nvidia.yaml, as nvidia-ctk writes it) is in one of `dirs`.
+// Whether NVIDIA's CDI spec (nvidia.yaml or nvidia.json, as nvidia-ctk writes it) is in one of
+// `dirs`.
 bool HasNvidiaCdiSpec(const std::vector<std::string>& dirs);
 
 // The device entries for a rank given GPUs `gpus` (indices): with CDI, "nvidia.com/gpu=INDEX" each

@@ -67,6 +67,8 @@ Result<std::pair<int64_t, size_t>> SubmitOnNodes(Connection& conn, JobSpec spec,
   auto nodes = ContainerNodes(conn, choice);
   if (!nodes.ok()) return nodes.status();
   spec.pool = choice.pool;
+  // (a host job would otherwise be free to land on nodes without podman, where it sees nothing)
+  spec.node_selector[kContainerRuntimeLabel] = "podman";
   if (!choice.node.empty()) spec.node_selector[kNodeNameSelector] = choice.node;
   spec.num_nodes = static_cast<int>(nodes->size());
   BERTH_RETURN_IF_ERROR(ValidateSpec(spec));
@@ -160,11 +162,15 @@ int List(const GlobalFlags& g, const NodeChoice& where, bool as_json) {
   JobSpec spec;
   spec.name = "image-ls";
   spec.resources.cpus = 100;
-  // Nothing there when no container job of the caller's ran on the node.
+  // Nothing there when no container job of the caller's ran on the node. Every rank ends well (a
+  // failed rank would stop the others'), saying what went wrong on a line of its own.
   spec.run = fmt::format(
       "[ -x \"$BERTH_PODMAN\" ] || exit 0\n"
-      "list=$(\"$BERTH_PODMAN\" --log-level=error images --format $'{}') || exit\n"
-      "[ -z \"$list\" ] || printf '%s\\n' \"$list\" | sed 's/^/berth-image\\t/'\n",
+      "if list=$(\"$BERTH_PODMAN\" --log-level=error images --format $'{}' 2>&1); then\n"
+      "  [ -z \"$list\" ] || printf '%s\\n' \"$list\" | sed 's/^/berth-image\\t/'\n"
+      "else\n"
+      "  printf '%s\\n' \"$list\" | sed 's/^/berth-error\\t/'\n"
+      "fi\n",
       kListFormat);
   auto outputs = RunOnNodes(g, spec, where);
   if (!outputs.ok()) return Fail(outputs.status());
@@ -177,7 +183,8 @@ int List(const GlobalFlags& g, const NodeChoice& where, bool as_json) {
       if (f.size() != 5 || f[0] != "berth-image") {
         // podman's complaint, as it said it
         if (!Trim(line).empty()) {
-          fmt::print(stderr, "berth: {}: {}\n", node.node, line);
+          fmt::print(stderr, "berth: {}: {}\n", node.node,
+                     StartsWith(line, "berth-error\t") ? line.substr(12) : line);
           rc = 1;
         }
         continue;
@@ -207,21 +214,27 @@ int Remove(const GlobalFlags& g, const std::string& image, const NodeChoice& whe
   const std::string ref = image.starts_with("docker:") ? image.substr(7) : image;
   spec.envs.emplace_back("IMAGE", ref);
   // podman refuses an image a container of the caller's uses (a job running in it): said as it
-  // says it, and the job fails.
+  // says it. Every rank ends well (a failed rank would stop the others' mid-way).
   spec.run =
       "podman() { \"$BERTH_PODMAN\" --log-level=error \"$@\"; }\n"
+      "failed() { printf '%s\\n' \"$1\" | sed 's/^/berth-error\\t/'; }\n"
       "[ -x \"$BERTH_PODMAN\" ] || { echo berth-absent; exit 0; }\n"
-      "podman image exists \"$IMAGE\"\n"
+      "said=$(podman image exists \"$IMAGE\" 2>&1)\n"
       "case $? in\n"
-      "  0) podman rmi \"$IMAGE\" >/dev/null && echo berth-removed;;\n"
-      "  1) echo berth-absent;;\n"  // (anything else: podman said why)
-      "  *) exit 1;;\n"
+      "  0) if said=$(podman rmi \"$IMAGE\" 2>&1 >/dev/null); then echo berth-removed; "
+      "else failed \"$said\"; fi;;\n"
+      "  1) echo berth-absent;;\n"
+      "  *) failed \"${said:-podman could not tell whether $IMAGE is there}\";;\n"
       "esac\n";
   auto outputs = RunOnNodes(g, spec, where);
   if (!outputs.ok()) return Fail(outputs.status());
   int rc = 0;
   for (const NodeOutput& node : *outputs) {
-    const std::string said = Trim(node.output);
+    std::vector<std::string> lines;
+    for (const std::string& line : Split(Trim(node.output), '\n')) {
+      lines.push_back(StartsWith(line, "berth-error\t") ? line.substr(12) : line);
+    }
+    const std::string said = Join(lines, "; ");
     if (said == "berth-removed") {
       fmt::print("{}: removed {}\n", node.node, ref);
     } else if (said == "berth-absent") {

@@ -13,7 +13,8 @@
 // A job is placed only where every resource it asks for is free on
 // every node it gets (no oversubscription); a job that does not fit is skipped and later jobs that
 // fit are placed (backfill). A job goes only to schedulable nodes in its pool ("" = any) that carry
-// every label of its node_selector. Placement is best fit: among the nodes that can hold the job,
+// every label of its node_selector (its key berth.node names the node itself) and allow each of its
+// container mounts. Placement is best fit: among the nodes that can hold the job,
 // the one left with the fewest free milli-GPUs of the requested type (for a job without GPUs: the
 // fewest free GPUs of any type, so CPU jobs stay off GPU nodes); ties broken by fewer free CPUs
 // left, less free memory left, then node name. Within a node, whole-device requests take the
@@ -137,13 +138,13 @@ struct PassResult {
 PassResult Schedule(const Snapshot& snapshot, const Config& config);
 
 // Whether `job` could ever run on this cluster if it were empty: some set of num_nodes distinct
-// nodes (schedulable or not) matching its pool and selector has enough total CPUs, memory and
-// devices of the type (for exclusive jobs: all within one value of the label). Returns Ok, or
-// Infeasible with a message saying why: "unknown GPU type 'A100' (this cluster has: T4, V100)",
-// "no node has 8 V100 GPUs (largest: 4 on n1)", "needs 2 nodes with V100:4; only 1 such node (n1)",
-// "no node in pool 'research'", "no node matches node_selector gpu_gen=hopper", "no 'rack' domain
-// has 2 nodes that fit (largest: 1 in r1)", "no nodes have joined the cluster". A malformed request
-// gives InvalidArgument ("invalid request: num_nodes must be at least 1").
+// nodes (schedulable or not) matching its pool, selector and container mounts has enough total
+// CPUs, memory and devices of the type (for exclusive jobs: all within one value of the label).
+// Returns Ok, or Infeasible with a message saying why: "unknown GPU type 'A100' (this cluster has:
+// T4, V100)", "no node has 8 V100 GPUs (largest: 4 on n1)", "needs 2 nodes with V100:4; only 1 such
+// node (n1)", "no node in pool 'research'", "no node matches node_selector gpu_gen=hopper", "no
+// 'rack' domain has 2 nodes that fit (largest: 1 in r1)", "no nodes have joined the cluster". A
+// malformed request gives InvalidArgument ("invalid request: num_nodes must be at least 1").
 Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job);
 
 }  // namespace berth::sched

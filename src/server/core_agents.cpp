@@ -376,8 +376,9 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
         const bool pulled = !r.reason.empty();
         if (!r.progress.empty()) {
           // How far the download got: shown as the reason while it lasts, not kept in the
-          // history (one entry every few seconds of a long pull would bury the rest).
-          if (!StartsWith(job->row.reason, "pulled")) {
+          // history (one entry every few seconds of a long pull would bury the rest). Rank 0's
+          // only: a gang's ranks would take turns rewriting the row.
+          if (r.rank == 0 && StartsWith(job->row.reason, "pulling image")) {
             MutJob(plan, *job).row.reason =
                 "pulling image " + job->spec->container->image + ": " + r.progress;
             plan.batch.jobs.push_back(job->row);

@@ -79,6 +79,7 @@ std::string TagOf(const std::map<std::string, std::string>& env) {
 std::string TagOfContainerMonitor(pid_t pid) {
   const std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
   std::vector<std::string> args = Split(cmdline, '\0');
+  if (args.empty() || args[0].substr(args[0].rfind('/') + 1) != "conmon") return "";
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] != "-n" || !StartsWith(args[i + 1], "berth-")) continue;
     std::vector<std::string> parts = Split(args[i + 1].substr(6), '-');
@@ -483,9 +484,16 @@ class NodeSupervisor {
         if (auto it = in_cgroup.find(child); it != in_cgroup.end()) owner = it->second;
       }
       if (!owner) {
+        // A tag says which rank, but anyone can write one: only a process of the rank's own user
+        // is taken at its word.
         std::string tag = TagOfProcess(child);
+        struct stat proc {};
+        const bool uid_known = ::stat(("/proc/" + std::to_string(child)).c_str(), &proc) == 0;
         for (const auto& [dir, rank] : ranks_) {
-          if (!tag.empty() && rank->tag == tag) owner = rank.get();
+          const uid_t uid = rank->plan.run_as ? rank->plan.run_as->uid : ::geteuid();
+          if (!tag.empty() && rank->tag == tag && uid_known && proc.st_uid == uid) {
+            owner = rank.get();
+          }
         }
       }
       if (owner) stray_owners_[child] = owner->dir;  // its CPU time counts for it when reaped

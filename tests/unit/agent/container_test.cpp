@@ -300,6 +300,13 @@ TEST_F(PullScriptTest, SaysHowFarADownloadGot) {
   EXPECT_GE(lines, 2) << output_;
   EXPECT_EQ(last, 300'000) << output_;
   EXPECT_EQ(LastPullProgress(output_), "1 layer, 300 kB downloaded");
+  // What a killed pull left in the download dir goes with the next pull (and counts for nothing).
+  const std::string left = store_ + "/" + std::to_string(::getuid()) + "/download/storage7";
+  std::filesystem::create_directories(left);
+  std::ofstream(left + "/1") << std::string(50'000, 'x');
+  ASSERT_EQ(Pull(Rank(), host), 0) << output_;
+  EXPECT_FALSE(std::filesystem::exists(left));
+  EXPECT_EQ(LastPullProgress(output_), "1 layer, 300 kB downloaded");
   // Nothing of the reporter is left running.
   // (a pattern that does not match the shell running pgrep itself)
   EXPECT_NE(std::system(("pgrep -f '" + dir_.File("pull[.]sh") + "' >/dev/null").c_str()), 0);

@@ -202,9 +202,10 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
 // alone; its own rank's stop takes it.
 TEST_F(NodeSupervisorTest, AContainerMonitorIsItsRanksNotAnyEndingRanks) {
   SupervisorLauncher launcher(BERTH_BIN, root_);
-  std::string container = NewJob(2, "(env -i " + std::string(kTag) + "=" + root_ +
-                                        " setsid bash -c 'sleep 302; :' conmon -n berth-2-1-0-run "
-                                        "&); sleep 300");
+  std::string container = NewJob(
+      2, "(env -i " + std::string(kTag) + "=" + root_ +
+             " setsid bash -c \"exec -a conmon bash -c 'sleep 302; :' x -n berth-2-1-0-run\" "
+             "&); sleep 300");
   auto pid = launcher.Start(container);
   ASSERT_TRUE(pid.ok());
   auto monitor = [&] {
