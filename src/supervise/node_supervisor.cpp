@@ -115,6 +115,17 @@ std::string TagOfProcess(pid_t pid) {
   return tag.empty() ? TagOfContainerMonitor(pid) : tag;
 }
 
+// A process's real uid (/proc/PID/status, which a non-dumpable process does not hide).
+std::optional<uid_t> RealUidOf(pid_t pid) {
+  for (const std::string& line :
+       Split(ReadFileOr("/proc/" + std::to_string(pid) + "/status"), '\n')) {
+    if (StartsWith(line, "Uid:")) {
+      return static_cast<uid_t>(std::strtoul(line.c_str() + 4, nullptr, 10));
+    }
+  }
+  return std::nullopt;
+}
+
 class NodeSupervisor {
  public:
   NodeSupervisor(int listen_fd, std::string state_dir, const Clock& clock)
@@ -487,13 +498,10 @@ class NodeSupervisor {
         // A tag says which rank, but anyone can write one: only a process of the rank's own user
         // is taken at its word.
         std::string tag = TagOfProcess(child);
-        struct stat proc {};
-        const bool uid_known = ::stat(("/proc/" + std::to_string(child)).c_str(), &proc) == 0;
+        const std::optional<uid_t> real_uid = RealUidOf(child);
         for (const auto& [dir, rank] : ranks_) {
           const uid_t uid = rank->plan.run_as ? rank->plan.run_as->uid : ::geteuid();
-          if (!tag.empty() && rank->tag == tag && uid_known && proc.st_uid == uid) {
-            owner = rank.get();
-          }
+          if (!tag.empty() && rank->tag == tag && real_uid == uid) owner = rank.get();
         }
       }
       if (owner) stray_owners_[child] = owner->dir;  // its CPU time counts for it when reaped
