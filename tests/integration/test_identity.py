@@ -246,7 +246,12 @@ class IdentityTest(BerthTestCase):
         self.assertNotIn(cluster_token, env)
         self.assertNotIn("TOKEN", env.upper().replace("TOKENIZERS", ""))
         self.assertNotIn(server_state, env)
-        self.assertNotIn(agent_state, env)
+        # The one path below the agent's state dir a job is told is its user's own image store's
+        # podman (on a node that runs containers: $BERTH_PODMAN, theirs, 0700, under dirs that can
+        # be crossed but not listed).
+        own_store = os.path.join(agent_state, "containers", str(alice.pw_uid)) + "/podman"
+        self.assertNotIn(agent_state, "\n".join(line for line in env.splitlines()
+                                                if line != "BERTH_PODMAN=" + own_store))
 
         # The daemons' files are private.
         self.assertEqual(stat.S_IMODE(os.stat(server_state).st_mode), 0o711)
