@@ -598,9 +598,10 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
     (*e)["BERTH_NODE"] = options_.name;
     if (!containers_.runtime.empty()) (*e)[kPodmanEnv] = podman;
   }
-  // That podman needs its run dir, which a reboot takes (/run): made again for a job of a user who
-  // has a store here. (A stat per launch on a node that runs containers.)
-  if (!containers_.runtime.empty() && ::access(podman.c_str(), F_OK) == 0) {
+  // That podman needs its run dir, which a reboot takes (/run): made again, where it is missing,
+  // for a job of a user who has a store here. (One stat per launch on a node that runs containers.)
+  if (!containers_.runtime.empty() && ::access(UserRunDir(containers_, uid).c_str(), F_OK) != 0 &&
+      ::access(podman.c_str(), F_OK) == 0) {
     if (Status made = MakeContainerDirs(uid, account ? account->gid : ::getegid()); !made.ok()) {
       LogWarn("job {}: {}", m.job, made.message());
     }

@@ -27,26 +27,28 @@ std::string DescribeSelector(const std::map<std::string, std::string>& selector)
   return out;
 }
 
-std::string DescribeScope(const JobRequest& job) {
+namespace {
+
+// The selector and the mounts, after verbs of the caller's form ("matching" / "matches").
+std::string Narrowing(const JobRequest& job, const char* selector_verb, const char* mounts_verb) {
   std::string out;
-  if (!job.pool.empty()) out += " in pool '" + job.pool + "'";
   if (!job.node_selector.empty())
-    out += " matching node_selector " + DescribeSelector(job.node_selector);
+    out +=
+        std::string(" ") + selector_verb + " node_selector " + DescribeSelector(job.node_selector);
   if (!job.container_mounts.empty())
-    out += std::string(job.node_selector.empty() ? "" : " and") + " allowing container.mounts " +
+    out += std::string(out.empty() ? " " : " and ") + mounts_verb + " container.mounts " +
            ListNames(job.container_mounts, 4);
   return out;
 }
 
-std::string DescribeNarrowing(const JobRequest& job) {
-  std::string out;
-  if (!job.node_selector.empty())
-    out += " matches node_selector " + DescribeSelector(job.node_selector);
-  if (!job.container_mounts.empty())
-    out += std::string(out.empty() ? "" : " and") + " allows container.mounts " +
-           ListNames(job.container_mounts, 4);
-  return out;
+}  // namespace
+
+std::string DescribeScope(const JobRequest& job) {
+  return (job.pool.empty() ? "" : " in pool '" + job.pool + "'") +
+         Narrowing(job, "matching", "allowing");
 }
+
+std::string DescribeNarrowing(const JobRequest& job) { return Narrowing(job, "matches", "allows"); }
 
 std::string CountNodes(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 

@@ -497,8 +497,9 @@ class NodeSupervisor {
       if (!owner) {
         // A tag says which rank, but anyone can write one: only a process of the rank's own user
         // is taken at its word.
-        std::string tag = TagOfProcess(child);
-        const std::optional<uid_t> real_uid = RealUidOf(child);
+        const std::string tag = TagOfProcess(child);
+        const std::optional<uid_t> real_uid =
+            tag.empty() ? std::nullopt : RealUidOf(child);  // (read only when there is a tag)
         for (const auto& [dir, rank] : ranks_) {
           const uid_t uid = rank->plan.run_as ? rank->plan.run_as->uid : ::geteuid();
           if (!tag.empty() && rank->tag == tag && real_uid == uid) owner = rank.get();
