@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -227,12 +229,21 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
     for (int fd : *fds) {
       if (::write(fd, "0", 1) != 1) _exit(1);
     }
+    // Pages are charged to the cgroup a process is in when it first touches them: touch some
+    // after joining, so the peak below cannot depend on how far the child got before the kill.
+    const size_t touched = 1 << 20;
+    void* pages =
+        ::mmap(nullptr, touched, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages == MAP_FAILED) _exit(3);
+    ::memset(pages, 1, touched);
     ::execl("/bin/sleep", "sleep", "30", nullptr);
     _exit(2);
   }
   for (int fd : *fds) ::close(fd);
   for (int i = 0; i < 200 && cg->Pids().empty(); ++i) ::usleep(10'000);
   EXPECT_EQ(cg->Pids(), std::set<pid_t>{child});
+  const std::string comm = "/proc/" + std::to_string(child) + "/comm";
+  for (int i = 0; i < 200 && ReadFileOr(comm) != "sleep\n"; ++i) ::usleep(10'000);
   cg->Kill();
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
