@@ -13,6 +13,13 @@ std::string HttpResponse::Header(const std::string& name) const {
   return "";
 }
 
+void Responder::AcceptWebSocket(std::string, std::function<void(std::shared_ptr<WebSocket>)>) {
+  HttpResponse r;
+  r.status = 501;
+  r.body = R"({"error":"this connection cannot become a WebSocket"})";
+  Send(std::move(r));
+}
+
 namespace {
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -26,6 +26,8 @@
 #include <thread>
 
 #include "net/tls.h"
+#include "net/ws_client.h"
+#include "net/ws_frames.h"
 
 namespace berth::net {
 
@@ -690,6 +692,74 @@ Status HttpClient::Stream(const std::string& method, const std::string& target,
   }
   impl_->Close();
   return Status::Ok();
+}
+
+Result<HttpResponse> HttpClient::OpenWebSocket(const std::string& target,
+                                               const std::string& subprotocol,
+                                               DurationMs timeout_ms,
+                                               std::unique_ptr<WebSocketClient>* socket,
+                                               size_t max_message_bytes) {
+  socket->reset();
+  if (!impl_->url_status.ok()) return impl_->url_status;
+  impl_->Close();  // a WebSocket gets its own connection
+  impl_->timeout_ms = timeout_ms;
+  BERTH_RETURN_IF_ERROR(impl_->Connect());
+  const std::string key = NewWsKey();
+  HttpHeaders headers = {{"Upgrade", "websocket"},
+                         {"Connection", "Upgrade"},
+                         {"Sec-WebSocket-Key", key},
+                         {"Sec-WebSocket-Version", "13"}};
+  if (!subprotocol.empty()) headers.emplace_back("Sec-WebSocket-Protocol", subprotocol);
+  auto req = impl_->MakeRequest("GET", target, "", headers);
+  req.keep_alive(true);
+  req.set(http::field::connection, "Upgrade");
+  TimedStream stream(*impl_);
+  beast::error_code ec;
+  asio::write(stream, asio::buffer(Wire(req)), ec);
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1 << 20);
+  if (!ec) http::read(stream, impl_->buffer, parser, ec);
+  if (ec) {
+    impl_->Close();
+    return Status::Unavailable("opening a WebSocket to berth server: " + ec.message());
+  }
+  auto msg = parser.release();
+  HttpResponse out;
+  out.status = static_cast<int>(msg.result_int());
+  out.content_type = std::string(msg[http::field::content_type]);
+  for (const auto& f : msg)
+    out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  out.body = std::move(msg.body());
+  if (out.status != 101) {
+    impl_->Close();
+    return out;
+  }
+  std::string why;
+  if (!beast::iequals(msg[http::field::upgrade], "websocket")) {
+    why = "it does not upgrade to websocket";
+  } else if (msg[http::field::sec_websocket_accept] != WsAcceptKey(key)) {
+    why = "its Sec-WebSocket-Accept does not match the key sent";
+  } else if (msg[http::field::sec_websocket_protocol] != subprotocol) {
+    why = "it speaks subprotocol '" + std::string(msg[http::field::sec_websocket_protocol]) +
+          "', not '" + subprotocol + "'";
+  }
+  if (!why.empty()) {
+    impl_->Close();
+    return Status::Unavailable("berth server's WebSocket answer is not valid: " + why);
+  }
+  // The connection leaves the client: forget it without closing it.
+  auto received = impl_->buffer.data();
+  std::string rest(static_cast<const char*>(received.data()), received.size());
+  {
+    std::lock_guard lock(impl_->abort_mu);
+    impl_->live_fd = -1;
+  }
+  *socket =
+      std::make_unique<WebSocketClient>(impl_->fd, impl_->ssl, std::move(rest), max_message_bytes);
+  impl_->fd = -1;
+  impl_->ssl = nullptr;
+  impl_->buffer.clear();
+  return out;
 }
 
 void HttpClient::Abort() {

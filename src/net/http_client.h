@@ -29,6 +29,8 @@
 
 namespace berth::net {
 
+class WebSocketClient;  // net/ws_client.h
+
 struct Url {
   std::string scheme = "http";  // "http", "https" or "unix"
   std::string host;             // http(s): a name or an address (IPv6 without brackets)
@@ -79,6 +81,16 @@ class HttpClient {
   Status Stream(const std::string& method, const std::string& target, const std::string& body,
                 DurationMs idle_timeout_ms, const std::function<bool(std::string_view)>& on_data,
                 int* status_code);
+
+  // Asks for `GET target` to become a WebSocket (RFC 6455) speaking `subprotocol`, on a connection
+  // of its own. On 101, with the server's accept key and subprotocol checked, *socket takes that
+  // connection over (the client keeps none; its next call connects anew) and the 101 response is
+  // returned. Any other answer is returned as from Request, for the caller to decode, and *socket
+  // stays empty. Unavailable when the server cannot be reached or its 101 is not a valid one.
+  Result<HttpResponse> OpenWebSocket(const std::string& target, const std::string& subprotocol,
+                                     DurationMs timeout_ms,
+                                     std::unique_ptr<WebSocketClient>* socket,
+                                     size_t max_message_bytes = 16 << 20);
 
   // Ends the client for good, from any thread: a request or stream in progress fails at once (its
   // socket is shut down) and every later call fails with Unavailable. The only method that is safe

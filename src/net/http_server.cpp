@@ -14,11 +14,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -32,6 +35,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using local = asio::local::stream_protocol;
 
@@ -119,6 +123,240 @@ class OpenConnections {
   size_t prune_at_ GUARDED_BY(mu_) = 64;
 };
 
+// Whether a comma-separated Sec-WebSocket-Protocol list names `protocol`.
+bool OffersSubprotocol(std::string_view offered, std::string_view protocol) {
+  while (!offered.empty()) {
+    size_t comma = offered.find(',');
+    std::string_view item = offered.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item == protocol) return true;
+    if (comma == std::string_view::npos) break;
+    offered.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// A connection after its upgrade to a WebSocket (net::WebSocket). Like Session, all socket work
+// happens on the connection's strand. Beast allows one read and one write at a time: reads are
+// one at a time by contract, writes queue, and the closing handshake waits for the queue to
+// empty. The waiting Read and the queued Writes are recorded when they are called (under mu_),
+// not when their posted work runs, so that a close (or Stop, which runs no more posted work)
+// always answers them.
+template <class Stream>
+class WsSession : public Closable,
+                  public WebSocket,
+                  public std::enable_shared_from_this<WsSession<Stream>> {
+ public:
+  WsSession(Stream&& stream, const HttpServerOptions& options) : options_(options) {
+    ws_.emplace(std::move(stream));
+    executor_ = ws_->get_executor();
+  }
+
+  // Completes the handshake for `request` and, once it is done, calls on_open.
+  void Accept(http::request<http::string_body> request, std::string subprotocol,
+              std::function<void(std::shared_ptr<WebSocket>)> on_open) {
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = std::chrono::milliseconds(options_.header_timeout_ms);
+    timeouts.idle_timeout = std::chrono::milliseconds(options_.websocket_idle_ms);
+    timeouts.keep_alive_pings = true;
+    ws_->set_option(timeouts);
+    ws_->set_option(
+        websocket::stream_base::decorator([subprotocol](websocket::response_type& response) {
+          response.set(http::field::server, kServerName);
+          if (!subprotocol.empty()) response.set(http::field::sec_websocket_protocol, subprotocol);
+        }));
+    ws_->read_message_max(options_.max_websocket_message_bytes);
+    ws_->binary(true);
+    auto req = std::make_shared<http::request<http::string_body>>(std::move(request));
+    ws_->async_accept(*req, [self = this->shared_from_this(), req,
+                             on_open = std::move(on_open)](beast::error_code ec) {
+      if (ec) {
+        self->Fail(false);
+        return;
+      }
+      on_open(self);
+    });
+  }
+
+  // --- WebSocket, from any thread ---
+  void Read(std::function<void(std::optional<std::string>)> done) override {
+    {
+      MutexLock lock(mu_);
+      if (!closed_ && !reader_) {
+        reader_ = std::move(done);
+        done = nullptr;
+      }
+    }
+    if (done) {  // closed, or a Read already waits
+      done(std::nullopt);
+      return;
+    }
+    asio::post(executor_, [self = this->shared_from_this()] { self->DoRead(); });
+  }
+  void Write(std::string message, std::function<void(bool)> done) override {
+    {
+      MutexLock lock(mu_);
+      if (!closed_) {
+        backlog_ += message.size();
+        queue_.push_back({std::move(message), std::move(done)});
+        done = nullptr;
+      } else if (!done) {
+        return;
+      }
+    }
+    if (done) {
+      done(false);
+      return;
+    }
+    asio::post(executor_, [self = this->shared_from_this()] { self->Flush(); });
+  }
+  void Close(int code, std::string reason) override {
+    if (reason.size() > 123) reason.resize(123);
+    {
+      MutexLock lock(mu_);
+      if (closed_) return;
+    }
+    asio::post(executor_, [self = this->shared_from_this(), code, r = std::move(reason)] {
+      if (self->closed_ || self->close_requested_) return;
+      self->close_requested_ = true;
+      self->close_reason_.code = static_cast<uint16_t>(code);
+      self->close_reason_.reason = r;
+      self->Flush();
+    });
+  }
+  bool closed() const override { return closed_; }
+  int close_code() const override { return close_code_; }
+  size_t backlog() const override { return backlog_; }
+
+  // With no worker running (Stop): closes the socket, answers the waiting callbacks, and lets go
+  // of the stream, which must not outlive the server's io_context (an owner may keep this object
+  // longer: every later call is then answered at once).
+  void CloseStopped() override {
+    Fail(true);
+    ws_.reset();
+  }
+
+ private:
+  struct Outgoing {
+    std::string message;
+    std::function<void(bool)> done;
+  };
+
+  std::function<void(std::optional<std::string>)> TakeReader() {
+    MutexLock lock(mu_);
+    return std::exchange(reader_, nullptr);
+  }
+
+  void DoRead() {
+    if (reading_ || closed_) return;
+    {
+      MutexLock lock(mu_);
+      if (!reader_) return;
+    }
+    reading_ = true;
+    ws_->async_read(in_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      self->reading_ = false;
+      if (ec) {
+        self->NoteClose();
+        self->Fail(false);  // answers the reader
+        return;
+      }
+      std::string message = beast::buffers_to_string(self->in_.data());
+      self->in_.consume(self->in_.size());
+      if (auto reader = self->TakeReader()) reader(std::move(message));
+    });
+  }
+
+  void Flush() {
+    if (writing_ || closed_) return;
+    {
+      MutexLock lock(mu_);
+      if (!queue_.empty()) {
+        in_flight_ = std::move(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    if (!in_flight_) {
+      if (close_requested_ && !close_sent_) {
+        close_sent_ = true;
+        writing_ = true;
+        close_code_ = close_reason_.code;
+        ws_->async_close(close_reason_, [self = this->shared_from_this()](beast::error_code) {
+          self->writing_ = false;
+          self->Fail(false);
+        });
+      }
+      return;
+    }
+    writing_ = true;
+    ws_->async_write(asio::buffer(in_flight_->message),
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       Outgoing sent = std::move(*self->in_flight_);
+                       self->in_flight_.reset();
+                       self->backlog_ -= std::min(self->backlog_.load(), sent.message.size());
+                       if (ec) {
+                         self->NoteClose();
+                         self->Fail(false);
+                       }
+                       if (sent.done) sent.done(!ec);
+                       if (!ec) self->Flush();
+                     });
+  }
+
+  // The code the peer closed with, if it did.
+  void NoteClose() {
+    if (close_code_ == 0 && ws_->reason().code != websocket::close_code::none) {
+      close_code_ = ws_->reason().code;
+    }
+  }
+
+  // The connection is over: the socket closes, every queued write fails and a waiting read ends.
+  // A write in flight is answered by its completion, or here when `stopped` (no completion will
+  // run; its buffer is no longer used). Idempotent.
+  void Fail(bool stopped) {
+    std::deque<Outgoing> failed;
+    std::function<void(std::optional<std::string>)> reader;
+    {
+      MutexLock lock(mu_);
+      if (!closed_.exchange(true)) {
+        beast::error_code ignored;
+        beast::get_lowest_layer(*ws_).socket().close(ignored);
+      }
+      failed.swap(queue_);
+      reader = std::exchange(reader_, nullptr);
+    }
+    if (stopped && in_flight_) {
+      failed.push_front(std::move(*in_flight_));
+      in_flight_.reset();
+    }
+    backlog_ = 0;
+    for (auto& f : failed) {
+      if (f.done) f.done(false);
+    }
+    if (reader) reader(std::nullopt);
+  }
+
+  std::optional<websocket::stream<Stream>> ws_;  // reset by CloseStopped
+  asio::any_io_executor executor_;               // the connection's strand
+  const HttpServerOptions& options_;
+  Mutex mu_;
+  std::function<void(std::optional<std::string>)> reader_ GUARDED_BY(mu_);  // the Read waiting
+  std::deque<Outgoing> queue_ GUARDED_BY(mu_);
+  // The rest only on the strand (or in CloseStopped, when no strand runs).
+  beast::flat_buffer in_;
+  std::optional<Outgoing> in_flight_;  // being written
+  bool reading_ = false;
+  bool writing_ = false;
+  bool close_requested_ = false;
+  bool close_sent_ = false;
+  websocket::close_reason close_reason_;
+  std::atomic<bool> closed_{false};  // set under mu_
+  std::atomic<int> close_code_{0};
+  std::atomic<size_t> backlog_{0};
+};
+
 // One connection. All socket work happens on the session's strand; Responder calls from other
 // threads are posted onto it. `Stream` is PlainStream, TlsStream or UnixStream; deadlines and
 // closing act on its lowest layer (a beast::basic_stream).
@@ -129,10 +367,11 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
  public:
   template <class... StreamArgs>
   Session(PeerInfo peer, const Handler& handler, const HttpServerOptions& options,
-          StreamArgs&&... stream_args)
+          OpenConnections& connections, StreamArgs&&... stream_args)
       : stream_(std::forward<StreamArgs>(stream_args)...),
         handler_(handler),
         options_(options),
+        connections_(connections),
         peer_(std::move(peer)) {}
 
   void Start() {
@@ -169,6 +408,13 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
   }
   void PostEnd() {
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->QueueEnd(); });
+  }
+  void PostAcceptWebSocket(std::string subprotocol,
+                           std::function<void(std::shared_ptr<WebSocket>)> on_open) {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), p = std::move(subprotocol),
+                                        on_open = std::move(on_open)]() mutable {
+      self->DoAcceptWebSocket(std::move(p), std::move(on_open));
+    });
   }
   bool closed() const { return closed_; }
   size_t backlog() const { return backlog_; }
@@ -323,6 +569,8 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
       req.headers[name] = std::string(field.value());
     }
     req.body = std::move(msg.body());
+    req.websocket_upgrade = websocket::is_upgrade(msg);
+    if (req.websocket_upgrade) upgrade_request_ = std::move(msg);
     req.peer = peer_;
     if (peer_.transport != PeerInfo::Transport::kUnix) req.remote_address = peer_.remote_address;
     // Long polls and streams may take as long as they need.
@@ -368,6 +616,31 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
                           self->DoRead();
                         }
                       });
+  }
+
+  // The connection leaves this session for a WsSession, which Stop() closes from now on; this
+  // session is done (closed_, so that it never touches the moved-from stream).
+  void DoAcceptWebSocket(std::string subprotocol,
+                         std::function<void(std::shared_ptr<WebSocket>)> on_open) {
+    if (responded_ || closed_) return;
+    std::optional<http::request<http::string_body>> request = std::move(upgrade_request_);
+    upgrade_request_.reset();
+    if (!request) {
+      SendError(400, "this endpoint needs a WebSocket upgrade (Upgrade: websocket)");
+      return;
+    }
+    auto offered = (*request)[http::field::sec_websocket_protocol];
+    if (!offered.empty() && !OffersSubprotocol(offered, subprotocol)) {
+      SendError(400, "the WebSocket subprotocols offered (" + std::string(offered) +
+                         ") do not include " + subprotocol);
+      return;
+    }
+    if (offered.empty()) subprotocol.clear();
+    responded_ = true;
+    closed_ = true;
+    auto ws = std::make_shared<WsSession<Stream>>(std::move(stream_), options_);
+    connections_.Add(ws);
+    ws->Accept(std::move(*request), std::move(subprotocol), std::move(on_open));
   }
 
   void DoStartStream(int status, const std::string& content_type) {
@@ -489,6 +762,10 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
     void End() override { session_->PostEnd(); }
     bool closed() const override { return session_->closed(); }
     size_t backlog() const override { return session_->backlog(); }
+    void AcceptWebSocket(std::string subprotocol,
+                         std::function<void(std::shared_ptr<WebSocket>)> on_open) override {
+      session_->PostAcceptWebSocket(std::move(subprotocol), std::move(on_open));
+    }
 
    private:
     std::shared_ptr<Session> session_;
@@ -498,8 +775,10 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
   beast::flat_buffer buffer_;
   const Handler& handler_;
   const HttpServerOptions& options_;
+  OpenConnections& connections_;
   const PeerInfo peer_;  // filled at accept
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request<http::string_body>> upgrade_request_;  // a WebSocket upgrade's
   bool keep_alive_ = true;
   bool linger_ = false;
   bool responded_ = false;
@@ -600,7 +879,7 @@ struct HttpServer::Impl {
 
   template <class Stream, class... StreamArgs>
   void StartSession(PeerInfo peer, StreamArgs&&... stream_args) {
-    auto session = std::make_shared<Session<Stream>>(std::move(peer), handler, options,
+    auto session = std::make_shared<Session<Stream>>(std::move(peer), handler, options, connections,
                                                      std::forward<StreamArgs>(stream_args)...);
     connections.Add(session);
     session->Start();

@@ -1,7 +1,8 @@
 // HttpServer: an HTTP/1.1 server on Boost.Beast/Asio with a fixed pool of worker threads.
 //
 // Each request is handed to one Handler on a worker thread; the handler answers through a
-// Responder, at once or later (long polls) or as a chunked stream (agents' watch streams).
+// Responder, at once or later (long polls) or as a chunked stream (agents' watch streams), or
+// turns the connection into a WebSocket (net::WebSocket, interactive sessions).
 // Thousands of idle streams cost only their buffers, not threads. The server listens on TCP
 // (plain, or TLS only when a certificate is configured) and, optionally, also on a unix socket,
 // and tells the handler who is at the other end of each request (HttpRequest::peer).
@@ -44,6 +45,11 @@ struct HttpServerOptions {
   DurationMs header_timeout_ms = 10'000;
   // From the end of the headers to the end of the body.
   DurationMs body_timeout_ms = 60'000;
+  // A WebSocket message bigger than this closes its connection with code 1009.
+  size_t max_websocket_message_bytes = 1 << 20;
+  // A WebSocket with nothing received for this long is pinged; one that then stays silent as
+  // long again is closed.
+  DurationMs websocket_idle_ms = 30'000;
   // When set, the server also listens on a unix stream socket at this path, made 0666 so that
   // every local user can connect (the server tells them apart by SO_PEERCRED). A stale socket
   // file left by a dead server is replaced; a live server answering on it makes Start() fail.

@@ -23,6 +23,12 @@ void ObservedResponder::StartStream(int status, std::string content_type) {
   inner_->StartStream(status, std::move(content_type));
 }
 
+void ObservedResponder::AcceptWebSocket(
+    std::string subprotocol, std::function<void(std::shared_ptr<net::WebSocket>)> on_open) {
+  Observe(101);  // an upgrade refused is observed as 101 too: the server's part is the same
+  inner_->AcceptWebSocket(std::move(subprotocol), std::move(on_open));
+}
+
 void ObservedResponder::Observe(int status) {
   if (observed_.exchange(true)) return;
   seconds_.Observe(

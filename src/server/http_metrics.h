@@ -28,6 +28,8 @@ class ObservedResponder : public net::Responder {
   void End() override { inner_->End(); }
   bool closed() const override { return inner_->closed(); }
   size_t backlog() const override { return inner_->backlog(); }
+  void AcceptWebSocket(std::string subprotocol,
+                       std::function<void(std::shared_ptr<net::WebSocket>)> on_open) override;
 
  private:
   void Observe(int status);
