@@ -150,6 +150,7 @@ class WsSession : public Closable,
  public:
   WsSession(Stream&& stream, const HttpServerOptions& options) : options_(options) {
     ws_.emplace(std::move(stream));
+    MutexLock lock(mu_);
     executor_ = ws_->get_executor();
   }
 
@@ -186,13 +187,10 @@ class WsSession : public Closable,
       if (!closed_ && !reader_) {
         reader_ = std::move(done);
         done = nullptr;
+        asio::post(executor_, [self = this->shared_from_this()] { self->DoRead(); });
       }
     }
-    if (done) {  // closed, or a Read already waits
-      done(std::nullopt);
-      return;
-    }
-    asio::post(executor_, [self = this->shared_from_this()] { self->DoRead(); });
+    if (done) done(std::nullopt);  // closed, or a Read already waits
   }
   void Write(std::string message, std::function<void(bool)> done) override {
     {
@@ -201,22 +199,15 @@ class WsSession : public Closable,
         backlog_ += message.size();
         queue_.push_back({std::move(message), std::move(done)});
         done = nullptr;
-      } else if (!done) {
-        return;
+        asio::post(executor_, [self = this->shared_from_this()] { self->Flush(); });
       }
     }
-    if (done) {
-      done(false);
-      return;
-    }
-    asio::post(executor_, [self = this->shared_from_this()] { self->Flush(); });
+    if (done) done(false);
   }
   void Close(int code, std::string reason) override {
     if (reason.size() > 123) reason.resize(123);
-    {
-      MutexLock lock(mu_);
-      if (closed_) return;
-    }
+    MutexLock lock(mu_);
+    if (closed_) return;
     asio::post(executor_, [self = this->shared_from_this(), code, r = std::move(reason)] {
       if (self->closed_ || self->close_requested_) return;
       self->close_requested_ = true;
@@ -235,6 +226,8 @@ class WsSession : public Closable,
   void CloseStopped() override {
     Fail(true);
     ws_.reset();
+    MutexLock lock(mu_);
+    executor_ = {};
   }
 
  private:
@@ -339,9 +332,9 @@ class WsSession : public Closable,
   }
 
   std::optional<websocket::stream<Stream>> ws_;  // reset by CloseStopped
-  asio::any_io_executor executor_;               // the connection's strand
   const HttpServerOptions& options_;
   Mutex mu_;
+  asio::any_io_executor executor_ GUARDED_BY(mu_);  // the connection's strand
   std::function<void(std::optional<std::string>)> reader_ GUARDED_BY(mu_);  // the Read waiting
   std::deque<Outgoing> queue_ GUARDED_BY(mu_);
   // The rest only on the strand (or in CloseStopped, when no strand runs).
