@@ -594,6 +594,17 @@ std::string Wire(const http::request<http::string_body>& req) {
   return std::move(out).str();
 }
 
+// A parsed response as the callers see it; the body moves out of `msg`.
+HttpResponse ToResponse(http::response<http::string_body>& msg) {
+  HttpResponse out;
+  out.status = static_cast<int>(msg.result_int());
+  out.content_type = std::string(msg[http::field::content_type]);
+  for (const auto& f : msg)
+    out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  out.body = std::move(msg.body());
+  return out;
+}
+
 }  // namespace
 
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
@@ -636,12 +647,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
       return Status::Unavailable("reading from berth server: " + ec.message());
     }
     auto msg = parser.release();
-    HttpResponse out;
-    out.status = static_cast<int>(msg.result_int());
-    out.content_type = std::string(msg[http::field::content_type]);
-    for (const auto& f : msg)
-      out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    out.body = std::move(msg.body());
+    HttpResponse out = ToResponse(msg);
     if (!msg.keep_alive()) impl_->Close();
     return out;
   }
@@ -724,12 +730,7 @@ Result<HttpResponse> HttpClient::OpenWebSocket(const std::string& target,
     return Status::Unavailable("opening a WebSocket to berth server: " + ec.message());
   }
   auto msg = parser.release();
-  HttpResponse out;
-  out.status = static_cast<int>(msg.result_int());
-  out.content_type = std::string(msg[http::field::content_type]);
-  for (const auto& f : msg)
-    out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-  out.body = std::move(msg.body());
+  HttpResponse out = ToResponse(msg);
   if (out.status != 101) {
     impl_->Close();
     return out;

@@ -195,7 +195,8 @@ Status WebSocketClient::Decode() {
         }
         break;
       case WsOpcode::kContinuation:
-        if (!in_fragmented_) return Status::Invalid("a WebSocket continuation frame with no message");
+        if (!in_fragmented_)
+          return Status::Invalid("a WebSocket continuation frame with no message");
         if (partial_.size() + f.payload.size() > max_message_bytes_) {
           return Status::TooLarge("a WebSocket message over the limit of " +
                                   std::to_string(max_message_bytes_) + " bytes");

@@ -80,8 +80,8 @@ Result<std::optional<WsFrame>> TakeWsFrame(std::string_view in, size_t max_paylo
 namespace {
 std::string Base64(const unsigned char* data, size_t n) {
   std::string out(4 * ((n + 2) / 3), '\0');
-  int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
-                            static_cast<int>(n));
+  int len =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
   out.resize(static_cast<size_t>(len));
   return out;
 }
