@@ -26,6 +26,7 @@
 #include "common/strings.h"
 #include "supervise/step.h"
 #include "supervise/supervisor.h"
+#include "supervise/terminal.h"
 
 namespace berth {
 
@@ -38,6 +39,31 @@ constexpr int64_t kKillSweepMs = 200;
 constexpr int64_t kUnclaimedMs = 5000;
 // At most this many step children on their way to their exec at once.
 constexpr size_t kMaxStarting = 64;
+// What an interactive rank's scrollback holds.
+constexpr size_t kScrollbackBytes = 256 << 10;
+
+// Writes all of `data` to the file `fd`; false on an error.
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// An interactive rank's terminal while its run step lives (RunPlan::tty): the master side, read
+// whenever the job prints, into the scrollback and output.log.
+struct RankTerminal {
+  int master = -1;
+  int log_fd = -1;  // output.log, held open while the step runs
+  Scrollback scrollback{kScrollbackBytes};
+  ~RankTerminal() {
+    if (master >= 0) ::close(master);
+    if (log_fd >= 0) ::close(log_fd);
+  }
+};
 
 // One job rank and the step of it that runs now.
 struct Rank {
@@ -57,10 +83,11 @@ struct Rank {
   bool kill_now = false;  // the lease is past its kill point: no grace
   int64_t kill_at = -1;
   int64_t warn_at = -1;
-  std::optional<RankCgroup> cgroup;  // where its processes run (RunPlan::cgroup)
-  int64_t cpu_us = 0;                // CPU time of its processes reaped so far
-  int64_t max_rss_kib = 0;           // the largest of their peak RSS
-  std::vector<int> join_fds;         // its cgroup.procs files while a step's child starts
+  std::optional<RankCgroup> cgroup;        // where its processes run (RunPlan::cgroup)
+  int64_t cpu_us = 0;                      // CPU time of its processes reaped so far
+  int64_t max_rss_kib = 0;                 // the largest of their peak RSS
+  std::vector<int> join_fds;               // its cgroup.procs files while a step's child starts
+  std::unique_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
 };
 
 std::string TagOf(const std::map<std::string, std::string>& env) {
@@ -202,11 +229,22 @@ class NodeSupervisor {
     for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
     const size_t first_starting = fds.size();
     for (const auto& [fd, rank] : starting_) fds.push_back({fd, POLLIN, 0});
+    const size_t first_terminal = fds.size();
+    std::vector<Rank*> terminals;
+    for (const auto& [dir, rank] : ranks_) {
+      if (rank->terminal && rank->terminal->master >= 0) {
+        fds.push_back({rank->terminal->master, POLLIN, 0});
+        terminals.push_back(rank.get());
+      }
+    }
     ::poll(fds.data(), fds.size(), static_cast<int>(WaitMs()));
     if (fds[0].revents) TakeSignals();
     if (fds[1].revents) Accept();
-    for (size_t i = first_starting; i < fds.size(); ++i) {
+    for (size_t i = first_starting; i < first_terminal; ++i) {
       if (fds[i].revents) Started(*starting_.at(fds[i].fd));
+    }
+    for (size_t i = first_terminal; i < fds.size(); ++i) {
+      if (fds[i].revents) ReadTerminal(*terminals[i - first_terminal]);
     }
     // Clients in the order they connected: a restarted agent's lines follow the old one's.
     for (size_t i = 2; i < first_starting; ++i) {
@@ -411,10 +449,27 @@ class NodeSupervisor {
     const char* file = step == Rank::Step::kPull    ? "/pull.sh"
                        : step == Rank::Step::kSetup ? "/setup.sh"
                                                     : "/run.sh";
+    int tty_fd = -1;
+    if (step == Rank::Step::kRun && rank.plan.tty) {
+      auto pty = OpenPty(rank.plan.tty->rows, rank.plan.tty->cols,
+                         rank.plan.run_as ? static_cast<int64_t>(rank.plan.run_as->uid) : -1);
+      if (!pty.ok()) {
+        ::close(log_fd);
+        rank.error = "cannot open the job's terminal: " + pty.status().message();
+        rank.exit_code = 127;
+        rank.step_over = true;
+        return;
+      }
+      tty_fd = pty->slave;
+      rank.terminal = std::make_unique<RankTerminal>();
+      rank.terminal->master = pty->master;
+      rank.terminal->log_fd = ::dup(log_fd);
+    }
     rank.starting = std::make_unique<StartingStep>(script, rank.dir + file, rank.plan.workdir,
                                                    setup ? rank.plan.setup_env : rank.plan.run_env,
-                                                   rank.plan.run_as, log_fd, rank.join_fds);
+                                                   rank.plan.run_as, log_fd, rank.join_fds, tty_fd);
     ::close(log_fd);  // the child has its own (its file table was copied at its start)
+    if (tty_fd >= 0) ::close(tty_fd);  // likewise: once the job's side closes, the master reads EIO
     const pid_t pid = rank.starting->pid();
     if (pid < 0) {
       Started(rank);
@@ -603,8 +658,34 @@ class NodeSupervisor {
     }
   }
 
+  // Reads what the job printed on its terminal, into the scrollback and the log, until nothing is
+  // left; at the end of the job's side (EIO: every process closed the terminal) the master closes.
+  void ReadTerminal(Rank& rank) {
+    RankTerminal& t = *rank.terminal;
+    char buf[16384];
+    while (t.master >= 0) {
+      ssize_t n = ::read(t.master, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {
+        ::close(t.master);
+        t.master = -1;
+        return;
+      }
+      t.scrollback.Append(std::string_view(buf, static_cast<size_t>(n)));
+      if (t.log_fd >= 0 && !WriteAll(t.log_fd, std::string_view(buf, static_cast<size_t>(n)))) {
+        ::close(t.log_fd);  // the log is not writable: the scrollback still has it
+        t.log_fd = -1;
+      }
+    }
+  }
+
   // The step and everything it started are gone.
   void StepDone(Rank& rank) {
+    if (rank.terminal) {
+      ReadTerminal(rank);  // what it printed last
+      rank.terminal.reset();
+    }
     if (!rank.error.empty()) {
       Finish(rank, {"exited", rank.exit_code, "launch", rank.error});
     } else if (rank.step == Rank::Step::kPull && (rank.exit_code != 0 || rank.stopped)) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -40,6 +41,7 @@ struct StepChild {
   int err_fd;             // close-on-exec pipe: a failure before exec is written here
   const int* cgroup_fds;  // cgroup.procs files to join first
   size_t num_cgroup_fds;
+  int tty_fd;  // -1, or the terminal that becomes the controlling one and stdin/stdout/stderr
 };
 
 // Sends a letter naming the step that failed, then errno, so that the reason reported names the
@@ -59,16 +61,28 @@ int RunStepChild(void* arg) {
   for (size_t i = 0; i < c.num_cgroup_fds; ++i) {
     if (::write(c.cgroup_fds[i], "0", 1) != 1) FailStepChild(c, 'C');
   }
-  ::setpgid(0, 0);
+  if (c.tty_fd >= 0) {
+    // A session of its own (so also a process group whose id is the pid), with the terminal as
+    // its controlling one.
+    if (::setsid() < 0 || ::ioctl(c.tty_fd, TIOCSCTTY, 0) != 0) FailStepChild(c, 'T');
+  } else {
+    ::setpgid(0, 0);
+  }
   // Dispositions are the child's own (no CLONE_SIGHAND); the mask is per thread.
   ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGPIPE, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (c.devnull >= 0) ::dup2(c.devnull, 0);
-  ::dup2(c.log_fd, 1);
-  ::dup2(c.log_fd, 2);
+  if (c.tty_fd >= 0) {
+    ::dup2(c.tty_fd, 0);
+    ::dup2(c.tty_fd, 1);
+    ::dup2(c.tty_fd, 2);
+  } else {
+    if (c.devnull >= 0) ::dup2(c.devnull, 0);
+    ::dup2(c.log_fd, 1);
+    ::dup2(c.log_fd, 2);
+  }
   ::umask(022);
   // Groups, then gid, then uid: once the uid is dropped nothing else may be changed. Raw system
   // calls: glibc's wrappers would coordinate with threads this process does not have.
@@ -120,7 +134,7 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                            const std::string& workdir,
                            const std::map<std::string, std::string>& env,
                            const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                           const std::vector<int>& cgroup_fds)
+                           const std::vector<int>& cgroup_fds, int tty_fd)
     : child_(std::make_unique<Child>()),
       workdir_(workdir),
       run_as_(run_as),
@@ -161,7 +175,8 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                      log_fd,
                      err_pipe[1],
                      cgroup_fds_.data(),
-                     cgroup_fds_.size()};
+                     cgroup_fds_.size(),
+                     tty_fd};
 #ifdef BERTH_SANITIZED
   // Sanitizers' runtimes do not follow a child that shares the parent's memory.
   pid_t pid = ::fork();
@@ -183,7 +198,9 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
   }
   pid_ = pid;
   err_fd_ = err_pipe[0];
-  ::setpgid(pid, pid);  // also in the parent, so that the group exists before any signal is sent
+  // Also in the parent, so that the group exists before any signal is sent. Not for a terminal's
+  // step: a process group leader could not start the session (its setsid makes the group).
+  if (tty_fd < 0) ::setpgid(pid, pid);
 }
 
 StartingStep::~StartingStep() { Wait(); }
@@ -213,6 +230,8 @@ const std::string& StartingStep::Wait() {
                (run_as_ ? " to " + run_as_->user : std::string()) + " on this node" + why;
     } else if (msg[0] == 'C') {
       error_ = "cannot join the job's cgroup" + why;
+    } else if (msg[0] == 'T') {
+      error_ = "cannot give the job its terminal" + why;
     } else if (msg[0] == 'U') {
       error_ = "cannot switch to user " + (run_as_ ? run_as_->user : std::string("?")) + why;
     } else {

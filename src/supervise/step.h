@@ -28,11 +28,14 @@ namespace berth {
 class StartingStep {
  public:
   // `cgroup_fds`: cgroup.procs files of the rank's cgroup (supervise/cgroup.h), which the child
-  // joins before anything else; the caller keeps them open until Wait() returns.
+  // joins before anything else; the caller keeps them open until Wait() returns. `tty_fd`, when
+  // not -1, is a terminal (supervise/terminal.h) that the child makes its controlling terminal,
+  // in a session of its own (its pid is still its process group), and its stdin, stdout and
+  // stderr instead of /dev/null and `log_fd`; the caller may close it once this returns.
   StartingStep(const std::string& script, const std::string& script_path,
                const std::string& workdir, const std::map<std::string, std::string>& env,
                const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-               const std::vector<int>& cgroup_fds = {});
+               const std::vector<int>& cgroup_fds = {}, int tty_fd = -1);
   ~StartingStep();
   StartingStep(const StartingStep&) = delete;
   StartingStep& operator=(const StartingStep&) = delete;

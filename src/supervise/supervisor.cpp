@@ -286,6 +286,7 @@ Status WriteRunPlan(const std::string& dir, const RunPlan& plan) {
                  {"lease_file", plan.lease_file},
                  {"cgroup", plan.cgroup},
                  {"limits", LimitsJson(plan.limits)}};
+  if (plan.tty) o["tty"] = json::object{{"rows", plan.tty->rows}, {"cols", plan.tty->cols}};
   if (!WriteFileInPlace(dir + "/run.json", SerializeJson(o), 0600)) {
     return Status::Internal("cannot write " + dir + "/run.json: " + strerror(errno));
   }
@@ -325,6 +326,14 @@ Result<RunPlan> ReadRunPlan(const std::string& dir) {
   auto run_as = RunAsFromJson(o.if_contains("run_as"));
   if (!run_as.ok()) return run_as.status();
   plan.run_as = *run_as;
+  if (const json::value* tty = o.if_contains("tty"); tty && tty->is_object()) {
+    auto rows = GetInt(tty->as_object(), "rows", 24);
+    auto cols = GetInt(tty->as_object(), "cols", 80);
+    if (!rows.ok() || !cols.ok() || *rows < 1 || *cols < 1 || *rows > 10000 || *cols > 10000) {
+      return Status::Invalid("run.json: tty needs rows and cols from 1 to 10000");
+    }
+    plan.tty = RunPlan::Tty{static_cast<int>(*rows), static_cast<int>(*cols)};
+  }
   return plan;
 }
 

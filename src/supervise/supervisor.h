@@ -63,6 +63,15 @@ struct RunPlan {
   // last.
   std::string cgroup;
   RankLimits limits;
+  // An interactive rank (issue 36): its run step gets a pseudo-terminal of this size as its
+  // controlling terminal and its stdin, stdout and stderr, in a session of its own; what it prints
+  // goes to output.log as ever and to a scrollback ring (supervise/terminal.h). Only the node
+  // supervisor runs one. Unset: stdin is /dev/null and output goes to the log.
+  struct Tty {
+    int rows = 24;
+    int cols = 80;
+  };
+  std::optional<Tty> tty;
 };
 
 // Writes the lease file for a lease renewed at monotonic time `renewed_at_ms` for `lease_ms`.

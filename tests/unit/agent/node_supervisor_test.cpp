@@ -197,6 +197,67 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
   EXPECT_EQ(Events(other).back().exit_code, 128 + SIGTERM);
 }
 
+// An interactive rank (RunPlan::tty) runs on a terminal of the size asked for, as the leader of a
+// session of its own, with stdin, stdout and stderr on it; what it prints reaches output.log
+// through the terminal (so with its line ends as "\r\n"), and its exit code is its rank's.
+TEST_F(NodeSupervisorTest, AnInteractiveRankRunsOnATerminalOfItsOwn) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1,
+                           "test -t 0 && test -t 1 && test -t 2 && echo on-a-terminal; "
+                           "stty size; read -r _ _ _ _ _ sid _ < /proc/$$/stat; "
+                           "[ \"$sid\" = \"$$\" ] && echo session-leader; exit 7",
+                           "echo setup-not-on-a-terminal; test -t 1 || echo plain");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->tty = RunPlan::Tty{33, 101};
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  auto read_back = ReadRunPlan(dir);
+  ASSERT_TRUE(read_back.ok() && read_back->tty);
+  EXPECT_EQ(read_back->tty->rows, 33);
+  EXPECT_EQ(read_back->tty->cols, 101);
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().exit_code, 7);
+  EXPECT_EQ(Events(dir).back().phase, "run");
+  EXPECT_EQ(ReadFileOr(dir + "/output.log"),
+            "setup-not-on-a-terminal\nplain\non-a-terminal\r\n33 101\r\nsession-leader\r\n");
+}
+
+// As root, an interactive rank of another user gets a terminal that user owns (mode 0620), as
+// a login would give, for the programs that open it again by name.
+TEST_F(NodeSupervisorTest, AnotherUsersInteractiveRankOwnsItsTerminal) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running a rank as another user needs root";
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "id -u; stat -c '%u %a' \"$(tty)\"");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->tty = RunPlan::Tty{};
+  plan->run_as = RunPlan::RunAs{"nobody", 65534, 65534, {65534}};
+  plan->workdir = "/";
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().exit_code, 0) << ReadFileOr(dir + "/output.log");
+  EXPECT_EQ(ReadFileOr(dir + "/output.log"), "65534\r\n65534 620\r\n");
+}
+
+// A stop reaches an interactive rank's processes like any other's.
+TEST_F(NodeSupervisorTest, AnInteractiveRankStops) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "echo ready; sleep 300");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->tty = RunPlan::Tty{};
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  auto pid = launcher.Start(dir);
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(WaitFor([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
+  launcher.Stop(*pid, dir);
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().reason, "stopped");
+  EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
+}
+
 // A container's monitor (podman's conmon) leaves its rank's process group and environment; its
 // command line names the container (berth-JOB-ATTEMPT-RANK-STEP). Another rank's end leaves it
 // alone; its own rank's stop takes it.
