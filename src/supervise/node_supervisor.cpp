@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/json_util.h"
 #include "common/strings.h"
 #include "supervise/step.h"
 #include "supervise/supervisor.h"
@@ -55,10 +57,16 @@ bool WriteAll(int fd, std::string_view data) {
 
 // An interactive rank's terminal while its run step lives (RunPlan::tty): the master side, read
 // whenever the job prints, into the scrollback and output.log.
+// Attached legs share it, and keep it after the rank's end until they have sent the last output
+// and the exit.
 struct RankTerminal {
   int master = -1;
   int log_fd = -1;  // output.log, held open while the step runs
   Scrollback scrollback{kScrollbackBytes};
+  std::string to_job;  // what legs typed that the terminal has not taken yet
+  bool ended = false;  // the rank ended: with its exit code and reason
+  int exit_code = 0;
+  std::string reason;
   ~RankTerminal() {
     if (master >= 0) ::close(master);
     if (log_fd >= 0) ::close(log_fd);
@@ -87,7 +95,7 @@ struct Rank {
   int64_t cpu_us = 0;                      // CPU time of its processes reaped so far
   int64_t max_rss_kib = 0;                 // the largest of their peak RSS
   std::vector<int> join_fds;               // its cgroup.procs files while a step's child starts
-  std::unique_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
+  std::shared_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
 };
 
 std::string TagOf(const std::map<std::string, std::string>& env) {
@@ -211,9 +219,20 @@ class NodeSupervisor {
     int fd;
     std::string buffer;
   };
+  // A connection attached to an interactive rank's terminal.
+  struct Leg {
+    int fd = -1;
+    std::shared_ptr<RankTerminal> terminal;
+    std::string in;          // received, not yet a whole frame
+    std::string out;         // frames being sent
+    size_t out_pos = 0;      // of `out`, sent
+    int64_t sent = 0;        // the scrollback's offset sent up to
+    bool announced = false;  // its first {"from":N} is out
+    bool exit_sent = false;
+  };
 
   bool Done() {
-    if (!ranks_.empty() || !waiting_.empty()) return false;
+    if (!ranks_.empty() || !waiting_.empty() || !legs_.empty()) return false;
     if (stop_all_) return true;
     if (!clients_.empty()) return false;
     if (!claimed_ && clock_.Monotonic() - started_ < kUnclaimedMs) return false;
@@ -233,19 +252,27 @@ class NodeSupervisor {
     std::vector<Rank*> terminals;
     for (const auto& [dir, rank] : ranks_) {
       if (rank->terminal && rank->terminal->master >= 0) {
-        fds.push_back({rank->terminal->master, POLLIN, 0});
+        const short out = rank->terminal->to_job.empty() ? 0 : POLLOUT;
+        fds.push_back({rank->terminal->master, static_cast<short>(POLLIN | out), 0});
         terminals.push_back(rank.get());
       }
     }
+    const size_t first_leg = fds.size();
+    for (const Leg& leg : legs_) fds.push_back({leg.fd, LegEvents(leg), 0});
     ::poll(fds.data(), fds.size(), static_cast<int>(WaitMs()));
     if (fds[0].revents) TakeSignals();
     if (fds[1].revents) Accept();
     for (size_t i = first_starting; i < first_terminal; ++i) {
       if (fds[i].revents) Started(*starting_.at(fds[i].fd));
     }
-    for (size_t i = first_terminal; i < fds.size(); ++i) {
-      if (fds[i].revents) ReadTerminal(*terminals[i - first_terminal]);
+    for (size_t i = first_terminal; i < first_leg; ++i) {
+      if (fds[i].revents & POLLOUT) WriteToJob(*terminals[i - first_terminal]->terminal);
+      if (fds[i].revents & ~POLLOUT) ReadTerminal(*terminals[i - first_terminal]);
     }
+    for (size_t i = first_leg; i < fds.size(); ++i) {
+      if (fds[i].revents) ServeLeg(legs_[i - first_leg], fds[i].revents);
+    }
+    std::erase_if(legs_, [](const Leg& leg) { return leg.fd < 0; });
     // Clients in the order they connected: a restarted agent's lines follow the old one's.
     for (size_t i = 2; i < first_starting; ++i) {
       if (fds[i].revents) ReadClient(fds[i].fd);
@@ -320,9 +347,177 @@ class NodeSupervisor {
     }
     size_t at = 0;
     for (size_t nl; (nl = it->buffer.find('\n', at)) != std::string::npos; at = nl + 1) {
-      HandleLine(std::string_view(it->buffer).substr(at, nl - at));
+      std::string_view line = std::string_view(it->buffer).substr(at, nl - at);
+      if (line.substr(0, 7) == "attach ") {  // the connection becomes a terminal leg
+        std::string args(line.substr(7));
+        std::string rest = it->buffer.substr(nl + 1);
+        const int leg_fd = it->fd;
+        it->fd = -1;  // not closed: the leg has it
+        Attach(leg_fd, args, std::move(rest));
+        return;
+      }
+      HandleLine(line);
     }
     it->buffer.erase(0, at);
+  }
+
+  // --- terminal legs (`attach DIR OFFSET`, see the header) ---
+
+  void Attach(int fd, const std::string& args, std::string received) {
+    const size_t space = args.rfind(' ');
+    const std::string dir = space == std::string::npos ? args : args.substr(0, space);
+    int64_t offset = 0;
+    if (space != std::string::npos) {
+      const std::string number = args.substr(space + 1);
+      std::from_chars(number.data(), number.data() + number.size(), offset);
+      offset = std::max<int64_t>(0, offset);
+    }
+    auto it = ranks_.find(dir);
+    if (it == ranks_.end() || !it->second->terminal || it->second->terminal->ended) {
+      std::string refusal;
+      AppendTermFrame(&refusal, TermChannel::kControl,
+                      SerializeJson(json::object{{"error", "no interactive rank runs in " + dir}}));
+      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      return;
+    }
+    Leg leg;
+    leg.fd = fd;
+    leg.terminal = it->second->terminal;
+    leg.in = std::move(received);
+    leg.sent = offset;
+    legs_.push_back(std::move(leg));
+    ReadLegFrames(legs_.back());
+  }
+
+  static bool LegHasOutput(const Leg& leg) {
+    return leg.out_pos < leg.out.size() || !leg.announced ||
+           leg.sent < leg.terminal->scrollback.total() || (leg.terminal->ended && !leg.exit_sent);
+  }
+
+  static short LegEvents(const Leg& leg) {
+    short events = LegHasOutput(leg) ? POLLOUT : 0;
+    // What a leg types waits while the terminal has not taken the last of it.
+    if (!leg.terminal->ended && leg.terminal->to_job.size() < kMaxTermFrame) events |= POLLIN;
+    return events;
+  }
+
+  void ServeLeg(Leg& leg, short revents) {
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[16384];
+      for (size_t total = 0; total < (256 << 10) && leg.fd >= 0;) {
+        ssize_t n = ::recv(leg.fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) {
+          CloseLeg(leg);  // the client went away; the job goes on
+          return;
+        }
+        leg.in.append(buf, static_cast<size_t>(n));
+        total += static_cast<size_t>(n);
+      }
+      ReadLegFrames(leg);
+    }
+    if (leg.fd >= 0) WriteLeg(leg);
+  }
+
+  // What the client sent: typing for the job, a new window size, a signal for the job's
+  // foreground process group.
+  void ReadLegFrames(Leg& leg) {
+    RankTerminal& t = *leg.terminal;
+    size_t at = 0;
+    while (leg.fd >= 0) {
+      size_t used = 0;
+      auto frame = TakeTermFrame(std::string_view(leg.in).substr(at), &used);
+      if (!frame.ok()) {
+        CloseLeg(leg);
+        return;
+      }
+      if (!*frame) break;
+      at += used;
+      if ((*frame)->channel == TermChannel::kStdin) {
+        if (!t.ended) t.to_job += (*frame)->payload;
+      } else if ((*frame)->channel == TermChannel::kControl && t.master >= 0) {
+        auto control = ParseJson((*frame)->payload, "terminal control");
+        if (!control.ok() || !control->is_object()) continue;
+        const json::object& o = control->as_object();
+        if (const json::value* size = o.if_contains("resize");
+            size && size->is_array() && size->as_array().size() == 2) {
+          auto rows = AsInt(size->as_array()[0]), cols = AsInt(size->as_array()[1]);
+          if (rows && cols)
+            (void)ResizePty(t.master, static_cast<int>(*rows), static_cast<int>(*cols));
+        }
+        if (auto sig = GetInt(o, "signal", 0); sig.ok() && *sig > 0 && *sig < 65) {
+          const pid_t group = ::tcgetpgrp(t.master);
+          if (group > 0) ::kill(-group, static_cast<int>(*sig));
+        }
+      }
+    }
+    leg.in.erase(0, at);
+    if (!t.to_job.empty()) WriteToJob(t);
+  }
+
+  // Sends the leg what it has not had: where its output starts (again after a gap the ring
+  // dropped), the output, and once the rank ended its exit; then closes it.
+  void WriteLeg(Leg& leg) {
+    RankTerminal& t = *leg.terminal;
+    while (leg.fd >= 0) {
+      if (leg.out_pos == leg.out.size()) {
+        leg.out.clear();
+        leg.out_pos = 0;
+        if (!leg.announced || leg.sent < t.scrollback.total()) {
+          int64_t from = 0;
+          std::string data = t.scrollback.Since(leg.sent, &from, kMaxTermFrame);
+          if (!leg.announced || from != leg.sent) {
+            AppendTermFrame(&leg.out, TermChannel::kControl,
+                            SerializeJson(json::object{{"from", from}}));
+            leg.announced = true;
+          }
+          leg.sent = from + static_cast<int64_t>(data.size());
+          if (!data.empty()) AppendTermFrame(&leg.out, TermChannel::kOutput, data);
+        } else if (t.ended && !leg.exit_sent) {
+          AppendTermFrame(&leg.out, TermChannel::kControl,
+                          SerializeJson(json::object{{"exit", t.exit_code}, {"reason", t.reason}}));
+          leg.exit_sent = true;
+        } else {
+          if (leg.exit_sent) CloseLeg(leg);
+          return;
+        }
+        if (leg.out.empty()) continue;
+      }
+      ssize_t n = ::send(leg.fd, leg.out.data() + leg.out_pos, leg.out.size() - leg.out_pos,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        leg.out_pos += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else {
+        CloseLeg(leg);
+      }
+    }
+  }
+
+  static void CloseLeg(Leg& leg) {
+    if (leg.fd >= 0) ::close(leg.fd);
+    leg.fd = -1;
+  }
+
+  // Hands the terminal what legs typed, as much as it takes now.
+  static void WriteToJob(RankTerminal& t) {
+    while (!t.to_job.empty() && t.master >= 0) {
+      ssize_t n = ::write(t.master, t.to_job.data(), t.to_job.size());
+      if (n > 0) {
+        t.to_job.erase(0, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else {
+        t.to_job.clear();  // the job's side is gone
+      }
+    }
   }
 
   void HandleLine(std::string_view line) {
@@ -461,7 +656,7 @@ class NodeSupervisor {
         return;
       }
       tty_fd = pty->slave;
-      rank.terminal = std::make_unique<RankTerminal>();
+      rank.terminal = std::make_shared<RankTerminal>();
       rank.terminal->master = pty->master;
       rank.terminal->log_fd = ::dup(log_fd);
     }
@@ -682,10 +877,7 @@ class NodeSupervisor {
 
   // The step and everything it started are gone.
   void StepDone(Rank& rank) {
-    if (rank.terminal) {
-      ReadTerminal(rank);  // what it printed last
-      rank.terminal.reset();
-    }
+    if (rank.terminal) ReadTerminal(rank);  // what it printed last
     if (!rank.error.empty()) {
       Finish(rank, {"exited", rank.exit_code, "launch", rank.error});
     } else if (rank.step == Rank::Step::kPull && (rank.exit_code != 0 || rank.stopped)) {
@@ -709,6 +901,19 @@ class NodeSupervisor {
   }
 
   void Finish(Rank& rank, SupervisorEvent end) {
+    if (rank.terminal) {  // legs still attached send the rest and this end
+      RankTerminal& t = *rank.terminal;
+      t.ended = true;
+      t.exit_code = end.exit_code;
+      t.reason = end.reason;
+      t.to_job.clear();
+      if (t.master >= 0) ::close(t.master);
+      t.master = -1;
+      rank.terminal.reset();
+      for (Leg& leg : legs_) {
+        if (leg.fd >= 0 && leg.terminal.get() == &t) WriteLeg(leg);
+      }
+    }
     int64_t peak = -1;
     if (rank.cgroup) {
       peak = EndRankCgroup(*rank.cgroup, rank.plan.limits, end).peak_memory_bytes;
@@ -732,6 +937,7 @@ class NodeSupervisor {
   bool stop_all_ = false;  // a stop signal came: stop every rank, then exit
   int64_t next_lease_check_ = 0;
   std::vector<Client> clients_;
+  std::vector<Leg> legs_;
   std::map<std::string, std::unique_ptr<Rank>> ranks_;    // by job directory
   std::map<pid_t, Rank*> mains_;                          // live steps' bash
   std::map<int, Rank*> starting_;                         // StartingStep::fd() -> its rank

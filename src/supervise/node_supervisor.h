@@ -9,6 +9,17 @@
 //   start DIR   run the job rank whose run plan is DIR/run.json (as the per-job supervisor does:
 //               DIR/supervisor.pid, DIR/output.log, DIR/events; see supervisor.h)
 //   stop DIR    stop that rank: SIGTERM to all of its processes, SIGKILL after its grace
+//   attach DIR OFFSET
+//               the connection becomes a leg of that interactive rank's terminal (RunPlan::tty);
+//               from then on both ways carry frames (supervise/terminal.h: channel, length,
+//               bytes). To the leg: {"from":N} on channel 3 (where its output starts: OFFSET, or
+//               later when the scrollback no longer holds it), the terminal's output on channel 1
+//               from there on, {"from":N} again after a gap (a leg too slow for the ring), and at
+//               the rank's end {"exit":CODE,"reason":"..."}, after which the leg closes. From the
+//               leg: typing on channel 0; {"resize":[ROWS,COLS]} and {"signal":N} (to the
+//               terminal's foreground process group) on channel 3. Any number of legs; one that
+//               goes away leaves the job running. A dir without a live terminal gets
+//               {"error":"..."} and a close.
 //
 // It is a child subreaper, starts each step's bash with clone(CLONE_VM | CLONE_VFORK) straight
 // from its own small image (no per-job process of its own), reaps on SIGCHLD through a signalfd,
@@ -16,7 +27,10 @@
 // bash that started them are re-parented to it; it tells whose they are by their process group,
 // else by the BERTH_JOB_ID / BERTH_ATTEMPT / BERTH_NODE_RANK they inherited, and a process that
 // shed both is counted with every rank that is ending at the time (it is stopped with them). It
-// watches the lease file of each plan like the per-job supervisor; SIGTERM, SIGINT or SIGHUP stop
+// watches the lease file of each plan like the per-job supervisor. An interactive rank's run step
+// (RunPlan::tty) runs on a pseudo-terminal that this process holds and reads, whether or not
+// anyone is attached, into output.log and a scrollback (supervise/terminal.h). SIGTERM, SIGINT or
+// SIGHUP stop
 // every rank, after which it exits; it also exits when it has no rank to run and no agent
 // connected. Single-threaded.
 #pragma once

@@ -12,7 +12,9 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,7 +32,8 @@ class Scrollback {
   // What is held from `offset` on. *from is where it begins: `offset`, or later when the ring no
   // longer holds the bytes from `offset` (then from the first line start after the gap, so that a
   // replay does not begin inside a line or an escape sequence, where there is one).
-  std::string Since(int64_t offset, int64_t* from) const;
+  // At most `max_bytes` of it.
+  std::string Since(int64_t offset, int64_t* from, size_t max_bytes = SIZE_MAX) const;
 
  private:
   size_t capacity_;
@@ -51,5 +54,20 @@ Result<PtyPair> OpenPty(int rows, int cols, int64_t owner = -1);
 // Sets the terminal's size (TIOCSWINSZ on the master); the job's foreground process group gets
 // SIGWINCH.
 Status ResizePty(int master, int rows, int cols);
+
+// The frames of a terminal leg (the node supervisor's `attach` connection, node_supervisor.h):
+// one byte of channel, four of length (big-endian), then the bytes. Channels are those of an
+// interactive session's WebSocket messages (issue 36).
+enum class TermChannel : uint8_t { kStdin = 0, kOutput = 1, kControl = 3 };
+// At most this many bytes in one frame.
+inline constexpr size_t kMaxTermFrame = 64 << 10;
+void AppendTermFrame(std::string* out, TermChannel channel, std::string_view payload);
+// Takes the first frame of `in` when it is complete (*used: its size); nullopt when more bytes are
+// needed. Invalid for an unknown channel or a length over kMaxTermFrame.
+struct TermFrame {
+  TermChannel channel;
+  std::string payload;
+};
+Result<std::optional<TermFrame>> TakeTermFrame(std::string_view in, size_t* used);
 
 }  // namespace berth

@@ -7,15 +7,20 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +29,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "supervise/supervisor.h"
+#include "supervise/terminal.h"
 #include "support/processes.h"
 
 namespace berth {
@@ -43,6 +49,73 @@ bool WaitFor(const std::function<bool()>& done, int64_t ms) {
   }
   return true;
 }
+
+// A terminal leg: a connection to the node supervisor's socket that sent `attach DIR OFFSET`.
+class Leg {
+ public:
+  Leg(const std::string& state_dir, const std::string& dir, int64_t offset) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = state_dir + "/" + kNodeSupervisorSocket;
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return;
+    // The hello line, then the attach.
+    char c;
+    while (::read(fd_, &c, 1) == 1 && c != '\n') {
+    }
+    const std::string line = "attach " + dir + " " + std::to_string(offset) + "\n";
+    connected_ = ::write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  }
+  ~Leg() { Close(); }
+  bool connected() const { return connected_; }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void Send(TermChannel channel, const std::string& payload) {
+    std::string frame;
+    AppendTermFrame(&frame, channel, payload);
+    ASSERT_EQ(::write(fd_, frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+  }
+  // Reads frames until `done` says so, the leg closes or 10 s pass: output (channel 1) gathers in
+  // output(), control frames (channel 3) in controls().
+  bool ReadUntil(const std::function<bool()>& done) {
+    const int64_t deadline = MonotonicMs() + 10'000;
+    while (!done()) {
+      size_t used = 0;
+      auto frame = TakeTermFrame(in_, &used);
+      if (!frame.ok()) return false;
+      if (*frame) {
+        in_.erase(0, used);
+        ((*frame)->channel == TermChannel::kOutput ? output_ : controls_) +=
+            (*frame)->channel == TermChannel::kOutput ? (*frame)->payload
+                                                      : (*frame)->payload + "\n";
+        continue;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int64_t left = deadline - MonotonicMs();
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+      char buf[4096];
+      ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (n <= 0) {
+        closed_ = true;
+        return done();
+      }
+      in_.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  const std::string& output() const { return output_; }
+  const std::string& controls() const { return controls_; }
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  bool closed_ = false;
+  std::string in_, output_, controls_;
+};
 
 class NodeSupervisorTest : public ::testing::Test {
  protected:
@@ -239,6 +312,67 @@ TEST_F(NodeSupervisorTest, AnotherUsersInteractiveRankOwnsItsTerminal) {
   ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 0) << ReadFileOr(dir + "/output.log");
   EXPECT_EQ(ReadFileOr(dir + "/output.log"), "65534\r\n65534 620\r\n");
+}
+
+// An attached leg gets where its output starts and what the job prints, types to the job, resizes
+// its terminal, and gets the rank's exit, after which the leg closes.
+TEST_F(NodeSupervisorTest, AnAttachedLegTypesResizesAndSeesTheExit) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1,
+                           "stty -echo; echo ready; read -r line; echo \"got:$line\"; "
+                           "read -r _; stty size; exit 5");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->tty = RunPlan::Tty{};
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  ASSERT_TRUE(WaitFor([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
+  Leg leg(root_, dir, 0);
+  ASSERT_TRUE(leg.connected());
+  ASSERT_TRUE(leg.ReadUntil([&] { return leg.output() == "ready\r\n"; })) << leg.output();
+  EXPECT_EQ(leg.controls(), "{\"from\":0}\n");
+  leg.Send(TermChannel::kStdin, "hello\n");
+  ASSERT_TRUE(leg.ReadUntil([&] { return leg.output() == "ready\r\ngot:hello\r\n"; }))
+      << leg.output();
+  leg.Send(TermChannel::kControl, R"({"resize":[40,120]})");
+  leg.Send(TermChannel::kStdin, "\n");
+  ASSERT_TRUE(leg.ReadUntil([&] { return leg.closed(); }));
+  EXPECT_EQ(leg.output(), "ready\r\ngot:hello\r\n40 120\r\n");
+  EXPECT_EQ(leg.controls(), "{\"from\":0}\n{\"exit\":5,\"reason\":\"\"}\n");
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().exit_code, 5);
+}
+
+// A leg that goes away leaves the job running; one attached later gets the scrollback from the
+// offset it asks for, and a signal it sends reaches the job's foreground process group.
+TEST_F(NodeSupervisorTest, ALegThatLeavesLeavesTheJobAndAnotherReplaysFromItsOffset) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "echo line1; echo line2; sleep 300");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->tty = RunPlan::Tty{};
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  {
+    Leg first(root_, dir, 0);
+    ASSERT_TRUE(first.ReadUntil([&] { return first.output() == "line1\r\nline2\r\n"; }))
+        << first.output();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(Running(dir)) << "the job ended with its leg";
+  Leg second(root_, dir, 7);  // "line1\r\n" seen already
+  ASSERT_TRUE(second.ReadUntil([&] { return second.output() == "line2\r\n"; })) << second.output();
+  EXPECT_EQ(second.controls(), "{\"from\":7}\n");
+  second.Send(TermChannel::kControl, R"({"signal":2})");
+  ASSERT_TRUE(second.ReadUntil([&] { return second.closed(); }));
+  EXPECT_NE(second.controls().find("\"exit\":130"), std::string::npos) << second.controls();
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(Events(dir).back().exit_code, 130);
+  // A rank without a terminal (or no rank at all) refuses a leg, saying so.
+  Leg refused(root_, root_ + "/jobs/9-1-0", 0);
+  ASSERT_TRUE(refused.ReadUntil([&] { return refused.closed(); }));
+  EXPECT_NE(refused.controls().find("no interactive rank runs in"), std::string::npos)
+      << refused.controls();
 }
 
 // A stop reaches an interactive rank's processes like any other's.

@@ -52,6 +52,31 @@ TEST(Scrollback, WhatItDroppedIsSkippedToALineStart) {
   EXPECT_EQ(ring3.Since(992, &from), "efghijkl");
 }
 
+TEST(TermFrames, RoundTripAndRefusals) {
+  std::string wire;
+  AppendTermFrame(&wire, TermChannel::kStdin, "ls\n");
+  AppendTermFrame(&wire, TermChannel::kControl, R"({"resize":[40,120]})");
+  AppendTermFrame(&wire, TermChannel::kOutput, "");
+  size_t used = 0;
+  auto partial = TakeTermFrame(std::string_view(wire).substr(0, 7), &used);
+  ASSERT_TRUE(partial.ok());
+  EXPECT_FALSE(partial->has_value());
+  auto first = TakeTermFrame(wire, &used);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->channel, TermChannel::kStdin);
+  EXPECT_EQ((*first)->payload, "ls\n");
+  EXPECT_EQ(used, 8u);
+  auto second = TakeTermFrame(std::string_view(wire).substr(8), &used);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->channel, TermChannel::kControl);
+  auto third = TakeTermFrame(std::string_view(wire).substr(8 + used), &used);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->channel, TermChannel::kOutput);
+  EXPECT_EQ((*third)->payload, "");
+  EXPECT_FALSE(TakeTermFrame(std::string("\x02\0\0\0\0", 5), &used).ok()) << "channel 2";
+  EXPECT_FALSE(TakeTermFrame(std::string("\x00\x00\x01\x00\x01", 5), &used).ok()) << "over 64 KiB";
+}
+
 TEST(Pty, APairOfTheSizeAskedForCarriesBytesAndResizes) {
   auto pty = OpenPty(33, 101);
   ASSERT_TRUE(pty.ok()) << pty.status().message();
