@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agent/file_mounts.h"
+#include "agent/session_pump.h"
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -26,6 +27,7 @@
 #include "spec/job_spec.h"
 #include "supervise/cpu_set.h"
 #include "supervise/supervisor.h"
+#include "supervise/terminal.h"
 
 namespace berth {
 
@@ -236,6 +238,8 @@ Status Agent::Run() {
   if (cleanup.joinable()) cleanup.join();
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
   MutexLock lock(mu_);
+  // Relays see the stop within half a second; the sessions' jobs run on.
+  for (int i = 0; i < 50 && sessions_running_ > 0; ++i) cv_.WaitFor(mu_, 100);
   LogInfo("stopped; {} job(s) keep running under their supervisors", jobs_.size());
   return Status::Ok();
 }
@@ -360,6 +364,10 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     ResetHealth();
     return;
   }
+  if (const auto* session = std::get_if<proto::SessionMessage>(&message)) {
+    StartSession(*session);
+    return;
+  }
   const auto* stop = std::get_if<proto::StopMessage>(&message);
   if (!stop) return;  // hello, ping
   std::string key = KeyOf(stop->id());
@@ -378,6 +386,54 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     std::erase_if(launches_, [&](const proto::LaunchMessage& q) { return q.id() == stop->id(); });
     reports_.push_back(proto::Report::Exited(stop->id(), std::nullopt, "run", "was not running"));
     cv_.SignalAll();
+  }
+}
+
+void Agent::StartSession(const proto::SessionMessage& m) {
+  {
+    MutexLock lock(mu_);
+    if (sessions_running_ >= kMaxSessions) {
+      LogWarn("refusing a session to job {} rank {}: {} sessions are open", m.job, m.rank,
+              sessions_running_);
+      return;
+    }
+    ++sessions_running_;
+  }
+  std::thread([this, m] {
+    RunSession(m);
+    MutexLock lock(mu_);
+    --sessions_running_;
+    cv_.SignalAll();
+  }).detach();
+}
+
+void Agent::RunSession(const proto::SessionMessage& m) {
+  std::string session;
+  {
+    MutexLock lock(mu_);
+    session = session_;
+  }
+  auto ws = connection_.OpenSession(options_.name, session, m.sid);
+  if (!ws.ok()) {
+    LogWarn("session to job {} rank {}: {}", m.job, m.rank, ws.status().message());
+    return;
+  }
+  const std::string dir = options_.state_dir + "/jobs/" + KeyOf(m.id());
+  auto leg = launcher_.OpenTerminalLeg(dir, m.offset);
+  if (!leg.ok()) {
+    std::string error(1, static_cast<char>(TermChannel::kControl));
+    error += SerializeJson(
+        json::object{{"error", fmt::format("job {} rank {} has no terminal on {}: {}", m.job,
+                                           m.rank, options_.name, leg.status().message())}});
+    (*ws)->Send(error);
+    (*ws)->Close(4004, "no terminal");
+    (void)(*ws)->Flush(2'000);
+    return;
+  }
+  Status relayed = RelaySession(**ws, *leg, stop_);
+  ::close(*leg);
+  if (!relayed.ok()) {
+    LogWarn("session to job {} rank {} ended: {}", m.job, m.rank, relayed.message());
   }
 }
 
@@ -544,6 +600,7 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
                                const std::string& key, const std::string& job_dir) {
   RunPlan plan;
   plan.workdir = spec.workdir.empty() ? job_dir : spec.workdir;
+  if (spec.interactive) plan.tty = RunPlan::Tty{};  // sized by the first client that attaches
   std::optional<JobAccount> account;
   if (!options_.only_user.empty() && m.user != options_.only_user) {
     return Status::Unavailable("the agent of " + options_.name + " runs as " + options_.only_user +

@@ -224,6 +224,11 @@ class Agent {
   void RecycleDir(const std::string& dir, bool reusable) EXCLUDES(mu_);
   // Sleeps up to `ms` or until RequestStop().
   void Pause(int64_t ms) EXCLUDES(mu_);
+  // A user attached to one of this node's interactive ranks: relays the session on a thread of
+  // its own (at most kMaxSessions at once; the server times out one never opened).
+  void StartSession(const proto::SessionMessage& m) EXCLUDES(mu_);
+  void RunSession(const proto::SessionMessage& m) EXCLUDES(mu_);
+  static constexpr int kMaxSessions = 256;
   static std::string KeyOf(const proto::AttemptRank& id);
 
   AgentOptions options_;
@@ -250,6 +255,9 @@ class Agent {
   std::map<std::string, std::vector<int>> pinned_cpus_ GUARDED_BY(mu_);
   std::deque<proto::Report> reports_ GUARDED_BY(mu_);  // waiting to be sent
   std::string session_ GUARDED_BY(mu_);
+  // Interactive sessions being relayed (agent/session_pump.h), each on a thread of its own; Run()
+  // waits for them to end after a stop.
+  int sessions_running_ GUARDED_BY(mu_) = 0;
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;

@@ -7,6 +7,7 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/term_channel.h"
 #include "net/http.h"
 #include "net/http_client.h"
 
@@ -134,6 +135,20 @@ Result<std::string> HttpAgentConnection::GetSpec(const SpecFetch& fetch) {
   if (res->status == 404) return Status::NotFound(fmt::format("spec {} is unknown", fetch.spec_id));
   if (res->status != 200) return StatusOf(*res, "spec fetch");
   return std::move(res->body);
+}
+
+Result<std::unique_ptr<net::WebSocketClient>> HttpAgentConnection::OpenSession(
+    const std::string& node, const std::string& session, const std::string& sid) {
+  // A connection of its own: a session may last for days.
+  net::HttpClient client(server_url_, client_options_);
+  std::unique_ptr<net::WebSocketClient> ws;
+  auto res = client.OpenWebSocket(fmt::format("/v1/agent/sessions/{}?node={}&session={}", sid,
+                                              net::UrlEncode(node), net::UrlEncode(session)),
+                                  kSessionSubprotocol, 10'000, &ws, 256 << 10);
+  if (!res.ok()) return res.status();
+  if (res->status == 404) return Status::NotFound("session " + sid + " is not waiting");
+  if (!ws) return StatusOf(*res, "session");
+  return ws;
 }
 
 Status HttpAgentConnection::Watch(
@@ -268,6 +283,11 @@ Result<std::string> FailoverAgentConnection::GetSpec(const SpecFetch& fetch) {
 
 Result<std::string> FailoverAgentConnection::FetchBlobs(const BlobFetch& fetch) {
   return OnCurrent([&](HttpAgentConnection& c) { return c.FetchBlobs(fetch); });
+}
+
+Result<std::unique_ptr<net::WebSocketClient>> FailoverAgentConnection::OpenSession(
+    const std::string& node, const std::string& session, const std::string& sid) {
+  return OnCurrent([&](HttpAgentConnection& c) { return c.OpenSession(node, session, sid); });
 }
 
 Status FailoverAgentConnection::Watch(

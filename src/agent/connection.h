@@ -21,6 +21,7 @@
 
 #include "common/status.h"
 #include "net/http_client.h"
+#include "net/ws_client.h"
 #include "protocol/agent_protocol.h"
 
 namespace berth {
@@ -72,6 +73,15 @@ class AgentConnection {
                        const std::function<bool(const proto::WatchMessage&)>& on_message) = 0;
   // Ends every Watch in progress (or the next one, if none is in progress) at once.
   virtual void AbortWatch() = 0;
+  // The node's end of the interactive session `sid` the server announced (proto::SessionMessage):
+  // a WebSocket the server relays to the user who attached. NotFound when the server no longer
+  // waits for it; Forbidden when it is another node's. This default, for connections that cannot
+  // open one, is Unavailable.
+  virtual Result<std::unique_ptr<net::WebSocketClient>> OpenSession(const std::string& /*node*/,
+                                                                    const std::string& /*session*/,
+                                                                    const std::string& /*sid*/) {
+    return Status::Unavailable("this connection cannot open interactive sessions");
+  }
 };
 
 class HttpAgentConnection final : public AgentConnection {
@@ -92,6 +102,9 @@ class HttpAgentConnection final : public AgentConnection {
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
+  Result<std::unique_ptr<net::WebSocketClient>> OpenSession(const std::string& node,
+                                                            const std::string& session,
+                                                            const std::string& sid) override;
   // Ends the Watch in progress, if any, and nothing later (AbortWatch also ends the next one).
   void AbortWatchInProgress();
 
@@ -133,6 +146,9 @@ class FailoverAgentConnection final : public AgentConnection {
   Status Watch(const std::string& node, const std::string& session,
                const std::function<bool(const proto::WatchMessage&)>& on_message) override;
   void AbortWatch() override;
+  Result<std::unique_ptr<net::WebSocketClient>> OpenSession(const std::string& node,
+                                                            const std::string& session,
+                                                            const std::string& sid) override;
 
   // The URL calls go to now.
   const std::string& current_url() const;

@@ -100,6 +100,20 @@ Result<Greeting> ConnectTo(const SocketAddress& address) {
 
 }  // namespace
 
+Result<int> SupervisorLauncher::OpenTerminalLeg(const std::string& dir, int64_t offset) {
+  SocketAddress address(state_dir_);
+  if (!address.ok()) return Status::Internal("cannot open " + state_dir_ + ": " + strerror(errno));
+  auto connected = ConnectTo(address);
+  if (!connected.ok()) return connected.status();
+  const std::string line = "attach " + dir + " " + std::to_string(offset) + "\n";
+  if (::send(connected->fd, line.data(), line.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(line.size())) {
+    ::close(connected->fd);
+    return Status::Unavailable("the node supervisor went away");
+  }
+  return connected->fd;
+}
+
 SupervisorLauncher::SupervisorLauncher(const std::string& self_exe, std::string state_dir)
     : self_exe_(SupervisorExe(self_exe)) {
   // Absolute, as the agent's own (its cgroups are named after it: supervise/cgroup.h).

@@ -36,6 +36,12 @@ class Launcher {
   virtual void Stop(pid_t pid, const std::string& dir) = 0;
   // Whether the supervisor still lives (a zombie counts as gone).
   virtual bool Alive(pid_t pid) = 0;
+  // A connection of its own to the supervisor of the interactive rank in `dir`, attached to its
+  // terminal from byte `offset` of its output on (`attach`, supervise/node_supervisor.h); the
+  // caller owns the descriptor. This default, for launchers without terminals, is Unavailable.
+  virtual Result<int> OpenTerminalLeg(const std::string& /*dir*/, int64_t /*offset*/) {
+    return Status::Unavailable("this node's launcher gives no job a terminal");
+  }
 };
 
 class SupervisorLauncher final : public Launcher {
@@ -48,6 +54,7 @@ class SupervisorLauncher final : public Launcher {
   Result<pid_t> StartWithPull(const std::string& dir) override EXCLUDES(mu_);
   void Stop(pid_t pid, const std::string& dir) override EXCLUDES(mu_);
   bool Alive(pid_t pid) override;
+  Result<int> OpenTerminalLeg(const std::string& dir, int64_t offset) override;
 
  private:
   // Connects to the node supervisor, starting one if none answers and `start` is set.

@@ -89,6 +89,8 @@ class Connection {
   Result<json::value> CallIdempotent(const std::string& method, const std::string& target,
                                      const std::string& body, const std::string& key,
                                      DurationMs timeout_ms = 60'000);
+  // A 2xx answer's JSON, or an error carrying the server's message.
+  static Result<json::value> Decode(Result<net::HttpResponse> res);
   // The client of the server in use, for requests that stream (starting the local cluster first if
   // its socket was there but its server is gone).
   net::HttpClient& http();
@@ -123,8 +125,6 @@ class Connection {
                                  const std::string& body, DurationMs timeout_ms,
                                  const net::HttpHeaders& headers, bool repeatable,
                                  bool* maybe_delivered = nullptr);
-  // A 2xx answer's JSON, or an error carrying the server's message.
-  static Result<json::value> Decode(Result<net::HttpResponse> res);
 };
 
 }  // namespace berth::cli

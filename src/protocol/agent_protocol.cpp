@@ -578,6 +578,36 @@ Result<StopMessage> StopMessage::Decode(const json::value& message) {
   return m;
 }
 
+json::object SessionMessage::Encode() const {
+  return json::object{{"type", "session"},  {"sid", sid},   {"job", job},
+                      {"attempt", attempt}, {"rank", rank}, {"offset", offset}};
+}
+
+Result<SessionMessage> SessionMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "session", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "session");
+  f.Type("session");
+  SessionMessage m;
+  m.sid = f.String("sid", std::nullopt);
+  m.job = f.Int64("job", std::nullopt);
+  m.attempt = f.Int("attempt", std::nullopt);
+  m.rank = f.Int("rank", std::nullopt);
+  m.offset = f.Int64("offset", std::nullopt);
+  if (!f.ok()) return f.status();
+  const bool sid_ok =
+      m.sid.size() >= 16 && m.sid.size() <= 64 &&
+      std::all_of(m.sid.begin(), m.sid.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      });
+  if (!sid_ok) return Status::Invalid("session: 'sid' must be 16 to 64 letters and digits");
+  if (m.job <= 0 || m.attempt <= 0 || m.rank < 0 || m.offset < 0) {
+    return Status::Invalid(
+        "session: job and attempt must be positive, rank and offset not negative");
+  }
+  return m;
+}
+
 json::object SpecMessage::Encode() const {
   return json::object{{"type", "spec"}, {"id", id}, {"text", text}};
 }
@@ -619,6 +649,7 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
   if (type == "hello") return widen(HelloMessage::Decode(*v));
   if (type == "spec") return widen(SpecMessage::Decode(*v));
   if (type == "health_reset") return widen(HealthResetMessage::Decode(*v));
+  if (type == "session") return widen(SessionMessage::Decode(*v));
   return Status::NotFound("watch: unknown message type '" + type + "'");
 }
 

@@ -228,8 +228,26 @@ struct HealthResetMessage {
   static Result<HealthResetMessage> Decode(const json::value& message);
 };
 
+// A user attached to an interactive rank's terminal (docs/api.md "Interactive sessions"): the
+// agent opens GET /v1/agent/sessions/{sid} as a WebSocket and relays it to the rank's terminal
+// from byte `offset` of its output on (agent/session_pump.h).
+struct SessionMessage {
+  std::string sid;  // one use, unguessable
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  int64_t offset = 0;
+
+  bool operator==(const SessionMessage&) const = default;
+  AttemptRank id() const { return {job, attempt, rank}; }
+  json::object Encode() const;
+  // Every field required: sid of 16 to 64 letters and digits, job and attempt > 0, rank and
+  // offset >= 0.
+  static Result<SessionMessage> Decode(const json::value& message);
+};
+
 using WatchMessage = std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage,
-                                  SpecMessage, HealthResetMessage>;
+                                  SpecMessage, HealthResetMessage, SessionMessage>;
 
 // One line of the watch stream: the message's JSON and "\n".
 std::string EncodeWatchLine(const WatchMessage& message);

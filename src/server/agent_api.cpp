@@ -6,6 +6,8 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "common/term_channel.h"
+#include "protocol/agent_protocol.h"
 #include "server/responses.h"
 #include "server/server.h"
 
@@ -62,6 +64,18 @@ void Server::HandleWatch(const net::HttpRequest& req, const Principal& by,
   if (stopping_ || !streams_.Attach(req.Query("node"), req.Query("session"), res)) {
     res->Send(ErrorResponse(409, "unknown agent session; register again"));
   }
+}
+
+// The node's end of an interactive session the server announced (server/terminal_bridges.h).
+void Server::HandleAgentSession(const std::string& sid, const net::HttpRequest& req,
+                                const Principal& by, std::shared_ptr<net::Responder> res) {
+  if (Status st = SpeaksFor(by, req.Query("node")); !st.ok()) return res->Send(ErrorResponse(st));
+  if (Status st = terminals_.CheckWaiting(sid, req.Query("node")); !st.ok()) {
+    return res->Send(ErrorResponse(st));
+  }
+  res->AcceptWebSocket(kSessionSubprotocol, [this, sid](std::shared_ptr<net::WebSocket> ws) {
+    terminals_.Join(sid, std::move(ws));
+  });
 }
 
 net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req, const Principal& by) {

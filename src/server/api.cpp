@@ -84,6 +84,10 @@ void Server::AddRoutes() {
     HandleLogs(c.id, *c.req, *c.by, c.res);
     return streamed();
   });
+  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAttach(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
   t.Add("GET", "/v1/groups/{id}", R::kRead,
         [this](const RouteCall& c) { return HandleGroup(c.id); });
   t.Add("POST", "/v1/groups/{id}", R::kState,
@@ -149,6 +153,10 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
   t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
     HandleWatch(*c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
     return streamed();
   });
 }

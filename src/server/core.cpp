@@ -456,6 +456,30 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
                         !IsTerminal(it->second.row.status) || it->second.terminating);
 }
 
+Result<Core::TerminalTarget> Core::TerminalOf(int64_t job, int rank) {
+  HandlerLock lock(this);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || IsTerminal(it->second.row.status)) {
+    return Status::NotFound(fmt::format("job {} is not running", job));
+  }
+  const ActiveJob& active = it->second;
+  if (!active.spec || !active.spec->interactive) {
+    return Status::Conflict(fmt::format(
+        "job {} is not interactive (it has no terminal): follow its output with berth logs -f {}",
+        job, job));
+  }
+  if (rank < 0 || rank >= active.row.num_nodes) {
+    return Status::Invalid(
+        fmt::format("job {} has ranks 0 to {}, not {}", job, active.row.num_nodes - 1, rank));
+  }
+  if (active.row.status != JobStatus::kRunning ||
+      static_cast<size_t>(rank) >= active.row.placement.size()) {
+    return Status::Conflict(
+        fmt::format("job {} is {}, not RUNNING yet", job, JobStatusName(active.row.status)));
+  }
+  return TerminalTarget{active.row, active.row.placement[static_cast<size_t>(rank)].node};
+}
+
 // --- housekeeping ---
 
 void Core::CheckLeases() {

@@ -188,6 +188,14 @@ class Core {
   }
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
+  // Where a user attaches to rank `rank` of job `job`'s terminal (server/terminal_bridges.h): the
+  // job's row and that rank's node. NotFound for no active job; Conflict for a job that is not
+  // interactive, or not RUNNING (the reason says its status); Invalid for a rank it does not have.
+  struct TerminalTarget {
+    JobRow row;
+    std::string node;
+  };
+  Result<TerminalTarget> TerminalOf(int64_t job, int rank) EXCLUDES(mu_);
   // The active jobs, for `berth queue` (from ActiveEntries): bulk groups with an active job (with
   // its newest active member) and the ids of active jobs in no group, newest first. `user` and
   // `team` filter when set (`team` "-" is the default team).

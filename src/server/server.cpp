@@ -241,6 +241,7 @@ void Server::HousekeepingLoop() {
     if (stopping_) break;
     core_->CheckLeases();
     core_->CheckTimeLimits();
+    terminals_.ExpireWaiting(clock_.Monotonic());
     int64_t now = clock_.Monotonic();
     // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
     streams_.PingSome(25);

@@ -32,6 +32,7 @@
 #include "server/identity.h"
 #include "server/log_store.h"
 #include "server/routes.h"
+#include "server/terminal_bridges.h"
 #include "server/uploads.h"
 #include "server/watch_streams.h"
 #include "server/web_sessions.h"
@@ -143,6 +144,12 @@ class Server {
                                 const Principal& by);
   void HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
                   std::shared_ptr<net::Responder> res);
+  // terminal_api.cpp: interactive sessions (server/terminal_bridges.h), the user's end and the
+  // node's.
+  void HandleAttach(int64_t id, const net::HttpRequest& req, const Principal& by,
+                    std::shared_ptr<net::Responder> res);
+  void HandleAgentSession(const std::string& sid, const net::HttpRequest& req, const Principal& by,
+                          std::shared_ptr<net::Responder> res);
 
   // admin_api.cpp: who am I, users, tokens, audit.
   net::HttpResponse HandleWhoami(const Principal& by);
@@ -216,6 +223,7 @@ class Server {
   std::unique_ptr<Uploads> uploads_;
   std::atomic<bool> collecting_uploads_{false};
   WatchStreams streams_;
+  TerminalBridges terminals_;  // outlives http_, whose WebSockets it relays
   std::unique_ptr<Core> core_;
   std::unique_ptr<Executor> state_exec_;
   std::unique_ptr<Executor> read_exec_;

@@ -160,6 +160,9 @@ struct JobSpec {
   TimeLimitScope time_limit_scope = TimeLimitScope::kAttempt;
   std::optional<WarnSignal> signal;        // needs time_limit; `before` less than it
   std::optional<ContainerSpec> container;  // unset: on the node's own system
+  // An interactive job (docs/user-guide.md "Interactive work"): its run step runs on a terminal
+  // that `berth attach` (and `berth shell`) connect to.
+  bool interactive = false;
 
   bool operator==(const JobSpec&) const = default;
 };

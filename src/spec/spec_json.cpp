@@ -400,6 +400,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "time_limit_scope") return GetTimeLimitScope(value, &spec->time_limit_scope);
   if (key == "signal") return GetSignal(value, &spec->signal);
   if (key == "container") return GetContainer(value, &spec->container);
+  if (key == "interactive") return GetBool(value, key, &spec->interactive);
   return Unknown("", key);
 }
 
@@ -480,6 +481,7 @@ json::value SpecToJson(const JobSpec& spec) {
         json::object{{"name", spec.signal->name}, {"before_s", Number(spec.signal->before, 1000)}};
   }
   out["signal"] = std::move(signal);
+  if (spec.interactive) out["interactive"] = true;  // absent otherwise: older agents read the rest
   return out;
 }
 

@@ -60,11 +60,11 @@ std::pair<int, int> TreeDepth(const YAML::Node& top) {
 using FieldList = std::span<const std::string_view>;
 
 constexpr std::string_view kTopFields[] = {
-    "name",          "num_nodes",   "resources",  "envs",       "secrets",
-    "workdir",       "setup",       "run",        "priority",   "pool",
-    "node_selector", "placement",   "time_limit", "kill_grace", "recovery",
-    "depends_on",    "max_running", "retry",      "signal",     "time_limit_scope",
-    "file_mounts",   "container",
+    "name",          "num_nodes",   "resources",   "envs",       "secrets",
+    "workdir",       "setup",       "run",         "priority",   "pool",
+    "node_selector", "placement",   "time_limit",  "kill_grace", "recovery",
+    "depends_on",    "max_running", "retry",       "signal",     "time_limit_scope",
+    "file_mounts",   "container",   "interactive",
 };
 constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
                                                 "event_callback", "volumes", "experimental",
@@ -408,6 +408,13 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.run));
     } else if (n == "priority") {
       BERTH_RETURN_IF_ERROR(Int(f, n, &spec.priority));
+    } else if (n == "interactive") {
+      const std::string v = f.value.IsScalar() ? Trim(f.value.Scalar()) : "";
+      if (v != "true" && v != "false") {
+        return Error(f.line,
+                     fmt::format("interactive: expected true or false, got {}", Describe(f.value)));
+      }
+      spec.interactive = v == "true";
     } else if (n == "pool") {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
     } else if (n == "node_selector") {

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "common/term_channel.h"
 
 namespace berth {
 
@@ -56,9 +57,7 @@ Result<PtyPair> OpenPty(int rows, int cols, int64_t owner = -1);
 Status ResizePty(int master, int rows, int cols);
 
 // The frames of a terminal leg (the node supervisor's `attach` connection, node_supervisor.h):
-// one byte of channel, four of length (big-endian), then the bytes. Channels are those of an
-// interactive session's WebSocket messages (issue 36).
-enum class TermChannel : uint8_t { kStdin = 0, kOutput = 1, kControl = 3 };
+// one byte of channel (common/term_channel.h), four of length (big-endian), then the bytes.
 // At most this many bytes in one frame.
 inline constexpr size_t kMaxTermFrame = 64 << 10;
 void AppendTermFrame(std::string* out, TermChannel channel, std::string_view payload);

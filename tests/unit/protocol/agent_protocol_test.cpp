@@ -223,6 +223,27 @@ TEST(Watch, ASpecMessageNeedsAnIdAboveZeroAndItsText) {
   }
 }
 
+TEST(Watch, ASessionRoundTripsAndNeedsItsFields) {
+  SessionMessage m{"0123456789abcdef0123456789abcdef", 42, 2, 1, 1234};
+  std::string line = EncodeWatchLine(m);
+  EXPECT_EQ(line, R"({"type":"session","sid":"0123456789abcdef0123456789abcdef","job":42,)"
+                  R"("attempt":2,"rank":1,"offset":1234})"
+                  "\n");
+  auto back = DecodeWatchMessage(line);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<SessionMessage>(*back), m);
+  for (
+      const char* bad :
+      {R"({"type":"session","sid":"short","job":1,"attempt":1,"rank":0,"offset":0})",
+       R"({"type":"session","sid":"0123456789abcdef/../x","job":1,"attempt":1,"rank":0,"offset":0})",
+       R"({"type":"session","sid":"0123456789abcdef","job":0,"attempt":1,"rank":0,"offset":0})",
+       R"({"type":"session","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"offset":-1})",
+       R"({"type":"session","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0})"}) {
+    auto decoded = DecodeWatchMessage(bad);
+    EXPECT_FALSE(decoded.ok()) << bad;
+  }
+}
+
 TEST(Watch, AStopWithTheRankLastDecodesToo) {
   // Server::StopRanks adds "rank" after "reason": order does not matter.
   auto m =

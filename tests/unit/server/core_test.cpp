@@ -59,6 +59,40 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
 }
 
+// Where a user attaches (server/terminal_bridges.h): only to a running interactive job, each rank
+// on its own node; the refusals say why.
+TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
+  Register("n1");
+  Register("n2");
+  EXPECT_EQ(core_->TerminalOf(99, 0).status().code(), Code::kNotFound);
+  JobSpec batch = Spec();
+  int64_t plain = Submit(batch);
+  JobSpec spec = Spec(1, 0, 0, 2);
+  spec.interactive = true;
+  int64_t job = Submit(spec);
+  auto waiting = core_->TerminalOf(job, 0);
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.status().code(), Code::kConflict);
+  EXPECT_NE(waiting.status().message().find("PENDING, not RUNNING yet"), std::string::npos)
+      << waiting.status().message();
+  ASSERT_TRUE(core_->RunPass());
+  Run(Stored(plain).placement.at(0).node, plain);
+  auto refused = core_->TerminalOf(plain, 0);
+  EXPECT_EQ(refused.status().code(), Code::kConflict);
+  EXPECT_NE(refused.status().message().find("not interactive"), std::string::npos);
+  const Placement placed = Stored(job).placement;
+  ASSERT_EQ(placed.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) Run(placed[rank].node, job, 1, rank);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto target = core_->TerminalOf(job, rank);
+    ASSERT_TRUE(target.ok()) << target.status().message();
+    EXPECT_EQ(target->node, placed[rank].node);
+    EXPECT_EQ(target->row.user, "alice");
+    EXPECT_EQ(target->row.attempt, 1);
+  }
+  EXPECT_EQ(core_->TerminalOf(job, 2).status().code(), Code::kInvalidArgument);
+}
+
 // A node gets each spec on its watch stream once per session, before the first launch that uses it,
 // so that its agent need not fetch it: a sweep of three jobs brings one spec message, a single job
 // another. When the node registers again (its agent restarted, and lost what it was sent) the

@@ -41,6 +41,18 @@ std::string ErrorOf(const std::string& text) {
   return r.ok() ? "" : r.status().message();
 }
 
+TEST(SpecJson, InteractiveRoundTripsAndIsAbsentWhenFalse) {
+  JobSpec s;
+  s.run = "bash";
+  EXPECT_FALSE(SpecToJson(s).as_object().contains("interactive"))
+      << "a batch job's spec reads as before";
+  s.interactive = true;
+  auto back = FromText(json::serialize(SpecToJson(s)));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->interactive);
+  EXPECT_FALSE(FromText(R"({"run":"bash","interactive":"yes"})").ok());
+}
+
 TEST(SpecJson, ShapeIsTheDocumentedOne) {
   json::value v = SpecToJson(FullSpec());
   EXPECT_EQ(json::serialize(v.at("resources")),

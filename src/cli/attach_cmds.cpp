@@ -1,0 +1,288 @@
+// `berth attach JOB [--rank R]`: the terminal of a running interactive job (docs/user-guide.md
+// "Interactive work"), through the server's WebSocket (GET /v1/jobs/{id}/attach; docs/api.md
+// "Interactive sessions"). The keys go to the job (in raw mode when stdin is a terminal, so
+// Ctrl-C reaches the job through its own terminal), its output comes back, the window's size
+// follows, and the command exits with the job's exit code once it ends. Ctrl-] detaches and
+// leaves the job running; so does a lost connection.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "cli/command_context.h"
+#include "cli/commands.h"
+#include "cli/connection.h"
+#include "common/json_util.h"
+#include "common/term_channel.h"
+#include "net/ws_client.h"
+
+namespace berth::cli {
+
+namespace {
+
+constexpr char kDetachKey = 0x1d;  // Ctrl-]
+constexpr size_t kMaxUnsent = 256 << 10;
+
+int g_signal_pipe[2] = {-1, -1};  // SIGWINCH and SIGINT arrive here, a byte each
+
+void OnSignal(int sig) {
+  const char byte = static_cast<char>(sig);
+  const int saved = errno;
+  (void)!::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+// stdin in raw mode (every byte as typed, no echo, no signals from keys: Ctrl-C is a byte for
+// the job's terminal) while it lives, when stdin is a terminal.
+class RawInput {
+ public:
+  RawInput() {
+    if (::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      ::cfmakeraw(&raw);
+      raw_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+  }
+  ~RawInput() { Restore(); }
+  RawInput(const RawInput&) = delete;
+  RawInput& operator=(const RawInput&) = delete;
+  bool raw() const { return raw_; }
+  void Restore() {
+    if (raw_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+    raw_ = false;
+  }
+
+ private:
+  termios saved_{};
+  bool raw_ = false;
+};
+
+std::string Message(TermChannel channel, std::string_view payload) {
+  std::string m(1, static_cast<char>(channel));
+  m += payload;
+  return m;
+}
+
+std::string ResizeMessage() {
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 &&
+      ::ioctl(STDIN_FILENO, TIOCGWINSZ, &size) != 0) {
+    return "";
+  }
+  if (size.ws_row == 0 || size.ws_col == 0) return "";
+  return Message(TermChannel::kControl,
+                 fmt::format(R"({{"resize":[{},{}]}})", size.ws_row, size.ws_col));
+}
+
+bool WriteAllOut(std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(STDOUT_FILENO, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{STDOUT_FILENO, POLLOUT, 0};
+      ::poll(&p, 1, 1000);
+      continue;
+    }
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Waits until job `id` runs (saying once on stderr why it waits), or says why it never will.
+Status WaitUntilRunning(Connection& conn, int64_t id) {
+  std::string said;
+  while (true) {
+    auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+    if (!job.ok()) return job.status();
+    const json::object& o = job->as_object();
+    const std::string status = GetString(o, "status").value();
+    if (status == "RUNNING") {
+      if (!said.empty()) fmt::print(stderr, "berth: job {} runs\n", id);
+      return Status::Ok();
+    }
+    if (status != "PENDING" && status != "STARTING") {
+      return Status::Conflict(
+          fmt::format("job {} is {}: there is nothing to attach to", id, status));
+    }
+    std::string why = status;
+    if (auto reason = GetString(o, "reason"); reason.ok() && !reason->empty()) {
+      why += ": " + *reason;
+    }
+    if (why != said) {
+      fmt::print(stderr, "berth: job {} is {} (Ctrl-C to stop waiting)\n", id, why);
+      said = why;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+struct AttachFlags {
+  int64_t id = 0;
+  int rank = 0;
+};
+
+// What the session said about its end.
+struct Ending {
+  bool exited = false;
+  int exit_code = 0;
+  std::string reason;
+  std::string error;
+  bool detached = false;
+};
+
+void OnControl(const std::string& text, Ending& ending) {
+  auto v = ParseJson(text, "session control");
+  if (!v.ok() || !v->is_object()) return;
+  const json::object& o = v->as_object();
+  if (o.contains("exit")) {
+    ending.exited = true;
+    auto code = GetInt(o, "exit", 1);
+    ending.exit_code = code.ok() ? static_cast<int>(*code) : 1;
+    auto reason = GetString(o, "reason");
+    ending.reason = reason.ok() ? *reason : "";
+  } else if (auto error = GetString(o, "error"); error.ok() && !error->empty()) {
+    ending.error = *error;
+  }
+}
+
+// Relays stdin, the window's size and stray SIGINTs to the session and its output to stdout
+// until the job ends, the session closes, or the user detaches.
+Ending Relay(net::WebSocketClient& ws, RawInput& input) {
+  Ending ending;
+  bool stdin_open = true;
+  if (input.raw()) {
+    if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
+  }
+  while (!ws.closed() && !ending.detached) {
+    pollfd fds[3] = {
+        {ws.fd(), ws.events(), 0},
+        {STDIN_FILENO, static_cast<short>(stdin_open && ws.unsent() < kMaxUnsent ? POLLIN : 0), 0},
+        {g_signal_pipe[0], POLLIN, 0}};
+    if (::poll(fds, 3, 1000) < 0 && errno != EINTR) break;
+    if (fds[2].revents & POLLIN) {
+      char sigs[16];
+      ssize_t n = ::read(g_signal_pipe[0], sigs, sizeof(sigs));
+      for (ssize_t i = 0; i < n; ++i) {
+        if (sigs[i] == SIGWINCH) {
+          if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
+        } else if (sigs[i] == SIGINT) {  // no raw terminal: Ctrl-C goes to the job as a signal
+          ws.Send(Message(TermChannel::kControl, R"({"signal":2})"));
+        } else {  // SIGTERM, SIGHUP: leave, with the terminal restored and the job running
+          ending.detached = true;
+        }
+      }
+    }
+    if (fds[1].revents & (POLLIN | POLLHUP)) {
+      char buf[4096];
+      ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
+      if (n > 0) {
+        std::string_view typed(buf, static_cast<size_t>(n));
+        if (input.raw()) {
+          if (size_t at = typed.find(kDetachKey); at != std::string_view::npos) {
+            typed = typed.substr(0, at);
+            ending.detached = true;
+          }
+        }
+        if (!typed.empty()) ws.Send(Message(TermChannel::kStdin, typed));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        stdin_open = false;
+        if (input.raw()) {
+          ending.detached = true;  // our terminal hung up: the job goes on without us
+        } else {
+          // A pipe ended: the job's terminal reads an end of file (Ctrl-D) once, and the session
+          // goes on until the job ends.
+          ws.Send(Message(TermChannel::kStdin, "\x04"));
+        }
+      }
+    }
+    if (Status pumped = ws.Pump(); !pumped.ok()) {
+      if (ending.error.empty() && !ending.exited) ending.error = pumped.message();
+      break;
+    }
+    while (auto message = ws.TakeMessage()) {
+      if (message->empty()) continue;
+      const auto channel = static_cast<TermChannel>(static_cast<uint8_t>((*message)[0]));
+      const std::string_view payload = std::string_view(*message).substr(1);
+      if (channel == TermChannel::kOutput) {
+        if (!WriteAllOut(payload)) ending.detached = true;
+      } else if (channel == TermChannel::kControl) {
+        OnControl(std::string(payload), ending);
+      }
+    }
+    if (ending.exited) break;
+  }
+  if (ending.detached) {
+    ws.Close(1000, "detached");
+    (void)ws.Flush(1'000);
+  }
+  return ending;
+}
+
+int Attach(const GlobalFlags& g, const AttachFlags& f) {
+  Connection conn(g.server, g.token, g.self_exe);
+  if (Status st = conn.Connect(); !st.ok()) return Fail(st);
+  if (Status st = WaitUntilRunning(conn, f.id); !st.ok()) return Fail(st);
+  std::unique_ptr<net::WebSocketClient> ws;
+  auto opened =
+      conn.http().OpenWebSocket(fmt::format("/v1/jobs/{}/attach?rank={}&offset=0", f.id, f.rank),
+                                kSessionSubprotocol, 30'000, &ws, 1 << 20);
+  if (!opened.ok()) return Fail(opened.status());
+  if (!ws) return Fail(Connection::Decode(*opened).status());
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Fail(Status::Internal("cannot make a pipe for signals"));
+  }
+  RawInput input;
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  ::sigemptyset(&action.sa_mask);
+  for (int sig : {SIGWINCH, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+  if (!input.raw()) ::sigaction(SIGINT, &action, nullptr);
+  Ending ending = Relay(*ws, input);
+  input.Restore();
+  if (ending.detached) {
+    fmt::print(stderr, "\r\nberth: detached; job {} goes on (berth attach {} to come back)\n", f.id,
+               f.id);
+    return 0;
+  }
+  if (!ending.error.empty()) {
+    fmt::print(stderr, "berth: {}\n", ending.error);
+    return 1;
+  }
+  if (!ending.exited) {
+    fmt::print(stderr,
+               "berth: the session to job {} ended ({} {}); the job goes on: berth attach {}\n",
+               f.id, ws->close_code(), ws->close_reason(), f.id);
+    return 1;
+  }
+  if (!ending.reason.empty()) {
+    fmt::print(stderr, "berth: job {} ended: {} (exit {})\n", f.id, ending.reason,
+               ending.exit_code);
+  }
+  return ending.exit_code;
+}
+
+}  // namespace
+
+void AddAttachCommand(CommandContext& c) {
+  auto& flags = c.Keep<AttachFlags>();
+  auto* attach = c.app.add_subcommand(
+      "attach",
+      "Attach to the terminal of a running interactive job (`interactive: true`): your keys go to "
+      "it, its output comes back, and the command exits with the job's exit code when it ends. "
+      "Ctrl-] detaches and leaves the job running");
+  attach->add_option("id", flags.id, "Job id")->required();
+  attach->add_option("--rank", flags.rank, "Which node of a multi-node job (default 0)");
+  c.AddGlobal(attach);
+  attach->callback([&] { c.rc = Attach(c.g, flags); });
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,80 @@
+// TerminalBridges: the interactive sessions the server relays (docs/api.md "Interactive
+// sessions"). A user's WebSocket (GET /v1/jobs/{id}/attach) waits here under a fresh session id
+// that the server sends to the rank's node (proto::SessionMessage); the node's agent opens its
+// own WebSocket for that id (GET /v1/agent/sessions/{sid}), and from then on the two are relayed
+// to each other, message by message: each side is read only once its last message was written to
+// the other, so a session holds at most a message per direction (64 KiB frames) however fast
+// either side is. When either side closes, the other is closed; a user whose node does not answer
+// within `connect_ms` is closed with 4004.
+//
+// Bounded: at most `max_sessions` open or waiting, and `max_per_user` for one user.
+//
+// Thread-safety: every method is thread-safe (one internal mutex, never held while calling into a
+// WebSocket).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "net/http.h"
+
+namespace berth {
+
+class TerminalBridges {
+ public:
+  struct Target {
+    int64_t job = 0;
+    int attempt = 0;
+    int rank = 0;
+    std::string node;
+    std::string user;  // whose session it is (the job's owner, or the operator who attached)
+  };
+
+  TerminalBridges(size_t max_sessions = 1024, size_t max_per_user = 32, int64_t connect_ms = 10'000)
+      : max_sessions_(max_sessions), max_per_user_(max_per_user), connect_ms_(connect_ms) {}
+
+  // Room for one more session of `user`? TooLarge (429) naming the cap when not.
+  Status CheckRoom(const std::string& user) const EXCLUDES(mu_);
+  // The user's WebSocket waits for the node's: returns the session id to send to the node.
+  // TooLarge when the caps are reached (the WebSocket is then closed with 1013).
+  Result<std::string> Open(std::shared_ptr<net::WebSocket> user, Target target, int64_t now_ms)
+      EXCLUDES(mu_);
+  // Whether session `sid` waits for node `node`: NotFound when no session of that id waits (it
+  // expired, or was never opened); Forbidden when it is another node's.
+  Status CheckWaiting(const std::string& sid, const std::string& node) const EXCLUDES(mu_);
+  // The node's WebSocket for session `sid`: the two are relayed from now on. One that comes too
+  // late (the session expired meanwhile) is closed.
+  void Join(const std::string& sid, std::shared_ptr<net::WebSocket> agent) EXCLUDES(mu_);
+  // Closes (4004) the users whose node has not joined within connect_ms of their Open.
+  void ExpireWaiting(int64_t now_ms) EXCLUDES(mu_);
+  // Sessions waiting or relayed now.
+  size_t size() const EXCLUDES(mu_);
+
+ private:
+  struct Session {
+    std::shared_ptr<net::WebSocket> user;
+    Target target;
+    int64_t opened_at = 0;
+    bool joined = false;
+  };
+  void Ended(const std::string& sid) EXCLUDES(mu_);
+
+  const size_t max_sessions_;
+  const size_t max_per_user_;
+  const int64_t connect_ms_;
+  mutable Mutex mu_;
+  std::map<std::string, Session> sessions_ GUARDED_BY(mu_);  // by id
+  std::map<std::string, size_t> per_user_ GUARDED_BY(mu_);
+};
+
+// Relays `from`'s messages to `to`, one at a time: the next is read only once the last is
+// written. When `from` closes, `to` is closed (1000 for a normal close, else 4001) and `ended`
+// runs; likewise when a write to `to` fails.
+void RelayWebSocket(std::shared_ptr<net::WebSocket> from, std::shared_ptr<net::WebSocket> to,
+                    std::function<void()> ended);
+
+}  // namespace berth

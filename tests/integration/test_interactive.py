@@ -1,0 +1,149 @@
+"""Interactive jobs (`interactive: true`) and `berth attach`, in a real terminal (tmux, on a socket of
+its own): keys reach the job and its output comes back; a resized window is the job's terminal's
+new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
+exit code; a client killed mid-session leaves the job running, and attaching again replays what the
+job printed and goes on. Without a terminal (a pipe) the typing still goes through. Refusals: a
+batch job (409), another user's job (403).
+"""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import unittest
+
+from harness import BERTH_BIN, SCALE, BerthTestCase, http_unix
+
+
+class InteractiveTest(BerthTestCase):
+
+    def setUp(self):
+        if shutil.which("tmux") is None:
+            raise unittest.SkipTest("tmux is needed (scripts/install-deps.sh installs it)")
+        super().setUp()
+        self.cluster = self.b.local_up("V100:1", 1, "--cpus", "8")
+        self.socket = "berth-it-" + str(id(self))
+        self.addCleanup(subprocess.run, ["tmux", "-L", self.socket, "kill-server"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def tmux(self, *args):
+        return subprocess.run(["tmux", "-L", self.socket, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+
+    def screen(self, session):
+        return self.tmux("capture-pane", "-p", "-t", session).stdout
+
+    def wait_screen(self, session, pred, message):
+        deadline = time.time() + 30 * SCALE
+        text = ""
+        while time.time() < deadline:
+            text = self.screen(session)
+            if pred(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {message}; the screen:\n{text}\n"
+                             f"{self.b.diagnostics()}")
+
+    def interactive(self, name, run):
+        path = self.write(f"{name}.yaml", f"name: {name}\ninteractive: true\nresources: {{cpus: 1}}\n"
+                                          f"run: |\n" + "".join(f"  {line}\n" for line in run.splitlines()))
+        job = self.b.submit(path)
+        self.b.wait_status(job, "RUNNING")
+        return job
+
+    def attach_in_tmux(self, session, job, rc_file, width=80, height=24):
+        """`berth attach JOB` in a tmux window of its own; its exit status goes to rc_file."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.b.env.items() if k.startswith("BERTH"))
+        command = (f"env {env} {shlex.quote(BERTH_BIN)} attach {job}; echo $? > {shlex.quote(rc_file)}; "
+                   f"sleep 60")
+        started = self.tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height),
+                            command)
+        self.assertEqual(started.returncode, 0, started.stderr)
+
+    def wait_rc(self, rc_file):
+        def read():
+            if not os.path.exists(rc_file):
+                return ""
+            with open(rc_file) as f:
+                return f.read().strip()
+        self.b.wait_until(lambda: read() != "", message="the attach command's exit")
+        return int(read())
+
+    def test_keys_resize_and_ctrl_c(self):
+        job = self.interactive("shell", "stty -echo\necho ready\nread -r line\necho \"got:$line\"\n"
+                                        "read -r _\nstty size\nsleep 300")
+        rc_file = self.path("rc")
+        self.attach_in_tmux("a", job, rc_file)
+        self.wait_screen("a", lambda t: "ready" in t, "the job's first line")
+        self.tmux("send-keys", "-t", "a", "hello", "Enter")
+        self.wait_screen("a", lambda t: "got:hello" in t, "the typed line echoed by the job")
+        # A new window size reaches the job's terminal (the client follows SIGWINCH).
+        self.tmux("resize-window", "-t", "a", "-x", "100", "-y", "30")
+        time.sleep(0.5)
+        self.tmux("send-keys", "-t", "a", "Enter")
+        self.wait_screen("a", lambda t: "30 100" in t, "stty size after the resize")
+        # Ctrl-C is a key for the job's terminal, which signals the job: it ends 130, so does attach.
+        self.tmux("send-keys", "-t", "a", "C-c")
+        self.assertEqual(self.wait_rc(rc_file), 130)
+        self.assertEqual(self.b.show(job)["status"], "FAILED")
+
+    def test_a_killed_client_leaves_the_job_and_attach_replays(self):
+        job = self.interactive("replay", "echo one\nread -r x\necho \"two:$x\"\nexit 7")
+        first = self.path("rc1")
+        self.attach_in_tmux("a", job, first)
+        self.wait_screen("a", lambda t: "one" in t, "the job's first line")
+        # The client dies with its terminal: the job does not notice.
+        self.tmux("kill-session", "-t", "a")
+        time.sleep(0.5)
+        self.assertEqual(self.b.show(job)["status"], "RUNNING")
+        # Attaching again shows what it printed, and goes on from there.
+        second = self.path("rc2")
+        self.attach_in_tmux("b", job, second)
+        self.wait_screen("b", lambda t: "one" in t, "the scrollback replayed")
+        self.tmux("send-keys", "-t", "b", "x", "Enter")
+        self.wait_screen("b", lambda t: "two:x" in t, "the job's answer")
+        self.assertEqual(self.wait_rc(second), 7)
+        self.assertEqual(self.b.show(job)["status"], "FAILED")
+
+    def test_without_a_terminal_typing_goes_through(self):
+        job = self.interactive("piped", "read -r line\necho \"got:$line\"\nexit 3")
+        rc, out, _ = self.b.run("attach", job, input="through a pipe\n", check=False)
+        self.assertEqual(rc, 3, out)
+        self.assertIn("got:through a pipe", out)
+
+    def test_refusals(self):
+        b = self.b
+        batch = b.submit("--", "sleep 300")
+        b.wait_status(batch, "RUNNING")
+        rc, _, err = b.run("attach", batch, check=False)
+        self.assertEqual(rc, 1)
+        self.assertIn(f"job {batch} is not interactive", err)
+        self.assertIn(f"berth logs -f {batch}", err)
+
+        b.run("cancel", batch)
+
+        # Another user's job: 403, naming the owner. (A server of its own: the local cluster is
+        # private to its owner.)
+        server = b.start_server()
+        sock = os.path.join(server.state_dir, "berth.sock")
+        b.start_agent(server.url, name="node-0", gpus="",
+                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        env = {"BERTH_SERVER": "unix:" + sock}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write("mine.yaml", "name: mine\ninteractive: true\nrun: sleep 300\n")
+        job = b.submit(path, env=env)
+        b.wait_status(job, "RUNNING", env=env)
+        status, body = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": "alice"}))
+        self.assertEqual(status, 201, body)
+        rc, _, err = b.run("attach", job, "--server", server.url, "--token", body["token"],
+                           check=False)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("belongs to root", err)
+        self.assertIn("operator role", err)
+        b.run("cancel", job, env=env)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,100 @@
+// The server's relay of interactive sessions (server/terminal_bridges.h) with in-memory WebSockets
+// (tests/fakes/fake_websocket.h): the node's side joins the user's by session id and node, both
+// ways are relayed, either side's end ends the other, a node that never comes times the user out,
+// and the caps hold.
+#include "server/terminal_bridges.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_websocket.h"
+
+namespace berth {
+namespace {
+
+using testing::FakeWebSocket;
+
+TerminalBridges::Target Target(const std::string& user = "ada", const std::string& node = "n1") {
+  return {.job = 7, .attempt = 1, .rank = 0, .node = node, .user = user};
+}
+
+TEST(TerminalBridges, TheNodeJoinsTheUserAndBothWaysAreRelayed) {
+  TerminalBridges bridges;
+  auto user = std::make_shared<FakeWebSocket>();
+  auto sid = bridges.Open(user, Target(), 0);
+  ASSERT_TRUE(sid.ok());
+  EXPECT_EQ(sid->size(), 32u);
+  EXPECT_EQ(bridges.CheckWaiting(*sid, "n2").code(), Code::kForbidden) << "another node's";
+  EXPECT_EQ(bridges.CheckWaiting("0123456789abcdef", "n1").code(), Code::kNotFound);
+  ASSERT_TRUE(bridges.CheckWaiting(*sid, "n1").ok());
+  user->Push("typed before the node came");
+  auto node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*sid, node);
+  EXPECT_EQ(bridges.CheckWaiting(*sid, "n1").code(), Code::kNotFound) << "joined: not twice";
+  user->Push("ls\n");
+  node->Push("output");
+  EXPECT_EQ(node->sent(), (std::vector<std::string>{"typed before the node came", "ls\n"}));
+  EXPECT_EQ(user->sent(), (std::vector<std::string>{"output"}));
+  EXPECT_EQ(bridges.size(), 1u);
+  // The job ended: the node closes normally, and so is the user's side.
+  node->PeerCloses(1000);
+  EXPECT_TRUE(user->closed());
+  EXPECT_EQ(user->close_code(), 1000);
+  EXPECT_EQ(bridges.size(), 0u);
+}
+
+TEST(TerminalBridges, AUserWhoLeavesClosesTheNodesSide) {
+  TerminalBridges bridges;
+  auto user = std::make_shared<FakeWebSocket>();
+  auto sid = bridges.Open(user, Target(), 0);
+  ASSERT_TRUE(sid.ok());
+  auto node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*sid, node);
+  user->PeerCloses(1006);
+  EXPECT_TRUE(node->closed());
+  EXPECT_EQ(node->close_code(), 4001);
+  EXPECT_EQ(bridges.size(), 0u);
+}
+
+TEST(TerminalBridges, ANodeThatNeverComesTimesTheUserOut) {
+  TerminalBridges bridges(16, 4, 10'000);
+  auto user = std::make_shared<FakeWebSocket>();
+  auto sid = bridges.Open(user, Target(), 1'000);
+  ASSERT_TRUE(sid.ok());
+  bridges.ExpireWaiting(10'999);
+  EXPECT_FALSE(user->closed());
+  bridges.ExpireWaiting(11'000);
+  EXPECT_TRUE(user->closed());
+  EXPECT_EQ(user->close_code(), 4004);
+  EXPECT_EQ(bridges.size(), 0u);
+  auto late = std::make_shared<FakeWebSocket>();
+  bridges.Join(*sid, late);
+  EXPECT_EQ(late->close_code(), 4004) << "a node that comes too late is closed";
+}
+
+TEST(TerminalBridges, CapsPerUserAndInAll) {
+  TerminalBridges bridges(3, 2, 10'000);
+  std::vector<std::shared_ptr<FakeWebSocket>> kept;
+  auto open = [&](const std::string& user) {
+    kept.push_back(std::make_shared<FakeWebSocket>());
+    return bridges.Open(kept.back(), Target(user), 0);
+  };
+  ASSERT_TRUE(open("ada").ok());
+  ASSERT_TRUE(open("ada").ok());
+  auto third = open("ada");
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), Code::kTooLarge);
+  EXPECT_NE(third.status().message().find("limit per user"), std::string::npos);
+  EXPECT_EQ(kept.back()->close_code(), 1013);
+  EXPECT_EQ(bridges.CheckRoom("ada").code(), Code::kTooLarge);
+  ASSERT_TRUE(open("bob").ok());
+  auto full = open("carol");
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("its limit"), std::string::npos);
+  // One ends (its node never came): room again.
+  bridges.ExpireWaiting(10'000);
+  EXPECT_EQ(bridges.size(), 0u);
+  EXPECT_TRUE(bridges.CheckRoom("ada").ok());
+}
+
+}  // namespace
+}  // namespace berth
