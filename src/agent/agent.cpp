@@ -426,8 +426,7 @@ void Agent::RunSession(const proto::SessionMessage& m) {
         json::object{{"error", fmt::format("job {} rank {} has no terminal on {}: {}", m.job,
                                            m.rank, options_.name, leg.status().message())}});
     (*ws)->Send(error);
-    (*ws)->Close(4004, "no terminal");
-    (void)(*ws)->Flush(2'000);
+    (void)(*ws)->CloseAndWait(4004, "no terminal", 2'000);
     return;
   }
   Status relayed = RelaySession(**ws, *leg, stop_);

@@ -90,15 +90,14 @@ Status RelaySession(net::WebSocketClient& ws, int leg_fd, const std::atomic<bool
       AppendTermFrame(&leg.out, channel, std::string_view(*message).substr(1, kMaxTermFrame));
     }
     if (!WriteLeg(leg_fd, leg)) {
-      ws.Close(1000, "the job's terminal went away");
-      (void)ws.Flush(2'000);
+      (void)ws.CloseAndWait(1000, "the job's terminal went away", 2'000);
       return Status::Ok();
     }
     if (ws.closed()) return Status::Ok();  // the user went away; the caller closes the leg
     if (leg.eof && leg.in.empty()) {
-      // The rank ended and the leg sent all it had: pass the rest on, then close.
-      ws.Close(1000, "");
-      return ws.Flush(5'000);
+      // The rank ended and the leg sent all it had (its exit last): pass the rest on, then close
+      // once the server has read it all.
+      return ws.CloseAndWait(1000, "", 5'000);
     }
     pollfd fds[2];
     fds[0] = {ws.fd(), ws.events(), 0};
@@ -111,15 +110,13 @@ Status RelaySession(net::WebSocketClient& ws, int leg_fd, const std::atomic<bool
     }
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (!ReadLeg(leg_fd, leg, ws)) {
-        ws.Close(1011, "the job's terminal sent a malformed frame");
-        (void)ws.Flush(2'000);
+        (void)ws.CloseAndWait(1011, "the job's terminal sent a malformed frame", 2'000);
         return Status::Internal("the node supervisor sent a malformed terminal frame");
       }
     }
     BERTH_RETURN_IF_ERROR(ws.Pump());
   }
-  ws.Close(1001, "the agent is stopping");
-  (void)ws.Flush(1'000);
+  (void)ws.CloseAndWait(1001, "the agent is stopping", 1'000);
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/connection.h"
 #include "common/json_util.h"
+#include "common/strings.h"
 #include "common/term_channel.h"
 #include "net/ws_client.h"
 
@@ -220,16 +222,48 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input) {
     }
     if (ending.exited) break;
   }
-  if (ending.detached) {
-    ws.Close(1000, "detached");
-    (void)ws.Flush(1'000);
-  }
+  if (ending.detached) (void)ws.CloseAndWait(1000, "detached", 1'000);
   return ending;
 }
 
 int Attach(const GlobalFlags& g, const AttachFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   if (Status st = conn.Connect(); !st.ok()) return Fail(st);
+  return AttachToJob(conn, f.id, f.rank);
+}
+
+struct ShellFlags {
+  std::string name = "shell";
+  std::string gpus;
+  std::string cpus;
+  std::string memory;
+  std::string time_limit;
+  std::string pool;
+};
+
+// `berth shell`: an interactive job running a login shell, attached to as soon as it runs.
+int Shell(const GlobalFlags& g, const ShellFlags& f) {
+  ExecFlags exec;
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  // In this directory where the node has it (a shared file system), else in the user's home.
+  exec.args = {"cd -- " + ShellQuote(here) + " 2>/dev/null || cd; exec bash -l"};
+  exec.command = true;
+  exec.interactive = true;
+  exec.name = f.name;
+  exec.gpus = f.gpus;
+  exec.cpus = f.cpus;
+  exec.memory = f.memory;
+  exec.time_limit = f.time_limit;
+  exec.pool = f.pool;
+  exec.workdir = "node:/";  // the run step moves on from there (above)
+  return Exec(g, exec);
+}
+
+}  // namespace
+
+int AttachToJob(Connection& conn, int64_t id, int rank) {
+  AttachFlags f{.id = id, .rank = rank};
   if (Status st = WaitUntilRunning(conn, f.id); !st.ok()) return Fail(st);
   std::unique_ptr<net::WebSocketClient> ws;
   auto opened =
@@ -270,8 +304,6 @@ int Attach(const GlobalFlags& g, const AttachFlags& f) {
   return ending.exit_code;
 }
 
-}  // namespace
-
 void AddAttachCommand(CommandContext& c) {
   auto& flags = c.Keep<AttachFlags>();
   auto* attach = c.app.add_subcommand(
@@ -283,6 +315,23 @@ void AddAttachCommand(CommandContext& c) {
   attach->add_option("--rank", flags.rank, "Which node of a multi-node job (default 0)");
   c.AddGlobal(attach);
   attach->callback([&] { c.rc = Attach(c.g, flags); });
+}
+
+void AddShellCommand(CommandContext& c) {
+  auto& flags = c.Keep<ShellFlags>();
+  auto* shell = c.app.add_subcommand(
+      "shell",
+      "A login shell on a node with the resources asked for: submits an interactive job, says "
+      "why it waits while it is pending, and attaches once it runs (Ctrl-] detaches; berth "
+      "attach ID comes back). The job ends when the shell exits");
+  shell->add_option("--gpus", flags.gpus, "Accelerators, TYPE:N (e.g. V100:1)");
+  shell->add_option("--cpus", flags.cpus, "CPUs (default 0.5)");
+  shell->add_option("--memory", flags.memory, "Memory in GiB (default: none reserved)");
+  shell->add_option("--time", flags.time_limit, "Time limit, e.g. 4h (default: none)");
+  shell->add_option("--pool", flags.pool, "Only on nodes of this pool");
+  shell->add_option("-n,--name", flags.name, "Job name (default shell)");
+  c.AddGlobal(shell);
+  shell->callback([&] { c.rc = Shell(c.g, flags); });
 }
 
 }  // namespace berth::cli

@@ -55,6 +55,7 @@ void AddTopCommand(CommandContext& c);        // top_cmds.cpp
 void AddWaitCommand(CommandContext& c);       // wait_cmds.cpp
 void AddLogsCommand(CommandContext& c);       // job_cmds.cpp
 void AddAttachCommand(CommandContext& c);     // attach_cmds.cpp
+void AddShellCommand(CommandContext& c);      // attach_cmds.cpp
 void AddCancelCommand(CommandContext& c);     // job_cmds.cpp
 void AddRequeueCommand(CommandContext& c);    // job_cmds.cpp
 void AddShowCommand(CommandContext& c);       // job_cmds.cpp

@@ -125,6 +125,8 @@ struct ExecFlags {
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one
+  bool interactive = false;     // -i/-t: on a terminal, attached to once it runs
+  std::string time_limit;       // --time: as the YAML's time_limit
 };
 int Exec(const GlobalFlags& g, const ExecFlags& flags);
 
@@ -262,5 +264,8 @@ Result<boost::json::value> SubmitSpec(Connection& conn, const JobSpec& spec,
 // Prints job `id`'s output until it ends; its exit status: 0 when it SUCCEEDED, else its exit code
 // (1 when none), after saying why on stderr.
 int FollowToEnd(Connection& conn, int64_t id);
+// Attaches to rank `rank` of interactive job `id` once it runs (cli/attach_cmds.cpp); the job's
+// exit code once it ends, 0 when the user detached, 1 (after saying why) otherwise.
+int AttachToJob(Connection& conn, int64_t id, int rank);
 
 }  // namespace berth::cli

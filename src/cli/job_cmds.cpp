@@ -204,6 +204,15 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
     if (!f.num_jobs) return Status::Invalid("--max-running limits a bulk group: add --num-jobs N");
     spec.max_running = *f.max_running;
   }
+  if (f.interactive) spec.interactive = true;
+  if (!f.time_limit.empty()) {
+    auto limit = ParseDuration(f.time_limit);
+    if (!limit || *limit <= 0) {
+      return Status::Invalid("--time: expected a duration like 4h, 90m or 1h30m, got '" +
+                             f.time_limit + "'");
+    }
+    spec.time_limit = *limit;
+  }
   return Status::Ok();
 }
 
@@ -302,7 +311,7 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
     return Wait(g, WaitFlags{.group = AsInt(out.at("group")).value(), .as_json = f.as_json});
   }
   if (ids.size() != 1) return 0;
-
+  if (spec.interactive) return AttachToJob(conn, AsInt(ids.front()).value(), 0);
   return FollowToEnd(conn, AsInt(ids.front()).value());
 }
 
@@ -877,6 +886,11 @@ void AddExecCommand(CommandContext& c) {
       ->allow_extra_args(false);
   exec->add_option("--max-running", exec_flags.max_running,
                    "With --num-jobs: at most N jobs of the group run at once");
+  exec->add_flag("-i,-t,--interactive", exec_flags.interactive,
+                 "Run on a terminal and attach to it once the job runs, as berth attach does "
+                 "(the YAML's interactive: true); -it works too");
+  exec->add_option("--time", exec_flags.time_limit,
+                   "Time limit, e.g. 4h or 90m (as the YAML's time_limit)");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");
   exec->add_option("--idempotency-key", exec_flags.idempotency_key,
                    "Submit at most once under this key: sent again with it, the same submission "

@@ -287,4 +287,16 @@ Status WebSocketClient::Flush(DurationMs timeout_ms) {
   }
 }
 
+Status WebSocketClient::CloseAndWait(int code, std::string_view reason, DurationMs timeout_ms) {
+  Close(code, reason);
+  const int64_t deadline = MonotonicMs() + timeout_ms;
+  while (true) {
+    BERTH_RETURN_IF_ERROR(Pump());
+    while (TakeMessage()) {
+    }
+    if (closed_) return Status::Ok();
+    BERTH_RETURN_IF_ERROR(WaitReady(deadline));
+  }
+}
+
 }  // namespace berth::net

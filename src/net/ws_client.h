@@ -66,6 +66,10 @@ class WebSocketClient {
   // everything queued is sent; each gives up with Unavailable after `timeout_ms`.
   Result<std::optional<std::string>> Receive(DurationMs timeout_ms);
   Status Flush(DurationMs timeout_ms);
+  // Close(code, reason), then waits for the peer's close (messages that come meanwhile are
+  // dropped), at most `timeout_ms`: closing the socket before the peer has read everything would
+  // reset the connection, and a reset makes the peer drop what it had not yet read.
+  Status CloseAndWait(int code, std::string_view reason, DurationMs timeout_ms);
 
  private:
   Status WriteQueued();

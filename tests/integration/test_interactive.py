@@ -53,14 +53,17 @@ class InteractiveTest(BerthTestCase):
         self.b.wait_status(job, "RUNNING")
         return job
 
-    def attach_in_tmux(self, session, job, rc_file, width=80, height=24):
-        """`berth attach JOB` in a tmux window of its own; its exit status goes to rc_file."""
+    def berth_in_tmux(self, session, args, rc_file, width=80, height=24):
+        """`berth ARGS` in a tmux window of its own, in the test's dir; its exit status goes to rc_file."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.b.env.items() if k.startswith("BERTH"))
-        command = (f"env {env} {shlex.quote(BERTH_BIN)} attach {job}; echo $? > {shlex.quote(rc_file)}; "
-                   f"sleep 60")
+        command = (f"cd {shlex.quote(self.b.tmp)}; env {env} {shlex.quote(BERTH_BIN)} {args}; "
+                   f"echo $? > {shlex.quote(rc_file)}; sleep 60")
         started = self.tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height),
                             command)
         self.assertEqual(started.returncode, 0, started.stderr)
+
+    def attach_in_tmux(self, session, job, rc_file, width=80, height=24):
+        self.berth_in_tmux(session, f"attach {job}", rc_file, width, height)
 
     def wait_rc(self, rc_file):
         def read():
@@ -107,10 +110,35 @@ class InteractiveTest(BerthTestCase):
         self.assertEqual(self.wait_rc(second), 7)
         self.assertEqual(self.b.show(job)["status"], "FAILED")
 
+    def test_shell_and_exec_it(self):
+        # berth shell: a login shell in this directory (the local node has it), ended by `exit`.
+        rc_file = self.path("rc-shell")
+        self.berth_in_tmux("s", "shell --cpus 1 --time 1h", rc_file)
+        self.wait_screen("s", lambda t: "submitted (shell)" in t, "the shell's submission")
+        time.sleep(1)
+        self.tmux("send-keys", "-t", "s", "echo hi-$((40+2)); pwd", "Enter")
+        text = self.wait_screen("s", lambda t: "hi-42" in t, "the shell's answer")
+        self.assertIn(self.b.tmp, text)
+        self.tmux("send-keys", "-t", "s", "exit 5", "Enter")
+        self.assertEqual(self.wait_rc(rc_file), 5)
+        job = max(j["id"] for j in self.b.queue() if j["name"] == "shell")
+        shown = self.b.show(job)
+        self.assertEqual(shown["status"], "FAILED")
+        self.assertEqual(shown["spec"]["time_limit_s"], 3600)
+        self.assertTrue(shown["spec"]["interactive"])
+
+        # exec -it: a command on a terminal, attached at once; its exit code is the command's.
+        rc_file = self.path("rc-exec")
+        self.berth_in_tmux("e", "exec -it -- 'test -t 0 && echo on-a-terminal; read -r x; exit 4'",
+                           rc_file)
+        self.wait_screen("e", lambda t: "on-a-terminal" in t, "the command's line")
+        self.tmux("send-keys", "-t", "e", "Enter")
+        self.assertEqual(self.wait_rc(rc_file), 4)
+
     def test_without_a_terminal_typing_goes_through(self):
         job = self.interactive("piped", "read -r line\necho \"got:$line\"\nexit 3")
-        rc, out, _ = self.b.run("attach", job, input="through a pipe\n", check=False)
-        self.assertEqual(rc, 3, out)
+        rc, out, err = self.b.run("attach", job, input="through a pipe\n", check=False)
+        self.assertEqual(rc, 3, out + err)
         self.assertIn("got:through a pipe", out)
 
     def test_refusals(self):
