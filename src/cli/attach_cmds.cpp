@@ -21,6 +21,7 @@
 #include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/connection.h"
+#include "common/clock.h"
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "common/term_channel.h"
@@ -32,6 +33,8 @@ namespace {
 
 constexpr char kDetachKey = 0x1d;  // Ctrl-]
 constexpr size_t kMaxUnsent = 256 << 10;
+// How long a lost session is dialled again, with nothing coming, before the client gives up.
+constexpr int64_t kRedialMs = 60'000;
 
 int g_signal_pipe[2] = {-1, -1};  // SIGWINCH and SIGINT arrive here, a byte each
 
@@ -132,8 +135,9 @@ struct AttachFlags {
   int rank = 0;
 };
 
-// What the session said about its end.
+// What a session said about its end.
 struct Ending {
+  bool received = false;  // the session carried anything at all
   bool exited = false;
   int exit_code = 0;
   std::string reason;
@@ -141,10 +145,13 @@ struct Ending {
   bool detached = false;
 };
 
-void OnControl(const std::string& text, Ending& ending) {
+// `offset`: where the output printed so far ends, in the rank's output (what a session dialled
+// again asks for).
+void OnControl(const std::string& text, Ending& ending, int64_t* offset) {
   auto v = ParseJson(text, "session control");
   if (!v.ok() || !v->is_object()) return;
   const json::object& o = v->as_object();
+  if (auto from = GetInt(o, "from", -1); from.ok() && *from >= 0) *offset = *from;
   if (o.contains("exit")) {
     ending.exited = true;
     auto code = GetInt(o, "exit", 1);
@@ -158,16 +165,15 @@ void OnControl(const std::string& text, Ending& ending) {
 
 // Relays stdin, the window's size and stray SIGINTs to the session and its output to stdout
 // until the job ends, the session closes, or the user detaches.
-Ending Relay(net::WebSocketClient& ws, RawInput& input) {
+Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_t* offset) {
   Ending ending;
-  bool stdin_open = true;
   if (input.raw()) {
     if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
   }
   while (!ws.closed() && !ending.detached) {
     pollfd fds[3] = {
         {ws.fd(), ws.events(), 0},
-        {STDIN_FILENO, static_cast<short>(stdin_open && ws.unsent() < kMaxUnsent ? POLLIN : 0), 0},
+        {STDIN_FILENO, static_cast<short>(*stdin_open && ws.unsent() < kMaxUnsent ? POLLIN : 0), 0},
         {g_signal_pipe[0], POLLIN, 0}};
     if (::poll(fds, 3, 1000) < 0 && errno != EINTR) break;
     if (fds[2].revents & POLLIN) {
@@ -196,7 +202,7 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input) {
         }
         if (!typed.empty()) ws.Send(Message(TermChannel::kStdin, typed));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        stdin_open = false;
+        *stdin_open = false;
         if (input.raw()) {
           ending.detached = true;  // our terminal hung up: the job goes on without us
         } else {
@@ -211,13 +217,15 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input) {
       break;
     }
     while (auto message = ws.TakeMessage()) {
+      ending.received = true;
       if (message->empty()) continue;
       const auto channel = static_cast<TermChannel>(static_cast<uint8_t>((*message)[0]));
       const std::string_view payload = std::string_view(*message).substr(1);
       if (channel == TermChannel::kOutput) {
+        *offset += static_cast<int64_t>(payload.size());
         if (!WriteAllOut(payload)) ending.detached = true;
       } else if (channel == TermChannel::kControl) {
-        OnControl(std::string(payload), ending);
+        OnControl(std::string(payload), ending, offset);
       }
     }
     if (ending.exited) break;
@@ -260,17 +268,53 @@ int Shell(const GlobalFlags& g, const ShellFlags& f) {
   return Exec(g, exec);
 }
 
+// The exit status of job `id` that ended while no session could say so: 0 when it SUCCEEDED, else
+// its exit code (1 when none), after saying why on stderr.
+int EndedWith(Connection& conn, int64_t id) {
+  auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+  if (!job.ok()) return Fail(job.status());
+  const json::object& o = job->as_object();
+  const std::string status = GetString(o, "status").value();
+  if (status == "SUCCEEDED") return 0;
+  auto reason = GetString(o, "reason");
+  fmt::print(stderr, "berth: job {} is {}{}\n", id, status,
+             reason.ok() && !reason->empty() ? ": " + *reason : "");
+  auto code = GetInt(o, "exit_code", 1);
+  return code.ok() && *code > 0 ? static_cast<int>(*code) : 1;
+}
+
+// Opens a session to rank `rank` of job `id` from byte `offset` of its output: the WebSocket, or
+// null with the exit status to return in *rc (-1 while `retrying`: try again later).
+std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, int rank,
+                                                  int64_t offset, bool retrying, int* rc) {
+  std::unique_ptr<net::WebSocketClient> ws;
+  auto opened = conn.http().OpenWebSocket(
+      fmt::format("/v1/jobs/{}/attach?rank={}&offset={}", id, rank, offset), kSessionSubprotocol,
+      30'000, &ws, 1 << 20);
+  if (!opened.ok()) {
+    *rc = retrying ? -1 : Fail(opened.status());
+    return nullptr;
+  }
+  if (ws) return ws;
+  Status refused = Connection::Decode(*opened).status();
+  if (retrying && refused.code() == Code::kNotFound) {
+    *rc = EndedWith(conn, id);  // it ended meanwhile; its exit was in the session that was lost
+  } else if (retrying && refused.code() == Code::kUnavailable) {
+    *rc = -1;
+  } else {
+    *rc = Fail(refused);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int AttachToJob(Connection& conn, int64_t id, int rank) {
-  AttachFlags f{.id = id, .rank = rank};
-  if (Status st = WaitUntilRunning(conn, f.id); !st.ok()) return Fail(st);
-  std::unique_ptr<net::WebSocketClient> ws;
-  auto opened =
-      conn.http().OpenWebSocket(fmt::format("/v1/jobs/{}/attach?rank={}&offset=0", f.id, f.rank),
-                                kSessionSubprotocol, 30'000, &ws, 1 << 20);
-  if (!opened.ok()) return Fail(opened.status());
-  if (!ws) return Fail(Connection::Decode(*opened).status());
+  if (Status st = WaitUntilRunning(conn, id); !st.ok()) return Fail(st);
+  int rc = 0;
+  int64_t offset = 0;
+  auto ws = OpenSession(conn, id, rank, offset, false, &rc);
+  if (!ws) return rc;
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Fail(Status::Internal("cannot make a pipe for signals"));
   }
@@ -280,28 +324,53 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
   ::sigemptyset(&action.sa_mask);
   for (int sig : {SIGWINCH, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
   if (!input.raw()) ::sigaction(SIGINT, &action, nullptr);
-  Ending ending = Relay(*ws, input);
-  input.Restore();
-  if (ending.detached) {
-    fmt::print(stderr, "\r\nberth: detached; job {} goes on (berth attach {} to come back)\n", f.id,
-               f.id);
-    return 0;
+  bool stdin_open = true;
+  int64_t lost_at = -1;  // when the session was lost, with nothing come since
+  while (true) {
+    Ending ending = Relay(*ws, input, &stdin_open, &offset);
+    if (ending.detached) {
+      input.Restore();
+      fmt::print(stderr, "\r\nberth: detached; job {} goes on (berth attach {} to come back)\n", id,
+                 id);
+      return 0;
+    }
+    if (!ending.error.empty()) {
+      input.Restore();
+      fmt::print(stderr, "berth: {}\n", ending.error);
+      return 1;
+    }
+    if (ending.exited) {
+      input.Restore();
+      if (!ending.reason.empty()) {
+        fmt::print(stderr, "berth: job {} ended: {} (exit {})\n", id, ending.reason,
+                   ending.exit_code);
+      }
+      return ending.exit_code;
+    }
+    // The session was lost (the server, the agent or the network went away; the job goes on):
+    // dial again from what was printed, for up to kRedialMs with nothing coming.
+    if (ending.received || lost_at < 0) {
+      lost_at = MonotonicMs();
+      fmt::print(stderr, "\r\nberth: the session to job {} was lost ({} {}); attaching again\r\n",
+                 id, ws->close_code(), ws->close_reason());
+    }
+    ws.reset();
+    while (!ws) {
+      if (MonotonicMs() - lost_at > kRedialMs) {
+        input.Restore();
+        fmt::print(stderr,
+                   "berth: job {} could not be reached for {}; it goes on: berth attach {}\n", id,
+                   FormatDuration(kRedialMs), id);
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      ws = OpenSession(conn, id, rank, offset, true, &rc);
+      if (!ws && rc != -1) {
+        input.Restore();
+        return rc;
+      }
+    }
   }
-  if (!ending.error.empty()) {
-    fmt::print(stderr, "berth: {}\n", ending.error);
-    return 1;
-  }
-  if (!ending.exited) {
-    fmt::print(stderr,
-               "berth: the session to job {} ended ({} {}); the job goes on: berth attach {}\n",
-               f.id, ws->close_code(), ws->close_reason(), f.id);
-    return 1;
-  }
-  if (!ending.reason.empty()) {
-    fmt::print(stderr, "berth: job {} ended: {} (exit {})\n", f.id, ending.reason,
-               ending.exit_code);
-  }
-  return ending.exit_code;
 }
 
 void AddAttachCommand(CommandContext& c) {

@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 import unittest
@@ -140,6 +141,37 @@ class InteractiveTest(BerthTestCase):
         rc, out, err = self.b.run("attach", job, input="through a pipe\n", check=False)
         self.assertEqual(rc, 3, out + err)
         self.assertIn("got:through a pipe", out)
+
+    def test_an_agent_killed_and_restarted_leaves_the_terminal_attachable(self):
+        # The terminal lives in the node supervisor, which outlives its agent.
+        b = self.b
+        server = b.start_server()
+        sock = os.path.join(server.state_dir, "berth.sock")
+        token = ["--token-file", os.path.join(server.state_dir, "token")]
+        agent = b.start_agent(server.url, name="node-0", gpus="", extra=token)
+        env = {"BERTH_SERVER": "unix:" + sock}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write("survivor.yaml", "name: survivor\ninteractive: true\nrun: |\n"
+                                           "  echo before\n  read -r x\n  echo \"after:$x\"\n  exit 6\n")
+        job = b.submit(path, env=env)
+        b.wait_status(job, "RUNNING", env=env)
+        agent.kill(signal.SIGKILL)
+        b.start_agent(server.url, name="node-0", gpus="", state_dir=agent.state_dir, extra=token)
+        b.wait_nodes_up(["node-0"], env=env)
+        self.assertEqual(b.status(job, env=env), "RUNNING")
+        # The first session may go to the killed agent's stream and be lost (4004 after 10 s):
+        # the client dials again by itself.
+        rc_file = self.path("rc-survivor")
+        env_text = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**b.env, **env}.items()
+                            if k.startswith("BERTH"))
+        started = self.tmux("new-session", "-d", "-s", "r", "-x", "80", "-y", "24",
+                            f"env {env_text} {shlex.quote(BERTH_BIN)} attach {job}; "
+                            f"echo $? > {shlex.quote(rc_file)}; sleep 60")
+        self.assertEqual(started.returncode, 0, started.stderr)
+        self.wait_screen("r", lambda t: "before" in t, "the scrollback through the new agent")
+        self.tmux("send-keys", "-t", "r", "again", "Enter")
+        self.wait_screen("r", lambda t: "after:again" in t, "the job's answer")
+        self.assertEqual(self.wait_rc(rc_file), 6)
 
     def test_refusals(self):
         b = self.b
