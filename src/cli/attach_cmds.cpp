@@ -119,6 +119,11 @@ Status WaitUntilRunning(Connection& conn, int64_t id) {
           fmt::format("job {} is {}: there is nothing to attach to", id, status));
     }
     std::string why = status;
+    if (const json::value* waiting = o.if_contains("waiting"); waiting && waiting->is_object()) {
+      auto position = GetInt(waiting->as_object(), "position", 0);
+      if (position.ok() && *position > 0)
+        why += fmt::format(", position {} in the queue", *position);
+    }
     if (auto reason = GetString(o, "reason"); reason.ok() && !reason->empty()) {
       why += ": " + *reason;
     }
@@ -310,6 +315,16 @@ std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, 
 }  // namespace
 
 int AttachToJob(Connection& conn, int64_t id, int rank) {
+  auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+  if (!job.ok()) return Fail(job.status());
+  const json::value* spec = job->as_object().if_contains("spec");
+  const json::value* interactive =
+      spec && spec->is_object() ? spec->as_object().if_contains("interactive") : nullptr;
+  if (!interactive || !interactive->is_bool() || !interactive->as_bool()) {
+    // A batch job has no terminal: its output, as berth logs -f shows it.
+    fmt::print(stderr, "berth: job {} is not interactive: following its output\n", id);
+    return FollowToEnd(conn, id);
+  }
   if (Status st = WaitUntilRunning(conn, id); !st.ok()) return Fail(st);
   int rc = 0;
   int64_t offset = 0;

@@ -2,8 +2,8 @@
 its own): keys reach the job and its output comes back; a resized window is the job's terminal's
 new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
 exit code; a client killed mid-session leaves the job running, and attaching again replays what the
-job printed and goes on. Without a terminal (a pipe) the typing still goes through. Refusals: a
-batch job (409), another user's job (403).
+job printed and goes on. Without a terminal (a pipe) the typing still goes through. A batch job is
+followed instead; another user's job is refused (403).
 """
 
 import json
@@ -173,17 +173,33 @@ class InteractiveTest(BerthTestCase):
         self.wait_screen("r", lambda t: "after:again" in t, "the job's answer")
         self.assertEqual(self.wait_rc(rc_file), 6)
 
+    def test_a_batch_job_is_followed_instead(self):
+        batch = self.b.submit("--", "echo out-of-batch; exit 2")
+        rc, out, err = self.b.run("attach", batch, check=False)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("out-of-batch", out)
+        self.assertIn(f"job {batch} is not interactive: following its output", err)
+        # The API says why it refuses a plain request.
+        status, body = http_unix("GET", os.path.join(self.b.home, "server", "berth.sock"),
+                                 f"/v1/jobs/{batch}/attach")
+        self.assertIn(status, (400, 404), body)
+
+    def test_a_waiting_shell_says_where_it_stands(self):
+        b = self.b
+        holder = b.submit("--gpus", "V100:1", "--", "sleep 300")
+        b.wait_status(holder, "RUNNING")
+        rc_file = self.path("rc-wait")
+        self.berth_in_tmux("w", "shell --gpus V100:1", rc_file, width=200)
+        text = self.wait_screen("w", lambda t: "position 1 in the queue" in t, "the shell's place")
+        self.assertIn("PENDING", text)
+        b.run("cancel", holder)
+        self.wait_screen("w", lambda t: "runs" in t, "the shell starting")
+        time.sleep(1)
+        self.tmux("send-keys", "-t", "w", "exit 0", "Enter")
+        self.assertEqual(self.wait_rc(rc_file), 0)
+
     def test_refusals(self):
         b = self.b
-        batch = b.submit("--", "sleep 300")
-        b.wait_status(batch, "RUNNING")
-        rc, _, err = b.run("attach", batch, check=False)
-        self.assertEqual(rc, 1)
-        self.assertIn(f"job {batch} is not interactive", err)
-        self.assertIn(f"berth logs -f {batch}", err)
-
-        b.run("cancel", batch)
-
         # Another user's job: 403, naming the owner. (A server of its own: the local cluster is
         # private to its owner.)
         server = b.start_server()
