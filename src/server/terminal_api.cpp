@@ -39,6 +39,13 @@ void Server::HandleAttach(int64_t id, const net::HttpRequest& req, const Princip
   if (Status room = terminals_.CheckRoom(by.user); !room.ok()) {
     return res->Send(ErrorResponse(room));
   }
+  // An operator typing into another user's job acts as that user: on the record first.
+  if (by.user != target->row.user) {
+    Status audited = accounts_->Audit(by, "attach", fmt::format("job {}", id),
+                                      fmt::format("rank {} of {}'s interactive job, on {}", rank,
+                                                  target->row.user, target->node));
+    if (!audited.ok()) return res->Send(ErrorResponse(audited));
+  }
   TerminalBridges::Target bridge{.job = id,
                                  .attempt = target->row.attempt,
                                  .rank = rank,

@@ -208,17 +208,30 @@ class InteractiveTest(BerthTestCase):
                       extra=["--token-file", os.path.join(server.state_dir, "token")])
         env = {"BERTH_SERVER": "unix:" + sock}
         b.wait_nodes_up(["node-0"], env=env)
-        path = self.write("mine.yaml", "name: mine\ninteractive: true\nrun: sleep 300\n")
+        path = self.write("mine.yaml", "name: mine\ninteractive: true\nrun: |\n"
+                                       "  read -r x\n  echo \"op:$x\"\n")
         job = b.submit(path, env=env)
         b.wait_status(job, "RUNNING", env=env)
         status, body = http_unix("POST", sock, "/v1/admin/tokens", json.dumps({"user": "alice"}))
         self.assertEqual(status, 201, body)
-        rc, _, err = b.run("attach", job, "--server", server.url, "--token", body["token"],
-                           check=False)
+        alice = ["--server", server.url, "--token", body["token"]]
+        rc, _, err = b.run("attach", job, *alice, check=False)
         self.assertEqual(rc, 1, err)
         self.assertIn("belongs to root", err)
         self.assertIn("operator role", err)
-        b.run("cancel", job, env=env)
+
+        # An operator may, and it is on the record.
+        status, body = http_unix("POST", sock, "/v1/admin/users/alice", json.dumps({"role": "operator"}))
+        self.assertEqual(status, 200, body)
+        rc, out, err = b.run("attach", job, *alice, input="typed by an operator\n", check=False)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("op:typed by an operator", out)
+        status, body = http_unix("GET", sock, "/v1/admin/audit")
+        self.assertEqual(status, 200, body)
+        attaches = [a for a in body["audit"] if a["action"] == "attach"]
+        self.assertEqual(len(attaches), 1, body)
+        self.assertEqual((attaches[0]["by"], attaches[0]["target"]), ("alice", f"job {job}"),
+                         attaches[0])
 
 
 if __name__ == "__main__":
