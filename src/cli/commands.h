@@ -40,6 +40,7 @@ struct ServerFlags {
   std::string tls_key;
   std::string lease = "30s";
   std::string kill_grace = "10s";
+  std::string interactive_time_limit = "24h";
   std::string starvation = "10m";
   std::string fair_share_half_life = "7d";
   std::string gpu_weights;  // "A100=2,T4=0.5"

@@ -64,6 +64,11 @@ void AddServerCommand(CommandContext& c) {
                    "Default SIGTERM-to-SIGKILL grace for stopping jobs")
       ->capture_default_str();
   server
+      ->add_option("--interactive-time-limit", server_flags.interactive_time_limit,
+                   "Time limit of an interactive job (berth shell, exec -it) that sets none; 0: "
+                   "none")
+      ->capture_default_str();
+  server
       ->add_option("--starvation", server_flags.starvation,
                    "Wait after which a job gets a reservation")
       ->capture_default_str();

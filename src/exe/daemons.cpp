@@ -131,6 +131,11 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   if (!starvation) return Status::Invalid("--starvation: expected a duration like 10m");
   options.lease_ms = *lease;
   options.kill_grace_ms = *grace;
+  auto interactive_limit = ParseDuration(flags.interactive_time_limit);
+  if (!interactive_limit || *interactive_limit < 0) {
+    return Status::Invalid("--interactive-time-limit: expected a duration like 8h (0: none)");
+  }
+  options.interactive_time_limit_ms = *interactive_limit;
   options.starvation_ms = *starvation;
   auto upload_retention = ParseDuration(flags.upload_retention);
   if (!upload_retention || *upload_retention < 0) {

@@ -67,6 +67,9 @@ namespace berth {
 struct CoreOptions {
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
+  // The time limit of an interactive job that sets none (0: none), so that a forgotten shell does
+  // not hold its node for ever.
+  DurationMs interactive_time_limit_ms = 24 * 3'600'000;
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
   size_t pass_commit_chunk = 500;       // decisions applied per commit (and per hold of the lock)

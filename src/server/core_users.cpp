@@ -34,6 +34,12 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     request.spec.on_node_lost = RecoveryAction::kFail;
     request.spec.on_node_fault = RecoveryAction::kFail;
   }
+  // A forgotten shell must not hold its node for ever: the server's default time limit, in the
+  // stored spec (so `berth show` says it).
+  if (request.spec.interactive && !request.spec.time_limit &&
+      options_.interactive_time_limit_ms > 0) {
+    request.spec.time_limit = options_.interactive_time_limit_ms;
+  }
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }

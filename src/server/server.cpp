@@ -104,6 +104,7 @@ Status Server::Start() {
   CoreOptions core;
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;
+  core.interactive_time_limit_ms = options_.interactive_time_limit_ms;
   core.starvation_ms = options_.starvation_ms;
   core.max_jobs_per_submit = options_.max_jobs_per_submit;
   BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.usage));

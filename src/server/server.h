@@ -59,6 +59,7 @@ struct ServerOptions {
   std::string tls_key;
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
+  DurationMs interactive_time_limit_ms = 24 * 3'600'000;  // CoreOptions'
   DurationMs starvation_ms = 10 * 60'000;
   UsageConfig usage;                 // fair share: half-life and GPU weights
   double admission_charge_s = 3600;  // each weighted GPU held counts this much in advance

@@ -93,6 +93,31 @@ TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
   EXPECT_EQ(core_->TerminalOf(job, 2).status().code(), Code::kInvalidArgument);
 }
 
+// An interactive job without a time limit gets the server's default; one with its own keeps it,
+// and a batch job gets none.
+TEST_F(CoreTest, AnInteractiveJobGetsTheDefaultTimeLimit) {
+  Register("n1");
+  JobSpec shell = Spec();
+  shell.interactive = true;
+  int64_t defaulted = Submit(shell);
+  shell.time_limit = 600'000;
+  int64_t own = Submit(shell);
+  int64_t batch = Submit(Spec());
+  auto limit_of = [&](int64_t job) {
+    auto row = core_->ActiveJobRow(job);
+    EXPECT_TRUE(row.has_value());
+    auto spec = store_->inner().GetSpec(row->first.spec_id);
+    EXPECT_TRUE(spec.ok());
+    auto parsed = SpecFromJson(json::parse(*spec));
+    EXPECT_TRUE(parsed.ok());
+    return parsed.ok() ? parsed->time_limit : std::nullopt;
+  };
+  EXPECT_EQ(limit_of(defaulted), options_.interactive_time_limit_ms);
+  EXPECT_EQ(options_.interactive_time_limit_ms, 24 * 3'600'000);
+  EXPECT_EQ(limit_of(own), 600'000);
+  EXPECT_EQ(limit_of(batch), std::nullopt);
+}
+
 // A node gets each spec on its watch stream once per session, before the first launch that uses it,
 // so that its agent need not fetch it: a sweep of three jobs brings one spec message, a single job
 // another. When the node registers again (its agent restarted, and lost what it was sent) the
