@@ -55,19 +55,7 @@ bool ReadLeg(int fd, LegBuffers& leg, net::WebSocketClient& ws) {
 
 // Writes what is queued for the leg. False when the leg is gone.
 bool WriteLeg(int fd, LegBuffers& leg) {
-  while (leg.out_pos < leg.out.size()) {
-    ssize_t n = ::send(fd, leg.out.data() + leg.out_pos, leg.out.size() - leg.out_pos,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      leg.out_pos += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      break;
-    } else {
-      return false;
-    }
-  }
+  if (!SendPending(fd, leg.out, &leg.out_pos)) return false;
   if (leg.out_pos == leg.out.size()) {
     leg.out.clear();
     leg.out_pos = 0;

@@ -485,16 +485,10 @@ class NodeSupervisor {
         }
         if (leg.out.empty()) continue;
       }
-      ssize_t n = ::send(leg.fd, leg.out.data() + leg.out_pos, leg.out.size() - leg.out_pos,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        leg.out_pos += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return;
-      } else {
+      if (!SendPending(leg.fd, leg.out, &leg.out_pos)) {
         CloseLeg(leg);
+      } else if (leg.out_pos < leg.out.size()) {
+        return;  // the socket is full: POLLOUT brings the leg back
       }
     }
   }

@@ -69,4 +69,8 @@ struct TermFrame {
 };
 Result<std::optional<TermFrame>> TakeTermFrame(std::string_view in, size_t* used);
 
+// Sends what `out` holds past *pos on the socket `fd` without blocking, advancing *pos, until all
+// of it is sent or the socket is full. False when the peer is gone.
+bool SendPending(int fd, const std::string& out, size_t* pos);
+
 }  // namespace berth
