@@ -6,7 +6,8 @@
 #                tests start their own with initdb/pg_ctl in a temp dir; no service is started), and
 #                systemd's systemd-analyze (checks packaging/systemd's units), and what the
 #                container tests use: rootless podman (with runc, uidmap, catatonit), Debian's
-#                docker-registry (its service is not started) and busybox-static (the image).
+#                docker-registry (its service is not started) and busybox-static (the image);
+#                and socat, the peer bench/interactive.py measures sessions against.
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -20,7 +21,7 @@ packages=(
   clang clang-format
 )
 if [ "$for_tests" -eq 1 ]; then
-  packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static)
+  packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static socat)
 fi
 
 missing=()

@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -18,11 +20,13 @@
 #include <thread>
 
 #include "agent/file_mounts.h"
+#include "agent/port_owner.h"
 #include "agent/session_pump.h"
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "net/ws_stream.h"
 #include "protocol/job_env.h"
 #include "spec/job_spec.h"
 #include "supervise/cpu_set.h"
@@ -365,7 +369,15 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     return;
   }
   if (const auto* session = std::get_if<proto::SessionMessage>(&message)) {
-    StartSession(*session);
+    StartSession(session->id(), [this, m = *session] { RunSession(m); });
+    return;
+  }
+  if (const auto* exec = std::get_if<proto::ExecMessage>(&message)) {
+    StartSession(exec->id(), [this, m = *exec] { RunExec(m); });
+    return;
+  }
+  if (const auto* forward = std::get_if<proto::ForwardMessage>(&message)) {
+    StartSession(forward->id(), [this, m = *forward] { RunForward(m); });
     return;
   }
   const auto* stop = std::get_if<proto::StopMessage>(&message);
@@ -389,18 +401,18 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
   }
 }
 
-void Agent::StartSession(const proto::SessionMessage& m) {
+void Agent::StartSession(const proto::AttemptRank& id, std::function<void()> relay) {
   {
     MutexLock lock(mu_);
     if (sessions_running_ >= kMaxSessions) {
-      LogWarn("refusing a session to job {} rank {}: {} sessions are open", m.job, m.rank,
+      LogWarn("refusing a session to job {} rank {}: {} sessions are open", id.job, id.rank,
               sessions_running_);
       return;
     }
     ++sessions_running_;
   }
-  std::thread([this, m] {
-    RunSession(m);
+  std::thread([this, relay = std::move(relay)] {
+    relay();
     MutexLock lock(mu_);
     --sessions_running_;
     cv_.SignalAll();
@@ -408,23 +420,43 @@ void Agent::StartSession(const proto::SessionMessage& m) {
 }
 
 void Agent::RunSession(const proto::SessionMessage& m) {
+  RelayLeg(m.sid, m.id(), [&] {
+    return launcher_.OpenTerminalLeg(options_.state_dir + "/jobs/" + KeyOf(m.id()), m.offset);
+  });
+}
+
+void Agent::RunExec(const proto::ExecMessage& m) {
+  RelayLeg(m.sid, m.id(), [&]() -> Result<int> {
+    {
+      MutexLock lock(mu_);
+      auto it = jobs_.find(KeyOf(m.id()));
+      if (it == jobs_.end() || it->second.exited) {
+        return Status::NotFound("it does not run here");
+      }
+    }
+    return launcher_.OpenExecLeg(options_.state_dir + "/jobs/" + KeyOf(m.id()), m.command, m.tty,
+                                 m.rows, m.cols);
+  });
+}
+
+void Agent::RelayLeg(const std::string& sid, const proto::AttemptRank& id,
+                     const std::function<Result<int>()>& open_leg) {
   std::string session;
   {
     MutexLock lock(mu_);
     session = session_;
   }
-  auto ws = connection_.OpenSession(options_.name, session, m.sid);
+  auto ws = connection_.OpenSession(options_.name, session, sid);
   if (!ws.ok()) {
-    LogWarn("session to job {} rank {}: {}", m.job, m.rank, ws.status().message());
+    LogWarn("session to job {} rank {}: {}", id.job, id.rank, ws.status().message());
     return;
   }
-  const std::string dir = options_.state_dir + "/jobs/" + KeyOf(m.id());
-  auto leg = launcher_.OpenTerminalLeg(dir, m.offset);
+  auto leg = open_leg();
   if (!leg.ok()) {
     std::string error(1, static_cast<char>(TermChannel::kControl));
     error += SerializeJson(
-        json::object{{"error", fmt::format("job {} rank {} has no terminal on {}: {}", m.job,
-                                           m.rank, options_.name, leg.status().message())}});
+        json::object{{"error", fmt::format("job {} rank {} on {}: {}", id.job, id.rank,
+                                           options_.name, leg.status().message())}});
     (*ws)->Send(error);
     (void)(*ws)->CloseAndWait(4004, "no terminal", 2'000);
     return;
@@ -432,8 +464,62 @@ void Agent::RunSession(const proto::SessionMessage& m) {
   Status relayed = RelaySession(**ws, *leg, stop_);
   ::close(*leg);
   if (!relayed.ok()) {
-    LogWarn("session to job {} rank {} ended: {}", m.job, m.rank, relayed.message());
+    LogWarn("session to job {} rank {} ended: {}", id.job, id.rank, relayed.message());
   }
+}
+
+void Agent::RunForward(const proto::ForwardMessage& m) {
+  std::string session;
+  {
+    MutexLock lock(mu_);
+    session = session_;
+  }
+  auto ws = connection_.OpenSession(options_.name, session, m.sid);
+  if (!ws.ok()) {
+    LogWarn("port forward to job {} rank {}: {}", m.job, m.rank, ws.status().message());
+    return;
+  }
+  auto fd = ConnectToRankPort(m);
+  if (!fd.ok()) {
+    // The reason travels in the close frame, whose reason holds at most 123 bytes.
+    (void)(*ws)->CloseAndWait(net::kStreamRefusedCode, fd.status().message().substr(0, 120), 2'000);
+    return;
+  }
+  Status relayed = net::RelayStream(**ws, *fd, stop_);
+  ::close(*fd);
+  if (!relayed.ok()) {
+    LogInfo("port forward to job {} rank {} port {} ended: {}", m.job, m.rank, m.port,
+            relayed.message());
+  }
+}
+
+Result<int> Agent::ConnectToRankPort(const proto::ForwardMessage& m) {
+  const std::string key = KeyOf(m.id());
+  {
+    MutexLock lock(mu_);
+    auto it = jobs_.find(key);
+    if (it == jobs_.end() || it->second.exited) {
+      return Status::NotFound(
+          fmt::format("job {} rank {} does not run on {}", m.job, m.rank, options_.name));
+    }
+  }
+  auto plan = ReadRunPlan(options_.state_dir + "/jobs/" + key);
+  if (!plan.ok()) return plan.status();
+  const uid_t uid = plan->run_as ? plan->run_as->uid : ::geteuid();
+  std::optional<std::set<pid_t>> pids;
+  if (!plan->cgroup.empty()) pids = RankCgroupPids(cgroups_, plan->cgroup);
+  auto address = FindRankListener("/proc", m.port, uid, pids ? &*pids : nullptr);
+  if (!address.ok()) return address.status();
+  const int fd = ::socket(address->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
+  const socklen_t len = address->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*address), len) != 0) {
+    Status failed = Status::Unavailable(
+        fmt::format("cannot connect to port {}: {}", m.port, std::strerror(errno)));
+    ::close(fd);
+    return failed;
+  }
+  return fd;
 }
 
 RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const {

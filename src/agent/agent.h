@@ -226,8 +226,18 @@ class Agent {
   void Pause(int64_t ms) EXCLUDES(mu_);
   // A user attached to one of this node's interactive ranks: relays the session on a thread of
   // its own (at most kMaxSessions at once; the server times out one never opened).
-  void StartSession(const proto::SessionMessage& m) EXCLUDES(mu_);
+  void StartSession(const proto::AttemptRank& id, std::function<void()> relay) EXCLUDES(mu_);
   void RunSession(const proto::SessionMessage& m) EXCLUDES(mu_);
+  // A user running a command into one of this node's ranks (`berth exec --into`).
+  void RunExec(const proto::ExecMessage& m) EXCLUDES(mu_);
+  // Opens session `sid`'s WebSocket, then a leg (`open_leg`), and relays the two
+  // (agent/session_pump.h); a leg that cannot be had is told the user as an error and 4004.
+  void RelayLeg(const std::string& sid, const proto::AttemptRank& id,
+                const std::function<Result<int>()>& open_leg) EXCLUDES(mu_);
+  // A user forwarding a port of one of this node's ranks (agent/port_owner.h): relays the
+  // connection to it; one the rank does not listen on is refused, the reason in the close.
+  void RunForward(const proto::ForwardMessage& m) EXCLUDES(mu_);
+  Result<int> ConnectToRankPort(const proto::ForwardMessage& m) EXCLUDES(mu_);
   static constexpr int kMaxSessions = 256;
   static std::string KeyOf(const proto::AttemptRank& id);
 

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/json_util.h"
 #include "supervise/node_supervisor.h"
 #include "supervise/supervisor.h"
 
@@ -101,11 +102,23 @@ Result<Greeting> ConnectTo(const SocketAddress& address) {
 }  // namespace
 
 Result<int> SupervisorLauncher::OpenTerminalLeg(const std::string& dir, int64_t offset) {
+  return OpenLeg("attach " + dir + " " + std::to_string(offset) + "\n");
+}
+
+Result<int> SupervisorLauncher::OpenExecLeg(const std::string& dir, const std::string& command,
+                                            bool tty, int rows, int cols) {
+  return OpenLeg(
+      "exec " +
+      SerializeJson(json::object{
+          {"dir", dir}, {"command", command}, {"tty", tty}, {"rows", rows}, {"cols", cols}}) +
+      "\n");
+}
+
+Result<int> SupervisorLauncher::OpenLeg(const std::string& line) {
   SocketAddress address(state_dir_);
   if (!address.ok()) return Status::Internal("cannot open " + state_dir_ + ": " + strerror(errno));
   auto connected = ConnectTo(address);
   if (!connected.ok()) return connected.status();
-  const std::string line = "attach " + dir + " " + std::to_string(offset) + "\n";
   if (::send(connected->fd, line.data(), line.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(line.size())) {
     ::close(connected->fd);

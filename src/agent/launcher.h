@@ -42,6 +42,13 @@ class Launcher {
   virtual Result<int> OpenTerminalLeg(const std::string& /*dir*/, int64_t /*offset*/) {
     return Status::Unavailable("this node's launcher gives no job a terminal");
   }
+  // A connection of its own to the supervisor of the running rank in `dir`, on which it runs
+  // `command` into the rank (`exec`, supervise/node_supervisor.h): the leg of the command's own
+  // terminal (a pseudo-terminal of rows x cols with `tty`). The default is Unavailable.
+  virtual Result<int> OpenExecLeg(const std::string& /*dir*/, const std::string& /*command*/,
+                                  bool /*tty*/, int /*rows*/, int /*cols*/) {
+    return Status::Unavailable("this node's launcher runs no command into a job");
+  }
 };
 
 class SupervisorLauncher final : public Launcher {
@@ -55,6 +62,8 @@ class SupervisorLauncher final : public Launcher {
   void Stop(pid_t pid, const std::string& dir) override EXCLUDES(mu_);
   bool Alive(pid_t pid) override;
   Result<int> OpenTerminalLeg(const std::string& dir, int64_t offset) override;
+  Result<int> OpenExecLeg(const std::string& dir, const std::string& command, bool tty, int rows,
+                          int cols) override;
 
  private:
   // Connects to the node supervisor, starting one if none answers and `start` is set.
@@ -62,6 +71,8 @@ class SupervisorLauncher final : public Launcher {
   // Sends one line; false if the node supervisor is gone (the connection is dropped).
   bool SendLocked(const std::string& line) REQUIRES(mu_);
   void DisconnectLocked() REQUIRES(mu_);
+  // A connection of its own to the node supervisor, which becomes a leg once it has read `line`.
+  Result<int> OpenLeg(const std::string& line);
 
   std::string self_exe_;  // what supervisors are started from
   std::string state_dir_;

@@ -25,6 +25,7 @@
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "common/term_channel.h"
+#include "net/http.h"
 #include "net/ws_client.h"
 
 namespace berth::cli {
@@ -49,8 +50,9 @@ void OnSignal(int sig) {
 // the job's terminal) while it lives, when stdin is a terminal.
 class RawInput {
  public:
-  RawInput() {
-    if (::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+  // Raw mode when `wanted` and stdin is a terminal.
+  explicit RawInput(bool wanted = true) {
+    if (wanted && ::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
       termios raw = saved_;
       ::cfmakeraw(&raw);
       raw_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
@@ -103,38 +105,6 @@ bool WriteAllOut(std::string_view data) {
 }
 
 // Waits until job `id` runs (saying once on stderr why it waits), or says why it never will.
-Status WaitUntilRunning(Connection& conn, int64_t id) {
-  std::string said;
-  while (true) {
-    auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
-    if (!job.ok()) return job.status();
-    const json::object& o = job->as_object();
-    const std::string status = GetString(o, "status").value();
-    if (status == "RUNNING") {
-      if (!said.empty()) fmt::print(stderr, "berth: job {} runs\n", id);
-      return Status::Ok();
-    }
-    if (status != "PENDING" && status != "STARTING") {
-      return Status::Conflict(
-          fmt::format("job {} is {}: there is nothing to attach to", id, status));
-    }
-    std::string why = status;
-    if (const json::value* waiting = o.if_contains("waiting"); waiting && waiting->is_object()) {
-      auto position = GetInt(waiting->as_object(), "position", 0);
-      if (position.ok() && *position > 0)
-        why += fmt::format(", position {} in the queue", *position);
-    }
-    if (auto reason = GetString(o, "reason"); reason.ok() && !reason->empty()) {
-      why += ": " + *reason;
-    }
-    if (why != said) {
-      fmt::print(stderr, "berth: job {} is {} (Ctrl-C to stop waiting)\n", id, why);
-      said = why;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-}
-
 struct AttachFlags {
   int64_t id = 0;
   int rank = 0;
@@ -288,6 +258,20 @@ int EndedWith(Connection& conn, int64_t id) {
   return code.ok() && *code > 0 ? static_cast<int>(*code) : 1;
 }
 
+// Signals arrive on g_signal_pipe from now on: SIGWINCH, SIGTERM, SIGHUP, and SIGINT unless the
+// terminal is `raw` (then Ctrl-C is a key for the job's terminal).
+Status CatchSignals(bool raw) {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::Internal("cannot make a pipe for signals");
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  ::sigemptyset(&action.sa_mask);
+  for (int sig : {SIGWINCH, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+  if (!raw) ::sigaction(SIGINT, &action, nullptr);
+  return Status::Ok();
+}
+
 // Opens a session to rank `rank` of job `id` from byte `offset` of its output: the WebSocket, or
 // null with the exit status to return in *rc (-1 while `retrying`: try again later).
 std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, int rank,
@@ -314,6 +298,37 @@ std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, 
 
 }  // namespace
 
+Status WaitUntilRunning(Connection& conn, int64_t id) {
+  std::string said;
+  while (true) {
+    auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
+    if (!job.ok()) return job.status();
+    const json::object& o = job->as_object();
+    const std::string status = GetString(o, "status").value();
+    if (status == "RUNNING") {
+      if (!said.empty()) fmt::print(stderr, "berth: job {} runs\n", id);
+      return Status::Ok();
+    }
+    if (status != "PENDING" && status != "STARTING") {
+      return Status::Conflict(fmt::format("job {} is {}: it no longer runs", id, status));
+    }
+    std::string why = status;
+    if (const json::value* waiting = o.if_contains("waiting"); waiting && waiting->is_object()) {
+      auto position = GetInt(waiting->as_object(), "position", 0);
+      if (position.ok() && *position > 0)
+        why += fmt::format(", position {} in the queue", *position);
+    }
+    if (auto reason = GetString(o, "reason"); reason.ok() && !reason->empty()) {
+      why += ": " + *reason;
+    }
+    if (why != said) {
+      fmt::print(stderr, "berth: job {} is {} (Ctrl-C to stop waiting)\n", id, why);
+      said = why;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 int AttachToJob(Connection& conn, int64_t id, int rank) {
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());
@@ -330,15 +345,8 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
   int64_t offset = 0;
   auto ws = OpenSession(conn, id, rank, offset, false, &rc);
   if (!ws) return rc;
-  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return Fail(Status::Internal("cannot make a pipe for signals"));
-  }
   RawInput input;
-  struct sigaction action {};
-  action.sa_handler = OnSignal;
-  ::sigemptyset(&action.sa_mask);
-  for (int sig : {SIGWINCH, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
-  if (!input.raw()) ::sigaction(SIGINT, &action, nullptr);
+  if (Status st = CatchSignals(input.raw()); !st.ok()) return Fail(st);
   bool stdin_open = true;
   int64_t lost_at = -1;  // when the session was lost, with nothing come since
   while (true) {
@@ -386,6 +394,55 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
       }
     }
   }
+}
+
+int ExecInto(const GlobalFlags& g, const ExecFlags& f) {
+  if (f.args.empty()) {
+    return Fail(
+        Status::Invalid("exec --into: give the command after -- (berth exec --into 12 -- "
+                        "nvidia-smi)"));
+  }
+  std::vector<std::string> quoted;
+  for (const auto& a : f.args) quoted.push_back(f.args.size() == 1 ? a : ShellQuote(a));
+  const std::string command = Join(quoted, " ");
+  const int64_t id = *f.into;
+  Connection conn(g.server, g.token, g.self_exe);
+  if (Status st = conn.Connect(); !st.ok()) return Fail(st);
+  if (Status st = WaitUntilRunning(conn, id); !st.ok()) return Fail(st);
+  // A terminal with -t when this is one; else the command's output, its stdin empty.
+  const bool tty = f.interactive && ::isatty(STDIN_FILENO);
+  winsize size{};
+  if (!tty || ::ioctl(STDIN_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_row == 0) {
+    size.ws_row = 24;
+    size.ws_col = 80;
+  }
+  std::unique_ptr<net::WebSocketClient> ws;
+  auto opened = conn.http().OpenWebSocket(
+      fmt::format("/v1/jobs/{}/exec?rank={}&tty={}&rows={}&cols={}&command={}", id, f.rank,
+                  tty ? 1 : 0, size.ws_row, size.ws_col, net::UrlEncode(command)),
+      kSessionSubprotocol, 30'000, &ws, 1 << 20);
+  if (!opened.ok()) return Fail(opened.status());
+  if (!ws) return Fail(Connection::Decode(*opened).status());
+  RawInput input(tty);
+  if (Status st = CatchSignals(input.raw()); !st.ok()) return Fail(st);
+  bool stdin_open = tty;
+  int64_t offset = 0;
+  Ending ending = Relay(*ws, input, &stdin_open, &offset);
+  input.Restore();
+  if (ending.detached) {
+    fmt::print(stderr, "\r\nberth: detached; the command was hung up (SIGHUP)\n");
+    return 129;
+  }
+  if (!ending.error.empty()) {
+    fmt::print(stderr, "berth: {}\n", ending.error);
+    return 1;
+  }
+  if (!ending.exited) {
+    fmt::print(stderr, "berth: the session to job {} was lost ({} {}); the command was hung up\n",
+               id, ws->close_code(), ws->close_reason());
+    return 1;
+  }
+  return ending.exit_code;
 }
 
 void AddAttachCommand(CommandContext& c) {

@@ -43,30 +43,31 @@ struct CommandContext {
 };
 
 // One per command, in the order `berth --help` lists them.
-void AddServerCommand(CommandContext& c);     // daemon_cmds.cpp
-void AddAgentCommand(CommandContext& c);      // daemon_cmds.cpp
-void AddLocalCommand(CommandContext& c);      // node_cmds.cpp
-void AddExecCommand(CommandContext& c);       // job_cmds.cpp
-void AddWorkdirCommand(CommandContext& c);    // workdir_cmds.cpp
-void AddImageCommand(CommandContext& c);      // image_cmds.cpp
-void AddUpdateCommand(CommandContext& c);     // job_cmds.cpp
-void AddQueueCommand(CommandContext& c);      // job_cmds.cpp
-void AddTopCommand(CommandContext& c);        // top_cmds.cpp
-void AddWaitCommand(CommandContext& c);       // wait_cmds.cpp
-void AddLogsCommand(CommandContext& c);       // job_cmds.cpp
-void AddAttachCommand(CommandContext& c);     // attach_cmds.cpp
-void AddShellCommand(CommandContext& c);      // attach_cmds.cpp
-void AddCancelCommand(CommandContext& c);     // job_cmds.cpp
-void AddRequeueCommand(CommandContext& c);    // job_cmds.cpp
-void AddShowCommand(CommandContext& c);       // job_cmds.cpp
-void AddNodesCommand(CommandContext& c);      // node_cmds.cpp
-void AddDrainCommand(CommandContext& c);      // node_cmds.cpp
-void AddUndrainCommand(CommandContext& c);    // node_cmds.cpp
-void AddStatusCommand(CommandContext& c);     // status_cmds.cpp
-void AddWhoamiCommand(CommandContext& c);     // admin_cmds.cpp
-void AddDashboardCommand(CommandContext& c);  // admin_cmds.cpp
-void AddLoginCommand(CommandContext& c);      // admin_cmds.cpp
-void AddUsageCommand(CommandContext& c);      // share_cmds.cpp
-void AddAdminCommand(CommandContext& c);      // admin_cmds.cpp
+void AddServerCommand(CommandContext& c);       // daemon_cmds.cpp
+void AddAgentCommand(CommandContext& c);        // daemon_cmds.cpp
+void AddLocalCommand(CommandContext& c);        // node_cmds.cpp
+void AddExecCommand(CommandContext& c);         // job_cmds.cpp
+void AddWorkdirCommand(CommandContext& c);      // workdir_cmds.cpp
+void AddImageCommand(CommandContext& c);        // image_cmds.cpp
+void AddUpdateCommand(CommandContext& c);       // job_cmds.cpp
+void AddQueueCommand(CommandContext& c);        // job_cmds.cpp
+void AddTopCommand(CommandContext& c);          // top_cmds.cpp
+void AddWaitCommand(CommandContext& c);         // wait_cmds.cpp
+void AddLogsCommand(CommandContext& c);         // job_cmds.cpp
+void AddAttachCommand(CommandContext& c);       // attach_cmds.cpp
+void AddShellCommand(CommandContext& c);        // attach_cmds.cpp
+void AddPortForwardCommand(CommandContext& c);  // forward_cmds.cpp
+void AddCancelCommand(CommandContext& c);       // job_cmds.cpp
+void AddRequeueCommand(CommandContext& c);      // job_cmds.cpp
+void AddShowCommand(CommandContext& c);         // job_cmds.cpp
+void AddNodesCommand(CommandContext& c);        // node_cmds.cpp
+void AddDrainCommand(CommandContext& c);        // node_cmds.cpp
+void AddUndrainCommand(CommandContext& c);      // node_cmds.cpp
+void AddStatusCommand(CommandContext& c);       // status_cmds.cpp
+void AddWhoamiCommand(CommandContext& c);       // admin_cmds.cpp
+void AddDashboardCommand(CommandContext& c);    // admin_cmds.cpp
+void AddLoginCommand(CommandContext& c);        // admin_cmds.cpp
+void AddUsageCommand(CommandContext& c);        // share_cmds.cpp
+void AddAdminCommand(CommandContext& c);        // admin_cmds.cpp
 
 }  // namespace berth::cli

@@ -41,6 +41,7 @@ struct ServerFlags {
   std::string lease = "30s";
   std::string kill_grace = "10s";
   std::string interactive_time_limit = "24h";
+  std::string interactive_idle_limit = "0";
   std::string starvation = "10m";
   std::string fair_share_half_life = "7d";
   std::string gpu_weights;  // "A100=2,T4=0.5"
@@ -128,8 +129,13 @@ struct ExecFlags {
   std::string idempotency_key;  // "": a fresh one
   bool interactive = false;     // -i/-t: on a terminal, attached to once it runs
   std::string time_limit;       // --time: as the YAML's time_limit
+  std::optional<int64_t> into;  // --into JOB: run the command inside that running job
+  int rank = 0;                 // --rank: which of its nodes
 };
 int Exec(const GlobalFlags& g, const ExecFlags& flags);
+// `berth exec --into JOB [--rank R] [-it] -- CMD` (cli/attach_cmds.cpp): CMD runs inside the
+// running job's rank (its user, cgroup, work dir and environment); its exit code.
+int ExecInto(const GlobalFlags& g, const ExecFlags& flags);
 
 struct UpdateFlags {
   std::optional<int64_t> group;
@@ -265,6 +271,9 @@ Result<boost::json::value> SubmitSpec(Connection& conn, const JobSpec& spec,
 // Prints job `id`'s output until it ends; its exit status: 0 when it SUCCEEDED, else its exit code
 // (1 when none), after saying why on stderr.
 int FollowToEnd(Connection& conn, int64_t id);
+// Waits until job `id` runs, saying on stderr why it waits (its queue position, its reason);
+// Conflict when it ended instead.
+Status WaitUntilRunning(Connection& conn, int64_t id);
 // Attaches to rank `rank` of interactive job `id` once it runs (cli/attach_cmds.cpp); the job's
 // exit code once it ends, 0 when the user detached, 1 (after saying why) otherwise.
 int AttachToJob(Connection& conn, int64_t id, int rank);

@@ -69,6 +69,11 @@ void AddServerCommand(CommandContext& c) {
                    "none")
       ->capture_default_str();
   server
+      ->add_option("--interactive-idle-limit", server_flags.interactive_idle_limit,
+                   "End an interactive job that no one has attached to (nor port-forwarded) for "
+                   "this long, e.g. 2h; 0: never")
+      ->capture_default_str();
+  server
       ->add_option("--starvation", server_flags.starvation,
                    "Wait after which a job gets a reservation")
       ->capture_default_str();

@@ -272,6 +272,7 @@ Status UploadSources(Connection& conn, JobSpec& spec, bool upload_workdir, bool 
 }  // namespace
 
 int Exec(const GlobalFlags& g, const ExecFlags& f) {
+  if (f.into) return ExecInto(g, f);
   if (f.args.empty())
     return Fail(
         Status::Invalid("exec: give a task YAML or a command (berth exec task.yaml, berth exec -- "
@@ -889,6 +890,11 @@ void AddExecCommand(CommandContext& c) {
   exec->add_flag("-i,-t,--interactive", exec_flags.interactive,
                  "Run on a terminal and attach to it once the job runs, as berth attach does "
                  "(the YAML's interactive: true); -it works too");
+  exec->add_option("--into", exec_flags.into,
+                   "Run the command inside this running job instead of submitting one (its user, "
+                   "cgroup, work dir and environment, like srun --overlap): berth exec --into 12 "
+                   "-- nvidia-smi; with -it on a terminal of its own. Exits with its exit code");
+  exec->add_option("--rank", exec_flags.rank, "With --into: which node of a multi-node job");
   exec->add_option("--time", exec_flags.time_limit,
                    "Time limit, e.g. 4h or 90m (as the YAML's time_limit)");
   exec->add_flag("--json", exec_flags.as_json, "Print {\"group\": G, \"jobs\": [ids]}");

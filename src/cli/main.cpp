@@ -28,19 +28,19 @@ struct Command {
 };
 // Every command, in the order `berth --help` lists them.
 constexpr std::array kCommands = {
-    Command{"server", AddServerCommand},   Command{"agent", AddAgentCommand},
-    Command{"local", AddLocalCommand},     Command{"exec", AddExecCommand},
-    Command{"shell", AddShellCommand},     Command{"workdir", AddWorkdirCommand},
-    Command{"image", AddImageCommand},     Command{"update", AddUpdateCommand},
-    Command{"queue", AddQueueCommand},     Command{"top", AddTopCommand},
-    Command{"wait", AddWaitCommand},       Command{"logs", AddLogsCommand},
-    Command{"attach", AddAttachCommand},   Command{"cancel", AddCancelCommand},
-    Command{"requeue", AddRequeueCommand}, Command{"show", AddShowCommand},
-    Command{"nodes", AddNodesCommand},     Command{"drain", AddDrainCommand},
-    Command{"undrain", AddUndrainCommand}, Command{"status", AddStatusCommand},
-    Command{"whoami", AddWhoamiCommand},   Command{"dashboard", AddDashboardCommand},
-    Command{"login", AddLoginCommand},     Command{"usage", AddUsageCommand},
-    Command{"admin", AddAdminCommand},
+    Command{"server", AddServerCommand},       Command{"agent", AddAgentCommand},
+    Command{"local", AddLocalCommand},         Command{"exec", AddExecCommand},
+    Command{"shell", AddShellCommand},         Command{"workdir", AddWorkdirCommand},
+    Command{"image", AddImageCommand},         Command{"update", AddUpdateCommand},
+    Command{"queue", AddQueueCommand},         Command{"top", AddTopCommand},
+    Command{"wait", AddWaitCommand},           Command{"logs", AddLogsCommand},
+    Command{"attach", AddAttachCommand},       Command{"port-forward", AddPortForwardCommand},
+    Command{"cancel", AddCancelCommand},       Command{"requeue", AddRequeueCommand},
+    Command{"show", AddShowCommand},           Command{"nodes", AddNodesCommand},
+    Command{"drain", AddDrainCommand},         Command{"undrain", AddUndrainCommand},
+    Command{"status", AddStatusCommand},       Command{"whoami", AddWhoamiCommand},
+    Command{"dashboard", AddDashboardCommand}, Command{"login", AddLoginCommand},
+    Command{"usage", AddUsageCommand},         Command{"admin", AddAdminCommand},
 };
 
 }  // namespace

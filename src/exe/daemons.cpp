@@ -136,6 +136,11 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--interactive-time-limit: expected a duration like 8h (0: none)");
   }
   options.interactive_time_limit_ms = *interactive_limit;
+  auto idle_limit = ParseDuration(flags.interactive_idle_limit);
+  if (!idle_limit || *idle_limit < 0) {
+    return Status::Invalid("--interactive-idle-limit: expected a duration like 2h (0: none)");
+  }
+  options.interactive_idle_limit_ms = *idle_limit;
   options.starvation_ms = *starvation;
   auto upload_retention = ParseDuration(flags.upload_retention);
   if (!upload_retention || *upload_retention < 0) {

@@ -88,6 +88,8 @@ class WebSocket {
   virtual bool closed() const = 0;
   // The close code the peer sent (or the one we sent first); 0 while open or when there was none.
   virtual int close_code() const = 0;
+  // The reason the peer's close gave ("" when none, or we closed first).
+  virtual std::string close_reason() const = 0;
   // Bytes handed to Write and not yet written.
   virtual size_t backlog() const = 0;
 };

@@ -218,6 +218,10 @@ class WsSession : public Closable,
   }
   bool closed() const override { return closed_; }
   int close_code() const override { return close_code_; }
+  std::string close_reason() const override {
+    MutexLock lock(mu_);
+    return peer_reason_;
+  }
   size_t backlog() const override { return backlog_; }
 
   // With no worker running (Stop): closes the socket, answers the waiting callbacks, and lets go
@@ -302,6 +306,8 @@ class WsSession : public Closable,
   void NoteClose() {
     if (close_code_ == 0 && ws_->reason().code != websocket::close_code::none) {
       close_code_ = ws_->reason().code;
+      MutexLock lock(mu_);
+      peer_reason_ = std::string(ws_->reason().reason.data(), ws_->reason().reason.size());
     }
   }
 
@@ -333,7 +339,7 @@ class WsSession : public Closable,
 
   std::optional<websocket::stream<Stream>> ws_;  // reset by CloseStopped
   const HttpServerOptions& options_;
-  Mutex mu_;
+  mutable Mutex mu_;
   asio::any_io_executor executor_ GUARDED_BY(mu_);  // the connection's strand
   std::function<void(std::optional<std::string>)> reader_ GUARDED_BY(mu_);  // the Read waiting
   std::deque<Outgoing> queue_ GUARDED_BY(mu_);
@@ -347,6 +353,7 @@ class WsSession : public Closable,
   websocket::close_reason close_reason_;
   std::atomic<bool> closed_{false};  // set under mu_
   std::atomic<int> close_code_{0};
+  std::string peer_reason_ GUARDED_BY(mu_);
   std::atomic<size_t> backlog_{0};
 };
 

@@ -578,6 +578,15 @@ Result<StopMessage> StopMessage::Decode(const json::value& message) {
   return m;
 }
 
+namespace {
+// A session id: 16 to 64 letters and digits.
+bool SessionIdOk(const std::string& sid) {
+  return sid.size() >= 16 && sid.size() <= 64 && std::all_of(sid.begin(), sid.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+         });
+}
+}  // namespace
+
 json::object SessionMessage::Encode() const {
   return json::object{{"type", "session"},  {"sid", sid},   {"job", job},
                       {"attempt", attempt}, {"rank", rank}, {"offset", offset}};
@@ -595,15 +604,74 @@ Result<SessionMessage> SessionMessage::Decode(const json::value& message) {
   m.rank = f.Int("rank", std::nullopt);
   m.offset = f.Int64("offset", std::nullopt);
   if (!f.ok()) return f.status();
-  const bool sid_ok =
-      m.sid.size() >= 16 && m.sid.size() <= 64 &&
-      std::all_of(m.sid.begin(), m.sid.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-      });
-  if (!sid_ok) return Status::Invalid("session: 'sid' must be 16 to 64 letters and digits");
+  if (!SessionIdOk(m.sid)) {
+    return Status::Invalid("session: 'sid' must be 16 to 64 letters and digits");
+  }
   if (m.job <= 0 || m.attempt <= 0 || m.rank < 0 || m.offset < 0) {
     return Status::Invalid(
         "session: job and attempt must be positive, rank and offset not negative");
+  }
+  return m;
+}
+
+json::object ForwardMessage::Encode() const {
+  return json::object{{"type", "forward"},  {"sid", sid},   {"job", job},
+                      {"attempt", attempt}, {"rank", rank}, {"port", port}};
+}
+
+Result<ForwardMessage> ForwardMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "forward", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "forward");
+  f.Type("forward");
+  ForwardMessage m;
+  m.sid = f.String("sid", std::nullopt);
+  m.job = f.Int64("job", std::nullopt);
+  m.attempt = f.Int("attempt", std::nullopt);
+  m.rank = f.Int("rank", std::nullopt);
+  m.port = f.Int("port", std::nullopt);
+  if (!f.ok()) return f.status();
+  if (!SessionIdOk(m.sid)) {
+    return Status::Invalid("forward: 'sid' must be 16 to 64 letters and digits");
+  }
+  if (m.job <= 0 || m.attempt <= 0 || m.rank < 0 || m.port < 1 || m.port > 65535) {
+    return Status::Invalid(
+        "forward: job and attempt must be positive, rank not negative, port 1 to 65535");
+  }
+  return m;
+}
+
+json::object ExecMessage::Encode() const {
+  return json::object{{"type", "exec"},     {"sid", sid},   {"job", job},
+                      {"attempt", attempt}, {"rank", rank}, {"command", command},
+                      {"tty", tty},         {"rows", rows}, {"cols", cols}};
+}
+
+Result<ExecMessage> ExecMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "exec", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "exec");
+  f.Type("exec");
+  ExecMessage m;
+  m.sid = f.String("sid", std::nullopt);
+  m.job = f.Int64("job", std::nullopt);
+  m.attempt = f.Int("attempt", std::nullopt);
+  m.rank = f.Int("rank", std::nullopt);
+  m.command = f.String("command", std::nullopt);
+  m.tty = f.Bool("tty", false);
+  m.rows = f.Int("rows", 24);
+  m.cols = f.Int("cols", 80);
+  if (!f.ok()) return f.status();
+  if (!SessionIdOk(m.sid))
+    return Status::Invalid("exec: 'sid' must be 16 to 64 letters and digits");
+  if (m.job <= 0 || m.attempt <= 0 || m.rank < 0) {
+    return Status::Invalid("exec: job and attempt must be positive, rank not negative");
+  }
+  if (m.command.empty() || m.command.size() > kMaxExecCommand) {
+    return Status::Invalid("exec: 'command' must be 1 to 65536 bytes");
+  }
+  if (m.rows < 1 || m.rows > 1000 || m.cols < 1 || m.cols > 1000) {
+    return Status::Invalid("exec: rows and cols must be 1 to 1000");
   }
   return m;
 }
@@ -650,6 +718,8 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
   if (type == "spec") return widen(SpecMessage::Decode(*v));
   if (type == "health_reset") return widen(HealthResetMessage::Decode(*v));
   if (type == "session") return widen(SessionMessage::Decode(*v));
+  if (type == "forward") return widen(ForwardMessage::Decode(*v));
+  if (type == "exec") return widen(ExecMessage::Decode(*v));
   return Status::NotFound("watch: unknown message type '" + type + "'");
 }
 

@@ -246,8 +246,49 @@ struct SessionMessage {
   static Result<SessionMessage> Decode(const json::value& message);
 };
 
-using WatchMessage = std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage,
-                                  SpecMessage, HealthResetMessage, SessionMessage>;
+// A user forwarding a port of a running rank (docs/api.md "Port forwarding"): the agent opens GET
+// /v1/agent/sessions/{sid} as a WebSocket, connects to `port` on the node's loopback once it has
+// checked that a process of the rank listens there, and relays the two (net/ws_stream.h). A type
+// of its own, so that an agent too old to forward skips it instead of taking it for a terminal.
+struct ForwardMessage {
+  std::string sid;  // one use, unguessable
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  int port = 0;
+
+  bool operator==(const ForwardMessage&) const = default;
+  AttemptRank id() const { return {job, attempt, rank}; }
+  json::object Encode() const;
+  // Every field required: sid as SessionMessage's, job and attempt > 0, rank >= 0, port 1-65535.
+  static Result<ForwardMessage> Decode(const json::value& message);
+};
+
+// A user running a command into a running rank (`berth exec --into`; docs/api.md "Exec into a
+// job"): the agent opens GET /v1/agent/sessions/{sid} as a WebSocket, has the node supervisor run
+// `command` into the rank (Launcher::OpenExecLeg) and relays the two as a terminal session.
+struct ExecMessage {
+  std::string sid;  // one use, unguessable
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  std::string command;  // run with bash -c
+  bool tty = false;     // on a pseudo-terminal of rows x cols
+  int rows = 24;
+  int cols = 80;
+
+  bool operator==(const ExecMessage&) const = default;
+  AttemptRank id() const { return {job, attempt, rank}; }
+  json::object Encode() const;
+  // sid, job, attempt, rank and command required (sid as SessionMessage's; command 1 to
+  // kMaxExecCommand bytes); tty, rows and cols optional (rows and cols 1 to 1000).
+  static Result<ExecMessage> Decode(const json::value& message);
+};
+inline constexpr size_t kMaxExecCommand = 64 << 10;
+
+using WatchMessage =
+    std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage, SpecMessage,
+                 HealthResetMessage, SessionMessage, ForwardMessage, ExecMessage>;
 
 // One line of the watch stream: the message's JSON and "\n".
 std::string EncodeWatchLine(const WatchMessage& message);

@@ -88,6 +88,14 @@ void Server::AddRoutes() {
     HandleAttach(c.id, *c.req, *c.by, c.res);
     return streamed();
   });
+  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleExecInto(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this, streamed](const RouteCall& c) {
+    HandlePortForward(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
   t.Add("GET", "/v1/groups/{id}", R::kRead,
         [this](const RouteCall& c) { return HandleGroup(c.id); });
   t.Add("POST", "/v1/groups/{id}", R::kState,

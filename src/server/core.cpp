@@ -456,14 +456,22 @@ std::optional<std::pair<JobRow, bool>> Core::ActiveJobRow(int64_t job) {
                         !IsTerminal(it->second.row.status) || it->second.terminating);
 }
 
-Result<Core::TerminalTarget> Core::TerminalOf(int64_t job, int rank) {
+Result<Core::RankTarget> Core::TerminalOf(int64_t job, int rank) {
+  return RunningRank(job, rank, true);
+}
+
+Result<Core::RankTarget> Core::PortOf(int64_t job, int rank) {
+  return RunningRank(job, rank, false);
+}
+
+Result<Core::RankTarget> Core::RunningRank(int64_t job, int rank, bool terminal) {
   HandlerLock lock(this);
   auto it = jobs_.find(job);
   if (it == jobs_.end() || IsTerminal(it->second.row.status)) {
     return Status::NotFound(fmt::format("job {} is not running", job));
   }
   const ActiveJob& active = it->second;
-  if (!active.spec || !active.spec->interactive) {
+  if (terminal && (!active.spec || !active.spec->interactive)) {
     return Status::Conflict(fmt::format(
         "job {} is not interactive (it has no terminal): follow its output with berth logs -f {}",
         job, job));
@@ -477,7 +485,7 @@ Result<Core::TerminalTarget> Core::TerminalOf(int64_t job, int rank) {
     return Status::Conflict(
         fmt::format("job {} is {}, not RUNNING yet", job, JobStatusName(active.row.status)));
   }
-  return TerminalTarget{active.row, active.row.placement[static_cast<size_t>(rank)].node};
+  return RankTarget{active.row, active.row.placement[static_cast<size_t>(rank)].node};
 }
 
 // --- housekeeping ---
@@ -527,6 +535,35 @@ void Core::CheckLeases() {
   plan.kick = true;
   Status st = Execute(plan);
   if (!st.ok()) LogError("lost nodes stay as they were until the next check: {}", st.message());
+}
+
+void Core::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t watching_since) {
+  const DurationMs limit = options_.interactive_idle_limit_ms;
+  if (limit <= 0) return;
+  MutexLock lock(mu_);
+  const int64_t mono = clock_.Monotonic();
+  if (mono - watching_since <= limit) return;
+  TimeMs now = clock_.Now();
+  Plan plan;
+  for (auto& [id, job] : jobs_) {
+    if (job.terminating || job.row.status != JobStatus::kRunning || !job.spec->interactive ||
+        job.running_since == 0) {
+      continue;
+    }
+    int64_t active = std::max(job.running_since, watching_since);
+    if (auto it = seen.find(id); it != seen.end()) active = std::max(active, it->second);
+    if (mono - active <= limit) continue;
+    EndJob(plan, job, JobStatus::kFailed,
+           "idle limit " + FormatDuration(limit) +
+               " exceeded: no one attached to the interactive job (the server's "
+               "--interactive-idle-limit)",
+           std::nullopt, now);
+  }
+  if (plan.batch.empty()) return;
+  plan.reap = true;
+  plan.kick = true;
+  Status st = Execute(plan);
+  if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
 }
 
 void Core::CheckTimeLimits() {

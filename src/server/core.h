@@ -70,6 +70,10 @@ struct CoreOptions {
   // The time limit of an interactive job that sets none (0: none), so that a forgotten shell does
   // not hold its node for ever.
   DurationMs interactive_time_limit_ms = 24 * 3'600'000;
+  // An interactive job that nobody has had a session with (attach, port-forward) for this long
+  // ends (0: never), so that a detached, forgotten shell does not hold its node until its time
+  // limit (Slurm's InactiveLimit).
+  DurationMs interactive_idle_limit_ms = 0;
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
   size_t pass_commit_chunk = 500;       // decisions applied per commit (and per hold of the lock)
@@ -191,14 +195,16 @@ class Core {
   }
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(mu_);
-  // Where a user attaches to rank `rank` of job `job`'s terminal (server/terminal_bridges.h): the
-  // job's row and that rank's node. NotFound for no active job; Conflict for a job that is not
-  // interactive, or not RUNNING (the reason says its status); Invalid for a rank it does not have.
-  struct TerminalTarget {
+  // Where a user reaches rank `rank` of job `job` (server/terminal_bridges.h): the job's row and
+  // that rank's node. NotFound for no active job; Conflict for a job not RUNNING (the reason says
+  // its status); Invalid for a rank it does not have. TerminalOf is for its terminal, and is also
+  // Conflict for a job that is not interactive; PortOf for a port-forward, of any running job.
+  struct RankTarget {
     JobRow row;
     std::string node;
   };
-  Result<TerminalTarget> TerminalOf(int64_t job, int rank) EXCLUDES(mu_);
+  Result<RankTarget> TerminalOf(int64_t job, int rank) EXCLUDES(mu_);
+  Result<RankTarget> PortOf(int64_t job, int rank) EXCLUDES(mu_);
   // The active jobs, for `berth queue` (from ActiveEntries): bulk groups with an active job (with
   // its newest active member) and the ids of active jobs in no group, newest first. `user` and
   // `team` filter when set (`team` "-" is the default team).
@@ -303,6 +309,12 @@ class Core {
   void CheckLeases() EXCLUDES(mu_);
   // Ends running jobs past their time limit (monotonic time since they started running).
   void CheckTimeLimits() EXCLUDES(mu_);
+  // Ends the running interactive jobs idle for longer than interactive_idle_limit_ms: no session
+  // since `seen[job]` (monotonic; TerminalBridges::SeenAt), nor since they started running, nor
+  // since `watching_since` (when the caller began to see sessions: a server that just started
+  // or took over does not know who was attached before). Nothing when the limit is 0.
+  void EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t watching_since)
+      EXCLUDES(mu_);
   void RequestPass() EXCLUDES(mu_);
   // Waits up to `timeout_ms` for RequestPass(); true (and the request taken) when there was one,
   // or when a team's reclaim has left its rate-limit window since (a held job may reclaim now).
@@ -334,6 +346,9 @@ class Core {
   size_t QueuedSubmissionsForTesting() EXCLUDES(submit_mu_);
 
  private:
+  // TerminalOf (`terminal`) and PortOf.
+  Result<RankTarget> RunningRank(int64_t job, int rank, bool terminal) EXCLUDES(mu_);
+
   struct NodeRuntime {
     NodeRow row;
     MilliCpu cpus_used = 0;

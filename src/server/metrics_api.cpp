@@ -21,6 +21,10 @@ net::HttpResponse Server::HandleMetrics() {
   out.Family("berth_upload_piece_bytes_total", "counter",
              "Bytes of big blobs received in pieces (a resumed upload sends only the rest).");
   out.Sample("berth_upload_piece_bytes_total", {}, static_cast<double>(uploads_->piece_bytes()));
+  out.Family("berth_interactive_sessions", "gauge",
+             "Sessions (attach, exec --into, port-forward connections) waiting for their node or "
+             "relayed now.");
+  out.Sample("berth_interactive_sessions", {}, static_cast<double>(terminals_.size()));
   return net::HttpResponse{.status = 200,
                            .content_type = "text/plain; version=0.0.4; charset=utf-8",
                            .body = out.Take()};

@@ -105,6 +105,7 @@ Status Server::Start() {
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;
   core.interactive_time_limit_ms = options_.interactive_time_limit_ms;
+  core.interactive_idle_limit_ms = options_.interactive_idle_limit_ms;
   core.starvation_ms = options_.starvation_ms;
   core.max_jobs_per_submit = options_.max_jobs_per_submit;
   BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.usage));
@@ -237,6 +238,8 @@ void Server::CollectUploads() {
 void Server::HousekeepingLoop() {
   int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
   int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
+  const int64_t watching_since = clock_.Monotonic();   // sessions are seen from now on
+  int64_t next_idle_check = 0;
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
@@ -244,6 +247,11 @@ void Server::HousekeepingLoop() {
     core_->CheckTimeLimits();
     terminals_.ExpireWaiting(clock_.Monotonic());
     int64_t now = clock_.Monotonic();
+    if (options_.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
+      next_idle_check = now + 1000;
+      core_->EndIdleInteractive(terminals_.SeenAt(now, options_.interactive_idle_limit_ms),
+                                watching_since);
+    }
     // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
     streams_.PingSome(25);
     if (now >= next_collect) {

@@ -60,6 +60,7 @@ struct ServerOptions {
   DurationMs lease_ms = 30'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs interactive_time_limit_ms = 24 * 3'600'000;  // CoreOptions'
+  DurationMs interactive_idle_limit_ms = 0;               // CoreOptions'
   DurationMs starvation_ms = 10 * 60'000;
   UsageConfig usage;                 // fair share: half-life and GPU weights
   double admission_charge_s = 3600;  // each weighted GPU held counts this much in advance
@@ -149,6 +150,16 @@ class Server {
   // node's.
   void HandleAttach(int64_t id, const net::HttpRequest& req, const Principal& by,
                     std::shared_ptr<net::Responder> res);
+  void HandlePortForward(int64_t id, const net::HttpRequest& req, const Principal& by,
+                         std::shared_ptr<net::Responder> res);
+  void HandleExecInto(int64_t id, const net::HttpRequest& req, const Principal& by,
+                      std::shared_ptr<net::Responder> res);
+  // Who reaches rank `rank` of job `id` (its terminal, a command run into it, a port): its owner,
+  // or an operator (on the audit record first, when `audit`); an error when `by` may not, or has
+  // too many sessions open. Only an interactive job has a terminal; any running job the others.
+  enum class SessionKind { kAttach, kExec, kPort };
+  Result<TerminalBridges::Target> SessionTarget(int64_t id, int rank, SessionKind kind,
+                                                const Principal& by, bool audit);
   void HandleAgentSession(const std::string& sid, const net::HttpRequest& req, const Principal& by,
                           std::shared_ptr<net::Responder> res);
 

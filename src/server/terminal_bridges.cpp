@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace berth {
@@ -27,9 +28,14 @@ void RelayWebSocket(std::shared_ptr<net::WebSocket> from, std::shared_ptr<net::W
                     std::function<void()> ended) {
   from->Read([from, to, ended](std::optional<std::string> message) {
     if (!message) {
+      // A normal close, or the application's (4000-4999: a refusal with its reason), goes on as it
+      // came; anything else is the other end gone.
       const int code = from->close_code();
-      to->Close(code == 1000 ? 1000 : 4001,
-                code == 1000 ? "" : "the other end of the session went away");
+      if (code == 1000 || (code >= 4000 && code <= 4999)) {
+        to->Close(code, code == 1000 ? "" : from->close_reason());
+      } else {
+        to->Close(4001, "the other end of the session went away");
+      }
       ended();
       return;
     }
@@ -126,6 +132,21 @@ void TerminalBridges::ExpireWaiting(int64_t now_ms) {
     user->Close(4004, "the job's node did not answer");
     Ended(sid);
   }
+}
+
+std::map<int64_t, int64_t> TerminalBridges::SeenAt(int64_t now_ms, int64_t keep_ms) {
+  MutexLock lock(mu_);
+  for (const auto& [sid, session] : sessions_) seen_[session.target.job] = now_ms;
+  std::erase_if(seen_, [&](const auto& entry) { return now_ms - entry.second > keep_ms; });
+  const size_t cap = max_sessions_ * 64;
+  if (seen_.size() > cap) {
+    std::vector<std::pair<int64_t, int64_t>> by_age;  // (seen at, job)
+    for (const auto& [job, at] : seen_) by_age.emplace_back(at, job);
+    std::sort(by_age.begin(), by_age.end());
+    const size_t excess = seen_.size() - cap;
+    for (size_t i = 0; i < excess; ++i) seen_.erase(by_age[i].second);
+  }
+  return seen_;
 }
 
 size_t TerminalBridges::size() const {

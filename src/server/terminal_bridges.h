@@ -53,6 +53,11 @@ class TerminalBridges {
   void ExpireWaiting(int64_t now_ms) EXCLUDES(mu_);
   // Sessions waiting or relayed now.
   size_t size() const EXCLUDES(mu_);
+  // When each job last had a session (Core::EndIdleInteractive), as the calls see it: every job
+  // with one open or waiting now is marked seen at `now_ms`. Entries older than `keep_ms` are
+  // forgotten (a job unseen for that long is idle either way), and at most max_sessions * 64
+  // are kept (the oldest go first).
+  std::map<int64_t, int64_t> SeenAt(int64_t now_ms, int64_t keep_ms) EXCLUDES(mu_);
 
  private:
   struct Session {
@@ -69,11 +74,12 @@ class TerminalBridges {
   mutable Mutex mu_;
   std::map<std::string, Session> sessions_ GUARDED_BY(mu_);  // by id
   std::map<std::string, size_t> per_user_ GUARDED_BY(mu_);
+  std::map<int64_t, int64_t> seen_ GUARDED_BY(mu_);  // job -> when it last had a session
 };
 
 // Relays `from`'s messages to `to`, one at a time: the next is read only once the last is
-// written. When `from` closes, `to` is closed (1000 for a normal close, else 4001) and `ended`
-// runs; likewise when a write to `to` fails.
+// written. When `from` closes, `to` is closed (with `from`'s code and reason for a normal close or
+// an application's 4000-4999, else 4001) and `ended` runs; likewise when a write to `to` fails.
 void RelayWebSocket(std::shared_ptr<net::WebSocket> from, std::shared_ptr<net::WebSocket> to,
                     std::function<void()> ended);
 

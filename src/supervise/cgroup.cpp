@@ -426,10 +426,10 @@ Result<std::vector<int>> RankCgroup::OpenJoinFds() const {
   return fds;
 }
 
-std::set<pid_t> RankCgroup::Pids() const {
+namespace {
+std::set<pid_t> ReadProcs(const std::string& dir) {
   std::set<pid_t> pids;
-  if (dirs_.empty()) return pids;
-  for (const std::string& line : Split(ReadFileOr(dirs_.front() + "/cgroup.procs"), '\n')) {
+  for (const std::string& line : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
     if (line.empty()) continue;
     try {
       pids.insert(static_cast<pid_t>(std::stol(line)));
@@ -437,6 +437,23 @@ std::set<pid_t> RankCgroup::Pids() const {
     }
   }
   return pids;
+}
+}  // namespace
+
+std::set<pid_t> RankCgroup::Pids() const {
+  if (dirs_.empty()) return {};
+  return ReadProcs(dirs_.front());
+}
+
+std::optional<std::set<pid_t>> RankCgroupPids(const CgroupHost& host, const std::string& name) {
+  std::string dir;
+  if (host.layout == CgroupLayout::kV2) {
+    dir = host.unified_dir + "/" + name;
+  } else if (auto memory = host.v1_dirs.find("memory"); memory != host.v1_dirs.end()) {
+    dir = memory->second + "/" + name;  // v1: every rank has a memory cgroup (Create)
+  }
+  if (dir.empty() || !ReadFile(dir + "/cgroup.procs")) return std::nullopt;
+  return ReadProcs(dir);
 }
 
 void RankCgroup::Kill() const {

@@ -124,6 +124,10 @@ class RankCgroup {
 std::string AgentCgroupName(const std::string& state_dir);
 std::string RankCgroupName(const std::string& state_dir, const std::string& key);
 
+// The processes in the rank cgroup `name` (RankCgroupName) made on `host` by another process
+// (the node supervisor); nullopt where the host has no cgroups, or that cgroup is not found.
+std::optional<std::set<pid_t>> RankCgroupPids(const CgroupHost& host, const std::string& name);
+
 // Removes the rank cgroups under `agent` (AgentCgroupName) that hold no process: those a node
 // supervisor killed with -9 left behind. The kernel refuses to remove one in use.
 void RemoveIdleRankCgroups(const CgroupHost& host, const std::string& agent);

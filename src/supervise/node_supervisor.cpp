@@ -64,7 +64,9 @@ struct RankTerminal {
   int log_fd = -1;  // output.log, held open while the step runs
   Scrollback scrollback{kScrollbackBytes};
   std::string to_job;  // what legs typed that the terminal has not taken yet
-  bool ended = false;  // the rank ended: with its exit code and reason
+  bool input = true;   // it takes typing (an exec without a terminal does not: its stdin is empty)
+  pid_t group = 0;     // where signals go when it has no foreground group (an exec without one)
+  bool ended = false;  // the rank (or the exec) ended: with its exit code and reason
   int exit_code = 0;
   std::string reason;
   ~RankTerminal() {
@@ -96,6 +98,14 @@ struct Rank {
   int64_t max_rss_kib = 0;                 // the largest of their peak RSS
   std::vector<int> join_fds;               // its cgroup.procs files while a step's child starts
   std::shared_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
+};
+
+// A command run into a live rank (`exec JSON`, see the header): its output on a terminal of its
+// own (a pseudo-terminal, or a socket without one) that its one leg reads.
+struct RankExec {
+  std::string dir;  // its rank's
+  std::shared_ptr<RankTerminal> terminal;
+  bool hung_up = false;  // its leg went away: it was sent SIGHUP and SIGTERM
 };
 
 std::string TagOf(const std::map<std::string, std::string>& env) {
@@ -232,7 +242,7 @@ class NodeSupervisor {
   };
 
   bool Done() {
-    if (!ranks_.empty() || !waiting_.empty() || !legs_.empty()) return false;
+    if (!ranks_.empty() || !waiting_.empty() || !legs_.empty() || !execs_.empty()) return false;
     if (stop_all_) return true;
     if (!clients_.empty()) return false;
     if (!claimed_ && clock_.Monotonic() - started_ < kUnclaimedMs) return false;
@@ -249,14 +259,15 @@ class NodeSupervisor {
     const size_t first_starting = fds.size();
     for (const auto& [fd, rank] : starting_) fds.push_back({fd, POLLIN, 0});
     const size_t first_terminal = fds.size();
-    std::vector<Rank*> terminals;
-    for (const auto& [dir, rank] : ranks_) {
-      if (rank->terminal && rank->terminal->master >= 0) {
-        const short out = rank->terminal->to_job.empty() ? 0 : POLLOUT;
-        fds.push_back({rank->terminal->master, static_cast<short>(POLLIN | out), 0});
-        terminals.push_back(rank.get());
-      }
-    }
+    std::vector<RankTerminal*> terminals;
+    auto add = [&](RankTerminal* t) {
+      if (!t || t->master < 0) return;
+      const short out = t->to_job.empty() ? 0 : POLLOUT;
+      fds.push_back({t->master, static_cast<short>(POLLIN | out), 0});
+      terminals.push_back(t);
+    };
+    for (const auto& [dir, rank] : ranks_) add(rank->terminal.get());
+    for (const auto& [pid, exec] : execs_) add(exec.terminal.get());
     const size_t first_leg = fds.size();
     for (const Leg& leg : legs_) fds.push_back({leg.fd, LegEvents(leg), 0});
     ::poll(fds.data(), fds.size(), static_cast<int>(WaitMs()));
@@ -266,13 +277,14 @@ class NodeSupervisor {
       if (fds[i].revents) Started(*starting_.at(fds[i].fd));
     }
     for (size_t i = first_terminal; i < first_leg; ++i) {
-      if (fds[i].revents & POLLOUT) WriteToJob(*terminals[i - first_terminal]->terminal);
+      if (fds[i].revents & POLLOUT) WriteToJob(*terminals[i - first_terminal]);
       if (fds[i].revents & ~POLLOUT) ReadTerminal(*terminals[i - first_terminal]);
     }
     for (size_t i = first_leg; i < fds.size(); ++i) {
       if (fds[i].revents) ServeLeg(legs_[i - first_leg], fds[i].revents);
     }
     std::erase_if(legs_, [](const Leg& leg) { return leg.fd < 0; });
+    HangUpUnwatchedExecs();
     // Clients in the order they connected: a restarted agent's lines follow the old one's.
     for (size_t i = 2; i < first_starting; ++i) {
       if (fds[i].revents) ReadClient(fds[i].fd);
@@ -348,12 +360,17 @@ class NodeSupervisor {
     size_t at = 0;
     for (size_t nl; (nl = it->buffer.find('\n', at)) != std::string::npos; at = nl + 1) {
       std::string_view line = std::string_view(it->buffer).substr(at, nl - at);
-      if (line.substr(0, 7) == "attach ") {  // the connection becomes a terminal leg
-        std::string args(line.substr(7));
+      const bool attach = line.substr(0, 7) == "attach ";
+      if (attach || line.substr(0, 5) == "exec ") {  // the connection becomes a terminal leg
+        std::string args(line.substr(attach ? 7 : 5));
         std::string rest = it->buffer.substr(nl + 1);
         const int leg_fd = it->fd;
         it->fd = -1;  // not closed: the leg has it
-        Attach(leg_fd, args, std::move(rest));
+        if (attach) {
+          Attach(leg_fd, args, std::move(rest));
+        } else {
+          Exec(leg_fd, args, std::move(rest));
+        }
         return;
       }
       HandleLine(line);
@@ -374,20 +391,132 @@ class NodeSupervisor {
     }
     auto it = ranks_.find(dir);
     if (it == ranks_.end() || !it->second->terminal || it->second->terminal->ended) {
-      std::string refusal;
-      AppendTermFrame(&refusal, TermChannel::kControl,
-                      SerializeJson(json::object{{"error", "no interactive rank runs in " + dir}}));
-      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::close(fd);
-      return;
+      return Refuse(fd, "no interactive rank runs in " + dir);
     }
+    AddLeg(fd, it->second->terminal, std::move(received), offset);
+  }
+
+  void AddLeg(int fd, std::shared_ptr<RankTerminal> terminal, std::string received,
+              int64_t offset) {
     Leg leg;
     leg.fd = fd;
-    leg.terminal = it->second->terminal;
+    leg.terminal = std::move(terminal);
     leg.in = std::move(received);
     leg.sent = offset;
     legs_.push_back(std::move(leg));
     ReadLegFrames(legs_.back());
+  }
+
+  // Tells a would-be leg why it gets no terminal ({"error":...}), and closes it.
+  static void Refuse(int fd, const std::string& why) {
+    std::string refusal;
+    AppendTermFrame(&refusal, TermChannel::kControl, SerializeJson(json::object{{"error", why}}));
+    (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
+  }
+
+  // --- commands run into a live rank (`exec JSON`, see the header) ---
+
+  void Exec(int fd, const std::string& args, std::string received) {
+    auto request = ParseJson(args, "exec");
+    if (!request.ok() || !request->is_object()) return Refuse(fd, "exec: not a JSON object");
+    const json::object& o = request->as_object();
+    auto dir = GetString(o, "dir");
+    auto command = GetString(o, "command");
+    const json::value* tty = o.if_contains("tty");
+    auto rows = GetInt(o, "rows", 24), cols = GetInt(o, "cols", 80);
+    if (!dir.ok() || !command.ok() || command->empty() || (tty && !tty->is_bool()) || !rows.ok() ||
+        !cols.ok()) {
+      return Refuse(fd, "exec: needs dir, command, and tty, rows and cols when given");
+    }
+    auto it = ranks_.find(*dir);
+    if (it == ranks_.end() || it->second->step != Rank::Step::kRun || it->second->main <= 0 ||
+        it->second->stop) {
+      return Refuse(fd, "the job's rank is not running here (it has not started, or is ending)");
+    }
+    Rank& rank = *it->second;
+    if (!rank.plan.pull.empty()) {
+      return Refuse(fd, "exec into a job in a container image is not supported yet");
+    }
+    const bool with_tty = tty && tty->as_bool();
+    auto terminal = std::make_shared<RankTerminal>();
+    int child_fd = -1;  // the terminal's (or the socket's) other side, for the child
+    if (with_tty) {
+      auto pty = OpenPty(static_cast<int>(std::clamp<int64_t>(*rows, 1, 1000)),
+                         static_cast<int>(std::clamp<int64_t>(*cols, 1, 1000)),
+                         rank.plan.run_as ? static_cast<int64_t>(rank.plan.run_as->uid) : -1);
+      if (!pty.ok()) return Refuse(fd, "cannot open a terminal: " + pty.status().message());
+      terminal->master = pty->master;
+      child_fd = pty->slave;
+    } else {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        return Refuse(fd, std::string("cannot make a socket: ") + strerror(errno));
+      }
+      ::fcntl(pair[0], F_SETFL, ::fcntl(pair[0], F_GETFL) | O_NONBLOCK);
+      ::shutdown(pair[0], SHUT_WR);  // its stdin is empty
+      terminal->master = pair[0];
+      terminal->input = false;
+      child_fd = pair[1];
+    }
+    std::vector<int> join_fds;
+    if (rank.cgroup) {
+      auto fds = rank.cgroup->OpenJoinFds();
+      if (!fds.ok()) {
+        ::close(child_fd);
+        return Refuse(fd, "cannot join the job's cgroup: " + fds.status().message());
+      }
+      join_fds = std::move(*fds);
+    }
+    pid_t pid = -1;
+    std::string error;
+    {
+      StartingStep step(*command, rank.dir + "/exec.sh", rank.plan.workdir, rank.plan.run_env,
+                        rank.plan.run_as, child_fd, join_fds, with_tty ? child_fd : -1);
+      pid = step.pid();
+      error = step.Wait();  // a moment: until its exec of bash
+    }
+    ::close(child_fd);
+    for (int join : join_fds) ::close(join);
+    if (!error.empty()) return Refuse(fd, "cannot run the command: " + error);
+    // Stopped with its rank, and its end waits for it, as for any process of the rank.
+    rank.groups.insert(pid);
+    terminal->group = pid;
+    execs_[pid] = RankExec{rank.dir, terminal};
+    AddLeg(fd, std::move(terminal), std::move(received), 0);
+  }
+
+  // The command `pid` run into a rank ended with `exit_code`: its leg gets what it printed last
+  // and its exit, then closes.
+  void ExecDone(pid_t pid, int exit_code) {
+    auto it = execs_.find(pid);
+    if (it == execs_.end()) return;
+    RankTerminal& t = *it->second.terminal;
+    ReadTerminal(t);
+    t.ended = true;
+    t.exit_code = exit_code;
+    t.to_job.clear();
+    if (t.master >= 0) ::close(t.master);
+    t.master = -1;
+    for (Leg& leg : legs_) {
+      if (leg.fd >= 0 && leg.terminal.get() == &t) WriteLeg(leg);
+    }
+    execs_.erase(it);
+  }
+
+  // A command whose client went away goes too, as over a dropped ssh connection: SIGHUP and
+  // SIGTERM to its process group (SIGKILL comes with its rank's end, if it lingers).
+  void HangUpUnwatchedExecs() {
+    for (auto& [pid, exec] : execs_) {
+      if (exec.hung_up) continue;
+      const bool watched = std::any_of(legs_.begin(), legs_.end(), [&](const Leg& leg) {
+        return leg.fd >= 0 && leg.terminal == exec.terminal;
+      });
+      if (watched) continue;
+      exec.hung_up = true;
+      ::kill(-pid, SIGHUP);
+      ::kill(-pid, SIGTERM);
+    }
   }
 
   static bool LegHasOutput(const Leg& leg) {
@@ -436,7 +565,7 @@ class NodeSupervisor {
       if (!*frame) break;
       at += used;
       if ((*frame)->channel == TermChannel::kStdin) {
-        if (!t.ended) t.to_job += (*frame)->payload;
+        if (!t.ended && t.input) t.to_job += (*frame)->payload;
       } else if ((*frame)->channel == TermChannel::kControl && t.master >= 0) {
         auto control = ParseJson((*frame)->payload, "terminal control");
         if (!control.ok() || !control->is_object()) continue;
@@ -448,7 +577,8 @@ class NodeSupervisor {
             (void)ResizePty(t.master, static_cast<int>(*rows), static_cast<int>(*cols));
         }
         if (auto sig = GetInt(o, "signal", 0); sig.ok() && *sig > 0 && *sig < 65) {
-          const pid_t group = ::tcgetpgrp(t.master);
+          pid_t group = t.input ? ::tcgetpgrp(t.master) : -1;
+          if (group <= 0) group = t.group;
           if (group > 0) ::kill(-group, static_cast<int>(*sig));
         }
       }
@@ -699,6 +829,16 @@ class NodeSupervisor {
                          used.ru_utime.tv_usec + used.ru_stime.tv_usec;
         owner->max_rss_kib = std::max<int64_t>(owner->max_rss_kib, used.ru_maxrss);
       }
+      if (auto exec = execs_.find(pid); exec != execs_.end()) {
+        if (auto r = ranks_.find(exec->second.dir); r != ranks_.end()) {
+          r->second->cpu_us += (used.ru_utime.tv_sec + used.ru_stime.tv_sec) * 1'000'000LL +
+                               used.ru_utime.tv_usec + used.ru_stime.tv_usec;
+        }
+        ExecDone(pid, WIFEXITED(status)     ? WEXITSTATUS(status)
+                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                            : 1);
+        continue;
+      }
       if (it == mains_.end()) continue;  // a stray of some rank, reaped
       Rank& rank = *it->second;
       mains_.erase(it);
@@ -849,8 +989,7 @@ class NodeSupervisor {
 
   // Reads what the job printed on its terminal, into the scrollback and the log, until nothing is
   // left; at the end of the job's side (EIO: every process closed the terminal) the master closes.
-  void ReadTerminal(Rank& rank) {
-    RankTerminal& t = *rank.terminal;
+  static void ReadTerminal(RankTerminal& t) {
     char buf[16384];
     while (t.master >= 0) {
       ssize_t n = ::read(t.master, buf, sizeof(buf));
@@ -871,7 +1010,7 @@ class NodeSupervisor {
 
   // The step and everything it started are gone.
   void StepDone(Rank& rank) {
-    if (rank.terminal) ReadTerminal(rank);  // what it printed last
+    if (rank.terminal) ReadTerminal(*rank.terminal);  // what it printed last
     if (!rank.error.empty()) {
       Finish(rank, {"exited", rank.exit_code, "launch", rank.error});
     } else if (rank.step == Rank::Step::kPull && (rank.exit_code != 0 || rank.stopped)) {
@@ -933,6 +1072,7 @@ class NodeSupervisor {
   std::vector<Client> clients_;
   std::vector<Leg> legs_;
   std::map<std::string, std::unique_ptr<Rank>> ranks_;    // by job directory
+  std::map<pid_t, RankExec> execs_;                       // commands run into ranks, by pid
   std::map<pid_t, Rank*> mains_;                          // live steps' bash
   std::map<int, Rank*> starting_;                         // StartingStep::fd() -> its rank
   std::deque<std::string> waiting_;                       // starts not taken on yet, in order

@@ -20,6 +20,15 @@
 //               terminal's foreground process group) on channel 3. Any number of legs; one that
 //               goes away leaves the job running. A dir without a live terminal gets
 //               {"error":"..."} and a close.
+//   exec {"dir":DIR,"command":CMD,"tty":BOOL,"rows":R,"cols":C}
+//               runs CMD with bash into that rank while its run step lives (`berth exec --into`):
+//               as the rank's user, in its cgroup, work dir and environment, counted among its
+//               processes (stopped with it; its end waits for it). The connection becomes the
+//               leg of the command's own terminal, framed as above: a pseudo-terminal of R x C
+//               with "tty", else a socket that takes its stdout and stderr (its stdin is empty).
+//               At the command's exit {"exit":CODE,"reason":""} and a close; a leg that goes
+//               away first sends the command SIGHUP and SIGTERM. A rank not running (or in a
+//               container image) gets {"error":"..."} and a close.
 //
 // It is a child subreaper, starts each step's bash with clone(CLONE_VM | CLONE_VFORK) straight
 // from its own small image (no per-job process of its own), reaps on SIGCHLD through a signalfd,

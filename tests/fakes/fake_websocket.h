@@ -62,12 +62,12 @@ class FakeWebSocket : public net::WebSocket {
     }
   }
   // The peer closes (or the connection breaks) with `code`.
-  void PeerCloses(int code) { End(code, ""); }
+  void PeerCloses(int code, std::string reason = "") { End(code, std::move(reason)); }
   std::vector<std::string> sent() const {
     std::lock_guard lock(mu_);
     return sent_;
   }
-  std::string close_reason() const {
+  std::string close_reason() const override {
     std::lock_guard lock(mu_);
     return reason_;
   }

@@ -3,7 +3,9 @@ its own): keys reach the job and its output comes back; a resized window is the 
 new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
 exit code; a client killed mid-session leaves the job running, and attaching again replays what the
 job printed and goes on. Without a terminal (a pipe) the typing still goes through. A batch job is
-followed instead; another user's job is refused (403).
+followed instead; another user's job is refused (403). `exec --into` runs a command inside a running
+job (its cgroup, user, environment and work dir), with or without a terminal. With --interactive-idle-limit, a job no one is
+attached to ends, and one with a client attached does not.
 """
 
 import json
@@ -136,6 +138,45 @@ class InteractiveTest(BerthTestCase):
         self.tmux("send-keys", "-t", "e", "Enter")
         self.assertEqual(self.wait_rc(rc_file), 4)
 
+    def test_exec_into_a_running_job(self):
+        b = self.b
+        # A batch job: --into needs no terminal of the job's own.
+        job = b.submit("--", "cat /proc/self/cgroup > job-cgroup.txt; echo $$ > job.pid; sleep 300")
+        b.wait_status(job, "RUNNING")
+        b.wait_until(lambda: os.path.exists(self.path("job.pid")), message="the job's first lines")
+        rc, out, err = b.run("exec", "--into", job, "--", "cat /proc/self/cgroup; id -un; "
+                             "echo job=$BERTH_JOB_ID; pwd", check=False)
+        self.assertEqual(rc, 0, err)
+        with open(self.path("job-cgroup.txt")) as f:
+            cgroup = f.read()
+        user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout
+        self.assertEqual(out, cgroup + user + f"job={job}\n{self.b.tmp}\n")
+        # Its exit code is the command's; arguments are quoted as given.
+        rc, out, _ = b.run("exec", "--into", job, "--", "sh", "-c", "echo 'two words'; exit 7",
+                           check=False)
+        self.assertEqual((rc, out), (7, "two words\n"))
+        # -it: a terminal of its own, the window's size, typing and Ctrl-C.
+        rc_file = self.path("rc-into")
+        self.berth_in_tmux("i", f"exec --into {job} -it -- bash --norc", rc_file, width=100,
+                           height=30)
+        time.sleep(1)
+        self.tmux("send-keys", "-t", "i", "stty size; tty", "Enter")
+        self.wait_screen("i", lambda t: "30 100" in t and "/dev/pts/" in t, "the command's terminal")
+        self.tmux("send-keys", "-t", "i", "sleep 100", "Enter")
+        time.sleep(1)
+        self.tmux("send-keys", "-t", "i", "C-c")
+        self.tmux("send-keys", "-t", "i", "echo after-$?", "Enter")
+        self.wait_screen("i", lambda t: "after-130" in t, "Ctrl-C reaching the command")
+        self.tmux("send-keys", "-t", "i", "exit 6", "Enter")
+        self.assertEqual(self.wait_rc(rc_file), 6)
+        self.assertEqual(b.status(job), "RUNNING", "the job goes on")
+        # A job that ended has nothing to run into.
+        b.run("cancel", job)
+        b.wait_status(job, "CANCELLED")
+        rc, _, err = b.run("exec", "--into", job, "--", "true", check=False)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("CANCELLED", err)
+
     def test_without_a_terminal_typing_goes_through(self):
         job = self.interactive("piped", "read -r line\necho \"got:$line\"\nexit 3")
         rc, out, err = self.b.run("attach", job, input="through a pipe\n", check=False)
@@ -198,6 +239,33 @@ class InteractiveTest(BerthTestCase):
         self.tmux("send-keys", "-t", "w", "exit 0", "Enter")
         self.assertEqual(self.wait_rc(rc_file), 0)
 
+    def test_an_idle_interactive_job_ends_at_the_idle_limit(self):
+        b = self.b
+        server = b.start_server(extra=["--interactive-idle-limit", "3s"])
+        sock = os.path.join(server.state_dir, "berth.sock")
+        b.start_agent(server.url, name="node-0", gpus="",
+                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        env = {"BERTH_SERVER": "unix:" + sock}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write("idle.yaml", "name: idle\ninteractive: true\nrun: sleep 300\n")
+        idle = b.submit(path, env=env)
+        watched = b.submit(path, env=env)
+        batch = b.submit("--", "sleep 300", env=env)
+        b.wait_status(watched, "RUNNING", env=env)
+        client = subprocess.Popen([BERTH_BIN, "attach", str(watched)], env={**b.env, **env},
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        b.clients.append(client)
+        ended = b.wait_status(idle, "FAILED", timeout=20, env=env)
+        self.assertIn("idle limit 3s exceeded", ended["reason"])
+        time.sleep(4 * SCALE)
+        self.assertEqual(b.status(watched, env=env), "RUNNING", "attached: not idle")
+        self.assertEqual(b.status(batch, env=env), "RUNNING", "a batch job is never idle")
+        client.kill()
+        client.wait()
+        ended = b.wait_status(watched, "FAILED", timeout=20, env=env)
+        self.assertIn("idle limit 3s exceeded", ended["reason"])
+
     def test_refusals(self):
         b = self.b
         # Another user's job: 403, naming the owner. (A server of its own: the local cluster is
@@ -219,6 +287,9 @@ class InteractiveTest(BerthTestCase):
         self.assertEqual(rc, 1, err)
         self.assertIn("belongs to root", err)
         self.assertIn("operator role", err)
+        rc, _, err = b.run("exec", "--into", job, *alice, "--", "true", check=False)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("belongs to root", err)
 
         # An operator may, and it is on the record.
         status, body = http_unix("POST", sock, "/v1/admin/users/alice", json.dumps({"role": "operator"}))

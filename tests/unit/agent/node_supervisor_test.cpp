@@ -28,6 +28,8 @@
 #include "agent/launcher.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/json_util.h"
+#include "common/strings.h"
 #include "supervise/supervisor.h"
 #include "supervise/terminal.h"
 #include "support/processes.h"
@@ -53,7 +55,10 @@ bool WaitFor(const std::function<bool()>& done, int64_t ms) {
 // A terminal leg: a connection to the node supervisor's socket that sent `attach DIR OFFSET`.
 class Leg {
  public:
-  Leg(const std::string& state_dir, const std::string& dir, int64_t offset) {
+  Leg(const std::string& state_dir, const std::string& dir, int64_t offset)
+      : Leg(state_dir, "attach " + dir + " " + std::to_string(offset) + "\n") {}
+  // One that sent `line` (an `exec`).
+  Leg(const std::string& state_dir, const std::string& line) {
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -64,7 +69,6 @@ class Leg {
     char c;
     while (::read(fd_, &c, 1) == 1 && c != '\n') {
     }
-    const std::string line = "attach " + dir + " " + std::to_string(offset) + "\n";
     connected_ = ::write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   }
   ~Leg() { Close(); }
@@ -373,6 +377,74 @@ TEST_F(NodeSupervisorTest, ALegThatLeavesLeavesTheJobAndAnotherReplaysFromItsOff
   ASSERT_TRUE(refused.ReadUntil([&] { return refused.closed(); }));
   EXPECT_NE(refused.controls().find("no interactive rank runs in"), std::string::npos)
       << refused.controls();
+}
+
+std::string ExecLine(const std::string& dir, const std::string& command, bool tty, int rows = 24,
+                     int cols = 80) {
+  return "exec " +
+         SerializeJson(json::object{
+             {"dir", dir}, {"command", command}, {"tty", tty}, {"rows", rows}, {"cols", cols}}) +
+         "\n";
+}
+
+// A command run into a running (batch) rank: in its work dir and environment, in the same cgroups
+// as the rank's own processes, its output and exit on its leg, and the rank goes on.
+TEST_F(NodeSupervisorTest, ACommandRunIntoARankIsOneOfItsOwn) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "echo $$ > main.pid; sleep 300");
+  ASSERT_TRUE(launcher.Start(dir).ok());
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOr(dir + "/main.pid").empty(); }, 10'000));
+  const std::string main_pid = Trim(ReadFileOr(dir + "/main.pid"));
+  Leg exec(root_, ExecLine(dir,
+                           "echo job=$BERTH_JOB_ID; pwd; test -t 1 || echo no-terminal; "
+                           "cmp -s /proc/self/cgroup /proc/" +
+                               main_pid + "/cgroup && echo same-cgroup; echo to-stderr >&2; exit 3",
+                           false));
+  ASSERT_TRUE(exec.connected());
+  ASSERT_TRUE(exec.ReadUntil([&] { return exec.closed(); })) << exec.output() << exec.controls();
+  EXPECT_EQ(exec.output(), "job=1\n" + dir + "\nno-terminal\nsame-cgroup\nto-stderr\n");
+  EXPECT_EQ(exec.controls(), "{\"from\":0}\n{\"exit\":3,\"reason\":\"\"}\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(Running(dir)) << "the rank ended with the command";
+  // With a terminal: its size, and typing reaches the command.
+  Leg tty(root_, ExecLine(dir,
+                          "stty size; stty -echo; echo ready; read -r line; echo \"got:$line\"; "
+                          "exit 4",
+                          true, 30, 90));
+  ASSERT_TRUE(tty.ReadUntil([&] { return tty.output() == "30 90\r\nready\r\n"; })) << tty.output();
+  tty.Send(TermChannel::kStdin, "typed\n");
+  ASSERT_TRUE(tty.ReadUntil([&] { return tty.closed(); })) << tty.output();
+  EXPECT_EQ(tty.output(), "30 90\r\nready\r\ngot:typed\r\n");
+  EXPECT_NE(tty.controls().find("\"exit\":4"), std::string::npos) << tty.controls();
+  // A rank that does not run here refuses, saying why.
+  Leg refused(root_, ExecLine(root_ + "/jobs/9-1-0", "true", false));
+  ASSERT_TRUE(refused.ReadUntil([&] { return refused.closed(); }));
+  EXPECT_NE(refused.controls().find("is not running here"), std::string::npos)
+      << refused.controls();
+}
+
+// A command whose leg goes away is hung up; one still running when its rank stops goes with it.
+TEST_F(NodeSupervisorTest, ACommandRunIntoARankEndsWithItsLegOrItsRank) {
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "echo started > main.txt; sleep 300");
+  auto pid = launcher.Start(dir);
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(WaitFor([&] { return !ReadFileOr(dir + "/main.txt").empty(); }, 10'000));
+  pid_t hung_up = 0;
+  {
+    Leg exec(root_, ExecLine(dir, "echo $$; exec sleep 301", false));
+    ASSERT_TRUE(exec.ReadUntil([&] { return exec.output().find('\n') != std::string::npos; }));
+    hung_up = std::stoi(exec.output());
+  }
+  ASSERT_TRUE(WaitFor([&] { return ::kill(hung_up, 0) != 0; }, 10'000)) << "not hung up";
+  EXPECT_TRUE(Running(dir));
+  Leg lingering(root_, ExecLine(dir, "echo ready; exec sleep 302", false));
+  ASSERT_TRUE(lingering.ReadUntil([&] { return lingering.output() == "ready\n"; }));
+  launcher.Stop(*pid, dir);
+  ASSERT_TRUE(lingering.ReadUntil([&] { return lingering.closed(); }));
+  EXPECT_NE(lingering.controls().find("\"exit\":143"), std::string::npos) << lingering.controls();
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
 }
 
 // A stop reaches an interactive rank's processes like any other's.

@@ -3,6 +3,8 @@
 // over plain TCP, TLS and a unix socket: echoes, big messages both ways at once, the limits,
 // closing from either side, pings, and Stop().
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "net/tls.h"
 #include "net/ws_client.h"
 #include "net/ws_frames.h"
+#include "net/ws_stream.h"
 #include "net_testing.h"
 
 namespace berth::net {
@@ -350,6 +353,139 @@ TEST(WebSocket, StopClosesThemAtOnce) {
   EXPECT_TRUE(!m.ok() || !m->has_value());
   EXPECT_TRUE(ws->closed());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+}  // namespace
+}  // namespace berth::net
+
+namespace berth::net {
+namespace {
+
+// Relays `from`'s messages to `to`, one at a time (as the server's bridges do); closes `to` when
+// `from` closes.
+void Cross(const std::shared_ptr<WebSocket>& from, const std::shared_ptr<WebSocket>& to) {
+  from->Read([from, to](std::optional<std::string> m) {
+    if (!m) {
+      to->Close(1000, "");
+      return;
+    }
+    to->Write(std::move(*m), [from, to](bool ok) {
+      if (ok) Cross(from, to);
+    });
+  });
+}
+
+// /pair: each two WebSockets in turn are relayed to each other.
+Handler PairHandler(std::mutex* mu, std::shared_ptr<WebSocket>* waiting) {
+  return [mu, waiting](HttpRequest&&, std::shared_ptr<Responder> responder) {
+    responder->AcceptWebSocket(kStreamSubprotocol, [mu, waiting](std::shared_ptr<WebSocket> ws) {
+      std::lock_guard lock(*mu);
+      if (!*waiting) {
+        *waiting = ws;
+        return;
+      }
+      Cross(*waiting, ws);
+      Cross(ws, *waiting);
+      waiting->reset();
+    });
+  };
+}
+
+std::string ReadToEof(int fd) {
+  std::string got;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Two streams relayed end to end through two WebSockets (a CLI's and an agent's): 8 MiB one way,
+// the half-close passed on, then the answer the other way after it, and both relays end Ok.
+TEST(WebSocket, AStreamCarriesBytesAndHalfClosesBothWays) {
+  std::mutex mu;
+  std::shared_ptr<WebSocket> waiting;
+  HttpServerOptions o;
+  o.threads = 2;
+  HttpServer server(o, PairHandler(&mu, &waiting));
+  ASSERT_TRUE(server.Start().ok());
+  HttpClient client("http://127.0.0.1:" + std::to_string(server.port()), "");
+  std::unique_ptr<WebSocketClient> a, b;
+  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &a, 1 << 20).ok());
+  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &b, 1 << 20).ok());
+  ASSERT_TRUE(a && b);
+  int pa[2], pb[2];  // [0]: the relay's end, [1]: the test's (the "user" and the "job")
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb), 0);
+  std::atomic<bool> stop{false};
+  auto relay_a = std::async(std::launch::async, [&] { return RelayStream(*a, pa[0], stop); });
+  auto relay_b = std::async(std::launch::async, [&] { return RelayStream(*b, pb[0], stop); });
+
+  std::string request(8 << 20, '\0');
+  for (size_t i = 0; i < request.size(); ++i) request[i] = static_cast<char>(i * 31 + i / 4096);
+  auto writer = std::async(std::launch::async, [&] {
+    std::string_view left = request;
+    while (!left.empty()) {
+      ssize_t n = ::write(pa[1], left.data(), left.size());
+      if (n <= 0) return false;
+      left.remove_prefix(static_cast<size_t>(n));
+    }
+    return ::shutdown(pa[1], SHUT_WR) == 0;
+  });
+  // The job reads the whole request and its end, and only then answers.
+  EXPECT_EQ(ReadToEof(pb[1]), request);
+  ASSERT_TRUE(writer.get());
+  const std::string answer = "HTTP/1.0 200 OK\r\n\r\nall of it";
+  ASSERT_EQ(::write(pb[1], answer.data(), answer.size()), static_cast<ssize_t>(answer.size()));
+  ::shutdown(pb[1], SHUT_WR);
+  EXPECT_EQ(ReadToEof(pa[1]), answer);
+  ASSERT_EQ(relay_a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_EQ(relay_b.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Status ended_a = relay_a.get(), ended_b = relay_b.get();
+  EXPECT_TRUE(ended_a.ok()) << ended_a.message();
+  EXPECT_TRUE(ended_b.ok()) << ended_b.message();
+  for (int fd : {pa[0], pa[1], pb[0], pb[1]}) ::close(fd);
+}
+
+// A reset on one side ends its relay with the failure, and the other relay ends too.
+TEST(WebSocket, AStreamWhoseSocketIsResetEndsBothRelays) {
+  std::mutex mu;
+  std::shared_ptr<WebSocket> waiting;
+  HttpServerOptions o;
+  o.threads = 2;
+  HttpServer server(o, PairHandler(&mu, &waiting));
+  ASSERT_TRUE(server.Start().ok());
+  HttpClient client("http://127.0.0.1:" + std::to_string(server.port()), "");
+  std::unique_ptr<WebSocketClient> a, b;
+  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &a, 1 << 20).ok());
+  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &b, 1 << 20).ok());
+  int pa[2], pb[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb), 0);
+  std::atomic<bool> stop{false};
+  auto relay_a = std::async(std::launch::async, [&] { return RelayStream(*a, pa[0], stop); });
+  auto relay_b = std::async(std::launch::async, [&] { return RelayStream(*b, pb[0], stop); });
+  ASSERT_EQ(::write(pa[1], "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(pb[1], &c, 1), 1);
+  ASSERT_EQ(::write(pa[1], "yz", 2), 2);
+  for (int i = 0, unread = 0; i < 500 && unread < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::ioctl(pb[1], FIONREAD, &unread);
+  }
+  // The job's side goes away with bytes unread: a reset, which its relay reads as a failure.
+  ::close(pb[1]);
+  ASSERT_EQ(relay_b.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Status failed = relay_b.get();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("the connection failed"), std::string::npos) << failed.message();
+  // ...and the other relay ends with it, once the closed one's owner lets its socket go (the
+  // server's side of a closing handshake waits for the TCP connection's end).
+  b.reset();
+  ASSERT_EQ(relay_a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  (void)relay_a.get();
+  for (int fd : {pa[0], pa[1], pb[0]}) ::close(fd);
 }
 
 }  // namespace

@@ -223,6 +223,50 @@ TEST(Watch, ASpecMessageNeedsAnIdAboveZeroAndItsText) {
   }
 }
 
+TEST(Watch, AForwardRoundTripsAndNeedsItsFields) {
+  ForwardMessage m{"0123456789abcdef0123456789abcdef", 42, 2, 1, 8888};
+  std::string line = EncodeWatchLine(m);
+  EXPECT_EQ(line, R"({"type":"forward","sid":"0123456789abcdef0123456789abcdef","job":42,)"
+                  R"("attempt":2,"rank":1,"port":8888})"
+                  "\n");
+  auto back = DecodeWatchMessage(line);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<ForwardMessage>(*back), m);
+  for (const char* bad :
+       {R"({"type":"forward","sid":"short","job":1,"attempt":1,"rank":0,"port":80})",
+        R"({"type":"forward","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"port":0})",
+        R"({"type":"forward","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"port":65536})",
+        R"({"type":"forward","sid":"0123456789abcdef","job":1,"attempt":1,"rank":-1,"port":80})",
+        R"({"type":"forward","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0})"}) {
+    auto decoded = DecodeWatchMessage(bad);
+    ASSERT_FALSE(decoded.ok()) << bad;
+    EXPECT_EQ(decoded.status().code(), berth::Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(Watch, AnExecRoundTripsAndNeedsItsFields) {
+  ExecMessage m{"0123456789abcdef0123456789abcdef", 42, 2, 1, "nvidia-smi\nls", true, 30, 100};
+  auto back = DecodeWatchMessage(EncodeWatchLine(m));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<ExecMessage>(*back), m);
+  // tty, rows and cols are optional.
+  auto plain = DecodeWatchMessage(
+      R"({"type":"exec","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"command":"ls"})");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(std::get<ExecMessage>(*plain).tty);
+  EXPECT_EQ(std::get<ExecMessage>(*plain).rows, 24);
+  for (const char* bad :
+       {R"({"type":"exec","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"command":""})",
+        R"({"type":"exec","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0})",
+        R"({"type":"exec","sid":"0123456789abcdef","job":1,"attempt":1,"rank":0,"command":"x",)"
+        R"("rows":0})",
+        R"({"type":"exec","sid":"short","job":1,"attempt":1,"rank":0,"command":"x"})"}) {
+    auto decoded = DecodeWatchMessage(bad);
+    ASSERT_FALSE(decoded.ok()) << bad;
+    EXPECT_EQ(decoded.status().code(), berth::Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(Watch, ASessionRoundTripsAndNeedsItsFields) {
   SessionMessage m{"0123456789abcdef0123456789abcdef", 42, 2, 1, 1234};
   std::string line = EncodeWatchLine(m);

@@ -60,7 +60,7 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
 }
 
 // Where a user attaches (server/terminal_bridges.h): only to a running interactive job, each rank
-// on its own node; the refusals say why.
+// on its own node; the refusals say why. A port-forward reaches any running job.
 TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
   Register("n1");
   Register("n2");
@@ -80,6 +80,12 @@ TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
   auto refused = core_->TerminalOf(plain, 0);
   EXPECT_EQ(refused.status().code(), Code::kConflict);
   EXPECT_NE(refused.status().message().find("not interactive"), std::string::npos);
+  // A port of any running job may be forwarded, interactive or not.
+  auto port = core_->PortOf(plain, 0);
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  EXPECT_EQ(port->node, Stored(plain).placement.at(0).node);
+  EXPECT_EQ(core_->PortOf(plain, 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(core_->PortOf(99, 0).status().code(), Code::kNotFound);
   const Placement placed = Stored(job).placement;
   ASSERT_EQ(placed.size(), 2u);
   for (int rank = 0; rank < 2; ++rank) Run(placed[rank].node, job, 1, rank);
@@ -116,6 +122,41 @@ TEST_F(CoreTest, AnInteractiveJobGetsTheDefaultTimeLimit) {
   EXPECT_EQ(options_.interactive_time_limit_ms, 24 * 3'600'000);
   EXPECT_EQ(limit_of(own), 600'000);
   EXPECT_EQ(limit_of(batch), std::nullopt);
+}
+
+// With --interactive-idle-limit 10m, a running interactive job ends once no session was seen for
+// 10 minutes: not counting from before it ran, nor from before the caller began to watch (a server
+// just started), and a session seen later starts the count again. Batch jobs never end for it.
+TEST_F(CoreTest, AnInteractiveJobNobodyAttachesToEndsAfterTheIdleLimit) {
+  options_.interactive_idle_limit_ms = 600'000;
+  options_.interactive_time_limit_ms = 0;
+  Restart();
+  Register("n1");
+  const int64_t watching_since = clock_.Monotonic();
+  JobSpec spec = Spec();
+  spec.interactive = true;
+  int64_t idle = Submit(spec);
+  int64_t attached = Submit(spec);
+  int64_t batch = Submit(Spec());
+  clock_.Advance(3'600'000);  // an hour pending counts for nothing
+  ASSERT_TRUE(core_->RunPass());
+  for (int64_t job : {idle, attached, batch}) Run("n1", job);
+  clock_.Advance(300'000);
+  std::map<int64_t, int64_t> seen{{attached, clock_.Monotonic()}};
+  clock_.Advance(300'001);
+  core_->EndIdleInteractive(seen, watching_since);
+  EXPECT_EQ(Stored(idle).status, JobStatus::kFailed);
+  EXPECT_NE(Stored(idle).reason.find("idle limit 10m exceeded"), std::string::npos)
+      << Stored(idle).reason;
+  EXPECT_EQ(Stored(attached).status, JobStatus::kRunning) << "seen 5 minutes ago";
+  clock_.Advance(300'000);
+  // A server that began to watch a minute ago gives every job the whole limit.
+  core_->EndIdleInteractive(seen, clock_.Monotonic() - 60'000);
+  EXPECT_EQ(Stored(attached).status, JobStatus::kRunning);
+  core_->EndIdleInteractive(seen, watching_since);
+  EXPECT_EQ(Stored(attached).status, JobStatus::kFailed);
+  EXPECT_EQ(Stored(batch).status, JobStatus::kRunning);
+  ASSERT_EQ(channel_.Stops("n1").size(), 2u);
 }
 
 // A node gets each spec on its watch stream once per session, before the first launch that uses it,

@@ -55,6 +55,20 @@ TEST(TerminalBridges, AUserWhoLeavesClosesTheNodesSide) {
   EXPECT_EQ(bridges.size(), 0u);
 }
 
+// A node's refusal (an application's close code, 4000-4999) reaches the user as it came, reason
+// and all: it says why (a port the job does not listen on).
+TEST(TerminalBridges, ANodesRefusalReachesTheUserWithItsReason) {
+  TerminalBridges bridges;
+  auto user = std::make_shared<FakeWebSocket>();
+  auto sid = bridges.Open(user, Target(), 0);
+  ASSERT_TRUE(sid.ok());
+  auto node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*sid, node);
+  node->PeerCloses(4009, "nothing listens on port 8888 of the node");
+  EXPECT_EQ(user->close_code(), 4009);
+  EXPECT_EQ(user->close_reason(), "nothing listens on port 8888 of the node");
+}
+
 TEST(TerminalBridges, ANodeThatNeverComesTimesTheUserOut) {
   TerminalBridges bridges(16, 4, 10'000);
   auto user = std::make_shared<FakeWebSocket>();
@@ -94,6 +108,26 @@ TEST(TerminalBridges, CapsPerUserAndInAll) {
   bridges.ExpireWaiting(10'000);
   EXPECT_EQ(bridges.size(), 0u);
   EXPECT_TRUE(bridges.CheckRoom("ada").ok());
+}
+
+// When each job last had a session (for --interactive-idle-limit): a job with a session open or
+// waiting is seen at each call; one whose session ended keeps its last sighting until it is older
+// than the limit.
+TEST(TerminalBridges, SeenAtRemembersEachJobsLastSession) {
+  TerminalBridges bridges;
+  auto user = std::make_shared<FakeWebSocket>();
+  TerminalBridges::Target other = Target();
+  other.job = 8;
+  ASSERT_TRUE(bridges.Open(user, Target(), 0).ok());
+  auto waiting = std::make_shared<FakeWebSocket>();
+  auto sid = bridges.Open(waiting, other, 0);
+  ASSERT_TRUE(sid.ok());
+  EXPECT_EQ(bridges.SeenAt(1'000, 60'000), (std::map<int64_t, int64_t>{{7, 1'000}, {8, 1'000}}));
+  auto node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*sid, node);
+  node->PeerCloses(1000);  // job 8's session ended
+  EXPECT_EQ(bridges.SeenAt(5'000, 60'000), (std::map<int64_t, int64_t>{{7, 5'000}, {8, 1'000}}));
+  EXPECT_EQ(bridges.SeenAt(61'001, 60'000), (std::map<int64_t, int64_t>{{7, 61'001}}));
 }
 
 }  // namespace
