@@ -36,6 +36,8 @@ constexpr char kDetachKey = 0x1d;  // Ctrl-]
 constexpr size_t kMaxUnsent = 256 << 10;
 // How long a lost session is dialled again, with nothing coming, before the client gives up.
 constexpr int64_t kRedialMs = 60'000;
+// Without a raw terminal, a second Ctrl-C this soon after the first ends the job (srun's rule).
+constexpr int64_t kDoubleInterruptMs = 1'000;
 
 int g_signal_pipe[2] = {-1, -1};  // SIGWINCH and SIGINT arrive here, a byte each
 
@@ -118,6 +120,7 @@ struct Ending {
   std::string reason;
   std::string error;
   bool detached = false;
+  bool interrupted_twice = false;  // no raw terminal: Ctrl-C twice within kDoubleInterruptMs
 };
 
 // `offset`: where the output printed so far ends, in the rank's output (what a session dialled
@@ -145,7 +148,8 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
   if (input.raw()) {
     if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
   }
-  while (!ws.closed() && !ending.detached) {
+  int64_t last_interrupt = -kDoubleInterruptMs - 1;
+  while (!ws.closed() && !ending.detached && !ending.interrupted_twice) {
     pollfd fds[3] = {
         {ws.fd(), ws.events(), 0},
         {STDIN_FILENO, static_cast<short>(*stdin_open && ws.unsent() < kMaxUnsent ? POLLIN : 0), 0},
@@ -158,7 +162,14 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
         if (sigs[i] == SIGWINCH) {
           if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
         } else if (sigs[i] == SIGINT) {  // no raw terminal: Ctrl-C goes to the job as a signal
+          const int64_t now = MonotonicMs();
+          if (now - last_interrupt <= kDoubleInterruptMs) {
+            ending.interrupted_twice = true;
+            break;
+          }
+          last_interrupt = now;
           ws.Send(Message(TermChannel::kControl, R"({"signal":2})"));
+          fmt::print(stderr, "berth: interrupt sent (Ctrl-C again within 1s to end the job)\n");
         } else {  // SIGTERM, SIGHUP: leave, with the terminal restored and the job running
           ending.detached = true;
         }
@@ -205,7 +216,7 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
     }
     if (ending.exited) break;
   }
-  if (ending.detached) (void)ws.CloseAndWait(1000, "detached", 1'000);
+  if (ending.detached || ending.interrupted_twice) (void)ws.CloseAndWait(1000, "detached", 1'000);
   return ending;
 }
 
@@ -357,6 +368,13 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
                  id);
       return 0;
     }
+    if (ending.interrupted_twice) {
+      auto cancelled = conn.Call("POST", "/v1/jobs/cancel",
+                                 SerializeJson(json::object{{"ids", json::array{id}}}));
+      if (!cancelled.ok()) return Fail(cancelled.status());
+      fmt::print(stderr, "berth: job {} cancelled (Ctrl-C twice)\n", id);
+      return 130;
+    }
     if (!ending.error.empty()) {
       input.Restore();
       fmt::print(stderr, "berth: {}\n", ending.error);
@@ -387,6 +405,8 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
         return 1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      // A call first: with several servers it finds the leader (a failover) for the dial to use.
+      (void)conn.Call("GET", fmt::format("/v1/jobs/{}", id));
       ws = OpenSession(conn, id, rank, offset, true, &rc);
       if (!ws && rc != -1) {
         input.Restore();
@@ -429,9 +449,10 @@ int ExecInto(const GlobalFlags& g, const ExecFlags& f) {
   int64_t offset = 0;
   Ending ending = Relay(*ws, input, &stdin_open, &offset);
   input.Restore();
-  if (ending.detached) {
-    fmt::print(stderr, "\r\nberth: detached; the command was hung up (SIGHUP)\n");
-    return 129;
+  if (ending.detached || ending.interrupted_twice) {
+    fmt::print(stderr, "\r\nberth: {}; the command was hung up (SIGHUP)\n",
+               ending.detached ? "detached" : "Ctrl-C twice");
+    return ending.detached ? 129 : 130;
   }
   if (!ending.error.empty()) {
     fmt::print(stderr, "berth: {}\n", ending.error);

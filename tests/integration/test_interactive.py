@@ -2,7 +2,8 @@
 its own): keys reach the job and its output comes back; a resized window is the job's terminal's
 new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
 exit code; a client killed mid-session leaves the job running, and attaching again replays what the
-job printed and goes on. Without a terminal (a pipe) the typing still goes through. A batch job is
+job printed and goes on. Without a terminal (a pipe) the typing still goes through, and Ctrl-C twice
+within a second ends the job. A batch job is
 followed instead; another user's job is refused (403). `exec --into` runs a command inside a running
 job (its cgroup, user, environment and work dir), with or without a terminal. With --interactive-idle-limit, a job no one is
 attached to ends, and one with a client attached does not.
@@ -182,6 +183,25 @@ class InteractiveTest(BerthTestCase):
         rc, out, err = self.b.run("attach", job, input="through a pipe\n", check=False)
         self.assertEqual(rc, 3, out + err)
         self.assertIn("got:through a pipe", out)
+
+    def test_without_a_terminal_ctrl_c_twice_ends_the_job(self):
+        # srun's rule: the first SIGINT goes to the job, a second within a second cancels it.
+        job = self.interactive("twice", "trap 'echo got-int' INT\necho ready\n"
+                                        "while true; do sleep 0.1; done")
+        p = subprocess.Popen([BERTH_BIN, "attach", str(job)], env=self.b.env, cwd=self.b.tmp,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.b.clients.append(p)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        p.send_signal(signal.SIGINT)
+        self.assertEqual(p.stdout.readline().strip(), "got-int")
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        self.assertEqual(p.wait(timeout=30 * SCALE), 130)
+        self.assertIn(f"job {job} cancelled (Ctrl-C twice)", p.stderr.read())
+        self.b.wait_status(job, "CANCELLED")
 
     def test_an_agent_killed_and_restarted_leaves_the_terminal_attachable(self):
         # The terminal lives in the node supervisor, which outlives its agent.
