@@ -111,6 +111,7 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
   rank.uid = account ? account->uid : ::geteuid();
   rank.gid = account ? account->gid : ::getegid();
   rank.workdir = plan.workdir;
+  rank.tty = spec.interactive;
   if (auto home = plan.run_env.find("HOME"); home != plan.run_env.end()) {
     struct stat st {};
     if (::stat(home->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) rank.home = home->second;

@@ -352,6 +352,7 @@ std::string StepScript(const ContainerHost& host, const ContainerRank& rank, boo
   }
   for (const std::string& mount : rank.spec.mounts) args.insert(args.end(), {"-v", mount});
   for (const std::string& env : rank.env_names) args.insert(args.end(), {"--env", env});
+  if (run && rank.tty) args.insert(args.end(), {"--interactive", "--tty"});
   args.push_back(rank.spec.image);
   args.insert(args.end(), {"-c", fmt::format("if command -v bash >/dev/null 2>&1; then exec bash "
                                              "{0}; fi; exec sh {0}",

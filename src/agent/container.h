@@ -100,6 +100,10 @@ struct ContainerRank {
   // container and run there by bash (sh where the image has no bash).
   std::string setup_script;
   std::string run_script;
+  // An interactive job's (`interactive: true`): the run step's podman passes its terminal (the
+  // rank's, supervise/terminal.h) on to the container's (--interactive --tty): keys, window size
+  // and Ctrl-C reach the container's processes.
+  bool tty = false;
 };
 
 // The user's image store: <store_dir>/<uid>; and their run dir: <run_dir>/<uid>, with podman's

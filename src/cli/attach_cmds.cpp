@@ -233,6 +233,7 @@ struct ShellFlags {
   std::string memory;
   std::string time_limit;
   std::string pool;
+  std::string image;
 };
 
 // `berth shell`: an interactive job running a login shell, attached to as soon as it runs.
@@ -241,7 +242,10 @@ int Shell(const GlobalFlags& g, const ShellFlags& f) {
   std::error_code ec;
   const std::string here = std::filesystem::current_path(ec).string();
   // In this directory where the node has it (a shared file system), else in the user's home.
-  exec.args = {"cd -- " + ShellQuote(here) + " 2>/dev/null || cd; exec bash -l"};
+  // bash where there is one (an image may have only sh).
+  exec.args = {"cd -- " + ShellQuote(here) +
+               " 2>/dev/null || cd; if command -v bash >/dev/null 2>&1; then exec bash -l; fi; "
+               "exec sh -l"};
   exec.command = true;
   exec.interactive = true;
   exec.name = f.name;
@@ -250,7 +254,10 @@ int Shell(const GlobalFlags& g, const ShellFlags& f) {
   exec.memory = f.memory;
   exec.time_limit = f.time_limit;
   exec.pool = f.pool;
-  exec.workdir = "node:/";  // the run step moves on from there (above)
+  exec.image = f.image;
+  // The run step moves on from / (above); a container mounts its work dir at the same path, so one
+  // in an image starts in this directory, which the node must have (as a batch job's default).
+  if (f.image.empty()) exec.workdir = "node:/";
   return Exec(g, exec);
 }
 
@@ -491,6 +498,9 @@ void AddShellCommand(CommandContext& c) {
   shell->add_option("--memory", flags.memory, "Memory in GiB (default: none reserved)");
   shell->add_option("--time", flags.time_limit, "Time limit, e.g. 4h (default: none)");
   shell->add_option("--pool", flags.pool, "Only on nodes of this pool");
+  shell->add_option("--image", flags.image,
+                    "The shell runs in this container image (as the YAML's resources.image_id: "
+                    "docker:IMAGE), on nodes that run containers");
   shell->add_option("-n,--name", flags.name, "Job name (default shell)");
   c.AddGlobal(shell);
   shell->callback([&] { c.rc = Shell(c.g, flags); });

@@ -387,11 +387,6 @@ Status ValidateSpec(const JobSpec& spec) {
     return Status::Invalid("workdir contains a NUL byte");
   }
   BERTH_RETURN_IF_ERROR(CheckUploads(spec));
-  if (spec.interactive && spec.container) {
-    return Status::Invalid(
-        "interactive: a terminal inside a container image is not supported yet; run the "
-        "interactive job on the node's own system, or the image's command as a batch job");
-  }
   if (spec.container) {
     BERTH_RETURN_IF_ERROR(CheckContainer(*spec.container));
     for (const FileMount& m : spec.file_mounts) {

@@ -162,6 +162,25 @@ class ContainerTest(BerthTestCase):
         self.assertEqual(self.blob_downloads(), before)
         self.assertEqual(history["status"], "SUCCEEDED")
 
+    def test_an_interactive_job_in_its_image(self):
+        # The rank's terminal is handed on to the container's: a terminal inside, keys typed reach it,
+        # and attach exits with its exit code.
+        job = self.submit(self.task(["test -t 0 && echo tty-inside-$(tr ' ' - < /etc/layer2.txt)",
+                                     "read -r x", 'echo "got:$x"', "exit 3"],
+                                    extra="interactive: true\n"))
+        self.b.wait_status(job, "RUNNING", timeout=180, env=self.env)
+        rc, out, err = self.b.run("attach", job, input="typed\n", env=self.env, check=False,
+                                  timeout=120)
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("tty-inside-second-layer", out)
+        self.assertIn("got:typed", out)
+        # berth shell --image: a login shell (sh, where the image has no bash) in this directory.
+        rc, out, err = self.b.run("shell", "--image", self.image, "--memory", "0.5", env=self.env,
+                                  cwd=self.work, input="echo in-shell-$((6*7)) $PWD; exit 4\n",
+                                  check=False, timeout=120)
+        self.assertEqual(rc, 4, out + err)
+        self.assertIn(f"in-shell-42 {self.work}", out)
+
     def test_an_unknown_image_fails_the_job_not_the_node(self):
         self.image = f"127.0.0.1:{self.port}/bb:nope"
         job = self.submit(self.task(["echo never"]))

@@ -53,6 +53,18 @@ ContainerRank Rank() {
   return rank;
 }
 
+// An interactive rank's run step hands its terminal on to the container's; its setup does not.
+TEST(ContainerTest, AnInteractiveRunStepGivesTheContainerATerminal) {
+  ContainerRank rank = Rank();
+  EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/true),
+              Not(HasSubstr("--tty")));
+  rank.tty = true;
+  EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/true),
+              HasSubstr(" --interactive --tty "));
+  EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/false),
+              Not(HasSubstr("--tty")));
+}
+
 TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   ContainerRank rank = Rank();
   rank.uid = 1000;  // not root, whose own jobs run rootful

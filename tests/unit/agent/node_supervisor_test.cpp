@@ -423,6 +423,26 @@ TEST_F(NodeSupervisorTest, ACommandRunIntoARankIsOneOfItsOwn) {
       << refused.controls();
 }
 
+// As root, a command run into another user's rank runs as that user.
+TEST_F(NodeSupervisorTest, ACommandRunIntoAnotherUsersRankRunsAsThatUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running a rank as another user needs root";
+  SupervisorLauncher launcher(BERTH_BIN, root_);
+  std::string dir = NewJob(1, "sleep 300");
+  auto plan = ReadRunPlan(dir);
+  ASSERT_TRUE(plan.ok());
+  plan->run_as = RunPlan::RunAs{"nobody", 65534, 65534, {65534}};
+  plan->workdir = "/";
+  ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
+  auto pid = launcher.Start(dir);
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(WaitFor([&] { return Running(dir); }, 10'000));
+  Leg exec(root_, ExecLine(dir, "id -u; id -g; pwd", false));
+  ASSERT_TRUE(exec.ReadUntil([&] { return exec.closed(); })) << exec.output();
+  EXPECT_EQ(exec.output(), "65534\n65534\n/\n");
+  launcher.Stop(*pid, dir);
+  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+}
+
 // A command whose leg goes away is hung up; one still running when its rank stops goes with it.
 TEST_F(NodeSupervisorTest, ACommandRunIntoARankEndsWithItsLegOrItsRank) {
   SupervisorLauncher launcher(BERTH_BIN, root_);

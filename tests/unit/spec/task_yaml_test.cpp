@@ -26,14 +26,16 @@ std::string ErrorOf(const std::string& yaml) {
   return parsed.ok() ? "" : parsed.status().message();
 }
 
-TEST(TaskYaml, InteractiveIsTrueOrFalseAndNotInAContainer) {
+TEST(TaskYaml, InteractiveIsTrueOrFalseInAContainerToo) {
   EXPECT_FALSE(MustParse("run: bash\n").spec.interactive);
   EXPECT_TRUE(MustParse("interactive: true\nrun: bash\n").spec.interactive);
   EXPECT_FALSE(MustParse("interactive: false\nrun: bash\n").spec.interactive);
   EXPECT_THAT(ErrorOf("run: bash\ninteractive: yes please\n"),
               HasSubstr("task.yaml:2: interactive: expected true or false"));
-  EXPECT_THAT(ErrorOf("interactive: true\nresources:\n  image_id: docker:busybox\nrun: sh\n"),
-              HasSubstr("interactive: a terminal inside a container image is not supported yet"));
+  const JobSpec in_image =
+      MustParse("interactive: true\nresources:\n  image_id: docker:busybox\nrun: sh\n").spec;
+  EXPECT_TRUE(in_image.interactive);
+  ASSERT_TRUE(in_image.container.has_value());
 }
 
 // The example of docs/design.md "Task YAML", comments and all: every field lands where it should.
