@@ -434,8 +434,17 @@ void Agent::RunExec(const proto::ExecMessage& m) {
         return Status::NotFound("it does not run here");
       }
     }
-    return launcher_.OpenExecLeg(options_.state_dir + "/jobs/" + KeyOf(m.id()), m.command, m.tty,
-                                 m.rows, m.cols);
+    const std::string dir = options_.state_dir + "/jobs/" + KeyOf(m.id());
+    auto plan = ReadRunPlan(dir);
+    if (!plan.ok()) return plan.status();
+    if (plan->pull.empty()) {
+      return launcher_.OpenExecLeg(dir, m.command, m.tty, m.rows, m.cols, /*container=*/false);
+    }
+    // A rank in a container: the command enters it (podman exec, as the rank's user).
+    const uid_t uid = plan->run_as ? plan->run_as->uid : ::geteuid();
+    return launcher_.OpenExecLeg(
+        dir, ExecIntoContainerScript(containers_, "berth-" + KeyOf(m.id()), uid, m.command, m.tty),
+        m.tty, m.rows, m.cols, /*container=*/true);
   });
 }
 

@@ -332,6 +332,13 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   return s + "echo \"berth: image $image is $digest\"\n";
 }
 
+std::string ExecIntoContainerScript(const ContainerHost& host, const std::string& name, uid_t uid,
+                                    const std::string& command, bool tty) {
+  return "export XDG_RUNTIME_DIR=" + ShellQuote(UserRunDir(host, uid) + "/xdg") + "\nexec " +
+         PodmanCommand(host, uid) + " exec" + (tty ? " --interactive --tty" : "") + " " +
+         ShellQuote(name + "-run") + " /bin/sh -c " + ShellQuote(command) + "\n";
+}
+
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run) {
   const std::string name = rank.name + (run ? "-run" : "-setup");
   std::vector<std::string> args = {

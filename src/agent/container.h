@@ -140,5 +140,10 @@ std::optional<std::string> LastPullProgress(std::string_view output);
 std::string FormatDownloaded(int64_t bytes);
 // A step's script: `podman run` of the image running `script_in_container` (a mounted script).
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run);
+// What `berth exec --into` runs for a rank in a container (`name`: ContainerRank::name, its user
+// `uid`): `podman exec` of `command` with sh in the rank's running container (its run step's),
+// on a terminal of its own with `tty`.
+std::string ExecIntoContainerScript(const ContainerHost& host, const std::string& name, uid_t uid,
+                                    const std::string& command, bool tty);
 
 }  // namespace berth

@@ -106,12 +106,15 @@ Result<int> SupervisorLauncher::OpenTerminalLeg(const std::string& dir, int64_t 
 }
 
 Result<int> SupervisorLauncher::OpenExecLeg(const std::string& dir, const std::string& command,
-                                            bool tty, int rows, int cols) {
-  return OpenLeg(
-      "exec " +
-      SerializeJson(json::object{
-          {"dir", dir}, {"command", command}, {"tty", tty}, {"rows", rows}, {"cols", cols}}) +
-      "\n");
+                                            bool tty, int rows, int cols, bool container) {
+  return OpenLeg("exec " +
+                 SerializeJson(json::object{{"dir", dir},
+                                            {"command", command},
+                                            {"tty", tty},
+                                            {"rows", rows},
+                                            {"cols", cols},
+                                            {"container", container}}) +
+                 "\n");
 }
 
 Result<int> SupervisorLauncher::OpenLeg(const std::string& line) {

@@ -45,8 +45,9 @@ class Launcher {
   // A connection of its own to the supervisor of the running rank in `dir`, on which it runs
   // `command` into the rank (`exec`, supervise/node_supervisor.h): the leg of the command's own
   // terminal (a pseudo-terminal of rows x cols with `tty`). The default is Unavailable.
+  // `container`: the command itself enters the rank's container (a container rank refuses others).
   virtual Result<int> OpenExecLeg(const std::string& /*dir*/, const std::string& /*command*/,
-                                  bool /*tty*/, int /*rows*/, int /*cols*/) {
+                                  bool /*tty*/, int /*rows*/, int /*cols*/, bool /*container*/) {
     return Status::Unavailable("this node's launcher runs no command into a job");
   }
 };
@@ -63,7 +64,7 @@ class SupervisorLauncher final : public Launcher {
   bool Alive(pid_t pid) override;
   Result<int> OpenTerminalLeg(const std::string& dir, int64_t offset) override;
   Result<int> OpenExecLeg(const std::string& dir, const std::string& command, bool tty, int rows,
-                          int cols) override;
+                          int cols, bool container) override;
 
  private:
   // Connects to the node supervisor, starting one if none answers and `start` is set.

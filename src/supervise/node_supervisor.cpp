@@ -435,8 +435,11 @@ class NodeSupervisor {
       return Refuse(fd, "the job's rank is not running here (it has not started, or is ending)");
     }
     Rank& rank = *it->second;
-    if (!rank.plan.pull.empty()) {
-      return Refuse(fd, "exec into a job in a container image is not supported yet");
+    // A container rank's command must enter its container itself (the agent's podman exec), or
+    // it would run on the node's system.
+    const json::value* container = o.if_contains("container");
+    if (!rank.plan.pull.empty() && !(container && container->is_bool() && container->as_bool())) {
+      return Refuse(fd, "the job runs in a container image: its command must enter it");
     }
     const bool with_tty = tty && tty->as_bool();
     auto terminal = std::make_shared<RankTerminal>();

@@ -27,8 +27,10 @@
 //               leg of the command's own terminal, framed as above: a pseudo-terminal of R x C
 //               with "tty", else a socket that takes its stdout and stderr (its stdin is empty).
 //               At the command's exit {"exit":CODE,"reason":""} and a close; a leg that goes
-//               away first sends the command SIGHUP and SIGTERM. A rank not running (or in a
-//               container image) gets {"error":"..."} and a close.
+//               away first sends the command SIGHUP and SIGTERM. A rank not running gets
+//               {"error":"..."} and a close, and so does one in a container image unless the
+//               request says "container":true (the command enters the container itself: the
+//               agent's `podman exec`).
 //
 // It is a child subreaper, starts each step's bash with clone(CLONE_VM | CLONE_VFORK) straight
 // from its own small image (no per-job process of its own), reaps on SIGCHLD through a signalfd,

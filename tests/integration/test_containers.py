@@ -169,6 +169,13 @@ class ContainerTest(BerthTestCase):
                                      "read -r x", 'echo "got:$x"', "exit 3"],
                                     extra="interactive: true\n"))
         self.b.wait_status(job, "RUNNING", timeout=180, env=self.env)
+        # exec --into enters the running container: its image, work dir and user.
+        rc, out, err = self.b.run("exec", "--into", job, "--", "cat /etc/layer2.txt; pwd; id -u",
+                                  env=self.env, check=False, timeout=120)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out, f"second layer\n{self.work}\n{self.user.pw_uid}\n")
+        rc, _, _ = self.b.run("exec", "--into", job, "--", "exit 9", env=self.env, check=False)
+        self.assertEqual(rc, 9)
         rc, out, err = self.b.run("attach", job, input="typed\n", env=self.env, check=False,
                                   timeout=120)
         self.assertEqual(rc, 3, out + err)

@@ -65,6 +65,19 @@ TEST(ContainerTest, AnInteractiveRunStepGivesTheContainerATerminal) {
               Not(HasSubstr("--tty")));
 }
 
+// exec --into a container rank: podman exec into its run container, as its user with their store.
+TEST(ContainerTest, ExecIntoAContainerEntersItsRunContainer) {
+  const std::string s = ExecIntoContainerScript(Host("/usr/bin/podman", "/s"), "berth-7-0-1", 1000,
+                                                "cat /etc/os-release; echo hi", true);
+  EXPECT_THAT(s, HasSubstr("export XDG_RUNTIME_DIR=/s/short/1000/xdg\n"));
+  EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root /s/1000/storage "));
+  EXPECT_THAT(s, HasSubstr(" exec --interactive --tty berth-7-0-1-run /bin/sh -c "
+                           "'cat /etc/os-release; echo hi'\n"));
+  EXPECT_THAT(
+      ExecIntoContainerScript(Host("/usr/bin/podman", "/s"), "berth-7-0-1", 1000, "ls", false),
+      HasSubstr(" exec berth-7-0-1-run /bin/sh -c ls\n"));
+}
+
 TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   ContainerRank rank = Rank();
   rank.uid = 1000;  // not root, whose own jobs run rootful
