@@ -55,6 +55,16 @@ class PortForwardTest(BerthTestCase):
                         if p.poll() is not None else line)
         return p, int(line.split()[1].split(":")[1])
 
+    def refused(self, job, port):
+        """A connection forwarded to `port` of `job` that the node refuses: it is closed at once, and
+        the command's stderr (returned) says why."""
+        forward, local = self.start_forward(job, f":{port}")
+        with socket.create_connection(("127.0.0.1", local), timeout=10) as s:
+            s.settimeout(30 * SCALE)
+            self.assertEqual(s.recv(100), b"")
+        forward.terminate()
+        return forward.communicate(timeout=30)[1]
+
     def test_reaches_the_jobs_server_and_ends_with_the_job(self):
         b = self.b
         b.local_up("", 1, "--cpus", "4")
@@ -75,13 +85,7 @@ class PortForwardTest(BerthTestCase):
 
         # Nothing of the job's listens on this port: the connection is refused, saying why.
         empty = free_port()
-        nowhere, nowhere_local = self.start_forward(job, f":{empty}")
-        with socket.create_connection(("127.0.0.1", nowhere_local), timeout=10) as s:
-            s.settimeout(30 * SCALE)
-            self.assertEqual(s.recv(100), b"")
-        nowhere.terminate()
-        _, err = nowhere.communicate(timeout=30)
-        self.assertIn(f"nothing listens on port {empty}", err)
+        self.assertIn(f"nothing listens on port {empty}", self.refused(job, empty))
 
         # The job ends: so does the forward.
         b.run("cancel", job)
@@ -104,13 +108,7 @@ class PortForwardTest(BerthTestCase):
         with socket.socket() as mine:
             mine.bind(("127.0.0.1", 0))
             mine.listen(1)
-            forward, local = self.start_forward(job, f":{mine.getsockname()[1]}")
-            with socket.create_connection(("127.0.0.1", local), timeout=10) as s:
-                s.settimeout(30 * SCALE)
-                self.assertEqual(s.recv(100), b"")
-            forward.terminate()
-            _, err = forward.communicate(timeout=30)
-        self.assertIn("no process of this rank does", err)
+            self.assertIn("no process of this rank does", self.refused(job, mine.getsockname()[1]))
 
     def test_another_users_job_is_refused_before_listening(self):
         b = self.b

@@ -401,27 +401,47 @@ std::string ReadToEof(int fd) {
   }
 }
 
-// Two streams relayed end to end through two WebSockets (a CLI's and an agent's): 8 MiB one way,
-// the half-close passed on, then the answer the other way after it, and both relays end Ok.
-TEST(WebSocket, AStreamCarriesBytesAndHalfClosesBothWays) {
-  std::mutex mu;
-  std::shared_ptr<WebSocket> waiting;
-  HttpServerOptions o;
-  o.threads = 2;
-  HttpServer server(o, PairHandler(&mu, &waiting));
-  ASSERT_TRUE(server.Start().ok());
-  HttpClient client("http://127.0.0.1:" + std::to_string(server.port()), "");
-  std::unique_ptr<WebSocketClient> a, b;
-  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &a, 1 << 20).ok());
-  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &b, 1 << 20).ok());
-  ASSERT_TRUE(a && b);
-  int pa[2], pb[2];  // [0]: the relay's end, [1]: the test's (the "user" and the "job")
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa), 0);
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb), 0);
-  std::atomic<bool> stop{false};
-  auto relay_a = std::async(std::launch::async, [&] { return RelayStream(*a, pa[0], stop); });
-  auto relay_b = std::async(std::launch::async, [&] { return RelayStream(*b, pb[0], stop); });
+// Two WebSockets (a CLI's and an agent's) paired by the server, each relaying a socket pair's end
+// (RelayStream): the test holds the other ends, pa[1] (the "user") and pb[1] (the "job").
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpServerOptions o;
+    o.threads = 2;
+    server_ = std::make_unique<HttpServer>(o, PairHandler(&mu_, &waiting_));
+    ASSERT_TRUE(server_->Start().ok());
+    client_ =
+        std::make_unique<HttpClient>("http://127.0.0.1:" + std::to_string(server_->port()), "");
+    ASSERT_TRUE(client_->OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &a, 1 << 20).ok());
+    ASSERT_TRUE(client_->OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &b, 1 << 20).ok());
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa), 0);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb), 0);
+    relay_a = std::async(std::launch::async, [this] { return RelayStream(*a, pa[0], stop_); });
+    relay_b = std::async(std::launch::async, [this] { return RelayStream(*b, pb[0], stop_); });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (relay_a.valid()) relay_a.wait();
+    if (relay_b.valid()) relay_b.wait();
+    for (int fd : {pa[0], pa[1], pb[0], pb[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
 
+  std::mutex mu_;
+  std::shared_ptr<WebSocket> waiting_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<HttpClient> client_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<WebSocketClient> a, b;
+  int pa[2] = {-1, -1}, pb[2] = {-1, -1};
+  std::future<Status> relay_a, relay_b;
+};
+
+// 8 MiB one way, the half-close passed on, then the answer the other way after it, and both
+// relays end Ok.
+TEST_F(StreamTest, ItCarriesBytesAndHalfClosesBothWays) {
   std::string request(8 << 20, '\0');
   for (size_t i = 0; i < request.size(); ++i) request[i] = static_cast<char>(i * 31 + i / 4096);
   auto writer = std::async(std::launch::async, [&] {
@@ -445,27 +465,10 @@ TEST(WebSocket, AStreamCarriesBytesAndHalfClosesBothWays) {
   Status ended_a = relay_a.get(), ended_b = relay_b.get();
   EXPECT_TRUE(ended_a.ok()) << ended_a.message();
   EXPECT_TRUE(ended_b.ok()) << ended_b.message();
-  for (int fd : {pa[0], pa[1], pb[0], pb[1]}) ::close(fd);
 }
 
 // A reset on one side ends its relay with the failure, and the other relay ends too.
-TEST(WebSocket, AStreamWhoseSocketIsResetEndsBothRelays) {
-  std::mutex mu;
-  std::shared_ptr<WebSocket> waiting;
-  HttpServerOptions o;
-  o.threads = 2;
-  HttpServer server(o, PairHandler(&mu, &waiting));
-  ASSERT_TRUE(server.Start().ok());
-  HttpClient client("http://127.0.0.1:" + std::to_string(server.port()), "");
-  std::unique_ptr<WebSocketClient> a, b;
-  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &a, 1 << 20).ok());
-  ASSERT_TRUE(client.OpenWebSocket("/pair", kStreamSubprotocol, 5'000, &b, 1 << 20).ok());
-  int pa[2], pb[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa), 0);
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb), 0);
-  std::atomic<bool> stop{false};
-  auto relay_a = std::async(std::launch::async, [&] { return RelayStream(*a, pa[0], stop); });
-  auto relay_b = std::async(std::launch::async, [&] { return RelayStream(*b, pb[0], stop); });
+TEST_F(StreamTest, AResetSocketEndsBothRelays) {
   ASSERT_EQ(::write(pa[1], "x", 1), 1);
   char c = 0;
   ASSERT_EQ(::read(pb[1], &c, 1), 1);
@@ -476,6 +479,7 @@ TEST(WebSocket, AStreamWhoseSocketIsResetEndsBothRelays) {
   }
   // The job's side goes away with bytes unread: a reset, which its relay reads as a failure.
   ::close(pb[1]);
+  pb[1] = -1;
   ASSERT_EQ(relay_b.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   Status failed = relay_b.get();
   EXPECT_FALSE(failed.ok());
@@ -485,7 +489,6 @@ TEST(WebSocket, AStreamWhoseSocketIsResetEndsBothRelays) {
   b.reset();
   ASSERT_EQ(relay_a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   (void)relay_a.get();
-  for (int fd : {pa[0], pa[1], pb[0]}) ::close(fd);
 }
 
 }  // namespace
