@@ -199,7 +199,10 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
       }
     }
     if (Status pumped = ws.Pump(); !pumped.ok()) {
-      if (ending.error.empty() && !ending.exited) ending.error = pumped.message();
+      // A connection that broke (the server or the network went away) is a lost session, dialled
+      // again by the caller; only a broken protocol is an error.
+      const bool lost = pumped.code() == Code::kUnavailable && ws.closed();
+      if (!lost && ending.error.empty() && !ending.exited) ending.error = pumped.message();
       break;
     }
     while (auto message = ws.TakeMessage()) {

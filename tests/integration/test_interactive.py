@@ -3,7 +3,7 @@ its own): keys reach the job and its output comes back; a resized window is the 
 new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
 exit code; a client killed mid-session leaves the job running, and attaching again replays what the
 job printed and goes on. Without a terminal (a pipe) the typing still goes through, and Ctrl-C twice
-within a second ends the job. A batch job is
+within a second ends the job. A server killed and restarted mid-session is dialled through. A batch job is
 followed instead; another user's job is refused (403). `exec --into` runs a command inside a running
 job (its cgroup, user, environment and work dir), with or without a terminal. With --interactive-idle-limit, a job no one is
 attached to ends, and one with a client attached does not.
@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 import unittest
+import urllib.request
 
 from harness import BERTH_BIN, SCALE, BerthTestCase, http_unix
 
@@ -233,6 +234,48 @@ class InteractiveTest(BerthTestCase):
         self.tmux("send-keys", "-t", "r", "again", "Enter")
         self.wait_screen("r", lambda t: "after:again" in t, "the job's answer")
         self.assertEqual(self.wait_rc(rc_file), 6)
+
+    def test_a_server_restart_mid_session_is_dialled_through(self):
+        # The server dies hard and comes back on its port: the client dials again by itself, and
+        # the session goes on where it was (the terminal lives on the node).
+        b = self.b
+        state = self.path("server-state")
+        server = b.start_server(state_dir=state)
+        port = server.url.rsplit(":", 1)[1]
+        b.start_agent(server.url, name="node-0", gpus="")
+        env = {"BERTH_SERVER": server.url}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write("restart.yaml", "name: restart\ninteractive: true\nrun: |\n"
+                                          "  echo before\n  read -r x\n  echo \"after:$x\"\n  exit 6\n")
+        job = b.submit(path, env=env)
+        b.wait_status(job, "RUNNING", env=env)
+        client = subprocess.Popen([BERTH_BIN, "attach", str(job)], env={**b.env, **env},
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        b.clients.append(client)
+        self.assertEqual(client.stdout.readline().strip(), "before")
+        server.kill(signal.SIGKILL)
+        server = b.start_server(state_dir=state, listen=f"127.0.0.1:{port}")
+        b.wait_nodes_up(["node-0"], env=env)
+
+        def sessions():
+            with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("berth_interactive_sessions "):
+                        return float(line.split()[1])
+            return 0.0
+        def dialled():
+            if client.poll() is not None:
+                raise AssertionError(f"attach exited {client.returncode}: {client.stderr.read()}")
+            return sessions() == 1
+        b.wait_until(dialled, timeout=60, message="the client to dial again")
+        time.sleep(0.5)  # the node's side joins it
+        client.stdin.write("again\n")
+        client.stdin.flush()
+        self.assertEqual(client.wait(timeout=60 * SCALE), 6)
+        out = client.stdout.read()
+        self.assertIn("after:again", out)
+        self.assertIn("was lost", client.stderr.read())
 
     def test_a_batch_job_is_followed_instead(self):
         batch = self.b.submit("--", "echo out-of-batch; exit 2")
