@@ -334,9 +334,15 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
 
 std::string ExecIntoContainerScript(const ContainerHost& host, const std::string& name, uid_t uid,
                                     const std::string& command, bool tty) {
-  return "export XDG_RUNTIME_DIR=" + ShellQuote(UserRunDir(host, uid) + "/xdg") + "\nexec " +
-         PodmanCommand(host, uid) + " exec" + (tty ? " --interactive --tty" : "") + " " +
-         ShellQuote(name + "-run") + " /bin/sh -c " + ShellQuote(command) + "\n";
+  const std::string podman = PodmanCommand(host, uid);
+  const std::string container = ShellQuote(name + "-run");
+  // The job is RUNNING once its run step started, which may be before podman has made the
+  // container: wait for it (up to a minute; podman exec then says what is wrong).
+  return "export XDG_RUNTIME_DIR=" + ShellQuote(UserRunDir(host, uid) + "/xdg") +
+         "\nfor _ in $(seq 600); do\n  [ \"$(" + podman + " container inspect --format " +
+         "'{{.State.Running}}' " + container + " 2>/dev/null)\" = true ] && break\n  sleep 0.1\n" +
+         "done\nexec " + podman + " exec" + (tty ? " --interactive --tty" : "") + " " + container +
+         " /bin/sh -c " + ShellQuote(command) + "\n";
 }
 
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run) {

@@ -142,7 +142,8 @@ std::string FormatDownloaded(int64_t bytes);
 std::string StepScript(const ContainerHost& host, const ContainerRank& rank, bool run);
 // What `berth exec --into` runs for a rank in a container (`name`: ContainerRank::name, its user
 // `uid`): `podman exec` of `command` with sh in the rank's running container (its run step's),
-// on a terminal of its own with `tty`.
+// on a terminal of its own with `tty`, once that container runs (the rank is RUNNING from its run
+// step's start, which may be before podman has made the container).
 std::string ExecIntoContainerScript(const ContainerHost& host, const std::string& name, uid_t uid,
                                     const std::string& command, bool tty);
 

@@ -71,6 +71,10 @@ TEST(ContainerTest, ExecIntoAContainerEntersItsRunContainer) {
                                                 "cat /etc/os-release; echo hi", true);
   EXPECT_THAT(s, HasSubstr("export XDG_RUNTIME_DIR=/s/short/1000/xdg\n"));
   EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root /s/1000/storage "));
+  EXPECT_THAT(s, HasSubstr("container inspect --format '{{.State.Running}}' berth-7-0-1-run"));
+  // Valid shell.
+  const std::string check = "bash -n -c " + ShellQuote(s);
+  EXPECT_EQ(std::system(check.c_str()), 0) << s;
   EXPECT_THAT(s, HasSubstr(" exec --interactive --tty berth-7-0-1-run /bin/sh -c "
                            "'cat /etc/os-release; echo hi'\n"));
   EXPECT_THAT(
