@@ -510,15 +510,16 @@ class NodeSupervisor {
   // A command whose client went away goes too, as over a dropped ssh connection: SIGHUP and
   // SIGTERM to its process group (SIGKILL comes with its rank's end, if it lingers).
   void HangUpUnwatchedExecs() {
-    for (auto& [pid, exec] : execs_) {
+    for (auto& entry : execs_) {
+      RankExec& exec = entry.second;
       if (exec.hung_up) continue;
-      const bool watched = std::any_of(legs_.begin(), legs_.end(), [&](const Leg& leg) {
+      const bool watched = std::any_of(legs_.begin(), legs_.end(), [&exec](const Leg& leg) {
         return leg.fd >= 0 && leg.terminal == exec.terminal;
       });
       if (watched) continue;
       exec.hung_up = true;
-      ::kill(-pid, SIGHUP);
-      ::kill(-pid, SIGTERM);
+      ::kill(-entry.first, SIGHUP);
+      ::kill(-entry.first, SIGTERM);
     }
   }
 
