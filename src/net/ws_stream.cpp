@@ -7,26 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "common/sockets.h"
+
 namespace berth::net {
-
-namespace {
-
-// Sends what `out` holds from *pos on, as much as the socket takes now. False when it failed.
-bool SendSome(int fd, const std::string& out, size_t* pos) {
-  while (*pos < out.size()) {
-    ssize_t n = ::send(fd, out.data() + *pos, out.size() - *pos, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *pos += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 Status RelayStream(WebSocketClient& ws, int fd, const std::atomic<bool>& stop) {
   std::string to_fd;  // the WebSocket's bytes, not yet written to the socket
@@ -44,7 +27,7 @@ Status RelayStream(WebSocketClient& ws, int fd, const std::atomic<bool>& stop) {
         to_fd += *message;
       }
     }
-    if (!SendSome(fd, to_fd, &to_fd_pos)) {
+    if (!SendPending(fd, to_fd, &to_fd_pos)) {
       (void)ws.CloseAndWait(4001, "the connection was reset", 2'000);
       return Status::Unavailable(std::string("the connection failed: ") + std::strerror(errno));
     }

@@ -108,20 +108,4 @@ Result<std::optional<TermFrame>> TakeTermFrame(std::string_view in, size_t* used
       TermFrame{static_cast<TermChannel>(b[0]), std::string(in.substr(5, n))});
 }
 
-bool SendPending(int fd, const std::string& out, size_t* pos) {
-  while (*pos < out.size()) {
-    ssize_t n = ::send(fd, out.data() + *pos, out.size() - *pos, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *pos += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return true;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace berth

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/sockets.h"  // SendPending, for the legs
 #include "common/status.h"
 #include "common/term_channel.h"
 
@@ -68,9 +69,5 @@ struct TermFrame {
   std::string payload;
 };
 Result<std::optional<TermFrame>> TakeTermFrame(std::string_view in, size_t* used);
-
-// Sends what `out` holds past *pos on the socket `fd` without blocking, advancing *pos, until all
-// of it is sent or the socket is full. False when the peer is gone.
-bool SendPending(int fd, const std::string& out, size_t* pos);
 
 }  // namespace berth
