@@ -13,7 +13,7 @@ for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libboost1.81-dev libboost-json1.81-dev
   libyaml-cpp-dev libsqlite3-dev libpq-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev

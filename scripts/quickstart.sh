@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF >/dev/null
+source scripts/configure.sh
+berth_configure build -DCMAKE_BUILD_TYPE=Release -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF
 cmake --build build --target berth -j"$(nproc)"
 
 berth=build/src/berth

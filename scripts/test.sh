@@ -6,52 +6,55 @@
 #   - builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests under them;
 #   - builds again with ThreadSanitizer and runs the tests under it.
 #   BERTH_SKIP_SANITIZE=1  skips the sanitizer passes (ASan and TSan).
-# Every configuration names its options explicitly (a cache left by scripts/quickstart.sh, which
-# builds without tests, must not make a pass run nothing), and ctest fails when it finds no tests.
+# Every build is a unity build (scripts/configure.sh). Every configuration names its options
+# explicitly (a cache left by scripts/quickstart.sh, which builds without tests, must not make a pass
+# run nothing), and ctest fails when it finds no tests. Each stage says when it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh --for-tests
+source scripts/configure.sh
+stage() { echo "== $* (${SECONDS} s in)"; }
 jobs=$(nproc)
 ctest_args=(--output-on-failure -j"$jobs" --no-tests=error)
 
-echo "== format (clang-format --dry-run --Werror)"
+stage "format (clang-format --dry-run --Werror)"
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
 
-echo "== build (RelWithDebInfo)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
-  -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF >/dev/null
+stage "build (RelWithDebInfo)"
+berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
+  -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF
 cmake --build build -j"$jobs"
-echo "== tests"
+stage "tests"
 (cd build && ctest "${ctest_args[@]}" --timeout 900)
 
-echo "== lock annotations (clang -Wthread-safety)"
-cmake -S . -B build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
-  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF >/dev/null
+stage "lock annotations (clang -Wthread-safety)"
+berth_configure build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
+  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF
 cmake --build build-tsa -j"$jobs" --target berth_common berth_store berth_server berth_agent
 
 if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   # The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers.
   export BERTH_GANG_RACE_ROUNDS=6
-  echo "== build (ASan + UBSan)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF >/dev/null
+  stage "build (ASan + UBSan)"
+  berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF
   cmake --build build-asan -j"$jobs"
-  echo "== tests under ASan + UBSan"
+  stage "tests under ASan + UBSan"
   (
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     cd build-asan && ctest "${ctest_args[@]}" --timeout 1500
   )
 
-  echo "== build (TSan)"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF >/dev/null
+  stage "build (TSan)"
+  berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF
   cmake --build build-tsan -j"$jobs"
-  echo "== tests under TSan"
+  stage "tests under TSan"
   (
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
     cd build-tsan && ctest "${ctest_args[@]}" --timeout 1500
   )
 fi
-echo "== all tests passed"
+stage "all tests passed"

@@ -116,7 +116,7 @@ NodeResources DiscoverNode(const std::string& declared_gpus) {
 namespace {
 
 // "00000000:3B:00.0" (nvidia-smi) and "0000:3b:00.0" (the driver's /proc) -> "3b:00.0".
-std::string NormalizeBusId(std::string id) {
+std::string BusWithoutDomain(std::string id) {
   for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const size_t colon = id.find(':');
   return colon == std::string::npos ? id : id.substr(colon + 1);
@@ -133,7 +133,7 @@ std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
       if (colon == std::string::npos || Trim(line.substr(0, colon)) != "Device Minor") continue;
       const std::string value = Trim(line.substr(colon + 1));
       if (!value.empty() && std::all_of(value.begin(), value.end(), ::isdigit)) {
-        minor_of_bus[NormalizeBusId(bus)] = std::stoi(value);
+        minor_of_bus[BusWithoutDomain(bus)] = std::stoi(value);
       }
     }
   }
@@ -143,7 +143,7 @@ std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
     if (comma == std::string::npos) continue;
     const std::string index = Trim(line.substr(0, comma));
     if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) continue;
-    auto minor = minor_of_bus.find(NormalizeBusId(Trim(line.substr(comma + 1))));
+    auto minor = minor_of_bus.find(BusWithoutDomain(Trim(line.substr(comma + 1))));
     if (minor != minor_of_bus.end()) minors[std::stoi(index)] = minor->second;
   }
   return minors;

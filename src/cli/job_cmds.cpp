@@ -579,7 +579,7 @@ int Requeue(const GlobalFlags& g, const std::vector<int64_t>& ids) {
 
 namespace {
 
-std::string Num(const json::value* v) {
+std::string NumText(const json::value* v) {
   if (v == nullptr || v->is_null()) return "-";
   if (v->is_double()) {
     const double d = v->as_double();
@@ -625,39 +625,39 @@ void PrintWaiting(const json::object& w) {
   const json::value* position = w.if_contains("position");
   if (position == nullptr) return;
   const std::string team =
-      Num(w.if_contains("team")) == "-" ? "(default)" : Num(w.if_contains("team"));
-  fmt::print("  in line:    #{} of the waiting jobs, #{} in team {}\n", Num(position),
-             Num(w.if_contains("team_position")), team);
+      NumText(w.if_contains("team")) == "-" ? "(default)" : NumText(w.if_contains("team"));
+  fmt::print("  in line:    #{} of the waiting jobs, #{} in team {}\n", NumText(position),
+             NumText(w.if_contains("team_position")), team);
   const json::object& q = w.at("quota").as_object();
-  if (Num(q.if_contains("state")) != "no GPU") {
+  if (NumText(q.if_contains("state")) != "no GPU") {
     fmt::print(
         "  quota:      {}: team {} uses {} of quota {} (may borrow {} more); this job needs {}\n",
-        Num(q.if_contains("state")), team, Num(q.if_contains("team_uses")),
-        Num(q.if_contains("quota")),
-        Num(q.if_contains("borrow_limit")) == "-" ? "without limit"
-                                                  : Num(q.if_contains("borrow_limit")),
-        Num(q.if_contains("job_needs")));
+        NumText(q.if_contains("state")), team, NumText(q.if_contains("team_uses")),
+        NumText(q.if_contains("quota")),
+        NumText(q.if_contains("borrow_limit")) == "-" ? "without limit"
+                                                      : NumText(q.if_contains("borrow_limit")),
+        NumText(q.if_contains("job_needs")));
   }
   const json::object& f = w.at("fair_share").as_object();
   fmt::print("  fair share: user score {}, team score {} (team usage {} / weight {})\n",
-             Num(f.if_contains("user_score")), Num(f.if_contains("team_score")),
-             Num(f.if_contains("team_usage")), Num(f.if_contains("team_weight")));
+             NumText(f.if_contains("user_score")), NumText(f.if_contains("team_score")),
+             NumText(f.if_contains("team_usage")), NumText(f.if_contains("team_weight")));
   if (const json::value* first = f.if_contains("first_waiting"); first && first->is_object()) {
     const json::object& o = first->as_object();
     fmt::print("  next up:    job {} (team {}, user score {}, team score {})\n",
-               Num(o.if_contains("job")),
-               Num(o.if_contains("team")) == "-" ? "(default)" : Num(o.if_contains("team")),
-               Num(o.if_contains("user_score")), Num(o.if_contains("team_score")));
+               NumText(o.if_contains("job")),
+               NumText(o.if_contains("team")) == "-" ? "(default)" : NumText(o.if_contains("team")),
+               NumText(o.if_contains("user_score")), NumText(o.if_contains("team_score")));
   }
   if (const json::value* b = w.if_contains("blocking"); b && b->is_object()) {
     const json::object& o = b->as_object();
     fmt::print("  blocking:   {} {} on {} node(s); {} node(s) have that free; most free: {}{}\n",
-               Num(o.if_contains("needed")), Num(o.if_contains("resource")),
-               Num(o.if_contains("nodes_needed")), Num(o.if_contains("nodes_with_enough")),
-               Num(o.if_contains("most_free")),
-               Num(o.if_contains("most_free_node")) == "-"
+               NumText(o.if_contains("needed")), NumText(o.if_contains("resource")),
+               NumText(o.if_contains("nodes_needed")), NumText(o.if_contains("nodes_with_enough")),
+               NumText(o.if_contains("most_free")),
+               NumText(o.if_contains("most_free_node")) == "-"
                    ? ""
-                   : " on " + Num(o.if_contains("most_free_node")));
+                   : " on " + NumText(o.if_contains("most_free_node")));
   }
   if (const json::value* b = w.if_contains("blocking"); b && b->is_object()) {
     if (const json::value* held = b->as_object().if_contains("held_by"); held && held->is_array()) {
@@ -665,9 +665,9 @@ void PrintWaiting(const json::object& w) {
       for (const auto& h : held->as_array()) {
         const json::object& o = h.as_object();
         who.push_back(fmt::format(
-            "{} ({}) {}", Num(o.if_contains("user")),
-            Num(o.if_contains("team")) == "-" ? "(default)" : Num(o.if_contains("team")),
-            Num(o.if_contains("gpus"))));
+            "{} ({}) {}", NumText(o.if_contains("user")),
+            NumText(o.if_contains("team")) == "-" ? "(default)" : NumText(o.if_contains("team")),
+            NumText(o.if_contains("gpus"))));
       }
       if (!who.empty()) fmt::print("  held by:    {}\n", Join(who, ", "));
     }
@@ -676,8 +676,9 @@ void PrintWaiting(const json::object& w) {
     const json::object& o = r->as_object();
     std::vector<std::string> nodes;
     for (const auto& n : o.at("nodes").as_array()) nodes.push_back(std::string(n.as_string()));
-    fmt::print("  reserved:   {} until {}\n", Join(nodes, ", "),
-               Num(o.if_contains("until")) == "-" ? "unknown" : Num(o.if_contains("until")));
+    fmt::print(
+        "  reserved:   {} until {}\n", Join(nodes, ", "),
+        NumText(o.if_contains("until")) == "-" ? "unknown" : NumText(o.if_contains("until")));
   }
 }
 

@@ -12,7 +12,7 @@ namespace berth::cli {
 
 namespace {
 
-std::string Num(const json::value& v) {
+std::string NumText(const json::value& v) {
   if (v.is_double()) {
     std::string s = fmt::format("{:.2f}", v.as_double());
     while (s.back() == '0') s.pop_back();
@@ -26,12 +26,13 @@ std::string GpuSummary(const json::object& free, const json::object& cap) {
   std::vector<std::string> parts;
   for (const auto& [type, total] : cap) {
     const json::value* f = free.if_contains(type);
-    parts.push_back(fmt::format("{} {}/{}", std::string(type), f ? Num(*f) : "0", Num(total)));
+    parts.push_back(
+        fmt::format("{} {}/{}", std::string(type), f ? NumText(*f) : "0", NumText(total)));
   }
   return parts.empty() ? "-" : Join(parts, ", ");
 }
 
-std::string Str(const json::object& o, const char* key, const std::string& fallback = "-") {
+std::string StrOr(const json::object& o, const char* key, const std::string& fallback = "-") {
   const json::value* v = o.if_contains(key);
   return v && v->is_string() ? std::string(v->as_string()) : fallback;
 }
@@ -41,39 +42,39 @@ std::string HealthSummary(const json::object& n) {
   const json::value* h = n.if_contains("health");
   if (!h || !h->is_object()) return "-";
   const json::object& health = h->as_object();
-  std::string state = Str(health, "state", "ok");
+  std::string state = StrOr(health, "state", "ok");
   if (state == "drained") {
     std::string since;
-    if (auto at = ParseRfc3339(Str(health, "since", ""))) {
+    if (auto at = ParseRfc3339(StrOr(health, "since", ""))) {
       since = " (since " + FormatAgo(*at, SystemClock::Get().Now()) + ")";
     }
-    return "drained: " + Str(health, "reason") + since;
+    return "drained: " + StrOr(health, "reason") + since;
   }
   std::vector<std::string> gpus;
   for (const auto& g : health.at("gpus").as_array()) {
-    gpus.push_back(Str(g.as_object(), "reason"));
+    gpus.push_back(StrOr(g.as_object(), "reason"));
   }
   return gpus.empty() ? state : Join(gpus, "; ");
 }
 
 // `berth nodes NAME`: one node, its health and the last run of each probe.
 int ShowNode(const json::object& n) {
-  fmt::print("Node:      {}\n", Str(n, "name"));
-  fmt::print("State:     {}{}\n", Str(n, "state"),
+  fmt::print("Node:      {}\n", StrOr(n, "name"));
+  fmt::print("State:     {}{}\n", StrOr(n, "state"),
              n.at("drained_by_operator").as_bool() ? " (drained by an operator)" : "");
   fmt::print("Health:    {}\n", HealthSummary(n));
   const json::object& health = n.at("health").as_object();
   for (const auto& f : health.at("faults").as_array()) {
     const json::object& fault = f.as_object();
-    fmt::print("  fault:   {} (since {}; cleared by {})\n", Str(fault, "reason"),
-               Str(fault, "since"), Str(fault, "cleared_by"));
+    fmt::print("  fault:   {} (since {}; cleared by {})\n", StrOr(fault, "reason"),
+               StrOr(fault, "since"), StrOr(fault, "cleared_by"));
   }
-  fmt::print("Isolation: {}\n", Str(n, "isolation"));
+  fmt::print("Isolation: {}\n", StrOr(n, "isolation"));
   Table t({"PROBE", "RESULT", "AT", "TOOK", "FAILURES", "TIMEOUTS"});
   for (const auto& p : health.at("probes").as_array()) {
     const json::object& probe = p.as_object();
-    std::string result = probe.at("ok").as_bool() ? "ok" : Str(probe, "reason", "failed");
-    t.Add({Str(probe, "name"), result, Str(probe, "at"),
+    std::string result = probe.at("ok").as_bool() ? "ok" : StrOr(probe, "reason", "failed");
+    t.Add({StrOr(probe, "name"), result, StrOr(probe, "at"),
            SerializeJson(probe.at("duration_ms")) + " ms", SerializeJson(probe.at("failures")),
            SerializeJson(probe.at("timeouts"))});
   }
@@ -92,7 +93,7 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
   const json::array& nodes = res->as_object().at("nodes").as_array();
   if (!only.empty()) {
     for (const auto& nv : nodes) {
-      if (Str(nv.as_object(), "name") != only) continue;
+      if (StrOr(nv.as_object(), "name") != only) continue;
       if (as_json) {
         fmt::print("{}\n", SerializeJson(nv));
         return 0;
@@ -121,8 +122,8 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool,
            labels.empty() ? "-" : Join(labels, ","),
            GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
-           Num(free.at("cpus")) + "/" + Num(cap.at("cpus")),
-           Num(free.at("memory")) + "/" + Num(cap.at("memory")),
+           NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
+           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")),
            n.contains("isolation") && n.at("isolation").is_string()
                ? std::string(n.at("isolation").as_string())
                : "-",
@@ -142,13 +143,13 @@ int Drain(const GlobalFlags& g, const std::string& node, bool drain, bool force)
                                             : "/undrain"));
   if (!res.ok()) return Fail(res.status());
   const json::object& n = res->as_object();
-  fmt::print("Node {} is {}.\n", node, Str(n, "state"));
+  fmt::print("Node {} is {}.\n", node, StrOr(n, "state"));
   if (!drain && n.contains("health") &&
-      Str(n.at("health").as_object(), "state", "ok") == "drained") {
+      StrOr(n.at("health").as_object(), "state", "ok") == "drained") {
     fmt::print(
         "It stays drained by its health probes ({}): they take it back after clean runs, "
         "or `berth undrain --force {}` clears it now.\n",
-        Str(n.at("health").as_object(), "reason"), node);
+        StrOr(n.at("health").as_object(), "reason"), node);
   }
   return 0;
 }

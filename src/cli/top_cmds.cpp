@@ -20,9 +20,9 @@
 namespace berth::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
+std::atomic<bool> g_top_stop{false};
 
-void OnSignal(int) { g_stop = true; }
+void OnTopStopSignal(int) { g_top_stop = true; }
 
 // The terminal in raw-ish mode (no echo, a key at a time) and on its alternate screen while it
 // lives; restored as it was when it dies.
@@ -88,11 +88,11 @@ int Top(const GlobalFlags& g, const TopFlags& f) {
     return 0;
   }
   struct sigaction sa {};
-  sa.sa_handler = OnSignal;
+  sa.sa_handler = OnTopStopSignal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   Screen screen;
-  while (!g_stop) {
+  while (!g_top_stop) {
     auto [width, height] = size();
     auto frame = Frame(conn, width, height);
     std::string text = frame.ok() ? *frame : "berth top: " + frame.status().message();
@@ -101,13 +101,13 @@ int Top(const GlobalFlags& g, const TopFlags& f) {
     // Wait for the next frame, or a key.
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(f.interval * 1000));
-    while (!g_stop && std::chrono::steady_clock::now() < until) {
+    while (!g_top_stop && std::chrono::steady_clock::now() < until) {
       pollfd in{STDIN_FILENO, POLLIN, 0};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           until - std::chrono::steady_clock::now());
       if (::poll(&in, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) > 0) {
         char c = 0;
-        if (::read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q' || c == 3)) g_stop = true;
+        if (::read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q' || c == 3)) g_top_stop = true;
         if (c == ' ') break;  // redraw now
       }
     }

@@ -16,7 +16,7 @@ std::string Str(const json::value& v) {
   return v.is_string() ? std::string(v.as_string()) : std::string();
 }
 
-double Num(const json::value& v) {
+double AsNumber(const json::value& v) {
   if (v.is_int64()) return static_cast<double>(v.as_int64());
   if (v.is_uint64()) return static_cast<double>(v.as_uint64());
   if (v.is_double()) return v.as_double();
@@ -50,7 +50,7 @@ void AddTotals(const TopFrameInput& in, std::vector<std::string>& lines) {
     for (const auto& dv : n.at("devices").as_array()) {
       const json::object& d = dv.as_object();
       auto& [used, total] = gpus[Str(d.at("type"))];
-      used += 1 - Num(d.at("free"));
+      used += 1 - AsNumber(d.at("free"));
       total += 1;
     }
   }
@@ -61,9 +61,9 @@ void AddTotals(const TopFrameInput& in, std::vector<std::string>& lines) {
     if (Str(r.at("kind")) == "group") {
       const json::object& c = r.at("counts").as_object();
       for (const auto& [status, n] : c) {
-        if (status == "PENDING") pending += static_cast<int>(Num(n));
+        if (status == "PENDING") pending += static_cast<int>(AsNumber(n));
         if (status == "STARTING" || status == "SETTING_UP" || status == "RUNNING") {
-          running += static_cast<int>(Num(n));
+          running += static_cast<int>(AsNumber(n));
         }
       }
       continue;
@@ -85,7 +85,7 @@ void AddTotals(const TopFrameInput& in, std::vector<std::string>& lines) {
                   "{} pending{}",
                   states["UP"], states["DRAINING"], states["DOWN"],
                   gpu_parts.empty() ? "none" : Join(gpu_parts, ", "), running, pending,
-                  Num(in.queue->at("active_not_shown")) > 0 ? " (and more)" : ""));
+                  AsNumber(in.queue->at("active_not_shown")) > 0 ? " (and more)" : ""));
   lines.push_back("");
 }
 
@@ -139,11 +139,11 @@ void AddNodeMaps(const TopFrameInput& in, std::vector<std::string>& lines) {
     map += "]";
     const json::object& cap = n.at("capacity").as_object();
     const json::object& free = n.at("free").as_object();
-    const double cpus = Num(cap.at("cpus"));
-    const double mem = Num(cap.at("memory"));
+    const double cpus = AsNumber(cap.at("cpus"));
+    const double mem = AsNumber(cap.at("memory"));
     lines.push_back(fmt::format("{:<{}}  {:<8}  {:<16}  {}  {}", Str(n.at("name")), name_width,
-                                state, map, Bar(cpus - Num(free.at("cpus")), cpus, 10),
-                                Bar(mem - Num(free.at("memory")), mem, 10)));
+                                state, map, Bar(cpus - AsNumber(free.at("cpus")), cpus, 10),
+                                Bar(mem - AsNumber(free.at("memory")), mem, 10)));
   }
   if (!legend.empty()) {
     std::vector<std::string> parts;

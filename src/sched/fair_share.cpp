@@ -9,12 +9,7 @@
 namespace berth::sched::internal {
 namespace {
 
-// User names are looked up once per pending sweep and running job (sched/short_text.h).
-uint64_t HashName(std::string_view s) {
-  const uint64_t h = HashText(kFnvBasis, s);
-  return h ^ (h >> 29);
-}
-
+// User names are looked up once per pending sweep and running job (HashName, sched/short_text.h).
 // Names -> numbers in the order first seen: open addressing in a power-of-two table (a cluster has
 // hundreds of users and ~100,000 jobs to look up; no division, no node per name).
 class NameNumbers {

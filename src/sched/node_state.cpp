@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "sched/short_text.h"
+
 namespace berth::sched::internal {
 namespace {
 
@@ -74,12 +76,6 @@ bool Less(std::string_view a, std::string_view b) {
     if (a[k] != b[k]) return static_cast<unsigned char>(a[k]) < static_cast<unsigned char>(b[k]);
   }
   return a.size() < b.size();
-}
-
-uint64_t HashName(std::string_view s) {  // FNV-1a
-  uint64_t h = 1469598103934665603ULL;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  return h;
 }
 
 DeviceFree* DeviceAt(std::span<DeviceFree> devices, int index) {

@@ -24,4 +24,11 @@ inline uint64_t HashText(uint64_t h, std::string_view s) {
   return (h ^ 0xff) * 1099511628211ULL;
 }
 
+// A name's hash for open-addressing tables (user names, node names): FNV-1a, its high bits folded
+// in.
+inline uint64_t HashName(std::string_view s) {
+  const uint64_t h = HashText(kFnvBasis, s);
+  return h ^ (h >> 29);
+}
+
 }  // namespace berth::sched::internal

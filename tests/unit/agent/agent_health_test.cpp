@@ -26,7 +26,7 @@ using testing::FakeNodeSystem;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr int kTimeoutMs = 3000;
+constexpr int kHealthTimeoutMs = 3000;
 
 class AgentHealthTest : public ::testing::Test {
  protected:
@@ -91,7 +91,7 @@ class AgentHealthTest : public ::testing::Test {
 TEST_F(AgentHealthTest, TheFirstRoundRunsBeforeTheNodeRegisters) {
   scratch_bad_ = true;
   Start();
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kHealthTimeoutMs));
   const auto health = connection_.registers()[0].health;
   ASSERT_TRUE(health);
   EXPECT_EQ(health->NodeReason(), "health.d/scratch: scratch is read-only");
@@ -99,7 +99,8 @@ TEST_F(AgentHealthTest, TheFirstRoundRunsBeforeTheNodeRegisters) {
   scratch_bad_ = false;
   const size_t sent = connection_.health_requests().size();
   connection_.Push(proto::HealthResetMessage{});
-  ASSERT_TRUE(WaitFor([&] { return connection_.health_requests().size() > sent; }, kTimeoutMs));
+  ASSERT_TRUE(
+      WaitFor([&] { return connection_.health_requests().size() > sent; }, kHealthTimeoutMs));
   EXPECT_FALSE(connection_.health_requests().back().health.NodeFaulty());
 }
 
@@ -108,7 +109,7 @@ TEST_F(AgentHealthTest, AFailingPrologFailsTheRankAndDrainsTheNodeUntilReset) {
   runner_->On("/prolog.d/10-scratch",
               [](const TimedCommand&) { return FakeCommandRunner::Exit(3, "no scratch space"); });
   Start();
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kHealthTimeoutMs));
   connection_.Push(Launch(1));
   auto exited = [&]() -> std::optional<proto::Report> {
     for (const auto& r : connection_.reports()) {
@@ -116,7 +117,7 @@ TEST_F(AgentHealthTest, AFailingPrologFailsTheRankAndDrainsTheNodeUntilReset) {
     }
     return std::nullopt;
   };
-  ASSERT_TRUE(WaitFor([&] { return exited().has_value(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return exited().has_value(); }, kHealthTimeoutMs));
   EXPECT_EQ(exited()->phase, "prolog");
   EXPECT_EQ(exited()->reason, "prolog/10-scratch: exit code 3: no scratch space");
   EXPECT_TRUE(launcher_.starts().empty()) << "the job never started";
@@ -138,13 +139,14 @@ TEST_F(AgentHealthTest, AFailingPrologFailsTheRankAndDrainsTheNodeUntilReset) {
   // Kept across a restart of the agent.
   Stop();
   Start();
-  ASSERT_TRUE(WaitFor([&] { return connection_.registers().size() >= 2; }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return connection_.registers().size() >= 2; }, kHealthTimeoutMs));
   ASSERT_TRUE(connection_.registers().back().health);
   EXPECT_TRUE(connection_.registers().back().health->NodeFaulty());
   // Until an operator clears it.
   const size_t sent = connection_.health_requests().size();
   connection_.Push(proto::HealthResetMessage{});
-  ASSERT_TRUE(WaitFor([&] { return connection_.health_requests().size() > sent; }, kTimeoutMs));
+  ASSERT_TRUE(
+      WaitFor([&] { return connection_.health_requests().size() > sent; }, kHealthTimeoutMs));
   EXPECT_FALSE(connection_.health_requests().back().health.NodeFaulty());
   EXPECT_TRUE(ReadFileOr(state_.File("health.json")).empty());
 }

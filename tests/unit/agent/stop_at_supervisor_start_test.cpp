@@ -38,12 +38,12 @@ namespace {
 
 std::string BerthBin() { return BERTH_BIN; }
 
-constexpr char kTag[] = "BERTH_STOP_AT_START_TEST";
+constexpr char kStopTestTag[] = "BERTH_STOP_AT_START_TEST";
 
-// Live processes other than this one whose environment holds kTag=tag: the supervisors (which
-// inherit this process's environment) and the jobs' processes.
+// Live processes other than this one whose environment holds kStopTestTag=tag: the supervisors
+// (which inherit this process's environment) and the jobs' processes.
 std::vector<pid_t> TaggedProcesses(const std::string& tag) {
-  return testing::ProcessesWithEnv({std::string(kTag) + "=" + tag});
+  return testing::ProcessesWithEnv({std::string(kStopTestTag) + "=" + tag});
 }
 
 class StopAtSupervisorStart : public ::testing::Test {
@@ -52,12 +52,12 @@ class StopAtSupervisorStart : public ::testing::Test {
     std::string pattern = (std::filesystem::temp_directory_path() / "berth-stop-at-start-XXXXXX");
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
     root_ = pattern;
-    ::setenv(kTag, root_.c_str(), 1);  // inherited by every supervisor
+    ::setenv(kStopTestTag, root_.c_str(), 1);  // inherited by every supervisor
   }
 
   void TearDown() override {
     for (pid_t pid : TaggedProcesses(root_)) ::kill(pid, SIGKILL);
-    ::unsetenv(kTag);
+    ::unsetenv(kStopTestTag);
     std::error_code ec;
     std::filesystem::remove_all(root_, ec);
   }
@@ -73,7 +73,7 @@ class StopAtSupervisorStart : public ::testing::Test {
     plan.workdir = dir;
     plan.setup = "sleep 120";
     plan.run = "true";
-    plan.setup_env = {{"PATH", "/usr/bin:/bin"}, {kTag, root_}};
+    plan.setup_env = {{"PATH", "/usr/bin:/bin"}, {kStopTestTag, root_}};
     plan.run_env = plan.setup_env;
     plan.kill_grace_ms = 1000;
     EXPECT_TRUE(WriteRunPlan(dir, plan).ok());

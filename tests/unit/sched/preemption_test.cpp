@@ -14,6 +14,7 @@ namespace berth::sched {
 namespace {
 
 using testing::Apply;
+using testing::CheckedPass;
 using testing::CheckInvariants;
 using ::testing::ElementsAre;
 using testing::Finish;
@@ -23,12 +24,6 @@ using ::testing::IsEmpty;
 using testing::MakeJob;
 using testing::MakeNode;
 using testing::PreemptMode;
-
-PassResult Pass(const Snapshot& snapshot, const Config& config = Config{}) {
-  PassResult result = Schedule(snapshot, config);
-  EXPECT_THAT(CheckInvariants(snapshot, result), IsEmpty());
-  return result;
-}
 
 RunningJob Running(JobId id, int priority, std::vector<std::pair<std::string, std::vector<int>>> on,
                    TimeMs started = 0) {
@@ -54,8 +49,8 @@ TEST(PreemptionTest, OnlyWhenConfigured) {
   s.pending = {MakeJob(2, "V100:4", 9)};
   Config off;
   off.preemption = false;
-  EXPECT_THAT(Pass(s, off).preemptions, IsEmpty());
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(CheckedPass(s, off).preemptions, IsEmpty());
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("preempt 2 victims=1 on n1 gpus=0,1,2,3",
                           "wait 2: preempting lower-priority job 1; starts on n1 once it stops"));
 }
@@ -74,7 +69,7 @@ TEST(PreemptionTest, GangVictimFreesSeveralNodes) {
   s.pending = {MakeJob(5, "V100:4", 5)};
   s.pending[0].num_nodes = 2;
   EXPECT_THAT(
-      FormatDecisions(Pass(s)),
+      FormatDecisions(CheckedPass(s)),
       ElementsAre("preempt 5 victims=3 on n2 gpus=0,1,2,3 and n3 gpus=0,1,2,3",
                   "wait 5: preempting lower-priority job 3; starts on n2, n3 once it stops"));
 }
@@ -97,7 +92,7 @@ TEST(ReservationTest, AfterPreemption) {
   ASSERT_EQ(Hold(s, Running(3, 0, {{"n3", {0, 1, 2, 3}}})), "");
   s.pending = {MakeJob(10, "V100:4", 5), MakeJob(11, "V100:4", 3), MakeJob(12, "V100:4", 1)};
   for (JobRequest& j : s.pending) j.submitted_at = 10 * 60 * 1000;
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(FormatDecisions(pass),
               ElementsAre("preempt 10 victims=1 on n1 gpus=0,1,2,3",
                           "preempt 11 victims=3 on n3 gpus=0,1,2,3",
@@ -129,7 +124,7 @@ TEST(ReservationTest, ExclusiveJobReservesTheDomainThatEmptiesFirst) {
   s.pending[1].time_limit = 10 * 60 * 1000;
   for (JobRequest& j : s.pending) j.submitted_at = 0;
   EXPECT_THAT(
-      FormatDecisions(Pass(s)),
+      FormatDecisions(CheckedPass(s)),
       ElementsAre("place 11 on n2 gpus=0,1,2,3", "place 12 on n4 gpus=0,1,2,3",
                   "wait 10: waiting for a free 'rack' domain: every one is in use (r1, r2); "
                   "holds a reservation on 'rack' domain r1 (expected free in 30m)"));
@@ -162,7 +157,7 @@ TEST(ReservationTest, GangReservesTheNodesThatFreeSoonest) {
   s.pending[2].time_limit = 25 * kMinute;
   Config no_preemption;
   no_preemption.preemption = false;
-  EXPECT_THAT(FormatDecisions(Pass(s, no_preemption)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s, no_preemption)),
               ElementsAre("place 11 on n1 gpus=2,3", "place 12 on n2 gpus=2,3",
                           "wait 10: waiting for resources: needs V100:4 on each of 2 nodes; most "
                           "free on one node: 2 V100 (n1); holds a reservation on n1, n3 (expected "
@@ -178,12 +173,12 @@ TEST(ReservationTest, NoneBeforeTheBound) {
   RunningJob one = Running(1, 0, {{"n1", {0}}});
   ASSERT_EQ(Hold(s, one), "");
   s.pending = {MakeJob(10, "V100:4"), MakeJob(11, "V100:1")};
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 11 on n1 gpus=1",
                           "wait 10: waiting for resources: needs V100:4 on "
                           "1 node; most free on one node: 3 V100 (n1)"));
   s.now = 11 * 60 * 1000;
-  EXPECT_THAT(Pass(s).placements, IsEmpty());
+  EXPECT_THAT(CheckedPass(s).placements, IsEmpty());
 }
 
 // No thrashing, over many passes: random clusters where jobs of random priorities come, are placed,
@@ -211,7 +206,7 @@ TEST(PreemptionTest, NoJobEvictsItsEvictor) {
         job.submitted_at = s.now;
         s.pending.push_back(job);
       }
-      PassResult pass = Pass(s);
+      PassResult pass = CheckedPass(s);
       for (const PreemptDecision& d : pass.preemptions) {
         ++preemptions;
         for (JobId v : d.victims) {

@@ -1,5 +1,7 @@
 #include "sched_testing.h"
 
+#include <gmock/gmock.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -502,6 +504,12 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
     }
   }
   return broken;
+}
+
+PassResult CheckedPass(const Snapshot& snapshot, const Config& config) {
+  PassResult result = Schedule(snapshot, config);
+  EXPECT_THAT(CheckInvariants(snapshot, result), ::testing::IsEmpty());
+  return result;
 }
 
 }  // namespace berth::sched::testing

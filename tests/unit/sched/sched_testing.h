@@ -75,4 +75,7 @@ std::string FormatNode(const NodeView& node);
 // domain the preemptor enters. Returns one line per violation.
 std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassResult& result);
 
+// Runs a pass, expects CheckInvariants to find nothing (a gtest failure otherwise), returns it.
+PassResult CheckedPass(const Snapshot& snapshot, const Config& config = Config{});
+
 }  // namespace berth::sched::testing

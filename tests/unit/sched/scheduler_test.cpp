@@ -14,6 +14,7 @@ namespace berth::sched {
 namespace {
 
 using testing::Apply;
+using testing::CheckedPass;
 using testing::CheckInvariants;
 using ::testing::ElementsAre;
 using testing::Finish;
@@ -24,13 +25,6 @@ using ::testing::IsEmpty;
 using testing::kGib;
 using testing::MakeJob;
 using testing::MakeNode;
-
-// Runs a pass, checks the rules that hold under any policy, and returns it.
-PassResult Pass(const Snapshot& snapshot, const Config& config = Config{}) {
-  PassResult result = Schedule(snapshot, config);
-  EXPECT_THAT(CheckInvariants(snapshot, result), IsEmpty());
-  return result;
-}
 
 // For stories about placement alone, where a higher-priority job would otherwise evict a lower one
 // (preemption_test.cpp has those stories).
@@ -62,7 +56,7 @@ TEST(ScheduleTest, SeedScenarioOneNodeFourV100) {
                MakeJob(5, "V100:2")};
 
   // While job 1 runs nothing is free, so everything waits.
-  PassResult busy = Pass(s);
+  PassResult busy = CheckedPass(s);
   EXPECT_THAT(busy.placements, IsEmpty());
   EXPECT_EQ(busy.waiting.at(2),
             "waiting for resources: needs V100:1 on 1 node; no whole V100 free on any node");
@@ -70,7 +64,7 @@ TEST(ScheduleTest, SeedScenarioOneNodeFourV100) {
   // Job 1 ends: 4 free. Job 2 takes device 0 (3 left), job 3 device 1 (2 left); job 4 needs 4 and
   // waits; job 5 backfills onto devices 2 and 3 (0 left).
   ASSERT_TRUE(Finish(s, 1));
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(FormatDecisions(pass),
               ElementsAre("place 2 on n1 gpus=0", "place 3 on n1 gpus=1", "place 5 on n1 gpus=2,3",
                           "wait 4: waiting for resources: needs V100:4 on 1 node; most free on one "
@@ -78,12 +72,12 @@ TEST(ScheduleTest, SeedScenarioOneNodeFourV100) {
 
   // Jobs 2, 3 and 5 start; once all three are done the four devices are free again for job 4.
   Apply(s, pass);
-  EXPECT_THAT(Pass(s).placements, IsEmpty());
+  EXPECT_THAT(CheckedPass(s).placements, IsEmpty());
   Finish(s, 2);
   Finish(s, 3);
-  EXPECT_THAT(Pass(s).placements, IsEmpty());  // 2 free of the 4 job 4 needs
+  EXPECT_THAT(CheckedPass(s).placements, IsEmpty());  // 2 free of the 4 job 4 needs
   Finish(s, 5);
-  EXPECT_THAT(FormatDecisions(Pass(s)), ElementsAre("place 4 on n1 gpus=0,1,2,3"));
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)), ElementsAre("place 4 on n1 gpus=0,1,2,3"));
 }
 
 // Node n1 has 2 V100s and 4 CPUs. Three V100:1 jobs and two 3-CPU jobs arrive in one pass. The pass
@@ -99,7 +93,7 @@ TEST(ScheduleTest, NoOversubscriptionWithinAPass) {
     s.pending.push_back(MakeJob(id));
     s.pending.back().per_node.cpus = 3000;
   }
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(FormatDecisions(pass),
               ElementsAre("place 1 on n1 gpus=0", "place 2 on n1 gpus=1", "place 4 on n1",
                           "wait 3: waiting for resources: needs V100:1 on 1 node; no whole V100 "
@@ -114,7 +108,7 @@ TEST(ScheduleTest, PriorityBeatsSubmissionOrder) {
   Snapshot s;
   s.nodes = {MakeNode("n1", 8, 32, "V100", 4)};
   s.pending = {MakeJob(3, "V100:4", 10), MakeJob(1, "V100:4", 0), MakeJob(2, "V100:4", 10)};
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   ASSERT_EQ(pass.placements.size(), 1u);
   EXPECT_EQ(pass.placements[0].job, 2);  // priority 10, and older than job 3
   EXPECT_EQ(pass.waiting.size(), 2u);
@@ -128,7 +122,7 @@ TEST(ScheduleTest, BackfillsPastAJobThatDoesNotFit) {
   s.nodes = {MakeNode("n1", 8, 32, "V100", 4)};
   ASSERT_EQ(Hold(s, Holding(1, "n1", {0, 1})), "");
   s.pending = {MakeJob(2, "V100:4", 5), MakeJob(3, "V100:1")};
-  PassResult pass = Pass(s, NoPreemption());
+  PassResult pass = CheckedPass(s, NoPreemption());
   EXPECT_THAT(FormatDecisions(pass), ElementsAre("place 3 on n1 gpus=2",
                                                  "wait 2: waiting for resources: needs V100:4 on "
                                                  "1 node; most free on one node: 2 V100 (n1)"));
@@ -141,7 +135,7 @@ TEST(ScheduleTest, BestFitKeepsWholeNodesForBigJobs) {
   s.nodes = {MakeNode("n2", 8, 32, "V100", 4), MakeNode("n1", 8, 32, "V100", 4)};
   ASSERT_EQ(Hold(s, Holding(1, "n1", {0})), "");
   s.pending = {MakeJob(2, "V100:1"), MakeJob(3, "V100:4")};
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 2 on n1 gpus=1", "place 3 on n2 gpus=0,1,2,3"));
 }
 
@@ -152,13 +146,13 @@ TEST(ScheduleTest, TiesBreakByNodeName) {
   s.nodes = {MakeNode("c", 8, 32, "V100", 4), MakeNode("a", 8, 32, "V100", 4),
              MakeNode("b", 8, 32, "V100", 4)};
   s.pending = {MakeJob(1, "V100:4"), MakeJob(2, "V100:4")};
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 1 on a gpus=0,1,2,3", "place 2 on b gpus=0,1,2,3"));
   // After GPUs, fewer CPUs left wins: on two GPU-less nodes, the 4-CPU one is the tighter fit.
   Snapshot cpu;
   cpu.nodes = {MakeNode("big", 16, 32), MakeNode("small", 4, 32)};
   cpu.pending = {MakeJob(1)};
-  EXPECT_THAT(FormatDecisions(Pass(cpu)), ElementsAre("place 1 on small"));
+  EXPECT_THAT(FormatDecisions(CheckedPass(cpu)), ElementsAre("place 1 on small"));
 }
 
 // A CPU-only job on a cluster with a GPU node (g1, 64 CPUs) and a CPU node (c1, 8 CPUs): it goes to
@@ -167,7 +161,7 @@ TEST(ScheduleTest, CpuJobsStayOffGpuNodes) {
   Snapshot s;
   s.nodes = {MakeNode("g1", 64, 256, "A100", 8), MakeNode("c1", 8, 32)};
   s.pending = {MakeJob(1)};
-  EXPECT_THAT(FormatDecisions(Pass(s)), ElementsAre("place 1 on c1"));
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)), ElementsAre("place 1 on c1"));
 }
 
 // n1 has 2 T4s. Two T4:0.5 jobs share device 0; a third goes to device 1, because device 0 is full.
@@ -175,14 +169,14 @@ TEST(ScheduleTest, FractionalGpusShareADevice) {
   Snapshot s;
   s.nodes = {MakeNode("n1", 8, 32, "T4", 2)};
   s.pending = {MakeJob(1, "T4:0.5"), MakeJob(2, "T4:0.5"), MakeJob(3, "T4:0.5")};
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(FormatDecisions(pass),
               ElementsAre("place 1 on n1 gpus=0:0.5", "place 2 on n1 gpus=0:0.5",
                           "place 3 on n1 gpus=1:0.5"));
   // Device 0 is now full and device 1 half used: 1.5 GPUs are in use, so a whole T4 cannot fit.
   Apply(s, pass);
   s.pending = {MakeJob(4, "T4:1")};
-  EXPECT_EQ(Pass(s).waiting.at(4),
+  EXPECT_EQ(CheckedPass(s).waiting.at(4),
             "waiting for resources: needs T4:1 on 1 node; no whole T4 free on any node");
 }
 
@@ -194,7 +188,7 @@ TEST(ScheduleTest, FractionalGpusPackOntoTheMostUsedDevice) {
   s.nodes[0].gpus[0].free = 250;
   s.nodes[0].gpus[1].free = 750;
   s.pending = {MakeJob(1, "T4:0.25"), MakeJob(2, "T4:0.5")};
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 1 on n1 gpus=0:0.25", "place 2 on n1 gpus=1:0.5"));
 }
 
@@ -204,7 +198,7 @@ TEST(ScheduleTest, WholeGpusTakeLowestFullyFreeDevices) {
   s.nodes = {MakeNode("n1", 8, 32, "V100", 4)};
   s.nodes[0].gpus[1].free = 500;  // someone holds half of device 1
   s.pending = {MakeJob(1, "V100:2")};
-  EXPECT_THAT(FormatDecisions(Pass(s)), ElementsAre("place 1 on n1 gpus=0,2"));
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)), ElementsAre("place 1 on n1 gpus=0,2"));
 }
 
 // n1 has 8 CPUs and 32G. A 16-CPU job and a 64G job wait, each reason naming its scarce resource;
@@ -218,7 +212,7 @@ TEST(ScheduleTest, CpuAndMemoryLimits) {
   s.pending[2].per_node.cpus = 6000;
   s.pending[2].per_node.memory = 16 * kGib;
   s.pending[3].per_node.cpus = 4000;
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(FormatDecisions(pass),
               ElementsAre("place 3 on n1",
                           "wait 1: waiting for resources: needs 16 CPUs on 1 node; most free on "
@@ -237,7 +231,7 @@ TEST(ScheduleTest, ReasonWhenResourcesAreFreeOnlyApart) {
   ASSERT_EQ(Hold(s, Holding(1, "n2", {0, 1})), "");
   s.pending = {MakeJob(2, "V100:1")};
   s.pending[0].per_node.cpus = 4000;
-  EXPECT_EQ(Pass(s).waiting.at(2),
+  EXPECT_EQ(CheckedPass(s).waiting.at(2),
             "waiting for resources: needs V100:1, 4 CPUs on 1 node; no node has all of it free at "
             "once");
 }
@@ -256,7 +250,7 @@ TEST(ScheduleTest, PoolAndSelectorFilterNodes) {
   s.pending[1].node_selector["gpu_gen"] = "hopper";
   s.pending[2].node_selector["gpu_gen"] = "blackwell";
   s.pending[3].pool = "prod";
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 1 on a1 gpus=0", "place 2 on a1 gpus=1",
                           "wait 3: waiting: no node matches node_selector gpu_gen=blackwell",
                           "wait 4: waiting: no node in pool 'prod'"));
@@ -271,7 +265,7 @@ TEST(ScheduleTest, NodeNameSelectorPlacesOnThatNode) {
   s.pending = {MakeJob(1, "H100:1"), MakeJob(2, "H100:1")};
   s.pending[0].node_selector[kNodeNameSelector] = "b1";
   s.pending[1].node_selector[kNodeNameSelector] = "c1";
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 1 on b1 gpus=0",
                           "wait 2: waiting: no node matches node_selector berth.node=c1"));
 }
@@ -290,7 +284,7 @@ TEST(ScheduleTest, ContainerMountsPickNodesThatAllowThem) {
   s.pending[1].container_mounts = {"/scratch"};
   s.pending[2].container_mounts = {"/data", "/models/llama"};
   s.pending[3].container_mounts = {"/database"};
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 1 on b1 gpus=0", "place 2 on a1 gpus=0", "place 3 on b1 gpus=1",
                           "wait 4: waiting: no node allows container.mounts /database"));
 }
@@ -303,7 +297,7 @@ TEST(ScheduleTest, GangIsAllOrNothing) {
   ASSERT_EQ(Hold(s, Holding(1, "n1", {3})), "");
   s.pending = {MakeJob(2, "V100:4"), MakeJob(3, "V100:4")};
   s.pending[0].num_nodes = 2;
-  EXPECT_THAT(FormatDecisions(Pass(s)),
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)),
               ElementsAre("place 3 on n2 gpus=0,1,2,3",
                           "wait 2: waiting for resources: needs V100:4 on each of 2 nodes; only 1 "
                           "node has that free (n2)"));
@@ -318,7 +312,7 @@ TEST(ScheduleTest, GangGetsDistinctNodesInBestFitOrder) {
   ASSERT_EQ(Hold(s, Holding(1, "n2", {0, 1})), "");
   s.pending = {MakeJob(2, "V100:2")};
   s.pending[0].num_nodes = 2;
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   ASSERT_EQ(pass.placements.size(), 1u);
   EXPECT_EQ(FormatPlacement(pass.placements[0].placement), "n2 gpus=2,3 and n1 gpus=0,1");
   EXPECT_EQ(pass.placements[0].placement[1].rank, 1);
@@ -332,10 +326,10 @@ TEST(ScheduleTest, FailedShapesAreNotRetried) {
   s.nodes = {MakeNode("n1", 8, 32, "V100", 4), MakeNode("c1", 4, 8)};
   ASSERT_EQ(Hold(s, Holding(1, "n1", {0, 1, 2, 3})), "");
   s.pending.push_back(MakeJob(5000));  // a CPU job
-  PassResult alone = Pass(s);
+  PassResult alone = CheckedPass(s);
   for (JobId id = 10; id < 2010; ++id)
     s.pending.push_back(MakeJob(id, id < 1010 ? "V100:8" : "V100:4"));
-  PassResult crowded = Pass(s);
+  PassResult crowded = CheckedPass(s);
 
   EXPECT_EQ(crowded.placements.size(), alone.placements.size());
   EXPECT_EQ(FormatPlacement(crowded.placements[0].placement),
@@ -358,7 +352,7 @@ TEST(ScheduleTest, DrainingNodeTakesNoNewJobsButCountsForFeasibility) {
   s.nodes[0].schedulable = false;
   s.pending = {MakeJob(1, "V100:1")};
   s.pending[0].pool = "research";
-  PassResult pass = Pass(s);
+  PassResult pass = CheckedPass(s);
   EXPECT_THAT(pass.placements, IsEmpty());
   EXPECT_EQ(pass.waiting.at(1),
             "waiting: no schedulable node in pool 'research' (its 1 node is draining or down)");
@@ -384,7 +378,7 @@ TEST(ScheduleTest, ExclusiveJobsHoldAWholeDomain) {
     s.pending[i].num_nodes = 2;
     s.pending[i].exclusive = "rack";
   }
-  PassResult pass = Pass(s, NoPreemption());
+  PassResult pass = CheckedPass(s, NoPreemption());
   EXPECT_THAT(
       FormatDecisions(pass),
       ElementsAre("place 2 on n1 gpus=0 and n2 gpus=0", "place 4 on n4 gpus=0,1,2,3",
@@ -393,7 +387,7 @@ TEST(ScheduleTest, ExclusiveJobsHoldAWholeDomain) {
   // While job 2 runs, r1 stays closed to everyone.
   Apply(s, pass);
   s.pending = {MakeJob(5, "V100:1")};
-  EXPECT_THAT(FormatDecisions(Pass(s)), ElementsAre("place 5 on n3 gpus=1"));
+  EXPECT_THAT(FormatDecisions(CheckedPass(s)), ElementsAre("place 5 on n3 gpus=1"));
 }
 
 // Many random passes over random clusters: whatever gets placed, the invariants hold (no node
@@ -425,7 +419,7 @@ TEST(ScheduleTest, RandomPassesKeepInvariants) {
         job.exclusive = pick(0, 6) == 0 ? "rack" : "";
         s.pending.push_back(job);
       }
-      PassResult pass = Pass(s);
+      PassResult pass = CheckedPass(s);
       Apply(s, pass);
       for (int f = pick(0, 3); f > 0 && !s.running.empty(); --f) {
         Finish(s,

@@ -37,7 +37,7 @@ std::string SignalError(std::string_view text) {
   return r.ok() ? "" : r.status().message();
 }
 
-ParsedTask MustParse(const std::string& yaml) {
+ParsedTask MustParsePipelineTask(const std::string& yaml) {
   auto parsed = ParseTaskYaml(yaml, "task.yaml");
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   return parsed.ok() ? *parsed : ParsedTask{};
@@ -49,10 +49,12 @@ std::string YamlError(const std::string& yaml) {
   return parsed.ok() ? "" : parsed.status().message();
 }
 
-Result<JobSpec> FromText(const std::string& text) { return SpecFromJson(json::parse(text)); }
+Result<JobSpec> PipelineSpecFromText(const std::string& text) {
+  return SpecFromJson(json::parse(text));
+}
 
 std::string JsonError(const std::string& text) {
-  auto r = FromText(text);
+  auto r = PipelineSpecFromText(text);
   EXPECT_FALSE(r.ok()) << text;
   return r.ok() ? "" : r.status().message();
 }
@@ -210,7 +212,7 @@ TEST(ParseSignalName, ErrorsListTheAllowedSignals) {
 // Task YAML
 
 TEST(PipelineYaml, DefaultsWhenAbsent) {
-  JobSpec s = MustParse("run: echo hi\n").spec;
+  JobSpec s = MustParsePipelineTask("run: echo hi\n").spec;
   EXPECT_THAT(s.depends_on, IsEmpty());
   EXPECT_EQ(s.max_running, std::nullopt);
   EXPECT_EQ(s.retry, RetryPolicy{});
@@ -219,7 +221,7 @@ TEST(PipelineYaml, DefaultsWhenAbsent) {
 }
 
 TEST(PipelineYaml, EveryFieldTogether) {
-  ParsedTask t = MustParse(R"(name: train
+  ParsedTask t = MustParsePipelineTask(R"(name: train
 run: python train.py
 time_limit: 4h
 depends_on:
@@ -248,20 +250,20 @@ signal: {name: USR1, before: 5m}
 }
 
 TEST(PipelineYaml, DependsOnForms) {
-  EXPECT_THAT(MustParse("depends_on: ok:10\n").spec.depends_on,
+  EXPECT_THAT(MustParsePipelineTask("depends_on: ok:10\n").spec.depends_on,
               ElementsAre(Dep(DependencyKind::kOk, {10})));
-  EXPECT_THAT(MustParse("depends_on: any:11,12\n").spec.depends_on,
+  EXPECT_THAT(MustParsePipelineTask("depends_on: any:11,12\n").spec.depends_on,
               ElementsAre(Dep(DependencyKind::kAny, {11, 12})));
-  EXPECT_THAT(MustParse("depends_on: \"afterok:10:11\"\n").spec.depends_on,
+  EXPECT_THAT(MustParsePipelineTask("depends_on: \"afterok:10:11\"\n").spec.depends_on,
               ElementsAre(Dep(DependencyKind::kOk, {10, 11})));
   // A bare job id means "after it succeeded".
-  EXPECT_THAT(MustParse("depends_on: 10\n").spec.depends_on,
+  EXPECT_THAT(MustParsePipelineTask("depends_on: 10\n").spec.depends_on,
               ElementsAre(Dep(DependencyKind::kOk, {10})));
-  EXPECT_THAT(MustParse("depends_on: [10, notok:11, any:group:2]\n").spec.depends_on,
+  EXPECT_THAT(MustParsePipelineTask("depends_on: [10, notok:11, any:group:2]\n").spec.depends_on,
               ElementsAre(Dep(DependencyKind::kOk, {10}), Dep(DependencyKind::kNotOk, {11}),
                           Dep(DependencyKind::kAny, {2}, true)));
-  EXPECT_THAT(MustParse("depends_on: []\n").spec.depends_on, IsEmpty());
-  EXPECT_THAT(MustParse("depends_on:\n").spec.depends_on, IsEmpty());
+  EXPECT_THAT(MustParsePipelineTask("depends_on: []\n").spec.depends_on, IsEmpty());
+  EXPECT_THAT(MustParsePipelineTask("depends_on:\n").spec.depends_on, IsEmpty());
 }
 
 TEST(PipelineYaml, DependsOnErrorsNameTheLine) {
@@ -290,16 +292,16 @@ TEST(PipelineYaml, DependsOnErrorsNameTheLine) {
 TEST(PipelineYaml, TooManyDependencyIdsNameTheLine) {
   std::string ids;
   for (size_t i = 1; i <= kMaxDependencyIds; ++i) ids += (i > 1 ? "," : "") + std::to_string(i);
-  EXPECT_EQ(MustParse("depends_on: ok:" + ids + "\n").spec.depends_on.at(0).ids.size(),
+  EXPECT_EQ(MustParsePipelineTask("depends_on: ok:" + ids + "\n").spec.depends_on.at(0).ids.size(),
             kMaxDependencyIds);
   EXPECT_EQ(YamlError("run: x\ndepends_on: [ok:" + ids + ", any:5000]\n"),
             "task.yaml:2: depends_on names 1001 jobs and groups; at most 1000 are allowed");
 }
 
 TEST(PipelineYaml, MaxRunning) {
-  EXPECT_EQ(MustParse("max_running: 32\n").spec.max_running, 32);
-  EXPECT_EQ(MustParse("max_running: 1000000\n").spec.max_running, kMaxRunning);
-  EXPECT_EQ(MustParse("max_running:\n").spec.max_running, std::nullopt);
+  EXPECT_EQ(MustParsePipelineTask("max_running: 32\n").spec.max_running, 32);
+  EXPECT_EQ(MustParsePipelineTask("max_running: 1000000\n").spec.max_running, kMaxRunning);
+  EXPECT_EQ(MustParsePipelineTask("max_running:\n").spec.max_running, std::nullopt);
   EXPECT_EQ(YamlError("run: x\nmax_running: 0\n"),
             "task.yaml:2: max_running must be between 1 and 1000000, got 0");
   EXPECT_EQ(YamlError("max_running: 1000001\n"),
@@ -311,25 +313,31 @@ TEST(PipelineYaml, MaxRunning) {
 }
 
 TEST(PipelineYaml, RetryForms) {
-  RetryPolicy r = MustParse("retry: {max_restarts: 2}\n").spec.retry;
+  RetryPolicy r = MustParsePipelineTask("retry: {max_restarts: 2}\n").spec.retry;
   EXPECT_EQ(r.max_restarts, 2);
   EXPECT_THAT(r.on_exit_codes, IsEmpty());
   EXPECT_EQ(r.backoff, 0);
   EXPECT_FALSE(r.never);
-  EXPECT_TRUE(MustParse("retry: never\n").spec.retry.never);
-  EXPECT_EQ(MustParse("retry: never\n").spec.retry.max_restarts, 0);
-  EXPECT_EQ(MustParse("retry: {}\n").spec.retry, RetryPolicy{});
-  EXPECT_EQ(MustParse("retry:\n").spec.retry, RetryPolicy{});
+  EXPECT_TRUE(MustParsePipelineTask("retry: never\n").spec.retry.never);
+  EXPECT_EQ(MustParsePipelineTask("retry: never\n").spec.retry.max_restarts, 0);
+  EXPECT_EQ(MustParsePipelineTask("retry: {}\n").spec.retry, RetryPolicy{});
+  EXPECT_EQ(MustParsePipelineTask("retry:\n").spec.retry, RetryPolicy{});
   // A bare backoff is seconds; a unit works as everywhere.
-  EXPECT_EQ(MustParse("retry: {max_restarts: 1, backoff: 45}\n").spec.retry.backoff, 45'000);
-  EXPECT_EQ(MustParse("retry: {max_restarts: 1, backoff: 2m}\n").spec.retry.backoff, 120'000);
-  EXPECT_EQ(MustParse("retry: {max_restarts: 1, backoff: 1h30m}\n").spec.retry.backoff, 5'400'000);
+  EXPECT_EQ(MustParsePipelineTask("retry: {max_restarts: 1, backoff: 45}\n").spec.retry.backoff,
+            45'000);
+  EXPECT_EQ(MustParsePipelineTask("retry: {max_restarts: 1, backoff: 2m}\n").spec.retry.backoff,
+            120'000);
+  EXPECT_EQ(MustParsePipelineTask("retry: {max_restarts: 1, backoff: 1h30m}\n").spec.retry.backoff,
+            5'400'000);
   // One exit code needs no list.
-  EXPECT_THAT(MustParse("retry: {max_restarts: 1, on_exit_codes: 137}\n").spec.retry.on_exit_codes,
+  EXPECT_THAT(MustParsePipelineTask("retry: {max_restarts: 1, on_exit_codes: 137}\n")
+                  .spec.retry.on_exit_codes,
               ElementsAre(137));
-  EXPECT_EQ(MustParse("retry: {max_restarts: 1000}\n").spec.retry.max_restarts, kMaxRestarts);
-  EXPECT_TRUE(MustParse("retry: {max_restarts: 1, on_oom: true}\n").spec.retry.on_oom);
-  EXPECT_FALSE(MustParse("retry: {max_restarts: 1, on_oom: false}\n").spec.retry.on_oom);
+  EXPECT_EQ(MustParsePipelineTask("retry: {max_restarts: 1000}\n").spec.retry.max_restarts,
+            kMaxRestarts);
+  EXPECT_TRUE(MustParsePipelineTask("retry: {max_restarts: 1, on_oom: true}\n").spec.retry.on_oom);
+  EXPECT_FALSE(
+      MustParsePipelineTask("retry: {max_restarts: 1, on_oom: false}\n").spec.retry.on_oom);
 }
 
 TEST(PipelineYaml, RetryErrorsNameTheLine) {
@@ -376,9 +384,9 @@ TEST(PipelineYaml, RetryErrorsNameTheLine) {
 }
 
 TEST(PipelineYaml, TimeLimitScope) {
-  EXPECT_EQ(MustParse("time_limit: 1h\ntime_limit_scope: job\n").spec.time_limit_scope,
+  EXPECT_EQ(MustParsePipelineTask("time_limit: 1h\ntime_limit_scope: job\n").spec.time_limit_scope,
             TimeLimitScope::kJob);
-  EXPECT_EQ(MustParse("time_limit_scope: attempt\n").spec.time_limit_scope,
+  EXPECT_EQ(MustParsePipelineTask("time_limit_scope: attempt\n").spec.time_limit_scope,
             TimeLimitScope::kAttempt);
   EXPECT_EQ(YamlError("time_limit: 1h\ntime_limit_scope: jobs\n"),
             "task.yaml:2: time_limit_scope: expected attempt or job, got \"jobs\"");
@@ -387,20 +395,24 @@ TEST(PipelineYaml, TimeLimitScope) {
 }
 
 TEST(PipelineYaml, SignalForms) {
-  EXPECT_EQ(MustParse("time_limit: 1h\nsignal: {name: USR1, before: 5m}\n").spec.signal,
+  EXPECT_EQ(MustParsePipelineTask("time_limit: 1h\nsignal: {name: USR1, before: 5m}\n").spec.signal,
             Usr1Before(300'000));
-  EXPECT_EQ(MustParse("time_limit: 1h\nsignal: {name: SIGUSR1, before: 300}\n").spec.signal,
-            Usr1Before(300'000));
-  EXPECT_EQ(MustParse("time_limit: 1h\nsignal:\n  name: usr1\n  before: 90s\n").spec.signal,
-            Usr1Before(90'000));
+  EXPECT_EQ(
+      MustParsePipelineTask("time_limit: 1h\nsignal: {name: SIGUSR1, before: 300}\n").spec.signal,
+      Usr1Before(300'000));
+  EXPECT_EQ(
+      MustParsePipelineTask("time_limit: 1h\nsignal:\n  name: usr1\n  before: 90s\n").spec.signal,
+      Usr1Before(90'000));
   // Slurm's --signal form: seconds after the '@'.
-  EXPECT_EQ(MustParse("time_limit: 1h\nsignal: USR1@300\n").spec.signal, Usr1Before(300'000));
-  EXPECT_EQ(MustParse("time_limit: 1h\nsignal: SIGUSR1@5m\n").spec.signal, Usr1Before(300'000));
-  auto term = MustParse("time_limit: 1h\nsignal: TERM@60\n").spec.signal;
+  EXPECT_EQ(MustParsePipelineTask("time_limit: 1h\nsignal: USR1@300\n").spec.signal,
+            Usr1Before(300'000));
+  EXPECT_EQ(MustParsePipelineTask("time_limit: 1h\nsignal: SIGUSR1@5m\n").spec.signal,
+            Usr1Before(300'000));
+  auto term = MustParsePipelineTask("time_limit: 1h\nsignal: TERM@60\n").spec.signal;
   ASSERT_TRUE(term);
   EXPECT_EQ(term->number, SIGTERM);
   EXPECT_EQ(term->name, "TERM");
-  EXPECT_EQ(MustParse("signal:\n").spec.signal, std::nullopt);
+  EXPECT_EQ(MustParsePipelineTask("signal:\n").spec.signal, std::nullopt);
 }
 
 TEST(PipelineYaml, SignalErrorsNameTheLine) {
@@ -452,7 +464,7 @@ TEST(PipelineYaml, MisspelledTopFieldsGetSuggestions) {
 // The older fields keep their meaning for a bare number: minutes for time_limit, a unit required
 // for kill_grace.
 TEST(PipelineYaml, OlderDurationFieldsAreUnchanged) {
-  EXPECT_EQ(MustParse("time_limit: 90\n").spec.time_limit, 90 * 60'000);
+  EXPECT_EQ(MustParsePipelineTask("time_limit: 90\n").spec.time_limit, 90 * 60'000);
   EXPECT_THAT(YamlError("kill_grace: 30\n"), HasSubstr("(with a unit)"));
 }
 
@@ -507,7 +519,7 @@ TEST(PipelineJson, RoundTripIsExact) {
     limits.depends_on.push_back(Dep(DependencyKind::kNotOk, {id}));
   }
   for (const JobSpec& s : {PipelineSpec(), JobSpec{}, never, limits}) {
-    auto back = FromText(json::serialize(SpecToJson(s)));
+    auto back = PipelineSpecFromText(json::serialize(SpecToJson(s)));
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(*back, s);
   }
@@ -515,7 +527,7 @@ TEST(PipelineJson, RoundTripIsExact) {
 
 // Specs stored before these fields existed have none of their keys: they read as the defaults.
 TEST(PipelineJson, OldStoredSpecReadsWithDefaults) {
-  auto s = FromText(R"({"name":"train","num_nodes":1,
+  auto s = PipelineSpecFromText(R"({"name":"train","num_nodes":1,
     "resources":{"accelerators":{"V100":4},"cpus":8,"memory":32},
     "envs":{"LR":"0.01"},"workdir":"/home/me","setup":"","run":"python train.py",
     "priority":0,"pool":"","node_selector":{},"placement":null,
@@ -529,13 +541,13 @@ TEST(PipelineJson, OldStoredSpecReadsWithDefaults) {
   EXPECT_EQ(s->time_limit_scope, TimeLimitScope::kAttempt);
   EXPECT_EQ(s->signal, std::nullopt);
   // And it is written back with the new keys, which read as the same spec.
-  auto again = FromText(json::serialize(SpecToJson(*s)));
+  auto again = PipelineSpecFromText(json::serialize(SpecToJson(*s)));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(*again, *s);
 }
 
 TEST(PipelineJson, PartialObjectsAndOtherSpellings) {
-  auto s = FromText(R"({"time_limit_s": 600, "retry": {"never": true},
+  auto s = PipelineSpecFromText(R"({"time_limit_s": 600, "retry": {"never": true},
                         "signal": {"name": "sigusr2", "before_s": 30.5},
                         "depends_on": ["afterok:1:2"], "max_running": null})");
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -547,7 +559,7 @@ TEST(PipelineJson, PartialObjectsAndOtherSpellings) {
   EXPECT_EQ(s->signal->before, 30'500);
   EXPECT_THAT(s->depends_on, ElementsAre(Dep(DependencyKind::kOk, {1, 2})));
   EXPECT_EQ(s->max_running, std::nullopt);
-  auto r = FromText(R"({"retry": {"max_restarts": 2}})");
+  auto r = PipelineSpecFromText(R"({"retry": {"max_restarts": 2}})");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->retry.max_restarts, 2);
   EXPECT_THAT(r->retry.on_exit_codes, IsEmpty());

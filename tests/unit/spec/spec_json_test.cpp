@@ -33,10 +33,10 @@ JobSpec FullSpec() {
   return s;
 }
 
-Result<JobSpec> FromText(const std::string& text) { return SpecFromJson(json::parse(text)); }
+Result<JobSpec> SpecFromText(const std::string& text) { return SpecFromJson(json::parse(text)); }
 
-std::string ErrorOf(const std::string& text) {
-  auto r = FromText(text);
+std::string SpecErrorOf(const std::string& text) {
+  auto r = SpecFromText(text);
   EXPECT_FALSE(r.ok()) << text;
   return r.ok() ? "" : r.status().message();
 }
@@ -47,10 +47,10 @@ TEST(SpecJson, InteractiveRoundTripsAndIsAbsentWhenFalse) {
   EXPECT_FALSE(SpecToJson(s).as_object().contains("interactive"))
       << "a batch job's spec reads as before";
   s.interactive = true;
-  auto back = FromText(json::serialize(SpecToJson(s)));
+  auto back = SpecFromText(json::serialize(SpecToJson(s)));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(back->interactive);
-  EXPECT_FALSE(FromText(R"({"run":"bash","interactive":"yes"})").ok());
+  EXPECT_FALSE(SpecFromText(R"({"run":"bash","interactive":"yes"})").ok());
 }
 
 TEST(SpecJson, ShapeIsTheDocumentedOne) {
@@ -81,14 +81,14 @@ TEST(SpecJson, RoundTripIsExact) {
       .cpus = kMaxCpus, .memory = kMaxMemory, .gpu_type = "H100", .gpu_milli = kMaxGpus};
   big.time_limit = kMaxTimeLimit - 1;
   for (const JobSpec& s : {FullSpec(), JobSpec{}, half_gpu, big}) {
-    auto back = FromText(json::serialize(SpecToJson(s)));
+    auto back = SpecFromText(json::serialize(SpecToJson(s)));
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(*back, s);
   }
 }
 
 TEST(SpecJson, MissingFieldsTakeTheDefaults) {
-  auto s = FromText(R"({"run": "echo hi", "resources": {"accelerators": {"A100": 2}}})");
+  auto s = SpecFromText(R"({"run": "echo hi", "resources": {"accelerators": {"A100": 2}}})");
   ASSERT_TRUE(s.ok()) << s.status().message();
   JobSpec want;
   want.run = "echo hi";
@@ -98,36 +98,38 @@ TEST(SpecJson, MissingFieldsTakeTheDefaults) {
 }
 
 TEST(SpecJson, UnknownFieldsAndWrongTypesNameTheField) {
-  EXPECT_EQ(ErrorOf(R"({"nmae": "x"})"), "unknown field 'nmae'");
-  EXPECT_EQ(ErrorOf(R"({"resources": {"gpus": 2}})"), "resources: unknown field 'gpus'");
-  EXPECT_EQ(ErrorOf(R"({"recovery": {"on_preempt": "fail"}})"),
+  EXPECT_EQ(SpecErrorOf(R"({"nmae": "x"})"), "unknown field 'nmae'");
+  EXPECT_EQ(SpecErrorOf(R"({"resources": {"gpus": 2}})"), "resources: unknown field 'gpus'");
+  EXPECT_EQ(SpecErrorOf(R"({"recovery": {"on_preempt": "fail"}})"),
             "recovery: unknown field 'on_preempt'");
-  EXPECT_EQ(ErrorOf(R"({"num_nodes": "2"})"), "num_nodes: expected a whole number, got a string");
-  EXPECT_EQ(ErrorOf(R"({"num_nodes": 1.5})"), "num_nodes: expected a whole number, got a number");
-  EXPECT_EQ(ErrorOf(R"({"resources": {"cpus": "8"}})"),
+  EXPECT_EQ(SpecErrorOf(R"({"num_nodes": "2"})"),
+            "num_nodes: expected a whole number, got a string");
+  EXPECT_EQ(SpecErrorOf(R"({"num_nodes": 1.5})"),
+            "num_nodes: expected a whole number, got a number");
+  EXPECT_EQ(SpecErrorOf(R"({"resources": {"cpus": "8"}})"),
             "resources.cpus: expected a number, got a string");
-  EXPECT_EQ(ErrorOf(R"({"envs": {"LR": 0.1}})"), "envs.LR: expected a string, got a number");
-  EXPECT_EQ(ErrorOf(R"({"envs": [["LR", "1"]]})"), "envs: expected an object, got a list");
-  EXPECT_EQ(ErrorOf(R"({"recovery": {"on_node_fault": "again"}})"),
+  EXPECT_EQ(SpecErrorOf(R"({"envs": {"LR": 0.1}})"), "envs.LR: expected a string, got a number");
+  EXPECT_EQ(SpecErrorOf(R"({"envs": [["LR", "1"]]})"), "envs: expected an object, got a list");
+  EXPECT_EQ(SpecErrorOf(R"({"recovery": {"on_node_fault": "again"}})"),
             "recovery.on_node_fault: expected \"requeue\" or \"fail\", got \"again\"");
-  EXPECT_EQ(ErrorOf(R"({"recovery": {"on_node_lost": "retry"}})"),
+  EXPECT_EQ(SpecErrorOf(R"({"recovery": {"on_node_lost": "retry"}})"),
             "recovery.on_node_lost: expected \"requeue\" or \"fail\", got \"retry\"");
-  EXPECT_EQ(ErrorOf(R"({"resources": {"accelerators": {"V100": 1, "A100": 1}}})"),
+  EXPECT_EQ(SpecErrorOf(R"({"resources": {"accelerators": {"V100": 1, "A100": 1}}})"),
             "resources.accelerators: name exactly one accelerator type, as {\"V100\": 4}");
-  EXPECT_EQ(ErrorOf(R"([1, 2])"), "spec: expected an object, got a list");
+  EXPECT_EQ(SpecErrorOf(R"([1, 2])"), "spec: expected an object, got a list");
 }
 
 // JSON skips the YAML parser, so ValidateSpec is what stands between a bad request and the
 // scheduler.
 TEST(SpecJson, IsValidated) {
-  EXPECT_THAT(ErrorOf(R"({"resources": {"cpus": 0}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"resources": {"cpus": 0}})"),
               HasSubstr("resources.cpus must be positive"));
-  EXPECT_THAT(ErrorOf(R"({"resources": {"accelerators": {"V100": 1.5}}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"resources": {"accelerators": {"V100": 1.5}}})"),
               HasSubstr("more than one GPU must be a whole number"));
-  EXPECT_THAT(ErrorOf(R"({"envs": {"BERTH_JOB_ID": "1"}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"envs": {"BERTH_JOB_ID": "1"}})"),
               HasSubstr("envs.BERTH_JOB_ID is reserved"));
-  EXPECT_THAT(ErrorOf(R"({"time_limit_s": 0})"), HasSubstr("time_limit must be positive"));
-  EXPECT_THAT(ErrorOf(R"({"kill_grace_s": 7200})"), HasSubstr("kill_grace must be at most 1h"));
+  EXPECT_THAT(SpecErrorOf(R"({"time_limit_s": 0})"), HasSubstr("time_limit must be positive"));
+  EXPECT_THAT(SpecErrorOf(R"({"kill_grace_s": 7200})"), HasSubstr("kill_grace must be at most 1h"));
 }
 
 }  // namespace
@@ -142,18 +144,18 @@ TEST(SpecJson, ContainerRoundTripsAndIsChecked) {
                               .mounts = {"/data:/data:ro"},
                               .pull = PullPolicy::kNever,
                               .remap_root = true};
-  auto back = FromText(json::serialize(SpecToJson(s)));
+  auto back = SpecFromText(json::serialize(SpecToJson(s)));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, s);
-  EXPECT_THAT(ErrorOf(R"({"container": {"mounts": []}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"container": {"mounts": []}})"),
               HasSubstr("container: image is missing"));
-  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x", "pull": "later"}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"container": {"image": "x", "pull": "later"}})"),
               HasSubstr("container.pull: expected missing, always or never"));
-  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x y"}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"container": {"image": "x y"}})"),
               HasSubstr("resources.image_id: 'x y' is not an image reference"));
-  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x", "mounts": ["/a:/b:rx"]}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"container": {"image": "x", "mounts": ["/a:/b:rx"]}})"),
               HasSubstr("container.mounts: '/a:/b:rx'"));
-  EXPECT_THAT(ErrorOf(R"({"container": {"image": "x@sha256:abc"}})"),
+  EXPECT_THAT(SpecErrorOf(R"({"container": {"image": "x@sha256:abc"}})"),
               HasSubstr("is not an image reference"));
 }
 

@@ -14,33 +14,33 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
 
-ParsedTask MustParse(const std::string& yaml) {
+ParsedTask MustParseTask(const std::string& yaml) {
   auto parsed = ParseTaskYaml(yaml, "task.yaml");
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   return parsed.ok() ? *parsed : ParsedTask{};
 }
 
-std::string ErrorOf(const std::string& yaml) {
+std::string TaskErrorOf(const std::string& yaml) {
   auto parsed = ParseTaskYaml(yaml, "task.yaml");
   EXPECT_FALSE(parsed.ok()) << "parsed without error:\n" << yaml;
   return parsed.ok() ? "" : parsed.status().message();
 }
 
 TEST(TaskYaml, InteractiveIsTrueOrFalseInAContainerToo) {
-  EXPECT_FALSE(MustParse("run: bash\n").spec.interactive);
-  EXPECT_TRUE(MustParse("interactive: true\nrun: bash\n").spec.interactive);
-  EXPECT_FALSE(MustParse("interactive: false\nrun: bash\n").spec.interactive);
-  EXPECT_THAT(ErrorOf("run: bash\ninteractive: yes please\n"),
+  EXPECT_FALSE(MustParseTask("run: bash\n").spec.interactive);
+  EXPECT_TRUE(MustParseTask("interactive: true\nrun: bash\n").spec.interactive);
+  EXPECT_FALSE(MustParseTask("interactive: false\nrun: bash\n").spec.interactive);
+  EXPECT_THAT(TaskErrorOf("run: bash\ninteractive: yes please\n"),
               HasSubstr("task.yaml:2: interactive: expected true or false"));
   const JobSpec in_image =
-      MustParse("interactive: true\nresources:\n  image_id: docker:busybox\nrun: sh\n").spec;
+      MustParseTask("interactive: true\nresources:\n  image_id: docker:busybox\nrun: sh\n").spec;
   EXPECT_TRUE(in_image.interactive);
   ASSERT_TRUE(in_image.container.has_value());
 }
 
 // The example of docs/design.md "Task YAML", comments and all: every field lands where it should.
 TEST(TaskYaml, DesignExampleParsesFully) {
-  ParsedTask t = MustParse(R"(name: train
+  ParsedTask t = MustParseTask(R"(name: train
 num_nodes: 2                  # gang: all nodes start together or not at all
 resources:
   accelerators: V100:4        # per node; also {V100: 4}; fractional (T4:0.5) shares one device
@@ -82,7 +82,7 @@ recovery: {on_preemption: requeue, on_node_lost: fail}
 // SkyPilot's examples/resnet_distributed_torch-style dnn.yaml: multi-line setup and run scripts,
 // with $SKYPILOT_* variables that berth sets, kept byte for byte.
 TEST(TaskYaml, SkyPilotDnnExample) {
-  ParsedTask t = MustParse(R"(name: resnet
+  ParsedTask t = MustParseTask(R"(name: resnet
 resources:
   accelerators: V100:4
 
@@ -107,7 +107,7 @@ run: |
 
 // A job that names nothing asks for half a CPU and no memory, so two such jobs share a core.
 TEST(TaskYaml, DefaultsAreHalfACpuNoMemoryNoGpu) {
-  ParsedTask t = MustParse("run: echo hi\n");
+  ParsedTask t = MustParseTask("run: echo hi\n");
   EXPECT_EQ(t.spec.name, "");  // the CLI picks the default name
   EXPECT_EQ(t.spec.num_nodes, 1);
   EXPECT_EQ(t.spec.resources.cpus, 500);
@@ -119,26 +119,27 @@ TEST(TaskYaml, DefaultsAreHalfACpuNoMemoryNoGpu) {
 }
 
 TEST(TaskYaml, EveryAcceleratorFormMeansTheSame) {
-  EXPECT_EQ(MustParse("resources: {accelerators: V100:4}").spec.resources.gpu_milli, 4000);
-  EXPECT_EQ(MustParse("resources: {accelerators: {V100: 4}}").spec.resources.gpu_milli, 4000);
-  EXPECT_EQ(MustParse("resources:\n  accelerators:\n    V100: 4\n").spec.resources.gpu_milli, 4000);
-  EXPECT_EQ(MustParse("resources: {accelerators: V100}").spec.resources.gpu_milli, 1000);
-  ResourceRequest half = MustParse("resources: {accelerators: T4:0.5}").spec.resources;
+  EXPECT_EQ(MustParseTask("resources: {accelerators: V100:4}").spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(MustParseTask("resources: {accelerators: {V100: 4}}").spec.resources.gpu_milli, 4000);
+  EXPECT_EQ(MustParseTask("resources:\n  accelerators:\n    V100: 4\n").spec.resources.gpu_milli,
+            4000);
+  EXPECT_EQ(MustParseTask("resources: {accelerators: V100}").spec.resources.gpu_milli, 1000);
+  ResourceRequest half = MustParseTask("resources: {accelerators: T4:0.5}").spec.resources;
   EXPECT_EQ(half.gpu_type, "T4");
   EXPECT_EQ(half.gpu_milli, 500);
-  EXPECT_EQ(MustParse("resources: {accelerators: {T4: 0.5}}").spec.resources, half);
+  EXPECT_EQ(MustParseTask("resources: {accelerators: {T4: 0.5}}").spec.resources, half);
 }
 
 // "8+" is SkyPilot for "at least 8"; a request is a minimum anyway, so it means 8.
 TEST(TaskYaml, PlusMeansAtLeast) {
-  ResourceRequest r = MustParse("resources:\n  cpus: 8+\n  memory: \"32+\"\n").spec.resources;
+  ResourceRequest r = MustParseTask("resources:\n  cpus: 8+\n  memory: \"32+\"\n").spec.resources;
   EXPECT_EQ(r.cpus, 8000);
   EXPECT_EQ(r.memory, 32 * 1024);
-  EXPECT_EQ(MustParse("resources: {cpus: 0.25, memory: 0.5}").spec.resources.memory, 512);
+  EXPECT_EQ(MustParseTask("resources: {cpus: 0.25, memory: 0.5}").spec.resources.memory, 512);
 }
 
 TEST(TaskYaml, DurationsAndRecovery) {
-  JobSpec s = MustParse(
+  JobSpec s = MustParseTask(
                   "time_limit: 90\nkill_grace: 30s\n"
                   "recovery: {on_preemption: fail, on_node_lost: requeue, on_node_fault: fail}\n")
                   .spec;
@@ -149,14 +150,14 @@ TEST(TaskYaml, DurationsAndRecovery) {
   EXPECT_EQ(s.on_node_fault, RecoveryAction::kFail);
   // "kill_grace: 30" could mean seconds or minutes; berth asks for a unit instead of guessing.
   EXPECT_EQ(
-      ErrorOf("kill_grace: 30\n"),
+      TaskErrorOf("kill_grace: 30\n"),
       "task.yaml:1: kill_grace: expected a duration like 30s or 2m (with a unit), got \"30\"");
 }
 
 // envs values are strings whatever YAML thinks they are; secrets are env vars too and win over
 // envs.
 TEST(TaskYaml, EnvsAndSecretsBecomeStringsInOrder) {
-  JobSpec s = MustParse(R"(secrets:
+  JobSpec s = MustParseTask(R"(secrets:
   HF_TOKEN: hf_secret
 envs:
   LR: 0.01
@@ -172,7 +173,7 @@ envs:
 // Cloud-only fields are not mistakes in a SkyPilot file; they are noted, with their line, and
 // ignored.
 TEST(TaskYaml, CloudFieldsAreWarningsWithTheirLine) {
-  ParsedTask t = MustParse(R"(name: train
+  ParsedTask t = MustParseTask(R"(name: train
 resources:
   accelerators: A100:8
   infra: aws/us-east-1
@@ -213,48 +214,49 @@ TEST(TaskYaml, FileMountsRefuseObjectStores) {
 }
 
 TEST(TaskYaml, MisspelledFieldIsAnErrorWithASuggestion) {
-  EXPECT_EQ(ErrorOf("name: x\nrun: echo\nresouces:\n  cpus: 2\n"),
+  EXPECT_EQ(TaskErrorOf("name: x\nrun: echo\nresouces:\n  cpus: 2\n"),
             "task.yaml:3: unknown field 'resouces' (did you mean 'resources'?)");
-  EXPECT_EQ(ErrorOf("resources:\n  cpus: 2\n  acelerators: V100:1\n"),
+  EXPECT_EQ(TaskErrorOf("resources:\n  cpus: 2\n  acelerators: V100:1\n"),
             "task.yaml:3: resources: unknown field 'acelerators' (did you mean 'accelerators'?)");
   // gpus is far from accelerators by spelling, and close to cpus, which would be the wrong hint.
-  EXPECT_EQ(ErrorOf("resources: {gpus: 2}"),
+  EXPECT_EQ(TaskErrorOf("resources: {gpus: 2}"),
             "task.yaml:1: resources: unknown field 'gpus' (did you mean 'accelerators'?)");
-  EXPECT_EQ(ErrorOf("walltime: 2h\n"), "task.yaml:1: unknown field 'walltime'");
-  EXPECT_EQ(ErrorOf("recovery: {on_preempt: fail}\n"),
+  EXPECT_EQ(TaskErrorOf("walltime: 2h\n"), "task.yaml:1: unknown field 'walltime'");
+  EXPECT_EQ(TaskErrorOf("recovery: {on_preempt: fail}\n"),
             "task.yaml:1: recovery: unknown field 'on_preempt' (did you mean 'on_preemption'?)");
 }
 
 TEST(TaskYaml, WrongTypesNameLineAndField) {
-  EXPECT_EQ(ErrorOf("run: x\nresources:\n  accelerators: V100:1\n  cpus: lots\n"),
+  EXPECT_EQ(TaskErrorOf("run: x\nresources:\n  accelerators: V100:1\n  cpus: lots\n"),
             "task.yaml:4: resources.cpus: expected a number like 8 or \"8+\", got \"lots\"");
-  EXPECT_EQ(ErrorOf("num_nodes: two\n"),
+  EXPECT_EQ(TaskErrorOf("num_nodes: two\n"),
             "task.yaml:1: num_nodes: expected a whole number, got \"two\"");
-  EXPECT_EQ(ErrorOf("run:\n  - echo a\n  - echo b\n"),
+  EXPECT_EQ(TaskErrorOf("run:\n  - echo a\n  - echo b\n"),
             "task.yaml:2: run: expected a string, got a list");
-  EXPECT_EQ(ErrorOf("resources: V100:4\n"),
+  EXPECT_EQ(TaskErrorOf("resources: V100:4\n"),
             "task.yaml:1: resources: expected a map, got \"V100:4\"");
-  EXPECT_EQ(ErrorOf("envs:\n  - LR=1\n"),
+  EXPECT_EQ(TaskErrorOf("envs:\n  - LR=1\n"),
             "task.yaml:2: envs: expected a map of NAME: value, got a list");
-  EXPECT_EQ(ErrorOf("time_limit: soon\n"),
+  EXPECT_EQ(TaskErrorOf("time_limit: soon\n"),
             "task.yaml:1: time_limit: expected a duration like 90m, 2h or 1h30m (a bare number is "
             "minutes), got \"soon\"");
 }
 
 TEST(TaskYaml, BadCountsNameLineAndField) {
-  EXPECT_EQ(ErrorOf("run: x\nresources:\n  cpus: -2\n"),
+  EXPECT_EQ(TaskErrorOf("run: x\nresources:\n  cpus: -2\n"),
             "task.yaml:3: resources.cpus must be positive, got -2");
   // Zero CPUs passes parsing and is caught by ValidateSpec, which still gets the line.
-  EXPECT_THAT(ErrorOf("resources:\n  cpus: 0\n"),
+  EXPECT_THAT(TaskErrorOf("resources:\n  cpus: 0\n"),
               HasSubstr("task.yaml:2: resources.cpus must be positive"));
-  EXPECT_EQ(ErrorOf("num_nodes: 0\n"), "task.yaml:1: num_nodes must be between 1 and 1024, got 0");
-  EXPECT_EQ(ErrorOf("resources:\n  accelerators: V100:0\n"),
+  EXPECT_EQ(TaskErrorOf("num_nodes: 0\n"),
+            "task.yaml:1: num_nodes must be between 1 and 1024, got 0");
+  EXPECT_EQ(TaskErrorOf("resources:\n  accelerators: V100:0\n"),
             "task.yaml:2: resources.accelerators: the GPU count must be positive, got 0 (leave "
             "accelerators out to ask for no GPU)");
   EXPECT_EQ(
-      ErrorOf("resources:\n  accelerators: V100:1.5\n"),
+      TaskErrorOf("resources:\n  accelerators: V100:1.5\n"),
       "task.yaml:2: resources.accelerators: more than one GPU must be a whole number, got 1.5");
-  EXPECT_EQ(ErrorOf("resources:\n  accelerators: {V100: -1}\n"),
+  EXPECT_EQ(TaskErrorOf("resources:\n  accelerators: {V100: -1}\n"),
             "task.yaml:2: resources.accelerators: the GPU count must be positive, got -1 (leave "
             "accelerators out to ask for no GPU)");
 }
@@ -262,57 +264,60 @@ TEST(TaskYaml, BadCountsNameLineAndField) {
 TEST(TaskYaml, SeveralAcceleratorTypesAreRefused) {
   const std::string kWant =
       "resources.accelerators: choosing among several accelerator types is not supported; name one";
-  EXPECT_EQ(ErrorOf("resources:\n  accelerators: [V100:1, A100:1]\n"), "task.yaml:2: " + kWant);
-  EXPECT_EQ(ErrorOf("resources:\n  accelerators: {V100: 1, A100: 1}\n"), "task.yaml:2: " + kWant);
-  EXPECT_EQ(ErrorOf("resources:\n  accelerators: \"{V100:1, A100:1}\"\n"), "task.yaml:2: " + kWant);
+  EXPECT_EQ(TaskErrorOf("resources:\n  accelerators: [V100:1, A100:1]\n"), "task.yaml:2: " + kWant);
+  EXPECT_EQ(TaskErrorOf("resources:\n  accelerators: {V100: 1, A100: 1}\n"),
+            "task.yaml:2: " + kWant);
+  EXPECT_EQ(TaskErrorOf("resources:\n  accelerators: \"{V100:1, A100:1}\"\n"),
+            "task.yaml:2: " + kWant);
   // Ignoring any_of as a cloud field would run the job without any GPU: refused too.
   EXPECT_THAT(
-      ErrorOf("resources:\n  any_of:\n    - accelerators: V100\n    - accelerators: A100\n"),
+      TaskErrorOf("resources:\n  any_of:\n    - accelerators: V100\n    - accelerators: A100\n"),
       HasSubstr("task.yaml:3: resources.any_of: choosing among several accelerator types"));
 }
 
 TEST(TaskYaml, UnknownRecoveryValue) {
-  EXPECT_EQ(ErrorOf("run: x\nrecovery:\n  on_preemption: retry\n"),
+  EXPECT_EQ(TaskErrorOf("run: x\nrecovery:\n  on_preemption: retry\n"),
             "task.yaml:3: recovery.on_preemption: expected requeue or fail, got \"retry\"");
 }
 
 TEST(TaskYaml, ReservedEnvNamesAreRefusedAtTheirLine) {
-  EXPECT_EQ(ErrorOf("envs:\n  LR: 1\n  BERTH_NODE_RANK: 3\n"),
+  EXPECT_EQ(TaskErrorOf("envs:\n  LR: 1\n  BERTH_NODE_RANK: 3\n"),
             "task.yaml:3: envs.BERTH_NODE_RANK is reserved: berth sets BERTH_* variables itself");
-  EXPECT_EQ(ErrorOf("envs:\n  SKYPILOT_NUM_NODES: 3\n"),
+  EXPECT_EQ(TaskErrorOf("envs:\n  SKYPILOT_NUM_NODES: 3\n"),
             "task.yaml:2: envs.SKYPILOT_NUM_NODES is reserved: berth sets SKYPILOT_* variables "
             "itself");
-  EXPECT_EQ(ErrorOf("envs: {CUDA_VISIBLE_DEVICES: 0}\n"),
+  EXPECT_EQ(TaskErrorOf("envs: {CUDA_VISIBLE_DEVICES: 0}\n"),
             "task.yaml:1: envs.CUDA_VISIBLE_DEVICES is reserved: berth sets it to the GPUs it "
             "allocated");
-  EXPECT_EQ(ErrorOf("envs:\n  HF_TOKEN:\n"), "task.yaml:2: envs.HF_TOKEN has no value");
-  EXPECT_THAT(ErrorOf("envs:\n  1LR: x\n"), HasSubstr("task.yaml:2: envs.1LR is not a valid"));
+  EXPECT_EQ(TaskErrorOf("envs:\n  HF_TOKEN:\n"), "task.yaml:2: envs.HF_TOKEN has no value");
+  EXPECT_THAT(TaskErrorOf("envs:\n  1LR: x\n"), HasSubstr("task.yaml:2: envs.1LR is not a valid"));
 }
 
 TEST(TaskYaml, MalformedOrEmptyFiles) {
   // The bracket opened on line 2 is found unclosed on line 3.
-  EXPECT_EQ(ErrorOf("name: x\nresources: {cpus: 2\nrun: echo\n"),
+  EXPECT_EQ(TaskErrorOf("name: x\nresources: {cpus: 2\nrun: echo\n"),
             "task.yaml:3: malformed YAML: end of map flow not found");
-  EXPECT_EQ(ErrorOf(""), "task.yaml: empty task file");
-  EXPECT_EQ(ErrorOf("# only a comment\n"), "task.yaml: empty task file");
-  EXPECT_EQ(ErrorOf("- run: echo\n"),
+  EXPECT_EQ(TaskErrorOf(""), "task.yaml: empty task file");
+  EXPECT_EQ(TaskErrorOf("# only a comment\n"), "task.yaml: empty task file");
+  EXPECT_EQ(TaskErrorOf("- run: echo\n"),
             "task.yaml:1: a task file is a map of fields such as resources: and run:, got a list");
-  EXPECT_EQ(ErrorOf("echo hi\n"),
+  EXPECT_EQ(TaskErrorOf("echo hi\n"),
             "task.yaml:1: a task file is a map of fields such as resources: and run:, got \"echo "
             "hi\"");
-  EXPECT_EQ(ErrorOf("run: a\nrun: b\n"), "task.yaml:2: 'run' is given twice (also on line 1)");
-  EXPECT_THAT(ErrorOf("name: a\n---\nrun: b\n"), HasSubstr("task.yaml:3: several YAML documents"));
-  EXPECT_EQ(MustParse("%YAML 1.2\n---\nrun: b\n...\n").spec.run, "b");
+  EXPECT_EQ(TaskErrorOf("run: a\nrun: b\n"), "task.yaml:2: 'run' is given twice (also on line 1)");
+  EXPECT_THAT(TaskErrorOf("name: a\n---\nrun: b\n"),
+              HasSubstr("task.yaml:3: several YAML documents"));
+  EXPECT_EQ(MustParseTask("%YAML 1.2\n---\nrun: b\n...\n").spec.run, "b");
 }
 
 // yaml-cpp 0.7's LoadAll never returns on a stray ',' (it allocates until the process dies); berth
 // must answer with an error instead (jbeder/yaml-cpp#1040).
 TEST(TaskYaml, StrayCommaIsAnErrorNotAHang) {
-  EXPECT_EQ(ErrorOf(","), "task.yaml:1: malformed YAML: cannot read this line");
-  EXPECT_EQ(ErrorOf("# task\n,ame: x\nrun: y\n"),
+  EXPECT_EQ(TaskErrorOf(","), "task.yaml:1: malformed YAML: cannot read this line");
+  EXPECT_EQ(TaskErrorOf("# task\n,ame: x\nrun: y\n"),
             "task.yaml:2: malformed YAML: cannot read this line");
-  EXPECT_THAT(ErrorOf("run: y\n---\n,\n"), HasSubstr("task.yaml:3: several YAML documents"));
-  EXPECT_EQ(ErrorOf("~\n"),
+  EXPECT_THAT(TaskErrorOf("run: y\n---\n,\n"), HasSubstr("task.yaml:3: several YAML documents"));
+  EXPECT_EQ(TaskErrorOf("~\n"),
             "task.yaml:1: a task file is a map of fields such as resources: and run:, got nothing");
 }
 
@@ -346,44 +351,44 @@ TEST(ParseAccelerators, Errors) {
 // the line, while scripts full of brackets in block scalars are text, not nesting.
 TEST(TaskYaml, DeepNestingIsRefusedWithTheLimit) {
   std::string deep = "run: echo hi\nenvs: " + std::string(5000, '[') + std::string(5000, ']');
-  EXPECT_THAT(ErrorOf(deep), HasSubstr("task.yaml:2: nested too deep"));
-  EXPECT_THAT(ErrorOf(deep), HasSubstr("at most 64"));
+  EXPECT_THAT(TaskErrorOf(deep), HasSubstr("task.yaml:2: nested too deep"));
+  EXPECT_THAT(TaskErrorOf(deep), HasSubstr("at most 64"));
   std::string under_the_guard =
       "run: echo hi\nenvs: " + std::string(100, '[') + std::string(100, ']');
-  EXPECT_THAT(ErrorOf(under_the_guard), HasSubstr("task.yaml:2: nested too deep"));
+  EXPECT_THAT(TaskErrorOf(under_the_guard), HasSubstr("task.yaml:2: nested too deep"));
   // A quote in a plain key does not hide the brackets after it.
   std::string quoted = "run: echo hi\nx'y: " + std::string(100, '[') + std::string(100, ']');
-  EXPECT_THAT(ErrorOf(quoted), HasSubstr("at most 64"));
+  EXPECT_THAT(TaskErrorOf(quoted), HasSubstr("at most 64"));
   std::string indented = "run: x\nenvs:\n";
   for (int i = 0; i < 70; ++i)
     indented += std::string(static_cast<size_t>(2 * i + 2), ' ') + "a:\n";
-  EXPECT_THAT(ErrorOf(indented), HasSubstr("at most 64"));
+  EXPECT_THAT(TaskErrorOf(indented), HasSubstr("at most 64"));
 
   std::string script = "run: |\n";
   for (int i = 0; i < 100; ++i) script += "  if [ -e x ]; then { echo '['; }; fi\n";
   script += "  echo " + std::string(100, '{') + "\n";
   script += "setup: >-\n  " + std::string(100, '[') + "\nname: ok\n";
   script = "workdir: test [ -f x\n" + script;  // an unbalanced bracket in a plain scalar
-  EXPECT_EQ(MustParse(script).spec.name, "ok");
+  EXPECT_EQ(MustParseTask(script).spec.name, "ok");
 }
 
 // resources.cpu_binding: cores pins whole CPUs, so it needs a whole number of them; it goes
 // through the JSON the server stores and the agent reads.
 TEST(TaskYaml, CpuBindingPinsWholeCpus) {
-  ParsedTask t = MustParse("resources:\n  cpus: 2\n  cpu_binding: cores\nrun: x\n");
+  ParsedTask t = MustParseTask("resources:\n  cpus: 2\n  cpu_binding: cores\nrun: x\n");
   EXPECT_EQ(t.spec.cpu_binding, CpuBinding::kCores);
-  EXPECT_EQ(MustParse("resources: {cpu_binding: none}\n").spec.cpu_binding, CpuBinding::kNone);
-  EXPECT_EQ(MustParse("run: x\n").spec.cpu_binding, CpuBinding::kNone);
+  EXPECT_EQ(MustParseTask("resources: {cpu_binding: none}\n").spec.cpu_binding, CpuBinding::kNone);
+  EXPECT_EQ(MustParseTask("run: x\n").spec.cpu_binding, CpuBinding::kNone);
   auto back = SpecFromJson(SpecToJson(t.spec));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->cpu_binding, CpuBinding::kCores);
-  EXPECT_EQ(ErrorOf("resources:\n  cpus: 2\n  cpu_binding: threads\n"),
+  EXPECT_EQ(TaskErrorOf("resources:\n  cpus: 2\n  cpu_binding: threads\n"),
             "task.yaml:3: resources.cpu_binding: expected cores or none, got \"threads\"");
-  EXPECT_THAT(ErrorOf("resources:\n  cpus: 1.5\n  cpu_binding: cores\n"),
+  EXPECT_THAT(TaskErrorOf("resources:\n  cpus: 1.5\n  cpu_binding: cores\n"),
               HasSubstr("resources.cpu_binding: cores pins whole CPUs; ask for a whole number of "
                         "them in resources.cpus, not 1.5"));
   // The default half CPU cannot be pinned either.
-  EXPECT_THAT(ErrorOf("resources:\n  cpu_binding: cores\n"), HasSubstr("not 0.5"));
+  EXPECT_THAT(TaskErrorOf("resources:\n  cpu_binding: cores\n"), HasSubstr("not 0.5"));
 }
 
 }  // namespace
@@ -422,26 +427,26 @@ TEST(TaskYaml, ContainerErrorsNameTheLine) {
   EXPECT_EQ(ami->warnings[0],
             "task.yaml:3: resources.image_id: only docker:IMAGE runs on berth (a container "
             "image); \"ami-12345\" is a cloud's machine image; ignored");
-  EXPECT_EQ(ErrorOf("run: x\ncontainer:\n  pull: always\n"),
+  EXPECT_EQ(TaskErrorOf("run: x\ncontainer:\n  pull: always\n"),
             "task.yaml:3: container: says how to run an image, but no image is named; add "
             "resources.image_id: docker:IMAGE");
-  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:-rm\n")
+  EXPECT_NE(TaskErrorOf("run: x\nresources:\n  image_id: docker:-rm\n")
                 .find("task.yaml:3: "
                       "resources.image_id: "
                       "'-rm' is not an image "
                       "reference"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mounts: "
-                    "[\"data:/data\"]\n")
+  EXPECT_NE(TaskErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mounts: "
+                        "[\"data:/data\"]\n")
                 .find("container.mounts: 'data:/data': paths must be absolute"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  pull: sometimes\n")
+  EXPECT_NE(TaskErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  pull: sometimes\n")
                 .find("task.yaml:5: container.pull: expected missing, always or never"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mount: []\n")
+  EXPECT_NE(TaskErrorOf("run: x\nresources:\n  image_id: docker:x\ncontainer:\n  mount: []\n")
                 .find("did you mean 'mounts'"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("run: x\nresources:\n  image_id: docker:x\nfile_mounts:\n  /data: ./d\n")
+  EXPECT_NE(TaskErrorOf("run: x\nresources:\n  image_id: docker:x\nfile_mounts:\n  /data: ./d\n")
                 .find("with an image, targets go in the workdir or ~"),
             std::string::npos);
 }

@@ -40,7 +40,7 @@ std::unique_ptr<PgConn> MustConnect(const std::string& uri) {
 }
 
 // The single integer `sql` returns, or -1 (and a test failure).
-int64_t QueryInt(PgConn& conn, const std::string& sql) {
+int64_t PgQueryInt(PgConn& conn, const std::string& sql) {
   Result<PgResult> r = conn.Query(sql);
   EXPECT_TRUE(r.ok()) << sql << ": " << r.status().message();
   if (!r.ok() || r->rows() != 1) return -1;
@@ -83,8 +83,8 @@ TEST(PgStoreTest, SchemaVersionIsStoredAndANewerOneIsRefused) {
   }
   std::unique_ptr<PgConn> raw = MustConnect(db->uri());
   ASSERT_NE(raw, nullptr);
-  EXPECT_EQ(QueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM berth_schema"), 1);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM berth_schema"), 1);
 
   {
     Result<std::unique_ptr<Store>> again = OpenPgStore(db->uri());
@@ -93,7 +93,7 @@ TEST(PgStoreTest, SchemaVersionIsStoredAndANewerOneIsRefused) {
     ASSERT_TRUE(jobs.ok()) << jobs.status().message();
     EXPECT_EQ(jobs->size(), 2u);
   }
-  EXPECT_EQ(QueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
 
   ASSERT_TRUE(raw->Exec("UPDATE berth_schema SET version = 99").ok());
   Result<std::unique_ptr<Store>> newer = OpenPgStore(db->uri());
@@ -102,8 +102,8 @@ TEST(PgStoreTest, SchemaVersionIsStoredAndANewerOneIsRefused) {
       << newer.status().message();
   EXPECT_NE(newer.status().message().find(db->name()), std::string::npos)
       << newer.status().message();
-  EXPECT_EQ(QueryInt(*raw, "SELECT version FROM berth_schema"), 99);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT version FROM berth_schema"), 99);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
 }
 
 // Nothing listens on the port: the open fails at once with kUnavailable, naming the server (and
@@ -205,9 +205,9 @@ TEST(PgStoreTest, ServerStoppedUnderTheStoreAndBackAgain) {
   ASSERT_TRUE(store.Commit(cancel).ok());
   std::unique_ptr<PgConn> raw = MustConnect(uri);
   ASSERT_NE(raw, nullptr);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM specs"), 2);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM groups"), 1);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM job_events"), 6);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM specs"), 2);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM groups"), 1);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM job_events"), 6);
 
   // A read while the server is down fails the same way, and the next one after it works.
   ASSERT_TRUE((*cluster)->Halt().ok());
@@ -243,8 +243,8 @@ TEST(PgStoreTest, SubmitInFlightWhenTheServerStopsIsAllOrNothing) {
 
   std::unique_ptr<PgConn> raw = MustConnect(uri);
   ASSERT_NE(raw, nullptr);
-  const int64_t jobs = QueryInt(*raw, "SELECT COUNT(*) FROM jobs");
-  const int64_t events = QueryInt(*raw, "SELECT COUNT(*) FROM job_events");
+  const int64_t jobs = PgQueryInt(*raw, "SELECT COUNT(*) FROM jobs");
+  const int64_t events = PgQueryInt(*raw, "SELECT COUNT(*) FROM job_events");
   std::cout << "[          ] the submit " << (big.ok() ? "committed" : big.status().message())
             << "; jobs now " << jobs << "\n";
   if (big.ok()) {
@@ -254,7 +254,7 @@ TEST(PgStoreTest, SubmitInFlightWhenTheServerStopsIsAllOrNothing) {
     EXPECT_TRUE(jobs == 1 || jobs == 1 + kJobs) << jobs << " jobs: half a submit";
   }
   EXPECT_EQ(events, jobs);
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM specs"), jobs == 1 ? 1 : 2);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM specs"), jobs == 1 ? 1 : 2);
   // And the store goes on from there.
   Result<SubmitResult> next = store.Submit(MakeSubmission(1, false));
   ASSERT_TRUE(next.ok()) << next.status().message();
@@ -293,11 +293,11 @@ TEST(PgStoreTest, ConnectionLostDuringCommitMakesTheOutcomeUncertain) {
   EXPECT_EQ(lost.status().code(), Code::kUnavailable) << lost.status().message();
   EXPECT_TRUE(store.commit_uncertain());
   // (Here it did not land: the backend ended before writing its commit record.)
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 1);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 1);
   // The store reconnects and goes on.
   Result<SubmitResult> next = store.Submit(MakeSubmission(1, false));
   ASSERT_TRUE(next.ok()) << next.status().message();
-  EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
 }
 
 // Several servers start at once against one fresh database: each opens its store, and the schema
@@ -324,9 +324,9 @@ TEST(PgStoreTest, StoresOpeningAFreshDatabaseAtOnceMigrateItOnce) {
     }
     std::unique_ptr<PgConn> raw = MustConnect(db->uri());
     ASSERT_NE(raw, nullptr);
-    EXPECT_EQ(QueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
-    EXPECT_EQ(QueryInt(*raw, "SELECT COUNT(*) FROM berth_schema"), 1);
-    EXPECT_EQ(QueryInt(*raw, "SELECT next FROM id_counters WHERE name = 'job'"), 1);
+    EXPECT_EQ(PgQueryInt(*raw, "SELECT version FROM berth_schema"), kPgSchemaVersion);
+    EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM berth_schema"), 1);
+    EXPECT_EQ(PgQueryInt(*raw, "SELECT next FROM id_counters WHERE name = 'job'"), 1);
     // Every store works on the one schema, and ids stay unique across them.
     for (int i = 0; i < kStores; ++i) {
       Result<SubmitResult> r = (*stores[i])->Submit(MakeSubmission(2, true));
@@ -422,9 +422,9 @@ TEST(PgLeaderLeaseTest, DeposedLeadersWritesAreRefused) {
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   std::unique_ptr<PgConn> raw = MustConnect(db->uri());
   ASSERT_NE(raw, nullptr);
-  EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM jobs"), 3);
-  EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM groups"), 0);
-  EXPECT_EQ(QueryInt(*raw, "SELECT count(*) FROM jobs WHERE status = 'CANCELLED'"), 0);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT count(*) FROM jobs"), 3);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT count(*) FROM groups"), 0);
+  EXPECT_EQ(PgQueryInt(*raw, "SELECT count(*) FROM jobs WHERE status = 'CANCELLED'"), 0);
   // Its log appends are fenced too; the new leader's are not refused.
   Result<std::unique_ptr<LogBytes>> old_logs = OpenPgLogBytes(db->uri(), **t1);
   Result<std::unique_ptr<LogBytes>> new_logs = OpenPgLogBytes(db->uri(), **t2);
