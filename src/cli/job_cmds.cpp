@@ -682,6 +682,53 @@ void PrintWaiting(const json::object& w) {
   }
 }
 
+// A field as `show` prints it: "-" for null, a string as itself, anything else as JSON.
+std::string ShownValue(const json::value& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return std::string(v.as_string());
+  return SerializeJson(v);
+}
+
+void PrintAttempts(const json::array& attempts) {
+  fmt::print("Attempts:\n");
+  Table t({"  ATTEMPT", "NODES", "GPUS", "PLACED", "ENDED", "OUTCOME", "EXIT", "PEAK MEM", "CPU",
+           "REASON"});
+  for (const auto& av : attempts) {
+    const json::object& a = av.as_object();
+    std::vector<std::string> nodes;
+    std::vector<std::string> gpus;
+    for (const auto& p : a.at("placement").as_array()) {
+      nodes.emplace_back(p.as_object().at("node").as_string());
+      std::vector<std::string> d;
+      for (const auto& x : p.as_object().at("gpus").as_array())
+        d.push_back(std::to_string(AsInt(x).value_or(0)));
+      gpus.push_back(d.empty() ? "-" : Join(d, ","));
+    }
+    auto s = [&](const char* k) { return ShownValue(a.at(k)); };
+    t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
+           a.at("outcome").is_null()   ? "(current)"
+           : s("outcome") == "PENDING" ? "REQUEUED"
+                                       : s("outcome"),
+           s("exit_code"), MemoryText(a.at("peak_memory_bytes")), CpuText(a.at("cpu_seconds")),
+           s("reason")});
+  }
+  fmt::print("{}", t.Render());
+}
+
+void PrintEvents(const json::array& events) {
+  fmt::print("Events:\n");
+  Table t({"  AT", "STATUS", "ATTEMPT", "BY", "REASON"});
+  for (const auto& ev : events) {
+    const json::object& e = ev.as_object();
+    const json::value* by = e.if_contains("by");
+    t.Add({"  " + std::string(e.at("at").as_string()), std::string(e.at("status").as_string()),
+           std::to_string(AsInt(e.at("attempt")).value_or(0)),
+           by && by->is_string() ? std::string(by->as_string()) : "-",
+           std::string(e.at("reason").as_string())});
+  }
+  fmt::print("{}", t.Render());
+}
+
 }  // namespace
 
 int Show(const GlobalFlags& g, int64_t id, bool as_json) {
@@ -695,12 +742,7 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     fmt::print("{}\n", SerializeJson(j));
     return 0;
   }
-  auto str = [&](const char* key) {
-    const json::value& v = j.at(key);
-    if (v.is_null()) return std::string("-");
-    if (v.is_string()) return std::string(v.as_string());
-    return SerializeJson(v);
-  };
+  auto str = [&](const char* key) { return ShownValue(j.at(key)); };
   const json::object& r = j.at("resources").as_object();
   fmt::print("Job {} ({}) by {}\n", id, str("name"), str("user"));
   // `attempt` is the attempt that runs now, or ran last: a job back in the queue keeps its number
@@ -770,48 +812,9 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
   }
   if (const auto* attempts = j.if_contains("attempts"); attempts && !attempts->as_array().empty()) {
     PrintUsed(attempts->as_array().back().as_object(), j);
-    fmt::print("Attempts:\n");
-    Table t({"  ATTEMPT", "NODES", "GPUS", "PLACED", "ENDED", "OUTCOME", "EXIT", "PEAK MEM", "CPU",
-             "REASON"});
-    for (const auto& av : attempts->as_array()) {
-      const json::object& a = av.as_object();
-      std::vector<std::string> nodes;
-      std::vector<std::string> gpus;
-      for (const auto& p : a.at("placement").as_array()) {
-        nodes.emplace_back(p.as_object().at("node").as_string());
-        std::vector<std::string> d;
-        for (const auto& x : p.as_object().at("gpus").as_array())
-          d.push_back(std::to_string(AsInt(x).value_or(0)));
-        gpus.push_back(d.empty() ? "-" : Join(d, ","));
-      }
-      auto s = [&](const char* k) {
-        const json::value& v = a.at(k);
-        return v.is_null()     ? std::string("-")
-               : v.is_string() ? std::string(v.as_string())
-                               : SerializeJson(v);
-      };
-      t.Add({"  " + s("attempt"), Join(nodes, " "), Join(gpus, " "), s("placed_at"), s("ended_at"),
-             a.at("outcome").is_null()   ? "(current)"
-             : s("outcome") == "PENDING" ? "REQUEUED"
-                                         : s("outcome"),
-             s("exit_code"), MemoryText(a.at("peak_memory_bytes")), CpuText(a.at("cpu_seconds")),
-             s("reason")});
-    }
-    fmt::print("{}", t.Render());
+    PrintAttempts(attempts->as_array());
   }
-  if (const auto* events = j.if_contains("events"); events) {
-    fmt::print("Events:\n");
-    Table t({"  AT", "STATUS", "ATTEMPT", "BY", "REASON"});
-    for (const auto& ev : events->as_array()) {
-      const json::object& e = ev.as_object();
-      const json::value* by = e.if_contains("by");
-      t.Add({"  " + std::string(e.at("at").as_string()), std::string(e.at("status").as_string()),
-             std::to_string(AsInt(e.at("attempt")).value_or(0)),
-             by && by->is_string() ? std::string(by->as_string()) : "-",
-             std::string(e.at("reason").as_string())});
-    }
-    fmt::print("{}", t.Render());
-  }
+  if (const auto* events = j.if_contains("events"); events) PrintEvents(events->as_array());
   return 0;
 }
 

@@ -179,10 +179,7 @@ void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& s
   specs_.Remember(spec_id, spec);
 }
 
-size_t Core::QueuedSubmissionsForTesting() {
-  MutexLock lock(submit_mu_);
-  return submit_queue_.size();
-}
+size_t Core::QueuedSubmissionsForTesting() { return submits_.QueuedForTesting(); }
 
 size_t Core::RememberedSpecsForTesting() {
   MutexLock lock(mu_);

@@ -57,6 +57,7 @@
 #include "server/listing.h"
 #include "server/log_followers.h"
 #include "server/spec_cache.h"
+#include "server/submit_queue.h"
 #include "server/usage_ledger.h"
 #include "server/waiting_board.h"
 #include "spec/job_spec.h"
@@ -100,11 +101,6 @@ struct SubmitRequest {
   std::string key;
 };
 
-struct SubmitAnswer {
-  std::optional<int64_t> group;
-  std::vector<int64_t> ids;
-};
-
 struct CancelRequest {
   std::vector<int64_t> ids;
   bool all = false;        // every job of `user`
@@ -146,7 +142,7 @@ class Core {
   // Checks feasibility, then records the jobs (group-committed with concurrent submissions).
   // Infeasible: the job can never run on this cluster; Unavailable: the store failed (nothing
   // kept).
-  Result<SubmitAnswer> Submit(SubmitRequest request) EXCLUDES(mu_, submit_mu_);
+  Result<SubmitAnswer> Submit(SubmitRequest request) EXCLUDES(mu_);
   Result<CancelAnswer> Cancel(const CancelRequest& request) EXCLUDES(mu_);
   // Stops the running attempt of `job` and puts it back in the queue (its next attempt starts
   // afresh), on the request of `user`; `any` lets them requeue other users' jobs (an operator).
@@ -343,7 +339,7 @@ class Core {
   // Specs the core remembers (held by a job, or not yet swept): bounded by the live ones.
   size_t RememberedSpecsForTesting() EXCLUDES(mu_);
   // Submissions waiting in the group-commit queue (the one writing included).
-  size_t QueuedSubmissionsForTesting() EXCLUDES(submit_mu_);
+  size_t QueuedSubmissionsForTesting();
 
  private:
   // TerminalOf (`terminal`) and PortOf.
@@ -615,6 +611,14 @@ class Core {
                       const std::unordered_map<std::string, uint64_t>& gens) REQUIRES(mu_);
   void NoteNodeGens(const Placement& placement, std::unordered_map<std::string, uint64_t>& gens)
       REQUIRES(mu_);
+  sched::Config PassConfig() const;
+  // Whether job `id` is as the pass saw it (its generation in the snapshot).
+  bool AsPassSaw(const PassInput& in, int64_t id) REQUIRES(mu_);
+  // RunPass's decisions, applied to `plan` if the state is still as the pass saw it (else false).
+  bool ApplyPlacement(Plan& plan, const sched::PlaceDecision& d, PassInput& in, TimeMs now)
+      REQUIRES(mu_);
+  bool ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInput& in, TimeMs now)
+      REQUIRES(mu_);
 
   // core_agents.cpp
   Result<NodeRuntime*> Authenticate(const std::string& node, const std::string& session)
@@ -645,20 +649,14 @@ class Core {
                                   TimeMs now) REQUIRES(mu_);
 
   // core_users.cpp
-  struct SubmitWriter {
-    SubmitRequest* request;
-    uint64_t received_at_seq;      // cancel_.seq when it arrived
+  // A submission in the queue (submits_), with what the core needs to record it.
+  struct SubmitWriter : SubmitQueue::Entry {
+    SubmitRequest* request = nullptr;
+    uint64_t received_at_seq = 0;  // cancel_.seq when it arrived
     std::string spec_json;         // the spec as stored
-    std::string fingerprint;       // with a key: what was submitted under it (SubmitFingerprint)
     int64_t reserved_pending = 0;  // jobs it holds in reserved_pending_ until it is applied
     DependencyRows dependencies;   // read before the lock, for the checks made under it
-    Result<SubmitAnswer> answer = Status::Internal("not written");
-    bool done = false;
   };
-  // A keyed submission the store already has: its answer, or Conflict when the key was used for
-  // a different submission.
-  static Result<SubmitAnswer> AnswerForKey(const SubmitWriter& writer,
-                                           const KeyedSubmission& found);
   // The jobs a cancel names: its ids, then those its filter (all, all users, group) selects now;
   // each once.
   std::vector<int64_t> CancelTargets(const CancelRequest& request) REQUIRES(mu_);
@@ -668,6 +666,18 @@ class Core {
   Status CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
                        CancelAnswer& answer) EXCLUDES(mu_);
   void ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) REQUIRES(mu_);
+  // Submit's steps. The checks that need no state, and the server's defaults in the spec.
+  Status PrepareSubmission(SubmitRequest& request) const;
+  // The checks against the cluster and the user's limits; reserves the jobs under max-pending-jobs.
+  Status AdmitLocked(SubmitWriter& writer) REQUIRES(mu_);
+  // Records an admitted submission in one store commit with those queued beside it; its answer.
+  Result<SubmitAnswer> CommitInGroup(SubmitWriter& writer) EXCLUDES(mu_);
+  static std::vector<Submission> SubmissionsOf(const std::vector<SubmitQueue::Entry*>& writing,
+                                               TimeMs now);
+  // Memory after the group's commit (or its failure): reservations released, jobs added.
+  void ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
+                        const std::vector<SubmitQueue::Entry*>& writing,
+                        const Result<std::vector<SubmitResult>>& stored, TimeMs now) REQUIRES(mu_);
 
   const CoreOptions options_;
   Store& store_;
@@ -732,18 +742,9 @@ class Core {
   // Why pending jobs wait (its own lock: listings never wait for a pass or for mu_).
   WaitingBoard waiting_;
 
-  // Group commit of submissions: writers queue here; the one at the front writes for all.
-  Mutex submit_mu_;
-  CondVar submit_cv_;
-  std::deque<SubmitWriter*> submit_queue_ GUARDED_BY(submit_mu_);
-  // Keys this process committed lately: a retry that looked its key up in the store before the
-  // first submission's commit finds it here instead (the front writer checks). Entries older than
-  // kRecentKeyMs are dropped: by then no writer that looked earlier is still queued.
-  static constexpr DurationMs kRecentKeyMs = 10 * 60 * 1000;
-  std::map<std::pair<std::string, std::string>, KeyedSubmission> recent_keys_
-      GUARDED_BY(submit_mu_);  // (user, key)
-  std::deque<std::pair<TimeMs, std::pair<std::string, std::string>>> recent_key_order_
-      GUARDED_BY(submit_mu_);
+  // Group commit of submissions, and the idempotency keys lately committed (server/submit_queue.h).
+  // Keys are remembered for 10 minutes: by then no writer that looked its key up earlier is queued.
+  SubmitQueue submits_{options_.max_group_commit_jobs, 10 * 60 * 1000};
 };
 
 }  // namespace berth

@@ -149,14 +149,8 @@ bool Core::RunPass() {
   }
 
   // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
-  sched::Config config;
-  config.starvation_bound = options_.starvation_ms;
-  config.admission_charge_s = options_.admission_charge_s;
-  config.gpu_weights = options_.usage.gpu_weights;
-  config.reclaim_limit = options_.reclaim_limit;
-  config.reclaim_window = options_.reclaim_window;
   const auto pass_start = std::chrono::steady_clock::now();
-  sched::PassResult result = sched::Schedule(in.snapshot, config);
+  sched::PassResult result = sched::Schedule(in.snapshot, PassConfig());
   metrics_.pass_seconds.Observe(
       {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
   if (hook) hook();
@@ -179,81 +173,17 @@ bool Core::RunPass() {
     std::vector<int64_t> placed;
     size_t end = std::min(total, next + std::max<size_t>(1, options_.pass_commit_chunk));
     for (; next < end; ++next) {
-      // A decision is applied only on the state the pass saw: the job (and every victim) has the
-      // generation of the snapshot, and the nodes it uses have not changed since (except by this
-      // pass's own earlier decisions).
-      auto current = [&](int64_t id) {
-        mu_.AssertHeld();
-        auto it = jobs_.find(id);
-        auto seen = std::lower_bound(in.job_gens.begin(), in.job_gens.end(),
-                                     std::make_pair(id, uint64_t{0}));
-        return it != jobs_.end() && seen != in.job_gens.end() && seen->first == id &&
-               it->second.gen == seen->second;
-      };
-      if (next < result.placements.size()) {
-        const auto& d = result.placements[next];
-        if (!current(d.job) || jobs_.at(d.job).row.status != JobStatus::kPending ||
-            !NodesUnchanged(d.placement, in.node_gens)) {
-          dropped = true;
-          continue;
-        }
-        ActiveJob& job = jobs_.at(d.job);
-        Place(plan, job, d.placement, "", now);
-        SendLaunches(plan, job);
-        NoteNodeGens(d.placement, in.node_gens);
-        placed.push_back(d.job);
-        continue;
-      }
-      // A preemption: the victims go back to the queue (or end PREEMPTED, as they asked) and are
-      // stopped; the preemptor is placed at once on what they free, so that nobody else can take
-      // it, but launched only when their processes are gone.
-      const auto& d = result.preemptions[next - result.placements.size()];
-      bool valid = current(d.preemptor) &&
-                   jobs_.at(d.preemptor).row.status == JobStatus::kPending &&
-                   NodesUnchanged(d.placement, in.node_gens);
-      for (int64_t v : d.victims) valid = valid && current(v);
-      if (!valid) {
+      const bool applied =
+          next < result.placements.size()
+              ? ApplyPlacement(plan, result.placements[next], in, now)
+              : ApplyPreemption(plan, result.preemptions[next - result.placements.size()], in, now);
+      if (!applied) {
         dropped = true;
         continue;
       }
-      ActiveJob& job = jobs_.at(d.preemptor);
-      std::vector<std::string> victims;
-      for (int64_t victim_id : d.victims) {
-        ActiveJob& victim = jobs_.at(victim_id);
-        if (!IsActive(victim.row.status) || victim.terminating) continue;
-        std::string why = d.reclaim ? fmt::format("reclaimed by team {} for job {} (its quota)",
-                                                  d.team.empty() ? "(default)" : d.team, job.row.id)
-                                    : fmt::format("preempted by job {} (priority {})", job.row.id,
-                                                  job.row.priority);
-        plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
-        if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-          Requeue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
-        } else {
-          EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
-        }
-        victims.push_back(std::to_string(victim_id));
-      }
-      // The launch waits for every attempt named by the decision (victims, and jobs already
-      // stopping whose resources the placement also uses) that still has processes running.
-      std::set<AttemptKey> launch_after;
-      for (const auto& a : d.launch_after) {
-        AttemptKey key{a.job, a.attempt};
-        auto t = jobs_.find(a.job);
-        bool stopping =
-            t != jobs_.end() && t->second.terminating && t->second.row.attempt == a.attempt;
-        if (dying_.count(key) || stopping) launch_after.insert(key);
-      }
-      Place(
-          plan, job, d.placement,
-          (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
-              Join(victims, ", "),
-          now);
-      if (d.reclaim) plan.reclaims.push_back(d.team);
-      NoteNodeGens(d.placement, in.node_gens);
-      job.launch_after = std::move(launch_after);
-      SaveLaunchHeld(plan);
-      launch_held_.insert(job.row.id);
-      placed.push_back(job.row.id);
+      placed.push_back(next < result.placements.size()
+                           ? result.placements[next].job
+                           : result.preemptions[next - result.placements.size()].preemptor);
     }
     if (placed.empty()) continue;
     LaunchUnblocked(plan);  // preemptors whose victims had nothing left running
@@ -273,6 +203,86 @@ bool Core::RunPass() {
     MutexLock lock(mu_);
     RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot
   }
+  return true;
+}
+
+sched::Config Core::PassConfig() const {
+  sched::Config config;
+  config.starvation_bound = options_.starvation_ms;
+  config.admission_charge_s = options_.admission_charge_s;
+  config.gpu_weights = options_.usage.gpu_weights;
+  config.reclaim_limit = options_.reclaim_limit;
+  config.reclaim_window = options_.reclaim_window;
+  return config;
+}
+
+// A decision is applied only on the state the pass saw: the job (and every victim) has the
+// generation of the snapshot, and the nodes it uses have not changed since (except by this pass's
+// own earlier decisions).
+bool Core::AsPassSaw(const PassInput& in, int64_t id) {
+  auto it = jobs_.find(id);
+  auto seen =
+      std::lower_bound(in.job_gens.begin(), in.job_gens.end(), std::make_pair(id, uint64_t{0}));
+  return it != jobs_.end() && seen != in.job_gens.end() && seen->first == id &&
+         it->second.gen == seen->second;
+}
+
+bool Core::ApplyPlacement(Plan& plan, const sched::PlaceDecision& d, PassInput& in, TimeMs now) {
+  if (!AsPassSaw(in, d.job) || jobs_.at(d.job).row.status != JobStatus::kPending ||
+      !NodesUnchanged(d.placement, in.node_gens)) {
+    return false;
+  }
+  ActiveJob& job = jobs_.at(d.job);
+  Place(plan, job, d.placement, "", now);
+  SendLaunches(plan, job);
+  NoteNodeGens(d.placement, in.node_gens);
+  return true;
+}
+
+// The victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
+// preemptor is placed at once on what they free, so that nobody else can take it, but launched
+// only when their processes are gone.
+bool Core::ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInput& in, TimeMs now) {
+  bool valid = AsPassSaw(in, d.preemptor) &&
+               jobs_.at(d.preemptor).row.status == JobStatus::kPending &&
+               NodesUnchanged(d.placement, in.node_gens);
+  for (int64_t v : d.victims) valid = valid && AsPassSaw(in, v);
+  if (!valid) return false;
+  ActiveJob& job = jobs_.at(d.preemptor);
+  std::vector<std::string> victims;
+  for (int64_t victim_id : d.victims) {
+    ActiveJob& victim = jobs_.at(victim_id);
+    if (!IsActive(victim.row.status) || victim.terminating) continue;
+    std::string why =
+        d.reclaim ? fmt::format("reclaimed by team {} for job {} (its quota)",
+                                d.team.empty() ? "(default)" : d.team, job.row.id)
+                  : fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+    plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
+    if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
+      Requeue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
+    } else {
+      EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
+    }
+    victims.push_back(std::to_string(victim_id));
+  }
+  // The launch waits for every attempt named by the decision (victims, and jobs already stopping
+  // whose resources the placement also uses) that still has processes running.
+  std::set<AttemptKey> launch_after;
+  for (const auto& a : d.launch_after) {
+    AttemptKey key{a.job, a.attempt};
+    auto t = jobs_.find(a.job);
+    bool stopping = t != jobs_.end() && t->second.terminating && t->second.row.attempt == a.attempt;
+    if (dying_.count(key) || stopping) launch_after.insert(key);
+  }
+  Place(plan, job, d.placement,
+        (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
+            Join(victims, ", "),
+        now);
+  if (d.reclaim) plan.reclaims.push_back(d.team);
+  NoteNodeGens(d.placement, in.node_gens);
+  job.launch_after = std::move(launch_after);
+  SaveLaunchHeld(plan);
+  launch_held_.insert(job.row.id);
   return true;
 }
 

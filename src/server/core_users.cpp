@@ -20,6 +20,32 @@ std::string SubmitFingerprint(const std::string& spec_json, int count, bool as_g
 }  // namespace
 
 Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
+  BERTH_RETURN_IF_ERROR(PrepareSubmission(request));
+  SubmitWriter writer;
+  writer.request = &request;
+  writer.user = request.user;
+  writer.key = request.key;
+  writer.count = request.count;
+  writer.spec_json = SerializeJson(SpecToJson(request.spec));
+  if (!request.spec.depends_on.empty()) writer.dependencies = ReadDependencyRows(request.spec);
+  if (!request.key.empty()) {
+    // Sent before? Then the answer is what it made, whatever has changed since (limits, nodes).
+    writer.fingerprint = SubmitFingerprint(writer.spec_json, request.count, request.as_group);
+    auto found = store_.FindSubmission(request.user, request.key);
+    if (!found.ok()) {
+      return Status::Unavailable("the submission's idempotency key could not be looked up (" +
+                                 found.status().message() + "); nothing was recorded, try again");
+    }
+    if (*found) return SubmitQueue::AnswerFrom(writer, **found);
+  }
+  {
+    HandlerLock lock(this);
+    BERTH_RETURN_IF_ERROR(AdmitLocked(writer));
+  }
+  return CommitInGroup(writer);
+}
+
+Status Core::PrepareSubmission(SubmitRequest& request) const {
   if (request.count < 1) return Status::Invalid("num_jobs must be at least 1");
   if (request.count > options_.max_jobs_per_submit) {
     return Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
@@ -43,115 +69,87 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }
-  SubmitWriter writer{&request, 0};
-  writer.spec_json = SerializeJson(SpecToJson(request.spec));
-  if (!request.spec.depends_on.empty()) writer.dependencies = ReadDependencyRows(request.spec);
-  if (!request.key.empty()) {
-    // Sent before? Then the answer is what it made, whatever has changed since (limits, nodes).
-    writer.fingerprint = SubmitFingerprint(writer.spec_json, request.count, request.as_group);
-    auto found = store_.FindSubmission(request.user, request.key);
-    if (!found.ok()) {
-      return Status::Unavailable("the submission's idempotency key could not be looked up (" +
-                                 found.status().message() + "); nothing was recorded, try again");
-    }
-    if (*found) return AnswerForKey(writer, **found);
+  return Status::Ok();
+}
+
+Status Core::AdmitLocked(SubmitWriter& writer) {
+  const SubmitRequest& request = *writer.request;
+  writer.received_at_seq = cancel_.seq;
+  if (capacity_stale_) {
+    capacity_views_.clear();
+    for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
+    capacity_stale_ = false;
   }
+  JobRow row;
+  row.num_nodes = request.spec.num_nodes;
+  row.resources = request.spec.resources;
+  Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
+  if (request.spec.container) {
+    BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
+  }
+  if (!feasible.ok()) {
+    return Status::Infeasible("this job can never run here: " + feasible.message());
+  }
+  // A user's max-pending-jobs refuses what would take them over it (pending jobs are counted
+  // per user as jobs change).
+  // Submissions admitted but not yet recorded count too (reserved_pending_), so that concurrent
+  // ones cannot together go past the cap.
+  auto rules = share_users_.find(request.user);
+  const bool capped = rules != share_users_.end() && rules->second.max_pending_jobs;
+  if (capped) {
+    auto reserved = reserved_pending_.find(request.user);
+    const int64_t pending = counts_.Pending(request.user) +
+                            (reserved == reserved_pending_.end() ? 0 : reserved->second);
+    const int64_t limit = *rules->second.max_pending_jobs;
+    if (pending + request.count > limit) {
+      return Status::Forbidden(fmt::format(
+          "user {} has {} pending job(s) and may have at most {} (max-pending-jobs); this "
+          "submission of {} would exceed it",
+          request.user, pending, limit, request.count));
+    }
+  }
+  if (!request.spec.depends_on.empty()) {
+    // Refused now if a dependency names something unknown or not theirs, or can never hold;
+    // checked again when the jobs are recorded (a dependency may end in between).
+    auto conditions = DependencyConditions(request.spec, request.user, request.depend_on_any,
+                                           &writer.dependencies);
+    if (!conditions.ok()) return conditions.status();
+    sched::Dependencies check;
+    if (check.Add(0, std::move(*conditions)) == sched::DepState::kFailed) {
+      return Status::Invalid("this job could never start: " + check.Find(0)->why);
+    }
+  }
+  if (capped) {
+    reserved_pending_[request.user] += request.count;
+    writer.reserved_pending = request.count;
+  }
+  return Status::Ok();
+}
+
+// Group commit (server/submit_queue.h): the writer at the queue's front records everything
+// queued behind it in one store transaction, outside the state lock, then applies it to memory.
+Result<SubmitAnswer> Core::CommitInGroup(SubmitWriter& writer) {
+  if (!submits_.Join(writer)) return std::move(writer.answer);
+  const SubmitQueue::Group group = submits_.TakeGroup();
+  const TimeMs now = clock_.Now();
+  const std::vector<SubmitQueue::Entry*> writing = group.Writing();
+  std::vector<Submission> subs = SubmissionsOf(writing, now);
+  Result<std::vector<SubmitResult>> stored = std::vector<SubmitResult>();
+  if (!subs.empty()) stored = store_.SubmitMany(subs);
   {
     HandlerLock lock(this);
-    writer.received_at_seq = cancel_.seq;
-    if (capacity_stale_) {
-      capacity_views_.clear();
-      for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
-      capacity_stale_ = false;
-    }
-    JobRow row;
-    row.num_nodes = request.spec.num_nodes;
-    row.resources = request.spec.resources;
-    Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
-    if (request.spec.container) {
-      BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
-    }
-    if (!feasible.ok()) {
-      return Status::Infeasible("this job can never run here: " + feasible.message());
-    }
-    // A user's max-pending-jobs refuses what would take them over it (pending jobs are counted
-    // per user as jobs change).
-    // Submissions admitted but not yet recorded count too (reserved_pending_), so that concurrent
-    // ones cannot together go past the cap.
-    auto rules = share_users_.find(request.user);
-    const bool capped = rules != share_users_.end() && rules->second.max_pending_jobs;
-    if (capped) {
-      auto reserved = reserved_pending_.find(request.user);
-      const int64_t pending = counts_.Pending(request.user) +
-                              (reserved == reserved_pending_.end() ? 0 : reserved->second);
-      const int64_t limit = *rules->second.max_pending_jobs;
-      if (pending + request.count > limit) {
-        return Status::Forbidden(fmt::format(
-            "user {} has {} pending job(s) and may have at most {} (max-pending-jobs); this "
-            "submission of {} would exceed it",
-            request.user, pending, limit, request.count));
-      }
-    }
-    if (!request.spec.depends_on.empty()) {
-      // Refused now if a dependency names something unknown or not theirs, or can never hold;
-      // checked again when the jobs are recorded (a dependency may end in between).
-      auto conditions = DependencyConditions(request.spec, request.user, request.depend_on_any,
-                                             &writer.dependencies);
-      if (!conditions.ok()) return conditions.status();
-      sched::Dependencies check;
-      if (check.Add(0, std::move(*conditions)) == sched::DepState::kFailed) {
-        return Status::Invalid("this job could never start: " + check.Find(0)->why);
-      }
-    }
-    if (capped) {
-      reserved_pending_[request.user] += request.count;
-      writer.reserved_pending = request.count;
-    }
+    ApplyGroupLocked(group.entries, writing, stored, now);
   }
+  submits_.Finish(group, stored, now);
+  return std::move(writer.answer);
+}
 
-  // Group commit: wait in the queue; the writer at its front writes everything queued behind it
-  // in one store transaction, outside the state lock, then applies it to memory for all of them.
-  MutexLock queue_lock(submit_mu_);
-  submit_queue_.push_back(&writer);
-  while (!writer.done && submit_queue_.front() != &writer) submit_cv_.Wait(submit_mu_);
-  if (writer.done) return std::move(writer.answer);
-  std::vector<SubmitWriter*> group;
-  int64_t jobs = 0;
-  for (SubmitWriter* w : submit_queue_) {
-    if (!group.empty() && jobs + w->request->count > options_.max_group_commit_jobs) break;
-    group.push_back(w);
-    jobs += w->request->count;
-  }
-  TimeMs now = clock_.Now();
-  // A keyed writer whose key was committed since it looked (a retry racing its original), or that
-  // repeats an earlier writer's key in this group, is answered from that one and writes nothing.
-  std::vector<SubmitWriter*> repeats_of(group.size(), nullptr);
-  for (size_t i = 0; i < group.size(); ++i) {
-    SubmitWriter& w = *group[i];
-    if (w.request->key.empty()) continue;
-    auto recent = recent_keys_.find({w.request->user, w.request->key});
-    if (recent != recent_keys_.end()) {
-      w.answer = AnswerForKey(w, recent->second);
-      repeats_of[i] = &w;  // answered: it writes nothing
-      continue;
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (!repeats_of[j] && group[j]->request->user == w.request->user &&
-          group[j]->request->key == w.request->key) {
-        repeats_of[i] = group[j];
-        break;
-      }
-    }
-  }
-  queue_lock.Unlock();
-
+std::vector<Submission> Core::SubmissionsOf(const std::vector<SubmitQueue::Entry*>& writing,
+                                            TimeMs now) {
   std::vector<Submission> subs;
-  std::vector<SubmitWriter*> writing;
-  subs.reserve(group.size());
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (repeats_of[i]) continue;
-    SubmitWriter* w = group[i];
-    writing.push_back(w);
+  subs.reserve(writing.size());
+  for (SubmitQueue::Entry* entry : writing) {
+    auto* w = static_cast<SubmitWriter*>(entry);  // the core queues only SubmitWriters
     const JobSpec& spec = w->request->spec;
     Submission sub;
     sub.spec_json = std::move(w->spec_json);
@@ -168,72 +166,31 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     sub.now = now;
     subs.push_back(std::move(sub));
   }
-  Result<std::vector<SubmitResult>> stored = std::vector<SubmitResult>();
-  if (!subs.empty()) stored = store_.SubmitMany(subs);
-  {
-    HandlerLock lock(this);
-    // Recorded (counted in counts_ now) or refused: no longer reserved.
-    for (SubmitWriter* w : group) {
-      if (w->reserved_pending == 0) continue;
-      auto reserved = reserved_pending_.find(w->request->user);
-      if ((reserved->second -= w->reserved_pending) <= 0) reserved_pending_.erase(reserved);
-      w->reserved_pending = 0;
-    }
-    for (size_t i = 0; i < writing.size(); ++i) {
-      if (!stored.ok()) {
-        writing[i]->answer = Status::Unavailable(
-            "the submission could not be recorded (" + stored.status().message() + "); try again" +
-            (writing[i]->request->key.empty() ? "" : " with the same idempotency key"));
-      } else {
-        ApplySubmitted(*writing[i], (*stored)[i], now);
-      }
-    }
-    if (stored.ok() && !subs.empty()) RequestPassLocked();
-  }
-
-  queue_lock.Lock();
-  for (size_t i = 0; i < group.size(); ++i) {
-    const SubmitWriter* first = repeats_of[i];
-    if (!first || first == group[i]) continue;
-    // The same key in one group: a retry gets the first one's jobs; another body is a reuse of
-    // the key, refused as it would be once the first is in the store.
-    if (first->answer.ok() && first->fingerprint != group[i]->fingerprint) {
-      group[i]->answer = Status::Conflict(fmt::format(
-          "idempotency key '{}' was used for a different submission (jobs {}..{}); a new "
-          "submission needs a new key",
-          group[i]->request->key, first->answer->ids.front(), first->answer->ids.back()));
-    } else {
-      group[i]->answer = first->answer;
-    }
-  }
-  for (size_t i = 0; stored.ok() && i < writing.size(); ++i) {
-    const SubmitWriter& w = *writing[i];
-    if (w.request->key.empty()) continue;
-    std::pair<std::string, std::string> id{w.request->user, w.request->key};
-    recent_keys_[id] = KeyedSubmission{.result = (*stored)[i], .fingerprint = w.fingerprint};
-    recent_key_order_.emplace_back(now, std::move(id));
-  }
-  while (!recent_key_order_.empty() && recent_key_order_.front().first < now - kRecentKeyMs) {
-    recent_keys_.erase(recent_key_order_.front().second);
-    recent_key_order_.pop_front();
-  }
-  for (SubmitWriter* w : group) {
-    w->done = true;
-    submit_queue_.pop_front();
-  }
-  submit_cv_.SignalAll();
-  return std::move(writer.answer);
+  return subs;
 }
 
-Result<SubmitAnswer> Core::AnswerForKey(const SubmitWriter& writer, const KeyedSubmission& found) {
-  const SubmitResult& r = found.result;
-  if (found.fingerprint != writer.fingerprint) {
-    return Status::Conflict(
-        fmt::format("idempotency key '{}' was used for a different submission (jobs {}..{}); a new "
-                    "submission needs a new key",
-                    writer.request->key, r.ids.front(), r.ids.back()));
+void Core::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
+                            const std::vector<SubmitQueue::Entry*>& writing,
+                            const Result<std::vector<SubmitResult>>& stored, TimeMs now) {
+  // Recorded (counted in counts_ now) or refused: no longer reserved.
+  for (SubmitQueue::Entry* entry : group) {
+    auto* w = static_cast<SubmitWriter*>(entry);
+    if (w->reserved_pending == 0) continue;
+    auto reserved = reserved_pending_.find(w->request->user);
+    if ((reserved->second -= w->reserved_pending) <= 0) reserved_pending_.erase(reserved);
+    w->reserved_pending = 0;
   }
-  return SubmitAnswer{.group = r.group, .ids = r.ids};
+  for (size_t i = 0; i < writing.size(); ++i) {
+    auto* w = static_cast<SubmitWriter*>(writing[i]);
+    if (!stored.ok()) {
+      w->answer = Status::Unavailable("the submission could not be recorded (" +
+                                      stored.status().message() + "); try again" +
+                                      (w->key.empty() ? "" : " with the same idempotency key"));
+    } else {
+      ApplySubmitted(*w, (*stored)[i], now);
+    }
+  }
+  if (stored.ok() && !writing.empty()) RequestPassLocked();
 }
 
 void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {

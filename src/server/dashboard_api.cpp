@@ -241,23 +241,32 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
         req.Query("sort") + "'"));
   }
 
-  json::array out_rows;
   json::object page{{"view", view}, {"offset", offset}, {"limit", limit}};
-  if (view == "finished") {
-    // The store's newest finished jobs, filtered here; newest first only.
+  Status filled = view == "finished"
+                      ? DashboardFinishedPage(filter, offset, limit, page)
+                      : DashboardActivePage(filter, sort, descending, offset, limit, page);
+  if (!filled.ok()) return ErrorResponse(filled);
+  return JsonResponse(200, page);
+}
+
+// The store's newest finished jobs, filtered here; newest first only.
+Status Server::DashboardFinishedPage(const listing::RowFilter& filter, int offset, int limit,
+                                     json::object& page) {
+  json::array out_rows;
+  {
     JobQuery q;
     q.finished_only = true;
     q.group = filter.group;
     if (offset + limit > listing::kMaxFinishedScan) {
-      return ErrorResponse(Status::Invalid(fmt::format(
+      return Status::Invalid(fmt::format(
           "the finished view pages through the newest {} finished jobs only (offset + limit)",
-          listing::kMaxFinishedScan)));
+          listing::kMaxFinishedScan));
     }
     const bool filtered = !filter.user.empty() || !filter.team.empty() || filter.status;
     q.limit = filtered ? listing::kMaxFinishedScan
                        : std::min(offset + limit + 1, listing::kMaxFinishedScan);
     auto rows = store_->ListJobs(q);
-    if (!rows.ok()) return ErrorResponse(rows.status());
+    if (!rows.ok()) return rows.status();
     filter.Keep(*rows, [this](const std::string& u) { return core_->TeamOf(u); });
     for (int i = offset; i < static_cast<int>(rows->size()) && i < offset + limit; ++i) {
       json::object o = JobJson((*rows)[static_cast<size_t>(i)], "");
@@ -267,11 +276,15 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
     page["more"] = static_cast<int>(rows->size()) > offset + limit;
     page["total"] = nullptr;  // not counted: the finished history is unbounded
     page["rows"] = std::move(out_rows);
-    return JsonResponse(200, page);
   }
+  return Status::Ok();
+}
 
-  // Active jobs from the core's memory; a bulk group is one row (its newest matching job stands
-  // for it) unless the view is of that group.
+// Active jobs from the core's memory; a bulk group is one row (its newest matching job stands for
+// it) unless the view is of that group.
+Status Server::DashboardActivePage(const listing::RowFilter& filter, const std::string& sort,
+                                   bool descending, int offset, int limit, json::object& page) {
+  json::array out_rows;
   std::vector<Core::QueueEntry> entries = core_->ActiveEntries(filter);
   struct Row {
     Core::QueueEntry entry;
@@ -318,9 +331,9 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
     }
   }
   auto job_rows = store_->GetJobs(ids);
-  if (!job_rows.ok()) return ErrorResponse(job_rows.status());
+  if (!job_rows.ok()) return job_rows.status();
   auto counts = store_->GroupStatusCounts(groups);
-  if (!counts.ok()) return ErrorResponse(counts.status());
+  if (!counts.ok()) return counts.status();
   auto waiting = core_->WaitingReasons(pending);
   std::unordered_map<int64_t, const JobRow*> by_id;
   for (const JobRow& r : *job_rows) by_id[r.id] = &r;
@@ -342,7 +355,7 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
   page["total"] = static_cast<int64_t>(rows.size());
   page["more"] = last < rows.size();
   page["rows"] = std::move(out_rows);
-  return JsonResponse(200, page);
+  return Status::Ok();
 }
 
 }  // namespace berth

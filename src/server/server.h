@@ -30,6 +30,7 @@
 #include "server/accounts.h"
 #include "server/core.h"
 #include "server/identity.h"
+#include "server/listing.h"
 #include "server/log_store.h"
 #include "server/routes.h"
 #include "server/terminal_bridges.h"
@@ -188,6 +189,11 @@ class Server {
   net::HttpResponse HandleLogout(const net::HttpRequest& req);
   net::HttpResponse HandleOverview();
   net::HttpResponse HandleDashboardQueue(const net::HttpRequest& req);
+  // HandleDashboardQueue's two views, written into `page` (its rows, total and more).
+  Status DashboardFinishedPage(const listing::RowFilter& filter, int offset, int limit,
+                               boost::json::object& page);
+  Status DashboardActivePage(const listing::RowFilter& filter, const std::string& sort,
+                             bool descending, int offset, int limit, boost::json::object& page);
   // The Set-Cookie value of a session (an empty id with max age 0 ends it in the browser).
   std::string SessionCookie(const std::string& id, int64_t max_age_s) const;
 

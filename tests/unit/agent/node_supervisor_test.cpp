@@ -41,7 +41,8 @@ constexpr char kTag[] = "BERTH_NODE_SUPERVISOR_TEST";
 
 using testing::ProcessesWithEnv;
 
-bool WaitFor(const std::function<bool()>& done, int64_t ms) {
+// Polls `done` until it holds or `ms` passed, reaping the node supervisors this process started.
+bool WaitReaping(const std::function<bool()>& done, int64_t ms) {
   const int64_t deadline = MonotonicMs() + ms;
   while (!done()) {
     if (MonotonicMs() >= deadline) return false;
@@ -190,7 +191,7 @@ TEST_F(NodeSupervisorTest, RunsEachRankAndRecordsItsEnd) {
   auto pb = launcher.Start(b);
   ASSERT_TRUE(pa.ok() && pb.ok());
   EXPECT_EQ(*pa, *pb) << "one supervisor runs every rank of the node";
-  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(a) && Ended(b); }, 10'000));
 
   auto ea = Events(a);
   ASSERT_EQ(ea.size(), 3u);
@@ -226,7 +227,7 @@ TEST_F(NodeSupervisorTest, APullStepComesFirstAndItsFailureEndsTheRank) {
   auto pb = launcher.StartWithPull(bad);
   ASSERT_TRUE(pa.ok() && pb.ok());
   EXPECT_EQ(*pa, *pb) << "this node supervisor runs pull steps itself";
-  ASSERT_TRUE(WaitFor([&] { return Ended(ok) && Ended(bad); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(ok) && Ended(bad); }, 10'000));
   auto ea = Events(ok);
   ASSERT_EQ(ea.size(), 6u);
   EXPECT_EQ(ea[0].kind, "pulling");
@@ -253,11 +254,11 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
   std::string other = NewJob(2, "sleep 300");
   auto pid = launcher.Start(other);
   ASSERT_TRUE(pid.ok());
-  ASSERT_TRUE(WaitFor([&] { return Running(other) && !JobProcesses(2).empty(); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Running(other) && !JobProcesses(2).empty(); }, 10'000));
   std::string left = NewJob(1, "setsid sleep 300 & env -i " + std::string(kTag) + "=" + root_ +
                                    " setsid sleep 301 & echo started");
   ASSERT_TRUE(launcher.Start(left).ok());
-  ASSERT_TRUE(WaitFor([&] { return Ended(left); }, 10'000)) << "the strays were never stopped";
+  ASSERT_TRUE(WaitReaping([&] { return Ended(left); }, 10'000)) << "the strays were never stopped";
   EXPECT_EQ(Events(left).back().exit_code, 0);
   EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{}) << "a stray outlived its rank's end";
   // Only the node supervisor and job 2's sleep are left.
@@ -269,7 +270,7 @@ TEST_F(NodeSupervisorTest, WhatAnEndedRankLeftIsStoppedAndOnlyThat) {
   EXPECT_TRUE(Running(other));
 
   launcher.Stop(*pid, other);
-  ASSERT_TRUE(WaitFor([&] { return Ended(other); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(other); }, 10'000));
   EXPECT_EQ(Events(other).back().reason, "stopped");
   EXPECT_EQ(Events(other).back().exit_code, 128 + SIGTERM);
 }
@@ -293,7 +294,7 @@ TEST_F(NodeSupervisorTest, AnInteractiveRankRunsOnATerminalOfItsOwn) {
   EXPECT_EQ(read_back->tty->rows, 33);
   EXPECT_EQ(read_back->tty->cols, 101);
   ASSERT_TRUE(launcher.Start(dir).ok());
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 7);
   EXPECT_EQ(Events(dir).back().phase, "run");
   EXPECT_EQ(ReadFileOr(dir + "/output.log"),
@@ -313,7 +314,7 @@ TEST_F(NodeSupervisorTest, AnotherUsersInteractiveRankOwnsItsTerminal) {
   plan->workdir = "/";
   ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
   ASSERT_TRUE(launcher.Start(dir).ok());
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 0) << ReadFileOr(dir + "/output.log");
   EXPECT_EQ(ReadFileOr(dir + "/output.log"), "65534\r\n65534 620\r\n");
 }
@@ -330,7 +331,7 @@ TEST_F(NodeSupervisorTest, AnAttachedLegTypesResizesAndSeesTheExit) {
   plan->tty = RunPlan::Tty{};
   ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
   ASSERT_TRUE(launcher.Start(dir).ok());
-  ASSERT_TRUE(WaitFor([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
   Leg leg(root_, dir, 0);
   ASSERT_TRUE(leg.connected());
   ASSERT_TRUE(leg.ReadUntil([&] { return leg.output() == "ready\r\n"; })) << leg.output();
@@ -343,7 +344,7 @@ TEST_F(NodeSupervisorTest, AnAttachedLegTypesResizesAndSeesTheExit) {
   ASSERT_TRUE(leg.ReadUntil([&] { return leg.closed(); }));
   EXPECT_EQ(leg.output(), "ready\r\ngot:hello\r\n40 120\r\n");
   EXPECT_EQ(leg.controls(), "{\"from\":0}\n{\"exit\":5,\"reason\":\"\"}\n");
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 5);
 }
 
@@ -370,7 +371,7 @@ TEST_F(NodeSupervisorTest, ALegThatLeavesLeavesTheJobAndAnotherReplaysFromItsOff
   second.Send(TermChannel::kControl, R"({"signal":2})");
   ASSERT_TRUE(second.ReadUntil([&] { return second.closed(); }));
   EXPECT_NE(second.controls().find("\"exit\":130"), std::string::npos) << second.controls();
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 130);
   // A rank without a terminal (or no rank at all) refuses a leg, saying so.
   Leg refused(root_, root_ + "/jobs/9-1-0", 0);
@@ -393,7 +394,7 @@ TEST_F(NodeSupervisorTest, ACommandRunIntoARankIsOneOfItsOwn) {
   SupervisorLauncher launcher(BERTH_BIN, root_);
   std::string dir = NewJob(1, "echo $$ > main.pid; sleep 300");
   ASSERT_TRUE(launcher.Start(dir).ok());
-  ASSERT_TRUE(WaitFor([&] { return !ReadFileOr(dir + "/main.pid").empty(); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return !ReadFileOr(dir + "/main.pid").empty(); }, 10'000));
   const std::string main_pid = Trim(ReadFileOr(dir + "/main.pid"));
   Leg exec(root_, ExecLine(dir,
                            "echo job=$BERTH_JOB_ID; pwd; test -t 1 || echo no-terminal; "
@@ -435,12 +436,12 @@ TEST_F(NodeSupervisorTest, ACommandRunIntoAnotherUsersRankRunsAsThatUser) {
   ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
   auto pid = launcher.Start(dir);
   ASSERT_TRUE(pid.ok());
-  ASSERT_TRUE(WaitFor([&] { return Running(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Running(dir); }, 10'000));
   Leg exec(root_, ExecLine(dir, "id -u; id -g; pwd", false));
   ASSERT_TRUE(exec.ReadUntil([&] { return exec.closed(); })) << exec.output();
   EXPECT_EQ(exec.output(), "65534\n65534\n/\n");
   launcher.Stop(*pid, dir);
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
 }
 
 // A command whose leg goes away is hung up; one still running when its rank stops goes with it.
@@ -449,21 +450,21 @@ TEST_F(NodeSupervisorTest, ACommandRunIntoARankEndsWithItsLegOrItsRank) {
   std::string dir = NewJob(1, "echo started > main.txt; sleep 300");
   auto pid = launcher.Start(dir);
   ASSERT_TRUE(pid.ok());
-  ASSERT_TRUE(WaitFor([&] { return !ReadFileOr(dir + "/main.txt").empty(); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return !ReadFileOr(dir + "/main.txt").empty(); }, 10'000));
   pid_t hung_up = 0;
   {
     Leg exec(root_, ExecLine(dir, "echo $$; exec sleep 301", false));
     ASSERT_TRUE(exec.ReadUntil([&] { return exec.output().find('\n') != std::string::npos; }));
     hung_up = std::stoi(exec.output());
   }
-  ASSERT_TRUE(WaitFor([&] { return ::kill(hung_up, 0) != 0; }, 10'000)) << "not hung up";
+  ASSERT_TRUE(WaitReaping([&] { return ::kill(hung_up, 0) != 0; }, 10'000)) << "not hung up";
   EXPECT_TRUE(Running(dir));
   Leg lingering(root_, ExecLine(dir, "echo ready; exec sleep 302", false));
   ASSERT_TRUE(lingering.ReadUntil([&] { return lingering.output() == "ready\n"; }));
   launcher.Stop(*pid, dir);
   ASSERT_TRUE(lingering.ReadUntil([&] { return lingering.closed(); }));
   EXPECT_NE(lingering.controls().find("\"exit\":143"), std::string::npos) << lingering.controls();
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
 }
 
@@ -477,9 +478,9 @@ TEST_F(NodeSupervisorTest, AnInteractiveRankStops) {
   ASSERT_TRUE(WriteRunPlan(dir, *plan).ok());
   auto pid = launcher.Start(dir);
   ASSERT_TRUE(pid.ok());
-  ASSERT_TRUE(WaitFor([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return ReadFileOr(dir + "/output.log") == "ready\r\n"; }, 10'000));
   launcher.Stop(*pid, dir);
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().reason, "stopped");
   EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
 }
@@ -502,15 +503,15 @@ TEST_F(NodeSupervisorTest, AContainerMonitorIsItsRanksNotAnyEndingRanks) {
     }
     return false;
   };
-  ASSERT_TRUE(WaitFor([&] { return Running(container) && monitor(); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Running(container) && monitor(); }, 10'000));
   std::string quick = NewJob(1, "echo done");
   ASSERT_TRUE(launcher.Start(quick).ok());
-  ASSERT_TRUE(WaitFor([&] { return Ended(quick); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(quick); }, 10'000));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (what an end stops goes at once)
   EXPECT_TRUE(monitor()) << "another rank's end stopped the container's monitor";
   EXPECT_TRUE(Running(container));
   launcher.Stop(*pid, container);
-  ASSERT_TRUE(WaitFor([&] { return Ended(container); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(container); }, 10'000));
   EXPECT_FALSE(monitor()) << "the monitor outlived its rank";
 }
 
@@ -524,7 +525,7 @@ TEST_F(NodeSupervisorTest, ARestartedAgentReachesItsRanksAndAnIdleSupervisorLeav
     auto pid = launcher.Start(dir);
     ASSERT_TRUE(pid.ok());
     first = *pid;
-    ASSERT_TRUE(WaitFor([&] { return Running(dir); }, 10'000));
+    ASSERT_TRUE(WaitReaping([&] { return Running(dir); }, 10'000));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(Running(dir)) << "the rank ended with the agent";
@@ -532,11 +533,11 @@ TEST_F(NodeSupervisorTest, ARestartedAgentReachesItsRanksAndAnIdleSupervisorLeav
     SupervisorLauncher launcher(BERTH_BIN, root_);
     EXPECT_TRUE(launcher.Alive(first));
     launcher.Stop(first, dir);
-    ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+    ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
     EXPECT_EQ(Events(dir).back().reason, "stopped");
     EXPECT_TRUE(launcher.Alive(first)) << "it left while an agent was connected";
   }
-  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 5000)) << "it stayed, idle";
+  EXPECT_TRUE(WaitReaping([&] { return Tagged().empty(); }, 5000)) << "it stayed, idle";
   EXPECT_FALSE(std::filesystem::exists(root_ + "/" + kNodeSupervisorSocket));
   EXPECT_FALSE(std::filesystem::exists(root_ + "/" + kNodeSupervisorPidFile));
 }
@@ -551,10 +552,10 @@ TEST_F(NodeSupervisorTest, AnExpiredLeaseStopsEveryRank) {
   std::string b = NewJob(2, "sleep 300");
   ASSERT_TRUE(launcher.Start(a).ok());
   ASSERT_TRUE(launcher.Start(b).ok());
-  ASSERT_TRUE(WaitFor([&] { return Running(a) && Running(b); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Running(a) && Running(b); }, 10'000));
   // Renewed last 10 minutes ago: past both deadlines.
   ASSERT_TRUE(WriteLeaseFile(lease_file_, now - 600'000, 600'000).ok());
-  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(a) && Ended(b); }, 10'000));
   EXPECT_EQ(Events(a).back().reason, "stopped");
   EXPECT_EQ(Events(b).back().reason, "stopped");
   EXPECT_EQ(JobProcesses(1), std::vector<pid_t>{});
@@ -579,10 +580,10 @@ TEST_F(NodeSupervisorTest, TheWarningSignalComesOnceAndOnTime) {
     for (size_t at = 0; (at = log.find("warned\n", at)) != std::string::npos; at += 7) ++n;
     return n;
   };
-  ASSERT_TRUE(WaitFor([&] { return warnings() == 1; }, 10'000))
+  ASSERT_TRUE(WaitReaping([&] { return warnings() == 1; }, 10'000))
       << ReadFileOr(dir + "/output.log") << ReadFileOr(dir + "/events");
   EXPECT_GE(MonotonicMs() - started, 300);
-  ASSERT_TRUE(WaitFor([&] { return Ended(dir); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(dir); }, 10'000));
   EXPECT_EQ(Events(dir).back().exit_code, 0);
   EXPECT_EQ(warnings(), 1) << "the warning came more than once";
 }
@@ -606,7 +607,7 @@ TEST_F(NodeSupervisorTest, RunsMoreRanksAtOnceThanItMayOpenFiles) {
       pid = *started;
     }
     ::setrlimit(RLIMIT_NOFILE, &old);
-    EXPECT_TRUE(WaitFor(
+    EXPECT_TRUE(WaitReaping(
         [&] {
           return std::all_of(dirs.begin(), dirs.end(), [](const auto& d) { return Running(d); });
         },
@@ -616,10 +617,10 @@ TEST_F(NodeSupervisorTest, RunsMoreRanksAtOnceThanItMayOpenFiles) {
     }
   }
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(WaitReaping(
       [&] { return std::all_of(dirs.begin(), dirs.end(), [](const auto& d) { return Ended(d); }); },
       20'000));
-  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 10'000));
+  EXPECT_TRUE(WaitReaping([&] { return Tagged().empty(); }, 10'000));
 }
 
 // `berth local down` sends SIGTERM to the node supervisor: every rank is stopped, its end recorded,
@@ -631,14 +632,14 @@ TEST_F(NodeSupervisorTest, AStopSignalStopsEveryRankAndEndsIt) {
   auto pid = launcher.Start(a);
   ASSERT_TRUE(pid.ok());
   ASSERT_TRUE(launcher.Start(b).ok());
-  ASSERT_TRUE(WaitFor([&] { return Running(a) && Running(b); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Running(a) && Running(b); }, 10'000));
   ASSERT_EQ(::kill(*pid, SIGTERM), 0);
   // b ignores SIGTERM in its bash: SIGKILL after its 1 s grace.
-  ASSERT_TRUE(WaitFor([&] { return Ended(a) && Ended(b); }, 10'000));
+  ASSERT_TRUE(WaitReaping([&] { return Ended(a) && Ended(b); }, 10'000));
   EXPECT_EQ(Events(a).back().reason, "stopped");
   EXPECT_EQ(Events(b).back().reason, "stopped");
-  EXPECT_TRUE(WaitFor([&] { return !launcher.Alive(*pid); }, 5000));
-  EXPECT_TRUE(WaitFor([&] { return Tagged().empty(); }, 5000));
+  EXPECT_TRUE(WaitReaping([&] { return !launcher.Alive(*pid); }, 5000));
+  EXPECT_TRUE(WaitReaping([&] { return Tagged().empty(); }, 5000));
 }
 
 }  // namespace
