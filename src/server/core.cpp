@@ -16,7 +16,7 @@ Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& 
       store_(store),
       clock_(clock),
       channel_(channel),
-      ledger_(options_.usage) {}
+      shares_(options_.usage, options_.reclaim_window) {}
 
 sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   sched::JobRequest r;
@@ -238,7 +238,7 @@ Status Core::Execute(Plan& plan) {
     }
   }
   for (const UsageRecord& u : plan.batch.usage) {
-    ledger_.Add(u);
+    shares_.AddEnded(u);
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
     if (u.gpu_milli > 0) {
       metrics_.user_gpu_seconds.Add({u.user, u.team, u.gpu_type},
@@ -258,7 +258,7 @@ Status Core::Execute(Plan& plan) {
   for (const std::string& reason : plan.events.preempted) metrics_.preemptions.Add({reason});
   if (plan.events.lease_expiries > 0) metrics_.lease_expiries.Add({}, plan.events.lease_expiries);
   if (plan.events.out_of_memory > 0) metrics_.out_of_memory.Add({}, plan.events.out_of_memory);
-  for (const std::string& team : plan.reclaims) reclaims_[team].push_back(clock_.Now());
+  for (const std::string& team : plan.reclaims) shares_.Reclaimed(team, clock_.Now());
   for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
   if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
   for (const auto& [node, session] : plan.opens) {
@@ -387,12 +387,7 @@ bool Core::WaitForPassRequest(DurationMs timeout_ms) {
   if (!shutdown_ && !pass_requested_) {
     // A reclaim leaving its team's rate-limit window may let a job held by the limit reclaim now;
     // nothing else would start a pass for it (no job or node changed).
-    const TimeMs expired = clock_.Now() - options_.reclaim_window;
-    for (auto& [team, times] : reclaims_) {
-      if (times.empty() || times.front() > expired) continue;
-      while (!times.empty() && times.front() <= expired) times.pop_front();
-      pass_requested_ = true;
-    }
+    if (shares_.ExpireReclaims(clock_.Now())) pass_requested_ = true;
   }
   if (shutdown_ || !pass_requested_) return false;
   pass_requested_ = false;

@@ -53,6 +53,7 @@
 #include "sched/scheduler.h"
 #include "server/agent_channel.h"
 #include "server/core_metrics.h"
+#include "server/fair_share.h"
 #include "server/job_counts.h"
 #include "server/listing.h"
 #include "server/log_followers.h"
@@ -585,7 +586,6 @@ class Core {
   UsageRecord UsageOf(const ActiveJob& job, TimeMs now) const REQUIRES(mu_);
   void RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted)
       REQUIRES(mu_);
-  std::string TeamOfLocked(const std::string& user) const REQUIRES(mu_);
   // The snapshot's users and teams: rules, decayed usage (running attempts included), reclaims.
   void AddShares(sched::Snapshot& snap) REQUIRES(mu_);
   // A terminating job whose processes are all gone: frees its resources.
@@ -733,11 +733,8 @@ class Core {
   bool capacity_stale_ GUARDED_BY(mu_) = true;
 
   // Fair share: rules from Accounts, the usage ledger, and each team's recent reclaims.
-  std::map<std::string, UserRow> share_users_ GUARDED_BY(mu_);
-  std::map<std::string, TeamRow> share_teams_ GUARDED_BY(mu_);
-  UsageLedger ledger_ GUARDED_BY(mu_);
+  FairShare shares_ GUARDED_BY(mu_);
   CoreMetrics metrics_;  // thread-safe itself
-  std::map<std::string, std::deque<TimeMs>> reclaims_ GUARDED_BY(mu_);
 
   // Why pending jobs wait (its own lock: listings never wait for a pass or for mu_).
   WaitingBoard waiting_;

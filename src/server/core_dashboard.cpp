@@ -43,7 +43,7 @@ std::vector<Core::QueueEntry> Core::ActiveEntries(const listing::RowFilter& filt
   std::map<std::string, bool> in_team;  // a user's membership, looked up once per user
   auto member = [&](const std::string& user) NO_THREAD_SAFETY_ANALYSIS {
     auto [t, fresh] = in_team.try_emplace(user, false);
-    if (fresh) t->second = TeamOfLocked(user) == filter.team_name();
+    if (fresh) t->second = shares_.TeamOf(user) == filter.team_name();
     return t->second;
   };
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {

@@ -93,12 +93,12 @@ std::string Core::DebugState() {
     out << " " << user << "=" << n;
   }
   out << "\nreclaims:";
-  for (const auto& [team, times] : reclaims_) {
+  for (const auto& [team, times] : shares_.reclaims()) {
     out << " " << team << "=";
     for (TimeMs t : times) out << t << ",";
   }
   out << "\nusage:";
-  for (const auto& [user, value] : ledger_.users()) {
+  for (const auto& [user, value] : shares_.ledger().users()) {
     out << fmt::format(" {}={:.6g}@{}", user, value.first, value.second);
   }
   out << "\n";

@@ -183,7 +183,7 @@ std::string_view Core::ReasonClass(std::string_view reason) {
 }
 
 uint32_t Core::CountGroup(const std::string& pool, const std::string& user) {
-  return counts_.Group(pool, TeamOfLocked(user));
+  return counts_.Group(pool, shares_.TeamOf(user));
 }
 
 uint32_t Core::CountGroupOf(ActiveJob& job) {

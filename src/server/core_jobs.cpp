@@ -203,7 +203,7 @@ void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::
 UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   UsageRecord u;
   u.user = job.row.user;
-  u.team = TeamOfLocked(job.row.user);
+  u.team = shares_.TeamOf(job.row.user);
   u.gpu_type = job.row.resources.gpu_type;
   u.gpu_milli = job.gpu_milli_held();
   u.cpu_milli = TotalCpuMilli(job.row.resources, job.row.placement);

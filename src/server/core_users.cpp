@@ -94,13 +94,13 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
   // per user as jobs change).
   // Submissions admitted but not yet recorded count too (reserved_pending_), so that concurrent
   // ones cannot together go past the cap.
-  auto rules = share_users_.find(request.user);
-  const bool capped = rules != share_users_.end() && rules->second.max_pending_jobs;
+  const UserRow* rules = shares_.RulesOf(request.user);
+  const bool capped = rules != nullptr && rules->max_pending_jobs;
   if (capped) {
     auto reserved = reserved_pending_.find(request.user);
     const int64_t pending = counts_.Pending(request.user) +
                             (reserved == reserved_pending_.end() ? 0 : reserved->second);
-    const int64_t limit = *rules->second.max_pending_jobs;
+    const int64_t limit = *rules->max_pending_jobs;
     if (pending + request.count > limit) {
       return Status::Forbidden(fmt::format(
           "user {} has {} pending job(s) and may have at most {} (max-pending-jobs); this "

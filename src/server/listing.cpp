@@ -13,15 +13,14 @@ Result<int64_t> IntParam(const net::HttpRequest& req, const std::string& name, i
                          int64_t lo, int64_t hi, const std::string& hint) {
   const std::string text = req.Query(name);
   if (text.empty()) return fallback;
-  std::optional<int64_t> value = text[0] == '-' ? std::nullopt : ParseDecimal(text);
-  if (text[0] == '-' && text.size() > 1) {
-    if (auto magnitude = ParseDecimal(text.substr(1))) value = -*magnitude;
-  }
-  if (!value || *value < lo || *value > hi) {
+  const bool negative = text[0] == '-';
+  const std::optional<int64_t> magnitude = ParseDecimal(negative ? text.substr(1) : text);
+  const int64_t value = magnitude ? (negative ? -*magnitude : *magnitude) : 0;
+  if (!magnitude || value < lo || value > hi) {
     return Status::Invalid(fmt::format("'{}': expected one of the integers {} to {}, got '{}'{}",
                                        name, lo, hi, text, hint.empty() ? "" : "; " + hint));
   }
-  return *value;
+  return value;
 }
 
 Result<RowFilter> RowFilter::FromRequest(const net::HttpRequest& req) {
