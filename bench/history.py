@@ -8,7 +8,7 @@ One local node (`berth local up --cpus 64`) in a temporary BERTH_HOME. N single-
 threads with urllib, all run to SUCCEEDED: first N/2, then the other N/2. At each checkpoint (every job
 submitted so far has ended) the script waits until the server has been quiet long enough for its heap trim
 (the housekeeping thread calls malloc_trim once the scheduler has had no work for 3 s; see
-src/server/server.cpp), then samples the server's VmRSS (/proc/<pid>/status of $BERTH_HOME/server/server.pid)
+src/server/http/server.cpp), then samples the server's VmRSS (/proc/<pid>/status of $BERTH_HOME/server/server.pid)
 several times, a second apart, and takes the minimum. It prints every sample, the RSS at N/2 and at N, and
 the growth per submission between the two: what the server keeps for each finished submission.
 Target (issue 30): <= 100 bytes per submission. Exit status 1 when missed (or when a job did not succeed).

@@ -25,7 +25,7 @@
 #include "common/metrics.h"
 #include "fakes/fake_clock.h"
 #include "fakes/temp_dir.h"
-#include "server/core.h"
+#include "server/core/core.h"
 #include "store/store.h"
 
 namespace berth {

@@ -4,7 +4,7 @@
 // peer's uid (SO_PEERCRED, the kernel's word) named through this node's passwd database, in
 // `X-Berth-On-Behalf-Of`. So `berth queue` on a node needs no token, as on the server's machine.
 //
-// The server believes a node about its own users, with limits (server/identity.h): never a
+// The server believes a node about its own users, with limits (server/http/identity.h): never a
 // built-in admin (root, the server's user) and never the admin role, so a stolen cluster token
 // (or node credential) cannot make anyone an admin. Requests for which the kernel gives no uid, or
 // whose uid has no name here, are refused (401) without reaching the server.

@@ -28,7 +28,7 @@
 #include "common/unix_user.h"
 #include "exe/ha_server.h"
 #include "protocol/job_env.h"
-#include "server/server.h"
+#include "server/http/server.h"
 #include "store/store.h"
 #include "supervise/node_supervisor.h"
 #include "supervise/supervisor.h"

@@ -8,8 +8,8 @@
 
 #include "common/log.h"
 #include "protocol/agent_protocol.h"
+#include "server/http/responses.h"
 #include "server/leadership.h"
-#include "server/responses.h"
 #include "store/log_bytes.h"
 #include "store/pg_leader_lease.h"
 #include "store/pg_store.h"

@@ -16,7 +16,7 @@
 #include <functional>
 #include <string>
 
-#include "server/server.h"
+#include "server/http/server.h"
 
 namespace berth {
 

@@ -13,7 +13,7 @@
 
 namespace berth::net {
 
-// How a request reached the server, for identifying its sender (server/identity.h).
+// How a request reached the server, for identifying its sender (server/http/identity.h).
 struct PeerInfo {
   enum class Transport { kTcp, kTls, kUnix };
   Transport transport = Transport::kTcp;

@@ -1,6 +1,6 @@
 // Accounts: who may use the cluster and how — users' rights (role, highest priority, team), their
 // bearer tokens and the audit log of administrative actions — and the Principal a request acts
-// as once it is identified (server/identity.h).
+// as once it is identified (server/http/identity.h).
 //
 // Tokens: a secret of 32 random bytes, shown once when created; the store keeps only its SHA-256
 // hash, and a presented secret is looked up by hash, so no stored value lets anyone in. A token has

@@ -117,7 +117,7 @@ struct ContainerSpec {
   bool operator==(const ContainerSpec&) const = default;
 };
 // The node labels an agent that runs containers adds (agent/container.h); a job with an image
-// is placed only on nodes with the first (server/core.cpp).
+// is placed only on nodes with the first (server/core/core.cpp).
 inline constexpr char kContainerRuntimeLabel[] = "berth.container_runtime";
 inline constexpr char kContainerVersionLabel[] = "berth.container_runtime_version";
 // Checks a job's container.mounts against the host paths `node` lets containers mount (each with

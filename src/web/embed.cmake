@@ -1,6 +1,6 @@
 # Writes OUT, a C++ source holding the dashboard's files (src/web) as the table of
-# server/web_assets.h: cmake -DOUT=... -DROOT=... -DFILES=a,b,c -P embed.cmake
-set(body "// Generated from src/web by embed.cmake: do not edit.\n#include \"server/web_assets.h\"\n\nnamespace berth {\nnamespace {\n")
+# server/http/web_assets.h: cmake -DOUT=... -DROOT=... -DFILES=a,b,c -P embed.cmake
+set(body "// Generated from src/web by embed.cmake: do not edit.\n#include \"server/http/web_assets.h\"\n\nnamespace berth {\nnamespace {\n")
 set(table "")
 set(n 0)
 string(REPLACE "," ";" files "${FILES}")

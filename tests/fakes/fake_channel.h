@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/agent_channel.h"
+#include "server/core/agent_channel.h"
 
 namespace berth::testing {
 

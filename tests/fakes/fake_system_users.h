@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-#include "server/identity.h"
+#include "server/http/identity.h"
 
 namespace berth::testing {
 

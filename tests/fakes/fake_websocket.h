@@ -1,6 +1,6 @@
-// FakeWebSocket: a net::WebSocket in memory for the server's relays (server/terminal_bridges.h).
-// What the test pushes is what Read gives (at once if a Read waits); Write records and succeeds
-// at once while open. Callbacks run on the calling thread.
+// FakeWebSocket: a net::WebSocket in memory for the server's relays
+// (server/http/terminal_bridges.h). What the test pushes is what Read gives (at once if a Read
+// waits); Write records and succeeds at once while open. Callbacks run on the calling thread.
 //
 // Thread-safety: every method is thread-safe (one mutex, never held while calling back).
 #pragma once

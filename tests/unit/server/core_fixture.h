@@ -13,7 +13,7 @@
 #include "fakes/fake_clock.h"
 #include "fakes/faulty_store.h"
 #include "fakes/temp_dir.h"
-#include "server/core.h"
+#include "server/core/core.h"
 
 namespace berth::testing {
 

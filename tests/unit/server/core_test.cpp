@@ -59,8 +59,8 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
 }
 
-// Where a user attaches (server/terminal_bridges.h): only to a running interactive job, each rank
-// on its own node; the refusals say why. A port-forward reaches any running job.
+// Where a user attaches (server/http/terminal_bridges.h): only to a running interactive job, each
+// rank on its own node; the refusals say why. A port-forward reaches any running job.
 TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
   Register("n1");
   Register("n2");

@@ -7,7 +7,7 @@
 #include "core_fixture.h"
 #include "fakes/fake_system_users.h"
 #include "server/accounts.h"
-#include "server/identity.h"
+#include "server/http/identity.h"
 
 namespace berth::testing {
 namespace {

@@ -1,6 +1,6 @@
-// FairShare (server/fair_share.h): the rules, ended and running usage, and the reclaim window, as a
-// pass's snapshot carries them.
-#include "server/fair_share.h"
+// FairShare (server/core/fair_share.h): the rules, ended and running usage, and the reclaim window,
+// as a pass's snapshot carries them.
+#include "server/core/fair_share.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Accounts and Identity: who a request is, from the kernel's word or a token, and what admins may
 // change — against a real SQLite store (wrapped to inject commit failures), a fake clock and a
 // fake passwd database.
-#include "server/identity.h"
+#include "server/http/identity.h"
 
 #include <gtest/gtest.h>
 

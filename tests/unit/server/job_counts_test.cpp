@@ -1,6 +1,6 @@
-// JobCounts (server/job_counts.h): jobs per state and (pool, team), and per user pending, moved as
-// jobs change.
-#include "server/job_counts.h"
+// JobCounts (server/core/job_counts.h): jobs per state and (pool, team), and per user pending,
+// moved as jobs change.
+#include "server/core/job_counts.h"
 
 #include <gtest/gtest.h>
 

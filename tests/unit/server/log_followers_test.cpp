@@ -1,5 +1,5 @@
-// LogFollowers (server/log_followers.h): each follower of a job is woken once.
-#include "server/log_followers.h"
+// LogFollowers (server/core/log_followers.h): each follower of a job is woken once.
+#include "server/core/log_followers.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// The API's route table (server/routes.h): templates with typed parameters, literals before
+// The API's route table (server/http/routes.h): templates with typed parameters, literals before
 // parameters, and the template as the metrics label.
-#include "server/routes.h"
+#include "server/http/routes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// SpecCache (server/spec_cache.h): specs kept only while held, and the specs sent to each node's
-// session.
-#include "server/spec_cache.h"
+// SpecCache (server/core/spec_cache.h): specs kept only while held, and the specs sent to each
+// node's session.
+#include "server/core/spec_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// SubmitQueue (server/submit_queue.h): who writes for whom, the group's cap, repeated keys within a
-// group and across groups, what a failed commit leaves remembered, and the memory's end.
-#include "server/submit_queue.h"
+// SubmitQueue (server/core/submit_queue.h): who writes for whom, the group's cap, repeated keys
+// within a group and across groups, what a failed commit leaves remembered, and the memory's end.
+#include "server/core/submit_queue.h"
 
 #include <gtest/gtest.h>
 

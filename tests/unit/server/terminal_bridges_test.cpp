@@ -1,8 +1,8 @@
-// The server's relay of interactive sessions (server/terminal_bridges.h) with in-memory WebSockets
-// (tests/fakes/fake_websocket.h): the node's side joins the user's by session id and node, both
-// ways are relayed, either side's end ends the other, a node that never comes times the user out,
-// and the caps hold.
-#include "server/terminal_bridges.h"
+// The server's relay of interactive sessions (server/http/terminal_bridges.h) with in-memory
+// WebSockets (tests/fakes/fake_websocket.h): the node's side joins the user's by session id and
+// node, both ways are relayed, either side's end ends the other, a node that never comes times the
+// user out, and the caps hold.
+#include "server/http/terminal_bridges.h"
 
 #include <gtest/gtest.h>
 

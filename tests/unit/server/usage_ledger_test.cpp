@@ -1,5 +1,5 @@
-// UsageLedger (server/usage_ledger.h): weighted GPU usage, decayed with its half-life.
-#include "server/usage_ledger.h"
+// UsageLedger (server/core/usage_ledger.h): weighted GPU usage, decayed with its half-life.
+#include "server/core/usage_ledger.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// WaitingBoard (server/waiting_board.h): reasons given outside a pass, and jobs held by their
+// WaitingBoard (server/core/waiting_board.h): reasons given outside a pass, and jobs held by their
 // dependencies. (A pass's own list is built only by the scheduler: the core tests cover it.)
-#include "server/waiting_board.h"
+#include "server/core/waiting_board.h"
 
 #include <gtest/gtest.h>
 

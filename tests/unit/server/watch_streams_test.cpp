@@ -1,6 +1,6 @@
 // WatchStreams: each node's watch stream — queued lines flushed at attach, a stale session refused,
 // and the keep-alive pings spread so that each stream gets one per cycle, however many there are.
-#include "server/watch_streams.h"
+#include "server/http/watch_streams.h"
 
 #include <gtest/gtest.h>
 

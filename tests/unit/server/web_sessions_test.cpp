@@ -1,7 +1,7 @@
 // WebSessions and the dashboard's way in through Identity: one-time login codes, session cookies,
 // the CSRF header on changes, and browsers refused the loopback identity — against a real SQLite
 // store, a fake clock and a fake passwd database.
-#include "server/web_sessions.h"
+#include "server/http/web_sessions.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "fakes/fake_system_users.h"
 #include "fakes/temp_dir.h"
 #include "server/accounts.h"
-#include "server/identity.h"
+#include "server/http/identity.h"
 #include "store/store.h"
 
 namespace berth::testing {

@@ -1,0 +1,494 @@
+// The agents' side of the core: registration and reconciliation, heartbeats, reports. Every report
+// names (job, attempt, rank); only the current attempt is applied and anything else is told to stop
+// (fencing).
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/core/core.h"
+
+namespace berth {
+
+Result<Core::NodeRuntime*> Core::Authenticate(const std::string& node, const std::string& session) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.session.empty() || it->second.session != session) {
+    return Status::Conflict("unknown agent session for node '" + node + "'; register again");
+  }
+  return &it->second;
+}
+
+void Core::EndSession(const std::string& node) {
+  HandlerLock lock(this);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.session.empty()) return;
+  // A session lives in memory only: nothing to commit. The lease is left to run out.
+  it->second.session.clear();
+  channel_.Close(node);
+  specs_.SessionChanged(node);
+  LogInfo("node {}: its session was ended (credential revoked)", node);
+}
+
+bool Core::SessionIs(const std::string& node, const std::string& session) {
+  HandlerLock lock(this);
+  return Authenticate(node, session).ok() && !shutdown_;
+}
+
+const Placement* Core::LivePlacement(int64_t job, int attempt) const {
+  if (auto dying = dying_.find({job, attempt}); dying != dying_.end()) {
+    return &dying->second.placement;
+  }
+  auto j = jobs_.find(job);
+  // A job back in the queue keeps its last attempt's number but no placement: not live.
+  if (j == jobs_.end() || j->second.row.attempt != attempt || j->second.row.placement.empty()) {
+    return nullptr;
+  }
+  return &j->second.row.placement;
+}
+
+Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
+                                    int64_t job, int attempt, int rank) {
+  // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
+  auto prefix = [&](const Placement& placement) -> Result<std::string> {
+    if (!PlacedOn(placement, node, rank)) return NotPlacedHere(node, job, attempt, rank);
+    return placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node) : std::string();
+  };
+  {
+    HandlerLock lock(this);
+    auto runtime = Authenticate(node, session);
+    if (!runtime.ok()) return runtime.status();
+    if (const Placement* live = LivePlacement(job, attempt)) return prefix(*live);
+  }
+  // An attempt that ended (its last output may arrive after its exit was applied): its placement
+  // is history, read from the store outside the lock.
+  auto attempts = store_.GetAttempts(job);
+  if (!attempts.ok()) return attempts.status();
+  for (const AttemptRow& a : *attempts) {
+    if (a.attempt == attempt) return prefix(a.placement);
+  }
+  return NotPlacedHere(node, job, attempt, rank);
+}
+
+Status Core::NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank) {
+  return Status::Forbidden(fmt::format(
+      "node {} holds no rank {} of job {} attempt {}: a node may touch only what is placed on it",
+      node, rank, job, attempt));
+}
+
+Status Core::MayReadSpec(const std::string& node, const std::string& session, int64_t job,
+                         int64_t spec_id) {
+  HandlerLock lock(this);
+  auto runtime = Authenticate(node, session);
+  if (!runtime.ok()) return runtime.status();
+  auto j = jobs_.find(job);
+  if (j == jobs_.end() || j->second.row.spec_id != spec_id ||
+      !PlacedOn(j->second.row.placement, node)) {
+    return Status::Forbidden(fmt::format(
+        "node {} runs no job {} of spec {}: a node reads only the specs of its own jobs", node, job,
+        spec_id));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Core::JobUploads(const std::string& node,
+                                                  const std::string& session, int64_t job) {
+  HandlerLock lock(this);
+  auto runtime = Authenticate(node, session);
+  if (!runtime.ok()) return runtime.status();
+  auto j = jobs_.find(job);
+  if (j == jobs_.end() || !PlacedOn(j->second.row.placement, node)) {
+    return Status::Forbidden(fmt::format(
+        "node {} runs no job {}: a node reads only the uploads of its own jobs", node, job));
+  }
+  std::shared_ptr<const JobSpec> held =
+      j->second.spec ? j->second.spec : SpecFor(j->second.row.spec_id);
+  if (!held) return Status::Unavailable(fmt::format("job {}'s spec cannot be read", job));
+  return UploadsOf(*held);
+}
+
+Result<std::set<std::string>> Core::LiveUploads() {
+  HandlerLock lock(this);
+  std::set<std::string> out;
+  for (const auto& [id, job] : jobs_) {
+    std::shared_ptr<const JobSpec> spec = job.spec ? job.spec : specs_.Find(job.row.spec_id);
+    if (!spec) {
+      return Status::Unavailable(fmt::format("job {}'s spec is not in memory", id));
+    }
+    for (std::string& digest : UploadsOf(*spec)) out.insert(std::move(digest));
+  }
+  return out;
+}
+
+Result<proto::HeartbeatAnswer> Core::Heartbeat(const std::string& node,
+                                               const std::string& session) {
+  HandlerLock lock(this);
+  auto runtime = Authenticate(node, session);
+  if (!runtime.ok()) return runtime.status();
+  // A lease lives in memory only: a restarted server gives every node a fresh one (Load()).
+  (*runtime)->lease_expires = clock_.Monotonic() + options_.lease_ms;
+  (*runtime)->row.last_seen = clock_.Now();
+  return proto::HeartbeatAnswer{true, options_.lease_ms};
+}
+
+Core::ForgottenAttempts Core::ReadForgotten(
+    const std::set<std::tuple<int64_t, int, int>>& running) {
+  // Which of the agent's attempts the memory does not explain: read outside the lock, since the
+  // store may be slow (a remote database), then used under it. What is read is history (ended
+  // jobs, earlier attempts), which does not change meanwhile.
+  std::set<int64_t> unknown_jobs;
+  std::set<int64_t> old_attempts;
+  {
+    HandlerLock lock(this);
+    for (const auto& [job_id, attempt, rank] : running) {
+      auto j = jobs_.find(job_id);
+      if (j == jobs_.end()) {
+        unknown_jobs.insert(job_id);
+      } else if (j->second.row.attempt != attempt && !dying_.count({job_id, attempt})) {
+        old_attempts.insert(job_id);
+      }
+    }
+  }
+  ForgottenAttempts out;
+  if (!unknown_jobs.empty()) {
+    auto rows = store_.GetJobs({unknown_jobs.begin(), unknown_jobs.end()});
+    if (rows.ok()) {
+      for (auto& row : *rows) out.rows.emplace(row.id, std::move(row));
+    }
+    // The specs of the ended ones, which HoldEndedAttempts keeps in memory with them.
+    for (const auto& [id, row] : out.rows) {
+      if (!IsTerminal(row.status) || out.specs.count(row.spec_id)) continue;
+      if (auto spec = ReadSpec(row.spec_id)) out.specs.emplace(row.spec_id, std::move(spec));
+    }
+  }
+  for (int64_t job : old_attempts) {
+    auto attempts = store_.GetAttempts(job);
+    if (attempts.ok()) out.attempts.emplace(job, std::move(*attempts));
+  }
+  return out;
+}
+
+void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
+                             const std::set<std::tuple<int64_t, int, int>>& running,
+                             const ForgottenAttempts& forgotten) {
+  // An agent still runs an attempt that the store says has ended: the job was cancelled (or
+  // failed, or timed out) and its processes were still being stopped when this server started.
+  // Its resources stay held until they are gone, as they would have been without the restart, so
+  // that no new job lands on devices the dying one still uses. The node is not schedulable before
+  // this runs (it had no session).
+  for (const auto& [job_id, attempt, rank] : running) {
+    if (jobs_.count(job_id)) continue;
+    auto found = forgotten.rows.find(job_id);
+    if (found == forgotten.rows.end()) continue;
+    const JobRow& row = found->second;
+    if (!IsTerminal(row.status) || row.attempt != attempt || row.placement.empty()) continue;
+    ActiveJob job;
+    job.row = row;
+    // Read with the rows, outside the lock (ReadForgotten): nothing here waits for the store.
+    auto spec = forgotten.specs.find(row.spec_id);
+    job.spec = spec != forgotten.specs.end() ? spec->second : std::make_shared<const JobSpec>();
+    RememberSpec(row.spec_id, job.spec);
+    job.ranks.resize(static_cast<size_t>(std::max(1, row.num_nodes)));
+    bool any_running = false;
+    for (const auto& grant : row.placement) {
+      if (static_cast<size_t>(grant.rank) >= job.ranks.size()) continue;
+      bool here = grant.node == node.row.name;
+      auto other = nodes_.find(grant.node);
+      // Ranks on nodes that already re-registered without this job are gone; those on nodes not
+      // heard from yet are held until they register (or their lease runs out).
+      bool gone = here ? !running.count({job_id, attempt, grant.rank})
+                       : other == nodes_.end() || !other->second.session.empty() ||
+                             other->second.row.state == NodeState::kDown;
+      job.ranks[grant.rank].exited = gone;
+      any_running = any_running || !gone;
+    }
+    if (!any_running) continue;
+    LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
+            job_id, attempt, node.row.name);
+    job.terminating = true;
+    plan.jobs_before.try_emplace(job_id, std::nullopt);
+    Allocate(plan, job.row.placement, job.row.resources, +1);
+    CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
+  }
+}
+
+Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& request,
+                                             const std::string& remote_address) {
+  BERTH_RETURN_IF_ERROR(request.Validate());
+  std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank) the agent has
+  for (const auto& r : request.running) running.insert({r.job, r.attempt, r.rank});
+  ForgottenAttempts forgotten = ReadForgotten(running);
+
+  HandlerLock lock(this);
+  const std::string& name = request.name;
+  TimeMs now = clock_.Now();
+  int64_t mono = clock_.Monotonic();
+  auto existing = nodes_.find(name);
+  if (existing != nodes_.end() && existing->second.row.node_id != request.node_id &&
+      existing->second.row.state != NodeState::kDown && existing->second.lease_expires > mono) {
+    return Status::Conflict("node name '" + name +
+                            "' is held by another live agent; pick another --name");
+  }
+  Plan plan;
+  if (existing == nodes_.end()) {
+    plan.nodes_before.emplace(name, std::nullopt);
+    existing = nodes_.emplace(name, NodeRuntime{}).first;
+  }
+  NodeRuntime& node = MutNode(plan, existing->second);
+  bool is_new = node.row.name.empty();
+  node.row.name = name;
+  node.row.node_id = request.node_id;
+  node.row.state = NodeState::kUp;
+  node.row.pool = request.pool;
+  node.row.labels = request.labels;
+  node.row.address = request.address.empty() ? remote_address : request.address;
+  node.row.cpus = request.cpus_milli;
+  node.row.memory = request.memory_mib;
+  node.row.gpus = request.gpus;
+  node.isolation = request.isolation;
+  node.job_memory_default = request.job_memory_default_mib;
+  node.container_mounts = request.container_mounts;
+  if (is_new) node.row.registered_at = now;
+  node.row.last_seen = now;
+  node.row.down_since.reset();
+  node.session = RandomHex(12);
+  node.lease_expires = mono + options_.lease_ms;
+  ++node.sched_gen;
+  capacity_stale_ = true;
+  plan.opens.emplace_back(name, node.session);  // the old session's stream and queue are dropped
+  plan.batch.nodes.push_back(node.row);
+
+  // Reconcile: launches the agent never got are sent again; attempts it runs that are not current
+  // are told to stop.
+  ApplyHealth(plan, node, request.health.value_or(proto::NodeHealth{}), now);
+  HoldEndedAttempts(plan, node, running, forgotten);
+  for (auto& [id, job] : jobs_) {
+    if (job.terminating) {
+      // A rank the agent no longer has is gone: its exit was reported, or it never started.
+      bool changed = false;
+      for (const auto& grant : job.row.placement) {
+        if (grant.node != name || running.count({id, job.row.attempt, grant.rank})) continue;
+        if (static_cast<size_t>(grant.rank) < job.ranks.size() && !job.ranks[grant.rank].exited) {
+          if (!changed) MutJob(plan, job);
+          changed = true;
+          job.ranks[grant.rank].exited = true;
+        }
+      }
+      if (job.AllRanksExited()) Release(plan, job);
+      continue;
+    }
+    if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
+    for (const auto& grant : job.row.placement) {
+      if (grant.node != name || running.count({id, job.row.attempt, grant.rank})) continue;
+      plan.sends.emplace_back(name, LaunchFor(job, grant.rank));
+    }
+  }
+  // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or
+  // running jobs that it still runs (a server restart forgot them) are held again until gone.
+  std::vector<std::tuple<int64_t, int, int>> gone;
+  for (const auto& [key, dying] : dying_) {
+    for (const auto& grant : dying.placement) {
+      if (grant.node == name && dying.alive.count(grant.rank) &&
+          !running.count({key.first, key.second, grant.rank})) {
+        gone.emplace_back(key.first, key.second, grant.rank);
+      }
+    }
+  }
+  for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(plan, job_id, attempt, rank);
+  for (const auto& [job_id, attempt, rank] : running) {
+    auto j = jobs_.find(job_id);
+    if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt})) {
+      continue;
+    }
+    auto attempts = forgotten.attempts.find(job_id);
+    if (attempts == forgotten.attempts.end()) continue;
+    for (const auto& a : attempts->second) {
+      if (a.attempt != attempt) continue;
+      DyingAttempt dying{a.placement, j->second.row.resources, {}};
+      for (const auto& grant : a.placement) {
+        if (grant.node != name || running.count({job_id, attempt, grant.rank})) {
+          dying.alive.insert(grant.rank);
+        }
+      }
+      AttemptKey key{job_id, attempt};
+      SaveDying(plan, key);
+      Allocate(plan, dying.placement, dying.per_node, +1);
+      dying_[key] = std::move(dying);
+    }
+  }
+  for (const auto& [job_id, attempt, rank] : running) {
+    auto j = jobs_.find(job_id);
+    bool current = j != jobs_.end() && j->second.row.attempt == attempt &&
+                   IsActive(j->second.row.status) && !j->second.terminating;
+    if (!current) {
+      plan.sends.emplace_back(name,
+                              proto::StopMessage{job_id, attempt, rank, "not the current attempt"});
+    }
+  }
+  plan.kick = true;
+  plan.reap = true;
+  BERTH_RETURN_IF_ERROR(Execute(plan));
+  LogInfo("node {} registered ({} GPUs, {} CPUs) at {}", name, request.gpus.size(),
+          FormatMilli(request.cpus_milli), node.row.address);
+  return proto::RegisterAnswer{node.session, options_.lease_ms,
+                               std::max<DurationMs>(100, options_.lease_ms / 4)};
+}
+
+proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto::Report& r,
+                                      TimeMs now) {
+  proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
+  bool exited = r.event == proto::ReportEvent::kExited;
+  if (dying_.count({r.job, r.attempt})) {
+    // An earlier attempt being stopped: it holds its resources until each rank is reported gone
+    // (by the node it was placed on: Report refuses a batch about another node's ranks).
+    if (exited) {
+      DyingRankGone(plan, r.job, r.attempt, r.rank);
+    } else {
+      result.action = proto::ReportAction::kStop;
+    }
+    return result;
+  }
+  auto it = jobs_.find(r.job);
+  ActiveJob* job = it == jobs_.end() ? nullptr : &it->second;
+  const bool on_this_node = job && PlacedOn(job->row.placement, node.row.name, r.rank);
+  if (!job || job->row.attempt != r.attempt || !on_this_node || r.rank < 0 ||
+      r.rank >= static_cast<int>(job->ranks.size())) {
+    // Not the current attempt: fenced. A process still running must stop.
+    if (!exited) result.action = proto::ReportAction::kStop;
+    return result;
+  }
+  if (job->terminating || IsTerminal(job->row.status)) {
+    if (exited) {
+      MutJob(plan, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
+      if (job->AllRanksExited()) Release(plan, *job);
+    } else {
+      result.action = proto::ReportAction::kStop;
+    }
+    return result;
+  }
+  MutJob(plan, *job);
+  RankState& rs = job->ranks[static_cast<size_t>(r.rank)];
+  switch (r.event) {
+    case proto::ReportEvent::kAccepted:
+      break;
+    case proto::ReportEvent::kPulling:
+      // Still STARTING (time_limit counts from RUNNING), with the image in its reason; the job's
+      // history keeps what the image resolved to (the first rank to say).
+      if (job->row.status == JobStatus::kStarting && job->spec->container) {
+        const bool pulled = !r.reason.empty();
+        if (!r.progress.empty()) {
+          // How far the download got: shown as the reason while it lasts, not kept in the
+          // history (one entry every few seconds of a long pull would bury the rest). Rank 0's
+          // only: a gang's ranks would take turns rewriting the row.
+          if (r.rank == 0 && StartsWith(job->row.reason, "pulling image")) {
+            MutJob(plan, *job).row.reason =
+                "pulling image " + job->spec->container->image + ": " + r.progress;
+            plan.batch.jobs.push_back(job->row);
+          }
+        } else if (!pulled && !StartsWith(job->row.reason, "pull")) {
+          Transition(plan, *job, JobStatus::kStarting,
+                     "pulling image " + job->spec->container->image, now);
+        } else if (pulled && !StartsWith(job->row.reason, "pulled")) {
+          Transition(plan, *job, JobStatus::kStarting, "pulled image " + r.reason, now);
+        }
+      }
+      break;
+    case proto::ReportEvent::kSettingUp:
+      rs.setting_up = true;
+      if (job->row.status == JobStatus::kStarting) {
+        Transition(plan, *job, JobStatus::kSettingUp, "setup running", now);
+      }
+      break;
+    case proto::ReportEvent::kRunning: {
+      rs.running = true;
+      bool all = true;
+      for (const auto& x : job->ranks) all = all && (x.running || x.exited);
+      if (all && job->row.status != JobStatus::kRunning) {
+        Transition(plan, *job, JobStatus::kRunning, "running", now);
+      }
+      break;
+    }
+    case proto::ReportEvent::kExited: {
+      rs.exited = true;
+      rs.exit_code = r.exit_code.value_or(-1);
+      rs.peak_memory_bytes = r.peak_memory_bytes;
+      rs.cpu_ms = r.cpu_ms;
+      std::string where =
+          job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
+      if (r.phase == "pull") {
+        // The image, not the node: the attempt fails ("image pull failed: ..."; the job's retry
+        // policy may try again, a short registry outage past), the node stays up.
+        const std::string what =
+            r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
+        FailAttempt(plan, *job, JobStatus::kFailed, what + where, r.exit_code, now, false);
+      } else if (r.phase == "launch") {
+        EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
+               r.exit_code, now);
+      } else if (r.phase == "prolog") {
+        // The node's prolog failed before the job started: the node is at fault (and drained by
+        // its agent), not the job.
+        EndForNodeFault(plan, *job,
+                        fmt::format("prolog failed on node {}: {}", node.row.name, r.reason), now);
+      } else if (r.phase == "supervisor") {
+        // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
+        // code, so it is never restarted by the retry policy (nor counted as a restart).
+        EndJob(plan, *job, JobStatus::kFailed,
+               fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
+               r.exit_code, now);
+      } else if (!r.exit_code || *r.exit_code != 0) {
+        JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
+        const bool oom = IsOutOfMemory(r.reason);
+        std::string what;
+        if (oom) {
+          // "out of memory: rank 0 on n3 reached its limit of 256 MiB (resources.memory); ..."
+          what = fmt::format("{} rank {} on {}{} (exit code {}{})", kOutOfMemory, r.rank,
+                             node.row.name, r.reason.substr(kOutOfMemory.size()),
+                             r.exit_code.value_or(137), r.phase == "setup" ? ", in setup" : "");
+        } else {
+          what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
+          if (!r.reason.empty()) what += " (" + r.reason + ")";
+          what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
+        }
+        FailAttempt(plan, *job, status, what, r.exit_code, now, oom);
+      } else {
+        if (job->AllRanksExited()) EndJob(plan, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
+      }
+      break;
+    }
+  }
+  return result;
+}
+
+Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& request) {
+  HandlerLock lock(this);
+  auto runtime = Authenticate(request.node, request.session);
+  if (!runtime.ok()) return runtime.status();
+  TimeMs now = clock_.Now();
+  Plan plan;
+  NodeRuntime& node = **runtime;
+  // An attempt's ranks are placed on the nodes of its placement and nowhere else: a report about a
+  // rank of a live attempt placed on another node is forged (a node may touch only its own jobs).
+  for (const auto& entry : request.entries) {
+    if (!entry.report.ok()) continue;
+    const proto::Report& r = *entry.report;
+    const Placement* placed = LivePlacement(r.job, r.attempt);
+    if (placed && !PlacedOn(*placed, node.row.name, r.rank)) {
+      return NotPlacedHere(node.row.name, r.job, r.attempt, r.rank);
+    }
+  }
+  std::vector<proto::ReportResult> results;
+  results.reserve(request.entries.size());
+  for (const auto& entry : request.entries) {
+    if (!entry.report.ok()) {
+      // A bad entry is answered on its own; the rest of the batch is applied.
+      results.push_back({entry.id.job, entry.id.attempt, entry.id.rank, proto::ReportAction::kError,
+                         entry.report.status().message()});
+      continue;
+    }
+    results.push_back(ApplyReport(plan, node, *entry.report, now));
+  }
+  BERTH_RETURN_IF_ERROR(Execute(plan));
+  // The lease is renewed only once the batch is recorded (a failed commit leaves memory as is).
+  node.lease_expires = clock_.Monotonic() + options_.lease_ms;
+  return results;
+}
+
+}  // namespace berth

@@ -1,0 +1,193 @@
+// The agents' protocol over HTTP (docs/api.md, "Agent protocol"): each handler decodes the typed
+// message (protocol/agent_protocol.h), calls the core, and encodes its answer.
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "common/term_channel.h"
+#include "protocol/agent_protocol.h"
+#include "server/http/responses.h"
+#include "server/http/server.h"
+
+namespace berth {
+namespace {
+
+// Ok when `by` may speak for node `node`: a node credential speaks for its own node only.
+Status SpeaksFor(const Principal& by, const std::string& node) {
+  if (by.node.empty() || by.node == node) return Status::Ok();
+  return Status::Forbidden("this is node " + by.node + "'s credential: it may not speak for node " +
+                           node);
+}
+
+}  // namespace
+
+net::HttpResponse Server::HandleJoin(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object() || !body->as_object().contains("node") ||
+      !body->as_object().at("node").is_string()) {
+    return ErrorResponse(Status::Invalid("join: body must be {\"node\": NAME}"));
+  }
+  const std::string node(body->as_object().at("node").as_string());
+  auto created = accounts_->JoinNode(by, node);
+  if (!created.ok()) return ErrorResponse(created.status());
+  LogInfo("node {} joined with {} and holds credential {}", node, by.via, created->row.name);
+  return JsonResponse(
+      201,
+      json::object{{"node", node}, {"name", created->row.name}, {"credential", created->secret}});
+}
+
+net::HttpResponse Server::HandleRegister(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(400, "register: body must be a JSON object");
+  }
+  auto request = proto::RegisterRequest::Decode(*body);
+  if (!request.ok()) return ErrorResponse(400, request.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->name));
+  static std::atomic<bool> warned{false};
+  if (by.via == "cluster token" && !warned.exchange(true)) {
+    LogWarn(
+        "node {} registered with the cluster token, which lets any agent act as any node; "
+        "give each node its own credential (docs/security.md \"Node credentials\")",
+        request->name);
+  }
+  auto answer = core_->Register(*request, req.remote_address);
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  return JsonResponse(200, answer->Encode());
+}
+
+void Server::HandleWatch(const net::HttpRequest& req, const Principal& by,
+                         std::shared_ptr<net::Responder> res) {
+  if (Status st = SpeaksFor(by, req.Query("node")); !st.ok()) return res->Send(ErrorResponse(st));
+  if (stopping_ || !streams_.Attach(req.Query("node"), req.Query("session"), res)) {
+    res->Send(ErrorResponse(409, "unknown agent session; register again"));
+  }
+}
+
+// The node's end of an interactive session the server announced (server/http/terminal_bridges.h).
+void Server::HandleAgentSession(const std::string& sid, const net::HttpRequest& req,
+                                const Principal& by, std::shared_ptr<net::Responder> res) {
+  if (Status st = SpeaksFor(by, req.Query("node")); !st.ok()) return res->Send(ErrorResponse(st));
+  if (Status st = terminals_.CheckWaiting(sid, req.Query("node")); !st.ok()) {
+    return res->Send(ErrorResponse(st));
+  }
+  res->AcceptWebSocket(kSessionSubprotocol, [this, sid](std::shared_ptr<net::WebSocket> ws) {
+    terminals_.Join(sid, std::move(ws));
+  });
+}
+
+net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(400, "heartbeat: body must be a JSON object");
+  }
+  auto request = proto::HeartbeatRequest::Decode(*body);
+  if (!request.ok()) return ErrorResponse(400, request.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
+  auto answer = core_->Heartbeat(request->node, request->session);
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  return JsonResponse(200, answer->Encode());
+}
+
+net::HttpResponse Server::HandleHealth(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(400, "health: body must be a JSON object");
+  }
+  auto request = proto::HealthRequest::Decode(*body);
+  if (!request.ok()) return ErrorResponse(400, request.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
+  auto answer = core_->ReportHealth(*request);
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  return JsonResponse(200, answer->Encode());
+}
+
+net::HttpResponse Server::HandleReport(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(400, "report: body must be a JSON object");
+  }
+  auto batch = proto::ReportRequest::Decode(*body);
+  if (!batch.ok()) return ErrorResponse(400, batch.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, batch->node));
+  auto results = core_->Report(*batch);
+  if (!results.ok()) return ErrorResponse(results.status());
+  return JsonResponse(200, proto::ReportAnswer{std::move(*results)}.Encode());
+}
+
+net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req, const Principal& by) {
+  auto append = proto::LogAppend::FromQuery(req.query);
+  if (!append.ok()) return ErrorResponse(400, append.status().message());
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, append->node));
+  auto prefix =
+      core_->LogPrefix(append->node, append->session, append->job, append->attempt, append->rank);
+  if (!prefix.ok()) return ErrorResponse(prefix.status());
+  auto size =
+      logs_->Append(append->job, append->attempt, append->rank, append->offset, req.body, *prefix);
+  if (!size.ok()) {
+    return JsonResponse(
+        409, proto::LogAppendAnswer{logs_->Size(append->job, append->attempt, append->rank),
+                                    size.status().message()}
+                 .Encode());
+  }
+  core_->LogsAppended(append->job);
+  return JsonResponse(200, proto::LogAppendAnswer{*size, ""}.Encode());
+}
+
+net::HttpResponse Server::HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
+                                        const Principal& by) {
+  // A spec holds its job's environment (secrets included): only a node that runs one of its jobs
+  // may read it, naming its session and the job it launches.
+  auto job = ParseDecimal(req.Query("job"));
+  if (!job || req.Query("node").empty() || req.Query("session").empty()) {
+    return ErrorResponse(Status::Invalid(
+        "spec: say which node and session fetch it, for which job (?node=N&session=S&job=J)"));
+  }
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, req.Query("node")));
+  if (Status may = core_->MayReadSpec(req.Query("node"), req.Query("session"), *job, spec_id);
+      !may.ok()) {
+    return ErrorResponse(may);
+  }
+  auto text = store_->GetSpec(spec_id);
+  if (!text.ok()) return ErrorResponse(text.status());
+  net::HttpResponse r;
+  r.body = *text;
+  return r;
+}
+
+net::HttpResponse Server::HandleAgentBlobs(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok() || !body->is_object()) {
+    return ErrorResponse(Status::Invalid(
+        "blobs: body must be {\"node\", \"session\", \"job\", \"want\": [[digest, offset], ...]}"));
+  }
+  const json::object& o = body->as_object();
+  auto node = GetString(o, "node");
+  auto session = GetString(o, "session");
+  auto job = GetInt(o, "job");
+  if (!node.ok() || !session.ok() || !job.ok() || !o.contains("want") || !o.at("want").is_array()) {
+    return ErrorResponse(Status::Invalid("blobs: node, session, job and want are required"));
+  }
+  std::vector<std::pair<std::string, int64_t>> wanted;
+  for (const json::value& w : o.at("want").as_array()) {
+    if (!w.is_array() || w.as_array().size() != 2 || !w.as_array()[0].is_string() ||
+        !AsInt(w.as_array()[1])) {
+      return ErrorResponse(Status::Invalid("blobs: want holds [digest, offset] pairs"));
+    }
+    wanted.emplace_back(std::string(w.as_array()[0].as_string()), *AsInt(w.as_array()[1]));
+  }
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, *node));
+  auto manifests = core_->JobUploads(*node, *session, *job);
+  if (!manifests.ok()) return ErrorResponse(manifests.status());
+  auto frames = uploads_->ReadFrames(*manifests, wanted);
+  if (!frames.ok()) return ErrorResponse(frames.status());
+  net::HttpResponse r;
+  r.status = 200;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(*frames);
+  return r;
+}
+
+}  // namespace berth

@@ -1,0 +1,769 @@
+// The user-facing HTTP API (docs/api.md): submit, list, show, cancel, logs, nodes, drain.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "server/http/http_metrics.h"
+#include "server/http/job_json.h"
+#include "server/http/responses.h"
+#include "server/http/server.h"
+#include "server/listing.h"
+
+namespace berth {
+
+namespace {
+
+// A request that found its executor's queue full: try again in a second.
+net::HttpResponse BusyResponse() {
+  net::HttpResponse r = ErrorResponse(Status::Unavailable(
+      fmt::format("the server is busy ({} requests wait already); try again shortly",
+                  Server::kMaxQueuedRequests)));
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
+}  // namespace
+
+// The API's routes; each names who may call it and where it runs (server/http/routes.h).
+void Server::AddRoutes() {
+  RouteTable& t = routes_;
+  using R = RunsOn;
+  // A handler that answers through its Responder (a stream) returns this.
+  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
+
+  // Answered on the I/O thread, to anyone: never waits for anything.
+  t.Add(
+      "GET", "/v1/health", R::kIoThread,
+      [this](const RouteCall&) {
+        json::object health{{"ok", true}, {"version", BERTH_VERSION}};
+        if (options_.ha_status) health["ha"] = options_.ha_status();
+        return JsonResponse(200, std::move(health));
+      },
+      Callers::kAnyone);
+  // The dashboard's ways in, answered before anyone is identified (its files: HandleWebAsset).
+  t.Add(
+      "GET", "/login", R::kIoThread, [this](const RouteCall& c) { return HandleLoginPage(*c.req); },
+      Callers::kAnyone);
+  t.Add(
+      "POST", "/v1/dashboard/login", R::kRead,
+      [this](const RouteCall& c) { return HandleSessionLogin(*c.req); }, Callers::kAnyone);
+  // A join token does one thing: it is exchanged for a node's own credential.
+  t.Add(
+      "POST", "/v1/agent/join", R::kState,
+      [this](const RouteCall& c) { return HandleJoin(*c.req, *c.by); }, Callers::kJoinToken);
+
+  t.Add("GET", "/metrics", R::kRead, [this](const RouteCall&) { return HandleMetrics(); });
+  t.Add("GET", "/v1/whoami", R::kIoThread,
+        [this](const RouteCall& c) { return HandleWhoami(*c.by); });
+  // The dashboard.
+  t.Add("POST", "/v1/dashboard/link", R::kState,
+        [this](const RouteCall& c) { return HandleLoginLink(*c.req, *c.by); });
+  t.Add("GET", "/v1/dashboard/session", R::kRead,
+        [this](const RouteCall& c) { return HandleSessionInfo(*c.req, *c.by); });
+  t.Add("POST", "/v1/dashboard/logout", R::kRead,
+        [this](const RouteCall& c) { return HandleLogout(*c.req); });
+  t.Add("GET", "/v1/dashboard/overview", R::kRead,
+        [this](const RouteCall&) { return HandleOverview(); });
+  t.Add("GET", "/v1/dashboard/queue", R::kRead,
+        [this](const RouteCall& c) { return HandleDashboardQueue(*c.req); });
+  // Jobs, groups and the queue.
+  t.Add("POST", "/v1/jobs", R::kState,
+        [this](const RouteCall& c) { return HandleSubmit(*c.req, *c.by); });
+  t.Add("GET", "/v1/jobs", R::kRead, [this](const RouteCall& c) { return HandleListJobs(*c.req); });
+  t.Add("POST", "/v1/jobs/cancel", R::kState,
+        [this](const RouteCall& c) { return HandleCancel(*c.req, *c.by); });
+  t.Add("GET", "/v1/jobs/{id}", R::kRead,
+        [this](const RouteCall& c) { return HandleShowJob(c.id, *c.by); });
+  t.Add("POST", "/v1/jobs/{id}/requeue", R::kState,
+        [this](const RouteCall& c) { return HandleRequeue(c.id, *c.by); });
+  t.Add("GET", "/v1/jobs/{id}/logs", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleLogs(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAttach(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleExecInto(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this, streamed](const RouteCall& c) {
+    HandlePortForward(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/groups/{id}", R::kRead,
+        [this](const RouteCall& c) { return HandleGroup(c.id); });
+  t.Add("POST", "/v1/groups/{id}", R::kState,
+        [this](const RouteCall& c) { return HandleUpdateGroup(c.id, *c.req, *c.by); });
+  // Uploads (docs/api.md "Uploads"): blob and manifest I/O, off the state executor.
+  t.Add("POST", "/v1/uploads/missing", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadMissing(*c.req, *c.by); });
+  t.Add("POST", "/v1/uploads/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadBlobs(*c.req, *c.by); });
+  t.Add("PUT", "/v1/uploads/blobs/{digest}", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadPiece(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadReceived(c.params[0], *c.by); });
+  t.Add("POST", "/v1/uploads/manifests", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadManifest(*c.req, *c.by); });
+  t.Add("GET", "/v1/queue", R::kRead, [this](const RouteCall& c) { return HandleQueue(*c.req); });
+  // Accounting and nodes.
+  t.Add("GET", "/v1/usage", R::kRead, [this](const RouteCall& c) { return HandleUsage(*c.req); });
+  t.Add("GET", "/v1/teams", R::kRead, [this](const RouteCall&) { return HandleListTeams(); });
+  t.Add("GET", "/v1/nodes", R::kRead,
+        [this](const RouteCall& c) { return HandleNodes(c.req->Query("holders") == "1"); });
+  for (const bool drain : {true, false}) {
+    t.Add("POST", drain ? "/v1/nodes/{node}/drain" : "/v1/nodes/{node}/undrain", R::kState,
+          [this, drain](const RouteCall& c) {
+            return HandleDrain(c.params[0], drain, c.req->Query("force") == "1", *c.by);
+          });
+  }
+  // Administration.
+  t.Add("GET", "/v1/admin/tokens", R::kRead,
+        [this](const RouteCall& c) { return HandleListTokens(*c.by); });
+  t.Add("POST", "/v1/admin/tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/tokens/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeToken(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/join-tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateJoinToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeNode(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/users", R::kState,
+        [this](const RouteCall& c) { return HandleSetNodeUsers(*c.req, c.params[0], *c.by); });
+  t.Add("GET", "/v1/admin/users", R::kRead,
+        [this](const RouteCall& c) { return HandleListUsers(*c.by); });
+  t.Add("POST", "/v1/admin/users/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetUser(c.params[0], *c.req, *c.by); });
+  t.Add("POST", "/v1/admin/teams/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetTeam(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/admin/audit", R::kRead,
+        [this](const RouteCall& c) { return HandleAudit(*c.req, *c.by); });
+  // The agents' protocol (nodes only: see Handle).
+  t.Add("GET", "/v1/specs/{id}", R::kState,
+        [this](const RouteCall& c) { return HandleGetSpec(c.id, *c.req, *c.by); });
+  t.Add("POST", "/v1/agent/register", R::kState,
+        [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/heartbeat", R::kState,
+        [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/health", R::kState,
+        [this](const RouteCall& c) { return HandleHealth(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/report", R::kState,
+        [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/logs", R::kState,
+        [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
+  t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
+    HandleWatch(*c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
+    return streamed();
+  });
+}
+
+void Server::Dispatch(const RouteTable::Route& route, RouteCall call) {
+  if (route.runs_on == RunsOn::kIoThread) {
+    call.res->Send(route.handler(call));
+    return;
+  }
+  Executor& exec = route.runs_on == RunsOn::kState ? *state_exec_ : *read_exec_;
+  auto res = call.res;
+  const bool queued = exec.TryPost(
+      [&route, call = std::move(call)] {
+        net::HttpResponse out;
+        try {
+          out = route.handler(call);
+        } catch (const std::exception& e) {
+          LogError("{} {}: {}", call.req->method, call.req->path, e.what());
+          out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
+        }
+        if (out.status == 0) return;
+        if (call.req->method == "GET") AnswerWithEtag(*call.req, out);
+        call.res->Send(std::move(out));
+      },
+      Server::kMaxQueuedRequests);
+  if (!queued) res->Send(BusyResponse());
+}
+
+void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
+  const std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
+  RouteTable::Match match = routes_.Find(request.method, parts);
+  // The matched route's template labels the request; only a request no route takes is labelled by
+  // its shape alone.
+  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_,
+                                            match.route ? match.route->path : routes_.Label(parts),
+                                            request.method);
+  const Callers callers = match.route ? match.route->callers : Callers::kIdentified;
+  auto call = [&](std::shared_ptr<net::HttpRequest> req, std::shared_ptr<Principal> by) {
+    Dispatch(*match.route, RouteCall{.req = std::move(req),
+                                     .by = std::move(by),
+                                     .res = res,
+                                     .params = std::move(match.params),
+                                     .id = match.id});
+  };
+  if (callers == Callers::kAnyone) {
+    return call(std::make_shared<net::HttpRequest>(std::move(request)), nullptr);
+  }
+  // The dashboard's page and files are served before anyone is identified.
+  if (parts.size() <= 2 && request.method == "GET") {
+    if (auto asset = HandleWebAsset(request)) return res->Send(std::move(*asset));
+  }
+  auto who = identity_->Identify(request);
+  if (!who.ok()) return res->Send(ErrorResponse(who.status()));
+  auto req = std::make_shared<net::HttpRequest>(std::move(request));
+  auto by = std::make_shared<Principal>(std::move(*who));
+  if (by->is_join) {
+    if (callers == Callers::kJoinToken) return call(std::move(req), std::move(by));
+    return res->Send(ErrorResponse(Status::Forbidden(
+        "a join token may only join a node (POST /v1/agent/join); the node then uses its own "
+        "credential")));
+  }
+  // The agents' protocol is for nodes, everything else for users.
+  const bool agent_call =
+      parts.size() >= 3 && parts[1] == "v1" && (parts[2] == "agent" || parts[2] == "specs");
+  if (agent_call && !by->is_node) {
+    return res->Send(ErrorResponse(Status::Forbidden(
+        "the agents' protocol needs a node's credential or the cluster token (" +
+        (by->is_user ? by->user + " is a user, not a node" : std::string("none presented")) +
+        ")")));
+  }
+  if (!agent_call && !by->is_user) {
+    return res->Send(ErrorResponse(Status::Forbidden(
+        "the cluster token identifies nodes, not users: present your own token (berth login) or "
+        "use the server's unix socket")));
+  }
+  if (!match.route || callers != Callers::kIdentified) {
+    return res->Send(
+        ErrorResponse(Status::NotFound("no such endpoint: " + req->method + " " + req->path)));
+  }
+  if (!match.error.ok()) return res->Send(ErrorResponse(match.error));
+  call(std::move(req), std::move(by));
+}
+
+net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object())
+    return ErrorResponse(Status::Invalid("request body must be a JSON object"));
+  const json::object& o = body->as_object();
+  for (const auto& [key, value] : o) {
+    if (key != "spec" && key != "yaml" && key != "num_jobs" && key != "user") {
+      return ErrorResponse(
+          Status::Invalid("unknown field '" + std::string(key) + "' in submission"));
+    }
+  }
+  SubmitRequest request;
+  json::array warnings;
+  if (const auto* yaml = o.if_contains("yaml")) {
+    if (!yaml->is_string()) return ErrorResponse(Status::Invalid("'yaml' must be a string"));
+    auto parsed = ParseTaskYaml(std::string(yaml->as_string()), "task.yaml");
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
+    request.spec = parsed->spec;
+    for (const auto& w : parsed->warnings) warnings.push_back(json::value(w));
+  } else if (const auto* s = o.if_contains("spec")) {
+    auto parsed = SpecFromJson(*s);
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
+    request.spec = std::move(*parsed);
+  } else {
+    return ErrorResponse(
+        Status::Invalid("submission needs 'spec' (a JSON spec) or 'yaml' (a task file's text)"));
+  }
+  // Jobs belong to, and run as, whoever submits them: a body naming someone else is refused.
+  auto user = GetString(o, "user", by.user);
+  if (!user.ok()) return ErrorResponse(user.status());
+  if (*user != by.user) {
+    return ErrorResponse(Status::Forbidden("jobs run as the user who submits them: you are " +
+                                           by.user + " (" + by.via + "), the request says '" +
+                                           *user + "'"));
+  }
+  if (by.user == "root" && !options_.allow_root_jobs) {
+    return ErrorResponse(Status::Forbidden(
+        "this server refuses jobs of root (they would run as root on the nodes); submit as "
+        "another user, or start the server with --allow-root-jobs"));
+  }
+  for (const FileMount& m : request.spec.file_mounts) {
+    if (m.upload.empty()) {
+      return ErrorResponse(Status::Invalid(
+          "file_mounts: " + m.target + ": the source must be uploaded first (berth exec does)"));
+    }
+  }
+  if (Status st = uploads_->CheckSpec(by.user, request.spec); !st.ok()) return ErrorResponse(st);
+  if (by.max_priority && request.spec.priority > *by.max_priority) {
+    return ErrorResponse(Status::Forbidden(fmt::format(
+        "priority {} is over your limit: {} may submit at priority {} at most (an admin raises "
+        "it with `berth admin user set {} --max-priority N`)",
+        request.spec.priority, by.user, *by.max_priority, by.user)));
+  }
+  auto num_jobs = GetInt(o, "num_jobs", 0);
+  if (!num_jobs.ok()) return ErrorResponse(num_jobs.status());
+  if (*num_jobs < 0 || (o.contains("num_jobs") && *num_jobs == 0)) {
+    return ErrorResponse(Status::Invalid("num_jobs must be at least 1"));
+  }
+  if (*num_jobs > options_.max_jobs_per_submit) {
+    return ErrorResponse(
+        Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
+                                    *num_jobs, options_.max_jobs_per_submit)));
+  }
+  request.key = req.Header("idempotency-key");
+  if (request.key.size() > 255 ||
+      std::any_of(request.key.begin(), request.key.end(),
+                  [](unsigned char c) { return c <= ' ' || c >= 0x7f; })) {
+    return ErrorResponse(Status::Invalid(
+        "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces"));
+  }
+  request.user = by.user;
+  request.depend_on_any = by.Has(Role::kOperator);
+  request.as_group = o.contains("num_jobs");
+  request.count = request.as_group ? static_cast<int>(*num_jobs) : 1;
+  auto answer = core_->Submit(std::move(request));
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  json::array ids;
+  for (int64_t id : answer->ids) ids.push_back(id);
+  json::object out{{"group", answer->group ? json::value(*answer->group) : json::value(nullptr)},
+                   {"jobs", std::move(ids)}};
+  if (!warnings.empty()) out["warnings"] = std::move(warnings);
+  return JsonResponse(201, out);
+}
+
+net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
+  JobQuery q;
+  q.all = req.Query("all") == "1" || req.Query("all") == "true";
+  auto limit = listing::IntParam(req, "limit", 0, 0, INT32_MAX);
+  if (!limit.ok()) return ErrorResponse(limit.status());
+  auto page_asked = listing::IntParam(req, "page", 0, 0, INT32_MAX);
+  if (!page_asked.ok()) return ErrorResponse(page_asked.status());
+  auto before = listing::IntParam(req, "before", 0, 1, INT64_MAX);
+  if (!before.ok()) return ErrorResponse(before.status());
+  auto filter = listing::RowFilter::FromRequest(req);
+  if (!filter.ok()) return ErrorResponse(filter.status());
+  q.limit = static_cast<int>(*limit);
+  q.group = filter->group;
+  if (*before > 0) q.before_id = *before;
+  // Always a page: a listing of 100,000 jobs in one answer would cost the server seconds and tens
+  // of megabytes. `next` is the cursor of the following page (before=next).
+  int page = *page_asked == 0 ? listing::kDefaultPage : static_cast<int>(*page_asked);
+  if (q.all && q.limit > 0) page = std::min(page, q.limit);  // `limit` with `all`: a page size
+  if (page > listing::kMaxPage) {
+    return ErrorResponse(Status::Invalid(
+        fmt::format("page {} is over the maximum of {} jobs: ask for pages and follow 'next'", page,
+                    listing::kMaxPage)));
+  }
+  // `berth queue --user U | --team T`: only their jobs. The store cannot filter by user or team,
+  // so pages of its rows are read and filtered until this page is full or the rows run out: a
+  // page of other users' newer jobs never hides theirs.
+  std::vector<JobRow> rows;
+  bool more = false;
+  for (;;) {
+    JobQuery chunk = q;
+    if (q.all) {
+      chunk.limit = page + 1;
+    } else {
+      chunk.page = page + 1;
+    }
+    auto got = store_->ListJobs(chunk);
+    if (!got.ok()) return ErrorResponse(got.status());
+    const bool exhausted = static_cast<int>(got->size()) <= page;
+    const std::optional<int64_t> last =
+        got->empty() ? std::nullopt : std::optional<int64_t>(got->back().id);
+    filter->Keep(*got, [this](const std::string& u) { return core_->TeamOf(u); });
+    for (JobRow& row : *got) rows.push_back(std::move(row));
+    if (static_cast<int>(rows.size()) > page) {
+      rows.resize(page);
+      more = true;
+      break;
+    }
+    if (exhausted) break;
+    q.before_id = last;
+  }
+  // Rows come from the store (every change is committed before it is visible) and the scheduler's
+  // reasons from their own small lock: a listing never waits for a scheduling pass.
+  std::vector<int64_t> pending;
+  for (const auto& row : rows) {
+    if (row.status == JobStatus::kPending) pending.push_back(row.id);
+  }
+  auto waiting = core_->WaitingReasons(pending);
+  json::array jobs;
+  for (const auto& row : rows) {
+    auto it = waiting.find(row.id);
+    jobs.push_back(JobJson(row, it == waiting.end() ? "" : it->second));
+  }
+  json::value next = more ? json::value(rows.back().id) : json::value(nullptr);
+  return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}, {"next", next}});
+}
+
+net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
+  auto limit_param = listing::IntParam(req, "limit", 50, 0, listing::kMaxPage);
+  if (!limit_param.ok()) return ErrorResponse(limit_param.status());
+  auto active_cap_param = listing::IntParam(req, "active_cap", 1000, 0, listing::kMaxQueueActive);
+  if (!active_cap_param.ok()) return ErrorResponse(active_cap_param.status());
+  const int limit = static_cast<int>(*limit_param);
+  const int active_cap = static_cast<int>(*active_cap_param);
+  // By user and team only: the summary's active rows come from the core's counts by group.
+  const listing::RowFilter filter{.user = req.Query("user"), .team = req.Query("team")};
+  Core::QueueOverview ov = core_->Overview(filter);
+  // The newest finished jobs (grouped ones stand for their group), filtered like the active ones.
+  JobQuery finished_query;
+  finished_query.finished_only = true;
+  finished_query.limit = limit;
+  auto finished = store_->ListJobs(finished_query);
+  if (!finished.ok()) return ErrorResponse(finished.status());
+  const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
+  filter.Keep(*finished, [this](const std::string& u) { return core_->TeamOf(u); });
+  // Every group to show, with the row that stands for it: its newest active job, or (for a group
+  // with nothing active) its newest finished one.
+  std::map<int64_t, int64_t> group_row;  // group -> job id
+  for (const auto& [group, newest] : ov.groups) group_row[group] = newest;
+  for (const JobRow& row : *finished) {
+    if (row.group) group_row.try_emplace(*row.group, row.id);
+  }
+  const size_t shown_active = std::min(ov.ungrouped.size(), static_cast<size_t>(active_cap));
+  std::vector<int64_t> ids(ov.ungrouped.begin(), ov.ungrouped.begin() + shown_active);
+  for (const auto& [group, id] : group_row) ids.push_back(id);
+  auto rows = store_->GetJobs(ids);
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  std::map<int64_t, const JobRow*> by_id;
+  for (const JobRow& row : *rows) by_id[row.id] = &row;
+  for (const JobRow& row : *finished) by_id.try_emplace(row.id, &row);
+  std::vector<int64_t> groups;
+  for (const auto& [group, id] : group_row) groups.push_back(group);
+  auto counts = store_->GroupStatusCounts(groups);
+  if (!counts.ok()) return ErrorResponse(counts.status());
+
+  std::vector<int64_t> pending;
+  for (const JobRow& row : *rows) {
+    if (row.status == JobStatus::kPending && !row.group) pending.push_back(row.id);
+  }
+  auto waiting = core_->WaitingReasons(pending);
+  // Rows newest first: a group sorts by the job that stands for it.
+  std::vector<std::pair<int64_t, json::object>> out;
+  for (int64_t id : std::vector<int64_t>(ids.begin(), ids.begin() + shown_active)) {
+    auto row = by_id.find(id);
+    if (row == by_id.end()) continue;  // ended and reaped since
+    auto w = waiting.find(id);
+    json::object o = JobJson(*row->second, w == waiting.end() ? "" : w->second);
+    o["kind"] = "job";
+    out.emplace_back(id, std::move(o));
+  }
+  int finished_shown = 0;
+  std::set<int64_t> listed;  // a job that ended since the overview was taken is listed once
+  for (const auto& [id, o] : out) listed.insert(id);
+  for (const JobRow& row : *finished) {
+    if (row.group || listed.count(row.id)) continue;
+    json::object o = JobJson(row, "");
+    o["kind"] = "job";
+    out.emplace_back(row.id, std::move(o));
+    ++finished_shown;
+  }
+  for (const auto& [group, id] : group_row) {
+    auto row = by_id.find(id);
+    if (row == by_id.end()) continue;
+    out.emplace_back(id, GroupRowJson(*row->second, (*counts)[group]));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  json::array listing;
+  for (auto& [id, o] : out) listing.push_back(std::move(o));
+  return JsonResponse(200, json::object{{"rows", std::move(listing)},
+                                        {"active_not_shown",
+                                         static_cast<int64_t>(ov.ungrouped.size() - shown_active)},
+                                        {"finished_shown", finished_shown},
+                                        {"more_finished", more_finished}});
+}
+
+net::HttpResponse Server::HandleGroup(int64_t group) {
+  auto size = store_->GroupSize(group);
+  if (!size.ok()) return ErrorResponse(size.status());
+  auto counts = store_->GroupStatusCounts({group});
+  if (!counts.ok()) return ErrorResponse(counts.status());
+  auto info = store_->GetGroup(group);
+  if (!info.ok()) return ErrorResponse(info.status());
+  return JsonResponse(
+      200, json::object{{"group", group},
+                        {"jobs", *size},
+                        {"user", info->user},
+                        {"max_running", info->max_running ? json::value(*info->max_running)
+                                                          : json::value(nullptr)},
+                        {"counts", StatusCountsJson((*counts)[group])}});
+}
+
+net::HttpResponse Server::HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
+                                            const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object()) return ErrorResponse(Status::Invalid("the body must be a JSON object"));
+  const json::object& o = body->as_object();
+  std::optional<int> max_running;
+  bool given = false;
+  for (const auto& [key, value] : o) {
+    if (key != "max_running") {
+      return ErrorResponse(Status::Invalid("unknown field '" + std::string(key) +
+                                           "' in a group update (known: max_running)"));
+    }
+    given = true;
+    if (value.is_null()) continue;
+    if (!value.is_int64() || value.as_int64() < 1 || value.as_int64() > kMaxRunning) {
+      return ErrorResponse(Status::Invalid(fmt::format(
+          "max_running must be an integer from 1 to {}, or null for no limit", kMaxRunning)));
+    }
+    max_running = static_cast<int>(value.as_int64());
+  }
+  if (!given) return ErrorResponse(Status::Invalid("say what to change: max_running"));
+  Status st = core_->SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
+  if (!st.ok()) return ErrorResponse(st);
+  return HandleGroup(group);
+}
+
+net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
+  auto rows = store_->GetJobs({id});
+  if (!rows.ok()) return ErrorResponse(rows.status());
+  if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
+  const JobRow& row = rows->front();
+  std::optional<WaitingDetail> waiting;
+  if (row.status == JobStatus::kPending) waiting = core_->Waiting(id);
+  json::object o = JobJson(row, waiting ? waiting->reason : "");
+  o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
+  // A job that asked for no memory is limited by each node's default (docs/security.md
+  // "Isolation"): which, on the nodes it was placed on (null: that node enforces none).
+  json::object memory_default;
+  if (row.resources.memory == 0 && !row.placement.empty()) {
+    std::map<std::string, Mib> defaults;
+    for (const NodeStatus& node : core_->Nodes()) defaults[node.row.name] = node.job_memory_default;
+    for (const NodeGrant& grant : row.placement) {
+      auto it = defaults.find(grant.node);
+      memory_default[grant.node] =
+          it == defaults.end() || it->second == 0
+              ? json::value(nullptr)
+              : json::value(static_cast<double>(it->second) / static_cast<double>(kMibPerGib));
+    }
+  }
+  o["memory_default"] = std::move(memory_default);
+  // The spec holds the job's environment (often secrets): its owner's and operators' to read.
+  o["spec"] = nullptr;
+  // What it waits for is everyone's to see.
+  o["depends_on"] = json::array();
+  auto spec = store_->GetSpec(row.spec_id);
+  if (spec.ok()) {
+    auto v = ParseJson(*spec, "stored spec");
+    if (v.ok() && v->is_object()) {
+      if (const auto* deps = v->as_object().if_contains("depends_on")) o["depends_on"] = *deps;
+      if (MayActOn(by, row)) o["spec"] = std::move(*v);
+    }
+  }
+  auto events = store_->GetEvents(id);
+  if (events.ok()) {
+    json::array ev;
+    for (const auto& e : *events) {
+      ev.push_back(json::object{{"at", FormatRfc3339(e.at)},
+                                {"status", std::string(JobStatusName(e.status))},
+                                {"attempt", e.attempt},
+                                {"reason", e.reason},
+                                {"by", e.by.empty() ? json::value(nullptr) : json::value(e.by)}});
+    }
+    o["events"] = std::move(ev);
+  }
+  auto attempts = store_->GetAttempts(id);
+  if (attempts.ok()) {
+    json::array at;
+    for (const auto& a : *attempts) at.push_back(AttemptJson(a, row));
+    o["attempts"] = std::move(at);
+  }
+  return JsonResponse(200, o);
+}
+
+net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Principal& by) {
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->is_object())
+    return ErrorResponse(Status::Invalid("request body must be a JSON object"));
+  const json::object& o = body->as_object();
+  auto all = GetBool(o, "all");
+  auto all_users = GetBool(o, "all_users");
+  auto user = GetString(o, "user");
+  auto group = GetInt(o, "group", -1);
+  for (auto* st : {&all.status(), &all_users.status(), &user.status(), &group.status()}) {
+    if (!st->ok()) return ErrorResponse(*st);
+  }
+  CancelRequest request;
+  if (const auto* v = o.if_contains("ids")) {
+    if (!v->is_array()) return ErrorResponse(Status::Invalid("'ids' must be an array of job ids"));
+    for (const auto& e : v->as_array()) {
+      auto id = AsInt(e);
+      if (!id || *id <= 0)
+        return ErrorResponse(Status::Invalid("'ids' must hold positive integers"));
+      request.ids.push_back(*id);
+    }
+  }
+  request.all = *all;
+  request.all_users = *all_users;
+  if (*group >= 0) request.group = *group;
+  if (!user->empty() && *user != by.user) {
+    return ErrorResponse(Status::Forbidden("you are " + by.user + " (" + by.via +
+                                           "), the request says '" + *user + "'"));
+  }
+  if (request.all_users) {
+    BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kOperator, "cancelling every user's jobs"));
+  }
+  request.user = by.user;
+  request.cancel_any = by.Has(Role::kOperator);
+  auto answer = core_->Cancel(request);
+  if (!answer.ok()) return ErrorResponse(answer.status());
+  if (!answer->forbidden.empty() && answer->cancelled.empty() && answer->already_finished.empty() &&
+      answer->not_found.empty()) {
+    return ErrorResponse(Status::Forbidden(fmt::format(
+        "job {} is not yours: cancelling another user's job needs the operator role ({} is {})",
+        fmt::join(answer->forbidden, ", "), by.user, RoleName(by.role))));
+  }
+  auto ids = [](const std::vector<int64_t>& v) {
+    json::array a;
+    for (int64_t id : v) a.push_back(id);
+    return a;
+  };
+  return JsonResponse(200, json::object{{"cancelled", ids(answer->cancelled)},
+                                        {"already_finished", ids(answer->already_finished)},
+                                        {"not_found", ids(answer->not_found)},
+                                        {"forbidden", ids(answer->forbidden)}});
+}
+
+net::HttpResponse Server::HandleRequeue(int64_t id, const Principal& by) {
+  Status st = core_->Requeue(id, by.user, by.Has(Role::kOperator));
+  if (st.code() == Code::kConflict && !core_->ActiveJobRow(id)) {
+    auto rows = store_->GetJobs({id});
+    if (rows.ok() && rows->empty()) st = Status::NotFound(fmt::format("no job {}", id));
+  }
+  if (!st.ok()) return ErrorResponse(st);
+  return JsonResponse(200, json::object{{"id", id}, {"status", "PENDING"}});
+}
+
+net::HttpResponse Server::HandleNodes(bool holders) {
+  std::map<std::string, std::map<int, std::vector<Core::Holder>>> held;
+  if (holders) held = core_->DeviceHolders();
+  json::array nodes;
+  for (const auto& node : core_->Nodes()) {
+    json::object o = NodeJson(node);
+    if (holders) {
+      // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).
+      const auto& on_node = held[node.row.name];
+      for (auto& dv : o["devices"].as_array()) {
+        json::object& d = dv.as_object();
+        json::array jobs;
+        auto it = on_node.find(static_cast<int>(AsInt(d["index"]).value_or(-1)));
+        if (it != on_node.end()) {
+          for (const auto& [id, user] : it->second) {
+            jobs.push_back(json::object{{"id", id}, {"user", user}});
+          }
+        }
+        d["jobs"] = std::move(jobs);
+      }
+    }
+    nodes.push_back(std::move(o));
+  }
+  return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
+}
+
+net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, bool force,
+                                      const Principal& by) {
+  BERTH_RESPOND_IF_ERROR(
+      NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
+  auto node = core_->Drain(name, drain, by.user, force);
+  if (!node.ok()) return ErrorResponse(node.status());
+  return JsonResponse(200, NodeJson(*node));
+}
+
+void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
+                        std::shared_ptr<net::Responder> res) {
+  int64_t offset = 0;
+  int rank = LogStore::kAllRanks;  // no rank: every rank of a multi-node job, interleaved
+  int attempt = 0;
+  int wait_ms = 0;
+  try {
+    offset = std::stoll(req.Query("offset", "0"));
+    if (!req.Query("rank").empty()) rank = std::stoi(req.Query("rank"));
+    attempt = std::stoi(req.Query("attempt", "0"));
+    wait_ms = std::stoi(req.Query("wait_ms", "0"));
+  } catch (...) {
+    res->Send(ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must be integers")));
+    return;
+  }
+  if (offset < 0 || rank < LogStore::kAllRanks || attempt < 0 || wait_ms < 0) {
+    res->Send(
+        ErrorResponse(Status::Invalid("offset, rank, attempt and wait_ms must not be negative")));
+    return;
+  }
+  wait_ms = std::min(wait_ms, 60'000);
+  JobRow row;
+  bool live = false;
+  if (auto active = core_->ActiveJobRow(id)) {
+    row = active->first;
+    live = active->second;
+  } else {
+    auto rows = store_->GetJobs({id});
+    if (!rows.ok() || rows->empty()) {
+      res->Send(ErrorResponse(Status::NotFound(fmt::format("no job {}", id))));
+      return;
+    }
+    row = rows->front();
+  }
+  if (!MayActOn(by, row)) {
+    res->Send(ErrorResponse(Status::Forbidden(fmt::format(
+        "job {} belongs to {}: reading another user's logs needs the operator role ({} is {})", id,
+        row.user, by.user, RoleName(by.role)))));
+    return;
+  }
+  if (rank >= row.num_nodes) {
+    res->Send(ErrorResponse(
+        Status::Invalid(fmt::format("job {} has ranks 0..{}", id, row.num_nodes - 1))));
+    return;
+  }
+  if (rank == LogStore::kAllRanks && row.num_nodes == 1) rank = 0;  // a single node's output
+  if (attempt == 0) attempt = row.attempt;
+  constexpr size_t kMaxChunk = 1 << 20;
+  bool has_data = attempt > 0 && logs_->Size(id, attempt, rank) > offset;
+  if (has_data || !live || wait_ms == 0) {
+    std::string data = attempt > 0 ? logs_->Read(id, attempt, rank, offset, kMaxChunk) : "";
+    net::HttpResponse r;
+    r.content_type = "application/octet-stream";
+    r.headers.push_back(
+        {"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(data.size()))});
+    r.headers.push_back({"X-Berth-Attempt", std::to_string(attempt)});
+    r.headers.push_back({"X-Berth-Status", std::string(JobStatusName(row.status))});
+    r.headers.push_back({"X-Berth-Done", !live && data.size() < kMaxChunk ? "1" : "0"});
+    r.body = std::move(data);
+    res->Send(std::move(r));
+    return;
+  }
+  // Long poll: answer when output arrives or the job ends, or at the deadline with nothing. The
+  // answer is made again from scratch (with no wait) on the read executor.
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  auto again = [this, id, req, by, res, fired]() {
+    if (fired->exchange(true)) return;
+    read_exec_->Post([this, id, req, by, res] {
+      net::HttpRequest now = req;
+      now.query["wait_ms"] = "0";
+      HandleLogs(id, now, by, res);
+    });
+  };
+  auto waiter = core_->AddLogWaiter(id, attempt, again);
+  if (!waiter) {  // ended (or moved to another attempt) meanwhile
+    again();
+    return;
+  }
+  if (logs_->Size(id, attempt, rank) > offset) {  // output arrived before the waiter was there
+    core_->RemoveLogWaiter(id, *waiter);
+    again();
+    return;
+  }
+  http_->RunAfter(wait_ms, [this, id, waiter, again] {
+    // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
+    core_->RemoveLogWaiter(id, *waiter);
+    again();
+  });
+}
+
+}  // namespace berth

@@ -1,0 +1,69 @@
+#include "server/http/responses.h"
+
+#include <fmt/format.h>
+
+namespace berth {
+
+int HttpStatusOf(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kUnauthorized:
+      return 401;
+    case Code::kForbidden:
+      return 403;
+    case Code::kNotFound:
+      return 404;
+    case Code::kConflict:
+      return 409;
+    case Code::kTooLarge:
+      return 413;
+    case Code::kNoSpace:
+      return 507;
+    case Code::kInfeasible:
+      return 422;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+net::HttpResponse JsonResponse(int status, const json::value& v) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = SerializeJson(v) + "\n";
+  return r;
+}
+
+net::HttpResponse ErrorResponse(int status, const std::string& message) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = ErrorJson(message) + "\n";
+  return r;
+}
+
+}  // namespace berth
+
+namespace berth {
+
+void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
+  // JSON only: /metrics (a megabyte at scale) is never polled with If-None-Match.
+  if (out.status != 200 || out.body.empty() || out.content_type != "application/json") return;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
+  for (unsigned char c : out.body) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::string tag = fmt::format("\"{:016x}-{}\"", h, out.body.size());
+  if (req.Header("if-none-match") == tag) {
+    out.status = 304;
+    out.body.clear();
+  }
+  out.headers.push_back({"ETag", std::move(tag)});
+}
+
+}  // namespace berth

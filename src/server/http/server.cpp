@@ -1,0 +1,274 @@
+#include "server/http/server.h"
+
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/cpu_budget.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "net/http_client.h"
+#include "net/tls.h"
+
+namespace berth {
+
+namespace {
+
+// How far below the I/O threads the executors and the scheduler run (nice steps).
+constexpr int kWorkNice = 5;
+
+// Reads the token file, or creates it (mode 0600) with a fresh random token.
+Result<std::string> LoadOrCreateToken(const std::string& path) {
+  std::string existing = Trim(ReadFileOr(path));
+  if (!existing.empty()) return existing;
+  std::string token = RandomHex(24);
+  if (!WriteFileAtomic(path, token + "\n", /*sync=*/true, 0600)) {
+    return Status::Internal("cannot write " + path + ": " + strerror(errno));
+  }
+  return token;
+}
+
+// A state dir from before per-user identity kept the jobs' logs world-readable: made private once
+// (the logs dir's own mode says whether that was done).
+void TightenOlderLogs(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    ::chmod(it->path().c_str(), it->is_directory(ec) ? 0700 : 0600);
+  }
+  ::chmod(dir.c_str(), 0700);
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, const Clock& clock, std::unique_ptr<Store> store)
+    : options_(std::move(options)), clock_(clock), store_(std::move(store)) {
+  AddRoutes();
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  if (options_.state_dir.empty()) return Status::Invalid("the server needs a --state-dir");
+  if (!store_) return Status::Invalid("the server needs a store");
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  if (ec) {
+    return Status::Internal("cannot create state dir " + options_.state_dir + ": " + ec.message());
+  }
+  // The state dir holds the database (every job's spec and environment), the logs and the
+  // cluster token: only the server's user may read it. Others may pass through (search, no read)
+  // to reach the unix socket in it.
+  ::chmod(options_.state_dir.c_str(), 0711);
+  for (const char* name : {"berth.db", "berth.db-wal", "berth.db-shm", "token", "tls.key"}) {
+    std::string path = options_.state_dir + "/" + name;
+    if (::access(path.c_str(), F_OK) == 0) ::chmod(path.c_str(), 0600);
+  }
+  TightenOlderLogs(options_.state_dir + "/logs");
+  if (!net::IsLoopbackHost(options_.host)) options_.require_token = true;
+  if (!options_.token.empty()) {
+    token_ = options_.token;
+  } else {
+    auto token = LoadOrCreateToken(options_.state_dir + "/token");
+    if (!token.ok()) return token.status();
+    token_ = *token;
+  }
+  if (options_.unix_socket.empty()) options_.unix_socket = options_.state_dir + "/berth.sock";
+  if (options_.unix_socket == "-") options_.unix_socket.clear();
+  accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
+  BERTH_RETURN_IF_ERROR(accounts_->Load());
+  sessions_ = std::make_unique<WebSessions>(clock_);
+  identity_ = std::make_unique<Identity>(IdentityOptions{.cluster_token = token_,
+                                                         .tokens_on_tcp = options_.require_token,
+                                                         .owner_only = options_.owner_only},
+                                         *accounts_, system_users_, sessions_.get());
+
+  if (options_.log_store.empty()) {
+    logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
+  } else {
+    Result<std::unique_ptr<LogBytes>> bytes =
+        OpenPgLogBytes(options_.log_store, options_.log_store_fence);
+    if (!bytes.ok()) return bytes.status();
+    logs_ = std::make_unique<LogStore>(std::move(*bytes));
+  }
+  auto blobs = options_.upload_store.empty()
+                   ? OpenFileBlobStore(options_.state_dir + "/uploads", clock_)
+                   : OpenPgBlobStore(options_.upload_store, clock_);
+  if (!blobs.ok()) return blobs.status();
+  uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits);
+  CoreOptions core;
+  core.lease_ms = options_.lease_ms;
+  core.kill_grace_ms = options_.kill_grace_ms;
+  core.interactive_time_limit_ms = options_.interactive_time_limit_ms;
+  core.interactive_idle_limit_ms = options_.interactive_idle_limit_ms;
+  core.starvation_ms = options_.starvation_ms;
+  core.max_jobs_per_submit = options_.max_jobs_per_submit;
+  BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.usage));
+  core.usage = options_.usage;
+  core.admission_charge_s = options_.admission_charge_s;
+  core.reclaim_limit = options_.reclaim_limit;
+  core.reclaim_window = options_.reclaim_window;
+  core_ = std::make_unique<Core>(core, *store_, clock_, streams_);
+  BERTH_RETURN_IF_ERROR(core_->Load());
+  BERTH_RETURN_IF_ERROR(core_->LoadUsage());
+  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
+
+  int cpus = ReadCpuBudget().usable;
+  net::HttpServerOptions http;
+  http.host = options_.host;
+  http.port = options_.port;
+  http.max_body_bytes = options_.max_body_bytes;
+  http.unix_socket_path = options_.unix_socket;
+  BERTH_RETURN_IF_ERROR(SetUpTls(http));
+  http.threads = options_.threads > 0 ? options_.threads : cpus;
+  // Handlers waiting for the state lock sit here, not on the I/O threads. Several threads, so
+  // that submissions queue for one group commit and a slow one does not hold up heartbeats.
+  // The I/O threads and the readers keep the default priority; changes and passes run a little
+  // below it, so that on a busy machine a health check or a listing is answered before a pass or a
+  // big submission goes on.
+  state_exec_ = std::make_unique<Executor>(std::max(4, cpus), "berth-state", kWorkNice);
+  read_exec_ = std::make_unique<Executor>(std::max(2, cpus), "berth-read");
+  http_ = std::make_unique<net::HttpServer>(
+      http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
+        Handle(std::move(req), res);
+      });
+  BERTH_RETURN_IF_ERROR(http_->Start());
+  started_ = true;
+  scheduler_thread_ = std::thread([this] {
+    LowerThisThreadPriority(kWorkNice);
+    SchedulerLoop();
+  });
+  housekeeping_thread_ = std::thread([this] { HousekeepingLoop(); });
+  core_->RequestPass();
+  LogInfo("listening on {}{} ({} I/O threads{})", url(),
+          options_.unix_socket.empty() ? "" : " and unix:" + options_.unix_socket, http.threads,
+          options_.require_token ? ", TCP clients need a token" : "");
+  return Status::Ok();
+}
+
+Status Server::SetUpTls(net::HttpServerOptions& http) {
+  if (!options_.tls && options_.tls_cert.empty() && net::IsLoopbackHost(options_.host)) {
+    return Status::Ok();
+  }
+  if (options_.tls_cert.empty() != options_.tls_key.empty()) {
+    return Status::Invalid(
+        "give both --tls-cert and --tls-key, or neither (for a self-signed pair)");
+  }
+  std::string cert = options_.tls_cert;
+  std::string key = options_.tls_key;
+  if (cert.empty()) {
+    cert = options_.state_dir + "/tls.crt";
+    key = options_.state_dir + "/tls.key";
+    std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') names.push_back(host);
+    if (options_.host != "0.0.0.0" && options_.host != "::" && options_.host != "localhost" &&
+        !net::IsLoopbackHost(options_.host)) {
+      names.push_back(options_.host);
+    }
+    BERTH_RETURN_IF_ERROR(net::EnsureSelfSignedCertificate(cert, key, names));
+  }
+  auto fingerprint = net::CertificateFingerprint(cert);
+  if (!fingerprint.ok()) return fingerprint.status();
+  tls_fingerprint_ = *fingerprint;
+  WriteFileAtomic(options_.state_dir + "/tls.fingerprint", tls_fingerprint_ + "\n",
+                  /*sync=*/false, 0644);
+  LogInfo("tls certificate {} fingerprint {}", cert, tls_fingerprint_);
+  http.tls_cert_file = cert;
+  http.tls_key_file = key;
+  return Status::Ok();
+}
+
+int Server::port() const { return http_ ? http_->port() : 0; }
+
+std::string Server::UrlFor(std::string host, int port, bool tls) {
+  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  return (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
+}
+
+std::string Server::url() const { return UrlFor(options_.host, port(), !tls_fingerprint_.empty()); }
+
+void Server::Stop() {
+  if (!started_.exchange(false)) return;
+  stopping_ = true;
+  // End every stream and long poll so that clients notice at once and reconnect elsewhere/later.
+  core_->Shutdown();
+  streams_.EndAll();
+  if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
+  http_->Stop();
+  state_exec_->Stop();
+  read_exec_->Stop();
+  streams_.EndAll();
+}
+
+void Server::SchedulerLoop() {
+  while (!stopping_) {
+    if (!core_->WaitForPassRequest(1000)) continue;
+    if (!core_->RunPass() && !stopping_) {
+      // A commit failed (the store is unreachable?): try again shortly, not in a tight loop.
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      core_->RequestPass();
+    }
+  }
+}
+
+void Server::CollectUploads() {
+  if (options_.upload_retention_ms <= 0 || collecting_uploads_.exchange(true)) return;
+  read_exec_->Post([this] {
+    auto live = core_->LiveUploads();
+    if (live.ok()) {
+      auto gone = uploads_->Collect(*live, clock_.Now() - options_.upload_retention_ms);
+      if (!gone.ok()) {
+        LogWarn("uploads not collected: {}", gone.status().message());
+      } else if (*gone > 0) {
+        LogInfo("{} uploaded blobs no job uses were deleted (--upload-retention)", *gone);
+      }
+    }
+    collecting_uploads_ = false;
+  });
+}
+
+void Server::HousekeepingLoop() {
+  int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
+  int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
+  const int64_t watching_since = clock_.Monotonic();   // sessions are seen from now on
+  int64_t next_idle_check = 0;
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (stopping_) break;
+    core_->CheckLeases();
+    core_->CheckTimeLimits();
+    terminals_.ExpireWaiting(clock_.Monotonic());
+    int64_t now = clock_.Monotonic();
+    if (options_.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
+      next_idle_check = now + 1000;
+      core_->EndIdleInteractive(terminals_.SeenAt(now, options_.interactive_idle_limit_ms),
+                                watching_since);
+    }
+    // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
+    streams_.PingSome(25);
+    if (now >= next_collect) {
+      next_collect = now + 10 * 60'000;
+      CollectUploads();
+    }
+    // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
+    // rather than keep the peak for ever. Only once the scheduler has been quiet for a while:
+    // malloc_trim holds the allocator's lock for tens of milliseconds on a big heap, which would
+    // stall every thread that allocates — the I/O threads answering health checks included.
+    // Once per busy period: trimming walks the whole heap even when there is little to give back.
+    int64_t busy = core_->last_pass_with_work();
+    if (busy != trimmed_after && now - busy >= 3000) {
+      trimmed_after = busy;
+      malloc_trim(0);
+    }
+  }
+}
+
+}  // namespace berth
