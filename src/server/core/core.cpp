@@ -110,13 +110,13 @@ Status Core::Load() {
   // Pipelines: groups' limits, restarts' backoffs, and the dependencies of waiting submissions.
   auto limits = store_.LoadGroupLimits();
   if (!limits.ok()) return limits.status();
-  group_limits_ = std::move(*limits);
+  group_limits_.Load(std::move(*limits));
   // Submissions with a job never placed that has dependencies: their id range and live jobs. (A
   // job placed before had its dependencies met: Eligible.)
   std::map<int64_t, WaiterJobs> waiting;
   std::map<int64_t, int> live;  // spec -> its jobs in memory
   for (const auto& [id, job] : jobs_) {
-    if (job.row.group) ++group_live_[*job.row.group];
+    if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
     ++live[job.row.spec_id];
     if (job.row.status != JobStatus::kPending) continue;
     if (job.row.not_before) backoffs_.emplace(*job.row.not_before, id);
@@ -320,13 +320,7 @@ void Core::Undo(Plan& plan) {
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
   for (auto& [key, before] : plan.deps_before) deps_.Restore(key, std::move(before));
-  for (auto& [group, before] : plan.group_limits_before) {
-    if (before) {
-      group_limits_[group] = *before;
-    } else {
-      group_limits_.erase(group);
-    }
-  }
+  for (auto& [group, before] : plan.group_limits_before) group_limits_.Restore(group, before);
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
 }
@@ -344,13 +338,7 @@ void Core::ReapFinished(const Plan& plan) {
     if (!IsTerminal(job.row.status) || job.terminating) continue;
     reaped.push_back(it->first);
     // A group's limit, and a submission's dependencies, are forgotten with their last job.
-    if (job.row.group) {
-      auto live = group_live_.find(*job.row.group);
-      if (live != group_live_.end() && --live->second <= 0) {
-        group_limits_.erase(live->first);
-        group_live_.erase(live);
-      }
-    }
+    if (job.row.group) group_limits_.JobGone(*job.row.group);
     if (auto w = waiter_jobs_.find(job.row.spec_id);
         w != waiter_jobs_.end() && --w->second.live <= 0) {
       deps_.Remove(w->first);

@@ -54,6 +54,7 @@
 #include "server/core/agent_channel.h"
 #include "server/core/core_metrics.h"
 #include "server/core/fair_share.h"
+#include "server/core/group_limits.h"
 #include "server/core/job_counts.h"
 #include "server/core/log_followers.h"
 #include "server/core/spec_cache.h"
@@ -711,9 +712,8 @@ class Core {
   // failed. Such a job is never placed (Eligible), and the cancel is retried until it is committed.
   // Entries live from a promise to its commit (one housekeeping tick when the store is up).
   std::map<int64_t, std::string> owed_cancels_ GUARDED_BY(mu_);
-  // Bulk groups' max_running, for groups with jobs in jobs_ (group_live_ counts them).
-  std::map<int64_t, int> group_limits_ GUARDED_BY(mu_);  // group -> max_running
-  std::unordered_map<int64_t, int> group_live_ GUARDED_BY(mu_);
+  // Bulk groups' max_running, for groups with jobs in jobs_.
+  GroupLimits group_limits_ GUARDED_BY(mu_);
   // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after

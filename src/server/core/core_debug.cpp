@@ -102,7 +102,8 @@ std::string Core::DebugState() {
     out << fmt::format(" {}={:.6g}@{}", user, value.first, value.second);
   }
   out << "\n";
-  for (const auto& [group, live] : std::map(group_live_.begin(), group_live_.end())) {
+  for (const auto& [group, live] :
+       std::map(group_limits_.live().begin(), group_limits_.live().end())) {
     out << "group " << group << " live " << live << "\n";
   }
   for (const auto& [key, range] : std::map(waiter_jobs_.begin(), waiter_jobs_.end())) {
@@ -112,7 +113,7 @@ std::string Core::DebugState() {
   for (const auto& [key, range] : waiter_jobs_) {
     if (const auto* w = deps_.Find(key)) out << WaiterText(key, *w) << "\n";
   }
-  for (const auto& [group, limit] : group_limits_)
+  for (const auto& [group, limit] : group_limits_.limits())
     out << "group " << group << " max " << limit << "\n";
   return out.str();
 }
@@ -136,7 +137,7 @@ std::string Core::DurableState() {
     if (!IsTerminal(j.row.status) && j.row.group) groups.insert(*j.row.group);
   }
   for (int64_t key : waiting) out << WaiterText(key, *deps_.Find(key)) << "\n";
-  for (const auto& [group, limit] : group_limits_) {
+  for (const auto& [group, limit] : group_limits_.limits()) {
     if (groups.count(group)) out << "group " << group << " max " << limit << "\n";
   }
   return out.str();

@@ -287,9 +287,7 @@ void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys
 
 std::optional<int> Core::GroupLimit(int64_t group) {
   HandlerLock lock(this);
-  auto it = group_limits_.find(group);
-  if (it == group_limits_.end()) return std::nullopt;
-  return it->second;
+  return group_limits_.Limit(group);
 }
 
 Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const std::string& user,
@@ -308,9 +306,7 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   }
   Plan plan;
   plan.by = user;
-  auto current = group_limits_.find(group);
-  plan.group_limits_before.emplace(
-      group, current == group_limits_.end() ? std::nullopt : std::optional<int>(current->second));
+  plan.group_limits_before.emplace(group, group_limits_.Limit(group));
   plan.batch.group_limits.emplace_back(group, max_running);
   AuditRow audit;
   audit.at = clock_.Now();
@@ -319,11 +315,7 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   audit.target = fmt::format("group {}", group);
   audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
   plan.batch.audit.push_back(std::move(audit));
-  if (!max_running) {
-    group_limits_.erase(group);
-  } else if (group_live_.count(group)) {  // a group whose jobs all ended needs none in memory
-    group_limits_[group] = *max_running;
-  }
+  group_limits_.Set(group, max_running);
   plan.kick = true;  // a higher limit may let more of its jobs start now
   return Execute(plan);
 }

@@ -68,7 +68,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       snap.pending.back().id = id;
       in.job_gens.emplace_back(id, job.gen);
     } else if (IsActive(job.row.status) || job.terminating) {
-      if (job.row.group && !group_limits_.empty() && group_limits_.count(*job.row.group)) {
+      if (job.row.group && group_limits_.Limited(*job.row.group)) {
         ++group_running[*job.row.group];
       }
       sched::RunningJob r;
@@ -88,10 +88,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   }
   for (const auto& [key, dying] : dying_) {
     // An earlier attempt still stopping counts against its group's max_running: it holds resources.
-    if (!group_limits_.empty()) {
+    if (!group_limits_.limits().empty()) {
       auto job = jobs_.find(key.first);
       if (job != jobs_.end() && job->second.row.group &&
-          group_limits_.count(*job->second.row.group)) {
+          group_limits_.Limited(*job->second.row.group)) {
         ++group_running[*job->second.row.group];
       }
     }
@@ -103,7 +103,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     r.stopping = true;  // holds resources until its processes are gone; never a victim again
     snap.running.push_back(std::move(r));
   }
-  for (const auto& [group, limit] : group_limits_) {
+  for (const auto& [group, limit] : group_limits_.limits()) {
     auto running = group_running.find(group);
     snap.group_caps[group] = {limit, running == group_running.end() ? 0 : running->second};
   }

@@ -248,8 +248,8 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     }
   }
   if (stored.group) {
-    group_live_[*stored.group] += static_cast<int>(stored.ids.size());
-    if (shared->max_running) group_limits_[*stored.group] = *shared->max_running;
+    group_limits_.JobsAdded(*stored.group, static_cast<int>(stored.ids.size()));
+    if (shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
   }
   if (!shared->depends_on.empty() && !cancelled_in_flight) {
     auto conditions =
