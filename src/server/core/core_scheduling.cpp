@@ -136,14 +136,7 @@ bool Core::RunPass() {
   std::function<void()> hook;
   {
     MutexLock lock(mu_);
-    bool any_pending = false;
-    for (const auto& [id, job] : jobs_) {
-      if (job.row.status == JobStatus::kPending) {
-        any_pending = true;
-        break;
-      }
-    }
-    if (!any_pending) return true;
+    if (!counts_.AnyPending()) return true;  // without a walk of the running jobs
     in = BuildPassInput(clock_.Now());
     hook = pass_hook_;
   }

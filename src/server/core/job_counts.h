@@ -41,6 +41,8 @@ class JobCounts {
 
   // `user`'s pending jobs.
   int64_t Pending(const std::string& user) const;
+  // Whether any job is pending (a user with none has no entry).
+  bool AnyPending() const { return !pending_.empty(); }
   // Every group's counts added up.
   Slots Totals() const;
   const std::vector<std::pair<std::string, std::string>>& groups() const { return groups_; }

@@ -28,6 +28,7 @@ TEST(JobCountsTest, CountsMoveWithTheirJobs) {
   EXPECT_EQ(counts.Pending("ada"), 2);
   EXPECT_EQ(counts.Pending("bob"), 1);
   EXPECT_EQ(counts.Pending("cy"), 0);
+  EXPECT_TRUE(counts.AnyPending());
 
   counts.Remove({kPending, vision}, "ada");  // one starts running
   counts.Add({kRunning, vision}, "ada");
@@ -35,6 +36,7 @@ TEST(JobCountsTest, CountsMoveWithTheirJobs) {
   counts.Remove({kPending, plain}, "bob");   // bob's ends, still stopping
   counts.Add({JobCounts::kStoppingSlot, plain}, "bob");
   EXPECT_EQ(counts.Pending("ada"), 0);
+  EXPECT_FALSE(counts.AnyPending());  // running and stopping jobs are not pending
   EXPECT_EQ(counts.counts()[vision][kRunning], 1);
   EXPECT_EQ(counts.counts()[vision][kPending], 0);
   JobCounts::Slots total = counts.Totals();
