@@ -20,6 +20,11 @@ ctest_args=(--output-on-failure -j"$jobs" --no-tests=error)
 
 stage "format (clang-format --dry-run --Werror)"
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
+# The server's state machine knows nothing of HTTP (docs/design.md "Code layout").
+if git grep -n '#include "server/http/' -- src/server/core; then
+  echo "src/server/core/ includes src/server/http/ (the dependency goes the other way)" >&2
+  exit 1
+fi
 
 stage "build (RelWithDebInfo)"
 berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \

@@ -56,7 +56,7 @@ Status Core::Load() {
     // Agents get one lease period after a server restart to reconnect before their nodes count
     // as down.
     if (row.state != NodeState::kDown) node.lease_expires = mono + options_.lease_ms;
-    nodes_[row.name] = std::move(node);
+    nodes_.Add(row.name) = std::move(node);
   }
   std::map<int64_t, int> group_sizes;
   // One scheduler request per submission (its jobs share spec, owner, priority and submission
@@ -194,7 +194,7 @@ Core::ActiveJob& Core::MutJob(Plan& plan, ActiveJob& job) {
   return job;
 }
 
-Core::NodeRuntime& Core::MutNode(Plan& plan, NodeRuntime& node) {
+NodeRuntime& Core::MutNode(Plan& plan, NodeRuntime& node) {
   plan.nodes_before.try_emplace(node.row.name, node);
   node.view_stale = true;
   return node;
@@ -301,15 +301,7 @@ void Core::Undo(Plan& plan) {
       jobs_.erase(id);
     }
   }
-  for (auto& [name, before] : plan.nodes_before) {
-    if (before) {
-      nodes_[name] = std::move(*before);
-      nodes_[name].view_stale = true;
-    } else {
-      nodes_.erase(name);
-    }
-  }
-  if (!plan.nodes_before.empty()) capacity_stale_ = true;
+  for (auto& [name, before] : plan.nodes_before) nodes_.Restore(name, std::move(before));
   for (auto& [key, before] : plan.dying_before) {
     if (before) {
       dying_[key] = std::move(*before);
@@ -484,7 +476,7 @@ void Core::CheckLeases() {
     node.row.down_since = now;
     node.session.clear();
     ++node.sched_gen;
-    capacity_stale_ = true;
+    nodes_.CapacityChanged();
     plan.closes.push_back(name);
     plan.batch.nodes.push_back(node.row);
     std::vector<std::tuple<int64_t, int, int>> gone;  // dying ranks that died with the node

@@ -57,6 +57,7 @@
 #include "server/core/group_limits.h"
 #include "server/core/job_counts.h"
 #include "server/core/log_followers.h"
+#include "server/core/node_table.h"
 #include "server/core/spec_cache.h"
 #include "server/core/submit_queue.h"
 #include "server/core/usage_ledger.h"
@@ -347,23 +348,6 @@ class Core {
   // TerminalOf (`terminal`) and PortOf.
   Result<RankTarget> RunningRank(int64_t job, int rank, bool terminal) EXCLUDES(mu_);
 
-  struct NodeRuntime {
-    NodeRow row;
-    MilliCpu cpus_used = 0;
-    Mib memory_used = 0;
-    std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
-    std::string session;               // current agent session; "" when none
-    std::string isolation;             // RegisterRequest::isolation (not stored)
-    Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
-    std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
-    proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)
-    int64_t lease_expires = 0;                  // monotonic ms
-    // Bumped by every change that may invalidate a placement decided on an older snapshot:
-    // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
-    uint64_t sched_gen = 0;
-    bool view_stale = true;  // `view` must be rebuilt before the next snapshot
-    sched::NodeView view;    // cached scheduler view
-  };
   struct RankState {
     bool setting_up = false;
     bool running = false;
@@ -605,8 +589,6 @@ class Core {
 
   // core_scheduling.cpp
   PassInput BuildPassInput(TimeMs now) REQUIRES(mu_);
-  const sched::NodeView& ViewOf(NodeRuntime& node) REQUIRES(mu_);
-  std::vector<sched::NodeView> NodeViews() REQUIRES(mu_);
   // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
   bool NodesUnchanged(const Placement& placement,
                       const std::unordered_map<std::string, uint64_t>& gens) REQUIRES(mu_);
@@ -688,7 +670,7 @@ class Core {
   Mutex mu_;
   std::atomic<int> handlers_waiting_{0};  // callers blocked in HandlerLock
   std::atomic<int64_t> last_pass_with_work_{0};
-  std::map<std::string, NodeRuntime> nodes_ GUARDED_BY(mu_);
+  NodeTable nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
   // Jobs per state, (pool, team) and pending user: berth_jobs, the dashboard's totals and
   // max-pending-jobs without a scan.
@@ -727,10 +709,6 @@ class Core {
   bool pass_requested_ GUARDED_BY(mu_) = false;
   bool shutdown_ GUARDED_BY(mu_) = false;
   CondVar pass_cv_;
-  // Capacity-only views of every node, for the feasibility check at submit; rebuilt when a node
-  // joins or changes.
-  std::vector<sched::NodeView> capacity_views_ GUARDED_BY(mu_);
-  bool capacity_stale_ GUARDED_BY(mu_) = true;
 
   // Fair share: rules from Accounts, the usage ledger, and each team's recent reclaims.
   FairShare shares_ GUARDED_BY(mu_);

@@ -9,7 +9,7 @@
 
 namespace berth {
 
-Result<Core::NodeRuntime*> Core::Authenticate(const std::string& node, const std::string& session) {
+Result<NodeRuntime*> Core::Authenticate(const std::string& node, const std::string& session) {
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.session.empty() || it->second.session != session) {
     return Status::Conflict("unknown agent session for node '" + node + "'; register again");
@@ -230,7 +230,8 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   Plan plan;
   if (existing == nodes_.end()) {
     plan.nodes_before.emplace(name, std::nullopt);
-    existing = nodes_.emplace(name, NodeRuntime{}).first;
+    nodes_.Add(name);
+    existing = nodes_.find(name);
   }
   NodeRuntime& node = MutNode(plan, existing->second);
   bool is_new = node.row.name.empty();
@@ -252,7 +253,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.session = RandomHex(12);
   node.lease_expires = mono + options_.lease_ms;
   ++node.sched_gen;
-  capacity_stale_ = true;
+  nodes_.CapacityChanged();
   plan.opens.emplace_back(name, node.session);  // the old session's stream and queue are dropped
   plan.batch.nodes.push_back(node.row);
 

@@ -36,7 +36,7 @@ void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth healt
   const std::string& name = node.row.name;
   if (faulty != before || was_drained != health.NodeFaulty()) {
     ++node.sched_gen;
-    capacity_stale_ = true;
+    nodes_.CapacityChanged();
     plan.kick = true;
     if (health.NodeFaulty() && !was_drained) {
       LogWarn("node {} drained by its health probes: {}", name, health.NodeReason());

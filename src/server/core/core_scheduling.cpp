@@ -12,46 +12,13 @@
 
 namespace berth {
 
-const sched::NodeView& Core::ViewOf(NodeRuntime& node) {
-  if (!node.view_stale) return node.view;
-  sched::NodeView& v = node.view;
-  v.name = node.row.name;
-  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty() &&
-                  !node.health.NodeFaulty();
-  v.pool = node.row.pool;
-  v.labels = node.row.labels;
-  v.container_mounts = node.container_mounts;
-  v.cpus_total = node.row.cpus;
-  v.cpus_free = std::max<MilliCpu>(0, node.row.cpus - node.cpus_used);
-  v.memory_total = node.row.memory;
-  v.memory_free = std::max<Mib>(0, node.row.memory - node.memory_used);
-  v.gpus.clear();
-  // A GPU its node's probes found faulty is given to nobody until they find it well again.
-  const std::set<int> faulty = node.health.FaultyGpus();
-  for (const auto& d : node.row.gpus) {
-    auto used = node.gpu_used.find(d.index);
-    MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
-    v.gpus.push_back(
-        {d.index, d.type, faulty.count(d.index) ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
-  }
-  node.view_stale = false;
-  return v;
-}
-
-std::vector<sched::NodeView> Core::NodeViews() {
-  std::vector<sched::NodeView> views;
-  views.reserve(nodes_.size());
-  for (auto& [name, node] : nodes_) views.push_back(ViewOf(node));
-  return views;
-}
-
 Core::PassInput Core::BuildPassInput(TimeMs now) {
   PassInput in;
   sched::Snapshot& snap = in.snapshot;
   snap.now = now;
   snap.nodes.reserve(nodes_.size());
   for (auto& [name, node] : nodes_) {
-    snap.nodes.push_back(ViewOf(node));
+    snap.nodes.push_back(NodeTable::ViewOf(node));
     in.node_gens.emplace(name, node.sched_gen);
   }
   std::map<int64_t, int> group_running;

@@ -75,15 +75,10 @@ Status Core::PrepareSubmission(SubmitRequest& request) const {
 Status Core::AdmitLocked(SubmitWriter& writer) {
   const SubmitRequest& request = *writer.request;
   writer.received_at_seq = cancel_.seq;
-  if (capacity_stale_) {
-    capacity_views_.clear();
-    for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
-    capacity_stale_ = false;
-  }
   JobRow row;
   row.num_nodes = request.spec.num_nodes;
   row.resources = request.spec.resources;
-  Status feasible = sched::CheckFeasible(capacity_views_, RequestFor(row, request.spec));
+  Status feasible = sched::CheckFeasible(nodes_.CapacityViews(), RequestFor(row, request.spec));
   if (request.spec.container) {
     BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
   }
@@ -472,7 +467,7 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   plan.batch.nodes.push_back(node.row);
   plan.kick = true;
   BERTH_RETURN_IF_ERROR(Execute(plan));
-  capacity_stale_ = true;
+  nodes_.CapacityChanged();
   return StatusOf(node);
 }
 

@@ -1,0 +1,60 @@
+// NodeTable: the nodes, their cached scheduler views and the capacity views (node_table.h).
+#include "server/core/node_table.h"
+
+#include <algorithm>
+#include <set>
+
+namespace berth {
+
+NodeRuntime& NodeTable::Add(const std::string& name) {
+  capacity_stale_ = true;
+  return nodes_[name];
+}
+
+void NodeTable::Restore(const std::string& name, std::optional<NodeRuntime> before) {
+  capacity_stale_ = true;
+  if (!before) {
+    nodes_.erase(name);
+    return;
+  }
+  NodeRuntime& node = nodes_[name];
+  node = std::move(*before);
+  node.view_stale = true;
+}
+
+const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
+  if (!node.view_stale) return node.view;
+  sched::NodeView& v = node.view;
+  v.name = node.row.name;
+  v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty() &&
+                  !node.health.NodeFaulty();
+  v.pool = node.row.pool;
+  v.labels = node.row.labels;
+  v.container_mounts = node.container_mounts;
+  v.cpus_total = node.row.cpus;
+  v.cpus_free = std::max<MilliCpu>(0, node.row.cpus - node.cpus_used);
+  v.memory_total = node.row.memory;
+  v.memory_free = std::max<Mib>(0, node.row.memory - node.memory_used);
+  v.gpus.clear();
+  // A GPU its node's probes found faulty is given to nobody until they find it well again.
+  const std::set<int> faulty = node.health.FaultyGpus();
+  for (const auto& d : node.row.gpus) {
+    auto used = node.gpu_used.find(d.index);
+    MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
+    v.gpus.push_back(
+        {d.index, d.type, faulty.count(d.index) ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
+  }
+  node.view_stale = false;
+  return v;
+}
+
+const std::vector<sched::NodeView>& NodeTable::CapacityViews() {
+  if (capacity_stale_) {
+    capacity_views_.clear();
+    for (auto& [name, node] : nodes_) capacity_views_.push_back(ViewOf(node));
+    capacity_stale_ = false;
+  }
+  return capacity_views_;
+}
+
+}  // namespace berth

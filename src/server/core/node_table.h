@@ -1,0 +1,74 @@
+// NodeTable: the nodes the core knows — each one's stored row, what its jobs hold, its agent's
+// session, lease and health — with the scheduler's view of each, cached and rebuilt only after the
+// node changed, and the capacity-only views the feasibility check at submission reads, rebuilt only
+// after a node joined or its capacity, state or drain changed.
+//
+// A change to a node goes through the Core's plan (Core::MutNode marks the view stale and saves the
+// node for undo); Restore puts a saved node back when the plan's commit failed.
+//
+// Not thread-safe; the Core guards it with its state lock.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/agent_protocol.h"
+#include "sched/cluster.h"
+#include "store/store.h"
+
+namespace berth {
+
+struct NodeRuntime {
+  NodeRow row;
+  MilliCpu cpus_used = 0;
+  Mib memory_used = 0;
+  std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
+  std::string session;               // current agent session; "" when none
+  std::string isolation;             // RegisterRequest::isolation (not stored)
+  Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
+  std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
+  proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)
+  int64_t lease_expires = 0;                  // monotonic ms
+  // Bumped by every change that may invalidate a placement decided on an older snapshot:
+  // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
+  uint64_t sched_gen = 0;
+  bool view_stale = true;  // `view` must be rebuilt before the next snapshot
+  sched::NodeView view;    // cached scheduler view
+};
+
+class NodeTable {
+ public:
+  using Map = std::map<std::string, NodeRuntime>;
+
+  // The nodes by name, to walk or look up (a node is added with Add, removed only by Restore).
+  Map::iterator begin() { return nodes_.begin(); }
+  Map::iterator end() { return nodes_.end(); }
+  Map::const_iterator begin() const { return nodes_.begin(); }
+  Map::const_iterator end() const { return nodes_.end(); }
+  Map::iterator find(const std::string& name) { return nodes_.find(name); }
+  Map::const_iterator find(const std::string& name) const { return nodes_.find(name); }
+  size_t count(const std::string& name) const { return nodes_.count(name); }
+  size_t size() const { return nodes_.size(); }
+
+  // A node that joins (or is loaded): its place, empty until filled in.
+  NodeRuntime& Add(const std::string& name);
+  // Puts back a node as it was before a change whose commit failed (nullopt: it did not exist).
+  void Restore(const std::string& name, std::optional<NodeRuntime> before);
+  // A node's capacity, state or drain changed: the capacity views are rebuilt when next read.
+  void CapacityChanged() { capacity_stale_ = true; }
+
+  // The scheduler's view of `node`, rebuilt when it is stale: free resources, schedulable (up, not
+  // draining, with a session and without a node-level fault), a faulty GPU with nothing free.
+  static const sched::NodeView& ViewOf(NodeRuntime& node);
+  // Every node's view as of its capacity, for the feasibility check at submission.
+  const std::vector<sched::NodeView>& CapacityViews();
+
+ private:
+  Map nodes_;
+  std::vector<sched::NodeView> capacity_views_;
+  bool capacity_stale_ = true;
+};
+
+}  // namespace berth
