@@ -113,7 +113,7 @@ Status Core::Load() {
   group_limits_.Load(std::move(*limits));
   // Submissions with a job never placed that has dependencies: their id range and live jobs. (A
   // job placed before had its dependencies met: Eligible.)
-  std::map<int64_t, WaiterJobs> waiting;
+  std::map<int64_t, DependencyWaiters::Jobs> waiting;
   std::map<int64_t, int> live;  // spec -> its jobs in memory
   for (const auto& [id, job] : jobs_) {
     if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
@@ -121,7 +121,7 @@ Status Core::Load() {
     if (job.row.status != JobStatus::kPending) continue;
     if (job.row.not_before) backoffs_.emplace(*job.row.not_before, id);
     if (job.spec->depends_on.empty() || job.row.attempt > 0) continue;
-    auto [it, fresh] = waiting.try_emplace(job.row.spec_id, WaiterJobs{id, id, 0});
+    auto [it, fresh] = waiting.try_emplace(job.row.spec_id, DependencyWaiters::Jobs{id, id, 0});
     it->second.last = id;
   }
   // Every waiter's conditions are read before any is acted on: a cancellation below changes
@@ -140,10 +140,10 @@ Status Core::Load() {
   }
   Plan deps_plan;
   for (auto& [spec_id, conditions] : read) {
-    const WaiterJobs& range = waiting.at(spec_id);
-    waiter_jobs_[spec_id] = {range.first, range.last, live[spec_id]};
+    const DependencyWaiters::Jobs& range = waiting.at(spec_id);
     deps_plan.deps_changed.insert(spec_id);
-    if (deps_.Add(spec_id, std::move(conditions)) == sched::DepState::kFailed) {
+    if (waiters_.Add(spec_id, std::move(conditions), {range.first, range.last, live[spec_id]}) ==
+        sched::DepState::kFailed) {
       deps_plan.dep_failures.push_back(spec_id);
     }
   }
@@ -151,7 +151,7 @@ Status Core::Load() {
   DrainDependencyFailures(deps_plan, now);
   if (Status st = Execute(deps_plan); !st.ok()) {
     LogError("cancelling jobs whose dependencies failed: {}; retried", st.message());
-    retry_cancels_.insert(failed.begin(), failed.end());
+    for (auto key : failed) waiters_.RetryCancel(key);
   }
   LogInfo("loaded {} nodes and {} active jobs", nodes_.size(), jobs_.size());
   return Status::Ok();
@@ -311,7 +311,7 @@ void Core::Undo(Plan& plan) {
   }
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
-  for (auto& [key, before] : plan.deps_before) deps_.Restore(key, std::move(before));
+  for (auto& [key, before] : plan.deps_before) waiters_.Restore(key, std::move(before));
   for (auto& [group, before] : plan.group_limits_before) group_limits_.Restore(group, before);
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
@@ -331,12 +331,7 @@ void Core::ReapFinished(const Plan& plan) {
     reaped.push_back(it->first);
     // A group's limit, and a submission's dependencies, are forgotten with their last job.
     if (job.row.group) group_limits_.JobGone(*job.row.group);
-    if (auto w = waiter_jobs_.find(job.row.spec_id);
-        w != waiter_jobs_.end() && --w->second.live <= 0) {
-      deps_.Remove(w->first);
-      waiters_gone.push_back(w->first);
-      waiter_jobs_.erase(w);
-    }
+    if (waiters_.JobGone(job.row.spec_id)) waiters_gone.push_back(job.row.spec_id);
     UncountJob(job);
     jobs_.erase(it);
   }

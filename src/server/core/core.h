@@ -53,6 +53,7 @@
 #include "sched/scheduler.h"
 #include "server/core/agent_channel.h"
 #include "server/core/core_metrics.h"
+#include "server/core/dependency_waiters.h"
 #include "server/core/fair_share.h"
 #include "server/core/group_limits.h"
 #include "server/core/job_counts.h"
@@ -679,16 +680,8 @@ class Core {
   // concurrent submissions cannot together exceed max-pending-jobs.
   std::unordered_map<std::string, int64_t> reserved_pending_ GUARDED_BY(mu_);
   std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
-  // Pipelines. Dependencies of waiting submissions, keyed by spec id, with each one's jobs (a
-  // submission's jobs have consecutive ids: first..last).
-  sched::Dependencies deps_ GUARDED_BY(mu_);
-  struct WaiterJobs {
-    int64_t first = 0;
-    int64_t last = 0;
-    int live = 0;  // of its jobs, those in jobs_; the waiter is forgotten when none is left
-  };
-  std::unordered_map<int64_t, WaiterJobs> waiter_jobs_ GUARDED_BY(mu_);
-  std::set<sched::Dependencies::Key> retry_cancels_ GUARDED_BY(mu_);
+  // Pipelines: the submissions waiting for dependencies, with their jobs.
+  DependencyWaiters waiters_ GUARDED_BY(mu_);
   // Cancels promised but not yet committed (job -> reason): a cancel of a job committed by a
   // submission not yet applied, or a cancel --all's cancel of an in-flight submission whose commit
   // failed. Such a job is never placed (Eligible), and the cancel is retried until it is committed.

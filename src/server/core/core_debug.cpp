@@ -85,7 +85,7 @@ std::string Core::DebugState() {
   out << "\nowed cancels:";
   for (const auto& [id, why] : owed_cancels_) out << " " << id << "('" << why << "')";
   out << "\nretry cancels:";
-  for (int64_t key : retry_cancels_) out << " " << key;
+  for (int64_t key : waiters_.cancel_retries()) out << " " << key;
   out << "\nbackoffs:";
   for (const auto& [at, id] : backoffs_) out << " " << id << "@" << at;
   out << "\nreserved pending:";
@@ -106,12 +106,12 @@ std::string Core::DebugState() {
        std::map(group_limits_.live().begin(), group_limits_.live().end())) {
     out << "group " << group << " live " << live << "\n";
   }
-  for (const auto& [key, range] : std::map(waiter_jobs_.begin(), waiter_jobs_.end())) {
+  for (const auto& [key, range] : std::map(waiters_.jobs().begin(), waiters_.jobs().end())) {
     out << "waiter " << key << " jobs " << range.first << ".." << range.last << " live "
         << range.live << "\n";
   }
-  for (const auto& [key, range] : waiter_jobs_) {
-    if (const auto* w = deps_.Find(key)) out << WaiterText(key, *w) << "\n";
+  for (const auto& [key, range] : waiters_.jobs()) {
+    if (const auto* w = waiters_.Find(key)) out << WaiterText(key, *w) << "\n";
   }
   for (const auto& [group, limit] : group_limits_.limits())
     out << "group " << group << " max " << limit << "\n";
@@ -132,11 +132,11 @@ std::string Core::DurableState() {
   std::set<int64_t> waiting;
   std::set<int64_t> groups;
   for (const auto& [id, j] : jobs_) {
-    if (j.row.status == JobStatus::kPending && deps_.Find(j.row.spec_id))
+    if (j.row.status == JobStatus::kPending && waiters_.Find(j.row.spec_id))
       waiting.insert(j.row.spec_id);
     if (!IsTerminal(j.row.status) && j.row.group) groups.insert(*j.row.group);
   }
-  for (int64_t key : waiting) out << WaiterText(key, *deps_.Find(key)) << "\n";
+  for (int64_t key : waiting) out << WaiterText(key, *waiters_.Find(key)) << "\n";
   for (const auto& [group, limit] : group_limits_.limits()) {
     if (groups.count(group)) out << "group " << group << " max " << limit << "\n";
   }

@@ -27,9 +27,9 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
     plan.wake_logs.insert(job.row.id);
     plan.reap = true;
     DependencyEnded(plan, job, now);
-  } else if (deps_.size() > 0) {
+  } else if (waiters_.size() > 0) {
     // Jobs waiting for this one show its status in their reason.
-    for (auto key : deps_.Watching(job.row.id, job.row.group)) plan.deps_changed.insert(key);
+    for (auto key : waiters_.Watching(job.row.id, job.row.group)) plan.deps_changed.insert(key);
   }
 }
 

@@ -176,8 +176,7 @@ Result<std::pair<std::string, std::map<JobStatus, int>>> Core::GroupCounts(
 
 void Core::AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
                      int64_t first, int64_t last, int live, TimeMs now) {
-  waiter_jobs_[spec_id] = {first, last, live};
-  sched::DepState state = deps_.Add(spec_id, std::move(conditions));
+  sched::DepState state = waiters_.Add(spec_id, std::move(conditions), {first, last, live});
   plan.deps_changed.insert(spec_id);
   if (state == sched::DepState::kFailed) {
     plan.dep_failures.push_back(spec_id);
@@ -191,29 +190,29 @@ void Core::DrainDependencyFailures(Plan& plan, TimeMs now) {
   while (!plan.dep_failures.empty()) {
     auto key = plan.dep_failures.back();
     plan.dep_failures.pop_back();
-    const sched::Dependencies::Waiter* w = deps_.Find(key);
+    const sched::Dependencies::Waiter* w = waiters_.Find(key);
     if (w != nullptr) CancelWaiters(plan, key, w->why, now);
   }
   plan.draining_deps = false;
 }
 
 void Core::RetryDependencyCancels() {
-  if (retry_cancels_.empty()) return;
+  if (waiters_.cancel_retries().empty()) return;
   Plan plan;
   TimeMs now = clock_.Now();
-  for (auto key : retry_cancels_) {
-    const sched::Dependencies::Waiter* w = deps_.Find(key);
+  for (auto key : waiters_.cancel_retries()) {
+    const sched::Dependencies::Waiter* w = waiters_.Find(key);
     if (w != nullptr && w->state == sched::DepState::kFailed) plan.dep_failures.push_back(key);
   }
   DrainDependencyFailures(plan, now);
-  if (Execute(plan).ok()) retry_cancels_.clear();
+  if (Execute(plan).ok()) waiters_.CancelRetriesDone();
 }
 
 void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why,
                          TimeMs now) {
-  auto range = waiter_jobs_.find(key);
-  if (range == waiter_jobs_.end()) return;
-  const auto [first, last, live] = range->second;
+  const DependencyWaiters::Jobs* range = waiters_.JobsOf(key);
+  if (range == nullptr) return;
+  const auto [first, last, live] = *range;
   for (auto it = jobs_.lower_bound(first); it != jobs_.end() && it->first <= last; ++it) {
     ActiveJob& job = it->second;
     if (job.row.spec_id != key || job.row.status != JobStatus::kPending) continue;
@@ -222,14 +221,14 @@ void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::st
 }
 
 void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
-  if (deps_.size() == 0) return;
-  std::vector<sched::Dependencies::Key> keys = deps_.Watching(job.row.id, job.row.group);
+  if (waiters_.size() == 0) return;
+  std::vector<sched::Dependencies::Key> keys = waiters_.Watching(job.row.id, job.row.group);
   if (keys.empty()) return;
   for (auto key : keys) {
-    if (!plan.deps_before.count(key)) plan.deps_before.emplace(key, deps_.Save(key));
+    if (!plan.deps_before.count(key)) plan.deps_before.emplace(key, waiters_.Save(key));
     plan.deps_changed.insert(key);  // the reason names the dependency's status
   }
-  for (const auto& change : deps_.JobEnded(job.row.id, job.row.group, job.row.status)) {
+  for (const auto& change : waiters_.JobEnded(job.row.id, job.row.group, job.row.status)) {
     if (change.state == sched::DepState::kMet) {
       plan.kick = true;
     } else if (change.state == sched::DepState::kFailed) {
@@ -245,12 +244,12 @@ bool Core::Eligible(const ActiveJob& job, TimeMs now) const {
   // A job placed before had its dependencies met, and they never stop holding.
   if (job.spec->depends_on.empty() || job.row.attempt > 0) return true;
   // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
-  const sched::Dependencies::Waiter* w = deps_.Find(job.row.spec_id);
+  const sched::Dependencies::Waiter* w = waiters_.Find(job.row.spec_id);
   return w != nullptr && w->state == sched::DepState::kMet;
 }
 
 std::string Core::DependencyReason(sched::Dependencies::Key key) const {
-  const sched::Dependencies::Waiter* w = deps_.Find(key);
+  const sched::Dependencies::Waiter* w = waiters_.Find(key);
   if (w == nullptr || w->state != sched::DepState::kWaiting) return "";
   std::vector<std::string> jobs;
   std::vector<std::string> groups;
@@ -278,10 +277,10 @@ void Core::WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys
   std::vector<std::pair<sched::Dependencies::Key, std::string>> texts;
   for (auto key : keys) texts.emplace_back(key, DependencyReason(key));
   for (auto& [key, text] : texts) {
-    auto range = waiter_jobs_.find(key);
-    if (range == waiter_jobs_.end()) continue;
+    const DependencyWaiters::Jobs* range = waiters_.JobsOf(key);
+    if (range == nullptr) continue;
     // "": met or failed, its jobs no longer wait for dependencies.
-    waiting_.SetDependencyReason(key, range->second.first, range->second.last, std::move(text));
+    waiting_.SetDependencyReason(key, range->first, range->last, std::move(text));
   }
 }
 

@@ -266,7 +266,7 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
     if (!st.ok()) {
       LogError("after recording a submission: {}; its cancels are retried", st.message());
-      if (!shared->depends_on.empty()) retry_cancels_.insert(stored.spec_id);
+      if (!shared->depends_on.empty()) waiters_.RetryCancel(stored.spec_id);
       for (auto& [id, why] : cancelling) owed_cancels_[id] = std::move(why);
     } else {
       for (const auto& [id, why] : cancelling) owed_cancels_.erase(id);
