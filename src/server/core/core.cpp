@@ -201,10 +201,7 @@ NodeRuntime& Core::MutNode(Plan& plan, NodeRuntime& node) {
 }
 
 void Core::SaveDying(Plan& plan, const AttemptKey& key) {
-  if (plan.dying_before.count(key)) return;
-  auto it = dying_.find(key);
-  plan.dying_before.emplace(
-      key, it == dying_.end() ? std::nullopt : std::optional<DyingAttempt>(it->second));
+  if (!plan.dying_before.count(key)) plan.dying_before.emplace(key, dying_.Save(key));
 }
 
 void Core::SaveLaunchHeld(Plan& plan) {
@@ -302,13 +299,7 @@ void Core::Undo(Plan& plan) {
     }
   }
   for (auto& [name, before] : plan.nodes_before) nodes_.Restore(name, std::move(before));
-  for (auto& [key, before] : plan.dying_before) {
-    if (before) {
-      dying_[key] = std::move(*before);
-    } else {
-      dying_.erase(key);
-    }
-  }
+  for (auto& [key, before] : plan.dying_before) dying_.Restore(key, std::move(before));
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
   for (auto& [key, before] : plan.deps_before) waiters_.Restore(key, std::move(before));
@@ -474,13 +465,9 @@ void Core::CheckLeases() {
     nodes_.CapacityChanged();
     plan.closes.push_back(name);
     plan.batch.nodes.push_back(node.row);
-    std::vector<std::tuple<int64_t, int, int>> gone;  // dying ranks that died with the node
-    for (const auto& [key, dying] : dying_) {
-      for (const auto& grant : dying.placement) {
-        if (grant.node == name) gone.emplace_back(key.first, key.second, grant.rank);
-      }
-    }
-    for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(plan, job_id, attempt, rank);
+    // Dying ranks died with the node.
+    for (const auto& [job_id, attempt, rank] : dying_.AliveOn(name))
+      DyingRankGone(plan, job_id, attempt, rank);
     for (auto& [id, job] : jobs_) {
       bool here = false;
       for (const auto& g : job.row.placement) here = here || g.node == name;

@@ -54,6 +54,7 @@
 #include "server/core/agent_channel.h"
 #include "server/core/core_metrics.h"
 #include "server/core/dependency_waiters.h"
+#include "server/core/dying_attempts.h"
 #include "server/core/fair_share.h"
 #include "server/core/group_limits.h"
 #include "server/core/job_counts.h"
@@ -385,19 +386,11 @@ class Core {
     }
     MilliGpu gpu_milli_held() const { return TotalGpuMilli(row.resources, row.placement); }
   };
-  // An earlier attempt of a job that went back to the queue (preempted, or its node lost) while
-  // some of its ranks still run: its resources stay held until every one of them is reported gone.
-  struct DyingAttempt {
-    Placement placement;
-    ResourceRequest per_node;
-    std::set<int> alive;  // ranks not yet reported gone
-  };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all
     uint64_t all_users_seq = 0;                // seq of the last --all-users
     std::map<std::string, uint64_t> user_seq;  // seq of each user's last --all
   };
-  using AttemptKey = std::pair<int64_t, int>;  // (job, attempt)
 
   // A state change being built: store writes, effects to run once they are committed, and the undo
   // journal (each entry as it was before the plan first changed it; nullopt: it did not exist).
@@ -679,7 +672,8 @@ class Core {
   // Jobs of capped users' submissions admitted but not yet recorded (absent: none), so that
   // concurrent submissions cannot together exceed max-pending-jobs.
   std::unordered_map<std::string, int64_t> reserved_pending_ GUARDED_BY(mu_);
-  std::map<AttemptKey, DyingAttempt> dying_ GUARDED_BY(mu_);
+  // Earlier attempts whose ranks still run, holding their resources until they are gone.
+  DyingAttempts dying_ GUARDED_BY(mu_);
   // Pipelines: the submissions waiting for dependencies, with their jobs.
   DependencyWaiters waiters_ GUARDED_BY(mu_);
   // Cancels promised but not yet committed (job -> reason): a cancel of a job committed by a

@@ -284,16 +284,10 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   }
   // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or
   // running jobs that it still runs (a server restart forgot them) are held again until gone.
-  std::vector<std::tuple<int64_t, int, int>> gone;
-  for (const auto& [key, dying] : dying_) {
-    for (const auto& grant : dying.placement) {
-      if (grant.node == name && dying.alive.count(grant.rank) &&
-          !running.count({key.first, key.second, grant.rank})) {
-        gone.emplace_back(key.first, key.second, grant.rank);
-      }
-    }
+  for (const auto& rank : dying_.AliveOn(name)) {
+    if (!running.count(rank))
+      DyingRankGone(plan, std::get<0>(rank), std::get<1>(rank), std::get<2>(rank));
   }
-  for (const auto& [job_id, attempt, rank] : gone) DyingRankGone(plan, job_id, attempt, rank);
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
     if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt})) {
@@ -312,7 +306,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
       AttemptKey key{job_id, attempt};
       SaveDying(plan, key);
       Allocate(plan, dying.placement, dying.per_node, +1);
-      dying_[key] = std::move(dying);
+      dying_.Add(key, std::move(dying));
     }
   }
   for (const auto& [job_id, attempt, rank] : running) {

@@ -143,7 +143,7 @@ void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs
     // job's next attempt) lands on devices it still uses.
     AttemptKey key{job.row.id, job.row.attempt};
     SaveDying(plan, key);
-    dying_[key] = std::move(dying);
+    dying_.Add(key, std::move(dying));
   }
   job.row.placement.clear();
   job.row.started_at.reset();
@@ -254,13 +254,11 @@ void Core::Release(Plan& plan, ActiveJob& job) {
 
 void Core::DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) {
   AttemptKey key{job, attempt};
-  auto it = dying_.find(key);
-  if (it == dying_.end()) return;
+  if (!dying_.count(key)) return;
   SaveDying(plan, key);
-  it->second.alive.erase(rank);
-  if (!it->second.alive.empty()) return;
-  Allocate(plan, it->second.placement, it->second.per_node, -1);
-  dying_.erase(it);
+  std::optional<DyingAttempt> ended = dying_.RankGone(key, rank);
+  if (!ended) return;
+  Allocate(plan, ended->placement, ended->per_node, -1);
   plan.kick = true;
   LaunchUnblocked(plan, key);
 }
