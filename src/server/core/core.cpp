@@ -234,6 +234,12 @@ Status Core::Execute(Plan& plan) {
                                  "); nothing was changed, try again");
     }
   }
+  CountCommitted(plan);
+  SendCommitted(plan);
+  return Status::Ok();
+}
+
+void Core::CountCommitted(const Plan& plan) {
   for (const UsageRecord& u : plan.batch.usage) {
     shares_.AddEnded(u);
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
@@ -257,6 +263,9 @@ Status Core::Execute(Plan& plan) {
   if (plan.events.out_of_memory > 0) metrics_.out_of_memory.Add({}, plan.events.out_of_memory);
   for (const std::string& team : plan.reclaims) shares_.Reclaimed(team, clock_.Now());
   for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
+}
+
+void Core::SendCommitted(const Plan& plan) {
   if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
   for (const auto& [node, session] : plan.opens) {
     channel_.Open(node, session);
@@ -275,7 +284,6 @@ Status Core::Execute(Plan& plan) {
   for (int64_t job : plan.wake_logs) WakeLogWaiters(job);
   if (plan.reap) ReapFinished(plan);
   if (plan.kick) RequestPassLocked();
-  return Status::Ok();
 }
 
 void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
@@ -478,7 +486,7 @@ void Core::CheckLeases() {
       }
       std::string why = "node " + name + " stopped answering (lease expired)";
       if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
-        Requeue(plan, job, why + "; requeued", now);
+        ReturnToQueue(plan, job, why + "; requeued", now);
       } else {
         EndJob(plan, job, JobStatus::kLost, why, std::nullopt, now);
       }
@@ -520,10 +528,14 @@ void Core::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t wa
   if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
 }
 
-void Core::CheckTimeLimits() {
+void Core::RetryFailedCancels() {
   MutexLock lock(mu_);
   RetryDependencyCancels();
   RetryOwedCancels();
+}
+
+void Core::CheckTimeLimits() {
+  MutexLock lock(mu_);
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
   Plan plan;

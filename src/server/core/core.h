@@ -172,7 +172,7 @@ class Core {
   // Why a pending job waits (the last pass's reason), or "".
   std::string WaitingReason(int64_t job) { return waiting_.Reason(job); }
   // The reason with its numbers; nullopt when no pass has considered the job.
-  std::optional<WaitingDetail> Waiting(int64_t job) { return waiting_.Detail(job); }
+  std::optional<WaitingDetail> WaitingDetailOf(int64_t job) { return waiting_.Detail(job); }
 
   // --- fair share ---
   // The users' caps and teams, as Accounts holds them; call at start and after every change.
@@ -310,6 +310,9 @@ class Core {
   void CheckLeases() EXCLUDES(mu_);
   // Ends running jobs past their time limit (monotonic time since they started running).
   void CheckTimeLimits() EXCLUDES(mu_);
+  // Commits the cancellations promised but not committed yet: of jobs whose dependencies failed,
+  // and those owed to a cancel (owed_cancels_). Housekeeping calls it with the other checks.
+  void RetryFailedCancels() EXCLUDES(mu_);
   // Ends the running interactive jobs idle for longer than interactive_idle_limit_ms: no session
   // since `seen[job]` (monotonic; TerminalBridges::SeenAt), nor since they started running, nor
   // since `watching_since` (when the caller began to see sessions: a server that just started
@@ -450,8 +453,15 @@ class Core {
   NodeRuntime& MutNode(Plan& plan, NodeRuntime& node) REQUIRES(mu_);
   void SaveDying(Plan& plan, const AttemptKey& key) REQUIRES(mu_);
   void SaveLaunchHeld(Plan& plan) REQUIRES(mu_);
-  // Commits the plan's batch; then runs its effects, or undoes its memory changes on failure.
+  // Commits the plan's batch; then runs its effects (CountCommitted, then SendCommitted), or undoes
+  // its memory changes on failure (Undo).
   Status Execute(Plan& plan) REQUIRES(mu_);
+  // What a committed plan adds to the books: the usage ledger, the metrics, reclaims, backoffs.
+  void CountCommitted(const Plan& plan) REQUIRES(mu_);
+  // What a committed plan tells others: agents' sessions and messages, log followers, waiting
+  // reasons; then it drops the jobs that ended for good and asks for a pass when it freed or
+  // queued something.
+  void SendCommitted(const Plan& plan) REQUIRES(mu_);
   // Sends the node the spec a launch is about to use, unless its session has it already.
   void SendSpecOnce(const std::string& node, int64_t spec_id) REQUIRES(mu_);
   void Undo(Plan& plan) REQUIRES(mu_);
@@ -494,10 +504,10 @@ class Core {
   // Ends the current attempt (its processes are stopped; its resources stay held until they are
   // gone) and puts the job back in the queue. A restart records the attempt's failure (`outcome`,
   // `exit_code`) and waits out the retry policy's backoff.
-  void Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
-               RequeueCause cause = RequeueCause::kOther,
-               std::optional<JobStatus> outcome = std::nullopt,
-               std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
+  void ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+                     RequeueCause cause = RequeueCause::kOther,
+                     std::optional<JobStatus> outcome = std::nullopt,
+                     std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
   // What the ranks used, once every rank reported it: the highest peak memory, the sum of CPU time.
   struct MeasuredUse {
     std::optional<int64_t> peak_memory_bytes;
@@ -538,7 +548,7 @@ class Core {
   // Registers the dependencies of the submission whose jobs are first..last (`live` of them in
   // memory); cancels them when the dependencies can no longer hold. The waiter mirrors what is
   // committed (the submission), so it is not journaled: if the cancels' commit fails, they are
-  // retried by CheckTimeLimits.
+  // retried by RetryFailedCancels.
   void AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
                  int64_t first, int64_t last, int live, TimeMs now) REQUIRES(mu_);
   // Cancels the jobs of every waiter on plan.dep_failures, and of those their cancellation fails
@@ -642,7 +652,19 @@ class Core {
   // say which (what was cancelled stays cancelled).
   Status CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
                        CancelAnswer& answer) EXCLUDES(mu_);
+  // A committed submission into memory: its jobs (AddSubmittedJobs), its group's limit, the cancels
+  // that caught it in flight (CancelOnArrival) and its dependencies; those cancels are committed,
+  // or owed when that fails.
   void ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) REQUIRES(mu_);
+  void AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& stored,
+                        const std::shared_ptr<const JobSpec>& shared, TimeMs now) REQUIRES(mu_);
+  // Ends the jobs `ids` just applied that a cancel promised to end: a cancel of their id between
+  // their commit and now (owed_cancels_), or all of them when a cancel --all caught them in flight.
+  // Returns (job, why) of each.
+  std::vector<std::pair<int64_t, std::string>> CancelOnArrival(Plan& plan,
+                                                               const std::vector<int64_t>& ids,
+                                                               bool cancelled_in_flight, TimeMs now)
+      REQUIRES(mu_);
   // Submit's steps. The checks that need no state, and the server's defaults in the spec.
   Status PrepareSubmission(SubmitRequest& request) const;
   // The checks against the cluster and the user's limits; reserves the jobs under max-pending-jobs.

@@ -21,7 +21,7 @@ NodeStatus Core::StatusOf(const NodeRuntime& node) {
 
 void Core::EndForNodeFault(Plan& plan, ActiveJob& job, const std::string& why, TimeMs now) {
   if (job.spec->on_node_fault == RecoveryAction::kRequeue) {
-    Requeue(plan, job, why + "; requeued", now);
+    ReturnToQueue(plan, job, why + "; requeued", now);
   } else {
     EndJob(plan, job, JobStatus::kFailed, why, std::nullopt, now);
   }

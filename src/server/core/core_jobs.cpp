@@ -96,9 +96,9 @@ DurationMs Core::RunningFor(const ActiveJob& job) const {
   return std::max<DurationMs>(0, clock_.Monotonic() - job.running_since);
 }
 
-void Core::Requeue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
-                   RequeueCause cause, std::optional<JobStatus> outcome,
-                   std::optional<int> exit_code) {
+void Core::ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+                         RequeueCause cause, std::optional<JobStatus> outcome,
+                         std::optional<int> exit_code) {
   MutJob(plan, job);
   const bool preempted = cause == RequeueCause::kPreempted;
   RecordUsage(plan, job, now, false, preempted);
@@ -197,7 +197,7 @@ void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::
     return;
   }
   // Every rank of a gang restarts together: the others are stopped, and the job is placed anew.
-  Requeue(plan, job, reason, now, RequeueCause::kRestart, status, exit_code);
+  ReturnToQueue(plan, job, reason, now, RequeueCause::kRestart, status, exit_code);
 }
 
 UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {

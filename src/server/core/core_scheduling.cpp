@@ -219,7 +219,7 @@ bool Core::ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInpu
                   : fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
     plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
     if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-      Requeue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
+      ReturnToQueue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
     } else {
       EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
     }

@@ -192,18 +192,54 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
   SubmitRequest& request = *writer.request;
   std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(request.spec)));
   RememberSpec(stored.spec_id, shared);
+  AddSubmittedJobs(request, stored, shared, now);
+  if (stored.group) {
+    group_limits_.JobsAdded(*stored.group, static_cast<int>(stored.ids.size()));
+    if (shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
+  }
+  // What happened to the submission between its commit and now: cancels that caught it in flight,
+  // dependencies that may have failed meanwhile.
+  Plan plan;
   auto user_seq = cancel_.user_seq.find(request.user);
-  bool cancelled_in_flight =
+  const bool cancelled_in_flight =
       cancel_.all_users_seq > writer.received_at_seq ||
       (user_seq != cancel_.user_seq.end() && user_seq->second > writer.received_at_seq);
-  Plan cancel_plan;
-  SubmitAnswer answer;
+  std::vector<std::pair<int64_t, std::string>> cancelling =
+      CancelOnArrival(plan, stored.ids, cancelled_in_flight, now);
+  if (!shared->depends_on.empty() && !cancelled_in_flight) {
+    auto conditions =
+        DependencyConditions(*shared, request.user, /*any_owner=*/true, &writer.dependencies);
+    if (!conditions.ok()) {
+      // Checked before it was written: only the store can fail here. The jobs wait, as they would
+      // after a restart that could not read their dependencies.
+      LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
+               stored.ids.back(), conditions.status().message());
+    } else {
+      AddWaiter(plan, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
+                static_cast<int>(stored.ids.size()), now);
+    }
+  }
+  if (!plan.batch.empty() || !plan.deps_changed.empty()) {
+    Status st = Execute(plan);
+    // The jobs stay pending, as recorded: the submission itself succeeded. The cancels promised
+    // are owed: those jobs are never placed, and the cancels are retried until they are committed
+    // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
+    if (!st.ok()) {
+      LogError("after recording a submission: {}; its cancels are retried", st.message());
+      if (!shared->depends_on.empty()) waiters_.RetryCancel(stored.spec_id);
+      for (auto& [id, why] : cancelling) owed_cancels_[id] = std::move(why);
+    } else {
+      for (const auto& [id, why] : cancelling) owed_cancels_.erase(id);
+    }
+  }
+  writer.answer = SubmitAnswer{.group = stored.group, .ids = stored.ids};
+}
+
+void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& stored,
+                            const std::shared_ptr<const JobSpec>& shared, TimeMs now) {
   // Every job of the submission has the same pool and owner: one count group for all.
   const uint32_t count_group = CountGroup(shared->pool, request.user);
-  answer.group = stored.group;
-  answer.ids = stored.ids;
   std::shared_ptr<const sched::JobRequest> shared_request;
-  std::vector<std::pair<int64_t, std::string>> cancelling;  // (job, why)
   for (size_t i = 0; i < stored.ids.size(); ++i) {
     ActiveJob job;
     job.row.id = stored.ids[i];
@@ -229,50 +265,28 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
     job.count_group = count_group;
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
     CountJob(added);
+  }
+}
+
+std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Plan& plan,
+                                                                   const std::vector<int64_t>& ids,
+                                                                   bool cancelled_in_flight,
+                                                                   TimeMs now) {
+  std::vector<std::pair<int64_t, std::string>> cancelling;  // (job, why)
+  for (int64_t id : ids) {
     // Cancelled before it got here: by a cancel --all that arrived while it was submitted, or by
     // a cancel of its id between its commit and now (Cancel found it in the store only).
     std::string why;
-    if (auto owed = owed_cancels_.find(added.row.id); owed != owed_cancels_.end()) {
+    if (auto owed = owed_cancels_.find(id); owed != owed_cancels_.end()) {
       why = owed->second;
     } else if (cancelled_in_flight) {
       why = "cancelled by a cancel --all that arrived while it was submitted";
     }
-    if (!why.empty()) {
-      EndJob(cancel_plan, added, JobStatus::kCancelled, why, std::nullopt, now);
-      cancelling.emplace_back(added.row.id, std::move(why));
-    }
+    if (why.empty()) continue;
+    EndJob(plan, jobs_.at(id), JobStatus::kCancelled, why, std::nullopt, now);
+    cancelling.emplace_back(id, std::move(why));
   }
-  if (stored.group) {
-    group_limits_.JobsAdded(*stored.group, static_cast<int>(stored.ids.size()));
-    if (shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
-  }
-  if (!shared->depends_on.empty() && !cancelled_in_flight) {
-    auto conditions =
-        DependencyConditions(*shared, request.user, /*any_owner=*/true, &writer.dependencies);
-    if (!conditions.ok()) {
-      // Checked before it was written: only the store can fail here. The jobs wait, as they would
-      // after a restart that could not read their dependencies.
-      LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
-               stored.ids.back(), conditions.status().message());
-    } else {
-      AddWaiter(cancel_plan, stored.spec_id, std::move(*conditions), stored.ids.front(),
-                stored.ids.back(), static_cast<int>(stored.ids.size()), now);
-    }
-  }
-  if (!cancel_plan.batch.empty() || !cancel_plan.deps_changed.empty()) {
-    Status st = Execute(cancel_plan);
-    // The jobs stay pending, as recorded: the submission itself succeeded. The cancels promised
-    // are owed: those jobs are never placed, and the cancels are retried until they are committed
-    // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
-    if (!st.ok()) {
-      LogError("after recording a submission: {}; its cancels are retried", st.message());
-      if (!shared->depends_on.empty()) waiters_.RetryCancel(stored.spec_id);
-      for (auto& [id, why] : cancelling) owed_cancels_[id] = std::move(why);
-    } else {
-      for (const auto& [id, why] : cancelling) owed_cancels_.erase(id);
-    }
-  }
-  writer.answer = std::move(answer);
+  return cancelling;
 }
 
 Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
@@ -436,7 +450,7 @@ Status Core::Requeue(int64_t id, const std::string& user, bool any) {
   }
   Plan plan;
   plan.by = user;
-  Requeue(plan, job, "requeued by " + user, clock_.Now());
+  ReturnToQueue(plan, job, "requeued by " + user, clock_.Now());
   return Execute(plan);
 }
 

@@ -526,7 +526,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
   std::optional<WaitingDetail> waiting;
-  if (row.status == JobStatus::kPending) waiting = core_->Waiting(id);
+  if (row.status == JobStatus::kPending) waiting = core_->WaitingDetailOf(id);
   json::object o = JobJson(row, waiting ? waiting->reason : "");
   o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
   // A job that asked for no memory is limited by each node's default (docs/security.md

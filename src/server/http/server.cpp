@@ -245,6 +245,7 @@ void Server::HousekeepingLoop() {
     if (stopping_) break;
     core_->CheckLeases();
     core_->CheckTimeLimits();
+    core_->RetryFailedCancels();
     terminals_.ExpireWaiting(clock_.Monotonic());
     int64_t now = clock_.Monotonic();
     if (options_.interactive_idle_limit_ms > 0 && now >= next_idle_check) {

@@ -95,7 +95,7 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
   json::value first = nullptr;
   if (x.first_waiting != 0) {
     json::object f{{"job", x.first_waiting}};
-    if (auto fw = core_->Waiting(x.first_waiting); fw && fw->explanation) {
+    if (auto fw = core_->WaitingDetailOf(x.first_waiting); fw && fw->explanation) {
       const sched::Explanation& y = *fw->explanation;
       f["team"] = TeamName(team_of(y.team));
       f["user_score"] = y.user_score;

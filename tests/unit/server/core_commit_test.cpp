@@ -196,9 +196,9 @@ TEST_F(CoreTest, AnInFlightSubmissionsCancelWhoseCommitFailsIsRetriedUntilCommit
   EXPECT_TRUE(channel_.Launches("n1").empty()) << "an owed cancel's job was placed";
   EXPECT_NE(core_->DebugState().find("owed cancels: " + std::to_string(id)), std::string::npos);
   store_->FailWrites(1);
-  core_->CheckTimeLimits();  // the retry fails too: still owed
+  core_->RetryFailedCancels();  // the retry fails too: still owed
   EXPECT_EQ(Stored(id).status, JobStatus::kPending);
-  core_->CheckTimeLimits();
+  core_->RetryFailedCancels();
   EXPECT_EQ(Stored(id).status, JobStatus::kCancelled);
   EXPECT_NE(core_->DebugState().find("owed cancels:\n"), std::string::npos);
   EXPECT_EQ(core_->DurableState(), FreshDurableState());

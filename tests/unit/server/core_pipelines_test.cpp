@@ -470,7 +470,7 @@ TEST_F(PipelineCoreTest, CancelsThatCouldNotBeCommittedAreRetried) {
   Register("n1", 8);
   ASSERT_TRUE(core_->RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "placed although its dependency failed";
-  core_->CheckTimeLimits();
+  core_->RetryFailedCancels();
   EXPECT_EQ(Stored(next).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(next).reason, fmt::format("dependency {} failed", prep));
   EXPECT_EQ(core_->DurableState(), FreshDurableState());

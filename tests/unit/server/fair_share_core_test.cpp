@@ -106,7 +106,7 @@ TEST_F(FairShareCoreTest, ReclaimTakesBackBorrowedWorkAtTheRateLimit) {
   EXPECT_EQ(requeued, 1);
   EXPECT_EQ(Stored(r2).status, JobStatus::kPending);
   EXPECT_THAT(core_->WaitingReason(r2), HasSubstr("reclaims allowed per 1m"));
-  auto detail = core_->Waiting(r2);
+  auto detail = core_->WaitingDetailOf(r2);
   ASSERT_TRUE(detail && detail->explanation && detail->pass);
   EXPECT_EQ(detail->explanation->quota_state, sched::Explanation::Quota::kWithin);
   EXPECT_EQ(detail->pass->teams()[static_cast<size_t>(detail->explanation->team)], "red");
