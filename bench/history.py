@@ -7,16 +7,18 @@ One local node (`berth local up --cpus 64`) in a temporary BERTH_HOME. N single-
 `POST /v1/jobs` (`{"spec": {name: hist, resources: {cpus: 1}, run: "true"}}`) sent by --threads client
 threads with urllib, all run to SUCCEEDED: first N/2, then the other N/2. At each checkpoint (every job
 submitted so far has ended) the script waits until the server has been quiet long enough for its heap trim
-(the housekeeping thread calls malloc_trim once the scheduler has had no work for 3 s; see
-src/server/http/server.cpp), then samples the server's VmRSS (/proc/<pid>/status of $BERTH_HOME/server/server.pid)
+(the housekeeping thread starts it once the scheduler has had no work for 3 s, and it takes up to 2 s
+more; see src/server/http/server.cpp), then samples the server's VmRSS (/proc/<pid>/status of $BERTH_HOME/server/server.pid)
 several times, a second apart, and takes the minimum. It prints every sample, the RSS at N/2 and at N, and
 the growth per submission between the two: what the server keeps for each finished submission.
 Target (issue 30): <= 100 bytes per submission. Exit status 1 when missed (or when a job did not succeed).
 
-glibc's per-thread arenas keep the top of their heaps resident at their high-water mark (malloc_trim gives
-back only the main arena's top), so RSS also rises while the arenas first reach their peak, over roughly the
-first 20,000 submissions of this load, and then stays flat. --warmup N runs N submissions first, not counted,
-to measure past that.
+The server's idle trim gives back the free top of every arena its handler and scheduler threads use
+(src/common/heap.h), but not free memory in chunks smaller than a page between live blocks: how much of that
+stays resident depends on where the allocator happened to put long-lived blocks, and moves by a MiB or two
+from run to run of the same binary. --warmup N runs N submissions first, not counted; --arenas prints, at each
+checkpoint, every anonymous mapping's resident KiB and each arena's mapped and free bytes (gdb's call of
+malloc_info), to see where RSS that is not in use sits.
 """
 import argparse
 import json
@@ -167,6 +169,49 @@ def settled_rss(pid, quiet_s, samples):
     return out
 
 
+def arenas(pid):
+    """The server's glibc arenas (malloc_info, read through gdb): [(arena, bytes mapped, bytes free)]."""
+    import re
+    out = tempfile.mktemp(prefix="berth-malloc-info-", suffix=".xml")
+    cmd = ["gdb", "-p", str(pid), "-batch", "-ex", f'call (void*)fopen("{out}", "w")', "-ex", "set $f = $1",
+           "-ex", "call (int)malloc_info(0, $f)", "-ex", "call (int)fclose($f)",
+           "-ex", "call (long long)sqlite3_memory_used()"]
+    gdb = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=120)
+    answers = [line.split(" = ", 1)[1] for line in gdb.stdout.splitlines() if line.startswith("$") and " = " in line]
+    if answers:
+        log(f"    SQLite's memory in use: {int(answers[-1]) / 1024:.0f} KiB")
+    try:
+        with open(out) as f:
+            xml = f.read()
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+    rows = []
+    for m in re.finditer(r'<heap nr="(\d+)">(.*?)</heap>', xml, re.S):
+        body = m.group(2)
+        free = sum(int(x) for x in re.findall(r'<total type="\w+" count="\d+" size="(\d+)"/>', body))
+        mapped = int(re.search(r'<system type="current" size="(\d+)"/>', body).group(1))
+        rows.append((int(m.group(1)), mapped, free))
+    return rows
+
+
+def anon_mappings(pid):
+    """The server's anonymous writable mappings with their resident KiB: [(start, KiB mapped, KiB resident)]."""
+    rows, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                start, end = (int(x, 16) for x in head[0].split("-"))
+                named = len(head) > 5 and head[5] not in ("[heap]",)
+                cur = None if named or head[1][:2] != "rw" else [hex(start), (end - start) // 1024, 0]
+                if cur is not None:
+                    rows.append(cur)
+            elif cur is not None and head[0] == "Rss:":
+                cur[2] = int(head[1])
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--berth", default=os.path.join(ROOT, "build", "src", "berth"), help="berth binary")
@@ -177,11 +222,15 @@ def main():
                     help="submissions run to the end before the first checkpoint and not counted (the allocator's "
                          "arenas reach their high-water mark over the first ~20,000; see bench/README.md)")
     ap.add_argument("--cpus", type=int, default=64, help="CPUs the local node declares")
-    ap.add_argument("--quiet", type=float, default=TRIM_QUIET_S + 2.0,
-                    help="seconds to wait after the last job ended before sampling (the trim comes after 3 s)")
+    ap.add_argument("--quiet", type=float, default=TRIM_QUIET_S + 3.0,
+                    help="seconds to wait after the last job ended before sampling (the trim starts after 3 s)")
     ap.add_argument("--samples", type=int, default=5, help="RSS samples per checkpoint, 1 s apart (min is used)")
     ap.add_argument("--tmpdir", help="where the temporary BERTH_HOME lives (default: $TMPDIR or /tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the cluster up at the end (prints BERTH_HOME)")
+    ap.add_argument("--arenas", action="store_true",
+                    help="after each checkpoint's samples, print the server's anonymous mappings (resident), its "
+                         "malloc arenas (mapped, free) and SQLite's memory in use (needs gdb and root): where RSS "
+                         "that is not in use sits")
     ap.add_argument("--json", help="also write every figure to this JSON file")
     args = ap.parse_args()
     berth = os.path.abspath(args.berth)
@@ -215,6 +264,14 @@ def main():
             samples = settled_rss(c.server_pid, args.quiet, args.samples)
             cp = {"submissions": target, "submit_s": submit_s, "all_ended_s": run_s, "samples": samples,
                   "rss_kib": min(s["VmRSS"] for s in samples), "hwm_kib": max(s["VmHWM"] for s in samples)}
+            if args.arenas:
+                cp["mappings"] = anon_mappings(c.server_pid)
+                for start, mapped, rss in cp["mappings"]:
+                    if rss >= 256:
+                        log(f"    mapping {start}: {mapped:8} KiB, {rss:8} KiB resident")
+                cp["arenas"] = arenas(c.server_pid)
+                for nr, mapped, free in cp["arenas"]:
+                    log(f"    arena {nr:2}: {mapped / 1024:8.0f} KiB mapped, {free / 1024:8.0f} KiB free")
             res["checkpoints"].append(cp)
             log(f"  {target} ended: submitted in {submit_s:.1f} s ({n / submit_s:.0f}/s), all ended after "
                 f"{run_s:.1f} s; VmRSS samples (KiB): {[s['VmRSS'] for s in samples]}")

@@ -14,11 +14,15 @@ void LowerThisThreadPriority(int nice) {
   ::setpriority(PRIO_PROCESS, tid, std::min(19, current + nice));
 }
 
-Executor::Executor(int threads, std::string name, int nice) {
-  for (int i = 0; i < std::max(1, threads); ++i) {
-    threads_.emplace_back([this, nice] {
+Executor::Executor(int threads, std::string name, int nice) : thread_count_(std::max(1, threads)) {
+  {
+    MutexLock lock(mu_);
+    own_tasks_.resize(static_cast<size_t>(thread_count_));
+  }
+  for (size_t i = 0; i < own_tasks_.size(); ++i) {
+    threads_.emplace_back([this, nice, i] {
       LowerThisThreadPriority(nice);
-      Loop();
+      Loop(i);
     });
     pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
   }
@@ -45,6 +49,15 @@ bool Executor::TryPost(std::function<void()> task, size_t max_queued) {
   return true;
 }
 
+void Executor::PostToEachThread(const std::function<void()>& task) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return;
+    for (auto& own : own_tasks_) own.push_back(task);
+  }
+  cv_.SignalAll();
+}
+
 size_t Executor::queued() {
   MutexLock lock(mu_);
   return tasks_.size();
@@ -63,15 +76,17 @@ void Executor::Stop() {
   threads_.clear();
 }
 
-void Executor::Loop() {
+void Executor::Loop(size_t index) {
   while (true) {
     std::function<void()> task;
     {
       MutexLock lock(mu_);
-      while (tasks_.empty() && !stopping_) cv_.Wait(mu_);
-      if (tasks_.empty()) return;  // stopping, and everything queued has run
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      auto& own = own_tasks_[index];
+      while (tasks_.empty() && own.empty() && !stopping_) cv_.Wait(mu_);
+      auto& from = own.empty() ? tasks_ : own;
+      if (from.empty()) return;  // stopping, and everything queued has run
+      task = std::move(from.front());
+      from.pop_front();
     }
     task();
   }

@@ -3,8 +3,9 @@
 // I/O threads never block and a health check or a listing is answered while a scheduling pass
 // commits.
 //
-// Thread-safety: Post() from any thread, also from a task. Stop() (or the destructor) runs the
-// tasks already queued, then joins; tasks posted after Stop() are dropped.
+// Thread-safety: Post(), TryPost() and PostToEachThread() from any thread, also from a task. Stop()
+// (or the destructor) runs the tasks already queued, then joins; tasks posted after Stop() are
+// dropped.
 #pragma once
 
 #include <deque>
@@ -36,17 +37,25 @@ class Executor {
   // the task is dropped. For work that arrives from outside (requests), so that a flood is
   // answered "busy" instead of queued without bound.
   bool TryPost(std::function<void()> task, size_t max_queued) EXCLUDES(mu_);
+  // Runs a copy of `task` on each of the executor's threads, before the next queued task that
+  // thread takes: for what belongs to a thread, such as its heap arena (common/heap.h). A thread
+  // busy with a long task runs it after that task.
+  void PostToEachThread(const std::function<void()>& task) EXCLUDES(mu_);
   void Stop() EXCLUDES(mu_);
+  int thread_count() const { return thread_count_; }
   // Tasks queued and not yet started (for tests and metrics).
   size_t queued() EXCLUDES(mu_);
 
  private:
-  void Loop() EXCLUDES(mu_);
+  void Loop(size_t index) EXCLUDES(mu_);
 
   Mutex mu_;
   CondVar cv_;
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  // Tasks for one thread each (PostToEachThread), by thread index.
+  std::vector<std::deque<std::function<void()>>> own_tasks_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
+  const int thread_count_;
   std::vector<std::thread> threads_;
 };
 

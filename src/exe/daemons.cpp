@@ -4,7 +4,6 @@
 #include "exe/daemons.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "agent/user_socket.h"
 #include "cli/commands.h"
 #include "common/files.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/unix_user.h"
@@ -80,18 +80,6 @@ std::string ReadToken(const std::string& flag, const std::string& file) {
   }
   if (const char* env = std::getenv("BERTH_TOKEN"); env && *env) return env;
   return "";
-}
-
-// The server's memory comes and goes in big blocks: a scheduling pass over 100,000 pending jobs
-// builds tens of MiB of snapshot and frees it, a 10,000-job submission as much. By default glibc
-// hands such blocks back to the kernel at once (munmap, or trimming the top of an arena) and the
-// next pass faults every page in again: at 90,000 pending, ~6,800 page faults and two thirds of a
-// pass's CPU on a VM where a fault costs 11 us, which a submission arriving meanwhile waited for.
-// Freed memory is kept for reuse instead; the housekeeping thread's malloc_trim still gives it
-// back once the scheduler has been quiet for a few seconds (server.cpp).
-void KeepFreedMemory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // blocks under 32 MiB come from the arenas
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 }  // namespace
@@ -213,7 +201,7 @@ Result<HaOptions> HaOptionsOf(const ServerFlags& flags, const ServerOptions& opt
 
 int RunServer(const ServerFlags& flags) {
   SetLogPrefix("server");
-  KeepFreedMemory();
+  heap::KeepFreedMemory();
   Result<ServerOptions> parsed = ServerOptionsOf(flags);
   if (!parsed.ok()) return Fail(parsed.status());
   ServerOptions options = std::move(*parsed);

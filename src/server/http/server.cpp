@@ -1,6 +1,5 @@
 #include "server/http/server.h"
 
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +7,7 @@
 
 #include "common/cpu_budget.h"
 #include "common/files.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "net/http_client.h"
@@ -210,7 +210,10 @@ void Server::Stop() {
 
 void Server::SchedulerLoop() {
   while (!stopping_) {
-    if (!core_->WaitForPassRequest(1000)) continue;
+    if (!core_->WaitForPassRequest(1000)) {
+      if (scheduler_trim_owed_.exchange(false)) TrimThisThreadsArena();
+      continue;
+    }
     if (!core_->RunPass() && !stopping_) {
       // A commit failed (the store is unreachable?): try again shortly, not in a tight loop.
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -235,8 +238,23 @@ void Server::CollectUploads() {
   });
 }
 
+void Server::StartIdleTrim() {
+  heap::BeginIdleTrim();
+  arena_trims_owed_ = state_exec_->thread_count() + read_exec_->thread_count() + 1;
+  scheduler_trim_owed_ = true;
+  state_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
+  read_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
+  heap::TrimThisThreadsArena();  // the housekeeping thread's own
+}
+
+void Server::TrimThisThreadsArena() {
+  heap::TrimThisThreadsArena();
+  --arena_trims_owed_;
+}
+
 void Server::HousekeepingLoop() {
   int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
+  std::optional<int64_t> trim_started;                 // while an idle trim runs
   int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
   const int64_t watching_since = clock_.Monotonic();   // sessions are seen from now on
   int64_t next_idle_check = 0;
@@ -259,17 +277,25 @@ void Server::HousekeepingLoop() {
       next_collect = now + 10 * 60'000;
       CollectUploads();
     }
-    // Scheduling passes over a big queue build large short-lived snapshots; give the memory back
-    // rather than keep the peak for ever. Only once the scheduler has been quiet for a while:
-    // malloc_trim holds the allocator's lock for tens of milliseconds on a big heap, which would
-    // stall every thread that allocates — the I/O threads answering health checks included.
-    // Once per busy period: trimming walks the whole heap even when there is little to give back.
+    // Scheduling passes over a big queue build large short-lived snapshots, and request bursts
+    // grow every handler thread's arena; give the memory back rather than keep each peak for ever
+    // (common/heap.h). Only once the scheduler has been quiet for a while: malloc_trim holds the
+    // allocator's lock for tens of milliseconds on a big heap, which would stall every thread that
+    // allocates — the I/O threads answering health checks included. Once per busy period:
+    // trimming walks the whole heap even when there is little to give back. The trim ends when
+    // every thread has trimmed its arena, when work arrives, or after 2 s.
     int64_t busy = core_->last_pass_with_work();
-    if (busy != trimmed_after && now - busy >= 3000) {
+    if (!trim_started && busy != trimmed_after && now - busy >= 3000) {
       trimmed_after = busy;
-      malloc_trim(0);
+      trim_started = now;
+      StartIdleTrim();
+    } else if (trim_started &&
+               (arena_trims_owed_ <= 0 || busy != trimmed_after || now - *trim_started >= 2000)) {
+      heap::EndIdleTrim();
+      trim_started.reset();
     }
   }
+  if (trim_started) heap::EndIdleTrim();
 }
 
 }  // namespace berth

@@ -126,6 +126,11 @@ class Server {
   Status SetUpTls(net::HttpServerOptions& http);
   void SchedulerLoop();
   void HousekeepingLoop();
+  // Starts an idle trim (common/heap.h): asks every thread that allocates for requests and passes
+  // to give its heap arena's free top back; HousekeepingLoop ends it.
+  void StartIdleTrim();
+  // Gives the calling thread's arena back during an idle trim, and counts it.
+  void TrimThisThreadsArena();
   // Deletes the uploads no live job uses past their retention (Uploads::Collect), on the read
   // executor; one at a time.
   void CollectUploads();
@@ -241,6 +246,10 @@ class Server {
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Uploads> uploads_;
   std::atomic<bool> collecting_uploads_{false};
+  // The threads of an idle trim that have not yet trimmed their arenas; whether the scheduler
+  // thread still has to (it trims when it next wakes without a pass to run).
+  std::atomic<int> arena_trims_owed_{0};
+  std::atomic<bool> scheduler_trim_owed_{false};
   WatchStreams streams_;
   TerminalBridges terminals_;  // outlives http_, whose WebSockets it relays
   std::unique_ptr<Core> core_;

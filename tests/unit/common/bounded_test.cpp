@@ -1,12 +1,15 @@
 // The bounded containers long-lived processes keep: the LRU cache, and an executor that refuses
-// work past its queue's bound.
+// work past its queue's bound (and reaches each of its threads for the idle heap trim).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <latch>
+#include <set>
+#include <thread>
 
 #include "common/executor.h"
 #include "common/lru_cache.h"
+#include "common/mutex.h"
 
 namespace berth {
 namespace {
@@ -45,6 +48,35 @@ TEST(Executor, TryPostRefusesPastItsBound) {
   EXPECT_TRUE(exec.TryPost([&] { ++ran; }, 3));
   exec.Stop();
   EXPECT_EQ(ran.load(), 4);
+}
+
+// The idle heap trim (common/heap.h) must reach every thread of an executor, also one that is busy
+// when it is posted: that thread runs it after its task.
+TEST(Executor, PostToEachThreadRunsOnceOnEveryThread) {
+  Executor exec(3, "test");
+  std::latch release(1);
+  std::atomic<bool> holding{false};
+  exec.Post([&] {
+    holding = true;
+    release.wait();
+  });
+  while (!holding) std::this_thread::yield();
+  Mutex mu;
+  std::set<std::thread::id> ran;
+  std::atomic<int> runs{0};
+  exec.PostToEachThread([&] {
+    MutexLock lock(mu);
+    ran.insert(std::this_thread::get_id());
+    ++runs;
+  });
+  while (runs < 2) std::this_thread::yield();  // the two idle threads
+  EXPECT_EQ(runs.load(), 2);
+  release.count_down();  // the busy one runs it after its task
+  while (runs < 3) std::this_thread::yield();
+  exec.Stop();
+  EXPECT_EQ(runs.load(), 3);
+  MutexLock lock(mu);
+  EXPECT_EQ(ran.size(), 3u);
 }
 
 }  // namespace
