@@ -181,6 +181,11 @@ void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& s
 
 size_t Core::QueuedSubmissionsForTesting() { return submits_.QueuedForTesting(); }
 
+void Core::ForgetUnheldSpecs() {
+  MutexLock lock(mu_);
+  specs_.Sweep();
+}
+
 size_t Core::RememberedSpecsForTesting() {
   MutexLock lock(mu_);
   return specs_.size();

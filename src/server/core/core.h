@@ -346,6 +346,9 @@ class Core {
   bool JobCountsConsistentForTesting() EXCLUDES(mu_);
   // Specs the core remembers (held by a job, or not yet swept): bounded by the live ones.
   size_t RememberedSpecsForTesting() EXCLUDES(mu_);
+  // Forgets the specs no job holds any more (SpecCache::Sweep); the server does before an idle
+  // heap trim.
+  void ForgetUnheldSpecs() EXCLUDES(mu_);
   // Submissions waiting in the group-commit queue (the one writing included).
   size_t QueuedSubmissionsForTesting();
 

@@ -11,8 +11,12 @@ std::shared_ptr<const JobSpec> SpecCache::Find(int64_t spec_id) const {
 
 void SpecCache::Remember(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) {
   specs_[spec_id] = spec;
-  if (specs_.size() < sweep_at_) return;
+  if (specs_.size() >= sweep_at_) Sweep();
+}
+
+void SpecCache::Sweep() {
   std::erase_if(specs_, [](const auto& entry) { return entry.second.expired(); });
+  if (specs_.empty()) specs_ = {};  // its bucket array too
   sweep_at_ = std::max<size_t>(64, 2 * specs_.size());
 }
 

@@ -24,6 +24,11 @@ class SpecCache {
   std::shared_ptr<const JobSpec> Find(int64_t spec_id) const;
   // Makes `spec` what Find(spec_id) answers while it is held.
   void Remember(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec);
+  // Forgets every expired entry now. After a burst the entries wait for a sweep until the map has
+  // doubled past the burst's live specs, and each holds a hash node and the spec's control block,
+  // scattered over the heap arenas of the threads that remembered them: the server sweeps before
+  // its idle heap trim (common/heap.h), so that they pin no heap pages while it is idle.
+  void Sweep();
   // Entries kept (live or not yet swept).
   size_t size() const { return specs_.size(); }
 

@@ -239,6 +239,7 @@ void Server::CollectUploads() {
 }
 
 void Server::StartIdleTrim() {
+  core_->ForgetUnheldSpecs();  // their entries would pin heap pages (SpecCache::Sweep)
   heap::BeginIdleTrim();
   arena_trims_owed_ = state_exec_->thread_count() + read_exec_->thread_count() + 1;
   scheduler_trim_owed_ = true;

@@ -1,6 +1,7 @@
 // The core's memory tracks live work, not history (issue "Bounded and least-privilege"): nothing
 // is kept per submission once its jobs have ended.
 #include <variant>
+#include <vector>
 
 #include "core_fixture.h"
 
@@ -37,6 +38,25 @@ TEST_F(CoreTest, SpecsOfEndedSubmissionsAreForgotten) {
     }
   }
   EXPECT_TRUE(spec_sent);
+}
+
+// 500 submissions wait at once, then are cancelled: their entries outlive them until the map has
+// doubled again, pinning heap pages (bench/README.md, session 26). The sweep before an idle heap
+// trim forgets them; the running job's spec stays.
+TEST_F(CoreTest, TheIdleSweepForgetsTheSpecsOfABurst) {
+  Register("n1", 8);
+  int64_t blocker = Submit(Spec(/*cpus=*/8));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", blocker);
+  std::vector<int64_t> burst;
+  for (int i = 0; i < 500; ++i) burst.push_back(Submit(Spec()));
+  CancelRequest cancel;
+  cancel.ids = burst;
+  cancel.user = "alice";
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  EXPECT_GT(core_->RememberedSpecsForTesting(), 500u);
+  core_->ForgetUnheldSpecs();
+  EXPECT_EQ(core_->RememberedSpecsForTesting(), 1u);  // the blocker's
 }
 
 // A spec the core forgot is read from the store again when a job needs it (a restart's jobs).

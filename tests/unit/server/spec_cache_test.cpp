@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace berth {
 namespace {
 
@@ -23,6 +25,26 @@ TEST(SpecCacheTest, ASpecIsKeptWhileAJobHoldsIt) {
   EXPECT_EQ(cache.Find(1), held);
   EXPECT_EQ(cache.Find(2), nullptr);
   EXPECT_LT(cache.size(), 130u);  // swept as expired entries outnumber live ones
+}
+
+// A burst of 5,000 jobs holding their specs at once, then all ended: the next sweep would come only
+// at twice the burst, so the expired entries stay until the server's idle sweep.
+TEST(SpecCacheTest, TheIdleSweepForgetsWhatABurstLeft) {
+  SpecCache cache;
+  std::vector<std::shared_ptr<const JobSpec>> burst;
+  for (int64_t id = 1; id <= 5000; ++id) {
+    burst.push_back(Spec("burst"));
+    cache.Remember(id, burst.back());
+  }
+  auto held = burst.back();
+  burst.clear();  // the burst's jobs ended, but one
+  cache.Remember(5001, Spec("after"));
+  EXPECT_GT(cache.size(), 5000u);
+  cache.Sweep();
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.Find(5000), held);
+  for (int64_t id = 5002; id <= 5200; ++id) cache.Remember(id, Spec("gone"));
+  EXPECT_LT(cache.size(), 130u);  // the threshold went back down with the sweep
 }
 
 TEST(SpecCacheTest, EachSessionIsSentASpecOnce) {
