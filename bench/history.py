@@ -14,11 +14,11 @@ the growth per submission between the two: what the server keeps for each finish
 Target (issue 30): <= 100 bytes per submission. Exit status 1 when missed (or when a job did not succeed).
 
 The server's idle trim gives back the free top of every arena its handler and scheduler threads use
-(src/common/heap.h), but not free memory in chunks smaller than a page between live blocks: how much of that
-stays resident depends on where the allocator happened to put long-lived blocks, and moves by a MiB or two
-from run to run of the same binary. --warmup N runs N submissions first, not counted; --arenas prints, at each
-checkpoint, every anonymous mapping's resident KiB and each arena's mapped and free bytes (gdb's call of
-malloc_info), to see where RSS that is not in use sits.
+(src/common/heap.h), but not free memory in chunks smaller than a page between live blocks: a few long-lived
+small blocks scattered over an arena keep most of its pages resident (bench/README.md, session 26, found
+expired spec-cache entries doing that). --warmup N runs N submissions first, not counted; --arenas prints, at
+each checkpoint, every anonymous mapping's resident KiB, each arena's mapped and free bytes (gdb's call of
+malloc_info) and SQLite's memory in use, to see where RSS that is not in use sits.
 """
 import argparse
 import json
