@@ -21,8 +21,10 @@ namespace {
 #endif
 #endif
 
+#ifndef BERTH_OWN_ALLOCATOR
 // Bytes the arenas hold from the kernel (all arenas; not the blocks mmapped on their own).
 size_t ArenaBytes() { return mallinfo2().arena; }
+#endif
 
 TEST(Heap, AThreadsArenaGoesBackOnlyWhenThatThreadTrimsIt) {
 #ifdef BERTH_OWN_ALLOCATOR
