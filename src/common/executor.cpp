@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <utility>
+
 namespace berth {
 
 void LowerThisThreadPriority(int nice) {
@@ -14,12 +16,13 @@ void LowerThisThreadPriority(int nice) {
   ::setpriority(PRIO_PROCESS, tid, std::min(19, current + nice));
 }
 
-Executor::Executor(int threads, std::string name, int nice) : thread_count_(std::max(1, threads)) {
+Executor::Executor(int threads, std::string name, int nice) {
+  const size_t count = static_cast<size_t>(std::max(1, threads));
   {
     MutexLock lock(mu_);
-    own_tasks_.resize(static_cast<size_t>(thread_count_));
+    own_tasks_.resize(count);
   }
-  for (size_t i = 0; i < own_tasks_.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     threads_.emplace_back([this, nice, i] {
       LowerThisThreadPriority(nice);
       Loop(i);
@@ -49,13 +52,19 @@ bool Executor::TryPost(std::function<void()> task, size_t max_queued) {
   return true;
 }
 
-void Executor::PostToEachThread(const std::function<void()>& task) {
+int Executor::PostToEachThread(const std::function<void()>& task) {
+  int posted = 0;
   {
     MutexLock lock(mu_);
-    if (stopping_) return;
-    for (auto& own : own_tasks_) own.push_back(task);
+    if (stopping_) return 0;
+    for (auto& own : own_tasks_) {
+      if (own) continue;  // that thread has not run the previous one yet
+      own = task;
+      ++posted;
+    }
   }
   cv_.SignalAll();
+  return posted;
 }
 
 size_t Executor::queued() {
@@ -82,11 +91,15 @@ void Executor::Loop(size_t index) {
     {
       MutexLock lock(mu_);
       auto& own = own_tasks_[index];
-      while (tasks_.empty() && own.empty() && !stopping_) cv_.Wait(mu_);
-      auto& from = own.empty() ? tasks_ : own;
-      if (from.empty()) return;  // stopping, and everything queued has run
-      task = std::move(from.front());
-      from.pop_front();
+      while (tasks_.empty() && !own && !stopping_) cv_.Wait(mu_);
+      if (own) {
+        task = std::exchange(own, nullptr);
+      } else if (!tasks_.empty()) {
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      } else {
+        return;  // stopping, and everything queued has run
+      }
     }
     task();
   }

@@ -39,10 +39,10 @@ class Executor {
   bool TryPost(std::function<void()> task, size_t max_queued) EXCLUDES(mu_);
   // Runs a copy of `task` on each of the executor's threads, before the next queued task that
   // thread takes: for what belongs to a thread, such as its heap arena (common/heap.h). A thread
-  // busy with a long task runs it after that task.
-  void PostToEachThread(const std::function<void()>& task) EXCLUDES(mu_);
+  // busy with a long task runs it after that task; one that has not yet run the previous such task
+  // gets no second, so a stuck thread piles nothing up. Returns how many threads it was posted to.
+  int PostToEachThread(const std::function<void()>& task) EXCLUDES(mu_);
   void Stop() EXCLUDES(mu_);
-  int thread_count() const { return thread_count_; }
   // Tasks queued and not yet started (for tests and metrics).
   size_t queued() EXCLUDES(mu_);
 
@@ -52,10 +52,9 @@ class Executor {
   Mutex mu_;
   CondVar cv_;
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
-  // Tasks for one thread each (PostToEachThread), by thread index.
-  std::vector<std::deque<std::function<void()>>> own_tasks_ GUARDED_BY(mu_);
+  // The task for one thread each (PostToEachThread), by thread index; empty once run.
+  std::vector<std::function<void()>> own_tasks_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
-  const int thread_count_;
   std::vector<std::thread> threads_;
 };
 

@@ -241,10 +241,12 @@ void Server::CollectUploads() {
 void Server::StartIdleTrim() {
   core_->ForgetUnheldSpecs();  // their entries would pin heap pages (SpecCache::Sweep)
   heap::BeginIdleTrim();
-  arena_trims_owed_ = state_exec_->thread_count() + read_exec_->thread_count() + 1;
+  // The scheduler thread, then each thread posted to. Only this thread reads the count to end the
+  // trim, after these additions, so a thread that counts down before its addition does no harm.
+  arena_trims_owed_ = 1;
   scheduler_trim_owed_ = true;
-  state_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
-  read_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
+  arena_trims_owed_ += state_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
+  arena_trims_owed_ += read_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
   heap::TrimThisThreadsArena();  // the housekeeping thread's own
 }
 

@@ -51,7 +51,7 @@ TEST(Executor, TryPostRefusesPastItsBound) {
 }
 
 // The idle heap trim (common/heap.h) must reach every thread of an executor, also one that is busy
-// when it is posted: that thread runs it after its task.
+// when it is posted: that thread runs it after its task, and a busy thread piles up no second one.
 TEST(Executor, PostToEachThreadRunsOnceOnEveryThread) {
   Executor exec(3, "test");
   std::latch release(1);
@@ -64,17 +64,19 @@ TEST(Executor, PostToEachThreadRunsOnceOnEveryThread) {
   Mutex mu;
   std::set<std::thread::id> ran;
   std::atomic<int> runs{0};
-  exec.PostToEachThread([&] {
+  auto task = [&] {
     MutexLock lock(mu);
     ran.insert(std::this_thread::get_id());
     ++runs;
-  });
+  };
+  EXPECT_EQ(exec.PostToEachThread(task), 3);
   while (runs < 2) std::this_thread::yield();  // the two idle threads
-  EXPECT_EQ(runs.load(), 2);
-  release.count_down();  // the busy one runs it after its task
-  while (runs < 3) std::this_thread::yield();
+  EXPECT_EQ(exec.PostToEachThread(task), 2);   // not the busy one: it still owes the first
+  while (runs < 4) std::this_thread::yield();
+  release.count_down();  // the busy one runs its one after its task
+  while (runs < 5) std::this_thread::yield();
   exec.Stop();
-  EXPECT_EQ(runs.load(), 3);
+  EXPECT_EQ(runs.load(), 5);
   MutexLock lock(mu);
   EXPECT_EQ(ran.size(), 3u);
 }
