@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/files.h"
+#include "common/sanitizers.h"
 
 namespace berth {
 
@@ -97,14 +98,6 @@ int RunStepChild(void* arg) {
   ::execve(c.bash, c.argv, c.envp);
   FailStepChild(c, 'E');
 }
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BERTH_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BERTH_SANITIZED 1
-#endif
-#endif
 
 // (Not writing a file per job matters: on ext4, creating inodes next to many recently deleted ones
 // is what a thousand-job sweep spends most of its kernel time on.)

@@ -10,24 +10,18 @@
 #include <thread>
 #include <vector>
 
+#include "common/sanitizers.h"
+
 namespace berth {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BERTH_OWN_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BERTH_OWN_ALLOCATOR 1
-#endif
-#endif
-
-#ifndef BERTH_OWN_ALLOCATOR
+#ifndef BERTH_SANITIZED
 // Bytes the arenas hold from the kernel (all arenas; not the blocks mmapped on their own).
 size_t ArenaBytes() { return mallinfo2().arena; }
 #endif
 
 TEST(Heap, AThreadsArenaGoesBackOnlyWhenThatThreadTrimsIt) {
-#ifdef BERTH_OWN_ALLOCATOR
+#ifdef BERTH_SANITIZED
   GTEST_SKIP() << "ASan and TSan replace glibc's allocator; there is no arena to trim";
 #else
   heap::KeepFreedMemory();
