@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -24,10 +25,11 @@ namespace berth {
 namespace {
 
 // The v1 controllers a rank's cgroup may use, each only where it has a limit to hold: every
-// hierarchy costs a rank a mkdir, a join and an rmdir (about 0.1 ms each in the kernel; a thousand-
-// job launch pays them a thousand times). cpuset only for a pinned rank (its cgroups need cpus and
-// mems before a process may join); freezer is left alone (a sweep replaces freezing), and so are
-// cpuacct and the hybrid layout's cgroup2 hierarchy until something reads them.
+// hierarchy costs a rank a join, and a mkdir and an rmdir where no idle cgroup is reused
+// (supervise/cgroup_pool.h); a thousand-job launch pays them a thousand times. cpuset only for a
+// pinned rank (its cgroups need cpus and mems before a process may join); freezer is left alone (a
+// sweep replaces freezing), and so are cpuacct and the hybrid layout's cgroup2 hierarchy until
+// something reads them.
 constexpr const char* kV1Controllers[] = {"memory", "cpu", "pids", "devices", "cpuset"};
 constexpr int64_t kCfsPeriodUs = 100'000;
 
@@ -122,6 +124,27 @@ int64_t FileNumber(const std::string& path) {
   }
 }
 
+// A v1 counter that writing 0 resets (memory.max_usage_in_bytes: to what is charged now;
+// memory.failcnt: to 0), read and reset through one open; -1 where it cannot be read.
+int64_t TakeNumber(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[32];
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  int64_t value = -1;
+  if (n > 0) {
+    buf[n] = '\0';
+    char* end = nullptr;
+    errno = 0;
+    const long long parsed = std::strtoll(buf, &end, 10);
+    if (end != buf && errno == 0) value = parsed;
+  }
+  ssize_t ignored = ::pwrite(fd, "0", 1, 0);
+  (void)ignored;
+  ::close(fd);
+  return value;
+}
+
 // v2: "+memory +cpu +pids +cpuset", or those of them that `dir` offers.
 std::string WantedControllers(const std::string& dir) {
   const std::string offered = " " + Trim(ReadFileOr(dir + "/cgroup.controllers")) + " ";
@@ -207,6 +230,12 @@ Status WriteV2Limits(const std::string& dir, const RankLimits& limits,
   return Status::Ok();
 }
 
+// v1: cpu.cfs_quota_us for `cpu_milli` (a new cgroup's period is the default 100 ms,
+// kCfsPeriodUs; the kernel's least quota is 1 ms).
+std::string V1CfsQuota(int64_t cpu_milli) {
+  return std::to_string(std::max<int64_t>(1000, cpu_milli * kCfsPeriodUs / 1000));
+}
+
 // v1: the rank's limit of one `controller` into its cgroup `name` under that hierarchy's `base`.
 Status WriteV1Limit(const std::string& controller, const std::string& base, const std::string& name,
                     const RankLimits& limits, bool memsw) {
@@ -217,9 +246,7 @@ Status WriteV1Limit(const std::string& controller, const std::string& base, cons
     // No swap: memory and swap together get the same limit, where swap is accounted.
     if (memsw) return WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
   } else if (controller == "cpu" && limits.cpu_milli > 0) {
-    // A new cgroup's period is the default 100 ms (kCfsPeriodUs).
-    return WriteValue(dir, "cpu.cfs_quota_us",
-                      std::to_string(std::max<int64_t>(1000, limits.cpu_milli * 100)));
+    return WriteValue(dir, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli));
   } else if (controller == "pids" && limits.pids_max > 0) {
     return WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
   } else if (controller == "cpuset") {
@@ -374,8 +401,10 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     cg.dirs_ = {dir};
     cg.memory_dir_ = cg.unified_dir_ = dir;
     if (Status st = WriteV2Limits(dir, limits, host.unified_dir); !st.ok()) return fail(st);
+    cg.limits_ = limits;
     return cg;
   }
+  cg.memsw_ = host.memsw;
   std::set<std::string> seen;  // controllers may share a mount
   for (const char* controller : kV1Controllers) {
     auto base = host.v1_dirs.find(controller);
@@ -396,6 +425,7 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
       }
     }
     if (c == "memory") cg.memory_dir_ = dir;
+    cg.v1_dirs_[c] = dir;
     if (Status st = WriteV1Limit(c, base->second, name, limits, host.memsw); !st.ok()) {
       return fail(st);
     }
@@ -408,22 +438,14 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
     return fail(Status::Unavailable(
         "the cpuset controller is not mounted: resources.cpu_binding cannot be held"));
   }
+  cg.limits_ = limits;
   return cg;
 }
 
-Result<std::vector<int>> RankCgroup::OpenJoinFds() const {
-  std::vector<int> fds;
-  for (const std::string& dir : dirs_) {
-    const std::string path = dir + "/cgroup.procs";
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      int err = errno;
-      for (int open_fd : fds) ::close(open_fd);
-      return Status::Internal("cannot open " + path + ": " + strerror(err));
-    }
-    fds.push_back(fd);
-  }
-  return fds;
+std::vector<std::string> RankCgroup::JoinFiles() const {
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs_) files.push_back(dir + "/cgroup.procs");
+  return files;
 }
 
 namespace {
@@ -461,7 +483,7 @@ void RankCgroup::Kill() const {
   for (pid_t pid : Pids()) ::kill(pid, SIGKILL);
 }
 
-RankUsage RankCgroup::Usage() const {
+RankUsage RankCgroup::TakeUsage() {
   RankUsage usage;
   if (layout_ == CgroupLayout::kV2) {
     usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.peak");
@@ -469,17 +491,93 @@ RankUsage RankCgroup::Usage() const {
     usage.oom_kills = std::max<int64_t>(0, KeyedValue(events, "oom_kill"));
     usage.limit_hits = std::max<int64_t>(0, KeyedValue(events, "oom"));
   } else if (layout_ == CgroupLayout::kV1) {
-    usage.peak_memory_bytes = FileNumber(memory_dir_ + "/memory.max_usage_in_bytes");
-    usage.limit_hits = std::max<int64_t>(0, FileNumber(memory_dir_ + "/memory.failcnt"));
-    // Recent kernels leave failcnt at 0 on v1: a peak at the limit (within a few pages) says it.
-    const int64_t limit = FileNumber(memory_dir_ + "/memory.limit_in_bytes");
+    usage.peak_memory_bytes = TakeNumber(memory_dir_ + "/memory.max_usage_in_bytes");
+    usage.limit_hits = std::max<int64_t>(0, TakeNumber(memory_dir_ + "/memory.failcnt"));
+    // Recent kernels leave failcnt at 0 on v1: a peak at its limit (the one written, which the
+    // kernel rounds down to a page; within a few pages) says it.
+    const int64_t limit = limits_.memory_bytes;
     if (usage.limit_hits == 0 && limit > 0 && usage.peak_memory_bytes >= limit - (256 << 10)) {
       usage.limit_hits = 1;
     }
-    usage.oom_kills = std::max<int64_t>(
-        0, KeyedValue(ReadFileOr(memory_dir_ + "/memory.oom_control"), "oom_kill"));
+    const int64_t oom_kills =
+        KeyedValue(ReadFileOr(memory_dir_ + "/memory.oom_control"), "oom_kill");
+    usage.oom_kills = std::max<int64_t>(0, oom_kills - oom_kills_before_);
+    oom_kills_before_ = std::max(oom_kills_before_, oom_kills);
   }
   return usage;
+}
+
+Status RankCgroup::Recycle(int64_t max_charged) const {
+  if (layout_ != CgroupLayout::kV1) return Status::Unavailable("only v1 cgroups are reused");
+  if (!Pids().empty()) return Status::Conflict("a process is left in " + memory_dir_);
+  const int64_t charged = FileNumber(memory_dir_ + "/memory.usage_in_bytes");
+  if (charged < 0 || charged > max_charged) {
+    return Status::Conflict(std::to_string(charged) + " bytes stay charged to " + memory_dir_);
+  }
+  return Status::Ok();
+}
+
+Status RankCgroup::Rename(const std::string& leaf) {
+  std::vector<std::pair<std::string, std::string>> renamed;  // from, to
+  for (const std::string& dir : dirs_) {
+    const std::string to = dir.substr(0, dir.rfind('/') + 1) + leaf;
+    if (::rename(dir.c_str(), to.c_str()) != 0) {
+      const int err = errno;
+      for (auto it = renamed.rbegin(); it != renamed.rend(); ++it) {
+        (void)::rename(it->second.c_str(), it->first.c_str());
+      }
+      return Status::Internal("cannot rename cgroup " + dir + " to " + leaf + ": " + strerror(err));
+    }
+    renamed.emplace_back(dir, to);
+  }
+  auto moved = [&](std::string& dir) {
+    for (const auto& [from, to] : renamed) {
+      if (dir == from) dir = to;
+    }
+  };
+  for (std::string& dir : dirs_) moved(dir);
+  for (auto& [controller, dir] : v1_dirs_) moved(dir);
+  moved(memory_dir_);
+  moved(unified_dir_);
+  return Status::Ok();
+}
+
+bool RankCgroup::FitsSameHierarchies(const RankLimits& a, const RankLimits& b) {
+  return (a.memory_bytes > 0) == (b.memory_bytes > 0) && (a.cpu_milli > 0) == (b.cpu_milli > 0) &&
+         (a.pids_max > 0) == (b.pids_max > 0) && a.denied_devices == b.denied_devices &&
+         a.cpus == b.cpus;
+}
+
+Status RankCgroup::Rewrite(const RankLimits& limits) {
+  if (layout_ != CgroupLayout::kV1) return Status::Unavailable("only v1 cgroups are rewritten");
+  if (!FitsSameHierarchies(limits_, limits)) {
+    return Status::Invalid("the limits need other hierarchies than " + memory_dir_ + "'s");
+  }
+  if (limits.memory_bytes != limits_.memory_bytes) {
+    // memory.limit_in_bytes may not exceed memory.memsw.limit_in_bytes: a raise writes memsw
+    // first, a cut the limit first.
+    const std::string bytes = std::to_string(limits.memory_bytes);
+    const bool raise = limits.memory_bytes > limits_.memory_bytes;
+    if (memsw_ && raise) {
+      BERTH_RETURN_IF_ERROR(WriteValue(memory_dir_, "memory.memsw.limit_in_bytes", bytes));
+    }
+    BERTH_RETURN_IF_ERROR(WriteValue(memory_dir_, "memory.limit_in_bytes", bytes));
+    if (memsw_ && !raise) {
+      BERTH_RETURN_IF_ERROR(WriteValue(memory_dir_, "memory.memsw.limit_in_bytes", bytes));
+    }
+    limits_.memory_bytes = limits.memory_bytes;
+  }
+  if (limits.cpu_milli != limits_.cpu_milli) {
+    BERTH_RETURN_IF_ERROR(
+        WriteValue(v1_dirs_.at("cpu"), "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));
+    limits_.cpu_milli = limits.cpu_milli;
+  }
+  if (limits.pids_max != limits_.pids_max) {
+    BERTH_RETURN_IF_ERROR(
+        WriteValue(v1_dirs_.at("pids"), "pids.max", std::to_string(limits.pids_max)));
+    limits_.pids_max = limits.pids_max;
+  }
+  return Status::Ok();
 }
 
 bool RankCgroup::Remove() const {

@@ -98,24 +98,48 @@ class RankCgroup {
   static Result<RankCgroup> Create(const CgroupHost& host, const std::string& name,
                                    const RankLimits& limits);
 
-  // Each hierarchy's cgroup.procs, opened for writing (close-on-exec): a process joins by writing
-  // "0" to each. The caller closes them.
-  Result<std::vector<int>> OpenJoinFds() const;
+  // Each hierarchy's cgroup.procs: a process joins by writing "0" to each (a step's child does,
+  // before anything else: supervise/step.h).
+  std::vector<std::string> JoinFiles() const;
   // The processes in it (read from the first hierarchy).
   std::set<pid_t> Pids() const;
   // SIGKILL to every process in it: cgroup.kill where there is one, else each process listed.
   void Kill() const;
-  RankUsage Usage() const;
+  // What it used since it was made, or since it was last taken: on v1 reading its peak and
+  // failure count resets them, and its OOM-kill count becomes the next reading's zero, so that a
+  // rank that reuses it (RankCgroup::Recycle) starts from nothing; v2's cannot be reset (there is
+  // no reuse on v2).
+  RankUsage TakeUsage();
   // Removes the directories (once empty); quiet about what is gone already. False when one is
   // still in use (a process of it not yet reaped).
   bool Remove() const;
 
+  // For reuse by another rank (supervise/cgroup_pool.h; v1 only, where cgroupfs can rename):
+  // Recycle checks that an ended rank's cgroup, its usage taken (TakeUsage), is fit for another:
+  // no process is left in it and at most `max_charged` bytes stay charged to it (page cache,
+  // kernel objects its processes left).
+  Status Recycle(int64_t max_charged) const;
+  // Renames its directory in every hierarchy to `leaf` (the last part of a cgroup name; the
+  // parents stay), all or none.
+  Status Rename(const std::string& leaf);
+  // Writes those of `limits` that differ from the ones it holds; `limits` must need the same
+  // hierarchies and devices (FitsSameHierarchies).
+  Status Rewrite(const RankLimits& limits);
+  // Whether a cgroup made for `a` can hold `b` by Rewrite: the same hierarchies, the same denied
+  // devices and pinned CPUs.
+  static bool FitsSameHierarchies(const RankLimits& a, const RankLimits& b);
+
   const std::vector<std::string>& dirs() const { return dirs_; }
+  const RankLimits& limits() const { return limits_; }
 
  private:
   CgroupLayout layout_ = CgroupLayout::kNone;
-  std::vector<std::string> dirs_;         // v1: memory's first
-  std::string memory_dir_, unified_dir_;  // unified_dir_: v2 only
+  std::vector<std::string> dirs_;               // v1: memory's first
+  std::string memory_dir_, unified_dir_;        // unified_dir_: v2 only
+  std::map<std::string, std::string> v1_dirs_;  // v1: controller -> its directory
+  RankLimits limits_;                           // as written
+  bool memsw_ = false;                          // v1: swap accounted (memory.memsw.limit_in_bytes)
+  int64_t oom_kills_before_ = 0;  // v1: the OOM-kill count when its usage was last taken
 };
 
 // The cgroup name of rank `key` (its job directory's name) of the agent whose state directory is

@@ -26,6 +26,7 @@
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "supervise/cgroup_pool.h"
 #include "supervise/step.h"
 #include "supervise/supervisor.h"
 #include "supervise/terminal.h"
@@ -96,7 +97,6 @@ struct Rank {
   std::optional<RankCgroup> cgroup;        // where its processes run (RunPlan::cgroup)
   int64_t cpu_us = 0;                      // CPU time of its processes reaped so far
   int64_t max_rss_kib = 0;                 // the largest of their peak RSS
-  std::vector<int> join_fds;               // its cgroup.procs files while a step's child starts
   std::shared_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
 };
 
@@ -195,6 +195,7 @@ class NodeSupervisor {
     if (cgroups_.layout != CgroupLayout::kNone) {
       RemoveIdleRankCgroups(cgroups_, AgentCgroupName(state_dir_));
     }
+    cgroup_pool_ = RankCgroupPool(cgroups_, kIdleRankCgroups);
     // A child on its way to its exec holds a pipe: a burst of starts must not use up the
     // descriptors this process may open.
     rlimit files{};
@@ -462,25 +463,17 @@ class NodeSupervisor {
       terminal->input = false;
       child_fd = pair[1];
     }
-    std::vector<int> join_fds;
-    if (rank.cgroup) {
-      auto fds = rank.cgroup->OpenJoinFds();
-      if (!fds.ok()) {
-        ::close(child_fd);
-        return Refuse(fd, "cannot join the job's cgroup: " + fds.status().message());
-      }
-      join_fds = std::move(*fds);
-    }
+    const std::vector<std::string> join =
+        rank.cgroup ? rank.cgroup->JoinFiles() : std::vector<std::string>{};
     pid_t pid = -1;
     std::string error;
     {
       StartingStep step(*command, rank.dir + "/exec.sh", rank.plan.workdir, rank.plan.run_env,
-                        rank.plan.run_as, child_fd, join_fds, with_tty ? child_fd : -1);
+                        rank.plan.run_as, child_fd, join, with_tty ? child_fd : -1);
       pid = step.pid();
       error = step.Wait();  // a moment: until its exec of bash
     }
     ::close(child_fd);
-    for (int join : join_fds) ::close(join);
     if (!error.empty()) return Refuse(fd, "cannot run the command: " + error);
     // Stopped with its rank, and its end waits for it, as for any process of the rank.
     rank.groups.insert(pid);
@@ -692,7 +685,7 @@ class NodeSupervisor {
     if (!rank.plan.cgroup.empty()) {
       // A rank whose limits cannot be set does not run without them. (One left by an earlier node
       // supervisor killed with its ranks was removed when this one started, if empty.)
-      auto made = RankCgroup::Create(cgroups_, rank.plan.cgroup, rank.plan.limits);
+      auto made = cgroup_pool_.Take(rank.plan.cgroup, rank.plan.limits);
       if (!made.ok()) {
         Finish(rank, {"exited", 127, "launch",
                       "cannot set the job's limits: " + made.status().message()});
@@ -755,17 +748,6 @@ class NodeSupervisor {
       rank.step_over = true;
       return;
     }
-    if (rank.cgroup) {
-      auto fds = rank.cgroup->OpenJoinFds();
-      if (!fds.ok()) {
-        ::close(log_fd);
-        rank.error = "cannot join the job's cgroup: " + fds.status().message();
-        rank.exit_code = 127;
-        rank.step_over = true;
-        return;
-      }
-      rank.join_fds = std::move(*fds);
-    }
     const std::string& script = step == Rank::Step::kPull    ? rank.plan.pull
                                 : step == Rank::Step::kSetup ? rank.plan.setup
                                                              : rank.plan.run;
@@ -788,9 +770,10 @@ class NodeSupervisor {
       rank.terminal->master = pty->master;
       rank.terminal->log_fd = ::dup(log_fd);
     }
-    rank.starting = std::make_unique<StartingStep>(script, rank.dir + file, rank.plan.workdir,
-                                                   setup ? rank.plan.setup_env : rank.plan.run_env,
-                                                   rank.plan.run_as, log_fd, rank.join_fds, tty_fd);
+    rank.starting = std::make_unique<StartingStep>(
+        script, rank.dir + file, rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env,
+        rank.plan.run_as, log_fd,
+        rank.cgroup ? rank.cgroup->JoinFiles() : std::vector<std::string>{}, tty_fd);
     ::close(log_fd);  // the child has its own (its file table was copied at its start)
     if (tty_fd >= 0) ::close(tty_fd);  // likewise: once the job's side closes, the master reads EIO
     const pid_t pid = rank.starting->pid();
@@ -812,8 +795,6 @@ class NodeSupervisor {
     rank.error = rank.starting->Wait();
     if (!rank.error.empty()) rank.exit_code = 127;
     rank.starting.reset();
-    for (int fd : rank.join_fds) ::close(fd);
-    rank.join_fds.clear();
   }
 
   void Reap() {
@@ -1054,7 +1035,9 @@ class NodeSupervisor {
     int64_t peak = -1;
     if (rank.cgroup) {
       peak = EndRankCgroup(*rank.cgroup, rank.plan.limits, end).peak_memory_bytes;
-      ended_cgroups_.push_back({std::move(*rank.cgroup), 0});
+      if (auto kept_not = cgroup_pool_.Keep(std::move(*rank.cgroup))) {
+        ended_cgroups_.push_back({std::move(*kept_not), 0});
+      }
     }
     AppendEnd(rank.dir, UsageEvent(peak, rank.max_rss_kib, rank.cpu_us), end);
     std::erase_if(stray_owners_, [&](const auto& entry) { return entry.second == rank.dir; });
@@ -1081,6 +1064,7 @@ class NodeSupervisor {
   std::map<int, Rank*> starting_;                         // StartingStep::fd() -> its rank
   std::deque<std::string> waiting_;                       // starts not taken on yet, in order
   std::set<std::string> stopped_waiting_;                 // of those, told to stop
+  RankCgroupPool cgroup_pool_{CgroupHost{}, 0};           // idle rank cgroups, for reuse (v1)
   std::deque<std::pair<RankCgroup, int>> ended_cgroups_;  // to remove, with the tries so far
   std::map<pid_t, std::string> stray_owners_;  // strays seen, by the job dir of their rank
   size_t max_starting_ = kMaxStarting;

@@ -37,11 +37,11 @@ struct StepChild {
   char** envp;
   const char* workdir;  // null: stay where the supervisor is
   const RunPlan::RunAs* run_as;
-  int devnull;            // becomes stdin
-  int log_fd;             // becomes stdout and stderr
-  int err_fd;             // close-on-exec pipe: a failure before exec is written here
-  const int* cgroup_fds;  // cgroup.procs files to join first
-  size_t num_cgroup_fds;
+  int devnull;                      // becomes stdin
+  int log_fd;                       // becomes stdout and stderr
+  int err_fd;                       // close-on-exec pipe: a failure before exec is written here
+  const char* const* cgroup_procs;  // cgroup.procs files to join first
+  size_t num_cgroup_procs;
   int tty_fd;  // -1, or the terminal that becomes the controlling one and stdin/stdout/stderr
 };
 
@@ -59,8 +59,10 @@ struct StepChild {
 int RunStepChild(void* arg) {
   const StepChild& c = *static_cast<const StepChild*>(arg);
   // Into the rank's cgroup before anything of the job runs ("0": the writer itself).
-  for (size_t i = 0; i < c.num_cgroup_fds; ++i) {
-    if (::write(c.cgroup_fds[i], "0", 1) != 1) FailStepChild(c, 'C');
+  for (size_t i = 0; i < c.num_cgroup_procs; ++i) {
+    const int fd = ::open(c.cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) FailStepChild(c, 'C');
+    ::close(fd);
   }
   if (c.tty_fd >= 0) {
     // A session of its own (so also a process group whose id is the pid), with the terminal as
@@ -119,6 +121,8 @@ struct StartingStep::Child {
   std::string script;
   std::string script_path;
   std::vector<const char*> argv;
+  std::vector<std::string> cgroup_procs;
+  std::vector<const char*> cgroup_procs_c;
   StepChild args{};
   std::unique_ptr<char[]> stack;
 };
@@ -127,12 +131,11 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                            const std::string& workdir,
                            const std::map<std::string, std::string>& env,
                            const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                           const std::vector<int>& cgroup_fds, int tty_fd)
-    : child_(std::make_unique<Child>()),
-      workdir_(workdir),
-      run_as_(run_as),
-      cgroup_fds_(cgroup_fds) {
+                           const std::vector<std::string>& cgroup_procs, int tty_fd)
+    : child_(std::make_unique<Child>()), workdir_(workdir), run_as_(run_as) {
   Child& c = *child_;
+  c.cgroup_procs = cgroup_procs;
+  for (const std::string& file : c.cgroup_procs) c.cgroup_procs_c.push_back(file.c_str());
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     error_ = "cannot write " + script_path;
@@ -167,8 +170,8 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                      devnull,
                      log_fd,
                      err_pipe[1],
-                     cgroup_fds_.data(),
-                     cgroup_fds_.size(),
+                     c.cgroup_procs_c.data(),
+                     c.cgroup_procs_c.size(),
                      tty_fd};
 #ifdef BERTH_SANITIZED
   // Sanitizers' runtimes do not follow a child that shares the parent's memory.
@@ -239,8 +242,8 @@ const std::string& StartingStep::Wait() {
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
                       const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                      const std::vector<int>& cgroup_fds) {
-  StartingStep step(script, script_path, workdir, env, run_as, log_fd, cgroup_fds);
+                      const std::vector<std::string>& cgroup_procs) {
+  StartingStep step(script, script_path, workdir, env, run_as, log_fd, cgroup_procs);
   StepLaunch result;
   result.pid = step.pid();
   result.error = step.Wait();

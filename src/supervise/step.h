@@ -27,15 +27,16 @@ namespace berth {
 // the caller may poll it and go on meanwhile.
 class StartingStep {
  public:
-  // `cgroup_fds`: cgroup.procs files of the rank's cgroup (supervise/cgroup.h), which the child
-  // joins before anything else; the caller keeps them open until Wait() returns. `tty_fd`, when
+  // `cgroup_procs`: the cgroup.procs files of the rank's cgroup (RankCgroup::JoinFiles), which
+  // the child opens and joins before anything else (so this process holds no descriptor of them
+  // for the children that start beside it to inherit and close at their exec). `tty_fd`, when
   // not -1, is a terminal (supervise/terminal.h) that the child makes its controlling terminal,
   // in a session of its own (its pid is still its process group), and its stdin, stdout and
   // stderr instead of /dev/null and `log_fd`; the caller may close it once this returns.
   StartingStep(const std::string& script, const std::string& script_path,
                const std::string& workdir, const std::map<std::string, std::string>& env,
                const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-               const std::vector<int>& cgroup_fds = {}, int tty_fd = -1);
+               const std::vector<std::string>& cgroup_procs = {}, int tty_fd = -1);
   ~StartingStep();
   StartingStep(const StartingStep&) = delete;
   StartingStep& operator=(const StartingStep&) = delete;
@@ -55,7 +56,6 @@ class StartingStep {
   std::string error_;
   std::string workdir_;
   std::optional<RunPlan::RunAs> run_as_;
-  std::vector<int> cgroup_fds_;
 };
 
 // A step started by LaunchStep. With `error` set, the step could not run (its exit code is 127):
@@ -74,7 +74,7 @@ struct StepLaunch {
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
                       const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                      const std::vector<int>& cgroup_fds = {});
+                      const std::vector<std::string>& cgroup_procs = {});
 
 // The children of the single-threaded process `parent` (read from /proc).
 std::set<pid_t> ChildrenOf(pid_t parent);

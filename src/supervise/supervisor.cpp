@@ -112,18 +112,8 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
                    int warn_signal = 0, int64_t warn_after_ms = 0) {
   StepResult result;
   int64_t warn_at = warn_signal > 0 ? g_clock->Monotonic() + warn_after_ms : -1;
-  std::vector<int> join_fds;
-  if (g_cgroup) {
-    auto fds = g_cgroup->OpenJoinFds();
-    if (!fds.ok()) {
-      result.error = "cannot join the job's cgroup: " + fds.status().message();
-      result.exit_code = 127;
-      return result;
-    }
-    join_fds = std::move(*fds);
-  }
-  StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd, join_fds);
-  for (int fd : join_fds) ::close(fd);
+  StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd,
+                                 g_cgroup ? g_cgroup->JoinFiles() : std::vector<std::string>{});
   result.error = launch.error;
   result.exit_code = launch.exit_code;
   const pid_t pid = launch.pid;
@@ -457,8 +447,8 @@ SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu
   return usage;
 }
 
-RankUsage EndRankCgroup(const RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
-  const RankUsage usage = cgroup.Usage();
+RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
+  const RankUsage usage = cgroup.TakeUsage();
   // It reached its own limit, the kernel killed a process of it, and it failed: that is why (not
   // when it was stopped, nor for an OOM of the whole node, which does not reach its limit).
   if (usage.oom_kills > 0 && usage.limit_hits > 0 && end.exit_code != 0 && end.phase != "launch" &&

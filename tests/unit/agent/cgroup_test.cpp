@@ -127,7 +127,7 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   WriteFileAtomic(dir + "/memory.peak", "123456\n", false);
   WriteFileAtomic(dir + "/cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n", false);
   WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n", false);
-  RankUsage usage = cg->Usage();
+  RankUsage usage = cg->TakeUsage();
   EXPECT_EQ(usage.peak_memory_bytes, 123456);
   EXPECT_EQ(usage.oom_kills, 1);
   EXPECT_EQ(usage.limit_hits, 2);
@@ -222,11 +222,14 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
   if (host.v1_dirs.count("pids")) {
     EXPECT_EQ(ReadFileOr(host.v1_dirs.at("pids") + "/" + name + "/pids.max"), "32\n");
   }
-  auto fds = cg->OpenJoinFds();
-  ASSERT_TRUE(fds.ok()) << fds.status().message();
+  std::vector<int> fds;
+  for (const std::string& file : cg->JoinFiles()) {
+    fds.push_back(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_GE(fds.back(), 0) << file << ": " << std::strerror(errno);
+  }
   pid_t child = ::fork();
   if (child == 0) {
-    for (int fd : *fds) {
+    for (int fd : fds) {
       if (::write(fd, "0", 1) != 1) _exit(1);
     }
     // Pages are charged to the cgroup a process is in when it first touches them: touch some
@@ -239,7 +242,7 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
     ::execl("/bin/sleep", "sleep", "30", nullptr);
     _exit(2);
   }
-  for (int fd : *fds) ::close(fd);
+  for (int fd : fds) ::close(fd);
   for (int i = 0; i < 200 && cg->Pids().empty(); ++i) ::usleep(10'000);
   EXPECT_EQ(cg->Pids(), std::set<pid_t>{child});
   const std::string comm = "/proc/" + std::to_string(child) + "/comm";
@@ -249,7 +252,7 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   for (int i = 0; i < 200 && !cg->Pids().empty(); ++i) ::usleep(10'000);
-  EXPECT_GT(cg->Usage().peak_memory_bytes, 0);
+  EXPECT_GT(cg->TakeUsage().peak_memory_bytes, 0);
   EXPECT_TRUE(cg->Remove());
   EXPECT_FALSE(std::filesystem::exists(memory));
   RemoveIdleRankCgroups(host, "berth-test-" + std::to_string(::getpid()));
@@ -275,19 +278,22 @@ TEST(CgroupTest, RealV1CpusetPinsARank) {
   const std::string dir = host.v1_dirs.at("cpuset") + "/" + agent + "/1-1-0";
   EXPECT_EQ(Trim(ReadFileOr(dir + "/cpuset.cpus")), std::to_string(cpu));
   EXPECT_FALSE(Trim(ReadFileOr(dir + "/cpuset.mems")).empty());
-  auto fds = cg->OpenJoinFds();
-  ASSERT_TRUE(fds.ok()) << fds.status().message();
+  std::vector<int> fds;
+  for (const std::string& file : cg->JoinFiles()) {
+    fds.push_back(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_GE(fds.back(), 0) << file << ": " << std::strerror(errno);
+  }
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
   pid_t child = ::fork();
   if (child == 0) {
-    for (int fd : *fds) {
+    for (int fd : fds) {
       if (::write(fd, "0", 1) != 1) _exit(1);
     }
     const std::string cpus = FormatCpuList(AllowedCpus());
     _exit(::write(pipe_fds[1], cpus.data(), cpus.size()) > 0 ? 0 : 2);
   }
-  for (int fd : *fds) ::close(fd);
+  for (int fd : fds) ::close(fd);
   ::close(pipe_fds[1]);
   char buf[64] = {};
   const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf - 1);
@@ -336,11 +342,20 @@ TEST_P(SupervisorCgroupTest, ARankOverItsMemoryEndsOutOfMemory) {
   EXPECT_EQ(events.back().exit_code, 137);
   EXPECT_EQ(events.back().reason, OutOfMemoryReason(64 << 20));
   EXPECT_EQ(ReadFileOr(dir + "/output.log").find("survived"), std::string::npos);
-  // Its cgroup is gone (the memory hierarchy holds every rank's).
-  EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.count("memory")
-                                           ? host.v1_dirs.at("memory") + "/" + plan.cgroup
-                                           : host.unified_dir + "/" + plan.cgroup));
-  if (GetParam()) ::kill(*pid, SIGTERM);  // the node supervisor, with nothing left to run
+  // Its cgroup is gone (the memory hierarchy holds every rank's) — the node supervisor's once it
+  // exits: on v1 it keeps an ended rank's empty cgroup for the next (supervise/cgroup_pool.h).
+  const std::string cgroup = host.v1_dirs.count("memory")
+                                 ? host.v1_dirs.at("memory") + "/" + plan.cgroup
+                                 : host.unified_dir + "/" + plan.cgroup;
+  if (GetParam()) {
+    EXPECT_EQ(ReadFileOr(cgroup + "/cgroup.procs"), "");  // if kept: empty
+    ::kill(*pid, SIGTERM);  // the node supervisor, with nothing left to run
+    for (int i = 0; i < 500 && ::kill(*pid, 0) == 0; ++i) {
+      ::waitpid(*pid, nullptr, WNOHANG);
+      ::usleep(10'000);
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(cgroup));
 }
 
 INSTANTIATE_TEST_SUITE_P(NodeAndPerRank, SupervisorCgroupTest, ::testing::Bool(),
