@@ -21,6 +21,7 @@ struct LegBuffers {
   size_t out_pos = 0;
   std::string in;
   bool eof = false;
+  bool closed_for_input = false;  // a write failed: the rank ended, what it sent is still read
 };
 
 // Reads what the leg sent and forwards each whole frame as a message. False when the leg broke
@@ -68,23 +69,28 @@ bool WriteLeg(int fd, LegBuffers& leg) {
 Status RelaySession(net::WebSocketClient& ws, int leg_fd, const std::atomic<bool>& stop) {
   LegBuffers leg;
   while (!stop) {
-    // The user's messages become the leg's frames while the leg keeps up.
+    // The user's messages become the leg's frames while the leg keeps up (dropped once it takes
+    // no more).
     while (leg.out.size() - leg.out_pos < kPumpBufferBytes) {
       auto message = ws.TakeMessage();
       if (!message) break;
-      if (message->empty()) continue;
+      if (message->empty() || leg.closed_for_input) continue;
       const auto channel = static_cast<TermChannel>(static_cast<uint8_t>((*message)[0]));
       if (channel != TermChannel::kStdin && channel != TermChannel::kControl) continue;
       AppendTermFrame(&leg.out, channel, std::string_view(*message).substr(1, kMaxTermFrame));
     }
-    if (!WriteLeg(leg_fd, leg)) {
-      (void)ws.CloseAndWait(1000, "the job's terminal went away", 2'000);
-      return Status::Ok();
+    if (!leg.closed_for_input && !WriteLeg(leg_fd, leg)) {
+      // The rank ended while the user typed (a piped stdin's last Ctrl-D finds the leg closed):
+      // what the leg sent before it closed — the rank's last output, its exit — is still read
+      // and passed on below, and the session ends as it would have.
+      leg.closed_for_input = true;
+      leg.out.clear();
+      leg.out_pos = 0;
     }
     if (ws.closed()) return Status::Ok();  // the user went away; the caller closes the leg
-    if (leg.eof && leg.in.empty()) {
-      // The rank ended and the leg sent all it had (its exit last): pass the rest on, then close
-      // once the server has read it all.
+    if (leg.eof) {
+      // The rank ended and the leg sent all it had (its exit last; a partial frame after it would
+      // never be completed): pass the rest on, then close once the server has read it all.
       return ws.CloseAndWait(1000, "", 5'000);
     }
     pollfd fds[2];
