@@ -3,11 +3,12 @@
 // adds to a short job's launch (bench/isolation.py), and every removed memory cgroup leaves the
 // kernel work to do in the background; renaming an idle one to the next rank's name costs a
 // fraction of that. An ended rank's cgroup is kept only when nothing of it is left — no process,
-// at most kMaxChargedToReuse bytes still charged to it (RankCgroup::Recycle) — so the next rank's
-// peak memory and OOM count are its own; it is reused only by a rank whose limits need the same
-// hierarchies, devices and CPUs (RankCgroup::FitsSameHierarchies), its memory, CPU and pids limits
-// rewritten where they differ. Only v1: cgroupfs renames a v1 cgroup, not a cgroup2 one, so on v2
-// (and with no cgroups) every Take makes a new cgroup and nothing is kept.
+// at most kMaxChargedToReuse bytes still charged to it (RankCgroup::Recycle) — and its peak and
+// OOM count were reset as they were read (RankCgroup::TakeUsage), so the next rank's are its own.
+// It is reused only by a rank whose limits need the same hierarchies, devices and CPUs
+// (RankCgroup::FitsSameHierarchies), its memory, CPU and pids limits rewritten where they differ.
+// Only v1: cgroupfs renames a v1 cgroup, not a cgroup2 one, so on v2 (and with no cgroups) every
+// Take makes a new cgroup and nothing is kept.
 //
 // An idle cgroup keeps the name of the rank that ran in it last (`<agent cgroup>/<job dir>`, empty)
 // until the next rank's name replaces it (one rename per hierarchy, at Take); the node
