@@ -29,7 +29,10 @@ RankCgroupPool::RankCgroupPool(CgroupHost host, size_t capacity)
     : host_(std::move(host)), capacity_(host_.layout == CgroupLayout::kV1 ? capacity : 0) {}
 
 Result<RankCgroup> RankCgroupPool::Take(const std::string& name, const RankLimits& limits) {
-  const auto [parent, leaf] = SplitLeaf(name);
+  // (Not a structured binding: Debian 12's clang cannot capture one in a lambda.)
+  const std::pair<std::string, std::string> split = SplitLeaf(name);
+  const std::string& parent = split.first;
+  const std::string& leaf = split.second;
   auto memory = host_.v1_dirs.find("memory");
   const std::string parent_dir =
       memory == host_.v1_dirs.end() ? "" : memory->second + (parent.empty() ? "" : "/" + parent);
