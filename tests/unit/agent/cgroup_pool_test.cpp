@@ -228,9 +228,11 @@ TEST(RankCgroupPoolTest, RealV1CgroupReusedAfterAnOutOfMemory) {
     return status;
   };
   RankCgroupPool pool(host, 4);
-  auto first = pool.Take(agent + "/1-1-0", RankLimits{.memory_bytes = 32 << 20, .pids_max = 16});
+  // Limits well above what a sanitizer's runtime adds to a small child (TSan's shadow of what it
+  // touches is several times its size), the second below the first.
+  auto first = pool.Take(agent + "/1-1-0", RankLimits{.memory_bytes = 256 << 20, .pids_max = 16});
   ASSERT_TRUE(first.ok()) << first.status().message();
-  int status = run(*first, 64 << 20);
+  int status = run(*first, size_t{512} << 20);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   RankUsage used = first->TakeUsage();
   EXPECT_EQ(used.oom_kills, 1);
@@ -243,11 +245,11 @@ TEST(RankCgroupPoolTest, RealV1CgroupReusedAfterAnOutOfMemory) {
   }
   ASSERT_FALSE(left.has_value()) << "the ended rank's cgroup was not kept";
 
-  auto second = pool.Take(agent + "/2-1-0", RankLimits{.memory_bytes = 16 << 20, .pids_max = 16});
+  auto second = pool.Take(agent + "/2-1-0", RankLimits{.memory_bytes = 128 << 20, .pids_max = 16});
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_EQ(pool.reused(), 1u);
   const std::string memory = host.v1_dirs.at("memory") + "/" + agent + "/2-1-0";
-  EXPECT_EQ(std::stoll(ReadFileOr(memory + "/memory.limit_in_bytes")), 16 << 20);
+  EXPECT_EQ(std::stoll(ReadFileOr(memory + "/memory.limit_in_bytes")), 128 << 20);
   EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.at("memory") + "/" + agent + "/1-1-0"));
   status = run(*second, 4 << 20);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -255,7 +257,7 @@ TEST(RankCgroupPoolTest, RealV1CgroupReusedAfterAnOutOfMemory) {
   EXPECT_EQ(used.oom_kills, 0);
   EXPECT_EQ(used.limit_hits, 0);
   EXPECT_GE(used.peak_memory_bytes, 4 << 20);
-  EXPECT_LT(used.peak_memory_bytes, 16 << 20);  // not the first rank's 32 MiB
+  EXPECT_LT(used.peak_memory_bytes, 128 << 20);  // not the first rank's 256 MiB
   EXPECT_TRUE(second->Remove());
   RemoveIdleRankCgroups(host, agent);
   EXPECT_FALSE(std::filesystem::exists(host.v1_dirs.at("memory") + "/" + agent));
