@@ -73,13 +73,17 @@ std::string Agent::KeyOf(const proto::AttemptRank& id) {
 
 void Agent::RequestStop() {
   stop_ = true;
-  cv_.SignalAll();
+  WakeAll();
   connection_.AbortWatch();
 }
 
-void Agent::Pause(int64_t ms) {
+void Agent::WakeAll() {
+  for (CondVar* cv : {&launch_cv_, &ship_cv_, &health_cv_, &epilog_cv_, &stop_cv_}) cv->SignalAll();
+}
+
+void Agent::Pause(CondVar& wake, int64_t ms) {
   MutexLock lock(mu_);
-  if (!stop_) cv_.WaitFor(mu_, ms);
+  if (!stop_) wake.WaitFor(mu_, ms);
 }
 
 Status Agent::LoadIdentity() {
@@ -233,7 +237,7 @@ Status Agent::Run() {
   std::thread health([this] { HealthLoop(); });
   std::thread epilogs([this] { EpilogLoop(); });
   ControlLoop();
-  cv_.SignalAll();
+  WakeAll();
   heartbeat.join();
   launcher.join();
   shipper.join();
@@ -243,7 +247,7 @@ Status Agent::Run() {
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
   MutexLock lock(mu_);
   // Relays see the stop within half a second; the sessions' jobs run on.
-  for (int i = 0; i < 50 && sessions_running_ > 0; ++i) cv_.WaitFor(mu_, 100);
+  for (int i = 0; i < 50 && sessions_running_ > 0; ++i) stop_cv_.WaitFor(mu_, 100);
   LogInfo("stopped; {} job(s) keep running under their supervisors", jobs_.size());
   return Status::Ok();
 }
@@ -361,7 +365,7 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
     MutexLock lock(mu_);
     launches_.push_back(*launch);
-    cv_.SignalAll();
+    launch_cv_.Signal();
     return;
   }
   if (std::holds_alternative<proto::HealthResetMessage>(message)) {
@@ -397,7 +401,7 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     // server it never ran.
     std::erase_if(launches_, [&](const proto::LaunchMessage& q) { return q.id() == stop->id(); });
     reports_.push_back(proto::Report::Exited(stop->id(), std::nullopt, "run", "was not running"));
-    cv_.SignalAll();
+    ship_cv_.Signal();
   }
 }
 
@@ -415,7 +419,7 @@ void Agent::StartSession(const proto::AttemptRank& id, std::function<void()> rel
     relay();
     MutexLock lock(mu_);
     --sessions_running_;
-    cv_.SignalAll();
+    stop_cv_.SignalAll();
   }).detach();
 }
 
@@ -618,12 +622,12 @@ void Agent::HeartbeatLoop() {
     std::string session;
     {
       MutexLock lock(mu_);
-      // cv_ also wakes the other loops (a launch, a report): whatever wakes this one, it waits out
-      // the interval (the one a registration answered last). It once sent a heartbeat, and rewrote
-      // the lease file, on every wake-up: about one per job launched.
+      // Whatever wakes this one before stop_ (a session ending), it waits out the interval (the
+      // one a registration answered last). It once sent a heartbeat, and rewrote the lease file,
+      // on every wake-up.
       const int64_t since = MonotonicMs();
       for (int64_t now = since; !stop_ && now < since + heartbeat_ms_; now = MonotonicMs()) {
-        cv_.WaitFor(mu_, since + heartbeat_ms_ - now);
+        stop_cv_.WaitFor(mu_, since + heartbeat_ms_ - now);
       }
       if (stop_) return;
       session = session_;
@@ -651,7 +655,7 @@ void Agent::LauncherLoop() {
     proto::LaunchMessage launch;
     {
       MutexLock lock(mu_);
-      while (!stop_ && launches_.empty()) cv_.Wait(mu_);
+      while (!stop_ && launches_.empty()) launch_cv_.Wait(mu_);
       if (stop_) return;
       launch = std::move(launches_.front());
       launches_.pop_front();
@@ -886,7 +890,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
     launching_.erase(key);
     pinned_cpus_.erase(key);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
-    cv_.SignalAll();
+    ship_cv_.Signal();
     lock.Unlock();
     RecycleDir(job.dir, /*reusable=*/true);  // no supervisor ever ran in it
     return;
@@ -919,7 +923,7 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
   LocalJob& added = jobs_[key] = job;
   if (stop) StopJob(added);
   dirty_.insert(key);
-  cv_.SignalAll();
+  ship_cv_.Signal();
 }
 
 void Agent::WatchDir(LocalJob& job, const std::string& key) {
@@ -982,7 +986,7 @@ void Agent::ShipperLoop() {
       send_by = steady_clock::now() + std::chrono::milliseconds(options_.report_hold_ms);
     }
     holding = held;
-    if (inotify_fd_ < 0) Pause(ms_left(50));
+    if (inotify_fd_ < 0) Pause(ship_cv_, ms_left(50));
   }
 }
 

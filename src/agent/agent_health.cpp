@@ -132,7 +132,7 @@ void Agent::HealthLoop() {
       for (int64_t now = since;
            !stop_ && !health_reset_ && (!settings.enabled || now < since + settings.interval_ms);
            now = clock_.Monotonic()) {
-        cv_.WaitFor(mu_, settings.enabled ? since + settings.interval_ms - now : 60'000);
+        health_cv_.WaitFor(mu_, settings.enabled ? since + settings.interval_ms - now : 60'000);
       }
       if (stop_) return;
       reset = health_reset_;
@@ -154,7 +154,7 @@ void Agent::HealthLoop() {
 void Agent::ResetHealth() {
   MutexLock lock(mu_);
   health_reset_ = true;
-  cv_.SignalAll();
+  health_cv_.Signal();
 }
 
 void Agent::AddStickyFault(const std::string& probe, const std::string& reason) {
@@ -215,7 +215,7 @@ void Agent::QueueEpilog(const std::string& dir, int exit_code) {
     return;
   }
   epilogs_.push_back(std::move(env));
-  cv_.SignalAll();
+  epilog_cv_.Signal();
 }
 
 void Agent::EpilogLoop() {
@@ -223,7 +223,7 @@ void Agent::EpilogLoop() {
     std::map<std::string, std::string> env;
     {
       MutexLock lock(mu_);
-      while (!stop_ && epilogs_.empty()) cv_.Wait(mu_);
+      while (!stop_ && epilogs_.empty()) epilog_cv_.Wait(mu_);
       if (stop_) return;
       env = std::move(epilogs_.front());
       epilogs_.pop_front();
