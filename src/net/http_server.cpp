@@ -860,30 +860,15 @@ bool UnixSocketIsLive(const std::string& path) {
 
 }  // namespace
 
-// One io_context per worker thread, each run by that thread alone. A connection lives on one of
-// them (round-robin at accept) and all its handlers run on that thread. With one io_context
-// shared by every worker, asio handed its reactor from thread to thread on each event: ~16
-// thread switches per short request on two workers, against ~6 this way.
-std::vector<std::unique_ptr<asio::io_context>> MakeIoContexts(int threads) {
-  std::vector<std::unique_ptr<asio::io_context>> out;
-  for (int i = 0; i < std::max(1, threads); ++i)
-    out.push_back(std::make_unique<asio::io_context>(1));
-  return out;
-}
-
 struct HttpServer::Impl {
-  Impl(HttpServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
-
   HttpServerOptions options;
   Handler handler;
-  // Before iocs: sessions, destroyed with them, refer to the handler, the options and the context.
+  // Before ioc: sessions, destroyed with ioc, refer to the handler, the options and the context.
   std::optional<ssl::context> tls;  // set when the TCP listener speaks TLS
-  std::vector<std::unique_ptr<asio::io_context>> iocs = MakeIoContexts(options.threads);
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::atomic<size_t> next_ioc{0};
-  // The acceptors (and their retry timers) are on the first io_context.
-  tcp::acceptor tcp_acceptor{*iocs.front()};
-  local::acceptor unix_acceptor{*iocs.front()};
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor tcp_acceptor{ioc};
+  local::acceptor unix_acceptor{ioc};
   // The unix socket file we created, to remove it on Stop (only if it is still ours).
   dev_t unix_dev = 0;
   ino_t unix_ino = 0;
@@ -891,11 +876,6 @@ struct HttpServer::Impl {
   std::atomic<bool> stopped{false};
   int port = 0;
   OpenConnections connections;
-
-  // The io_context for the next connection, timer or posted function.
-  asio::io_context& NextIoContext() {
-    return *iocs[next_ioc.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
-  }
 
   template <class Stream, class... StreamArgs>
   void StartSession(PeerInfo peer, StreamArgs&&... stream_args) {
@@ -997,15 +977,14 @@ struct HttpServer::Impl {
   template <class Retry>
   void AcceptFailed(const beast::error_code& ec, Retry retry) {
     LogWarn("accept failed: {}", ec.message());
-    auto timer =
-        std::make_shared<asio::steady_timer>(*iocs.front(), std::chrono::milliseconds(100));
+    auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(100));
     timer->async_wait([this, timer, retry](beast::error_code wait_ec) {
       if (!wait_ec && !stopped) retry();
     });
   }
 
   void AcceptTcp() {
-    tcp_acceptor.async_accept(asio::make_strand(NextIoContext()),
+    tcp_acceptor.async_accept(asio::make_strand(ioc),
                               [this](beast::error_code ec, tcp::socket socket) {
                                 if (stopped || ec == asio::error::operation_aborted) return;
                                 if (ec) {
@@ -1025,7 +1004,7 @@ struct HttpServer::Impl {
   }
 
   void AcceptUnix() {
-    unix_acceptor.async_accept(asio::make_strand(NextIoContext()),
+    unix_acceptor.async_accept(asio::make_strand(ioc),
                                [this](beast::error_code ec, local::socket socket) {
                                  if (stopped || ec == asio::error::operation_aborted) return;
                                  if (ec) {
@@ -1059,7 +1038,10 @@ Status ListenTcp(const HttpServerOptions& options, tcp::acceptor& acc) {
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -1078,14 +1060,14 @@ Status HttpServer::Start() {
     return st;
   }
   if (acc.is_open()) impl_->port = acc.local_endpoint().port();
-  for (auto& ioc : impl_->iocs) impl_->work.push_back(asio::make_work_guard(*ioc));
+  impl_->work.emplace(impl_->ioc.get_executor());
   if (acc.is_open()) impl_->AcceptTcp();
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
-  for (auto& ioc_ptr : impl_->iocs) {
-    impl_->threads.emplace_back([ioc = ioc_ptr.get()] {
+  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+    impl_->threads.emplace_back([this] {
       while (true) {
         try {
-          ioc->run();
+          impl_->ioc.run();
           return;
         } catch (const std::exception& e) {
           LogError("worker caught: {}", e.what());
@@ -1100,8 +1082,8 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  impl_->work.clear();
-  for (auto& ioc : impl_->iocs) ioc->stop();
+  impl_->work.reset();
+  impl_->ioc.stop();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
   }
@@ -1117,13 +1099,12 @@ void HttpServer::Stop() {
 
 void HttpServer::Post(std::function<void()> fn) {
   if (impl_->stopped) return;
-  asio::post(impl_->NextIoContext(), std::move(fn));
+  asio::post(impl_->ioc, std::move(fn));
 }
 
 void HttpServer::RunAfter(DurationMs delay, std::function<void()> fn) {
   if (impl_->stopped) return;
-  auto timer = std::make_shared<asio::steady_timer>(impl_->NextIoContext(),
-                                                    std::chrono::milliseconds(delay));
+  auto timer = std::make_shared<asio::steady_timer>(impl_->ioc, std::chrono::milliseconds(delay));
   timer->async_wait([timer, fn = std::move(fn)](beast::error_code ec) {
     if (!ec) fn();
   });

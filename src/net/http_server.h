@@ -1,6 +1,4 @@
-// HttpServer: an HTTP/1.1 server on Boost.Beast/Asio with a fixed pool of worker threads, each
-// running an io_context of its own: a connection is given to one of them when it is accepted
-// (round-robin) and stays there, so its handlers never hop between workers.
+// HttpServer: an HTTP/1.1 server on Boost.Beast/Asio with a fixed pool of worker threads.
 //
 // Each request is handed to one Handler on a worker thread; the handler answers through a
 // Responder, at once or later (long polls) or as a chunked stream (agents' watch streams), or
