@@ -78,6 +78,8 @@ void Agent::RequestStop() {
 }
 
 void Agent::WakeAll() {
+  // Under the lock: a loop that saw stop_ unset under it is then surely waiting, and gets this.
+  MutexLock lock(mu_);
   for (CondVar* cv : {&launch_cv_, &ship_cv_, &health_cv_, &epilog_cv_, &stop_cv_}) cv->SignalAll();
 }
 

@@ -225,7 +225,7 @@ class Agent {
   // Sleeps up to `ms` or until RequestStop() (or until `wake` is signalled).
   void Pause(int64_t ms) EXCLUDES(mu_) { Pause(stop_cv_, ms); }
   void Pause(CondVar& wake, int64_t ms) EXCLUDES(mu_);
-  void WakeAll();  // every loop below, to see stop_
+  void WakeAll() EXCLUDES(mu_);  // every loop below, to see stop_
   // A user attached to one of this node's interactive ranks: relays the session on a thread of
   // its own (at most kMaxSessions at once; the server times out one never opened).
   void StartSession(const proto::AttemptRank& id, std::function<void()> relay) EXCLUDES(mu_);
