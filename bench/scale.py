@@ -3,7 +3,7 @@
 
   python3 bench/scale.py [--berth build/src/berth] [--nodes 1000] [--jobs 100000] [--groups 10]
                          [--probe-interval-ms 20] [--probes queue,health,submit,show]
-                         [--progress-page 1000] [--json-out FILE]
+                         [--progress groups|list] [--progress-page 1000] [--json-out FILE]
 
 Starts `berth server` and one `berth agent --hollow N` process (N simulated nodes over the real protocol,
 8 H100 and 128 CPUs each), submits the jobs in bulk (`--groups` requests of jobs/groups each, user `bench`;
@@ -21,8 +21,11 @@ longer than that):
           placed like the others and are counted, not waited for)
   show    GET /v1/jobs/1                  (every 100 ms)
 The probe threads run in a child process, so that the main process's polling (it lists every job, then
-sleeps 0.5 s, to follow placement) cannot hold them up on Python's GIL; that poll asks for the jobs in
-pages of `--progress-page` (1000) so that no request of its own holds the server for seconds either.
+sleeps 0.5 s, to follow placement) cannot hold them up on Python's GIL. That poll (`--progress`) asks for
+each bulk group's counts by status (`GET /v1/groups/{id}`, one request per group: a count over the group's
+jobs in the store), or with `--progress list` lists every job in pages of `--progress-page` (1000), as
+this script did until session 29: at 100,000 jobs each such poll takes seconds of the server's CPU (a
+listing of 46 MB of JSON), so the server spends most of the window serving the benchmark's own poll.
 For each probe it prints count, p50, p99 and max, and the 5 worst samples with when they were sent
 (seconds since the first bulk POST) and how far placement had got by then. A probe sends one request at
 a time: a stall of S seconds shows as a single sample of S seconds (the requests it would have sent
@@ -88,6 +91,15 @@ def count_states(url, name=None, page=0):
         before = answer.get("next")
         if not before:
             return counts
+
+
+def group_counts(url, groups):
+    """Counts of the jobs of `groups` (bulk group ids) by status, one GET /v1/groups/{id} each."""
+    counts = {}
+    for g in groups:
+        for status, n in http(url + f"/v1/groups/{g}")["counts"].items():
+            counts[status] = counts.get(status, 0) + n
+    return counts
 
 
 PROBE_JOB = {"spec": {"name": "probe", "run": "true", "resources": {"cpus": 1}}}
@@ -169,6 +181,9 @@ def main():
     ap.add_argument("--groups", type=int, default=10)
     ap.add_argument("--probe-interval-ms", type=float, default=20,
                     help="time between the starts of two requests of the queue, health and submit probes")
+    ap.add_argument("--progress", choices=("groups", "list"), default="groups",
+                    help="how the placement-progress poll counts jobs by status: each bulk group's counts "
+                         "(GET /v1/groups/{id}), or a listing of every job (the script's poll until session 29)")
     ap.add_argument("--progress-page", type=int, default=1000,
                     help="the placement-progress poll lists the jobs in requests of this many (0: the whole "
                          "listing in one request, as this script did before; it holds a server worker and the "
@@ -242,16 +257,20 @@ def main():
         cpu0 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid), "probes": cpu_s(prober.pid),
                 "bench (this script)": time.process_time()}
         go.set()
+        group_ids = []
         for g in range(args.groups):
             t = time.perf_counter()
-            http(url + "/v1/jobs", "POST", {"spec": spec, "num_jobs": per_group})
+            group_ids.append(http(url + "/v1/jobs", "POST", {"spec": spec, "num_jobs": per_group})["group"])
             submit_ms.append((time.perf_counter() - t) * 1000)
             posts.append((time.monotonic() - t0m, submit_ms[-1]))
         submitted = time.monotonic() - t0m
         placed_at = running_at = None
         while running_at is None and time.monotonic() - t0m < 600:
             t = time.monotonic()
-            counts = count_states(url, name=spec["name"], page=args.progress_page)
+            if args.progress == "groups":
+                counts = group_counts(url, group_ids)
+            else:
+                counts = count_states(url, name=spec["name"], page=args.progress_page)
             pending = counts.get("PENDING", 0)
             running = counts.get("RUNNING", 0)
             placed = sum(counts.values()) - pending
@@ -284,8 +303,12 @@ def main():
               f"{os.cpu_count()} CPUs): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
         polls = sorted(p[3] for p in progress)
         if polls:
-            how = f"in requests of {args.progress_page} jobs" if args.progress_page > 0 else "in one request"
-            print(f"progress polls (every job listed {how}; every 0.5 s + its duration): {len(polls)}, "
+            if args.progress == "groups":
+                how = f"each group's counts, {args.groups} requests"
+            else:
+                how = "every job listed " + (f"in requests of {args.progress_page} jobs" if args.progress_page > 0
+                                             else "in one request")
+            print(f"progress polls ({how}; every 0.5 s + its duration): {len(polls)}, "
                   f"median {statistics.median(polls):.0f} ms, max {polls[-1]:.0f} ms")
 
         def where(t):
@@ -331,7 +354,7 @@ def main():
                 "loadavg_1min_before": load_before[0], "loadavg_1min_after": load_after[0],
                 "nodes": args.nodes, "jobs": total, "groups": args.groups,
                 "probe_interval_ms": args.probe_interval_ms, "probes": probes,
-                "progress_page": args.progress_page,
+                "progress_by": args.progress, "progress_page": args.progress_page,
                 "nodes_joined_s": round(joined, 3), "submitted_s": round(submitted, 3),
                 "submit_post_ms": [round(ms, 1) for ms in submit_ms],
                 "posts": [{"returned_at_s": round(t, 3), "ms": round(ms, 1)} for t, ms in posts],

@@ -136,9 +136,17 @@ void Fill(Snapshot& s, int i, int used, int priority, JobId& next, std::mt19937&
     node.cpus_free -= r.per_node.cpus;
     node.memory_free -= r.per_node.memory;
     r.placement.push_back(std::move(g));
-    s.running.push_back(std::move(r));
+    s.running.push_back(std::make_shared<const RunningJob>(std::move(r)));
     taken += size;
   }
+}
+
+// A snapshot's running jobs are shared and immutable: a copy of `view` to change, in its place.
+RunningJob& Mutable(std::shared_ptr<const RunningJob>& view) {
+  auto copy = std::make_shared<RunningJob>(*view);
+  RunningJob& r = *copy;
+  view = std::move(copy);
+  return r;
 }
 
 // Every GPU taken by jobs of `priority`.
@@ -177,7 +185,7 @@ Snapshot BusyCluster() {
       node.memory_free -= r.per_node.memory;
       r.placement.push_back({node.name, k, {}});
     }
-    s.running.push_back(std::move(r));
+    s.running.push_back(std::make_shared<const RunningJob>(std::move(r)));
   }
   for (int i = kExclusiveRacks * kNodesPerRack; i < kNodes; ++i) {
     const int used = std::uniform_int_distribution<int>(0, 9)(rng) < 7
@@ -420,7 +428,8 @@ void OwnRunning(Snapshot& s, Owners how) {
   const std::map<std::string, int64_t> cap = Capacity();
   if (how == Owners::kWithinQuota) {
     std::map<std::string, std::pair<int, MilliGpu>> fill;  // type -> (team, what it holds)
-    for (RunningJob& r : s.running) {
+    for (auto& view : s.running) {
+      RunningJob& r = Mutable(view);
       auto& [team, held] = fill[r.per_node.gpu_type];
       const MilliGpu gpus = r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size());
       auto quota = [&](int t) {
@@ -453,7 +462,10 @@ void OwnRunning(Snapshot& s, Owners how) {
     }
     pick[type] = std::discrete_distribution<int>(w.begin(), w.end());
   }
-  for (RunningJob& r : s.running) r.user = user_of(pick[r.per_node.gpu_type](rng));
+  for (auto& view : s.running) {
+    RunningJob& r = Mutable(view);
+    r.user = user_of(pick[r.per_node.gpu_type](rng));
+  }
 }
 
 void CountReclaims(benchmark::State& state, const PassResult& last) {

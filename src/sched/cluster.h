@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,7 +115,9 @@ struct UserView {
 
 struct Snapshot {
   std::vector<NodeView> nodes;
-  std::vector<RunningJob> running;
+  // Shared and immutable: the server keeps each running job's view built while the job is
+  // unchanged, so that taking a snapshot copies pointers, not placements (src/server/core/core.h).
+  std::vector<std::shared_ptr<const RunningJob>> running;
   std::vector<JobRequest> pending;  // any order; see scheduler.h for the order of a pass
   std::vector<TeamView> teams;
   std::vector<UserView> users;

@@ -69,7 +69,7 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   last = nullptr;
   running_users_.resize(snapshot.running.size());
   for (size_t k = 0; k < snapshot.running.size(); ++k) {
-    const RunningJob& r = snapshot.running[k];
+    const RunningJob& r = *snapshot.running[k];
     if (last == nullptr || !SameText(r.user, *last)) {
       provisional = seen.Note(r.user);
     }
@@ -144,7 +144,7 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   for (size_t k = 0; k < users_.size(); ++k)
     user_index_.emplace(users_[k].name, static_cast<int>(k));
   for (size_t k = 0; k < snapshot.running.size(); ++k) {
-    const RunningJob& r = snapshot.running[k];
+    const RunningJob& r = *snapshot.running[k];
     const int user = running_users_[k];
     if (r.stopping) continue;
     if (r.per_node.gpu_milli > 0) {

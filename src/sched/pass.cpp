@@ -141,7 +141,8 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
   for (size_t t = 0; t < shares_.team_count(); ++t) {
     any_quota_ = any_quota_ || shares_.HasQuota(static_cast<int>(t));
   }
-  for (const RunningJob& job : snapshot.running) {
+  for (const auto& running : snapshot.running) {
+    const RunningJob& job = *running;
     if (job.exclusive.empty()) continue;
     for (const NodeGrant& grant : job.placement) {
       const NodeIdx i = state_.Find(grant.node);
@@ -681,8 +682,8 @@ void Pass::Track(Domains& d) {
 const std::vector<NodeIdx>& Pass::RunningNodes() {
   if (running_nodes_.empty() && !snapshot_.running.empty()) {
     if (snapshot_.running.size() > 64) state_.IndexNames();
-    for (const RunningJob& r : snapshot_.running) {
-      for (const NodeGrant& g : r.placement) running_nodes_.push_back(state_.Find(g.node));
+    for (const auto& r : snapshot_.running) {
+      for (const NodeGrant& g : r->placement) running_nodes_.push_back(state_.Find(g.node));
     }
   }
   return running_nodes_;
@@ -696,7 +697,8 @@ void Pass::EnsureOccupancy() {
   occupants_.reserve(snapshot_.running.size() + early_.size());
   const std::vector<NodeIdx>& running_nodes = RunningNodes();
   size_t at = 0;
-  for (const RunningJob& r : snapshot_.running) {
+  for (const auto& running : snapshot_.running) {
+    const RunningJob& r = *running;
     Occupant o;
     o.id = r.id;
     o.attempt = r.attempt;

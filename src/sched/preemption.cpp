@@ -167,8 +167,8 @@ Pass::Outcome Pass::TryPreempt(uint32_t shape, const JobRequest& job, const Need
   } else {
     if (!min_running_priority_) {
       min_running_priority_ = std::numeric_limits<int>::max();
-      for (const RunningJob& r : snapshot_.running) {
-        min_running_priority_ = std::min(*min_running_priority_, r.priority);
+      for (const auto& r : snapshot_.running) {
+        min_running_priority_ = std::min(*min_running_priority_, r->priority);
       }
     }
     if (job.priority <= *min_running_priority_) return Outcome::kNone;  // nobody it may evict

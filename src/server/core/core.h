@@ -376,7 +376,11 @@ class Core {
     TimeMs placed_at = 0;          // wall time the current attempt was placed
     int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
     uint64_t gen = 0;              // bumped by every change
-    TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
+    // The scheduler's view while it holds resources, as built at generation `running_view_gen`:
+    // a pass reuses it while the job is unchanged (RunningView) instead of copying its placement.
+    std::shared_ptr<const sched::RunningJob> running_view;
+    uint64_t running_view_gen = 0;
+    TimeMs queued_at = 0;  // when it last entered the queue (submitted, or requeued)
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
     std::set<std::pair<int64_t, int>> launch_after;
     // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).
@@ -596,6 +600,8 @@ class Core {
 
   // core_scheduling.cpp
   PassInput BuildPassInput(TimeMs now) REQUIRES(mu_);
+  // The scheduler's view of an active (or stopping) job, reused while the job is unchanged.
+  std::shared_ptr<const sched::RunningJob> RunningView(ActiveJob& job) REQUIRES(mu_);
   // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
   bool NodesUnchanged(const Placement& placement,
                       const std::unordered_map<std::string, uint64_t>& gens) REQUIRES(mu_);

@@ -26,8 +26,9 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   // no hash table of their generations (sorted by id, as jobs_ is, and searched).
   snap.pending.reserve(jobs_.size());
   in.job_gens.reserve(jobs_.size());
-  for (const auto& [id, job] : jobs_) {
+  for (auto& [id, job] : jobs_) {
     if (job.row.status == JobStatus::kPending) {
+      job.running_view.reset();
       // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
       // nothing back, reserve nothing, and cost the pass nothing but this check.
       if (!Eligible(job, now)) continue;
@@ -38,18 +39,7 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       if (job.row.group && group_limits_.Limited(*job.row.group)) {
         ++group_running[*job.row.group];
       }
-      sched::RunningJob r;
-      r.id = id;
-      r.attempt = job.row.attempt;
-      r.user = job.row.user;
-      r.priority = job.row.priority;
-      r.per_node = job.row.resources;
-      r.exclusive = job.spec->exclusive;
-      r.placement = job.row.placement;
-      r.started_at = job.row.started_at.value_or(job.placed_at);
-      r.time_limit = job.spec->time_limit;
-      r.stopping = job.terminating;
-      snap.running.push_back(std::move(r));
+      snap.running.push_back(RunningView(job));
       in.job_gens.emplace_back(id, job.gen);
     }
   }
@@ -62,12 +52,12 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
         ++group_running[*job->second.row.group];
       }
     }
-    sched::RunningJob r;
-    r.id = key.first;
-    r.attempt = key.second;
-    r.per_node = dying.per_node;
-    r.placement = dying.placement;
-    r.stopping = true;  // holds resources until its processes are gone; never a victim again
+    auto r = std::make_shared<sched::RunningJob>();
+    r->id = key.first;
+    r->attempt = key.second;
+    r->per_node = dying.per_node;
+    r->placement = dying.placement;
+    r->stopping = true;  // holds resources until its processes are gone; never a victim again
     snap.running.push_back(std::move(r));
   }
   for (const auto& [group, limit] : group_limits_.limits()) {
@@ -76,6 +66,26 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   }
   AddShares(snap);
   return in;
+}
+
+// Every change of a job bumps its generation (MutJob), and an undo restores the job with the view
+// it had: a view built at the job's current generation is still the job as it is.
+std::shared_ptr<const sched::RunningJob> Core::RunningView(ActiveJob& job) {
+  if (job.running_view && job.running_view_gen == job.gen) return job.running_view;
+  auto r = std::make_shared<sched::RunningJob>();
+  r->id = job.row.id;
+  r->attempt = job.row.attempt;
+  r->user = job.row.user;
+  r->priority = job.row.priority;
+  r->per_node = job.row.resources;
+  r->exclusive = job.spec->exclusive;
+  r->placement = job.row.placement;
+  r->started_at = job.row.started_at.value_or(job.placed_at);
+  r->time_limit = job.spec->time_limit;
+  r->stopping = job.terminating;
+  job.running_view = std::move(r);
+  job.running_view_gen = job.gen;
+  return job.running_view;
 }
 
 bool Core::NodesUnchanged(const Placement& placement,

@@ -80,7 +80,8 @@ std::map<std::string, std::map<std::string, MilliGpu>> Core::TeamHoldings() {
 void Core::AddShares(sched::Snapshot& snap) {
   // Running attempts count for what they used so far (the admission charge is the pass's).
   std::vector<FairShare::Running> running;
-  for (const sched::RunningJob& r : snap.running) {
+  for (const auto& view : snap.running) {
+    const sched::RunningJob& r = *view;
     if (r.stopping || r.per_node.gpu_milli <= 0) continue;
     auto job = jobs_.find(r.id);
     if (job == jobs_.end()) continue;

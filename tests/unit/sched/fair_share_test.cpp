@@ -184,7 +184,8 @@ TEST(FairShareTest, RandomTeamsNeverReclaimBackAndForth) {
       PassResult r = Schedule(s, config);
       ASSERT_THAT(CheckInvariants(s, r), IsEmpty());
       std::map<std::string, MilliGpu> held;
-      for (const RunningJob& j : s.running) {
+      for (const auto& j_view : s.running) {
+        const RunningJob& j = *j_view;
         if (!j.stopping)
           held[team_of[j.user]] += j.per_node.gpu_milli * MilliGpu(j.placement.size());
       }
@@ -202,7 +203,8 @@ TEST(FairShareTest, RandomTeamsNeverReclaimBackAndForth) {
         }
         for (JobId v : d.victims) {
           const RunningJob* victim = nullptr;
-          for (const RunningJob& j : s.running) {
+          for (const auto& j_view : s.running) {
+            const RunningJob& j = *j_view;
             if (j.id == v) victim = &j;
           }
           ASSERT_NE(victim, nullptr);

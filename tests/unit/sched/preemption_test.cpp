@@ -216,14 +216,15 @@ TEST(PreemptionTest, NoJobEvictsItsEvictor) {
       }
       // Jobs that were stopping are gone now (they come back as new submissions of their own).
       std::vector<JobId> stopped;
-      for (const RunningJob& r : s.running) {
+      for (const auto& r_view : s.running) {
+        const RunningJob& r = *r_view;
         if (r.stopping) stopped.push_back(r.id);
       }
       for (JobId id : stopped) Finish(s, id);
       Apply(s, pass, PreemptMode::kStop);
       for (int f = pick(0, 2); f > 0 && !s.running.empty(); --f) {
         Finish(s,
-               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))].id);
+               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))]->id);
       }
     }
   }

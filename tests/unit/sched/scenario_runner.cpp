@@ -688,7 +688,8 @@ std::vector<std::string> Script::RunPass() {
   for (const auto& [group, max_running] : caps_) {
     GroupCap& cap = view.group_caps[group];
     cap.max_running = max_running;
-    for (const RunningJob& r : view.running) {
+    for (const auto& r_view : view.running) {
+      const RunningJob& r = *r_view;
       auto g = group_of_.find(r.id);
       if (g != group_of_.end() && g->second == group) ++cap.running;
     }

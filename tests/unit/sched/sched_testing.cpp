@@ -100,7 +100,7 @@ std::string Hold(Snapshot& snapshot, const RunningJob& job) {
   for (const NodeGrant& grant : job.placement) {
     problems += Adjust(FindNode(snapshot, grant.node), job.per_node, grant, -1);
   }
-  snapshot.running.push_back(job);
+  snapshot.running.push_back(std::make_shared<const RunningJob>(job));
   return problems;
 }
 
@@ -145,9 +145,11 @@ std::vector<JobId> Apply(Snapshot& snapshot, const PassResult& result, PreemptMo
   std::vector<JobId> requeued;
   for (const PreemptDecision& d : result.preemptions) {
     if (mode == PreemptMode::kStop) {
-      for (RunningJob& r : snapshot.running) {
-        if (std::find(d.victims.begin(), d.victims.end(), r.id) != d.victims.end()) {
-          r.stopping = true;
+      for (auto& r : snapshot.running) {
+        if (std::find(d.victims.begin(), d.victims.end(), r->id) != d.victims.end()) {
+          auto stopping = std::make_shared<RunningJob>(*r);
+          stopping->stopping = true;
+          r = std::move(stopping);
         }
       }
       continue;
@@ -158,17 +160,18 @@ std::vector<JobId> Apply(Snapshot& snapshot, const PassResult& result, PreemptMo
     gone.insert(gone.end(), d.waits_for.begin(), d.waits_for.end());
     for (JobId id : gone) {
       auto it = std::find_if(snapshot.running.begin(), snapshot.running.end(),
-                             [&](const RunningJob& r) { return r.id == id; });
+                             [&](const auto& r) { return r->id == id; });
       if (it == snapshot.running.end()) continue;
+      const RunningJob& was = **it;
       JobRequest again;
-      again.id = it->id;
-      again.user = it->user;
-      again.priority = it->priority;
-      again.num_nodes = static_cast<int>(it->placement.size());
-      again.per_node = it->per_node;
-      again.exclusive = it->exclusive;
+      again.id = was.id;
+      again.user = was.user;
+      again.priority = was.priority;
+      again.num_nodes = static_cast<int>(was.placement.size());
+      again.per_node = was.per_node;
+      again.exclusive = was.exclusive;
       again.submitted_at = snapshot.now;
-      again.time_limit = it->time_limit;
+      again.time_limit = was.time_limit;
       Finish(snapshot, id);
       snapshot.pending.push_back(again);
       requeued.push_back(id);
@@ -180,10 +183,10 @@ std::vector<JobId> Apply(Snapshot& snapshot, const PassResult& result, PreemptMo
 
 bool Finish(Snapshot& snapshot, JobId id) {
   auto it = std::find_if(snapshot.running.begin(), snapshot.running.end(),
-                         [&](const RunningJob& j) { return j.id == id; });
+                         [&](const auto& j) { return j->id == id; });
   if (it == snapshot.running.end()) return false;
-  for (const NodeGrant& grant : it->placement) {
-    Adjust(FindNode(snapshot, grant.node), it->per_node, grant, +1);
+  for (const NodeGrant& grant : (*it)->placement) {
+    Adjust(FindNode(snapshot, grant.node), (*it)->per_node, grant, +1);
   }
   snapshot.running.erase(it);
   return true;
@@ -259,7 +262,7 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
   std::map<JobId, const JobRequest*> pending;
   for (const JobRequest& j : snapshot.pending) pending[j.id] = &j;
   std::map<JobId, const RunningJob*> running;
-  for (const RunningJob& r : snapshot.running) running[r.id] = &r;
+  for (const auto& r : snapshot.running) running[r->id] = r.get();
   auto find_node = [](Snapshot& s, const std::string& name) -> NodeView* {
     auto it = std::find_if(s.nodes.begin(), s.nodes.end(),
                            [&](const NodeView& n) { return n.name == name; });
@@ -471,8 +474,8 @@ std::vector<std::string> CheckInvariants(const Snapshot& snapshot, const PassRes
     bool is_new;
   };
   std::vector<Holder> holders;
-  for (const RunningJob& r : snapshot.running) {
-    if (!gone.count(r.id)) holders.push_back({r.id, r.exclusive, &r.placement, false});
+  for (const auto& r : snapshot.running) {
+    if (!gone.count(r->id)) holders.push_back({r->id, r->exclusive, &r->placement, false});
   }
   for (const PlaceDecision& d : result.placements) {
     if (auto it = pending.find(d.job); it != pending.end()) {

@@ -423,7 +423,7 @@ TEST(ScheduleTest, RandomPassesKeepInvariants) {
       Apply(s, pass);
       for (int f = pick(0, 3); f > 0 && !s.running.empty(); --f) {
         Finish(s,
-               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))].id);
+               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))]->id);
       }
     }
   }
@@ -436,7 +436,8 @@ std::string Dump(const Snapshot& s, const PassResult& r) {
     for (auto& [k, v] : n.labels) out += k + "=" + v + ",";
     out += "\n";
   }
-  for (const RunningJob& j : s.running) {
+  for (const auto& j_view : s.running) {
+    const RunningJob& j = *j_view;
     out += "running " + std::to_string(j.id) + " prio=" + std::to_string(j.priority) +
            " excl=" + j.exclusive + " cpus=" + std::to_string(j.per_node.cpus) +
            " mem=" + std::to_string(j.per_node.memory) + (j.stopping ? " stopping" : "") +
@@ -515,7 +516,7 @@ TEST(ScheduleTest, IndexAndScanDecideAlike) {
       Apply(s, scanned, pick(0, 1) ? testing::PreemptMode::kInstant : testing::PreemptMode::kStop);
       for (int f = pick(0, 4); f > 0 && !s.running.empty(); --f) {
         Finish(s,
-               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))].id);
+               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))]->id);
       }
     }
   }
