@@ -105,6 +105,7 @@ Status Core::Load() {
     }
     ActiveJob& loaded = jobs_[row.id];
     loaded = std::move(job);
+    Touch(row.id);
     CountJob(loaded);
   }
   // Pipelines: groups' limits, restarts' backoffs, and the dependencies of waiting submissions.
@@ -196,6 +197,7 @@ size_t Core::RememberedSpecsForTesting() {
 Core::ActiveJob& Core::MutJob(Plan& plan, ActiveJob& job) {
   plan.jobs_before.try_emplace(job.row.id, job);
   ++job.gen;
+  Touch(job.row.id);
   return job;
 }
 
@@ -300,6 +302,7 @@ void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
 
 void Core::Undo(Plan& plan) {
   for (auto& [id, before] : plan.jobs_before) {
+    Touch(id);
     // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
     // counted again where it was then.
     if (auto now = jobs_.find(id); now != jobs_.end()) UncountJob(now->second);
@@ -337,6 +340,7 @@ void Core::ReapFinished(const Plan& plan) {
     if (job.row.group) group_limits_.JobGone(*job.row.group);
     if (waiters_.JobGone(job.row.spec_id)) waiters_gone.push_back(job.row.spec_id);
     UncountJob(job);
+    Touch(it->first);
     jobs_.erase(it);
   }
   if (!reaped.empty()) waiting_.Forget(reaped, waiters_gone);

@@ -344,6 +344,10 @@ class Core {
   void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(mu_);
   // Whether the job counts kept for /metrics (CountJob) equal a count of every active job now.
   bool JobCountsConsistentForTesting() EXCLUDES(mu_);
+  // Whether the pass index, brought up to date, equals a walk of every job.
+  bool PassIndexConsistentForTesting() EXCLUDES(mu_);
+  // How many times the pass index was rebuilt from every job (the first snapshot is one).
+  int PassIndexRebuildsForTesting() EXCLUDES(mu_);
   // Specs the core remembers (held by a job, or not yet swept): bounded by the live ones.
   size_t RememberedSpecsForTesting() EXCLUDES(mu_);
   // Forgets the specs no job holds any more (SpecCache::Sweep); the server does before an idle
@@ -376,11 +380,7 @@ class Core {
     TimeMs placed_at = 0;          // wall time the current attempt was placed
     int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
     uint64_t gen = 0;              // bumped by every change
-    // The scheduler's view while it holds resources, as built at generation `running_view_gen`:
-    // a pass reuses it while the job is unchanged (RunningView) instead of copying its placement.
-    std::shared_ptr<const sched::RunningJob> running_view;
-    uint64_t running_view_gen = 0;
-    TimeMs queued_at = 0;  // when it last entered the queue (submitted, or requeued)
+    TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
     // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
     std::set<std::pair<int64_t, int>> launch_after;
     // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).
@@ -395,6 +395,12 @@ class Core {
       return true;
     }
     MilliGpu gpu_milli_held() const { return TotalGpuMilli(row.resources, row.placement); }
+  };
+  // A job that holds resources, as the pass index files it (see held_index_).
+  struct HeldView {
+    std::shared_ptr<const sched::RunningJob> view;  // built at generation `gen` of the job
+    uint64_t gen = 0;
+    std::optional<int64_t> group;
   };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all
@@ -600,8 +606,16 @@ class Core {
 
   // core_scheduling.cpp
   PassInput BuildPassInput(TimeMs now) REQUIRES(mu_);
-  // The scheduler's view of an active (or stopping) job, reused while the job is unchanged.
-  std::shared_ptr<const sched::RunningJob> RunningView(ActiveJob& job) REQUIRES(mu_);
+  // The pass index (core_scheduling.cpp): Touch notes that job `id` was added, changed or removed;
+  // RefreshPassIndex brings the index up to date with the touched jobs.
+  void Touch(int64_t id) REQUIRES(mu_);
+  void RefreshPassIndex() REQUIRES(mu_);
+  // Files job `id` (absent: erased) in pending_index_, and returns its entry for held_index_ if it
+  // holds resources (`was`: its entry before, reused while the job's generation is the same).
+  std::optional<HeldView> IndexJob(int64_t id, ActiveJob* job, std::optional<HeldView> was)
+      REQUIRES(mu_);
+  // Whether the index equals a walk of every job (checked before each snapshot in debug builds).
+  bool PassIndexConsistent() REQUIRES(mu_);
   // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
   bool NodesUnchanged(const Placement& placement,
                       const std::unordered_map<std::string, uint64_t>& gens) REQUIRES(mu_);
@@ -697,6 +711,20 @@ class Core {
   std::atomic<int64_t> last_pass_with_work_{0};
   NodeTable nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
+  // The pass index: what a snapshot needs of jobs_, kept current by the changes themselves, so that
+  // taking a snapshot walks the pending and the resource-holding jobs, not a tree of every job.
+  // `pending_index_` points into jobs_ (map nodes do not move; an erased job is touched and leaves
+  // the index before the next snapshot). `held_index_`: every job that holds resources (active,
+  // or ended and still stopping), with its scheduler view built once per change (generation
+  // `gen`), sorted by id in one vector (a walk of 100,000 tree nodes scattered over the heap was
+  // most of a snapshot's cost; the touched entries are merged in). `touched_` holds the ids changed
+  // since the last snapshot; past an eighth of jobs_ (+ 64), the index is rebuilt from jobs_
+  // instead (`rebuild_index_`), so it stays bounded by jobs_.
+  std::map<int64_t, ActiveJob*> pending_index_ GUARDED_BY(mu_);
+  std::vector<std::pair<int64_t, HeldView>> held_index_ GUARDED_BY(mu_);
+  std::set<int64_t> touched_ GUARDED_BY(mu_);
+  bool rebuild_index_ GUARDED_BY(mu_) = true;
+  int index_rebuilds_ GUARDED_BY(mu_) = 0;
   // Jobs per state, (pool, team) and pending user: berth_jobs, the dashboard's totals and
   // max-pending-jobs without a scan.
   JobCounts counts_ GUARDED_BY(mu_);

@@ -207,6 +207,7 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     plan.jobs_before.try_emplace(job_id, std::nullopt);
     Allocate(plan, job.row.placement, job.row.resources, +1);
     CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
+    Touch(job_id);
   }
 }
 

@@ -265,6 +265,7 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
     job.count_group = count_group;
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
     CountJob(added);
+    Touch(added.row.id);
   }
 }
 

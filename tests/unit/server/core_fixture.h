@@ -28,11 +28,13 @@ class CoreTest : public ::testing::Test {
     ASSERT_TRUE(core_->Load().ok());
   }
 
-  // Every test ends with the job counts kept for /metrics equal to a count of the jobs: whatever
-  // it did (transitions, failed commits and their undo, restarts), none went astray.
+  // Every test ends with the job counts kept for /metrics equal to a count of the jobs, and the
+  // pass index equal to a walk of them: whatever it did (transitions, failed commits and their
+  // undo, restarts), none went astray.
   void TearDown() override {
     if (core_) {
       EXPECT_TRUE(core_->JobCountsConsistentForTesting());
+      EXPECT_TRUE(core_->PassIndexConsistentForTesting());
     }
   }
 

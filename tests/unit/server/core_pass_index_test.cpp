@@ -1,0 +1,85 @@
+// The pass index (src/server/core/core_scheduling.cpp): a snapshot is taken from the pending and
+// the resource-holding jobs the changes themselves keep filed, not from a walk of every job. Each
+// test checks the index against such a walk (the fixture does too, at every test's end) and that
+// the scheduler decides on what the jobs really are: a running job it no longer saw could not be
+// preempted, and one it still saw after it ended would hold its resources for ever.
+#include <gtest/gtest.h>
+
+#include "core_fixture.h"
+
+namespace berth::testing {
+namespace {
+
+using proto::ReportEvent;
+
+// More changes between two snapshots than there are jobs (a bulk group cancelled while nothing
+// else was pending): the index is rebuilt from the jobs rather than the changes remembered, and
+// the running job filed before is still a victim the next pass can preempt.
+TEST_F(CoreTest, PassIndexRebuiltAfterMoreChangesThanJobsStillSeesTheRunningJob) {
+  Register("n1", 8, 2);
+  int64_t low = Submit(Spec(1, 2, 0));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", low);
+  const int rebuilds = core_->PassIndexRebuildsForTesting();
+
+  SubmitRequest bulk;
+  bulk.spec = Spec(1, 2, 0);
+  bulk.user = "bob";
+  bulk.count = 3000;
+  bulk.as_group = true;
+  auto group = core_->Submit(std::move(bulk));
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  CancelRequest cancel;
+  cancel.all = true;
+  cancel.user = "bob";
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_EQ(core_->PassIndexRebuildsForTesting(), rebuilds + 1);
+
+  int64_t high = Submit(Spec(1, 2, 10));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(low).status, JobStatus::kPending)
+      << "the running job was not seen: not preempted";
+  EXPECT_EQ(Stored(high).status, JobStatus::kStarting);
+  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+}
+
+// A job that ends leaves the index; its resources are free for the next job at once, and a job
+// whose placement was undone by a failed commit is pending again in the index.
+TEST_F(CoreTest, PassIndexFollowsEndsAndUndoneCommits) {
+  Register("n1", 2);
+  int64_t first = Submit(Spec(2));
+  int64_t second = Submit(Spec(2));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", first);
+  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+
+  ASSERT_TRUE(Report("n1", {Entry(first, 1, 0, ReportEvent::kExited, 0)}).ok());
+  EXPECT_EQ(Stored(first).status, JobStatus::kSucceeded);
+  store_->FailWrites(1);
+  EXPECT_FALSE(core_->RunPass());
+  EXPECT_EQ(Stored(second).status, JobStatus::kPending);
+  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(second).status, JobStatus::kStarting);
+  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+}
+
+// After a restart the index is built from the loaded jobs: the running job is still preemptible.
+TEST_F(CoreTest, PassIndexAfterRestartHoldsTheLoadedRunningJobs) {
+  Register("n1", 8, 2);
+  int64_t low = Submit(Spec(1, 2, 0));
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", low);
+  Restart();
+  Register("n1", 8, 2, {{low, 1, 0}});
+  int64_t high = Submit(Spec(1, 2, 10));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(low).status, JobStatus::kPending);
+  EXPECT_EQ(Stored(high).status, JobStatus::kStarting);
+  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+}
+
+}  // namespace
+}  // namespace berth::testing
