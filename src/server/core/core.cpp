@@ -548,7 +548,17 @@ void Core::CheckTimeLimits() {
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
   Plan plan;
-  for (auto& [id, job] : jobs_) {
+  // Only the jobs with a time limit among those holding resources (the pass index), not every job:
+  // this runs every 200 ms under the lock.
+  RefreshPassIndex();
+  std::vector<int64_t> limited;
+  for (const auto& [id, held] : held_index_) {
+    if (held.time_limited) limited.push_back(id);
+  }
+  for (int64_t id : limited) {
+    auto found = jobs_.find(id);
+    if (found == jobs_.end()) continue;
+    ActiveJob& job = found->second;
     if (job.terminating || !IsActive(job.row.status) || !job.spec->time_limit) continue;
     // With time_limit_scope: job the limit bounds the running time of every attempt, summed.
     const bool whole_job = job.spec->time_limit_scope == TimeLimitScope::kJob;

@@ -401,6 +401,7 @@ class Core {
     std::shared_ptr<const sched::RunningJob> view;  // built at generation `gen` of the job
     uint64_t gen = 0;
     std::optional<int64_t> group;
+    bool time_limited = false;  // running, with a time limit: CheckTimeLimits looks at it
   };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all

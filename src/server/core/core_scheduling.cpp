@@ -178,7 +178,8 @@ std::optional<Core::HeldView> Core::IndexJob(int64_t id, ActiveJob* job,
   r->started_at = job->row.started_at.value_or(job->placed_at);
   r->time_limit = job->spec->time_limit;
   r->stopping = job->terminating;
-  return HeldView{std::move(r), job->gen, job->row.group};
+  const bool time_limited = !job->terminating && job->spec->time_limit.has_value();
+  return HeldView{std::move(r), job->gen, job->row.group, time_limited};
 }
 
 bool Core::PassIndexConsistentForTesting() {
@@ -208,7 +209,8 @@ bool Core::PassIndexConsistent() {
       const sched::RunningJob& r = *it->second.view;
       if (r.attempt != job.row.attempt || r.placement != job.row.placement ||
           r.stopping != job.terminating || r.user != job.row.user ||
-          r.started_at != job.row.started_at.value_or(job.placed_at)) {
+          r.started_at != job.row.started_at.value_or(job.placed_at) ||
+          it->second.time_limited != (!job.terminating && job.spec->time_limit.has_value())) {
         return false;
       }
       ++held;
