@@ -402,6 +402,8 @@ class Core {
     uint64_t gen = 0;
     std::optional<int64_t> group;
     bool time_limited = false;  // running, with a time limit: CheckTimeLimits looks at it
+    bool holds_gpus = false;    // running, with GPUs: its usage so far counts for fair share
+    TimeMs placed_at = 0;       // when its current attempt was placed
   };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all

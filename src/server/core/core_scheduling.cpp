@@ -179,7 +179,8 @@ std::optional<Core::HeldView> Core::IndexJob(int64_t id, ActiveJob* job,
   r->time_limit = job->spec->time_limit;
   r->stopping = job->terminating;
   const bool time_limited = !job->terminating && job->spec->time_limit.has_value();
-  return HeldView{std::move(r), job->gen, job->row.group, time_limited};
+  const bool holds_gpus = !job->terminating && job->row.resources.gpu_milli > 0;
+  return HeldView{std::move(r), job->gen, job->row.group, time_limited, holds_gpus, job->placed_at};
 }
 
 bool Core::PassIndexConsistentForTesting() {
@@ -210,7 +211,9 @@ bool Core::PassIndexConsistent() {
       if (r.attempt != job.row.attempt || r.placement != job.row.placement ||
           r.stopping != job.terminating || r.user != job.row.user ||
           r.started_at != job.row.started_at.value_or(job.placed_at) ||
-          it->second.time_limited != (!job.terminating && job.spec->time_limit.has_value())) {
+          it->second.time_limited != (!job.terminating && job.spec->time_limit.has_value()) ||
+          it->second.holds_gpus != (!job.terminating && job.row.resources.gpu_milli > 0) ||
+          it->second.placed_at != job.placed_at) {
         return false;
       }
       ++held;

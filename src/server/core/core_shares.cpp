@@ -79,15 +79,14 @@ std::map<std::string, std::map<std::string, MilliGpu>> Core::TeamHoldings() {
 
 void Core::AddShares(sched::Snapshot& snap) {
   // Running attempts count for what they used so far (the admission charge is the pass's).
+  // From the pass index (current: BuildPassInput refreshed it), without looking each job up.
   std::vector<FairShare::Running> running;
-  for (const auto& view : snap.running) {
-    const sched::RunningJob& r = *view;
-    if (r.stopping || r.per_node.gpu_milli <= 0) continue;
-    auto job = jobs_.find(r.id);
-    if (job == jobs_.end()) continue;
+  for (const auto& [id, held] : held_index_) {
+    if (!held.holds_gpus) continue;
+    const sched::RunningJob& r = *held.view;
     running.push_back(
         {r.user, shares_.RunningUse(r.per_node.gpu_type, TotalGpuMilli(r.per_node, r.placement),
-                                    job->second.placed_at, snap.now)});
+                                    held.placed_at, snap.now)});
   }
   shares_.AddTo(snap, running);
 }
