@@ -12,7 +12,8 @@ cancelled), and measures: the time until every job is placed (STARTING or later)
 RUNNING, server RSS (and per stored job).
 
 From the moment the bulk submissions start until every job is RUNNING, probes measure the server's latency
-continuously, each in its own thread on its own keep-alive connection (http.client to 127.0.0.1), one
+continuously, each in its own process on its own keep-alive connection (http.client to 127.0.0.1; one
+request on it before the window, so that no sample pays the client's first use of http.client), one
 request at a time, the next one `--probe-interval-ms` after the previous one was sent (or at once if it took
 longer than that):
   queue   GET /v1/jobs?limit=50&page=50   (what `berth queue` sends: its first page)
@@ -20,10 +21,12 @@ longer than that):
   submit  POST /v1/jobs of one 1-CPU job (user `probe`; they need free CPUs beside the bulk jobs, are
           placed like the others and are counted, not waited for)
   show    GET /v1/jobs/1                  (every 100 ms)
-The probe threads run in a child process, so that the main process's polling (it lists every job, then
-sleeps 0.5 s, to follow placement) cannot hold them up on Python's GIL. That poll (`--progress`) asks for
-each bulk group's counts by status (`GET /v1/groups/{id}`, one request per group: a count over the group's
-jobs in the store), or with `--progress list` lists every job in pages of `--progress-page` (1000), as
+The probes run in child processes, one each, so that neither the main process's polling (it asks how
+far placement got, then sleeps 0.5 s) nor another probe can hold one up on Python's GIL (until session 30
+they were threads of one process, and their first requests, sent at the same instant, measured their turns
+at the GIL: up to 30 ms). That poll (`--progress`) asks for each bulk group's counts by status
+(`GET /v1/groups/{id}`, one request per group: counts the server keeps in memory while the group has jobs
+there; a count over the group's jobs in the store until session 30), or with `--progress list` lists every job in pages of `--progress-page` (1000), as
 this script did until session 29: at 100,000 jobs each such poll takes seconds of the server's CPU (a
 listing of 46 MB of JSON), so the server spends most of the window serving the benchmark's own poll.
 For each probe it prints count, p50, p99 and max, and the 5 worst samples with when they were sent
@@ -118,7 +121,8 @@ def probe_requests(interval_ms):
 
 
 def probe_process(host, port, interval_ms, names, ready, go, stop, t0_value, out):
-    """Child process: one thread per probe; sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
+    """Child process: one thread per probe (the script starts one process per probe, so that no probe
+    waits for another's turn at Python's GIL); sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
     results = {}
     threads = []
     probes = {k: v for k, v in probe_requests(interval_ms).items() if k in names}
@@ -131,6 +135,11 @@ def probe_process(host, port, interval_ms, names, ready, go, stop, t0_value, out
         conn = HTTPConnection(host, port, timeout=120)
         try:
             conn.connect()
+            # One request before the measured ones, so that the first sample is not this process's
+            # own first use of http.client (its lazy imports and parsers) at the very instant the
+            # four probes and the bulk POSTs all start.
+            conn.request("GET", "/v1/health")
+            conn.getresponse().read()
         finally:
             connected.wait()
         go.wait()
@@ -203,7 +212,7 @@ def main():
     berth = os.path.abspath(args.berth)
     tmp = tempfile.mkdtemp(prefix="berth-scale-")
     procs = []
-    prober = None
+    probers = []  # (process, the pipe its results come back on, its ready event): one per probe
     try:
         state = os.path.join(tmp, "server")
         url_file = os.path.join(tmp, "url")
@@ -234,27 +243,34 @@ def main():
         total = per_group * args.groups
         spec = {"name": "sim", "run": "python train.py", "resources": {"cpus": 1}}
 
-        # The probes: a child process (fork, before any thread of ours exists) with one thread each.
+        # The probes: a child process each (fork, before any thread of ours exists). In one process
+        # their threads took turns at the GIL, and the four first requests, sent at the same instant,
+        # measured that wait as the server's (up to 30 ms).
         ctx = multiprocessing.get_context("fork")
-        ready, go, stop = ctx.Event(), ctx.Event(), ctx.Event()
+        go, stop = ctx.Event(), ctx.Event()
         t0_value = ctx.Value("d", 0.0)
-        recv_end, send_end = ctx.Pipe(duplex=False)
         hostport = urllib.parse.urlsplit(url)
-        prober = ctx.Process(target=probe_process,
-                             args=(hostport.hostname, hostport.port, args.probe_interval_ms, probes,
-                                   ready, go, stop, t0_value, send_end), daemon=True)
-        prober.start()
+        for name in probes:
+            ready = ctx.Event()
+            recv_end, send_end = ctx.Pipe(duplex=False)
+            prober = ctx.Process(target=probe_process,
+                                 args=(hostport.hostname, hostport.port, args.probe_interval_ms, [name],
+                                       ready, go, stop, t0_value, send_end), daemon=True)
+            prober.start()
+            send_end.close()
+            probers.append((prober, recv_end, ready))
         if args.harness_nice:
             os.nice(args.harness_nice)  # the probes (started above) keep the server's priority
-        send_end.close()
-        ready.wait(30)
+        for _, _, ready in probers:
+            ready.wait(30)
 
         submit_ms = []
         posts = []  # (seconds since t0 when the POST returned, ms)
         progress = []  # (t, placed, running, ms the listing took)
         t0m = time.monotonic()
         t0_value.value = t0m
-        cpu0 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid), "probes": cpu_s(prober.pid),
+        cpu0 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid),
+                "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
         go.set()
         group_ids = []
@@ -281,11 +297,14 @@ def main():
                 running_at = time.monotonic() - t0m
                 break
             time.sleep(0.5)
-        cpu1 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid), "probes": cpu_s(prober.pid),
+        cpu1 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid),
+                "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
         stop.set()
-        results = recv_end.recv() if recv_end.poll(180) else {}
-        prober.join(30)
+        results = {}
+        for prober, recv_end, _ in probers:
+            results.update(recv_end.recv() if recv_end.poll(180) else {})
+            prober.join(30)
         rss = rss_mib(server.pid)
         load_after = os.getloadavg()
         probe_counts = count_states(url, name="probe", page=args.progress_page) if "submit" in probes else {}
@@ -371,8 +390,9 @@ def main():
                 json.dump(doc, out, indent=1)
             print(f"wrote {args.json_out}")
     finally:
-        if prober is not None and prober.is_alive():
-            prober.terminate()
+        for prober, _, _ in probers:
+            if prober.is_alive():
+                prober.terminate()
         for p in reversed(procs):
             p.terminate()
             try:

@@ -112,6 +112,7 @@ Status Core::Load() {
   auto limits = store_.LoadGroupLimits();
   if (!limits.ok()) return limits.status();
   group_limits_.Load(std::move(*limits));
+  if (Status st = LoadGroupTallies(); !st.ok()) return st;
   // Submissions with a job never placed that has dependencies: their id range and live jobs. (A
   // job placed before had its dependencies met: Eligible.)
   std::map<int64_t, DependencyWaiters::Jobs> waiting;
@@ -305,12 +306,21 @@ void Core::Undo(Plan& plan) {
     Touch(id);
     // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
     // counted again where it was then.
-    if (auto now = jobs_.find(id); now != jobs_.end()) UncountJob(now->second);
+    // So do the group tallies: a job back to its status before, or out of memory again.
+    std::optional<JobStatus> tallied_now;
+    if (auto now = jobs_.find(id); now != jobs_.end()) {
+      UncountJob(now->second);
+      tallied_now = now->second.tallied;
+    }
     if (before) {
       ActiveJob& restored = jobs_[id];
       restored = std::move(*before);
       AddToCounts(restored);
+      if (tallied_now && restored.tallied) {
+        tallies_.Move(*restored.row.group, *tallied_now, *restored.tallied);
+      }
     } else {
+      if (tallied_now) tallies_.Leave(*jobs_[id].row.group);
       jobs_.erase(id);
     }
   }
@@ -319,7 +329,10 @@ void Core::Undo(Plan& plan) {
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
   for (auto& [key, before] : plan.deps_before) waiters_.Restore(key, std::move(before));
-  for (auto& [group, before] : plan.group_limits_before) group_limits_.Restore(group, before);
+  for (auto& [group, before] : plan.group_limits_before) {
+    group_limits_.Restore(group, before);
+    tallies_.SetLimit(group, before);
+  }
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
 }
@@ -340,6 +353,7 @@ void Core::ReapFinished(const Plan& plan) {
     if (job.row.group) group_limits_.JobGone(*job.row.group);
     if (waiters_.JobGone(job.row.spec_id)) waiters_gone.push_back(job.row.spec_id);
     UncountJob(job);
+    if (job.tallied) tallies_.Leave(*job.row.group);  // counted under its final status still
     Touch(it->first);
     jobs_.erase(it);
   }

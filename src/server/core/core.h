@@ -57,6 +57,7 @@
 #include "server/core/dying_attempts.h"
 #include "server/core/fair_share.h"
 #include "server/core/group_limits.h"
+#include "server/core/group_tallies.h"
 #include "server/core/job_counts.h"
 #include "server/core/log_followers.h"
 #include "server/core/node_table.h"
@@ -159,6 +160,16 @@ class Core {
                        bool any) EXCLUDES(mu_);
   // A group's max_running now (none: no limit).
   std::optional<int> GroupLimit(int64_t group) EXCLUDES(mu_);
+  // A bulk group as memory knows it while it has jobs there (group_tallies.h; without the core's
+  // lock); nullopt when it has none, or no tally: ask the store.
+  std::optional<GroupTallies::Tally> TalliedGroup(int64_t group) const {
+    return tallies_.Find(group);
+  }
+  // The status counts of those of `groups` that memory tallies; the others are left out.
+  std::map<int64_t, std::map<JobStatus, int>> TalliedGroupCounts(
+      const std::vector<int64_t>& groups) const {
+    return tallies_.Counts(groups);
+  }
   // NotFound for an unknown node; Unavailable when the change could not be recorded.
   // `by` is recorded in the audit log. Undraining with `force` also clears a drain by the node's
   // health probes (the agent forgets its faults and probes afresh); without it such a drain stays.
@@ -346,6 +357,9 @@ class Core {
   bool JobCountsConsistentForTesting() EXCLUDES(mu_);
   // Whether the pass index, brought up to date, equals a walk of every job.
   bool PassIndexConsistentForTesting() EXCLUDES(mu_);
+  // Whether every group tally equals the store's counts of the group, and its jobs in memory are
+  // those counted as there (group_tallies.h). False when the store cannot be read.
+  bool GroupTalliesConsistentForTesting() EXCLUDES(mu_);
   // How many times the pass index was rebuilt from every job (the first snapshot is one).
   int PassIndexRebuildsForTesting() EXCLUDES(mu_);
   // Specs the core remembers (held by a job, or not yet swept): bounded by the live ones.
@@ -386,6 +400,9 @@ class Core {
     // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).
     std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
     std::optional<uint32_t> count_group;              // its (pool, team) group, once looked up
+    // The status its bulk group's tally counts it under (TallyJob); none when the group is not
+    // tallied (or it is in no group).
+    std::optional<JobStatus> tallied;
 
     // Whether every rank of the current attempt has exited (its processes are gone).
     bool AllRanksExited() const {
@@ -503,6 +520,10 @@ class Core {
   // it belongs now (moving it from where it was counted), UncountJob takes it out (it leaves
   // jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
+  // Moves the job in its group's tally to its status now (CountJob calls it).
+  void TallyJob(ActiveJob& job) REQUIRES(mu_);
+  // Starts the tallies of the groups of the jobs just loaded, from the store's counts.
+  Status LoadGroupTallies() REQUIRES(mu_);
   // The count group of (pool, user's team); a job's, looked up once and kept with it.
   uint32_t CountGroup(const std::string& pool, const std::string& user) REQUIRES(mu_);
   uint32_t CountGroupOf(ActiveJob& job) REQUIRES(mu_);
@@ -745,6 +766,9 @@ class Core {
   std::map<int64_t, std::string> owed_cancels_ GUARDED_BY(mu_);
   // Bulk groups' max_running, for groups with jobs in jobs_.
   GroupLimits group_limits_ GUARDED_BY(mu_);
+  // Bulk groups' jobs per status, for groups with jobs in jobs_. Changed under mu_ (as jobs_
+  // changes), read without it.
+  GroupTallies tallies_;
   // Restarts waiting out a backoff: (not_before, job). Hints only: a stale one costs a pass.
   std::set<std::pair<TimeMs, int64_t>> backoffs_ GUARDED_BY(mu_);
   std::set<int64_t> launch_held_ GUARDED_BY(mu_);  // preemptors whose launch waits on launch_after

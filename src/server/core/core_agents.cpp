@@ -206,6 +206,8 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     job.terminating = true;
     plan.jobs_before.try_emplace(job_id, std::nullopt);
     Allocate(plan, job.row.placement, job.row.resources, +1);
+    // Counted in its group's tally (if the group has one) under its status already.
+    if (job.row.group && tallies_.Enter(*job.row.group)) job.tallied = job.row.status;
     CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
     Touch(job_id);
   }

@@ -239,6 +239,15 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
                             const std::shared_ptr<const JobSpec>& shared, TimeMs now) {
   // Every job of the submission has the same pool and owner: one count group for all.
   const uint32_t count_group = CountGroup(shared->pool, request.user);
+  if (stored.group) {
+    GroupTallies::Tally tally;
+    tally.size = static_cast<int64_t>(stored.ids.size());
+    tally.user = request.user;
+    tally.max_running = shared->max_running;
+    tally.by_status[static_cast<int>(JobStatus::kPending)] = tally.size;
+    tally.live = tally.size;
+    tallies_.Start(*stored.group, std::move(tally));
+  }
   std::shared_ptr<const sched::JobRequest> shared_request;
   for (size_t i = 0; i < stored.ids.size(); ++i) {
     ActiveJob job;
@@ -263,6 +272,7 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
     job.group_size = request.count;
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
     job.count_group = count_group;
+    if (stored.group) job.tallied = JobStatus::kPending;
     auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
     CountJob(added);
     Touch(added.row.id);

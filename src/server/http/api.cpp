@@ -434,7 +434,7 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   for (const JobRow& row : *finished) by_id.try_emplace(row.id, &row);
   std::vector<int64_t> groups;
   for (const auto& [group, id] : group_row) groups.push_back(group);
-  auto counts = store_->GroupStatusCounts(groups);
+  auto counts = GroupCounts(groups);
   if (!counts.ok()) return ErrorResponse(counts.status());
 
   std::vector<int64_t> pending;
@@ -477,20 +477,39 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
                                         {"more_finished", more_finished}});
 }
 
+Result<std::map<int64_t, std::map<JobStatus, int>>> Server::GroupCounts(
+    const std::vector<int64_t>& groups) {
+  std::map<int64_t, std::map<JobStatus, int>> out = core_->TalliedGroupCounts(groups);
+  std::vector<int64_t> untallied;
+  for (int64_t group : groups) {
+    if (!out.count(group)) untallied.push_back(group);
+  }
+  if (untallied.empty()) return out;
+  auto stored = store_->GroupStatusCounts(untallied);
+  if (!stored.ok()) return stored.status();
+  out.merge(*stored);
+  return out;
+}
+
 net::HttpResponse Server::HandleGroup(int64_t group) {
-  auto size = store_->GroupSize(group);
-  if (!size.ok()) return ErrorResponse(size.status());
-  auto counts = store_->GroupStatusCounts({group});
-  if (!counts.ok()) return ErrorResponse(counts.status());
-  auto info = store_->GetGroup(group);
-  if (!info.ok()) return ErrorResponse(info.status());
+  std::optional<GroupTallies::Tally> g = core_->TalliedGroup(group);
+  if (!g) {
+    auto size = store_->GroupSize(group);
+    if (!size.ok()) return ErrorResponse(size.status());
+    auto counts = store_->GroupStatusCounts({group});
+    if (!counts.ok()) return ErrorResponse(counts.status());
+    auto info = store_->GetGroup(group);
+    if (!info.ok()) return ErrorResponse(info.status());
+    g = GroupTallies::Tally{.size = *size, .user = info->user, .max_running = info->max_running};
+    for (const auto& [status, n] : (*counts)[group]) g->by_status[static_cast<int>(status)] = n;
+  }
   return JsonResponse(
       200, json::object{{"group", group},
-                        {"jobs", *size},
-                        {"user", info->user},
-                        {"max_running", info->max_running ? json::value(*info->max_running)
-                                                          : json::value(nullptr)},
-                        {"counts", StatusCountsJson((*counts)[group])}});
+                        {"jobs", g->size},
+                        {"user", g->user},
+                        {"max_running",
+                         g->max_running ? json::value(*g->max_running) : json::value(nullptr)},
+                        {"counts", StatusCountsJson(g->Counts())}});
 }
 
 net::HttpResponse Server::HandleUpdateGroup(int64_t group, const net::HttpRequest& req,

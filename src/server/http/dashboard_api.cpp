@@ -332,7 +332,7 @@ Status Server::DashboardActivePage(const listing::RowFilter& filter, const std::
   }
   auto job_rows = store_->GetJobs(ids);
   if (!job_rows.ok()) return job_rows.status();
-  auto counts = store_->GroupStatusCounts(groups);
+  auto counts = GroupCounts(groups);
   if (!counts.ok()) return counts.status();
   auto waiting = core_->WaitingReasons(pending);
   std::unordered_map<int64_t, const JobRow*> by_id;

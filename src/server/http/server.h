@@ -141,7 +141,11 @@ class Server {
   // GET /v1/queue: the summary `berth queue` prints (bulk groups as one row each).
   net::HttpResponse HandleQueue(const net::HttpRequest& req);
   // GET /v1/groups/{id}: a bulk group's size and its jobs' counts per status (`berth wait`).
+  // From the core's tally while the group has jobs in memory, else from the store.
   net::HttpResponse HandleGroup(int64_t group);
+  // Each group's jobs per status: the core's tally where it keeps one, the store's count else.
+  Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCounts(
+      const std::vector<int64_t>& groups);
   // POST /v1/groups/N {"max_running": M|null}: the owner or an operator.
   net::HttpResponse HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
                                       const Principal& by);

@@ -35,6 +35,7 @@ class CoreTest : public ::testing::Test {
     if (core_) {
       EXPECT_TRUE(core_->JobCountsConsistentForTesting());
       EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+      EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
     }
   }
 

@@ -1,0 +1,168 @@
+// Bulk groups' status counts kept in memory (src/server/core/group_tallies.h): while a group has
+// jobs in the core's memory its counts come from its tally, not from a count of its jobs in the
+// store. Each test checks the tally against the store at the steps that matter (and the fixture
+// checks every tally against the store at the end of every core test): transitions, the reap of
+// finished jobs (still counted), a failed commit's undo, and a restart mid-group.
+#include <gtest/gtest.h>
+
+#include "core_fixture.h"
+
+namespace berth::testing {
+namespace {
+
+using proto::ReportEvent;
+using Counts = std::map<JobStatus, int>;
+
+class GroupTallyTest : public CoreTest {
+ protected:
+  // Submits `count` jobs of one CPU each as a bulk group; returns the group and its job ids.
+  std::pair<int64_t, std::vector<int64_t>> SubmitGroup(int count, int max_running = 0) {
+    SubmitRequest r;
+    r.spec = Spec(1);
+    if (max_running > 0) r.spec.max_running = max_running;
+    r.user = "alice";
+    r.count = count;
+    r.as_group = true;
+    auto answer = core_->Submit(std::move(r));
+    EXPECT_TRUE(answer.ok()) << answer.status().message();
+    if (!answer.ok() || !answer->group) return {0, {}};
+    return {*answer->group, answer->ids};
+  }
+
+  Counts Tallied(int64_t group) {
+    auto g = core_->TalliedGroup(group);
+    EXPECT_TRUE(g.has_value()) << "group " << group << " is not tallied";
+    return g ? g->Counts() : Counts{};
+  }
+
+  Counts InStore(int64_t group) {
+    auto counts = store_->inner().GroupStatusCounts({group});
+    EXPECT_TRUE(counts.ok());
+    return counts.ok() ? (*counts)[group] : Counts{};
+  }
+};
+
+TEST(GroupTallies, MovesEntersAndGoesWithTheLastJobInMemory) {
+  GroupTallies tallies;
+  GroupTallies::Tally t;
+  t.size = 3;
+  t.user = "alice";
+  t.by_status[static_cast<int>(JobStatus::kPending)] = 2;
+  t.by_status[static_cast<int>(JobStatus::kSucceeded)] = 1;
+  t.live = 2;
+  tallies.Start(7, t);
+  tallies.Move(7, JobStatus::kPending, JobStatus::kRunning);
+  EXPECT_EQ(
+      tallies.Find(7)->Counts(),
+      (Counts{{JobStatus::kPending, 1}, {JobStatus::kRunning, 1}, {JobStatus::kSucceeded, 1}}));
+  EXPECT_FALSE(tallies.Enter(8)) << "a group without a tally never starts one";
+  EXPECT_FALSE(tallies.Find(8).has_value());
+  EXPECT_TRUE(tallies.Enter(7));
+  tallies.Leave(7);
+  tallies.Leave(7);
+  ASSERT_TRUE(tallies.Find(7).has_value()) << "one job of the group is still in memory";
+  tallies.Leave(7);
+  EXPECT_FALSE(tallies.Find(7).has_value());
+  EXPECT_TRUE(tallies.All().empty());
+}
+
+// Through placement, running, success (the finished job leaves memory but stays counted), a
+// cancel of the rest, and the end of the last job: then memory no longer answers for the group.
+TEST_F(GroupTallyTest, FollowsTheGroupUntilItsLastJobLeavesMemory) {
+  Register("n1", 2);
+  auto [group, ids] = SubmitGroup(4);
+  ASSERT_EQ(ids.size(), 4u);
+  auto g = core_->TalliedGroup(group);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->size, 4);
+  EXPECT_EQ(g->user, "alice");
+  EXPECT_EQ(g->Counts(), (Counts{{JobStatus::kPending, 4}}));
+
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", ids[0]);
+  EXPECT_EQ(
+      Tallied(group),
+      (Counts{{JobStatus::kPending, 2}, {JobStatus::kStarting, 1}, {JobStatus::kRunning, 1}}));
+  EXPECT_EQ(Tallied(group), InStore(group));
+
+  ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 0)}).ok());
+  ASSERT_FALSE(core_->ActiveJobRow(ids[0]).has_value()) << "the finished job left memory";
+  EXPECT_EQ(Tallied(group)[JobStatus::kSucceeded], 1);
+  EXPECT_EQ(Tallied(group), InStore(group));
+
+  CancelRequest cancel;
+  cancel.all = true;
+  cancel.user = "alice";
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kSucceeded, 1}, {JobStatus::kCancelled, 3}}))
+      << "the placed job is cancelled while its process stops";
+  EXPECT_EQ(Tallied(group), InStore(group));
+
+  // The placed job's rank exits: the last job leaves memory, and the tally with it.
+  ASSERT_TRUE(core_->ActiveJobRow(ids[1]).has_value() || core_->ActiveJobRow(ids[2]).has_value());
+  for (int64_t id : {ids[1], ids[2]}) {
+    if (core_->ActiveJobRow(id)) {
+      ASSERT_TRUE(Report("n1", {Entry(id, 1, 0, ReportEvent::kAccepted),
+                                Entry(id, 1, 0, ReportEvent::kExited, 143)})
+                      .ok());
+    }
+  }
+  EXPECT_FALSE(core_->TalliedGroup(group).has_value());
+  EXPECT_EQ(InStore(group), (Counts{{JobStatus::kSucceeded, 1}, {JobStatus::kCancelled, 3}}));
+}
+
+// A pass whose commit fails places nothing: the jobs, and their group's tally, are as before.
+TEST_F(GroupTallyTest, AFailedCommitLeavesTheTallyAsItWas) {
+  Register("n1", 2);
+  auto [group, ids] = SubmitGroup(3);
+  store_->FailWrites(1);
+  EXPECT_FALSE(core_->RunPass());
+  EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 3}}));
+  EXPECT_EQ(Tallied(group), InStore(group));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 1}, {JobStatus::kStarting, 2}}));
+  EXPECT_EQ(Tallied(group), InStore(group));
+}
+
+// A restart mid-group starts its tally from the store, finished (and no longer loaded) jobs
+// included, with its limit.
+TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
+  Register("n1", 2);
+  auto [group, ids] = SubmitGroup(4, /*max_running=*/2);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", ids[0]);
+  Run("n1", ids[1]);
+  ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 0)}).ok());
+  const Counts before = Tallied(group);
+  EXPECT_EQ(
+      before,
+      (Counts{{JobStatus::kPending, 2}, {JobStatus::kRunning, 1}, {JobStatus::kSucceeded, 1}}));
+
+  Restart();
+  auto g = core_->TalliedGroup(group);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->Counts(), before);
+  EXPECT_EQ(g->size, 4);
+  EXPECT_EQ(g->user, "alice");
+  EXPECT_EQ(g->max_running, 2);
+  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+}
+
+// The group's limit is kept with its tally: a change shows at once, one whose commit failed does
+// not.
+TEST_F(GroupTallyTest, KeepsTheGroupsLimitAsCommitted) {
+  Register("n1", 2);
+  auto [group, ids] = SubmitGroup(3, /*max_running=*/2);
+  ASSERT_TRUE(core_->TalliedGroup(group).has_value());
+  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 2);
+  ASSERT_TRUE(core_->SetGroupLimit(group, 3, "alice", false).ok());
+  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 3);
+  store_->FailWrites(1);
+  EXPECT_FALSE(core_->SetGroupLimit(group, std::nullopt, "alice", false).ok());
+  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 3);
+  ASSERT_TRUE(core_->SetGroupLimit(group, std::nullopt, "alice", false).ok());
+  EXPECT_EQ(core_->TalliedGroup(group)->max_running, std::nullopt);
+}
+
+}  // namespace
+}  // namespace berth::testing
