@@ -176,6 +176,9 @@ class Core {
   Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "",
                            bool force = false) EXCLUDES(mu_);
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
+  // The memory limit each of `placement`'s nodes gives a job that asked for none (0: none
+  // enforced; a node not known is left out), for `berth show`: not a copy of every node.
+  std::map<std::string, Mib> JobMemoryDefaults(const Placement& placement) EXCLUDES(mu_);
   // Who holds each GPU device now: node -> device index -> (job, user), for the GPU maps of
   // `berth top` (and `GET /v1/nodes?holders=1`). Walks the active jobs under the lock.
   using Holder = std::pair<int64_t, std::string>;

@@ -524,6 +524,16 @@ std::vector<NodeStatus> Core::Nodes() {
   return out;
 }
 
+std::map<std::string, Mib> Core::JobMemoryDefaults(const Placement& placement) {
+  std::map<std::string, Mib> out;
+  HandlerLock lock(this);
+  for (const NodeGrant& grant : placement) {
+    auto it = nodes_.find(grant.node);
+    if (it != nodes_.end()) out[grant.node] = it->second.job_memory_default;
+  }
+  return out;
+}
+
 Status Core::CheckContainerPlacement(const JobSpec& spec, bool feasible) {
   const std::string& pool = spec.pool;
   size_t in_pool = 0, with_runtime = 0;

@@ -552,8 +552,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   // "Isolation"): which, on the nodes it was placed on (null: that node enforces none).
   json::object memory_default;
   if (row.resources.memory == 0 && !row.placement.empty()) {
-    std::map<std::string, Mib> defaults;
-    for (const NodeStatus& node : core_->Nodes()) defaults[node.row.name] = node.job_memory_default;
+    const std::map<std::string, Mib> defaults = core_->JobMemoryDefaults(row.placement);
     for (const NodeGrant& grant : row.placement) {
       auto it = defaults.find(grant.node);
       memory_default[grant.node] =
