@@ -320,8 +320,13 @@ void Core::Undo(Plan& plan) {
         tallies_.Move(*restored.row.group, *tallied_now, *restored.tallied);
       }
     } else {
-      if (tallied_now) tallies_.Leave(*jobs_[id].row.group);
-      jobs_.erase(id);
+      // A job the plan brought into memory (HoldEndedAttempts) leaves it again.
+      if (auto gone = jobs_.find(id); gone != jobs_.end()) {
+        if (tallied_now) tallies_.Leave(*gone->second.row.group);
+        if (gone->second.row.group) group_limits_.JobGone(*gone->second.row.group);
+        waiters_.JobGone(gone->second.row.spec_id);
+        jobs_.erase(gone);
+      }
     }
   }
   for (auto& [name, before] : plan.nodes_before) nodes_.Restore(name, std::move(before));

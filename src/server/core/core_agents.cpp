@@ -206,8 +206,12 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     job.terminating = true;
     plan.jobs_before.try_emplace(job_id, std::nullopt);
     Allocate(plan, job.row.placement, job.row.resources, +1);
-    // Counted in its group's tally (if the group has one) under its status already.
+    // Counted in its group's tally (if the group has one) under its status already. In memory
+    // again for its group's limit and its submission's waiter too, which forget their group or
+    // submission with its last job in memory (ReapFinished, and Undo if this is not committed).
     if (job.row.group && tallies_.Enter(*job.row.group)) job.tallied = job.row.status;
+    if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
+    waiters_.JobBack(job.row.spec_id);
     CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
     Touch(job_id);
   }

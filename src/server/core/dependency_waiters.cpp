@@ -14,6 +14,11 @@ const DependencyWaiters::Jobs* DependencyWaiters::JobsOf(Key key) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+void DependencyWaiters::JobBack(Key key) {
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) ++it->second.live;
+}
+
 bool DependencyWaiters::JobGone(Key key) {
   auto it = jobs_.find(key);
   if (it == jobs_.end() || --it->second.live > 0) return false;

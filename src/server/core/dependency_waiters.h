@@ -34,6 +34,9 @@ class DependencyWaiters {
   const Jobs* JobsOf(Key key) const;
   // One job of submission `key` left memory; true when it was the last (the waiter is forgotten).
   bool JobGone(Key key);
+  // One job of submission `key` came back into memory (an ended job whose processes still run,
+  // held after a restart); nothing when the submission has no waiter.
+  void JobBack(Key key);
   size_t size() const { return conditions_.size(); }
 
   // A job ended: what changed for the waiters that watch it (sched::Dependencies::JobEnded).

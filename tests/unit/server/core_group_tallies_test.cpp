@@ -164,5 +164,48 @@ TEST_F(GroupTallyTest, KeepsTheGroupsLimitAsCommitted) {
   EXPECT_EQ(core_->TalliedGroup(group)->max_running, std::nullopt);
 }
 
+// A job of a group cancelled while its process still ran, and a restart: the agent registers still
+// running it, and the new server holds it (HoldEndedAttempts). It is in memory again for its
+// group's tally and limit: when it and then the next job end, the limit still holds the last two
+// pending jobs to one at a time (it was forgotten one job early, when the held job's end was
+// counted against a group that had not counted it in). A registration whose commit fails brings
+// nothing in.
+TEST_F(GroupTallyTest, AStoppingJobHeldAfterARestartCountsForItsGroup) {
+  Register("n1", 8);
+  auto [group, ids] = SubmitGroup(4, /*max_running=*/1);
+  ASSERT_TRUE(core_->RunPass());
+  Run("n1", ids[0]);
+  CancelRequest cancel{.ids = {ids[0]}, .user = "alice"};
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  Restart();
+
+  proto::RegisterRequest r;
+  r.name = "n1";
+  r.node_id = "node-id-of-n1";
+  r.cpus_milli = 8000;
+  r.memory_mib = 64 * 1024;
+  r.running = {{ids[0], 1, 0}};
+  const std::string before = core_->DebugState();
+  store_->FailWrites(1);
+  ASSERT_FALSE(core_->Register(r, "127.0.0.1").ok());
+  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->TalliedGroup(group)->live, 3);
+  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+  Register("n1", 8, 0, {{ids[0], 1, 0}});
+  EXPECT_EQ(core_->TalliedGroup(group)->live, 4) << "the stopping job is in memory again";
+  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+
+  ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 143)}).ok());
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(ids[1]).status, JobStatus::kStarting);
+  Run("n1", ids[1]);
+  ASSERT_TRUE(Report("n1", {Entry(ids[1], 1, 0, ReportEvent::kExited, 0)}).ok());
+  EXPECT_EQ(core_->GroupLimit(group), 1) << "two of the group's jobs are still pending";
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(ids[2]).status, JobStatus::kStarting);
+  EXPECT_EQ(Stored(ids[3]).status, JobStatus::kPending) << "max_running 1";
+  EXPECT_EQ(Tallied(group), InStore(group));
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -23,9 +23,13 @@ TEST(DependencyWaitersTest, AWaiterKeepsItsJobsAndIsForgottenWithTheLast) {
   EXPECT_EQ(waiters.JobsOf(5)->last, 22);
   EXPECT_EQ(waiters.Watching(10, std::nullopt), std::vector<DependencyWaiters::Key>{5});
   EXPECT_FALSE(waiters.JobGone(5));
+  waiters.JobBack(5);   // an ended job held again (still stopping after a restart)
+  waiters.JobBack(99);  // a submission without a waiter: nothing
+  EXPECT_EQ(waiters.JobsOf(99), nullptr);
+  EXPECT_FALSE(waiters.JobGone(5));
   EXPECT_FALSE(waiters.JobGone(5));
   EXPECT_NE(waiters.Find(5), nullptr);
-  EXPECT_TRUE(waiters.JobGone(5));  // the last of its three
+  EXPECT_TRUE(waiters.JobGone(5));  // the last of its three, and the one back
   EXPECT_EQ(waiters.Find(5), nullptr);
   EXPECT_EQ(waiters.JobsOf(5), nullptr);
   EXPECT_EQ(waiters.size(), 0u);
