@@ -20,17 +20,9 @@
 
 namespace berth {
 
-namespace {
-
-std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
 // What the child of a step needs, all prepared before it is started: the child shares the
-// supervisor's memory until it execs (see StartingStep), so it only makes system calls.
+// supervisor's memory until it execs (see StartingStep), so it only makes system calls. Outside the
+// anonymous namespace: StartingStep::Child, which has external linkage, holds one.
 struct StepChild {
   const char* bash;
   char** argv;
@@ -44,6 +36,15 @@ struct StepChild {
   size_t num_cgroup_procs;
   int tty_fd;  // -1, or the terminal that becomes the controlling one and stdin/stdout/stderr
 };
+
+namespace {
+
+std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
 
 // Sends a letter naming the step that failed, then errno, so that the reason reported names the
 // real cause (e.g. E2BIG for an oversized environment); then exits.
