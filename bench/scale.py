@@ -26,8 +26,8 @@ far placement got, then sleeps 0.5 s) nor another probe can hold one up on Pytho
 they were threads of one process, and their first requests, sent at the same instant, measured their turns
 at the GIL: up to 30 ms). That poll (`--progress`) asks for each bulk group's counts by status
 (`GET /v1/groups/{id}`, one request per group: counts the server keeps in memory while the group has jobs
-there; a count over the group's jobs in the store until session 30), or with `--progress list` lists every job in pages of `--progress-page` (1000), as
-this script did until session 29: at 100,000 jobs each such poll takes seconds of the server's CPU (a
+there; a count over the group's jobs in the store until session 30), or with `--progress list` lists
+every job in pages of `--progress-page` (1000), as this script did until session 29: at 100,000 jobs each such poll takes seconds of the server's CPU (a
 listing of 46 MB of JSON), so the server spends most of the window serving the benchmark's own poll.
 For each probe it prints count, p50, p99 and max, and the 5 worst samples with when they were sent
 (seconds since the first bulk POST) and how far placement had got by then. A probe sends one request at
@@ -45,7 +45,6 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -120,59 +119,44 @@ def probe_requests(interval_ms):
     }
 
 
-def probe_process(host, port, interval_ms, names, ready, go, stop, t0_value, out):
-    """Child process: one thread per probe (the script starts one process per probe, so that no probe
-    waits for another's turn at Python's GIL); sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
-    results = {}
-    threads = []
-    probes = {k: v for k, v in probe_requests(interval_ms).items() if k in names}
-    connected = threading.Barrier(len(probes) + 1)
-
-    def run(name, method, target, body, expect, every):
-        samples, errors = [], []
-        results[name] = {"samples": samples, "errors": errors}
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn = HTTPConnection(host, port, timeout=120)
+def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out):
+    """Child process running probe `name` (one process per probe, so that no probe waits for another's
+    turn at Python's GIL); sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
+    method, target, body, expect, every = probe_requests(interval_ms)[name]
+    samples, errors = [], []
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    conn = HTTPConnection(host, port, timeout=120)
+    try:
+        conn.connect()
+        # One request before the measured ones, so that the first sample is not this process's own
+        # first use of http.client (its lazy imports and parsers) at the very instant the probes and
+        # the bulk POSTs all start.
+        conn.request("GET", "/v1/health")
+        conn.getresponse().read()
+    finally:
+        ready.set()
+    go.wait()
+    t0 = t0_value.value
+    while not stop.is_set():
+        sent = time.monotonic()
         try:
-            conn.connect()
-            # One request before the measured ones, so that the first sample is not this process's
-            # own first use of http.client (its lazy imports and parsers) at the very instant the
-            # four probes and the bulk POSTs all start.
-            conn.request("GET", "/v1/health")
-            conn.getresponse().read()
-        finally:
-            connected.wait()
-        go.wait()
-        t0 = t0_value.value
-        while not stop.is_set():
-            sent = time.monotonic()
-            try:
-                conn.request(method, target, body=body, headers=headers)
-                r = conn.getresponse()
-                r.read()
-                ms = (time.monotonic() - sent) * 1000
-                if r.status in expect:
-                    samples.append((round(sent - t0, 4), round(ms, 3)))
-                else:
-                    errors.append((round(sent - t0, 4), f"HTTP {r.status} after {ms:.1f} ms"))
-            except (OSError, HTTPException) as e:
-                errors.append((round(sent - t0, 4), f"{type(e).__name__}: {e}"))
-                conn.close()
-                conn = HTTPConnection(host, port, timeout=120)
-            wait = sent + every - time.monotonic()
-            if wait > 0:
-                stop.wait(wait)
-        conn.close()
-
-    for name, (method, target, body, expect, every) in probes.items():
-        t = threading.Thread(target=run, args=(name, method, target, body, expect, every), daemon=True)
-        t.start()
-        threads.append(t)
-    connected.wait()
-    ready.set()
-    for t in threads:
-        t.join()
-    out.send(results)
+            conn.request(method, target, body=body, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            ms = (time.monotonic() - sent) * 1000
+            if r.status in expect:
+                samples.append((round(sent - t0, 4), round(ms, 3)))
+            else:
+                errors.append((round(sent - t0, 4), f"HTTP {r.status} after {ms:.1f} ms"))
+        except (OSError, HTTPException) as e:
+            errors.append((round(sent - t0, 4), f"{type(e).__name__}: {e}"))
+            conn.close()
+            conn = HTTPConnection(host, port, timeout=120)
+        wait = sent + every - time.monotonic()
+        if wait > 0:
+            stop.wait(wait)
+    conn.close()
+    out.send({name: {"samples": samples, "errors": errors}})
     out.close()
 
 
@@ -254,7 +238,7 @@ def main():
             ready = ctx.Event()
             recv_end, send_end = ctx.Pipe(duplex=False)
             prober = ctx.Process(target=probe_process,
-                                 args=(hostport.hostname, hostport.port, args.probe_interval_ms, [name],
+                                 args=(hostport.hostname, hostport.port, name, args.probe_interval_ms,
                                        ready, go, stop, t0_value, send_end), daemon=True)
             prober.start()
             send_end.close()
