@@ -248,6 +248,7 @@ Status Core::Execute(Plan& plan) {
 }
 
 void Core::CountCommitted(const Plan& plan) {
+  for (const auto& [group, from, to] : plan.tally_moves) tallies_.Move(group, from, to);
   for (const UsageRecord& u : plan.batch.usage) {
     shares_.AddEnded(u);
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
@@ -306,26 +307,21 @@ void Core::Undo(Plan& plan) {
     Touch(id);
     // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
     // counted again where it was then.
-    // So do the group tallies: a job back to its status before, or out of memory again.
-    std::optional<JobStatus> tallied_now;
-    if (auto now = jobs_.find(id); now != jobs_.end()) {
-      UncountJob(now->second);
-      tallied_now = now->second.tallied;
-    }
+    // (The group tallies were not moved: that waits for the commit, Plan::tally_moves.)
+    auto now = jobs_.find(id);
+    if (now != jobs_.end()) UncountJob(now->second);
     if (before) {
       ActiveJob& restored = jobs_[id];
       restored = std::move(*before);
       AddToCounts(restored);
-      if (tallied_now && restored.tallied) {
-        tallies_.Move(*restored.row.group, *tallied_now, *restored.tallied);
-      }
     } else {
       // A job the plan brought into memory (HoldEndedAttempts) leaves it again.
-      if (auto gone = jobs_.find(id); gone != jobs_.end()) {
-        if (tallied_now) tallies_.Leave(*gone->second.row.group);
-        if (gone->second.row.group) group_limits_.JobGone(*gone->second.row.group);
-        waiters_.JobGone(gone->second.row.spec_id);
-        jobs_.erase(gone);
+      if (now != jobs_.end()) {
+        const JobRow& row = now->second.row;
+        if (now->second.tallied) tallies_.Leave(*row.group);
+        if (row.group) group_limits_.JobGone(*row.group);
+        waiters_.JobGone(row.spec_id);
+        jobs_.erase(now);
       }
     }
   }
@@ -334,10 +330,7 @@ void Core::Undo(Plan& plan) {
   if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
   if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
   for (auto& [key, before] : plan.deps_before) waiters_.Restore(key, std::move(before));
-  for (auto& [group, before] : plan.group_limits_before) {
-    group_limits_.Restore(group, before);
-    tallies_.SetLimit(group, before);
-  }
+  for (auto& [group, before] : plan.group_limits_before) group_limits_.Restore(group, before);
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
 }

@@ -440,6 +440,9 @@ class Core {
     std::vector<std::string> closes;
     std::vector<std::pair<std::string, proto::WatchMessage>> sends;
     std::set<int64_t> wake_logs;
+    // (group, from, to): a job's moves in its group's tally, made there once committed (tallies_
+    // is read without the core's lock, so it never shows a change that may yet be undone).
+    std::vector<std::tuple<int64_t, JobStatus, JobStatus>> tally_moves;
     bool kick = false;  // request a scheduling pass
     bool reap = false;  // drop jobs that ended for good from memory
     std::map<int64_t, std::optional<ActiveJob>> jobs_before;
@@ -523,8 +526,9 @@ class Core {
   // it belongs now (moving it from where it was counted), UncountJob takes it out (it leaves
   // jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
-  // Moves the job in its group's tally to its status now (CountJob calls it).
-  void TallyJob(ActiveJob& job) REQUIRES(mu_);
+  // Notes the job's move in its group's tally to its status now, for once `plan` is committed
+  // (Transition calls it).
+  void TallyJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);
   // Starts the tallies of the groups of the jobs just loaded, from the store's counts.
   Status LoadGroupTallies() REQUIRES(mu_);
   // The count group of (pool, user's team); a job's, looked up once and kept with it.

@@ -192,7 +192,6 @@ uint32_t Core::CountGroupOf(ActiveJob& job) {
 }
 
 void Core::CountJob(ActiveJob& job) {
-  TallyJob(job);
   std::optional<std::pair<int, uint32_t>> key;
   if (!IsTerminal(job.row.status) || job.terminating) {
     const int slot = job.terminating ? JobCounts::kStoppingSlot : static_cast<int>(job.row.status);

@@ -5,10 +5,10 @@
 
 namespace berth {
 
-void Core::TallyJob(ActiveJob& job) {
+void Core::TallyJob(Plan& plan, ActiveJob& job) {
   if (!job.tallied || *job.tallied == job.row.status || !job.row.group) return;
-  tallies_.Move(*job.row.group, *job.tallied, job.row.status);
-  job.tallied = job.row.status;
+  plan.tally_moves.emplace_back(*job.row.group, *job.tallied, job.row.status);
+  job.tallied = job.row.status;  // with the job: an undo puts it back
 }
 
 Status Core::LoadGroupTallies() {

@@ -15,6 +15,7 @@ void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::s
   MutJob(plan, job);
   job.row.status = status;
   job.row.reason = reason;
+  TallyJob(plan, job);
   if (status == JobStatus::kRunning && !job.row.started_at) {
     job.row.started_at = now;
     job.running_since = clock_.Monotonic();

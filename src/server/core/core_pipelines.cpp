@@ -315,9 +315,10 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
   audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
   plan.batch.audit.push_back(std::move(audit));
   group_limits_.Set(group, max_running);
-  tallies_.SetLimit(group, max_running);
   plan.kick = true;  // a higher limit may let more of its jobs start now
-  return Execute(plan);
+  Status st = Execute(plan);
+  if (st.ok()) tallies_.SetLimit(group, max_running);  // read without the lock: once committed
+  return st;
 }
 
 }  // namespace berth

@@ -5,6 +5,8 @@
 // finished jobs (still counted), a failed commit's undo, and a restart mid-group.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core_fixture.h"
 
 namespace berth::testing {
@@ -122,6 +124,20 @@ TEST_F(GroupTallyTest, AFailedCommitLeavesTheTallyAsItWas) {
   ASSERT_TRUE(core_->RunPass());
   EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 1}, {JobStatus::kStarting, 2}}));
   EXPECT_EQ(Tallied(group), InStore(group));
+}
+
+// The tally is read without the core's lock, so it must not show a change still being committed
+// (one that may yet be undone): while a pass's placement waits in the store, it still says pending.
+TEST_F(GroupTallyTest, AChangeBeingCommittedIsNotShownYet) {
+  Register("n1", 2);
+  auto [group, ids] = SubmitGroup(2);
+  store_->HoldWrites(true);
+  std::thread pass([this] { EXPECT_TRUE(core_->RunPass()); });
+  while (store_->held_writes() < 1) std::this_thread::yield();
+  EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 2}}));
+  store_->HoldWrites(false);
+  pass.join();
+  EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kStarting, 2}}));
 }
 
 // A restart mid-group starts its tally from the store, finished (and no longer loaded) jobs
