@@ -3,7 +3,8 @@
 // plays each job's supervisor by writing its output and events itself.
 //
 // Every test runs one agent for node n1, which declares two V100s, 4 CPUs and 8 GiB, on its own
-// thread, and waits for what it does (WaitFor) instead of sleeping.
+// thread, and waits for what it does (WaitFor) instead of sleeping. Its commands (podman's version
+// at start, health probes) go to a FakeCommandRunner: the node has podman 4.3.1 and nothing else.
 #include "agent/agent.h"
 
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "common/files.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_connection.h"
+#include "fakes/fake_health.h"
 #include "fakes/fake_launcher.h"
 #include "fakes/temp_dir.h"
 #include "supervise/supervisor.h"
@@ -34,6 +36,7 @@ namespace {
 using proto::AttemptRank;
 using proto::ReportEvent;
 using testing::FakeClock;
+using testing::FakeCommandRunner;
 using testing::FakeConnection;
 using testing::FakeLauncher;
 using testing::TempDir;
@@ -42,6 +45,10 @@ using testing::WaitFor;
 // How long a test waits for the agent to do something: ample, since each wait normally ends in
 // a few milliseconds.
 constexpr int kTimeoutMs = 3000;
+// How long a test waits for the agent's start (its first registration): it detects the node's
+// cgroups and makes its own, which takes longer on a loaded machine (a sanitizer run beside
+// others).
+constexpr int kStartTimeoutMs = 30'000;
 constexpr int64_t kSpecId = 7;
 
 class AgentTest : public ::testing::Test {
@@ -53,6 +60,12 @@ class AgentTest : public ::testing::Test {
     options_.cpus = 4000;
     options_.memory = 8192;
     connection_.AddSpec(kSpecId, R"({"run":"echo hi"})");
+    // A podman the agent finds (an executable file) and asks its version through the runner.
+    options_.podman = tools_.path() + "/podman";
+    WriteFileInPlace(options_.podman, "#!/bin/sh\nexit 1\n", 0755);
+    commands_->On(options_.podman,
+                  [](const auto&) { return FakeCommandRunner::Exit(0, "podman version 4.3.1\n"); });
+    options_.command_runner = commands_;
   }
 
   ~AgentTest() override {
@@ -67,6 +80,9 @@ class AgentTest : public ::testing::Test {
   void StartAgent() {
     agent_ = std::make_unique<Agent>(options_, clock_, connection_, launcher_);
     thread_ = std::thread([this] { run_status_ = agent_->Run(); });
+    // Every test's agent registers; waiting for that here leaves each test's own waits the
+    // agent's work alone, not its start.
+    ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
   }
 
   std::string JobDir(const std::string& key) const { return state_.path() + "/jobs/" + key; }
@@ -101,6 +117,8 @@ class AgentTest : public ::testing::Test {
   }
 
   TempDir state_;
+  TempDir tools_;
+  std::shared_ptr<FakeCommandRunner> commands_ = std::make_shared<FakeCommandRunner>();
   AgentOptions options_;
   FakeClock clock_;
   FakeConnection connection_;
@@ -115,7 +133,7 @@ class AgentTest : public ::testing::Test {
 // reports the rank accepted. The run sees GPU 1 only; setup sees no CUDA_VISIBLE_DEVICES at all.
 TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   StartAgent();
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
   proto::RegisterRequest joined = connection_.registers()[0];
   EXPECT_EQ(joined.name, "n1");
   EXPECT_EQ(joined.cpus_milli, 4000);
@@ -134,13 +152,11 @@ TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   EXPECT_EQ(plan->run_env["BERTH_JOB_ID"], "1");
   EXPECT_EQ(plan->setup_env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(plan->setup_env["BERTH_JOB_ID"], "1");
-  // The node's name; where podman is here, the user's podman in their image store.
+  // The node's name, and (podman is here) the user's podman in their image store.
   EXPECT_EQ(plan->run_env["BERTH_NODE"], "n1");
   EXPECT_EQ(plan->setup_env["BERTH_NODE"], "n1");
-  if (plan->run_env.count("BERTH_PODMAN")) {
-    EXPECT_EQ(plan->run_env["BERTH_PODMAN"],
-              state_.path() + "/containers/" + std::to_string(::geteuid()) + "/podman");
-  }
+  EXPECT_EQ(plan->run_env["BERTH_PODMAN"],
+            state_.path() + "/containers/" + std::to_string(::geteuid()) + "/podman");
   EXPECT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kAccepted));
 }
 
@@ -333,7 +349,7 @@ TEST_F(AgentTest, TheSpecsDirectoryOfEarlierAgentsIsRemoved) {
     std::ofstream(state_.path() + "/specs/" + std::to_string(i) + ".json") << "{}";
   }
   StartAgent();
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
   EXPECT_TRUE(WaitFor(
       [&] {
         return !std::filesystem::exists(state_.path() + "/specs") &&
@@ -417,7 +433,7 @@ TEST_F(AgentTest, ReAdoptionReportsExitsThatHappenedWhileTheAgentWasAway) {
 
   StartAgent();
 
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
   EXPECT_EQ(connection_.registers()[0].running, (std::vector<AttemptRank>{{5, 2, 0}}));
   ASSERT_TRUE(WaitForReport({5, 2, 0}, ReportEvent::kExited));
   auto exited = *Reported({5, 2, 0}, ReportEvent::kExited);
@@ -493,7 +509,7 @@ TEST_F(AgentTest, SparesSurviveARestartAndAreNotTakenForJobs) {
   std::ofstream(spare + "/output.log").flush();
 
   StartAgent();
-  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kTimeoutMs));
+  ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
   EXPECT_TRUE(connection_.registers()[0].running.empty());
   connection_.Push(LaunchOf({3, 1, 0}, {0}));
   ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
