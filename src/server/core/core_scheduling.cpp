@@ -26,9 +26,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
     in.node_gens.emplace(name, node.sched_gen);
   }
   std::map<int64_t, int> group_running;
-  // This runs under the lock, so a submission waits for it: no reallocation of 100,000 requests,
-  // no hash table of their generations (sorted by id, as both indexes are: merged, then searched).
-  snap.pending.reserve(pending_index_.size());
+  // This runs under the lock, so a submission waits for it: no copy or reallocation of 100,000
+  // requests (ExpandPending copies them after), no hash table of their generations (sorted by id,
+  // as both indexes are: merged, then searched).
+  in.pending.reserve(pending_index_.size());
   snap.running.reserve(held_index_.size() + dying_.size());
   in.job_gens.reserve(pending_index_.size() + held_index_.size());
   auto pending = pending_index_.begin();
@@ -40,8 +41,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
       // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
       // nothing back, reserve nothing, and cost the pass nothing but this check.
       if (Eligible(job, now)) {
-        snap.pending.push_back(*job.request);
-        snap.pending.back().id = pending->first;
+        in.pending.emplace_back(pending->first, job.request.get());
+        // A submission's jobs share their request and sit together in id order: one reference
+        // each, mostly.
+        if (in.keep.empty() || in.keep.back() != job.request) in.keep.push_back(job.request);
         in.job_gens.emplace_back(pending->first, job.gen);
       }
       ++pending;
@@ -76,6 +79,17 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   }
   AddShares(snap);
   return in;
+}
+
+void Core::ExpandPending(PassInput& in) {
+  std::vector<sched::JobRequest>& out = in.snapshot.pending;
+  out.reserve(out.size() + in.pending.size());
+  for (const auto& [id, request] : in.pending) {
+    out.push_back(*request);
+    out.back().id = id;
+  }
+  in.pending = {};
+  in.keep = {};
 }
 
 // --- The pass index ---
@@ -251,6 +265,7 @@ bool Core::RunPass() {
     in = BuildPassInput(clock_.Now());
     hook = pass_hook_;
   }
+  ExpandPending(in);
 
   // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
   const auto pass_start = std::chrono::steady_clock::now();
