@@ -28,7 +28,10 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   std::map<int64_t, int> group_running;
   // This runs under the lock, so a submission waits for it: no copy or reallocation of 100,000
   // requests (ExpandPending copies them after), no hash table of their generations (sorted by id,
-  // as both indexes are: merged, then searched).
+  // as both indexes are: merged, then searched). The snapshot's vector of requests is reserved
+  // first, as the biggest block: allocated after the smaller ones it no longer fits the scheduler
+  // thread's heap, and every pass mapped a fresh one and faulted ~30 MB in (measured).
+  snap.pending.reserve(pending_index_.size());
   in.pending.reserve(pending_index_.size());
   snap.running.reserve(held_index_.size() + dying_.size());
   in.job_gens.reserve(pending_index_.size() + held_index_.size());

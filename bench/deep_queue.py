@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Small submissions into a deep queue (issue 37): how long a one-job POST waits while passes run.
+
+Starts a local cluster whose only node has one GPU, holds that GPU with a sleeping job, submits
+--pending jobs that need it (groups of 10,000; they stay PENDING), then sends --posts single-job
+POSTs, one every --gap-ms, over one keep-alive connection. Every POST asks for a scheduling pass,
+so passes over the whole queue run back to back, and a POST waits whenever it meets one holding
+the core's lock. Prints the POSTs' p50 / p90 / max and the server's CPU meanwhile.
+
+    python3 bench/deep_queue.py --berth build/src/berth [--pending 100000] [--posts 300]
+"""
+import argparse
+import http.client
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bulk  # noqa: E402
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--berth", default=os.path.join(bulk.ROOT, "build", "src", "berth"))
+    ap.add_argument("--pending", type=int, default=100_000)
+    ap.add_argument("--posts", type=int, default=300)
+    ap.add_argument("--gap-ms", type=float, default=5)
+    ap.add_argument("--tmpdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="berth-deep-", dir=args.tmpdir)
+    c = bulk.Cluster(os.path.abspath(args.berth), tmp, "deep", gpus="BENCH:1")
+    try:
+        gpu = {"cpus": 1, "accelerators": {"BENCH": 1}}
+        blocker = bulk.http(c.url + "/v1/jobs", "POST",
+                            {"spec": c.spec(name="blocker", run="sleep 3600", resources=gpu)})["jobs"][0]
+        deadline = time.time() + 30
+        while bulk.http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
+            if time.time() > deadline:
+                raise RuntimeError("the GPU-holding job did not start")
+            time.sleep(0.01)
+        left = args.pending
+        while left > 0:
+            n = min(10_000, left)
+            bulk.http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=gpu), "num_jobs": n})
+            left -= n
+        time.sleep(1)
+        host, port = c.url.split("//")[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port))
+        body = json.dumps({"spec": c.spec(name="one", resources=gpu)})
+        lat = []
+        cpu0 = cpu_s(c.server_pid)
+        for _ in range(args.posts):
+            t = time.perf_counter()
+            conn.request("POST", "/v1/jobs", body, {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 201:
+                raise RuntimeError(f"POST answered {r.status}")
+            lat.append((time.perf_counter() - t) * 1000)
+            time.sleep(args.gap_ms / 1000)
+        cpu1 = cpu_s(c.server_pid)
+        lat.sort()
+        print(f"{args.posts} single-job POSTs into {args.pending} pending, one every {args.gap_ms:g} ms: "
+              f"p50 {lat[len(lat) // 2]:.2f} ms, p90 {lat[int(len(lat) * 0.9)]:.2f} ms, max {lat[-1]:.2f} ms; "
+              f"server CPU {cpu1 - cpu0:.2f} s")
+    finally:
+        c.down()
+
+
+if __name__ == "__main__":
+    main()
