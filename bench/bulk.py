@@ -247,6 +247,25 @@ def timeline(jobs, t0_wall):
             "last_end_s": max(en) - t0_wall if en else None, "statuses": counts}
 
 
+def queue_behind_held_gpu(c, jobs, batch=10_000):
+    """On a cluster whose only node has one GPU (gpus="BENCH:1"): holds the GPU with a sleeping job,
+    then submits `jobs` jobs that need it, in POSTs of `batch` (they stay PENDING). Returns the
+    resources those jobs ask for."""
+    gpu = {"cpus": 1, "accelerators": {"BENCH": 1}}
+    blocker = http(c.url + "/v1/jobs", "POST", {"spec": c.spec(name="blocker", run="sleep 3600", resources=gpu)})["jobs"][0]
+    deadline = time.time() + 30
+    while http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
+        if time.time() > deadline:
+            raise RuntimeError("the GPU-holding job did not start")
+        time.sleep(0.01)
+    left = jobs
+    while left > 0:
+        n = min(left, batch)
+        http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=gpu), "num_jobs": n})
+        left -= n
+    return gpu
+
+
 def bench_bulk_cli(berth, tmp, i, n=1000):
     c = Cluster(berth, tmp, f"bulk-cli-{i}")
     try:

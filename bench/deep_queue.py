@@ -38,19 +38,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="berth-deep-", dir=args.tmpdir)
     c = bulk.Cluster(os.path.abspath(args.berth), tmp, "deep", gpus="BENCH:1")
     try:
-        gpu = {"cpus": 1, "accelerators": {"BENCH": 1}}
-        blocker = bulk.http(c.url + "/v1/jobs", "POST",
-                            {"spec": c.spec(name="blocker", run="sleep 3600", resources=gpu)})["jobs"][0]
-        deadline = time.time() + 30
-        while bulk.http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
-            if time.time() > deadline:
-                raise RuntimeError("the GPU-holding job did not start")
-            time.sleep(0.01)
-        left = args.pending
-        while left > 0:
-            n = min(10_000, left)
-            bulk.http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=gpu), "num_jobs": n})
-            left -= n
+        gpu = bulk.queue_behind_held_gpu(c, args.pending)
         time.sleep(1)
         host, port = c.url.split("//")[1].split(":")
         conn = http.client.HTTPConnection(host, int(port))

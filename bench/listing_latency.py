@@ -29,19 +29,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="berth-listing-")
     c = bulk.Cluster(os.path.abspath(args.berth), tmp, "listing", gpus="BENCH:1")
     try:
-        gpu = {"cpus": 1, "accelerators": {"BENCH": 1}}
-        blocker = bulk.http(c.url + "/v1/jobs", "POST",
-                            {"spec": c.spec(name="blocker", run="sleep 3600", resources=gpu)})["jobs"][0]
-        deadline = time.time() + 30
-        while bulk.http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
-            if time.time() > deadline:
-                raise RuntimeError("the GPU-holding job did not start")
-            time.sleep(0.01)
-        left = args.jobs
-        while left > 0:
-            n = min(left, 10_000)
-            bulk.http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=gpu), "num_jobs": n})
-            left -= n
+        bulk.queue_behind_held_gpu(c, args.jobs)
         time.sleep(3)  # a scheduling pass over the whole queue has ended
         out = {}
         for name, path in [("jobs_page", "/v1/jobs?limit=1"), ("queue", "/v1/queue"), ("health", "/v1/health")]:
