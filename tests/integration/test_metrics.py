@@ -124,6 +124,7 @@ class MetricsTest(BerthTestCase):
                            ("berth_admission_wait_seconds", "histogram"),
                            ("berth_job_run_seconds", "histogram"),
                            ("berth_scheduler_pass_seconds", "histogram"),
+                           ("berth_scheduler_passes_total", "counter"),
                            ("berth_store_commit_seconds", "histogram"),
                            ("berth_http_request_seconds", "histogram"),
                            ("berth_jobs_finished_total", "counter"),
@@ -156,6 +157,7 @@ class MetricsTest(BerthTestCase):
         self.assertGreater(value(samples, "berth_user_gpu_seconds_total", user="root",
                                  gpu_type="V100"), 0)
         self.assertGreaterEqual(value(samples, "berth_scheduler_pass_seconds_count"), 1)
+        self.assertGreaterEqual(value(samples, "berth_scheduler_passes_total", outcome="decided"), 1)
         self.assertGreaterEqual(value(samples, "berth_store_commit_seconds_count"), 2)
         self.assertEqual(value(samples, "berth_build_info"), 1)
 

@@ -359,6 +359,7 @@ void Core::ReapFinished(const Plan& plan) {
 }
 
 void Core::RequestPassLocked() {
+  if (pass_requested_) return;  // the scheduler thread is not waiting for one: nobody to wake
   pass_requested_ = true;
   pass_cv_.SignalAll();
 }
@@ -385,6 +386,11 @@ bool Core::WaitForPassRequest(DurationMs timeout_ms) {
     if (shares_.ExpireReclaims(clock_.Now())) pass_requested_ = true;
   }
   if (shutdown_ || !pass_requested_) return false;
+  if (int64_t paced = pass_not_before_ - clock_.Monotonic(); paced > 0) {
+    // Woken early only by Shutdown: further requests do not signal while one is pending.
+    if (timeout_ms > 0) pass_cv_.WaitFor(mu_, std::min(paced, timeout_ms));
+    if (shutdown_ || clock_.Monotonic() < pass_not_before_) return false;
+  }
   pass_requested_ = false;
   return true;
 }

@@ -83,7 +83,13 @@ struct CoreOptions {
   DurationMs interactive_idle_limit_ms = 0;
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
-  size_t pass_commit_chunk = 500;       // decisions applied per commit (and per hold of the lock)
+  size_t pass_commit_chunk = 500;  // decisions applied per commit (and per hold of the lock)
+  // After a pass that decided nothing (jobs pending, none placed or preempting), the next pass
+  // starts no sooner than this many times that pass's length after it ended (at most
+  // max_pass_pacing_ms; 0: at once), so that a stream of submissions into a queue that cannot move
+  // costs at most 1/(1 + pacing) of a CPU in passes instead of a whole one (docs/design.md).
+  int fruitless_pass_pacing = 3;
+  DurationMs max_pass_pacing_ms = 1'000;
   int max_group_commit_jobs = 200'000;  // jobs written in one group commit of submissions
   // Fair share (docs/fair-share.md).
   UsageConfig usage;                 // half-life and GPU weights
@@ -335,7 +341,9 @@ class Core {
       EXCLUDES(mu_);
   void RequestPass() EXCLUDES(mu_);
   // Waits up to `timeout_ms` for RequestPass(); true (and the request taken) when there was one,
-  // or when a team's reclaim has left its rate-limit window since (a held job may reclaim now).
+  // or when a team's reclaim has left its rate-limit window since (a held job may reclaim now),
+  // and the pacing after a pass that decided nothing is over (CoreOptions::fruitless_pass_pacing);
+  // false with the request kept while that pacing lasts.
   bool WaitForPassRequest(DurationMs timeout_ms) EXCLUDES(mu_);
   // One scheduling pass. Returns false when a commit failed (the rest is retried by a later pass).
   bool RunPass() EXCLUDES(mu_);
@@ -424,6 +432,17 @@ class Core {
     bool time_limited = false;  // running, with a time limit: CheckTimeLimits looks at it
     bool holds_gpus = false;    // running, with GPUs: its usage so far counts for fair share
     TimeMs placed_at = 0;       // when its current attempt was placed
+  };
+  // A pending job as the pass index files it (see pending_index_): what a snapshot reads of it,
+  // copied at generation `gen` of the job, so that a pass walks one vector instead of 100,000 jobs
+  // scattered over the heap (a cache miss or two each, under the lock).
+  struct PendingView {
+    ActiveJob* job = nullptr;                    // into jobs_
+    const sched::JobRequest* request = nullptr;  // job->request
+    uint64_t gen = 0;
+    std::optional<TimeMs> not_before;  // a restart's backoff
+    bool awaits_dependencies = false;  // it has dependencies and was never placed
+    bool operator==(const PendingView&) const = default;
   };
   struct CancelSeqs {
     uint64_t seq = 0;                          // +1 per cancel-all
@@ -616,8 +635,9 @@ class Core {
   void DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
   void CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why, TimeMs now)
       REQUIRES(mu_);
-  // Whether a pending job may be placed now: its dependencies hold and its backoff is over.
-  bool Eligible(const ActiveJob& job, TimeMs now) const REQUIRES(mu_);
+  // Whether pending job `id` may be placed now: its dependencies hold, its backoff is over and no
+  // cancel of it is owed.
+  bool Eligible(int64_t id, const PendingView& job, TimeMs now) const REQUIRES(mu_);
   // Writes the waiting reasons of the jobs of waiters `keys` ("waiting for job 10 (RUNNING)").
   void WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys) REQUIRES(mu_);
   std::string DependencyReason(sched::Dependencies::Key key) const REQUIRES(mu_);
@@ -649,10 +669,12 @@ class Core {
   // RefreshPassIndex brings the index up to date with the touched jobs.
   void Touch(int64_t id) REQUIRES(mu_);
   void RefreshPassIndex() REQUIRES(mu_);
-  // Files job `id` (absent: erased) in pending_index_, and returns its entry for held_index_ if it
-  // holds resources (`was`: its entry before, reused while the job's generation is the same).
+  // Job `id`'s entry for held_index_ if it holds resources (`job` null: erased; `was`: its entry
+  // before, reused while the job's generation is the same).
   std::optional<HeldView> IndexJob(int64_t id, ActiveJob* job, std::optional<HeldView> was)
       REQUIRES(mu_);
+  // Its entry for pending_index_.
+  static PendingView PendingViewOf(ActiveJob& job);
   // Whether the index equals a walk of every job (checked before each snapshot in debug builds).
   bool PassIndexConsistent() REQUIRES(mu_);
   // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
@@ -752,14 +774,15 @@ class Core {
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
   // The pass index: what a snapshot needs of jobs_, kept current by the changes themselves, so that
   // taking a snapshot walks the pending and the resource-holding jobs, not a tree of every job.
-  // `pending_index_` points into jobs_ (map nodes do not move; an erased job is touched and leaves
+  // Both are vectors sorted by id (a walk of 100,000 tree nodes scattered over the heap was most of
+  // a snapshot's cost; the touched entries are merged in). `pending_index_`: every pending job's
+  // PendingView, pointing into jobs_ (map nodes do not move; an erased job is touched and leaves
   // the index before the next snapshot). `held_index_`: every job that holds resources (active,
   // or ended and still stopping), with its scheduler view built once per change (generation
-  // `gen`), sorted by id in one vector (a walk of 100,000 tree nodes scattered over the heap was
-  // most of a snapshot's cost; the touched entries are merged in). `touched_` holds the ids changed
-  // since the last snapshot; past an eighth of jobs_ (+ 64), the index is rebuilt from jobs_
-  // instead (`rebuild_index_`), so it stays bounded by jobs_.
-  std::map<int64_t, ActiveJob*> pending_index_ GUARDED_BY(mu_);
+  // `gen`). `touched_` holds the ids changed since the last snapshot; past an eighth of jobs_
+  // (+ 64), the index is rebuilt from jobs_ instead (`rebuild_index_`), so it stays bounded by
+  // jobs_.
+  std::vector<std::pair<int64_t, PendingView>> pending_index_ GUARDED_BY(mu_);
   std::vector<std::pair<int64_t, HeldView>> held_index_ GUARDED_BY(mu_);
   std::set<int64_t> touched_ GUARDED_BY(mu_);
   bool rebuild_index_ GUARDED_BY(mu_) = true;
@@ -795,6 +818,8 @@ class Core {
   CancelSeqs cancel_ GUARDED_BY(mu_);
   std::function<void()> pass_hook_ GUARDED_BY(mu_);
   bool pass_requested_ GUARDED_BY(mu_) = false;
+  // Monotonic time before which no pass starts (the pacing after a pass that decided nothing).
+  int64_t pass_not_before_ GUARDED_BY(mu_) = 0;
   bool shutdown_ GUARDED_BY(mu_) = false;
   CondVar pass_cv_;
 

@@ -36,6 +36,11 @@ struct CoreMetrics {
       "Run time of jobs that ended (from start to end of their last attempt), by final status.",
       {"status"},
       metrics::HistogramFamily::SlowSeconds()};
+  metrics::CounterFamily passes{
+      "berth_scheduler_passes_total",
+      "Scheduling passes over pending jobs: outcome=decided (placed or preempted something) or "
+      "nothing (decided nothing; the next pass waits three times as long as this one took).",
+      {"outcome"}};
   metrics::CounterFamily jobs_finished{
       "berth_jobs_finished_total", "Jobs that reached a final status, by that status.", {"status"}};
   metrics::CounterFamily preemptions{

@@ -238,13 +238,13 @@ void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
   DrainDependencyFailures(plan, now);
 }
 
-bool Core::Eligible(const ActiveJob& job, TimeMs now) const {
-  if (job.row.not_before && *job.row.not_before > now) return false;
-  if (owed_cancels_.count(job.row.id)) return false;  // cancelled; the commit is being retried
+bool Core::Eligible(int64_t id, const PendingView& job, TimeMs now) const {
+  if (job.not_before && *job.not_before > now) return false;
+  if (!owed_cancels_.empty() && owed_cancels_.count(id)) return false;  // the commit is retried
   // A job placed before had its dependencies met, and they never stop holding.
-  if (job.spec->depends_on.empty() || job.row.attempt > 0) return true;
+  if (!job.awaits_dependencies) return true;
   // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
-  const sched::Dependencies::Waiter* w = waiters_.Find(job.row.spec_id);
+  const sched::Dependencies::Waiter* w = waiters_.Find(job.job->row.spec_id);
   return w != nullptr && w->state == sched::DepState::kMet;
 }
 

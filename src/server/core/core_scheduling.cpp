@@ -2,9 +2,11 @@
 // decisions applied under the lock in chunks, each chunk one commit, with a generation check.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -13,6 +15,48 @@
 #include "server/core/core.h"
 
 namespace berth {
+namespace {
+
+// The pass index's vectors are sorted by id.
+template <class T>
+auto FindEntry(std::vector<std::pair<int64_t, T>>& index, int64_t id) {
+  return std::lower_bound(index.begin(), index.end(), id,
+                          [](const auto& entry, int64_t key) { return entry.first < key; });
+}
+
+// Merges `changes` (sorted by id; a value is an entry to add, nullopt one to remove) into `index`.
+// Entries added past the last one (a submission's new jobs) are appended in place.
+template <class T>
+void MergeChanges(std::vector<std::pair<int64_t, T>>& index,
+                  std::vector<std::pair<int64_t, std::optional<T>>>& changes) {
+  if (changes.empty()) return;
+  auto change = changes.begin();
+  if (index.empty() || changes.front().first > index.back().first) {
+    for (; change != changes.end() && change->second; ++change) {
+      index.emplace_back(change->first, std::move(*change->second));
+    }
+    if (change == changes.end()) return;
+  }
+  std::vector<std::pair<int64_t, T>> out;
+  out.reserve(index.size() + changes.size());
+  auto add_before = [&](int64_t id) {
+    for (; change != changes.end() && change->first < id; ++change) {
+      out.emplace_back(change->first, std::move(*change->second));  // only additions come first
+    }
+  };
+  for (auto& entry : index) {
+    add_before(entry.first);
+    if (change != changes.end() && change->first == entry.first) {
+      ++change;  // removed
+      continue;
+    }
+    out.push_back(std::move(entry));
+  }
+  add_before(std::numeric_limits<int64_t>::max());
+  index = std::move(out);
+}
+
+}  // namespace
 
 Core::PassInput Core::BuildPassInput(TimeMs now) {
   RefreshPassIndex();
@@ -40,14 +84,16 @@ Core::PassInput Core::BuildPassInput(TimeMs now) {
   while (pending != pending_index_.end() || held != held_index_.end()) {
     if (held == held_index_.end() ||
         (pending != pending_index_.end() && pending->first < held->first)) {
-      const ActiveJob& job = *pending->second;
+      const PendingView& job = pending->second;
       // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
       // nothing back, reserve nothing, and cost the pass nothing but this check.
-      if (Eligible(job, now)) {
-        in.pending.emplace_back(pending->first, job.request.get());
+      if (Eligible(pending->first, job, now)) {
+        in.pending.emplace_back(pending->first, job.request);
         // A submission's jobs share their request and sit together in id order: one reference
         // each, mostly.
-        if (in.keep.empty() || in.keep.back() != job.request) in.keep.push_back(job.request);
+        if (in.keep.empty() || in.keep.back().get() != job.request) {
+          in.keep.push_back(job.job->request);
+        }
         in.job_gens.emplace_back(pending->first, job.gen);
       }
       ++pending;
@@ -122,7 +168,7 @@ void Core::RefreshPassIndex() {
     pending_index_.clear();
     for (auto& [id, job] : jobs_) {
       if (job.row.status == JobStatus::kPending) {
-        pending_index_.emplace_hint(pending_index_.end(), id, &job);
+        pending_index_.emplace_back(id, PendingViewOf(job));
         continue;
       }
       while (was != held_index_.end() && was->first < id) ++was;
@@ -136,53 +182,51 @@ void Core::RefreshPassIndex() {
     touched_.clear();
     return;
   }
-  // A touched job that holds resources before and after is updated in place; the entries to add or
-  // remove (sorted by id, as touched_ is) are merged in with one pass over the vector.
-  std::vector<std::pair<int64_t, std::optional<HeldView>>> added_or_removed;
+  // A touched job filed before and after is updated in place; the entries to add or remove (sorted
+  // by id, as touched_ is) are merged in with one pass over each vector.
+  std::vector<std::pair<int64_t, std::optional<PendingView>>> pending_changes;
+  std::vector<std::pair<int64_t, std::optional<HeldView>>> held_changes;
   for (int64_t id : touched_) {
-    auto job = jobs_.find(id);
-    auto at = std::lower_bound(held_index_.begin(), held_index_.end(), id,
-                               [](const auto& entry, int64_t key) { return entry.first < key; });
+    auto found = jobs_.find(id);
+    ActiveJob* job = found == jobs_.end() ? nullptr : &found->second;
+    auto was_pending = FindEntry(pending_index_, id);
+    std::optional<PendingView> p;
+    if (job != nullptr && job->row.status == JobStatus::kPending) p = PendingViewOf(*job);
+    if (was_pending != pending_index_.end() && was_pending->first == id) {
+      if (p) {
+        was_pending->second = *p;
+      } else {
+        pending_changes.emplace_back(id, std::nullopt);
+      }
+    } else if (p) {
+      pending_changes.emplace_back(id, p);
+    }
+    auto at = FindEntry(held_index_, id);
     const bool present = at != held_index_.end() && at->first == id;
     std::optional<HeldView> h =
-        IndexJob(id, job == jobs_.end() ? nullptr : &job->second,
-                 present ? std::optional<HeldView>(std::move(at->second)) : std::nullopt);
+        IndexJob(id, job, present ? std::optional<HeldView>(std::move(at->second)) : std::nullopt);
     if (present && h) {
       at->second = std::move(*h);
     } else if (present || h) {
-      added_or_removed.emplace_back(id, std::move(h));  // nullopt: remove
+      held_changes.emplace_back(id, std::move(h));  // nullopt: remove
     }
   }
   touched_.clear();
-  if (added_or_removed.empty()) return;
-  std::vector<std::pair<int64_t, HeldView>> out;
-  out.reserve(held_index_.size() + added_or_removed.size());
-  auto change = added_or_removed.begin();
-  auto add_before = [&](int64_t id) {
-    for (; change != added_or_removed.end() && change->first < id; ++change) {
-      out.emplace_back(change->first, std::move(*change->second));  // only additions come first
-    }
-  };
-  for (auto& entry : held_index_) {
-    add_before(entry.first);
-    if (change != added_or_removed.end() && change->first == entry.first) {
-      ++change;  // removed
-      continue;
-    }
-    out.push_back(std::move(entry));
-  }
-  add_before(std::numeric_limits<int64_t>::max());
-  held_index_ = std::move(out);
+  MergeChanges(pending_index_, pending_changes);
+  MergeChanges(held_index_, held_changes);
+}
+
+Core::PendingView Core::PendingViewOf(ActiveJob& job) {
+  return PendingView{&job, job.request.get(), job.gen, job.row.not_before,
+                     !job.spec->depends_on.empty() && job.row.attempt == 0};
 }
 
 std::optional<Core::HeldView> Core::IndexJob(int64_t id, ActiveJob* job,
                                              std::optional<HeldView> was) {
-  if (job != nullptr && job->row.status == JobStatus::kPending) {
-    pending_index_[id] = job;
+  if (job == nullptr || job->row.status == JobStatus::kPending ||
+      (!IsActive(job->row.status) && !job->terminating)) {
     return std::nullopt;
   }
-  pending_index_.erase(id);
-  if (job == nullptr || (!IsActive(job->row.status) && !job->terminating)) return std::nullopt;
   if (was && was->gen == job->gen) return was;
   auto r = std::make_shared<sched::RunningJob>();
   r->id = id;
@@ -217,12 +261,13 @@ bool Core::PassIndexConsistent() {
   size_t held = 0;
   for (auto& [id, job] : jobs_) {
     if (job.row.status == JobStatus::kPending) {
-      auto it = pending_index_.find(id);
-      if (it == pending_index_.end() || it->second != &job) return false;
+      auto it = FindEntry(pending_index_, id);
+      if (it == pending_index_.end() || it->first != id || !(it->second == PendingViewOf(job))) {
+        return false;
+      }
       ++pending;
     } else if (IsActive(job.row.status) || job.terminating) {
-      auto it = std::lower_bound(held_index_.begin(), held_index_.end(), id,
-                                 [](const auto& entry, int64_t key) { return entry.first < key; });
+      auto it = FindEntry(held_index_, id);
       if (it == held_index_.end() || it->first != id || it->second.gen != job.gen) return false;
       const sched::RunningJob& r = *it->second.view;
       if (r.attempt != job.row.attempt || r.placement != job.row.placement ||
@@ -260,11 +305,15 @@ void Core::NoteNodeGens(const Placement& placement,
 }
 
 bool Core::RunPass() {
+  const int64_t began = clock_.Monotonic();
   PassInput in;
   std::function<void()> hook;
   {
     MutexLock lock(mu_);
-    if (!counts_.AnyPending()) return true;  // without a walk of the running jobs
+    if (!counts_.AnyPending()) {
+      pass_not_before_ = 0;
+      return true;  // without a walk of the running jobs
+    }
     in = BuildPassInput(clock_.Now());
     hook = pass_hook_;
   }
@@ -281,6 +330,7 @@ bool Core::RunPass() {
   // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
   // lock, so that a pass placing 100,000 jobs never holds the lock for long.
   size_t total = result.placements.size() + result.preemptions.size();
+  metrics_.passes.Add({total > 0 ? "decided" : "nothing"});
   size_t next = 0;
   bool dropped = false;
   while (next < total) {
@@ -320,11 +370,17 @@ bool Core::RunPass() {
     }
     waiting_.Placed(placed);
   }
-  last_pass_with_work_ = clock_.Monotonic();
-  if (dropped) {
-    MutexLock lock(mu_);
-    RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot
-  }
+  const int64_t ended = clock_.Monotonic();
+  last_pass_with_work_ = ended;
+  MutexLock lock(mu_);
+  // A pass that decided nothing paces the next (CoreOptions::fruitless_pass_pacing): until
+  // something changes that lets a job start, every pass over a deep queue finds the same, and
+  // each submission asks for one.
+  pass_not_before_ =
+      total > 0 ? 0
+                : ended + std::min<int64_t>(options_.max_pass_pacing_ms,
+                                            (ended - began) * options_.fruitless_pass_pacing);
+  if (dropped) RequestPassLocked();  // what changed under the pass is decided again afresh
   return true;
 }
 

@@ -1,6 +1,8 @@
 // The core's state machine without HTTP: time, passes racing with changes, group commit, gangs.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -242,6 +244,63 @@ TEST_F(CoreTest, PassDropsAPlacementOnANodeDrainedWhileItDecided) {
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
   EXPECT_TRUE(channel_.Launches().empty());
   EXPECT_TRUE(core_->WaitForPassRequest(0));
+}
+
+// A pass that decides nothing (n1's one GPU held, GPU jobs waiting) paces the next: it starts no
+// sooner than three times that pass's length after it ended (CoreOptions::fruitless_pass_pacing),
+// and the requests made meanwhile are kept, not lost. A pass that places a job paces nothing, and
+// a long fruitless pass paces the next by at most max_pass_pacing_ms.
+TEST_F(CoreTest, APassThatDecidedNothingPacesTheNext) {
+  Register("n1", 8, 1);
+  int64_t held = Submit(Spec(1, 1));
+  ASSERT_TRUE(core_->WaitForPassRequest(0));
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(held).status, JobStatus::kStarting);
+  int64_t waiting = Submit(Spec(1, 1));
+  EXPECT_TRUE(core_->WaitForPassRequest(0)) << "a pass that placed a job paces nothing";
+
+  core_->SetPassHookForTesting([&] { clock_.Advance(40); });  // a pass of 40 ms
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(waiting).status, JobStatus::kPending);
+  Submit(Spec(1, 1));
+  EXPECT_FALSE(core_->WaitForPassRequest(0)) << "paced for 3 x 40 ms after the pass";
+  clock_.Advance(119);
+  EXPECT_FALSE(core_->WaitForPassRequest(0));
+  clock_.Advance(1);
+  EXPECT_TRUE(core_->WaitForPassRequest(0)) << "the request was kept through the pacing";
+  EXPECT_FALSE(core_->WaitForPassRequest(0)) << "and taken once";
+  EXPECT_EQ(core_->metrics().passes.Value({"decided"}), 1);
+  EXPECT_EQ(core_->metrics().passes.Value({"nothing"}), 1);
+
+  // A fruitless pass of 10 s paces the next by the cap, 1 s, not 30 s.
+  core_->SetPassHookForTesting([&] { clock_.Advance(10'000); });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  core_->RequestPass();
+  clock_.Advance(options_.max_pass_pacing_ms - 1);
+  EXPECT_FALSE(core_->WaitForPassRequest(0));
+  clock_.Advance(1);
+  EXPECT_TRUE(core_->WaitForPassRequest(0));
+
+  // While paced, a wait with a timeout sleeps (monotonic time stands still here): it returns
+  // false after its timeout, or at once when the core shuts down.
+  core_->SetPassHookForTesting([&] { clock_.Advance(100); });
+  ASSERT_TRUE(core_->RunPass());
+  core_->SetPassHookForTesting(nullptr);
+  core_->RequestPass();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(core_->WaitForPassRequest(30));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(25));
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    EXPECT_FALSE(core_->WaitForPassRequest(60'000));
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  core_->RequestPass();  // no wake-up: a request is pending already
+  core_->Shutdown();
+  waiter.join();
+  EXPECT_TRUE(returned);
 }
 
 // While the scheduler places job 2 on n1's last free CPU, n1 re-registers with fewer CPUs: the
