@@ -247,23 +247,32 @@ def timeline(jobs, t0_wall):
             "last_end_s": max(en) - t0_wall if en else None, "statuses": counts}
 
 
-def queue_behind_held_gpu(c, jobs, batch=10_000):
-    """On a cluster whose only node has one GPU (gpus="BENCH:1"): holds the GPU with a sleeping job,
-    then submits `jobs` jobs that need it, in POSTs of `batch` (they stay PENDING). Returns the
-    resources those jobs ask for."""
-    gpu = {"cpus": 1, "accelerators": {"BENCH": 1}}
-    blocker = http(c.url + "/v1/jobs", "POST", {"spec": c.spec(name="blocker", run="sleep 3600", resources=gpu)})["jobs"][0]
+GPU_JOB = {"cpus": 1, "accelerators": {"BENCH": 1}}  # what a job needing the one GPU asks for
+
+
+def hold_the_gpu(c):
+    """On a cluster whose only node has one GPU (gpus="BENCH:1"): holds it with a sleeping job, so
+    that every job asking for it stays PENDING. Returns that job's id once it is RUNNING."""
+    blocker = http(c.url + "/v1/jobs", "POST", {"spec": c.spec(name="blocker", run="sleep 3600",
+                                                                 resources=GPU_JOB)})["jobs"][0]
     deadline = time.time() + 30
     while http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
         if time.time() > deadline:
             raise RuntimeError("the GPU-holding job did not start")
         time.sleep(0.01)
+    return blocker
+
+
+def queue_behind_held_gpu(c, jobs, batch=10_000):
+    """hold_the_gpu, then submits `jobs` jobs that need it, in POSTs of `batch` (they stay PENDING).
+    Returns the resources those jobs ask for."""
+    hold_the_gpu(c)
     left = jobs
     while left > 0:
         n = min(left, batch)
-        http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=gpu), "num_jobs": n})
+        http(c.url + "/v1/jobs", "POST", {"spec": c.spec(resources=GPU_JOB), "num_jobs": n})
         left -= n
-    return gpu
+    return GPU_JOB
 
 
 def bench_bulk_cli(berth, tmp, i, n=1000):
@@ -362,18 +371,11 @@ def bench_rss_pending(berth, tmp, total=100000, batch=10000):
     c = Cluster(berth, tmp, "rss-pending", gpus="BENCH:1")
     try:
         r = {"idle": proc_status(c.server_pid)}
-        blocker = http(c.url + "/v1/jobs", "POST", {"spec": c.spec(name="blocker", run="sleep 3600", resources={
-            "cpus": 1, "accelerators": {"BENCH": 1}})})["jobs"][0]
-        deadline = time.time() + 30
-        while http(f"{c.url}/v1/jobs/{blocker}")["status"] != "RUNNING":
-            if time.time() > deadline:
-                raise RuntimeError("the GPU-holding job did not start")
-            time.sleep(0.01)
+        blocker = hold_the_gpu(c)
         posts = []
         groups = []
         for _ in range(total // batch):
-            s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(resources={"cpus": 1, "accelerators": {"BENCH": 1}}),
-                                                     "num_jobs": batch})
+            s, ans = timed_post(c.url + "/v1/jobs", {"spec": c.spec(resources=GPU_JOB), "num_jobs": batch})
             posts.append(s)
             groups.append(ans["group"])
         time.sleep(1)  # let a scheduling pass run over the whole queue

@@ -770,6 +770,9 @@ class Core {
   Mutex mu_;
   std::atomic<int> handlers_waiting_{0};  // callers blocked in HandlerLock
   std::atomic<int64_t> last_pass_with_work_{0};
+  // Monotonic time before which no pass starts (the pacing after a pass that decided nothing).
+  // Written by RunPass without the lock, read by WaitForPassRequest under it.
+  std::atomic<int64_t> pass_not_before_{0};
   NodeTable nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
   // The pass index: what a snapshot needs of jobs_, kept current by the changes themselves, so that
@@ -818,8 +821,6 @@ class Core {
   CancelSeqs cancel_ GUARDED_BY(mu_);
   std::function<void()> pass_hook_ GUARDED_BY(mu_);
   bool pass_requested_ GUARDED_BY(mu_) = false;
-  // Monotonic time before which no pass starts (the pacing after a pass that decided nothing).
-  int64_t pass_not_before_ GUARDED_BY(mu_) = 0;
   bool shutdown_ GUARDED_BY(mu_) = false;
   CondVar pass_cv_;
 

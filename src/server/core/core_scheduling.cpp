@@ -189,17 +189,14 @@ void Core::RefreshPassIndex() {
   for (int64_t id : touched_) {
     auto found = jobs_.find(id);
     ActiveJob* job = found == jobs_.end() ? nullptr : &found->second;
-    auto was_pending = FindEntry(pending_index_, id);
+    auto was = FindEntry(pending_index_, id);
+    const bool was_pending = was != pending_index_.end() && was->first == id;
     std::optional<PendingView> p;
     if (job != nullptr && job->row.status == JobStatus::kPending) p = PendingViewOf(*job);
-    if (was_pending != pending_index_.end() && was_pending->first == id) {
-      if (p) {
-        was_pending->second = *p;
-      } else {
-        pending_changes.emplace_back(id, std::nullopt);
-      }
-    } else if (p) {
-      pending_changes.emplace_back(id, p);
+    if (was_pending && p) {
+      was->second = *p;
+    } else if (was_pending || p) {
+      pending_changes.emplace_back(id, p);  // nullopt: remove
     }
     auto at = FindEntry(held_index_, id);
     const bool present = at != held_index_.end() && at->first == id;
@@ -372,7 +369,6 @@ bool Core::RunPass() {
   }
   const int64_t ended = clock_.Monotonic();
   last_pass_with_work_ = ended;
-  MutexLock lock(mu_);
   // A pass that decided nothing paces the next (CoreOptions::fruitless_pass_pacing): until
   // something changes that lets a job start, every pass over a deep queue finds the same, and
   // each submission asks for one.
@@ -380,7 +376,10 @@ bool Core::RunPass() {
       total > 0 ? 0
                 : ended + std::min<int64_t>(options_.max_pass_pacing_ms,
                                             (ended - began) * options_.fruitless_pass_pacing);
-  if (dropped) RequestPassLocked();  // what changed under the pass is decided again afresh
+  if (dropped) {
+    MutexLock lock(mu_);
+    RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot
+  }
   return true;
 }
 
