@@ -56,7 +56,8 @@ class Registry:
 
 class SlowProxy:
     """A TCP proxy on 127.0.0.1 in front of `port` that sends answers at `rate` bytes a second (a
-    registry far away): a pull through it lasts long enough to be watched."""
+    registry far away): a pull through it lasts long enough to be watched. `rate` is read as each
+    chunk goes, so a test can let the rest of a pull go at full speed (0: no limit)."""
 
     def __init__(self, port, rate):
         self.target, self.rate = port, rate
@@ -77,8 +78,9 @@ class SlowProxy:
             except OSError:
                 client.close()
                 continue
-            threading.Thread(target=self.pump, args=(client, upstream, None), daemon=True).start()
-            threading.Thread(target=self.pump, args=(upstream, client, self.rate), daemon=True).start()
+            threading.Thread(target=self.pump, args=(client, upstream, lambda: 0), daemon=True).start()
+            threading.Thread(target=self.pump, args=(upstream, client, lambda: self.rate),
+                             daemon=True).start()
 
     @staticmethod
     def pump(src, dst, rate):
@@ -86,8 +88,8 @@ class SlowProxy:
         try:
             while data := src.recv(chunk):
                 dst.sendall(data)
-                if rate:
-                    time.sleep(len(data) / rate)
+                if limit := rate():
+                    time.sleep(len(data) / limit)
         except OSError:
             pass
         for s in (src, dst):

@@ -243,6 +243,7 @@ class ContainerTest(BerthTestCase):
         self.b.wait_until(progress, 120, interval=0.3, message="two progress reasons, one after the other")
         self.assertRegex(reasons[0], r"^pulling image " + re.escape(self.image) +
                          r": \d+ layers?, [\d.]+ (B|kB|MB) downloaded$")
+        self.slow.rate = 0  # seen: the rest of the pull at full speed
         self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
         out = self.logs(job)
         self.assertIn("berth: pull progress: ", out)
