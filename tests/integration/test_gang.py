@@ -44,7 +44,7 @@ class GangTest(BerthTestCase):
         one = self.b.run("logs", job, "--rank", 1, "--no-follow")[1]
         self.assertTrue(one.startswith("setup 1 1\n"), one)  # one rank: its output exactly
         for s in single:
-            self.assertEqual(self.b.status(s), "RUNNING")
+            self.b.wait_status(s, "RUNNING")
 
     def test_gang_that_does_not_fit_waits_while_smaller_jobs_backfill(self):
         # 2 nodes x 4 V100. A 2-node x 4-GPU gang cannot start while a 1-GPU job holds local-0; 1-GPU jobs

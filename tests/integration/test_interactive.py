@@ -81,17 +81,23 @@ class InteractiveTest(BerthTestCase):
 
     def test_keys_resize_and_ctrl_c(self):
         job = self.interactive("shell", "stty -echo\necho ready\nread -r line\necho \"got:$line\"\n"
-                                        "read -r _\nstty size\nsleep 300")
+                                        "while read -r _; do stty size; done")
         rc_file = self.path("rc")
         self.attach_in_tmux("a", job, rc_file)
         self.wait_screen("a", lambda t: "ready" in t, "the job's first line")
         self.tmux("send-keys", "-t", "a", "hello", "Enter")
         self.wait_screen("a", lambda t: "got:hello" in t, "the typed line echoed by the job")
         # A new window size reaches the job's terminal (the client follows SIGWINCH).
+        # (Enter again until it shows: the resize travels client -> server -> node on its own.)
         self.tmux("resize-window", "-t", "a", "-x", "100", "-y", "30")
-        time.sleep(0.5)
-        self.tmux("send-keys", "-t", "a", "Enter")
-        self.wait_screen("a", lambda t: "30 100" in t, "stty size after the resize")
+
+        def resized(text):
+            if "30 100" in text:
+                return True
+            self.tmux("send-keys", "-t", "a", "Enter")
+            time.sleep(0.4)
+            return False
+        self.wait_screen("a", resized, "stty size after the resize")
         # Ctrl-C is a key for the job's terminal, which signals the job: it ends 130, so does attach.
         self.tmux("send-keys", "-t", "a", "C-c")
         self.assertEqual(self.wait_rc(rc_file), 130)
@@ -130,8 +136,7 @@ class InteractiveTest(BerthTestCase):
         self.tmux("send-keys", "-t", "s", "exit 5", "Enter")
         self.assertEqual(self.wait_rc(rc_file), 5)
         job = max(j["id"] for j in self.b.queue() if j["name"] == "shell")
-        shown = self.b.show(job)
-        self.assertEqual(shown["status"], "FAILED")
+        shown = self.b.wait_status(job, "FAILED", timeout=10)  # the end's report: its own path
         self.assertEqual(shown["spec"]["time_limit_s"], 3600)
         self.assertTrue(shown["spec"]["interactive"])
 

@@ -219,8 +219,11 @@ class IsolationTest(BerthTestCase):
         cpus = os.sched_getaffinity(0)
         if len(cpus) < 2:
             self.skipTest("pinning two jobs apart needs two CPUs")
-        probe = "grep Cpus_allowed_list /proc/self/status; sleep %d"
-        pinned = [b.submit("--cpus", "1", "--cpu-binding", "cores", "--", probe % 4, env=self.env)
+        probe = "grep Cpus_allowed_list /proc/self/status"
+        # The two hold their CPUs until told to (a fixed sleep may end first on a slow machine).
+        flag = self.path("release")
+        hold = f"{probe}; while [ ! -e {flag} ]; do sleep 0.05; done"
+        pinned = [b.submit("--cpus", "1", "--cpu-binding", "cores", "--", hold, env=self.env)
                   for _ in range(2)]
         got = {}
         for job in pinned:
@@ -233,7 +236,7 @@ class IsolationTest(BerthTestCase):
             self.assertIn(int(cpu), cpus)  # one CPU each, of the node's
         # The agent offers 4 CPUs; two more pinned ones fit on a machine with 4, not on fewer:
         # the rank fails at launch, saying why, rather than share another's CPUs.
-        third = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe % 0, env=self.env)
+        third = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe, env=self.env)
         done = b.wait_status(third, "SUCCEEDED", "FAILED", timeout=30, env=self.env)
         if len(cpus) >= 4:
             self.assertEqual(done["status"], "SUCCEEDED", done)
@@ -243,9 +246,10 @@ class IsolationTest(BerthTestCase):
             self.assertEqual(done["status"], "FAILED", done)
             self.assertIn("resources.cpu_binding: cores: 2 CPU(s) asked", done["reason"])
         # Their CPUs are free again once they end.
+        open(flag, "w").close()
         for job in pinned:
             b.wait_status(job, "SUCCEEDED", timeout=30, env=self.env)
-        again = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe % 0, env=self.env)
+        again = b.submit("--cpus", "2", "--cpu-binding", "cores", "--", probe, env=self.env)
         b.wait_status(again, "SUCCEEDED", timeout=30, env=self.env)
         self.assertRegex(self.logs(again), r"Cpus_allowed_list:\s*\d+[-,]\d+")
         _, _, err = b.run("exec", "-d", "--cpus", "1.5", "--cpu-binding", "cores", "--", "true",

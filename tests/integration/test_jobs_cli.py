@@ -241,6 +241,8 @@ class JobsCliTest(BerthTestCase):
         running = b.submit("-n", "busy", "--gpus", "V100:3", "--cpus", "1.5", "--memory", "2", "--", "sleep 30")
         b.wait_status(running, "RUNNING")
         pending = b.submit("-n", "waits", "--gpus", "V100:2", "--", "true")
+        # Its reason is written by the scheduler's next pass, which runs on its own thread.
+        b.wait_until(lambda: "waiting" in b.show(pending)["reason"], message="the pending job's reason")
         jobs = b.queue()
         self.assertEqual([j["id"] for j in jobs], [pending, running, done])
         expected_fields = {"id", "name", "user", "status", "priority", "group", "rank", "num_nodes", "resources",

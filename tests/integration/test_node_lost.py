@@ -34,7 +34,9 @@ class NodeLostTest(BerthTestCase):
         self.assertEqual(node["state"], "DOWN")
         self.assertIsNotNone(node["down_since"])
         self.assertEqual(b.status(waiting, env=env), "PENDING")
-        self.assertIn("draining or down", b.show(waiting, env=env)["reason"])
+        # (rewritten by the pass that the node's end asks for, on the scheduler's thread)
+        b.wait_until(lambda: "draining or down" in b.show(waiting, env=env)["reason"],
+                     message="the waiting job's reason to name the down node")
 
         b.start_agent(server.url, name="node-0", gpus="V100:4", state_dir=agent.state_dir)
         b.wait_nodes_up(["node-0"], env=env)
