@@ -448,6 +448,11 @@ std::vector<std::string> RankCgroup::JoinFiles() const {
   return files;
 }
 
+CgroupEntry RankCgroup::Entry() const {
+  return CgroupEntry{.clone_into = layout_ == CgroupLayout::kV2 ? unified_dir_ : std::string(),
+                     .join = JoinFiles()};
+}
+
 namespace {
 std::set<pid_t> ReadProcs(const std::string& dir) {
   std::set<pid_t> pids;

@@ -89,6 +89,15 @@ struct RankUsage {
   int64_t limit_hits = 0;
 };
 
+// How a step's child enters a rank's cgroup (supervise/step.h): it is born in `clone_into`, a
+// cgroup2 directory (the v2 layout's; supervise/clone_into_cgroup.h), where the kernel can start it
+// there, and writes "0" to each of `join` (cgroup.procs files) otherwise — skipping clone_into's
+// own when it was born there.
+struct CgroupEntry {
+  std::string clone_into;         // empty: none
+  std::vector<std::string> join;  // every hierarchy's cgroup.procs, clone_into's included
+};
+
 // One rank's cgroup: a directory per hierarchy.
 class RankCgroup {
  public:
@@ -101,6 +110,8 @@ class RankCgroup {
   // Each hierarchy's cgroup.procs: a process joins by writing "0" to each (a step's child does,
   // before anything else: supervise/step.h).
   std::vector<std::string> JoinFiles() const;
+  // How a step's child enters it: JoinFiles, and on v2 its directory to be born in.
+  CgroupEntry Entry() const;
   // The processes in it (read from the first hierarchy).
   std::set<pid_t> Pids() const;
   // SIGKILL to every process in it: cgroup.kill where there is one, else each process listed.

@@ -463,13 +463,12 @@ class NodeSupervisor {
       terminal->input = false;
       child_fd = pair[1];
     }
-    const std::vector<std::string> join =
-        rank.cgroup ? rank.cgroup->JoinFiles() : std::vector<std::string>{};
+    const CgroupEntry entry = rank.cgroup ? rank.cgroup->Entry() : CgroupEntry{};
     pid_t pid = -1;
     std::string error;
     {
       StartingStep step(*command, rank.dir + "/exec.sh", rank.plan.workdir, rank.plan.run_env,
-                        rank.plan.run_as, child_fd, join, with_tty ? child_fd : -1);
+                        rank.plan.run_as, child_fd, entry, with_tty ? child_fd : -1);
       pid = step.pid();
       error = step.Wait();  // a moment: until its exec of bash
     }
@@ -772,8 +771,7 @@ class NodeSupervisor {
     }
     rank.starting = std::make_unique<StartingStep>(
         script, rank.dir + file, rank.plan.workdir, setup ? rank.plan.setup_env : rank.plan.run_env,
-        rank.plan.run_as, log_fd,
-        rank.cgroup ? rank.cgroup->JoinFiles() : std::vector<std::string>{}, tty_fd);
+        rank.plan.run_as, log_fd, rank.cgroup ? rank.cgroup->Entry() : CgroupEntry{}, tty_fd);
     ::close(log_fd);  // the child has its own (its file table was copied at its start)
     if (tty_fd >= 0) ::close(tty_fd);  // likewise: once the job's side closes, the master reads EIO
     const pid_t pid = rank.starting->pid();

@@ -17,6 +17,7 @@
 
 #include "common/files.h"
 #include "common/sanitizers.h"
+#include "supervise/clone_into_cgroup.h"
 
 namespace berth {
 
@@ -132,11 +133,19 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                            const std::string& workdir,
                            const std::map<std::string, std::string>& env,
                            const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                           const std::vector<std::string>& cgroup_procs, int tty_fd)
+                           const CgroupEntry& cgroup, int tty_fd)
     : child_(std::make_unique<Child>()), workdir_(workdir), run_as_(run_as) {
   Child& c = *child_;
-  c.cgroup_procs = cgroup_procs;
-  for (const std::string& file : c.cgroup_procs) c.cgroup_procs_c.push_back(file.c_str());
+  c.cgroup_procs = cgroup.join;
+  // Those to join when born in cgroup.clone_into first, then that one's own (the fallback's).
+  const std::string born_in = cgroup.clone_into.empty() ? "" : cgroup.clone_into + "/cgroup.procs";
+  for (const std::string& file : c.cgroup_procs) {
+    if (file != born_in) c.cgroup_procs_c.push_back(file.c_str());
+  }
+  const size_t joins_when_born_in = c.cgroup_procs_c.size();
+  for (const std::string& file : c.cgroup_procs) {
+    if (file == born_in) c.cgroup_procs_c.push_back(file.c_str());
+  }
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     error_ = "cannot write " + script_path;
@@ -176,14 +185,28 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                      tty_fd};
 #ifdef BERTH_SANITIZED
   // Sanitizers' runtimes do not follow a child that shares the parent's memory.
+  (void)joins_when_born_in;
   pid_t pid = ::fork();
   if (pid == 0) RunStepChild(&c.args);
 #else
   // The child shares this memory (no page table copied: even a small image's fork costs as much
   // as a fifth of a short job's launch) and runs beside this process on its own stack; it makes
-  // only system calls, and reads what Child holds until it execs.
+  // only system calls, and reads what Child holds until it execs. Born in the rank's cgroup2
+  // cgroup where it can be, it joins only the others; else it joins them all.
   c.stack = std::make_unique<char[]>(kChildStack);
-  pid_t pid = ::clone(RunStepChild, c.stack.get() + kChildStack, CLONE_VM | SIGCHLD, &c.args);
+  pid_t pid = -1;
+  if (!cgroup.clone_into.empty()) {
+    const int dir = ::open(cgroup.clone_into.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      c.args.num_cgroup_procs = joins_when_born_in;
+      pid = CloneIntoCgroup(RunStepChild, &c.args, c.stack.get(), kChildStack, dir, SIGCHLD);
+      ::close(dir);
+      if (pid < 0) c.args.num_cgroup_procs = c.cgroup_procs_c.size();
+    }
+  }
+  if (pid < 0) {
+    pid = ::clone(RunStepChild, c.stack.get() + kChildStack, CLONE_VM | SIGCHLD, &c.args);
+  }
 #endif
   int spawn_errno = errno;
   if (devnull >= 0) ::close(devnull);
@@ -243,8 +266,8 @@ const std::string& StartingStep::Wait() {
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
                       const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                      const std::vector<std::string>& cgroup_procs) {
-  StartingStep step(script, script_path, workdir, env, run_as, log_fd, cgroup_procs);
+                      const CgroupEntry& cgroup) {
+  StartingStep step(script, script_path, workdir, env, run_as, log_fd, cgroup);
   StepLaunch result;
   result.pid = step.pid();
   result.error = step.Wait();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "supervise/cgroup.h"
 #include "supervise/supervisor.h"
 
 namespace berth {
@@ -27,16 +28,18 @@ namespace berth {
 // the caller may poll it and go on meanwhile.
 class StartingStep {
  public:
-  // `cgroup_procs`: the cgroup.procs files of the rank's cgroup (RankCgroup::JoinFiles), which
-  // the child opens and joins before anything else (so this process holds no descriptor of them
-  // for the children that start beside it to inherit and close at their exec). `tty_fd`, when
+  // `cgroup`: how the child enters the rank's cgroup (RankCgroup::Entry): born in its cgroup2
+  // directory where there is one and the kernel can (clone3; supervise/clone_into_cgroup.h), and
+  // otherwise, or for the other hierarchies, by opening and joining their cgroup.procs before
+  // anything else (so this process holds no descriptor of them for the children that start
+  // beside it to inherit and close at their exec). `tty_fd`, when
   // not -1, is a terminal (supervise/terminal.h) that the child makes its controlling terminal,
   // in a session of its own (its pid is still its process group), and its stdin, stdout and
   // stderr instead of /dev/null and `log_fd`; the caller may close it once this returns.
   StartingStep(const std::string& script, const std::string& script_path,
                const std::string& workdir, const std::map<std::string, std::string>& env,
                const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-               const std::vector<std::string>& cgroup_procs = {}, int tty_fd = -1);
+               const CgroupEntry& cgroup = {}, int tty_fd = -1);
   ~StartingStep();
   StartingStep(const StartingStep&) = delete;
   StartingStep& operator=(const StartingStep&) = delete;
@@ -74,7 +77,7 @@ struct StepLaunch {
 StepLaunch LaunchStep(const std::string& script, const std::string& script_path,
                       const std::string& workdir, const std::map<std::string, std::string>& env,
                       const std::optional<RunPlan::RunAs>& run_as, int log_fd,
-                      const std::vector<std::string>& cgroup_procs = {});
+                      const CgroupEntry& cgroup = {});
 
 // The children of the single-threaded process `parent` (read from /proc).
 std::set<pid_t> ChildrenOf(pid_t parent);

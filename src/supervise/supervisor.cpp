@@ -113,7 +113,7 @@ StepResult RunStep(const std::string& script, const std::string& script_path,
   StepResult result;
   int64_t warn_at = warn_signal > 0 ? g_clock->Monotonic() + warn_after_ms : -1;
   StepLaunch launch = LaunchStep(script, script_path, workdir, env, run_as, log_fd,
-                                 g_cgroup ? g_cgroup->JoinFiles() : std::vector<std::string>{});
+                                 g_cgroup ? g_cgroup->Entry() : CgroupEntry{});
   result.error = launch.error;
   result.exit_code = launch.exit_code;
   const pid_t pid = launch.pid;

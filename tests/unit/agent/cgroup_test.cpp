@@ -24,6 +24,7 @@
 #include "supervise/cpu_set.h"
 #include "supervise/device_filter.h"
 #include "supervise/supervisor.h"
+#include "support/cgroup2.h"
 
 namespace berth {
 namespace {
@@ -163,19 +164,8 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
 // 195:0 cannot open that device (EPERM) and can open 195:1 (ENXIO: no driver behind it).
 TEST(CgroupTest, ABpfDeviceFilterFencesACgroup2Cgroup) {
   if (::geteuid() != 0) GTEST_SKIP() << "BPF device programs need root";
-  std::string unified;
-  for (const std::string& line : Split(ReadFileOr("/proc/self/cgroup"), '\n')) {
-    if (line.rfind("0::", 0) == 0) unified = line.substr(3);
-  }
-  std::string base;
-  for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-    if (std::filesystem::exists(std::string(mount) + "/cgroup.procs") &&
-        std::filesystem::exists(std::string(mount) + "/cgroup.subtree_control")) {
-      base = std::string(mount) + (unified == "/" ? "" : unified);
-      break;
-    }
-  }
-  if (base.empty() || ::access(base.c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2";
+  const std::string base = testing::OwnCgroup2Dir();
+  if (base.empty()) GTEST_SKIP() << "no writable cgroup2";
   TempDir devices;
   for (int minor : {0, 1}) {
     const std::string node = devices.path() + "/nvidia" + std::to_string(minor);

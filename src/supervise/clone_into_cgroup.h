@@ -1,0 +1,32 @@
+// CloneIntoCgroup: starting a child that is born in a cgroup2 cgroup (clone3 with
+// CLONE_INTO_CGROUP, Linux 5.7), so that it never has to join one. A join (writing to
+// cgroup.procs) migrates a live process: the kernel takes its global threadgroup lock for writing
+// and moves the process's charges; on a cgroup2 hierarchy a child started in place skips all of it
+// (bench/README.md "Isolation": about 0.2 ms of a child's CPU per join on this project's machines).
+// The v2 layout's steps start this way (supervise/step.h); a v1 hierarchy has no such call.
+//
+// The child shares this process's memory (CLONE_VM) and runs `fn(arg)` on a stack of its own, as
+// glibc's clone() would: it may only make system calls until it execs, and must not return (if
+// `fn` returns, the child exits with its value). glibc 2.36 has no wrapper for clone3, and a raw
+// system call cannot return into a C frame on a new stack, so the call is a few instructions of
+// assembly, written for x86-64 only: elsewhere CloneIntoCgroup fails with ENOSYS and callers fall
+// back to clone() and a join.
+//
+// Thread-safety: reentrant; call it from a single-threaded process (the child shares its memory).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace berth {
+
+// Starts `fn(arg)` in a child on the `stack_size` bytes at `stack` (16-byte aligned at its top),
+// born in the cgroup2 directory open as `cgroup_fd`; the parent gets `exit_signal` at its end.
+// Returns the child's pid, or -1 with errno: ENOSYS (no clone3 here), EBADF (`cgroup_fd` is not a
+// cgroup2 directory), EBUSY (the cgroup has controllers for children and so takes no process),
+// EACCES, EAGAIN, ENOMEM, ...
+pid_t CloneIntoCgroup(int (*fn)(void*), void* arg, char* stack, size_t stack_size, int cgroup_fd,
+                      int exit_signal);
+
+}  // namespace berth

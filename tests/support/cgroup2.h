@@ -1,0 +1,32 @@
+// OwnCgroup2Dir: where a test may make cgroup2 cgroups of its own on this machine — this process's
+// directory in the cgroup2 hierarchy (/sys/fs/cgroup/unified on a hybrid host, /sys/fs/cgroup on a
+// v2 one), or "" when there is none or it is not writable (not root). The hybrid hierarchy has no
+// controllers, but takes processes, BPF device programs and clone3's CLONE_INTO_CGROUP.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "common/files.h"
+#include "common/strings.h"
+
+namespace berth::testing {
+
+inline std::string OwnCgroup2Dir() {
+  std::string own;
+  for (const std::string& line : Split(ReadFileOr("/proc/self/cgroup"), '\n')) {
+    if (line.rfind("0::", 0) == 0) own = line.substr(3);
+  }
+  for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    if (std::filesystem::exists(std::string(mount) + "/cgroup.procs") &&
+        std::filesystem::exists(std::string(mount) + "/cgroup.subtree_control")) {
+      std::string dir = std::string(mount) + (own == "/" ? "" : own);
+      return ::access(dir.c_str(), W_OK) == 0 ? dir : "";
+    }
+  }
+  return "";
+}
+
+}  // namespace berth::testing
