@@ -1,9 +1,9 @@
 // CloneIntoCgroup: starting a child that is born in a cgroup2 cgroup (clone3 with
 // CLONE_INTO_CGROUP, Linux 5.7), so that it never has to join one. A join (writing to
-// cgroup.procs) migrates a live process: the kernel takes its global threadgroup lock for writing
-// and moves the process's charges; on a cgroup2 hierarchy a child started in place skips all of it
-// (bench/README.md "Isolation": about 0.2 ms of a child's CPU per join on this project's machines).
-// The v2 layout's steps start this way (supervise/step.h); a v1 hierarchy has no such call.
+// cgroup.procs) migrates a live process: an open and a write, and the kernel's global threadgroup
+// lock taken for writing; a child started in place skips all of it (bench/clone_bench.cpp: ~17 µs
+// of a child's CPU per join on this project's machines, bench/README.md "Isolation"). The v2
+// layout's steps start this way (supervise/step.h); a v1 hierarchy has no such call.
 //
 // The child shares this process's memory (CLONE_VM) and runs `fn(arg)` on a stack of its own, as
 // glibc's clone() would: it may only make system calls until it execs, and must not return (if
