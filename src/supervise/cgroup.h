@@ -1,7 +1,8 @@
 // Cgroups: what the node keeps of a placement's promise. Each job rank runs in a cgroup of its own,
 // made by its supervisor (never by the job) under the supervisor's own cgroup, with the rank's
 // limits written before any of its processes joins; the rank's processes join it between their
-// clone and their exec (supervise/step.h), so no process of a job ever runs outside it. At the end
+// clone and their exec, or on v2 are born in it (supervise/step.h), so no process of a job ever
+// runs outside it. At the end
 // the supervisor reads what the rank used and whether the kernel killed it for memory, kills what
 // is left in it, and removes it. docs/security.md "Isolation" says what is enforced where.
 //

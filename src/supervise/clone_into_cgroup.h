@@ -6,13 +6,14 @@
 // layout's steps start this way (supervise/step.h); a v1 hierarchy has no such call.
 //
 // The child shares this process's memory (CLONE_VM) and runs `fn(arg)` on a stack of its own, as
-// glibc's clone() would: it may only make system calls until it execs, and must not return (if
-// `fn` returns, the child exits with its value). glibc 2.36 has no wrapper for clone3, and a raw
+// glibc's clone() would: until it execs it may only make system calls, and it ends when `fn`
+// returns, with its value as its exit status. glibc 2.36 has no wrapper for clone3, and a raw
 // system call cannot return into a C frame on a new stack, so the call is a few instructions of
 // assembly, written for x86-64 only: elsewhere CloneIntoCgroup fails with ENOSYS and callers fall
 // back to clone() and a join.
 //
-// Thread-safety: reentrant; call it from a single-threaded process (the child shares its memory).
+// Thread-safety: call it from a single-threaded process. Until it execs, the child runs on the
+// calling thread's memory and thread-local storage (errno included), as with glibc's clone().
 #pragma once
 
 #include <sys/types.h>
@@ -23,9 +24,11 @@ namespace berth {
 
 // Starts `fn(arg)` in a child on the `stack_size` bytes at `stack` (16-byte aligned at its top),
 // born in the cgroup2 directory open as `cgroup_fd`; the parent gets `exit_signal` at its end.
-// Returns the child's pid, or -1 with errno: ENOSYS (no clone3 here), EBADF (`cgroup_fd` is not a
-// cgroup2 directory), EBUSY (the cgroup has controllers for children and so takes no process),
-// EACCES, EAGAIN, ENOMEM, ...
+// Returns the child's pid, or -1 with errno: ENOSYS (no clone3 here: another architecture, a
+// kernel before 5.3, a seccomp filter), E2BIG or EINVAL (a kernel from 5.3 to 5.6, without
+// CLONE_INTO_CGROUP), EBADF (`cgroup_fd` is not a cgroup2 directory), EBUSY (the cgroup has
+// controllers for children and so takes no process), EOPNOTSUPP (a threaded cgroup), ENODEV (one
+// being removed), EACCES, EAGAIN (its pids.max, or the node's limit), ENOMEM.
 pid_t CloneIntoCgroup(int (*fn)(void*), void* arg, char* stack, size_t stack_size, int cgroup_fd,
                       int exit_signal);
 

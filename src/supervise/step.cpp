@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/files.h"
+#include "common/log.h"
 #include "common/sanitizers.h"
 #include "supervise/clone_into_cgroup.h"
 
@@ -108,6 +109,24 @@ int RunStepChild(void* arg) {
 constexpr size_t kMaxInlineScript = 64 * 1024;
 constexpr size_t kChildStack = 64 * 1024;
 
+#ifndef BERTH_SANITIZED
+// Whether a child that the kernel would not start in its cgroup may be started outside it and join
+// instead: yes where the kernel or the directory cannot do it (no clone3, a directory that is not
+// cgroup2's, a refusal of this caller), and the join then says why if it fails too; no where it
+// ran out of processes (the rank's pids.max, the node's limit) or memory, which a join would
+// only hide.
+bool MayJoinInstead(int err) { return err != EAGAIN && err != ENOMEM; }
+
+// Says once per process that steps join their cgroup instead of being born in it.
+void NoteJoiningInstead(int err) {
+  static bool noted = false;
+  if (noted) return;
+  noted = true;
+  LogInfo("steps join their cgroup instead of starting in it: clone3 (CLONE_INTO_CGROUP): {}",
+          strerror(err));
+}
+#endif
+
 const std::string& Bash() {
   static const std::string bash =
       ::access("/bin/bash", X_OK) == 0 ? "/bin/bash" : std::string("/usr/bin/bash");
@@ -188,6 +207,7 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
   (void)joins_when_born_in;
   pid_t pid = ::fork();
   if (pid == 0) RunStepChild(&c.args);
+  int spawn_errno = errno;
 #else
   // The child shares this memory (no page table copied: even a small image's fork costs as much
   // as a fifth of a short job's launch) and runs beside this process on its own stack; it makes
@@ -195,20 +215,27 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
   // cgroup where it can be, it joins only the others; else it joins them all.
   c.stack = std::make_unique<char[]>(kChildStack);
   pid_t pid = -1;
+  int spawn_errno = 0;
+  bool join_instead = true;
   if (!cgroup.clone_into.empty()) {
     const int dir = ::open(cgroup.clone_into.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       c.args.num_cgroup_procs = joins_when_born_in;
       pid = CloneIntoCgroup(RunStepChild, &c.args, c.stack.get(), kChildStack, dir, SIGCHLD);
+      spawn_errno = errno;
       ::close(dir);
-      if (pid < 0) c.args.num_cgroup_procs = c.cgroup_procs_c.size();
+      if (pid < 0) {
+        c.args.num_cgroup_procs = c.cgroup_procs_c.size();
+        join_instead = MayJoinInstead(spawn_errno);
+        if (join_instead) NoteJoiningInstead(spawn_errno);
+      }
     }
   }
-  if (pid < 0) {
+  if (pid < 0 && join_instead) {
     pid = ::clone(RunStepChild, c.stack.get() + kChildStack, CLONE_VM | SIGCHLD, &c.args);
+    spawn_errno = errno;
   }
 #endif
-  int spawn_errno = errno;
   if (devnull >= 0) ::close(devnull);
   ::close(err_pipe[1]);
   if (pid < 0) {
