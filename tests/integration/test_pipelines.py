@@ -231,8 +231,10 @@ run: |
             checkpoint = float(f.read())
         with open(self.path("started")) as f:
             started = float(f.read())
-        # At about 2 s into the 4 s limit: well before the SIGTERM.
-        self.assertGreater(checkpoint - started, 1.5)
+        # At about 2 s into the 4 s limit (counted from the step's start, which comes before the
+        # script's first line by however long bash took to start on a loaded machine): well before
+        # the SIGTERM, and not at once.
+        self.assertGreater(checkpoint - started, 1.0)
         self.assertLess(checkpoint - started, 3.5)
 
     def test_time_limit_scope_job_counts_every_attempt(self):
