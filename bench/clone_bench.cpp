@@ -26,8 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "common/files.h"
-#include "common/strings.h"
+#include "supervise/cgroup.h"
 #include "supervise/clone_into_cgroup.h"
 #include "support/cgroup2.h"
 
@@ -49,23 +48,6 @@ int ExitAtOnce(void* arg) {
   _exit(0);
 }
 
-// This process's directories in the v1 memory, cpu and pids hierarchies, where writable.
-std::vector<std::string> OwnV1Dirs() {
-  std::vector<std::string> dirs;
-  for (const std::string& line : berth::Split(berth::ReadFileOr("/proc/self/cgroup"), '\n')) {
-    const auto parts = berth::Split(line, ':');
-    if (parts.size() != 3) continue;
-    for (const char* controller : {"memory", "cpu", "pids"}) {
-      for (const std::string& c : berth::Split(parts[1], ',')) {
-        if (c != controller) continue;
-        std::string dir = std::string("/sys/fs/cgroup/") + controller + parts[2];
-        if (::access(dir.c_str(), W_OK) == 0) dirs.push_back(dir);
-      }
-    }
-  }
-  return dirs;
-}
-
 double ChildCpuUs() {
   rusage u{};
   ::getrusage(RUSAGE_CHILDREN, &u);
@@ -76,8 +58,14 @@ enum class How { kOutside, kJoin, kInto, kJoinV1 };
 
 void Run(benchmark::State& state, How how) {
   const std::string base = berth::testing::OwnCgroup2Dir();
-  const std::vector<std::string> v1 =
-      how == How::kJoinV1 ? OwnV1Dirs() : std::vector<std::string>{};
+  std::vector<std::string> v1;  // this process's directories in the v1 hierarchies joined
+  if (how == How::kJoinV1) {
+    const berth::CgroupHost host = berth::DetectCgroups();
+    for (const char* controller : {"memory", "cpu", "pids"}) {
+      if (auto it = host.v1_dirs.find(controller); it != host.v1_dirs.end())
+        v1.push_back(it->second);
+    }
+  }
   if (base.empty() || (how == How::kJoinV1 && v1.empty())) {
     state.SkipWithError("needs root and a writable cgroup2 hierarchy (and v1 ones for V1)");
     return;

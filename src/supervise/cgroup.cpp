@@ -449,8 +449,8 @@ std::vector<std::string> RankCgroup::JoinFiles() const {
 }
 
 CgroupEntry RankCgroup::Entry() const {
-  return CgroupEntry{.clone_into = layout_ == CgroupLayout::kV2 ? unified_dir_ : std::string(),
-                     .join = JoinFiles()};
+  if (layout_ == CgroupLayout::kV2) return CgroupEntry{.clone_into = unified_dir_};
+  return CgroupEntry{.join = JoinFiles()};
 }
 
 namespace {

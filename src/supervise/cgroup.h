@@ -2,9 +2,9 @@
 // made by its supervisor (never by the job) under the supervisor's own cgroup, with the rank's
 // limits written before any of its processes joins; the rank's processes join it between their
 // clone and their exec, or on v2 are born in it (supervise/step.h), so no process of a job ever
-// runs outside it. At the end
-// the supervisor reads what the rank used and whether the kernel killed it for memory, kills what
-// is left in it, and removes it. docs/security.md "Isolation" says what is enforced where.
+// runs outside it. At the end the supervisor reads what the rank used and whether the kernel
+// killed it for memory, kills what is left in it, and removes it. docs/security.md "Isolation"
+// says what is enforced where.
 //
 // Three host layouts, told apart by DetectCgroups from /proc/self/cgroup and /proc/self/mountinfo:
 //   v2     one unified hierarchy (production hosts: Debian 12, Ubuntu 22.04+, RHEL 9): memory.max,
@@ -91,12 +91,12 @@ struct RankUsage {
 };
 
 // How a step's child enters a rank's cgroup (supervise/step.h): it is born in `clone_into`, a
-// cgroup2 directory (the v2 layout's; supervise/clone_into_cgroup.h), where the kernel can start it
-// there, and writes "0" to each of `join` (cgroup.procs files) otherwise — skipping clone_into's
-// own when it was born there.
+// cgroup2 directory (the v2 layout's; supervise/clone_into_cgroup.h), and joins each of `join`
+// (cgroup.procs files) by writing "0" to it; where the kernel cannot start it in clone_into, it
+// joins that one's cgroup.procs too, last.
 struct CgroupEntry {
   std::string clone_into;         // empty: none
-  std::vector<std::string> join;  // every hierarchy's cgroup.procs, clone_into's included
+  std::vector<std::string> join;  // the other hierarchies'
 };
 
 // One rank's cgroup: a directory per hierarchy.
@@ -111,7 +111,7 @@ class RankCgroup {
   // Each hierarchy's cgroup.procs: a process joins by writing "0" to each (a step's child does,
   // before anything else: supervise/step.h).
   std::vector<std::string> JoinFiles() const;
-  // How a step's child enters it: JoinFiles, and on v2 its directory to be born in.
+  // How a step's child enters it: on v2 born in its directory, on v1 by JoinFiles.
   CgroupEntry Entry() const;
   // The processes in it (read from the first hierarchy).
   std::set<pid_t> Pids() const;

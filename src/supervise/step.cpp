@@ -155,16 +155,12 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                            const CgroupEntry& cgroup, int tty_fd)
     : child_(std::make_unique<Child>()), workdir_(workdir), run_as_(run_as) {
   Child& c = *child_;
+  // The other hierarchies' first; clone_into's own last, joined only where the child could not
+  // be born in it.
   c.cgroup_procs = cgroup.join;
-  // Those to join when born in cgroup.clone_into first, then that one's own (the fallback's).
-  const std::string born_in = cgroup.clone_into.empty() ? "" : cgroup.clone_into + "/cgroup.procs";
-  for (const std::string& file : c.cgroup_procs) {
-    if (file != born_in) c.cgroup_procs_c.push_back(file.c_str());
-  }
-  const size_t joins_when_born_in = c.cgroup_procs_c.size();
-  for (const std::string& file : c.cgroup_procs) {
-    if (file == born_in) c.cgroup_procs_c.push_back(file.c_str());
-  }
+  const size_t joins_when_born_in = c.cgroup_procs.size();
+  if (!cgroup.clone_into.empty()) c.cgroup_procs.push_back(cgroup.clone_into + "/cgroup.procs");
+  for (const std::string& file : c.cgroup_procs) c.cgroup_procs_c.push_back(file.c_str());
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     error_ = "cannot write " + script_path;

@@ -24,7 +24,6 @@
 
 #include "common/files.h"
 #include "common/sanitizers.h"
-#include "common/strings.h"
 #include "fakes/temp_dir.h"
 #include "supervise/step.h"
 #include "support/cgroup2.h"
@@ -32,18 +31,10 @@
 namespace berth {
 namespace {
 
+using testing::Cgroup2Of;
 using testing::TempDir;
 
 constexpr size_t kStack = 64 * 1024;
-
-// The cgroup2 line of /proc/PID/cgroup, without its "0::".
-std::string Cgroup2Of(pid_t pid) {
-  for (const std::string& line :
-       Split(ReadFileOr("/proc/" + std::to_string(pid) + "/cgroup"), '\n')) {
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  }
-  return "";
-}
 
 // A cgroup2 cgroup of this test's own, removed at its end (once its last process is reaped).
 class OwnCgroup {
@@ -147,7 +138,7 @@ TEST(CloneIntoCgroup, ADirectoryThatIsNotACgroupIsRefused) {
 // hierarchies' cgroups. Shown with a fifo standing for another hierarchy's cgroup.procs: the
 // child blocks opening it, and while it does, /proc says where it is — born in the cgroup, not in
 // this test's own (where a child that joins instead would still be: it joins clone_into's own
-// last). Then the same step without the fifo runs its script in the cgroup.
+// last). Its script then prints the same cgroup.
 TEST(CloneIntoCgroup, AStepIsBornInItsRanksCgroup2CgroupAndJoinsOnlyTheOthers) {
   if (::geteuid() != 0) GTEST_SKIP() << "making a cgroup needs root";
   OwnCgroup born("berth-test-born");
@@ -161,9 +152,8 @@ TEST(CloneIntoCgroup, AStepIsBornInItsRanksCgroup2CgroupAndJoinsOnlyTheOthers) {
   const std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"}};
   pid_t pid = -1;
   {
-    StartingStep step(
-        "grep ^0:: /proc/self/cgroup", tmp.File("step.sh"), "", env, std::nullopt, log,
-        CgroupEntry{.clone_into = born.dir(), .join = {born.dir() + "/cgroup.procs", fifo}});
+    StartingStep step("grep ^0:: /proc/self/cgroup", tmp.File("step.sh"), "", env, std::nullopt,
+                      log, CgroupEntry{.clone_into = born.dir(), .join = {fifo}});
     pid = step.pid();
     ASSERT_GT(pid, 0) << step.Wait();
     // Blocked in its open of the fifo (its first act): already in the cgroup.
@@ -184,8 +174,8 @@ TEST(CloneIntoCgroup, AStepIsBornInItsRanksCgroup2CgroupAndJoinsOnlyTheOthers) {
 }
 
 // Where the kernel refuses to start the child in clone_into (here: not a cgroup, as in the fake v2
-// trees of cgroup_test.cpp), the child joins by writing "0" to every cgroup.procs instead,
-// clone_into's included.
+// trees of cgroup_test.cpp), the child joins clone_into's cgroup.procs by writing "0" to it, after
+// the others.
 TEST(CloneIntoCgroup, AStepFallsBackToJoiningWhereItCannotBeBornInTheCgroup) {
   TempDir tmp;
   const std::string fake = tmp.File("fake-cgroup");
@@ -194,8 +184,7 @@ TEST(CloneIntoCgroup, AStepFallsBackToJoiningWhereItCannotBeBornInTheCgroup) {
   ASSERT_TRUE(WriteFileAtomic(tmp.File("other.procs"), "", false, 0644));
   const int log = ::open(tmp.File("out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(log, 0);
-  const CgroupEntry entry{.clone_into = fake,
-                          .join = {tmp.File("other.procs"), fake + "/cgroup.procs"}};
+  const CgroupEntry entry{.clone_into = fake, .join = {tmp.File("other.procs")}};
   StepLaunch step = LaunchStep("echo ran", tmp.File("step.sh"), "", {{"PATH", "/usr/bin:/bin"}},
                                std::nullopt, log, entry);
   ::close(log);
