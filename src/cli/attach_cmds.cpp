@@ -142,7 +142,10 @@ void OnControl(const std::string& text, Ending& ending, int64_t* offset) {
 }
 
 // Relays stdin, the window's size and stray SIGINTs to the session and its output to stdout
-// until the job ends, the session closes, or the user detaches.
+// until the job ends, the session closes, or the user detaches. stdin is read only once the node's
+// side has joined (its first message: every leg starts with {"from":N}), so what is typed while a
+// session waits for its node stays in stdin and goes to the next session if this one never joins
+// (the node did not answer in time, the server restarted).
 Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_t* offset) {
   Ending ending;
   if (input.raw()) {
@@ -150,10 +153,10 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
   }
   int64_t last_interrupt = -kDoubleInterruptMs - 1;
   while (!ws.closed() && !ending.detached && !ending.interrupted_twice) {
-    pollfd fds[3] = {
-        {ws.fd(), ws.events(), 0},
-        {STDIN_FILENO, static_cast<short>(*stdin_open && ws.unsent() < kMaxUnsent ? POLLIN : 0), 0},
-        {g_signal_pipe[0], POLLIN, 0}};
+    const bool want_input = *stdin_open && ending.received && ws.unsent() < kMaxUnsent;
+    pollfd fds[3] = {{ws.fd(), ws.events(), 0},
+                     {STDIN_FILENO, static_cast<short>(want_input ? POLLIN : 0), 0},
+                     {g_signal_pipe[0], POLLIN, 0}};
     if (::poll(fds, 3, 1000) < 0 && errno != EINTR) break;
     if (fds[2].revents & POLLIN) {
       char sigs[16];

@@ -42,6 +42,7 @@ struct ServerFlags {
   std::string kill_grace = "10s";
   std::string interactive_time_limit = "24h";
   std::string interactive_idle_limit = "0";
+  std::string interactive_connect_timeout = "10s";
   std::string starvation = "10m";
   std::string fair_share_half_life = "7d";
   std::string gpu_weights;  // "A100=2,T4=0.5"

@@ -74,6 +74,11 @@ void AddServerCommand(CommandContext& c) {
                    "this long, e.g. 2h; 0: never")
       ->capture_default_str();
   server
+      ->add_option("--interactive-connect-timeout", server_flags.interactive_connect_timeout,
+                   "How long a session (attach, exec --into, port-forward) waits for the job's "
+                   "node to answer before it is closed (the client dials again)")
+      ->capture_default_str();
+  server
       ->add_option("--starvation", server_flags.starvation,
                    "Wait after which a job gets a reservation")
       ->capture_default_str();

@@ -129,6 +129,11 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--interactive-idle-limit: expected a duration like 2h (0: none)");
   }
   options.interactive_idle_limit_ms = *idle_limit;
+  auto connect_timeout = ParseDuration(flags.interactive_connect_timeout);
+  if (!connect_timeout || *connect_timeout <= 0) {
+    return Status::Invalid("--interactive-connect-timeout: expected a duration like 10s (above 0)");
+  }
+  options.interactive_connect_ms = *connect_timeout;
   options.starvation_ms = *starvation;
   auto upload_retention = ParseDuration(flags.upload_retention);
   if (!upload_retention || *upload_retention < 0) {

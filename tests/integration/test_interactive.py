@@ -3,7 +3,9 @@ its own): keys reach the job and its output comes back; a resized window is the 
 new size; Ctrl-C reaches the job through its terminal (exit 130); the command exits with the job's
 exit code; a client killed mid-session leaves the job running, and attaching again replays what the
 job printed and goes on. Without a terminal (a pipe) the typing still goes through, and Ctrl-C twice
-within a second ends the job. A server killed and restarted mid-session is dialled through. A batch job is
+within a second ends the job. A server killed and restarted mid-session is dialled through;
+what is typed while a session waits for its node (a restart, a node that does not answer in time)
+reaches the job. A batch job is
 followed instead; another user's job is refused (403). `exec --into` runs a command inside a running
 job (its cgroup, user, environment and work dir), with or without a terminal. With --interactive-idle-limit, a job no one is
 attached to ends, and one with a client attached does not.
@@ -243,14 +245,32 @@ class InteractiveTest(BerthTestCase):
         self.wait_screen("r", lambda t: "after:again" in t, "the job's answer")
         self.assertEqual(self.wait_rc(rc_file), 6)
 
+    def metric(self, server, name):
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    def held(self, agent):
+        """Stops `agent` (SIGSTOP) until the test continues it; continued at the test's end anyway."""
+        os.kill(agent.pid, signal.SIGSTOP)
+        self.addCleanup(lambda: agent.proc.poll() is None and os.kill(agent.pid, signal.SIGCONT))
+
     def test_a_server_restart_mid_session_is_dialled_through(self):
         # The server dies hard and comes back on its port: the client dials again by itself, and
-        # the session goes on where it was (the terminal lives on the node).
+        # the session goes on where it was (the terminal lives on the node). The node's agent is
+        # held stopped across the restart, so the client's new session is opened before the agent
+        # registers with the new server (which drops what was queued for the node before): the
+        # server invites the node again when it registers, and what was typed meanwhile reaches
+        # the job. The connect timeout is long, so that a node invited only by a later dial would
+        # show as an unanswered session.
         b = self.b
         state = self.path("server-state")
-        server = b.start_server(state_dir=state)
+        connect = ["--interactive-connect-timeout", f"{int(60 * SCALE)}s"]
+        server = b.start_server(state_dir=state, extra=connect)
         port = server.url.rsplit(":", 1)[1]
-        b.start_agent(server.url, name="node-0", gpus="")
+        agent = b.start_agent(server.url, name="node-0", gpus="")
         env = {"BERTH_SERVER": server.url}
         b.wait_nodes_up(["node-0"], env=env)
         path = self.write("restart.yaml", "name: restart\ninteractive: true\nrun: |\n"
@@ -262,28 +282,53 @@ class InteractiveTest(BerthTestCase):
                                   stderr=subprocess.PIPE, text=True)
         b.clients.append(client)
         self.assertEqual(client.stdout.readline().strip(), "before")
+        self.held(agent)
         server.kill(signal.SIGKILL)
-        server = b.start_server(state_dir=state, listen=f"127.0.0.1:{port}")
-        b.wait_nodes_up(["node-0"], env=env)
+        server = b.start_server(state_dir=state, listen=f"127.0.0.1:{port}", extra=connect)
 
-        def sessions():
-            with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as r:
-                for line in r.read().decode().splitlines():
-                    if line.startswith("berth_interactive_sessions "):
-                        return float(line.split()[1])
-            return 0.0
         def dialled():
             if client.poll() is not None:
                 raise AssertionError(f"attach exited {client.returncode}: {client.stderr.read()}")
-            return sessions() == 1
+            return self.metric(server, "berth_interactive_sessions") == 1
         b.wait_until(dialled, timeout=60, message="the client to dial again")
-        time.sleep(0.5)  # the node's side joins it
         client.stdin.write("again\n")
         client.stdin.flush()
+        os.kill(agent.pid, signal.SIGCONT)
         self.assertEqual(client.wait(timeout=60 * SCALE), 6)
         out = client.stdout.read()
         self.assertIn("after:again", out)
         self.assertIn("was lost", client.stderr.read())
+        self.assertEqual(self.metric(server, "berth_interactive_sessions_unanswered_total"), 0,
+                         "the node was invited again when it registered")
+
+    def test_typing_outlives_a_session_its_node_never_answered(self):
+        # The node's agent is stopped: the client's session waits, is closed when the node has not
+        # answered within --interactive-connect-timeout, and the client dials again. What was typed
+        # meanwhile is not lost with the closed session: the client reads it only once the node's
+        # side has joined.
+        b = self.b
+        server = b.start_server(extra=["--interactive-connect-timeout", "1s"])
+        agent = b.start_agent(server.url, name="node-0", gpus="")
+        env = {"BERTH_SERVER": server.url}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write("typed.yaml", "name: typed\ninteractive: true\nrun: |\n"
+                                        "  echo before\n  read -r x\n  echo \"after:$x\"\n  exit 5\n")
+        job = b.submit(path, env=env)
+        b.wait_status(job, "RUNNING", env=env)
+        self.held(agent)
+        client = subprocess.Popen([BERTH_BIN, "attach", str(job)], env={**b.env, **env},
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        b.clients.append(client)
+        client.stdin.write("typed\n")
+        client.stdin.flush()
+        b.wait_until(lambda: self.metric(server, "berth_interactive_sessions_unanswered_total") >= 1,
+                     timeout=30 * SCALE, message="a session its node did not answer")
+        os.kill(agent.pid, signal.SIGCONT)
+        self.assertEqual(client.wait(timeout=60 * SCALE), 5)
+        out = client.stdout.read()
+        self.assertIn("before", out)
+        self.assertIn("after:typed", out)
 
     def test_a_batch_job_is_followed_instead(self):
         batch = self.b.submit("--", "echo out-of-batch; exit 2")

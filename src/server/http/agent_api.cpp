@@ -55,6 +55,8 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req, const Prin
   }
   auto answer = core_->Register(*request, req.remote_address);
   if (!answer.ok()) return ErrorResponse(answer.status());
+  // Its new session's queue starts empty: what was waiting for the node is sent again.
+  terminals_.InviteAgain(request->name);
   return JsonResponse(200, answer->Encode());
 }
 

@@ -25,6 +25,11 @@ net::HttpResponse Server::HandleMetrics() {
              "Sessions (attach, exec --into, port-forward connections) waiting for their node or "
              "relayed now.");
   out.Sample("berth_interactive_sessions", {}, static_cast<double>(terminals_.size()));
+  out.Family("berth_interactive_sessions_unanswered_total", "counter",
+             "Sessions closed because the job's node did not answer within "
+             "--interactive-connect-timeout (its client dials again).");
+  out.Sample("berth_interactive_sessions_unanswered_total", {},
+             static_cast<double>(terminals_.unanswered()));
   return net::HttpResponse{.status = 200,
                            .content_type = "text/plain; version=0.0.4; charset=utf-8",
                            .body = out.Take()};

@@ -63,6 +63,7 @@ struct ServerOptions {
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   DurationMs interactive_time_limit_ms = 24 * 3'600'000;  // CoreOptions'
   DurationMs interactive_idle_limit_ms = 0;               // CoreOptions'
+  DurationMs interactive_connect_ms = 10'000;  // a session's wait for its node (TerminalBridges)
   DurationMs starvation_ms = 10 * 60'000;
   UsageConfig usage;                 // fair share: half-life and GPU weights
   double admission_charge_s = 3600;  // each weighted GPU held counts this much in advance
@@ -255,7 +256,8 @@ class Server {
   std::atomic<int> arena_trims_owed_{0};
   std::atomic<bool> scheduler_trim_owed_{false};
   WatchStreams streams_;
-  TerminalBridges terminals_;  // outlives http_, whose WebSockets it relays
+  // Outlives http_, whose WebSockets it relays.
+  TerminalBridges terminals_{streams_, 1024, 32, options_.interactive_connect_ms};
   std::unique_ptr<Core> core_;
   std::unique_ptr<Executor> state_exec_;
   std::unique_ptr<Executor> read_exec_;

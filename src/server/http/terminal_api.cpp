@@ -84,10 +84,9 @@ void Server::HandleAttach(int64_t id, const net::HttpRequest& req, const Princip
   if (!bridge.ok()) return res->Send(ErrorResponse(bridge.status()));
   res->AcceptWebSocket(kSessionSubprotocol, [this, bridge = *bridge,
                                              offset = *offset](std::shared_ptr<net::WebSocket> ws) {
-    auto sid = terminals_.Open(std::move(ws), bridge, clock_.Monotonic());
-    if (!sid.ok()) return;
-    streams_.Send(bridge.node,
-                  proto::SessionMessage{*sid, bridge.job, bridge.attempt, bridge.rank, offset});
+    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
+      return proto::SessionMessage{sid, bridge.job, bridge.attempt, bridge.rank, offset};
+    });
   });
 }
 
@@ -121,10 +120,10 @@ void Server::HandleExecInto(int64_t id, const net::HttpRequest& req, const Princ
                           .cols = static_cast<int>(*cols)};
   res->AcceptWebSocket(kSessionSubprotocol, [this, bridge = *bridge, exec = std::move(exec)](
                                                 std::shared_ptr<net::WebSocket> ws) mutable {
-    auto sid = terminals_.Open(std::move(ws), bridge, clock_.Monotonic());
-    if (!sid.ok()) return;
-    exec.sid = *sid;
-    streams_.Send(bridge.node, exec);
+    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
+      exec.sid = sid;
+      return exec;
+    });
   });
 }
 
@@ -145,10 +144,10 @@ void Server::HandlePortForward(int64_t id, const net::HttpRequest& req, const Pr
   }
   res->AcceptWebSocket(net::kStreamSubprotocol, [this, bridge = *bridge,
                                                  port = *port](std::shared_ptr<net::WebSocket> ws) {
-    auto sid = terminals_.Open(std::move(ws), bridge, clock_.Monotonic());
-    if (!sid.ok()) return;
-    streams_.Send(bridge.node, proto::ForwardMessage{*sid, bridge.job, bridge.attempt, bridge.rank,
-                                                     static_cast<int>(port)});
+    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
+      return proto::ForwardMessage{sid, bridge.job, bridge.attempt, bridge.rank,
+                                   static_cast<int>(port)};
+    });
   });
 }
 

@@ -65,16 +65,34 @@ Status TerminalBridges::CheckRoom(const std::string& user) const {
 }
 
 Result<std::string> TerminalBridges::Open(std::shared_ptr<net::WebSocket> user, Target target,
-                                          int64_t now_ms) {
+                                          int64_t now_ms, const Invitation& invite) {
   if (Status room = CheckRoom(target.user); !room.ok()) {
     user->Close(1013, room.message().substr(0, 123));
     return room;
   }
   std::string sid = NewSessionId();
-  MutexLock lock(mu_);
-  ++per_user_[target.user];
-  sessions_[sid] = Session{std::move(user), std::move(target), now_ms, false};
+  const std::string node = target.node;
+  proto::WatchMessage invitation = invite(sid);
+  {
+    MutexLock lock(mu_);
+    ++per_user_[target.user];
+    sessions_[sid] = Session{std::move(user), std::move(target), invitation, now_ms, false};
+  }
+  nodes_.Send(node, invitation);
   return sid;
+}
+
+void TerminalBridges::InviteAgain(const std::string& node) {
+  std::vector<proto::WatchMessage> invitations;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [sid, session] : sessions_) {
+      if (!session.joined && session.target.node == node) {
+        invitations.push_back(session.invitation);
+      }
+    }
+  }
+  for (const auto& invitation : invitations) nodes_.Send(node, invitation);
 }
 
 Status TerminalBridges::CheckWaiting(const std::string& sid, const std::string& node) const {
@@ -127,6 +145,7 @@ void TerminalBridges::ExpireWaiting(int64_t now_ms) {
         expired.emplace_back(sid, session.user);
       }
     }
+    unanswered_ += expired.size();
   }
   for (auto& [sid, user] : expired) {
     user->Close(4004, "the job's node did not answer");
@@ -152,6 +171,11 @@ std::map<int64_t, int64_t> TerminalBridges::SeenAt(int64_t now_ms, int64_t keep_
 size_t TerminalBridges::size() const {
   MutexLock lock(mu_);
   return sessions_.size();
+}
+
+uint64_t TerminalBridges::unanswered() const {
+  MutexLock lock(mu_);
+  return unanswered_;
 }
 
 }  // namespace berth

@@ -1,11 +1,18 @@
 // TerminalBridges: the interactive sessions the server relays (docs/api.md "Interactive
-// sessions"). A user's WebSocket (GET /v1/jobs/{id}/attach) waits here under a fresh session id
-// that the server sends to the rank's node (proto::SessionMessage); the node's agent opens its
-// own WebSocket for that id (GET /v1/agent/sessions/{sid}), and from then on the two are relayed
-// to each other, message by message: each side is read only once its last message was written to
-// the other, so a session holds at most a message per direction (64 KiB frames) however fast
-// either side is. When either side closes, the other is closed; a user whose node does not answer
-// within `connect_ms` is closed with 4004.
+// sessions"). A user's WebSocket (GET /v1/jobs/{id}/attach) waits here under a fresh session id,
+// and the rank's node is invited to it (proto::SessionMessage, ExecMessage or ForwardMessage,
+// through the AgentChannel); the node's agent opens its own WebSocket for that id
+// (GET /v1/agent/sessions/{sid}), and from then on the two are relayed to each other, message by
+// message: each side is read only once its last message was written to the other, so a session
+// holds at most a message per direction (64 KiB frames) however fast either side is. When either
+// side closes, the other is closed; a user whose node does not answer within `connect_ms` is
+// closed with 4004.
+//
+// An invitation belongs to the node's session of the moment (server/core/agent_channel.h): one
+// sent before the node registers again (a server just restarted, an agent that lost its lease)
+// is dropped with that session's queue. So each waiting session keeps its invitation, and a
+// node's new registration sends those again (InviteAgain); a session opened in between may be
+// invited twice, and the agent's second answer is refused (404) without harm.
 //
 // Bounded: at most `max_sessions` open or waiting, and `max_per_user` for one user.
 //
@@ -14,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +29,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "net/http.h"
+#include "server/core/agent_channel.h"
 
 namespace berth {
 
@@ -34,15 +43,25 @@ class TerminalBridges {
     std::string user;  // whose session it is (the job's owner, or the operator who attached)
   };
 
-  TerminalBridges(size_t max_sessions = 1024, size_t max_per_user = 32, int64_t connect_ms = 10'000)
-      : max_sessions_(max_sessions), max_per_user_(max_per_user), connect_ms_(connect_ms) {}
+  // What the node is sent for session `sid`.
+  using Invitation = std::function<proto::WatchMessage(const std::string& sid)>;
+
+  explicit TerminalBridges(AgentChannel& nodes, size_t max_sessions = 1024,
+                           size_t max_per_user = 32, int64_t connect_ms = 10'000)
+      : nodes_(nodes),
+        max_sessions_(max_sessions),
+        max_per_user_(max_per_user),
+        connect_ms_(connect_ms) {}
 
   // Room for one more session of `user`? TooLarge (429) naming the cap when not.
   Status CheckRoom(const std::string& user) const EXCLUDES(mu_);
-  // The user's WebSocket waits for the node's: returns the session id to send to the node.
-  // TooLarge when the caps are reached (the WebSocket is then closed with 1013).
-  Result<std::string> Open(std::shared_ptr<net::WebSocket> user, Target target, int64_t now_ms)
-      EXCLUDES(mu_);
+  // The user's WebSocket waits for the node's, and the node is sent `invite(sid)`: returns the
+  // session id. TooLarge when the caps are reached (the WebSocket is then closed with 1013).
+  Result<std::string> Open(std::shared_ptr<net::WebSocket> user, Target target, int64_t now_ms,
+                           const Invitation& invite) EXCLUDES(mu_);
+  // `node` registered again (a new session, whose queue starts empty): the sessions still waiting
+  // for it are sent their invitations again.
+  void InviteAgain(const std::string& node) EXCLUDES(mu_);
   // Whether session `sid` waits for node `node`: NotFound when no session of that id waits (it
   // expired, or was never opened); Forbidden when it is another node's.
   Status CheckWaiting(const std::string& sid, const std::string& node) const EXCLUDES(mu_);
@@ -53,6 +72,8 @@ class TerminalBridges {
   void ExpireWaiting(int64_t now_ms) EXCLUDES(mu_);
   // Sessions waiting or relayed now.
   size_t size() const EXCLUDES(mu_);
+  // Sessions closed so far because their node did not join in time (ExpireWaiting).
+  uint64_t unanswered() const EXCLUDES(mu_);
   // When each job last had a session (Core::EndIdleInteractive), as the calls see it: every job
   // with one open or waiting now is marked seen at `now_ms`. Entries older than `keep_ms` are
   // forgotten (a job unseen for that long is idle either way), and at most max_sessions * 64
@@ -63,11 +84,13 @@ class TerminalBridges {
   struct Session {
     std::shared_ptr<net::WebSocket> user;
     Target target;
+    proto::WatchMessage invitation;
     int64_t opened_at = 0;
     bool joined = false;
   };
   void Ended(const std::string& sid) EXCLUDES(mu_);
 
+  AgentChannel& nodes_;
   const size_t max_sessions_;
   const size_t max_per_user_;
   const int64_t connect_ms_;
@@ -75,6 +98,7 @@ class TerminalBridges {
   std::map<std::string, Session> sessions_ GUARDED_BY(mu_);  // by id
   std::map<std::string, size_t> per_user_ GUARDED_BY(mu_);
   std::map<int64_t, int64_t> seen_ GUARDED_BY(mu_);  // job -> when it last had a session
+  uint64_t unanswered_ GUARDED_BY(mu_) = 0;
 };
 
 // Relays `from`'s messages to `to`, one at a time: the next is read only once the last is

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes/fake_channel.h"
 #include "fakes/fake_websocket.h"
 
 namespace berth {
@@ -17,10 +18,25 @@ TerminalBridges::Target Target(const std::string& user = "ada", const std::strin
   return {.job = 7, .attempt = 1, .rank = 0, .node = node, .user = user};
 }
 
+proto::WatchMessage Invite(const std::string& sid) {
+  return proto::SessionMessage{sid, 7, 1, 0, 0};
+}
+
+// The session ids of the invitations sent to `node`, in order.
+std::vector<std::string> Invited(const testing::FakeChannel& nodes, const std::string& node) {
+  std::vector<std::string> sids;
+  for (const auto& sent : nodes.sent()) {
+    const auto* invitation = std::get_if<proto::SessionMessage>(&sent.message);
+    if (sent.node == node && invitation) sids.push_back(invitation->sid);
+  }
+  return sids;
+}
+
 TEST(TerminalBridges, TheNodeJoinsTheUserAndBothWaysAreRelayed) {
-  TerminalBridges bridges;
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes);
   auto user = std::make_shared<FakeWebSocket>();
-  auto sid = bridges.Open(user, Target(), 0);
+  auto sid = bridges.Open(user, Target(), 0, Invite);
   ASSERT_TRUE(sid.ok());
   EXPECT_EQ(sid->size(), 32u);
   EXPECT_EQ(bridges.CheckWaiting(*sid, "n2").code(), Code::kForbidden) << "another node's";
@@ -42,10 +58,35 @@ TEST(TerminalBridges, TheNodeJoinsTheUserAndBothWaysAreRelayed) {
   EXPECT_EQ(bridges.size(), 0u);
 }
 
+// The node is invited when the user comes; a node that registers again (its new session's queue
+// starts empty, as after a server restart) is invited again to what still waits for it, and only
+// to that: not to sessions it joined, nor to other nodes'.
+TEST(TerminalBridges, TheNodeIsInvitedAgainWhenItRegistersAgain) {
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes);
+  auto joined_user = std::make_shared<FakeWebSocket>();
+  auto joined = bridges.Open(joined_user, Target(), 0, Invite);
+  auto waiting = bridges.Open(std::make_shared<FakeWebSocket>(), Target(), 0, Invite);
+  auto elsewhere = bridges.Open(std::make_shared<FakeWebSocket>(), Target("ada", "n2"), 0, Invite);
+  ASSERT_TRUE(joined.ok() && waiting.ok() && elsewhere.ok());
+  EXPECT_EQ(Invited(nodes, "n1"), (std::vector<std::string>{*joined, *waiting}));
+  EXPECT_EQ(Invited(nodes, "n2"), (std::vector<std::string>{*elsewhere}));
+  bridges.Join(*joined, std::make_shared<FakeWebSocket>());
+  bridges.InviteAgain("n1");
+  EXPECT_EQ(Invited(nodes, "n1"), (std::vector<std::string>{*joined, *waiting, *waiting}));
+  EXPECT_EQ(Invited(nodes, "n2"), (std::vector<std::string>{*elsewhere}));
+  // Invited again, it joins: the session is relayed, and not invited a third time.
+  ASSERT_TRUE(bridges.CheckWaiting(*waiting, "n1").ok());
+  bridges.Join(*waiting, std::make_shared<FakeWebSocket>());
+  bridges.InviteAgain("n1");
+  EXPECT_EQ(Invited(nodes, "n1").size(), 3u);
+}
+
 TEST(TerminalBridges, AUserWhoLeavesClosesTheNodesSide) {
-  TerminalBridges bridges;
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes);
   auto user = std::make_shared<FakeWebSocket>();
-  auto sid = bridges.Open(user, Target(), 0);
+  auto sid = bridges.Open(user, Target(), 0, Invite);
   ASSERT_TRUE(sid.ok());
   auto node = std::make_shared<FakeWebSocket>();
   bridges.Join(*sid, node);
@@ -58,9 +99,10 @@ TEST(TerminalBridges, AUserWhoLeavesClosesTheNodesSide) {
 // A node's refusal (an application's close code, 4000-4999) reaches the user as it came, reason
 // and all: it says why (a port the job does not listen on).
 TEST(TerminalBridges, ANodesRefusalReachesTheUserWithItsReason) {
-  TerminalBridges bridges;
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes);
   auto user = std::make_shared<FakeWebSocket>();
-  auto sid = bridges.Open(user, Target(), 0);
+  auto sid = bridges.Open(user, Target(), 0, Invite);
   ASSERT_TRUE(sid.ok());
   auto node = std::make_shared<FakeWebSocket>();
   bridges.Join(*sid, node);
@@ -70,27 +112,31 @@ TEST(TerminalBridges, ANodesRefusalReachesTheUserWithItsReason) {
 }
 
 TEST(TerminalBridges, ANodeThatNeverComesTimesTheUserOut) {
-  TerminalBridges bridges(16, 4, 10'000);
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes, 16, 4, 10'000);
   auto user = std::make_shared<FakeWebSocket>();
-  auto sid = bridges.Open(user, Target(), 1'000);
+  auto sid = bridges.Open(user, Target(), 1'000, Invite);
   ASSERT_TRUE(sid.ok());
   bridges.ExpireWaiting(10'999);
   EXPECT_FALSE(user->closed());
+  EXPECT_EQ(bridges.unanswered(), 0u);
   bridges.ExpireWaiting(11'000);
   EXPECT_TRUE(user->closed());
   EXPECT_EQ(user->close_code(), 4004);
   EXPECT_EQ(bridges.size(), 0u);
+  EXPECT_EQ(bridges.unanswered(), 1u);
   auto late = std::make_shared<FakeWebSocket>();
   bridges.Join(*sid, late);
   EXPECT_EQ(late->close_code(), 4004) << "a node that comes too late is closed";
 }
 
 TEST(TerminalBridges, CapsPerUserAndInAll) {
-  TerminalBridges bridges(3, 2, 10'000);
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes, 3, 2, 10'000);
   std::vector<std::shared_ptr<FakeWebSocket>> kept;
   auto open = [&](const std::string& user) {
     kept.push_back(std::make_shared<FakeWebSocket>());
-    return bridges.Open(kept.back(), Target(user), 0);
+    return bridges.Open(kept.back(), Target(user), 0, Invite);
   };
   ASSERT_TRUE(open("ada").ok());
   ASSERT_TRUE(open("ada").ok());
@@ -114,13 +160,14 @@ TEST(TerminalBridges, CapsPerUserAndInAll) {
 // waiting is seen at each call; one whose session ended keeps its last sighting until it is older
 // than the limit.
 TEST(TerminalBridges, SeenAtRemembersEachJobsLastSession) {
-  TerminalBridges bridges;
+  testing::FakeChannel nodes;
+  TerminalBridges bridges(nodes);
   auto user = std::make_shared<FakeWebSocket>();
   TerminalBridges::Target other = Target();
   other.job = 8;
-  ASSERT_TRUE(bridges.Open(user, Target(), 0).ok());
+  ASSERT_TRUE(bridges.Open(user, Target(), 0, Invite).ok());
   auto waiting = std::make_shared<FakeWebSocket>();
-  auto sid = bridges.Open(waiting, other, 0);
+  auto sid = bridges.Open(waiting, other, 0, Invite);
   ASSERT_TRUE(sid.ok());
   EXPECT_EQ(bridges.SeenAt(1'000, 60'000), (std::map<int64_t, int64_t>{{7, 1'000}, {8, 1'000}}));
   auto node = std::make_shared<FakeWebSocket>();
