@@ -41,6 +41,7 @@ json::array PlacementJson(const Placement& placement) {
 
 json::object JobJson(const JobRow& row, const std::string& waiting) {
   json::object o;
+  o.reserve(24);  // its 22 keys without a rehash
   o["id"] = row.id;
   o["name"] = row.name;
   o["user"] = row.user;

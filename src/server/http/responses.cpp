@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace berth {
 
 int HttpStatusOf(Code code) {
@@ -53,10 +55,26 @@ namespace berth {
 void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
   // JSON only: /metrics (a megabyte at scale) is never polled with If-None-Match.
   if (out.status != 200 || out.body.empty() || out.content_type != "application/json") return;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
-  for (unsigned char c : out.body) {
-    h ^= c;
-    h *= 1099511628211ull;
+  // FNV-1a's step over 8-byte words, each product's high half folded back into its low half (a
+  // multiplication carries only upwards, so a word's high bits would otherwise reach only the top
+  // of the hash); the tail zero-padded, the size in the tag. A listing page is ~0.5 MB, and a byte
+  // at a time took ~0.7 ms of it.
+  auto step = [](uint64_t h, uint64_t word) {
+    h = (h ^ word) * 1099511628211ull;
+    return h ^ (h >> 32);
+  };
+  uint64_t h = 1469598103934665603ull;
+  const std::string& body = out.body;
+  size_t at = 0;
+  for (; at + 8 <= body.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, body.data() + at, 8);
+    h = step(h, word);
+  }
+  if (at < body.size()) {
+    uint64_t word = 0;
+    std::memcpy(&word, body.data() + at, body.size() - at);
+    h = step(h, word);
   }
   std::string tag = fmt::format("\"{:016x}-{}\"", h, out.body.size());
   if (req.Header("if-none-match") == tag) {

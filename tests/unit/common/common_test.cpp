@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <random>
+
 #include "common/clock.h"
 #include "common/cpu_budget.h"
 #include "common/files.h"
@@ -109,6 +112,36 @@ TEST(Strings, PathsUnderARoot) {
 TEST(Resources, CudaVisibleDevicesListsTheGrantedIndices) {
   NodeGrant g{"n1", 0, {{2, 1000}, {3, 1000}}};
   EXPECT_EQ(CudaVisibleDevices(g), "2,3");
+}
+
+// SerializeJson writes what boost::json::serialize writes (but for doubles, written shortest by
+// fmt): every byte of a string escaped the same way, integers at their limits, nesting.
+TEST(Json, SerializeWritesWhatBoostWrites) {
+  std::string every_byte;
+  for (int c = 0; c < 256; ++c) every_byte.push_back(static_cast<char>(c));
+  std::mt19937 random(7);
+  std::vector<json::value> values = {
+      json::value(every_byte),
+      json::value("plain"),
+      json::value(""),
+      json::value("a\"b\\c\u00e9\xff\x7f\x1f"),
+      json::value(INT64_MIN),
+      json::value(INT64_MAX),
+      json::value(UINT64_MAX),
+      json::value(0),
+      json::value(true),
+      json::value(nullptr),
+      json::object{{"k\n", json::array{1, "x", nullptr, json::object{}}}, {"", json::array{}}},
+  };
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes(random() % 40, ' ');
+    for (char& c : bytes) c = static_cast<char>(random() % 256);
+    values.push_back(json::object{{bytes, bytes}, {"n", static_cast<int64_t>(random()) - 99}});
+  }
+  for (const json::value& v : values) EXPECT_EQ(SerializeJson(v), json::serialize(v));
+  EXPECT_EQ(SerializeJson(json::value(0.25)), "0.25");
+  EXPECT_EQ(SerializeJson(json::value(3.0)), "3");
+  EXPECT_EQ(SerializeJson(json::value(std::nan(""))), "null");
 }
 
 TEST(Json, DepthIsBoundedWithTheLimitNamed) {
