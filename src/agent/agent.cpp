@@ -1027,27 +1027,35 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   // so nothing is held back then.
   bool shipped_output = false;
   std::vector<std::pair<std::string, int>> ended;  // ranks whose epilog is due: dir, exit code
-  for (auto& job : snapshot) {
-    auto events = ParseEvents(ReadFileOr(job.dir + "/events"));
-    std::vector<SupervisorEvent> fresh(events.begin() + std::min(job.events_seen, events.size()),
-                                       events.end());
+  // Each rank's new events are read before its output's size is taken (ShipOutputs), so that
+  // every byte written before an event is shipped before the event is reported.
+  std::vector<std::vector<SupervisorEvent>> events(snapshot.size());
+  std::vector<ShipState> ships(snapshot.size());
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    events[i] = ParseEvents(ReadFileOr(snapshot[i].dir + "/events"));
     // While its image downloads (a "pulling" not followed by what it resolved to), the rank's
     // output says how far it got: the job's reason shows it.
-    std::optional<std::string> progress;
-    const bool pulling = std::any_of(events.begin(), events.end(),
-                                     [](const auto& e) { return e.kind == "pulling"; }) &&
-                         std::none_of(events.begin(), events.end(), [](const auto& e) {
-                           return (e.kind == "pulling" && !e.reason.empty()) ||
-                                  e.kind == "setting_up" || e.kind == "running" ||
-                                  e.kind == "exited";
-                         });
-    const bool shipped_all =
-        ShipOutput(job, session, final, &shipped_output, pulling ? &progress : nullptr);
+    ships[i].pulling = std::any_of(events[i].begin(), events[i].end(),
+                                   [](const auto& e) { return e.kind == "pulling"; }) &&
+                       std::none_of(events[i].begin(), events[i].end(), [](const auto& e) {
+                         return (e.kind == "pulling" && !e.reason.empty()) ||
+                                e.kind == "setting_up" || e.kind == "running" || e.kind == "exited";
+                       });
+  }
+  ShipOutputs(snapshot, ships, session, final, &shipped_output);
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    LocalJob& job = snapshot[i];
+    std::vector<SupervisorEvent> fresh(
+        events[i].begin() + static_cast<long>(std::min(job.events_seen, events[i].size())),
+        events[i].end());
+    const bool shipped_all = ships[i].shipped_all;
     size_t reported = job.events_seen;
     if (shipped_all) {
       AddEventReports(job.id, fresh, new_reports);  // (its "pulling" before its progress)
-      if (progress) new_reports.push_back(proto::Report::PullProgress(job.id, *progress));
-      reported = events.size();
+      if (ships[i].progress) {
+        new_reports.push_back(proto::Report::PullProgress(job.id, *ships[i].progress));
+      }
+      reported = events[i].size();
     }
     MutexLock lock(mu_);
     auto it = jobs_.find(KeyOf(job.id));
@@ -1129,39 +1137,67 @@ void Agent::ApplyReportAnswer(const proto::ReportRequest& request,
   for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
 }
 
-bool Agent::ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output,
-                       std::optional<std::string>* pull_progress) {
-  struct stat st {};
-  int64_t size = ::stat((job.dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
-  for (int round = 0; job.log_shipped < size; ++round) {
-    if (round == 16) return false;  // the server keeps refusing: try again next time
-    int fd = ::open((job.dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) break;
-    std::string buf(static_cast<size_t>(std::min<int64_t>(size - job.log_shipped, 1 << 20)), '\0');
-    ssize_t n = ::pread(fd, buf.data(), buf.size(), job.log_shipped);
-    ::close(fd);
-    if (n <= 0) break;
-    buf.resize(static_cast<size_t>(n));
-    proto::LogAppend where{options_.name,  session,     job.id.job,
-                           job.id.attempt, job.id.rank, job.log_shipped};
-    auto answer = connection_.AppendLog(where, buf, final ? 2000 : 10'000);
-    if (!answer.ok()) {
-      if (answer.status().code() == Code::kConflict) {
+void Agent::ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& ships,
+                        const std::string& session, bool final, bool* shipped_output) {
+  // The size each output has now: what this round ships at most.
+  std::vector<int64_t> sizes(jobs.size(), 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    struct stat st {};
+    sizes[i] = ::stat((jobs[i].dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
+    ships[i].shipped_all = jobs[i].log_shipped >= sizes[i];
+  }
+  for (int round = 0; round < 16; ++round) {  // past that the server keeps refusing: next time
+    std::vector<proto::LogPiece> pieces;
+    std::vector<size_t> whose;  // the job of each piece
+    size_t bytes = 0;
+    for (size_t i = 0; i < jobs.size() && pieces.size() < proto::kMaxLogPieces; ++i) {
+      if (ships[i].shipped_all || bytes >= proto::kMaxLogBatchBytes) continue;
+      const int64_t want =
+          std::min<int64_t>({sizes[i] - jobs[i].log_shipped, 1 << 20,
+                             static_cast<int64_t>(proto::kMaxLogBatchBytes - bytes)});
+      proto::LogPiece piece{.job = jobs[i].id.job,
+                            .attempt = jobs[i].id.attempt,
+                            .rank = jobs[i].id.rank,
+                            .offset = jobs[i].log_shipped,
+                            .data = std::string(static_cast<size_t>(want), '\0')};
+      int fd = ::open((jobs[i].dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
+      const ssize_t n =
+          fd < 0 ? -1 : ::pread(fd, piece.data.data(), piece.data.size(), piece.offset);
+      if (fd >= 0) ::close(fd);
+      if (n <= 0) {  // gone or shorter than it was (recycled): nothing more to ship
+        ships[i].shipped_all = true;
+        continue;
+      }
+      piece.data.resize(static_cast<size_t>(n));
+      bytes += piece.data.size();
+      pieces.push_back(std::move(piece));
+      whose.push_back(i);
+    }
+    if (pieces.empty()) return;
+    auto answer = connection_.AppendLogs(options_.name, session, pieces, final ? 2000 : 10'000);
+    if (!answer.ok() || answer->results.size() != pieces.size()) {
+      if (!answer.ok() && answer.status().code() == Code::kConflict) {
         MutexLock lock(mu_);
         need_register_ = true;
       }
-      return false;
+      return;  // what did not go is shipped next time
     }
-    // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
-    // resume from its size.
-    job.log_shipped = std::min<int64_t>(answer->size, size);
     *shipped_output = true;
-    if (pull_progress) {
-      if (std::optional<std::string> p = LastPullProgress(buf)) *pull_progress = std::move(p);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const size_t i = whose[k];
+      const proto::LogAppendAnswer& result = answer->results[k];
+      // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
+      // resume from its size.
+      jobs[i].log_shipped = std::min<int64_t>(result.size, sizes[i]);
+      if (ships[i].pulling) {
+        if (auto progress = LastPullProgress(pieces[k].data))
+          ships[i].progress = std::move(progress);
+      }
+      if (jobs[i].log_shipped >= sizes[i] || (!result.error.empty() && result.size > sizes[i])) {
+        ships[i].shipped_all = true;
+      }
     }
-    if (!answer->error.empty() && answer->size > size) break;
   }
-  return true;
 }
 
 void Agent::AddEventReports(const proto::AttemptRank& id, const std::vector<SupervisorEvent>& fresh,

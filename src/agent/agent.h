@@ -196,11 +196,20 @@ class Agent {
   // that include no exit are kept for a later round instead (returns true; see report_hold_ms).
   bool ShipOnce(bool final, const std::set<std::string>* only = nullptr, bool may_hold = false)
       EXCLUDES(mu_);
-  // ShipOnce's parts: ships `job`'s new output (false: not all of it went, try again later;
-  // *shipped_output when some did; *pull_progress, when not null, the last pull progress line
-  // shipped); the reports of its new events; what the server answered.
-  bool ShipOutput(LocalJob& job, const std::string& session, bool final, bool* shipped_output,
-                  std::optional<std::string>* pull_progress = nullptr) EXCLUDES(mu_);
+  // ShipOnce's parts. What ShipOutputs did for one rank: whether all its output up to now went
+  // (false: try again later), and, while its image is `pulling`, the last pull progress line it
+  // shipped.
+  struct ShipState {
+    bool pulling = false;
+    bool shipped_all = false;
+    std::optional<std::string> progress;
+  };
+  // Ships the new output of `jobs` (their log_shipped advance), in as few requests as the batch
+  // caps allow (proto::kMaxLogPieces, proto::kMaxLogBatchBytes; at most 1 MiB of a rank per
+  // request); *shipped_output when some went. Then: the reports of their new events; what the
+  // server answered.
+  void ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& ships,
+                   const std::string& session, bool final, bool* shipped_output) EXCLUDES(mu_);
   static void AddEventReports(const proto::AttemptRank& id,
                               const std::vector<SupervisorEvent>& fresh,
                               std::vector<proto::Report>& out);

@@ -111,17 +111,19 @@ Result<std::string> HttpAgentConnection::FetchBlobs(const BlobFetch& fetch) {
   return std::move(res->body);
 }
 
-Result<proto::LogAppendAnswer> HttpAgentConnection::AppendLog(const proto::LogAppend& where,
-                                                              std::string_view data,
-                                                              int64_t timeout_ms) {
+Result<proto::LogBatchAnswer> HttpAgentConnection::AppendLogs(
+    const std::string& node, const std::string& session, const std::vector<proto::LogPiece>& pieces,
+    int64_t timeout_ms) {
   std::lock_guard lock(shipping_->mu);
-  auto res = shipping_->client.Request("POST", "/v1/agent/logs?" + where.ToQueryString(),
-                                       std::string(data), timeout_ms);
+  auto res = shipping_->client.Request(
+      "POST",
+      "/v1/agent/logs/batch?node=" + net::UrlEncode(node) + "&session=" + net::UrlEncode(session),
+      proto::EncodeLogBatch(pieces), timeout_ms);
   if (!res.ok()) return res.status();
-  if (res->status != 200 && res->status != 409) return StatusOf(*res, "log shipping");
-  auto v = ParseJson(res->body, "logs answer");
+  if (res->status != 200) return StatusOf(*res, "log shipping");
+  auto v = ParseJson(res->body, "logs batch answer");
   if (!v.ok()) return v.status();
-  return proto::LogAppendAnswer::Decode(*v);
+  return proto::LogBatchAnswer::Decode(*v);
 }
 
 Result<std::string> HttpAgentConnection::GetSpec(const SpecFetch& fetch) {
@@ -271,10 +273,11 @@ Result<proto::ReportAnswer> FailoverAgentConnection::Report(const proto::ReportR
   return OnCurrent([&](HttpAgentConnection& c) { return c.Report(request, timeout_ms); });
 }
 
-Result<proto::LogAppendAnswer> FailoverAgentConnection::AppendLog(const proto::LogAppend& where,
-                                                                  std::string_view data,
-                                                                  int64_t timeout_ms) {
-  return OnCurrent([&](HttpAgentConnection& c) { return c.AppendLog(where, data, timeout_ms); });
+Result<proto::LogBatchAnswer> FailoverAgentConnection::AppendLogs(
+    const std::string& node, const std::string& session, const std::vector<proto::LogPiece>& pieces,
+    int64_t timeout_ms) {
+  return OnCurrent(
+      [&](HttpAgentConnection& c) { return c.AppendLogs(node, session, pieces, timeout_ms); });
 }
 
 Result<std::string> FailoverAgentConnection::GetSpec(const SpecFetch& fetch) {

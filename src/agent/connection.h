@@ -56,10 +56,14 @@ class AgentConnection {
   // `timeout_ms` bounds the call (the agent's last flush at shutdown waits less).
   virtual Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                              int64_t timeout_ms) = 0;
-  // Ships output bytes. A 409 answer (the server holds a different amount) is not an error: the
-  // answer then carries the server's size and an error text.
-  virtual Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where,
-                                                   std::string_view data, int64_t timeout_ms) = 0;
+  // Ships output bytes of several ranks in one request (at most proto::kMaxLogPieces pieces and
+  // proto::kMaxLogBatchBytes bytes): an answer per piece, in order. A piece the server refuses
+  // (it holds a different amount: a gap) is not an error: its answer carries the server's size
+  // and an error text.
+  virtual Result<proto::LogBatchAnswer> AppendLogs(const std::string& node,
+                                                   const std::string& session,
+                                                   const std::vector<proto::LogPiece>& pieces,
+                                                   int64_t timeout_ms) = 0;
   // The spec text of a submission, fetched by the node `fetch` names, in its session, for its job
   // `fetch.job` (the server lets a node read only the specs of jobs placed on it: Forbidden
   // otherwise). NotFound if the server does not know it.
@@ -95,7 +99,8 @@ class HttpAgentConnection final : public AgentConnection {
   Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) override;
   Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                      int64_t timeout_ms) override;
-  Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
+  Result<proto::LogBatchAnswer> AppendLogs(const std::string& node, const std::string& session,
+                                           const std::vector<proto::LogPiece>& pieces,
                                            int64_t timeout_ms) override;
   Result<std::string> GetSpec(const SpecFetch& fetch) override;
   Result<std::string> FetchBlobs(const BlobFetch& fetch) override;
@@ -139,7 +144,8 @@ class FailoverAgentConnection final : public AgentConnection {
   Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest& request) override;
   Result<proto::ReportAnswer> Report(const proto::ReportRequest& request,
                                      int64_t timeout_ms) override;
-  Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
+  Result<proto::LogBatchAnswer> AppendLogs(const std::string& node, const std::string& session,
+                                           const std::vector<proto::LogPiece>& pieces,
                                            int64_t timeout_ms) override;
   Result<std::string> GetSpec(const SpecFetch& fetch) override;
   Result<std::string> FetchBlobs(const BlobFetch& fetch) override;

@@ -1,5 +1,7 @@
 #include "protocol/agent_protocol.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -1015,6 +1017,82 @@ Result<LogAppendAnswer> LogAppendAnswer::Decode(const json::value& body) {
   a.error = f.String("error", "");
   if (!f.ok()) return f.status();
   if (a.size < 0) return Status::Invalid("logs answer: 'size' must not be negative");
+  return a;
+}
+
+std::string EncodeLogBatch(const std::vector<LogPiece>& pieces) {
+  std::string body;
+  for (const LogPiece& p : pieces) {
+    body += fmt::format(R"({{"job":{},"attempt":{},"rank":{},"offset":{},"size":{}}})", p.job,
+                        p.attempt, p.rank, p.offset, p.data.size());
+    body += '\n';
+    body += p.data;
+  }
+  return body;
+}
+
+Result<std::vector<LogPiece>> DecodeLogBatch(std::string_view body) {
+  std::vector<LogPiece> pieces;
+  size_t bytes = 0;
+  while (!body.empty()) {
+    const std::string what = fmt::format("logs batch: piece {}", pieces.size() + 1);
+    if (pieces.size() == kMaxLogPieces) {
+      return Status::Invalid(fmt::format("logs batch: over {} pieces", kMaxLogPieces));
+    }
+    const size_t nl = body.find('\n');
+    if (nl == std::string_view::npos || nl > 256) {
+      return Status::Invalid(what + ": its header is not a line of JSON");
+    }
+    auto header = ParseJson(body.substr(0, nl), what);
+    if (!header.ok()) return header.status();
+    auto obj = ObjectOf(*header, what, "its header");
+    if (!obj.ok()) return obj.status();
+    Fields f(**obj, what);
+    LogPiece p;
+    p.job = f.Int64("job", std::nullopt);
+    p.attempt = f.Int("attempt", std::nullopt);
+    p.rank = f.Int("rank", 0);
+    p.offset = f.Int64("offset", 0);
+    const int64_t size = f.Int64("size", std::nullopt);
+    if (!f.ok()) return f.status();
+    if (p.job <= 0 || p.attempt <= 0 || p.rank < 0 || p.offset < 0 || size < 0) {
+      return Status::Invalid(what + ": bad job, attempt, rank, offset or size");
+    }
+    body.remove_prefix(nl + 1);
+    if (static_cast<uint64_t>(size) > body.size()) {
+      return Status::Invalid(fmt::format("{}: says {} bytes, {} follow", what, size, body.size()));
+    }
+    bytes += static_cast<size_t>(size);
+    if (bytes > kMaxLogBatchBytes) {
+      return Status::Invalid(
+          fmt::format("logs batch: over {} bytes of output in all", kMaxLogBatchBytes));
+    }
+    p.data.assign(body.substr(0, static_cast<size_t>(size)));
+    body.remove_prefix(static_cast<size_t>(size));
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+
+json::object LogBatchAnswer::Encode() const {
+  json::array results_json;
+  for (const LogAppendAnswer& r : results) results_json.push_back(r.Encode());
+  return json::object{{"results", std::move(results_json)}};
+}
+
+Result<LogBatchAnswer> LogBatchAnswer::Decode(const json::value& body) {
+  auto obj = ObjectOf(body, "logs batch answer", "body");
+  if (!obj.ok()) return obj.status();
+  const json::value* results = (*obj)->if_contains("results");
+  if (!results || !results->is_array()) {
+    return Status::Invalid("logs batch answer: 'results' must be an array");
+  }
+  LogBatchAnswer a;
+  for (const json::value& r : results->as_array()) {
+    auto one = LogAppendAnswer::Decode(r);
+    if (!one.ok()) return one.status();
+    a.results.push_back(std::move(*one));
+  }
   return a;
 }
 

@@ -495,4 +495,36 @@ struct LogAppendAnswer {
   static Result<LogAppendAnswer> Decode(const json::value& body);
 };
 
+// Output of several ranks in one request (POST /v1/agent/logs/batch?node=N&session=S): one round
+// of an agent's shipping, instead of a request per rank that printed. Each piece is as a
+// LogAppend's query and body.
+struct LogPiece {
+  int64_t job = 0;
+  int attempt = 0;
+  int rank = 0;
+  int64_t offset = 0;  // where `data` starts in the rank's output
+  std::string data;
+
+  bool operator==(const LogPiece&) const = default;
+};
+
+// A batch holds at most this many pieces and this many bytes of output in all.
+inline constexpr size_t kMaxLogPieces = 1024;
+inline constexpr size_t kMaxLogBatchBytes = 4 << 20;
+
+// The batch's body: for each piece a line of JSON {"job","attempt","rank","offset","size"}, then
+// `size` bytes of output.
+std::string EncodeLogBatch(const std::vector<LogPiece>& pieces);
+// The pieces of a body; Invalid naming the piece and what is wrong with it (a header that is not
+// such a line, fewer bytes than it says, a value out of range, over the caps above).
+Result<std::vector<LogPiece>> DecodeLogBatch(std::string_view body);
+
+// The answer to a batch: each piece's LogAppendAnswer, in order ({"results": [...]}).
+struct LogBatchAnswer {
+  std::vector<LogAppendAnswer> results;
+
+  json::object Encode() const;
+  static Result<LogBatchAnswer> Decode(const json::value& body);
+};
+
 }  // namespace berth::proto

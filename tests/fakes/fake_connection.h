@@ -80,20 +80,26 @@ class FakeConnection final : public AgentConnection {
     return answer;
   }
 
-  // Appends at `where.offset` when it is the size held; otherwise answers the size held with an
-  // error, as the server's 409 does. Fails with the status the test set (SetLogStatus).
-  Result<proto::LogAppendAnswer> AppendLog(const proto::LogAppend& where, std::string_view data,
+  // Appends each piece at its offset when it is the size held; otherwise answers the size held
+  // with an error, as the server does. Fails with the status the test set (SetLogStatus).
+  Result<proto::LogBatchAnswer> AppendLogs(const std::string&, const std::string&,
+                                           const std::vector<proto::LogPiece>& pieces,
                                            int64_t) override {
     std::lock_guard lock(mu_);
     if (!log_status_.ok()) return log_status_;
-    std::string& log = logs_[{where.job, where.attempt, where.rank}];
-    if (where.offset != static_cast<int64_t>(log.size())) {
-      return proto::LogAppendAnswer{static_cast<int64_t>(log.size()), "offset is not the size"};
+    ++log_batches_;
+    proto::LogBatchAnswer answer;
+    for (const proto::LogPiece& p : pieces) {
+      std::string& log = logs_[{p.job, p.attempt, p.rank}];
+      if (p.offset != static_cast<int64_t>(log.size())) {
+        answer.results.push_back({static_cast<int64_t>(log.size()), "offset is not the size"});
+        continue;
+      }
+      log.append(p.data);
+      journal_.push_back(fmt::format("log {} {}", Key({p.job, p.attempt, p.rank}), log.size()));
+      answer.results.push_back({static_cast<int64_t>(log.size()), ""});
     }
-    log.append(data);
-    journal_.push_back(
-        fmt::format("log {} {}", Key({where.job, where.attempt, where.rank}), log.size()));
-    return proto::LogAppendAnswer{static_cast<int64_t>(log.size()), ""};
+    return answer;
   }
 
   // Frames of the blobs the test added (AddBlob), whole from each offset; NotFound for others.
@@ -232,6 +238,11 @@ class FakeConnection final : public AgentConnection {
     std::lock_guard lock(mu_);
     log_status_ = std::move(status);
   }
+  // Requests that shipped output so far (each a batch of pieces).
+  int log_batches() const {
+    std::lock_guard lock(mu_);
+    return log_batches_;
+  }
   // What registrations answer as the heartbeat interval (the agent's default is 7.5 s).
   void SetHeartbeatMs(int64_t ms) {
     std::lock_guard lock(mu_);
@@ -310,6 +321,7 @@ class FakeConnection final : public AgentConnection {
   Status register_status_;
   Status heartbeat_status_;
   Status log_status_;
+  int log_batches_ = 0;
   int64_t heartbeat_ms_ = 7'500;
   int sessions_ = 0;
   int spec_requests_ = 0;

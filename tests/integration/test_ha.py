@@ -314,6 +314,9 @@ class HaTest(BerthTestCase):
             spans.setdefault((t[1], t[2]), {})[t[0]] = float(t[3])
         ordered = sorted(spans.items(), key=lambda kv: kv[1]["start"])
         for (a, sa), (b_, sb) in zip(ordered, ordered[1:]):
+            # An attempt without its end line was killed without its SIGTERM's grace, or still ran
+            # when the next one started: either is a failure, said with what the daemons logged.
+            self.assertIn("end", sa, f"{a} never wrote its end line: {events}\n{b.diagnostics()}")
             self.assertLessEqual(sa["end"], sb["start"], f"{a} and {b_} overlapped on the GPUs: {events}")
 
     def test_paused_leader_is_fenced_and_steps_down(self):

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <set>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -136,6 +137,35 @@ net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req, const Pri
   }
   core_->LogsAppended(append->job);
   return JsonResponse(200, proto::LogAppendAnswer{*size, ""}.Encode());
+}
+
+net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Principal& by) {
+  const std::string node = req.Query("node");
+  const std::string session = req.Query("session");
+  BERTH_RESPOND_IF_ERROR(SpeaksFor(by, node));
+  auto pieces = proto::DecodeLogBatch(req.body);
+  if (!pieces.ok()) return ErrorResponse(400, pieces.status().message());
+  proto::LogBatchAnswer answer;
+  std::set<int64_t> appended;  // jobs whose followers are woken, once each
+  for (const proto::LogPiece& p : *pieces) {
+    auto prefix = core_->LogPrefix(node, session, p.job, p.attempt, p.rank);
+    // An unknown session is the whole batch's: the agent registers again, then sends it again.
+    if (!prefix.ok() && prefix.status().code() == Code::kConflict) {
+      return ErrorResponse(prefix.status());
+    }
+    Result<int64_t> size = prefix.ok()
+                               ? logs_->Append(p.job, p.attempt, p.rank, p.offset, p.data, *prefix)
+                               : Result<int64_t>(prefix.status());
+    if (!size.ok()) {
+      answer.results.push_back(
+          {logs_->Size(p.job, p.attempt, p.rank), std::string(size.status().message())});
+      continue;
+    }
+    answer.results.push_back({*size, ""});
+    appended.insert(p.job);
+  }
+  for (int64_t job : appended) core_->LogsAppended(job);
+  return JsonResponse(200, answer.Encode());
 }
 
 net::HttpResponse Server::HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,

@@ -157,6 +157,8 @@ void Server::AddRoutes() {
         [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/logs", R::kState,
         [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/logs/batch", R::kState,
+        [this](const RouteCall& c) { return HandleLogBatch(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/blobs", R::kRead,
         [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
   t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {

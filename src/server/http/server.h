@@ -223,6 +223,7 @@ class Server {
   net::HttpResponse HandleHealth(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleReport(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleLogAppend(const net::HttpRequest& req, const Principal& by);
+  net::HttpResponse HandleLogBatch(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
                                   const Principal& by);
   // upload_api.cpp: users' uploads (server/uploads.h), and the nodes' fetch of their jobs' blobs.

@@ -551,6 +551,32 @@ TEST_F(AgentTest, StopAfterReAdoptionSignalledTheDeadSupervisorsPid) {
   EXPECT_TRUE(launcher_.stops().empty());
 }
 
+// One round ships every rank's new output in one request (a request per rank was most of a
+// printing job's cost to the server), at most 1 MiB of a rank each: three ranks that ended while
+// the agent was away, one with 1.5 MiB of output, go in two requests, and each exit is reported
+// only once all of its rank's output went.
+TEST_F(AgentTest, OutputOfManyRanksGoesInOneRequest) {
+  const std::string big(1536 << 10, 'x');
+  for (int job : {6, 7, 8}) {
+    std::string dir = JobDir(fmt::format("{}-1-0", job));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/supervisor.pid") << 100000 + job << "\n";
+    launcher_.Kill(100000 + job);
+    std::ofstream(dir + "/output.log") << (job == 7 ? big : fmt::format("job {}\n", job));
+    AppendEvent(dir, {"running"});
+    AppendEvent(dir, {"exited", 0, "run", ""});
+  }
+
+  StartAgent();
+
+  for (int job : {6, 7, 8}) ASSERT_TRUE(WaitForReport({job, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(connection_.log({6, 1, 0}), "job 6\n");
+  EXPECT_EQ(connection_.log({7, 1, 0}), big);
+  EXPECT_EQ(connection_.log({8, 1, 0}), "job 8\n");
+  EXPECT_EQ(connection_.log_batches(), 2)
+      << "the small ranks with the big one's first MiB, then its rest";
+}
+
 // Defence in depth for the gang setup race: job 1's supervisor dies (SIGKILL, the OOM killer, a
 // stop that landed before it could write anything) without recording an exit. Its events file
 // never changes, so nothing wakes the agent; only the full scan, which runs once a second of

@@ -541,6 +541,51 @@ TEST(Logs, AnswersRoundTrip) {
             "logs answer: 'size' is missing");
 }
 
+// A batch's pieces come back as they went, whatever their bytes (newlines, NULs, none at all);
+// a body that is cut short, a header that is not a line of JSON, a bad value or too much is
+// refused naming the piece.
+TEST(Logs, BatchesRoundTrip) {
+  std::vector<LogPiece> pieces = {
+      {.job = 3, .attempt = 1, .rank = 0, .offset = 0, .data = "hello\n"},
+      {.job = 4,
+       .attempt = 2,
+       .rank = 5,
+       .offset = 4096,
+       .data = std::string("a\0b\n{\"job\":9}\n", 14)},
+      {.job = 5, .attempt = 1, .rank = 0, .offset = 7, .data = ""},
+  };
+  const std::string body = EncodeLogBatch(pieces);
+  auto decoded = DecodeLogBatch(body);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(*decoded, pieces);
+  EXPECT_TRUE(DecodeLogBatch("").ok());
+
+  const std::string two = EncodeLogBatch({pieces[0], pieces[1]});
+  EXPECT_EQ(ErrorOf(DecodeLogBatch(two.substr(0, two.size() - 2))),
+            "logs batch: piece 2: says 14 bytes, 12 follow");
+  EXPECT_EQ(ErrorOf(DecodeLogBatch("hello\n")),
+            "malformed JSON in logs batch: piece 1: syntax error");
+  EXPECT_EQ(ErrorOf(DecodeLogBatch(R"({"job":1,"attempt":1,"size":1})")),
+            "logs batch: piece 1: its header is not a line of JSON");
+  EXPECT_EQ(ErrorOf(DecodeLogBatch("{\"job\":1,\"attempt\":0,\"size\":0}\n")),
+            "logs batch: piece 1: bad job, attempt, rank, offset or size");
+  EXPECT_EQ(ErrorOf(DecodeLogBatch("{\"job\":1,\"attempt\":1}\n")),
+            "logs batch: piece 1: 'size' is missing");
+  std::string many;
+  for (size_t i = 0; i <= kMaxLogPieces; ++i) many += "{\"job\":1,\"attempt\":1,\"size\":0}\n";
+  EXPECT_EQ(ErrorOf(DecodeLogBatch(many)), "logs batch: over 1024 pieces");
+  LogPiece big{.job = 1, .attempt = 1, .data = std::string(kMaxLogBatchBytes / 2 + 1, 'x')};
+  EXPECT_EQ(ErrorOf(DecodeLogBatch(EncodeLogBatch({big, big}))),
+            "logs batch: over 4194304 bytes of output in all");
+
+  LogBatchAnswer answer{{{6, ""}, {4096, "log gap: have 4096 bytes, got data at 8192"}}};
+  auto back = LogBatchAnswer::Decode(Parse(SerializeJson(answer.Encode())));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->results, answer.results);
+  EXPECT_EQ(ErrorOf(LogBatchAnswer::Decode(Parse("{}"))),
+            "logs batch answer: 'results' must be an array");
+}
+
 TEST(Health, RoundTripsInRegistrationsAndReports) {
   NodeHealth h;
   h.faults.push_back({"xid", 2, "xid 79 on GPU 2 (fell off the bus)", 1000, false});
