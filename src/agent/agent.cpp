@@ -1146,12 +1146,16 @@ void Agent::ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& shi
     sizes[i] = ::stat((jobs[i].dir + "/output.log").c_str(), &st) == 0 ? st.st_size : 0;
     ships[i].shipped_all = jobs[i].log_shipped >= sizes[i];
   }
+  // Each request starts with the rank after the last one the previous request carried, so that a
+  // few ranks with a lot of output do not keep the others' out of every request.
+  size_t start = 0;
   for (int round = 0; round < 16; ++round) {  // past that the server keeps refusing: next time
     std::vector<proto::LogPiece> pieces;
     std::vector<size_t> whose;  // the job of each piece
     size_t bytes = 0;
-    for (size_t i = 0; i < jobs.size() && pieces.size() < proto::kMaxLogPieces; ++i) {
-      if (ships[i].shipped_all || bytes >= proto::kMaxLogBatchBytes) continue;
+    for (size_t k = 0; k < jobs.size() && pieces.size() < proto::kMaxLogPieces; ++k) {
+      const size_t i = (start + k) % jobs.size();
+      if (ships[i].shipped_all || ships[i].refused || bytes >= proto::kMaxLogBatchBytes) continue;
       const int64_t want =
           std::min<int64_t>({sizes[i] - jobs[i].log_shipped, 1 << 20,
                              static_cast<int64_t>(proto::kMaxLogBatchBytes - bytes)});
@@ -1174,6 +1178,7 @@ void Agent::ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& shi
       whose.push_back(i);
     }
     if (pieces.empty()) return;
+    start = (whose.back() + 1) % jobs.size();
     auto answer = connection_.AppendLogs(options_.name, session, pieces, final ? 2000 : 10'000);
     if (!answer.ok() || answer->results.size() != pieces.size()) {
       if (!answer.ok() && answer.status().code() == Code::kConflict) {
@@ -1187,15 +1192,19 @@ void Agent::ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& shi
       const size_t i = whose[k];
       const proto::LogAppendAnswer& result = answer->results[k];
       // With an error, the server holds a different amount (e.g. it lost a tail in a crash):
-      // resume from its size.
+      // resume from its size. An error that moves nothing is a refusal (the rank is not the
+      // node's to write): sent again next time, not in every round of this one.
+      const int64_t before = jobs[i].log_shipped;
       jobs[i].log_shipped = std::min<int64_t>(result.size, sizes[i]);
+      if (!result.error.empty() && jobs[i].log_shipped == before) {
+        ships[i].refused = true;
+        continue;
+      }
       if (ships[i].pulling) {
         if (auto progress = LastPullProgress(pieces[k].data))
           ships[i].progress = std::move(progress);
       }
-      if (jobs[i].log_shipped >= sizes[i] || (!result.error.empty() && result.size > sizes[i])) {
-        ships[i].shipped_all = true;
-      }
+      if (jobs[i].log_shipped >= sizes[i]) ships[i].shipped_all = true;
     }
   }
 }

@@ -202,6 +202,7 @@ class Agent {
   struct ShipState {
     bool pulling = false;
     bool shipped_all = false;
+    bool refused = false;  // the server refused its output this time (not tried again this time)
     std::optional<std::string> progress;
   };
   // Ships the new output of `jobs` (their log_shipped advance), in as few requests as the batch

@@ -115,15 +115,41 @@ Result<proto::LogBatchAnswer> HttpAgentConnection::AppendLogs(
     const std::string& node, const std::string& session, const std::vector<proto::LogPiece>& pieces,
     int64_t timeout_ms) {
   std::lock_guard lock(shipping_->mu);
-  auto res = shipping_->client.Request(
-      "POST",
-      "/v1/agent/logs/batch?node=" + net::UrlEncode(node) + "&session=" + net::UrlEncode(session),
-      proto::EncodeLogBatch(pieces), timeout_ms);
-  if (!res.ok()) return res.status();
-  if (res->status != 200) return StatusOf(*res, "log shipping");
-  auto v = ParseJson(res->body, "logs batch answer");
-  if (!v.ok()) return v.status();
-  return proto::LogBatchAnswer::Decode(*v);
+  if (!one_piece_per_request_) {
+    auto res = shipping_->client.Request(
+        "POST",
+        "/v1/agent/logs/batch?node=" + net::UrlEncode(node) + "&session=" + net::UrlEncode(session),
+        proto::EncodeLogBatch(pieces), timeout_ms);
+    if (!res.ok()) return res.status();
+    if (res->status == 404) {
+      LogInfo("the server takes output one rank per request (it has no /v1/agent/logs/batch)");
+      one_piece_per_request_ = true;
+    } else {
+      if (res->status != 200) return StatusOf(*res, "log shipping");
+      auto v = ParseJson(res->body, "logs batch answer");
+      if (!v.ok()) return v.status();
+      return proto::LogBatchAnswer::Decode(*v);
+    }
+  }
+  // An older server: POST /v1/agent/logs for each piece, its answers put together as a batch's.
+  proto::LogBatchAnswer answer;
+  for (const proto::LogPiece& p : pieces) {
+    proto::LogAppend where{node, session, p.job, p.attempt, p.rank, p.offset};
+    auto res = shipping_->client.Request("POST", "/v1/agent/logs?" + where.ToQueryString(), p.data,
+                                         timeout_ms);
+    if (!res.ok()) return res.status();
+    if (res->status == 403) {  // not the node's rank: refused, as a batch's piece would be
+      answer.results.push_back({p.offset, ErrorOf(*res)});
+      continue;
+    }
+    if (res->status != 200 && res->status != 409) return StatusOf(*res, "log shipping");
+    auto v = ParseJson(res->body, "logs answer");
+    if (!v.ok()) return v.status();
+    auto one = proto::LogAppendAnswer::Decode(*v);
+    if (!one.ok()) return one.status();
+    answer.results.push_back(std::move(*one));
+  }
+  return answer;
 }
 
 Result<std::string> HttpAgentConnection::GetSpec(const SpecFetch& fetch) {

@@ -124,6 +124,9 @@ class HttpAgentConnection final : public AgentConnection {
   std::unique_ptr<Lane> health_;
   std::unique_ptr<Lane> shipping_;  // reports and logs
   std::unique_ptr<Lane> specs_;
+  // The server answered 404 to a batch of output (a version before POST /v1/agent/logs/batch):
+  // pieces go one request each. Used under shipping_'s mutex.
+  bool one_piece_per_request_ = false;
   std::mutex watch_mu_;
   std::set<std::shared_ptr<net::HttpClient>> watches_;  // guarded by watch_mu_; streams being read
   bool watch_aborted_ = false;                          // guarded by watch_mu_

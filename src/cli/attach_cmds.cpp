@@ -123,6 +123,14 @@ struct Ending {
   bool interrupted_twice = false;  // no raw terminal: Ctrl-C twice within kDoubleInterruptMs
 };
 
+// What the user typed: whether stdin is still open, and what was read of it but not sent yet. It
+// outlives a session: typing read while a session waits for its node is sent once the node has
+// joined, to this session or to the next one if this one is closed unanswered.
+struct Typing {
+  bool open = true;
+  std::string held;
+};
+
 // `offset`: where the output printed so far ends, in the rank's output (what a session dialled
 // again asks for).
 void OnControl(const std::string& text, Ending& ending, int64_t* offset) {
@@ -141,21 +149,33 @@ void OnControl(const std::string& text, Ending& ending, int64_t* offset) {
   }
 }
 
+// Sends what was typed, in messages of at most 4 KiB, once the node's side has joined.
+void SendTyping(net::WebSocketClient& ws, const Ending& ending, Typing* typing) {
+  if (!ending.received || ending.detached) return;
+  for (size_t at = 0; at < typing->held.size(); at += 4096) {
+    ws.Send(Message(TermChannel::kStdin, std::string_view(typing->held).substr(at, 4096)));
+  }
+  typing->held.clear();
+}
+
 // Relays stdin, the window's size and stray SIGINTs to the session and its output to stdout
-// until the job ends, the session closes, or the user detaches. stdin is read only once the node's
-// side has joined (its first message: every leg starts with {"from":N}), so what is typed while a
-// session waits for its node stays in stdin and goes to the next session if this one never joins
-// (the node did not answer in time, the server restarted).
-Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_t* offset) {
+// until the job ends, the session closes, or the user detaches. Typing is sent only once the
+// node's side has joined (its first message: every leg starts with {"from":N}); until then it is
+// held in `typing` (the detach key acts at once), so nothing typed is lost with a session that is
+// closed unanswered (the node did not answer in time, the server restarted).
+Ending Relay(net::WebSocketClient& ws, RawInput& input, Typing* typing, int64_t* offset) {
   Ending ending;
   if (input.raw()) {
     if (std::string resize = ResizeMessage(); !resize.empty()) ws.Send(resize);
   }
   int64_t last_interrupt = -kDoubleInterruptMs - 1;
   while (!ws.closed() && !ending.detached && !ending.interrupted_twice) {
-    const bool want_input = *stdin_open && ending.received && ws.unsent() < kMaxUnsent;
+    const bool want_input =
+        typing->open && typing->held.size() < kMaxUnsent && ws.unsent() < kMaxUnsent;
+    // Not polled at all when not wanted: a pipe whose writer closed reports POLLHUP whatever the
+    // events asked.
     pollfd fds[3] = {{ws.fd(), ws.events(), 0},
-                     {STDIN_FILENO, static_cast<short>(want_input ? POLLIN : 0), 0},
+                     {want_input ? STDIN_FILENO : -1, POLLIN, 0},
                      {g_signal_pipe[0], POLLIN, 0}};
     if (::poll(fds, 3, 1000) < 0 && errno != EINTR) break;
     if (fds[2].revents & POLLIN) {
@@ -178,7 +198,7 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
         }
       }
     }
-    if (fds[1].revents & (POLLIN | POLLHUP)) {
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       char buf[4096];
       ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
       if (n > 0) {
@@ -189,18 +209,19 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
             ending.detached = true;
           }
         }
-        if (!typed.empty()) ws.Send(Message(TermChannel::kStdin, typed));
+        typing->held += typed;
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        *stdin_open = false;
+        typing->open = false;
         if (input.raw()) {
           ending.detached = true;  // our terminal hung up: the job goes on without us
         } else {
           // A pipe ended: the job's terminal reads an end of file (Ctrl-D) once, and the session
           // goes on until the job ends.
-          ws.Send(Message(TermChannel::kStdin, "\x04"));
+          typing->held += '\x04';
         }
       }
     }
+    SendTyping(ws, ending, typing);
     if (Status pumped = ws.Pump(); !pumped.ok()) {
       // A connection that broke (the server or the network went away) is a lost session, dialled
       // again by the caller; only a broken protocol is an error.
@@ -209,7 +230,10 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, bool* stdin_open, int64_
       break;
     }
     while (auto message = ws.TakeMessage()) {
-      ending.received = true;
+      if (!ending.received) {
+        ending.received = true;
+        SendTyping(ws, ending, typing);  // what was typed while the node had not joined
+      }
       if (message->empty()) continue;
       const auto channel = static_cast<TermChannel>(static_cast<uint8_t>((*message)[0]));
       const std::string_view payload = std::string_view(*message).substr(1);
@@ -371,10 +395,10 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
   if (!ws) return rc;
   RawInput input;
   if (Status st = CatchSignals(input.raw()); !st.ok()) return Fail(st);
-  bool stdin_open = true;
+  Typing typing;
   int64_t lost_at = -1;  // when the session was lost, with nothing come since
   while (true) {
-    Ending ending = Relay(*ws, input, &stdin_open, &offset);
+    Ending ending = Relay(*ws, input, &typing, &offset);
     if (ending.detached) {
       input.Restore();
       fmt::print(stderr, "\r\nberth: detached; job {} goes on (berth attach {} to come back)\n", id,
@@ -458,9 +482,9 @@ int ExecInto(const GlobalFlags& g, const ExecFlags& f) {
   if (!ws) return Fail(Connection::Decode(*opened).status());
   RawInput input(tty);
   if (Status st = CatchSignals(input.raw()); !st.ok()) return Fail(st);
-  bool stdin_open = tty;
+  Typing typing{.open = tty};
   int64_t offset = 0;
-  Ending ending = Relay(*ws, input, &stdin_open, &offset);
+  Ending ending = Relay(*ws, input, &typing, &offset);
   input.Restore();
   if (ending.detached || ending.interrupted_twice) {
     fmt::print(stderr, "\r\nberth: {}; the command was hung up (SIGHUP)\n",

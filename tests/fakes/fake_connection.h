@@ -13,6 +13,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -81,15 +82,26 @@ class FakeConnection final : public AgentConnection {
   }
 
   // Appends each piece at its offset when it is the size held; otherwise answers the size held
-  // with an error, as the server does. Fails with the status the test set (SetLogStatus).
+  // with an error, as the server does; a piece of a refused rank (Refuse) gets its own offset and
+  // an error. Fails with the status the test set (SetLogStatus). A batch over the protocol's caps
+  // fails the test.
   Result<proto::LogBatchAnswer> AppendLogs(const std::string&, const std::string&,
                                            const std::vector<proto::LogPiece>& pieces,
                                            int64_t) override {
     std::lock_guard lock(mu_);
     if (!log_status_.ok()) return log_status_;
     ++log_batches_;
+    size_t bytes = 0;
+    for (const proto::LogPiece& p : pieces) bytes += p.data.size();
+    EXPECT_LE(pieces.size(), proto::kMaxLogPieces);
+    EXPECT_LE(bytes, proto::kMaxLogBatchBytes);
     proto::LogBatchAnswer answer;
     for (const proto::LogPiece& p : pieces) {
+      ++pieces_sent_[{p.job, p.attempt, p.rank}];
+      if (refused_.count({p.job, p.attempt, p.rank})) {
+        answer.results.push_back({p.offset, "not this node's rank"});
+        continue;
+      }
       std::string& log = logs_[{p.job, p.attempt, p.rank}];
       if (p.offset != static_cast<int64_t>(log.size())) {
         answer.results.push_back({static_cast<int64_t>(log.size()), "offset is not the size"});
@@ -243,6 +255,18 @@ class FakeConnection final : public AgentConnection {
     std::lock_guard lock(mu_);
     return log_batches_;
   }
+  // Pieces of rank `id`'s output received so far (applied or not).
+  int pieces_sent(const proto::AttemptRank& id) const {
+    std::lock_guard lock(mu_);
+    auto it = pieces_sent_.find(id);
+    return it == pieces_sent_.end() ? 0 : it->second;
+  }
+  // Output of rank `id` is refused from now on, as the server refuses a rank not placed on the
+  // node.
+  void Refuse(const proto::AttemptRank& id) {
+    std::lock_guard lock(mu_);
+    refused_.insert(id);
+  }
   // What registrations answer as the heartbeat interval (the agent's default is 7.5 s).
   void SetHeartbeatMs(int64_t ms) {
     std::lock_guard lock(mu_);
@@ -322,6 +346,8 @@ class FakeConnection final : public AgentConnection {
   Status heartbeat_status_;
   Status log_status_;
   int log_batches_ = 0;
+  std::map<proto::AttemptRank, int> pieces_sent_;
+  std::set<proto::AttemptRank> refused_;
   int64_t heartbeat_ms_ = 7'500;
   int sessions_ = 0;
   int spec_requests_ = 0;

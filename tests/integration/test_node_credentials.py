@@ -95,6 +95,8 @@ class NodeCredentialsTest(BerthTestCase):
                 ("POST", "/v1/agent/heartbeat", {"node": "node-b", "session": "x"}),
                 ("POST", "/v1/agent/report", {"node": "node-b", "session": "x", "reports": []}),
                 ("POST", f"/v1/agent/logs?node=node-b&session=x&job={job}&attempt=1&rank=0&offset=0", "forged"),
+                ("POST", "/v1/agent/logs/batch?node=node-b&session=x",
+                 f'{{"job":{job},"attempt":1,"rank":0,"offset":0,"size":6}}\nforged'),
                 ("GET", f"/v1/specs/1?node=node-b&session=x&job={job}", None),
                 ("GET", "/v1/agent/watch?node=node-b&session=x", None)):
             data = body if isinstance(body, str) or body is None else json.dumps(body)
@@ -117,6 +119,18 @@ class NodeCredentialsTest(BerthTestCase):
                                  "forged output\n", token=cred_a)
         self.assertEqual(status, 403, answer)
         self.assertIn("node node-a holds no rank 0 of job", answer["error"])
+        # In a batch, the piece is refused on its own and tells nothing of node-b's log (its size
+        # is where the piece said it starts).
+        piece = f'{{"job":{job},"attempt":1,"rank":0,"offset":3,"size":14}}\nforged output\n'
+        status, answer, _ = http("POST", url + f"/v1/agent/logs/batch?node=node-a&session={session}",
+                                 piece, token=cred_a)
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(len(answer["results"]), 1, answer)
+        self.assertEqual(answer["results"][0]["size"], 3, answer)
+        self.assertIn("node node-a holds no rank 0 of job", answer["results"][0]["error"])
+        status, answer, _ = http("POST", url + "/v1/agent/logs/batch?node=node-a&session=stale",
+                                 piece, token=cred_a)
+        self.assertEqual(status, 409, answer)
         status, answer, _ = http("GET", url + f"/v1/specs/1?{where}", token=cred_a)
         self.assertEqual(status, 403, answer)
         report = {"node": "node-a", "session": session,

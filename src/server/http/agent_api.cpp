@@ -145,18 +145,27 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, node));
   auto pieces = proto::DecodeLogBatch(req.body);
   if (!pieces.ok()) return ErrorResponse(400, pieces.status().message());
+  if (!core_->SessionIs(node, session)) {
+    return ErrorResponse(
+        Status::Conflict("unknown agent session for node '" + node + "'; register again"));
+  }
   proto::LogBatchAnswer answer;
   std::set<int64_t> appended;  // jobs whose followers are woken, once each
+  Status ended;                // the session ended meanwhile: the agent registers and resends
   for (const proto::LogPiece& p : *pieces) {
     auto prefix = core_->LogPrefix(node, session, p.job, p.attempt, p.rank);
-    // An unknown session is the whole batch's: the agent registers again, then sends it again.
     if (!prefix.ok() && prefix.status().code() == Code::kConflict) {
-      return ErrorResponse(prefix.status());
+      ended = prefix.status();
+      break;
     }
-    Result<int64_t> size = prefix.ok()
-                               ? logs_->Append(p.job, p.attempt, p.rank, p.offset, p.data, *prefix)
-                               : Result<int64_t>(prefix.status());
-    if (!size.ok()) {
+    if (!prefix.ok()) {
+      // Refused (not the node's rank): its size where the agent said, so that nothing of another
+      // node's logs is told and the agent sees a refusal, not a gap.
+      answer.results.push_back({p.offset, std::string(prefix.status().message())});
+      continue;
+    }
+    auto size = logs_->Append(p.job, p.attempt, p.rank, p.offset, p.data, *prefix);
+    if (!size.ok()) {  // a gap: the agent resumes from the size held
       answer.results.push_back(
           {logs_->Size(p.job, p.attempt, p.rank), std::string(size.status().message())});
       continue;
@@ -165,6 +174,7 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
     appended.insert(p.job);
   }
   for (int64_t job : appended) core_->LogsAppended(job);
+  if (!ended.ok()) return ErrorResponse(ended);
   return JsonResponse(200, answer.Encode());
 }
 

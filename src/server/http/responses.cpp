@@ -76,6 +76,12 @@ void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
     std::memcpy(&word, body.data() + at, body.size() - at);
     h = step(h, word);
   }
+  // A last avalanche (MurmurHash3's fmix64): every bit of the last word reaches every bit.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
   std::string tag = fmt::format("\"{:016x}-{}\"", h, out.body.size());
   if (req.Header("if-none-match") == tag) {
     out.status = 304;

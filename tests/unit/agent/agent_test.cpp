@@ -575,6 +575,41 @@ TEST_F(AgentTest, OutputOfManyRanksGoesInOneRequest) {
   EXPECT_EQ(connection_.log({8, 1, 0}), "job 8\n");
   EXPECT_EQ(connection_.log_batches(), 2)
       << "the small ranks with the big one's first MiB, then its rest";
+  // Each exit is reported after the last of its rank's output was stored.
+  const std::vector<std::string> journal = connection_.journal();
+  auto at = [&](const std::string& entry) {
+    return std::find(journal.begin(), journal.end(), entry) - journal.begin();
+  };
+  for (const auto& [key, size] : {std::pair{"6-1-0", 6}, {"7-1-0", 1536 << 10}, {"8-1-0", 6}}) {
+    const std::string logged = fmt::format("log {} {}", key, size);
+    const std::string exited = fmt::format("report {} exited", key);
+    ASSERT_LT(at(logged), static_cast<long>(journal.size())) << logged;
+    EXPECT_LT(at(logged), at(exited)) << key;
+  }
+}
+
+// A rank whose output the server refuses (not the node's to write) is sent again at the next
+// round, not in every one of a round's 16 tries; the other ranks' output and exits go on.
+TEST_F(AgentTest, ARefusedRanksOutputDoesNotHoldUpTheOthers) {
+  for (int job : {6, 7}) {
+    std::string dir = JobDir(fmt::format("{}-1-0", job));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/supervisor.pid") << 100000 + job << "\n";
+    launcher_.Kill(100000 + job);
+    std::ofstream(dir + "/output.log") << fmt::format("job {}\n", job);
+    AppendEvent(dir, {"running"});
+    AppendEvent(dir, {"exited", 0, "run", ""});
+  }
+  connection_.Refuse({6, 1, 0});
+
+  StartAgent();
+
+  ASSERT_TRUE(WaitForReport({7, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(connection_.log({7, 1, 0}), "job 7\n");
+  EXPECT_FALSE(Reported({6, 1, 0}, ReportEvent::kExited)) << "its output did not go";
+  EXPECT_EQ(connection_.pieces_sent({6, 1, 0}), 1) << "once in the first round, not 16 times";
+  clock_.Advance(1000);  // the next full scan tries it again
+  ASSERT_TRUE(WaitFor([&] { return connection_.pieces_sent({6, 1, 0}) == 2; }, kTimeoutMs));
 }
 
 // Defence in depth for the gang setup race: job 1's supervisor dies (SIGKILL, the OOM killer, a
