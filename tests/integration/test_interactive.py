@@ -257,6 +257,28 @@ class InteractiveTest(BerthTestCase):
         os.kill(agent.pid, signal.SIGSTOP)
         self.addCleanup(lambda: agent.proc.poll() is None and os.kill(agent.pid, signal.SIGCONT))
 
+    def cluster_with_a_reader(self, name, exit_code, **server_args):
+        """A server and an agent of the test's own, and an interactive job on them that prints
+        "before", reads a line, prints "after:LINE" and exits `exit_code`: (server, agent, env, job)."""
+        b = self.b
+        server = b.start_server(**server_args)
+        agent = b.start_agent(server.url, name="node-0", gpus="")
+        env = {"BERTH_SERVER": server.url}
+        b.wait_nodes_up(["node-0"], env=env)
+        path = self.write(f"{name}.yaml", f"name: {name}\ninteractive: true\nrun: |\n  echo before\n"
+                                          f"  read -r x\n  echo \"after:$x\"\n  exit {exit_code}\n")
+        job = b.submit(path, env=env)
+        b.wait_status(job, "RUNNING", env=env)
+        return server, agent, env, job
+
+    def attach_piped(self, job, env):
+        """`berth attach JOB` with its stdin, stdout and stderr on pipes."""
+        client = subprocess.Popen([BERTH_BIN, "attach", str(job)], env={**self.b.env, **env},
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.b.clients.append(client)
+        return client
+
     def test_a_server_restart_mid_session_is_dialled_through(self):
         # The server dies hard and comes back on its port: the client dials again by itself, and
         # the session goes on where it was (the terminal lives on the node). The node's agent is
@@ -268,19 +290,9 @@ class InteractiveTest(BerthTestCase):
         b = self.b
         state = self.path("server-state")
         connect = ["--interactive-connect-timeout", f"{int(60 * SCALE)}s"]
-        server = b.start_server(state_dir=state, extra=connect)
+        server, agent, env, job = self.cluster_with_a_reader("restart", 6, state_dir=state, extra=connect)
         port = server.url.rsplit(":", 1)[1]
-        agent = b.start_agent(server.url, name="node-0", gpus="")
-        env = {"BERTH_SERVER": server.url}
-        b.wait_nodes_up(["node-0"], env=env)
-        path = self.write("restart.yaml", "name: restart\ninteractive: true\nrun: |\n"
-                                          "  echo before\n  read -r x\n  echo \"after:$x\"\n  exit 6\n")
-        job = b.submit(path, env=env)
-        b.wait_status(job, "RUNNING", env=env)
-        client = subprocess.Popen([BERTH_BIN, "attach", str(job)], env={**b.env, **env},
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        b.clients.append(client)
+        client = self.attach_piped(job, env)
         self.assertEqual(client.stdout.readline().strip(), "before")
         self.held(agent)
         server.kill(signal.SIGKILL)
@@ -304,22 +316,13 @@ class InteractiveTest(BerthTestCase):
     def test_typing_outlives_a_session_its_node_never_answered(self):
         # The node's agent is stopped: the client's session waits, is closed when the node has not
         # answered within --interactive-connect-timeout, and the client dials again. What was typed
-        # meanwhile is not lost with the closed session: the client reads it only once the node's
-        # side has joined.
+        # meanwhile is not lost with the closed session: the client holds it until the node's side
+        # has joined.
         b = self.b
-        server = b.start_server(extra=["--interactive-connect-timeout", "1s"])
-        agent = b.start_agent(server.url, name="node-0", gpus="")
-        env = {"BERTH_SERVER": server.url}
-        b.wait_nodes_up(["node-0"], env=env)
-        path = self.write("typed.yaml", "name: typed\ninteractive: true\nrun: |\n"
-                                        "  echo before\n  read -r x\n  echo \"after:$x\"\n  exit 5\n")
-        job = b.submit(path, env=env)
-        b.wait_status(job, "RUNNING", env=env)
+        server, agent, env, job = self.cluster_with_a_reader(
+            "typed", 5, extra=["--interactive-connect-timeout", "1s"])
         self.held(agent)
-        client = subprocess.Popen([BERTH_BIN, "attach", str(job)], env={**b.env, **env},
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        b.clients.append(client)
+        client = self.attach_piped(job, env)
         client.stdin.write("typed\n")
         client.stdin.flush()
         b.wait_until(lambda: self.metric(server, "berth_interactive_sessions_unanswered_total") >= 1,
