@@ -71,15 +71,21 @@ TEST(TerminalBridges, TheNodeIsInvitedAgainWhenItRegistersAgain) {
   ASSERT_TRUE(joined.ok() && waiting.ok() && elsewhere.ok());
   EXPECT_EQ(Invited(nodes, "n1"), (std::vector<std::string>{*joined, *waiting}));
   EXPECT_EQ(Invited(nodes, "n2"), (std::vector<std::string>{*elsewhere}));
-  bridges.Join(*joined, std::make_shared<FakeWebSocket>());
+  auto joined_node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*joined, joined_node);
   bridges.InviteAgain("n1");
   EXPECT_EQ(Invited(nodes, "n1"), (std::vector<std::string>{*joined, *waiting, *waiting}));
   EXPECT_EQ(Invited(nodes, "n2"), (std::vector<std::string>{*elsewhere}));
   // Invited again, it joins: the session is relayed, and not invited a third time.
   ASSERT_TRUE(bridges.CheckWaiting(*waiting, "n1").ok());
-  bridges.Join(*waiting, std::make_shared<FakeWebSocket>());
+  auto waiting_node = std::make_shared<FakeWebSocket>();
+  bridges.Join(*waiting, waiting_node);
   bridges.InviteAgain("n1");
   EXPECT_EQ(Invited(nodes, "n1").size(), 3u);
+  // The jobs end: the relayed sessions close (and their relays let go of the sockets).
+  joined_node->PeerCloses(1000);
+  waiting_node->PeerCloses(1000);
+  EXPECT_EQ(bridges.size(), 1u) << "n2's, still waiting";
 }
 
 TEST(TerminalBridges, AUserWhoLeavesClosesTheNodesSide) {
