@@ -151,7 +151,7 @@ void OnControl(const std::string& text, Ending& ending, int64_t* offset) {
 
 // Sends what was typed, in messages of at most 4 KiB, once the node's side has joined.
 void SendTyping(net::WebSocketClient& ws, const Ending& ending, Typing* typing) {
-  if (!ending.received || ending.detached) return;
+  if (!ending.received) return;
   for (size_t at = 0; at < typing->held.size(); at += 4096) {
     ws.Send(Message(TermChannel::kStdin, std::string_view(typing->held).substr(at, 4096)));
   }
@@ -221,7 +221,6 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, Typing* typing, int64_t*
         }
       }
     }
-    SendTyping(ws, ending, typing);
     if (Status pumped = ws.Pump(); !pumped.ok()) {
       // A connection that broke (the server or the network went away) is a lost session, dialled
       // again by the caller; only a broken protocol is an error.
@@ -230,10 +229,7 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, Typing* typing, int64_t*
       break;
     }
     while (auto message = ws.TakeMessage()) {
-      if (!ending.received) {
-        ending.received = true;
-        SendTyping(ws, ending, typing);  // what was typed while the node had not joined
-      }
+      ending.received = true;
       if (message->empty()) continue;
       const auto channel = static_cast<TermChannel>(static_cast<uint8_t>((*message)[0]));
       const std::string_view payload = std::string_view(*message).substr(1);
@@ -244,6 +240,7 @@ Ending Relay(net::WebSocketClient& ws, RawInput& input, Typing* typing, int64_t*
         OnControl(std::string(payload), ending, offset);
       }
     }
+    SendTyping(ws, ending, typing);  // sent with the next Pump
     if (ending.exited) break;
   }
   if (ending.detached || ending.interrupted_twice) (void)ws.CloseAndWait(1000, "detached", 1'000);
