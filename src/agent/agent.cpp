@@ -544,6 +544,7 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
   limits.memory_bytes = memory * 1024 * 1024;
   limits.cpu_milli = request.cpus;
   limits.pids_max = options_.job_pids_max;
+  limits.node_cpu_milli = resources_.cpus;
   for (const auto& gpu : resources_.gpus) {
     if (std::find(m.gpus.begin(), m.gpus.end(), gpu.index) != m.gpus.end()) continue;
     struct stat st {};

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -214,6 +215,8 @@ Status WriteV2Limits(const std::string& dir, const RankLimits& limits,
         std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
         std::to_string(kCfsPeriodUs);
     BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.max", quota));
+    BERTH_RETURN_IF_ERROR(
+        WriteValue(dir, "cpu.weight", std::to_string(CpuWeightOf(limits.cpu_milli))));
   }
   if (limits.pids_max > 0) {
     BERTH_RETURN_IF_ERROR(WriteValue(dir, "pids.max", std::to_string(limits.pids_max)));
@@ -246,7 +249,13 @@ Status WriteV1Limit(const std::string& controller, const std::string& base, cons
     // No swap: memory and swap together get the same limit, where swap is accounted.
     if (memsw) return WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
   } else if (controller == "cpu" && limits.cpu_milli > 0) {
-    return WriteValue(dir, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli));
+    if (limits.node_cpu_milli > 0 && name.find('/') != std::string::npos) {
+      // The agent's cgroup, the rank's parent.
+      BERTH_RETURN_IF_ERROR(WriteValue(dir.substr(0, dir.rfind('/')), "cpu.shares",
+                                       std::to_string(CpuSharesOf(limits.node_cpu_milli))));
+    }
+    BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));
+    return WriteValue(dir, "cpu.shares", std::to_string(CpuSharesOf(limits.cpu_milli)));
   } else if (controller == "pids" && limits.pids_max > 0) {
     return WriteValue(dir, "pids.max", std::to_string(limits.pids_max));
   } else if (controller == "cpuset") {
@@ -396,6 +405,11 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         if (Status st = WriteValue(dir, "cgroup.subtree_control", wanted); !st.ok()) {
           return fail(st);
         }
+        if (i + 2 == parts.size() && limits.cpu_milli > 0 && limits.node_cpu_milli > 0) {
+          // The agent's cgroup, the rank's parent.
+          const std::string weight = std::to_string(CpuWeightOf(limits.node_cpu_milli));
+          if (Status st = WriteValue(dir, "cpu.weight", weight); !st.ok()) return fail(st);
+        }
       }
     }
     cg.dirs_ = {dir};
@@ -512,9 +526,10 @@ RankUsage RankCgroup::TakeUsage() {
   return usage;
 }
 
-Status RankCgroup::Recycle(int64_t max_charged) const {
+Status RankCgroup::Recycle(int64_t max_charged, bool seen_empty) const {
   if (layout_ != CgroupLayout::kV1) return Status::Unavailable("only v1 cgroups are reused");
-  if (!Pids().empty()) return Status::Conflict("a process is left in " + memory_dir_);
+  if (!seen_empty && !Pids().empty())
+    return Status::Conflict("a process is left in " + memory_dir_);
   const int64_t charged = FileNumber(memory_dir_ + "/memory.usage_in_bytes");
   if (charged < 0 || charged > max_charged) {
     return Status::Conflict(std::to_string(charged) + " bytes stay charged to " + memory_dir_);
@@ -573,8 +588,10 @@ Status RankCgroup::Rewrite(const RankLimits& limits) {
     limits_.memory_bytes = limits.memory_bytes;
   }
   if (limits.cpu_milli != limits_.cpu_milli) {
+    const std::string& cpu = v1_dirs_.at("cpu");
+    BERTH_RETURN_IF_ERROR(WriteValue(cpu, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));
     BERTH_RETURN_IF_ERROR(
-        WriteValue(v1_dirs_.at("cpu"), "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));
+        WriteValue(cpu, "cpu.shares", std::to_string(CpuSharesOf(limits.cpu_milli))));
     limits_.cpu_milli = limits.cpu_milli;
   }
   if (limits.pids_max != limits_.pids_max) {
@@ -591,6 +608,14 @@ bool RankCgroup::Remove() const {
     if (::rmdir(it->c_str()) != 0 && errno != ENOENT) all = false;
   }
   return all;
+}
+
+int64_t CpuSharesOf(int64_t cpu_milli) {
+  return std::clamp<int64_t>(cpu_milli * 1024 / 1000, 2, 262144);
+}
+
+int64_t CpuWeightOf(int64_t cpu_milli) {
+  return std::clamp<int64_t>(cpu_milli * 100 / 1000, 1, 10000);
 }
 
 std::string AgentCgroupName(const std::string& state_dir) {

@@ -68,12 +68,15 @@ CgroupHost DetectCgroups();
 // What a rank may use. Zero: no limit of that kind.
 struct RankLimits {
   int64_t memory_bytes = 0;
-  int64_t cpu_milli = 0;  // CFS quota: 1000 is one CPU's time
+  int64_t cpu_milli = 0;  // CFS quota (1000 is one CPU's time), and the rank's CPU weight
   int64_t pids_max = 0;
   // Character devices the rank may not open (major, minor): the node's other GPUs.
   std::vector<std::pair<int, int>> denied_devices;
   // The CPUs it is pinned to (resources.cpu_binding: cores); empty: not pinned.
   std::vector<int> cpus;
+  // Not the rank's: the node's CPUs (1000 each), the CPU weight of the agent's cgroup, which holds
+  // all its ranks (CpuWeightOf). 0: left as it is.
+  int64_t node_cpu_milli = 0;
 
   bool empty() const {
     return memory_bytes == 0 && cpu_milli == 0 && pids_max == 0 && denied_devices.empty() &&
@@ -128,9 +131,10 @@ class RankCgroup {
 
   // For reuse by another rank (supervise/cgroup_pool.h; v1 only, where cgroupfs can rename):
   // Recycle checks that an ended rank's cgroup, its usage taken (TakeUsage), is fit for another:
-  // no process is left in it and at most `max_charged` bytes stay charged to it (page cache,
-  // kernel objects its processes left).
-  Status Recycle(int64_t max_charged) const;
+  // no process is left in it (not read again where `seen_empty`: the caller has just read it
+  // empty and started nothing into it since) and at most `max_charged` bytes stay charged to it
+  // (page cache, kernel objects its processes left).
+  Status Recycle(int64_t max_charged, bool seen_empty = false) const;
   // Renames its directory in every hierarchy to `leaf` (the last part of a cgroup name; the
   // parents stay), all or none.
   Status Rename(const std::string& leaf);
@@ -153,6 +157,15 @@ class RankCgroup {
   bool memsw_ = false;                          // v1: swap accounted (memory.memsw.limit_in_bytes)
   int64_t oom_kills_before_ = 0;  // v1: the OOM-kill count when its usage was last taken
 };
+
+// CPU weights, so that CPU time a busy machine shares out goes as the CPUs asked for: a rank's
+// cgroup weighs its request, and the agent's cgroup (every rank of the node together) the node's
+// CPUs, as Kubernetes weighs pods and its pods' cgroup. Without the second, the node's jobs
+// together would weigh as much as any one process outside them (the agent's, the node supervisor's,
+// any other), and get as little of a contended machine. v1 cpu.shares: 1024 per CPU (2..262144); v2
+// cpu.weight: 100 per CPU (1..10000).
+int64_t CpuSharesOf(int64_t cpu_milli);
+int64_t CpuWeightOf(int64_t cpu_milli);
 
 // The cgroup name of rank `key` (its job directory's name) of the agent whose state directory is
 // `state_dir`: "berth-<FNV-1a of state_dir, 8 hex digits>/<key>". Several agents may share a cgroup

@@ -62,8 +62,10 @@ Result<RankCgroup> RankCgroupPool::Take(const std::string& name, const RankLimit
   return RankCgroup::Create(host_, name, limits);
 }
 
-std::optional<RankCgroup> RankCgroupPool::Keep(RankCgroup cgroup) {
-  if (idle_.size() >= capacity_ || !cgroup.Recycle(kMaxChargedToReuse).ok()) return cgroup;
+std::optional<RankCgroup> RankCgroupPool::Keep(RankCgroup cgroup, bool seen_empty) {
+  if (idle_.size() >= capacity_ || !cgroup.Recycle(kMaxChargedToReuse, seen_empty).ok()) {
+    return cgroup;
+  }
   idle_.push_back(std::move(cgroup));
   return std::nullopt;
 }

@@ -46,8 +46,8 @@ class RankCgroupPool {
   // else made (RankCgroup::Create, whose errors it returns).
   Result<RankCgroup> Take(const std::string& name, const RankLimits& limits);
   // An ended rank's cgroup, its processes killed: kept for a later Take when it can be, else
-  // handed back for the caller to remove.
-  std::optional<RankCgroup> Keep(RankCgroup cgroup);
+  // handed back for the caller to remove. `seen_empty`: as RankCgroup::Recycle's.
+  std::optional<RankCgroup> Keep(RankCgroup cgroup, bool seen_empty = false);
 
   size_t idle() const { return idle_.size(); }
   uint64_t reused() const { return reused_; }  // Takes that renamed an idle cgroup

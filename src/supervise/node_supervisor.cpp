@@ -94,7 +94,10 @@ struct Rank {
   bool kill_now = false;  // the lease is past its kill point: no grace
   int64_t kill_at = -1;
   int64_t warn_at = -1;
-  std::optional<RankCgroup> cgroup;        // where its processes run (RunPlan::cgroup)
+  std::optional<RankCgroup> cgroup;  // where its processes run (RunPlan::cgroup)
+  // Its step is over and its cgroup was read empty in this round, nothing started into it since:
+  // Finish neither sweeps it for a kill nor reads it again to reuse it.
+  bool cgroup_seen_empty = false;
   int64_t cpu_us = 0;                      // CPU time of its processes reaped so far
   int64_t max_rss_kib = 0;                 // the largest of their peak RSS
   std::shared_ptr<RankTerminal> terminal;  // an interactive rank's, while its run step lives
@@ -731,6 +734,7 @@ class NodeSupervisor {
     const bool setup = step != Rank::Step::kRun;  // the pull runs with setup's environment
     rank.step = step;
     rank.step_over = false;
+    rank.cgroup_seen_empty = false;
     rank.exit_code = 0;
     rank.error.clear();
     rank.stopped = false;
@@ -904,13 +908,16 @@ class NodeSupervisor {
         rank->kill_now = rank->kill_now || it->second.kill;
       }
     }
-    bool any_over = false;
+    // The children that are no step's bash say what an ended rank left behind, unless its cgroup
+    // does: nothing of a rank leaves its cgroup, so an ended rank in one is over once the cgroup is
+    // empty, and the children need not be read (a /proc read, and a look-up of each, every round).
+    bool strays_wanted = false;
     for (auto& [dir, rank] : ranks_) {
       if (stop_all_) rank->stop = true;
-      any_over = any_over || rank->step_over;
+      strays_wanted = strays_wanted || (rank->step_over && (!rank->cgroup || rank->starting));
     }
     std::vector<std::pair<pid_t, Rank*>> strays;
-    if (any_over) strays = Strays();
+    if (strays_wanted) strays = Strays();
     std::vector<Rank*> done;
     for (auto& [dir, owned] : ranks_) {
       Rank& rank = *owned;
@@ -919,11 +926,17 @@ class NodeSupervisor {
         // A stray that shed its group and environment is counted with every rank that ends.
         if (owner == &rank || (owner == nullptr && rank.step_over)) own.insert(pid);
       }
+      bool cgroup_empty = false;
       if (rank.step_over && rank.cgroup && !rank.starting) {
-        // Whatever of it is left in its cgroup is its own, wherever it was re-parented.
-        for (pid_t pid : rank.cgroup->Pids()) own.insert(pid);
+        // Whatever of it is left in its cgroup is its own, wherever it was re-parented (and its
+        // CPU time counts for the rank if it is reaped here).
+        std::set<pid_t> left = rank.cgroup->Pids();
+        cgroup_empty = left.empty();
+        for (pid_t pid : left) stray_owners_.try_emplace(pid, rank.dir);
+        own.merge(left);
       }
       if (rank.step_over && own.empty()) {
+        rank.cgroup_seen_empty = cgroup_empty;
         done.push_back(&rank);
         continue;
       }
@@ -1032,8 +1045,9 @@ class NodeSupervisor {
     }
     int64_t peak = -1;
     if (rank.cgroup) {
-      peak = EndRankCgroup(*rank.cgroup, rank.plan.limits, end).peak_memory_bytes;
-      if (auto kept_not = cgroup_pool_.Keep(std::move(*rank.cgroup))) {
+      peak = EndRankCgroup(*rank.cgroup, rank.plan.limits, end, rank.cgroup_seen_empty)
+                 .peak_memory_bytes;
+      if (auto kept_not = cgroup_pool_.Keep(std::move(*rank.cgroup), rank.cgroup_seen_empty)) {
         ended_cgroups_.push_back({std::move(*kept_not), 0});
       }
     }

@@ -223,11 +223,10 @@ json::value LimitsJson(const RankLimits& limits) {
   for (auto [major, minor] : limits.denied_devices) {
     denied.push_back(json::array{major, minor});
   }
-  return json::object{{"memory_bytes", limits.memory_bytes},
-                      {"cpu_milli", limits.cpu_milli},
-                      {"pids_max", limits.pids_max},
-                      {"denied_devices", std::move(denied)},
-                      {"cpus", FormatCpuList(limits.cpus)}};
+  return json::object{
+      {"memory_bytes", limits.memory_bytes}, {"cpu_milli", limits.cpu_milli},
+      {"pids_max", limits.pids_max},         {"denied_devices", std::move(denied)},
+      {"cpus", FormatCpuList(limits.cpus)},  {"node_cpu_milli", limits.node_cpu_milli}};
 }
 
 Result<RankLimits> LimitsFromJson(const json::value* v) {
@@ -238,12 +237,14 @@ Result<RankLimits> LimitsFromJson(const json::value* v) {
   auto memory = GetInt(o, "memory_bytes", 0);
   auto cpu = GetInt(o, "cpu_milli", 0);
   auto pids = GetInt(o, "pids_max", 0);
-  if (!memory.ok() || !cpu.ok() || !pids.ok()) {
+  auto node_cpu = GetInt(o, "node_cpu_milli", 0);
+  if (!memory.ok() || !cpu.ok() || !pids.ok() || !node_cpu.ok()) {
     return Status::Invalid("run.json: limits must be integers");
   }
   limits.memory_bytes = *memory;
   limits.cpu_milli = *cpu;
   limits.pids_max = *pids;
+  limits.node_cpu_milli = *node_cpu;
   if (const auto* cpus = o.if_contains("cpus"); cpus && cpus->is_string()) {
     auto list = ParseCpuList(std::string(cpus->as_string()));
     if (!list) return Status::Invalid("run.json: limits.cpus is not a CPU list such as 0-3,6");
@@ -447,7 +448,8 @@ SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu
   return usage;
 }
 
-RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end) {
+RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end,
+                        bool seen_empty) {
   const RankUsage usage = cgroup.TakeUsage();
   // It reached its own limit, the kernel killed a process of it, and it failed: that is why (not
   // when it was stopped, nor for an OOM of the whole node, which does not reach its limit).
@@ -455,7 +457,7 @@ RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, Supervisor
       end.reason != "stopped") {
     end.reason = OutOfMemoryReason(limits.memory_bytes);
   }
-  cgroup.Kill();
+  if (!seen_empty) cgroup.Kill();
   return usage;
 }
 

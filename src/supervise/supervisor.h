@@ -131,8 +131,10 @@ std::vector<SupervisorEvent> ParseEvents(const std::string& text);
 // At the end of a rank with a cgroup: sets `end`'s reason (and exit code 137) where the kernel
 // killed a process of it for its memory limit and it failed; then kills what is left in it, and
 // returns what it says the rank used (RankCgroup::TakeUsage). The caller removes it, or keeps it
-// for the next rank (supervise/cgroup_pool.h).
-RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end);
+// for the next rank (supervise/cgroup_pool.h). `seen_empty`: the caller has just read it empty and
+// started nothing into it since, so there is nothing to kill.
+RankUsage EndRankCgroup(RankCgroup& cgroup, const RankLimits& limits, SupervisorEvent& end,
+                        bool seen_empty = false);
 // The "usage" event of a rank: peak memory from its cgroup where measured (`cgroup_peak` >= 0),
 // else its largest process's RSS (`max_rss_kib`, from the kernel's rusage); CPU time from rusage.
 SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us);

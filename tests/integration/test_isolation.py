@@ -111,6 +111,26 @@ class IsolationTest(BerthTestCase):
         self.assertLess(cpu_seconds, 0.55 * 3 + 0.4, f"{cpu_seconds:.2f} CPU-seconds in 3 s")
         self.assertGreater(cpu_seconds, 0.1)  # the loops ran (how much: what else runs)
 
+    def test_jobs_weigh_the_cpus_they_asked_for_and_the_node_its_cpus(self):
+        # A contended machine shares CPU time by weight: a job's cgroup weighs its request, and the
+        # agent's cgroup (all its jobs) the node's 4 CPUs, not one process's worth.
+        b = self.b
+        probe = ("python3 -c \"\nimport os\nfor line in open('/proc/self/cgroup'):\n"
+                 "    n, ctl, path = line.strip().split(':', 2)\n"
+                 "    if 'cpu' in ctl.split(',') or (n == '0' and os.path.exists('/sys/fs/cgroup/cgroup.controllers')):\n"
+                 "        base = '/sys/fs/cgroup/cpu' if 'cpu' in ctl.split(',') else '/sys/fs/cgroup'\n"
+                 "        f = 'cpu.shares' if 'cpu' in ctl.split(',') else 'cpu.weight'\n"
+                 "        d = base + path\n"
+                 "        print(f, open(d + '/' + f).read().strip(), open(os.path.dirname(d) + '/' + f).read().strip())\n\"")
+        job = b.submit("--cpus", "0.5", "--", probe, env=self.env)
+        self.assertEqual(b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"], "SUCCEEDED",
+                         self.logs(job))
+        out = self.logs(job)
+        if "cpu.shares" in out:
+            self.assertIn("cpu.shares 512 4096", out)  # v1: 1024 a CPU
+        else:
+            self.assertIn("cpu.weight 50 400", out)  # v2: 100 a CPU
+
     def test_show_says_what_the_job_used(self):
         b = self.b
         # 200 MiB held, and a second of busy wall time; the job prints the CPU time it got (how much

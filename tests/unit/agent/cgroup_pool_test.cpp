@@ -117,6 +117,7 @@ TEST(RankCgroupPoolTest, TheNextRanksLimitsAreWrittenWhereTheyDiffer) {
   EXPECT_EQ(ReadFileOr(fake.Memory("berth-1/2-1-0") + "/memory.limit_in_bytes"),
             std::to_string(512 << 20));
   EXPECT_EQ(ReadFileOr(fake.Cpu("berth-1/2-1-0") + "/cpu.cfs_quota_us"), "250000");
+  EXPECT_EQ(ReadFileOr(fake.Cpu("berth-1/2-1-0") + "/cpu.shares"), "2560");
   EXPECT_EQ(ReadFileOr(fake.Pids("berth-1/2-1-0") + "/pids.max"), "untouched");  // the same
   EXPECT_EQ(second->limits().memory_bytes, 512 << 20);
 }

@@ -61,6 +61,18 @@ TEST(CgroupTest, TheHybridLayoutIsV1) {
   EXPECT_EQ(host.Describe(), "v1");
 }
 
+// CPU weights follow the CPUs asked for, within what each kernel interface takes.
+TEST(CgroupTest, CpuWeightsFollowTheCpusAskedFor) {
+  EXPECT_EQ(CpuSharesOf(1000), 1024);  // v1's default, one CPU
+  EXPECT_EQ(CpuSharesOf(250), 256);
+  EXPECT_EQ(CpuSharesOf(1), 2);                 // the least cpu.shares takes
+  EXPECT_EQ(CpuSharesOf(1024 * 1000), 262144);  // the most
+  EXPECT_EQ(CpuWeightOf(1000), 100);            // v2's default, one CPU
+  EXPECT_EQ(CpuWeightOf(500), 50);
+  EXPECT_EQ(CpuWeightOf(1), 1);
+  EXPECT_EQ(CpuWeightOf(1024 * 1000), 10000);
+}
+
 TEST(CgroupTest, NoneSaysWhy) {
   TempDir root;
   std::string ro = kV2Mounts;
@@ -100,8 +112,9 @@ TEST(CgroupTest, V2DividesTheAgentsCgroupFromItsSupervisorLeaf) {
 }
 
 // v2 against a fake tree: the limits land in memory.max, memory.swap.max, memory.oom.group,
-// cpu.max and pids.max; controllers are enabled at every level above the rank; usage and OOM kills
-// are read from memory.peak, cpu.stat and memory.events; a kill writes cgroup.kill.
+// cpu.max and pids.max; the rank weighs its CPUs in cpu.weight, the agent's level the node's;
+// controllers are enabled at every level above the rank; usage and OOM kills are read from
+// memory.peak, cpu.stat and memory.events; a kill writes cgroup.kill.
 TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   TempDir root;
   const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
@@ -111,7 +124,8 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
   EXPECT_EQ(host.unified_dir, own);
 
-  RankLimits limits{.memory_bytes = 256 << 20, .cpu_milli = 500, .pids_max = 100};
+  RankLimits limits{
+      .memory_bytes = 256 << 20, .cpu_milli = 500, .pids_max = 100, .node_cpu_milli = 64000};
   auto cg = RankCgroup::Create(host, "berth-1/7-1-0", limits);
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   const std::string dir = own + "/berth-1/7-1-0";
@@ -123,6 +137,8 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/memory.swap.max"));
   EXPECT_EQ(ReadFileOr(dir + "/memory.oom.group"), "1");
   EXPECT_EQ(ReadFileOr(dir + "/cpu.max"), "50000 100000");
+  EXPECT_EQ(ReadFileOr(dir + "/cpu.weight"), "50");
+  EXPECT_EQ(ReadFileOr(own + "/berth-1/cpu.weight"), "6400");
   EXPECT_EQ(ReadFileOr(dir + "/pids.max"), "100");
 
   WriteFileAtomic(dir + "/memory.peak", "123456\n", false);
@@ -203,14 +219,23 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
   if (::geteuid() != 0) GTEST_SKIP() << "making cgroups needs root";
   CgroupHost host = DetectCgroups();
   if (host.layout != CgroupLayout::kV1) GTEST_SKIP() << "not a v1 host: " << host.Describe();
-  const std::string name = "berth-test-" + std::to_string(::getpid()) + "/1-1-0";
-  RankLimits limits{.memory_bytes = 64 << 20, .cpu_milli = 250, .pids_max = 32};
+  const std::string agent = "berth-test-" + std::to_string(::getpid());
+  const std::string name = agent + "/1-1-0";
+  RankLimits limits{
+      .memory_bytes = 64 << 20, .cpu_milli = 250, .pids_max = 32, .node_cpu_milli = 16000};
   auto cg = RankCgroup::Create(host, name, limits);
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   const std::string memory = host.v1_dirs.at("memory") + "/" + name;
   EXPECT_EQ(std::stoll(ReadFileOr(memory + "/memory.limit_in_bytes")), 64 << 20);
   if (host.v1_dirs.count("pids")) {
     EXPECT_EQ(ReadFileOr(host.v1_dirs.at("pids") + "/" + name + "/pids.max"), "32\n");
+  }
+  if (host.v1_dirs.count("cpu")) {
+    // A quarter of a CPU's time, and weight; the agent's level weighs the node's 16 CPUs.
+    const std::string cpu = host.v1_dirs.at("cpu");
+    EXPECT_EQ(ReadFileOr(cpu + "/" + name + "/cpu.cfs_quota_us"), "25000\n");
+    EXPECT_EQ(ReadFileOr(cpu + "/" + name + "/cpu.shares"), "256\n");
+    EXPECT_EQ(ReadFileOr(cpu + "/" + agent + "/cpu.shares"), "16384\n");
   }
   std::vector<int> fds;
   for (const std::string& file : cg->JoinFiles()) {
