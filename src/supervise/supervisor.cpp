@@ -33,7 +33,8 @@ namespace {
 
 json::object EnvJson(const std::map<std::string, std::string>& env) {
   json::object o;
-  for (const auto& [k, v] : env) o[k] = v;
+  o.reserve(env.size());  // sized once, not rehashed as it grows
+  for (const auto& [k, v] : env) o.emplace(k, v);
   return o;
 }
 
