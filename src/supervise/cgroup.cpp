@@ -468,9 +468,10 @@ CgroupEntry RankCgroup::Entry() const {
 }
 
 namespace {
-std::set<pid_t> ReadProcs(const std::string& dir) {
+// The pids of a cgroup.procs file's text.
+std::set<pid_t> ParseProcs(const std::string& text) {
   std::set<pid_t> pids;
-  for (const std::string& line : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
+  for (const std::string& line : Split(text, '\n')) {
     if (line.empty()) continue;
     try {
       pids.insert(static_cast<pid_t>(std::stol(line)));
@@ -479,11 +480,22 @@ std::set<pid_t> ReadProcs(const std::string& dir) {
   }
   return pids;
 }
+
+std::set<pid_t> ReadProcs(const std::string& dir) {
+  return ParseProcs(ReadFileOr(dir + "/cgroup.procs"));
+}
 }  // namespace
 
 std::set<pid_t> RankCgroup::Pids() const {
   if (dirs_.empty()) return {};
   return ReadProcs(dirs_.front());
+}
+
+std::optional<std::set<pid_t>> RankCgroup::ReadPids() const {
+  if (dirs_.empty()) return std::nullopt;
+  std::optional<std::string> text = ReadFile(dirs_.front() + "/cgroup.procs");
+  if (!text) return std::nullopt;
+  return ParseProcs(*text);
 }
 
 std::optional<std::set<pid_t>> RankCgroupPids(const CgroupHost& host, const std::string& name) {
@@ -493,8 +505,9 @@ std::optional<std::set<pid_t>> RankCgroupPids(const CgroupHost& host, const std:
   } else if (auto memory = host.v1_dirs.find("memory"); memory != host.v1_dirs.end()) {
     dir = memory->second + "/" + name;  // v1: every rank has a memory cgroup (Create)
   }
-  if (dir.empty() || !ReadFile(dir + "/cgroup.procs")) return std::nullopt;
-  return ReadProcs(dir);
+  std::optional<std::string> text = dir.empty() ? std::nullopt : ReadFile(dir + "/cgroup.procs");
+  if (!text) return std::nullopt;
+  return ParseProcs(*text);
 }
 
 void RankCgroup::Kill() const {
@@ -587,6 +600,14 @@ Status RankCgroup::Rewrite(const RankLimits& limits) {
     }
     limits_.memory_bytes = limits.memory_bytes;
   }
+  if (limits.cpu_milli > 0 && limits.node_cpu_milli > 0 &&
+      limits.node_cpu_milli != limits_.node_cpu_milli) {
+    // The node's CPUs changed (an agent restarted with another --cpus): the agent's level too.
+    const std::string& cpu = v1_dirs_.at("cpu");
+    BERTH_RETURN_IF_ERROR(WriteValue(cpu.substr(0, cpu.rfind('/')), "cpu.shares",
+                                     std::to_string(CpuSharesOf(limits.node_cpu_milli))));
+  }
+  limits_.node_cpu_milli = limits.node_cpu_milli;
   if (limits.cpu_milli != limits_.cpu_milli) {
     const std::string& cpu = v1_dirs_.at("cpu");
     BERTH_RETURN_IF_ERROR(WriteValue(cpu, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));

@@ -116,8 +116,10 @@ class RankCgroup {
   std::vector<std::string> JoinFiles() const;
   // How a step's child enters it: on v2 born in its directory, on v1 by JoinFiles.
   CgroupEntry Entry() const;
-  // The processes in it (read from the first hierarchy).
+  // The processes in it (read from the first hierarchy); ReadPids: nullopt when that cannot be
+  // read.
   std::set<pid_t> Pids() const;
+  std::optional<std::set<pid_t>> ReadPids() const;
   // SIGKILL to every process in it: cgroup.kill where there is one, else each process listed.
   void Kill() const;
   // What it used since it was made, or since it was last taken: on v1 reading its peak and

@@ -808,7 +808,11 @@ class NodeSupervisor {
       auto it = mains_.find(pid);
       Rank* owner = it != mains_.end() ? it->second : nullptr;
       if (auto stray = stray_owners_.find(pid); stray != stray_owners_.end()) {
-        owner = ranks_.count(stray->second) ? ranks_.at(stray->second).get() : nullptr;
+        // (A step's bash or a command run into a rank is counted as such, whatever a stale entry
+        // of a reused pid says.)
+        if (!owner && !execs_.count(pid)) {
+          owner = ranks_.count(stray->second) ? ranks_.at(stray->second).get() : nullptr;
+        }
         stray_owners_.erase(stray);
       }
       if (owner) {
@@ -882,6 +886,13 @@ class NodeSupervisor {
     return out;
   }
 
+  // Whether everything `rank` runs stays in its cgroup: it has one, its step's child is in it (no
+  // longer starting), and it does not run as root, who may move its processes elsewhere.
+  static bool ContainedByItsCgroup(const Rank& rank) {
+    const uid_t uid = rank.plan.run_as ? rank.plan.run_as->uid : ::geteuid();
+    return rank.cgroup && !rank.starting && uid != 0;
+  }
+
   // Sends `sig` to every process of `rank`: its steps' groups, its live bash and the strays given,
   // and all their descendants.
   // With a cgroup, everything in it too (a double-forked, setsid-ed leftover included), and a
@@ -909,12 +920,13 @@ class NodeSupervisor {
       }
     }
     // The children that are no step's bash say what an ended rank left behind, unless its cgroup
-    // does: nothing of a rank leaves its cgroup, so an ended rank in one is over once the cgroup is
-    // empty, and the children need not be read (a /proc read, and a look-up of each, every round).
+    // does: a process of another user cannot leave its cgroup, so such a rank in one is over once
+    // the cgroup is empty, and the children need not be read (a /proc read, and a look-up of each,
+    // every round). Root's can (rootful podman moves a container's monitor out of it on v1).
     bool strays_wanted = false;
     for (auto& [dir, rank] : ranks_) {
       if (stop_all_) rank->stop = true;
-      strays_wanted = strays_wanted || (rank->step_over && (!rank->cgroup || rank->starting));
+      strays_wanted = strays_wanted || (rank->step_over && !ContainedByItsCgroup(*rank));
     }
     std::vector<std::pair<pid_t, Rank*>> strays;
     if (strays_wanted) strays = Strays();
@@ -930,8 +942,9 @@ class NodeSupervisor {
       if (rank.step_over && rank.cgroup && !rank.starting) {
         // Whatever of it is left in its cgroup is its own, wherever it was re-parented (and its
         // CPU time counts for the rank if it is reaped here).
-        std::set<pid_t> left = rank.cgroup->Pids();
-        cgroup_empty = left.empty();
+        std::optional<std::set<pid_t>> read = rank.cgroup->ReadPids();
+        std::set<pid_t> left = read.value_or(std::set<pid_t>{});
+        cgroup_empty = read && left.empty();  // (not when it could not be read)
         for (pid_t pid : left) stray_owners_.try_emplace(pid, rank.dir);
         own.merge(left);
       }
@@ -961,6 +974,9 @@ class NodeSupervisor {
         rank.kill_at = now + kKillSweepMs;  // a fork racing the kill is caught next round
       }
     }
+    // A leftover that exited after this round's reaping is gone from its cgroup but not yet
+    // reaped: reaped now, its CPU time still counts for its rank.
+    if (!done.empty()) Reap();
     for (Rank* rank : done) {
       Started(*rank);  // its child is gone: whether it failed before its exec is known
       StepDone(*rank);

@@ -148,6 +148,7 @@ TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   auto plan = ReadRunPlan(JobDir("1-1-0"));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->run, "echo hi");
+  EXPECT_EQ(plan->limits.node_cpu_milli, 4000);  // what its cgroup's parent weighs
   EXPECT_EQ(plan->run_env["CUDA_VISIBLE_DEVICES"], "1");
   EXPECT_EQ(plan->run_env["BERTH_JOB_ID"], "1");
   EXPECT_EQ(plan->setup_env.count("CUDA_VISIBLE_DEVICES"), 0u);

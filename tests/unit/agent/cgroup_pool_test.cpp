@@ -110,7 +110,9 @@ TEST(RankCgroupPoolTest, TheNextRanksLimitsAreWrittenWhereTheyDiffer) {
   first->TakeUsage();
   ASSERT_FALSE(pool.Keep(std::move(*first)).has_value());
   WriteFileAtomic(fake.Pids("berth-1/1-1-0") + "/pids.max", "untouched", false);
-  const RankLimits more{.memory_bytes = 512 << 20, .cpu_milli = 2500, .pids_max = 100};
+  // (And the agent restarted with 8 CPUs: its level's weight follows.)
+  const RankLimits more{
+      .memory_bytes = 512 << 20, .cpu_milli = 2500, .pids_max = 100, .node_cpu_milli = 8000};
   auto second = pool.Take("berth-1/2-1-0", more);
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_EQ(pool.reused(), 1u);
@@ -118,6 +120,7 @@ TEST(RankCgroupPoolTest, TheNextRanksLimitsAreWrittenWhereTheyDiffer) {
             std::to_string(512 << 20));
   EXPECT_EQ(ReadFileOr(fake.Cpu("berth-1/2-1-0") + "/cpu.cfs_quota_us"), "250000");
   EXPECT_EQ(ReadFileOr(fake.Cpu("berth-1/2-1-0") + "/cpu.shares"), "2560");
+  EXPECT_EQ(ReadFileOr(fake.Cpu("berth-1") + "/cpu.shares"), "8192");
   EXPECT_EQ(ReadFileOr(fake.Pids("berth-1/2-1-0") + "/pids.max"), "untouched");  // the same
   EXPECT_EQ(second->limits().memory_bytes, 512 << 20);
 }

@@ -141,6 +141,14 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   EXPECT_EQ(ReadFileOr(own + "/berth-1/cpu.weight"), "6400");
   EXPECT_EQ(ReadFileOr(dir + "/pids.max"), "100");
 
+  // Its processes: none listed is not the same as none readable.
+  EXPECT_EQ(cg->ReadPids(), std::nullopt);
+  WriteFileAtomic(dir + "/cgroup.procs", "", false);
+  EXPECT_EQ(cg->ReadPids(), std::set<pid_t>{});
+  WriteFileAtomic(dir + "/cgroup.procs", "12\n34\n", false);
+  EXPECT_EQ(cg->ReadPids(), (std::set<pid_t>{12, 34}));
+  WriteFileAtomic(dir + "/cgroup.procs", "", false);  // (no kill below may reach real pids)
+
   WriteFileAtomic(dir + "/memory.peak", "123456\n", false);
   WriteFileAtomic(dir + "/cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n", false);
   WriteFileAtomic(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n", false);
