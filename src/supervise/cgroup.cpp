@@ -239,6 +239,12 @@ std::string V1CfsQuota(int64_t cpu_milli) {
   return std::to_string(std::max<int64_t>(1000, cpu_milli * kCfsPeriodUs / 1000));
 }
 
+// v1: the agent's cgroup, the parent of the rank's cpu cgroup `rank_dir`, weighs the node's CPUs.
+Status WriteAgentCpuShares(const std::string& rank_dir, int64_t node_cpu_milli) {
+  return WriteValue(rank_dir.substr(0, rank_dir.rfind('/')), "cpu.shares",
+                    std::to_string(CpuSharesOf(node_cpu_milli)));
+}
+
 // v1: the rank's limit of one `controller` into its cgroup `name` under that hierarchy's `base`.
 Status WriteV1Limit(const std::string& controller, const std::string& base, const std::string& name,
                     const RankLimits& limits, bool memsw) {
@@ -250,9 +256,7 @@ Status WriteV1Limit(const std::string& controller, const std::string& base, cons
     if (memsw) return WriteValue(dir, "memory.memsw.limit_in_bytes", bytes);
   } else if (controller == "cpu" && limits.cpu_milli > 0) {
     if (limits.node_cpu_milli > 0 && name.find('/') != std::string::npos) {
-      // The agent's cgroup, the rank's parent.
-      BERTH_RETURN_IF_ERROR(WriteValue(dir.substr(0, dir.rfind('/')), "cpu.shares",
-                                       std::to_string(CpuSharesOf(limits.node_cpu_milli))));
+      BERTH_RETURN_IF_ERROR(WriteAgentCpuShares(dir, limits.node_cpu_milli));
     }
     BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.cfs_quota_us", V1CfsQuota(limits.cpu_milli)));
     return WriteValue(dir, "cpu.shares", std::to_string(CpuSharesOf(limits.cpu_milli)));
@@ -480,16 +484,9 @@ std::set<pid_t> ParseProcs(const std::string& text) {
   }
   return pids;
 }
-
-std::set<pid_t> ReadProcs(const std::string& dir) {
-  return ParseProcs(ReadFileOr(dir + "/cgroup.procs"));
-}
 }  // namespace
 
-std::set<pid_t> RankCgroup::Pids() const {
-  if (dirs_.empty()) return {};
-  return ReadProcs(dirs_.front());
-}
+std::set<pid_t> RankCgroup::Pids() const { return ReadPids().value_or(std::set<pid_t>{}); }
 
 std::optional<std::set<pid_t>> RankCgroup::ReadPids() const {
   if (dirs_.empty()) return std::nullopt;
@@ -541,8 +538,9 @@ RankUsage RankCgroup::TakeUsage() {
 
 Status RankCgroup::Recycle(int64_t max_charged, bool seen_empty) const {
   if (layout_ != CgroupLayout::kV1) return Status::Unavailable("only v1 cgroups are reused");
-  if (!seen_empty && !Pids().empty())
+  if (!seen_empty && !Pids().empty()) {
     return Status::Conflict("a process is left in " + memory_dir_);
+  }
   const int64_t charged = FileNumber(memory_dir_ + "/memory.usage_in_bytes");
   if (charged < 0 || charged > max_charged) {
     return Status::Conflict(std::to_string(charged) + " bytes stay charged to " + memory_dir_);
@@ -603,9 +601,7 @@ Status RankCgroup::Rewrite(const RankLimits& limits) {
   if (limits.cpu_milli > 0 && limits.node_cpu_milli > 0 &&
       limits.node_cpu_milli != limits_.node_cpu_milli) {
     // The node's CPUs changed (an agent restarted with another --cpus): the agent's level too.
-    const std::string& cpu = v1_dirs_.at("cpu");
-    BERTH_RETURN_IF_ERROR(WriteValue(cpu.substr(0, cpu.rfind('/')), "cpu.shares",
-                                     std::to_string(CpuSharesOf(limits.node_cpu_milli))));
+    BERTH_RETURN_IF_ERROR(WriteAgentCpuShares(v1_dirs_.at("cpu"), limits.node_cpu_milli));
   }
   limits_.node_cpu_milli = limits.node_cpu_milli;
   if (limits.cpu_milli != limits_.cpu_milli) {
