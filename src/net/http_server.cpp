@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1065,6 +1066,7 @@ Status HttpServer::Start() {
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
     impl_->threads.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "berth-http");  // for top -H and debuggers
       while (true) {
         try {
           impl_->ioc.run();

@@ -1,5 +1,6 @@
 #include "store/wal_checkpointer.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include "common/log.h"
@@ -50,6 +51,7 @@ int WalCheckpointer::Hook(void* self, sqlite3* db, const char* name, int pages) 
 }
 
 void WalCheckpointer::Loop() {
+  pthread_setname_np(pthread_self(), "berth-wal");  // for top -H and debuggers
   while (true) {
     {
       MutexLock lock(mu_);

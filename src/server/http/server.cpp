@@ -1,5 +1,6 @@
 #include "server/http/server.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,10 +141,14 @@ Status Server::Start() {
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
   scheduler_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "berth-sched");
     LowerThisThreadPriority(kWorkNice);
     SchedulerLoop();
   });
-  housekeeping_thread_ = std::thread([this] { HousekeepingLoop(); });
+  housekeeping_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "berth-house");
+    HousekeepingLoop();
+  });
   core_->RequestPass();
   LogInfo("listening on {}{} ({} I/O threads{})", url(),
           options_.unix_socket.empty() ? "" : " and unix:" + options_.unix_socket, http.threads,
