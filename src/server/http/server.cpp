@@ -127,6 +127,9 @@ Status Server::Start() {
   http.unix_socket_path = options_.unix_socket;
   BERTH_RETURN_IF_ERROR(SetUpTls(http));
   http.threads = options_.threads > 0 ? options_.threads : cpus;
+  // Two connections or so per node (its watch stream and its calls), and users: 65,536 slots cost
+  // ~0.5 MiB of kernel memory, and a cluster of that size never waits for the table to grow.
+  http.reserve_fds = 65536;
   // Handlers waiting for the state lock sit here, not on the I/O threads. Several threads, so
   // that submissions queue for one group commit and a slow one does not hold up heartbeats.
   // The I/O threads and the readers keep the default priority; changes and passes run a little

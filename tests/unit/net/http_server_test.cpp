@@ -3,6 +3,7 @@
 // slow clients does not keep a normal request from being answered.
 #include "net/http_server.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -171,6 +173,46 @@ TEST(HttpServerStart, RaisesTheOpenFileSoftLimitToTheHardLimit) {
   rlimit after{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &after), 0);
   EXPECT_EQ(after.rlim_cur, before.rlim_max);
+}
+
+// The size of this process's file-descriptor table (/proc/self/status FDSize).
+long FileTableSize() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long size = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "FDSize: %ld", &size) == 1) break;
+  }
+  std::fclose(f);
+  return size;
+}
+
+// reserve_fds grows the file table at Start, before any connection (so that none waits for the
+// kernel to grow it, HttpServerOptions::reserve_fds); descriptors opened after it still take the
+// lowest free numbers, and the server answers as before. Without it the table is left alone.
+TEST(HttpServerStart, ReservesTheFileTableItIsAskedFor) {
+  const long before = FileTableSize();
+  ASSERT_GT(before, 0);
+  ASSERT_LT(before, 4096) << "this test process already has a big file table";
+  {
+    HttpServer plain(ShortTimeouts(), DescribingHandler());
+    ASSERT_TRUE(plain.Start().ok());
+    EXPECT_EQ(FileTableSize(), before);
+  }
+  HttpServerOptions o = ShortTimeouts();
+  o.reserve_fds = 4096;
+  HttpServer server(o, DescribingHandler());
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_GE(FileTableSize(), 4096);
+  int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_LT(fd, 100) << "the reserving descriptor was left open";
+  ::close(fd);
+  RawSocket s = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.Send("GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(StatusOf(s.ReadUntilClosed(5'000).data), 200);
 }
 
 // --- deadlines ----------------------------------------------------------------------------------
