@@ -13,6 +13,20 @@ import unittest
 from harness import BerthTestCase, alive, pids_with_env
 
 
+def file_table_size(pid):
+    """The size of a process's file-descriptor table (FDSize in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("FDSize:"))
+
+
+def open_file_limit(pid):
+    """A process's soft limit on open files (/proc/PID/limits)."""
+    with open(f"/proc/{pid}/limits") as f:
+        line = next(line for line in f if line.startswith("Max open files"))
+    soft = line.split()[3]
+    return 1 << 62 if soft == "unlimited" else int(soft)
+
+
 class LocalAutostartTest(BerthTestCase):
 
     def berth_processes(self):
@@ -50,6 +64,12 @@ class LocalAutostartTest(BerthTestCase):
         rc, out, err = b.run("local", "up")
         self.assertIn("already running at " + status["server"], err)
         self.assertEqual(b.json("local", "status", "--json")["server"], status["server"])
+
+        # The server grew its file table at start (HttpServerOptions::reserve_fds): no agent or user
+        # that connects later waits for the kernel to double it (docs/design.md).
+        with open(os.path.join(b.home, "server", "server.pid")) as f:
+            server_pid = int(f.read().strip())
+        self.assertGreaterEqual(file_table_size(server_pid), min(65536, open_file_limit(server_pid)))
 
         # Jobs run on it.
         rc, out, err = b.run("exec", "--", "echo local hello")
