@@ -849,10 +849,10 @@ void RaiseOpenFileLimit() {
 // Grows this process's file-descriptor table to hold `fds` descriptors (fewer when the open-file
 // limit is lower) by duplicating one to the highest of them, then closing it. The kernel grows the
 // table by doubling, and in a process with several threads each growth waits for an RCU grace
-// period (`expand_files` calls `synchronize_rcu`): 10-20 ms here, during which the accepting I/O
-// thread is stuck in accept() and the other one waits for it. Grown once at start, a thousand
-// agents connecting (or reconnecting after a restart) no longer stall every request at each
-// power of two. The table is never shrunk; its cost is ~8.3 bytes of kernel memory per slot.
+// period (`expand_files` calls `synchronize_rcu`; 10-30 ms, bench/README.md), during which the
+// accepting I/O thread is stuck in accept() and the other one waits for it. Grown once at start, a
+// thousand agents connecting (or reconnecting after a restart) no longer stall every request at
+// each power of two. The table is never shrunk; its cost is ~8.3 bytes of kernel memory per slot.
 void ReserveFileTable(size_t fds) {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;

@@ -59,7 +59,7 @@ struct HttpServerOptions {
   bool listen_tcp = true;
   // When > 0, Start() grows the process's file-descriptor table to this many slots (at most the
   // open-file limit) before any connection arrives, so that connections arriving later never wait
-  // for the kernel to grow it (which stalls a threaded process for an RCU grace period, 10-20 ms,
+  // for the kernel to grow it (which stalls a threaded process for an RCU grace period, 10-30 ms,
   // at every doubling). ~8.3 bytes of kernel memory per slot, for the process's lifetime.
   size_t reserve_fds = 0;
   // When both are set, the TCP listener speaks TLS (1.2 or later) only, with this PEM
