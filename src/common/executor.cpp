@@ -16,6 +16,10 @@ void LowerThisThreadPriority(int nice) {
   ::setpriority(PRIO_PROCESS, tid, std::min(19, current + nice));
 }
 
+void NameThisThread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
 Executor::Executor(int threads, std::string name, int nice) {
   const size_t count = static_cast<size_t>(std::max(1, threads));
   {
@@ -23,11 +27,11 @@ Executor::Executor(int threads, std::string name, int nice) {
     own_tasks_.resize(count);
   }
   for (size_t i = 0; i < count; ++i) {
-    threads_.emplace_back([this, nice, i] {
+    threads_.emplace_back([this, name, nice, i] {
+      NameThisThread(name);
       LowerThisThreadPriority(nice);
       Loop(i);
     });
-    pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
   }
 }
 

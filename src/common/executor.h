@@ -23,6 +23,9 @@ namespace berth {
 // effort: failures are ignored.
 void LowerThisThreadPriority(int nice);
 
+// Names the calling thread (its first 15 characters), as `top -H`, perf and debuggers show it.
+void NameThisThread(const std::string& name);
+
 class Executor {
  public:
   // `threads` >= 1. `name` names the threads (for debuggers and `top -H`), at most 15 characters.

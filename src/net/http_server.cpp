@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/executor.h"
 #include "common/log.h"
 #include "common/mutex.h"
 
@@ -1087,7 +1087,7 @@ Status HttpServer::Start() {
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
     impl_->threads.emplace_back([this] {
-      pthread_setname_np(pthread_self(), "berth-http");  // for top -H and debuggers
+      NameThisThread("berth-http");
       while (true) {
         try {
           impl_->ioc.run();

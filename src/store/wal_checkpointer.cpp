@@ -1,8 +1,8 @@
 #include "store/wal_checkpointer.h"
 
-#include <pthread.h>
 #include <sqlite3.h>
 
+#include "common/executor.h"
 #include "common/log.h"
 
 namespace berth {
@@ -51,7 +51,7 @@ int WalCheckpointer::Hook(void* self, sqlite3* db, const char* name, int pages) 
 }
 
 void WalCheckpointer::Loop() {
-  pthread_setname_np(pthread_self(), "berth-wal");  // for top -H and debuggers
+  NameThisThread("berth-wal");
   while (true) {
     {
       MutexLock lock(mu_);

@@ -1,6 +1,5 @@
 #include "server/http/server.h"
 
-#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,12 +143,12 @@ Status Server::Start() {
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
   scheduler_thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "berth-sched");
+    NameThisThread("berth-sched");
     LowerThisThreadPriority(kWorkNice);
     SchedulerLoop();
   });
   housekeeping_thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "berth-house");
+    NameThisThread("berth-house");
     HousekeepingLoop();
   });
   core_->RequestPass();
