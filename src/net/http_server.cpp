@@ -45,10 +45,11 @@ namespace {
 
 const char* kServerName = "berth";
 
-// The three kinds of connection; one Session template serves them all.
-using PlainStream = beast::tcp_stream;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-using UnixStream = beast::basic_stream<local>;
+// The two kinds of connection; one Session template serves both. A plain one is a TCP or a unix
+// socket behind one type (asio's generic stream protocol: the accepted descriptor is handed over),
+// so that Beast's HTTP and WebSocket code is compiled twice for this file rather than three times.
+using PlainStream = beast::basic_stream<asio::generic::stream_protocol>;
+using TlsStream = beast::ssl_stream<PlainStream>;
 
 // How much a connection waiting for its next request reads at once.
 constexpr size_t kFirstReadBytes = 4096;
@@ -360,7 +361,7 @@ class WsSession : public Closable,
 };
 
 // One connection. All socket work happens on the session's strand; Responder calls from other
-// threads are posted onto it. `Stream` is PlainStream, TlsStream or UnixStream; deadlines and
+// threads are posted onto it. `Stream` is PlainStream or TlsStream; deadlines and
 // closing act on its lowest layer (a beast::basic_stream).
 template <class Stream>
 class Session : public Closable, public std::enable_shared_from_this<Session<Stream>> {
@@ -812,6 +813,29 @@ PeerInfo TcpPeer(const tcp::socket& socket, bool tls) {
   return peer;
 }
 
+// The accepted socket `socket` of `protocol` as a generic stream socket on the same executor (its
+// strand). Empty when the descriptor cannot be handed over (then the connection is closed).
+template <class Protocol>
+std::optional<asio::generic::stream_protocol::socket> AsGeneric(
+    asio::basic_stream_socket<Protocol>& socket, asio::generic::stream_protocol protocol) {
+  beast::error_code ec;
+  auto executor = socket.get_executor();
+  int fd = socket.release(ec);
+  if (ec) {
+    LogWarn("cannot take over an accepted connection: {}", ec.message());
+    return std::nullopt;
+  }
+  std::optional<asio::generic::stream_protocol::socket> generic;
+  generic.emplace(executor);
+  generic->assign(protocol, fd, ec);
+  if (ec) {
+    LogWarn("cannot take over an accepted connection: {}", ec.message());
+    ::close(fd);
+    return std::nullopt;
+  }
+  return generic;
+}
+
 PeerInfo UnixPeer(local::socket& socket) {
   PeerInfo peer;
   peer.transport = PeerInfo::Transport::kUnix;
@@ -1005,37 +1029,43 @@ struct HttpServer::Impl {
   }
 
   void AcceptTcp() {
-    tcp_acceptor.async_accept(asio::make_strand(ioc),
-                              [this](beast::error_code ec, tcp::socket socket) {
-                                if (stopped || ec == asio::error::operation_aborted) return;
-                                if (ec) {
-                                  AcceptFailed(ec, [this] { AcceptTcp(); });
-                                  return;
-                                }
-                                beast::error_code ignored;
-                                socket.set_option(tcp::no_delay(true), ignored);
-                                PeerInfo peer = TcpPeer(socket, tls.has_value());
-                                if (tls) {
-                                  StartSession<TlsStream>(std::move(peer), std::move(socket), *tls);
-                                } else {
-                                  StartSession<PlainStream>(std::move(peer), std::move(socket));
-                                }
-                                AcceptTcp();
-                              });
+    tcp_acceptor.async_accept(
+        asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+          if (stopped || ec == asio::error::operation_aborted) return;
+          if (ec) {
+            AcceptFailed(ec, [this] { AcceptTcp(); });
+            return;
+          }
+          beast::error_code ignored;
+          socket.set_option(tcp::no_delay(true), ignored);
+          PeerInfo peer = TcpPeer(socket, tls.has_value());
+          asio::generic::stream_protocol protocol(
+              tcp_acceptor.local_endpoint(ignored).protocol().family(), IPPROTO_TCP);
+          auto generic = AsGeneric(socket, protocol);
+          if (generic && tls) {
+            StartSession<TlsStream>(std::move(peer), std::move(*generic), *tls);
+          } else if (generic) {
+            StartSession<PlainStream>(std::move(peer), std::move(*generic));
+          }
+          AcceptTcp();
+        });
   }
 
   void AcceptUnix() {
-    unix_acceptor.async_accept(asio::make_strand(ioc),
-                               [this](beast::error_code ec, local::socket socket) {
-                                 if (stopped || ec == asio::error::operation_aborted) return;
-                                 if (ec) {
-                                   AcceptFailed(ec, [this] { AcceptUnix(); });
-                                   return;
-                                 }
-                                 PeerInfo peer = UnixPeer(socket);
-                                 StartSession<UnixStream>(std::move(peer), std::move(socket));
-                                 AcceptUnix();
-                               });
+    unix_acceptor.async_accept(
+        asio::make_strand(ioc), [this](beast::error_code ec, local::socket socket) {
+          if (stopped || ec == asio::error::operation_aborted) return;
+          if (ec) {
+            AcceptFailed(ec, [this] { AcceptUnix(); });
+            return;
+          }
+          PeerInfo peer = UnixPeer(socket);
+          auto generic = AsGeneric(socket, asio::generic::stream_protocol(AF_UNIX, 0));
+          if (generic) {
+            StartSession<PlainStream>(std::move(peer), std::move(*generic));
+          }
+          AcceptUnix();
+        });
   }
 };
 
