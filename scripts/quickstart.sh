@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 source scripts/configure.sh
-berth_configure build -DCMAKE_BUILD_TYPE=Release -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF
+berth_configure build -DCMAKE_BUILD_TYPE=Release -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF \
+  -DBERTH_LINE_TABLES_ONLY=OFF
 cmake --build build --target berth -j"$(nproc)"
 
 berth=build/src/berth

@@ -6,7 +6,9 @@
 #   - builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests under them;
 #   - builds again with ThreadSanitizer and runs the tests under it.
 #   BERTH_SKIP_SANITIZE=1  skips the sanitizer passes (ASan and TSan).
-# Every build is a unity build (scripts/configure.sh). Every configuration names its options
+# Every build is a unity build (scripts/configure.sh) with debug information of line tables only
+# (BERTH_LINE_TABLES_ONLY, CMakeLists.txt: a failure's backtrace and a sanitizer's report keep every
+# function, file, line and inlined frame; the builds take less time). Every configuration names its options
 # explicitly (a cache left by scripts/quickstart.sh, which builds without tests, must not make a pass
 # run nothing), and ctest fails when it finds no tests. Each stage says when it started.
 set -euo pipefail
@@ -28,14 +30,14 @@ fi
 
 stage "build (RelWithDebInfo)"
 berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
-  -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF
+  -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF -DBERTH_LINE_TABLES_ONLY=ON
 cmake --build build -j"$jobs"
 stage "tests"
 (cd build && ctest "${ctest_args[@]}" --timeout 900)
 
 stage "lock annotations (clang -Wthread-safety)"
 berth_configure build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
-  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF
+  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
 cmake --build build-tsa -j"$jobs" --target berth_common berth_store berth_server berth_agent
 
 if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
@@ -43,7 +45,7 @@ if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   export BERTH_GANG_RACE_ROUNDS=6
   stage "build (ASan + UBSan)"
   berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
   cmake --build build-asan -j"$jobs"
   stage "tests under ASan + UBSan"
   (
@@ -54,7 +56,7 @@ if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
 
   stage "build (TSan)"
   berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
   cmake --build build-tsan -j"$jobs"
   stage "tests under TSan"
   (
