@@ -2,6 +2,8 @@
 # Installs what berth needs, builds it with its tests, and runs every test: unit tests, golden
 # scheduler scenarios and the end-to-end tests (real server and agent processes on 127.0.0.1). Then:
 #   - checks the formatting of every C++ file (clang-format --dry-run --Werror);
+#   - checks that every header compiles on its own (the unity builds would hide a missing include,
+#     which breaks a file-by-file build, the edit-compile loop the README suggests);
 #   - checks the lock annotations with clang (-Wthread-safety as errors) on the modules that have them;
 #   - builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests under them;
 #   - builds again with ThreadSanitizer and runs the tests under it.
@@ -27,6 +29,11 @@ if git grep -n '#include "server/http/' -- src/server/core; then
   echo "src/server/core/ includes src/server/http/ (the dependency goes the other way)" >&2
   exit 1
 fi
+
+stage "headers compile on their own (g++ -fsyntax-only)"
+git ls-files 'src/*.h' 'tests/*.h' | xargs -P"$jobs" -I{} sh -c \
+  'echo "#include \"$1\"" | g++ -std=c++20 -fsyntax-only -x c++ -I src -I tests - ||
+   { echo "$1 does not compile on its own: include what it uses" >&2; exit 1; }' _ {}
 
 stage "build (RelWithDebInfo)"
 berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
