@@ -814,25 +814,18 @@ PeerInfo TcpPeer(const tcp::socket& socket, bool tls) {
 }
 
 // The accepted socket `socket` of `protocol` as a generic stream socket on the same executor (its
-// strand). Empty when the descriptor cannot be handed over (then the connection is closed).
+// strand). Not open when the descriptor could not be handed over (the connection is then closed).
 template <class Protocol>
-std::optional<asio::generic::stream_protocol::socket> AsGeneric(
-    asio::basic_stream_socket<Protocol>& socket, asio::generic::stream_protocol protocol) {
+asio::generic::stream_protocol::socket AsGeneric(asio::basic_stream_socket<Protocol>& socket,
+                                                 asio::generic::stream_protocol protocol) {
+  asio::generic::stream_protocol::socket generic(socket.get_executor());
   beast::error_code ec;
-  auto executor = socket.get_executor();
   int fd = socket.release(ec);
-  if (ec) {
-    LogWarn("cannot take over an accepted connection: {}", ec.message());
-    return std::nullopt;
+  if (!ec) {
+    generic.assign(protocol, fd, ec);
+    if (ec) ::close(fd);
   }
-  std::optional<asio::generic::stream_protocol::socket> generic;
-  generic.emplace(executor);
-  generic->assign(protocol, fd, ec);
-  if (ec) {
-    LogWarn("cannot take over an accepted connection: {}", ec.message());
-    ::close(fd);
-    return std::nullopt;
-  }
+  if (ec) LogWarn("cannot take over an accepted connection: {}", ec.message());
   return generic;
 }
 
@@ -913,6 +906,8 @@ struct HttpServer::Impl {
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   tcp::acceptor tcp_acceptor{ioc};
+  // Its protocol (IPv4 or IPv6), as the generic one its connections are handed to; set at Start.
+  asio::generic::stream_protocol tcp_protocol{AF_INET, IPPROTO_TCP};
   local::acceptor unix_acceptor{ioc};
   // The unix socket file we created, to remove it on Stop (only if it is still ours).
   dev_t unix_dev = 0;
@@ -1039,13 +1034,11 @@ struct HttpServer::Impl {
           beast::error_code ignored;
           socket.set_option(tcp::no_delay(true), ignored);
           PeerInfo peer = TcpPeer(socket, tls.has_value());
-          asio::generic::stream_protocol protocol(
-              tcp_acceptor.local_endpoint(ignored).protocol().family(), IPPROTO_TCP);
-          auto generic = AsGeneric(socket, protocol);
-          if (generic && tls) {
-            StartSession<TlsStream>(std::move(peer), std::move(*generic), *tls);
-          } else if (generic) {
-            StartSession<PlainStream>(std::move(peer), std::move(*generic));
+          auto generic = AsGeneric(socket, tcp_protocol);
+          if (generic.is_open() && tls) {
+            StartSession<TlsStream>(std::move(peer), std::move(generic), *tls);
+          } else if (generic.is_open()) {
+            StartSession<PlainStream>(std::move(peer), std::move(generic));
           }
           AcceptTcp();
         });
@@ -1061,9 +1054,7 @@ struct HttpServer::Impl {
           }
           PeerInfo peer = UnixPeer(socket);
           auto generic = AsGeneric(socket, asio::generic::stream_protocol(AF_UNIX, 0));
-          if (generic) {
-            StartSession<PlainStream>(std::move(peer), std::move(*generic));
-          }
+          if (generic.is_open()) StartSession<PlainStream>(std::move(peer), std::move(generic));
           AcceptUnix();
         });
   }
@@ -1111,7 +1102,10 @@ Status HttpServer::Start() {
     acc.close(ignored);
     return st;
   }
-  if (acc.is_open()) impl_->port = acc.local_endpoint().port();
+  if (acc.is_open()) {
+    impl_->port = acc.local_endpoint().port();
+    impl_->tcp_protocol = asio::generic::stream_protocol(acc.local_endpoint().protocol());
+  }
   impl_->work.emplace(impl_->ioc.get_executor());
   if (acc.is_open()) impl_->AcceptTcp();
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
