@@ -2,6 +2,8 @@
 // four situations a busy server meets (docs/design.md "Scheduling", Cost):
 //   EmptyClusterPlacements  one pass placing as much of a 100,000-job queue as fits on an empty
 //                           cluster; items/s = placements per second (target >= 50,000/s)
+//   CpuJobsFillGpuNodes     one pass placing 100,000 jobs of 1 CPU and no GPU on 1,000 of the nodes
+//                           (bench/scale.py's shape: best fit fills node after node)
 //   FullClusterNothingFits  one pass over 100,000 pending jobs when every GPU is taken and no job
 //                           may preempt (target <= 20 ms)
 //   OneJobIntoBusyCluster   one pass placing a single new job on a cluster ~90% full (target
@@ -220,6 +222,36 @@ void BM_EmptyClusterPlacements(benchmark::State& state) {
   Report(state, last);
 }
 BENCHMARK(BM_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// bench/scale.py's shape: 100,000 jobs of 1 CPU and no GPU placed in one pass on 1,000 of the
+// nodes (8 GPUs, 128 CPUs each). Best fit fills one node after another, so that every node of the
+// index (which orders them by free GPUs, then CPUs) is full before the first that fits; a scan that
+// walked past the full ones cost the pass O(full nodes) per placement.
+void BM_CpuJobsFillGpuNodes(benchmark::State& state) {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.nodes.resize(1000);
+  for (int k = 0; k < kPending; ++k) {
+    JobRequest j;
+    j.id = 1'000'000 + k;
+    j.submitted_at = kNow - 100'000 + k;
+    j.per_node.cpus = kMilliPerCpu;
+    s.pending.push_back(std::move(j));
+  }
+  PassResult last;
+  int64_t placed = 0;
+  for (auto _ : state) {
+    PassResult result = Schedule(s, Config{});
+    placed += static_cast<int64_t>(result.placements.size());
+    state.PauseTiming();
+    last = std::move(result);
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(placed);
+  Report(state, last);
+}
+BENCHMARK(BM_CpuJobsFillGpuNodes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_FullClusterNothingFits(benchmark::State& state) {
   Snapshot s = FullCluster(/*priority=*/10);  // above every pending job: nobody may preempt

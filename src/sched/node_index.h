@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "sched/node_state.h"
@@ -39,13 +40,24 @@ class NodeIndex {
   void Exclude(NodeIdx i);
 
   // Visits the nodes of `slot` in `pool` (every pool when pool < 0) whose slot free is at least
-  // `min_free`, in FitOrder order, until `visit(i)` returns false.
+  // `min_free`, in FitOrder order, until `visit(i)` returns false. Nodes with fewer than `min_cpus`
+  // CPUs or `min_memory` memory free are skipped by seeking past them, not visited: best fit fills
+  // node after node, so that the full ones come first in a slot (jobs that want no GPU on GPU
+  // nodes), and walking past each of them made a placement cost O(full nodes).
   template <class Visit>
-  void Scan(int slot, int pool, MilliGpu min_free, Visit visit) const;
+  void Scan(int slot, int pool, MilliGpu min_free, MilliCpu min_cpus, Mib min_memory,
+            Visit visit) const;
 
  private:
   struct Probe {
     MilliGpu free;
+  };
+  // The first key (slot free, CPUs free, memory free) a node that fits could have within a run of
+  // nodes with the same slot free.
+  struct Floor {
+    MilliGpu free;
+    MilliCpu cpus;
+    Mib memory;
   };
   struct Less {
     const NodeState* state;
@@ -63,8 +75,23 @@ class NodeIndex {
     }
     bool operator()(NodeIdx a, Probe p) const { return state->slot_free(slot, a) < p.free; }
     bool operator()(Probe p, NodeIdx b) const { return p.free < state->slot_free(slot, b); }
+    // A node's key against a floor (which sorts before every node of its key).
+    bool operator()(NodeIdx a, Floor f) const {
+      return Key(a) < std::tie(f.free, f.cpus, f.memory);
+    }
+    bool operator()(Floor f, NodeIdx b) const {
+      return std::tie(f.free, f.cpus, f.memory) <= Key(b);
+    }
+    std::tuple<MilliGpu, MilliCpu, Mib> Key(NodeIdx i) const {
+      return {state->slot_free(slot, i), state->cpus_free(i), state->memory_free(i)};
+    }
   };
   using Set = std::set<NodeIdx, Less>;
+
+  // The first node at or after `it` that has `min_cpus` and `min_memory` free, or one whose slot
+  // free differs; the nodes between have too little free to fit (a seek, not a walk).
+  static Set::const_iterator SkipShort(const Set& set, Set::const_iterator it, const Less& less,
+                                       MilliCpu min_cpus, Mib min_memory);
 
   bool Belongs(int slot, NodeIdx i) const {
     return slot == state_->all_slot() || state_->devices_of(slot, i) > 0;
@@ -103,33 +130,52 @@ void NodeIndex::Build(int slot, Member member) {
   built_[s] = true;
 }
 
+inline NodeIndex::Set::const_iterator NodeIndex::SkipShort(const Set& set, Set::const_iterator it,
+                                                           const Less& less, MilliCpu min_cpus,
+                                                           Mib min_memory) {
+  while (it != set.end()) {
+    const NodeState& s = *less.state;
+    const MilliCpu cpus = s.cpus_free(*it);
+    if (cpus >= min_cpus && s.memory_free(*it) >= min_memory) return it;
+    // Within this slot free, nodes are ordered by CPUs free, then memory free: the next one that
+    // can fit has at least the CPUs wanted (and this node's, if it had those), and the memory.
+    it = set.lower_bound(Floor{s.slot_free(less.slot, *it), std::max(cpus, min_cpus), min_memory});
+  }
+  return it;
+}
+
 template <class Visit>
-void NodeIndex::Scan(int slot, int pool, MilliGpu min_free, Visit visit) const {
+void NodeIndex::Scan(int slot, int pool, MilliGpu min_free, MilliCpu min_cpus, Mib min_memory,
+                     Visit visit) const {
   const std::vector<Set>& pools = sets_[static_cast<size_t>(slot)];
+  const Less less{state_, slot};
   if (pool >= 0) {
     const Set& set = pools[static_cast<size_t>(pool)];
-    for (auto it = set.lower_bound(Probe{min_free}); it != set.end(); ++it) {
+    for (auto it = SkipShort(set, set.lower_bound(Probe{min_free}), less, min_cpus, min_memory);
+         it != set.end(); it = SkipShort(set, std::next(it), less, min_cpus, min_memory)) {
       if (!visit(*it)) return;
     }
     return;
   }
   // Every pool: merge the pools' orders (there are few pools).
   struct Cursor {
-    Set::const_iterator it, end;
+    const Set* set;
+    Set::const_iterator it;
   };
   std::vector<Cursor> cursors;
   for (const Set& set : pools) {
-    auto it = set.lower_bound(Probe{min_free});
-    if (it != set.end()) cursors.push_back({it, set.end()});
+    auto it = SkipShort(set, set.lower_bound(Probe{min_free}), less, min_cpus, min_memory);
+    if (it != set.end()) cursors.push_back({&set, it});
   }
-  const Less less{state_, slot};
   while (!cursors.empty()) {
     size_t best = 0;
     for (size_t c = 1; c < cursors.size(); ++c) {
       if (less(*cursors[c].it, *cursors[best].it)) best = c;
     }
-    const NodeIdx i = *cursors[best].it;
-    if (++cursors[best].it == cursors[best].end) cursors.erase(cursors.begin() + best);
+    Cursor& cursor = cursors[best];
+    const NodeIdx i = *cursor.it;
+    cursor.it = SkipShort(*cursor.set, std::next(cursor.it), less, min_cpus, min_memory);
+    if (cursor.it == cursor.set->end()) cursors.erase(cursors.begin() + static_cast<long>(best));
     if (!visit(i)) return;
   }
 }

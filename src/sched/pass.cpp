@@ -486,10 +486,11 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   if (++searches_ > tuning_.index_after_searches) {
     const int slot = need.wants_gpu() ? need.type : state_.all_slot();
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
-    index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, [&](NodeIdx i) {
-      if (fits(i)) out.push_back(i);
-      return out.size() < count;
-    });
+    index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
+                [&](NodeIdx i) {
+                  if (fits(i)) out.push_back(i);
+                  return out.size() < count;
+                });
     return out;
   }
   // A scan of every node, keeping the `count` tightest fits in a max-heap.
