@@ -4,6 +4,8 @@
 //                           cluster; items/s = placements per second (target >= 50,000/s)
 //   CpuJobsFillGpuNodes     one pass placing 100,000 jobs of 1 CPU and no GPU on 1,000 of the nodes
 //                           (bench/scale.py's shape: best fit fills node after node)
+//   OneJobAmongRunningCpuJobs  one pass placing one job of 1 CPU beside 100,000 such jobs running
+//                           on those 1,000 nodes: the pass's cost per running job
 //   FullClusterNothingFits  one pass over 100,000 pending jobs when every GPU is taken and no job
 //                           may preempt (target <= 20 ms)
 //   OneJobIntoBusyCluster   one pass placing a single new job on a cluster ~90% full (target
@@ -252,6 +254,47 @@ void BM_CpuJobsFillGpuNodes(benchmark::State& state) {
   Report(state, last);
 }
 BENCHMARK(BM_CpuJobsFillGpuNodes)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// bench/scale.py once its jobs run: 100,000 jobs of 1 CPU (user "bench") running on 1,000 of the
+// nodes, and one more job of 1 CPU: what a pass costs for the running jobs alone. The running jobs
+// are allocated in a shuffled order, as a server that placed and ended jobs over time has them
+// scattered over its heap (sweeping them in id order then misses the cache as it does there).
+void BM_OneJobAmongRunningCpuJobs(benchmark::State& state) {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.nodes.resize(1000);
+  std::vector<int> order(kPending);
+  for (int k = 0; k < kPending; ++k) order[static_cast<size_t>(k)] = k;
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  std::vector<std::shared_ptr<const RunningJob>> running(kPending);
+  for (int k : order) {
+    RunningJob r;
+    r.id = 1 + k;
+    r.user = "bench";
+    r.per_node.cpus = kMilliPerCpu;
+    NodeView& node = s.nodes[static_cast<size_t>(k % 1000)];
+    node.cpus_free -= kMilliPerCpu;
+    r.placement.push_back({node.name, 0, {}});
+    r.started_at = kNow - 1000;
+    running[static_cast<size_t>(k)] = std::make_shared<const RunningJob>(std::move(r));
+  }
+  s.running = std::move(running);
+  JobRequest job;
+  job.id = 5'000'000;
+  job.user = "bench";
+  job.submitted_at = kNow;
+  job.per_node.cpus = kMilliPerCpu;
+  s.pending = {job};
+  PassResult last;
+  for (auto _ : state) {
+    last = Schedule(s, Config{});
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["running"] = static_cast<double>(s.running.size());
+  Report(state, last);
+}
+BENCHMARK(BM_OneJobAmongRunningCpuJobs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_FullClusterNothingFits(benchmark::State& state) {
   Snapshot s = FullCluster(/*priority=*/10);  // above every pending job: nobody may preempt

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/quantity.h"
+#include "sched/running_sweep.h"
 #include "sched/short_text.h"
 
 namespace berth::sched::internal {
@@ -66,15 +67,35 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
     last = &j.user;
     pending_users_[k] = provisional;
   }
+  // One sweep over the running jobs for their owners and what they hold (running_sweep.h: each is
+  // a cache miss); the holdings are added once users have their places.
+  struct Holding {
+    int user;  // provisional
+    const std::string* type;
+    MilliGpu milli;
+  };
+  std::vector<Holding> holdings;
+  std::vector<char> runs_without_gpus;  // by provisional user: runs work that holds no GPU
   last = nullptr;
   running_users_.resize(snapshot.running.size());
   for (size_t k = 0; k < snapshot.running.size(); ++k) {
+    PrefetchRunning(snapshot.running, k + kRunningPrefetchAhead);
     const RunningJob& r = *snapshot.running[k];
     if (last == nullptr || !SameText(r.user, *last)) {
       provisional = seen.Note(r.user);
     }
     last = &r.user;
     running_users_[k] = provisional;
+    if (r.stopping) continue;
+    if (r.per_node.gpu_milli > 0) {
+      holdings.push_back({provisional, &r.per_node.gpu_type,
+                          r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size())});
+    } else {
+      if (runs_without_gpus.size() <= static_cast<size_t>(provisional)) {
+        runs_without_gpus.resize(static_cast<size_t>(provisional) + 1, 0);
+      }
+      runs_without_gpus[static_cast<size_t>(provisional)] = 1;
+    }
   }
   std::vector<std::string_view> user_names = seen.names();
   std::vector<int> order(user_names.size());
@@ -143,16 +164,12 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   }
   for (size_t k = 0; k < users_.size(); ++k)
     user_index_.emplace(users_[k].name, static_cast<int>(k));
-  for (size_t k = 0; k < snapshot.running.size(); ++k) {
-    const RunningJob& r = *snapshot.running[k];
-    const int user = running_users_[k];
-    if (r.stopping) continue;
-    if (r.per_node.gpu_milli > 0) {
-      Hold(user, TypeId(r.per_node.gpu_type),
-           r.per_node.gpu_milli * static_cast<MilliGpu>(r.placement.size()));
-    } else {
-      teams_[static_cast<size_t>(users_[static_cast<size_t>(user)].team)].may_borrow = true;
-    }
+  for (const Holding& h : holdings) {
+    Hold(final_index[static_cast<size_t>(h.user)], TypeId(*h.type), h.milli);
+  }
+  for (size_t u = 0; u < runs_without_gpus.size(); ++u) {
+    if (!runs_without_gpus[u]) continue;
+    teams_[static_cast<size_t>(users_[static_cast<size_t>(final_index[u])].team)].may_borrow = true;
   }
   // A team holds borrowed work only if it holds more than its quota of some type (work without a
   // quota is all borrowed); see MayBorrowOutside().

@@ -7,6 +7,7 @@
 #include "common/quantity.h"
 #include "sched/describe.h"
 #include "sched/matching.h"
+#include "sched/running_sweep.h"
 #include "sched/short_text.h"
 
 namespace berth::sched::internal {
@@ -141,8 +142,9 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
   for (size_t t = 0; t < shares_.team_count(); ++t) {
     any_quota_ = any_quota_ || shares_.HasQuota(static_cast<int>(t));
   }
-  for (const auto& running : snapshot.running) {
-    const RunningJob& job = *running;
+  for (size_t k = 0; k < snapshot.running.size(); ++k) {
+    PrefetchRunning(snapshot.running, k + kRunningPrefetchAhead);
+    const RunningJob& job = *snapshot.running[k];
     if (job.exclusive.empty()) continue;
     for (const NodeGrant& grant : job.placement) {
       const NodeIdx i = state_.Find(grant.node);
