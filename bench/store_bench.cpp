@@ -96,6 +96,39 @@ void BM_SubmitGroup(benchmark::State& state) {
 }
 BENCHMARK(BM_SubmitGroup)->Arg(1'000)->Arg(10'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One Commit appending an event to each of 1,000 jobs (what a pass's chunk of placements appends:
+// "placed on ..."), into a database of 100,000 submitted jobs; items/s = events per second.
+void BM_AppendEvents(benchmark::State& state) {
+  TempDir dir;
+  std::unique_ptr<Store> store = MustOpen(dir.File("berth.db"), state);
+  if (store == nullptr) return;
+  Result<SubmitResult> submitted = store->Submit(MakeGroup(100'000));
+  if (!submitted.ok()) {
+    state.SkipWithError(submitted.status().message().c_str());
+    return;
+  }
+  const int64_t first = submitted->ids.front(), last = submitted->ids.back();
+  int64_t next = first;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Batch batch;
+    for (int k = 0; k < 1000; ++k, ++next) {
+      if (next > last) next = first;
+      batch.events.emplace_back(next, JobEvent{.at = 1'790'000'000'000,
+                                               .status = JobStatus::kStarting,
+                                               .attempt = 1,
+                                               .reason = "placed on node-00001"});
+    }
+    state.ResumeTiming();
+    if (Status st = store->Commit(batch); !st.ok()) {
+      state.SkipWithError(st.message().c_str());
+      return;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 1000);
+}
+BENCHMARK(BM_AppendEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The same into PostgreSQL (issue 14's target: 1000 jobs <= 50 ms, 10,000 <= 200 ms), side by side:
 // a database of its own, emptied between iterations; one store opened for all of them (a server's
 // connections stay open).

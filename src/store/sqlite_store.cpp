@@ -360,10 +360,14 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
 }
 
 Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
-  // seq = one past the job's last event, found through the (job_id, seq) primary key.
+  // seq = one past the job's last event, found through the (job_id, seq) primary key. A scalar
+  // subquery in VALUES, not INSERT ... SELECT: a SELECT from the table being inserted into is
+  // first copied into a temporary table, which made each event cost ~2.5x as much (a pass placing
+  // 100,000 jobs appends one each).
   Result<StatementRef> ref = db_->Cached(
-      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason, actor) "
-      "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 FROM job_events WHERE job_id = ?1");
+      "INSERT INTO job_events(job_id, seq, at, status, attempt, reason, actor) VALUES "
+      "(?1, COALESCE((SELECT MAX(seq) FROM job_events WHERE job_id = ?1), 0) + 1, ?2, ?3, ?4, ?5, "
+      "?6)");
   if (!ref.ok()) return ref.status();
   return (*ref)
       ->Bind(1, job)
