@@ -714,6 +714,35 @@ TEST_P(StoreContractTest, LoadActiveJobsAgreesWithIsTerminal) {
   EXPECT_EQ(ListIds({.all = false, .limit = 0}).size(), all.size());
 }
 
+// Every transition of `active` through Commit: active -> active (the common update, which SQLite
+// writes without touching the activity index), active -> finished, finished -> active again, and
+// finished -> finished; LoadActiveJobs and the listing agree with IsTerminal after each.
+TEST_P(StoreContractTest, ActiveFollowsEveryStatusChange) {
+  SubmitResult r = MustSubmit(MakeSubmission(1, false));
+  const int64_t id = r.ids[0];
+  auto active_ids = [&] {
+    Result<std::vector<JobRow>> active = store_->LoadActiveJobs();
+    EXPECT_TRUE(active.ok()) << active.status().message();
+    std::vector<int64_t> ids;
+    if (active.ok()) {
+      for (const JobRow& j : *active) ids.push_back(j.id);
+    }
+    return ids;
+  };
+  for (JobStatus status : {JobStatus::kRunning, JobStatus::kSucceeded, JobStatus::kPending,
+                           JobStatus::kStarting, JobStatus::kCancelled, JobStatus::kFailed}) {
+    SetStatus(id, status);
+    const bool active = !IsTerminal(status);
+    EXPECT_EQ(active_ids(), active ? std::vector<int64_t>{id} : std::vector<int64_t>{})
+        << JobStatusName(status);
+    EXPECT_EQ(ListIds({.all = false, .limit = 0, .finished_only = true}).size(), active ? 0u : 1u)
+        << JobStatusName(status);
+    Result<std::vector<JobRow>> row = store_->GetJobs({id});
+    ASSERT_TRUE(row.ok() && row->size() == 1);
+    EXPECT_EQ((*row)[0].status, status);
+  }
+}
+
 // Jobs 1..5 are singles, 6..10 one group. Finished: 1, 2, 3, 5 (singles) and 6, 8 (group). Active:
 // 4, 7, 9, 10.
 class ListJobsTest : public StoreContractTest {
