@@ -206,11 +206,19 @@ void Report(benchmark::State& state, const PassResult& last) {
   state.counters["waiting"] = static_cast<double>(last.waiting.size());
 }
 
-void BM_EmptyClusterPlacements(benchmark::State& state) {
-  Snapshot s;
-  s.now = kNow;
-  s.nodes = MakeNodes();
-  s.pending = MakeQueue(kPending, 1);
+// Passes over `s` for its one pending job, beside its running jobs.
+void OneJobPasses(benchmark::State& state, const Snapshot& s) {
+  PassResult last;
+  for (auto _ : state) {
+    last = Schedule(s, Config{});
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["running"] = static_cast<double>(s.running.size());
+  Report(state, last);
+}
+
+// Passes over `s`; items/s = placements per second.
+void PlacementPasses(benchmark::State& state, const Snapshot& s) {
   PassResult last;
   int64_t placed = 0;
   for (auto _ : state) {
@@ -223,17 +231,31 @@ void BM_EmptyClusterPlacements(benchmark::State& state) {
   state.SetItemsProcessed(placed);
   Report(state, last);
 }
+
+void BM_EmptyClusterPlacements(benchmark::State& state) {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.pending = MakeQueue(kPending, 1);
+  PlacementPasses(state, s);
+}
 BENCHMARK(BM_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The first 1,000 nodes of MakeNodes(), all free: bench/scale.py's cluster.
+Snapshot ThousandNodes() {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.nodes.resize(1000);
+  return s;
+}
 
 // bench/scale.py's shape: 100,000 jobs of 1 CPU and no GPU placed in one pass on 1,000 of the
 // nodes (8 GPUs, 128 CPUs each). Best fit fills one node after another, so that every node of the
 // index (which orders them by free GPUs, then CPUs) is full before the first that fits; a scan that
 // walked past the full ones cost the pass O(full nodes) per placement.
 void BM_CpuJobsFillGpuNodes(benchmark::State& state) {
-  Snapshot s;
-  s.now = kNow;
-  s.nodes = MakeNodes();
-  s.nodes.resize(1000);
+  Snapshot s = ThousandNodes();
   for (int k = 0; k < kPending; ++k) {
     JobRequest j;
     j.id = 1'000'000 + k;
@@ -241,17 +263,7 @@ void BM_CpuJobsFillGpuNodes(benchmark::State& state) {
     j.per_node.cpus = kMilliPerCpu;
     s.pending.push_back(std::move(j));
   }
-  PassResult last;
-  int64_t placed = 0;
-  for (auto _ : state) {
-    PassResult result = Schedule(s, Config{});
-    placed += static_cast<int64_t>(result.placements.size());
-    state.PauseTiming();
-    last = std::move(result);
-    state.ResumeTiming();
-  }
-  state.SetItemsProcessed(placed);
-  Report(state, last);
+  PlacementPasses(state, s);
 }
 BENCHMARK(BM_CpuJobsFillGpuNodes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -260,10 +272,7 @@ BENCHMARK(BM_CpuJobsFillGpuNodes)->Unit(benchmark::kMillisecond)->UseRealTime();
 // are allocated in a shuffled order, as a server that placed and ended jobs over time has them
 // scattered over its heap (sweeping them in id order then misses the cache as it does there).
 void BM_OneJobAmongRunningCpuJobs(benchmark::State& state) {
-  Snapshot s;
-  s.now = kNow;
-  s.nodes = MakeNodes();
-  s.nodes.resize(1000);
+  Snapshot s = ThousandNodes();
   std::vector<int> order(kPending);
   for (int k = 0; k < kPending; ++k) order[static_cast<size_t>(k)] = k;
   std::shuffle(order.begin(), order.end(), std::mt19937(3));
@@ -286,13 +295,7 @@ void BM_OneJobAmongRunningCpuJobs(benchmark::State& state) {
   job.submitted_at = kNow;
   job.per_node.cpus = kMilliPerCpu;
   s.pending = {job};
-  PassResult last;
-  for (auto _ : state) {
-    last = Schedule(s, Config{});
-    benchmark::DoNotOptimize(last);
-  }
-  state.counters["running"] = static_cast<double>(s.running.size());
-  Report(state, last);
+  OneJobPasses(state, s);
 }
 BENCHMARK(BM_OneJobAmongRunningCpuJobs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -334,13 +337,7 @@ void BM_OneJobIntoBusyCluster(benchmark::State& state) {
   job.submitted_at = kNow;
   job.per_node = PerNode("H100", 2);
   s.pending = {job};
-  PassResult last;
-  for (auto _ : state) {
-    last = Schedule(s, Config{});
-    benchmark::DoNotOptimize(last);
-  }
-  state.counters["running"] = static_cast<double>(s.running.size());
-  Report(state, last);
+  OneJobPasses(state, s);
 }
 BENCHMARK(BM_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

@@ -96,36 +96,54 @@ void BM_SubmitGroup(benchmark::State& state) {
 }
 BENCHMARK(BM_SubmitGroup)->Arg(1'000)->Arg(10'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One Commit appending an event to each of 1,000 jobs (what a pass's chunk of placements appends:
-// "placed on ..."), into a database of 100,000 submitted jobs; items/s = events per second.
-void BM_AppendEvents(benchmark::State& state) {
-  TempDir dir;
+// A store in `dir` with one group of `count` submitted jobs, their ids in `ids`; null after
+// skipping the benchmark with the reason.
+std::unique_ptr<Store> StoreWithJobs(const TempDir& dir, int count, benchmark::State& state,
+                                     std::vector<int64_t>& ids) {
   std::unique_ptr<Store> store = MustOpen(dir.File("berth.db"), state);
-  if (store == nullptr) return;
-  Result<SubmitResult> submitted = store->Submit(MakeGroup(100'000));
+  if (store == nullptr) return nullptr;
+  Result<SubmitResult> submitted = store->Submit(MakeGroup(count));
   if (!submitted.ok()) {
     state.SkipWithError(submitted.status().message().c_str());
-    return;
+    return nullptr;
   }
-  const int64_t first = submitted->ids.front(), last = submitted->ids.back();
-  int64_t next = first;
+  ids = submitted->ids;
+  return store;
+}
+
+// Commits of the batches `fill(batch)` makes (untimed), 1,000 items each; items/s = items per
+// second.
+template <class Fill>
+void TimedCommits(benchmark::State& state, Store& store, Fill fill) {
   for (auto _ : state) {
     state.PauseTiming();
     Batch batch;
-    for (int k = 0; k < 1000; ++k, ++next) {
-      if (next > last) next = first;
-      batch.events.emplace_back(next, JobEvent{.at = 1'790'000'000'000,
-                                               .status = JobStatus::kStarting,
-                                               .attempt = 1,
-                                               .reason = "placed on node-00001"});
-    }
+    fill(batch);
     state.ResumeTiming();
-    if (Status st = store->Commit(batch); !st.ok()) {
+    if (Status st = store.Commit(batch); !st.ok()) {
       state.SkipWithError(st.message().c_str());
       return;
     }
   }
   state.SetItemsProcessed(state.iterations() * 1000);
+}
+
+// One Commit appending an event to each of 1,000 jobs (what a pass's chunk of placements appends:
+// "placed on ..."), into a database of 100,000 submitted jobs; items/s = events per second.
+void BM_AppendEvents(benchmark::State& state) {
+  TempDir dir;
+  std::vector<int64_t> ids;
+  std::unique_ptr<Store> store = StoreWithJobs(dir, 100'000, state, ids);
+  if (store == nullptr) return;
+  size_t next = 0;
+  TimedCommits(state, *store, [&](Batch& batch) {
+    for (int k = 0; k < 1000; ++k, next = (next + 1) % ids.size()) {
+      batch.events.emplace_back(ids[next], JobEvent{.at = 1'790'000'000'000,
+                                                    .status = JobStatus::kStarting,
+                                                    .attempt = 1,
+                                                    .reason = "placed on node-00001"});
+    }
+  });
 }
 BENCHMARK(BM_AppendEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -133,12 +151,10 @@ BENCHMARK(BM_AppendEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
 // chunk of placements writes besides its events and attempts); items/s = job updates per second.
 void BM_UpdateJobs(benchmark::State& state) {
   TempDir dir;
-  std::unique_ptr<Store> store = MustOpen(dir.File("berth.db"), state);
+  std::vector<int64_t> ids;
+  std::unique_ptr<Store> store = StoreWithJobs(dir, 100'000, state, ids);
   if (store == nullptr) return;
-  Result<SubmitResult> submitted = store->Submit(MakeGroup(100'000));
-  Result<std::vector<JobRow>> rows = submitted.ok()
-                                         ? store->GetJobs(submitted->ids)
-                                         : Result<std::vector<JobRow>>(submitted.status());
+  Result<std::vector<JobRow>> rows = store->GetJobs(ids);
   if (!rows.ok()) {
     state.SkipWithError(rows.status().message().c_str());
     return;
@@ -149,19 +165,11 @@ void BM_UpdateJobs(benchmark::State& state) {
     row.placement = {{.node = "node-00001", .rank = 0, .gpus = {{.index = 0, .milli = 1000}}}};
   }
   size_t next = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    Batch batch;
+  TimedCommits(state, *store, [&](Batch& batch) {
     for (int k = 0; k < 1000; ++k, next = (next + 1) % rows->size()) {
       batch.jobs.push_back((*rows)[next]);
     }
-    state.ResumeTiming();
-    if (Status st = store->Commit(batch); !st.ok()) {
-      state.SkipWithError(st.message().c_str());
-      return;
-    }
-  }
-  state.SetItemsProcessed(state.iterations() * 1000);
+  });
 }
 BENCHMARK(BM_UpdateJobs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
