@@ -49,11 +49,7 @@ class NodeIndex {
             Visit visit) const;
 
  private:
-  struct Probe {
-    MilliGpu free;
-  };
-  // The first key (slot free, CPUs free, memory free) a node that fits could have within a run of
-  // nodes with the same slot free.
+  // The least key (slot free, CPUs free, memory free) of a node a search may visit from there on.
   struct Floor {
     MilliGpu free;
     MilliCpu cpus;
@@ -73,8 +69,6 @@ class NodeIndex {
       }
       return a < b;
     }
-    bool operator()(NodeIdx a, Probe p) const { return state->slot_free(slot, a) < p.free; }
-    bool operator()(Probe p, NodeIdx b) const { return p.free < state->slot_free(slot, b); }
     // A node's key against a floor (which sorts before every node of its key).
     bool operator()(NodeIdx a, Floor f) const {
       return Key(a) < std::tie(f.free, f.cpus, f.memory);
@@ -149,9 +143,10 @@ void NodeIndex::Scan(int slot, int pool, MilliGpu min_free, MilliCpu min_cpus, M
                      Visit visit) const {
   const std::vector<Set>& pools = sets_[static_cast<size_t>(slot)];
   const Less less{state_, slot};
+  const Floor first{min_free, min_cpus, min_memory};
   if (pool >= 0) {
     const Set& set = pools[static_cast<size_t>(pool)];
-    for (auto it = SkipShort(set, set.lower_bound(Probe{min_free}), less, min_cpus, min_memory);
+    for (auto it = SkipShort(set, set.lower_bound(first), less, min_cpus, min_memory);
          it != set.end(); it = SkipShort(set, std::next(it), less, min_cpus, min_memory)) {
       if (!visit(*it)) return;
     }
@@ -164,7 +159,7 @@ void NodeIndex::Scan(int slot, int pool, MilliGpu min_free, MilliCpu min_cpus, M
   };
   std::vector<Cursor> cursors;
   for (const Set& set : pools) {
-    auto it = SkipShort(set, set.lower_bound(Probe{min_free}), less, min_cpus, min_memory);
+    auto it = SkipShort(set, set.lower_bound(first), less, min_cpus, min_memory);
     if (it != set.end()) cursors.push_back({&set, it});
   }
   while (!cursors.empty()) {

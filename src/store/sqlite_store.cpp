@@ -335,8 +335,9 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
   static const std::string kAny = std::string(kSet) + ", active = ?17 WHERE id = ?1";
   const bool active = !IsTerminal(job.status);
   const std::string placement = EncodePlacement(job.placement);
-  for (const std::string* sql : {active ? &kStaysActive : &kAny, &kAny}) {
-    Result<StatementRef> ref = db_->Cached(*sql);
+  // Runs `sql` with the job's values; whether it changed a row.
+  auto run = [&](const std::string& sql) -> Result<bool> {
+    Result<StatementRef> ref = db_->Cached(sql);
     if (!ref.ok()) return ref.status();
     BERTH_RETURN_IF_ERROR((*ref)
                               ->Bind(1, job.id)
@@ -362,11 +363,20 @@ Status SqliteStore::UpdateJob(const JobRow& job) {
                               .Bind(21, job.not_before)
                               .Bind(22, job.run_ms)
                               .Run());
-    if (db_->Changes() > 0) return Status::Ok();
-    if (sql == &kAny) break;
+    return db_->Changes() > 0;
+  };
+  if (active) {
+    Result<bool> changed = run(kStaysActive);
+    if (!changed.ok()) return changed.status();
+    if (*changed) return Status::Ok();
   }
-  return Status::NotFound(db_->path() + ": commit: job " + std::to_string(job.id) +
-                          " does not exist");
+  Result<bool> changed = run(kAny);
+  if (!changed.ok()) return changed.status();
+  if (!*changed) {
+    return Status::NotFound(db_->path() + ": commit: job " + std::to_string(job.id) +
+                            " does not exist");
+  }
+  return Status::Ok();
 }
 
 Status SqliteStore::AppendEvent(int64_t job, const JobEvent& event) {
