@@ -93,7 +93,7 @@ bool IsHangupOrTimeout(const beast::error_code& ec) {
 class Closable {
  public:
   virtual ~Closable() = default;
-  // Only with no thread running the io_context (Stop, after joining the workers).
+  // Only with no worker running (Stop, after joining them).
   virtual void CloseStopped() = 0;
 };
 
@@ -141,10 +141,10 @@ bool OffersSubprotocol(std::string_view offered, std::string_view protocol) {
 }
 
 // A connection after its upgrade to a WebSocket (net::WebSocket). Like Session, all socket work
-// happens on the connection's strand. Beast allows one read and one write at a time: reads are
-// one at a time by contract, writes queue, and the closing handshake waits for the queue to
-// empty. The waiting Read and the queued Writes are recorded when they are called (under mu_),
-// not when their posted work runs, so that a close (or Stop, which runs no more posted work)
+// happens on the connection's worker (HttpServer::Impl). Beast allows one read and one write at a
+// time: reads are one at a time by contract, writes queue, and the closing handshake waits for the
+// queue to empty. The waiting Read and the queued Writes are recorded when they are called (under
+// mu_), not when their posted work runs, so that a close (or Stop, which runs no more posted work)
 // always answers them.
 template <class Stream>
 class WsSession : public Closable,
@@ -343,10 +343,10 @@ class WsSession : public Closable,
   std::optional<websocket::stream<Stream>> ws_;  // reset by CloseStopped
   const HttpServerOptions& options_;
   mutable Mutex mu_;
-  asio::any_io_executor executor_ GUARDED_BY(mu_);  // the connection's strand
+  asio::any_io_executor executor_ GUARDED_BY(mu_);  // the connection's worker's
   std::function<void(std::optional<std::string>)> reader_ GUARDED_BY(mu_);  // the Read waiting
   std::deque<Outgoing> queue_ GUARDED_BY(mu_);
-  // The rest only on the strand (or in CloseStopped, when no strand runs).
+  // The rest only on the worker (or in CloseStopped, when no worker runs).
   beast::flat_buffer in_;
   std::optional<Outgoing> in_flight_;  // being written
   bool reading_ = false;
@@ -360,9 +360,9 @@ class WsSession : public Closable,
   std::atomic<size_t> backlog_{0};
 };
 
-// One connection. All socket work happens on the session's strand; Responder calls from other
-// threads are posted onto it. `Stream` is PlainStream or TlsStream; deadlines and
-// closing act on its lowest layer (a beast::basic_stream).
+// One connection. All socket work happens on the connection's worker (HttpServer::Impl), one
+// handler at a time; Responder calls from other threads are posted onto it. `Stream` is PlainStream
+// or TlsStream; deadlines and closing act on its lowest layer (a beast::basic_stream).
 template <class Stream>
 class Session : public Closable, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
@@ -814,7 +814,7 @@ PeerInfo TcpPeer(const tcp::socket& socket, bool tls) {
 }
 
 // The accepted socket `socket` of `protocol` as a generic stream socket on the same executor (its
-// strand). Not open when the descriptor could not be handed over (the connection is then closed).
+// worker's). Not open when the descriptor could not be handed over (the connection is then closed).
 template <class Protocol>
 asio::generic::stream_protocol::socket AsGeneric(asio::basic_stream_socket<Protocol>& socket,
                                                  asio::generic::stream_protocol protocol) {
@@ -898,17 +898,26 @@ bool UnixSocketIsLive(const std::string& path) {
 
 }  // namespace
 
+// One io_context per worker, run by that worker alone (concurrency hint 1), and each connection
+// bound to one of them, round robin, when it is accepted: all of a connection's handlers, and
+// the completions of its deadlines, run on its worker, one at a time, without a strand. With one
+// io_context shared by all workers, every handler one of them queued (a read's, a cancelled
+// deadline's, a response posted by an executor thread) could wake another to run it: two workers
+// switched ~8.5 times per `berth exec -d` request, 3.5 now (bench/README.md, session 39). Hint 1
+// keeps the context's locks (executor threads post to it) and queues what its own worker posts
+// without waking anyone. The acceptors and the server's timers (RunAfter, Post) use the first.
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
-  // Before ioc: sessions, destroyed with ioc, refer to the handler, the options and the context.
-  std::optional<ssl::context> tls;  // set when the TCP listener speaks TLS
-  asio::io_context ioc;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor tcp_acceptor{ioc};
+  // Before the contexts: sessions, destroyed with them, refer to the handler, the options and
+  // the TLS context.
+  std::optional<ssl::context> tls;                          // set when the TCP listener speaks TLS
+  std::vector<std::unique_ptr<asio::io_context>> contexts;  // one per worker, never empty
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor tcp_acceptor;
   // Its protocol (IPv4 or IPv6), as the generic one its connections are handed to; set at Start.
   asio::generic::stream_protocol tcp_protocol{AF_INET, IPPROTO_TCP};
-  local::acceptor unix_acceptor{ioc};
+  local::acceptor unix_acceptor;
   // The unix socket file we created, to remove it on Stop (only if it is still ours).
   dev_t unix_dev = 0;
   ino_t unix_ino = 0;
@@ -916,6 +925,24 @@ struct HttpServer::Impl {
   std::atomic<bool> stopped{false};
   int port = 0;
   OpenConnections connections;
+  std::atomic<size_t> accepted{0};  // picks the next connection's context
+
+  Impl(HttpServerOptions o, Handler h)
+      : options(std::move(o)),
+        handler(std::move(h)),
+        contexts(MakeContexts(std::max(1, options.threads))),
+        tcp_acceptor(*contexts.front()),
+        unix_acceptor(*contexts.front()) {}
+
+  static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(int n) {
+    std::vector<std::unique_ptr<asio::io_context>> out;
+    for (int i = 0; i < n; ++i) out.push_back(std::make_unique<asio::io_context>(1));
+    return out;
+  }
+
+  asio::io_context& First() { return *contexts.front(); }
+  // The context of the next connection accepted.
+  asio::io_context& Next() { return *contexts[accepted++ % contexts.size()]; }
 
   template <class Stream, class... StreamArgs>
   void StartSession(PeerInfo peer, StreamArgs&&... stream_args) {
@@ -1017,46 +1044,44 @@ struct HttpServer::Impl {
   template <class Retry>
   void AcceptFailed(const beast::error_code& ec, Retry retry) {
     LogWarn("accept failed: {}", ec.message());
-    auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(100));
+    auto timer = std::make_shared<asio::steady_timer>(First(), std::chrono::milliseconds(100));
     timer->async_wait([this, timer, retry](beast::error_code wait_ec) {
       if (!wait_ec && !stopped) retry();
     });
   }
 
   void AcceptTcp() {
-    tcp_acceptor.async_accept(
-        asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-          if (stopped || ec == asio::error::operation_aborted) return;
-          if (ec) {
-            AcceptFailed(ec, [this] { AcceptTcp(); });
-            return;
-          }
-          beast::error_code ignored;
-          socket.set_option(tcp::no_delay(true), ignored);
-          PeerInfo peer = TcpPeer(socket, tls.has_value());
-          auto generic = AsGeneric(socket, tcp_protocol);
-          if (generic.is_open() && tls) {
-            StartSession<TlsStream>(std::move(peer), std::move(generic), *tls);
-          } else if (generic.is_open()) {
-            StartSession<PlainStream>(std::move(peer), std::move(generic));
-          }
-          AcceptTcp();
-        });
+    tcp_acceptor.async_accept(Next(), [this](beast::error_code ec, tcp::socket socket) {
+      if (stopped || ec == asio::error::operation_aborted) return;
+      if (ec) {
+        AcceptFailed(ec, [this] { AcceptTcp(); });
+        return;
+      }
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      PeerInfo peer = TcpPeer(socket, tls.has_value());
+      auto generic = AsGeneric(socket, tcp_protocol);
+      if (generic.is_open() && tls) {
+        StartSession<TlsStream>(std::move(peer), std::move(generic), *tls);
+      } else if (generic.is_open()) {
+        StartSession<PlainStream>(std::move(peer), std::move(generic));
+      }
+      AcceptTcp();
+    });
   }
 
   void AcceptUnix() {
-    unix_acceptor.async_accept(
-        asio::make_strand(ioc), [this](beast::error_code ec, local::socket socket) {
-          if (stopped || ec == asio::error::operation_aborted) return;
-          if (ec) {
-            AcceptFailed(ec, [this] { AcceptUnix(); });
-            return;
-          }
-          PeerInfo peer = UnixPeer(socket);
-          auto generic = AsGeneric(socket, asio::generic::stream_protocol(AF_UNIX, 0));
-          if (generic.is_open()) StartSession<PlainStream>(std::move(peer), std::move(generic));
-          AcceptUnix();
-        });
+    unix_acceptor.async_accept(Next(), [this](beast::error_code ec, local::socket socket) {
+      if (stopped || ec == asio::error::operation_aborted) return;
+      if (ec) {
+        AcceptFailed(ec, [this] { AcceptUnix(); });
+        return;
+      }
+      PeerInfo peer = UnixPeer(socket);
+      auto generic = AsGeneric(socket, asio::generic::stream_protocol(AF_UNIX, 0));
+      if (generic.is_open()) StartSession<PlainStream>(std::move(peer), std::move(generic));
+      AcceptUnix();
+    });
   }
 };
 
@@ -1080,10 +1105,7 @@ Status ListenTcp(const HttpServerOptions& options, tcp::acceptor& acc) {
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
-  impl_->handler = std::move(handler);
-}
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -1106,15 +1128,15 @@ Status HttpServer::Start() {
     impl_->port = acc.local_endpoint().port();
     impl_->tcp_protocol = asio::generic::stream_protocol(acc.local_endpoint().protocol());
   }
-  impl_->work.emplace(impl_->ioc.get_executor());
+  for (auto& context : impl_->contexts) impl_->work.emplace_back(context->get_executor());
   if (acc.is_open()) impl_->AcceptTcp();
   if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
-  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
-    impl_->threads.emplace_back([this] {
+  for (auto& context : impl_->contexts) {
+    impl_->threads.emplace_back([context = context.get()] {
       NameThisThread("berth-http");
       while (true) {
         try {
-          impl_->ioc.run();
+          context->run();
           return;
         } catch (const std::exception& e) {
           LogError("worker caught: {}", e.what());
@@ -1129,13 +1151,13 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  impl_->work.reset();
-  impl_->ioc.stop();
+  impl_->work.clear();
+  for (auto& context : impl_->contexts) context->stop();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
   }
   impl_->threads.clear();
-  // No thread runs the io_context any more: the acceptors can be closed from here.
+  // No worker runs any more: the acceptors can be closed from here.
   beast::error_code ignored;
   impl_->tcp_acceptor.close(ignored);
   impl_->CloseUnix();
@@ -1146,12 +1168,13 @@ void HttpServer::Stop() {
 
 void HttpServer::Post(std::function<void()> fn) {
   if (impl_->stopped) return;
-  asio::post(impl_->ioc, std::move(fn));
+  asio::post(impl_->First(), std::move(fn));
 }
 
 void HttpServer::RunAfter(DurationMs delay, std::function<void()> fn) {
   if (impl_->stopped) return;
-  auto timer = std::make_shared<asio::steady_timer>(impl_->ioc, std::chrono::milliseconds(delay));
+  auto timer =
+      std::make_shared<asio::steady_timer>(impl_->First(), std::chrono::milliseconds(delay));
   timer->async_wait([timer, fn = std::move(fn)](beast::error_code ec) {
     if (!ec) fn();
   });

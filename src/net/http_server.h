@@ -3,7 +3,11 @@
 // Each request is handed to one Handler on a worker thread; the handler answers through a
 // Responder, at once or later (long polls) or as a chunked stream (agents' watch streams), or
 // turns the connection into a WebSocket (net::WebSocket, interactive sessions).
-// Thousands of idle streams cost only their buffers, not threads. The server listens on TCP
+// Thousands of idle streams cost only their buffers, not threads. Each worker runs an io_context
+// of its own and each connection stays on the worker it was dealt when accepted (in turn), so a
+// handler that runs on a worker holds up that worker's other connections while it runs: a handler
+// that may block hands its work to another thread and answers through its Responder. The server
+// listens on TCP
 // (plain, or TLS only when a certificate is configured) and, optionally, also on a unix socket,
 // and tells the handler who is at the other end of each request (HttpRequest::peer).
 //

@@ -235,6 +235,41 @@ TEST(HttpServerDeadlines, IdleKeepAliveConnectionIsClosed) {
               static_cast<long long>(r.elapsed_ms));
 }
 
+// --- workers ------------------------------------------------------------------------------------
+
+// Each worker runs an io_context of its own (http_server.cpp, HttpServer::Impl): a connection's
+// requests are all handled on the one worker it was given when accepted, and connections are
+// dealt to the workers in turn, so two connections accepted one after the other land on
+// different workers.
+TEST(HttpServerWorkers, AConnectionStaysOnOneWorkerAndConnectionsTakeTurns) {
+  HttpServer server(ShortTimeouts(), [](HttpRequest&&, std::shared_ptr<Responder> res) {
+    HttpResponse r;
+    r.content_type = "text/plain";
+    r.body = "thread=" + std::to_string(::gettid()) + ";";
+    res->Send(std::move(r));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  auto thread_of = [](RawSocket& s) {
+    if (!s.Send("GET /t HTTP/1.1\r\nHost: x\r\n\r\n")) return std::string("send failed");
+    std::string data = s.ReadUntil(";", 5'000);
+    size_t at = data.find("thread=");
+    return at == std::string::npos ? "no answer: " + data : data.substr(at);
+  };
+  RawSocket first = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(first.ok());
+  const std::string first_thread = thread_of(first);
+  RawSocket second = RawSocket::Tcp("127.0.0.1", server.port());
+  ASSERT_TRUE(second.ok());
+  const std::string second_thread = thread_of(second);
+  ASSERT_EQ(first_thread.rfind("thread=", 0), 0u) << first_thread;
+  ASSERT_EQ(second_thread.rfind("thread=", 0), 0u) << second_thread;
+  EXPECT_NE(first_thread, second_thread) << "two connections in a row went to the same worker";
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(thread_of(second), second_thread);
+    EXPECT_EQ(thread_of(first), first_thread);
+  }
+}
+
 // Stop closes the connections it accepted, at once, while the server object still exists: one
 // that sent nothing and one half-way through its header both see the close, not their deadlines
 // (10 s here). An HA follower stops its small server and keeps the object while it leads; before
