@@ -12,6 +12,8 @@ BERTH_HOME, with jobs of `cpus: 1` that run `true`:
      every job is SUCCEEDED and the last job's line can be read back (GET /v1/jobs/{id}/logs), i.e. its output
      was shipped and stored; the first job's line is checked too;
   2. 1000 sequential `berth exec task.yaml -d`: time for the loop, and until every job is SUCCEEDED;
+     2b. the same loop with the node drained, so that every job is accepted and stays PENDING: the submission
+     path alone, with no job, launch or report beside it (reported, no target);
   3. server-side time to accept one 10,000-job submission (median of 5, each into a fresh cluster), and the
      server's RSS with 100,000 jobs in the store: pending (they need the node's only GPU, held by a sleeping job),
      then after they were all cancelled; and, in another cluster, after --ran-jobs jobs (default 10,000; the
@@ -349,6 +351,22 @@ def bench_loop(berth, tmp, i, n=1000):
         jobs = c.all_jobs()
         assert len(jobs) == n
         return {"loop_s": t_loop, "done_s": t_done, **timeline(jobs, t0_wall)}
+    finally:
+        c.down()
+
+
+def bench_loop_accept_only(berth, tmp, i, n=1000):
+    """The loop of bench_loop with the node drained: every job is accepted (committed, answered) and stays
+    PENDING, so no job, launch or report runs beside the loop. What the submission path alone costs it."""
+    c = Cluster(berth, tmp, f"loop-drained-{i}")
+    try:
+        c.cli("drain", "local-0")
+        t0 = time.perf_counter()
+        out = subprocess.run(["bash", "-c", f'for i in $(seq {n}); do "$0" exec task.yaml -d --json; done | tail -1',
+                              berth], env=c.env, check=True, capture_output=True, text=True, cwd=c.work).stdout
+        t_loop = time.perf_counter() - t0
+        assert json.loads(out)["jobs"], out
+        return {"loop_s": t_loop}
     finally:
         c.down()
 
@@ -840,6 +858,7 @@ def main():
         res["bulk_print"] = [bench_bulk_print(berth, tmp, i) for i in range(args.repeat)]
         log("2. 1000 sequential submissions ...")
         res["loop"] = [bench_loop(berth, tmp, i) for i in range(args.repeat)]
+        res["loop_accept_only"] = [bench_loop_accept_only(berth, tmp, i) for i in range(args.repeat)]
         log("3. accepting 10,000 jobs; RSS with 100,000 ...")
         res["accept_10k"] = bench_accept_10k(berth, tmp)
         res["rss_pending"] = bench_rss_pending(berth, tmp)
@@ -873,6 +892,11 @@ def main():
           f"{fl['true_beside_jobs_s']:.2f} s, {fl['true_beside_jobs_s'] / fl['true_s']:.2f}x the floor: the part of "
           f"the loop's ratio that its jobs alone cost on this machine; berth's loop is "
           f"{loop / fl['true_beside_jobs_s']:.2f}x that.")
+    accept_only = statistics.median([r["loop_s"] for r in res["loop_accept_only"]])
+    tsp_loop = f", {accept_only / res['tsp']['loop_s']:.2f}x tsp's whole loop" if "tsp" in res else ""
+    print(f"The same loop with the node drained (every job accepted and left PENDING: the submission path "
+          f"alone, nothing run beside it): {accept_only:.2f} s, {accept_only / fl['true_s']:.2f}x the /bin/true "
+          f"floor{tsp_loop}.")
     # The issue's targets: each ratio with its floor; the exit status says whether all were met.
     rows = targets(res)
     print()
