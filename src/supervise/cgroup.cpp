@@ -462,7 +462,7 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
 
 std::vector<std::string> RankCgroup::JoinFiles() const {
   std::vector<std::string> files;
-  for (const std::string& dir : dirs_) files.push_back(dir + "/cgroup.procs");
+  for (const std::string& dir : dirs_) files.push_back(dir + "/tasks");
   return files;
 }
 

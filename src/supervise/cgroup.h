@@ -111,8 +111,12 @@ class RankCgroup {
   static Result<RankCgroup> Create(const CgroupHost& host, const std::string& name,
                                    const RankLimits& limits);
 
-  // Each hierarchy's cgroup.procs: a process joins by writing "0" to each (a step's child does,
-  // before anything else: supervise/step.h).
+  // Each v1 hierarchy's `tasks`: a single-threaded process joins by writing "0" to each (a step's
+  // child does, before anything else: supervise/step.h). Not `cgroup.procs`, which moves a whole
+  // thread group: the kernel then write-locks every thread group's membership
+  // (cgroup_threadgroup_rwsem), which waits for an RCU grace period and holds the cgroup mutex
+  // meanwhile: joins and the pool's renames stalled 8-15 ms about once per hundred jobs (measured;
+  // bench/README.md, session 39). Moving one thread, the writer itself, needs no such lock.
   std::vector<std::string> JoinFiles() const;
   // How a step's child enters it: on v2 born in its directory, on v1 by JoinFiles.
   CgroupEntry Entry() const;

@@ -30,7 +30,7 @@ class StartingStep {
  public:
   // `cgroup`: how the child enters the rank's cgroup (RankCgroup::Entry): born in its cgroup2
   // directory where there is one and the kernel can (clone3; supervise/clone_into_cgroup.h), and
-  // otherwise, or for the other hierarchies, by opening and joining their cgroup.procs before
+  // otherwise, or for the other hierarchies, by opening and joining their `tasks` (v1) before
   // anything else (so this process holds no descriptor of them for the children that start
   // beside it to inherit and close at their exec). `tty_fd`, when
   // not -1, is a terminal (supervise/terminal.h) that the child makes its controlling terminal,

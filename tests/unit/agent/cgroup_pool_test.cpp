@@ -95,7 +95,7 @@ TEST(RankCgroupPoolTest, AnIdleCgroupIsRenamedToTheNextRank) {
        {fake.Memory("berth-1/1-1-0"), fake.Cpu("berth-1/1-1-0"), fake.Pids("berth-1/1-1-0")}) {
     EXPECT_FALSE(std::filesystem::exists(gone)) << gone;
   }
-  EXPECT_EQ(second->JoinFiles().front(), fake.Memory("berth-1/2-1-0") + "/cgroup.procs");
+  EXPECT_EQ(second->JoinFiles().front(), fake.Memory("berth-1/2-1-0") + "/tasks");
   // Its OOM-kill count starts from the previous rank's 3.
   EXPECT_EQ(second->TakeUsage().oom_kills, 0);
 }
