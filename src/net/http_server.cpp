@@ -914,10 +914,11 @@ struct HttpServer::Impl {
   std::optional<ssl::context> tls;                          // set when the TCP listener speaks TLS
   std::vector<std::unique_ptr<asio::io_context>> contexts;  // one per worker, never empty
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor tcp_acceptor;
+  // Optional only to be destroyed before the contexts (~Impl); set from construction on.
+  std::optional<tcp::acceptor> tcp_acceptor;
   // Its protocol (IPv4 or IPv6), as the generic one its connections are handed to; set at Start.
   asio::generic::stream_protocol tcp_protocol{AF_INET, IPPROTO_TCP};
-  local::acceptor unix_acceptor;
+  std::optional<local::acceptor> unix_acceptor;
   // The unix socket file we created, to remove it on Stop (only if it is still ours).
   dev_t unix_dev = 0;
   ino_t unix_ino = 0;
@@ -931,8 +932,17 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         handler(std::move(h)),
         contexts(MakeContexts(std::max(1, options.threads))),
-        tcp_acceptor(*contexts.front()),
-        unix_acceptor(*contexts.front()) {}
+        tcp_acceptor(std::in_place, *contexts.front()),
+        unix_acceptor(std::in_place, *contexts.front()) {}
+
+  // Work left queued on the first context (RunAfter's timers) may hold responders of connections
+  // on the others, so it is destroyed before them; the acceptors, on it too, before it.
+  ~Impl() {
+    work.clear();
+    tcp_acceptor.reset();
+    unix_acceptor.reset();
+    for (auto& context : contexts) context.reset();
+  }
 
   static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(int n) {
     std::vector<std::unique_ptr<asio::io_context>> out;
@@ -1003,25 +1013,25 @@ struct HttpServer::Impl {
     }
     beast::error_code ec;
     local::endpoint endpoint(path);
-    unix_acceptor.open(endpoint.protocol(), ec);
-    if (!ec) unix_acceptor.bind(endpoint, ec);
+    unix_acceptor->open(endpoint.protocol(), ec);
+    if (!ec) unix_acceptor->bind(endpoint, ec);
     if (ec) {
       beast::error_code ignored;
-      unix_acceptor.close(ignored);
+      unix_acceptor->close(ignored);
       return Status::Unavailable("cannot listen on unix socket " + path + ": " + ec.message());
     }
     // Every local user may connect; who they are comes from SO_PEERCRED, not from the mode.
     if (::chmod(path.c_str(), 0666) != 0 || ::stat(path.c_str(), &st) != 0) {
       int err = errno;
       beast::error_code ignored;
-      unix_acceptor.close(ignored);
+      unix_acceptor->close(ignored);
       ::unlink(path.c_str());
       return Status::Unavailable("cannot make unix socket " + path +
                                  " world-connectable: " + std::strerror(err));
     }
     unix_dev = st.st_dev;
     unix_ino = st.st_ino;
-    unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    unix_acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
       CloseUnix();
       return Status::Unavailable("cannot listen on unix socket " + path + ": " + ec.message());
@@ -1030,9 +1040,9 @@ struct HttpServer::Impl {
   }
 
   void CloseUnix() {
-    if (!unix_acceptor.is_open()) return;
+    if (!unix_acceptor->is_open()) return;
     beast::error_code ignored;
-    unix_acceptor.close(ignored);
+    unix_acceptor->close(ignored);
     struct stat st {};
     const std::string& path = options.unix_socket_path;
     if (::lstat(path.c_str(), &st) == 0 && st.st_dev == unix_dev && st.st_ino == unix_ino)
@@ -1051,7 +1061,7 @@ struct HttpServer::Impl {
   }
 
   void AcceptTcp() {
-    tcp_acceptor.async_accept(Next(), [this](beast::error_code ec, tcp::socket socket) {
+    tcp_acceptor->async_accept(Next(), [this](beast::error_code ec, tcp::socket socket) {
       if (stopped || ec == asio::error::operation_aborted) return;
       if (ec) {
         AcceptFailed(ec, [this] { AcceptTcp(); });
@@ -1071,7 +1081,7 @@ struct HttpServer::Impl {
   }
 
   void AcceptUnix() {
-    unix_acceptor.async_accept(Next(), [this](beast::error_code ec, local::socket socket) {
+    unix_acceptor->async_accept(Next(), [this](beast::error_code ec, local::socket socket) {
       if (stopped || ec == asio::error::operation_aborted) return;
       if (ec) {
         AcceptFailed(ec, [this] { AcceptUnix(); });
@@ -1113,7 +1123,7 @@ Status HttpServer::Start() {
   RaiseOpenFileLimit();
   if (impl_->options.reserve_fds > 0) ReserveFileTable(impl_->options.reserve_fds);
   BERTH_RETURN_IF_ERROR(impl_->LoadTls());
-  auto& acc = impl_->tcp_acceptor;
+  auto& acc = *impl_->tcp_acceptor;
   if (impl_->options.listen_tcp) {
     BERTH_RETURN_IF_ERROR(ListenTcp(impl_->options, acc));
   } else if (impl_->options.unix_socket_path.empty()) {
@@ -1130,7 +1140,7 @@ Status HttpServer::Start() {
   }
   for (auto& context : impl_->contexts) impl_->work.emplace_back(context->get_executor());
   if (acc.is_open()) impl_->AcceptTcp();
-  if (impl_->unix_acceptor.is_open()) impl_->AcceptUnix();
+  if (impl_->unix_acceptor->is_open()) impl_->AcceptUnix();
   for (auto& context : impl_->contexts) {
     impl_->threads.emplace_back([context = context.get()] {
       NameThisThread("berth-http");
@@ -1159,7 +1169,7 @@ void HttpServer::Stop() {
   impl_->threads.clear();
   // No worker runs any more: the acceptors can be closed from here.
   beast::error_code ignored;
-  impl_->tcp_acceptor.close(ignored);
+  impl_->tcp_acceptor->close(ignored);
   impl_->CloseUnix();
   // Connections accepted (even ones whose request is not read yet) close now: a client gets an
   // error at once and tries again elsewhere, rather than waiting out its deadline.

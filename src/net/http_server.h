@@ -6,10 +6,10 @@
 // Thousands of idle streams cost only their buffers, not threads. Each worker runs an io_context
 // of its own and each connection stays on the worker it was dealt when accepted (in turn), so a
 // handler that runs on a worker holds up that worker's other connections while it runs: a handler
-// that may block hands its work to another thread and answers through its Responder. The server
-// listens on TCP
-// (plain, or TLS only when a certificate is configured) and, optionally, also on a unix socket,
-// and tells the handler who is at the other end of each request (HttpRequest::peer).
+// that may block hands its work to another thread and answers through its Responder; so does a
+// RunAfter callback, which runs on the first worker, the one that accepts. The server listens on
+// TCP (plain, or TLS only when a certificate is configured) and, optionally, also on a unix
+// socket, and tells the handler who is at the other end of each request (HttpRequest::peer).
 //
 // Slow or idle peers cost a socket and a buffer each, never a thread: a connection that sends
 // nothing is closed after `idle_timeout_ms`, and once a request's first byte arrived its headers

@@ -462,7 +462,8 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
 
 std::vector<std::string> RankCgroup::JoinFiles() const {
   std::vector<std::string> files;
-  for (const std::string& dir : dirs_) files.push_back(dir + "/tasks");
+  const char* file = layout_ == CgroupLayout::kV2 ? "/cgroup.procs" : "/tasks";
+  for (const std::string& dir : dirs_) files.push_back(dir + file);
   return files;
 }
 

@@ -111,12 +111,14 @@ class RankCgroup {
   static Result<RankCgroup> Create(const CgroupHost& host, const std::string& name,
                                    const RankLimits& limits);
 
-  // Each v1 hierarchy's `tasks`: a single-threaded process joins by writing "0" to each (a step's
-  // child does, before anything else: supervise/step.h). Not `cgroup.procs`, which moves a whole
-  // thread group: the kernel then write-locks every thread group's membership
-  // (cgroup_threadgroup_rwsem), which waits for an RCU grace period and holds the cgroup mutex
-  // meanwhile: joins and the pool's renames stalled 8-15 ms about once per hundred jobs (measured;
-  // bench/README.md, session 39). Moving one thread, the writer itself, needs no such lock.
+  // Each v1 hierarchy's `tasks` (v2: its `cgroup.procs`): a single-threaded process joins by
+  // writing "0" to each (a step's child does, before anything else: supervise/step.h). Not v1's
+  // `cgroup.procs`, which moves a whole thread group: the kernel then write-locks every thread
+  // group's membership (cgroup_threadgroup_rwsem), which waits for an RCU grace period while it
+  // holds the cgroup mutex: joins and the pool's renames stalled 8-15 ms about once per hundred
+  // jobs (measured on Linux 6.18; bench/README.md, session 39). A thread that moves itself is
+  // spared that lock by the kernels measured here; one that does not spare it costs the same
+  // either way.
   std::vector<std::string> JoinFiles() const;
   // How a step's child enters it: on v2 born in its directory, on v1 by JoinFiles.
   CgroupEntry Entry() const;

@@ -31,11 +31,11 @@ struct StepChild {
   char** envp;
   const char* workdir;  // null: stay where the supervisor is
   const RunPlan::RunAs* run_as;
-  int devnull;                      // becomes stdin
-  int log_fd;                       // becomes stdout and stderr
-  int err_fd;                       // close-on-exec pipe: a failure before exec is written here
-  const char* const* cgroup_procs;  // cgroup.procs files to join first
-  size_t num_cgroup_procs;
+  int devnull;                    // becomes stdin
+  int log_fd;                     // becomes stdout and stderr
+  int err_fd;                     // close-on-exec pipe: a failure before exec is written here
+  const char* const* join_files;  // written "0" to first: v1 `tasks`, v2 `cgroup.procs`
+  size_t num_join_files;
   int tty_fd;  // -1, or the terminal that becomes the controlling one and stdin/stdout/stderr
 };
 
@@ -62,8 +62,8 @@ std::vector<std::string> EnvVector(const std::map<std::string, std::string>& env
 int RunStepChild(void* arg) {
   const StepChild& c = *static_cast<const StepChild*>(arg);
   // Into the rank's cgroup before anything of the job runs ("0": the writer itself).
-  for (size_t i = 0; i < c.num_cgroup_procs; ++i) {
-    const int fd = ::open(c.cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+  for (size_t i = 0; i < c.num_join_files; ++i) {
+    const int fd = ::open(c.join_files[i], O_WRONLY | O_CLOEXEC);
     if (fd < 0 || ::write(fd, "0", 1) != 1) FailStepChild(c, 'C');
     ::close(fd);
   }
@@ -142,8 +142,8 @@ struct StartingStep::Child {
   std::string script;
   std::string script_path;
   std::vector<const char*> argv;
-  std::vector<std::string> cgroup_procs;
-  std::vector<const char*> cgroup_procs_c;
+  std::vector<std::string> join_files;
+  std::vector<const char*> join_files_c;
   StepChild args{};
   std::unique_ptr<char[]> stack;
 };
@@ -157,10 +157,10 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
   Child& c = *child_;
   // The other hierarchies' first; clone_into's own last, joined only where the child could not
   // be born in it.
-  c.cgroup_procs = cgroup.join;
-  const size_t joins_when_born_in = c.cgroup_procs.size();
-  if (!cgroup.clone_into.empty()) c.cgroup_procs.push_back(cgroup.clone_into + "/cgroup.procs");
-  for (const std::string& file : c.cgroup_procs) c.cgroup_procs_c.push_back(file.c_str());
+  c.join_files = cgroup.join;
+  const size_t joins_when_born_in = c.join_files.size();
+  if (!cgroup.clone_into.empty()) c.join_files.push_back(cgroup.clone_into + "/cgroup.procs");
+  for (const std::string& file : c.join_files) c.join_files_c.push_back(file.c_str());
   bool inline_script = script.size() <= kMaxInlineScript;
   if (!inline_script && !WriteFileAtomic(script_path, script, /*sync=*/false, 0600)) {
     error_ = "cannot write " + script_path;
@@ -195,8 +195,8 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
                      devnull,
                      log_fd,
                      err_pipe[1],
-                     c.cgroup_procs_c.data(),
-                     c.cgroup_procs_c.size(),
+                     c.join_files_c.data(),
+                     c.join_files_c.size(),
                      tty_fd};
 #ifdef BERTH_SANITIZED
   // Sanitizers' runtimes do not follow a child that shares the parent's memory.
@@ -216,12 +216,12 @@ StartingStep::StartingStep(const std::string& script, const std::string& script_
   if (!cgroup.clone_into.empty()) {
     const int dir = ::open(cgroup.clone_into.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
-      c.args.num_cgroup_procs = joins_when_born_in;
+      c.args.num_join_files = joins_when_born_in;
       pid = CloneIntoCgroup(RunStepChild, &c.args, c.stack.get(), kChildStack, dir, SIGCHLD);
       spawn_errno = errno;
       ::close(dir);
       if (pid < 0) {
-        c.args.num_cgroup_procs = c.cgroup_procs_c.size();
+        c.args.num_join_files = c.join_files_c.size();
         join_instead = MayJoinInstead(spawn_errno);
         if (join_instead) NoteJoiningInstead(spawn_errno);
       }

@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import SCALE, BerthTestCase, alive
+from harness import SCALE, BerthTestCase, alive, http_unix
 
 # Prints a line, waits for the test to say "go on" (a file), prints another, and so on.
 STEPPED_SCRIPT = r"""
@@ -111,6 +111,24 @@ class LogsTest(BerthTestCase):
         b.wait_status(job, "SUCCEEDED")
         rc, out, _ = b.run("logs", job, "--no-follow")
         self.assertEqual(out, "line 1\nline 2\nline 3\ndone\n")
+
+    def test_a_long_poll_of_a_silent_job_is_answered_at_its_deadline(self):
+        # A follower's request waits at most wait_ms for output. For a job that prints nothing, the
+        # deadline answers it, empty (the server forgets its waiter off the I/O threads), and the
+        # next poll is answered the same way.
+        b = self.b
+        job = b.submit("--", "sleep", "600")
+        b.wait_status(job, "RUNNING")
+        sock = os.path.join(b.home, "server", "berth.sock")
+        for _ in range(3):
+            started = time.monotonic()
+            status, body = http_unix("GET", sock, f"/v1/jobs/{job}/logs?offset=0&wait_ms=300")
+            elapsed = time.monotonic() - started
+            self.assertEqual((status, body), (200, ""))
+            self.assertGreaterEqual(elapsed, 0.25, "answered before its deadline with nothing to say")
+            self.assertLess(elapsed, 10 * SCALE)
+        b.run("cancel", job)
+        b.wait_status(job, "CANCELLED")
 
     def test_logs_outlive_the_job_and_the_agent(self):
         b = self.b

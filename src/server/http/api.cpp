@@ -783,8 +783,12 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
   }
   http_->RunAfter(wait_ms, [this, id, waiter, again] {
     // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
-    core_->RemoveLogWaiter(id, *waiter);
-    again();
+    // On the read executor: that takes the core's lock, which an I/O thread must never wait for
+    // (it would hold up every connection dealt to that thread, and the first one accepts them all).
+    read_exec_->Post([this, id, waiter, again] {
+      core_->RemoveLogWaiter(id, *waiter);
+      again();
+    });
   });
 }
 

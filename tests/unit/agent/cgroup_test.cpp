@@ -130,6 +130,9 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   const std::string dir = own + "/berth-1/7-1-0";
   ASSERT_EQ(cg->dirs(), std::vector<std::string>{dir});
+  // A cgroup2 cgroup has no `tasks`: a process joins it through cgroup.procs (when it could not be
+  // born in it).
+  EXPECT_EQ(cg->JoinFiles(), std::vector<std::string>{dir + "/cgroup.procs"});
   EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
   EXPECT_EQ(ReadFileOr(own + "/berth-1/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
   EXPECT_EQ(ReadFileOr(dir + "/memory.max"), std::to_string(256 << 20));
@@ -247,6 +250,8 @@ TEST(CgroupTest, RealV1CgroupHoldsLimitsAndProcesses) {
   }
   std::vector<int> fds;
   for (const std::string& file : cg->JoinFiles()) {
+    // A v1 cgroup is joined through `tasks`: the writer alone moves (RankCgroup::JoinFiles).
+    EXPECT_TRUE(file.ends_with("/tasks")) << file;
     fds.push_back(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
     ASSERT_GE(fds.back(), 0) << file << ": " << std::strerror(errno);
   }
