@@ -117,8 +117,7 @@ class RankCgroup {
   // group's membership (cgroup_threadgroup_rwsem), which waits for an RCU grace period while it
   // holds the cgroup mutex: joins and the pool's renames stalled 8-15 ms about once per hundred
   // jobs (measured on Linux 6.18; bench/README.md, session 39). A thread that moves itself is
-  // spared that lock by the kernels measured here; one that does not spare it costs the same
-  // either way.
+  // spared that lock there; a kernel that takes it anyway is no slower than with cgroup.procs.
   std::vector<std::string> JoinFiles() const;
   // How a step's child enters it: on v2 born in its directory, on v1 by JoinFiles.
   CgroupEntry Entry() const;

@@ -30,12 +30,13 @@ class StartingStep {
  public:
   // `cgroup`: how the child enters the rank's cgroup (RankCgroup::Entry): born in its cgroup2
   // directory where there is one and the kernel can (clone3; supervise/clone_into_cgroup.h), and
-  // otherwise, or for the other hierarchies, by opening and joining their `tasks` (v1) before
-  // anything else (so this process holds no descriptor of them for the children that start
-  // beside it to inherit and close at their exec). `tty_fd`, when
-  // not -1, is a terminal (supervise/terminal.h) that the child makes its controlling terminal,
-  // in a session of its own (its pid is still its process group), and its stdin, stdout and
-  // stderr instead of /dev/null and `log_fd`; the caller may close it once this returns.
+  // otherwise, or for the other hierarchies, by writing "0" to their join files (v1 `tasks`, v2
+  // `cgroup.procs`: RankCgroup::JoinFiles) before anything else (so this process holds no
+  // descriptor of them for the children that start beside it to inherit and close at their exec).
+  // `tty_fd`, when not -1, is a terminal (supervise/terminal.h) that the child makes its
+  // controlling terminal, in a session of its own (its pid is still its process group), and its
+  // stdin, stdout and stderr instead of /dev/null and `log_fd`; the caller may close it once this
+  // returns.
   StartingStep(const std::string& script, const std::string& script_path,
                const std::string& workdir, const std::map<std::string, std::string>& env,
                const std::optional<RunPlan::RunAs>& run_as, int log_fd,
