@@ -42,6 +42,8 @@ constexpr size_t kMaxSpareDirs = 1024;
 // Specs kept in memory; the server assumes a node still has the last few it sent (16), so this
 // must stay well above that.
 constexpr size_t kMaxCachedSpecs = 1024;
+// ... and within this much of their text (a spec may be up to the server's body limit, 64 MiB).
+constexpr size_t kMaxCachedSpecBytes = 64 << 20;
 // A user's account (uid, gid, groups, home) as looked up for a launch is reused for this long: a
 // 1000-job burst reads /etc/passwd and /etc/group once, not 1000 times. Unknown users are not
 // remembered.
@@ -80,7 +82,9 @@ void Agent::RequestStop() {
 void Agent::WakeAll() {
   // Under the lock: a loop that saw stop_ unset under it is then surely waiting, and gets this.
   MutexLock lock(mu_);
-  for (CondVar* cv : {&launch_cv_, &ship_cv_, &health_cv_, &epilog_cv_, &stop_cv_}) cv->SignalAll();
+  for (CondVar* cv : {&launch_cv_, &upload_cv_, &ship_cv_, &health_cv_, &epilog_cv_, &stop_cv_}) {
+    cv->SignalAll();
+  }
 }
 
 void Agent::Pause(CondVar& wake, int64_t ms) {
@@ -235,6 +239,7 @@ Status Agent::Run() {
 
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread launcher([this] { LauncherLoop(); });
+  std::thread upload_launcher([this] { UploadLauncherLoop(); });
   std::thread shipper([this] { ShipperLoop(); });
   std::thread health([this] { HealthLoop(); });
   std::thread epilogs([this] { EpilogLoop(); });
@@ -242,6 +247,7 @@ Status Agent::Run() {
   WakeAll();
   heartbeat.join();
   launcher.join();
+  upload_launcher.join();
   shipper.join();
   health.join();
   epilogs.join();
@@ -289,6 +295,7 @@ Status Agent::Register() {
   MutexLock lock(mu_);
   session_ = answer->session;
   spec_cache_.clear();  // the new session gets every spec it uses again
+  spec_cache_bytes_ = 0;
   lease_ms_ = answer->lease_ms;
   heartbeat_ms_ = answer->heartbeat_ms;
   WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
@@ -348,20 +355,42 @@ Result<JobAccount> Agent::LookupAccount(const std::string& user) {
   return found;
 }
 
-void Agent::CacheSpec(int64_t spec_id, std::string text) {
-  spec_cache_[spec_id] = {std::move(text), ++spec_uses_};
-  if (spec_cache_.size() <= kMaxCachedSpecs) return;
-  // The least recently used goes (not the oldest id: a long sweep's spec is used all along).
-  auto lru = std::min_element(
-      spec_cache_.begin(), spec_cache_.end(),
-      [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
-  spec_cache_.erase(lru);
+Agent::CachedSpec Agent::ParseSpec(const std::string& text) {
+  CachedSpec out;
+  out.bytes = text.size();
+  auto json = ParseJson(text, "spec");
+  Result<JobSpec> spec = json.ok() ? SpecFromJson(*json) : Result<JobSpec>(json.status());
+  if (spec.ok()) {
+    out.spec = std::make_shared<const JobSpec>(std::move(*spec));
+  } else {
+    out.error = "the job's spec is unreadable: " + spec.status().message();
+  }
+  return out;
+}
+
+void Agent::CacheSpec(int64_t spec_id, CachedSpec spec) {
+  spec.last_use = ++spec_uses_;
+  if (auto old = spec_cache_.find(spec_id); old != spec_cache_.end()) {
+    spec_cache_bytes_ -= old->second.bytes;
+  }
+  spec_cache_bytes_ += spec.bytes;
+  spec_cache_[spec_id] = std::move(spec);
+  while (spec_cache_.size() > 1 &&
+         (spec_cache_.size() > kMaxCachedSpecs || spec_cache_bytes_ > kMaxCachedSpecBytes)) {
+    // The least recently used goes (not the oldest id: a long sweep's spec is used all along).
+    auto lru = std::min_element(
+        spec_cache_.begin(), spec_cache_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+    spec_cache_bytes_ -= lru->second.bytes;
+    spec_cache_.erase(lru);
+  }
 }
 
 void Agent::HandleMessage(const proto::WatchMessage& message) {
   if (const auto* spec = std::get_if<proto::SpecMessage>(&message)) {
+    CachedSpec parsed = ParseSpec(spec->text);
     MutexLock lock(mu_);
-    CacheSpec(spec->id, spec->text);
+    CacheSpec(spec->id, std::move(parsed));
     return;
   }
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
@@ -664,17 +693,16 @@ void Agent::LauncherLoop() {
       launches_.pop_front();
       launching_.emplace(KeyOf(launch.id()), launch.id());
     }
-    std::string spec_text;
+    std::optional<CachedSpec> spec;
     {
       MutexLock lock(mu_);
       auto it = spec_cache_.find(launch.spec_id);
       if (it != spec_cache_.end()) {
-        spec_text = it->second.first;
-        it->second.second = ++spec_uses_;
+        it->second.last_use = ++spec_uses_;
+        spec = it->second;
       }
     }
-    std::string error;
-    if (spec_text.empty()) {
+    if (!spec) {
       // The server sends each spec before the launches that use it; one that did not come (an
       // older server, a spec fallen out of the cache) is fetched, once however many jobs share it.
       SpecFetch fetch{.spec_id = launch.spec_id, .node = options_.name, .job = launch.job};
@@ -684,14 +712,34 @@ void Agent::LauncherLoop() {
       }
       auto fetched = connection_.GetSpec(fetch);
       if (!fetched.ok()) {
-        error = "cannot fetch the job's spec: " + fetched.status().message();
+        spec = CachedSpec{.error = "cannot fetch the job's spec: " + fetched.status().message()};
       } else {
-        spec_text = std::move(*fetched);
+        spec = ParseSpec(*fetched);
         MutexLock lock(mu_);
-        CacheSpec(launch.spec_id, spec_text);
+        CacheSpec(launch.spec_id, *spec);
       }
     }
-    Launch(launch, spec_text, error);
+    if (spec->spec && (!spec->spec->workdir_upload.empty() || !spec->spec->file_mounts.empty())) {
+      MutexLock lock(mu_);
+      upload_launches_.emplace_back(std::move(launch), spec->spec);
+      upload_cv_.Signal();
+      continue;
+    }
+    Launch(launch, spec->spec, spec->error);
+  }
+}
+
+void Agent::UploadLauncherLoop() {
+  while (true) {
+    std::pair<proto::LaunchMessage, std::shared_ptr<const JobSpec>> next;
+    {
+      MutexLock lock(mu_);
+      while (!stop_ && upload_launches_.empty()) upload_cv_.Wait(mu_);
+      if (stop_) return;
+      next = std::move(upload_launches_.front());
+      upload_launches_.pop_front();
+    }
+    Launch(next.first, next.second, "");
   }
 }
 
@@ -807,7 +855,13 @@ Status Agent::BuildUpload(const proto::LaunchMessage& m, const std::string& mani
   std::optional<NodeUploads::Owner> owner;
   if (account && account->uid != ::geteuid())
     owner = NodeUploads::Owner{account->uid, account->gid};
-  auto built = uploads_.Build(connection_, base, manifest, dest, owner);
+  // A stop of this launch (a cancel) or of the agent ends the fetch at its next round.
+  const std::string key = KeyOf(m.id());
+  auto cancelled = [this, &key] {
+    MutexLock lock(mu_);
+    return stop_.load() || stopped_launches_.count(key) > 0;
+  };
+  auto built = uploads_.Build(connection_, base, manifest, dest, owner, cancelled);
   if (!built.ok()) {
     return Status::Unavailable("cannot set up the uploaded workdir: " + built.status().message());
   }
@@ -847,7 +901,8 @@ Result<std::string> Agent::BuildFileMounts(const proto::LaunchMessage& m, const 
   return FileMountScript(placements);
 }
 
-void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, std::string error) {
+void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec> spec,
+                   std::string error) {
   std::string key = KeyOf(m.id());
   {
     MutexLock lock(mu_);
@@ -868,13 +923,9 @@ void Agent::Launch(const proto::LaunchMessage& m, const std::string& spec_text, 
 
   std::string prolog_failure;
   bool has_pull = false;  // a container rank (RunPlan::pull)
+  if (error.empty() && !spec) error = "the job's spec is unavailable";
   if (error.empty()) {
-    auto spec_json = ParseJson(spec_text, "spec");
-    Result<JobSpec> spec =
-        spec_json.ok() ? SpecFromJson(*spec_json) : Result<JobSpec>(spec_json.status());
-    if (!spec.ok()) {
-      error = "the job's spec is unreadable: " + spec.status().message();
-    } else if (Result<RunPlan> plan = PlanRun(m, *spec, key, job.dir); !plan.ok()) {
+    if (Result<RunPlan> plan = PlanRun(m, *spec, key, job.dir); !plan.ok()) {
       error = plan.status().message();
     } else {
       has_pull = !plan->pull.empty();

@@ -143,8 +143,18 @@ class Agent {
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
-  // Keeps a spec's text for the launches that use it (the kMaxCachedSpecs used last).
-  void CacheSpec(int64_t spec_id, std::string text) REQUIRES(mu_);
+  // A spec as the launches that use it need it: parsed once, or why it cannot be.
+  struct CachedSpec {
+    std::shared_ptr<const JobSpec> spec;  // null when `error` says why
+    std::string error;
+    size_t bytes = 0;  // its text's size, what the cache's byte cap counts
+    uint64_t last_use = 0;
+  };
+  // Parses a spec's text (outside the lock).
+  static CachedSpec ParseSpec(const std::string& text);
+  // Keeps a parsed spec for the launches that use it: the kMaxCachedSpecs used last, within
+  // kMaxCachedSpecBytes of text (the one just added always stays).
+  void CacheSpec(int64_t spec_id, CachedSpec spec) REQUIRES(mu_);
   // options_.lookup_account, its answers kept for kAccountCacheMs.
   Result<JobAccount> LookupAccount(const std::string& user) EXCLUDES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
@@ -176,9 +186,13 @@ class Agent {
   void EpilogLoop() EXCLUDES(mu_);
   bool NodeIdle() EXCLUDES(mu_);
   void LauncherLoop() EXCLUDES(mu_);
-  // Writes the run plan and starts the supervisor; `error` (spec unavailable) fails the launch.
-  void Launch(const proto::LaunchMessage& launch, const std::string& spec_text, std::string error)
-      EXCLUDES(mu_);
+  // Launches whose jobs need uploaded content (a workdir, file mounts), which may take long to
+  // fetch: on a thread of their own, so that no other launch waits behind a fetch.
+  void UploadLauncherLoop() EXCLUDES(mu_);
+  // Writes the run plan and starts the supervisor; a spec `error` (unavailable, unreadable) fails
+  // the launch.
+  void Launch(const proto::LaunchMessage& launch, std::shared_ptr<const JobSpec> spec,
+              std::string error) EXCLUDES(mu_);
   Result<RunPlan> PlanRun(const proto::LaunchMessage& m, const JobSpec& spec,
                           const std::string& key, const std::string& job_dir) EXCLUDES(mu_);
   // Builds the uploaded tree `manifest` for launch `m` in `dest`, owned by `account` (the
@@ -270,12 +284,16 @@ class Agent {
   // One condition per waiting loop, so that an event wakes only the loop it concerns: with one
   // shared condition every launch woke all five loops, ~16 thread switches per job.
   CondVar launch_cv_;  // LauncherLoop: launches_
+  CondVar upload_cv_;  // UploadLauncherLoop: upload_launches_
   CondVar ship_cv_;    // ShipperLoop without inotify: reports_ or dirty_
   CondVar health_cv_;  // HealthLoop: health_reset_
   CondVar epilog_cv_;  // EpilogLoop: epilogs_
   CondVar stop_cv_;    // HeartbeatLoop, Pause, Run's last wait: stop_ or sessions_running_
   std::map<std::string, LocalJob> jobs_ GUARDED_BY(mu_);  // key "job-attempt-rank"
   std::deque<proto::LaunchMessage> launches_ GUARDED_BY(mu_);
+  // Taken from launches_ (and in launching_), waiting for the upload launcher.
+  std::deque<std::pair<proto::LaunchMessage, std::shared_ptr<const JobSpec>>> upload_launches_
+      GUARDED_BY(mu_);
   // Taken from launches_, not yet in jobs_: key -> the rank's id.
   std::map<std::string, proto::AttemptRank> launching_ GUARDED_BY(mu_);
   std::set<std::string> stopped_launches_ GUARDED_BY(mu_);  // of launching_, told to stop
@@ -289,10 +307,11 @@ class Agent {
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
-  // spec id -> (JSON text, when last used); the newest kMaxCachedSpecs used. Cleared at each
-  // registration: the server sends a new session every spec again, and a server started afresh on
-  // a new store numbers its specs from 1 again.
-  std::map<int64_t, std::pair<std::string, uint64_t>> spec_cache_ GUARDED_BY(mu_);
+  // spec id -> the spec; the newest kMaxCachedSpecs used, within kMaxCachedSpecBytes. Cleared
+  // at each registration: the server sends a new session every spec again, and a server started
+  // afresh on a new store numbers its specs from 1 again.
+  std::map<int64_t, CachedSpec> spec_cache_ GUARDED_BY(mu_);
+  size_t spec_cache_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t spec_uses_ GUARDED_BY(mu_) = 0;
   std::string old_specs_;  // <state>/specs.old to remove once registered; set before the threads
   // user -> (monotonic ms it expires, account)

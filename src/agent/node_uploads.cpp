@@ -161,12 +161,13 @@ void NodeUploads::LoadIndex() {
 
 Result<NodeUploads::Built> NodeUploads::Build(AgentConnection& conn, const BlobFetch& base,
                                               const std::string& manifest_digest,
-                                              const std::string& dest, std::optional<Owner> owner) {
+                                              const std::string& dest, std::optional<Owner> owner,
+                                              const std::function<bool()>& cancelled) {
   MutexLock lock(mu_);
   LoadIndex();
   Built built;
   // The manifest first (its size is unknown until it comes: -1).
-  auto fetched = Fetch(conn, base, {{manifest_digest, -1}});
+  auto fetched = Fetch(conn, base, {{manifest_digest, -1}}, cancelled);
   if (!fetched.ok()) return fetched.status();
   built.fetched_bytes += *fetched;
   auto text = ReadFile(PathOf(manifest_digest));
@@ -184,7 +185,7 @@ Result<NodeUploads::Built> NodeUploads::Build(AgentConnection& conn, const BlobF
     built.files += 1;
     built.bytes += e.size;
   }
-  fetched = Fetch(conn, base, wanted);
+  fetched = Fetch(conn, base, wanted, cancelled);
   if (!fetched.ok()) return fetched.status();
   built.fetched_bytes += *fetched;
   for (const auto& [digest, size] : wanted) index_[digest].last_use = ++uses_;
@@ -195,9 +196,13 @@ Result<NodeUploads::Built> NodeUploads::Build(AgentConnection& conn, const BlobF
 }
 
 Result<int64_t> NodeUploads::Fetch(AgentConnection& conn, const BlobFetch& base,
-                                   const std::map<std::string, int64_t>& wanted) {
+                                   const std::map<std::string, int64_t>& wanted,
+                                   const std::function<bool()>& cancelled) {
   int64_t fetched = 0;
   while (true) {
+    if (cancelled && cancelled()) {
+      return Status::Unavailable("the fetch of the job's uploads was stopped");
+    }
     BlobFetch fetch = base;
     for (const auto& [digest, size] : wanted) {
       if (index_.count(digest)) continue;
@@ -215,6 +220,14 @@ Result<int64_t> NodeUploads::Fetch(AgentConnection& conn, const BlobFetch& base,
     for (const upload::BlobFrame& f : *frames) {
       auto size = wanted.find(f.digest);
       if (size == wanted.end()) return Status::Internal("the server sent an unasked blob");
+      if (f.data.empty() && size->second >= 0 && f.offset < size->second) {
+        // The server has no more of it: asking again would bring nothing, for ever.
+        ::unlink((dir_ + "/partial/" + f.digest).c_str());
+        return Status::Invalid(fmt::format(
+            "blob {} ends after {} bytes, but its manifest says {}: the upload is incomplete "
+            "(upload the workdir again)",
+            f.digest, f.offset, size->second));
+      }
       BERTH_RETURN_IF_ERROR(Store(f.digest, f.offset, f.data, size->second));
       fetched += static_cast<int64_t>(f.data.size());
     }

@@ -42,9 +42,12 @@ class NodeUploads {
   };
   // Builds the tree of manifest `manifest` in `dest` (which must not exist; its parent must be
   // private to root), owned by `owner` (none: the agent's own user), fetching what the cache
-  // lacks through `conn` with `base` (node, session, job).
+  // lacks through `conn` with `base` (node, session, job). Every round of fetching must bring
+  // bytes: a blob that ends before the size its manifest gives fails the build, saying so.
+  // `cancelled` is asked before each round: once it answers true the build stops (Unavailable).
   Result<Built> Build(AgentConnection& conn, const BlobFetch& base, const std::string& manifest,
-                      const std::string& dest, std::optional<Owner> owner) EXCLUDES(mu_);
+                      const std::string& dest, std::optional<Owner> owner,
+                      const std::function<bool()>& cancelled) EXCLUDES(mu_);
 
   int64_t cached_bytes() EXCLUDES(mu_);
 
@@ -54,7 +57,8 @@ class NodeUploads {
   void LoadIndex() REQUIRES(mu_);
   // Fetches every digest of `wanted` the cache lacks. Answers the bytes fetched.
   Result<int64_t> Fetch(AgentConnection& conn, const BlobFetch& base,
-                        const std::map<std::string, int64_t>& wanted) REQUIRES(mu_);
+                        const std::map<std::string, int64_t>& wanted,
+                        const std::function<bool()>& cancelled) REQUIRES(mu_);
   // Writes one fetched frame into the partial file of its blob; a complete one is checked and
   // moved into the cache. `size` -1: not known (a manifest).
   Status Store(const std::string& digest, int64_t offset, std::string_view data, int64_t size)

@@ -29,6 +29,11 @@ struct ServerFlags {
       "30d";  // with a PostgreSQL store: output of jobs ended longer ago goes
   // Uploaded blobs no live job uses and nobody sent or asked about for this long go; "0": kept.
   std::string upload_retention = "7d";
+  std::string upload_piece_retention = "6h";
+  double upload_quota_gib = 20;    // per user; 0: none
+  double upload_min_free_gib = 1;  // the upload store's disk keeps this free
+  int max_connections = 0;         // 0: from the open-file limit
+  int max_connections_per_peer = 512;
   std::string token;
   std::string token_file;
   bool require_token = false;

@@ -34,6 +34,30 @@ void AddServerCommand(CommandContext& c) {
                    "Uploaded workdir and file-mount content that no pending or running job uses, "
                    "and nobody uploaded or asked about for this long, is deleted (0: kept)")
       ->capture_default_str();
+  server
+      ->add_option("--upload-piece-retention", server_flags.upload_piece_retention,
+                   "Pieces of a big upload that nobody went on with for this long are deleted")
+      ->capture_default_str();
+  server
+      ->add_option("--upload-quota", server_flags.upload_quota_gib,
+                   "GiB of uploads (and pieces of unfinished ones) each user may keep on the "
+                   "server (0: no quota); past it an upload is refused (413)")
+      ->capture_default_str();
+  server
+      ->add_option("--upload-min-free", server_flags.upload_min_free_gib,
+                   "GiB the upload store's disk keeps free for the server's other state; below "
+                   "it uploads are refused (507)")
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections", server_flags.max_connections,
+                   "Open connections the server accepts in all (0: from its open-file limit); "
+                   "past it a new one is answered 503 and closed")
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections-per-peer", server_flags.max_connections_per_peer,
+                   "Open connections from one remote address (loopback and the unix socket "
+                   "count only in the total); past it a new one is answered 503 and closed")
+      ->capture_default_str();
   server->add_option("--advertise", server_flags.advertise,
                      "With a PostgreSQL store: the URL other servers' followers send clients to "
                      "(default: this server's listener)");

@@ -140,6 +140,24 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--upload-retention: expected a duration like 7d (0: keep for ever)");
   }
   options.upload_retention_ms = *upload_retention;
+  auto piece_retention = ParseDuration(flags.upload_piece_retention);
+  if (!piece_retention || *piece_retention <= 0) {
+    return Status::Invalid("--upload-piece-retention: expected a positive duration like 6h");
+  }
+  options.upload_piece_retention_ms = *piece_retention;
+  if (flags.upload_quota_gib < 0 || flags.upload_min_free_gib < 0) {
+    return Status::Invalid("--upload-quota and --upload-min-free: expected GiB, at least 0");
+  }
+  options.upload_quota.per_user_bytes = static_cast<int64_t>(flags.upload_quota_gib * (1 << 30));
+  options.upload_quota.min_free_bytes =
+      static_cast<int64_t>(flags.upload_min_free_gib * (1 << 30));
+  if (flags.max_connections < 0 || flags.max_connections_per_peer < 1) {
+    return Status::Invalid(
+        "--max-connections (0: from the open-file limit) and --max-connections-per-peer (at "
+        "least 1): expected counts");
+  }
+  options.max_connections = static_cast<size_t>(flags.max_connections);
+  options.max_connections_per_peer = static_cast<size_t>(flags.max_connections_per_peer);
   auto half_life = ParseDuration(flags.fair_share_half_life);
   auto charge = ParseDuration(flags.admission_charge);
   auto window = ParseDuration(flags.reclaim_window);

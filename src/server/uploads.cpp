@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "upload/blob_frames.h"
 #include "upload/digest.h"
 
@@ -14,8 +16,32 @@ constexpr int64_t kMaxManifestBytes = 64 << 20;
 
 }  // namespace
 
-Uploads::Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits)
-    : blobs_(std::move(blobs)), limits_(limits) {}
+Uploads::Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits,
+                 UploadQuota quota)
+    : blobs_(std::move(blobs)), limits_(limits), quota_(quota) {}
+
+Status Uploads::CheckRoom(const std::string& user, int64_t incoming) {
+  if (std::optional<int64_t> free = blobs_->FreeBytes();
+      free && *free - incoming < quota_.min_free_bytes) {
+    return Status::NoSpace(fmt::format(
+        "the server's upload store is nearly full ({} free; it keeps {} free for its own state): "
+        "ask an operator, or try again once unused uploads expire",
+        upload::HumanBytes(std::max<int64_t>(0, *free)),
+        upload::HumanBytes(quota_.min_free_bytes)));
+  }
+  if (quota_.per_user_bytes <= 0) return Status::Ok();
+  auto used = blobs_->UsedBy(user);
+  if (!used.ok()) return used.status();
+  if (*used + incoming > quota_.per_user_bytes) {
+    return Status::TooLarge(fmt::format(
+        "upload quota: {} keeps {} of uploads on the server and this would add {}, over the quota "
+        "of {} per user (--upload-quota); uploads no pending or running job uses expire after "
+        "--upload-retention",
+        user, upload::HumanBytes(*used), upload::HumanBytes(incoming),
+        upload::HumanBytes(quota_.per_user_bytes)));
+  }
+  return Status::Ok();
+}
 
 Result<std::vector<std::string>> Uploads::Missing(const std::string& user,
                                                   const std::vector<std::string>& digests) {
@@ -46,6 +72,7 @@ Result<int64_t> Uploads::PutFrames(const std::string& user, std::string_view bod
     blobs.push_back({f.digest, f.data});
     bytes += static_cast<int64_t>(f.data.size());
   }
+  BERTH_RETURN_IF_ERROR(CheckRoom(user, bytes));
   BERTH_RETURN_IF_ERROR(blobs_->PutAll(user, blobs));
   blobs_received_ += static_cast<int64_t>(blobs.size());
   bytes_received_ += bytes;
@@ -64,6 +91,7 @@ Result<int64_t> Uploads::PutPiece(const std::string& user, const std::string& di
     return Status::Invalid(fmt::format("blob {}: bytes {}..{} are outside its size {}", digest,
                                        offset, offset + static_cast<int64_t>(data.size()), size));
   }
+  BERTH_RETURN_IF_ERROR(CheckRoom(user, static_cast<int64_t>(data.size())));
   auto received = blobs_->Append(user, digest, offset, data, last);
   if (received.ok()) piece_bytes_ += static_cast<int64_t>(data.size());
   if (received.ok() && last) {
@@ -82,12 +110,17 @@ Result<Uploads::Registered> Uploads::RegisterManifest(const std::string& user,
                                                       std::string_view text) {
   auto manifest = upload::ParseManifest(text, limits_);
   if (!manifest.ok()) return manifest.status();
-  std::vector<std::string> files;
+  std::map<std::string, int64_t> sizes;  // each file's digest and the size the manifest says
   for (const upload::ManifestEntry& e : manifest->entries) {
-    if (e.kind == upload::ManifestEntry::Kind::kFile) files.push_back(e.digest);
+    if (e.kind != upload::ManifestEntry::Kind::kFile) continue;
+    auto [it, added] = sizes.emplace(e.digest, e.size);
+    if (!added && it->second != e.size) {
+      return Status::Invalid(fmt::format("the manifest gives blob {} two sizes, {} and {}",
+                                         e.digest, it->second, e.size));
+    }
   }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
+  std::vector<std::string> files;
+  for (const auto& [digest, size] : sizes) files.push_back(digest);
   for (size_t at = 0; at < files.size(); at += kMaxAskedDigests) {
     std::vector<std::string> part(files.begin() + at,
                                   files.begin() + std::min(files.size(), at + kMaxAskedDigests));
@@ -97,6 +130,15 @@ Result<Uploads::Registered> Uploads::RegisterManifest(const std::string& user,
       return Status::Conflict(fmt::format(
           "the manifest names {} blob(s) not uploaded yet (the first: {}); upload them first",
           missing->size(), missing->front()));
+    }
+    auto stored = blobs_->Sizes(part);
+    if (!stored.ok()) return stored.status();
+    for (size_t i = 0; i < part.size(); ++i) {
+      if ((*stored)[i] != sizes[part[i]]) {
+        return Status::Invalid(fmt::format(
+            "the manifest says blob {} is {} bytes, but the one uploaded is {}", part[i],
+            sizes[part[i]], (*stored)[i]));
+      }
     }
   }
   Registered out{.digest = upload::Sha256Hex(text),
@@ -159,7 +201,8 @@ Result<std::string> Uploads::ReadFrames(
   return body;
 }
 
-Result<int64_t> Uploads::Collect(const std::set<std::string>& live_manifests, TimeMs before) {
+Result<int64_t> Uploads::Collect(const std::set<std::string>& live_manifests, TimeMs before,
+                                 TimeMs pieces_before) {
   std::vector<std::shared_ptr<const std::unordered_set<std::string>>> files;
   for (const std::string& m : live_manifests) {
     auto f = FilesOf(m);
@@ -174,7 +217,7 @@ Result<int64_t> Uploads::Collect(const std::set<std::string>& live_manifests, Ti
     }
     return false;
   };
-  auto collected = blobs_->Collect(live, before);
+  auto collected = blobs_->Collect(live, before, pieces_before);
   if (collected.ok() && *collected > 0) {
     // What was checked may be gone now: check again next time.
     MutexLock lock(mu_);

@@ -24,6 +24,16 @@
 
 namespace berth {
 
+// What a user may keep in the server's upload store, and what the store keeps free for the rest of
+// the server's state (docs/security.md "Limits").
+struct UploadQuota {
+  // Bytes of blobs a user uploaded plus pieces of those still arriving (0: no quota).
+  int64_t per_user_bytes = 20LL << 30;
+  // Uploads are refused while the upload store's disk has less than this free, so that they never
+  // fill the disk the job store needs (ignored by a backend with no disk of its own).
+  int64_t min_free_bytes = 1LL << 30;
+};
+
 class Uploads {
  public:
   // The most digests one Missing call may ask about, and the most bytes one blob frame read
@@ -31,7 +41,8 @@ class Uploads {
   static constexpr size_t kMaxAskedDigests = 20'000;
   static constexpr size_t kMaxReadBytes = 8 << 20;
 
-  Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits);
+  Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits,
+          UploadQuota quota = {});
 
   // Of `digests`, those `user` has not uploaded.
   Result<std::vector<std::string>> Missing(const std::string& user,
@@ -45,8 +56,9 @@ class Uploads {
                            std::string_view data, bool last, int64_t size);
   Result<int64_t> Received(const std::string& user, const std::string& digest);
 
-  // Checks a manifest's text (its limits; every file in it `user`'s) and keeps it as a blob of
-  // theirs. Answers its digest.
+  // Checks a manifest's text (its limits; every file in it `user`'s, of the size it says) and
+  // keeps it as a blob of theirs. Answers its digest. A file whose stored blob has another size
+  // is refused (Invalid): a node fetching it would wait for bytes that never come.
   struct Registered {
     std::string digest;
     int64_t files = 0;
@@ -64,8 +76,10 @@ class Uploads {
                                  const std::vector<std::pair<std::string, int64_t>>& wanted);
 
   // Deletes blobs that no manifest of `live_manifests` holds (nor is one of them) and that nobody
-  // uploaded or asked about since `before`. Answers how many went.
-  Result<int64_t> Collect(const std::set<std::string>& live_manifests, TimeMs before);
+  // uploaded or asked about since `before`, and pieces of unfinished uploads left since
+  // `pieces_before`. Answers how many blobs went.
+  Result<int64_t> Collect(const std::set<std::string>& live_manifests, TimeMs before,
+                          TimeMs pieces_before);
 
   // Blobs received whole from users since the start (berth_upload_blobs_total).
   int64_t blobs_received() const { return blobs_received_.load(); }
@@ -78,11 +92,15 @@ class Uploads {
   // The file digests of a stored manifest, parsed once and kept in a small cache.
   Result<std::shared_ptr<const std::unordered_set<std::string>>> FilesOf(
       const std::string& manifest) EXCLUDES(mu_);
+  // Ok when `user` may store `incoming` more bytes: within their quota (TooLarge, 413, past it) and
+  // with the disk's floor kept free (NoSpace, 507).
+  Status CheckRoom(const std::string& user, int64_t incoming);
   // Reads a whole stored blob (a manifest).
   Result<std::string> ReadWhole(const std::string& digest);
 
   std::unique_ptr<BlobStore> blobs_;
   upload::ManifestLimits limits_;
+  UploadQuota quota_;
   Mutex mu_;
   // (user, manifest) pairs checked: every file of the manifest is the user's.
   LruCache<std::string, bool> usable_ GUARDED_BY(mu_){4096};

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,13 +51,30 @@ class BlobStore {
                                  std::string_view data, bool last) = 0;
   // A stored blob's size (kNotFound when there is none).
   virtual Result<int64_t> Size(const std::string& digest) = 0;
+  // The sizes of `digests`, in the order given; -1 for one not stored.
+  virtual Result<std::vector<int64_t>> Sizes(const std::vector<std::string>& digests) {
+    std::vector<int64_t> out;
+    out.reserve(digests.size());
+    for (const std::string& d : digests) {
+      auto size = Size(d);
+      if (!size.ok() && size.status().code() != Code::kNotFound) return size.status();
+      out.push_back(size.ok() ? *size : -1);
+    }
+    return out;
+  }
+  // The bytes `owner` keeps here: the blobs they uploaded (each counted in full, whoever else also
+  // has it) and the pieces of blobs they are still sending. What a per-user quota counts.
+  virtual Result<int64_t> UsedBy(std::string_view owner) = 0;
+  // The bytes free on the disk the blobs are written to; nullopt for a backend with no disk of
+  // its own (PostgreSQL).
+  virtual std::optional<int64_t> FreeBytes() { return std::nullopt; }
   // Up to `max_bytes` of a stored blob from `offset`.
   virtual Result<std::string> Read(const std::string& digest, int64_t offset, size_t max_bytes) = 0;
   // Deletes the blobs for which `live` is false and that nobody uploaded or asked about since
-  // `before` (with who had them), and pieces left since then; at most 10,000 blobs a call.
-  // Answers how many blobs went.
+  // `before` (with who had them), and pieces nobody went on with since `pieces_before`; at most
+  // 10,000 blobs a call. Answers how many blobs went.
   virtual Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
-                                  TimeMs before) = 0;
+                                  TimeMs before, TimeMs pieces_before) = 0;
 };
 
 // The single-server backend: blobs as files under `dir` (data/ab/DIGEST), partial uploads under

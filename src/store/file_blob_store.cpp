@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,8 +147,39 @@ class FileBlobStore final : public BlobStore {
     return out;
   }
 
-  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
-                          TimeMs before) override {
+  Result<int64_t> UsedBy(std::string_view owner) override {
+    int64_t used = 0;
+    {
+      MutexLock lock(mu_);
+      auto stmt = db_->Cached(
+          "SELECT COALESCE(SUM(b.size), 0) FROM owners o JOIN blobs b ON b.digest = o.digest "
+          "WHERE o.owner = ?1");
+      if (!stmt.ok()) return stmt.status();
+      (*stmt)->Reset();
+      (*stmt)->Bind(1, owner);
+      auto row = (*stmt)->Step();
+      if (!row.ok()) return row.status();
+      if (*row) used = (*stmt)->Int(0);
+    }
+    // Pieces still arriving: named for their owner (PartialPath).
+    const std::string prefix = OwnerPrefix(owner);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/partial", ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+      struct stat st;
+      if (::stat(entry.path().c_str(), &st) == 0) used += static_cast<int64_t>(st.st_size);
+    }
+    return used;
+  }
+
+  std::optional<int64_t> FreeBytes() override {
+    struct statvfs fs {};
+    if (::statvfs(dir_.c_str(), &fs) != 0) return std::nullopt;
+    return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  }
+
+  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live, TimeMs before,
+                          TimeMs pieces_before) override {
     std::vector<std::string> gone;
     {
       MutexLock lock(mu_);
@@ -181,7 +213,7 @@ class FileBlobStore final : public BlobStore {
     }
     // The index first, then the files: a blob the index no longer has is never served.
     for (const std::string& digest : gone) ::unlink(DataPath(digest).c_str());
-    RemovePiecesOlderThan(before);
+    RemovePiecesOlderThan(pieces_before);
     return static_cast<int64_t>(gone.size());
   }
 
@@ -210,6 +242,11 @@ class FileBlobStore final : public BlobStore {
     }
     BERTH_RETURN_IF_ERROR(WriteAll(fd, data, offset, path));
     int64_t received = offset + static_cast<int64_t>(data.size());
+    // A piece's time is the store's clock's (what Collect compares with), not the disk's.
+    const TimeMs now = clock_.Now();
+    const timespec at{.tv_sec = now / 1000, .tv_nsec = (now % 1000) * 1'000'000};
+    const timespec times[2] = {at, at};
+    ::futimens(fd, times);
     if (!last) return received;
     ::lseek(fd, 0, SEEK_SET);
     auto hashed = upload::Sha256OfFd(fd, path);
@@ -251,7 +288,10 @@ class FileBlobStore final : public BlobStore {
     return dir_ + "/partial/put-" + RandomHex(8) + "-" + digest;
   }
   std::string PartialPath(std::string_view owner, const std::string& digest) const {
-    return dir_ + "/partial/" + upload::Sha256Hex(owner).substr(0, 16) + "-" + digest;
+    return dir_ + "/partial/" + OwnerPrefix(owner) + digest;
+  }
+  static std::string OwnerPrefix(std::string_view owner) {
+    return upload::Sha256Hex(owner).substr(0, 16) + "-";
   }
 
   bool HasFile(const std::string& digest, int64_t size) const {

@@ -4,6 +4,7 @@
 // Every server sharing the database serves every blob (docs/ha.md).
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 #include "common/mutex.h"
@@ -23,25 +24,30 @@ Status Mismatch(const std::string& digest, const std::string& actual) {
       digest, actual));
 }
 
+// `digests` as a PostgreSQL array literal. Digests are hex (checked here): safe in one.
+Result<std::string> DigestArray(const std::vector<std::string>& digests) {
+  std::string array = "{";
+  for (const std::string& d : digests) {
+    if (!upload::IsDigest(d)) return Status::Invalid("not a digest: " + d);
+    array += (array.size() > 1 ? "," : "") + d;
+  }
+  return array + "}";
+}
+
 class PgBlobStore final : public BlobStore {
  public:
   PgBlobStore(std::unique_ptr<PgConn> db, const Clock& clock) : db_(std::move(db)), clock_(clock) {}
 
   Result<std::vector<std::string>> Missing(std::string_view owner,
                                            const std::vector<std::string>& digests) override {
-    // Digests are hex (upload::IsDigest, checked by the caller): safe in an array literal.
-    std::string array = "{";
-    for (const std::string& d : digests) {
-      if (!upload::IsDigest(d)) return Status::Invalid("not a digest: " + d);
-      array += (array.size() > 1 ? "," : "") + d;
-    }
-    array += "}";
+    auto array = DigestArray(digests);
+    if (!array.ok()) return array.status();
     MutexLock lock(mu_);
     // What the owner has counts as used now: kept for the retention period from now on.
     Result<PgResult> r = db_->Query(
         "UPDATE upload_owners SET stored_ms = $3 WHERE owner = $1 AND digest = ANY($2::text[]) "
         "RETURNING digest",
-        PgParams().Add(owner).Add(array).Add(clock_.Now()));
+        PgParams().Add(owner).Add(*array).Add(clock_.Now()));
     if (!r.ok()) return r.status();
     std::set<std::string_view> have;
     for (int i = 0; i < r->rows(); ++i) have.insert(r->TextView(i, 0));
@@ -97,9 +103,10 @@ class PgBlobStore final : public BlobStore {
     }
     if (!data.empty()) {
       BERTH_RETURN_IF_ERROR(
-          db_->Run("INSERT INTO upload_pieces(owner, digest, start, data) VALUES ($1, $2, $3, "
-                   "decode($4, 'hex'))",
-                   PgParams().Add(owner).Add(digest).Add(offset).Add(HexEncode(data))));
+          db_->Run("INSERT INTO upload_pieces(owner, digest, start, data, stored_ms) VALUES ($1, "
+                   "$2, $3, decode($4, 'hex'), $5)",
+                   PgParams().Add(owner).Add(digest).Add(offset).Add(HexEncode(data)).Add(
+                       clock_.Now())));
     }
     const int64_t total = offset + static_cast<int64_t>(data.size());
     if (last) {
@@ -132,9 +139,43 @@ class PgBlobStore final : public BlobStore {
     return ReadRows("upload_chunks", "digest = $1", PgParams().Add(digest), offset, max_bytes);
   }
 
-  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live,
-                          TimeMs before) override {
+  Result<std::vector<int64_t>> Sizes(const std::vector<std::string>& digests) override {
+    auto array = DigestArray(digests);
+    if (!array.ok()) return array.status();
     MutexLock lock(mu_);
+    Result<PgResult> r = db_->Query(
+        "SELECT digest, size FROM upload_blobs WHERE digest = ANY($1::text[])",
+        PgParams().Add(*array));
+    if (!r.ok()) return r.status();
+    std::map<std::string_view, int64_t> found;
+    for (int i = 0; i < r->rows(); ++i) found.emplace(r->TextView(i, 0), r->Int(i, 1));
+    std::vector<int64_t> out;
+    out.reserve(digests.size());
+    for (const std::string& d : digests) {
+      auto it = found.find(d);
+      out.push_back(it == found.end() ? -1 : it->second);
+    }
+    return out;
+  }
+
+  Result<int64_t> UsedBy(std::string_view owner) override {
+    MutexLock lock(mu_);
+    Result<PgResult> r = db_->Query(
+        "SELECT (SELECT COALESCE(sum(b.size), 0) FROM upload_owners o JOIN upload_blobs b "
+        "ON b.digest = o.digest WHERE o.owner = $1) + (SELECT COALESCE(sum(length(data)), 0) "
+        "FROM upload_pieces WHERE owner = $1)",
+        PgParams().Add(owner));
+    if (!r.ok()) return r.status();
+    return r->Int(0, 0);
+  }
+
+  Result<int64_t> Collect(const std::function<bool(const std::string&)>& live, TimeMs before,
+                          TimeMs pieces_before) override {
+    MutexLock lock(mu_);
+    BERTH_RETURN_IF_ERROR(db_->Run(
+        "DELETE FROM upload_pieces p WHERE NOT EXISTS (SELECT 1 FROM upload_pieces q WHERE "
+        "q.owner = p.owner AND q.digest = p.digest AND q.stored_ms >= $1)",
+        PgParams().Add(pieces_before)));
     Result<PgResult> old = db_->Query(
         "SELECT digest FROM upload_blobs b WHERE NOT EXISTS (SELECT 1 FROM upload_owners o WHERE "
         "o.digest = b.digest AND o.stored_ms >= $1) LIMIT 10000",

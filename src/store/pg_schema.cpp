@@ -287,11 +287,20 @@ CREATE TABLE upload_pieces (
 
 Status MigrateToV6(PgConn& conn) { return conn.Exec(kSchemaV6); }
 
+// Version 7: when each piece of a blob still arriving came, so that pieces nobody goes on with
+// expire (BlobStore::Collect).
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE upload_pieces ADD COLUMN stored_ms BIGINT NOT NULL DEFAULT 0;
+)sql";
+
+Status MigrateToV7(PgConn& conn) { return conn.Exec(kSchemaV7); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5, &MigrateToV6,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4,
+    &MigrateToV5, &MigrateToV6, &MigrateToV7,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

@@ -17,7 +17,7 @@
 
 namespace berth {
 
-constexpr int kPgSchemaVersion = 6;
+constexpr int kPgSchemaVersion = 7;
 
 // Brings the schema of the database `conn` is connected to to kPgSchemaVersion.
 Status MigratePgSchema(PgConn& conn);

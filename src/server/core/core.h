@@ -389,6 +389,9 @@ class Core {
     bool setting_up = false;
     bool running = false;
     bool exited = false;
+    // An ended attempt held again after a restart (HoldEndedAttempts): this rank's grant is not
+    // allocated, since no registration of its node has claimed it (yet).
+    bool unheld = false;
     int exit_code = 0;
     std::optional<int64_t> peak_memory_bytes;  // what it used, as its exit reported
     std::optional<int64_t> cpu_ms;
@@ -423,6 +426,8 @@ class Core {
       return true;
     }
     MilliGpu gpu_milli_held() const { return TotalGpuMilli(row.resources, row.placement); }
+    // The grants whose resources it holds: its placement but the ranks marked unheld.
+    Placement HeldGrants() const;
   };
   // A job that holds resources, as the pass index files it (see held_index_).
   struct HeldView {
@@ -706,6 +711,11 @@ class Core {
   };
   ForgottenAttempts ReadForgotten(const std::set<std::tuple<int64_t, int, int>>& running)
       EXCLUDES(mu_);
+  // Rank `rank` of an earlier attempt `key`, which node `node`'s agent still runs: held (its grant
+  // allocated) when it was placed on that node; ignored otherwise.
+  void HoldDyingRank(Plan& plan, const std::string& node, const AttemptKey& key, int rank,
+                     const ResourceRequest& per_node, const ForgottenAttempts& forgotten)
+      REQUIRES(mu_);
   void HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
                          const std::set<std::tuple<int64_t, int, int>>& running,
                          const ForgottenAttempts& forgotten) REQUIRES(mu_);

@@ -187,25 +187,28 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     job.spec = spec != forgotten.specs.end() ? spec->second : std::make_shared<const JobSpec>();
     RememberSpec(row.spec_id, job.spec);
     job.ranks.resize(static_cast<size_t>(std::max(1, row.num_nodes)));
-    bool any_running = false;
+    // A registration claims only ranks placed on its own node, and holds only their grants:
+    // another node's ranks are held when that node registers still running them (Register), so
+    // that no node can pin resources of others by naming their old attempts.
+    Placement held;
     for (const auto& grant : row.placement) {
       if (static_cast<size_t>(grant.rank) >= job.ranks.size()) continue;
-      bool here = grant.node == node.row.name;
-      auto other = nodes_.find(grant.node);
-      // Ranks on nodes that already re-registered without this job are gone; those on nodes not
-      // heard from yet are held until they register (or their lease runs out).
-      bool gone = here ? !running.count({job_id, attempt, grant.rank})
-                       : other == nodes_.end() || !other->second.session.empty() ||
-                             other->second.row.state == NodeState::kDown;
-      job.ranks[grant.rank].exited = gone;
-      any_running = any_running || !gone;
+      const bool claimed =
+          grant.node == node.row.name && running.count({job_id, attempt, grant.rank});
+      job.ranks[grant.rank].exited = !claimed;
+      job.ranks[grant.rank].unheld = !claimed;
+      if (claimed) held.push_back(grant);
     }
-    if (!any_running) continue;
+    if (held.empty()) {
+      LogWarn("node {} claims job {} attempt {} rank {}, which was not placed on it: ignored",
+              node.row.name, job_id, attempt, rank);
+      continue;
+    }
     LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
             job_id, attempt, node.row.name);
     job.terminating = true;
     plan.jobs_before.try_emplace(job_id, std::nullopt);
-    Allocate(plan, job.row.placement, job.row.resources, +1);
+    Allocate(plan, held, job.row.resources, +1);
     // Counted in its group's tally (if the group has one) under its status already. In memory
     // again for its group's limit and its submission's waiter too, which forget their group or
     // submission with its last job in memory (ReapFinished, and Undo if this is not committed).
@@ -215,6 +218,38 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
     Touch(job_id);
   }
+}
+
+void Core::HoldDyingRank(Plan& plan, const std::string& node, const AttemptKey& key, int rank,
+                         const ResourceRequest& per_node, const ForgottenAttempts& forgotten) {
+  // An earlier attempt of a queued or running job that the agent still runs (a server restart
+  // forgot it) holds the grant of that rank, if the rank was placed on this node; the attempt's
+  // other ranks are held when their own nodes claim them.
+  DyingAttempt dying;
+  if (std::optional<DyingAttempt> known = dying_.Save(key)) {
+    if (!known->unheld.count(rank)) return;  // held already, or not part of the attempt
+    dying = std::move(*known);
+  } else {
+    auto attempts = forgotten.attempts.find(key.first);
+    if (attempts == forgotten.attempts.end()) return;
+    auto a = std::find_if(attempts->second.begin(), attempts->second.end(),
+                          [&](const AttemptRow& row) { return row.attempt == key.second; });
+    if (a == attempts->second.end()) return;
+    dying = DyingAttempt{a->placement, per_node, {}, {}};
+    for (const auto& grant : a->placement) dying.unheld.insert(grant.rank);
+  }
+  auto grant = std::find_if(dying.placement.begin(), dying.placement.end(),
+                            [&](const NodeGrant& g) { return g.rank == rank; });
+  if (grant == dying.placement.end() || grant->node != node) {
+    LogWarn("node {} claims job {} attempt {} rank {}, which was not placed on it: ignored", node,
+            key.first, key.second, rank);
+    return;
+  }
+  dying.unheld.erase(rank);
+  dying.alive.insert(rank);
+  SaveDying(plan, key);
+  Allocate(plan, {*grant}, dying.per_node, +1);
+  dying_.Add(key, std::move(dying));
 }
 
 Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& request,
@@ -270,14 +305,21 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   HoldEndedAttempts(plan, node, running, forgotten);
   for (auto& [id, job] : jobs_) {
     if (job.terminating) {
-      // A rank the agent no longer has is gone: its exit was reported, or it never started.
+      // A rank the agent no longer has is gone: its exit was reported, or it never started. One it
+      // still runs that an earlier registration left unheld (it was not that node's) is held now.
       bool changed = false;
       for (const auto& grant : job.row.placement) {
-        if (grant.node != name || running.count({id, job.row.attempt, grant.rank})) continue;
-        if (static_cast<size_t>(grant.rank) < job.ranks.size() && !job.ranks[grant.rank].exited) {
-          if (!changed) MutJob(plan, job);
-          changed = true;
-          job.ranks[grant.rank].exited = true;
+        if (grant.node != name || static_cast<size_t>(grant.rank) >= job.ranks.size()) continue;
+        RankState& rank = job.ranks[grant.rank];
+        const bool runs = running.count({id, job.row.attempt, grant.rank}) > 0;
+        const bool hold = runs && rank.unheld;
+        if (!hold && (runs || rank.exited)) continue;
+        if (!changed) MutJob(plan, job);
+        changed = true;
+        rank.exited = !hold;
+        if (hold) {
+          rank.unheld = false;
+          Allocate(plan, {grant}, job.row.resources, +1);
         }
       }
       if (job.AllRanksExited()) Release(plan, job);
@@ -297,24 +339,9 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
-    if (j == jobs_.end() || j->second.row.attempt == attempt || dying_.count({job_id, attempt})) {
-      continue;
-    }
-    auto attempts = forgotten.attempts.find(job_id);
-    if (attempts == forgotten.attempts.end()) continue;
-    for (const auto& a : attempts->second) {
-      if (a.attempt != attempt) continue;
-      DyingAttempt dying{a.placement, j->second.row.resources, {}};
-      for (const auto& grant : a.placement) {
-        if (grant.node != name || running.count({job_id, attempt, grant.rank})) {
-          dying.alive.insert(grant.rank);
-        }
-      }
-      AttemptKey key{job_id, attempt};
-      SaveDying(plan, key);
-      Allocate(plan, dying.placement, dying.per_node, +1);
-      dying_.Add(key, std::move(dying));
-    }
+    if (j == jobs_.end() || j->second.row.attempt == attempt) continue;
+    HoldDyingRank(plan, name, AttemptKey{job_id, attempt}, rank, j->second.row.resources,
+                  forgotten);
   }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);

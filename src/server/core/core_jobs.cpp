@@ -240,10 +240,19 @@ void Core::StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason
   }
 }
 
+Placement Core::ActiveJob::HeldGrants() const {
+  Placement held;
+  for (const NodeGrant& grant : row.placement) {
+    const size_t rank = static_cast<size_t>(grant.rank);
+    if (rank >= ranks.size() || !ranks[rank].unheld) held.push_back(grant);
+  }
+  return held;
+}
+
 void Core::Release(Plan& plan, ActiveJob& job) {
   if (!job.terminating) return;
   MutJob(plan, job);
-  Allocate(plan, job.row.placement, job.row.resources, -1);
+  Allocate(plan, job.HeldGrants(), job.row.resources, -1);
   job.terminating = false;
   CountJob(job);
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
@@ -259,7 +268,7 @@ void Core::DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) {
   SaveDying(plan, key);
   std::optional<DyingAttempt> ended = dying_.RankGone(key, rank);
   if (!ended) return;
-  Allocate(plan, ended->placement, ended->per_node, -1);
+  Allocate(plan, ended->Held(), ended->per_node, -1);
   plan.kick = true;
   LaunchUnblocked(plan, key);
 }

@@ -3,6 +3,15 @@
 
 namespace berth {
 
+Placement DyingAttempt::Held() const {
+  if (unheld.empty()) return placement;
+  Placement held;
+  for (const NodeGrant& grant : placement) {
+    if (!unheld.count(grant.rank)) held.push_back(grant);
+  }
+  return held;
+}
+
 std::optional<DyingAttempt> DyingAttempts::RankGone(const AttemptKey& key, int rank) {
   auto it = attempts_.find(key);
   if (it == attempts_.end()) return std::nullopt;

@@ -29,6 +29,12 @@ struct DyingAttempt {
   Placement placement;
   ResourceRequest per_node;
   std::set<int> alive;  // ranks not yet reported gone
+  // Ranks whose grants are not allocated: an attempt a registration found still running holds only
+  // the ranks placed on the nodes that claimed them (the rest until their own node does).
+  std::set<int> unheld;
+
+  // The grants whose resources the attempt holds.
+  Placement Held() const;
 };
 
 class DyingAttempts {

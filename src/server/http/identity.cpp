@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <string_view>
+
 #include "common/clock.h"
 #include "common/unix_user.h"
 #include "net/http_client.h"
@@ -63,6 +65,25 @@ bool AddressedToLoopback(const net::HttpRequest& request) {
   return net::IsLoopbackHost(host);
 }
 
+Status CheckOwnOrigin(const net::HttpRequest& request) {
+  const std::string origin = request.Header("origin");
+  const std::string host = request.Header("host");
+  std::string_view rest = origin;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (rest.substr(0, scheme.size()) == scheme) {
+      rest.remove_prefix(scheme.size());
+      break;
+    }
+  }
+  if (origin.empty() || host.empty() || rest.size() == origin.size() || rest != host) {
+    return Status::Forbidden("a WebSocket opened with a dashboard session must come from the "
+                             "server's own page (Origin " +
+                             (origin.empty() ? std::string("missing") : origin) + ", Host " +
+                             (host.empty() ? std::string("missing") : host) + ")");
+  }
+  return Status::Ok();
+}
+
 Result<Principal> Identity::BySession(const net::HttpRequest& request) const {
   std::optional<StartedSession> found = sessions_->FindInCookies(request.Header("cookie"));
   if (!found) {
@@ -71,8 +92,18 @@ Result<Principal> Identity::BySession(const net::HttpRequest& request) const {
         "run `berth dashboard` for a new login link");
   }
   const WebSession* session = &found->session;
-  if (request.method != "GET" && request.method != "HEAD" &&
-      !SameSecret(request.Header("x-berth-csrf"), session->csrf)) {
+  if (request.websocket_upgrade) {
+    // An upgrade is a GET that acts (exec, attach, port-forward), and a same-site page (another
+    // port of this host: a job's notebook behind port-forward) makes the browser send the cookie
+    // with it: the page must be this server's own, and hold the session's CSRF secret.
+    BERTH_RETURN_IF_ERROR(CheckOwnOrigin(request));
+    if (!SameSecret(request.Query("csrf"), session->csrf)) {
+      return Status::Forbidden(
+          "a WebSocket opened with a dashboard session needs the session's CSRF secret (the "
+          "query parameter csrf=): only the dashboard's own page has it");
+    }
+  } else if (request.method != "GET" && request.method != "HEAD" &&
+             !SameSecret(request.Header("x-berth-csrf"), session->csrf)) {
     return Status::Forbidden(
         "a change made with a dashboard session needs the session's X-Berth-CSRF header (the "
         "dashboard's own page sends it; a page of another site cannot)");

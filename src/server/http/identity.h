@@ -5,8 +5,11 @@
 //      protocol only, never a user); any other secret must be a token Accounts::ForToken knows: a
 //      user's, a node's own credential (that node only), or a join token (joining only).
 //   2. The dashboard's session cookie (server/http/web_sessions.h): its user, or its token's owner.
-//   A
-//      change (any method but GET and HEAD) also needs the session's X-Berth-CSRF header.
+//      A change (any method but GET and HEAD) also needs the session's X-Berth-CSRF header; a
+//      WebSocket upgrade (a GET that acts: exec, attach, port-forward) needs an Origin that is the
+//      server's own (its scheme-less host:port equal to the Host header) and the CSRF secret as
+//      the query parameter `csrf`, since a same-site page (another port of the host) gets the
+//      cookie sent with its upgrades.
 //   3. The unix socket: the peer's uid from SO_PEERCRED, named through the passwd database.
 //   4. A TCP connection from this machine's loopback: the uid owning the client's socket, asked of
 //      the kernel (net::LoopbackPeerUid) — unless the server requires tokens on TCP, and never for
@@ -103,6 +106,9 @@ class Identity {
 
 // Whether a request was sent by a web browser (it carries Origin or Sec-Fetch-Site).
 bool FromBrowser(const net::HttpRequest& request);
+// Ok when the request's Origin is the server's own as the client addressed it: `http(s)://` and
+// then exactly the Host header. Forbidden otherwise (another port or host of the same site too).
+Status CheckOwnOrigin(const net::HttpRequest& request);
 // Whether its Host header names a loopback address or localhost (or it has none).
 bool AddressedToLoopback(const net::HttpRequest& request);
 

@@ -100,7 +100,8 @@ Status Server::Start() {
                    ? OpenFileBlobStore(options_.state_dir + "/uploads", clock_)
                    : OpenPgBlobStore(options_.upload_store, clock_);
   if (!blobs.ok()) return blobs.status();
-  uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits);
+  uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits,
+                                       options_.upload_quota);
   CoreOptions core;
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;
@@ -230,11 +231,16 @@ void Server::SchedulerLoop() {
 }
 
 void Server::CollectUploads() {
-  if (options_.upload_retention_ms <= 0 || collecting_uploads_.exchange(true)) return;
+  if (collecting_uploads_.exchange(true)) return;
   read_exec_->Post([this] {
     auto live = core_->LiveUploads();
     if (live.ok()) {
-      auto gone = uploads_->Collect(*live, clock_.Now() - options_.upload_retention_ms);
+      // A retention of 0 keeps every blob (nothing was stored before the epoch); pieces of
+      // unfinished uploads expire either way.
+      const TimeMs before =
+          options_.upload_retention_ms > 0 ? clock_.Now() - options_.upload_retention_ms : 0;
+      auto gone =
+          uploads_->Collect(*live, before, clock_.Now() - options_.upload_piece_retention_ms);
       if (!gone.ok()) {
         LogWarn("uploads not collected: {}", gone.status().message());
       } else if (*gone > 0) {

@@ -88,6 +88,13 @@ struct ServerOptions {
   // Blobs no pending or running job uses, and nobody sent or asked about for this long, are
   // deleted (checked every 10 minutes); 0: kept.
   DurationMs upload_retention_ms = 7LL * 24 * 3'600'000;
+  // Pieces of an unfinished upload nobody went on with for this long are deleted.
+  DurationMs upload_piece_retention_ms = 6LL * 3'600'000;
+  UploadQuota upload_quota;
+  // Open connections in all (0: from the open-file limit) and per remote address (loopback and
+  // the unix socket count in the total only): net::HttpServerOptions'.
+  size_t max_connections = 0;
+  size_t max_connections_per_peer = 512;
 };
 
 class Server {

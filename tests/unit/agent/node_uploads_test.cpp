@@ -43,7 +43,7 @@ class NodeUploadsTest : public ::testing::Test {
 TEST_F(NodeUploadsTest, BuildsTheTreeAndFetchesEachBlobOnce) {
   NodeUploads uploads(dir_.File("cache"), 1 << 20);
   std::string manifest = Publish({{"a.py", "print(1)\n"}, {"sub/b.txt", "bee\n"}});
-  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w1"), std::nullopt);
+  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w1"), std::nullopt, {});
   ASSERT_TRUE(built.ok()) << built.status().message();
   EXPECT_EQ(built->files, 2);
   EXPECT_GT(built->fetched_bytes, 13);
@@ -54,13 +54,13 @@ TEST_F(NodeUploadsTest, BuildsTheTreeAndFetchesEachBlobOnce) {
   EXPECT_EQ(st.st_nlink, 1u);  // a copy, never a link to the cache
   // The same manifest again: nothing fetched.
   int fetches = conn_.blob_fetches();
-  built = uploads.Build(conn_, base_, manifest, dir_.File("w2"), std::nullopt);
+  built = uploads.Build(conn_, base_, manifest, dir_.File("w2"), std::nullopt, {});
   ASSERT_TRUE(built.ok());
   EXPECT_EQ(built->fetched_bytes, 0);
   EXPECT_EQ(conn_.blob_fetches(), fetches);  // the manifest is cached too
   // Writing into one copy changes neither the cache nor the other copy.
   WriteFileInPlace(dir_.File("w1/a.py"), "changed\n");
-  built = uploads.Build(conn_, base_, manifest, dir_.File("w3"), std::nullopt);
+  built = uploads.Build(conn_, base_, manifest, dir_.File("w3"), std::nullopt, {});
   EXPECT_EQ(ReadFile(dir_.File("w3/a.py")), "print(1)\n");
   EXPECT_EQ(ReadFile(dir_.File("w2/a.py")), "print(1)\n");
 }
@@ -69,7 +69,7 @@ TEST_F(NodeUploadsTest, ACorruptBlobFailsTheBuild) {
   NodeUploads uploads(dir_.File("cache"), 1 << 20);
   std::string manifest = Publish({{"a", "good\n"}});
   conn_.AddBlob(upload::Sha256Hex("good\n"), "evil\n");
-  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt);
+  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt, {});
   ASSERT_FALSE(built.ok());
   EXPECT_NE(built.status().message().find("corrupted"), std::string::npos);
 }
@@ -78,10 +78,45 @@ TEST_F(NodeUploadsTest, TheCacheKeepsUnderItsLimit) {
   NodeUploads uploads(dir_.File("cache"), 2000);
   std::string first = Publish({{"a", std::string(1500, 'a')}});
   std::string second = Publish({{"b", std::string(1500, 'b')}});
-  ASSERT_TRUE(uploads.Build(conn_, base_, first, dir_.File("w1"), std::nullopt).ok());
-  ASSERT_TRUE(uploads.Build(conn_, base_, second, dir_.File("w2"), std::nullopt).ok());
+  ASSERT_TRUE(uploads.Build(conn_, base_, first, dir_.File("w1"), std::nullopt, {}).ok());
+  ASSERT_TRUE(uploads.Build(conn_, base_, second, dir_.File("w2"), std::nullopt, {}).ok());
   EXPECT_LE(uploads.cached_bytes(), 2000);
   EXPECT_EQ(ReadFile(dir_.File("w2/b")), std::string(1500, 'b'));
+}
+
+// A manifest whose entry claims more bytes than the blob has: the server has no more to send, and
+// the fetch asked for the rest for ever (~3,600 requests a second), the node's launches stuck
+// behind it. A round that brings nothing now fails the build, naming the blob.
+TEST_F(NodeUploadsTest, ABlobThatEndsBeforeItsManifestsSizeFailsTheBuild) {
+  NodeUploads uploads(dir_.File("cache"), 1 << 20);
+  const std::string text = "short\n";
+  upload::Manifest m;
+  m.entries.push_back({.kind = upload::ManifestEntry::Kind::kFile,
+                       .path = "a",
+                       .mode = 0640,
+                       .size = 1 << 20,
+                       .digest = upload::Sha256Hex(text)});
+  conn_.AddBlob(upload::Sha256Hex(text), text);
+  const std::string manifest_text = upload::SerializeManifest(m);
+  const std::string manifest = upload::Sha256Hex(manifest_text);
+  conn_.AddBlob(manifest, manifest_text);
+  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt, {});
+  ASSERT_FALSE(built.ok());
+  EXPECT_NE(built.status().message().find("ends after 6 bytes, but its manifest says 1048576"),
+            std::string::npos)
+      << built.status().message();
+  EXPECT_LE(conn_.blob_fetches(), 4);
+}
+
+// A cancel (or the agent's stop) ends a fetch at its next round.
+TEST_F(NodeUploadsTest, ACancelledBuildStopsFetching) {
+  NodeUploads uploads(dir_.File("cache"), 1 << 20);
+  std::string manifest = Publish({{"a", "x\n"}});
+  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt,
+                             [] { return true; });
+  ASSERT_FALSE(built.ok());
+  EXPECT_NE(built.status().message().find("stopped"), std::string::npos);
+  EXPECT_EQ(conn_.blob_fetches(), 0);
 }
 
 }  // namespace

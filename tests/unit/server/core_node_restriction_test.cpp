@@ -81,5 +81,98 @@ TEST_F(NodeRestrictionTest, ADyingRankIsReportedGoneOnlyByItsNode) {
   EXPECT_EQ(core_->Nodes().front().cpus_used, 0);
 }
 
+// The CPUs of `node` in use, as the core counts them.
+MilliCpu CpusUsed(Core& core, const std::string& node) {
+  for (const auto& n : core.Nodes()) {
+    if (n.row.name == node) return n.cpus_used;
+  }
+  return -1;
+}
+
+// A registration's `running` list may name old attempts of any job. n2 re-registered naming attempt
+// 1 of a job that had run on n1: the core held that attempt's whole placement again, n1's CPUs
+// included, until n1 re-registered (which it need not do for days). Now a registration claims only
+// ranks placed on its own node; the rest are ignored.
+TEST_F(NodeRestrictionTest, ARegistrationCannotHoldAnotherNodesResources) {
+  ASSERT_TRUE(core_->Requeue(on_n1, "alice", false).ok());
+  ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 143)}).ok());
+  ASSERT_TRUE(core_->RunPass());
+  ASSERT_EQ(Stored(on_n1).attempt, 2);
+  Run("n1", on_n1, 2);
+  const MilliCpu n1_before = CpusUsed(*core_, "n1");
+  ASSERT_EQ(n1_before, 8000);
+  Register("n2", 4, 0, {{on_n1, 1, 0}});  // forged: attempt 1 ran on n1
+  EXPECT_EQ(CpusUsed(*core_, "n1"), n1_before);
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 0);
+  // n1 ends the job; its CPUs are free for bob, whatever n2 claimed.
+  ASSERT_TRUE(Report("n1", {Entry(on_n1, 2, 0, proto::ReportEvent::kExited, 0)}).ok());
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 0);
+  const int64_t bobs = Submit(Spec(/*cpus=*/8), "bob");
+  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(Stored(bobs).status, JobStatus::kStarting);
+}
+
+// A two-node gang was cancelled while its ranks still stopped, and the server restarted. Each
+// node's registration holds only its own rank's grant (n2 also names rank 0, which is n1's: that
+// part is ignored); n1's rank is held once n1 registers still running it, and the gang's resources
+// are free once both ranks are gone.
+TEST_F(NodeRestrictionTest, AnEndedGangIsHeldRankByRankByTheNodesThatRunIt) {
+  ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
+  const int64_t gang = Submit(Spec(/*cpus=*/4, 0, 0, /*num_nodes=*/2));
+  ASSERT_TRUE(core_->RunPass());
+  const JobRow placed = Stored(gang);
+  ASSERT_EQ(placed.placement.size(), 2u);
+  std::map<std::string, int> rank_on;
+  for (const auto& g : placed.placement) rank_on[g.node] = g.rank;
+  Run("n1", gang, 1, rank_on["n1"]);
+  Run("n2", gang, 1, rank_on["n2"]);
+  CancelRequest cancel{.ids = {gang}, .user = "alice"};
+  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  Restart();
+
+  Register("n2", 4, 0, {{gang, 1, rank_on["n2"]}, {gang, 1, rank_on["n1"]}});
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 4000);
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 0) << "n2 may not hold n1's rank";
+  Register("n1", 8, 0, {{gang, 1, rank_on["n1"]}});
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 4000) << "n1 holds its own rank";
+  ASSERT_TRUE(Report("n2", {Entry(gang, 1, rank_on["n2"], proto::ReportEvent::kExited, 143)}).ok());
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 4000) << "held until every claimed rank is gone";
+  ASSERT_TRUE(Report("n1", {Entry(gang, 1, rank_on["n1"], proto::ReportEvent::kExited, 143)}).ok());
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 0);
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 0);
+  EXPECT_EQ(Stored(gang).status, JobStatus::kCancelled);
+}
+
+// The same for an earlier attempt of a job that runs again: after a restart each node holds the
+// rank of attempt 1 that it still runs, beside attempt 2's.
+TEST_F(NodeRestrictionTest, ADyingGangIsHeldRankByRankByTheNodesThatRunIt) {
+  ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
+  const int64_t gang = Submit(Spec(/*cpus=*/2, 0, 0, /*num_nodes=*/2));
+  ASSERT_TRUE(core_->RunPass());
+  std::map<std::string, int> rank_on;
+  for (const auto& g : Stored(gang).placement) rank_on[g.node] = g.rank;
+  ASSERT_TRUE(core_->Requeue(gang, "alice", false).ok());
+  for (const std::string node : {"n1", "n2"}) {
+    ASSERT_TRUE(Report(node, {Entry(gang, 1, rank_on[node], proto::ReportEvent::kExited, 143)}).ok());
+  }
+  ASSERT_TRUE(core_->RunPass());
+  ASSERT_EQ(Stored(gang).attempt, 2);
+  rank_on.clear();
+  for (const auto& g : Stored(gang).placement) rank_on[g.node] = g.rank;
+  ASSERT_EQ(rank_on.size(), 2u);
+  Restart();
+
+  Register("n2", 4, 0, {{gang, 1, rank_on["n2"]}, {gang, 1, rank_on["n1"]}});
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 4000) << "attempt 2's rank and attempt 1's";
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 2000) << "attempt 2's only: n2 may not hold n1's rank";
+  Register("n1", 8, 0, {{gang, 1, rank_on["n1"]}});
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 4000) << "n1 holds its own rank of attempt 1";
+  ASSERT_TRUE(Report("n1", {Entry(gang, 1, rank_on["n1"], proto::ReportEvent::kExited, 143)}).ok());
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 4000) << "held until every claimed rank is gone";
+  ASSERT_TRUE(Report("n2", {Entry(gang, 1, rank_on["n2"], proto::ReportEvent::kExited, 143)}).ok());
+  EXPECT_EQ(CpusUsed(*core_, "n1"), 2000);
+  EXPECT_EQ(CpusUsed(*core_, "n2"), 2000);
+}
+
 }  // namespace
 }  // namespace berth::testing

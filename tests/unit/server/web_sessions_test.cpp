@@ -220,6 +220,58 @@ TEST_F(DashboardIdentityTest, ASessionIdentifiesItsUserAndChangesNeedItsCsrfHead
   EXPECT_NE(ended.status().message().find("session has ended"), std::string::npos);
 }
 
+// Cross-site WebSocket hijacking: exec, attach and port-forward are upgrades, which are GETs, and a
+// page on another port of the server's host (a job's notebook reached through port-forward) is
+// same-site, so the browser sends the session cookie with its upgrade. The upgrade ran a command as
+// the session's user; now it needs the server's own Origin and the session's CSRF secret.
+TEST_F(DashboardIdentityTest, AWebSocketWithASessionNeedsTheServersOriginAndTheCsrfSecret) {
+  auto s = sessions_.Redeem(sessions_.NewLoginCode("alice", ""));
+  ASSERT_TRUE(s.ok());
+  auto upgrade = [&](const std::string& origin, const std::string& csrf) {
+    net::HttpRequest r = Browser("GET", s->id);
+    r.path = "/v1/jobs/1/exec";
+    r.websocket_upgrade = true;
+    r.headers["host"] = "localhost:8765";
+    if (!origin.empty()) r.headers["origin"] = origin;
+    if (!csrf.empty()) r.query["csrf"] = csrf;
+    return identity_->Identify(r);
+  };
+  // A page on another port of the same host, with or without the secret.
+  for (const std::string& csrf : {std::string(), s->session.csrf}) {
+    auto other_port = upgrade("http://localhost:8888", csrf);
+    ASSERT_FALSE(other_port.ok());
+    EXPECT_EQ(other_port.status().code(), Code::kForbidden);
+    EXPECT_NE(other_port.status().message().find("Origin http://localhost:8888"),
+              std::string::npos);
+  }
+  EXPECT_EQ(upgrade("", s->session.csrf).status().code(), Code::kForbidden);
+  EXPECT_EQ(upgrade("http://evil.localhost:8765", s->session.csrf).status().code(),
+            Code::kForbidden);
+  // The server's own page, without the secret or with a wrong one.
+  auto no_secret = upgrade("http://localhost:8765", "");
+  ASSERT_FALSE(no_secret.ok());
+  EXPECT_EQ(no_secret.status().code(), Code::kForbidden);
+  EXPECT_NE(no_secret.status().message().find("csrf="), std::string::npos);
+  EXPECT_EQ(upgrade("http://localhost:8765", s->session.csrf + "x").status().code(),
+            Code::kForbidden);
+  // Both: let in, as alice.
+  auto ok = upgrade("http://localhost:8765", s->session.csrf);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->user, "alice");
+  EXPECT_EQ(upgrade("https://localhost:8765", s->session.csrf)->user, "alice");
+
+  // A token-authenticated client (the CLI) needs neither.
+  Principal root = accounts_->ForUser("root", "socket");
+  auto token = accounts_->CreateToken(root, NewToken{.name = "alice-cli", .user = "alice"});
+  ASSERT_TRUE(token.ok());
+  net::HttpRequest cli;
+  cli.method = "GET";
+  cli.websocket_upgrade = true;
+  cli.peer.transport = net::PeerInfo::Transport::kTls;
+  cli.headers["authorization"] = "Bearer " + token->secret;
+  EXPECT_EQ(identity_->Identify(cli)->user, "alice");
+}
+
 TEST_F(DashboardIdentityTest, ASessionOnATokenEndsWhenTheTokenIsRevoked) {
   Principal root = accounts_->ForUser("root", "socket");
   auto token = accounts_->CreateToken(root, NewToken{.name = "alice-web", .user = "alice"});

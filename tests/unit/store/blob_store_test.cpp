@@ -107,6 +107,39 @@ TEST_P(BlobStoreTest, BigBlobsReadAcrossChunks) {
   EXPECT_EQ(*store_->Read(empty, 0, 10), "");
 }
 
+// What a user keeps (their blobs and the pieces they are sending) is what the upload quota counts;
+// a blob's size is what the manifest check compares with.
+TEST_P(BlobStoreTest, AnOwnersBytesCountTheirBlobsAndTheirPieces) {
+  const std::string a(1000, 'a');
+  const std::string b(300, 'b');
+  ASSERT_TRUE(store_->Put("alice", upload::Sha256Hex(a), a).ok());
+  ASSERT_TRUE(store_->Put("bob", upload::Sha256Hex(a), a).ok());  // stored once, bob's too
+  ASSERT_TRUE(store_->Append("alice", upload::Sha256Hex(b + b), 0, b, false).ok());
+  EXPECT_EQ(*store_->UsedBy("alice"), 1300);
+  EXPECT_EQ(*store_->UsedBy("bob"), 1000);
+  EXPECT_EQ(*store_->UsedBy("carol"), 0);
+  EXPECT_EQ(*store_->Sizes({upload::Sha256Hex(a), upload::Sha256Hex("none")}),
+            (std::vector<int64_t>{1000, -1}));
+}
+
+// Pieces of an upload nobody goes on with expire after their own (short) retention, whatever the
+// blobs' retention; finished blobs stay.
+TEST_P(BlobStoreTest, UnfinishedPiecesExpireOnTheirOwn) {
+  const std::string kept = "kept";
+  ASSERT_TRUE(store_->Put("alice", upload::Sha256Hex(kept), kept).ok());
+  const std::string big(2000, 'p');
+  ASSERT_TRUE(store_->Append("alice", upload::Sha256Hex(big), 0, big.substr(0, 500), false).ok());
+  auto live = [](const std::string&) { return false; };
+  constexpr DurationMs kHour = 3'600'000;
+  ASSERT_TRUE(store_->Collect(live, clock_.Now() - 7 * 24 * kHour, clock_.Now() - 6 * kHour).ok());
+  EXPECT_EQ(*store_->Received("alice", upload::Sha256Hex(big)), 500) << "not old yet";
+  clock_.StepWall(7 * kHour);
+  ASSERT_TRUE(store_->Collect(live, clock_.Now() - 7 * 24 * kHour, clock_.Now() - 6 * kHour).ok());
+  EXPECT_EQ(*store_->Received("alice", upload::Sha256Hex(big)), 0);
+  EXPECT_TRUE(store_->Missing("alice", {upload::Sha256Hex(kept)})->empty());
+  EXPECT_EQ(*store_->UsedBy("alice"), 4);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BlobStoreTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Postgres" : "Files"; });
 
