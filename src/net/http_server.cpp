@@ -25,11 +25,13 @@
 #include <optional>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "net/connection_slots.h"
 
 namespace berth::net {
 
@@ -126,6 +128,24 @@ class OpenConnections {
   size_t prune_at_ GUARDED_BY(mu_) = 64;
 };
 
+// Answers a connection refused at accept with 503 and closes it (a TLS one is only closed: it
+// could not read a plain answer). A fresh socket's send buffer is empty, so the write does not
+// wait.
+void RefuseConnection(asio::generic::stream_protocol::socket& socket, bool tls,
+                      const std::string& why) {
+  beast::error_code ignored;
+  if (!tls) {
+    const std::string body = "{\"error\":\"" + JsonEscape(why) + "\"}";
+    const std::string text =
+        "HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Type: "
+        "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    asio::write(socket, asio::buffer(text), ignored);
+  }
+  socket.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
 // Whether a comma-separated Sec-WebSocket-Protocol list names `protocol`.
 bool OffersSubprotocol(std::string_view offered, std::string_view protocol) {
   while (!offered.empty()) {
@@ -151,7 +171,8 @@ class WsSession : public Closable,
                   public WebSocket,
                   public std::enable_shared_from_this<WsSession<Stream>> {
  public:
-  WsSession(Stream&& stream, const HttpServerOptions& options) : options_(options) {
+  WsSession(Stream&& stream, const HttpServerOptions& options, std::shared_ptr<void> slot)
+      : options_(options), slot_(std::move(slot)) {
     ws_.emplace(std::move(stream));
     MutexLock lock(mu_);
     executor_ = ws_->get_executor();
@@ -342,6 +363,7 @@ class WsSession : public Closable,
 
   std::optional<websocket::stream<Stream>> ws_;  // reset by CloseStopped
   const HttpServerOptions& options_;
+  const std::shared_ptr<void> slot_;  // the connection's (ConnectionSlots), until this ends
   mutable Mutex mu_;
   asio::any_io_executor executor_ GUARDED_BY(mu_);  // the connection's worker's
   std::function<void(std::optional<std::string>)> reader_ GUARDED_BY(mu_);  // the Read waiting
@@ -369,13 +391,15 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
 
  public:
   template <class... StreamArgs>
-  Session(PeerInfo peer, const Handler& handler, const HttpServerOptions& options,
-          OpenConnections& connections, StreamArgs&&... stream_args)
+  Session(PeerInfo peer, std::shared_ptr<void> slot, const Handler& handler,
+          const HttpServerOptions& options, OpenConnections& connections,
+          StreamArgs&&... stream_args)
       : stream_(std::forward<StreamArgs>(stream_args)...),
         handler_(handler),
         options_(options),
         connections_(connections),
-        peer_(std::move(peer)) {}
+        peer_(std::move(peer)),
+        slot_(std::move(slot)) {}
 
   void Start() {
     asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
@@ -516,6 +540,7 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
       Dispatch();
       return;
     }
+    if (options_.admit && !Admit()) return;
     Deadline(options_.body_timeout_ms);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
@@ -525,6 +550,47 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
                          self->Dispatch();
                        }
                      });
+  }
+
+  // Asks options_.admit about the request whose headers are in: false when it was answered
+  // (refused, or its declared body is over the limit admitted), and its body is not to be read.
+  bool Admit() {
+    HttpRequest head;
+    FillHead(parser_->get(), head);
+    Admission admission = options_.admit(head);
+    if (admission.refuse) {
+      keep_alive_ = false;
+      linger_ = true;
+      responded_ = false;
+      DoSend(std::move(*admission.refuse));
+      return false;
+    }
+    const auto declared = parser_->content_length();
+    if (declared && *declared > admission.max_body_bytes) {
+      SendError(413, "request body too large: " + std::to_string(*declared) +
+                         " bytes, the limit for this request is " +
+                         std::to_string(admission.max_body_bytes) + " bytes");
+      return false;
+    }
+    parser_->body_limit(admission.max_body_bytes);
+    admitted_ = std::move(admission.hold);
+    return true;
+  }
+
+  // The request line, headers and peer of `msg` into `req` (all but the body).
+  template <class Message>
+  void FillHead(const Message& msg, HttpRequest& req) const {
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    ParseTarget(req.target, &req.path, &req.query);
+    for (const auto& field : msg) {
+      std::string name(field.name_string());
+      for (auto& c : name) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+      req.headers[name] = std::string(field.value());
+    }
+    req.websocket_upgrade = websocket::is_upgrade(msg);
+    req.peer = peer_;
+    if (peer_.transport != PeerInfo::Transport::kUnix) req.remote_address = peer_.remote_address;
   }
 
   void OnReadError(beast::error_code ec) {
@@ -561,21 +627,12 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
 
   void Dispatch() {
     auto msg = parser_->release();
+    admitted_.reset();
     keep_alive_ = msg.keep_alive();
     HttpRequest req;
-    req.method = std::string(msg.method_string());
-    req.target = std::string(msg.target());
-    ParseTarget(req.target, &req.path, &req.query);
-    for (const auto& field : msg) {
-      std::string name(field.name_string());
-      for (auto& c : name) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-      req.headers[name] = std::string(field.value());
-    }
+    FillHead(msg, req);
     req.body = std::move(msg.body());
-    req.websocket_upgrade = websocket::is_upgrade(msg);
     if (req.websocket_upgrade) upgrade_request_ = std::move(msg);
-    req.peer = peer_;
-    if (peer_.transport != PeerInfo::Transport::kUnix) req.remote_address = peer_.remote_address;
     // Long polls and streams may take as long as they need.
     Lowest().expires_never();
     responded_ = false;
@@ -641,7 +698,7 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
     if (offered.empty()) subprotocol.clear();
     responded_ = true;
     closed_ = true;
-    auto ws = std::make_shared<WsSession<Stream>>(std::move(stream_), options_);
+    auto ws = std::make_shared<WsSession<Stream>>(std::move(stream_), options_, std::move(slot_));
     connections_.Add(ws);
     ws->Accept(std::move(*request), std::move(subprotocol), std::move(on_open));
   }
@@ -748,6 +805,7 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
   void Close() {
     if (closed_) return;
     closed_ = true;
+    admitted_.reset();
     beast::error_code ignored;
     Lowest().socket().shutdown(asio::socket_base::shutdown_both, ignored);
     Lowest().socket().close(ignored);
@@ -780,6 +838,8 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
   const HttpServerOptions& options_;
   OpenConnections& connections_;
   const PeerInfo peer_;  // filled at accept
+  std::shared_ptr<void> slot_;  // the connection's (ConnectionSlots); a WebSocket takes it over
+  std::shared_ptr<void> admitted_;  // Admission::hold of the request whose body is being read
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::request<http::string_body>> upgrade_request_;  // a WebSocket upgrade's
   bool keep_alive_ = true;
@@ -926,12 +986,15 @@ struct HttpServer::Impl {
   std::atomic<bool> stopped{false};
   int port = 0;
   OpenConnections connections;
+  std::shared_ptr<ConnectionSlots> slots;
   std::atomic<size_t> accepted{0};  // picks the next connection's context
 
   Impl(HttpServerOptions o, Handler h)
       : options(std::move(o)),
         handler(std::move(h)),
         contexts(MakeContexts(std::max(1, options.threads))),
+        slots(std::make_shared<ConnectionSlots>(options.max_connections,
+                                                options.max_connections_per_peer)),
         tcp_acceptor(std::in_place, *contexts.front()),
         unix_acceptor(std::in_place, *contexts.front()) {}
 
@@ -955,11 +1018,27 @@ struct HttpServer::Impl {
   asio::io_context& Next() { return *contexts[accepted++ % contexts.size()]; }
 
   template <class Stream, class... StreamArgs>
-  void StartSession(PeerInfo peer, StreamArgs&&... stream_args) {
-    auto session = std::make_shared<Session<Stream>>(std::move(peer), handler, options, connections,
-                                                     std::forward<StreamArgs>(stream_args)...);
+  void StartSession(PeerInfo peer, std::shared_ptr<void> slot, StreamArgs&&... stream_args) {
+    auto session =
+        std::make_shared<Session<Stream>>(std::move(peer), std::move(slot), handler, options,
+                                          connections, std::forward<StreamArgs>(stream_args)...);
     connections.Add(session);
     session->Start();
+  }
+
+  // A slot for a new connection from `peer`, or null once it was refused (and closed).
+  std::shared_ptr<void> TakeSlot(const PeerInfo& peer,
+                                 asio::generic::stream_protocol::socket& socket, bool tls) {
+    std::string why;
+    std::shared_ptr<void> slot = slots->Take(peer, &why);
+    if (!slot) {
+      LogWarn("connection from {} refused: {}",
+              peer.transport == PeerInfo::Transport::kUnix ? "the unix socket"
+                                                           : peer.remote_address,
+              why);
+      RefuseConnection(socket, tls, why);
+    }
+    return slot;
   }
 
   Status LoadTls() {
@@ -1071,10 +1150,12 @@ struct HttpServer::Impl {
       socket.set_option(tcp::no_delay(true), ignored);
       PeerInfo peer = TcpPeer(socket, tls.has_value());
       auto generic = AsGeneric(socket, tcp_protocol);
-      if (generic.is_open() && tls) {
-        StartSession<TlsStream>(std::move(peer), std::move(generic), *tls);
-      } else if (generic.is_open()) {
-        StartSession<PlainStream>(std::move(peer), std::move(generic));
+      std::shared_ptr<void> slot;
+      if (generic.is_open()) slot = TakeSlot(peer, generic, tls.has_value());
+      if (slot && tls) {
+        StartSession<TlsStream>(std::move(peer), std::move(slot), std::move(generic), *tls);
+      } else if (slot) {
+        StartSession<PlainStream>(std::move(peer), std::move(slot), std::move(generic));
       }
       AcceptTcp();
     });
@@ -1089,7 +1170,9 @@ struct HttpServer::Impl {
       }
       PeerInfo peer = UnixPeer(socket);
       auto generic = AsGeneric(socket, asio::generic::stream_protocol(AF_UNIX, 0));
-      if (generic.is_open()) StartSession<PlainStream>(std::move(peer), std::move(generic));
+      std::shared_ptr<void> slot;
+      if (generic.is_open()) slot = TakeSlot(peer, generic, false);
+      if (slot) StartSession<PlainStream>(std::move(peer), std::move(slot), std::move(generic));
       AcceptUnix();
     });
   }
@@ -1158,6 +1241,8 @@ Status HttpServer::Start() {
 }
 
 int HttpServer::port() const { return impl_->port; }
+
+size_t HttpServer::open_connections() const { return impl_->slots->open(); }
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
@@ -31,6 +32,18 @@
 #include "net/http.h"
 
 namespace berth::net {
+
+// What HttpServerOptions::admit decides for a request whose body has not been read yet.
+struct Admission {
+  // The most body bytes it may send (a bigger Content-Length, or chunks adding up to more, get
+  // 413 without the body being kept).
+  size_t max_body_bytes = 0;
+  // When set, sent instead (with "Connection: close"); the body is never read.
+  std::optional<HttpResponse> refuse;
+  // Kept until the request is handed to the handler (or the connection ends): what the decision
+  // reserved (a share of a budget), released when this is destroyed.
+  std::shared_ptr<void> hold;
+};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -41,6 +54,18 @@ struct HttpServerOptions {
   size_t max_header_bytes = 64 << 10;  // request line and headers together
   size_t max_header_count = 100;
   size_t max_target_bytes = 8 << 10;  // the request target ("/v1/jobs?...")
+  // Called on the I/O thread for a request that has a body, once its headers are in and before a
+  // byte of the body is read, with the request as it will be handed over but for its body: says
+  // how big a body it may send, or answers it at once (a sender not identified: memory is never
+  // spent on a body before its sender is known). Unset: every body up to max_body_bytes. Must not
+  // block.
+  std::function<Admission(const HttpRequest& head)> admit;
+  // Open connections (HTTP and WebSocket) in all, and from one remote address (loopback and unix
+  // socket peers count in the total only: they are this machine's users and agents); 0: no cap.
+  // Past either a new connection is answered 503 with a JSON error naming the limit (TLS ones
+  // are closed) and closed at once.
+  size_t max_connections = 0;
+  size_t max_connections_per_peer = 0;
   // A connection with no request in progress (before the first request, or kept alive after a
   // response) is closed after this long.
   DurationMs idle_timeout_ms = 60'000;
@@ -87,6 +112,8 @@ class HttpServer {
   Status Start();
   // The bound TCP port (valid after Start).
   int port() const;
+  // Connections open now (HTTP and WebSocket, every listener).
+  size_t open_connections() const;
   // Stops accepting, lets running handlers finish, closes connections, removes the unix socket
   // file and joins the workers. Idempotent.
   void Stop();

@@ -1,5 +1,6 @@
 #include "server/http/server.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,17 @@ void TightenOlderLogs(const std::string& dir) {
     ::chmod(it->path().c_str(), it->is_directory(ec) ? 0700 : 0600);
   }
   ::chmod(dir.c_str(), 0700);
+}
+
+// The connections the server may keep open when none is set: the open-file limit it will raise
+// itself to (the hard limit, net::HttpServer::Start), less a reserve for its own files (the store,
+// logs, uploads, the agents' and sessions' relays).
+size_t ConnectionsTheFdLimitAllows() {
+  constexpr rlim_t kReserve = 1024;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
+  rlim_t most = lim.rlim_max == RLIM_INFINITY ? rlim_t{1} << 20 : lim.rlim_max;
+  return most > 2 * kReserve ? static_cast<size_t>(most - kReserve) : static_cast<size_t>(most / 2);
 }
 
 }  // namespace
@@ -124,6 +136,12 @@ Status Server::Start() {
   http.host = options_.host;
   http.port = options_.port;
   http.max_body_bytes = options_.max_body_bytes;
+  body_admission_ = std::make_unique<BodyAdmission>(
+      *identity_, BodyAdmission::Limits{.large_bytes = options_.max_body_bytes});
+  http.admit = [this](const net::HttpRequest& head) { return body_admission_->Admit(head); };
+  http.max_connections =
+      options_.max_connections > 0 ? options_.max_connections : ConnectionsTheFdLimitAllows();
+  http.max_connections_per_peer = options_.max_connections_per_peer;
   http.unix_socket_path = options_.unix_socket;
   BERTH_RETURN_IF_ERROR(SetUpTls(http));
   http.threads = options_.threads > 0 ? options_.threads : cpus;

@@ -30,6 +30,7 @@
 #include "net/http_server.h"
 #include "server/accounts.h"
 #include "server/core/core.h"
+#include "server/http/body_admission.h"
 #include "server/http/identity.h"
 #include "server/http/routes.h"
 #include "server/http/terminal_bridges.h"
@@ -256,6 +257,8 @@ class Server {
   std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<WebSessions> sessions_;
   std::unique_ptr<Identity> identity_;
+  // Before http_: the requests being read hold shares of its budget until they end.
+  std::unique_ptr<BodyAdmission> body_admission_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Uploads> uploads_;
   std::atomic<bool> collecting_uploads_{false};

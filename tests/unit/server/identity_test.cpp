@@ -13,6 +13,7 @@
 #include "fakes/faulty_store.h"
 #include "fakes/temp_dir.h"
 #include "server/accounts.h"
+#include "server/http/body_admission.h"
 
 namespace berth::testing {
 namespace {
@@ -414,6 +415,48 @@ TEST_F(IdentityTest, ANodesCredentialSpeaksOnlyForTheUsersOfThatNode) {
   EXPECT_TRUE(NodeSpeaksFor("alice,bob", "bob"));
   EXPECT_FALSE(NodeSpeaksFor("alice,bob", "al"));
   EXPECT_FALSE(NodeSpeaksFor("", "alice"));
+}
+
+// The server read bodies up to 64 MiB before identifying their sender. BodyAdmission decides from
+// the headers: a few KiB for a stranger (and an answer at once past that), 1 MiB for an identified
+// user on routes that take small bodies, the server's limit on those that take big ones, and a
+// budget per sender of bodies being read at once.
+TEST_F(IdentityTest, BodiesAreAdmittedByWhoSendsThemAndWhere) {
+  BodyAdmission admission(*identity_, BodyAdmission::Limits{.unidentified_bytes = 8 << 10,
+                                                            .small_bytes = 1 << 20,
+                                                            .large_bytes = 64 << 20,
+                                                            .in_flight_per_sender = 100 << 20});
+  auto head = [](net::HttpRequest r, const std::string& method, const std::string& path,
+                 size_t length) {
+    r.method = method;
+    r.path = path;
+    r.headers["content-length"] = std::to_string(length);
+    return r;
+  };
+  net::HttpRequest stranger;
+  stranger.peer.transport = net::PeerInfo::Transport::kTls;
+  auto big = admission.Admit(head(stranger, "POST", "/v1/jobs", 60'000'000));
+  ASSERT_TRUE(big.refuse);
+  EXPECT_EQ(big.refuse->status, 401);
+  auto small = admission.Admit(head(stranger, "POST", "/v1/dashboard/login", 100));
+  EXPECT_FALSE(small.refuse);
+  EXPECT_EQ(small.max_body_bytes, 8u << 10);
+
+  const net::HttpRequest alice = Socket(1001);
+  auto submit = admission.Admit(head(alice, "POST", "/v1/jobs", 60'000'000));
+  EXPECT_FALSE(submit.refuse);
+  EXPECT_EQ(submit.max_body_bytes, 64u << 20);
+  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/uploads/blobs", 10)).max_body_bytes, 64u << 20);
+  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/admin/teams/ml", 10)).max_body_bytes, 1u << 20);
+  // A second 60 MB body while the first is being read is past alice's 100 MB: 503, try again.
+  auto second = admission.Admit(head(alice, "POST", "/v1/jobs", 60'000'000));
+  ASSERT_TRUE(second.refuse);
+  EXPECT_EQ(second.refuse->status, 503);
+  EXPECT_EQ(second.refuse->Header("Retry-After"), "1");
+  // Bob's budget is his own; once alice's first body is in, she may send another.
+  EXPECT_FALSE(admission.Admit(head(Socket(1002), "POST", "/v1/jobs", 60'000'000)).refuse);
+  submit.hold.reset();
+  EXPECT_FALSE(admission.Admit(head(alice, "POST", "/v1/jobs", 60'000'000)).refuse);
 }
 
 }  // namespace
