@@ -23,6 +23,7 @@
 #include "agent/port_owner.h"
 #include "agent/session_pump.h"
 #include "common/files.h"
+#include "common/tree_removal.h"
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -849,9 +850,8 @@ Status Agent::BuildUpload(const proto::LaunchMessage& m, const std::string& mani
     MutexLock lock(mu_);
     base.session = session_;
   }
-  // A copy left by an earlier launch of this rank (a resent launch) is rebuilt.
-  std::error_code ec;
-  std::filesystem::remove_all(dest, ec);
+  // A copy left by an earlier launch of this rank (a resent launch) is rebuilt; it is the user's.
+  if (!RemoveTreeAsOwner(dest)) RemoveTreeNoFollow(dest);
   std::optional<NodeUploads::Owner> owner;
   if (account && account->uid != ::geteuid())
     owner = NodeUploads::Owner{account->uid, account->gid};
@@ -875,7 +875,7 @@ Result<std::string> Agent::BuildFileMounts(const proto::LaunchMessage& m, const 
                                            const std::optional<JobAccount>& account) {
   const std::string dir = job_dir + "/mounts";
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  RemoveTreeNoFollow(dir);  // root's, with trees of the user's inside: no link is followed
   // Root's, searchable: each mount inside is its user's.
   if (::mkdir(dir.c_str(), 0711) != 0) {
     return Status::Internal("cannot create " + dir + ": " + strerror(errno));
@@ -1290,12 +1290,13 @@ bool Agent::TakeSpareDir(const std::string& dir) {
   }
   // Over an existing job directory (a launch sent again) the rename fails, and the spare goes.
   if (::rename(spare.c_str(), dir.c_str()) == 0) return true;
-  std::error_code ec;
-  std::filesystem::remove_all(spare, ec);
+  RemoveTreeNoFollow(spare);
   return false;
 }
 
 void Agent::RecycleDir(const std::string& dir, bool reusable) {
+  // The work dir is its user's: removed as them; what they cannot remove themselves (files of
+  // another uid, from a rootless container) is removed below without following any link.
   RemoveTreeAsOwner(dir + "/work");
   bool keep = reusable;
   if (keep) {
@@ -1344,8 +1345,7 @@ void Agent::RecycleDir(const std::string& dir, bool reusable) {
       return;
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  RemoveTreeNoFollow(dir);
 }
 
 }  // namespace berth

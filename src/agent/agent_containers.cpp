@@ -112,9 +112,20 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
   rank.gid = account ? account->gid : ::getegid();
   rank.workdir = plan.workdir;
   rank.tty = spec.interactive;
-  if (auto home = plan.run_env.find("HOME"); home != plan.run_env.end()) {
-    struct stat st {};
-    if (::stat(home->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) rank.home = home->second;
+  // The user's real home, from their account (or the agent's own, when it runs jobs as itself):
+  // never the job's HOME variable, which its task sets at will (`envs: {HOME: /etc}` would mount
+  // any directory past the node's --container-mount policy).
+  std::string home;
+  if (account) {
+    home = account->home;
+  } else if (auto own = options_.base_environment.find("HOME");
+             own != options_.base_environment.end()) {
+    home = own->second;
+  }
+  struct stat st {};
+  if (!home.empty() && ::stat(home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+      st.st_uid == rank.uid) {
+    rank.home = home;
   }
   BERTH_RETURN_IF_ERROR(MakeContainerDirs(rank.uid, rank.gid));
   rank.devices = ContainerGpuDevices(containers_, m.gpus, gpu_minors_, options_.gpu_device_dir);

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
+#include <vector>
+
+#include "common/tree_removal.h"
 
 namespace berth {
 
@@ -55,22 +57,21 @@ std::map<std::string, std::string> AccountEnvironment(
   return env;
 }
 
-void RemoveTreeAsOwner(const std::string& path) {
+bool RemoveTreeAsOwner(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (st.st_uid == ::geteuid()) {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-    return;
-  }
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  if (st.st_uid == ::geteuid()) return RemoveTreeNoFollow(path);
   pid_t pid = ::fork();
   if (pid == 0) {
-    // Only async-signal-safe calls: the agent is multi-threaded.
+    // Only async-signal-safe calls: the agent is multi-threaded. The owner may have made parts of
+    // the tree read-only (or unsearchable): they are made writable first, as the owner.
     if (::setgroups(0, nullptr) != 0 || ::setgid(st.st_gid) != 0 || ::setuid(st.st_uid) != 0) {
       _exit(126);
     }
-    const char* argv[] = {"rm", "-rf", "--", path.c_str(), nullptr};
-    ::execv("/bin/rm", const_cast<char**>(argv));
+    const char* argv[] = {
+        "sh", "-c", "chmod -R u+rwx -- \"$0\" 2>/dev/null; exec rm -rf -- \"$0\"", path.c_str(),
+        nullptr};
+    ::execv("/bin/sh", const_cast<char**>(argv));
     _exit(127);
   }
   if (pid > 0) {
@@ -78,6 +79,10 @@ void RemoveTreeAsOwner(const std::string& path) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  // The top's entry is in its parent, which may be root's (a job dir): the owner empties it, and
+  // an empty directory is removed here (rmdir follows no link).
+  ::rmdir(path.c_str());
+  return ::lstat(path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
 }  // namespace berth

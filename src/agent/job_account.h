@@ -42,7 +42,10 @@ std::map<std::string, std::string> AccountEnvironment(
 
 // Removes the tree at `path` as the user who owns it (a job's work dir): a root process walking a
 // tree its user can change could be steered through a symlink into any directory. Forks, drops to
-// the owner, and runs `rm -rf`. Nothing happens when `path` does not exist.
-void RemoveTreeAsOwner(const std::string& path);
+// the owner, makes the tree writable to them (what they made read-only) and runs `rm -rf`. A tree
+// of the agent's own user is removed with RemoveTreeNoFollow. Answers whether `path` is gone (what
+// the owner cannot remove, say files of another uid a rootless container made, is left to the
+// caller, which removes it with RemoveTreeNoFollow, never by walking paths).
+bool RemoveTreeAsOwner(const std::string& path);
 
 }  // namespace berth

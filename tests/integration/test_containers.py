@@ -413,6 +413,25 @@ class ContainerTest(BerthTestCase):
             self.assertIn("cat dog", self.logs(job))
             self.assertEqual([p["node"] for p in self.b.show(job, env=self.env)["placement"]], ["box2"])
 
+    def test_a_tasks_home_variable_mounts_nothing(self):
+        """The container got the job's HOME mounted, whatever that variable said: `envs: {HOME: DIR}`
+        mounted any directory past the node's mount policy (box allows none). Only the user's real
+        home is mounted now."""
+        secret = self.path("not-allowed")
+        os.makedirs(secret)
+        with open(os.path.join(secret, "secret.txt"), "w") as f:
+            f.write("root's secret\n")
+        os.chmod(secret, 0o755)
+        os.chmod(os.path.join(secret, "secret.txt"), 0o644)
+        job = self.submit(self.task([f"cat {secret}/secret.txt || echo not-mounted",
+                                     f"test -d {self.user.pw_dir} && echo real-home-mounted"],
+                                    extra=f"  HOME: {secret}\n"))
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        out = self.logs(job)
+        self.assertIn("not-mounted", out)
+        self.assertNotIn("root's secret", out)
+        self.assertIn("real-home-mounted", out)
+
     def test_refused_where_no_node_runs_containers(self):
         self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])
         self.b.wait_nodes_up(["box", "plain"], env=self.env)

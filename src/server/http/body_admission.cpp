@@ -14,7 +14,8 @@ BodyAdmission::BodyAdmission(const Identity& identity, Limits limits)
 
 bool BodyAdmission::TakesLargeBody(const std::string& method, const std::string& path) {
   if (method != "POST" && method != "PUT") return false;
-  return path == "/v1/jobs" || path.starts_with("/v1/uploads/") || path.starts_with("/v1/agent/");
+  return path.starts_with("/v1/jobs") || path.starts_with("/v1/uploads/") ||
+         path.starts_with("/v1/agent/");
 }
 
 net::Admission BodyAdmission::Admit(const net::HttpRequest& head) {
