@@ -34,6 +34,7 @@ struct ServerFlags {
   double upload_min_free_gib = 1;  // the upload store's disk keeps this free
   int max_connections = 0;         // 0: from the open-file limit
   int max_connections_per_peer = 512;
+  std::string node_retention = "7d";
   std::string token;
   std::string token_file;
   bool require_token = false;

@@ -58,6 +58,11 @@ void AddServerCommand(CommandContext& c) {
                    "Open connections from one remote address (loopback and the unix socket "
                    "count only in the total); past it a new one is answered 503 and closed")
       ->capture_default_str();
+  server
+      ->add_option("--node-retention", server_flags.node_retention,
+                   "A node down this long is gone for good: the server forgets it (its record is "
+                   "kept) and its name is free for a join (0: never)")
+      ->capture_default_str();
   server->add_option("--advertise", server_flags.advertise,
                      "With a PostgreSQL store: the URL other servers' followers send clients to "
                      "(default: this server's listener)");

@@ -135,13 +135,22 @@ Labels Zip(const std::vector<std::string>& names, const std::vector<std::string>
 }  // namespace
 
 CounterFamily::CounterFamily(std::string name, std::string help,
-                             std::vector<std::string> label_names)
-    : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
+                             std::vector<std::string> label_names, size_t max_series)
+    : name_(std::move(name)),
+      help_(std::move(help)),
+      label_names_(std::move(label_names)),
+      max_series_(max_series) {}
 
 void CounterFamily::Add(const std::vector<std::string>& values, double amount) {
   if (!(amount >= 0)) return;  // a counter never goes down (NaN is refused too)
   MutexLock lock(mu_);
-  values_[values] += amount;
+  auto it = values_.find(values);
+  if (it == values_.end() && max_series_ > 0 && values_.size() >= max_series_) {
+    it = values_.try_emplace(std::vector<std::string>(label_names_.size(), kOther), 0).first;
+  } else if (it == values_.end()) {
+    it = values_.emplace(values, 0).first;
+  }
+  it->second += amount;
 }
 
 double CounterFamily::Value(const std::vector<std::string>& values) const {

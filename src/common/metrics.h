@@ -58,7 +58,12 @@ class ExpositionWriter {
 
 class CounterFamily {
  public:
-  CounterFamily(std::string name, std::string help, std::vector<std::string> label_names);
+  // `max_series` (0: no cap) bounds the series kept: once that many exist, an amount for label
+  // values not seen yet goes to the series whose every label is kOther (label values that come
+  // from requests, user names, must not grow a server's memory without bound).
+  CounterFamily(std::string name, std::string help, std::vector<std::string> label_names,
+                size_t max_series = 0);
+  static constexpr const char* kOther = "_other";
   // Adds `amount` (>= 0; a negative amount is ignored) to the series of these label values (one
   // per label name, in order).
   void Add(const std::vector<std::string>& values, double amount = 1) EXCLUDES(mu_);
@@ -70,6 +75,7 @@ class CounterFamily {
   const std::string name_;
   const std::string help_;
   const std::vector<std::string> label_names_;
+  const size_t max_series_;
   mutable Mutex mu_;
   std::map<std::vector<std::string>, double> values_ GUARDED_BY(mu_);
 };

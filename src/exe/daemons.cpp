@@ -156,6 +156,11 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
         "--max-connections (0: from the open-file limit) and --max-connections-per-peer (at "
         "least 1): expected counts");
   }
+  auto node_retention = ParseDuration(flags.node_retention);
+  if (!node_retention || *node_retention < 0) {
+    return Status::Invalid("--node-retention: expected a duration like 7d (0: never)");
+  }
+  options.node_retention_ms = *node_retention;
   options.max_connections = static_cast<size_t>(flags.max_connections);
   options.max_connections_per_peer = static_cast<size_t>(flags.max_connections_per_peer);
   auto half_life = ParseDuration(flags.fair_share_half_life);

@@ -183,7 +183,8 @@ Result<CreatedToken> Accounts::CreateJoinToken(const Principal& by, const NewJoi
   return created;
 }
 
-Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string& node) {
+Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string& node,
+                                        std::optional<TimeMs> registered) {
   if (!join.is_join) return Status::Forbidden("joining needs a join token");
   if (!IsValidName(node)) {
     return Status::Invalid("join: invalid node name '" + node +
@@ -197,13 +198,23 @@ Result<CreatedToken> Accounts::JoinNode(const Principal& join, const std::string
   if (join_row == tokens_.end() || join_row->second.revoked_at) {
     return Status::Unauthorized("join token '" + join.token_name + "' was used or revoked");
   }
+  bool ever_had_one = false;
   for (const auto& [name, row] : tokens_) {
-    if (row.user == subject && !row.revoked_at && !(row.expires_at && *row.expires_at <= now)) {
+    if (row.user != subject) continue;
+    ever_had_one = true;
+    if (!row.revoked_at && !(row.expires_at && *row.expires_at <= now)) {
       return Status::Conflict(fmt::format(
           "node {} has a credential already ({}): a node joins once; to give the name to another "
           "machine an admin revokes it first (berth admin node revoke {})",
           node, name, node));
     }
+  }
+  if (registered && !ever_had_one) {
+    return Status::Conflict(fmt::format(
+        "node {} is a node of this cluster that registers with the cluster token (last heard from "
+        "{}): a join may not take its name. To give the name to another machine, stop that agent "
+        "and an admin frees the name (berth admin node revoke {}); or join under another name",
+        node, FormatRfc3339(*registered), node));
   }
   CreatedToken created = NewSecret(subject, "node-" + RandomHex(4), std::nullopt, join.token_name);
   created.row.speaks_for = join_row->second.speaks_for;
@@ -259,14 +270,31 @@ Result<std::vector<TokenRow>> Accounts::SetNodeUsers(const Principal& by, const 
            [&](size_t) { return speaks_for.empty() ? "no one" : "speaks for " + speaks_for; }});
 }
 
-Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node) {
+Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const std::string& node,
+                                                   bool known) {
   const TimeMs now = clock_.Now();
-  return ChangeNodeCredentials(
+  auto revoked = ChangeNodeCredentials(
       by, node,
       {.right = "revoking a node's credential",
        .action = "node revoke",
        .change = [&](TokenRow& row) { row.revoked_at = now; },
        .detail = [](size_t n) { return fmt::format("{} credential(s)", n); }});
+  if (revoked.ok() || revoked.status().code() != Code::kNotFound || !known) return revoked;
+  // A node of the cluster token's: a revoked placeholder marks its name as freed for a join.
+  BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a node's credential"));
+  CreatedToken freed =
+      NewSecret(std::string(kNodeSubject) + node, "node-" + RandomHex(4), std::nullopt, by.user);
+  freed.row.revoked_at = now;
+  Batch batch;
+  batch.tokens.push_back(freed.row);
+  batch.audit.push_back(
+      AuditRowFor(by, "node revoke", node, "no credential: the name is free for a join"));
+  MutexLock changes(changes_mu_);
+  MutexLock lock(mu_);
+  Status st = CommitReleasingLock(batch);
+  if (!st.ok()) return Status::Unavailable("the node revoke could not be recorded: " + st.message());
+  AddToken(freed.row);
+  return std::vector<TokenRow>{freed.row};
 }
 
 AuditRow Accounts::AuditRowFor(const Principal& by, const std::string& action,

@@ -135,17 +135,22 @@ class Accounts {
   Result<CreatedToken> CreateJoinToken(const Principal& by, const NewJoinToken& request)
       EXCLUDES(mu_);
   // Exchanges the join token `join` presented for node `node`'s own credential (a one-use join
-  // token is used up in the same commit). Conflict when the node holds a live credential already
-  // (an admin revokes it first: a join token must not let anyone take over a node); Invalid for a
+  // token is used up in the same commit). Conflict when the node holds a live credential already,
+  // or when `registered` (when the cluster last heard from a node of that name; nullopt: it knows
+  // none) says such a node registers without any credential of its own (the cluster token): an
+  // admin revokes it first, and a join token must not let anyone take over a node. Invalid for a
   // bad name; Unavailable when it could not be recorded.
-  Result<CreatedToken> JoinNode(const Principal& join, const std::string& node) EXCLUDES(mu_);
+  Result<CreatedToken> JoinNode(const Principal& join, const std::string& node,
+                                std::optional<TimeMs> registered = std::nullopt) EXCLUDES(mu_);
   // Sets whom node `node`'s live credentials may speak for (`speaks_for` from NodeUsers; admin
   // only; audited), returning them. NotFound when it has none.
   Result<std::vector<TokenRow>> SetNodeUsers(const Principal& by, const std::string& node,
                                              const std::string& speaks_for) EXCLUDES(mu_);
-  // Revokes every live credential of node `node` (admin only; audited). NotFound when it has none.
-  Result<std::vector<TokenRow>> RevokeNode(const Principal& by, const std::string& node)
-      EXCLUDES(mu_);
+  // Revokes every live credential of node `node` (admin only; audited). NotFound when it has none,
+  // unless `known` (the cluster knows a node of that name, which then registers with the cluster
+  // token): its name is freed for a join instead, with a revoked placeholder credential.
+  Result<std::vector<TokenRow>> RevokeNode(const Principal& by, const std::string& node,
+                                           bool known = false) EXCLUDES(mu_);
 
  private:
   // A change of every live credential of one node, in one audited commit.

@@ -5,11 +5,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "common/json_util.h"
 #include "common/log.h"
 
 namespace berth {
+namespace {
+
+// A node down for longer than `retention` (0: never gone).
+bool GoneForGood(const NodeRow& row, TimeMs now, DurationMs retention) {
+  if (retention <= 0 || row.state != NodeState::kDown) return false;
+  return row.down_since.value_or(row.last_seen) < now - retention;
+}
+
+}  // namespace
 
 Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& channel)
     : options_(std::move(options)),
@@ -51,6 +61,7 @@ Status Core::Load() {
   TimeMs now = clock_.Now();
   int64_t mono = clock_.Monotonic();
   for (auto& row : *nodes) {
+    if (GoneForGood(row, now, options_.node_retention_ms)) continue;
     NodeRuntime node;
     node.row = row;
     // Agents get one lease period after a server restart to reconnect before their nodes count
@@ -482,6 +493,35 @@ Result<Core::RankTarget> Core::RunningRank(int64_t job, int rank, bool terminal)
 }
 
 // --- housekeeping ---
+
+void Core::LetWaitingHandlersIn() {
+  for (int i = 0; i < 100 && handlers_waiting_.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+std::optional<TimeMs> Core::NodeLastSeen(const std::string& node) {
+  MutexLock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.row.last_seen;
+}
+
+size_t Core::ForgetGoneNodes() {
+  MutexLock lock(mu_);
+  const TimeMs now = clock_.Now();
+  std::vector<std::string> gone;
+  for (const auto& [name, node] : nodes_) {
+    if (GoneForGood(node.row, now, options_.node_retention_ms)) gone.push_back(name);
+  }
+  size_t forgotten = 0;
+  for (const std::string& name : gone) {
+    if (!nodes_.Forget(name)) continue;
+    ++forgotten;
+    LogInfo("node {} has been down for over the node retention: forgotten (its row is kept)", name);
+  }
+  return forgotten;
+}
 
 void Core::CheckLeases() {
   MutexLock lock(mu_);

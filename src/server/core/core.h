@@ -96,6 +96,9 @@ struct CoreOptions {
   double admission_charge_s = 3600;  // each weighted GPU held counts as this much use in advance
   int reclaim_limit = 3;             // reclaims per team within reclaim_window
   DurationMs reclaim_window = 60'000;
+  // A node down for this long is gone for good: forgotten by memory (ForgetGoneNodes, and not
+  // loaded at a restart), kept in the store; 0: never.
+  DurationMs node_retention_ms = 7LL * 24 * 3'600'000;
 };
 
 // The numbers behind a waiting job's reason, from the last pass that considered it.
@@ -182,6 +185,9 @@ class Core {
   Result<NodeStatus> Drain(const std::string& node, bool drain, const std::string& by = "",
                            bool force = false) EXCLUDES(mu_);
   std::vector<NodeStatus> Nodes() EXCLUDES(mu_);
+  // When node `node` was last heard from; nullopt when the cluster does not know it (never joined,
+  // or forgotten: ForgetGoneNodes).
+  std::optional<TimeMs> NodeLastSeen(const std::string& node) EXCLUDES(mu_);
   // The memory limit each of `placement`'s nodes gives a job that asked for none (0: none
   // enforced; a node not known is left out), for `berth show`: not a copy of every node.
   std::map<std::string, Mib> JobMemoryDefaults(const Placement& placement) EXCLUDES(mu_);
@@ -328,6 +334,9 @@ class Core {
   // --- housekeeping and scheduling ---
   // Marks down nodes whose lease ran out (monotonic time) and ends or requeues their jobs.
   void CheckLeases() EXCLUDES(mu_);
+  // Forgets the nodes down for longer than options.node_retention_ms (their rows stay in the
+  // store; the name is free again, also for a join). Answers how many went.
+  size_t ForgetGoneNodes() EXCLUDES(mu_);
   // Ends running jobs past their time limit (monotonic time since they started running).
   void CheckTimeLimits() EXCLUDES(mu_);
   // Commits the cancellations promised but not committed yet: of jobs whose dependencies failed,
@@ -518,6 +527,11 @@ class Core {
    private:
     Core* core_;
   };
+
+  // Between the chunks of a long change (a pass's decisions, a cancel --all), waits a little while
+  // requests wait for the lock (HandlerLock), so that they take it first: std::mutex would let the
+  // thread that just released it take it back before they wake. At most 20 ms.
+  void LetWaitingHandlersIn() EXCLUDES(mu_);
 
   // core.cpp: plans.
   ActiveJob& MutJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);

@@ -17,6 +17,9 @@
 namespace berth {
 
 struct CoreMetrics {
+  // Series per user (their names come from submissions, which a node may make for any name it
+  // speaks for): at most this many, the rest counted together.
+  static constexpr size_t kMaxUserSeries = 10'000;
   metrics::HistogramFamily pass_seconds{
       "berth_scheduler_pass_seconds",
       "Time one scheduling pass spent deciding (sched::Schedule on its snapshot).",
@@ -59,12 +62,16 @@ struct CoreMetrics {
       {}};
   metrics::CounterFamily user_gpu_seconds{
       "berth_user_gpu_seconds_total",
-      "GPU-seconds used by ended attempts (undecayed, unweighted), by user, team and GPU type.",
-      {"user", "team", "gpu_type"}};
+      "GPU-seconds used by ended attempts (undecayed, unweighted), by user, team and GPU type; "
+      "past 10,000 series, new ones are counted under \"_other\".",
+      {"user", "team", "gpu_type"},
+      kMaxUserSeries};
   metrics::CounterFamily user_cpu_seconds{
       "berth_user_cpu_seconds_total",
-      "CPU-seconds allocated to ended attempts, by user and team.",
-      {"user", "team"}};
+      "CPU-seconds allocated to ended attempts, by user and team; past 10,000 series, new "
+      "ones are counted under \"_other\".",
+      {"user", "team"},
+      kMaxUserSeries};
 
   void Write(metrics::ExpositionWriter& out) const;
 };

@@ -333,9 +333,7 @@ bool Core::RunPass() {
   while (next < total) {
     // Between chunks, requests waiting for the lock go first (a submission waits for at most one
     // chunk, not for the whole pass).
-    for (int i = 0; i < 100 && handlers_waiting_.load() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    LetWaitingHandlersIn();
     MutexLock lock(mu_);
     TimeMs now = clock_.Now();
     Plan plan;

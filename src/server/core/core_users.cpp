@@ -114,10 +114,10 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
       return Status::Invalid("this job could never start: " + check.Find(0)->why);
     }
   }
-  if (capped) {
-    reserved_pending_[request.user] += request.count;
-    writer.reserved_pending = request.count;
-  }
+  // Every admitted submission is counted until it is applied (for a capped user, against their
+  // cap): the users with submissions in flight are those a `cancel --all` must remember.
+  reserved_pending_[request.user] += request.count;
+  writer.reserved_pending = request.count;
   return Status::Ok();
 }
 
@@ -184,6 +184,13 @@ void Core::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
     } else {
       ApplySubmitted(*w, (*stored)[i], now);
     }
+  }
+  // A user with no submission in flight now needs no cancel --all epoch: it only catches
+  // submissions received before it and applied after (cancel_.user_seq stays bounded by the users
+  // with submissions in flight, whatever names a node may speak for).
+  for (SubmitQueue::Entry* entry : group) {
+    const std::string& user = static_cast<SubmitWriter*>(entry)->request->user;
+    if (!reserved_pending_.count(user)) cancel_.user_seq.erase(user);
   }
   if (stored.ok() && !writing.empty()) RequestPassLocked();
 }
@@ -313,6 +320,9 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   // 0.8 s). The first chunk also takes the cancel epochs and the list of jobs, under one hold: a
   // submission applied after it is either listed or cancelled by its epoch on apply.
   for (size_t next = 0, chunk = 0; chunk == 0 || next < ids.size(); ++chunk) {
+    // Requests that waited for the lock during the last chunk take it first: each waits for one
+    // chunk at most, however many jobs the cancel ends.
+    if (chunk > 0) LetWaitingHandlersIn();
     HandlerLock lock(this);
     TimeMs now = clock_.Now();
     Plan plan;
@@ -320,7 +330,11 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
     if (chunk == 0) {
       plan.cancel_before = cancel_;
       if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
-      if (request.all && !request.all_users) cancel_.user_seq[request.user] = ++cancel_.seq;
+      // A user's epoch matters only to their submissions in flight (ApplyGroupLocked forgets it
+      // with their last one).
+      if (request.all && !request.all_users && reserved_pending_.count(request.user)) {
+        cancel_.user_seq[request.user] = ++cancel_.seq;
+      }
       ids = CancelTargets(request);
     }
     const size_t cancelled_before = answer.cancelled.size();

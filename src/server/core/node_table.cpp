@@ -57,4 +57,16 @@ const std::vector<sched::NodeView>& NodeTable::CapacityViews() {
   return capacity_views_;
 }
 
+bool NodeTable::Forget(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return false;
+  const NodeRuntime& node = it->second;
+  bool holds = node.cpus_used != 0 || node.memory_used != 0;
+  for (const auto& [index, milli] : node.gpu_used) holds = holds || milli != 0;
+  if (node.row.state != NodeState::kDown || holds || !node.session.empty()) return false;
+  nodes_.erase(it);
+  capacity_stale_ = true;
+  return true;
+}
+
 }  // namespace berth

@@ -42,7 +42,8 @@ class NodeTable {
  public:
   using Map = std::map<std::string, NodeRuntime>;
 
-  // The nodes by name, to walk or look up (a node is added with Add, removed only by Restore).
+  // The nodes by name, to walk or look up (a node is added with Add, removed by Restore and
+  // Forget).
   Map::iterator begin() { return nodes_.begin(); }
   Map::iterator end() { return nodes_.end(); }
   Map::const_iterator begin() const { return nodes_.begin(); }
@@ -56,6 +57,9 @@ class NodeTable {
   NodeRuntime& Add(const std::string& name);
   // Puts back a node as it was before a change whose commit failed (nullopt: it did not exist).
   void Restore(const std::string& name, std::optional<NodeRuntime> before);
+  // Forgets a node gone for good (its row stays in the store): only one that is down, holds
+  // nothing and has no session. Answers whether it went.
+  bool Forget(const std::string& name);
   // A node's capacity, state or drain changed: the capacity views are rebuilt when next read.
   void CapacityChanged() { capacity_stale_ = true; }
 

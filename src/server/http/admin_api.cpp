@@ -168,7 +168,7 @@ net::HttpResponse Server::HandleSetNodeUsers(const net::HttpRequest& req, const 
 }
 
 net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Principal& by) {
-  auto revoked = accounts_->RevokeNode(by, node);
+  auto revoked = accounts_->RevokeNode(by, node, core_->NodeLastSeen(node).has_value());
   if (!revoked.ok()) return ErrorResponse(revoked.status());
   // Its agent's session ends now: its calls fail from here on (it cannot register again), and
   // its lease runs out as any silent node's does.

@@ -31,7 +31,7 @@ net::HttpResponse Server::HandleJoin(const net::HttpRequest& req, const Principa
     return ErrorResponse(Status::Invalid("join: body must be {\"node\": NAME}"));
   }
   const std::string node(body->as_object().at("node").as_string());
-  auto created = accounts_->JoinNode(by, node);
+  auto created = accounts_->JoinNode(by, node, core_->NodeLastSeen(node));
   if (!created.ok()) return ErrorResponse(created.status());
   LogInfo("node {} joined with {} and holds credential {}", node, by.via, created->row.name);
   return JsonResponse(

@@ -763,13 +763,18 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
   auto fired = std::make_shared<std::atomic<bool>>(false);
   auto again = [this, id, req, by, res, fired]() {
     if (fired->exchange(true)) return;
-    read_exec_->Post([this, id, req, by, res] {
-      net::HttpRequest now = req;
-      // Moved in rather than assigned from a literal, which gcc 12 warns about (-Wrestrict, a
-      // false positive) in the release build.
-      now.query.insert_or_assign("wait_ms", std::string("0"));
-      HandleLogs(id, now, by, res);
-    });
+    // Within the executor's cap like any request: a flood of followers is answered busy (the CLI
+    // asks again), not queued without bound.
+    const bool queued = read_exec_->TryPost(
+        [this, id, req, by, res] {
+          net::HttpRequest now = req;
+          // Moved in rather than assigned from a literal, which gcc 12 warns about (-Wrestrict,
+          // a false positive) in the release build.
+          now.query.insert_or_assign("wait_ms", std::string("0"));
+          HandleLogs(id, now, by, res);
+        },
+        Server::kMaxQueuedRequests);
+    if (!queued) res->Send(BusyResponse());
   };
   auto waiter = core_->AddLogWaiter(id, attempt, again);
   if (!waiter) {  // ended (or moved to another attempt) meanwhile
@@ -785,10 +790,14 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
     // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
     // On the read executor: that takes the core's lock, which an I/O thread must never wait for
     // (it would hold up every connection dealt to that thread, and the first one accepts them all).
-    read_exec_->Post([this, id, waiter, again] {
-      core_->RemoveLogWaiter(id, *waiter);
-      again();
-    });
+    const bool queued = read_exec_->TryPost(
+        [this, id, waiter, again] {
+          core_->RemoveLogWaiter(id, *waiter);
+          again();
+        },
+        Server::kMaxQueuedRequests);
+    // Busy: answered now; the waiter goes when the job writes or ends (the followers' own bound).
+    if (!queued) again();
   });
 }
 

@@ -126,6 +126,7 @@ Status Server::Start() {
   core.admission_charge_s = options_.admission_charge_s;
   core.reclaim_limit = options_.reclaim_limit;
   core.reclaim_window = options_.reclaim_window;
+  core.node_retention_ms = options_.node_retention_ms;
   core_ = std::make_unique<Core>(core, *store_, clock_, streams_);
   BERTH_RETURN_IF_ERROR(core_->Load());
   BERTH_RETURN_IF_ERROR(core_->LoadUsage());
@@ -310,6 +311,7 @@ void Server::HousekeepingLoop() {
     if (now >= next_collect) {
       next_collect = now + 10 * 60'000;
       CollectUploads();
+      core_->ForgetGoneNodes();
     }
     // Scheduling passes over a big queue build large short-lived snapshots, and request bursts
     // grow every handler thread's arena; give the memory back rather than keep each peak for ever

@@ -96,6 +96,7 @@ struct ServerOptions {
   // the unix socket count in the total only): net::HttpServerOptions'.
   size_t max_connections = 0;
   size_t max_connections_per_peer = 512;
+  DurationMs node_retention_ms = 7LL * 24 * 3'600'000;  // CoreOptions'
 };
 
 class Server {

@@ -111,4 +111,19 @@ TEST(Metrics, ConcurrentUpdatesAndScrapes) {
 }
 
 }  // namespace
+// Label values that come from requests (user names a node may make up) must not grow the series
+// without bound: past the cap, new values are counted together under "_other".
+TEST(Metrics, ACappedFamilyCountsNewSeriesPastItsCapTogether) {
+  CounterFamily f("f_total", "help", {"user", "team"}, 3);
+  f.Add({"a", "t"}, 1);
+  f.Add({"b", "t"}, 1);
+  f.Add({"c", "t"}, 1);
+  f.Add({"d", "t"}, 2);
+  f.Add({"e", "u"}, 3);
+  f.Add({"a", "t"}, 1);  // an existing series still counts on its own
+  EXPECT_EQ(f.Value({"a", "t"}), 2);
+  EXPECT_EQ(f.Value({"d", "t"}), 0);
+  EXPECT_EQ(f.Value({CounterFamily::kOther, CounterFamily::kOther}), 5);
+}
+
 }  // namespace berth::metrics

@@ -355,6 +355,36 @@ TEST_F(IdentityTest, AJoinTokenBuysOneNodeItsOwnCredential) {
   EXPECT_TRUE(accounts_->JoinNode(*joiner3, "n3").ok());
 }
 
+// A join token could take the name of a node that registers with the cluster token (no credential
+// of its own) once its lease lapsed: only live credentials were checked. A name the cluster knows
+// (within its node retention) is refused unless it has had a credential, and an admin frees it.
+TEST_F(IdentityTest, AJoinNeverTakesTheNameOfANodeOnTheClusterToken) {
+  auto reusable = accounts_->CreateJoinToken(Admin(), NewJoinToken{.reusable = true});
+  ASSERT_TRUE(reusable.ok());
+  auto joiner = identity_->Identify(Bearer(reusable->secret));
+  ASSERT_TRUE(joiner.ok());
+  const TimeMs seen = clock_.Now() - 3'600'000;
+  auto taken = accounts_->JoinNode(*joiner, "legacy", seen);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.status().code(), Code::kConflict);
+  EXPECT_NE(taken.status().message().find("registers with the cluster token"), std::string::npos);
+  EXPECT_NE(taken.status().message().find("berth admin node revoke legacy"), std::string::npos);
+  // The admin frees the name (there is no credential to revoke: a revoked placeholder says so),
+  // also across a restart; then it may join.
+  EXPECT_EQ(accounts_->RevokeNode(Admin(), "legacy").status().code(), Code::kNotFound);
+  auto freed = accounts_->RevokeNode(Admin(), "legacy", /*known=*/true);
+  ASSERT_TRUE(freed.ok()) << freed.status().message();
+  ASSERT_EQ(freed->size(), 1u);
+  EXPECT_TRUE(freed->front().revoked_at);
+  Reload();
+  joiner = identity_->Identify(Bearer(reusable->secret));
+  ASSERT_TRUE(joiner.ok());
+  auto joined = accounts_->JoinNode(*joiner, "legacy", seen);
+  ASSERT_TRUE(joined.ok()) << joined.status().message();
+  // A name the cluster does not know (never registered, or forgotten past the retention) joins.
+  EXPECT_TRUE(accounts_->JoinNode(*joiner, "brand-new", std::nullopt).ok());
+}
+
 // A node's credential allowed any user ("*") may speak for a user of its machine (its user socket)
 // as the cluster token may — capped at operator, never for a built-in admin — and the principal
 // says which node vouched.
