@@ -115,9 +115,12 @@ class FakeConnection final : public AgentConnection {
   }
 
   // Frames of the blobs the test added (AddBlob), whole from each offset; NotFound for others.
+  // Blocks while blobs are held (HoldBlobs).
   Result<std::string> FetchBlobs(const BlobFetch& fetch) override {
     std::unique_lock lock(mu_);
     ++blob_fetches_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !hold_blobs_; });
     std::string body;
     for (const auto& [digest, offset] : fetch.want) {
       auto it = blobs_.find(digest);
@@ -217,6 +220,15 @@ class FakeConnection final : public AgentConnection {
     specs_[spec_id] = std::move(text);
   }
   // While held, GetSpec blocks (a slow server): the launch stays between queue and start.
+  void HoldBlobs() {
+    std::lock_guard lock(mu_);
+    hold_blobs_ = true;
+  }
+  void ReleaseBlobs() {
+    std::lock_guard lock(mu_);
+    hold_blobs_ = false;
+    cv_.notify_all();
+  }
   void HoldSpecs() {
     std::lock_guard lock(mu_);
     hold_specs_ = true;
@@ -352,6 +364,7 @@ class FakeConnection final : public AgentConnection {
   int sessions_ = 0;
   int spec_requests_ = 0;
   bool hold_specs_ = false;
+  bool hold_blobs_ = false;
   std::deque<proto::WatchMessage> queue_;
   bool end_stream_ = false;
   bool abort_pending_ = false;

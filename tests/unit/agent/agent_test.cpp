@@ -70,6 +70,7 @@ class AgentTest : public ::testing::Test {
 
   ~AgentTest() override {
     connection_.ReleaseSpecs();  // a launcher thread held in GetSpec would keep Run() from ending
+    connection_.ReleaseBlobs();  // nor one held fetching uploads
     launcher_.ReleaseStarts();   // nor one held in Start
     if (agent_) {
       agent_->RequestStop();
@@ -379,6 +380,54 @@ TEST_F(AgentTest, TheSpecCacheKeepsWhatWasUsedLast) {
   ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 13; }, kTimeoutMs));
   EXPECT_EQ(ReadRunPlan(JobDir("2-1-0"))->run, "echo sweep");
   EXPECT_EQ(connection_.spec_requests(), 0);
+}
+
+// Specs were kept by count only (1,024), and a spec's text may be as big as the server's body limit:
+// the cache could hold gigabytes. It is bounded by bytes too: three specs of 25 MiB pass 64 MiB,
+// and the one used longest ago is fetched again when a launch needs it. (These specs are too big to
+// run, an environment of 25 MiB: each launch fails saying so, which is all this test needs.)
+TEST_F(AgentTest, TheSpecCacheIsBoundedByBytes) {
+  StartAgent();
+  const std::string big = R"({"run":"true","envs":{"PAD":")" + std::string(25 << 20, 'x') + "\"}}";
+  for (int64_t id = 100; id < 103; ++id) {
+    connection_.AddSpec(id, big);
+    connection_.Push(proto::SpecMessage{id, big});
+  }
+  ASSERT_TRUE(WaitFor([&] { return connection_.delivered() >= 3; }, kTimeoutMs));
+  proto::LaunchMessage newest = LaunchOf({1, 1, 0}, {});
+  newest.spec_id = 102;
+  connection_.Push(newest);
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(connection_.spec_requests(), 0) << "the newest is cached";
+  proto::LaunchMessage oldest = LaunchOf({2, 1, 0}, {});
+  oldest.spec_id = 100;
+  connection_.Push(oldest);
+  ASSERT_TRUE(WaitForReport({2, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(connection_.spec_requests(), 1) << "the oldest went, past the byte cap";
+  EXPECT_NE(Reported({2, 1, 0}, ReportEvent::kExited)->reason.find("can hold at most 128 KiB"),
+            std::string::npos);
+}
+
+// A job whose workdir must be fetched held up every launch behind it while it was fetched (for
+// ever, when the fetch could not end). Launches that need uploads go on a lane of their own: job 2
+// starts while job 1's fetch waits; a cancel of job 1 ends its fetch, which reports it never ran.
+TEST_F(AgentTest, AFetchOfUploadsHoldsUpNoOtherLaunch) {
+  connection_.HoldBlobs();
+  StartAgent();
+  const std::string manifest(64, 'a');
+  connection_.Push(proto::SpecMessage{9, R"({"run":"true","workdir_upload":")" + manifest + "\"}"});
+  proto::LaunchMessage fetching = LaunchOf({1, 1, 0}, {});
+  fetching.spec_id = 9;
+  connection_.Push(fetching);
+  ASSERT_TRUE(WaitFor([&] { return connection_.blob_fetches() == 1; }, kTimeoutMs));
+  connection_.Push(LaunchOf({2, 1, 0}, {}));
+  ASSERT_TRUE(WaitFor([&] { return launcher_.starts().size() == 1; }, kTimeoutMs));
+  EXPECT_EQ(launcher_.starts()[0], JobDir("2-1-0"));
+  connection_.Push(StopOf({1, 1, 0}));
+  ASSERT_TRUE(WaitFor([&] { return connection_.delivered() >= 4; }, kTimeoutMs));
+  connection_.ReleaseBlobs();
+  ASSERT_TRUE(WaitForReport({1, 1, 0}, ReportEvent::kExited));
+  EXPECT_EQ(launcher_.starts().size(), 1u) << "the cancelled job never started";
 }
 
 // The spec of job 3 is slow to come, so job 4's launch waits in the queue behind it; then job 4 is
