@@ -247,6 +247,15 @@ int NodeUsers(const GlobalFlags& g, const std::string& node, const std::string& 
 int NodeRevoke(const GlobalFlags& g, const std::string& node) {
   auto res = CallServer(g, "POST", "/v1/admin/nodes/" + net::UrlEncode(node) + "/revoke");
   if (!res.ok()) return Fail(res.status());
+  if (res->is_object() && res->as_object().contains("freed") &&
+      res->as_object().at("freed").is_bool() && res->as_object().at("freed").as_bool()) {
+    fmt::print(
+        "Node {} had no credential of its own (it registers with the cluster token): its name is "
+        "free for a join now and its session ended. Stop its agent, or it registers again with "
+        "the cluster token.\n",
+        node);
+    return 0;
+  }
   fmt::print(
       "Node {}'s credential is revoked and its session ended: its agent can no longer act as "
       "it. Its jobs end when its lease runs out. To bring the node back, give it a new join "

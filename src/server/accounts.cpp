@@ -282,8 +282,8 @@ Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const st
   if (revoked.ok() || revoked.status().code() != Code::kNotFound || !known) return revoked;
   // A node of the cluster token's: a revoked placeholder marks its name as freed for a join.
   BERTH_RETURN_IF_ERROR(NeedRole(by, Role::kAdmin, "revoking a node's credential"));
-  CreatedToken freed =
-      NewSecret(std::string(kNodeSubject) + node, "node-" + RandomHex(4), std::nullopt, by.user);
+  CreatedToken freed = NewSecret(std::string(kNodeSubject) + node,
+                                 std::string(kFreedNodeName) + RandomHex(4), std::nullopt, by.user);
   freed.row.revoked_at = now;
   Batch batch;
   batch.tokens.push_back(freed.row);
@@ -292,7 +292,8 @@ Result<std::vector<TokenRow>> Accounts::RevokeNode(const Principal& by, const st
   MutexLock changes(changes_mu_);
   MutexLock lock(mu_);
   Status st = CommitReleasingLock(batch);
-  if (!st.ok()) return Status::Unavailable("the node revoke could not be recorded: " + st.message());
+  if (!st.ok())
+    return Status::Unavailable("the node revoke could not be recorded: " + st.message());
   AddToken(freed.row);
   return std::vector<TokenRow>{freed.row};
 }

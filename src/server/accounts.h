@@ -130,6 +130,9 @@ class Accounts {
   static constexpr std::string_view kJoinSubject = "join:";  // kJoinOnce, kJoinReusable
   static constexpr std::string_view kJoinOnce = "join:once";
   static constexpr std::string_view kJoinReusable = "join:reusable";
+  // The name's prefix of the revoked placeholder that frees a cluster-token node's name
+  // (RevokeNode).
+  static constexpr std::string_view kFreedNodeName = "node-freed-";
 
   // A join token (admin only; audited).
   Result<CreatedToken> CreateJoinToken(const Principal& by, const NewJoinToken& request)

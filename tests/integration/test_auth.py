@@ -88,6 +88,40 @@ class AuthTest(BerthTestCase):
         _, out, _ = b.run("logs", jobs[-1]["id"], "--server", url, "--token", token)
         self.assertEqual(out, "by flag\n")
 
+    def test_a_stranger_spends_no_memory_and_connections_are_capped(self):
+        """Eight unauthenticated connections declaring 64 MiB bodies took a server from 69 to 561 MB:
+        bodies were read whole before anyone asked who sent them. Now each is answered 401 from its
+        headers, its body unread, and connections past the cap are refused, 503, naming the limit."""
+        import socket
+        import time
+        server = self.b.start_server(extra=["--require-token", "--max-connections", "16"])
+        port = int(server.url.rsplit(":", 1)[1])
+        answers = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 67108000\r\n\r\n")
+            start = time.monotonic()
+            data = s.recv(4096).decode(errors="replace")
+            answers.append((time.monotonic() - start, data))
+            s.close()
+        for elapsed, data in answers:
+            self.assertTrue(data.startswith("HTTP/1.1 401"), data)
+            self.assertIn("token", data)
+            self.assertLess(elapsed, 5)  # answered at once, not after a body that never comes
+        # Past 16 open connections, the 17th is refused and closed.
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(16)]
+        self.addCleanup(lambda: [h.close() for h in held])
+        self.b.wait_until(lambda: self.refused(port), 10, message="a refusal past the cap")
+
+    @staticmethod
+    def refused(port):
+        import socket
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            data = s.recv(4096).decode(errors="replace")
+        return data.startswith("HTTP/1.1 503") and "--max-connections" in data
+
     def test_generated_cluster_token(self):
         b = self.b
         state = self.path("state")

@@ -417,12 +417,14 @@ class ContainerTest(BerthTestCase):
         """The container got the job's HOME mounted, whatever that variable said: `envs: {HOME: DIR}`
         mounted any directory past the node's mount policy (box allows none). Only the user's real
         home is mounted now."""
+        # The user's own directory (podman itself keeps its config under the task's HOME), outside
+        # the home and the work dir: the policy lets no container mount it.
         secret = self.path("not-allowed")
         os.makedirs(secret)
         with open(os.path.join(secret, "secret.txt"), "w") as f:
             f.write("root's secret\n")
-        os.chmod(secret, 0o755)
         os.chmod(os.path.join(secret, "secret.txt"), 0o644)
+        os.chown(secret, self.user.pw_uid, self.user.pw_gid)
         job = self.submit(self.task([f"cat {secret}/secret.txt || echo not-mounted",
                                      f"test -d {self.user.pw_dir} && echo real-home-mounted"],
                                     extra=f"  HOME: {secret}\n"))

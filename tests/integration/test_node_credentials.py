@@ -24,6 +24,27 @@ class NodeCredentialsTest(BerthTestCase):
         _, out, _ = self.b.run("admin", "node", "join-token", "--json", *extra, env=env)
         return json.loads(out)["token"]
 
+    def test_a_join_never_takes_a_cluster_token_nodes_name(self):
+        """A join token could take the name of a node that registers with the cluster token once its
+        lease lapsed. The name stays its own while the cluster remembers it; an admin frees it."""
+        b = self.b
+        server = b.start_server(extra=["--require-token", "--lease", "1s"])
+        url = server.url
+        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
+        legacy = b.start_agent(url, name="legacy", gpus="",
+                               extra=["--token-file", os.path.join(server.state_dir, "token")])
+        b.wait_nodes_up(["legacy"], env=env)
+        legacy.kill(signal.SIGKILL)
+        b.wait_until(lambda: b.nodes(env=env)[0]["state"] == "DOWN", 30, message="legacy's lease to lapse")
+        join = self.join_token(env, "--reusable")
+        status, body, _ = http("POST", url + "/v1/agent/join", json.dumps({"node": "legacy"}), token=join)
+        self.assertEqual(status, 409, body)
+        self.assertIn("registers with the cluster token", body["error"])
+        self.assertIn("berth admin node revoke legacy", body["error"])
+        b.run("admin", "node", "revoke", "legacy", env=env)
+        status, body, _ = http("POST", url + "/v1/agent/join", json.dumps({"node": "legacy"}), token=join)
+        self.assertEqual(status, 201, body)
+
     def test_a_node_touches_only_its_own_jobs(self):
         b = self.b
         server = b.start_server(extra=["--require-token"])

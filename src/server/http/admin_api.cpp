@@ -174,8 +174,13 @@ net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Princi
   // its lease runs out as any silent node's does.
   core_->EndSession(node);
   json::array names;
-  for (const TokenRow& row : *revoked) names.push_back(json::string(row.name));
-  return JsonResponse(200, json::object{{"node", node}, {"revoked", std::move(names)}});
+  bool freed = false;
+  for (const TokenRow& row : *revoked) {
+    names.push_back(json::string(row.name));
+    freed = freed || row.name.starts_with(Accounts::kFreedNodeName);
+  }
+  return JsonResponse(
+      200, json::object{{"node", node}, {"revoked", std::move(names)}, {"freed", freed}});
 }
 
 net::HttpResponse Server::HandleListTokens(const Principal& by) {
