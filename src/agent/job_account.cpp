@@ -68,9 +68,8 @@ bool RemoveTreeAsOwner(const std::string& path) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(st.st_gid) != 0 || ::setuid(st.st_uid) != 0) {
       _exit(126);
     }
-    const char* argv[] = {
-        "sh", "-c", "chmod -R u+rwx -- \"$0\" 2>/dev/null; exec rm -rf -- \"$0\"", path.c_str(),
-        nullptr};
+    const char* argv[] = {"sh", "-c", "chmod -R u+rwx -- \"$0\" 2>/dev/null; exec rm -rf -- \"$0\"",
+                          path.c_str(), nullptr};
     ::execv("/bin/sh", const_cast<char**>(argv));
     _exit(127);
   }

@@ -149,8 +149,7 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--upload-quota and --upload-min-free: expected GiB, at least 0");
   }
   options.upload_quota.per_user_bytes = static_cast<int64_t>(flags.upload_quota_gib * (1 << 30));
-  options.upload_quota.min_free_bytes =
-      static_cast<int64_t>(flags.upload_min_free_gib * (1 << 30));
+  options.upload_quota.min_free_bytes = static_cast<int64_t>(flags.upload_min_free_gib * (1 << 30));
   if (flags.max_connections < 0 || flags.max_connections_per_peer < 1) {
     return Status::Invalid(
         "--max-connections (0: from the open-file limit) and --max-connections-per-peer (at "

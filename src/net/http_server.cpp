@@ -837,8 +837,8 @@ class Session : public Closable, public std::enable_shared_from_this<Session<Str
   const Handler& handler_;
   const HttpServerOptions& options_;
   OpenConnections& connections_;
-  const PeerInfo peer_;  // filled at accept
-  std::shared_ptr<void> slot_;  // the connection's (ConnectionSlots); a WebSocket takes it over
+  const PeerInfo peer_;             // filled at accept
+  std::shared_ptr<void> slot_;      // the connection's (ConnectionSlots); a WebSocket takes it over
   std::shared_ptr<void> admitted_;  // Admission::hold of the request whose body is being read
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::request<http::string_body>> upgrade_request_;  // a WebSocket upgrade's
@@ -1032,10 +1032,10 @@ struct HttpServer::Impl {
     std::string why;
     std::shared_ptr<void> slot = slots->Take(peer, &why);
     if (!slot) {
-      LogWarn("connection from {} refused: {}",
-              peer.transport == PeerInfo::Transport::kUnix ? "the unix socket"
-                                                           : peer.remote_address,
-              why);
+      LogWarn(
+          "connection from {} refused: {}",
+          peer.transport == PeerInfo::Transport::kUnix ? "the unix socket" : peer.remote_address,
+          why);
       RefuseConnection(socket, tls, why);
     }
     return slot;

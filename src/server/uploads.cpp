@@ -16,8 +16,7 @@ constexpr int64_t kMaxManifestBytes = 64 << 20;
 
 }  // namespace
 
-Uploads::Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits,
-                 UploadQuota quota)
+Uploads::Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits, UploadQuota quota)
     : blobs_(std::move(blobs)), limits_(limits), quota_(quota) {}
 
 Status Uploads::CheckRoom(const std::string& user, int64_t incoming) {
@@ -135,9 +134,9 @@ Result<Uploads::Registered> Uploads::RegisterManifest(const std::string& user,
     if (!stored.ok()) return stored.status();
     for (size_t i = 0; i < part.size(); ++i) {
       if ((*stored)[i] != sizes[part[i]]) {
-        return Status::Invalid(fmt::format(
-            "the manifest says blob {} is {} bytes, but the one uploaded is {}", part[i],
-            sizes[part[i]], (*stored)[i]));
+        return Status::Invalid(
+            fmt::format("the manifest says blob {} is {} bytes, but the one uploaded is {}",
+                        part[i], sizes[part[i]], (*stored)[i]));
       }
     }
   }

@@ -41,8 +41,7 @@ class Uploads {
   static constexpr size_t kMaxAskedDigests = 20'000;
   static constexpr size_t kMaxReadBytes = 8 << 20;
 
-  Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits,
-          UploadQuota quota = {});
+  Uploads(std::unique_ptr<BlobStore> blobs, upload::ManifestLimits limits, UploadQuota quota = {});
 
   // Of `digests`, those `user` has not uploaded.
   Result<std::vector<std::string>> Missing(const std::string& user,

@@ -102,11 +102,10 @@ class PgBlobStore final : public BlobStore {
                       offset, *received));
     }
     if (!data.empty()) {
-      BERTH_RETURN_IF_ERROR(
-          db_->Run("INSERT INTO upload_pieces(owner, digest, start, data, stored_ms) VALUES ($1, "
-                   "$2, $3, decode($4, 'hex'), $5)",
-                   PgParams().Add(owner).Add(digest).Add(offset).Add(HexEncode(data)).Add(
-                       clock_.Now())));
+      BERTH_RETURN_IF_ERROR(db_->Run(
+          "INSERT INTO upload_pieces(owner, digest, start, data, stored_ms) VALUES ($1, "
+          "$2, $3, decode($4, 'hex'), $5)",
+          PgParams().Add(owner).Add(digest).Add(offset).Add(HexEncode(data)).Add(clock_.Now())));
     }
     const int64_t total = offset + static_cast<int64_t>(data.size());
     if (last) {
@@ -143,9 +142,9 @@ class PgBlobStore final : public BlobStore {
     auto array = DigestArray(digests);
     if (!array.ok()) return array.status();
     MutexLock lock(mu_);
-    Result<PgResult> r = db_->Query(
-        "SELECT digest, size FROM upload_blobs WHERE digest = ANY($1::text[])",
-        PgParams().Add(*array));
+    Result<PgResult> r =
+        db_->Query("SELECT digest, size FROM upload_blobs WHERE digest = ANY($1::text[])",
+                   PgParams().Add(*array));
     if (!r.ok()) return r.status();
     std::map<std::string_view, int64_t> found;
     for (int i = 0; i < r->rows(); ++i) found.emplace(r->TextView(i, 0), r->Int(i, 1));

@@ -76,10 +76,11 @@ Status CheckOwnOrigin(const net::HttpRequest& request) {
     }
   }
   if (origin.empty() || host.empty() || rest.size() == origin.size() || rest != host) {
-    return Status::Forbidden("a WebSocket opened with a dashboard session must come from the "
-                             "server's own page (Origin " +
-                             (origin.empty() ? std::string("missing") : origin) + ", Host " +
-                             (host.empty() ? std::string("missing") : host) + ")");
+    return Status::Forbidden(
+        "a WebSocket opened with a dashboard session must come from the "
+        "server's own page (Origin " +
+        (origin.empty() ? std::string("missing") : origin) + ", Host " +
+        (host.empty() ? std::string("missing") : host) + ")");
   }
   return Status::Ok();
 }

@@ -112,8 +112,8 @@ Status Server::Start() {
                    ? OpenFileBlobStore(options_.state_dir + "/uploads", clock_)
                    : OpenPgBlobStore(options_.upload_store, clock_);
   if (!blobs.ok()) return blobs.status();
-  uploads_ = std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits,
-                                       options_.upload_quota);
+  uploads_ =
+      std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits, options_.upload_quota);
   CoreOptions core;
   core.lease_ms = options_.lease_ms;
   core.kill_grace_ms = options_.kill_grace_ms;

@@ -382,10 +382,10 @@ TEST_F(AgentTest, TheSpecCacheKeepsWhatWasUsedLast) {
   EXPECT_EQ(connection_.spec_requests(), 0);
 }
 
-// Specs were kept by count only (1,024), and a spec's text may be as big as the server's body limit:
-// the cache could hold gigabytes. It is bounded by bytes too: three specs of 25 MiB pass 64 MiB,
-// and the one used longest ago is fetched again when a launch needs it. (These specs are too big to
-// run, an environment of 25 MiB: each launch fails saying so, which is all this test needs.)
+// Specs were kept by count only (1,024), and a spec's text may be as big as the server's body
+// limit: the cache could hold gigabytes. It is bounded by bytes too: three specs of 25 MiB pass 64
+// MiB, and the one used longest ago is fetched again when a launch needs it. (These specs are too
+// big to run, an environment of 25 MiB: each launch fails saying so, which is all this test needs.)
 TEST_F(AgentTest, TheSpecCacheIsBoundedByBytes) {
   StartAgent();
   const std::string big = R"({"run":"true","envs":{"PAD":")" + std::string(25 << 20, 'x') + "\"}}";

@@ -112,8 +112,8 @@ TEST_F(NodeUploadsTest, ABlobThatEndsBeforeItsManifestsSizeFailsTheBuild) {
 TEST_F(NodeUploadsTest, ACancelledBuildStopsFetching) {
   NodeUploads uploads(dir_.File("cache"), 1 << 20);
   std::string manifest = Publish({{"a", "x\n"}});
-  auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt,
-                             [] { return true; });
+  auto built =
+      uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt, [] { return true; });
   ASSERT_FALSE(built.ok());
   EXPECT_NE(built.status().message().find("stopped"), std::string::npos);
   EXPECT_EQ(conn_.blob_fetches(), 0);

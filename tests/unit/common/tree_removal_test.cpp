@@ -42,8 +42,8 @@ TEST(TreeRemovalTest, RemovesLinksNotWhatTheyPointAt) {
 }
 
 // The race a walk by path loses: between the look at an entry (a directory) and its opening, its
-// owner swaps it for a link to a directory of root's. Opened with O_NOFOLLOW relative to its parent,
-// the link is removed and the directory it points at is not entered.
+// owner swaps it for a link to a directory of root's. Opened with O_NOFOLLOW relative to its
+// parent, the link is removed and the directory it points at is not entered.
 TEST(TreeRemovalTest, ADirectorySwappedForALinkMidWalkIsNotFollowed) {
   TempDir dir;
   const std::string victim = dir.File("victim");

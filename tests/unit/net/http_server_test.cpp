@@ -536,8 +536,9 @@ TEST(HttpServerAdmission, ARefusedRequestIsAnsweredBeforeItsBodyIsRead) {
   EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
   // Admitted, but over the limit admitted: 413, unread.
   RawSocket t = RawSocket::Tcp("127.0.0.1", server.port());
-  ASSERT_TRUE(t.Send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n"
-                     "Content-Length: 60000000\r\n\r\n"));
+  ASSERT_TRUE(
+      t.Send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n"
+             "Content-Length: 60000000\r\n\r\n"));
   std::string over = t.ReadUntil("limit for this request is 100 bytes", 5'000);
   EXPECT_EQ(StatusOf(over), 413) << over;
   // Within it: handled.

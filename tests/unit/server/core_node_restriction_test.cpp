@@ -153,7 +153,8 @@ TEST_F(NodeRestrictionTest, ADyingGangIsHeldRankByRankByTheNodesThatRunIt) {
   for (const auto& g : Stored(gang).placement) rank_on[g.node] = g.rank;
   ASSERT_TRUE(core_->Requeue(gang, "alice", false).ok());
   for (const std::string node : {"n1", "n2"}) {
-    ASSERT_TRUE(Report(node, {Entry(gang, 1, rank_on[node], proto::ReportEvent::kExited, 143)}).ok());
+    ASSERT_TRUE(
+        Report(node, {Entry(gang, 1, rank_on[node], proto::ReportEvent::kExited, 143)}).ok());
   }
   ASSERT_TRUE(core_->RunPass());
   ASSERT_EQ(Stored(gang).attempt, 2);

@@ -476,8 +476,10 @@ TEST_F(IdentityTest, BodiesAreAdmittedByWhoSendsThemAndWhere) {
   auto submit = admission.Admit(head(alice, "POST", "/v1/jobs", 60'000'000));
   EXPECT_FALSE(submit.refuse);
   EXPECT_EQ(submit.max_body_bytes, 64u << 20);
-  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/uploads/blobs", 10)).max_body_bytes, 64u << 20);
-  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/admin/teams/ml", 10)).max_body_bytes, 1u << 20);
+  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/uploads/blobs", 10)).max_body_bytes,
+            64u << 20);
+  EXPECT_EQ(admission.Admit(head(alice, "POST", "/v1/admin/teams/ml", 10)).max_body_bytes,
+            1u << 20);
   // A second 60 MB body while the first is being read is past alice's 100 MB: 503, try again.
   auto second = admission.Admit(head(alice, "POST", "/v1/jobs", 60'000'000));
   ASSERT_TRUE(second.refuse);

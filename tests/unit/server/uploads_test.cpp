@@ -105,8 +105,8 @@ TEST_F(UploadsTest, RetentionCollectsWhatNoLiveJobUsesAndNobodyTouched) {
   EXPECT_FALSE(Has("alice", live->digest));
 }
 
-// A manifest whose entry said its file was bigger than the blob uploaded was accepted, and each node
-// that fetched it asked for the missing bytes for ever (about 3,600 requests a second), its
+// A manifest whose entry said its file was bigger than the blob uploaded was accepted, and each
+// node that fetched it asked for the missing bytes for ever (about 3,600 requests a second), its
 // launches stuck. The size is checked at registration now.
 TEST_F(UploadsTest, AManifestMustGiveEachFileTheSizeItWasUploadedWith) {
   Send("alice", "twelve bytes");
@@ -136,8 +136,8 @@ TEST_F(UploadsTest, AUsersUploadsStayWithinTheirQuotaAndTheDisksFloor) {
   EXPECT_NE(over.status().message().find("quota of 1000 B per user"), std::string::npos)
       << over.status().message();
   // Pieces count too, as they come.
-  auto piece = uploads_->PutPiece("alice", upload::Sha256Hex(second), 0, second.substr(0, 500),
-                                  false, 600);
+  auto piece =
+      uploads_->PutPiece("alice", upload::Sha256Hex(second), 0, second.substr(0, 500), false, 600);
   ASSERT_FALSE(piece.ok());
   EXPECT_EQ(piece.status().code(), Code::kTooLarge);
   // Bob has a quota of his own.
