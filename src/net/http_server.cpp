@@ -993,10 +993,10 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         handler(std::move(h)),
         contexts(MakeContexts(std::max(1, options.threads))),
-        slots(std::make_shared<ConnectionSlots>(options.max_connections,
-                                                options.max_connections_per_peer)),
         tcp_acceptor(std::in_place, *contexts.front()),
-        unix_acceptor(std::in_place, *contexts.front()) {}
+        unix_acceptor(std::in_place, *contexts.front()),
+        slots(std::make_shared<ConnectionSlots>(options.max_connections,
+                                                options.max_connections_per_peer)) {}
 
   // Work left queued on the first context (RunAfter's timers) may hold responders of connections
   // on the others, so it is destroyed before them; the acceptors, on it too, before it.
