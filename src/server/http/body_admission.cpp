@@ -41,6 +41,9 @@ net::Admission BodyAdmission::Admit(const net::HttpRequest& head) {
   }
   out.max_body_bytes =
       TakesLargeBody(head.method, head.path) ? limits_.large_bytes : limits_.small_bytes;
+  // The cluster token (every node at once) and the server's own admins are not held to a budget:
+  // one sender for a whole cluster's agents would be refused for their sum.
+  if (who->is_node && who->node.empty()) return out;
   const size_t reserve = std::min(declared, out.max_body_bytes);
   std::string sender = who->is_node && !who->node.empty() ? "node " + who->node
                        : !who->user.empty()               ? who->user

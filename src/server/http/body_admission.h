@@ -4,7 +4,8 @@
 // or 403, as Identity says) at once: no login is needed to spend the server's memory otherwise.
 // An identified sender gets up to 1 MiB, or up to the server's body limit on the routes that take
 // big bodies (submissions, uploads, the agents' protocol), and at most `in_flight_per_sender` of
-// bodies being read at once (503 with Retry-After past it).
+// bodies being read at once (503 with Retry-After past it; a node's own credential is a sender, the
+// cluster token and the server's own admins are not held to it).
 //
 // Thread-safety: Admit is thread-safe (one internal mutex); the budget's entries exist only while
 // a body is being read (an entry goes with its last reservation), so the map is bounded by the
