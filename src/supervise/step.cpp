@@ -74,9 +74,16 @@ int RunStepChild(void* arg) {
   } else {
     ::setpgid(0, 0);
   }
-  // Dispositions are the child's own (no CLONE_SIGHAND); the mask is per thread.
-  ::signal(SIGTERM, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);
+  // Every disposition back to its default, as a login gives it (Slurm's stepd does the same): an
+  // ignored SIGINT or SIGQUIT would pass through exec to the job, from an agent started with `&`
+  // (which ignores both), and then Ctrl-C in `exec -it` or `timeout -s INT` could not stop it. They
+  // are the child's own (no CLONE_SIGHAND); the mask is per thread.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
