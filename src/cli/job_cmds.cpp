@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/arguments.h"
 #include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -26,16 +27,6 @@ int Fail(const Status& status) {
 }
 
 namespace {
-
-bool LooksLikeTaskFile(const std::string& arg) {
-  auto ends = [&](const char* suffix) {
-    std::string s(suffix);
-    return arg.size() >= s.size() && arg.compare(arg.size() - s.size(), s.size(), s) == 0;
-  };
-  std::error_code ec;
-  return ends(".yaml") || ends(".yml") ||
-         (std::filesystem::is_regular_file(arg, ec) && arg.find(' ') == std::string::npos);
-}
 
 std::string Time(const json::value& v, TimeMs now) {
   auto t = TimeFromJson(v);
@@ -855,7 +846,9 @@ int Update(const GlobalFlags& g, const UpdateFlags& f) {
 void AddExecCommand(CommandContext& c) {
   auto& exec_flags = c.Keep<ExecFlags>();
   auto* exec = c.app.add_subcommand("exec", "Submit a job: a task YAML, or a command after --");
-  exec->add_option("args", exec_flags.args, "task.yaml, or the command to run (put it after --)");
+  exec->add_option("args", exec_flags.args,
+                   "task.yaml, or the command to run: every word from its first on is the "
+                   "command's (berth's options go before it, or before --)");
   exec->add_flag(
       "-d,--detach", exec_flags.detach,
       "Return at once instead of streaming the output (or, for --num-jobs, the progress)");

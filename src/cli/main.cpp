@@ -8,7 +8,9 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "cli/arguments.h"
 #include "cli/command_context.h"
 
 namespace berth::cli {
@@ -78,10 +80,22 @@ int Main(int argc, char** argv, const Daemons& daemons) {
   for (const Command& cmd : kCommands) {
     if (!one || cmd.name == named) cmd.add(context);
   }
+  // --server and --token also before the command (`berth --server URL queue`).
+  context.AddGlobal(&app);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const size_t at = SubcommandIndex(app, args);
+  if (at < args.size() && args[at] == "exec") {
+    std::vector<std::string> rest(args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.end());
+    rest = MarkExecCommand(*app.get_subcommand("exec"), std::move(rest));
+    args.resize(at + 1);
+    args.insert(args.end(), rest.begin(), rest.end());
+  }
   try {
-    app.parse(argc, argv);
+    // CLI11 takes a vector of arguments last first.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ParseFailure(app, args, e);
   }
   return context.rc;
 }

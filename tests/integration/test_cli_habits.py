@@ -1,0 +1,43 @@
+"""The everyday commands as people type them (docs/user-guide.md).
+
+`berth exec python3 train.py -n 3` took `-n 3` for berth's own option: the job was named "3" and the
+script never got it. A command's words are its own from the first one on, as `docker run IMAGE CMD
+ARGS` and `srun CMD ARGS` read them. Usage errors name what was wrong and the nearest known name, and
+exit 2; `--server` is accepted before the command too.
+"""
+
+import json
+import os
+
+from harness import BerthTestCase
+
+
+class CliHabitsTest(BerthTestCase):
+
+    def test_options_after_the_command_are_the_commands(self):
+        b = self.b
+        server = b.start_server()
+        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
+        b.start_agent(server.url, name="node-0", gpus="",
+                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        b.wait_nodes_up(["node-0"], env=env)
+        script = self.write("train.py", "import sys\nprint('argv', sys.argv[1:])\n")
+        _, out, _ = b.run("exec", "-d", "--json", "-n", "mine", "python3", script, "-n", "3",
+                          "--lr", "0.1", env=env)
+        job = json.loads(out)["jobs"][0]
+        b.wait_status(job, "SUCCEEDED", timeout=60, env=env)
+        self.assertEqual(b.show(job, env=env)["name"], "mine")
+        self.assertIn("argv ['-n', '3', '--lr', '0.1']", b.run("logs", job, "--no-follow", env=env)[1])
+
+        # --server before the command; `berth queue` as the docs have it.
+        rc, out, err = b.run("--server", env["BERTH_SERVER"], "queue", "--json", check=False)
+        self.assertEqual(rc, 0, err)
+
+        # One style for usage errors: the command, what was wrong, the nearest name; exit 2.
+        for args, says in ((["queu"], "unknown command 'queu' (did you mean queue?)"),
+                           (["exec", "--gpu", "V100:1", "--", "echo", "hi"],
+                            "berth exec: unknown option --gpu (did you mean --gpus?)"),
+                           (["cancel", "abc"], "berth cancel: 'abc' is not a valid value of ids")):
+            rc, _, err = b.run(*args, env=env, check=False)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(says, err)
