@@ -140,13 +140,12 @@ int ParseFailure(const CLI::App& app, const std::vector<std::string>& args,
       return Usage(path, "say which command (" + (path.empty() ? "berth" : "berth " + path) +
                              " --help lists them)");
     }
-    const std::vector<const CLI::App*> found = command->get_subcommands(
-        [&](const CLI::App* sub) { return sub->get_name() == rest[at]; });
+    const std::vector<const CLI::App*> found =
+        command->get_subcommands([&](const CLI::App* sub) { return sub->get_name() == rest[at]; });
     const CLI::App* sub = found.empty() ? nullptr : found.front();
     if (sub == nullptr) {
-      return Usage(path, "unknown command '" + rest[at] + "'" + DidYouMean(rest[at], names) +
-                             "; " + (path.empty() ? "berth" : "berth " + path) +
-                             " --help lists them");
+      return Usage(path, "unknown command '" + rest[at] + "'" + DidYouMean(rest[at], names) + "; " +
+                             (path.empty() ? "berth" : "berth " + path) + " --help lists them");
     }
     command = sub;
     path += (path.empty() ? "" : " ") + sub->get_name();

@@ -1,6 +1,6 @@
-// How `berth`'s command line is read around CLI11: the command of `berth exec` is everything from its
-// first word on (never berth's options), and every usage error is said one way — the command, what
-// was wrong, the nearest known name — with exit status 2.
+// How `berth`'s command line is read around CLI11: the command of `berth exec` is everything from
+// its first word on (never berth's options), and every usage error is said one way — the command,
+// what was wrong, the nearest known name — with exit status 2.
 //
 // Thread-safety: none needed (pure functions of their arguments, run on the CLI's one thread).
 #pragma once

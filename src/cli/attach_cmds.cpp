@@ -330,7 +330,7 @@ std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, 
     return nullptr;
   }
   if (ws) return ws;
-  Status refused = Connection::Decode(*opened).status();
+  Status refused = conn.Decode(*opened, "GET", fmt::format("/v1/jobs/{}/attach", id)).status();
   if (retrying && refused.code() == Code::kNotFound) {
     *rc = EndedWith(conn, id);  // it ended meanwhile; its exit was in the session that was lost
   } else if (retrying && refused.code() == Code::kUnavailable) {
@@ -476,7 +476,7 @@ int ExecInto(const GlobalFlags& g, const ExecFlags& f) {
                   tty ? 1 : 0, size.ws_row, size.ws_col, net::UrlEncode(command)),
       kSessionSubprotocol, 30'000, &ws, 1 << 20);
   if (!opened.ok()) return Fail(opened.status());
-  if (!ws) return Fail(Connection::Decode(*opened).status());
+  if (!ws) return Fail(conn.Decode(*opened, "GET", fmt::format("/v1/jobs/{}/exec", id)).status());
   RawInput input(tty);
   if (Status st = CatchSignals(input.raw()); !st.ok()) return Fail(st);
   Typing typing{.open = tty};

@@ -432,7 +432,7 @@ std::string NewIdempotencyKey() { return RandomHex(16); }
 
 Result<json::value> Connection::Call(const std::string& method, const std::string& target,
                                      const std::string& body, DurationMs timeout_ms) {
-  return Decode(Send(method, target, body, timeout_ms, {}, /*repeatable=*/false));
+  return Decode(Send(method, target, body, timeout_ms, {}, /*repeatable=*/false), method, target);
 }
 
 Result<json::value> Connection::CallIdempotent(const std::string& method, const std::string& target,
@@ -442,7 +442,7 @@ Result<json::value> Connection::CallIdempotent(const std::string& method, const 
   Result<net::HttpResponse> res = Send(method, target, body, timeout_ms, {{"Idempotency-Key", key}},
                                        /*repeatable=*/true, &maybe_delivered);
   if (!res.ok() || res->status >= 500) {
-    Status failed = res.ok() ? Decode(std::move(res)).status() : res.status();
+    Status failed = res.ok() ? Decode(std::move(res), method, target).status() : res.status();
     if (!maybe_delivered) {
       return Status(failed.code(),
                     failed.message() +
@@ -456,7 +456,7 @@ Result<json::value> Connection::CallIdempotent(const std::string& method, const 
                       "--idempotency-key " +
                       key + " finds out (it never submits twice)");
   }
-  return Decode(std::move(res));
+  return Decode(std::move(res), method, target);
 }
 
 Result<net::HttpResponse> Connection::Send(const std::string& method, const std::string& target,
@@ -537,15 +537,25 @@ bool Connection::NeverSent(const Result<net::HttpResponse>& res) {
                        StartsWith(res.status().message(), "cannot resolve"));
 }
 
-Result<json::value> Connection::Decode(Result<net::HttpResponse> res) {
+Result<json::value> Connection::Decode(Result<net::HttpResponse> res, const std::string& method,
+                                       const std::string& target) const {
   if (!res.ok()) return res.status();
   auto v = ParseJson(res->body, "server answer");
+  // Something other than a berth server (a web page, a proxy's error) answers without berth's
+  // {"error": ...}: say so, rather than print its HTML or nothing.
+  const std::string path = target.substr(0, target.find('?'));
+  const std::string not_berth =
+      fmt::format("{} answered {} to {} {}: is it a berth server? (--server, BERTH_SERVER)",
+                  url_.empty() ? "the server" : url_, res->status, method, path);
   if (res->status >= 200 && res->status < 300) {
-    if (!v.ok()) return Status::Internal("the server sent malformed JSON");
+    if (!v.ok() || !v->is_object()) return Status::Internal(not_berth);
     return v;
   }
-  std::string message =
-      v.ok() && v->is_object() ? GetString(v->as_object(), "error").value() : res->body;
+  std::string message;
+  if (v.ok() && v->is_object()) {
+    if (auto error = GetString(v->as_object(), "error"); error.ok()) message = *error;
+  }
+  if (message.empty()) message = not_berth;
   Code code = res->status == 404   ? Code::kNotFound
               : res->status == 401 ? Code::kUnauthorized
               : res->status == 403 ? Code::kForbidden

@@ -132,7 +132,7 @@ void RelayConnection(const GlobalFlags& g, const ForwardFlags& f, int remote, in
     if (!opened.ok()) {
       failed = opened.status();
     } else if (!ws) {
-      failed = Connection::Decode(*opened).status();
+      failed = conn.Decode(*opened, "GET", fmt::format("/v1/jobs/{}/port-forward", f.id)).status();
     }
   }
   if (ws) {

@@ -3,11 +3,14 @@
 `berth exec python3 train.py -n 3` took `-n 3` for berth's own option: the job was named "3" and the
 script never got it. A command's words are its own from the first one on, as `docker run IMAGE CMD
 ARGS` and `srun CMD ARGS` read them. Usage errors name what was wrong and the nearest known name, and
-exit 2; `--server` is accepted before the command too.
+exit 2; `--server` is accepted before the command too. A URL where something else answers is said to
+be that, never its HTML dumped, never an empty `berth: `.
 """
 
+import http.server
 import json
 import os
+import threading
 
 from harness import BerthTestCase
 
@@ -41,3 +44,36 @@ class CliHabitsTest(BerthTestCase):
             rc, _, err = b.run(*args, env=env, check=False)
             self.assertEqual(rc, 2, err)
             self.assertIn(says, err)
+
+    def test_a_server_that_is_not_berth_is_said_to_be_so(self):
+        """A web page's 404 was printed whole (14 lines of HTML); an empty answer printed `berth: `."""
+        class NotBerth(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"<html><head><title>404</title></head>\n<body>\n<h1>Not Found</h1>\n</body></html>\n"
+                self.send_response(404)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        stub = http.server.HTTPServer(("127.0.0.1", 0), NotBerth)
+        threading.Thread(target=stub.serve_forever, daemon=True).start()
+        self.addCleanup(stub.server_close)
+        self.addCleanup(stub.shutdown)
+        url = f"http://127.0.0.1:{stub.server_port}"
+        rc, _, err = self.b.run("--server", url, "queue", check=False)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err.strip(), f"berth: {url} answered 404 to GET /v1/queue: is it a berth server? "
+                                      "(--server, BERTH_SERVER)")
+        rc, _, err = self.b.run("cancel", "--server", url, "5", check=False)
+        self.assertEqual(rc, 1)
+        self.assertIn(f"answered 500 to POST /v1/jobs/cancel: is it a berth server?", err)
+        self.assertNotIn("<html>", err)
