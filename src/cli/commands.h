@@ -179,10 +179,13 @@ struct QueueFlags {
 int Queue(const GlobalFlags& g, const QueueFlags& flags);
 
 struct LogsFlags {
-  int64_t id = 0;
+  std::optional<int64_t> id;
   bool no_follow = false;
+  bool follow = false;  // -f: the default, said explicitly
   std::optional<int> rank;
   int attempt = 0;
+  std::optional<int64_t> tail;   // only the last N lines of what is there, then what comes
+  std::optional<int64_t> group;  // every job of a bulk group, one after another
 };
 int Logs(const GlobalFlags& g, const LogsFlags& flags);
 

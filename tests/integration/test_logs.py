@@ -94,7 +94,9 @@ class LogsTest(BerthTestCase):
         self.assertEqual(follower.stdout.readline(), "started\n")
         started = time.monotonic()
         b.run("cancel", job)
-        self.assertEqual(follower.wait(timeout=30 * SCALE), 0)
+        # Followed to its end: the job's outcome is the exit status (a cancelled job has no code: 1).
+        self.assertEqual(follower.wait(timeout=30 * SCALE), 1)
+        self.assertIn(f"berth: job {job} CANCELLED", follower.stderr.read())
         self.assertLess(time.monotonic() - started, 10 * SCALE, "`logs` kept waiting after the job was gone")
 
     def test_no_follow_prints_what_is_there(self):
@@ -135,7 +137,11 @@ class LogsTest(BerthTestCase):
         job = b.submit("--", "printf 'alpha\\nbeta\\nno newline at the end'; echo oops >&2; exit 4")
         b.wait_status(job, "FAILED")
         expected = "alpha\nbeta\nno newline at the endoops\n"
-        self.assertEqual(b.run("logs", job)[1], expected)  # following a finished job just prints it
+        # Following a finished job prints it and exits with its exit code (it exited 4); --no-follow
+        # only prints.
+        rc, out, err = b.run("logs", job, check=False)
+        self.assertEqual((rc, out), (4, expected), err)
+        self.assertIn(f"berth: job {job} FAILED", err)
         self.assertEqual(b.run("logs", job, "--no-follow")[1], expected)
         # The node's agent dies: the server still has every byte.
         agent = b.agent_pid("local-0")
@@ -143,8 +149,8 @@ class LogsTest(BerthTestCase):
         b.wait_until(lambda: not alive(agent), message="the agent to die")
         rc, out, err = b.run("logs", job, "--no-follow")
         self.assertEqual((rc, out), (0, expected), err)
-        rc, out, err = b.run("logs", job, timeout=30)
-        self.assertEqual((rc, out), (0, expected), err)
+        rc, out, err = b.run("logs", job, timeout=30, check=False)
+        self.assertEqual((rc, out), (4, expected), err)
 
     def test_large_output_arrives_whole(self):
         # More than the server's 1 MiB chunk, in lines of varying length: every byte, in order, once.
@@ -158,6 +164,39 @@ class LogsTest(BerthTestCase):
         self.assertEqual(out, expected)
         rc, out, _ = b.run("logs", job, timeout=60)
         self.assertEqual(out, expected)
+
+    def test_follow_tail_group_and_a_pending_jobs_reason(self):
+        """`logs -f` and `--follow` were refused though the docs use them; there was no `--tail N`
+        nor `--group G`; a pending job's `logs` printed nothing, saying nothing."""
+        b = self.b
+        job = b.submit("--", "for i in 1 2 3 4 5; do echo line $i; done")
+        b.wait_status(job, "SUCCEEDED")
+        for flag in ("-f", "--follow"):
+            rc, out, err = b.run("logs", flag, job)
+            self.assertEqual((rc, out), (0, "".join(f"line {i}\n" for i in range(1, 6))), err)
+        self.assertEqual(b.run("logs", job, "--tail", "2")[1], "line 4\nline 5\n")
+        self.assertEqual(b.run("logs", job, "--tail", "2", "--no-follow")[1], "line 4\nline 5\n")
+        self.assertEqual(b.run("logs", job, "--tail", "0")[1], "")
+        rc, _, err = b.run("logs", job, "-f", "--no-follow", check=False)
+        self.assertEqual(rc, 2, err)
+
+        out = b.json("exec", "-d", "--json", "--num-jobs", "3", "--", "echo rank $BERTH_JOB_RANK")
+        group = out["group"]
+        for j in out["jobs"]:
+            b.wait_status(j, "SUCCEEDED")
+        rc, text, err = b.run("logs", "--group", group)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(text, "".join(f"==> job {j} <==\nrank {r}\n" for r, j in enumerate(out["jobs"])))
+
+        blocker = b.submit("--gpus", "V100:4", "--", "sleep 600")
+        b.wait_status(blocker, "RUNNING")
+        waiting = b.submit("--gpus", "V100:1", "--", "echo hi")
+        b.wait_until(lambda: b.show(waiting)["reason"], message="a reason for the pending job")
+        rc, out, err = b.run("logs", waiting, "--no-follow")
+        self.assertEqual((rc, out), (0, ""))
+        self.assertIn(f"berth: job {waiting} is PENDING: ", err)
+        self.assertIn("it has printed nothing yet", err)
+        b.run("cancel", blocker, waiting)
 
     def test_logs_of_unknown_job_or_rank(self):
         rc, out, err = self.b.run("logs", 999, check=False)
