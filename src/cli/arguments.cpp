@@ -80,10 +80,17 @@ bool LooksLikeTaskFile(const std::string& arg) {
 }
 
 std::string Nearest(const std::string& word, const std::vector<std::string>& choices) {
+  // Options are compared without their dashes ("-a" is nearest "--all", not "-h"); a name the
+  // word begins comes first.
+  auto bare = [](const std::string& s) {
+    return s.substr(std::min(s.find_first_not_of('-'), s.size()));
+  };
+  const std::string w = bare(word);
   std::string best;
-  size_t best_distance = 3;
+  size_t best_distance = 4;
   for (const std::string& c : choices) {
-    const size_t d = c.starts_with(word) && !word.empty() ? 1 : EditDistance(word, c);
+    const std::string b = bare(c);
+    const size_t d = !w.empty() && b.starts_with(w) ? 0 : EditDistance(w, b) + 1;
     if (d < best_distance) {
       best = c;
       best_distance = d;

@@ -170,6 +170,8 @@ int Top(const GlobalFlags& g, const TopFlags& flags);
 
 struct QueueFlags {
   bool all = false;
+  bool active = false;  // only active jobs
+  std::string status;   // only these statuses, comma-separated
   bool as_json = false;
   int limit = 50;
   std::optional<int64_t> group;

@@ -51,6 +51,31 @@ std::string NodesOf(const json::object& job) {
   return nodes.empty() ? "-" : Join(nodes, ",");
 }
 
+// The REASON column: why a pending job waits, or how a finished one ended (as squeue's
+// NODELIST(REASON)); "-" for one that runs. Long reasons are cut (berth show has them whole).
+std::string ReasonOf(const json::object& job) {
+  const json::value* reason = job.if_contains("reason");
+  const std::string status(job.at("status").as_string());
+  if (reason == nullptr || !reason->is_string() || reason->as_string().empty() ||
+      IsActive(ParseJobStatus(status).value_or(JobStatus::kPending))) {
+    return "-";
+  }
+  std::string text(reason->as_string());
+  constexpr size_t kWidth = 48;
+  if (text.size() > kWidth) text = text.substr(0, kWidth - 3) + "...";
+  return text;
+}
+
+// Whether a row of `berth queue` is kept by its --status / --active filter.
+bool StatusKept(const QueueFlags& f, const std::string& status) {
+  if (f.active && IsTerminal(ParseJobStatus(status).value_or(JobStatus::kSucceeded))) return false;
+  if (f.status.empty()) return true;
+  for (const std::string& s : Split(f.status, ',')) {
+    if (Trim(s) == status) return true;
+  }
+  return false;
+}
+
 // Follows a job's output from `offset` until the job ends. Returns false on a connection error.
 bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow,
                 std::string* final_status, int64_t* from = nullptr,
@@ -353,7 +378,7 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
   }
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
-  Table table({"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"});
+  Table table({"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE", "REASON"});
   TimeMs now = SystemClock::Get().Now();
   std::vector<std::string> groups;
   for (const auto& rv : o.at("rows").as_array()) {
@@ -374,13 +399,17 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
       table.Add({"group " + group, std::string(j.at("name").as_string()),
                  std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now), "-",
                  Join(counts, ", "), GpusOf(j),
-                 fmt::format("{} jobs", AsInt(j.at("jobs")).value_or(0))});
+                 fmt::format("{} jobs", AsInt(j.at("jobs")).value_or(0)), "-"});
+      continue;
+    }
+    const std::string status(j.at("status").as_string());
+    // --limit 0: no finished job (the server's limit 0 is its default).
+    if (f.limit == 0 && IsTerminal(ParseJobStatus(status).value_or(JobStatus::kSucceeded))) {
       continue;
     }
     table.Add({std::to_string(AsInt(j.at("id")).value()), std::string(j.at("name").as_string()),
                std::string(j.at("user").as_string()), Time(j.at("submitted_at"), now),
-               Time(j.at("started_at"), now), std::string(j.at("status").as_string()), GpusOf(j),
-               NodesOf(j)});
+               Time(j.at("started_at"), now), status, GpusOf(j), NodesOf(j), ReasonOf(j)});
   }
   fmt::print("{}", table.Render());
   const int64_t hidden = AsInt(o.at("active_not_shown")).value_or(0);
@@ -390,7 +419,7 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
         "job, --user or --team fewer)\n",
         hidden);
   }
-  if (o.at("more_finished").as_bool()) {
+  if (f.limit > 0 && o.at("more_finished").as_bool()) {
     fmt::print(
         "(only the newest {} finished job(s) are shown: --limit N shows more, --all every "
         "job)\n",
@@ -412,21 +441,52 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
   if (!st.ok()) return Fail(st);
-  if (!f.as_json && !f.all && !f.group) {
+  for (const std::string& name : Split(f.status, ',')) {
+    if (!Trim(name).empty() && !ParseJobStatus(Trim(name))) {
+      std::vector<std::string> known;
+      for (JobStatus st :
+           {JobStatus::kPending, JobStatus::kStarting, JobStatus::kSettingUp, JobStatus::kRunning,
+            JobStatus::kSucceeded, JobStatus::kFailed, JobStatus::kFailedSetup,
+            JobStatus::kCancelled, JobStatus::kLost, JobStatus::kPreempted}) {
+        known.emplace_back(JobStatusName(st));
+      }
+      return Fail(
+          Status::Invalid(fmt::format("--status: no status {}{}; statuses are {}", name,
+                                      Nearest(Trim(name), known).empty()
+                                          ? ""
+                                          : " (did you mean " + Nearest(Trim(name), known) + "?)",
+                                      Join(known, ", "))));
+    }
+  }
+  const bool filtered = f.active || !f.status.empty();
+  if (!f.as_json && !f.all && !f.group && !filtered) {
     if (std::optional<int> rc = QueueSummary(conn, f)) return *rc;
   }
+  // Filtered by status: every page is read (the server lists by id) and the rows kept here.
+  const bool every_page = f.all || filtered;
   // A page: at most --limit rows, newest first, of the active jobs and the most recent finished
   // ones. --all: every job, page after page (the server pages every listing), each page printed
   // as it arrives with --json.
-  std::string target = f.all ? fmt::format("/v1/jobs?all=1&page={}", kAllJobsPage)
-                             : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
+  std::string target = every_page ? fmt::format("/v1/jobs?all=1&page={}", kAllJobsPage)
+                                  : fmt::format("/v1/jobs?limit={}&page={}", f.limit, f.limit);
   if (f.group) target += fmt::format("&group={}", *f.group);
   if (!f.user.empty()) target += "&user=" + net::UrlEncode(f.user);
   if (!f.team.empty()) target += "&team=" + net::UrlEncode(f.team);
   auto res = conn.Call("GET", target);
   if (!res.ok()) return Fail(res.status());
   json::array jobs = std::move(res->as_object().at("jobs").as_array());
-  if (f.all) {
+  auto keep = [&](json::array& page) {
+    if (!filtered) return;
+    json::array kept;
+    for (auto& j : page) {
+      if (StatusKept(f, std::string(j.as_object().at("status").as_string()))) {
+        kept.push_back(std::move(j));
+      }
+    }
+    page = std::move(kept);
+  };
+  keep(jobs);
+  if (every_page) {
     bool first = true;
     auto emit = [&](const json::array& page) {
       for (const auto& j : page) {
@@ -446,6 +506,7 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
         return Fail(more.status());
       }
       json::array& page = more->as_object().at("jobs").as_array();
+      keep(page);
       if (f.as_json) {
         emit(page);
       } else {
@@ -462,10 +523,23 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
     fmt::print("{}\n", SerializeJson(jobs));
     return 0;
   }
+  // Active jobs first, then the finished ones, each newest first (as the summary shows them).
+  {
+    json::array active_first;
+    for (bool active : {true, false}) {
+      for (const auto& j : jobs) {
+        const auto status = ParseJobStatus(std::string(j.as_object().at("status").as_string()));
+        if (!IsTerminal(status.value_or(JobStatus::kSucceeded)) == active) {
+          active_first.push_back(j);
+        }
+      }
+    }
+    jobs = std::move(active_first);
+  }
   bool grouped = false;
   for (const auto& j : jobs) grouped = grouped || !j.as_object().at("group").is_null();
-  std::vector<std::string> header = {"ID",      "NAME",   "USER", "SUBMITTED",
-                                     "STARTED", "STATUS", "GPUS", "NODE"};
+  std::vector<std::string> header = {"ID",     "NAME", "USER", "SUBMITTED", "STARTED",
+                                     "STATUS", "GPUS", "NODE", "REASON"};
   if (grouped) header.insert(header.begin() + 2, {"GROUP", "RANK"});
   Table table(header);
   TimeMs now = SystemClock::Get().Now();
@@ -478,7 +552,8 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
                                     Time(j.at("started_at"), now),
                                     std::string(j.at("status").as_string()),
                                     GpusOf(j),
-                                    NodesOf(j)};
+                                    NodesOf(j),
+                                    ReasonOf(j)};
     if (grouped) {
       row.insert(row.begin() + 2,
                  {j.at("group").is_null() ? "-" : std::to_string(AsInt(j.at("group")).value()),
@@ -488,7 +563,7 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
   }
   fmt::print("{}", table.Render());
   if (const auto* more = res->as_object().if_contains("more");
-      !f.all && more && more->is_bool() && more->as_bool()) {
+      !every_page && more && more->is_bool() && more->as_bool()) {
     fmt::print("(the newest {} shown; --limit N shows more, --all every job)\n", f.limit);
   }
   return 0;
@@ -1016,6 +1091,9 @@ void AddQueueCommand(CommandContext& c) {
       "List every active job (each bulk group as one row with counts per status) and the most "
       "recent finished ones, newest first");
   queue->add_flag("-a,--all", queue_flags.all, "Every job, finished ones included");
+  queue->add_flag("--active", queue_flags.active, "Only active jobs (pending, starting, running)");
+  queue->add_option("--status", queue_flags.status,
+                    "Only jobs of these statuses, comma-separated (PENDING,RUNNING,FAILED,...)");
   queue
       ->add_option("--limit", queue_flags.limit,
                    "Finished jobs shown (with --json: rows per page, active and finished)")
@@ -1051,7 +1129,8 @@ void AddCancelCommand(CommandContext& c) {
   auto& cancel_flags = c.Keep<CancelFlags>();
   auto* cancel = c.app.add_subcommand("cancel", "Cancel jobs");
   cancel->add_option("ids", cancel_flags.ids, "Job ids");
-  cancel->add_flag("-a,--all", cancel_flags.all, "All of your active jobs");
+  // No -a: in `berth queue` it means every job; cancelling them all is spelled out.
+  cancel->add_flag("--all", cancel_flags.all, "All of your active jobs");
   cancel->add_flag("--all-users", cancel_flags.all_users,
                    "Every active job of every user (operators)");
   cancel->add_option("--group", cancel_flags.group, "Every job of this group");

@@ -193,12 +193,30 @@ class JobsCliTest(BerthTestCase):
         third = b.submit("-n", "gamma", "--gpus", "V100:4", "--", "true")  # waits for beta's GPU
         _, out, _ = b.run("queue")
         lines = out.splitlines()
-        self.assertEqual(lines[0].split(), ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"])
+        self.assertEqual(lines[0].split(),
+                         ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE", "REASON"])
         rows = [line.split()[0] for line in lines[1:]]
         self.assertEqual(rows, [str(third), str(second), str(first)])
-        self.assertRegex(lines[1], r"gamma .*PENDING\s+V100:4\s+-")
-        self.assertRegex(lines[2], r"beta .*RUNNING\s+V100:1\s+local-0")
+        self.assertRegex(lines[1], r"gamma .*PENDING\s+V100:4\s+-\s+\S")  # why it waits
+        self.assertRegex(lines[2], r"beta .*RUNNING\s+V100:1\s+local-0\s+-")
         self.assertRegex(lines[3], r"alpha .*SUCCEEDED\s+-\s+local-0")
+        # Filters, and one meaning per flag letter: active first in every listing, --status, --active,
+        # --limit 0 (no finished job), and `cancel -a` is no more (in queue -a means every job).
+        _, out, _ = b.run("queue", "--all")
+        self.assertEqual([line.split()[0] for line in out.splitlines()[1:]],
+                         [str(third), str(second), str(first)])
+        self.assertEqual([j["id"] for j in b.json("queue", "--status", "RUNNING,SUCCEEDED", "--json")],
+                         [second, first])
+        self.assertEqual([line.split()[0] for line in b.run("queue", "--active")[1].splitlines()[1:]],
+                         [str(third), str(second)])
+        self.assertEqual([line.split()[0] for line in b.run("queue", "--limit", "0")[1].splitlines()[1:]],
+                         [str(third), str(second)])
+        rc, _, err = b.run("queue", "--status", "RUNNIN", check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("did you mean RUNNING?", err)
+        rc, _, err = b.run("cancel", "-a", check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("unknown option -a (did you mean --all?)", err)
         b.run("cancel", second, third)
 
     def test_queue_pages(self):

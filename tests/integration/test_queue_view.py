@@ -30,7 +30,7 @@ class QueueViewTest(BerthTestCase):
         _, out, _ = b.run("queue")
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS",
-                                            "NODE"])
+                                            "NODE", "REASON"])
         listed = [line.split()[0] for line in lines[1:] if re.match(r"^\d", line)]
         self.assertEqual(listed, [str(i) for i in reversed(singles)] + [str(done)])
         group_rows = [line for line in lines if line.startswith(f"group {group} ")]
