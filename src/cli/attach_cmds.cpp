@@ -21,6 +21,7 @@
 #include "cli/command_context.h"
 #include "cli/commands.h"
 #include "cli/connection.h"
+#include "cli/interrupts.h"
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "common/strings.h"
@@ -343,8 +344,26 @@ std::unique_ptr<net::WebSocketClient> OpenSession(Connection& conn, int64_t id, 
 
 }  // namespace
 
-Status WaitUntilRunning(Connection& conn, int64_t id) {
+Status WaitUntilRunning(Connection& conn, int64_t id, bool submitted) {
   std::string said;
+  std::unique_ptr<Connection> side;
+  std::optional<Interrupts> interrupts;
+  if (submitted) {
+    side = conn.Another();
+    interrupts.emplace([&side, id](int sig, bool) {
+      if (sig != SIGINT) return;
+      auto cancelled = side->Call("POST", "/v1/jobs/cancel",
+                                  SerializeJson(json::object{{"ids", json::array{id}}}));
+      if (!cancelled.ok()) {
+        fmt::print(stderr, "\nberth: could not cancel job {}: {}\n", id,
+                   cancelled.status().message());
+        return;
+      }
+      fmt::print(stderr, "\nberth: cancelled job {}: it had not started (Ctrl-C while waiting)\n",
+                 id);
+      ::_exit(130);
+    });
+  }
   while (true) {
     auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
     if (!job.ok()) return job.status();
@@ -367,14 +386,15 @@ Status WaitUntilRunning(Connection& conn, int64_t id) {
       why += ": " + *reason;
     }
     if (why != said) {
-      fmt::print(stderr, "berth: job {} is {} (Ctrl-C to stop waiting)\n", id, why);
+      fmt::print(stderr, "berth: job {} is {} (Ctrl-C {})\n", id, why,
+                 submitted ? "cancels it" : "stops waiting");
       said = why;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
 
-int AttachToJob(Connection& conn, int64_t id, int rank) {
+int AttachToJob(Connection& conn, int64_t id, int rank, bool submitted) {
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());
   const json::value* spec = job->as_object().if_contains("spec");
@@ -383,9 +403,9 @@ int AttachToJob(Connection& conn, int64_t id, int rank) {
   if (!interactive || !interactive->is_bool() || !interactive->as_bool()) {
     // A batch job has no terminal: its output, as berth logs -f shows it.
     fmt::print(stderr, "berth: job {} is not interactive: following its output\n", id);
-    return FollowToEnd(conn, id);
+    return FollowToEnd(conn, id, submitted);
   }
-  if (Status st = WaitUntilRunning(conn, id); !st.ok()) return Fail(st);
+  if (Status st = WaitUntilRunning(conn, id, submitted); !st.ok()) return Fail(st);
   int rc = 0;
   int64_t offset = 0;
   auto ws = OpenSession(conn, id, rank, offset, false, &rc);

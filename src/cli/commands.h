@@ -281,13 +281,18 @@ Result<boost::json::value> SubmitSpec(Connection& conn, const JobSpec& spec,
                                       std::optional<int> num_jobs,
                                       const std::string& idempotency_key = "");
 // Prints job `id`'s output until it ends; its exit status: 0 when it SUCCEEDED, else its exit code
-// (1 when none), after saying why on stderr.
-int FollowToEnd(Connection& conn, int64_t id);
+// (1 when none), after saying why on stderr. For a job this command `submitted`, Ctrl-C does what
+// srun's does: the first says the job's state and how to cancel it, a second within a second
+// cancels it; Ctrl-\ stops following and leaves the job running, saying so.
+int FollowToEnd(Connection& conn, int64_t id, bool submitted = false);
 // Waits until job `id` runs, saying on stderr why it waits (its queue position, its reason);
-// Conflict when it ended instead.
-Status WaitUntilRunning(Connection& conn, int64_t id);
+// Conflict when it ended instead. For a job this command `submitted` (a shell), Ctrl-C while it
+// waits cancels it, saying so (as salloc gives up its request), instead of leaving it queued to
+// take a node later with nobody attached.
+Status WaitUntilRunning(Connection& conn, int64_t id, bool submitted = false);
 // Attaches to rank `rank` of interactive job `id` once it runs (cli/attach_cmds.cpp); the job's
-// exit code once it ends, 0 when the user detached, 1 (after saying why) otherwise.
-int AttachToJob(Connection& conn, int64_t id, int rank);
+// exit code once it ends, 0 when the user detached, 1 (after saying why) otherwise. `submitted`:
+// as for WaitUntilRunning and FollowToEnd.
+int AttachToJob(Connection& conn, int64_t id, int rank, bool submitted = false);
 
 }  // namespace berth::cli

@@ -430,6 +430,17 @@ void Connection::UseServer(const std::string& url) {
 
 std::string NewIdempotencyKey() { return RandomHex(16); }
 
+std::unique_ptr<Connection> Connection::Another() const {
+  auto other = std::make_unique<Connection>(url_, token_, self_exe_);
+  other->tls_fingerprint_ = tls_fingerprint_;
+  other->url_ = url_;
+  other->urls_ = {url_};
+  other->client_ = std::make_unique<net::HttpClient>(
+      url_,
+      net::HttpClientOptions{.token = token_, .tls_fingerprint = tls_fingerprint_, .ca_file = ""});
+  return other;
+}
+
 Result<json::value> Connection::Call(const std::string& method, const std::string& target,
                                      const std::string& body, DurationMs timeout_ms) {
   return Decode(Send(method, target, body, timeout_ms, {}, /*repeatable=*/false), method, target);

@@ -89,11 +89,13 @@ class Connection {
   Result<json::value> CallIdempotent(const std::string& method, const std::string& target,
                                      const std::string& body, const std::string& key,
                                      DurationMs timeout_ms = 60'000);
-  // A 2xx answer's JSON, or an error carrying the server's message.
   // The JSON answer of `method target`, or its error: berth's {"error": ...}, or what answered
   // when that was not a berth server (never an empty message).
   Result<json::value> Decode(Result<net::HttpResponse> res, const std::string& method,
                              const std::string& target) const;
+  // A second connection to the server in use (after Connect()), with a client of its own: for
+  // another thread (a connection is not thread-safe), e.g. to cancel a job being followed.
+  std::unique_ptr<Connection> Another() const;
   // The client of the server in use, for requests that stream (starting the local cluster first if
   // its socket was there but its server is gone).
   net::HttpClient& http();

@@ -13,6 +13,7 @@
 #include "cli/arguments.h"
 #include "cli/command_context.h"
 #include "cli/commands.h"
+#include "cli/interrupts.h"
 #include "cli/table.h"
 #include "cli/upload.h"
 #include "common/clock.h"
@@ -332,8 +333,8 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
     return Wait(g, WaitFlags{.group = AsInt(out.at("group")).value(), .as_json = f.as_json});
   }
   if (ids.size() != 1) return 0;
-  if (spec.interactive) return AttachToJob(conn, AsInt(ids.front()).value(), 0);
-  return FollowToEnd(conn, AsInt(ids.front()).value());
+  if (spec.interactive) return AttachToJob(conn, AsInt(ids.front()).value(), 0, true);
+  return FollowToEnd(conn, AsInt(ids.front()).value(), true);
 }
 
 Result<json::value> SubmitSpec(Connection& conn, const JobSpec& spec, std::optional<int> num_jobs,
@@ -347,8 +348,42 @@ Result<json::value> SubmitSpec(Connection& conn, const JobSpec& spec, std::optio
   return conn.CallIdempotent("POST", "/v1/jobs", SerializeJson(body), key);
 }
 
-int FollowToEnd(Connection& conn, int64_t id) {
+int FollowToEnd(Connection& conn, int64_t id, bool submitted) {
   std::string status;
+  std::unique_ptr<Connection> side;
+  std::optional<Interrupts> interrupts;
+  if (submitted) {
+    side = conn.Another();
+    interrupts.emplace([&side, id](int sig, bool repeated) {
+      if (sig == SIGQUIT) {
+        fflush(stdout);
+        fmt::print(stderr,
+                   "\nberth: stopped following job {}; it goes on (berth logs {} follows it "
+                   "again, berth cancel {} cancels it)\n",
+                   id, id, id);
+        ::_exit(0);
+      }
+      if (repeated) {
+        auto cancelled = side->Call("POST", "/v1/jobs/cancel",
+                                    SerializeJson(json::object{{"ids", json::array{id}}}));
+        fmt::print(stderr, "\nberth: {}\n",
+                   cancelled.ok() ? fmt::format("cancelled job {} (Ctrl-C twice)", id)
+                                  : "could not cancel: " + cancelled.status().message());
+        return;
+      }
+      auto job = side->Call("GET", fmt::format("/v1/jobs/{}", id));
+      std::string state = "still there";
+      if (job.ok()) {
+        const json::object& o = job->as_object();
+        state = std::string(o.at("status").as_string());
+        if (const std::string nodes = NodesOf(o); nodes != "-") state += " on " + nodes;
+      }
+      fmt::print(stderr,
+                 "\nberth: job {} is {}. Ctrl-C again within a second cancels it; Ctrl-\\ stops "
+                 "following and leaves it running\n",
+                 id, state);
+    });
+  }
   if (!FollowLogs(conn, id, -1, 0, true, &status)) return 1;
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());

@@ -106,6 +106,54 @@ class InteractiveTest(BerthTestCase):
         # The agent's report of the end reaches the server on its own path (see the next test).
         self.b.wait_status(job, "FAILED", timeout=10)
 
+    def newest_job(self):
+        return max(j["id"] for j in self.b.queue())
+
+    def test_ctrl_c_while_a_shell_waits_cancels_it(self):
+        """Ctrl-C while `berth shell` waited left the shell queued, silently: it took the GPU later
+        with nobody attached. It cancels the shell now and says so (salloc gives up its request)."""
+        blocker = self.b.submit("--gpus", "V100:1", "--", "sleep 600")
+        self.b.wait_status(blocker, "RUNNING")
+        rc_file = self.path("rc")
+        self.berth_in_tmux("w", "shell --gpus V100:1", rc_file)
+        self.wait_screen("w", lambda t: "is PENDING" in t and "Ctrl-C cancels it" in t, "the wait")
+        shell = self.newest_job()
+        self.tmux("send-keys", "-t", "w", "C-c")
+        self.assertEqual(self.wait_rc(rc_file), 130)
+        self.wait_screen("w", lambda t: f"cancelled job {shell}: it had not started" in t, "what happened")
+        self.assertEqual(self.b.status(shell), "CANCELLED")
+        self.assertEqual(self.b.status(blocker), "RUNNING")
+        self.b.run("cancel", blocker)
+
+    def test_ctrl_c_during_a_foreground_exec_does_what_srun_does(self):
+        """Ctrl-C during `berth exec` returned to the prompt and left the job running, silently. The
+        first Ctrl-C says the job's state and how to cancel; a second within a second cancels it;
+        Ctrl-\\ stops following and leaves it running, saying so."""
+        rc_file = self.path("rc")
+        self.berth_in_tmux("e", "exec -- 'echo started; sleep 600'", rc_file)
+        self.wait_screen("e", lambda t: "started" in t, "the job's output")
+        job = self.newest_job()
+        self.tmux("send-keys", "-t", "e", "C-c")
+        self.wait_screen("e", lambda t: f"job {job} is RUNNING on local-0. Ctrl-C again within a second "
+                                        "cancels it" in t, "the job's state")
+        time.sleep(1.5)  # past the second: the next Ctrl-C is a first one again
+        self.assertEqual(self.b.status(job), "RUNNING")
+        self.tmux("send-keys", "-t", "e", "C-c")
+        self.tmux("send-keys", "-t", "e", "C-c")
+        self.assertEqual(self.wait_rc(rc_file), 1)
+        self.wait_screen("e", lambda t: f"cancelled job {job} (Ctrl-C twice)" in t, "the cancel said")
+        self.b.wait_status(job, "CANCELLED", timeout=30)
+
+        rc_file = self.path("rc2")
+        self.berth_in_tmux("q", "exec -- 'echo again; sleep 600'", rc_file)
+        self.wait_screen("q", lambda t: "again" in t, "the second job's output")
+        second = self.newest_job()
+        self.tmux("send-keys", "-t", "q", "C-\\")
+        self.assertEqual(self.wait_rc(rc_file), 0)
+        self.wait_screen("q", lambda t: f"stopped following job {second}; it goes on" in t, "the detach said")
+        self.assertEqual(self.b.status(second), "RUNNING")
+        self.b.run("cancel", second)
+
     def test_a_killed_client_leaves_the_job_and_attach_replays(self):
         job = self.interactive("replay", "echo one\nread -r x\necho \"two:$x\"\nexit 7")
         first = self.path("rc1")
