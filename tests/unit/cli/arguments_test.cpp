@@ -35,8 +35,9 @@ class ArgumentsTest : public ::testing::Test {
 TEST_F(ArgumentsTest, TheCommandBeginsAtItsFirstWord) {
   EXPECT_EQ(MarkExecCommand(*exec_, {"python3", "train.py", "-n", "3"}),
             (Args{"--", "python3", "train.py", "-n", "3"}));
-  EXPECT_EQ(MarkExecCommand(*exec_, {"-d", "-n", "job", "--gpus", "V100:1", "python3", "--lr", "1"}),
-            (Args{"-d", "-n", "job", "--gpus", "V100:1", "--", "python3", "--lr", "1"}));
+  EXPECT_EQ(
+      MarkExecCommand(*exec_, {"-d", "-n", "job", "--gpus", "V100:1", "python3", "--lr", "1"}),
+      (Args{"-d", "-n", "job", "--gpus", "V100:1", "--", "python3", "--lr", "1"}));
   EXPECT_EQ(MarkExecCommand(*exec_, {"--name=x", "-it", "bash"}),
             (Args{"--name=x", "-it", "--", "bash"}));
   // A task file may be followed by berth's options; an explicit "--" is left as it is.
