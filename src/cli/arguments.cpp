@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/strings.h"
+
 namespace berth::cli {
 namespace {
 
@@ -40,21 +42,6 @@ std::vector<std::string> OptionNamesOf(const CLI::App& app) {
     for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
   }
   return names;
-}
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string DidYouMean(const std::string& word, const std::vector<std::string>& choices) {

@@ -131,6 +131,7 @@ struct ExecFlags {
   std::string workdir;
   std::string pool;
   std::string image;               // resources.image_id without "docker:"
+  std::string pull;                // container.pull: missing | always | never
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one

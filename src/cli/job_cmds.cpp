@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -128,10 +129,20 @@ Result<JobSpec> SpecOfArgs(const ExecFlags& f) {
   if (f.args.size() == 1 && !f.command && LooksLikeTaskFile(f.args[0])) {
     yaml_path = f.args[0];
     std::ifstream in(yaml_path);
-    if (!in) return Status::Invalid("cannot read task file " + yaml_path);
+    if (!in) {
+      return Status::Invalid("cannot read task file " + yaml_path + ": " + std::strerror(errno));
+    }
     std::stringstream ss;
     ss << in.rdbuf();
     auto parsed = ParseTaskYaml(ss.str(), yaml_path);
+    if (!parsed.ok() && !yaml_path.ends_with(".yaml") && !yaml_path.ends_with(".yml")) {
+      // A script given where a task file goes: say how to run it.
+      const std::string ext = std::filesystem::path(yaml_path).extension().string();
+      const std::string runner = ext == ".py" ? "python3 " : ext == ".sh" ? "bash " : "";
+      return Status::Invalid(fmt::format(
+          "{} is not a task file (YAML: {}); to run it as a command: berth exec -- {}{}", yaml_path,
+          parsed.status().message(), runner, yaml_path));
+    }
     if (!parsed.ok()) return parsed.status();
     for (const auto& w : parsed->warnings) fmt::print(stderr, "berth: warning: {}\n", w);
     spec = parsed->spec;
@@ -215,6 +226,16 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
     } else {
       spec.container = ContainerSpec{.image = ref};
     }
+  }
+  if (!f.pull.empty()) {
+    auto pull = ParsePullPolicy(f.pull);
+    if (!pull) {
+      return Status::Invalid("--pull: expected missing, always or never, got '" + f.pull + "'");
+    }
+    if (!spec.container) {
+      return Status::Invalid("--pull: the job runs in no image (--image, or the task's image_id)");
+    }
+    spec.container->pull = *pull;
   }
   for (const std::string& text : f.after) {
     auto dep = ParseDependency(text);
@@ -1071,6 +1092,10 @@ void AddExecCommand(CommandContext& c) {
                    "Local directory uploaded as the job's working directory (its .gitignore "
                    "files apply); node:/PATH for a path on the nodes (default: the current "
                    "directory's path, on the nodes)");
+  exec->add_option("--pull", exec_flags.pull,
+                   "When to pull the image: missing (the default: only when the node lacks it), "
+                   "always (its tag again), never (the node's copy or fail); as the YAML's "
+                   "container.pull");
   exec->add_option("--image", exec_flags.image,
                    "Run setup and run in this container image (as the YAML's resources.image_id: "
                    "docker:IMAGE), on nodes that run containers");

@@ -31,5 +31,8 @@ std::string PercentEncode(std::string_view s);
 // `s` as one shell word: as it is when it holds only safe characters ([A-Za-z0-9] and -_./=:,+@%),
 // else single-quoted.
 std::string ShellQuote(const std::string& s);
+// The Levenshtein distance of `a` and `b`, ignoring case: for "did you mean" suggestions of short
+// names (O(|a|*|b|)).
+size_t EditDistance(std::string_view a, std::string_view b);
 
 }  // namespace berth

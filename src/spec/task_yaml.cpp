@@ -99,24 +99,6 @@ bool Contains(FieldList fields, std::string_view name) {
   return std::find(fields.begin(), fields.end(), name) != fields.end();
 }
 
-// Levenshtein distance, case-insensitive; field names are short so O(n*m) is nothing.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      bool same = tolower(static_cast<unsigned char>(a[i - 1])) ==
-                  tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // " (did you mean 'resources'?)" or "".
 std::string Suggestion(std::string_view name, FieldList known, FieldList cloud) {
   auto alias = kAliases.find(name);

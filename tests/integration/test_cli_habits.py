@@ -32,6 +32,15 @@ class CliHabitsTest(BerthTestCase):
         self.assertEqual(b.show(job, env=env)["name"], "mine")
         self.assertIn("argv ['-n', '3', '--lr', '0.1']", b.run("logs", job, "--no-follow", env=env)[1])
 
+        # A script where a task file goes says how to run it; a missing task file says why.
+        rc, _, err = b.run("exec", script, env=env, check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(f"is not a task file", err)
+        self.assertIn(f"berth exec -- python3 {script}", err)
+        rc, _, err = b.run("exec", "nosuch.yaml", env=env, check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("cannot read task file nosuch.yaml: No such file or directory", err)
+
         # --server before the command; `berth queue` as the docs have it.
         rc, out, err = b.run("--server", env["BERTH_SERVER"], "queue", "--json", check=False)
         self.assertEqual(rc, 0, err)

@@ -434,6 +434,18 @@ class ContainerTest(BerthTestCase):
         self.assertNotIn("root's secret", out)
         self.assertIn("real-home-mounted", out)
 
+    def test_the_pull_policy_from_the_command_line(self):
+        """The task file had container.pull; the command line had no way to say it."""
+        _, out, _ = self.b.run("exec", "-d", "--json", "--image", self.image, "--pull", "always",
+                               "--workdir", "node:" + self.work, "--", "true", env=self.env)
+        job = json.loads(out)["jobs"][0]
+        self.b.wait_status(job, "SUCCEEDED", timeout=180, env=self.env)
+        self.assertEqual(self.b.show(job, env=self.env)["spec"]["container"]["pull"], "always")
+        rc, _, err = self.b.run("exec", "-d", "--pull", "sometimes", "--image", self.image, "--", "true",
+                                env=self.env, check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--pull: expected missing, always or never", err)
+
     def test_refused_where_no_node_runs_containers(self):
         self.start_agent("plain", extra=["--containers", "off", "--pool", "plain"])
         self.b.wait_nodes_up(["box", "plain"], env=self.env)

@@ -271,6 +271,39 @@ class IdentityTest(BerthTestCase):
         self.assertEqual(failed["status"], "FAILED")
         self.assertIn("user 'nobody-here-xyz' does not exist on this node", failed["reason"])
 
+    def test_a_work_dir_the_user_booby_trapped_is_removed_without_following_its_links(self):
+        """The agent removed a work dir its user could not remove as root, by path, walking a tree the
+        user could still change. The job here leaves a read-only directory and links to a root file
+        and a root directory in its work dir: the tree goes (as its user, who may write to it again),
+        and what the links point at stays."""
+        self.start()
+        alice = self.users["alice"]
+        victim_dir = self.path("root-only")
+        os.makedirs(victim_dir)
+        os.chmod(victim_dir, 0o755)
+        victim = os.path.join(victim_dir, "precious")
+        with open(victim, "w") as f:
+            f.write("root's\n")
+        token = json.loads(self.as_user("root", "admin", "token", "create", "--user", alice.pw_name,
+                                        "--json")[1])["token"]
+        run = (f"mkdir -p ro/deeper && echo x > ro/deeper/f && ln -s {victim} ro/file-link && "
+               f"ln -s {victim_dir} ro/dir-link && chmod 500 ro/deeper ro && pwd > /dev/stderr")
+        status, body, _ = http("POST", self.server.url + "/v1/jobs", json.dumps({"spec": {"run": run}}),
+                               token=token)
+        self.assertEqual(status, 201, body)
+        job = body["jobs"][0]
+        done = self.wait_status(job, "SUCCEEDED", "FAILED")
+        self.assertEqual(done["status"], "SUCCEEDED", done)
+        jobs_dir = os.path.join(self.agent.state_dir, "jobs")
+
+        def work_dirs_left():
+            return [os.path.join(d, "work") for d in (os.path.join(jobs_dir, e) for e in os.listdir(jobs_dir))
+                    if os.path.lexists(os.path.join(d, "work"))]
+        self.b.wait_until(lambda: not work_dirs_left(), 30, message="the job's work dir to be removed")
+        with open(victim) as f:
+            self.assertEqual(f.read(), "root's\n")
+        self.assertTrue(os.path.isdir(victim_dir))
+
     def test_idle_and_slow_clients_do_not_stall_others(self):
         self.start()
         host, port = self.server.url.rsplit("/", 1)[-1].rsplit(":", 1)

@@ -49,7 +49,7 @@ class LocalAutostartTest(BerthTestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("starting one under " + b.home, err)
         self.assertIn("local cluster up at http://127.0.0.1:", err)
-        self.assertEqual(out.split(), ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE"])
+        self.assertEqual(out.split(), ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE", "REASON"])
         b.local_started = True
 
         rc, out, err = b.run("local", "status", "--json")
