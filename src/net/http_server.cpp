@@ -25,7 +25,6 @@
 #include <optional>
 #include <thread>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "common/executor.h"
@@ -987,7 +986,8 @@ struct HttpServer::Impl {
   int port = 0;
   OpenConnections connections;
   std::shared_ptr<ConnectionSlots> slots;
-  std::atomic<size_t> accepted{0};  // picks the next connection's context
+  std::atomic<int64_t> last_refusal_logged{-1'000'000};  // monotonic ms
+  std::atomic<size_t> accepted{0};                       // picks the next connection's context
 
   Impl(HttpServerOptions o, Handler h)
       : options(std::move(o)),
@@ -1032,10 +1032,15 @@ struct HttpServer::Impl {
     std::string why;
     std::shared_ptr<void> slot = slots->Take(peer, &why);
     if (!slot) {
-      LogWarn(
-          "connection from {} refused: {}",
-          peer.transport == PeerInfo::Transport::kUnix ? "the unix socket" : peer.remote_address,
-          why);
+      // Once a second at most: a flood past the cap must not flood the log too.
+      const int64_t now = MonotonicMs();
+      int64_t last = last_refusal_logged.load();
+      if (now - last >= 1000 && last_refusal_logged.compare_exchange_strong(last, now)) {
+        LogWarn(
+            "connection from {} refused: {}",
+            peer.transport == PeerInfo::Transport::kUnix ? "the unix socket" : peer.remote_address,
+            why);
+      }
       RefuseConnection(socket, tls, why);
     }
     return slot;
