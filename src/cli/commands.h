@@ -189,6 +189,7 @@ struct LogsFlags {
   int attempt = 0;
   std::optional<int64_t> tail;   // only the last N lines of what is there, then what comes
   std::optional<int64_t> group;  // every job of a bulk group, one after another
+  bool timestamps = false;       // each line prefixed by when it reached the server
 };
 int Logs(const GlobalFlags& g, const LogsFlags& flags);
 

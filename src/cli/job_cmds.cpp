@@ -78,16 +78,28 @@ bool StatusKept(const QueueFlags& f, const std::string& status) {
   return false;
 }
 
+// Which output of a job to read, and how.
+struct LogStream {
+  int64_t id = 0;
+  int rank = -1;    // -1: every rank, interleaved
+  int attempt = 0;  // 0: the latest, following a requeue to the next
+  bool follow = true;
+  bool timestamps = false;  // each line prefixed by when it reached the server
+};
+
 // Follows a job's output from `offset` until the job ends. Returns false on a connection error.
-bool FollowLogs(Connection& conn, int64_t id, int rank, int attempt, bool follow,
-                std::string* final_status, int64_t* from = nullptr,
-                const std::function<void(std::string_view)>& sink = {}) {
+bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status,
+                int64_t* from = nullptr, const std::function<void(std::string_view)>& sink = {}) {
+  const int64_t id = s.id;
+  const int attempt = s.attempt;
+  const bool follow = s.follow;
   int64_t start = from != nullptr ? *from : 0;
   int64_t& offset = from != nullptr ? *from : start;
   int current_attempt = attempt;
   while (true) {
-    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}", id,
-                                     offset, rank, current_attempt, follow ? 20'000 : 0);
+    std::string target =
+        fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}{}", id, offset, s.rank,
+                    current_attempt, follow ? 20'000 : 0, s.timestamps ? "&timestamps=1" : "");
     auto res = conn.http().Request("GET", target, "", 70'000);
     if (!res.ok()) {
       fmt::print(stderr, "berth: {}\n", res.status().message());
@@ -405,7 +417,7 @@ int FollowToEnd(Connection& conn, int64_t id, bool submitted) {
                  id, state);
     });
   }
-  if (!FollowLogs(conn, id, -1, 0, true, &status)) return 1;
+  if (!FollowLogs(conn, LogStream{.id = id}, &status)) return 1;
   auto job = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());
   const json::object& j = job->as_object();
@@ -628,8 +640,7 @@ int Queue(const GlobalFlags& g, const QueueFlags& f) {
 namespace {
 
 // Prints the last `lines` lines of what job `id` printed so far; `offset` gets where they end.
-bool PrintTail(Connection& conn, int64_t id, int rank, int attempt, int64_t lines,
-               int64_t* offset) {
+bool PrintTail(Connection& conn, const LogStream& s, int64_t lines, int64_t* offset) {
   std::deque<std::string> kept;
   std::string partial;
   auto keep = [&](std::string_view data) {
@@ -641,7 +652,9 @@ bool PrintTail(Connection& conn, int64_t id, int rank, int attempt, int64_t line
       if (static_cast<int64_t>(kept.size()) > lines) kept.pop_front();
     }
   };
-  if (!FollowLogs(conn, id, rank, attempt, false, nullptr, offset, keep)) return false;
+  LogStream what = s;
+  what.follow = false;
+  if (!FollowLogs(conn, what, nullptr, offset, keep)) return false;
   if (!partial.empty() && lines > 0) {
     kept.push_back(std::move(partial));
     if (static_cast<int64_t>(kept.size()) > lines) kept.pop_front();
@@ -670,9 +683,14 @@ int LogsOfJob(Connection& conn, int64_t id, const LogsFlags& f) {
                follow ? "; its output follows once it runs" : "; it has printed nothing yet");
   }
   int64_t offset = 0;
-  if (f.tail && !PrintTail(conn, id, f.rank.value_or(-1), f.attempt, *f.tail, &offset)) return 1;
+  const LogStream stream{.id = id,
+                         .rank = f.rank.value_or(-1),
+                         .attempt = f.attempt,
+                         .follow = follow,
+                         .timestamps = f.timestamps};
+  if (f.tail && !PrintTail(conn, stream, *f.tail, &offset)) return 1;
   if (f.tail && !follow) return 0;
-  if (!FollowLogs(conn, id, f.rank.value_or(-1), f.attempt, follow, nullptr, &offset)) return 1;
+  if (!FollowLogs(conn, stream, nullptr, &offset)) return 1;
   if (!follow) return 0;
   // Followed to the end: the job's own outcome.
   auto ended = conn.Call("GET", fmt::format("/v1/jobs/{}", id));
@@ -1177,6 +1195,8 @@ void AddLogsCommand(CommandContext& c) {
   logs->add_flag("--no-follow", logs_flags.no_follow, "Print what is there and return");
   logs->add_option("--tail", logs_flags.tail,
                    "Only the last N lines of what the job printed so far (then what follows)");
+  logs->add_flag("-t,--timestamps", logs_flags.timestamps,
+                 "Prefix each line with when it reached the server (UTC, to the second)");
   logs->add_option("--group", logs_flags.group,
                    "Every job of this bulk group, one after another, each under a header");
   logs->add_option("--rank", logs_flags.rank, "Node rank of a multi-node job");

@@ -198,6 +198,33 @@ class LogsTest(BerthTestCase):
         self.assertIn("it has printed nothing yet", err)
         b.run("cancel", blocker, waiting)
 
+    def test_timestamps(self):
+        """`logs --timestamps` did not exist: each line now carries when it reached the server."""
+        import datetime
+        import re
+        b = self.b
+        before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        job = b.submit("--", "echo first; sleep 2.5; echo second")
+        b.wait_status(job, "SUCCEEDED")
+        after = datetime.datetime.now(datetime.timezone.utc)
+        for flag in ("-t", "--timestamps"):
+            rc, out, err = b.run("logs", job, flag)
+            self.assertEqual(rc, 0, err)
+            lines = out.splitlines()
+            self.assertEqual(len(lines), 2, out)
+            times = []
+            for line, text in zip(lines, ("first", "second")):
+                m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (.*)", line)
+                self.assertIsNotNone(m, line)
+                self.assertEqual(m.group(2), text)
+                t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(
+                    tzinfo=datetime.timezone.utc)
+                self.assertTrue(before <= t <= after, (before, t, after))
+                times.append(t)
+            self.assertGreaterEqual((times[1] - times[0]).total_seconds(), 2, out)
+        self.assertEqual(b.run("logs", job, "-t", "--tail", "1")[1].split(" ", 1)[1], "second\n")
+        self.assertEqual(b.run("logs", job)[1], "first\nsecond\n")
+
     def test_logs_of_unknown_job_or_rank(self):
         rc, out, err = self.b.run("logs", 999, check=False)
         self.assertNotEqual(rc, 0)

@@ -746,14 +746,21 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
   constexpr size_t kMaxChunk = 1 << 20;
   bool has_data = attempt > 0 && logs_->Size(id, attempt, rank) > offset;
   if (has_data || !live || wait_ms == 0) {
-    std::string data = attempt > 0 ? logs_->Read(id, attempt, rank, offset, kMaxChunk) : "";
+    // With timestamps=1 each line is prefixed by when it arrived; the offset stays the log's.
+    size_t raw = 0;
+    std::string data;
+    if (attempt > 0 && req.Query("timestamps") == "1") {
+      data = logs_->ReadStamped(id, attempt, rank, offset, kMaxChunk, &raw);
+    } else if (attempt > 0) {
+      data = logs_->Read(id, attempt, rank, offset, kMaxChunk);
+      raw = data.size();
+    }
     net::HttpResponse r;
     r.content_type = "application/octet-stream";
-    r.headers.push_back(
-        {"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(data.size()))});
+    r.headers.push_back({"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(raw))});
     r.headers.push_back({"X-Berth-Attempt", std::to_string(attempt)});
     r.headers.push_back({"X-Berth-Status", std::string(JobStatusName(row.status))});
-    r.headers.push_back({"X-Berth-Done", !live && data.size() < kMaxChunk ? "1" : "0"});
+    r.headers.push_back({"X-Berth-Done", !live && raw < kMaxChunk ? "1" : "0"});
     r.body = std::move(data);
     res->Send(std::move(r));
     return;

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include "fakes/fake_clock.h"
+
 namespace berth {
 namespace {
 
@@ -93,6 +95,48 @@ TEST_F(LogStoreTest, LogFilesArePrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((dir_ + "/logs").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// `berth logs --timestamps`: each line carries the second it arrived in; bytes arriving within
+// the same second add no record; a line that began in an earlier append keeps its first time; a
+// read from the middle of a line prefixes only the lines that start in it.
+TEST_F(LogStoreTest, LinesAreStampedWithTheSecondTheyArrived) {
+  testing::FakeClock clock;
+  LogStore logs(dir_, clock);
+  const std::string t0 = FormatRfc3339(clock.Now()).substr(0, 19) + "Z ";
+  ASSERT_TRUE(logs.Append(7, 1, 0, 0, "one\ntw").ok());
+  clock.Advance(300);
+  ASSERT_TRUE(logs.Append(7, 1, 0, 6, "o\n").ok());  // the same second: no record
+  clock.Advance(2000);
+  const std::string t2 = FormatRfc3339(clock.Now()).substr(0, 19) + "Z ";
+  ASSERT_TRUE(logs.Append(7, 1, 0, 8, "three\nfour\n").ok());
+  EXPECT_EQ(logs.Size(7, 1, 0), 19);
+  size_t raw = 0;
+  EXPECT_EQ(logs.ReadStamped(7, 1, 0, 0, 100, &raw),
+            t0 + "one\n" + t0 + "two\n" + t2 + "three\n" + t2 + "four\n");
+  EXPECT_EQ(raw, 19u);
+  EXPECT_EQ(logs.ReadStamped(7, 1, 0, 1, 7, &raw), "ne\n" + t0 + "two\n");
+  EXPECT_EQ(raw, 7u);
+  // A second LogStore over the same files reads the same times, and appends after them.
+  LogStore again(dir_, clock);
+  clock.Advance(1000);
+  ASSERT_TRUE(again.Append(7, 1, 0, 19, "five\n").ok());
+  const std::string t3 = FormatRfc3339(clock.Now()).substr(0, 19) + "Z ";
+  EXPECT_EQ(again.ReadStamped(7, 1, 0, 14, 100, &raw), t2 + "four\n" + t3 + "five\n");
+  // The output itself is unchanged.
+  EXPECT_EQ(again.Read(7, 1, 0, 0, 100), "one\ntwo\nthree\nfour\nfive\n");
+}
+
+// A multi-node job's interleaved log is stamped too.
+TEST_F(LogStoreTest, TheInterleavedLogIsStamped) {
+  testing::FakeClock clock;
+  LogStore logs(dir_, clock);
+  const std::string t0 = FormatRfc3339(clock.Now()).substr(0, 19) + "Z ";
+  ASSERT_TRUE(logs.Append(9, 1, 0, 0, "a\n", "[0] ").ok());
+  ASSERT_TRUE(logs.Append(9, 1, 1, 0, "b\n", "[1] ").ok());
+  size_t raw = 0;
+  EXPECT_EQ(logs.ReadStamped(9, 1, LogStore::kAllRanks, 0, 100, &raw),
+            t0 + "[0] a\n" + t0 + "[1] b\n");
 }
 
 }  // namespace
