@@ -349,6 +349,12 @@ int Exec(const GlobalFlags& g, const ExecFlags& f) {
   if (!res.ok()) return Fail(res.status());
   const json::object& out = res->as_object();
   const json::array& ids = out.at("jobs").as_array();
+  // What the server wants the submitter to know (a limit no node there enforces), once.
+  if (const json::value* warnings = out.if_contains("warnings"); warnings && warnings->is_array()) {
+    for (const json::value& w : warnings->as_array()) {
+      if (w.is_string()) fmt::print(stderr, "berth: warning: {}\n", std::string(w.as_string()));
+    }
+  }
   if (f.as_json) {
     fmt::print("{}\n", SerializeJson(json::object{{"group", out.at("group")}, {"jobs", ids}}));
   } else if (!out.at("group").is_null()) {

@@ -166,4 +166,14 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
   return Status::Ok();
 }
 
+std::vector<std::string> NodesThatCouldHold(const std::vector<NodeView>& nodes,
+                                            const JobRequest& job) {
+  std::vector<std::string> out;
+  for (const NodeView& n : nodes) {
+    if (InPoolAndSelector(n, job) && FitsWhenEmpty(n, job.per_node)) out.push_back(n.name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace berth::sched

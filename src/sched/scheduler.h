@@ -147,4 +147,10 @@ PassResult Schedule(const Snapshot& snapshot, const Config& config);
 // malformed request gives InvalidArgument ("invalid request: num_nodes must be at least 1").
 Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job);
 
+// The nodes (schedulable or not) that could hold one rank of `job` if they were empty: in its pool,
+// matching its selector and mounts, with enough total CPUs, memory and devices of the type. By
+// name. For what the submitter is told about where the job may land (an unenforced limit).
+std::vector<std::string> NodesThatCouldHold(const std::vector<NodeView>& nodes,
+                                            const JobRequest& job);
+
 }  // namespace berth::sched

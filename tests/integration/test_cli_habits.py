@@ -54,6 +54,40 @@ class CliHabitsTest(BerthTestCase):
             self.assertEqual(rc, 2, err)
             self.assertIn(says, err)
 
+    def test_a_limit_no_node_enforces_is_said_at_submission(self):
+        """On a node that isolates nothing, `--memory 0.25` allocating 1 GiB SUCCEEDED, and `exec`
+        said nothing; only `berth nodes` showed why."""
+        b = self.b
+        server = b.start_server()
+        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
+        token = ["--token-file", os.path.join(server.state_dir, "token")]
+        b.start_agent(server.url, name="open-0", gpus="T4:1", extra=[*token, "--isolation", "off"])
+        b.start_agent(server.url, name="open-1", gpus="", extra=[*token, "--isolation", "off"])
+        b.wait_nodes_up(["open-0", "open-1"], env=env)
+        rc, out, err = b.run("exec", "-d", "--json", "--gpus", "T4:1", "--memory", "0.25", "--",
+                             "true", env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("berth: warning: limits not enforced: the node that can run this job (open-0) "
+                      "isolates nothing (none: turned off (--isolation off)), so its memory (256M), "
+                      "CPUs (0.5) and GPU devices are not enforced there", err)
+        self.assertEqual(err.count("warning"), 1, err)
+        json.loads(out)  # --json's output stays JSON: the warning is on stderr
+        # A bulk submission says it once.
+        rc, _, err = b.run("exec", "-d", "--num-jobs", "5", "--", "true", env=env)
+        self.assertEqual(err.count("berth: warning: limits not enforced: the nodes that can run "
+                                   "this job (open-0, open-1) isolate nothing"), 1, err)
+        if os.geteuid() == 0:
+            # With a node that isolates, it is a "may": the job may land on either.
+            b.start_agent(server.url, name="closed", gpus="", extra=token)
+            b.wait_nodes_up(["closed"], env=env)
+            if b.json("nodes", "--json", env=env)[-1]["isolation"] in ("v1", "v2"):
+                _, _, err = b.run("exec", "-d", "--", "true", env=env)
+                self.assertIn("berth: warning: limits may not be enforced: 2 of the 3 nodes that can "
+                              "run this job (open-0, open-1) isolate nothing", err)
+                # A job only the isolating node can hold hears nothing.
+                _, _, err = b.run("exec", "-d", "--cpus", "2", "--", "true", env=env)
+                self.assertNotIn("warning", err)
+
     def test_a_server_that_is_not_berth_is_said_to_be_so(self):
         """A web page's 404 was printed whole (14 lines of HTML); an empty answer printed `berth: `."""
         class NotBerth(http.server.BaseHTTPRequestHandler):

@@ -6,6 +6,8 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/quantity.h"
+#include "common/strings.h"
 #include "net/tls.h"
 #include "server/core/core.h"
 
@@ -42,7 +44,9 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     HandlerLock lock(this);
     BERTH_RETURN_IF_ERROR(AdmitLocked(writer));
   }
-  return CommitInGroup(writer);
+  Result<SubmitAnswer> answer = CommitInGroup(writer);
+  if (answer.ok()) answer->warnings = std::move(writer.warnings);
+  return answer;
 }
 
 Status Core::PrepareSubmission(SubmitRequest& request) const {
@@ -78,12 +82,18 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
   JobRow row;
   row.num_nodes = request.spec.num_nodes;
   row.resources = request.spec.resources;
-  Status feasible = sched::CheckFeasible(nodes_.CapacityViews(), RequestFor(row, request.spec));
+  const sched::JobRequest asked = RequestFor(row, request.spec);
+  Status feasible = sched::CheckFeasible(nodes_.CapacityViews(), asked);
   if (request.spec.container) {
     BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
   }
   if (!feasible.ok()) {
     return Status::Infeasible("this job can never run here: " + feasible.message());
+  }
+  if (std::string w = UnenforcedLimits(sched::NodesThatCouldHold(nodes_.CapacityViews(), asked),
+                                       request.spec);
+      !w.empty()) {
+    writer.warnings.push_back(std::move(w));
   }
   // A user's max-pending-jobs refuses what would take them over it (pending jobs are counted
   // per user as jobs change).
@@ -546,6 +556,43 @@ std::map<std::string, Mib> Core::JobMemoryDefaults(const Placement& placement) {
     if (it != nodes_.end()) out[grant.node] = it->second.job_memory_default;
   }
   return out;
+}
+
+std::string Core::UnenforcedLimits(const std::vector<std::string>& candidates,
+                                   const JobSpec& spec) const {
+  // The nodes among them that say they isolate nothing ("none: REASON"), with the first reason.
+  std::vector<std::string> open;
+  std::string why;
+  for (const std::string& name : candidates) {
+    auto node = nodes_.find(name);
+    if (node == nodes_.end() || !node->second.isolation.starts_with("none")) continue;
+    open.push_back(name);
+    if (why.empty()) why = node->second.isolation;
+  }
+  if (open.empty()) return "";
+  std::vector<std::string> asked;
+  if (spec.resources.memory > 0) asked.push_back("memory (" + FormatMib(spec.resources.memory) + ")");
+  asked.push_back("CPUs (" + FormatMilli(spec.resources.cpus) + ")");
+  if (spec.resources.wants_gpu()) asked.push_back("GPU devices");
+  std::string what = asked.back();
+  if (asked.size() > 1) {
+    what = Join(std::vector<std::string>(asked.begin(), asked.end() - 1), ", ") + " and " + what;
+  }
+  constexpr size_t kNamed = 5;
+  std::string names = Join(std::vector<std::string>(open.begin(),
+                                                    open.begin() + std::min(open.size(), kNamed)),
+                           ", ");
+  if (open.size() > kNamed) names += fmt::format(" and {} more", open.size() - kNamed);
+  if (open.size() == candidates.size()) {
+    return fmt::format(
+        "limits not enforced: the node{} that can run this job ({}) isolate{} nothing ({}), so "
+        "its {} are not enforced there",
+        candidates.size() == 1 ? "" : "s", names, candidates.size() == 1 ? "s" : "", why, what);
+  }
+  return fmt::format(
+      "limits may not be enforced: {} of the {} nodes that can run this job ({}) isolate nothing "
+      "({}); there its {} are not enforced",
+      open.size(), candidates.size(), names, why, what);
 }
 
 Status Core::CheckContainerPlacement(const JobSpec& spec, bool feasible) {

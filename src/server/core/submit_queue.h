@@ -31,6 +31,9 @@ namespace berth {
 struct SubmitAnswer {
   std::optional<int64_t> group;
   std::vector<int64_t> ids;
+  // What the submitter should know, said once per submission ("not enforced: ..."); not stored, so
+  // an answer given again for the same idempotency key has none.
+  std::vector<std::string> warnings;
 };
 
 class SubmitQueue {

@@ -331,6 +331,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   for (int64_t id : answer->ids) ids.push_back(id);
   json::object out{{"group", answer->group ? json::value(*answer->group) : json::value(nullptr)},
                    {"jobs", std::move(ids)}};
+  for (const std::string& w : answer->warnings) warnings.push_back(json::value(w));
   if (!warnings.empty()) out["warnings"] = std::move(warnings);
   return JsonResponse(201, out);
 }
