@@ -155,5 +155,20 @@ TEST(CheckFeasibleTest, MalformedRequestIsInvalidNotInfeasible) {
   EXPECT_EQ(s.message(), "invalid request: more than one GPU must be a whole number of GPUs");
 }
 
+// Where a job could land, for the submitter's warning about limits a node does not enforce: every
+// node of its pool and selector that holds one rank when empty, busy or draining.
+TEST(NodesThatCouldHoldTest, NodesOfItsScopeThatFitWhenEmpty) {
+  EXPECT_EQ(NodesThatCouldHold(Cluster(), MakeJob(1, "V100:4")),
+            (std::vector<std::string>{"n1", "n3"}));
+  EXPECT_EQ(NodesThatCouldHold(Cluster(), MakeJob(1, "T4:1")), (std::vector<std::string>{"n2"}));
+  JobRequest cpu = MakeJob(1, "");
+  cpu.per_node.cpus = 12'000;
+  EXPECT_EQ(NodesThatCouldHold(Cluster(), cpu), (std::vector<std::string>{"n2"}));
+  JobRequest research = MakeJob(1, "");
+  research.pool = "research";
+  EXPECT_EQ(NodesThatCouldHold(Cluster(), research), (std::vector<std::string>{"n3"}));
+  EXPECT_TRUE(NodesThatCouldHold(Cluster(), MakeJob(1, "A100:1")).empty());
+}
+
 }  // namespace
 }  // namespace berth::sched
