@@ -39,6 +39,26 @@ std::string RegistryOf(const std::string& image) {
   return host ? first : "";
 }
 
+// Where a registry takes connections: its host and port ("127.0.0.1:5000" -> 127.0.0.1, 5000;
+// "ghcr.io" -> ghcr.io, 443, or 80 when it is reached over plain HTTP; "[::1]:5000" -> ::1, 5000).
+std::pair<std::string, int> RegistryAddress(const std::string& registry, bool insecure) {
+  const int default_port = insecure ? 80 : 443;
+  std::string host = registry;
+  std::string port;
+  if (StartsWith(host, "[")) {
+    const size_t close = host.find(']');
+    if (close != std::string::npos) {
+      if (close + 1 < host.size() && host[close + 1] == ':') port = host.substr(close + 2);
+      host = host.substr(1, close - 1);
+    }
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  const int n = port.empty() ? default_port : std::atoi(port.c_str());
+  return {host, n > 0 && n < 65536 ? n : default_port};
+}
+
 }  // namespace
 
 ContainerHost DetectPodman(CommandRunner& runner, const std::string& podman_path) {
@@ -273,8 +293,27 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   // is final.
   const bool may_skip = pull == PullPolicy::kMissing && pinned;
   const bool may_fall_back = pull == PullPolicy::kMissing && !pinned;
+  s += "unreached=0\n";
+  if (may_fall_back && !registry.empty() && host.registry_probe_ms > 0) {
+    // The node's copy without podman's retries when the registry does not even take a connection.
+    const auto [probe_host, probe_port] = RegistryAddress(registry, insecure);
+    s += fmt::format(
+        "if [ $have = 1 ] && [ -z \"$HTTPS_PROXY$https_proxy$HTTP_PROXY$http_proxy$ALL_PROXY"
+        "$all_proxy\" ] && ! timeout {secs} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {host} {port} "
+        "2>/dev/null; then\n"
+        "  unreached=1\n"
+        "  echo \"berth: the registry {registry} could not be reached; using this node's copy of "
+        "$image\"\n"
+        "fi\n",
+        fmt::arg("secs", fmt::format("{:.3f}", host.registry_probe_ms / 1000.0)),
+        fmt::arg("host", ShellQuote(probe_host)), fmt::arg("port", probe_port),
+        fmt::arg("registry", registry));
+  }
+  // podman 5 and later retry within a pull unless told not to: berth's loop does it, knowing when
+  // the node's copy will do.
+  const bool podman_retries = !host.version.empty() && std::atoi(host.version.c_str()) >= 5;
   s += fmt::format(
-      "if [ $have = 0 ] || [ {may_skip} = 0 ]; then\n"
+      "if [ $have = 0 ] || {{ [ {may_skip} = 0 ] && [ $unreached = 0 ]; }}; then\n"
       "  if [ $have = 0 ]; then echo \"berth: pulling $image\"; else echo \"berth: checking "
       "$image at its registry\"; fi\n"
       // On the run dir (tmpfs where it can be), not on the disk that may be full.
@@ -282,7 +321,10 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "  delay=2 tries=0 pruned=0 unreachable=0\n"
       "  while :; do\n"
       "    : > \"$log\"; berth_progress & reporter=$!\n"
-      "    {podman} pull{tls} \"$image\" 2>&1 | tee \"$log\"\n"
+      // podman's warning that / is not a shared mount (rootless, on most hosts) says nothing
+      // about the job: not in its output.
+      "    {podman} pull{tls}{retry} \"$image\" 2>&1 | grep --line-buffered -v "
+      "'is not a shared mount, this could cause issues' | tee \"$log\"\n"
       "    rc=${{PIPESTATUS[0]}}\n"
       "    kill $reporter 2>/dev/null; wait $reporter 2>/dev/null\n"
       "    [ $rc = 0 ] && break\n"
@@ -301,11 +343,14 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "--output=avail {store} 2>/dev/null | tail -1 | tr -d ' ') free\" >&2\n"
       "      break\n"
       "    fi\n"
-      // Only a registry that could not be reached is tried again; a wrong name or a refused
-      // login is final.
-      "    grep -qiE 'connection refused|no such host|i/o timeout|network is unreachable|"
+      // A registry's name that does not resolve is not tried again (DNS answered: there is no
+      // such host), nor is a wrong name or a refused login; only a registry that could not be
+      // reached is, and not when the node's copy will do (podman has retried already).
+      "    if grep -qi 'no such host' \"$log\"; then unreachable=1; break; fi\n"
+      "    grep -qiE 'connection refused|i/o timeout|network is unreachable|"
       "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
       "    unreachable=1\n"
+      "    [ $have = 1 ] && [ {may_fall_back} = 1 ] && break\n"
       "    [ $tries -ge {retries} ] && break\n"
       "    tries=$((tries + 1))\n"
       "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
@@ -322,13 +367,14 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
       "  if [ $rc = 0 ] && [ {pinned} = 0 ]; then printf '%s %s\\n' \"$digest\" \"$image\" > "
       "\"$cache\"; fi\n"
-      "else\n"
+      "elif [ $unreached = 0 ]; then\n"
       "  echo \"berth: image $image is on this node\"\n"
       "fi\n",
       fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
       fmt::arg("pinned", pinned ? 1 : 0), fmt::arg("store", ShellQuote(store)),
       fmt::arg("name", rank.name), fmt::arg("retries", std::max(0, host.pull_retries)),
-      fmt::arg("podman", podman), fmt::arg("tls", insecure ? " --tls-verify=false" : ""));
+      fmt::arg("podman", podman), fmt::arg("tls", insecure ? " --tls-verify=false" : ""),
+      fmt::arg("retry", podman_retries ? " --retry=0" : ""));
   return s + "echo \"berth: image $image is $digest\"\n";
 }
 
@@ -376,6 +422,9 @@ std::string StepScript(const ContainerHost& host, const ContainerRank& rank, boo
   s += ShellQuote(UserRunDir(host, rank.uid) + "/xdg");
   s += "\nexec ";
   s += PodmanCommand(host, rank.uid);
+  // podman's own warnings ("/" is not a shared mount, on most hosts) are not the job's output;
+  // its errors are.
+  s += " --log-level=error";
   for (const std::string& a : args) s += " " + ShellQuote(a);
   return s + "\n";
 }

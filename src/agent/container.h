@@ -54,7 +54,14 @@ struct ContainerHost {
   // Host paths (and their subtrees) a job's container.mounts may name: --container-mount.
   std::vector<std::string> allowed_mounts;
   // How often a pull that could not reach its registry is tried again (2 s, 4 s, 8 s, ... apart).
+  // podman before 5 also retries within each pull (3 times, over ~14 s) and cannot be told not to;
+  // from 5 on it is told --retry=0, so that berth's are the only retries.
   int pull_retries = 3;
+  // With the image of a tag on the node already (pull: missing), its registry is first probed with
+  // a TCP connect of at most this long (0: never): one that does not answer, or a name that does not
+  // resolve, means the node's copy is used at once, not after podman's retries. Not done behind a
+  // proxy (HTTPS_PROXY and the like) nor for a short name ("ubuntu"), which registries.conf resolves.
+  int registry_probe_ms = 3000;
   // A tag asked of its registry less than this long ago is taken as it resolved then (0: asked
   // every time): a job of a warm image then starts without a registry round trip.
   int tag_ttl_s = 60;

@@ -289,6 +289,24 @@ class ContainerTest(BerthTestCase):
         self.assertIn("second layer", self.logs(pinned))
         self.assertIn(f"pulled image {self.image}\n", self.b.run("show", pinned, env=self.env)[1] + "\n")
 
+    def test_an_image_on_the_node_runs_while_its_registry_is_down(self):
+        """An image already on the node cost 35 s of nested retries (podman's 3 inside berth's 3)
+        when its registry was unreachable; and podman's "/ is not a shared mount" warning began every
+        container job's output."""
+        first = self.submit(self.task(["echo hello"]))
+        self.b.wait_status(first, "SUCCEEDED", timeout=180, env=self.env)
+        self.assertNotIn("shared mount", self.logs(first))
+        self.assertNotIn("WARN", self.logs(first))
+        self.registry.stop()
+        second = self.submit(self.task(["echo again"]))
+        self.b.wait_status(second, "SUCCEEDED", timeout=120, env=self.env)
+        out = self.logs(second)
+        self.assertIn(f"berth: the registry 127.0.0.1:{self.port} could not be reached; using this "
+                      f"node's copy of {self.image}", out)
+        self.assertNotIn("trying again", out)
+        self.assertNotIn("Trying to pull", out)  # podman was not asked: its retries take 14 s
+        self.assertIn("again", out)
+
     def test_a_gang_of_two_ranks_in_containers(self):
         self.start_agent("box2")
         self.b.wait_nodes_up(["box", "box2"], env=self.env)

@@ -4,7 +4,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -34,6 +39,7 @@ ContainerHost Host(const std::string& podman, const std::string& store) {
   host.run_dir = store + "/short";
   host.insecure_registries = {"127.0.0.1:5000"};
   host.pull_retries = 2;
+  host.registry_probe_ms = 0;  // nothing listens on 127.0.0.1:5000: see the probe's own test
   return host;
 }
 
@@ -65,6 +71,14 @@ TEST(ContainerTest, AnInteractiveRunStepGivesTheContainerATerminal) {
               Not(HasSubstr("--tty")));
 }
 
+// podman's warnings (rootless: "/" is not a shared mount) began every container job's output.
+TEST(ContainerTest, PodmansWarningsAreNotTheJobsOutput) {
+  for (const bool run : {true, false}) {
+    EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), Rank(), run),
+                HasSubstr(" --log-level=error run "));
+  }
+}
+
 // exec --into a container rank: podman exec into its run container, as its user with their store.
 TEST(ContainerTest, ExecIntoAContainerEntersItsRunContainer) {
   const std::string s = ExecIntoContainerScript(Host("/usr/bin/podman", "/s"), "berth-7-0-1", 1000,
@@ -92,7 +106,8 @@ TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root " + store + "/storage --runroot " + run +
                            "/run --tmpdir " + store +
                            "/tmp --cgroup-manager=cgroupfs "
-                           "--events-backend=file --runtime /usr/sbin/runc run --rm --replace "
+                           "--events-backend=file --runtime /usr/sbin/runc --log-level=error run --rm "
+                           "--replace "
                            "--name berth-7-0-1-run --label berth.job=berth-7-0-1 --pull=never "
                            "--network=host"));
   EXPECT_THAT(s, HasSubstr("--userns=keep-id"));
@@ -244,7 +259,10 @@ class PullScriptTest : public ::testing::Test {
                "case \"$1 $2\" in\n"
                "  'image inspect') [ -e $d/have ] && echo sha256:feed;;\n"
                "  'container prune') ;;\n"
-               "  pull*) n=$(cat $d/fails 2>/dev/null || echo 0);\n"
+               "  pull*) [ -e $d/warn ] && echo 'time=\"x\" level=warning msg=\"\\\"/\\\" is "
+               "not a shared mount, this could cause issues or missing mounts with rootless "
+               "containers\"' >&2;\n"
+               "    n=$(cat $d/fails 2>/dev/null || echo 0);\n"
                "    if [ \"$n\" -gt 0 ]; then echo $((n-1)) > $d/fails;\n"
                "      echo \"Error: $(cat $d/error)\" >&2; exit 125; fi;\n"
                "    echo 'Copying blob sha256:1'; echo 'Copying blob sha256:2 skipped: already "
@@ -498,6 +516,97 @@ TEST_F(PullScriptTest, RetriesAnUnreachableRegistryNotAMissingImage) {
   ::unlink(dir_.File("calls").c_str());
   EXPECT_EQ(Pull(Rank()), 125);
   EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
+}
+
+// The image of a tag is on the node and its registry does not answer: its copy is used after one
+// pull (podman retried within it), not after berth's retries on top of podman's (35 s).
+TEST_F(PullScriptTest, AnImageOnTheNodeIsUsedAfterOneFailedPull) {
+  std::ofstream(dir_.File("have")) << "";
+  std::ofstream(dir_.File("error")) << "pinging container registry 127.0.0.1:5000: Get "
+                                       "\"http://127.0.0.1:5000/v2/\": dial tcp: connect: "
+                                       "connection refused";
+  std::ofstream(dir_.File("fails")) << "5";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("using this node's copy of 127.0.0.1:5000/bb:1"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
+  EXPECT_EQ(ReadFileOr(dir_.File("fails")), "4\n");  // one pull
+}
+
+// "no such host" is DNS's answer that the name does not exist: final at once, not retried like a
+// timeout; with the image here, its copy is used.
+TEST_F(PullScriptTest, ANameThatDoesNotResolveIsNotRetried) {
+  std::ofstream(dir_.File("error")) << "initializing source docker://reg.invalid/bb:1: pinging "
+                                       "container registry reg.invalid: Get "
+                                       "\"https://reg.invalid/v2/\": dial tcp: lookup reg.invalid "
+                                       "on 127.0.0.53:53: no such host";
+  std::ofstream(dir_.File("fails")) << "5";
+  EXPECT_EQ(Pull(Rank()), 125);
+  EXPECT_THAT(output_, HasSubstr("no such host"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
+  std::ofstream(dir_.File("have")) << "";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr("using this node's copy of 127.0.0.1:5000/bb:1"));
+  EXPECT_THAT(Calls(), Not(HasSubstr("slept")));
+}
+
+// With the image here, a registry that takes no connection is not asked at all (podman would spend
+// its own retries on it); one that does is asked, as a tag may have moved.
+TEST_F(PullScriptTest, AnImageHereSkipsARegistryThatTakesNoConnection) {
+  const int listening = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listening, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listening, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listening, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int open_port = ntohs(addr.sin_port);
+  const int closed = ::socket(AF_INET, SOCK_STREAM, 0);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(closed, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);  // bound, not listening
+  ::getsockname(closed, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int closed_port = ntohs(addr.sin_port);
+
+  ContainerHost host = Host(podman_, store_);
+  host.registry_probe_ms = 2000;
+  std::ofstream(dir_.File("have")) << "";
+  ContainerRank rank = Rank();
+  rank.spec.image = fmt::format("127.0.0.1:{}/bb:1", closed_port);
+  ASSERT_EQ(Pull(rank, host), 0) << output_;
+  EXPECT_THAT(output_, HasSubstr(fmt::format("berth: the registry 127.0.0.1:{} could not be "
+                                             "reached; using this node's copy of {}",
+                                             closed_port, rank.spec.image)));
+  EXPECT_THAT(Calls(), Not(HasSubstr("pull")));
+  EXPECT_THAT(output_, Not(HasSubstr("is on this node")));
+  EXPECT_THAT(output_, HasSubstr("is sha256:feed"));
+  rank.spec.image = fmt::format("127.0.0.1:{}/bb:1", open_port);
+  ASSERT_EQ(Pull(rank, host), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull " + rank.spec.image));
+  // Not without the image (podman says why it cannot pull), nor behind a proxy.
+  ::unlink(dir_.File("have").c_str());
+  ::unlink(dir_.File("calls").c_str());
+  rank.spec.image = fmt::format("127.0.0.1:{}/bb:1", closed_port);
+  ASSERT_EQ(Pull(rank, host), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull " + rank.spec.image));
+  ::close(listening);
+  ::close(closed);
+}
+
+// podman 5 retries within a pull unless told --retry=0; berth's loop is then the only one.
+TEST_F(PullScriptTest, Podman5IsToldNotToRetryItself) {
+  ContainerHost host = Host(podman_, store_);
+  ASSERT_EQ(Pull(Rank(), host), 0) << output_;
+  EXPECT_THAT(Calls(), Not(HasSubstr("--retry")));
+  host.version = "5.2.2";
+  ASSERT_EQ(Pull(Rank(), host), 0) << output_;
+  EXPECT_THAT(Calls(), HasSubstr("pull --tls-verify=false --retry=0 127.0.0.1:5000/bb:1"));
+}
+
+TEST_F(PullScriptTest, TheSharedMountWarningIsNotInTheJobsOutput) {
+  std::ofstream(dir_.File("warn")) << "";
+  ASSERT_EQ(Pull(Rank()), 0) << output_;
+  EXPECT_THAT(output_, Not(HasSubstr("shared mount")));
+  EXPECT_THAT(output_, HasSubstr("Copying blob sha256:1"));
 }
 
 }  // namespace
