@@ -440,6 +440,33 @@ std::string PullFailureReason(const std::string& log_path, int exit_code) {
   return "image pull failed: " + error;
 }
 
+std::string ExitReason(const std::string& log_path, int exit_code) {
+  if (exit_code != 127 && exit_code != 126) return "";
+  // "bash: line 1: python: command not found", "sh: 1: python: not found",
+  // "bash: line 1: ./train.sh: Permission denied": the word before the shell's complaint.
+  const std::vector<std::pair<std::string_view, std::string_view>> complaints =
+      exit_code == 127 ? std::vector<std::pair<std::string_view, std::string_view>>{
+                             {": command not found", "command not found: "},
+                             {": not found", "command not found: "}}
+                       : std::vector<std::pair<std::string_view, std::string_view>>{
+                             {": Permission denied", "not executable: "},
+                             {": Is a directory", "not executable: "}};
+  std::string found;
+  for (const std::string& line : Split(LogTail(log_path), '\n')) {
+    const std::string t = Trim(line);
+    for (const auto& [ending, says] : complaints) {
+      if (t.size() <= ending.size() || !t.ends_with(ending)) continue;
+      const std::string head = t.substr(0, t.size() - ending.size());
+      const size_t colon = head.rfind(": ");
+      std::string word = colon == std::string::npos ? head : head.substr(colon + 2);
+      if (word.empty() || word.size() > 200) continue;
+      found = std::string(says) + word;
+      break;
+    }
+  }
+  return found;
+}
+
 SupervisorEvent UsageEvent(int64_t cgroup_peak, int64_t max_rss_kib, int64_t cpu_us) {
   SupervisorEvent usage{"usage"};
   usage.peak_memory_bytes = cgroup_peak >= 0  ? cgroup_peak

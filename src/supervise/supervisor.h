@@ -113,6 +113,11 @@ std::optional<OpenedRank> OpenRank(const std::string& dir, const std::string& pi
 // last "Error: " line podman printed): "image pull failed: ..."; or "file_mounts: cannot place
 // ..." when the file mounts placed before the pull failed.
 std::string PullFailureReason(const std::string& log_path, int exit_code);
+// Why a setup or run step exited 127 or 126, from the last line of the rank's output log that the
+// shell printed about it: "command not found: python" (bash's "python: command not found", sh's
+// "python: not found"), "not executable: ./train.sh" ("Permission denied"). "" for other codes or
+// when the log says nothing of it.
+std::string ExitReason(const std::string& log_path, int exit_code);
 // The image a pull step resolved, from its last "berth: image REF is DIGEST" line in the log:
 // "REF@DIGEST" ("" if none). The supervisor records it as a second "pulling" event.
 std::string PulledImage(const std::string& log_path);

@@ -41,6 +41,11 @@ class CliHabitsTest(BerthTestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("cannot read task file nosuch.yaml: No such file or directory", err)
 
+        # Exit code 127 says which command was not found.
+        rc, _, err = b.run("exec", "--", "pythn3 -c 1", env=env, check=False, timeout=60)
+        self.assertEqual(rc, 127, err)
+        self.assertIn("exit code 127 (command not found: pythn3)", err)
+
         # --server before the command; `berth queue` as the docs have it.
         rc, out, err = b.run("--server", env["BERTH_SERVER"], "queue", "--json", check=False)
         self.assertEqual(rc, 0, err)

@@ -646,5 +646,21 @@ TEST_F(NodeSupervisorTest, AStopSignalStopsEveryRankAndEndsIt) {
   EXPECT_TRUE(WaitReaping([&] { return Tagged().empty(); }, 5000));
 }
 
+// Exit code 127 said only "exit code 127": the shell's complaint names what was not found.
+TEST(ExitReasonTest, NamesTheCommandThatWasNotFound) {
+  TempDir dir;
+  const std::string log = dir.File("output.log");
+  std::ofstream(log) << "starting\nbash: line 3: python: command not found\n";
+  EXPECT_EQ(ExitReason(log, 127), "command not found: python");
+  std::ofstream(log) << "sh: 1: trian.py: not found\n";
+  EXPECT_EQ(ExitReason(log, 127), "command not found: trian.py");
+  std::ofstream(log) << "bash: line 1: ./train.sh: Permission denied\n";
+  EXPECT_EQ(ExitReason(log, 126), "not executable: ./train.sh");
+  EXPECT_EQ(ExitReason(log, 1), "");  // other codes: the job's own
+  std::ofstream(log) << "nothing about it\n";
+  EXPECT_EQ(ExitReason(log, 127), "");
+  EXPECT_EQ(ExitReason(dir.File("missing.log"), 127), "");
+}
+
 }  // namespace
 }  // namespace berth
