@@ -67,6 +67,9 @@ void Agent::SetUpContainers() {
   const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
   containers_.run_dir = ContainerRunDir(options_.state_dir, ::geteuid() == 0, ::geteuid(),
                                         runtime_dir ? runtime_dir : "");
+  // Said in the state dir, for what cleans up after the agent (`berth local down` unmounts
+  // what podman left mounted below it).
+  WriteFileAtomic(options_.state_dir + "/container-run-dir", containers_.run_dir + "\n", false);
   containers_.cdi_gpus = HasNvidiaCdiSpec({"/etc/cdi", "/var/run/cdi"});
   LogInfo("containers: podman {} ({}{}{})", containers_.version,
           containers_.oci_runtime.empty() ? "its default OCI runtime" : containers_.oci_runtime,

@@ -110,7 +110,7 @@ struct AgentFlags {
 
 // --- local cluster (local_cmds.cpp) ---
 int LocalUp(const LocalClusterOptions& options, const std::string& self_exe);
-int LocalDown();
+int LocalDown(const std::string& self_exe);
 int LocalStatus(bool as_json);
 
 // --- jobs (job_cmds.cpp) ---

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -287,7 +288,72 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
   return c;
 }
 
-Status StopLocalCluster() {
+namespace {
+
+// Mount points (field 5 of /proc/self/mountinfo, octal escapes undone) at or below one of `roots`,
+// deepest first.
+std::vector<std::string> MountsUnder(const std::vector<std::string>& roots) {
+  std::vector<std::string> out;
+  for (const std::string& line : Split(ReadFileOr("/proc/self/mountinfo"), '\n')) {
+    const std::vector<std::string> fields = Split(line, ' ');
+    if (fields.size() < 5) continue;
+    std::string point;
+    const std::string& raw = fields[4];
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '\\' && i + 3 < raw.size()) {
+        point += static_cast<char>(std::stoi(raw.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        point += raw[i];
+      }
+    }
+    for (const std::string& root : roots) {
+      if (!root.empty() && (point == root || StartsWith(point, root + "/"))) {
+        out.push_back(point);
+        break;
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
+}
+
+// What podman leaves after the local cluster's container jobs: each user's pause process (it
+// holds their rootless namespace and the mounts in it), and as root the storage's own mounts
+// below BERTH_HOME and the run dirs. Returns how many mounts went.
+int CleanUpAfterPodman(const std::string& home, const std::vector<std::string>& agent_dirs) {
+  std::vector<std::string> roots = {home};
+  for (const std::string& agent : agent_dirs) {
+    const std::string run_dir = Trim(ReadFileOr(agent + "/container-run-dir"));
+    if (run_dir.empty() || run_dir[0] != '/') continue;
+    roots.push_back(run_dir);
+    DIR* d = opendir(run_dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = readdir(d)) {
+      const int pid = ReadPidFile(run_dir + "/" + e->d_name + "/xdg/libpod/tmp/pause.pid");
+      const std::string cmdline = ReadFileOr("/proc/" + std::to_string(pid) + "/cmdline");
+      if (pid > 0 && (cmdline.find("catatonit") != std::string::npos ||
+                      cmdline.find("podman") != std::string::npos)) {
+        ::kill(pid, SIGKILL);
+      }
+    }
+    closedir(d);
+  }
+  int unmounted = 0;
+  if (::geteuid() != 0) return 0;  // a user's own mounts live in their namespace, gone with it
+  for (const std::string& point : MountsUnder(roots)) {
+    if (::umount2(point.c_str(), MNT_DETACH) == 0) ++unmounted;
+  }
+  return unmounted;
+}
+
+}  // namespace
+
+Status StopLocalCluster(const std::function<void(const std::string&)>& say_fn) {
+  auto say = [&](const std::string& what) {
+    if (say_fn) say_fn(what);
+  };
   std::string text = ReadFileOr(LocalStatePath());
   std::string home = BerthHome();
   std::vector<int> agents;
@@ -300,7 +366,9 @@ Status StopLocalCluster() {
   }
   // Agents first (they stop taking work), then the jobs' supervisors (each stops its job's
   // processes and records the exit, reported when the cluster comes back), then the server.
+  if (!agents.empty()) say(fmt::format("Stopping {} node agent(s)", agents.size()));
   TerminateAndWait(agents, 5000);
+  std::vector<std::string> agent_dirs;
   std::vector<int> supervisors;
   // A supervisor runs every job of its node (`berth __node STATE_DIR`) or one (`berth __supervise
   // DIR`, the agent's fallback); the pid files say which processes they are.
@@ -317,6 +385,8 @@ Status StopLocalCluster() {
   std::string agents_dir = home + "/agents";
   if (DIR* d = opendir(agents_dir.c_str())) {
     while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      agent_dirs.push_back(agents_dir + "/" + e->d_name);
       add_supervisor(agents_dir + "/" + e->d_name + "/supervisor.pid");
       std::string jobs = agents_dir + "/" + e->d_name + "/jobs";
       DIR* j = opendir(jobs.c_str());
@@ -328,8 +398,17 @@ Status StopLocalCluster() {
     }
     closedir(d);
   }
+  if (!supervisors.empty()) {
+    say(fmt::format("Stopping the jobs' supervisor(s) and what still runs (up to 15 s)"));
+  }
   TerminateAndWait(supervisors, 15'000);
-  if (server_pid > 0) TerminateAndWait({server_pid}, 5000);
+  if (server_pid > 0) {
+    say("Stopping the server");
+    TerminateAndWait({server_pid}, 5000);
+  }
+  if (const int n = CleanUpAfterPodman(home, agent_dirs); n > 0) {
+    say(fmt::format("Unmounted {} mount(s) podman left below {}", n, home));
+  }
   if (agents.empty() && server_pid == 0) return Status::NotFound("no local cluster under " + home);
   return Status::Ok();
 }

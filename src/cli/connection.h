@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,10 @@ Result<LocalCluster> FindLocalCluster();
 // binary.
 Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
                                        const LocalClusterOptions& options);
-// Stops the local cluster: the jobs' supervisors (which stop the jobs), the agents, then the
-// server.
-Status StopLocalCluster();
+// Stops the local cluster: the agents, the jobs' supervisors (which stop the jobs), then the
+// server; then what podman left behind (its pause processes, mounts below BERTH_HOME and the
+// agents' container run dirs). `say` hears each step as it begins (a line, no newline).
+Status StopLocalCluster(const std::function<void(const std::string&)>& say = {});
 
 // A fresh idempotency key: 128 random bits in hex.
 std::string NewIdempotencyKey();

@@ -849,22 +849,45 @@ void PrintUsed(const json::object& a, const json::object& job) {
       r.at("memory").is_number() && r.at("memory").to_number<double>() > 0
           ? " of " + SerializeJson(r.at("memory")) + " GiB asked"
           : " (no memory asked: the node's default limit)";
-  fmt::print("  used:       peak memory {}{}{}, CPU {} of {} CPU(s) asked{}\n",
-             MemoryText(a.at("peak_memory_bytes")), asked_memory,
-             percent(a.at("memory_efficiency")), CpuText(a.at("cpu_seconds")),
-             SerializeJson(r.at("cpus")), percent(a.at("cpu_efficiency")));
+  // CPU time, and what it makes on average of the CPUs asked (efficiency x CPUs asked).
+  std::string cpus = "CPU time " + CpuText(a.at("cpu_seconds"));
+  const json::value& eff = a.at("cpu_efficiency");
+  if (eff.is_number() && r.at("cpus").is_number()) {
+    cpus += fmt::format(", {:.2g} of {} CPUs busy on average{}",
+                        eff.to_number<double>() * r.at("cpus").to_number<double>(),
+                        SerializeJson(r.at("cpus")), percent(eff));
+  }
+  fmt::print("  used:       peak memory {}{}{}, {}\n", MemoryText(a.at("peak_memory_bytes")),
+             asked_memory, percent(a.at("memory_efficiency")), cpus);
 }
 
 // `berth show`'s "why pending" block, from the job JSON's `waiting` object (docs/fair-share.md).
-void PrintWaiting(const json::object& w) {
+void PrintWaiting(int64_t id, const json::object& w) {
   const json::value* position = w.if_contains("position");
   if (position == nullptr) return;
   const std::string team =
       NumText(w.if_contains("team")) == "-" ? "(default)" : NumText(w.if_contains("team"));
-  fmt::print("  in line:    #{} of the waiting jobs, #{} in team {}\n", NumText(position),
-             NumText(w.if_contains("team_position")), team);
+  // One team (no teams configured): its scores, quota and name are internals that say nothing.
+  const json::value* teams = w.if_contains("teams");
+  const bool one_team = teams != nullptr && AsInt(*teams).value_or(0) <= 1;
+  if (one_team) {
+    fmt::print("  in line:    #{} of the waiting jobs\n", NumText(position));
+    const json::object& f = w.at("fair_share").as_object();
+    fmt::print("  fair share: user score {} (recent usage; the lowest goes first)\n",
+               NumText(f.if_contains("user_score")));
+    if (const json::value* first = f.if_contains("first_waiting"); first && first->is_object()) {
+      const json::object& o = first->as_object();
+      if (AsInt(o.at("job")).value_or(0) != id) {
+        fmt::print("  next up:    job {} (user score {})\n", NumText(o.if_contains("job")),
+                   NumText(o.if_contains("user_score")));
+      }
+    }
+  } else {
+    fmt::print("  in line:    #{} of the waiting jobs, #{} in team {}\n", NumText(position),
+               NumText(w.if_contains("team_position")), team);
+  }
   const json::object& q = w.at("quota").as_object();
-  if (NumText(q.if_contains("state")) != "no GPU") {
+  if (!one_team && NumText(q.if_contains("state")) != "no GPU") {
     fmt::print(
         "  quota:      {}: team {} uses {} of quota {} (may borrow {} more); this job needs {}\n",
         NumText(q.if_contains("state")), team, NumText(q.if_contains("team_uses")),
@@ -874,10 +897,13 @@ void PrintWaiting(const json::object& w) {
         NumText(q.if_contains("job_needs")));
   }
   const json::object& f = w.at("fair_share").as_object();
-  fmt::print("  fair share: user score {}, team score {} (team usage {} / weight {})\n",
-             NumText(f.if_contains("user_score")), NumText(f.if_contains("team_score")),
-             NumText(f.if_contains("team_usage")), NumText(f.if_contains("team_weight")));
-  if (const json::value* first = f.if_contains("first_waiting"); first && first->is_object()) {
+  if (!one_team) {
+    fmt::print("  fair share: user score {}, team score {} (team usage {} / weight {})\n",
+               NumText(f.if_contains("user_score")), NumText(f.if_contains("team_score")),
+               NumText(f.if_contains("team_usage")), NumText(f.if_contains("team_weight")));
+  }
+  if (const json::value* first = f.if_contains("first_waiting");
+      !one_team && first && first->is_object()) {
     const json::object& o = first->as_object();
     fmt::print("  next up:    job {} (team {}, user score {}, team score {})\n",
                NumText(o.if_contains("job")),
@@ -899,10 +925,14 @@ void PrintWaiting(const json::object& w) {
       std::vector<std::string> who;
       for (const auto& h : held->as_array()) {
         const json::object& o = h.as_object();
-        who.push_back(fmt::format(
-            "{} ({}) {}", NumText(o.if_contains("user")),
-            NumText(o.if_contains("team")) == "-" ? "(default)" : NumText(o.if_contains("team")),
-            NumText(o.if_contains("gpus"))));
+        const std::string gpus = NumText(o.if_contains("gpus"));
+        const std::string held = gpus + (gpus == "1" ? " GPU" : " GPUs");
+        who.push_back(one_team ? fmt::format("{} ({})", NumText(o.if_contains("user")), held)
+                               : fmt::format("{} (team {}) {}", NumText(o.if_contains("user")),
+                                             NumText(o.if_contains("team")) == "-"
+                                                 ? "(default)"
+                                                 : NumText(o.if_contains("team")),
+                                             held));
       }
       if (!who.empty()) fmt::print("  held by:    {}\n", Join(who, ", "));
     }
@@ -915,6 +945,18 @@ void PrintWaiting(const json::object& w) {
         "  reserved:   {} until {}\n", Join(nodes, ", "),
         NumText(o.if_contains("until")) == "-" ? "unknown" : NumText(o.if_contains("until")));
   }
+}
+
+// A script of several lines under its label: each line after the first indented as far as the
+// first (`show`'s values start at column 14), without the last newline.
+std::string Indented(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += std::string(14, ' ');
+  }
+  return out;
 }
 
 // A field as `show` prints it: "-" for null, a string as itself, anything else as JSON.
@@ -1011,11 +1053,13 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     fmt::print("  depends on: {} (all must hold)\n", Join(texts, "  "));
   }
   if (const json::value* w = j.if_contains("waiting"); w != nullptr && w->is_object()) {
-    PrintWaiting(w->as_object());
+    PrintWaiting(id, w->as_object());
   }
-  fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {} GiB]   priority {}\n",
+  const bool memory_asked = r.at("memory").is_number() && r.at("memory").to_number<double>() > 0;
+  fmt::print("  resources:  {} node(s) x [gpus {}, cpus {}, memory {}]   priority {}\n",
              str("num_nodes"), GpusOf(j), SerializeJson(r.at("cpus")),
-             SerializeJson(r.at("memory")), str("priority"));
+             memory_asked ? SerializeJson(r.at("memory")) + " GiB" : std::string("-"),
+             str("priority"));
   if (const json::value* d = j.if_contains("memory_default"); d && d->is_object()) {
     for (const auto& [node, gib] : d->as_object()) {
       fmt::print("  memory:     none asked: limited to {} on {} (its default for such jobs)\n",
@@ -1041,9 +1085,11 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     if (s.contains("workdir"))
       fmt::print("  workdir:    {}\n", std::string(s.at("workdir").as_string()));
     if (s.contains("setup") && !s.at("setup").as_string().empty()) {
-      fmt::print("  setup:      {}\n", std::string(s.at("setup").as_string()));
+      fmt::print("  setup:      {}\n", Indented(std::string(s.at("setup").as_string())));
     }
-    if (s.contains("run")) fmt::print("  run:        {}\n", std::string(s.at("run").as_string()));
+    if (s.contains("run")) {
+      fmt::print("  run:        {}\n", Indented(std::string(s.at("run").as_string())));
+    }
   }
   if (const auto* attempts = j.if_contains("attempts"); attempts && !attempts->as_array().empty()) {
     PrintUsed(attempts->as_array().back().as_object(), j);

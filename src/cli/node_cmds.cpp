@@ -179,8 +179,35 @@ int LocalUp(const LocalClusterOptions& options, const std::string& self_exe) {
   return 0;
 }
 
-int LocalDown() {
-  Status st = StopLocalCluster();
+// Cancels every job still active on the local cluster, as "local cluster stopped" (they would
+// otherwise end FAILED when the cluster next comes up); how many, or nullopt when it cannot say.
+std::optional<size_t> CancelLocalJobs(const LocalCluster& c, const std::string& self_exe) {
+  Connection conn(c.unix_socket, "", self_exe);
+  if (!conn.Connect().ok()) return std::nullopt;
+  const std::string reason = "local cluster stopped";
+  auto res = conn.Call("POST", "/v1/jobs/cancel",
+                       SerializeJson(json::object{{"all_users", true}, {"reason", reason}}));
+  if (!res.ok() && res.status().code() == Code::kForbidden) {  // not an operator: their own
+    res = conn.Call("POST", "/v1/jobs/cancel",
+                    SerializeJson(json::object{{"all", true}, {"reason", reason}}));
+  }
+  if (!res.ok() || !res->is_object()) return std::nullopt;
+  const json::value* cancelled = res->as_object().if_contains("cancelled");
+  return cancelled && cancelled->is_array() ? cancelled->as_array().size() : 0;
+}
+
+int LocalDown(const std::string& self_exe) {
+  auto say = [](const std::string& what) {
+    fmt::print("{}...\n", what);
+    std::fflush(stdout);
+  };
+  if (auto running = FindLocalCluster(); running.ok()) {
+    fmt::print("Stopping the local cluster at {}.\n", running->server);
+    if (auto n = CancelLocalJobs(*running, self_exe); n && *n > 0) {
+      fmt::print("Cancelled {} active job(s) (\"local cluster stopped\").\n", *n);
+    }
+  }
+  Status st = StopLocalCluster(say);
   if (!st.ok()) return Fail(st);
   fmt::print("Local cluster under {} stopped.\n", BerthHome());
   return 0;
@@ -231,7 +258,7 @@ void AddLocalCommand(CommandContext& c) {
       ->capture_default_str();
   up->callback([&] { c.rc = LocalUp(local_options, c.g.self_exe); });
   local->add_subcommand("down", "Stop the local cluster and its jobs")->callback([&] {
-    c.rc = LocalDown();
+    c.rc = LocalDown(c.g.self_exe);
   });
   auto* status = local->add_subcommand("status", "Show the local cluster");
   status->add_flag("--json", local_json, "Machine-readable output");

@@ -123,6 +123,7 @@ struct CancelRequest {
   std::optional<int64_t> group;
   std::string user;         // who asks
   bool cancel_any = false;  // may cancel other users' jobs (an operator); else they are forbidden
+  std::string why;          // said after "cancelled by USER: " ("local cluster stopped"); "" none
 };
 
 struct CancelAnswer {

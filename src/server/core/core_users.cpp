@@ -12,6 +12,16 @@
 #include "server/core/core.h"
 
 namespace berth {
+
+namespace {
+
+// "cancelled by alice", or "cancelled by alice: local cluster stopped" with a reason.
+std::string CancelReason(const CancelRequest& request) {
+  std::string why = "cancelled by " + (request.user.empty() ? "user" : request.user);
+  return request.why.empty() ? why : why + ": " + request.why;
+}
+
+}  // namespace
 namespace {
 
 // What a keyed submission asked for, to tell its retry (the same) from a reuse of its key.
@@ -361,8 +371,7 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
         answer.forbidden.push_back(id);
         continue;
       }
-      EndJob(plan, it->second, JobStatus::kCancelled,
-             "cancelled by " + (request.user.empty() ? "user" : request.user), std::nullopt, now);
+      EndJob(plan, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
       answer.cancelled.push_back(id);
     }
     plan.reap = true;
@@ -420,7 +429,7 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
   if (just_submitted.empty()) return Status::Ok();
   HandlerLock lock(this);
   TimeMs now = clock_.Now();
-  const std::string why = "cancelled by " + (request.user.empty() ? "user" : request.user);
+  const std::string why = CancelReason(request);
   Plan plan;
   plan.by = request.user;
   std::vector<int64_t> owed;

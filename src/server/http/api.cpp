@@ -608,8 +608,16 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
   auto all_users = GetBool(o, "all_users");
   auto user = GetString(o, "user");
   auto group = GetInt(o, "group", -1);
-  for (auto* st : {&all.status(), &all_users.status(), &user.status(), &group.status()}) {
+  auto why = GetString(o, "reason");
+  for (auto* st :
+       {&all.status(), &all_users.status(), &user.status(), &group.status(), &why.status()}) {
     if (!st->ok()) return ErrorResponse(*st);
+  }
+  if (why->size() > 200 || std::any_of(why->begin(), why->end(), [](unsigned char c) {
+        return c < ' ' || c == 0x7f;
+      })) {
+    return ErrorResponse(
+        Status::Invalid("'reason' must be at most 200 characters on one line, without controls"));
   }
   CancelRequest request;
   if (const auto* v = o.if_contains("ids")) {
@@ -633,6 +641,7 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
   }
   request.user = by.user;
   request.cancel_any = by.Has(Role::kOperator);
+  request.why = *why;
   auto answer = core_->Cancel(request);
   if (!answer.ok()) return ErrorResponse(answer.status());
   if (!answer->forbidden.empty() && answer->cancelled.empty() && answer->already_finished.empty() &&

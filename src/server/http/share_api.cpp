@@ -105,6 +105,9 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
   }
   share["first_waiting"] = std::move(first);
   o["fair_share"] = std::move(share);
+  // How many teams the pass weighed: with one, team scores and quotas say nothing (berth show
+  // leaves them out).
+  o["teams"] = static_cast<int64_t>(t.teams().size());
   o["blocking"] = nullptr;
   if (x.blocking >= 0 && static_cast<size_t>(x.blocking) < t.blockings().size()) {
     const sched::Blocking& b = t.blockings()[static_cast<size_t>(x.blocking)];
