@@ -93,6 +93,35 @@ class CliHabitsTest(BerthTestCase):
                 _, _, err = b.run("exec", "-d", "--cpus", "2", "--", "true", env=env)
                 self.assertNotIn("warning", err)
 
+    def test_show_reads_as_text(self):
+        """`berth show` printed a multi-line `run:` flush left, team scores and a quota of 0 on a
+        cluster with no teams, "memory 0 GiB" when none was asked, and "CPU 0.1 s of 2 CPU(s)"."""
+        b = self.b
+        server = b.start_server()
+        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
+        b.start_agent(server.url, name="node-0", gpus="V100:1",
+                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        b.wait_nodes_up(["node-0"], env=env)
+        task = self.write("t.yaml", "resources:\n  cpus: 2\nrun: |\n  echo one\n  echo two\n")
+        job = b.submit(task, env=env)
+        b.wait_status(job, "SUCCEEDED", env=env)
+        out = b.run("show", job, env=env)[1]
+        self.assertIn("  run:        echo one\n              echo two\n", out)
+        self.assertIn("memory -]", out)
+        self.assertRegex(out, r"CPU time (\d+\.\d s|-)(, [\d.e-]+ of 2 CPUs busy on average \(\d+%\))?\n")
+        self.assertNotIn("CPU(s) asked", out)
+        blocker = b.submit("--gpus", "V100:1", "--", "sleep 600", env=env)
+        b.wait_status(blocker, "RUNNING", env=env)
+        waiting = b.submit("--gpus", "V100:1", "--", "true", env=env)
+        b.wait_until(lambda: "in line:" in b.run("show", waiting, env=env)[1], message="a place in line")
+        out = b.run("show", waiting, env=env)[1]
+        self.assertIn("  in line:    #1 of the waiting jobs\n", out)
+        self.assertIn("  fair share: user score ", out)
+        self.assertNotIn("team", out)
+        self.assertNotIn("quota", out)
+        self.assertRegex(out, r"held by:    \S+ \(1 GPU\)")
+        b.run("cancel", blocker, waiting, env=env)
+
     def test_a_server_that_is_not_berth_is_said_to_be_so(self):
         """A web page's 404 was printed whole (14 lines of HTML); an empty answer printed `berth: `."""
         class NotBerth(http.server.BaseHTTPRequestHandler):
