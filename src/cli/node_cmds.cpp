@@ -57,11 +57,46 @@ std::string HealthSummary(const json::object& n) {
   return gpus.empty() ? state : Join(gpus, "; ");
 }
 
+// The HEALTH column's short form: "ok", "drained", "2 GPUs fenced" (`berth nodes NAME` says why).
+std::string HealthShort(const json::object& n) {
+  const json::value* h = n.if_contains("health");
+  if (!h || !h->is_object()) return "-";
+  const json::object& health = h->as_object();
+  const std::string state = StrOr(health, "state", "ok");
+  if (state == "drained") return "drained";
+  const size_t fenced = health.at("gpus").as_array().size();
+  if (fenced > 0) return fmt::format("{} GPU{} fenced", fenced, fenced == 1 ? "" : "s");
+  return state;
+}
+
+// The labels a user set (`--label`), comma-separated; berth's own (berth.*) are in `berth nodes
+// NAME`.
+std::string UserLabels(const json::object& n) {
+  std::vector<std::string> labels;
+  for (const auto& [k, v] : n.at("labels").as_object()) {
+    if (std::string_view(k).starts_with("berth.")) continue;
+    labels.push_back(std::string(k) + "=" + std::string(v.as_string()));
+  }
+  return labels.empty() ? "-" : Join(labels, ",");
+}
+
 // `berth nodes NAME`: one node, its health and the last run of each probe.
 int ShowNode(const json::object& n) {
   fmt::print("Node:      {}\n", StrOr(n, "name"));
   fmt::print("State:     {}{}\n", StrOr(n, "state"),
              n.at("drained_by_operator").as_bool() ? " (drained by an operator)" : "");
+  const std::string pool = StrOr(n, "pool", "");
+  fmt::print("Pool:      {}\n", pool.empty() ? "(default)" : pool);
+  fmt::print("Address:   {}\n", StrOr(n, "address"));
+  const json::object& cap = n.at("capacity").as_object();
+  const json::object& free = n.at("free").as_object();
+  fmt::print("Free:      GPUs {}, CPUs {} of {}, memory {} of {} GiB\n",
+             GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
+             NumText(free.at("cpus")), NumText(cap.at("cpus")), NumText(free.at("memory")),
+             NumText(cap.at("memory")));
+  for (const auto& [k, v] : n.at("labels").as_object()) {
+    fmt::print("Label:     {}={}\n", std::string(k), std::string(v.as_string()));
+  }
   fmt::print("Health:    {}\n", HealthSummary(n));
   const json::object& health = n.at("health").as_object();
   for (const auto& f : health.at("faults").as_array()) {
@@ -106,30 +141,36 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     fmt::print("{}\n", SerializeJson(nodes));
     return 0;
   }
-  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS (free/total)", "CPUS (free/total)",
-           "MEMORY GiB (free/total)", "ISOLATION", "HEALTH", "ADDRESS"});
+  // Short forms (the table fits a terminal); `berth nodes NAME` says each in full.
+  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS free/all", "CPUS free/all",
+           "MEM GiB free/all", "ISOLATION", "HEALTH", "ADDRESS"});
+  bool shortened = false;
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
     const json::object& cap = n.at("capacity").as_object();
     const json::object& free = n.at("free").as_object();
-    std::vector<std::string> labels;
-    for (const auto& [k, v] : n.at("labels").as_object())
-      labels.push_back(std::string(k) + "=" + std::string(v.as_string()));
     std::string state(n.at("state").as_string());
     if (state == "DOWN" && n.at("down_since").is_string())
       state += " since " + std::string(n.at("down_since").as_string());
     std::string pool(n.at("pool").as_string());
+    std::string isolation = StrOr(n, "isolation");
+    if (const size_t colon = isolation.find(':'); colon != std::string::npos) {
+      isolation.resize(colon);  // "none: REASON"
+      shortened = true;
+    }
+    const std::string health = HealthShort(n);
+    shortened = shortened || health != HealthSummary(n);
     t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool,
-           labels.empty() ? "-" : Join(labels, ","),
+           UserLabels(n),
            GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
            NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
-           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")),
-           n.contains("isolation") && n.at("isolation").is_string()
-               ? std::string(n.at("isolation").as_string())
-               : "-",
-           HealthSummary(n), std::string(n.at("address").as_string())});
+           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")), isolation, health,
+           std::string(n.at("address").as_string())});
   }
   fmt::print("{}", t.Render());
+  if (shortened) {
+    fmt::print("(berth nodes NAME says a node's isolation and health in full)\n");
+  }
   return 0;
 }
 

@@ -77,6 +77,14 @@ class CliHabitsTest(BerthTestCase):
                       "CPUs (0.5) and GPU devices are not enforced there", err)
         self.assertEqual(err.count("warning"), 1, err)
         json.loads(out)  # --json's output stays JSON: the warning is on stderr
+        # `berth nodes` fits a terminal: short forms, the full reason in `berth nodes NODE`.
+        _, table, _ = b.run("nodes", env=env)
+        self.assertLessEqual(max(len(line) for line in table.splitlines()), 120, table)
+        self.assertNotIn("turned off", table)
+        self.assertIn("(berth nodes NAME says a node's isolation and health in full)", table)
+        _, one, _ = b.run("nodes", "open-0", env=env)
+        self.assertIn("Isolation: none: turned off (--isolation off)\n", one)
+        self.assertRegex(one, r"Free:      GPUs T4 [01]/1, CPUs [0-9.]+ of 2, memory ")
         # A bulk submission says it once.
         rc, _, err = b.run("exec", "-d", "--num-jobs", "5", "--", "true", env=env)
         self.assertEqual(err.count("berth: warning: limits not enforced: the nodes that can run "

@@ -151,7 +151,7 @@ class IsolationTest(BerthTestCase):
         self.assertGreater(attempt["cpu_efficiency"], 0)
         _, out, _ = b.run("show", job, env=self.env)
         self.assertEqual(b.show(job, env=self.env)["memory_default"], {})  # it asked for memory
-        self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU [0-9.]+ s of 1 CPU\(s\) asked")
+        self.assertRegex(out, r"used: +peak memory \d+ MiB of 0.5 GiB asked \(\d+%\), CPU time [0-9.]+ s, [0-9.]+ of 1 CPUs busy on average \(\d+%\)")
         # berth usage: the user's efficiency over the jobs that ended, as the attempt's (one job).
         _, out, _ = b.run("usage", "--json", env=self.env)
         rows = json.loads(out)["rows"]
