@@ -350,6 +350,48 @@ int CleanUpAfterPodman(const std::string& home, const std::vector<std::string>& 
 
 }  // namespace
 
+std::optional<NodeAgentHere> FindNodeAgent(const std::string& proc) {
+  DIR* d = opendir(proc.c_str());
+  if (d == nullptr) return std::nullopt;
+  std::optional<NodeAgentHere> found;
+  while (dirent* e = readdir(d)) {
+    if (found) break;
+    const std::string name = e->d_name;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const std::string cmdline = ReadFileOr(proc + "/" + name + "/cmdline");
+    std::vector<std::string> argv = Split(cmdline, '\0');
+    while (!argv.empty() && argv.back().empty()) argv.pop_back();
+    if (argv.size() < 2 || argv[1] != "agent") continue;
+    const std::string exe = std::filesystem::path(argv[0]).filename().string();
+    if (exe != "berth" && exe != "berth-daemon") continue;
+    auto flag = [&](const std::string& f) -> std::string {
+      for (size_t i = 2; i < argv.size(); ++i) {
+        if (argv[i] == f && i + 1 < argv.size()) return argv[i + 1];
+        if (StartsWith(argv[i], f + "=")) return argv[i].substr(f.size() + 1);
+      }
+      return "";
+    };
+    NodeAgentHere agent{.pid = std::atoi(name.c_str()),
+                        .state_dir = flag("--state-dir"),
+                        .server = flag("--server")};
+    // A local cluster's own agents (any user's): BERTH_HOME/agents/local-N.
+    const std::filesystem::path dir(agent.state_dir);
+    if (dir.parent_path().filename() == "agents" &&
+        StartsWith(dir.filename().string(), "local-")) {
+      continue;
+    }
+    const std::string socket = flag("--user-socket");
+    if (socket != "-") {
+      agent.user_socket = socket.empty() && !agent.state_dir.empty()
+                              ? agent.state_dir + "/berth.sock"
+                              : socket;
+    }
+    found = agent;
+  }
+  closedir(d);
+  return found;
+}
+
 Status StopLocalCluster(const std::function<void(const std::string&)>& say_fn) {
   auto say = [&](const std::string& what) {
     if (say_fn) say_fn(what);
@@ -443,6 +485,17 @@ Status Connection::Connect() {
         ::access(LocalStatePath().c_str(), F_OK) == 0) {
       url_ = "unix:" + LocalSocketPath();
       local_unverified_ = true;
+    } else if (auto agent = std::getenv("BERTH_HOME") ? std::nullopt : FindNodeAgent(); agent) {
+      // A node of a real cluster: a private cluster here would be one nobody meant (and would
+      // declare this machine's GPUs a second time). BERTH_HOME set says a local cluster there is
+      // meant.
+      const std::string where = !agent->user_socket.empty() ? "unix:" + agent->user_socket
+                                                            : agent->server;
+      return Status::Invalid(fmt::format(
+          "this machine runs a berth agent (pid {}, state dir {}): its cluster is reached with "
+          "--server {} (or export BERTH_SERVER={}); `berth local up` starts a private cluster "
+          "here anyway",
+          agent->pid, agent->state_dir.empty() ? "-" : agent->state_dir, where, where));
     } else {
       Result<std::string> local = FindOrStartLocalCluster();
       if (!local.ok()) return local.status();

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,17 @@ Result<LocalCluster> StartLocalCluster(const std::string& self_exe,
 // server; then what podman left behind (its pause processes, mounts below BERTH_HOME and the
 // agents' container run dirs). `say` hears each step as it begins (a line, no newline).
 Status StopLocalCluster(const std::function<void(const std::string&)>& say = {});
+
+// A berth agent of a real cluster running on this machine (not a local cluster's own), found in
+// `proc`'s command lines: where its users' socket is (<state dir>/berth.sock unless
+// --user-socket says otherwise; "" with --user-socket -) and its server.
+struct NodeAgentHere {
+  int pid = 0;
+  std::string state_dir;
+  std::string server;
+  std::string user_socket;
+};
+std::optional<NodeAgentHere> FindNodeAgent(const std::string& proc = "/proc");
 
 // A fresh idempotency key: 128 random bits in hex.
 std::string NewIdempotencyKey();

@@ -130,6 +130,31 @@ class CliHabitsTest(BerthTestCase):
         self.assertRegex(out, r"held by:    \S+ \(1 GPU\)")
         b.run("cancel", blocker, waiting, env=env)
 
+    def test_no_private_cluster_on_a_node(self):
+        """On a machine that runs a berth agent, a command with no server configured started a
+        private local cluster (declaring the node's GPUs a second time) instead of saying where the
+        node's cluster is."""
+        import subprocess
+        from harness import BERTH_BIN
+        b = self.b
+        server = b.start_server()
+        state = self.path("agent-state")
+        b.start_agent(server.url, name="n1", gpus="", state_dir=state,
+                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        home = self.path("home")
+        os.makedirs(home)
+        env = {k: v for k, v in b.env.items() if not k.startswith("BERTH_")}
+        env["HOME"] = home
+        p = subprocess.run([BERTH_BIN, "queue"], env=env, cwd=home, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("this machine runs a berth agent (pid ", p.stderr)
+        self.assertIn("`berth local up` starts a private cluster here anyway", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(home, ".berth", "server")), "a cluster started")
+        # With BERTH_HOME set, a local cluster there is what was asked for.
+        self.assertNotIn("berth agent", b.run("queue", check=False)[2])
+        b.local_started = True
+
     def test_a_server_that_is_not_berth_is_said_to_be_so(self):
         """A web page's 404 was printed whole (14 lines of HTML); an empty answer printed `berth: `."""
         class NotBerth(http.server.BaseHTTPRequestHandler):
