@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -24,6 +25,67 @@
 
 namespace berth::cli {
 namespace {
+
+// Says how far an upload got, on stderr: nothing in its first second (most uploads are done by
+// then; BERTH_UPLOAD_PROGRESS_AFTER_MS sets another wait), then at most once a second on a
+// terminal (one line, rewritten) and once every 5 s elsewhere (a log).
+class UploadProgress {
+ public:
+  explicit UploadProgress(std::string what)
+      : what_(std::move(what)), tty_(::isatty(STDERR_FILENO) == 1) {
+    if (const char* after = std::getenv("BERTH_UPLOAD_PROGRESS_AFTER_MS"); after && *after) {
+      quiet_ = std::chrono::milliseconds(std::max(0, std::atoi(after)));
+    }
+  }
+  ~UploadProgress() { End(); }
+  UploadProgress(const UploadProgress&) = delete;
+  UploadProgress& operator=(const UploadProgress&) = delete;
+
+  // A new phase: "hashing", "uploading"; `total` bytes to go through.
+  void Phase(std::string verb, int64_t total) {
+    verb_ = std::move(verb);
+    total_ = total;
+    done_ = 0;
+    last_ = {};  // a new phase says itself at once (past the quiet start)
+  }
+  void Done(int64_t done) {
+    done_ = done;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - started_ < quiet_) return;
+    if (now - last_ < (tty_ ? std::chrono::seconds(1) : std::chrono::seconds(5))) return;
+    last_ = now;
+    const double percent = total_ > 0 ? 100.0 * static_cast<double>(done_) / total_ : 100.0;
+    const std::string line = fmt::format("{}: {} {} of {} ({:.0f}%)", what_, verb_,
+                                         upload::HumanBytes(done_), upload::HumanBytes(total_),
+                                         percent);
+    if (tty_) {
+      fmt::print(stderr, "\r{}\033[K", line);
+      open_line_ = true;
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+    std::fflush(stderr);
+  }
+  void Add(int64_t bytes) { Done(done_ + bytes); }
+  // Ends the rewritten line, if one was written.
+  void End() {
+    if (!open_line_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+    open_line_ = false;
+  }
+
+ private:
+  const std::string what_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::milliseconds quiet_{1000};
+  std::chrono::steady_clock::time_point last_{};
+  std::string verb_;
+  int64_t total_ = 0;
+  int64_t done_ = 0;
+  bool open_line_ = false;
+};
 
 // Blobs up to this size go many to a request, up to kBatchBytes a request; bigger ones go in
 // pieces of kPieceBytes (well under the server's request limit).
@@ -133,7 +195,7 @@ Result<std::vector<std::string>> AskMissing(Connection& conn,
 
 // Sends one big blob in pieces, from where the server's copy of it ends.
 Status SendInPieces(Connection& conn, const std::string& digest, const std::string& path,
-                    int64_t size) {
+                    int64_t size, UploadProgress& progress) {
   auto at = conn.Call("GET", "/v1/uploads/blobs/" + digest + "/received");
   if (!at.ok()) return at.status();
   int64_t offset = AsInt(at->as_object().at("received")).value_or(0);
@@ -159,6 +221,7 @@ Status SendInPieces(Connection& conn, const std::string& digest, const std::stri
       break;
     }
     offset += n;
+    progress.Add(n);
   } while (offset < size);
   ::close(fd);
   return st;
@@ -166,11 +229,15 @@ Status SendInPieces(Connection& conn, const std::string& digest, const std::stri
 
 // Sends the blobs `missing` (small ones batched), counting what went into `report`.
 Status SendBlobs(Connection& conn, const upload::HashedTree& tree,
-                 const std::vector<std::string>& missing, UploadReport& report) {
+                 const std::vector<std::string>& missing, UploadReport& report,
+                 UploadProgress& progress) {
   std::map<std::string, int64_t> size_of;
   for (const upload::ManifestEntry& e : tree.manifest.entries) {
     if (e.kind == upload::ManifestEntry::Kind::kFile) size_of[e.digest] = e.size;
   }
+  int64_t to_send = 0;
+  for (const std::string& digest : missing) to_send += size_of.at(digest);
+  progress.Phase("uploading", to_send);
   // Small blobs first, batched and sent on the sender's thread; then the big ones in pieces.
   std::vector<std::string> big;
   {
@@ -187,6 +254,7 @@ Status SendBlobs(Connection& conn, const upload::HashedTree& tree,
         continue;
       }
       Status st = AppendFile(batch, buf.get(), digest, tree.file_of_digest.at(digest), size);
+      progress.Add(size);
       if (!st.ok()) {
         sender.Finish();
         return st;
@@ -198,7 +266,7 @@ Status SendBlobs(Connection& conn, const upload::HashedTree& tree,
   }
   for (const std::string& digest : big) {
     BERTH_RETURN_IF_ERROR(
-        SendInPieces(conn, digest, tree.file_of_digest.at(digest), size_of.at(digest)));
+        SendInPieces(conn, digest, tree.file_of_digest.at(digest), size_of.at(digest), progress));
   }
   return Status::Ok();
 }
@@ -223,7 +291,7 @@ Result<upload::HashedTree> HashOneFile(const std::string& path) {
 // over them is not read at all.
 Result<upload::HashedTree> HashDirectory(const std::string& root,
                                          const upload::ManifestLimits& limits,
-                                         const std::string& what) {
+                                         const std::string& what, UploadProgress& progress) {
   auto walk = upload::WalkTree(root, false, limits.max_entries);
   if (!walk.ok()) return walk.status();
   upload::Manifest sizes;
@@ -231,7 +299,9 @@ Result<upload::HashedTree> HashDirectory(const std::string& root,
     sizes.entries.push_back({.kind = e.kind, .path = e.path, .size = e.size});
   }
   BERTH_RETURN_IF_ERROR(upload::CheckManifestLimits(sizes, limits, what));
-  return upload::HashTree(root, *walk, upload::StatCacheFile(UploadCacheDir(), root));
+  progress.Phase("hashing", sizes.TotalBytes());
+  return upload::HashTree(root, *walk, upload::StatCacheFile(UploadCacheDir(), root),
+                          [&](int64_t done) { progress.Done(done); });
 }
 
 }  // namespace
@@ -259,8 +329,9 @@ Result<UploadReport> UploadTree(Connection& conn, const std::string& path, const
     return Status::Invalid(fmt::format("{}: {}: {}", what, path, strerror(errno)));
   }
   upload::ManifestLimits limits;
+  UploadProgress progress(what);
   Result<upload::HashedTree> tree =
-      S_ISDIR(st.st_mode) ? HashDirectory(root, limits, what) : HashOneFile(root);
+      S_ISDIR(st.st_mode) ? HashDirectory(root, limits, what, progress) : HashOneFile(root);
   if (!tree.ok()) {
     if (tree.status().code() == Code::kTooLarge) return tree.status();  // names `what` already
     return Status(tree.status().code(), what + ": " + tree.status().message());
@@ -274,7 +345,8 @@ Result<UploadReport> UploadTree(Connection& conn, const std::string& path, const
   for (const auto& [digest, file] : tree->file_of_digest) digests.push_back(digest);
   auto missing = AskMissing(conn, digests);
   if (!missing.ok()) return missing.status();
-  BERTH_RETURN_IF_ERROR(SendBlobs(conn, *tree, *missing, report));
+  BERTH_RETURN_IF_ERROR(SendBlobs(conn, *tree, *missing, report, progress));
+  progress.End();
   auto registered =
       conn.Call("POST", "/v1/uploads/manifests", upload::SerializeManifest(tree->manifest));
   if (!registered.ok())

@@ -218,9 +218,11 @@ Result<Walk> WalkTree(const std::string& root, bool keep_left_out, int64_t max_e
 }
 
 Result<HashedTree> HashTree(const std::string& root, const Walk& walk,
-                            const std::string& cache_file) {
+                            const std::string& cache_file,
+                            const std::function<void(int64_t)>& hashed) {
   std::unordered_map<std::string, CachedDigest> cache = LoadCache(cache_file);
   HashedTree out;
+  int64_t done = 0;
   out.manifest.entries.reserve(walk.entries.size());
   for (const WalkedEntry& w : walk.entries) {
     ManifestEntry m{.kind = w.kind, .path = w.path, .mode = w.mode};
@@ -247,6 +249,8 @@ Result<HashedTree> HashTree(const std::string& root, const Walk& walk,
         out.bytes_read += m.size;
       }
       out.file_of_digest.emplace(m.digest, std::move(abs));
+      done += m.size;
+      if (hashed) hashed(done);
     }
     out.manifest.entries.push_back(std::move(m));
   }

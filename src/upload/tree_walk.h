@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,8 +56,11 @@ struct HashedTree {
 
 // Hashes `walk`'s files under `root`. `cache_file` ("" for none) keeps the digests of files by
 // path with their size, mtime, ctime and inode; it is read first and rewritten after.
+// `hashed`, when given, hears after each file the bytes of the walk's files done so far (cached
+// or read): a caller's progress.
 Result<HashedTree> HashTree(const std::string& root, const Walk& walk,
-                            const std::string& cache_file);
+                            const std::string& cache_file,
+                            const std::function<void(int64_t)>& hashed = {});
 
 // The stat cache file of `root` under `cache_dir` (one per tree: its name is the digest of the
 // root's absolute path).

@@ -71,8 +71,9 @@ class WorkdirUploadTest(BerthTestCase):
                 self.agent.kill()
                 self.agent.wait()
 
-    def exec(self, *args, check=True):
-        return self.b.run("exec", *args, env=self.env, cwd=self.b.tmp, check=check, timeout=120)
+    def exec(self, *args, check=True, env=None):
+        return self.b.run("exec", *args, env={**self.env, **(env or {})}, cwd=self.b.tmp, check=check,
+                          timeout=120)
 
     def test_job_sees_the_upload_and_not_the_ignored_files(self):
         task = self.write("task.yaml", "workdir: proj\nrun: |\n"
@@ -184,6 +185,30 @@ class WorkdirUploadTest(BerthTestCase):
         self.assertIn("a.log\t.gitignore:1: *.log", out)
         self.assertIn("build/\t.gitignore:3: /build/", out)
         self.assertIn("sub/x.tmp\tsub/.gitignore:1: *.tmp", out)
+
+    def test_a_git_directory_is_one_line_and_an_upload_says_how_far_it_got(self):
+        """`workdir ls` listed every .git/objects file; a 2 GiB upload was 40 s of silence."""
+        import subprocess
+        subprocess.run(["git", "init", "-q", self.proj], check=True)
+        subprocess.run(["git", "-C", self.proj, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"],
+                       check=True)
+        subprocess.run(["git", "-C", self.proj, "-c", "user.name=t", "-c", "user.email=t@t", "commit",
+                        "-qm", "x"], check=True)
+        _, out, err = self.b.run("workdir", "ls", self.proj)
+        self.assertRegex(out, r"(^|\n)\.git/ \(\d+ files, [0-9.]+ [KMG]?i?B; --all lists them\)\n")
+        self.assertNotIn(".git/objects", out)
+        self.assertIn("train.py\n", out)
+        _, every, _ = self.b.run("workdir", "ls", "--all", self.proj)
+        self.assertIn(".git/objects/", every)
+        self.assertIn(".git/HEAD\n", every)
+        # Progress, where it takes long (here: at once), then the summary.
+        with open(os.path.join(self.proj, "weights.bin"), "wb") as f:
+            f.write(os.urandom(3 << 20))
+        task = self.write("task.yaml", "workdir: proj\nrun: test -d .git && ls weights.bin\n")
+        _, out, err = self.exec(task, env={"BERTH_UPLOAD_PROGRESS_AFTER_MS": "0"})
+        self.assertEqual(out, "weights.bin\n")
+        self.assertRegex(err, r"workdir: hashing [0-9.]+ [KMG]?i?B of [0-9.]+ [KMG]?i?B \(\d+%\)\n")
+        self.assertRegex(err, r"workdir: uploading [0-9.]+ [KMG]?i?B of [0-9.]+ [KMG]?i?B \(\d+%\)\n")
 
     def test_file_mounts_land_at_their_targets(self):
         self.write("cfg.yaml", "lr: 0.1\n")
