@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/connection.h"
@@ -111,6 +112,10 @@ struct AgentFlags {
 // --- local cluster (local_cmds.cpp) ---
 int LocalUp(const LocalClusterOptions& options, const std::string& self_exe);
 int LocalDown(const std::string& self_exe);
+
+// The names of the small jobs `berth image ls|rm|prefetch` start ("berth-image-ls"): once they
+// ended, `berth queue` leaves them out (--all lists them).
+inline constexpr std::string_view kImageJobPrefix = "berth-";
 int LocalStatus(bool as_json);
 
 // --- jobs (job_cmds.cpp) ---

@@ -80,7 +80,7 @@ Result<std::pair<int64_t, size_t>> SubmitOnNodes(Connection& conn, JobSpec spec,
 int Prefetch(const GlobalFlags& g, const std::string& image, const NodeChoice& where,
              const std::string& cpus_text, bool detach) {
   JobSpec spec;
-  spec.name = "prefetch";
+  spec.name = std::string(kImageJobPrefix) + "prefetch";
   spec.container =
       ContainerSpec{.image = image.starts_with("docker:") ? image.substr(7) : image,
                     // The tag's current image, whatever a node was told about it lately.
@@ -160,7 +160,7 @@ constexpr char kListFormat[] =
 
 int List(const GlobalFlags& g, const NodeChoice& where, bool as_json) {
   JobSpec spec;
-  spec.name = "image-ls";
+  spec.name = std::string(kImageJobPrefix) + "image-ls";
   spec.resources.cpus = 100;
   // Nothing there when no container job of the caller's ran on the node. Every rank ends well (a
   // failed rank would stop the others'), saying what went wrong on a line of its own.
@@ -209,7 +209,7 @@ int List(const GlobalFlags& g, const NodeChoice& where, bool as_json) {
 
 int Remove(const GlobalFlags& g, const std::string& image, const NodeChoice& where) {
   JobSpec spec;
-  spec.name = "image-rm";
+  spec.name = std::string(kImageJobPrefix) + "image-rm";
   spec.resources.cpus = 100;
   const std::string ref = image.starts_with("docker:") ? image.substr(7) : image;
   spec.envs.emplace_back("IMAGE", ref);

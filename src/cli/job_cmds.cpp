@@ -455,6 +455,7 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
   Table table({"ID", "NAME", "USER", "SUBMITTED", "STARTED", "STATUS", "GPUS", "NODE", "REASON"});
   TimeMs now = SystemClock::Get().Now();
   std::vector<std::string> groups;
+  int64_t bookkeeping = 0;  // ended image jobs left out
   for (const auto& rv : o.at("rows").as_array()) {
     const json::object& j = rv.as_object();
     if (j.at("kind").as_string() == "group") {
@@ -477,8 +478,13 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
       continue;
     }
     const std::string status(j.at("status").as_string());
+    const bool ended = IsTerminal(ParseJobStatus(status).value_or(JobStatus::kSucceeded));
     // --limit 0: no finished job (the server's limit 0 is its default).
-    if (f.limit == 0 && IsTerminal(ParseJobStatus(status).value_or(JobStatus::kSucceeded))) {
+    if (f.limit == 0 && ended) continue;
+    // The ended jobs of `berth image ls|rm|prefetch` are berth's own bookkeeping, not the user's
+    // work: left out (--all lists them).
+    if (ended && std::string_view(j.at("name").as_string()).starts_with(kImageJobPrefix)) {
+      ++bookkeeping;
       continue;
     }
     table.Add({std::to_string(AsInt(j.at("id")).value()), std::string(j.at("name").as_string()),
@@ -502,6 +508,10 @@ std::optional<int> QueueSummary(Connection& conn, const QueueFlags& f) {
   if (!groups.empty()) {
     fmt::print("(each bulk group is one row: berth queue --group {} lists its jobs)\n",
                groups.front());
+  }
+  if (bookkeeping > 0) {
+    fmt::print("({} ended job(s) of berth image ls|rm|prefetch are not shown: --all lists them)\n",
+               bookkeeping);
   }
   return 0;
 }

@@ -368,6 +368,11 @@ class ContainerTest(BerthTestCase):
         self.assertEqual(self.b.show(again, env=self.env)["status"], "RUNNING")
         self.b.run("cancel", again, env=self.env)
         self.b.wait_status(again, "CANCELLED", timeout=60, env=self.env)
+        # The image commands' ended jobs do not clutter the queue; --all lists them.
+        _, out, _ = self.b.run("queue", env=self.env)
+        self.assertNotIn("berth-image-", out)
+        self.assertRegex(out, r"\(\d+ ended job\(s\) of berth image ls\|rm\|prefetch are not shown")
+        self.assertIn("berth-image-ls", self.b.run("queue", "--all", env=self.env)[1])
 
     def test_a_full_store_evicts_unused_images_then_fails_naming_sizes(self):
         """A node whose image store is a small tmpfs: a second big image does not fit beside the first,
