@@ -58,9 +58,10 @@ struct ContainerHost {
   // from 5 on it is told --retry=0, so that berth's are the only retries.
   int pull_retries = 3;
   // With the image of a tag on the node already (pull: missing), its registry is first probed with
-  // a TCP connect of at most this long (0: never): one that does not answer, or a name that does not
-  // resolve, means the node's copy is used at once, not after podman's retries. Not done behind a
-  // proxy (HTTPS_PROXY and the like) nor for a short name ("ubuntu"), which registries.conf resolves.
+  // a TCP connect of at most this long (0: never): one that does not answer, or a name that does
+  // not resolve, means the node's copy is used at once, not after podman's retries. Not done behind
+  // a proxy (HTTPS_PROXY and the like) nor for a short name ("ubuntu"), which registries.conf
+  // resolves.
   int registry_probe_ms = 3000;
   // A tag asked of its registry less than this long ago is taken as it resolved then (0: asked
   // every time): a job of a warm image then starts without a registry round trip.

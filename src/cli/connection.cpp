@@ -376,15 +376,13 @@ std::optional<NodeAgentHere> FindNodeAgent(const std::string& proc) {
                         .server = flag("--server")};
     // A local cluster's own agents (any user's): BERTH_HOME/agents/local-N.
     const std::filesystem::path dir(agent.state_dir);
-    if (dir.parent_path().filename() == "agents" &&
-        StartsWith(dir.filename().string(), "local-")) {
+    if (dir.parent_path().filename() == "agents" && StartsWith(dir.filename().string(), "local-")) {
       continue;
     }
     const std::string socket = flag("--user-socket");
     if (socket != "-") {
-      agent.user_socket = socket.empty() && !agent.state_dir.empty()
-                              ? agent.state_dir + "/berth.sock"
-                              : socket;
+      agent.user_socket =
+          socket.empty() && !agent.state_dir.empty() ? agent.state_dir + "/berth.sock" : socket;
     }
     found = agent;
   }
@@ -489,8 +487,8 @@ Status Connection::Connect() {
       // A node of a real cluster: a private cluster here would be one nobody meant (and would
       // declare this machine's GPUs a second time). BERTH_HOME set says a local cluster there is
       // meant.
-      const std::string where = !agent->user_socket.empty() ? "unix:" + agent->user_socket
-                                                            : agent->server;
+      const std::string where =
+          !agent->user_socket.empty() ? "unix:" + agent->user_socket : agent->server;
       return Status::Invalid(fmt::format(
           "this machine runs a berth agent (pid {}, state dir {}): its cluster is reached with "
           "--server {} (or export BERTH_SERVER={}); `berth local up` starts a private cluster "

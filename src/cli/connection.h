@@ -7,8 +7,8 @@
 // Also the local cluster itself (`berth local up|down|status`). Not thread-safe; one per command.
 #pragma once
 
-#include <memory>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>

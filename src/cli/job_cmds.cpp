@@ -97,9 +97,9 @@ bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status,
   int64_t& offset = from != nullptr ? *from : start;
   int current_attempt = attempt;
   while (true) {
-    std::string target =
-        fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}{}", id, offset, s.rank,
-                    current_attempt, follow ? 20'000 : 0, s.timestamps ? "&timestamps=1" : "");
+    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}{}",
+                                     id, offset, s.rank, current_attempt, follow ? 20'000 : 0,
+                                     s.timestamps ? "&timestamps=1" : "");
     auto res = conn.http().Request("GET", target, "", 70'000);
     if (!res.ok()) {
       fmt::print(stderr, "berth: {}\n", res.status().message());

@@ -142,8 +142,8 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     return 0;
   }
   // Short forms (the table fits a terminal); `berth nodes NAME` says each in full.
-  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS free/all", "CPUS free/all",
-           "MEM GiB free/all", "ISOLATION", "HEALTH", "ADDRESS"});
+  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS free/all", "CPUS free/all", "MEM GiB free/all",
+           "ISOLATION", "HEALTH", "ADDRESS"});
   bool shortened = false;
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
@@ -160,8 +160,7 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     }
     const std::string health = HealthShort(n);
     shortened = shortened || health != HealthSummary(n);
-    t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool,
-           UserLabels(n),
+    t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool, UserLabels(n),
            GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
            NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
            NumText(free.at("memory")) + "/" + NumText(cap.at("memory")), isolation, health,

@@ -55,9 +55,9 @@ class UploadProgress {
     if (now - last_ < (tty_ ? std::chrono::seconds(1) : std::chrono::seconds(5))) return;
     last_ = now;
     const double percent = total_ > 0 ? 100.0 * static_cast<double>(done_) / total_ : 100.0;
-    const std::string line = fmt::format("{}: {} {} of {} ({:.0f}%)", what_, verb_,
-                                         upload::HumanBytes(done_), upload::HumanBytes(total_),
-                                         percent);
+    const std::string line =
+        fmt::format("{}: {} {} of {} ({:.0f}%)", what_, verb_, upload::HumanBytes(done_),
+                    upload::HumanBytes(total_), percent);
     if (tty_) {
       fmt::print(stderr, "\r{}\033[K", line);
       open_line_ = true;

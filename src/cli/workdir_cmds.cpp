@@ -25,8 +25,8 @@ std::string GitDirOf(const std::string& path) {
   size_t at = 0;
   while (at <= path.size()) {
     const size_t slash = path.find('/', at);
-    const std::string part = path.substr(at, slash == std::string::npos ? std::string::npos
-                                                                        : slash - at);
+    const std::string part =
+        path.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
     if (part == ".git") return path.substr(0, slash == std::string::npos ? path.size() : slash);
     if (slash == std::string::npos) break;
     at = slash + 1;

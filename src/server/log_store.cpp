@@ -62,7 +62,7 @@ class FileLogBytes final : public LogBytes {
 
  private:
   std::string PathOf(const LogKey& key) const {
-    if (key.rank < LogStore::kAllRanks) {  // a time index
+    if (key.rank < LogStore::kAllRanks) {              // a time index
       const int rank = LogStore::TimesRank(key.rank);  // the inverse of itself
       if (rank == LogStore::kAllRanks)
         return fmt::format("{}/{}/attempt-{}.all.times", dir_, key.job, key.attempt);
@@ -119,7 +119,8 @@ void LogStore::StampLocked(const LogKey& key, Cached& log, int64_t at) {
     log.times_size = *size;
     if (*size >= kStampBytes && *size % kStampBytes == 0) {
       const std::string last = bytes_->Read(times, *size - kStampBytes, kStampBytes);
-      if (static_cast<int64_t>(last.size()) == kStampBytes) log.last_stamp = DecodeInt64(last.substr(8));
+      if (static_cast<int64_t>(last.size()) == kStampBytes)
+        log.last_stamp = DecodeInt64(last.substr(8));
     }
   }
   if (*log.times_size % kStampBytes != 0) return;

@@ -1030,8 +1030,9 @@ class NodeSupervisor {
                     rank.stopped ? "stopped"
                                  : PullFailureReason(rank.dir + "/output.log", rank.exit_code)});
     } else if (rank.step == Rank::Step::kSetup && (rank.exit_code != 0 || rank.stopped)) {
-      Finish(rank, {"exited", rank.exit_code, "setup",
-                    rank.stopped ? "stopped" : ExitReason(rank.dir + "/output.log", rank.exit_code)});
+      Finish(rank,
+             {"exited", rank.exit_code, "setup",
+              rank.stopped ? "stopped" : ExitReason(rank.dir + "/output.log", rank.exit_code)});
     } else if (rank.step != Rank::Step::kRun) {
       LeaseVerdict lease = CheckLeaseFile(rank.plan.lease_file, clock_.Monotonic());
       rank.stop = rank.stop || lease.term || stop_all_;
@@ -1042,8 +1043,9 @@ class NodeSupervisor {
         BeginRun(rank);
       }
     } else {
-      Finish(rank, {"exited", rank.exit_code, "run",
-                    rank.stopped ? "stopped" : ExitReason(rank.dir + "/output.log", rank.exit_code)});
+      Finish(rank,
+             {"exited", rank.exit_code, "run",
+              rank.stopped ? "stopped" : ExitReason(rank.dir + "/output.log", rank.exit_code)});
     }
   }
 

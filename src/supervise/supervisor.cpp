@@ -445,12 +445,14 @@ std::string ExitReason(const std::string& log_path, int exit_code) {
   // "bash: line 1: python: command not found", "sh: 1: python: not found",
   // "bash: line 1: ./train.sh: Permission denied": the word before the shell's complaint.
   const std::vector<std::pair<std::string_view, std::string_view>> complaints =
-      exit_code == 127 ? std::vector<std::pair<std::string_view, std::string_view>>{
-                             {": command not found", "command not found: "},
-                             {": not found", "command not found: "}}
-                       : std::vector<std::pair<std::string_view, std::string_view>>{
-                             {": Permission denied", "not executable: "},
-                             {": Is a directory", "not executable: "}};
+      exit_code == 127
+          ? std::vector<std::pair<std::string_view, std::string_view>>{{": command not found",
+                                                                        "command not found: "},
+                                                                       {": not found",
+                                                                        "command not found: "}}
+          : std::vector<std::pair<std::string_view, std::string_view>>{
+                {": Permission denied", "not executable: "},
+                {": Is a directory", "not executable: "}};
   std::string found;
   for (const std::string& line : Split(LogTail(log_path), '\n')) {
     const std::string t = Trim(line);

@@ -566,8 +566,8 @@ class Core {
   // The warning for a job whose request some of `candidates` (NodesThatCouldHold) would not
   // enforce: nodes whose agent isolates nothing (RegisterRequest::isolation "none: ..."); "" when
   // every one enforces it.
-  std::string UnenforcedLimits(const std::vector<std::string>& candidates, const JobSpec& spec) const
-      REQUIRES(mu_);
+  std::string UnenforcedLimits(const std::vector<std::string>& candidates,
+                               const JobSpec& spec) const REQUIRES(mu_);
   // A submission of a container job that no node of its pool can run, saying why by the fields
   // the user wrote: no node runs containers (when `feasible` is false), or none allows its
   // container.mounts. Ok otherwise.
@@ -753,10 +753,10 @@ class Core {
   // A submission in the queue (submits_), with what the core needs to record it.
   struct SubmitWriter : SubmitQueue::Entry {
     SubmitRequest* request = nullptr;
-    uint64_t received_at_seq = 0;  // cancel_.seq when it arrived
-    std::string spec_json;         // the spec as stored
-    int64_t reserved_pending = 0;  // jobs it holds in reserved_pending_ until it is applied
-    DependencyRows dependencies;   // read before the lock, for the checks made under it
+    uint64_t received_at_seq = 0;       // cancel_.seq when it arrived
+    std::string spec_json;              // the spec as stored
+    int64_t reserved_pending = 0;       // jobs it holds in reserved_pending_ until it is applied
+    DependencyRows dependencies;        // read before the lock, for the checks made under it
     std::vector<std::string> warnings;  // SubmitAnswer::warnings, found at admission
   };
   // The jobs a cancel names: its ids, then those its filter (all, all users, group) selects now;

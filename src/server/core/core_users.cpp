@@ -100,8 +100,8 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
   if (!feasible.ok()) {
     return Status::Infeasible("this job can never run here: " + feasible.message());
   }
-  if (std::string w = UnenforcedLimits(sched::NodesThatCouldHold(nodes_.CapacityViews(), asked),
-                                       request.spec);
+  if (std::string w =
+          UnenforcedLimits(sched::NodesThatCouldHold(nodes_.CapacityViews(), asked), request.spec);
       !w.empty()) {
     writer.warnings.push_back(std::move(w));
   }
@@ -580,7 +580,8 @@ std::string Core::UnenforcedLimits(const std::vector<std::string>& candidates,
   }
   if (open.empty()) return "";
   std::vector<std::string> asked;
-  if (spec.resources.memory > 0) asked.push_back("memory (" + FormatMib(spec.resources.memory) + ")");
+  if (spec.resources.memory > 0)
+    asked.push_back("memory (" + FormatMib(spec.resources.memory) + ")");
   asked.push_back("CPUs (" + FormatMilli(spec.resources.cpus) + ")");
   if (spec.resources.wants_gpu()) asked.push_back("GPU devices");
   std::string what = asked.back();
@@ -588,9 +589,8 @@ std::string Core::UnenforcedLimits(const std::vector<std::string>& candidates,
     what = Join(std::vector<std::string>(asked.begin(), asked.end() - 1), ", ") + " and " + what;
   }
   constexpr size_t kNamed = 5;
-  std::string names = Join(std::vector<std::string>(open.begin(),
-                                                    open.begin() + std::min(open.size(), kNamed)),
-                           ", ");
+  std::string names = Join(
+      std::vector<std::string>(open.begin(), open.begin() + std::min(open.size(), kNamed)), ", ");
   if (open.size() > kNamed) names += fmt::format(" and {} more", open.size() - kNamed);
   if (open.size() == candidates.size()) {
     return fmt::format(

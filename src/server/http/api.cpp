@@ -613,9 +613,8 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
        {&all.status(), &all_users.status(), &user.status(), &group.status(), &why.status()}) {
     if (!st->ok()) return ErrorResponse(*st);
   }
-  if (why->size() > 200 || std::any_of(why->begin(), why->end(), [](unsigned char c) {
-        return c < ' ' || c == 0x7f;
-      })) {
+  if (why->size() > 200 ||
+      std::any_of(why->begin(), why->end(), [](unsigned char c) { return c < ' ' || c == 0x7f; })) {
     return ErrorResponse(
         Status::Invalid("'reason' must be at most 200 characters on one line, without controls"));
   }

@@ -2,10 +2,10 @@
 // bash against a fake podman (a script that answers like podman and records its calls).
 #include "agent/container.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -103,13 +103,14 @@ TEST(ContainerTest, StepRunsTheImageAsTheUserWithOnlyItsDevices) {
   const std::string store = "/s/1000";
   const std::string run = "/s/short/1000";
   EXPECT_THAT(s, HasSubstr("export XDG_RUNTIME_DIR=" + run + "/xdg\n"));
-  EXPECT_THAT(s, HasSubstr("exec /usr/bin/podman --root " + store + "/storage --runroot " + run +
-                           "/run --tmpdir " + store +
-                           "/tmp --cgroup-manager=cgroupfs "
-                           "--events-backend=file --runtime /usr/sbin/runc --log-level=error run --rm "
-                           "--replace "
-                           "--name berth-7-0-1-run --label berth.job=berth-7-0-1 --pull=never "
-                           "--network=host"));
+  EXPECT_THAT(s,
+              HasSubstr("exec /usr/bin/podman --root " + store + "/storage --runroot " + run +
+                        "/run --tmpdir " + store +
+                        "/tmp --cgroup-manager=cgroupfs "
+                        "--events-backend=file --runtime /usr/sbin/runc --log-level=error run --rm "
+                        "--replace "
+                        "--name berth-7-0-1-run --label berth.job=berth-7-0-1 --pull=never "
+                        "--network=host"));
   EXPECT_THAT(s, HasSubstr("--userns=keep-id"));
   EXPECT_THAT(s, HasSubstr("--workdir /w -v /w:/w -v /j/run.container.sh:/.berth-step.sh:ro"));
   EXPECT_THAT(s, HasSubstr("-v /home/u:/home/u"));
@@ -563,7 +564,8 @@ TEST_F(PullScriptTest, AnImageHereSkipsARegistryThatTakesNoConnection) {
   const int open_port = ntohs(addr.sin_port);
   const int closed = ::socket(AF_INET, SOCK_STREAM, 0);
   addr.sin_port = 0;
-  ASSERT_EQ(::bind(closed, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);  // bound, not listening
+  ASSERT_EQ(::bind(closed, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);  // bound, not listening
   ::getsockname(closed, reinterpret_cast<sockaddr*>(&addr), &len);
   const int closed_port = ntohs(addr.sin_port);
 

@@ -32,8 +32,8 @@ TEST_F(NodeAgentTest, FindsARealAgentAndItsUsersSocket) {
   Process(11, {"/home/u/berth/build/src/berth", "agent", "--server", "http://127.0.0.1:4000",
                "--name", "local-0", "--state-dir", "/home/u/.berth/agents/local-0"});
   EXPECT_FALSE(FindNodeAgent(proc_.path()).has_value());  // a local cluster's own agent
-  Process(12, {"/usr/lib/berth/berth-daemon", "agent", "--server=https://ctl:8765",
-               "--state-dir", "/var/lib/berth-agent"});
+  Process(12, {"/usr/lib/berth/berth-daemon", "agent", "--server=https://ctl:8765", "--state-dir",
+               "/var/lib/berth-agent"});
   auto agent = FindNodeAgent(proc_.path());
   ASSERT_TRUE(agent.has_value());
   EXPECT_EQ(agent->pid, 12);
