@@ -160,6 +160,76 @@ def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out)
     out.close()
 
 
+def scrape(url):
+    """The server's /metrics as {(name, labels text): value}."""
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        name, _, labels = key.partition("{")
+        try:
+            out[(name, labels.rstrip("}"))] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def histogram_quantiles(m0, m1, name, qs=(50, 99)):
+    """Upper bounds of the buckets holding the qs-th percentiles of what `name` observed between two
+    scrapes (Prometheus buckets: the answer is a bucket's edge), with the count and the mean."""
+    buckets = []
+    for (n, labels), v in m1.items():
+        if n == name + "_bucket" and labels.startswith('le="'):
+            le = labels[4:-1]
+            buckets.append((math.inf if le == "+Inf" else float(le), v - m0.get((n, labels), 0)))
+    buckets.sort()
+    count = m1.get((name + "_count", ""), 0) - m0.get((name + "_count", ""), 0)
+    total = m1.get((name + "_sum", ""), 0) - m0.get((name + "_sum", ""), 0)
+    out = {"count": int(count), "mean_ms": round(total / count * 1000, 2) if count else None}
+    for q in qs:
+        edge = None
+        for le, n in buckets:
+            if count and n >= count * q / 100:
+                edge = le
+                break
+        out[f"p{q}_ms_at_most"] = None if edge is None or edge == math.inf else edge * 1000
+    return out
+
+
+def route_rate(m0, m1, route, seconds):
+    """Requests a second to `route` (every method and code) between two scrapes."""
+    n = sum(v - m0.get(k, 0) for k, v in m1.items()
+            if k[0] == "berth_http_request_seconds_count" and f'route="{route}"' in k[1])
+    return round(n / seconds, 1) if seconds > 0 else None
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def wait_for(pred, timeout):
+    """Seconds until pred() held (polled every 50 ms), or None at the timeout."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if pred():
+                return time.monotonic() - t0
+        except (OSError, HTTPException, ValueError):
+            pass
+        time.sleep(0.05)
+    return None
+
+
 def pct(xs, p):
     """Nearest-rank percentile of a sorted list."""
     return xs[max(0, math.ceil(len(xs) * p / 100) - 1)]
@@ -188,6 +258,12 @@ def main():
                          "machine the harness does not take the CPU from what is measured (0: same priority)")
     ap.add_argument("--probes", default="queue,health,submit,show",
                     help="which probes run (comma-separated; default all four)")
+    ap.add_argument("--restart", action="store_true",
+                    help="once every job runs, kill -9 the server and start it again on its state and "
+                         "port: time until it answers /v1/health, until its first pass, until every node is "
+                         "UP again and a report was applied, and its RSS then against before")
+    ap.add_argument("--restart-timeout", type=float, default=600,
+                    help="how long each step of --restart is waited for (seconds)")
     args = ap.parse_args()
     probes = [p for p in args.probes.split(",") if p]
     unknown = set(probes) - set(probe_requests(0))
@@ -200,9 +276,11 @@ def main():
     try:
         state = os.path.join(tmp, "server")
         url_file = os.path.join(tmp, "url")
-        server = subprocess.Popen([berth, "server", "--listen", "127.0.0.1:0", "--allow-root-jobs", "--state-dir", state,
-                                   "--url-file", url_file, "--lease", "120s"],
-                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "server.log"), "w"))
+        def start_server(listen):
+            return subprocess.Popen([berth, "server", "--listen", listen, "--allow-root-jobs", "--state-dir",
+                                     state, "--url-file", url_file, "--lease", "120s"],
+                                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "server.log"), "a"))
+        server = start_server("127.0.0.1:0")
         procs.append(server)
         while not (os.path.exists(url_file) and open(url_file).read().strip()):
             time.sleep(0.01)
@@ -256,6 +334,7 @@ def main():
         cpu0 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid),
                 "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
+        m0 = scrape(url)
         go.set()
         group_ids = []
         for g in range(args.groups):
@@ -284,6 +363,7 @@ def main():
         cpu1 = {"server": cpu_s(server.pid), "agent": cpu_s(agent.pid),
                 "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
+        m1 = scrape(url)
         stop.set()
         results = {}
         for prober, recv_end, _ in probers:
@@ -346,6 +426,63 @@ def main():
             f["samples"] = r["samples"]
             f["error_samples"] = r["errors"]
             figures[name] = f
+        passes = histogram_quantiles(m0, m1, "berth_scheduler_pass_seconds")
+        commits = histogram_quantiles(m0, m1, "berth_store_commit_seconds")
+        rates = {r: route_rate(m0, m1, r, window) for r in
+                 ("/v1/agent/heartbeat", "/v1/agent/report", "/v1/agent/watch", "/v1/agent/register")}
+        store_bytes = dir_bytes(state) - dir_bytes(os.path.join(state, "logs"))
+        print(f"scheduler passes: {passes['count']}, mean {passes['mean_ms']} ms, p50 <= {passes['p50_ms_at_most']} "
+              f"ms, p99 <= {passes['p99_ms_at_most']} ms (the histogram's bucket edges); store commits: "
+              f"{commits['count']}, mean {commits['mean_ms']} ms, p99 <= {commits['p99_ms_at_most']} ms")
+        print("agent requests handled a second over the window: " +
+              ", ".join(f"{r.rsplit('/', 1)[1]} {v}" for r, v in rates.items()))
+        print(f"store (state dir without logs): {store_bytes / 2**20:.0f} MiB ({store_bytes / total:.0f} bytes per job)")
+        restart = None
+        if args.restart:
+            rss_before = rss_mib(server.pid)
+            port = urllib.parse.urlsplit(url).port
+            server.kill()
+            server.wait()
+            t_kill = time.monotonic()
+            server = start_server(f"127.0.0.1:{port}")
+            procs[0] = server
+
+            def healthy():
+                with urllib.request.urlopen(url + "/v1/health", timeout=5) as r:
+                    return r.status == 200
+
+            def reregistered():
+                return sum(v for k, v in scrape(url).items() if k[0] == "berth_http_request_seconds_count"
+                           and "/v1/agent/register" in k[1] and 'code="200"' in k[1]) >= args.nodes
+
+            probe_job = []
+
+            def placed_again():
+                # A pass ran on the reloaded state: a new 1-CPU job is placed.
+                if not probe_job:
+                    probe_job.append(http(url + "/v1/jobs", "POST", {"spec": {"name": "after", "run": "true",
+                                                                           "resources": {"cpus": 1}}})["jobs"][0])
+                return http(url + f"/v1/jobs/{probe_job[0]}")["status"] != "PENDING"
+
+            # Each in turn, as seconds since the kill.
+            marks = {}
+            for what, pred in (("serving_s", healthy), ("nodes_registered_s", reregistered),
+                               ("first_placement_s", placed_again)):
+                marks[what] = None if wait_for(pred, args.restart_timeout) is None else round(time.monotonic() - t_kill, 2)
+            if None in marks.values():
+                with open(os.path.join(tmp, "server.log")) as log:
+                    print("the restarted server's log ends:\n" + "".join(log.readlines()[-15:]))
+            serving, registered, placed = (marks["serving_s"], marks["nodes_registered_s"],
+                                           marks["first_placement_s"])
+            since = time.monotonic() - t_kill
+            running_after = group_counts(url, group_ids).get("RUNNING", 0)
+            rss_after = rss_mib(server.pid)
+            restart = {**marks, "measured_until_s": round(since, 2),
+                       "rss_before_mib": round(rss_before, 1), "rss_after_mib": round(rss_after, 1),
+                       "running_after": running_after}
+            print(f"restart after kill -9 with {total} active jobs (seconds since the kill): serving /v1/health "
+                  f"{serving}, every node registered again {registered}, a job submitted then placed {placed}; "
+                  f"RSS {rss_before:.0f} MiB before, {rss_after:.0f} MiB after; {running_after} of {total} RUNNING after")
         n_probe = sum(probe_counts.values())
         if "submit" in probes:
             by_state = ", ".join(f"{k} {v}" for k, v in sorted(probe_counts.items()))
@@ -369,6 +506,8 @@ def main():
                              for t, pl, ru, ms in progress],
                 "latency": figures,
                 "probe_jobs": probe_counts,
+                "passes": passes, "store_commits": commits, "agent_requests_per_s": rates,
+                "store_bytes": store_bytes, "restart": restart,
             }
             with open(args.json_out, "w") as out:
                 json.dump(doc, out, indent=1)

@@ -118,6 +118,7 @@ Status Core::Load() {
     loaded = std::move(job);
     Touch(row.id);
     CountJob(loaded);
+    node_jobs_.Add(row.id, loaded.row.placement);
   }
   // Pipelines: groups' limits, restarts' backoffs, and the dependencies of waiting submissions.
   auto limits = store_.LoadGroupLimits();
@@ -314,6 +315,8 @@ void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
 }
 
 void Core::Undo(Plan& plan) {
+  // A placement put back may be one a rebuild during the plan no longer had.
+  if (!plan.jobs_before.empty()) node_jobs_.MarkStale();
   for (auto& [id, before] : plan.jobs_before) {
     Touch(id);
     // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
@@ -523,6 +526,14 @@ size_t Core::ForgetGoneNodes() {
   return forgotten;
 }
 
+std::vector<int64_t> Core::JobsOn(const std::string& node) {
+  if (node_jobs_.NeedsRebuild(jobs_.size())) {
+    node_jobs_.Clear();
+    for (const auto& [id, job] : jobs_) node_jobs_.Add(id, job.row.placement);
+  }
+  return node_jobs_.Of(node);
+}
+
 void Core::CheckLeases() {
   MutexLock lock(mu_);
   int64_t mono = clock_.Monotonic();
@@ -543,7 +554,10 @@ void Core::CheckLeases() {
     // Dying ranks died with the node.
     for (const auto& [job_id, attempt, rank] : dying_.AliveOn(name))
       DyingRankGone(plan, job_id, attempt, rank);
-    for (auto& [id, job] : jobs_) {
+    for (int64_t id : JobsOn(name)) {
+      auto found = jobs_.find(id);
+      if (found == jobs_.end()) continue;
+      ActiveJob& job = found->second;
       bool here = false;
       for (const auto& g : job.row.placement) here = here || g.node == name;
       if (!here || (!IsActive(job.row.status) && !job.terminating)) continue;

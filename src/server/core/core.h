@@ -60,6 +60,7 @@
 #include "server/core/group_tallies.h"
 #include "server/core/job_counts.h"
 #include "server/core/log_followers.h"
+#include "server/core/node_jobs.h"
 #include "server/core/node_table.h"
 #include "server/core/spec_cache.h"
 #include "server/core/submit_queue.h"
@@ -563,6 +564,9 @@ class Core {
   // Drops the jobs `plan` finished for good (ended, processes gone) from memory.
   void ReapFinished(const Plan& plan) REQUIRES(mu_);
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
+  // The ids of the jobs in memory that may be placed on `node` (NodeJobs: check each one's
+  // placement), rebuilding the index first when it is due.
+  std::vector<int64_t> JobsOn(const std::string& node) REQUIRES(mu_);
   // The warning for a job whose request some of `candidates` (NodesThatCouldHold) would not
   // enforce: nodes whose agent isolates nothing (RegisterRequest::isolation "none: ..."); "" when
   // every one enforces it.
@@ -806,6 +810,7 @@ class Core {
   std::atomic<int64_t> pass_not_before_{0};
   NodeTable nodes_ GUARDED_BY(mu_);
   std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
+  NodeJobs node_jobs_ GUARDED_BY(mu_);                 // which of jobs_ may be on each node
   // The pass index: what a snapshot needs of jobs_, kept current by the changes themselves, so that
   // taking a snapshot walks the pending and the resource-holding jobs, not a tree of every job.
   // Both are vectors sorted by id (a walk of 100,000 tree nodes scattered over the heap was most of

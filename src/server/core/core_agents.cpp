@@ -215,7 +215,9 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     if (job.row.group && tallies_.Enter(*job.row.group)) job.tallied = job.row.status;
     if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
     waiters_.JobBack(job.row.spec_id);
-    CountJob(jobs_.emplace(job_id, std::move(job)).first->second);
+    ActiveJob& held_job = jobs_.emplace(job_id, std::move(job)).first->second;
+    CountJob(held_job);
+    node_jobs_.Add(job_id, held_job.row.placement);
     Touch(job_id);
   }
 }
@@ -303,7 +305,10 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   // are told to stop.
   ApplyHealth(plan, node, request.health.value_or(proto::NodeHealth{}), now);
   HoldEndedAttempts(plan, node, running, forgotten);
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : JobsOn(name)) {
+    auto found = jobs_.find(id);
+    if (found == jobs_.end()) continue;
+    ActiveJob& job = found->second;
     if (job.terminating) {
       // A rank the agent no longer has is gone: its exit was reported, or it never started. One it
       // still runs that an earlier registration left unheld (it was not that node's) is held now.

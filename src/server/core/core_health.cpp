@@ -53,7 +53,10 @@ void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth healt
   std::set_difference(faulty.begin(), faulty.end(), before.begin(), before.end(),
                       std::inserter(newly, newly.end()));
   if (newly.empty()) return;
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : JobsOn(name)) {
+    auto found = jobs_.find(id);
+    if (found == jobs_.end()) continue;
+    ActiveJob& job = found->second;
     if (job.terminating || !IsActive(job.row.status)) continue;
     int bad = -1;
     for (const auto& grant : job.row.placement) {

@@ -348,6 +348,7 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
   job.row.attempt += 1;
   job.row.not_before.reset();
   job.row.placement = placement;
+  node_jobs_.Add(job.row.id, placement);
   job.row.started_at.reset();
   job.row.ended_at.reset();
   job.row.exit_code.reset();
