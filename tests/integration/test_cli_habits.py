@@ -17,13 +17,21 @@ from harness import BerthTestCase
 
 class CliHabitsTest(BerthTestCase):
 
-    def test_options_after_the_command_are_the_commands(self):
+    def cluster(self, *nodes):
+        """A server and an agent per (name, gpus, extra args) in `nodes`, all UP; the env that
+        reaches the server through its unix socket, and the server."""
         b = self.b
         server = b.start_server()
         env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
-        b.start_agent(server.url, name="node-0", gpus="",
-                      extra=["--token-file", os.path.join(server.state_dir, "token")])
-        b.wait_nodes_up(["node-0"], env=env)
+        for name, gpus, extra in nodes:
+            b.start_agent(server.url, name=name, gpus=gpus,
+                          extra=["--token-file", os.path.join(server.state_dir, "token"), *extra])
+        b.wait_nodes_up([name for name, _, _ in nodes], env=env)
+        return env, server
+
+    def test_options_after_the_command_are_the_commands(self):
+        b = self.b
+        env, _ = self.cluster(("node-0", "", ()))
         script = self.write("train.py", "import sys\nprint('argv', sys.argv[1:])\n")
         _, out, _ = b.run("exec", "-d", "--json", "-n", "mine", "python3", script, "-n", "3",
                           "--lr", "0.1", env=env)
@@ -63,12 +71,9 @@ class CliHabitsTest(BerthTestCase):
         """On a node that isolates nothing, `--memory 0.25` allocating 1 GiB SUCCEEDED, and `exec`
         said nothing; only `berth nodes` showed why."""
         b = self.b
-        server = b.start_server()
-        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
+        env, server = self.cluster(("open-0", "T4:1", ("--isolation", "off")),
+                                   ("open-1", "", ("--isolation", "off")))
         token = ["--token-file", os.path.join(server.state_dir, "token")]
-        b.start_agent(server.url, name="open-0", gpus="T4:1", extra=[*token, "--isolation", "off"])
-        b.start_agent(server.url, name="open-1", gpus="", extra=[*token, "--isolation", "off"])
-        b.wait_nodes_up(["open-0", "open-1"], env=env)
         rc, out, err = b.run("exec", "-d", "--json", "--gpus", "T4:1", "--memory", "0.25", "--",
                              "true", env=env)
         self.assertEqual(rc, 0, err)
@@ -105,11 +110,7 @@ class CliHabitsTest(BerthTestCase):
         """`berth show` printed a multi-line `run:` flush left, team scores and a quota of 0 on a
         cluster with no teams, "memory 0 GiB" when none was asked, and "CPU 0.1 s of 2 CPU(s)"."""
         b = self.b
-        server = b.start_server()
-        env = {"BERTH_SERVER": "unix:" + os.path.join(server.state_dir, "berth.sock")}
-        b.start_agent(server.url, name="node-0", gpus="V100:1",
-                      extra=["--token-file", os.path.join(server.state_dir, "token")])
-        b.wait_nodes_up(["node-0"], env=env)
+        env, _ = self.cluster(("node-0", "V100:1", ()))
         task = self.write("t.yaml", "resources:\n  cpus: 2\nrun: |\n  echo one\n  echo two\n")
         job = b.submit(task, env=env)
         b.wait_status(job, "SUCCEEDED", env=env)
