@@ -2,7 +2,8 @@
 // registration's reconcile, its lease expiring, a GPU found faulty) looks at that node's jobs, not
 // at every job in memory. At a million jobs on 10,000 nodes, a restart's 10,000 re-registrations
 // walked every job each (10^10 steps), and every expired lease another million: the nodes of a
-// restarted server expired one every ~80 ms, all under the Core's lock (bench/README.md, session 41).
+// restarted server expired one every ~80 ms, all under the Core's lock (bench/README.md, session
+// 41).
 //
 // Entries may be stale (a job since requeued, placed elsewhere, or gone from memory): callers check
 // each job's own placement, as they did when they walked every job. An entry is never missing for
