@@ -249,10 +249,12 @@ Result<int64_t> LogStore::Append(int64_t job, int attempt, int rank, int64_t off
     Result<Cached*> all_log = CachedLocked(all);
     if (!all_log.ok()) return all_log.status();
     const int64_t all_at = (*all_log)->size;
-    Status st = bytes_->Append(all, all_at, lines);
-    if (st.ok()) StampLocked(all, **all_log, all_at);
-    cache_.Erase(all);  // its size is asked again: a failed append may have written part
-    BERTH_RETURN_IF_ERROR(st);
+    if (Status st = bytes_->Append(all, all_at, lines); !st.ok()) {
+      cache_.Erase(all);  // its size is asked again: a failed append may have written part
+      return st;
+    }
+    (*all_log)->size = all_at + static_cast<int64_t>(lines.size());
+    StampLocked(all, **all_log, all_at);
   }
   return new_size;
 }

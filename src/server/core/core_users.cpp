@@ -21,9 +21,6 @@ std::string CancelReason(const CancelRequest& request) {
   return request.why.empty() ? why : why + ": " + request.why;
 }
 
-}  // namespace
-namespace {
-
 // What a keyed submission asked for, to tell its retry (the same) from a reuse of its key.
 std::string SubmitFingerprint(const std::string& spec_json, int count, bool as_group) {
   return net::Sha256Digest(fmt::format("{}\n{}\n{}", spec_json, count, as_group ? "group" : "one"));
