@@ -140,15 +140,19 @@ class CliHabitsTest(BerthTestCase):
         b = self.b
         server = b.start_server()
         state = self.path("agent-state")
-        b.start_agent(server.url, name="n1", gpus="", state_dir=state,
-                      extra=["--token-file", os.path.join(server.state_dir, "token")])
+        agent = b.start_agent(server.url, name="n1", gpus="", state_dir=state,
+                              extra=["--token-file", os.path.join(server.state_dir, "token")])
+        b.wait_nodes_up(["n1"], env={"BERTH_SERVER": server.url})
+        with open(f"/proc/{agent.proc.pid}/cmdline", "rb") as f:
+            seen = f.read().split(b"\0")
+        self.assertEqual(seen[1:2], [b"agent"], f"the agent's command line as /proc shows it: {seen}")
         home = self.path("home")
         os.makedirs(home)
         env = {k: v for k, v in b.env.items() if not k.startswith("BERTH_")}
         env["HOME"] = home
         p = subprocess.run([BERTH_BIN, "queue"], env=env, cwd=home, capture_output=True, text=True,
                            timeout=60)
-        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.returncode, 2, f"{p.stderr}\nthe agent: {agent.proc.poll()=}, {seen}")
         self.assertIn("this machine runs a berth agent (pid ", p.stderr)
         self.assertIn("`berth local up` starts a private cluster here anyway", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(home, ".berth", "server")), "a cluster started")
