@@ -1,4 +1,4 @@
-// The channels of an interactive session (issue 36), the same on every leg: the node supervisor's
+// The channels of an interactive session, the same on every leg: the node supervisor's
 // terminal leg frames them (supervise/terminal.h), and the WebSocket messages between the CLI, the
 // server and the agent begin with one of them as a byte (proto::kSessionSubprotocol).
 // A value type; thread-safe.

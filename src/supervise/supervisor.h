@@ -63,7 +63,7 @@ struct RunPlan {
   // last.
   std::string cgroup;
   RankLimits limits;
-  // An interactive rank (issue 36): its run step gets a pseudo-terminal of this size as its
+  // An interactive rank: its run step gets a pseudo-terminal of this size as its
   // controlling terminal and its stdin, stdout and stderr, in a session of its own; what it prints
   // goes to output.log as ever and to a scrollback ring (supervise/terminal.h). Only the node
   // supervisor runs one. Unset: stdin is /dev/null and output goes to the log.

@@ -1,4 +1,4 @@
-// Terminal: the pseudo-terminal of an interactive rank (issue 36) as the node supervisor holds it —
+// Terminal: the pseudo-terminal of an interactive rank as the node supervisor holds it —
 // the master side, and a scrollback ring of what the job printed, addressed by byte offsets
 // counted from the step's start, so that a client that attaches again asks for what it has not
 // seen ("from offset N") and learns what the ring no longer holds.

@@ -26,7 +26,12 @@ Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& 
       store_(store),
       clock_(clock),
       channel_(channel),
-      shares_(options_.usage, options_.reclaim_window) {}
+      shares_(options_.usage, options_.reclaim_window) {
+  // Every job's books hear it enter and leave memory, from wherever (job_table.h).
+  jobs_.Subscribe(&books_);
+  jobs_.Subscribe(&group_limits_);
+  jobs_.Subscribe(&waiters_);
+}
 
 sched::JobRequest Core::RequestFor(const JobRow& row, const JobSpec& spec) {
   sched::JobRequest r;
@@ -73,7 +78,7 @@ Status Core::Load() {
   // One scheduler request per submission (its jobs share spec, owner, priority and submission
   // time).
   std::map<int64_t, std::shared_ptr<const sched::JobRequest>> requests;  // by spec id
-  Plan unused;  // Allocate() journals; nothing here is ever undone
+  Txn unused;  // Allocate() journals; nothing here is ever undone
   for (auto& row : *jobs) {
     ActiveJob job;
     job.row = row;
@@ -114,11 +119,7 @@ Status Core::Load() {
         }
       }
     }
-    ActiveJob& loaded = jobs_[row.id];
-    loaded = std::move(job);
-    Touch(row.id);
-    CountJob(loaded);
-    node_jobs_.Add(row.id, loaded.row.placement);
+    jobs_.Enter(std::move(job));
   }
   // Pipelines: groups' limits, restarts' backoffs, and the dependencies of waiting submissions.
   auto limits = store_.LoadGroupLimits();
@@ -130,7 +131,6 @@ Status Core::Load() {
   std::map<int64_t, DependencyWaiters::Jobs> waiting;
   std::map<int64_t, int> live;  // spec -> its jobs in memory
   for (const auto& [id, job] : jobs_) {
-    if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
     ++live[job.row.spec_id];
     if (job.row.status != JobStatus::kPending) continue;
     if (job.row.not_before) backoffs_.emplace(*job.row.not_before, id);
@@ -152,18 +152,18 @@ Status Core::Load() {
     }
     read.emplace_back(spec_id, std::move(*conditions));
   }
-  Plan deps_plan;
+  Txn deps_txn;
   for (auto& [spec_id, conditions] : read) {
     const DependencyWaiters::Jobs& range = waiting.at(spec_id);
-    deps_plan.deps_changed.insert(spec_id);
+    deps_txn.out.deps_changed.insert(spec_id);
     if (waiters_.Add(spec_id, std::move(conditions), {range.first, range.last, live[spec_id]}) ==
         sched::DepState::kFailed) {
-      deps_plan.dep_failures.push_back(spec_id);
+      deps_txn.dep_failures.push_back(spec_id);
     }
   }
-  std::vector<int64_t> failed = deps_plan.dep_failures;
-  DrainDependencyFailures(deps_plan, now);
-  if (Status st = Execute(deps_plan); !st.ok()) {
+  std::vector<int64_t> failed = deps_txn.dep_failures;
+  DrainDependencyFailures(deps_txn, now);
+  if (Status st = Execute(deps_txn); !st.ok()) {
     LogError("cancelling jobs whose dependencies failed: {}; retried", st.message());
     for (auto key : failed) waiters_.RetryCancel(key);
   }
@@ -193,6 +193,11 @@ void Core::RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& s
   specs_.Remember(spec_id, spec);
 }
 
+void Core::AddJobObserver(JobTable::Observer* observer) {
+  MutexLock lock(mu_);
+  jobs_.Subscribe(observer);
+}
+
 size_t Core::QueuedSubmissionsForTesting() { return submits_.QueuedForTesting(); }
 
 void Core::ForgetUnheldSpecs() {
@@ -207,33 +212,24 @@ size_t Core::RememberedSpecsForTesting() {
 
 // --- plans ---
 
-Core::ActiveJob& Core::MutJob(Plan& plan, ActiveJob& job) {
-  plan.jobs_before.try_emplace(job.row.id, job);
-  ++job.gen;
-  Touch(job.row.id);
-  return job;
-}
+Core::ActiveJob& Core::MutJob(Txn& txn, ActiveJob& job) { return jobs_.Edit(txn, job); }
 
-NodeRuntime& Core::MutNode(Plan& plan, NodeRuntime& node) {
-  plan.nodes_before.try_emplace(node.row.name, node);
+NodeRuntime& Core::MutNode(Txn& txn, NodeRuntime& node) {
+  txn.journal.SaveAs(nodes_, node.row.name, [&] { return NodeTable::Snapshot(node); });
   node.view_stale = true;
   return node;
 }
 
-void Core::SaveDying(Plan& plan, const AttemptKey& key) {
-  if (!plan.dying_before.count(key)) plan.dying_before.emplace(key, dying_.Save(key));
-}
+void Core::SaveDying(Txn& txn, const AttemptKey& key) { txn.journal.Save(dying_, key); }
 
-void Core::SaveLaunchHeld(Plan& plan) {
-  if (!plan.launch_held_before) plan.launch_held_before = launch_held_;
-}
+void Core::SaveLaunchHeld(Txn& txn) { txn.journal.SaveValue(launch_held_); }
 
-void Core::Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node,
+void Core::Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node,
                     int sign) {
   for (const auto& grant : placement) {
     auto it = nodes_.find(grant.node);
     if (it == nodes_.end()) continue;
-    NodeRuntime& node = MutNode(plan, it->second);
+    NodeRuntime& node = MutNode(txn, it->second);
     node.cpus_used += sign * per_node.cpus;
     node.memory_used += sign * per_node.memory;
     for (const auto& g : grant.gpus) node.gpu_used[g.index] += sign * g.milli;
@@ -241,27 +237,27 @@ void Core::Allocate(Plan& plan, const Placement& placement, const ResourceReques
   }
 }
 
-Status Core::Execute(Plan& plan) {
-  if (!plan.batch.empty()) {
+Status Core::Execute(Txn& txn) {
+  if (!txn.batch.empty()) {
     const auto start = std::chrono::steady_clock::now();
-    Status st = store_.Commit(plan.batch);
+    Status st = store_.Commit(txn.batch);
     metrics_.commit_seconds.Observe(
         {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!st.ok()) {
-      Undo(plan);
+      Undo(txn);
       LogError("a change could not be recorded and was dropped: {}", st.message());
       return Status::Unavailable("the server could not record the change (" + st.message() +
                                  "); nothing was changed, try again");
     }
   }
-  CountCommitted(plan);
-  SendCommitted(plan);
+  CountCommitted(txn);
+  SendCommitted(txn);
   return Status::Ok();
 }
 
-void Core::CountCommitted(const Plan& plan) {
-  for (const auto& [group, from, to] : plan.tally_moves) tallies_.Move(group, from, to);
-  for (const UsageRecord& u : plan.batch.usage) {
+void Core::CountCommitted(const Txn& txn) {
+  for (const auto& [group, from, to] : txn.out.tally_moves) tallies_.Move(group, from, to);
+  for (const UsageRecord& u : txn.batch.usage) {
     shares_.AddEnded(u);
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
     if (u.gpu_milli > 0) {
@@ -271,40 +267,42 @@ void Core::CountCommitted(const Plan& plan) {
     metrics_.user_cpu_seconds.Add({u.user, u.team},
                                   seconds * static_cast<double>(u.cpu_milli) / kMilliPerCpu);
   }
-  for (const auto& [status, run] : plan.events.finished) {
+  for (const auto& [status, run] : txn.out.events.finished) {
     metrics_.jobs_finished.Add({status});
     if (run >= 0) metrics_.job_run_seconds.Observe({status}, run);
   }
-  for (const auto& [team, waited] : plan.events.placed) {
+  for (const auto& [team, waited] : txn.out.events.placed) {
     metrics_.launches.Add({});
     metrics_.admission_wait_seconds.Observe({team}, waited);
   }
-  for (const std::string& reason : plan.events.preempted) metrics_.preemptions.Add({reason});
-  if (plan.events.lease_expiries > 0) metrics_.lease_expiries.Add({}, plan.events.lease_expiries);
-  if (plan.events.out_of_memory > 0) metrics_.out_of_memory.Add({}, plan.events.out_of_memory);
-  for (const std::string& team : plan.reclaims) shares_.Reclaimed(team, clock_.Now());
-  for (const auto& hint : plan.backoffs) backoffs_.insert(hint);
+  for (const std::string& reason : txn.out.events.preempted) metrics_.preemptions.Add({reason});
+  if (txn.out.events.lease_expiries > 0)
+    metrics_.lease_expiries.Add({}, txn.out.events.lease_expiries);
+  if (txn.out.events.out_of_memory > 0)
+    metrics_.out_of_memory.Add({}, txn.out.events.out_of_memory);
+  for (const std::string& team : txn.out.reclaims) shares_.Reclaimed(team, clock_.Now());
+  for (const auto& hint : txn.out.backoffs) backoffs_.insert(hint);
 }
 
-void Core::SendCommitted(const Plan& plan) {
-  if (!plan.deps_changed.empty()) WriteDependencyReasons(plan.deps_changed);
-  for (const auto& [node, session] : plan.opens) {
+void Core::SendCommitted(const Txn& txn) {
+  if (!txn.out.deps_changed.empty()) WriteDependencyReasons(txn.out.deps_changed);
+  for (const auto& [node, session] : txn.out.opens) {
     channel_.Open(node, session);
     specs_.SessionChanged(node);  // a new session: the agent may have restarted
   }
-  for (const auto& node : plan.closes) {
+  for (const auto& node : txn.out.closes) {
     channel_.Close(node);
     specs_.SessionChanged(node);
   }
-  for (const auto& [node, message] : plan.sends) {
+  for (const auto& [node, message] : txn.out.sends) {
     if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
       SendSpecOnce(node, launch->spec_id);
     }
     channel_.Send(node, message);
   }
-  for (int64_t job : plan.wake_logs) WakeLogWaiters(job);
-  if (plan.reap) ReapFinished(plan);
-  if (plan.kick) RequestPassLocked();
+  for (int64_t job : txn.out.wake_logs) WakeLogWaiters(job);
+  if (txn.out.reap) ReapFinished(txn);
+  if (txn.out.kick) RequestPassLocked();
 }
 
 void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
@@ -314,61 +312,33 @@ void Core::SendSpecOnce(const std::string& node, int64_t spec_id) {
   channel_.Send(node, proto::SpecMessage{spec_id, SerializeJson(SpecToJson(*spec))});
 }
 
-void Core::Undo(Plan& plan) {
-  // A placement put back may be one a rebuild during the plan no longer had.
-  if (!plan.jobs_before.empty()) node_jobs_.MarkStale();
-  for (auto& [id, before] : plan.jobs_before) {
-    Touch(id);
-    // The counts go back with the jobs: the job as it is now leaves them, the job as it was is
-    // counted again where it was then.
-    // (The group tallies were not moved: that waits for the commit, Plan::tally_moves.)
-    auto now = jobs_.find(id);
-    if (now != jobs_.end()) UncountJob(now->second);
-    if (before) {
-      ActiveJob& restored = jobs_[id];
-      restored = std::move(*before);
-      AddToCounts(restored);
-    } else {
-      // A job the plan brought into memory (HoldEndedAttempts) leaves it again.
-      if (now != jobs_.end()) {
-        const JobRow& row = now->second.row;
-        if (now->second.tallied) tallies_.Leave(*row.group);
-        if (row.group) group_limits_.JobGone(*row.group);
-        waiters_.JobGone(row.spec_id);
-        jobs_.erase(now);
-      }
-    }
-  }
-  for (auto& [name, before] : plan.nodes_before) nodes_.Restore(name, std::move(before));
-  for (auto& [key, before] : plan.dying_before) dying_.Restore(key, std::move(before));
-  if (plan.launch_held_before) launch_held_ = std::move(*plan.launch_held_before);
-  if (plan.cancel_before) cancel_ = std::move(*plan.cancel_before);
-  for (auto& [key, before] : plan.deps_before) waiters_.Restore(key, std::move(before));
-  for (auto& [group, before] : plan.group_limits_before) group_limits_.Restore(group, before);
+void Core::Undo(Txn& txn) {
+  // The job table goes first: its restores tell the observers (JobBooks, group limits, waiters),
+  // whose own saved entries are then put back over what those notices changed.
+  txn.journal.Undo();
+  waiters_.TakeGone();  // a waiter forgotten by an undone entry is not one the board forgets
   // Generations are restored with their entries: the state is again exactly what any pass in
   // flight saw, so its decisions stay valid.
 }
 
-void Core::ReapFinished(const Plan& plan) {
+void Core::ReapFinished(const Txn& txn) {
+  // Only a job the txn changed can have become finished (every change goes through
+  // JobTable::Edit, which saves it in the journal): look at those, not at every job (a chunked
+  // cancel of 100,000 jobs walked all of them once per chunk).
+  const auto* changed = txn.journal.Saved(jobs_);
+  if (changed == nullptr) return;
   std::vector<int64_t> reaped;
-  std::vector<sched::Dependencies::Key> waiters_gone;
-  // Only a job the plan changed can have become finished (every change goes through MutJob, which
-  // records it in jobs_before): look at those, not at every job (a chunked cancel of 100,000 jobs
-  // walked all of them once per chunk).
-  for (const auto& [id, before] : plan.jobs_before) {
+  for (const auto& [id, before] : *changed) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    ActiveJob& job = it->second;
+    const ActiveJob& job = it->second;
     if (!IsTerminal(job.row.status) || job.terminating) continue;
-    reaped.push_back(it->first);
-    // A group's limit, and a submission's dependencies, are forgotten with their last job.
-    if (job.row.group) group_limits_.JobGone(*job.row.group);
-    if (waiters_.JobGone(job.row.spec_id)) waiters_gone.push_back(job.row.spec_id);
-    UncountJob(job);
-    if (job.tallied) tallies_.Leave(*job.row.group);  // counted under its final status still
-    Touch(it->first);
-    jobs_.erase(it);
+    reaped.push_back(id);
+    // Its books (counts, tally, group limit, waiter, pass index) hear it leave.
+    jobs_.Leave(it);
   }
+  // A group's limit, and a submission's dependencies, are forgotten with their last job.
+  std::vector<sched::Dependencies::Key> waiters_gone = waiters_.TakeGone();
   if (!reaped.empty()) waiting_.Forget(reaped, waiters_gone);
 }
 
@@ -434,9 +404,11 @@ void Core::RemoveLogWaiter(int64_t job, uint64_t id) {
   log_followers_.Remove(job, id);
 }
 
-void Core::LogsAppended(int64_t job) {
+void Core::LogsAppended(int64_t job) { LogsAppended(std::set<int64_t>{job}); }
+
+void Core::LogsAppended(const std::set<int64_t>& jobs) {
   HandlerLock lock(this);
-  WakeLogWaiters(job);
+  for (int64_t job : jobs) WakeLogWaiters(job);
 }
 
 Core::QueueOverview Core::Overview(const listing::RowFilter& filter) {
@@ -538,22 +510,22 @@ void Core::CheckLeases() {
   MutexLock lock(mu_);
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
-  Plan plan;
+  Txn txn;
   for (auto& [name, runtime] : nodes_) {
     if (runtime.row.state == NodeState::kDown || runtime.lease_expires > mono) continue;
     LogWarn("node {}: lease expired; marking it down", name);
-    ++plan.events.lease_expiries;
-    NodeRuntime& node = MutNode(plan, runtime);
+    ++txn.out.events.lease_expiries;
+    NodeRuntime& node = MutNode(txn, runtime);
     node.row.state = NodeState::kDown;
     node.row.down_since = now;
     node.session.clear();
     ++node.sched_gen;
     nodes_.CapacityChanged();
-    plan.closes.push_back(name);
-    plan.batch.nodes.push_back(node.row);
+    txn.out.closes.push_back(name);
+    txn.batch.nodes.push_back(node.row);
     // Dying ranks died with the node.
     for (const auto& [job_id, attempt, rank] : dying_.AliveOn(name))
-      DyingRankGone(plan, job_id, attempt, rank);
+      DyingRankGone(txn, job_id, attempt, rank);
     for (int64_t id : JobsOn(name)) {
       auto found = jobs_.find(id);
       if (found == jobs_.end()) continue;
@@ -562,21 +534,21 @@ void Core::CheckLeases() {
       for (const auto& g : job.row.placement) here = here || g.node == name;
       if (!here || (!IsActive(job.row.status) && !job.terminating)) continue;
       if (job.terminating) {  // its processes died with the node
-        Release(plan, job);
+        Release(txn, job);
         continue;
       }
       std::string why = "node " + name + " stopped answering (lease expired)";
       if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
-        ReturnToQueue(plan, job, why + "; requeued", now);
+        ReturnToQueue(txn, job, why + "; requeued", now);
       } else {
-        EndJob(plan, job, JobStatus::kLost, why, std::nullopt, now);
+        EndJob(txn, job, JobStatus::kLost, why, std::nullopt, now);
       }
     }
   }
-  if (plan.batch.empty()) return;
-  plan.reap = true;
-  plan.kick = true;
-  Status st = Execute(plan);
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = Execute(txn);
   if (!st.ok()) LogError("lost nodes stay as they were until the next check: {}", st.message());
 }
 
@@ -587,7 +559,7 @@ void Core::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t wa
   const int64_t mono = clock_.Monotonic();
   if (mono - watching_since <= limit) return;
   TimeMs now = clock_.Now();
-  Plan plan;
+  Txn txn;
   for (auto& [id, job] : jobs_) {
     if (job.terminating || job.row.status != JobStatus::kRunning || !job.spec->interactive ||
         job.running_since == 0) {
@@ -596,16 +568,16 @@ void Core::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t wa
     int64_t active = std::max(job.running_since, watching_since);
     if (auto it = seen.find(id); it != seen.end()) active = std::max(active, it->second);
     if (mono - active <= limit) continue;
-    EndJob(plan, job, JobStatus::kFailed,
+    EndJob(txn, job, JobStatus::kFailed,
            "idle limit " + FormatDuration(limit) +
                " exceeded: no one attached to the interactive job (the server's "
                "--interactive-idle-limit)",
            std::nullopt, now);
   }
-  if (plan.batch.empty()) return;
-  plan.reap = true;
-  plan.kick = true;
-  Status st = Execute(plan);
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = Execute(txn);
   if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
 }
 
@@ -619,7 +591,7 @@ void Core::CheckTimeLimits() {
   MutexLock lock(mu_);
   int64_t mono = clock_.Monotonic();
   TimeMs now = clock_.Now();
-  Plan plan;
+  Txn txn;
   // Only the jobs with a time limit among those holding resources (the pass index), not every job:
   // this runs every 200 ms under the lock.
   RefreshPassIndex();
@@ -639,16 +611,16 @@ void Core::CheckTimeLimits() {
       continue;
     }
     EndJob(
-        plan, job, JobStatus::kFailed,
+        txn, job, JobStatus::kFailed,
         "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded" +
             (whole_job && job.row.attempt > 1 ? fmt::format(" (over {} attempts)", job.row.attempt)
                                               : std::string()),
         std::nullopt, now);
   }
-  if (plan.batch.empty()) return;
-  plan.reap = true;
-  plan.kick = true;
-  Status st = Execute(plan);
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = Execute(txn);
   if (!st.ok()) LogError("time limits are enforced at the next check: {}", st.message());
 }
 

@@ -3,10 +3,10 @@
 // with a fake clock, a fault-injecting store and a fake agent channel (tests/unit/server/).
 //
 // Commit, then apply, then send. Every state change (a pass, a report batch, a cancel, a drain, a
-// registration, a lease expiry, a time limit) is built as a Plan: the store Batch, the in-memory
+// registration, a lease expiry, a time limit) is built as a Txn: the store Batch, the in-memory
 // changes and the messages for agents. The batch is committed first; only when it is durable do the
-// messages go out and the log followers wake. The in-memory changes are made while the plan is
-// built, each entry saved in the plan's undo journal before its first change; if the commit fails
+// messages go out and the log followers wake. The in-memory changes are made while the txn is
+// built, each entry saved in the txn's undo journal before its first change; if the commit fails
 // the journal restores every entry, nothing is sent, and the caller gets Unavailable (HTTP 503,
 // retryable). Either way the state under the lock equals what a fresh server would load from the
 // store (tests/unit/server/core_commit_test.cpp proves it for each kind of change).
@@ -51,6 +51,7 @@
 #include "protocol/agent_protocol.h"
 #include "sched/dependencies.h"
 #include "sched/scheduler.h"
+#include "server/core/active_job.h"
 #include "server/core/agent_channel.h"
 #include "server/core/core_metrics.h"
 #include "server/core/dependency_waiters.h"
@@ -59,11 +60,13 @@
 #include "server/core/group_limits.h"
 #include "server/core/group_tallies.h"
 #include "server/core/job_counts.h"
+#include "server/core/job_table.h"
 #include "server/core/log_followers.h"
 #include "server/core/node_jobs.h"
 #include "server/core/node_table.h"
 #include "server/core/spec_cache.h"
 #include "server/core/submit_queue.h"
+#include "server/core/txn.h"
 #include "server/core/usage_ledger.h"
 #include "server/core/waiting_board.h"
 #include "server/listing.h"
@@ -281,6 +284,7 @@ class Core {
       EXCLUDES(mu_);
   void RemoveLogWaiter(int64_t job, uint64_t id) EXCLUDES(mu_);
   void LogsAppended(int64_t job) EXCLUDES(mu_);
+  void LogsAppended(const std::set<int64_t>& jobs) EXCLUDES(mu_);  // under one lock
 
   // --- agents ---
   // Starts a new session for the node (replacing any earlier one) and reconciles what the agent
@@ -309,6 +313,11 @@ class Core {
   // single-node job). An ended attempt's placement is read from the store.
   Result<std::string> LogPrefix(const std::string& node, const std::string& session, int64_t job,
                                 int attempt, int rank) EXCLUDES(mu_);
+  // LogPrefix for each rank of a log batch, taking the state lock once (and reading each ended
+  // attempt's placement from the store once, after it).
+  std::vector<Result<std::string>> LogPrefixes(const std::string& node, const std::string& session,
+                                               const std::vector<proto::AttemptRank>& ranks)
+      EXCLUDES(mu_);
   // For a spec read: Ok when `session` is the node's and job `job`, of spec `spec_id`, is placed on
   // it now; else Conflict (session) or Forbidden.
   Status MayReadSpec(const std::string& node, const std::string& session, int64_t job,
@@ -372,6 +381,9 @@ class Core {
   // What a fresh Core loading the same store rebuilds: the active jobs' rows, and the nodes' rows
   // (without last_seen, which heartbeats renew in memory only) with the resources active jobs hold.
   std::string DurableState() EXCLUDES(mu_);
+  // Adds `observer` to the jobs' books: it hears every job enter memory, change, be restored by an
+  // undo and leave (job_table.h), with the state lock held. Before Load, to hear the loaded jobs.
+  void AddJobObserver(JobTable::Observer* observer) EXCLUDES(mu_);
   // Runs `hook` in every RunPass between the scheduler's decision and its application, without
   // the lock: lets a test change the state while a pass is deciding.
   void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(mu_);
@@ -396,50 +408,8 @@ class Core {
   // TerminalOf (`terminal`) and PortOf.
   Result<RankTarget> RunningRank(int64_t job, int rank, bool terminal) EXCLUDES(mu_);
 
-  struct RankState {
-    bool setting_up = false;
-    bool running = false;
-    bool exited = false;
-    // An ended attempt held again after a restart (HoldEndedAttempts): this rank's grant is not
-    // allocated, since no registration of its node has claimed it (yet).
-    bool unheld = false;
-    int exit_code = 0;
-    std::optional<int64_t> peak_memory_bytes;  // what it used, as its exit reported
-    std::optional<int64_t> cpu_ms;
-  };
-  struct ActiveJob {
-    JobRow row;
-    std::shared_ptr<const JobSpec> spec;
-    // The scheduler's view while pending, but for its id: the same for every job of a submission,
-    // so shared (one per submission rather than ~270 bytes per job).
-    std::shared_ptr<const sched::JobRequest> request;
-    int group_size = 0;            // BERTH_NUM_JOBS for bulk groups
-    std::vector<RankState> ranks;  // per rank of the current attempt
-    bool terminating = false;      // ended for the user; processes still being stopped
-    TimeMs placed_at = 0;          // wall time the current attempt was placed
-    int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
-    uint64_t gen = 0;              // bumped by every change
-    TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
-    // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
-    std::set<std::pair<int64_t, int>> launch_after;
-    // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).
-    std::optional<std::pair<int, uint32_t>> counted;  // (status slot, count group)
-    std::optional<uint32_t> count_group;              // its (pool, team) group, once looked up
-    // The status its bulk group's tally counts it under (TallyJob); none when the group is not
-    // tallied (or it is in no group).
-    std::optional<JobStatus> tallied;
-
-    // Whether every rank of the current attempt has exited (its processes are gone).
-    bool AllRanksExited() const {
-      for (const RankState& r : ranks) {
-        if (!r.exited) return false;
-      }
-      return true;
-    }
-    MilliGpu gpu_milli_held() const { return TotalGpuMilli(row.resources, row.placement); }
-    // The grants whose resources it holds: its placement but the ranks marked unheld.
-    Placement HeldGrants() const;
-  };
+  using RankState = berth::RankState;
+  using ActiveJob = berth::ActiveJob;
   // A job that holds resources, as the pass index files it (see held_index_).
   struct HeldView {
     std::shared_ptr<const sched::RunningJob> view;  // built at generation `gen` of the job
@@ -464,37 +434,6 @@ class Core {
     uint64_t seq = 0;                          // +1 per cancel-all
     uint64_t all_users_seq = 0;                // seq of the last --all-users
     std::map<std::string, uint64_t> user_seq;  // seq of each user's last --all
-  };
-
-  // A state change being built: store writes, effects to run once they are committed, and the undo
-  // journal (each entry as it was before the plan first changed it; nullopt: it did not exist).
-  struct Plan {
-    std::string by;  // the user on whose request the change is made; recorded in its events
-    Batch batch;
-    std::vector<std::pair<std::string, std::string>> opens;  // (node, session)
-    std::vector<std::string> closes;
-    std::vector<std::pair<std::string, proto::WatchMessage>> sends;
-    std::set<int64_t> wake_logs;
-    // (group, from, to): a job's moves in its group's tally, made there once committed (tallies_
-    // is read without the core's lock, so it never shows a change that may yet be undone).
-    std::vector<std::tuple<int64_t, JobStatus, JobStatus>> tally_moves;
-    bool kick = false;  // request a scheduling pass
-    bool reap = false;  // drop jobs that ended for good from memory
-    std::map<int64_t, std::optional<ActiveJob>> jobs_before;
-    std::map<std::string, std::optional<NodeRuntime>> nodes_before;
-    std::map<AttemptKey, std::optional<DyingAttempt>> dying_before;
-    std::optional<std::set<int64_t>> launch_held_before;
-    std::optional<CancelSeqs> cancel_before;
-    std::vector<std::string> reclaims;  // teams whose reclaims this plan applies (rate limit)
-    std::map<sched::Dependencies::Key, std::optional<sched::Dependencies::Waiter>> deps_before;
-    std::map<int64_t, std::optional<int>> group_limits_before;
-    std::set<sched::Dependencies::Key> deps_changed;  // their waiting reasons are written again
-    // Waiters whose dependencies can no longer hold, to cancel: a worklist, so that a long chain of
-    // cancellations does not recurse (DrainDependencyFailures).
-    std::vector<sched::Dependencies::Key> dep_failures;
-    bool draining_deps = false;
-    std::vector<std::pair<TimeMs, int64_t>> backoffs;  // (not_before, job): restarts to wake for
-    PlanEvents events;                                 // counted in metrics_ once committed
   };
 
   // A pass's input, taken under the lock: the snapshot and the generations it saw. The pending
@@ -535,23 +474,23 @@ class Core {
   // thread that just released it take it back before they wake. At most 20 ms.
   void LetWaitingHandlersIn() EXCLUDES(mu_);
 
-  // core.cpp: plans.
-  ActiveJob& MutJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);
-  NodeRuntime& MutNode(Plan& plan, NodeRuntime& node) REQUIRES(mu_);
-  void SaveDying(Plan& plan, const AttemptKey& key) REQUIRES(mu_);
-  void SaveLaunchHeld(Plan& plan) REQUIRES(mu_);
-  // Commits the plan's batch; then runs its effects (CountCommitted, then SendCommitted), or undoes
+  // core.cpp: txns — commit, then apply (CountCommitted), then send (SendCommitted).
+  ActiveJob& MutJob(Txn& txn, ActiveJob& job) REQUIRES(mu_);
+  NodeRuntime& MutNode(Txn& txn, NodeRuntime& node) REQUIRES(mu_);
+  void SaveDying(Txn& txn, const AttemptKey& key) REQUIRES(mu_);
+  void SaveLaunchHeld(Txn& txn) REQUIRES(mu_);
+  // Commits the txn's batch; then runs its effects (CountCommitted, then SendCommitted), or undoes
   // its memory changes on failure (Undo).
-  Status Execute(Plan& plan) REQUIRES(mu_);
-  // What a committed plan adds to the books: the usage ledger, the metrics, reclaims, backoffs.
-  void CountCommitted(const Plan& plan) REQUIRES(mu_);
-  // What a committed plan tells others: agents' sessions and messages, log followers, waiting
+  Status Execute(Txn& txn) REQUIRES(mu_);
+  // What a committed txn adds to the books: the usage ledger, the metrics, reclaims, backoffs.
+  void CountCommitted(const Txn& txn) REQUIRES(mu_);
+  // What a committed txn tells others: agents' sessions and messages, log followers, waiting
   // reasons; then it drops the jobs that ended for good and asks for a pass when it freed or
   // queued something.
-  void SendCommitted(const Plan& plan) REQUIRES(mu_);
+  void SendCommitted(const Txn& txn) REQUIRES(mu_);
   // Sends the node the spec a launch is about to use, unless its session has it already.
   void SendSpecOnce(const std::string& node, int64_t spec_id) REQUIRES(mu_);
-  void Undo(Plan& plan) REQUIRES(mu_);
+  void Undo(Txn& txn) REQUIRES(mu_);
   void RequestPassLocked() REQUIRES(mu_);
   void WakeLogWaiters(int64_t job) REQUIRES(mu_);
   std::shared_ptr<const JobSpec> SpecFor(int64_t spec_id) REQUIRES(mu_);
@@ -559,10 +498,10 @@ class Core {
   std::shared_ptr<const JobSpec> ReadSpec(int64_t spec_id);
   // Makes `spec` what SpecFor(spec_id) answers while some job holds it.
   void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) REQUIRES(mu_);
-  void Allocate(Plan& plan, const Placement& placement, const ResourceRequest& per_node, int sign)
+  void Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node, int sign)
       REQUIRES(mu_);
-  // Drops the jobs `plan` finished for good (ended, processes gone) from memory.
-  void ReapFinished(const Plan& plan) REQUIRES(mu_);
+  // Drops the jobs `txn` finished for good (ended, processes gone) from memory.
+  void ReapFinished(const Txn& txn) REQUIRES(mu_);
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
   // The ids of the jobs in memory that may be placed on `node` (NodeJobs: check each one's
   // placement), rebuilding the index first when it is due.
@@ -577,14 +516,14 @@ class Core {
   // container.mounts. Ok otherwise.
   Status CheckContainerPlacement(const JobSpec& spec, bool feasible) REQUIRES(mu_);
 
-  // core_jobs.cpp: job state transitions, each adding its writes to the plan.
+  // core_jobs.cpp: job state transitions, each adding its writes to the txn.
   // Keeps counts_ current (core_gauges.cpp): CountJob counts a job where
   // it belongs now (moving it from where it was counted), UncountJob takes it out (it leaves
   // jobs_).
   void CountJob(ActiveJob& job) REQUIRES(mu_);
-  // Notes the job's move in its group's tally to its status now, for once `plan` is committed
+  // Notes the job's move in its group's tally to its status now, for once `txn` is committed
   // (Transition calls it).
-  void TallyJob(Plan& plan, ActiveJob& job) REQUIRES(mu_);
+  void TallyJob(Txn& txn, ActiveJob& job) REQUIRES(mu_);
   // Starts the tallies of the groups of the jobs just loaded, from the store's counts.
   Status LoadGroupTallies() REQUIRES(mu_);
   // The count group of (pool, user's team); a job's, looked up once and kept with it.
@@ -594,17 +533,17 @@ class Core {
   // Adds the job where `job.counted` says it is counted (CountJob, and Undo restoring a job).
   void AddToCounts(const ActiveJob& job) REQUIRES(mu_);
   void RecountAllJobs() REQUIRES(mu_);
-  void Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
-                  TimeMs now) REQUIRES(mu_);
-  void EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+  void Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason, TimeMs now)
+      REQUIRES(mu_);
+  void EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
               std::optional<int> exit_code, TimeMs now) REQUIRES(mu_);
-  void StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) REQUIRES(mu_);
+  void StopRanks(Txn& txn, const ActiveJob& job, const std::string& reason) REQUIRES(mu_);
   // Why an attempt goes back to the queue: each is counted in its own column of the job.
   enum class RequeueCause { kOther, kPreempted, kRestart };
   // Ends the current attempt (its processes are stopped; its resources stay held until they are
   // gone) and puts the job back in the queue. A restart records the attempt's failure (`outcome`,
   // `exit_code`) and waits out the retry policy's backoff.
-  void ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+  void ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, TimeMs now,
                      RequeueCause cause = RequeueCause::kOther,
                      std::optional<JobStatus> outcome = std::nullopt,
                      std::optional<int> exit_code = std::nullopt) REQUIRES(mu_);
@@ -618,7 +557,7 @@ class Core {
   // A failed attempt (`status`, `exit_code`): restarted when the job's retry policy allows it,
   // else the job ends. `out_of_memory`: the kernel killed it for its memory limit (restarted only
   // with retry.on_oom).
-  void FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+  void FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                    std::optional<int> exit_code, TimeMs now, bool out_of_memory = false)
       REQUIRES(mu_);
   // Running time of the current attempt so far (monotonic), 0 when it is not running.
@@ -649,11 +588,11 @@ class Core {
   // memory); cancels them when the dependencies can no longer hold. The waiter mirrors what is
   // committed (the submission), so it is not journaled: if the cancels' commit fails, they are
   // retried by RetryFailedCancels.
-  void AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
+  void AddWaiter(Txn& txn, int64_t spec_id, std::vector<sched::DepCondition> conditions,
                  int64_t first, int64_t last, int live, TimeMs now) REQUIRES(mu_);
-  // Cancels the jobs of every waiter on plan.dep_failures, and of those their cancellation fails
+  // Cancels the jobs of every waiter on txn.dep_failures, and of those their cancellation fails
   // in turn, unless an outer call is already doing it.
-  void DrainDependencyFailures(Plan& plan, TimeMs now) REQUIRES(mu_);
+  void DrainDependencyFailures(Txn& txn, TimeMs now) REQUIRES(mu_);
   // Retries cancellations of failed waiters whose commit failed.
   void RetryDependencyCancels() REQUIRES(mu_);
   // Commits the cancels owed (owed_cancels_) of jobs that are in memory; an entry is dropped once
@@ -661,8 +600,8 @@ class Core {
   void RetryOwedCancels() REQUIRES(mu_);
   // A job ended for good: its dependents whose dependencies now hold are released, those whose
   // can no longer hold are cancelled (which cascades).
-  void DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
-  void CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why, TimeMs now)
+  void DependencyEnded(Txn& txn, const ActiveJob& job, TimeMs now) REQUIRES(mu_);
+  void CancelWaiters(Txn& txn, sched::Dependencies::Key key, const std::string& why, TimeMs now)
       REQUIRES(mu_);
   // Whether pending job `id` may be placed now: its dependencies hold, its backoff is over and no
   // cancel of it is owed.
@@ -670,30 +609,46 @@ class Core {
   // Writes the waiting reasons of the jobs of waiters `keys` ("waiting for job 10 (RUNNING)").
   void WriteDependencyReasons(const std::set<sched::Dependencies::Key>& keys) REQUIRES(mu_);
   std::string DependencyReason(sched::Dependencies::Key key) const REQUIRES(mu_);
-  // Adds what the job's current attempt used to the plan (its usage record).
+  // Adds what the job's current attempt used to the txn (its usage record).
   // The usage of the job's current attempt from its placement until `now` (an attempt placed at an
   // unknown time counts none).
   UsageRecord UsageOf(const ActiveJob& job, TimeMs now) const REQUIRES(mu_);
-  void RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted)
+  void RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted)
       REQUIRES(mu_);
   // The snapshot's users and teams: rules, decayed usage (running attempts included), reclaims.
   void AddShares(sched::Snapshot& snap) REQUIRES(mu_);
   // A terminating job whose processes are all gone: frees its resources.
-  void Release(Plan& plan, ActiveJob& job) REQUIRES(mu_);
+  void Release(Txn& txn, ActiveJob& job) REQUIRES(mu_);
   // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.
-  void DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) REQUIRES(mu_);
+  void DyingRankGone(Txn& txn, int64_t job, int attempt, int rank) REQUIRES(mu_);
   // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches
   // of preemptors left waiting on nothing.
-  void LaunchUnblocked(Plan& plan, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(mu_);
-  void SendLaunches(Plan& plan, const ActiveJob& job) REQUIRES(mu_);
+  void LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(mu_);
+  void SendLaunches(Txn& txn, const ActiveJob& job) REQUIRES(mu_);
   proto::LaunchMessage LaunchFor(const ActiveJob& job, int rank) const REQUIRES(mu_);
   // Starts a new attempt of `job` on `placement` (STARTING; resources taken); `how` ends the
   // reason.
-  void Place(Plan& plan, ActiveJob& job, const Placement& placement, const std::string& how,
+  void Place(Txn& txn, ActiveJob& job, const Placement& placement, const std::string& how,
              TimeMs now) REQUIRES(mu_);
 
   // core_scheduling.cpp
   PassInput BuildPassInput(TimeMs now) REQUIRES(mu_);
+  // The core's own books per job, kept by watching the job table (core_job_books.cpp): the counts
+  // (CountJob), the group tallies' membership, the pass index (Touch) and NodeJobs. Called by
+  // jobs_ with mu_ held.
+  class JobBooks final : public JobTable::Observer {
+   public:
+    explicit JobBooks(Core* core) : core_(core) {}
+    void Entered(ActiveJob& job) override;
+    void Left(ActiveJob& job) override;
+    void Edited(const ActiveJob& job) override;
+    void Restored(const ActiveJob* was, ActiveJob& job) override;
+
+   private:
+    Core* const core_;
+  };
+  friend class JobBooks;
+
   // The pass index (core_scheduling.cpp): Touch notes that job `id` was added, changed or removed;
   // RefreshPassIndex brings the index up to date with the touched jobs.
   void Touch(int64_t id) REQUIRES(mu_);
@@ -714,10 +669,10 @@ class Core {
   sched::Config PassConfig() const;
   // Whether job `id` is as the pass saw it (its generation in the snapshot).
   bool AsPassSaw(const PassInput& in, int64_t id) REQUIRES(mu_);
-  // RunPass's decisions, applied to `plan` if the state is still as the pass saw it (else false).
-  bool ApplyPlacement(Plan& plan, const sched::PlaceDecision& d, PassInput& in, TimeMs now)
+  // RunPass's decisions, applied to `txn` if the state is still as the pass saw it (else false).
+  bool ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInput& in, TimeMs now)
       REQUIRES(mu_);
-  bool ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInput& in, TimeMs now)
+  bool ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, PassInput& in, TimeMs now)
       REQUIRES(mu_);
 
   // core_agents.cpp
@@ -737,20 +692,18 @@ class Core {
       EXCLUDES(mu_);
   // Rank `rank` of an earlier attempt `key`, which node `node`'s agent still runs: held (its grant
   // allocated) when it was placed on that node; ignored otherwise.
-  void HoldDyingRank(Plan& plan, const std::string& node, const AttemptKey& key, int rank,
+  void HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key, int rank,
                      const ResourceRequest& per_node, const ForgottenAttempts& forgotten)
       REQUIRES(mu_);
-  void HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
+  void HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
                          const std::set<std::tuple<int64_t, int, int>>& running,
                          const ForgottenAttempts& forgotten) REQUIRES(mu_);
   // Sets the node's health; ends the attempts that hold a GPU it finds faulty.
-  void ApplyHealth(Plan& plan, NodeRuntime& node, proto::NodeHealth health, TimeMs now)
-      REQUIRES(mu_);
+  void ApplyHealth(Txn& txn, NodeRuntime& node, proto::NodeHealth health, TimeMs now) REQUIRES(mu_);
   // A node's fault ends `job`'s attempt: requeued or failed, as its recovery.on_node_fault says.
-  void EndForNodeFault(Plan& plan, ActiveJob& job, const std::string& why, TimeMs now)
-      REQUIRES(mu_);
+  void EndForNodeFault(Txn& txn, ActiveJob& job, const std::string& why, TimeMs now) REQUIRES(mu_);
   static NodeStatus StatusOf(const NodeRuntime& node);
-  proto::ReportResult ApplyReport(Plan& plan, NodeRuntime& node, const proto::Report& report,
+  proto::ReportResult ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& report,
                                   TimeMs now) REQUIRES(mu_);
 
   // core_users.cpp
@@ -780,7 +733,7 @@ class Core {
   // Ends the jobs `ids` just applied that a cancel promised to end: a cancel of their id between
   // their commit and now (owed_cancels_), or all of them when a cancel --all caught them in flight.
   // Returns (job, why) of each.
-  std::vector<std::pair<int64_t, std::string>> CancelOnArrival(Plan& plan,
+  std::vector<std::pair<int64_t, std::string>> CancelOnArrival(Txn& txn,
                                                                const std::vector<int64_t>& ids,
                                                                bool cancelled_in_flight, TimeMs now)
       REQUIRES(mu_);
@@ -809,8 +762,9 @@ class Core {
   // Written by RunPass without the lock, read by WaitForPassRequest under it.
   std::atomic<int64_t> pass_not_before_{0};
   NodeTable nodes_ GUARDED_BY(mu_);
-  std::map<int64_t, ActiveJob> jobs_ GUARDED_BY(mu_);  // non-terminal + terminating
-  NodeJobs node_jobs_ GUARDED_BY(mu_);                 // which of jobs_ may be on each node
+  JobTable jobs_ GUARDED_BY(mu_);       // non-terminal + terminating
+  NodeJobs node_jobs_ GUARDED_BY(mu_);  // which of jobs_ may be on each node
+  JobBooks books_{this};                // subscribed to jobs_ first
   // The pass index: what a snapshot needs of jobs_, kept current by the changes themselves, so that
   // taking a snapshot walks the pending and the resource-holding jobs, not a tree of every job.
   // Both are vectors sorted by id (a walk of 100,000 tree nodes scattered over the heap was most of

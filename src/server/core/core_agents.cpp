@@ -47,25 +47,49 @@ const Placement* Core::LivePlacement(int64_t job, int attempt) const {
 
 Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
                                     int64_t job, int attempt, int rank) {
+  return std::move(LogPrefixes(node, session, {{job, attempt, rank}}).front());
+}
+
+std::vector<Result<std::string>> Core::LogPrefixes(const std::string& node,
+                                                   const std::string& session,
+                                                   const std::vector<proto::AttemptRank>& ranks) {
   // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
-  auto prefix = [&](const Placement& placement) -> Result<std::string> {
-    if (!PlacedOn(placement, node, rank)) return NotPlacedHere(node, job, attempt, rank);
-    return placement.size() > 1 ? fmt::format("(rank {}, {}) ", rank, node) : std::string();
+  auto prefix = [&](const Placement& placement,
+                    const proto::AttemptRank& r) -> Result<std::string> {
+    if (!PlacedOn(placement, node, r.rank)) return NotPlacedHere(node, r.job, r.attempt, r.rank);
+    return placement.size() > 1 ? fmt::format("(rank {}, {}) ", r.rank, node) : std::string();
   };
+  std::vector<Result<std::string>> out(ranks.size(), Status::Internal("not looked up"));
+  std::vector<size_t> ended;  // of `ranks`: attempts no longer live
   {
     HandlerLock lock(this);
     auto runtime = Authenticate(node, session);
-    if (!runtime.ok()) return runtime.status();
-    if (const Placement* live = LivePlacement(job, attempt)) return prefix(*live);
+    if (!runtime.ok()) return std::vector<Result<std::string>>(ranks.size(), runtime.status());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (const Placement* live = LivePlacement(ranks[i].job, ranks[i].attempt)) {
+        out[i] = prefix(*live, ranks[i]);
+      } else {
+        ended.push_back(i);
+      }
+    }
   }
   // An attempt that ended (its last output may arrive after its exit was applied): its placement
-  // is history, read from the store outside the lock.
-  auto attempts = store_.GetAttempts(job);
-  if (!attempts.ok()) return attempts.status();
-  for (const AttemptRow& a : *attempts) {
-    if (a.attempt == attempt) return prefix(a.placement);
+  // is history, read from the store outside the lock, once per job.
+  std::map<int64_t, Result<std::vector<AttemptRow>>> read;
+  for (size_t i : ended) {
+    const proto::AttemptRank& r = ranks[i];
+    auto it = read.find(r.job);
+    if (it == read.end()) it = read.emplace(r.job, store_.GetAttempts(r.job)).first;
+    if (!it->second.ok()) {
+      out[i] = it->second.status();
+      continue;
+    }
+    out[i] = NotPlacedHere(node, r.job, r.attempt, r.rank);
+    for (const AttemptRow& a : *it->second) {
+      if (a.attempt == r.attempt) out[i] = prefix(a.placement, r);
+    }
   }
-  return NotPlacedHere(node, job, attempt, rank);
+  return out;
 }
 
 Status Core::NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank) {
@@ -166,7 +190,7 @@ Core::ForgottenAttempts Core::ReadForgotten(
   return out;
 }
 
-void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
+void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
                              const std::set<std::tuple<int64_t, int, int>>& running,
                              const ForgottenAttempts& forgotten) {
   // An agent still runs an attempt that the store says has ended: the job was cancelled (or
@@ -207,22 +231,15 @@ void Core::HoldEndedAttempts(Plan& plan, const NodeRuntime& node,
     LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
             job_id, attempt, node.row.name);
     job.terminating = true;
-    plan.jobs_before.try_emplace(job_id, std::nullopt);
-    Allocate(plan, held, job.row.resources, +1);
-    // Counted in its group's tally (if the group has one) under its status already. In memory
-    // again for its group's limit and its submission's waiter too, which forget their group or
-    // submission with its last job in memory (ReapFinished, and Undo if this is not committed).
-    if (job.row.group && tallies_.Enter(*job.row.group)) job.tallied = job.row.status;
-    if (job.row.group) group_limits_.JobsAdded(*job.row.group, 1);
-    waiters_.JobBack(job.row.spec_id);
-    ActiveJob& held_job = jobs_.emplace(job_id, std::move(job)).first->second;
-    CountJob(held_job);
-    node_jobs_.Add(job_id, held_job.row.placement);
-    Touch(job_id);
+    Allocate(txn, held, job.row.resources, +1);
+    // In memory again: its books hear it enter (counted in its group's tally under its status
+    // already, and again in its group's limit and its submission's waiter, which forget their
+    // group or submission with its last job in memory), and leave if this is not committed.
+    jobs_.Enter(txn, std::move(job));
   }
 }
 
-void Core::HoldDyingRank(Plan& plan, const std::string& node, const AttemptKey& key, int rank,
+void Core::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key, int rank,
                          const ResourceRequest& per_node, const ForgottenAttempts& forgotten) {
   // An earlier attempt of a queued or running job that the agent still runs (a server restart
   // forgot it) holds the grant of that rank, if the rank was placed on this node; the attempt's
@@ -249,8 +266,8 @@ void Core::HoldDyingRank(Plan& plan, const std::string& node, const AttemptKey& 
   }
   dying.unheld.erase(rank);
   dying.alive.insert(rank);
-  SaveDying(plan, key);
-  Allocate(plan, {*grant}, dying.per_node, +1);
+  SaveDying(txn, key);
+  Allocate(txn, {*grant}, dying.per_node, +1);
   dying_.Add(key, std::move(dying));
 }
 
@@ -271,13 +288,13 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
     return Status::Conflict("node name '" + name +
                             "' is held by another live agent; pick another --name");
   }
-  Plan plan;
+  Txn txn;
   if (existing == nodes_.end()) {
-    plan.nodes_before.emplace(name, std::nullopt);
+    txn.journal.Save(nodes_, name);
     nodes_.Add(name);
     existing = nodes_.find(name);
   }
-  NodeRuntime& node = MutNode(plan, existing->second);
+  NodeRuntime& node = MutNode(txn, existing->second);
   bool is_new = node.row.name.empty();
   node.row.name = name;
   node.row.node_id = request.node_id;
@@ -298,13 +315,13 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.lease_expires = mono + options_.lease_ms;
   ++node.sched_gen;
   nodes_.CapacityChanged();
-  plan.opens.emplace_back(name, node.session);  // the old session's stream and queue are dropped
-  plan.batch.nodes.push_back(node.row);
+  txn.out.opens.emplace_back(name, node.session);  // the old session's stream and queue are dropped
+  txn.batch.nodes.push_back(node.row);
 
   // Reconcile: launches the agent never got are sent again; attempts it runs that are not current
   // are told to stop.
-  ApplyHealth(plan, node, request.health.value_or(proto::NodeHealth{}), now);
-  HoldEndedAttempts(plan, node, running, forgotten);
+  ApplyHealth(txn, node, request.health.value_or(proto::NodeHealth{}), now);
+  HoldEndedAttempts(txn, node, running, forgotten);
   for (int64_t id : JobsOn(name)) {
     auto found = jobs_.find(id);
     if (found == jobs_.end()) continue;
@@ -319,54 +336,53 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
         const bool runs = running.count({id, job.row.attempt, grant.rank}) > 0;
         const bool hold = runs && rank.unheld;
         if (!hold && (runs || rank.exited)) continue;
-        if (!changed) MutJob(plan, job);
+        if (!changed) MutJob(txn, job);
         changed = true;
         rank.exited = !hold;
         if (hold) {
           rank.unheld = false;
-          Allocate(plan, {grant}, job.row.resources, +1);
+          Allocate(txn, {grant}, job.row.resources, +1);
         }
       }
-      if (job.AllRanksExited()) Release(plan, job);
+      if (job.AllRanksExited()) Release(txn, job);
       continue;
     }
     if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != name || running.count({id, job.row.attempt, grant.rank})) continue;
-      plan.sends.emplace_back(name, LaunchFor(job, grant.rank));
+      txn.out.sends.emplace_back(name, LaunchFor(job, grant.rank));
     }
   }
   // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or
   // running jobs that it still runs (a server restart forgot them) are held again until gone.
   for (const auto& rank : dying_.AliveOn(name)) {
     if (!running.count(rank))
-      DyingRankGone(plan, std::get<0>(rank), std::get<1>(rank), std::get<2>(rank));
+      DyingRankGone(txn, std::get<0>(rank), std::get<1>(rank), std::get<2>(rank));
   }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
     if (j == jobs_.end() || j->second.row.attempt == attempt) continue;
-    HoldDyingRank(plan, name, AttemptKey{job_id, attempt}, rank, j->second.row.resources,
-                  forgotten);
+    HoldDyingRank(txn, name, AttemptKey{job_id, attempt}, rank, j->second.row.resources, forgotten);
   }
   for (const auto& [job_id, attempt, rank] : running) {
     auto j = jobs_.find(job_id);
     bool current = j != jobs_.end() && j->second.row.attempt == attempt &&
                    IsActive(j->second.row.status) && !j->second.terminating;
     if (!current) {
-      plan.sends.emplace_back(name,
-                              proto::StopMessage{job_id, attempt, rank, "not the current attempt"});
+      txn.out.sends.emplace_back(
+          name, proto::StopMessage{job_id, attempt, rank, "not the current attempt"});
     }
   }
-  plan.kick = true;
-  plan.reap = true;
-  BERTH_RETURN_IF_ERROR(Execute(plan));
+  txn.out.kick = true;
+  txn.out.reap = true;
+  BERTH_RETURN_IF_ERROR(Execute(txn));
   LogInfo("node {} registered ({} GPUs, {} CPUs) at {}", name, request.gpus.size(),
           FormatMilli(request.cpus_milli), node.row.address);
   return proto::RegisterAnswer{node.session, options_.lease_ms,
                                std::max<DurationMs>(100, options_.lease_ms / 4)};
 }
 
-proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto::Report& r,
+proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& r,
                                       TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
   bool exited = r.event == proto::ReportEvent::kExited;
@@ -374,7 +390,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
     // An earlier attempt being stopped: it holds its resources until each rank is reported gone
     // (by the node it was placed on: Report refuses a batch about another node's ranks).
     if (exited) {
-      DyingRankGone(plan, r.job, r.attempt, r.rank);
+      DyingRankGone(txn, r.job, r.attempt, r.rank);
     } else {
       result.action = proto::ReportAction::kStop;
     }
@@ -391,14 +407,14 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
   }
   if (job->terminating || IsTerminal(job->row.status)) {
     if (exited) {
-      MutJob(plan, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
-      if (job->AllRanksExited()) Release(plan, *job);
+      MutJob(txn, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
+      if (job->AllRanksExited()) Release(txn, *job);
     } else {
       result.action = proto::ReportAction::kStop;
     }
     return result;
   }
-  MutJob(plan, *job);
+  MutJob(txn, *job);
   RankState& rs = job->ranks[static_cast<size_t>(r.rank)];
   switch (r.event) {
     case proto::ReportEvent::kAccepted:
@@ -413,22 +429,22 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
           // history (one entry every few seconds of a long pull would bury the rest). Rank 0's
           // only: a gang's ranks would take turns rewriting the row.
           if (r.rank == 0 && StartsWith(job->row.reason, "pulling image")) {
-            MutJob(plan, *job).row.reason =
+            MutJob(txn, *job).row.reason =
                 "pulling image " + job->spec->container->image + ": " + r.progress;
-            plan.batch.jobs.push_back(job->row);
+            txn.batch.jobs.push_back(job->row);
           }
         } else if (!pulled && !StartsWith(job->row.reason, "pull")) {
-          Transition(plan, *job, JobStatus::kStarting,
+          Transition(txn, *job, JobStatus::kStarting,
                      "pulling image " + job->spec->container->image, now);
         } else if (pulled && !StartsWith(job->row.reason, "pulled")) {
-          Transition(plan, *job, JobStatus::kStarting, "pulled image " + r.reason, now);
+          Transition(txn, *job, JobStatus::kStarting, "pulled image " + r.reason, now);
         }
       }
       break;
     case proto::ReportEvent::kSettingUp:
       rs.setting_up = true;
       if (job->row.status == JobStatus::kStarting) {
-        Transition(plan, *job, JobStatus::kSettingUp, "setup running", now);
+        Transition(txn, *job, JobStatus::kSettingUp, "setup running", now);
       }
       break;
     case proto::ReportEvent::kRunning: {
@@ -436,7 +452,7 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
       bool all = true;
       for (const auto& x : job->ranks) all = all && (x.running || x.exited);
       if (all && job->row.status != JobStatus::kRunning) {
-        Transition(plan, *job, JobStatus::kRunning, "running", now);
+        Transition(txn, *job, JobStatus::kRunning, "running", now);
       }
       break;
     }
@@ -452,19 +468,19 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
         // policy may try again, a short registry outage past), the node stays up.
         const std::string what =
             r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
-        FailAttempt(plan, *job, JobStatus::kFailed, what + where, r.exit_code, now, false);
+        FailAttempt(txn, *job, JobStatus::kFailed, what + where, r.exit_code, now, false);
       } else if (r.phase == "launch") {
-        EndJob(plan, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
+        EndJob(txn, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
                r.exit_code, now);
       } else if (r.phase == "prolog") {
         // The node's prolog failed before the job started: the node is at fault (and drained by
         // its agent), not the job.
-        EndForNodeFault(plan, *job,
+        EndForNodeFault(txn, *job,
                         fmt::format("prolog failed on node {}: {}", node.row.name, r.reason), now);
       } else if (r.phase == "supervisor") {
         // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
         // code, so it is never restarted by the retry policy (nor counted as a restart).
-        EndJob(plan, *job, JobStatus::kFailed,
+        EndJob(txn, *job, JobStatus::kFailed,
                fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
                r.exit_code, now);
       } else if (!r.exit_code || *r.exit_code != 0) {
@@ -481,9 +497,9 @@ proto::ReportResult Core::ApplyReport(Plan& plan, NodeRuntime& node, const proto
           if (!r.reason.empty()) what += " (" + r.reason + ")";
           what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
         }
-        FailAttempt(plan, *job, status, what, r.exit_code, now, oom);
+        FailAttempt(txn, *job, status, what, r.exit_code, now, oom);
       } else {
-        if (job->AllRanksExited()) EndJob(plan, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
+        if (job->AllRanksExited()) EndJob(txn, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
       }
       break;
     }
@@ -496,7 +512,7 @@ Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& 
   auto runtime = Authenticate(request.node, request.session);
   if (!runtime.ok()) return runtime.status();
   TimeMs now = clock_.Now();
-  Plan plan;
+  Txn txn;
   NodeRuntime& node = **runtime;
   // An attempt's ranks are placed on the nodes of its placement and nowhere else: a report about a
   // rank of a live attempt placed on another node is forged (a node may touch only its own jobs).
@@ -517,9 +533,9 @@ Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& 
                          entry.report.status().message()});
       continue;
     }
-    results.push_back(ApplyReport(plan, node, *entry.report, now));
+    results.push_back(ApplyReport(txn, node, *entry.report, now));
   }
-  BERTH_RETURN_IF_ERROR(Execute(plan));
+  BERTH_RETURN_IF_ERROR(Execute(txn));
   // The lease is renewed only once the batch is recorded (a failed commit leaves memory as is).
   node.lease_expires = clock_.Monotonic() + options_.lease_ms;
   return results;

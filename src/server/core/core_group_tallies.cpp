@@ -5,9 +5,9 @@
 
 namespace berth {
 
-void Core::TallyJob(Plan& plan, ActiveJob& job) {
+void Core::TallyJob(Txn& txn, ActiveJob& job) {
   if (!job.tallied || *job.tallied == job.row.status || !job.row.group) return;
-  plan.tally_moves.emplace_back(*job.row.group, *job.tallied, job.row.status);
+  txn.out.tally_moves.emplace_back(*job.row.group, *job.tallied, job.row.status);
   job.tallied = job.row.status;  // with the job: an undo puts it back
 }
 

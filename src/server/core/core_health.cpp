@@ -19,25 +19,25 @@ NodeStatus Core::StatusOf(const NodeRuntime& node) {
                     node.isolation, node.job_memory_default, node.health};
 }
 
-void Core::EndForNodeFault(Plan& plan, ActiveJob& job, const std::string& why, TimeMs now) {
+void Core::EndForNodeFault(Txn& txn, ActiveJob& job, const std::string& why, TimeMs now) {
   if (job.spec->on_node_fault == RecoveryAction::kRequeue) {
-    ReturnToQueue(plan, job, why + "; requeued", now);
+    ReturnToQueue(txn, job, why + "; requeued", now);
   } else {
-    EndJob(plan, job, JobStatus::kFailed, why, std::nullopt, now);
+    EndJob(txn, job, JobStatus::kFailed, why, std::nullopt, now);
   }
 }
 
-void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth health, TimeMs now) {
+void Core::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealth health, TimeMs now) {
   if (health == runtime.health) return;
   const std::set<int> faulty = health.FaultyGpus();
   const std::set<int> before = runtime.health.FaultyGpus();
   const bool was_drained = runtime.health.NodeFaulty();
-  NodeRuntime& node = MutNode(plan, runtime);
+  NodeRuntime& node = MutNode(txn, runtime);
   const std::string& name = node.row.name;
   if (faulty != before || was_drained != health.NodeFaulty()) {
     ++node.sched_gen;
     nodes_.CapacityChanged();
-    plan.kick = true;
+    txn.out.kick = true;
     if (health.NodeFaulty() && !was_drained) {
       LogWarn("node {} drained by its health probes: {}", name, health.NodeReason());
     } else if (!health.NodeFaulty() && was_drained) {
@@ -66,7 +66,7 @@ void Core::ApplyHealth(Plan& plan, NodeRuntime& runtime, proto::NodeHealth healt
       }
     }
     if (bad < 0) continue;
-    EndForNodeFault(plan, job,
+    EndForNodeFault(txn, job,
                     fmt::format("health: {} on node {}", node.health.GpuReason(bad), name), now);
   }
 }
@@ -76,10 +76,10 @@ Result<proto::HealthAnswer> Core::ReportHealth(const proto::HealthRequest& reque
   auto runtime = Authenticate(request.node, request.session);
   if (!runtime.ok()) return runtime.status();
   const TimeMs now = clock_.Now();
-  Plan plan;
-  ApplyHealth(plan, **runtime, request.health, now);
-  if (!plan.batch.empty()) plan.reap = true;
-  BERTH_RETURN_IF_ERROR(Execute(plan));
+  Txn txn;
+  ApplyHealth(txn, **runtime, request.health, now);
+  if (!txn.batch.empty()) txn.out.reap = true;
+  BERTH_RETURN_IF_ERROR(Execute(txn));
   return proto::HealthAnswer{clock_.Now()};
 }
 

@@ -1,5 +1,5 @@
-// Job state transitions. Each one changes the in-memory job (through the plan's journal) and adds
-// its writes (job row, event, attempt) and messages to the plan, which the caller executes.
+// Job state transitions. Each one changes the in-memory job (through the txn's journal) and adds
+// its writes (job row, event, attempt) and messages to the txn, which the caller executes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,27 +10,26 @@
 
 namespace berth {
 
-void Core::Transition(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+void Core::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                       TimeMs now) {
-  MutJob(plan, job);
+  MutJob(txn, job);
   job.row.status = status;
   job.row.reason = reason;
-  TallyJob(plan, job);
+  TallyJob(txn, job);
   if (status == JobStatus::kRunning && !job.row.started_at) {
     job.row.started_at = now;
     job.running_since = clock_.Monotonic();
   }
   CountJob(job);
-  plan.batch.jobs.push_back(job.row);
-  plan.batch.events.push_back(
-      {job.row.id, JobEvent{now, status, job.row.attempt, reason, plan.by}});
+  txn.batch.jobs.push_back(job.row);
+  txn.batch.events.push_back({job.row.id, JobEvent{now, status, job.row.attempt, reason, txn.by}});
   if (IsTerminal(status)) {
-    plan.wake_logs.insert(job.row.id);
-    plan.reap = true;
-    DependencyEnded(plan, job, now);
+    txn.out.wake_logs.insert(job.row.id);
+    txn.out.reap = true;
+    DependencyEnded(txn, job, now);
   } else if (waiters_.size() > 0) {
     // Jobs waiting for this one show its status in their reason.
-    for (auto key : waiters_.Watching(job.row.id, job.row.group)) plan.deps_changed.insert(key);
+    for (auto key : waiters_.Watching(job.row.id, job.row.group)) txn.out.deps_changed.insert(key);
   }
 }
 
@@ -56,9 +55,9 @@ void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
   attempt.cpu_ms = use.cpu_ms;
 }
 
-void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+void Core::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                   std::optional<int> exit_code, TimeMs now) {
-  MutJob(plan, job);
+  MutJob(txn, job);
   bool holds_resources = IsActive(job.row.status);
   job.row.exit_code = exit_code;
   job.row.ended_at = now;
@@ -72,23 +71,23 @@ void Core::EndJob(Plan& plan, ActiveJob& job, JobStatus status, const std::strin
     attempt.reason = reason;
     attempt.exit_code = exit_code;
     AddRankUsage(job, attempt);
-    plan.batch.attempts.push_back({job.row.id, attempt});
-    RecordUsage(plan, job, now, true, status == JobStatus::kPreempted);
+    txn.batch.attempts.push_back({job.row.id, attempt});
+    RecordUsage(txn, job, now, true, status == JobStatus::kPreempted);
   }
-  plan.events.finished.emplace_back(
+  txn.out.events.finished.emplace_back(
       std::string(JobStatusName(status)),
       job.row.started_at ? static_cast<double>(now - *job.row.started_at) / 1000 : -1.0);
-  Transition(plan, job, status, reason, now);
-  plan.kick = true;
+  Transition(txn, job, status, reason, now);
+  txn.out.kick = true;
   if (!holds_resources) return;
   if (job.AllRanksExited()) {
-    Allocate(plan, job.row.placement, job.row.resources, -1);
+    Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The user sees the end at once; the devices stay held until every process is really gone,
     // so that no new job lands on a GPU that a dying one still uses.
     job.terminating = true;
     CountJob(job);
-    StopRanks(plan, job, reason);
+    StopRanks(txn, job, reason);
   }
 }
 
@@ -97,12 +96,12 @@ DurationMs Core::RunningFor(const ActiveJob& job) const {
   return std::max<DurationMs>(0, clock_.Monotonic() - job.running_since);
 }
 
-void Core::ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, TimeMs now,
+void Core::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, TimeMs now,
                          RequeueCause cause, std::optional<JobStatus> outcome,
                          std::optional<int> exit_code) {
-  MutJob(plan, job);
+  MutJob(txn, job);
   const bool preempted = cause == RequeueCause::kPreempted;
-  RecordUsage(plan, job, now, false, preempted);
+  RecordUsage(txn, job, now, false, preempted);
   // A restart keeps its place in the queue (the queue is ordered by id); the wait it is measured
   // by starts again.
   job.queued_at = now;
@@ -127,8 +126,8 @@ void Core::ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, 
   attempt.reason = reason;
   attempt.exit_code = exit_code;
   AddRankUsage(job, attempt);
-  plan.batch.attempts.push_back({job.row.id, attempt});
-  StopRanks(plan, job, reason);
+  txn.batch.attempts.push_back({job.row.id, attempt});
+  StopRanks(txn, job, reason);
   DyingAttempt dying{job.row.placement, job.row.resources, {}};
   for (const auto& grant : job.row.placement) {
     auto node = nodes_.find(grant.node);
@@ -138,12 +137,12 @@ void Core::ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, 
     if (!exited && !node_down) dying.alive.insert(grant.rank);
   }
   if (dying.alive.empty()) {
-    Allocate(plan, job.row.placement, job.row.resources, -1);
+    Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The old attempt keeps its resources until its processes are gone: no new job (nor this
     // job's next attempt) lands on devices it still uses.
     AttemptKey key{job.row.id, job.row.attempt};
-    SaveDying(plan, key);
+    SaveDying(txn, key);
     dying_.Add(key, std::move(dying));
   }
   job.row.placement.clear();
@@ -156,22 +155,22 @@ void Core::ReturnToQueue(Plan& plan, ActiveJob& job, const std::string& reason, 
     why = fmt::format("{}; restart {} of {}", reason, job.row.restarts, retry.max_restarts);
     if (retry.backoff > 0) {
       job.row.not_before = now + retry.backoff;
-      plan.backoffs.emplace_back(*job.row.not_before, job.row.id);
+      txn.out.backoffs.emplace_back(*job.row.not_before, job.row.id);
       why += ", after a backoff of " + FormatDuration(retry.backoff);
     }
   }
-  Transition(plan, job, JobStatus::kPending, why, now);
-  plan.kick = true;
+  Transition(txn, job, JobStatus::kPending, why, now);
+  txn.out.kick = true;
 }
 
-void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::string& reason,
+void Core::FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                        std::optional<int> exit_code, TimeMs now, bool out_of_memory) {
   const RetryPolicy& retry = job.spec->retry;
   bool retryable = job.row.restarts < retry.max_restarts;  // `never`: max_restarts is 0
-  if (out_of_memory) ++plan.events.out_of_memory;
+  if (out_of_memory) ++txn.out.events.out_of_memory;
   if (retryable && out_of_memory && !retry.on_oom) {
     // It would only run out again: restarted only when the task asks (retry.on_oom).
-    EndJob(plan, job, status, reason + "; not restarted: retry.on_oom is not set", exit_code, now);
+    EndJob(txn, job, status, reason + "; not restarted: retry.on_oom is not set", exit_code, now);
     return;
   }
   if (retryable && !retry.on_exit_codes.empty()) {
@@ -182,7 +181,7 @@ void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::
                        job.spec->time_limit_scope == TimeLimitScope::kJob &&
                        job.row.run_ms + RunningFor(job) >= *job.spec->time_limit;
   if (used_up) {
-    EndJob(plan, job, status,
+    EndJob(txn, job, status,
            reason + "; not restarted: its time limit " + FormatDuration(*job.spec->time_limit) +
                " is used up",
            exit_code, now);
@@ -194,11 +193,11 @@ void Core::FailAttempt(Plan& plan, ActiveJob& job, JobStatus status, const std::
       why +=
           fmt::format(" (after {} restart{})", job.row.restarts, job.row.restarts == 1 ? "" : "s");
     }
-    EndJob(plan, job, status, why, exit_code, now);
+    EndJob(txn, job, status, why, exit_code, now);
     return;
   }
   // Every rank of a gang restarts together: the others are stopped, and the job is placed anew.
-  ReturnToQueue(plan, job, reason, now, RequeueCause::kRestart, status, exit_code);
+  ReturnToQueue(txn, job, reason, now, RequeueCause::kRestart, status, exit_code);
 }
 
 UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
@@ -220,27 +219,26 @@ UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   return u;
 }
 
-void Core::RecordUsage(Plan& plan, const ActiveJob& job, TimeMs now, bool job_ended,
-                       bool preempted) {
+void Core::RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted) {
   UsageRecord u = UsageOf(job, now);
   u.job_ended = job_ended;
   u.preempted = preempted;
-  plan.batch.usage.push_back(std::move(u));
+  txn.batch.usage.push_back(std::move(u));
 }
 
-void Core::StopRanks(Plan& plan, const ActiveJob& job, const std::string& reason) {
+void Core::StopRanks(Txn& txn, const ActiveJob& job, const std::string& reason) {
   for (const auto& grant : job.row.placement) {
     if (static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited) {
       continue;
     }
     auto it = nodes_.find(grant.node);
     if (it == nodes_.end() || it->second.row.state == NodeState::kDown) continue;
-    plan.sends.emplace_back(grant.node,
-                            proto::StopMessage{job.row.id, job.row.attempt, grant.rank, reason});
+    txn.out.sends.emplace_back(grant.node,
+                               proto::StopMessage{job.row.id, job.row.attempt, grant.rank, reason});
   }
 }
 
-Placement Core::ActiveJob::HeldGrants() const {
+Placement ActiveJob::HeldGrants() const {
   Placement held;
   for (const NodeGrant& grant : row.placement) {
     const size_t rank = static_cast<size_t>(grant.rank);
@@ -249,35 +247,35 @@ Placement Core::ActiveJob::HeldGrants() const {
   return held;
 }
 
-void Core::Release(Plan& plan, ActiveJob& job) {
+void Core::Release(Txn& txn, ActiveJob& job) {
   if (!job.terminating) return;
-  MutJob(plan, job);
-  Allocate(plan, job.HeldGrants(), job.row.resources, -1);
+  MutJob(txn, job);
+  Allocate(txn, job.HeldGrants(), job.row.resources, -1);
   job.terminating = false;
   CountJob(job);
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
-  plan.wake_logs.insert(job.row.id);
-  plan.reap = true;
-  plan.kick = true;
-  LaunchUnblocked(plan, AttemptKey{job.row.id, job.row.attempt});
+  txn.out.wake_logs.insert(job.row.id);
+  txn.out.reap = true;
+  txn.out.kick = true;
+  LaunchUnblocked(txn, AttemptKey{job.row.id, job.row.attempt});
 }
 
-void Core::DyingRankGone(Plan& plan, int64_t job, int attempt, int rank) {
+void Core::DyingRankGone(Txn& txn, int64_t job, int attempt, int rank) {
   AttemptKey key{job, attempt};
   if (!dying_.count(key)) return;
-  SaveDying(plan, key);
+  SaveDying(txn, key);
   std::optional<DyingAttempt> ended = dying_.RankGone(key, rank);
   if (!ended) return;
-  Allocate(plan, ended->Held(), ended->per_node, -1);
-  plan.kick = true;
-  LaunchUnblocked(plan, key);
+  Allocate(txn, ended->Held(), ended->per_node, -1);
+  txn.out.kick = true;
+  LaunchUnblocked(txn, key);
 }
 
-void Core::LaunchUnblocked(Plan& plan, std::optional<AttemptKey> gone) {
+void Core::LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone) {
   // Only the few jobs whose launch is held are looked at, not every active job: this runs on
   // every release of a stopped attempt.
   if (launch_held_.empty()) return;
-  SaveLaunchHeld(plan);
+  SaveLaunchHeld(txn);
   for (auto it = launch_held_.begin(); it != launch_held_.end();) {
     auto j = jobs_.find(*it);
     if (j == jobs_.end()) {
@@ -285,14 +283,14 @@ void Core::LaunchUnblocked(Plan& plan, std::optional<AttemptKey> gone) {
       continue;
     }
     ActiveJob& job = j->second;
-    if (gone && job.launch_after.count(*gone)) MutJob(plan, job).launch_after.erase(*gone);
+    if (gone && job.launch_after.count(*gone)) MutJob(txn, job).launch_after.erase(*gone);
     if (!job.launch_after.empty()) {
       ++it;
       continue;
     }
     it = launch_held_.erase(it);
     if (job.row.status != JobStatus::kStarting || job.terminating) continue;  // ended meanwhile
-    SendLaunches(plan, job);
+    SendLaunches(txn, job);
   }
 }
 
@@ -336,15 +334,16 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
   return m;
 }
 
-void Core::SendLaunches(Plan& plan, const ActiveJob& job) {
+void Core::SendLaunches(Txn& txn, const ActiveJob& job) {
   for (const auto& grant : job.row.placement) {
-    if (nodes_.count(grant.node)) plan.sends.emplace_back(grant.node, LaunchFor(job, grant.rank));
+    if (nodes_.count(grant.node))
+      txn.out.sends.emplace_back(grant.node, LaunchFor(job, grant.rank));
   }
 }
 
-void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const std::string& how,
+void Core::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std::string& how,
                  TimeMs now) {
-  MutJob(plan, job);
+  MutJob(txn, job);
   job.row.attempt += 1;
   job.row.not_before.reset();
   job.row.placement = placement;
@@ -355,7 +354,7 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
   job.ranks.assign(static_cast<size_t>(job.row.num_nodes), RankState{});
   job.placed_at = now;
   job.running_since = 0;
-  plan.events.placed.emplace_back(
+  txn.out.events.placed.emplace_back(
       counts_.GroupNames(CountGroupOf(job)).second,  // the job's team
       static_cast<double>(std::max<TimeMs>(0, now - job.queued_at)) / 1000);
   std::vector<std::string> where;
@@ -363,13 +362,13 @@ void Core::Place(Plan& plan, ActiveJob& job, const Placement& placement, const s
     where.push_back(g.gpus.empty() ? g.node
                                    : fmt::format("{} (GPU {})", g.node, CudaVisibleDevices(g)));
   }
-  Transition(plan, job, JobStatus::kStarting, "placed on " + Join(where, ", ") + how, now);
+  Transition(txn, job, JobStatus::kStarting, "placed on " + Join(where, ", ") + how, now);
   AttemptRow attempt;
   attempt.attempt = job.row.attempt;
   attempt.placement = job.row.placement;
   attempt.placed_at = now;
-  plan.batch.attempts.push_back({job.row.id, attempt});
-  Allocate(plan, job.row.placement, job.row.resources, +1);
+  txn.batch.attempts.push_back({job.row.id, attempt});
+  Allocate(txn, job.row.placement, job.row.resources, +1);
 }
 
 }  // namespace berth

@@ -2,8 +2,8 @@
 // changes are applied — after their commit, so that a change the store refused counts nothing —
 // and written to /metrics with the gauges the Core computes at scrape time (Core::WriteMetrics).
 //
-// Events are collected in a plan while it is built (PlanEvents) and counted by Core::Execute once
-// the plan's commit succeeded.
+// Events are collected in a txn while it is built (TxnEvents) and counted by Core::Execute once
+// the txn's commit succeeded.
 //
 // Thread-safety: every family is safe to update and write from any thread (common/metrics.h).
 #pragma once
@@ -77,7 +77,7 @@ struct CoreMetrics {
 };
 
 // What a plan did, to be counted once it is committed.
-struct PlanEvents {
+struct TxnEvents {
   std::vector<std::pair<std::string, double>>
       finished;                                        // (final status, run seconds; -1: never ran)
   std::vector<std::pair<std::string, double>> placed;  // (team, seconds waited)

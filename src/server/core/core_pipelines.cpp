@@ -174,41 +174,41 @@ Result<std::pair<std::string, std::map<JobStatus, int>>> Core::GroupCounts(
   return std::pair(info->user, (*counts)[group]);
 }
 
-void Core::AddWaiter(Plan& plan, int64_t spec_id, std::vector<sched::DepCondition> conditions,
+void Core::AddWaiter(Txn& txn, int64_t spec_id, std::vector<sched::DepCondition> conditions,
                      int64_t first, int64_t last, int live, TimeMs now) {
   sched::DepState state = waiters_.Add(spec_id, std::move(conditions), {first, last, live});
-  plan.deps_changed.insert(spec_id);
+  txn.out.deps_changed.insert(spec_id);
   if (state == sched::DepState::kFailed) {
-    plan.dep_failures.push_back(spec_id);
-    DrainDependencyFailures(plan, now);
+    txn.dep_failures.push_back(spec_id);
+    DrainDependencyFailures(txn, now);
   }
 }
 
-void Core::DrainDependencyFailures(Plan& plan, TimeMs now) {
-  if (plan.draining_deps) return;  // the outer call goes on with the list
-  plan.draining_deps = true;
-  while (!plan.dep_failures.empty()) {
-    auto key = plan.dep_failures.back();
-    plan.dep_failures.pop_back();
+void Core::DrainDependencyFailures(Txn& txn, TimeMs now) {
+  if (txn.draining_deps) return;  // the outer call goes on with the list
+  txn.draining_deps = true;
+  while (!txn.dep_failures.empty()) {
+    auto key = txn.dep_failures.back();
+    txn.dep_failures.pop_back();
     const sched::Dependencies::Waiter* w = waiters_.Find(key);
-    if (w != nullptr) CancelWaiters(plan, key, w->why, now);
+    if (w != nullptr) CancelWaiters(txn, key, w->why, now);
   }
-  plan.draining_deps = false;
+  txn.draining_deps = false;
 }
 
 void Core::RetryDependencyCancels() {
   if (waiters_.cancel_retries().empty()) return;
-  Plan plan;
+  Txn txn;
   TimeMs now = clock_.Now();
   for (auto key : waiters_.cancel_retries()) {
     const sched::Dependencies::Waiter* w = waiters_.Find(key);
-    if (w != nullptr && w->state == sched::DepState::kFailed) plan.dep_failures.push_back(key);
+    if (w != nullptr && w->state == sched::DepState::kFailed) txn.dep_failures.push_back(key);
   }
-  DrainDependencyFailures(plan, now);
-  if (Execute(plan).ok()) waiters_.CancelRetriesDone();
+  DrainDependencyFailures(txn, now);
+  if (Execute(txn).ok()) waiters_.CancelRetriesDone();
 }
 
-void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::string& why,
+void Core::CancelWaiters(Txn& txn, sched::Dependencies::Key key, const std::string& why,
                          TimeMs now) {
   const DependencyWaiters::Jobs* range = waiters_.JobsOf(key);
   if (range == nullptr) return;
@@ -216,26 +216,26 @@ void Core::CancelWaiters(Plan& plan, sched::Dependencies::Key key, const std::st
   for (auto it = jobs_.lower_bound(first); it != jobs_.end() && it->first <= last; ++it) {
     ActiveJob& job = it->second;
     if (job.row.spec_id != key || job.row.status != JobStatus::kPending) continue;
-    EndJob(plan, job, JobStatus::kCancelled, why, std::nullopt, now);
+    EndJob(txn, job, JobStatus::kCancelled, why, std::nullopt, now);
   }
 }
 
-void Core::DependencyEnded(Plan& plan, const ActiveJob& job, TimeMs now) {
+void Core::DependencyEnded(Txn& txn, const ActiveJob& job, TimeMs now) {
   if (waiters_.size() == 0) return;
   std::vector<sched::Dependencies::Key> keys = waiters_.Watching(job.row.id, job.row.group);
   if (keys.empty()) return;
   for (auto key : keys) {
-    if (!plan.deps_before.count(key)) plan.deps_before.emplace(key, waiters_.Save(key));
-    plan.deps_changed.insert(key);  // the reason names the dependency's status
+    txn.journal.Save(waiters_, key);
+    txn.out.deps_changed.insert(key);  // the reason names the dependency's status
   }
   for (const auto& change : waiters_.JobEnded(job.row.id, job.row.group, job.row.status)) {
     if (change.state == sched::DepState::kMet) {
-      plan.kick = true;
+      txn.out.kick = true;
     } else if (change.state == sched::DepState::kFailed) {
-      plan.dep_failures.push_back(change.key);  // its jobs are cancelled, which may cascade
+      txn.dep_failures.push_back(change.key);  // its jobs are cancelled, which may cascade
     }
   }
-  DrainDependencyFailures(plan, now);
+  DrainDependencyFailures(txn, now);
 }
 
 bool Core::Eligible(int64_t id, const PendingView& job, TimeMs now) const {
@@ -303,20 +303,20 @@ Status Core::SetGroupLimit(int64_t group, std::optional<int> max_running, const 
         fmt::format("group {} belongs to {}; changing another user's group needs the operator role",
                     group, info->user));
   }
-  Plan plan;
-  plan.by = user;
-  plan.group_limits_before.emplace(group, group_limits_.Limit(group));
-  plan.batch.group_limits.emplace_back(group, max_running);
+  Txn txn;
+  txn.by = user;
+  txn.journal.Save(group_limits_, group);
+  txn.batch.group_limits.emplace_back(group, max_running);
   AuditRow audit;
   audit.at = clock_.Now();
   audit.by = user;
   audit.action = "group update";
   audit.target = fmt::format("group {}", group);
   audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
-  plan.batch.audit.push_back(std::move(audit));
+  txn.batch.audit.push_back(std::move(audit));
   group_limits_.Set(group, max_running);
-  plan.kick = true;  // a higher limit may let more of its jobs start now
-  Status st = Execute(plan);
+  txn.out.kick = true;  // a higher limit may let more of its jobs start now
+  Status st = Execute(txn);
   if (st.ok()) tallies_.SetLimit(group, max_running);  // read without the lock: once committed
   return st;
 }

@@ -336,14 +336,14 @@ bool Core::RunPass() {
     LetWaitingHandlersIn();
     MutexLock lock(mu_);
     TimeMs now = clock_.Now();
-    Plan plan;
+    Txn txn;
     std::vector<int64_t> placed;
     size_t end = std::min(total, next + std::max<size_t>(1, options_.pass_commit_chunk));
     for (; next < end; ++next) {
       const bool applied =
           next < result.placements.size()
-              ? ApplyPlacement(plan, result.placements[next], in, now)
-              : ApplyPreemption(plan, result.preemptions[next - result.placements.size()], in, now);
+              ? ApplyPlacement(txn, result.placements[next], in, now)
+              : ApplyPreemption(txn, result.preemptions[next - result.placements.size()], in, now);
       if (!applied) {
         dropped = true;
         continue;
@@ -353,10 +353,10 @@ bool Core::RunPass() {
                            : result.preemptions[next - result.placements.size()].preemptor);
     }
     if (placed.empty()) continue;
-    LaunchUnblocked(plan);  // preemptors whose victims had nothing left running
+    LaunchUnblocked(txn);  // preemptors whose victims had nothing left running
     // Committed before anything is sent: an agent never runs an attempt the store does not know.
-    plan.reap = true;
-    Status st = Execute(plan);
+    txn.out.reap = true;
+    Status st = Execute(txn);
     if (!st.ok()) {
       waiting_.Note(placed, "the server could not record its placement (" + st.message() +
                                 "); it is retried");
@@ -402,14 +402,14 @@ bool Core::AsPassSaw(const PassInput& in, int64_t id) {
          it->second.gen == seen->second;
 }
 
-bool Core::ApplyPlacement(Plan& plan, const sched::PlaceDecision& d, PassInput& in, TimeMs now) {
+bool Core::ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInput& in, TimeMs now) {
   if (!AsPassSaw(in, d.job) || jobs_.at(d.job).row.status != JobStatus::kPending ||
       !NodesUnchanged(d.placement, in.node_gens)) {
     return false;
   }
   ActiveJob& job = jobs_.at(d.job);
-  Place(plan, job, d.placement, "", now);
-  SendLaunches(plan, job);
+  Place(txn, job, d.placement, "", now);
+  SendLaunches(txn, job);
   NoteNodeGens(d.placement, in.node_gens);
   return true;
 }
@@ -417,7 +417,7 @@ bool Core::ApplyPlacement(Plan& plan, const sched::PlaceDecision& d, PassInput& 
 // The victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
 // preemptor is placed at once on what they free, so that nobody else can take it, but launched
 // only when their processes are gone.
-bool Core::ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInput& in, TimeMs now) {
+bool Core::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, PassInput& in, TimeMs now) {
   bool valid = AsPassSaw(in, d.preemptor) &&
                jobs_.at(d.preemptor).row.status == JobStatus::kPending &&
                NodesUnchanged(d.placement, in.node_gens);
@@ -432,11 +432,11 @@ bool Core::ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInpu
         d.reclaim ? fmt::format("reclaimed by team {} for job {} (its quota)",
                                 d.team.empty() ? "(default)" : d.team, job.row.id)
                   : fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
-    plan.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
+    txn.out.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
     if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-      ReturnToQueue(plan, victim, why + "; requeued", now, RequeueCause::kPreempted);
+      ReturnToQueue(txn, victim, why + "; requeued", now, RequeueCause::kPreempted);
     } else {
-      EndJob(plan, victim, JobStatus::kPreempted, why, std::nullopt, now);
+      EndJob(txn, victim, JobStatus::kPreempted, why, std::nullopt, now);
     }
     victims.push_back(std::to_string(victim_id));
   }
@@ -449,14 +449,14 @@ bool Core::ApplyPreemption(Plan& plan, const sched::PreemptDecision& d, PassInpu
     bool stopping = t != jobs_.end() && t->second.terminating && t->second.row.attempt == a.attempt;
     if (dying_.count(key) || stopping) launch_after.insert(key);
   }
-  Place(plan, job, d.placement,
+  Place(txn, job, d.placement,
         (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
             Join(victims, ", "),
         now);
-  if (d.reclaim) plan.reclaims.push_back(d.team);
+  if (d.reclaim) txn.out.reclaims.push_back(d.team);
   NoteNodeGens(d.placement, in.node_gens);
   job.launch_after = std::move(launch_after);
-  SaveLaunchHeld(plan);
+  SaveLaunchHeld(txn);
   launch_held_.insert(job.row.id);
   return true;
 }

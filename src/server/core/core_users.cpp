@@ -217,19 +217,16 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
   std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(request.spec)));
   RememberSpec(stored.spec_id, shared);
   AddSubmittedJobs(request, stored, shared, now);
-  if (stored.group) {
-    group_limits_.JobsAdded(*stored.group, static_cast<int>(stored.ids.size()));
-    if (shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
-  }
+  if (stored.group && shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
   // What happened to the submission between its commit and now: cancels that caught it in flight,
   // dependencies that may have failed meanwhile.
-  Plan plan;
+  Txn txn;
   auto user_seq = cancel_.user_seq.find(request.user);
   const bool cancelled_in_flight =
       cancel_.all_users_seq > writer.received_at_seq ||
       (user_seq != cancel_.user_seq.end() && user_seq->second > writer.received_at_seq);
   std::vector<std::pair<int64_t, std::string>> cancelling =
-      CancelOnArrival(plan, stored.ids, cancelled_in_flight, now);
+      CancelOnArrival(txn, stored.ids, cancelled_in_flight, now);
   if (!shared->depends_on.empty() && !cancelled_in_flight) {
     auto conditions =
         DependencyConditions(*shared, request.user, /*any_owner=*/true, &writer.dependencies);
@@ -239,12 +236,12 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
       LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
                stored.ids.back(), conditions.status().message());
     } else {
-      AddWaiter(plan, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
+      AddWaiter(txn, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
                 static_cast<int>(stored.ids.size()), now);
     }
   }
-  if (!plan.batch.empty() || !plan.deps_changed.empty()) {
-    Status st = Execute(plan);
+  if (!txn.batch.empty() || !txn.out.deps_changed.empty()) {
+    Status st = Execute(txn);
     // The jobs stay pending, as recorded: the submission itself succeeded. The cancels promised
     // are owed: those jobs are never placed, and the cancels are retried until they are committed
     // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
@@ -297,13 +294,11 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
     job.count_group = count_group;
     if (stored.group) job.tallied = JobStatus::kPending;
-    auto& added = jobs_.emplace(job.row.id, std::move(job)).first->second;
-    CountJob(added);
-    Touch(added.row.id);
+    jobs_.Enter(std::move(job));
   }
 }
 
-std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Plan& plan,
+std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Txn& txn,
                                                                    const std::vector<int64_t>& ids,
                                                                    bool cancelled_in_flight,
                                                                    TimeMs now) {
@@ -318,7 +313,7 @@ std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Plan& plan,
       why = "cancelled by a cancel --all that arrived while it was submitted";
     }
     if (why.empty()) continue;
-    EndJob(plan, jobs_.at(id), JobStatus::kCancelled, why, std::nullopt, now);
+    EndJob(txn, jobs_.at(id), JobStatus::kCancelled, why, std::nullopt, now);
     cancelling.emplace_back(id, std::move(why));
   }
   return cancelling;
@@ -342,10 +337,10 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
     if (chunk > 0) LetWaitingHandlersIn();
     HandlerLock lock(this);
     TimeMs now = clock_.Now();
-    Plan plan;
-    plan.by = request.user;
+    Txn txn;
+    txn.by = request.user;
     if (chunk == 0) {
-      plan.cancel_before = cancel_;
+      txn.journal.SaveValue(cancel_);
       if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
       // A user's epoch matters only to their submissions in flight (ApplyGroupLocked forgets it
       // with their last one).
@@ -368,12 +363,12 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
         answer.forbidden.push_back(id);
         continue;
       }
-      EndJob(plan, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
+      EndJob(txn, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
       answer.cancelled.push_back(id);
     }
-    plan.reap = true;
-    plan.kick = true;
-    if (Status st = Execute(plan); !st.ok()) {
+    txn.out.reap = true;
+    txn.out.kick = true;
+    if (Status st = Execute(txn); !st.ok()) {
       if (chunk == 0) return st;
       return Status::Unavailable(fmt::format(
           "{} job(s) were cancelled, then the store failed ({}); run the same cancel again for the "
@@ -427,8 +422,8 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
   HandlerLock lock(this);
   TimeMs now = clock_.Now();
   const std::string why = CancelReason(request);
-  Plan plan;
-  plan.by = request.user;
+  Txn txn;
+  txn.by = request.user;
   std::vector<int64_t> owed;
   for (const JobRow* row : just_submitted) {
     if (!request.cancel_any && row->user != request.user) {
@@ -442,13 +437,13 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
       answer.already_finished.push_back(row->id);
       continue;
     } else {
-      EndJob(plan, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+      EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
     }
     answer.cancelled.push_back(row->id);
   }
-  plan.reap = true;
-  plan.kick = true;
-  BERTH_RETURN_IF_ERROR(Execute(plan));
+  txn.out.reap = true;
+  txn.out.kick = true;
+  BERTH_RETURN_IF_ERROR(Execute(txn));
   for (int64_t id : owed) owed_cancels_[id] = why;
   return Status::Ok();
 }
@@ -456,18 +451,18 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
 void Core::RetryOwedCancels() {
   if (owed_cancels_.empty()) return;
   TimeMs now = clock_.Now();
-  Plan plan;
+  Txn txn;
   std::vector<int64_t> settled;
   for (const auto& [id, why] : owed_cancels_) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;  // not applied yet: its submission's apply cancels it
     if (!it->second.terminating && !IsTerminal(it->second.row.status)) {
-      EndJob(plan, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+      EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
     }
     settled.push_back(id);
   }
-  plan.reap = true;
-  if (Execute(plan).ok()) {
+  txn.out.reap = true;
+  if (Execute(txn).ok()) {
     for (int64_t id : settled) owed_cancels_.erase(id);
   }
 }
@@ -489,10 +484,10 @@ Status Core::Requeue(int64_t id, const std::string& user, bool any) {
   if (job.row.status == JobStatus::kPending) {
     return Status::Conflict(fmt::format("job {} is queued already", id));
   }
-  Plan plan;
-  plan.by = user;
-  ReturnToQueue(plan, job, "requeued by " + user, clock_.Now());
-  return Execute(plan);
+  Txn txn;
+  txn.by = user;
+  ReturnToQueue(txn, job, "requeued by " + user, clock_.Now());
+  return Execute(txn);
 }
 
 Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by,
@@ -500,10 +495,10 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
   HandlerLock lock(this);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
-  Plan plan;
-  plan.by = by;
+  Txn txn;
+  txn.by = by;
   const bool clear_health = !drain && force && !it->second.health.faults.empty();
-  plan.batch.audit.push_back(AuditRow{
+  txn.batch.audit.push_back(AuditRow{
       .seq = 0,
       .at = clock_.Now(),
       .by = by,
@@ -511,17 +506,17 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
       .target = name,
       .detail =
           clear_health ? "--force: health faults cleared: " + it->second.health.NodeReason() : ""});
-  NodeRuntime& node = MutNode(plan, it->second);
+  NodeRuntime& node = MutNode(txn, it->second);
   node.row.draining = drain;
   ++node.sched_gen;
   if (clear_health) {
     // The agent forgets its faults too and probes afresh: a fault still there drains it again.
     node.health.faults.clear();
-    if (!node.session.empty()) plan.sends.emplace_back(name, proto::HealthResetMessage{});
+    if (!node.session.empty()) txn.out.sends.emplace_back(name, proto::HealthResetMessage{});
   }
-  plan.batch.nodes.push_back(node.row);
-  plan.kick = true;
-  BERTH_RETURN_IF_ERROR(Execute(plan));
+  txn.batch.nodes.push_back(node.row);
+  txn.out.kick = true;
+  BERTH_RETURN_IF_ERROR(Execute(txn));
   nodes_.CapacityChanged();
   return StatusOf(node);
 }

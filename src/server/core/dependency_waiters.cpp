@@ -14,17 +14,18 @@ const DependencyWaiters::Jobs* DependencyWaiters::JobsOf(Key key) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-void DependencyWaiters::JobBack(Key key) {
-  auto it = jobs_.find(key);
+void DependencyWaiters::Entered(ActiveJob& job) {
+  auto it = jobs_.find(job.row.spec_id);
   if (it != jobs_.end()) ++it->second.live;
 }
 
-bool DependencyWaiters::JobGone(Key key) {
+void DependencyWaiters::Left(ActiveJob& job) {
+  const Key key = job.row.spec_id;
   auto it = jobs_.find(key);
-  if (it == jobs_.end() || --it->second.live > 0) return false;
+  if (it == jobs_.end() || --it->second.live > 0) return;
   conditions_.Remove(key);
   jobs_.erase(it);
-  return true;
+  gone_.push_back(key);
 }
 
 }  // namespace berth

@@ -2,8 +2,9 @@
 // "depends_on"), keyed by spec id — each one's conditions as they stand (sched::Dependencies, which
 // decides when they are met or can no longer be), its jobs (a submission's jobs have consecutive
 // ids, first..last; `live` of them are in the core's memory, and the waiter is forgotten with the
-// last), and the waiters whose jobs must be cancelled (their dependencies failed) but whose
-// cancellation could not be committed yet: retried until it is.
+// last: it counts them by watching the job table, job_table.h), and the waiters whose jobs must be
+// cancelled (their dependencies failed) but whose cancellation could not be committed yet: retried
+// until it is.
 //
 // Not thread-safe; the Core guards it with its state lock.
 #pragma once
@@ -12,16 +13,19 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sched/dependencies.h"
+#include "server/core/job_table.h"
 
 namespace berth {
 
-class DependencyWaiters {
+class DependencyWaiters final : public JobTable::Observer {
  public:
   using Key = sched::Dependencies::Key;
   using Waiter = sched::Dependencies::Waiter;
+  using Snapshot = std::optional<Waiter>;  // a Txn's undo journal (txn.h) saves waiters by key
   struct Jobs {
     int64_t first = 0;
     int64_t last = 0;
@@ -32,11 +36,14 @@ class DependencyWaiters {
   sched::DepState Add(Key key, std::vector<sched::DepCondition> conditions, Jobs jobs);
   const Waiter* Find(Key key) const { return conditions_.Find(key); }
   const Jobs* JobsOf(Key key) const;
-  // One job of submission `key` left memory; true when it was the last (the waiter is forgotten).
-  bool JobGone(Key key);
-  // One job of submission `key` came back into memory (an ended job whose processes still run,
-  // held after a restart); nothing when the submission has no waiter.
-  void JobBack(Key key);
+  // A job came into memory: one more live job of its submission's waiter (an ended job whose
+  // processes still run, held after a restart); nothing when the submission has no waiter (yet:
+  // loaded and submitted jobs are there before their waiter is added, with its count).
+  void Entered(ActiveJob& job) override;
+  // A job left memory: one fewer; the waiter is forgotten with its last (TakeGone says which).
+  void Left(ActiveJob& job) override;
+  // The waiters forgotten since the last call, as their last job left.
+  std::vector<Key> TakeGone() { return std::exchange(gone_, {}); }
   size_t size() const { return conditions_.size(); }
 
   // A job ended: what changed for the waiters that watch it (sched::Dependencies::JobEnded).
@@ -64,6 +71,7 @@ class DependencyWaiters {
   sched::Dependencies conditions_;
   std::unordered_map<Key, Jobs> jobs_;
   std::set<Key> cancel_retries_;
+  std::vector<Key> gone_;  // forgotten since TakeGone; taken after every reap and undo
 };
 
 }  // namespace berth

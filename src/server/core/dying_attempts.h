@@ -56,6 +56,8 @@ class DyingAttempts {
   std::vector<std::tuple<int64_t, int, int>> AliveOn(const std::string& node) const;
 
   // An entry as it is (nullopt: none), and putting it back after a failed commit.
+  using Key = AttemptKey;  // a Txn's undo journal (txn.h) saves entries by key
+  using Snapshot = std::optional<DyingAttempt>;
   std::optional<DyingAttempt> Save(const AttemptKey& key) const;
   void Restore(const AttemptKey& key, std::optional<DyingAttempt> before);
 

@@ -3,8 +3,8 @@
 // node changed, and the capacity-only views the feasibility check at submission reads, rebuilt only
 // after a node joined or its capacity, state or drain changed.
 //
-// A change to a node goes through the Core's plan (Core::MutNode marks the view stale and saves the
-// node for undo); Restore puts a saved node back when the plan's commit failed.
+// A change to a node goes through a Txn (Core::MutNode marks the view stale and saves the node in
+// the txn's undo journal); Restore puts a saved node back when the txn's commit failed.
 //
 // Not thread-safe; the Core guards it with its state lock.
 #pragma once
@@ -41,6 +41,13 @@ struct NodeRuntime {
 class NodeTable {
  public:
   using Map = std::map<std::string, NodeRuntime>;
+  // Its side of a Txn's undo journal (txn.h): a node by name, absent as nullopt.
+  using Key = std::string;
+  using Snapshot = std::optional<NodeRuntime>;
+  Snapshot Save(const std::string& name) const {
+    auto it = nodes_.find(name);
+    return it == nodes_.end() ? Snapshot() : Snapshot(it->second);
+  }
 
   // The nodes by name, to walk or look up (a node is added with Add, removed by Restore and
   // Forget).

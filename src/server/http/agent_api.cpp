@@ -152,8 +152,14 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
   proto::LogBatchAnswer answer;
   std::set<int64_t> appended;  // jobs whose followers are woken, once each
   Status ended;                // the session ended meanwhile: the agent registers and resends
-  for (const proto::LogPiece& p : *pieces) {
-    auto prefix = core_->LogPrefix(node, session, p.job, p.attempt, p.rank);
+  std::vector<proto::AttemptRank> ranks;
+  ranks.reserve(pieces->size());
+  for (const proto::LogPiece& p : *pieces) ranks.push_back({p.job, p.attempt, p.rank});
+  // The core's lock once for the batch, not once per piece.
+  std::vector<Result<std::string>> prefixes = core_->LogPrefixes(node, session, ranks);
+  for (size_t i = 0; i < pieces->size(); ++i) {
+    const proto::LogPiece& p = (*pieces)[i];
+    Result<std::string>& prefix = prefixes[i];
     if (!prefix.ok() && prefix.status().code() == Code::kConflict) {
       ended = prefix.status();
       break;
@@ -173,7 +179,7 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
     answer.results.push_back({*size, ""});
     appended.insert(p.job);
   }
-  for (int64_t job : appended) core_->LogsAppended(job);
+  if (!appended.empty()) core_->LogsAppended(appended);
   if (!ended.ok()) return ErrorResponse(ended);
   return JsonResponse(200, answer.Encode());
 }

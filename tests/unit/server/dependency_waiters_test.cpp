@@ -7,6 +7,18 @@
 namespace berth {
 namespace {
 
+// A job of submission `spec` leaving or entering the job table (what the waiters watch).
+void Gone(DependencyWaiters& waiters, int64_t spec) {
+  ActiveJob job;
+  job.row.spec_id = spec;
+  waiters.Left(job);
+}
+void Back(DependencyWaiters& waiters, int64_t spec) {
+  ActiveJob job;
+  job.row.spec_id = spec;
+  waiters.Entered(job);
+}
+
 // Waits for job 10 to succeed.
 std::vector<sched::DepCondition> OkOn10() {
   sched::DepTarget t;
@@ -22,20 +34,23 @@ TEST(DependencyWaitersTest, AWaiterKeepsItsJobsAndIsForgottenWithTheLast) {
   EXPECT_EQ(waiters.JobsOf(5)->first, 20);
   EXPECT_EQ(waiters.JobsOf(5)->last, 22);
   EXPECT_EQ(waiters.Watching(10, std::nullopt), std::vector<DependencyWaiters::Key>{5});
-  EXPECT_FALSE(waiters.JobGone(5));
-  waiters.JobBack(5);   // an ended job held again (still stopping after a restart)
-  waiters.JobBack(99);  // a submission without a waiter: nothing
+  Gone(waiters, 5);
+  Back(waiters, 5);   // an ended job held again (still stopping after a restart)
+  Back(waiters, 99);  // a submission without a waiter: nothing
   EXPECT_EQ(waiters.JobsOf(99), nullptr);
-  EXPECT_FALSE(waiters.JobGone(5));
-  EXPECT_FALSE(waiters.JobGone(5));
+  Gone(waiters, 5);
+  Gone(waiters, 5);
   EXPECT_NE(waiters.Find(5), nullptr);
-  EXPECT_TRUE(waiters.JobGone(5));  // the last of its three, and the one back
+  EXPECT_TRUE(waiters.TakeGone().empty());
+  Gone(waiters, 5);  // the last of its three, and the one back
+  EXPECT_EQ(waiters.TakeGone(), std::vector<DependencyWaiters::Key>{5});
   EXPECT_EQ(waiters.Find(5), nullptr);
   EXPECT_EQ(waiters.JobsOf(5), nullptr);
   EXPECT_EQ(waiters.size(), 0u);
   EXPECT_TRUE(waiters.Watching(10, std::nullopt).empty());
-  EXPECT_FALSE(waiters.JobGone(5));  // a job of a submission without a waiter
-  EXPECT_FALSE(waiters.JobGone(99));
+  Gone(waiters, 5);  // a job of a submission without a waiter
+  Gone(waiters, 99);
+  EXPECT_TRUE(waiters.TakeGone().empty());
 }
 
 TEST(DependencyWaitersTest, AnEndedDependencyMeetsOrFailsTheWaiterAndSaveRestoreUndoesIt) {

@@ -7,20 +7,41 @@
 namespace berth {
 namespace {
 
+// A job of `group` (the limits count the jobs that enter and leave the job table).
+ActiveJob Of(int64_t group) {
+  ActiveJob job;
+  job.row.group = group;
+  return job;
+}
+
+void Enter(GroupLimits& limits, int64_t group, int n) {
+  ActiveJob job = Of(group);
+  for (int i = 0; i < n; ++i) limits.Entered(job);
+}
+
+void Leave(GroupLimits& limits, int64_t group) {
+  ActiveJob job = Of(group);
+  limits.Left(job);
+}
+
 TEST(GroupLimitsTest, ALimitIsForgottenWithTheGroupsLastJob) {
   GroupLimits limits;
-  limits.JobsAdded(7, 2);
+  Enter(limits, 7, 2);
   limits.Set(7, 1);
   EXPECT_EQ(limits.Limit(7), 1);
   EXPECT_TRUE(limits.Limited(7));
-  limits.JobGone(7);
+  Leave(limits, 7);
   EXPECT_EQ(limits.Limit(7), 1);  // one job left
-  limits.JobGone(7);
+  Leave(limits, 7);
   EXPECT_EQ(limits.Limit(7), std::nullopt);
   EXPECT_FALSE(limits.Limited(7));
   EXPECT_TRUE(limits.limits().empty());
   EXPECT_TRUE(limits.live().empty());
-  limits.JobGone(7);  // a job of a group not counted: nothing to forget, nothing breaks
+  Leave(limits, 7);  // a job of a group not counted: nothing to forget, nothing breaks
+  EXPECT_TRUE(limits.live().empty());
+  ActiveJob loose;  // a job in no group: not counted
+  limits.Entered(loose);
+  limits.Left(loose);
   EXPECT_TRUE(limits.live().empty());
 }
 
@@ -28,7 +49,7 @@ TEST(GroupLimitsTest, AGroupWithoutJobsInMemoryKeepsNoLimitAndNoneLiftsIt) {
   GroupLimits limits;
   limits.Set(3, 5);  // its jobs all ended: the store keeps the limit, memory does not
   EXPECT_EQ(limits.Limit(3), std::nullopt);
-  limits.JobsAdded(3, 1);
+  Enter(limits, 3, 1);
   limits.Set(3, 5);
   EXPECT_EQ(limits.Limit(3), 5);
   limits.Set(3, std::nullopt);
@@ -40,7 +61,7 @@ TEST(GroupLimitsTest, AGroupWithoutJobsInMemoryKeepsNoLimitAndNoneLiftsIt) {
 TEST(GroupLimitsTest, LoadAndRestore) {
   GroupLimits limits;
   limits.Load({{1, 2}, {4, 8}});
-  limits.JobsAdded(1, 3);
+  Enter(limits, 1, 3);
   EXPECT_EQ(limits.Limit(4), 8);
   limits.Set(1, 6);
   limits.Restore(1, 2);
