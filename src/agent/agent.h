@@ -242,6 +242,7 @@ class Agent {
   // (ext4 searches for a free inode past every recently deleted one); a rename and a truncate
   // allocate none. TakeSpareDir renames a spare to `dir` (false: none left, or the rename failed).
   bool TakeSpareDir(const std::string& dir) EXCLUDES(mu_);
+  static constexpr std::string_view kSpareDirPrefix = ".spare-";
   // Empties a finished job's directory and keeps it as a spare, or removes it: when not
   // `reusable` (the job's supervisor died, and its processes may still write to its files), with
   // too many spares, or with an unexpected entry in it.

@@ -53,13 +53,13 @@ void AddUpdateCommand(CommandContext& c);       // job_cmds.cpp
 void AddQueueCommand(CommandContext& c);        // job_cmds.cpp
 void AddTopCommand(CommandContext& c);          // top_cmds.cpp
 void AddWaitCommand(CommandContext& c);         // wait_cmds.cpp
-void AddLogsCommand(CommandContext& c);         // job_cmds.cpp
+void AddLogsCommand(CommandContext& c);         // logs_cmd.cpp
 void AddAttachCommand(CommandContext& c);       // attach_cmds.cpp
 void AddShellCommand(CommandContext& c);        // attach_cmds.cpp
 void AddPortForwardCommand(CommandContext& c);  // forward_cmds.cpp
 void AddCancelCommand(CommandContext& c);       // job_cmds.cpp
 void AddRequeueCommand(CommandContext& c);      // job_cmds.cpp
-void AddShowCommand(CommandContext& c);         // job_cmds.cpp
+void AddShowCommand(CommandContext& c);         // show_cmd.cpp
 void AddNodesCommand(CommandContext& c);        // node_cmds.cpp
 void AddDrainCommand(CommandContext& c);        // node_cmds.cpp
 void AddUndrainCommand(CommandContext& c);      // node_cmds.cpp

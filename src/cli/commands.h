@@ -282,6 +282,8 @@ Result<std::string> ServerFingerprint(const std::string& url);
 
 // Helpers shared by the commands.
 int Fail(const Status& status);  // prints "berth: message", returns 1
+// A job's accelerators as "TYPE:N" ("-" when none), from its JSON.
+std::string GpusOf(const boost::json::object& job);
 // POST /v1/jobs of `spec` (`num_jobs` copies as a group when set), keyed for resending ("": a
 // fresh key). The answer: {"group", "jobs"}.
 Result<boost::json::value> SubmitSpec(Connection& conn, const JobSpec& spec,

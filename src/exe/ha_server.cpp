@@ -65,6 +65,63 @@ json::object Describe(const Elector& elector, LeaderLease& lease, const std::str
   return o;
 }
 
+// The database, once it is there (and its schema current): its leader lease; nullptr when a stop
+// signal came first.
+std::unique_ptr<PgLeaderLease> OpenWhenReady(const HaOptions& ha, const std::string& store_name,
+                                             const sigset_t& stop_signals) {
+  for (DurationMs wait = 500;; wait = std::min<DurationMs>(wait * 2, 5'000)) {
+    Result<std::unique_ptr<PgStore>> migrated = PgStore::Open(ha.store);
+    Result<std::unique_ptr<PgLeaderLease>> opened =
+        migrated.ok() ? PgLeaderLease::Open(ha.store) : migrated.status();
+    if (opened.ok()) return std::move(*opened);
+    LogWarn("cannot open the store {}: {}; retrying", store_name, opened.status().message());
+    if (WaitForSignal(stop_signals, wait) != 0) return nullptr;
+  }
+}
+
+// What a follower answers: its health (with who leads), and to anything else 503 naming the
+// leader, so that clients go there.
+net::HttpResponse FollowerAnswer(const net::HttpRequest& req, const json::object& ha) {
+  if (req.path == "/v1/health" && req.method == "GET") {
+    return JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}, {"ha", ha}});
+  }
+  std::string leader;
+  if (const json::value* l = ha.if_contains("leader"); l && l->is_object()) {
+    if (const json::value* u = l->as_object().if_contains("url"); u && u->is_string()) {
+      leader = std::string(u->as_string());
+    }
+  }
+  net::HttpResponse answer = JsonResponse(
+      503, json::object{{"error", leader.empty() ? "this berth server is a follower and no server "
+                                                   "leads at the moment; retry shortly"
+                                                 : "this berth server is a follower; " +
+                                                       std::string(proto::kLeaderIs) + leader},
+                        {"role", "follower"},
+                        {"leader", leader}});
+  answer.headers.emplace_back("X-Berth-Leader", leader);
+  answer.headers.emplace_back("Retry-After", "1");
+  // No keep-alive: a client must not hold a connection to a follower that is about to stop
+  // listening and hand its port to the leading server.
+  answer.headers.emplace_back("Connection", "close");
+  return answer;
+}
+
+// The leader trims the output of jobs that ended over --log-retention ago, a bounded batch per
+// call (the calling thread renews the lease); the monotonic time of the next call.
+int64_t TrimEndedLogs(const HaOptions& ha) {
+  constexpr int64_t kBatch = 10'000;
+  Result<int64_t> gone =
+      DeletePgLogsEndedBefore(ha.store, SystemClock::Get().Now() - ha.log_retention_ms, kBatch);
+  if (!gone.ok()) {
+    LogWarn("log retention: {}", gone.status().message());
+  } else if (*gone > 0) {
+    LogInfo("log retention: deleted {} chunks of output older than {} ms", *gone,
+            ha.log_retention_ms);
+  }
+  const bool more = gone.ok() && *gone == kBatch;
+  return MonotonicMs() + (more ? 0 : 10 * 60'000);
+}
+
 }  // namespace
 
 int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop_signals,
@@ -76,18 +133,8 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
   if (options.unix_socket == "-") options.unix_socket.clear();
 
   // The database must be there (and its schema current) before anything else.
-  std::unique_ptr<PgLeaderLease> lease;
-  for (DurationMs wait = 500;; wait = std::min<DurationMs>(wait * 2, 5'000)) {
-    Result<std::unique_ptr<PgStore>> migrated = PgStore::Open(ha.store);
-    Result<std::unique_ptr<PgLeaderLease>> opened =
-        migrated.ok() ? PgLeaderLease::Open(ha.store) : migrated.status();
-    if (opened.ok()) {
-      lease = std::move(*opened);
-      break;
-    }
-    LogWarn("cannot open the store {}: {}; retrying", store_name, opened.status().message());
-    if (WaitForSignal(stop_signals, wait) != 0) return 0;
-  }
+  std::unique_ptr<PgLeaderLease> lease = OpenWhenReady(ha, store_name, stop_signals);
+  if (!lease) return 0;
 
   auto status = std::make_shared<HaStatus>();
   std::unique_ptr<Elector> elector;
@@ -101,34 +148,10 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
                                 .unix_socket_path = options.unix_socket,
                                 .tls_cert_file = options.tls_cert,
                                 .tls_key_file = options.tls_key};
-    net::HttpServer standby(http, [status](net::HttpRequest&& req,
-                                           std::shared_ptr<net::Responder> res) {
-      json::object ha = status->Get();
-      if (req.path == "/v1/health" && req.method == "GET") {
-        return res->Send(
-            JsonResponse(200, json::object{{"ok", true}, {"version", BERTH_VERSION}, {"ha", ha}}));
-      }
-      std::string leader;
-      if (const json::value* l = ha.if_contains("leader"); l && l->is_object()) {
-        if (const json::value* u = l->as_object().if_contains("url"); u && u->is_string()) {
-          leader = std::string(u->as_string());
-        }
-      }
-      net::HttpResponse answer = JsonResponse(
-          503,
-          json::object{{"error", leader.empty() ? "this berth server is a follower and no server "
-                                                  "leads at the moment; retry shortly"
-                                                : "this berth server is a follower; " +
-                                                      std::string(proto::kLeaderIs) + leader},
-                       {"role", "follower"},
-                       {"leader", leader}});
-      answer.headers.emplace_back("X-Berth-Leader", leader);
-      answer.headers.emplace_back("Retry-After", "1");
-      // No keep-alive: a client must not hold a connection to a follower that is about to stop
-      // listening and hand its port to the leading server.
-      answer.headers.emplace_back("Connection", "close");
-      res->Send(std::move(answer));
-    });
+    net::HttpServer standby(http,
+                            [status](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
+                              res->Send(FollowerAnswer(req, status->Get()));
+                            });
     Status started = standby.Start();
     if (!started.ok()) {
       LogError("cannot listen as a follower: {}", started.message());
@@ -189,19 +212,7 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
     int64_t next_retention = MonotonicMs();
     for (;;) {
       if (ha.log_retention_ms > 0 && MonotonicMs() >= next_retention) {
-        // The leader trims the output of jobs that ended over --log-retention ago every 10 min,
-        // a bounded batch per tick (this thread renews the lease), until nothing is left.
-        constexpr int64_t kBatch = 10'000;
-        Result<int64_t> gone = DeletePgLogsEndedBefore(
-            ha.store, SystemClock::Get().Now() - ha.log_retention_ms, kBatch);
-        const bool more = gone.ok() && *gone == kBatch;
-        next_retention = MonotonicMs() + (more ? 0 : 10 * 60'000);
-        if (!gone.ok()) {
-          LogWarn("log retention: {}", gone.status().message());
-        } else if (*gone > 0) {
-          LogInfo("log retention: deleted {} chunks of output older than {} ms", *gone,
-                  ha.log_retention_ms);
-        }
+        next_retention = TrimEndedLogs(ha);  // every 10 min, until nothing is left
       }
       if (int sig = WaitForSignal(stop_signals, elector->tick_ms()); sig != 0) {
         LogInfo("received signal {}; giving up the lead and shutting down", sig);

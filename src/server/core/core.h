@@ -705,6 +705,11 @@ class Core {
   static NodeStatus StatusOf(const NodeRuntime& node);
   proto::ReportResult ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& report,
                                   TimeMs now) REQUIRES(mu_);
+  // ApplyReport's two longer cases: a rank pulling its image (the reason shows the progress), and
+  // a rank's exit (recorded in its RankState already) deciding how the attempt ends.
+  void ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& r, TimeMs now) REQUIRES(mu_);
+  void ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const proto::Report& r,
+                 TimeMs now) REQUIRES(mu_);
 
   // core_users.cpp
   // A submission in the queue (submits_), with what the core needs to record it.

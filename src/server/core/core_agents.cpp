@@ -382,6 +382,71 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
                                std::max<DurationMs>(100, options_.lease_ms / 4)};
 }
 
+void Core::ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& r, TimeMs now) {
+  // Still STARTING (time_limit counts from RUNNING), with the image in its reason; the job's
+  // history keeps what the image resolved to (the first rank to say).
+  if (job.row.status != JobStatus::kStarting || !job.spec->container) return;
+  const bool pulled = !r.reason.empty();
+  if (!r.progress.empty()) {
+    // How far the download got: shown as the reason while it lasts, not kept in the history (one
+    // entry every few seconds of a long pull would bury the rest). Rank 0's only: a gang's ranks
+    // would take turns rewriting the row.
+    if (r.rank == 0 && StartsWith(job.row.reason, "pulling image")) {
+      MutJob(txn, job).row.reason =
+          "pulling image " + job.spec->container->image + ": " + r.progress;
+      txn.batch.jobs.push_back(job.row);
+    }
+  } else if (!pulled && !StartsWith(job.row.reason, "pull")) {
+    Transition(txn, job, JobStatus::kStarting, "pulling image " + job.spec->container->image, now);
+  } else if (pulled && !StartsWith(job.row.reason, "pulled")) {
+    Transition(txn, job, JobStatus::kStarting, "pulled image " + r.reason, now);
+  }
+}
+
+void Core::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const proto::Report& r,
+                     TimeMs now) {
+  std::string where =
+      job.row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
+  if (r.phase == "pull") {
+    // The image, not the node: the attempt fails ("image pull failed: ..."; the job's retry
+    // policy may try again, a short registry outage past), the node stays up.
+    const std::string what =
+        r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
+    FailAttempt(txn, job, JobStatus::kFailed, what + where, r.exit_code, now, false);
+  } else if (r.phase == "launch") {
+    EndJob(txn, job, JobStatus::kFailed, "could not start" + where + ": " + r.reason, r.exit_code,
+           now);
+  } else if (r.phase == "prolog") {
+    // The node's prolog failed before the job started: the node is at fault (and drained by
+    // its agent), not the job.
+    EndForNodeFault(txn, job, fmt::format("prolog failed on node {}: {}", node.row.name, r.reason),
+                    now);
+  } else if (r.phase == "supervisor") {
+    // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
+    // code, so it is never restarted by the retry policy (nor counted as a restart).
+    EndJob(txn, job, JobStatus::kFailed,
+           fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
+           r.exit_code, now);
+  } else if (!r.exit_code || *r.exit_code != 0) {
+    JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
+    const bool oom = IsOutOfMemory(r.reason);
+    std::string what;
+    if (oom) {
+      // "out of memory: rank 0 on n3 reached its limit of 256 MiB (resources.memory); ..."
+      what = fmt::format("{} rank {} on {}{} (exit code {}{})", kOutOfMemory, r.rank, node.row.name,
+                         r.reason.substr(kOutOfMemory.size()), r.exit_code.value_or(137),
+                         r.phase == "setup" ? ", in setup" : "");
+    } else {
+      what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
+      if (!r.reason.empty()) what += " (" + r.reason + ")";
+      what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
+    }
+    FailAttempt(txn, job, status, what, r.exit_code, now, oom);
+  } else {
+    if (job.AllRanksExited()) EndJob(txn, job, JobStatus::kSucceeded, "exit code 0", 0, now);
+  }
+}
+
 proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& r,
                                       TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
@@ -420,26 +485,7 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
     case proto::ReportEvent::kAccepted:
       break;
     case proto::ReportEvent::kPulling:
-      // Still STARTING (time_limit counts from RUNNING), with the image in its reason; the job's
-      // history keeps what the image resolved to (the first rank to say).
-      if (job->row.status == JobStatus::kStarting && job->spec->container) {
-        const bool pulled = !r.reason.empty();
-        if (!r.progress.empty()) {
-          // How far the download got: shown as the reason while it lasts, not kept in the
-          // history (one entry every few seconds of a long pull would bury the rest). Rank 0's
-          // only: a gang's ranks would take turns rewriting the row.
-          if (r.rank == 0 && StartsWith(job->row.reason, "pulling image")) {
-            MutJob(txn, *job).row.reason =
-                "pulling image " + job->spec->container->image + ": " + r.progress;
-            txn.batch.jobs.push_back(job->row);
-          }
-        } else if (!pulled && !StartsWith(job->row.reason, "pull")) {
-          Transition(txn, *job, JobStatus::kStarting,
-                     "pulling image " + job->spec->container->image, now);
-        } else if (pulled && !StartsWith(job->row.reason, "pulled")) {
-          Transition(txn, *job, JobStatus::kStarting, "pulled image " + r.reason, now);
-        }
-      }
+      ApplyPulling(txn, *job, r, now);
       break;
     case proto::ReportEvent::kSettingUp:
       rs.setting_up = true;
@@ -456,53 +502,13 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
       }
       break;
     }
-    case proto::ReportEvent::kExited: {
+    case proto::ReportEvent::kExited:
       rs.exited = true;
       rs.exit_code = r.exit_code.value_or(-1);
       rs.peak_memory_bytes = r.peak_memory_bytes;
       rs.cpu_ms = r.cpu_ms;
-      std::string where =
-          job->row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
-      if (r.phase == "pull") {
-        // The image, not the node: the attempt fails ("image pull failed: ..."; the job's retry
-        // policy may try again, a short registry outage past), the node stays up.
-        const std::string what =
-            r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
-        FailAttempt(txn, *job, JobStatus::kFailed, what + where, r.exit_code, now, false);
-      } else if (r.phase == "launch") {
-        EndJob(txn, *job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
-               r.exit_code, now);
-      } else if (r.phase == "prolog") {
-        // The node's prolog failed before the job started: the node is at fault (and drained by
-        // its agent), not the job.
-        EndForNodeFault(txn, *job,
-                        fmt::format("prolog failed on node {}: {}", node.row.name, r.reason), now);
-      } else if (r.phase == "supervisor") {
-        // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
-        // code, so it is never restarted by the retry policy (nor counted as a restart).
-        EndJob(txn, *job, JobStatus::kFailed,
-               fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
-               r.exit_code, now);
-      } else if (!r.exit_code || *r.exit_code != 0) {
-        JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
-        const bool oom = IsOutOfMemory(r.reason);
-        std::string what;
-        if (oom) {
-          // "out of memory: rank 0 on n3 reached its limit of 256 MiB (resources.memory); ..."
-          what = fmt::format("{} rank {} on {}{} (exit code {}{})", kOutOfMemory, r.rank,
-                             node.row.name, r.reason.substr(kOutOfMemory.size()),
-                             r.exit_code.value_or(137), r.phase == "setup" ? ", in setup" : "");
-        } else {
-          what = r.exit_code ? fmt::format("exit code {}", *r.exit_code) : "no exit code";
-          if (!r.reason.empty()) what += " (" + r.reason + ")";
-          what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
-        }
-        FailAttempt(txn, *job, status, what, r.exit_code, now, oom);
-      } else {
-        if (job->AllRanksExited()) EndJob(txn, *job, JobStatus::kSucceeded, "exit code 0", 0, now);
-      }
+      ApplyExit(txn, *job, node, r, now);
       break;
-    }
   }
   return result;
 }

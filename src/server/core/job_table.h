@@ -5,8 +5,8 @@
 // A job enters with Enter (loaded at start, submitted, or an ended attempt held again after a
 // restart), changes only through Edit (which saves it in the txn's undo journal first and bumps its
 // generation), and leaves with Leave (reaped once over) or when an undo restores it as absent.
-// Whatever keeps books per job — counts, group limits, dependency waiters, tallies, the pass index —
-// subscribes once as an Observer and hears every enter, edit, restore and leave, wherever it came
+// Whatever keeps books per job — counts, group limits, dependency waiters, tallies, the pass index
+// — subscribes once as an Observer and hears every enter, edit, restore and leave, wherever it came
 // from; none of them is called by hand (docs/design.md "Per-job bookkeeping" has a worked example).
 //
 // The table takes part in a Txn's undo journal (txn.h): Save/Restore by id, restored before the

@@ -166,10 +166,10 @@ struct Outbox {
   // (group, from, to): a job's moves in its group's tally, made there once committed (the tallies
   // are read without the state lock, so they never show a change that may yet be undone).
   std::vector<std::tuple<int64_t, JobStatus, JobStatus>> tally_moves;
-  bool kick = false;  // request a scheduling pass
-  bool reap = false;  // drop jobs that ended for good from memory
+  bool kick = false;                  // request a scheduling pass
+  bool reap = false;                  // drop jobs that ended for good from memory
   std::vector<std::string> reclaims;  // teams whose reclaims this txn applies (rate limit)
-  std::set<sched::Dependencies::Key> deps_changed;  // their waiting reasons are written again
+  std::set<sched::Dependencies::Key> deps_changed;   // their waiting reasons are written again
   std::vector<std::pair<TimeMs, int64_t>> backoffs;  // (not_before, job): restarts to wake for
   TxnEvents events;                                  // counted in the metrics once committed
 };

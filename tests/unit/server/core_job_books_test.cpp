@@ -74,4 +74,4 @@ TEST_F(CoreTest, AnObserverHearsEveryJobEnterAndLeaveAcrossSubmitLoadUndoAndReap
 }
 
 }  // namespace
-}  // namespace berth
+}  // namespace berth::testing

@@ -17,7 +17,8 @@ class Recorder : public JobTable::Observer {
   void Left(ActiveJob& job) override { heard.push_back("out:" + Id(job)); }
   void Edited(const ActiveJob& job) override { heard.push_back("edit:" + Id(job)); }
   void Restored(const ActiveJob* was, ActiveJob& job) override {
-    heard.push_back("back:" + Id(job) + (was ? " from " + std::string(JobStatusName(was->row.status)) : ""));
+    heard.push_back("back:" + Id(job) +
+                    (was ? " from " + std::string(JobStatusName(was->row.status)) : ""));
   }
   std::vector<std::string> heard;
 
