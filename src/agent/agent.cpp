@@ -57,6 +57,8 @@ Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connecti
       clock_(clock),
       connection_(connection),
       launcher_(launcher),
+      specs_(kMaxCachedSpecs, kMaxCachedSpecBytes),
+      accounts_(options_.lookup_account, kAccountCacheMs, kMaxCachedAccounts),
       uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes) {}
 
 Agent::~Agent() {
@@ -169,7 +171,7 @@ void Agent::AdoptExisting() {
     if (!exited) {
       // Its CPUs stay its own: a later pinned rank must not get them.
       if (auto plan = ReadRunPlan(job.dir); plan.ok() && !plan->limits.cpus.empty()) {
-        pinned_cpus_[name] = plan->limits.cpus;
+        cpu_pins_.Adopt(name, plan->limits.cpus);
       }
     }
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
@@ -207,8 +209,9 @@ Status Agent::Run() {
   }
   LogInfo("isolation: {}", cgroups_.Describe());
   SetUpContainers();
-  node_cpus_ = AllowedCpus();
-  cpu_cores_ = ReadCoreIds("/sys/devices/system/cpu", node_cpus_);
+  std::vector<int> node_cpus = AllowedCpus();
+  std::map<int, std::string> cores = ReadCoreIds("/sys/devices/system/cpu", node_cpus);
+  cpu_pins_.Configure(std::move(node_cpus), std::move(cores));
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
@@ -289,8 +292,7 @@ Status Agent::Register() {
   if (!answer.ok()) return answer.status();
   MutexLock lock(mu_);
   session_ = answer->session;
-  spec_cache_.clear();  // the new session gets every spec it uses again
-  spec_cache_bytes_ = 0;
+  specs_.Clear();  // the new session gets every spec it uses again
   lease_ms_ = answer->lease_ms;
   heartbeat_ms_ = answer->heartbeat_ms;
   WriteLeaseFile(options_.state_dir + "/lease", sent_at, lease_ms_);
@@ -334,58 +336,9 @@ void Agent::ControlLoop() {
   }
 }
 
-Result<JobAccount> Agent::LookupAccount(const std::string& user) {
-  const int64_t now = MonotonicMs();
-  {
-    MutexLock lock(mu_);
-    auto it = accounts_.find(user);
-    if (it != accounts_.end() && now < it->second.first) return it->second.second;
-  }
-  Result<JobAccount> found = options_.lookup_account(user);
-  if (found.ok()) {
-    MutexLock lock(mu_);
-    if (accounts_.size() >= kMaxCachedAccounts) accounts_.clear();
-    accounts_[user] = {now + kAccountCacheMs, *found};
-  }
-  return found;
-}
-
-Agent::CachedSpec Agent::ParseSpec(const std::string& text) {
-  CachedSpec out;
-  out.bytes = text.size();
-  auto json = ParseJson(text, "spec");
-  Result<JobSpec> spec = json.ok() ? SpecFromJson(*json) : Result<JobSpec>(json.status());
-  if (spec.ok()) {
-    out.spec = std::make_shared<const JobSpec>(std::move(*spec));
-  } else {
-    out.error = "the job's spec is unreadable: " + spec.status().message();
-  }
-  return out;
-}
-
-void Agent::CacheSpec(int64_t spec_id, CachedSpec spec) {
-  spec.last_use = ++spec_uses_;
-  if (auto old = spec_cache_.find(spec_id); old != spec_cache_.end()) {
-    spec_cache_bytes_ -= old->second.bytes;
-  }
-  spec_cache_bytes_ += spec.bytes;
-  spec_cache_[spec_id] = std::move(spec);
-  while (spec_cache_.size() > 1 &&
-         (spec_cache_.size() > kMaxCachedSpecs || spec_cache_bytes_ > kMaxCachedSpecBytes)) {
-    // The least recently used goes (not the oldest id: a long sweep's spec is used all along).
-    auto lru = std::min_element(
-        spec_cache_.begin(), spec_cache_.end(),
-        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-    spec_cache_bytes_ -= lru->second.bytes;
-    spec_cache_.erase(lru);
-  }
-}
-
 void Agent::HandleMessage(const proto::WatchMessage& message) {
   if (const auto* spec = std::get_if<proto::SpecMessage>(&message)) {
-    CachedSpec parsed = ParseSpec(spec->text);
-    MutexLock lock(mu_);
-    CacheSpec(spec->id, std::move(parsed));
+    specs_.Put(spec->id, ParsedSpecs::Parse(spec->text));
     return;
   }
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&message)) {
@@ -451,30 +404,6 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
     }
   }
   return limits;
-}
-
-Result<std::vector<int>> Agent::PinCpus(const std::string& key, int count) {
-  MutexLock lock(mu_);
-  std::set<int> taken;
-  for (const auto& [other, cpus] : pinned_cpus_) {
-    if (other != key) taken.insert(cpus.begin(), cpus.end());
-  }
-  auto picked = PickCpus(node_cpus_, taken, count, cpu_cores_);
-  if (!picked) {
-    std::vector<int> free;
-    for (int cpu : node_cpus_) {
-      if (!taken.count(cpu)) free.push_back(cpu);
-    }
-    // The server counts CPUs, not which ones: a node that offers more CPUs (--cpus) than it has
-    // can leave too few.
-    return Status::Unavailable(fmt::format(
-        "resources.cpu_binding: cores: {} CPU(s) asked, {} free of this node's {} (free: {}; "
-        "pinned by other jobs: {})",
-        count, free.size(), node_cpus_.size(), free.empty() ? "none" : FormatCpuList(free),
-        taken.empty() ? "none" : FormatCpuList({taken.begin(), taken.end()})));
-  }
-  pinned_cpus_[key] = *picked;
-  return *picked;
 }
 
 void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const {
@@ -558,15 +487,7 @@ void Agent::LauncherLoop() {
       launches_.pop_front();
       launching_.emplace(KeyOf(launch.id()), launch.id());
     }
-    std::optional<CachedSpec> spec;
-    {
-      MutexLock lock(mu_);
-      auto it = spec_cache_.find(launch.spec_id);
-      if (it != spec_cache_.end()) {
-        it->second.last_use = ++spec_uses_;
-        spec = it->second;
-      }
-    }
+    std::optional<ParsedSpecs::Entry> spec = specs_.Find(launch.spec_id);
     if (!spec) {
       // The server sends each spec before the launches that use it; one that did not come (an
       // older server, a spec fallen out of the cache) is fetched, once however many jobs share it.
@@ -577,11 +498,11 @@ void Agent::LauncherLoop() {
       }
       auto fetched = connection_.GetSpec(fetch);
       if (!fetched.ok()) {
-        spec = CachedSpec{.error = "cannot fetch the job's spec: " + fetched.status().message()};
+        spec = ParsedSpecs::Entry{.error =
+                                      "cannot fetch the job's spec: " + fetched.status().message()};
       } else {
-        spec = ParseSpec(*fetched);
-        MutexLock lock(mu_);
-        CacheSpec(launch.spec_id, *spec);
+        spec = ParsedSpecs::Parse(*fetched);
+        specs_.Put(launch.spec_id, *spec);
       }
     }
     if (spec->spec && (!spec->spec->workdir_upload.empty() || !spec->spec->file_mounts.empty())) {
@@ -622,7 +543,7 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
                                "'s jobs, not " + m.user + "'s");
   }
   if (options_.lookup_account) {
-    auto found = LookupAccount(m.user);
+    auto found = accounts_.Get(m.user, MonotonicMs());
     if (!found.ok()) {
       return Status::Unavailable(found.status().message() + " (" + options_.name + ")");
     }
@@ -696,7 +617,7 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
     plan.limits = LimitsOf(m, spec.resources);
     FenceGpuEnvironment(m, plan);
     if (spec.cpu_binding == CpuBinding::kCores) {
-      auto cpus = PinCpus(key, static_cast<int>(spec.resources.cpus / kMilliPerCpu));
+      auto cpus = cpu_pins_.Pin(key, static_cast<int>(spec.resources.cpus / kMilliPerCpu));
       if (!cpus.ok()) return cpus.status();
       plan.limits.cpus = *cpus;
     }
@@ -806,7 +727,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
   }
   if (stopped_launches_.erase(key) > 0) {
     launching_.erase(key);
-    pinned_cpus_.erase(key);
+    cpu_pins_.Release(key);
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     ship_cv_.Signal();
     lock.Unlock();

@@ -26,14 +26,17 @@
 #include <string>
 #include <vector>
 
+#include "agent/account_cache.h"
 #include "agent/connection.h"
 #include "agent/container.h"
+#include "agent/cpu_pins.h"
 #include "agent/discovery.h"
 #include "agent/health_book.h"
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
 #include "agent/node_uploads.h"
+#include "agent/parsed_specs.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/resources.h"
@@ -136,27 +139,10 @@ class Agent {
   Status PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec, const std::string& key,
                        const std::string& job_dir, const std::optional<JobAccount>& account,
                        const std::string& mount_script, RunPlan& plan) const;
-  // resources.cpu_binding: cores: `count` of the node's CPUs that no other live rank is pinned to,
-  // held for rank `key` until its exit is seen; an error naming what is free when too few are.
-  Result<std::vector<int>> PinCpus(const std::string& key, int count) EXCLUDES(mu_);
   void AdoptExisting() EXCLUDES(mu_);
   Status Register() EXCLUDES(mu_);
   void ControlLoop() EXCLUDES(mu_);
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
-  // A spec as the launches that use it need it: parsed once, or why it cannot be.
-  struct CachedSpec {
-    std::shared_ptr<const JobSpec> spec;  // null when `error` says why
-    std::string error;
-    size_t bytes = 0;  // its text's size, what the cache's byte cap counts
-    uint64_t last_use = 0;
-  };
-  // Parses a spec's text (outside the lock).
-  static CachedSpec ParseSpec(const std::string& text);
-  // Keeps a parsed spec for the launches that use it: the kMaxCachedSpecs used last, within
-  // kMaxCachedSpecBytes of text (the one just added always stays).
-  void CacheSpec(int64_t spec_id, CachedSpec spec) REQUIRES(mu_);
-  // options_.lookup_account, its answers kept for kAccountCacheMs.
-  Result<JobAccount> LookupAccount(const std::string& user) EXCLUDES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
   // Node health (agent/agent_health.cpp). SetUpHealth builds the prober, loads sticky faults and
   // runs the first round (before the node registers: a node whose probes fail never comes UP).
@@ -276,8 +262,11 @@ class Agent {
   CgroupHost cgroups_;             // set in Run(), read-only after
   ContainerHost containers_;       // set in Run(), read-only after
   std::map<int, int> gpu_minors_;  // discovered GPUs: index -> device minor (Run(), read-only)
-  std::vector<int> node_cpus_;     // the CPUs the agent may run on (Run(), read-only)
-  std::map<int, std::string> cpu_cores_;  // their physical cores (Run(), read-only)
+  // Its managers, each with its own lock: the CPUs pinned ranks hold (configured in Run()), the
+  // specs parsed for launches, the unix accounts looked up for them.
+  CpuPins cpu_pins_;
+  ParsedSpecs specs_;
+  AccountCache accounts_;
   std::string node_id_;
   int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 
@@ -298,9 +287,7 @@ class Agent {
   // Taken from launches_, not yet in jobs_: key -> the rank's id.
   std::map<std::string, proto::AttemptRank> launching_ GUARDED_BY(mu_);
   std::set<std::string> stopped_launches_ GUARDED_BY(mu_);  // of launching_, told to stop
-  // Ranks pinned to CPUs (resources.cpu_binding), key -> CPUs, until their exit is seen.
-  std::map<std::string, std::vector<int>> pinned_cpus_ GUARDED_BY(mu_);
-  std::deque<proto::Report> reports_ GUARDED_BY(mu_);  // waiting to be sent
+  std::deque<proto::Report> reports_ GUARDED_BY(mu_);       // waiting to be sent
   std::string session_ GUARDED_BY(mu_);
   // Interactive sessions being relayed (agent/session_pump.h), each on a thread of its own; Run()
   // waits for them to end after a stop.
@@ -308,15 +295,7 @@ class Agent {
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
-  // spec id -> the spec; the newest kMaxCachedSpecs used, within kMaxCachedSpecBytes. Cleared
-  // at each registration: the server sends a new session every spec again, and a server started
-  // afresh on a new store numbers its specs from 1 again.
-  std::map<int64_t, CachedSpec> spec_cache_ GUARDED_BY(mu_);
-  size_t spec_cache_bytes_ GUARDED_BY(mu_) = 0;
-  uint64_t spec_uses_ GUARDED_BY(mu_) = 0;
   std::string old_specs_;  // <state>/specs.old to remove once registered; set before the threads
-  // user -> (monotonic ms it expires, account)
-  std::map<std::string, std::pair<int64_t, JobAccount>> accounts_ GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   // Node health: the prober (set before the threads; RunLight/RunIdle from the health thread
   // only, RunHooks from any), what it found, and the epilogs waiting to run.

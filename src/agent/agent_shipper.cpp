@@ -183,7 +183,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     for (const auto& e : fresh) {
       if (shipped_all && e.kind == "exited") {
         it->second.exited = true;
-        pinned_cpus_.erase(it->first);  // every process of the rank is gone
+        cpu_pins_.Release(it->first);  // every process of the rank is gone
         if (e.phase != "launch" && e.phase != "prolog") ended.emplace_back(job.dir, e.exit_code);
       }
     }

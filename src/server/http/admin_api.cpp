@@ -1,4 +1,6 @@
 // Who am I, and the admins' API: users' rights, tokens, the audit log (docs/api.md "Admin").
+#include "server/http/admin_api.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
 
 namespace berth {
 
@@ -81,7 +82,34 @@ Status OnlyFields(const json::object& o, std::initializer_list<std::string_view>
 
 }  // namespace
 
-net::HttpResponse Server::HandleWhoami(const Principal& by) {
+void AdminApi::AddRoutes(RouteTable& t) {
+  using R = RunsOn;
+  t.Add("GET", "/v1/whoami", R::kIoThread,
+        [this](const RouteCall& c) { return HandleWhoami(*c.by); });
+  // Administration.
+  t.Add("GET", "/v1/admin/tokens", R::kRead,
+        [this](const RouteCall& c) { return HandleListTokens(*c.by); });
+  t.Add("POST", "/v1/admin/tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/tokens/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeToken(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/join-tokens", R::kState,
+        [this](const RouteCall& c) { return HandleCreateJoinToken(*c.req, *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/revoke", R::kState,
+        [this](const RouteCall& c) { return HandleRevokeNode(c.params[0], *c.by); });
+  t.Add("POST", "/v1/admin/nodes/{name}/users", R::kState,
+        [this](const RouteCall& c) { return HandleSetNodeUsers(*c.req, c.params[0], *c.by); });
+  t.Add("GET", "/v1/admin/users", R::kRead,
+        [this](const RouteCall& c) { return HandleListUsers(*c.by); });
+  t.Add("POST", "/v1/admin/users/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetUser(c.params[0], *c.req, *c.by); });
+  t.Add("POST", "/v1/admin/teams/{name}", R::kState,
+        [this](const RouteCall& c) { return HandleSetTeam(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/admin/audit", R::kRead,
+        [this](const RouteCall& c) { return HandleAudit(*c.req, *c.by); });
+}
+
+net::HttpResponse AdminApi::HandleWhoami(const Principal& by) {
   json::object o{{"user", by.user},
                  {"role", std::string(RoleName(by.role))},
                  {"team", by.team.empty() ? json::value(nullptr) : json::value(by.team)},
@@ -91,7 +119,7 @@ net::HttpResponse Server::HandleWhoami(const Principal& by) {
   return JsonResponse(200, o);
 }
 
-net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AdminApi::HandleCreateToken(const net::HttpRequest& req, const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
   BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"user", "name", "role", "expires_in_ms"}));
@@ -117,15 +145,16 @@ net::HttpResponse Server::HandleCreateToken(const net::HttpRequest& req, const P
   if (*expires < 0 || *expires > kMaxExpiresMs) {
     return ErrorResponse(Status::Invalid("expires_in_ms must be between 0 and 100 years"));
   }
-  if (*expires > 0) request.expires_at = clock_.Now() + *expires;
-  auto created = accounts_->CreateToken(by, std::move(request));
+  if (*expires > 0) request.expires_at = c_.clock.Now() + *expires;
+  auto created = c_.accounts.CreateToken(by, std::move(request));
   if (!created.ok()) return ErrorResponse(created.status());
-  json::object out = TokenJson(created->row, clock_.Now());
+  json::object out = TokenJson(created->row, c_.clock.Now());
   out["token"] = created->secret;
   return JsonResponse(201, out);
 }
 
-net::HttpResponse Server::HandleCreateJoinToken(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AdminApi::HandleCreateJoinToken(const net::HttpRequest& req,
+                                                  const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
   BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"expires_in_ms", "reusable", "users"}));
@@ -142,37 +171,37 @@ net::HttpResponse Server::HandleCreateJoinToken(const net::HttpRequest& req, con
   if (*expires < 0 || *expires > kMaxExpiresMs) {
     return ErrorResponse(Status::Invalid("expires_in_ms must be between 0 and 100 years"));
   }
-  if (*expires > 0) request.expires_at = clock_.Now() + *expires;
+  if (*expires > 0) request.expires_at = c_.clock.Now() + *expires;
   auto speaks_for = SpeaksForFromJson(*o);
   if (!speaks_for.ok()) return ErrorResponse(speaks_for.status());
   request.speaks_for = *speaks_for;
-  auto created = accounts_->CreateJoinToken(by, request);
+  auto created = c_.accounts.CreateJoinToken(by, request);
   if (!created.ok()) return ErrorResponse(created.status());
-  json::object out = TokenJson(created->row, clock_.Now());
+  json::object out = TokenJson(created->row, c_.clock.Now());
   out["token"] = created->secret;
   out["reusable"] = request.reusable;
   return JsonResponse(201, out);
 }
 
-net::HttpResponse Server::HandleSetNodeUsers(const net::HttpRequest& req, const std::string& node,
-                                             const Principal& by) {
+net::HttpResponse AdminApi::HandleSetNodeUsers(const net::HttpRequest& req, const std::string& node,
+                                               const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
   BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"users"}));
   if (!o->contains("users")) return ErrorResponse(Status::Invalid("'users' is required"));
   auto speaks_for = SpeaksForFromJson(*o);
   if (!speaks_for.ok()) return ErrorResponse(speaks_for.status());
-  auto changed = accounts_->SetNodeUsers(by, node, *speaks_for);
+  auto changed = c_.accounts.SetNodeUsers(by, node, *speaks_for);
   if (!changed.ok()) return ErrorResponse(changed.status());
   return JsonResponse(200, json::object{{"node", node}, {"users", SpeaksForJson(*speaks_for)}});
 }
 
-net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Principal& by) {
-  auto revoked = accounts_->RevokeNode(by, node, core_->NodeLastSeen(node).has_value());
+net::HttpResponse AdminApi::HandleRevokeNode(const std::string& node, const Principal& by) {
+  auto revoked = c_.accounts.RevokeNode(by, node, c_.core.NodeLastSeen(node).has_value());
   if (!revoked.ok()) return ErrorResponse(revoked.status());
   // Its agent's session ends now: its calls fail from here on (it cannot register again), and
   // its lease runs out as any silent node's does.
-  core_->EndSession(node);
+  c_.core.EndSession(node);
   json::array names;
   bool freed = false;
   for (const TokenRow& row : *revoked) {
@@ -183,29 +212,29 @@ net::HttpResponse Server::HandleRevokeNode(const std::string& node, const Princi
       200, json::object{{"node", node}, {"revoked", std::move(names)}, {"freed", freed}});
 }
 
-net::HttpResponse Server::HandleListTokens(const Principal& by) {
+net::HttpResponse AdminApi::HandleListTokens(const Principal& by) {
   BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "listing tokens"));
   json::array tokens;
-  TimeMs now = clock_.Now();
-  for (const auto& t : accounts_->Tokens()) tokens.push_back(TokenJson(t, now));
+  TimeMs now = c_.clock.Now();
+  for (const auto& t : c_.accounts.Tokens()) tokens.push_back(TokenJson(t, now));
   return JsonResponse(200, json::object{{"tokens", std::move(tokens)}});
 }
 
-net::HttpResponse Server::HandleRevokeToken(const std::string& name, const Principal& by) {
-  auto row = accounts_->RevokeToken(by, name);
+net::HttpResponse AdminApi::HandleRevokeToken(const std::string& name, const Principal& by) {
+  auto row = c_.accounts.RevokeToken(by, name);
   if (!row.ok()) return ErrorResponse(row.status());
-  return JsonResponse(200, TokenJson(*row, clock_.Now()));
+  return JsonResponse(200, TokenJson(*row, c_.clock.Now()));
 }
 
-net::HttpResponse Server::HandleListUsers(const Principal& by) {
+net::HttpResponse AdminApi::HandleListUsers(const Principal& by) {
   BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "listing users"));
   json::array users;
-  for (const auto& u : accounts_->Users()) users.push_back(UserJson(u));
+  for (const auto& u : c_.accounts.Users()) users.push_back(UserJson(u));
   return JsonResponse(200, json::object{{"users", std::move(users)}});
 }
 
-net::HttpResponse Server::HandleSetUser(const std::string& name, const net::HttpRequest& req,
-                                        const Principal& by) {
+net::HttpResponse AdminApi::HandleSetUser(const std::string& name, const net::HttpRequest& req,
+                                          const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
   BERTH_RESPOND_IF_ERROR(
@@ -246,14 +275,14 @@ net::HttpResponse Server::HandleSetUser(const std::string& name, const net::Http
                                                    : change.max_pending_jobs) =
         static_cast<int>(*n);
   }
-  auto row = accounts_->SetUser(by, change);
+  auto row = c_.accounts.SetUser(by, change);
   if (!row.ok()) return ErrorResponse(row.status());
-  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
+  c_.core.SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
   return JsonResponse(200, UserJson(*row));
 }
 
-net::HttpResponse Server::HandleSetTeam(const std::string& name, const net::HttpRequest& req,
-                                        const Principal& by) {
+net::HttpResponse AdminApi::HandleSetTeam(const std::string& name, const net::HttpRequest& req,
+                                          const Principal& by) {
   auto o = BodyObject(req);
   if (!o.ok()) return ErrorResponse(o.status());
   BERTH_RESPOND_IF_ERROR(OnlyFields(*o, {"quota", "borrow_limit", "weight"}));
@@ -281,9 +310,9 @@ net::HttpResponse Server::HandleSetTeam(const std::string& name, const net::Http
     if (!v->is_number()) return ErrorResponse(Status::Invalid("'weight' must be a number"));
     change.weight = v->to_number<double>();
   }
-  auto row = accounts_->SetTeam(by, change);
+  auto row = c_.accounts.SetTeam(by, change);
   if (!row.ok()) return ErrorResponse(row.status());
-  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
+  c_.core.SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
   json::object quota;
   for (const auto& [type, milli] : row->quota) quota[type] = double(milli) / kMilliPerGpu;
   json::object borrow;
@@ -296,7 +325,7 @@ net::HttpResponse Server::HandleSetTeam(const std::string& name, const net::Http
                                         {"updated_by", row->updated_by}});
 }
 
-net::HttpResponse Server::HandleAudit(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AdminApi::HandleAudit(const net::HttpRequest& req, const Principal& by) {
   BERTH_RESPOND_IF_ERROR(NeedRole(by, Role::kAdmin, "reading the audit log"));
   int limit = 100;
   try {
@@ -304,7 +333,7 @@ net::HttpResponse Server::HandleAudit(const net::HttpRequest& req, const Princip
   } catch (...) {
     return ErrorResponse(Status::Invalid("limit must be an integer"));
   }
-  auto rows = store_->ListAudit(limit);
+  auto rows = c_.store.ListAudit(limit);
   if (!rows.ok()) return ErrorResponse(rows.status());
   json::array out;
   for (const auto& r : *rows) {

@@ -9,8 +9,8 @@
 #include "common/strings.h"
 #include "common/term_channel.h"
 #include "protocol/agent_protocol.h"
+#include "server/http/agents_api.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
 
 namespace berth {
 namespace {
@@ -24,14 +24,50 @@ Status SpeaksFor(const Principal& by, const std::string& node) {
 
 }  // namespace
 
-net::HttpResponse Server::HandleJoin(const net::HttpRequest& req, const Principal& by) {
+void AgentsApi::AddRoutes(RouteTable& t) {
+  using R = RunsOn;
+  // A handler that answers through its Responder (a stream) returns this.
+  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
+  // A join token does one thing: it is exchanged for a node's own credential.
+  t.Add(
+      "POST", "/v1/agent/join", R::kState,
+      [this](const RouteCall& c) { return HandleJoin(*c.req, *c.by); }, Callers::kJoinToken);
+
+  // The agents' protocol (nodes only: see Handle).
+  t.Add("GET", "/v1/specs/{id}", R::kState,
+        [this](const RouteCall& c) { return HandleGetSpec(c.id, *c.req, *c.by); });
+  t.Add("POST", "/v1/agent/register", R::kState,
+        [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/heartbeat", R::kState,
+        [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/health", R::kState,
+        [this](const RouteCall& c) { return HandleHealth(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/report", R::kState,
+        [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/logs", R::kState,
+        [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/logs/batch", R::kState,
+        [this](const RouteCall& c) { return HandleLogBatch(*c.req, *c.by); });
+  t.Add("POST", "/v1/agent/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
+  t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
+    HandleWatch(*c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
+    return streamed();
+  });
+}
+
+net::HttpResponse AgentsApi::HandleJoin(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object() || !body->as_object().contains("node") ||
       !body->as_object().at("node").is_string()) {
     return ErrorResponse(Status::Invalid("join: body must be {\"node\": NAME}"));
   }
   const std::string node(body->as_object().at("node").as_string());
-  auto created = accounts_->JoinNode(by, node, core_->NodeLastSeen(node));
+  auto created = c_.accounts.JoinNode(by, node, c_.core.NodeLastSeen(node));
   if (!created.ok()) return ErrorResponse(created.status());
   LogInfo("node {} joined with {} and holds credential {}", node, by.via, created->row.name);
   return JsonResponse(
@@ -39,7 +75,7 @@ net::HttpResponse Server::HandleJoin(const net::HttpRequest& req, const Principa
       json::object{{"node", node}, {"name", created->row.name}, {"credential", created->secret}});
 }
 
-net::HttpResponse Server::HandleRegister(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleRegister(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(400, "register: body must be a JSON object");
@@ -54,34 +90,34 @@ net::HttpResponse Server::HandleRegister(const net::HttpRequest& req, const Prin
         "give each node its own credential (docs/security.md \"Node credentials\")",
         request->name);
   }
-  auto answer = core_->Register(*request, req.remote_address);
+  auto answer = c_.core.Register(*request, req.remote_address);
   if (!answer.ok()) return ErrorResponse(answer.status());
   // Its new session's queue starts empty: what was waiting for the node is sent again.
-  terminals_.InviteAgain(request->name);
+  c_.terminals.InviteAgain(request->name);
   return JsonResponse(200, answer->Encode());
 }
 
-void Server::HandleWatch(const net::HttpRequest& req, const Principal& by,
-                         std::shared_ptr<net::Responder> res) {
+void AgentsApi::HandleWatch(const net::HttpRequest& req, const Principal& by,
+                            std::shared_ptr<net::Responder> res) {
   if (Status st = SpeaksFor(by, req.Query("node")); !st.ok()) return res->Send(ErrorResponse(st));
-  if (stopping_ || !streams_.Attach(req.Query("node"), req.Query("session"), res)) {
+  if (c_.stopping || !c_.streams.Attach(req.Query("node"), req.Query("session"), res)) {
     res->Send(ErrorResponse(409, "unknown agent session; register again"));
   }
 }
 
 // The node's end of an interactive session the server announced (server/http/terminal_bridges.h).
-void Server::HandleAgentSession(const std::string& sid, const net::HttpRequest& req,
-                                const Principal& by, std::shared_ptr<net::Responder> res) {
+void AgentsApi::HandleAgentSession(const std::string& sid, const net::HttpRequest& req,
+                                   const Principal& by, std::shared_ptr<net::Responder> res) {
   if (Status st = SpeaksFor(by, req.Query("node")); !st.ok()) return res->Send(ErrorResponse(st));
-  if (Status st = terminals_.CheckWaiting(sid, req.Query("node")); !st.ok()) {
+  if (Status st = c_.terminals.CheckWaiting(sid, req.Query("node")); !st.ok()) {
     return res->Send(ErrorResponse(st));
   }
   res->AcceptWebSocket(kSessionSubprotocol, [this, sid](std::shared_ptr<net::WebSocket> ws) {
-    terminals_.Join(sid, std::move(ws));
+    c_.terminals.Join(sid, std::move(ws));
   });
 }
 
-net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleHeartbeat(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(400, "heartbeat: body must be a JSON object");
@@ -89,12 +125,12 @@ net::HttpResponse Server::HandleHeartbeat(const net::HttpRequest& req, const Pri
   auto request = proto::HeartbeatRequest::Decode(*body);
   if (!request.ok()) return ErrorResponse(400, request.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
-  auto answer = core_->Heartbeat(request->node, request->session);
+  auto answer = c_.core.Heartbeat(request->node, request->session);
   if (!answer.ok()) return ErrorResponse(answer.status());
   return JsonResponse(200, answer->Encode());
 }
 
-net::HttpResponse Server::HandleHealth(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleHealth(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(400, "health: body must be a JSON object");
@@ -102,12 +138,12 @@ net::HttpResponse Server::HandleHealth(const net::HttpRequest& req, const Princi
   auto request = proto::HealthRequest::Decode(*body);
   if (!request.ok()) return ErrorResponse(400, request.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
-  auto answer = core_->ReportHealth(*request);
+  auto answer = c_.core.ReportHealth(*request);
   if (!answer.ok()) return ErrorResponse(answer.status());
   return JsonResponse(200, answer->Encode());
 }
 
-net::HttpResponse Server::HandleReport(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleReport(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(400, "report: body must be a JSON object");
@@ -115,37 +151,37 @@ net::HttpResponse Server::HandleReport(const net::HttpRequest& req, const Princi
   auto batch = proto::ReportRequest::Decode(*body);
   if (!batch.ok()) return ErrorResponse(400, batch.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, batch->node));
-  auto results = core_->Report(*batch);
+  auto results = c_.core.Report(*batch);
   if (!results.ok()) return ErrorResponse(results.status());
   return JsonResponse(200, proto::ReportAnswer{std::move(*results)}.Encode());
 }
 
-net::HttpResponse Server::HandleLogAppend(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleLogAppend(const net::HttpRequest& req, const Principal& by) {
   auto append = proto::LogAppend::FromQuery(req.query);
   if (!append.ok()) return ErrorResponse(400, append.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, append->node));
   auto prefix =
-      core_->LogPrefix(append->node, append->session, append->job, append->attempt, append->rank);
+      c_.core.LogPrefix(append->node, append->session, append->job, append->attempt, append->rank);
   if (!prefix.ok()) return ErrorResponse(prefix.status());
   auto size =
-      logs_->Append(append->job, append->attempt, append->rank, append->offset, req.body, *prefix);
+      c_.logs.Append(append->job, append->attempt, append->rank, append->offset, req.body, *prefix);
   if (!size.ok()) {
     return JsonResponse(
-        409, proto::LogAppendAnswer{logs_->Size(append->job, append->attempt, append->rank),
+        409, proto::LogAppendAnswer{c_.logs.Size(append->job, append->attempt, append->rank),
                                     size.status().message()}
                  .Encode());
   }
-  core_->LogsAppended(append->job);
+  c_.core.LogsAppended(append->job);
   return JsonResponse(200, proto::LogAppendAnswer{*size, ""}.Encode());
 }
 
-net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleLogBatch(const net::HttpRequest& req, const Principal& by) {
   const std::string node = req.Query("node");
   const std::string session = req.Query("session");
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, node));
   auto pieces = proto::DecodeLogBatch(req.body);
   if (!pieces.ok()) return ErrorResponse(400, pieces.status().message());
-  if (!core_->SessionIs(node, session)) {
+  if (!c_.core.SessionIs(node, session)) {
     return ErrorResponse(
         Status::Conflict("unknown agent session for node '" + node + "'; register again"));
   }
@@ -156,7 +192,7 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
   ranks.reserve(pieces->size());
   for (const proto::LogPiece& p : *pieces) ranks.push_back({p.job, p.attempt, p.rank});
   // The core's lock once for the batch, not once per piece.
-  std::vector<Result<std::string>> prefixes = core_->LogPrefixes(node, session, ranks);
+  std::vector<Result<std::string>> prefixes = c_.core.LogPrefixes(node, session, ranks);
   for (size_t i = 0; i < pieces->size(); ++i) {
     const proto::LogPiece& p = (*pieces)[i];
     Result<std::string>& prefix = prefixes[i];
@@ -170,22 +206,22 @@ net::HttpResponse Server::HandleLogBatch(const net::HttpRequest& req, const Prin
       answer.results.push_back({p.offset, std::string(prefix.status().message())});
       continue;
     }
-    auto size = logs_->Append(p.job, p.attempt, p.rank, p.offset, p.data, *prefix);
+    auto size = c_.logs.Append(p.job, p.attempt, p.rank, p.offset, p.data, *prefix);
     if (!size.ok()) {  // a gap: the agent resumes from the size held
       answer.results.push_back(
-          {logs_->Size(p.job, p.attempt, p.rank), std::string(size.status().message())});
+          {c_.logs.Size(p.job, p.attempt, p.rank), std::string(size.status().message())});
       continue;
     }
     answer.results.push_back({*size, ""});
     appended.insert(p.job);
   }
-  if (!appended.empty()) core_->LogsAppended(appended);
+  if (!appended.empty()) c_.core.LogsAppended(appended);
   if (!ended.ok()) return ErrorResponse(ended);
   return JsonResponse(200, answer.Encode());
 }
 
-net::HttpResponse Server::HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
-                                        const Principal& by) {
+net::HttpResponse AgentsApi::HandleGetSpec(int64_t spec_id, const net::HttpRequest& req,
+                                           const Principal& by) {
   // A spec holds its job's environment (secrets included): only a node that runs one of its jobs
   // may read it, naming its session and the job it launches.
   auto job = ParseDecimal(req.Query("job"));
@@ -194,18 +230,18 @@ net::HttpResponse Server::HandleGetSpec(int64_t spec_id, const net::HttpRequest&
         "spec: say which node and session fetch it, for which job (?node=N&session=S&job=J)"));
   }
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, req.Query("node")));
-  if (Status may = core_->MayReadSpec(req.Query("node"), req.Query("session"), *job, spec_id);
+  if (Status may = c_.core.MayReadSpec(req.Query("node"), req.Query("session"), *job, spec_id);
       !may.ok()) {
     return ErrorResponse(may);
   }
-  auto text = store_->GetSpec(spec_id);
+  auto text = c_.store.GetSpec(spec_id);
   if (!text.ok()) return ErrorResponse(text.status());
   net::HttpResponse r;
   r.body = *text;
   return r;
 }
 
-net::HttpResponse Server::HandleAgentBlobs(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse AgentsApi::HandleAgentBlobs(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(Status::Invalid(
@@ -227,9 +263,9 @@ net::HttpResponse Server::HandleAgentBlobs(const net::HttpRequest& req, const Pr
     wanted.emplace_back(std::string(w.as_array()[0].as_string()), *AsInt(w.as_array()[1]));
   }
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, *node));
-  auto manifests = core_->JobUploads(*node, *session, *job);
+  auto manifests = c_.core.JobUploads(*node, *session, *job);
   if (!manifests.ok()) return ErrorResponse(manifests.status());
-  auto frames = uploads_->ReadFrames(*manifests, wanted);
+  auto frames = c_.uploads.ReadFrames(*manifests, wanted);
   if (!frames.ok()) return ErrorResponse(frames.status());
   net::HttpResponse r;
   r.status = 200;

@@ -1,4 +1,4 @@
-// The user-facing HTTP API (docs/api.md): submit, list, show, cancel, logs, nodes, drain.
+// JobsApi (jobs_api.h): submit, list, show, cancel, requeue, groups, the queue, logs, nodes, drain.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,67 +9,17 @@
 #include "common/strings.h"
 #include "server/http/http_metrics.h"
 #include "server/http/job_json.h"
+#include "server/http/jobs_api.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
 #include "server/listing.h"
 
 namespace berth {
 
-namespace {
-
-// A request that found its executor's queue full: try again in a second.
-net::HttpResponse BusyResponse() {
-  net::HttpResponse r = ErrorResponse(Status::Unavailable(
-      fmt::format("the server is busy ({} requests wait already); try again shortly",
-                  Server::kMaxQueuedRequests)));
-  r.headers.push_back({"Retry-After", "1"});
-  return r;
-}
-
-}  // namespace
-
 // The API's routes; each names who may call it and where it runs (server/http/routes.h).
-void Server::AddRoutes() {
-  RouteTable& t = routes_;
+void JobsApi::AddRoutes(RouteTable& t) {
   using R = RunsOn;
   // A handler that answers through its Responder (a stream) returns this.
   constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
-
-  // Answered on the I/O thread, to anyone: never waits for anything.
-  t.Add(
-      "GET", "/v1/health", R::kIoThread,
-      [this](const RouteCall&) {
-        json::object health{{"ok", true}, {"version", BERTH_VERSION}};
-        if (options_.ha_status) health["ha"] = options_.ha_status();
-        return JsonResponse(200, std::move(health));
-      },
-      Callers::kAnyone);
-  // The dashboard's ways in, answered before anyone is identified (its files: HandleWebAsset).
-  t.Add(
-      "GET", "/login", R::kIoThread, [this](const RouteCall& c) { return HandleLoginPage(*c.req); },
-      Callers::kAnyone);
-  t.Add(
-      "POST", "/v1/dashboard/login", R::kRead,
-      [this](const RouteCall& c) { return HandleSessionLogin(*c.req); }, Callers::kAnyone);
-  // A join token does one thing: it is exchanged for a node's own credential.
-  t.Add(
-      "POST", "/v1/agent/join", R::kState,
-      [this](const RouteCall& c) { return HandleJoin(*c.req, *c.by); }, Callers::kJoinToken);
-
-  t.Add("GET", "/metrics", R::kRead, [this](const RouteCall&) { return HandleMetrics(); });
-  t.Add("GET", "/v1/whoami", R::kIoThread,
-        [this](const RouteCall& c) { return HandleWhoami(*c.by); });
-  // The dashboard.
-  t.Add("POST", "/v1/dashboard/link", R::kState,
-        [this](const RouteCall& c) { return HandleLoginLink(*c.req, *c.by); });
-  t.Add("GET", "/v1/dashboard/session", R::kRead,
-        [this](const RouteCall& c) { return HandleSessionInfo(*c.req, *c.by); });
-  t.Add("POST", "/v1/dashboard/logout", R::kRead,
-        [this](const RouteCall& c) { return HandleLogout(*c.req); });
-  t.Add("GET", "/v1/dashboard/overview", R::kRead,
-        [this](const RouteCall&) { return HandleOverview(); });
-  t.Add("GET", "/v1/dashboard/queue", R::kRead,
-        [this](const RouteCall& c) { return HandleDashboardQueue(*c.req); });
   // Jobs, groups and the queue.
   t.Add("POST", "/v1/jobs", R::kState,
         [this](const RouteCall& c) { return HandleSubmit(*c.req, *c.by); });
@@ -84,33 +34,10 @@ void Server::AddRoutes() {
     HandleLogs(c.id, *c.req, *c.by, c.res);
     return streamed();
   });
-  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this, streamed](const RouteCall& c) {
-    HandleAttach(c.id, *c.req, *c.by, c.res);
-    return streamed();
-  });
-  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this, streamed](const RouteCall& c) {
-    HandleExecInto(c.id, *c.req, *c.by, c.res);
-    return streamed();
-  });
-  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this, streamed](const RouteCall& c) {
-    HandlePortForward(c.id, *c.req, *c.by, c.res);
-    return streamed();
-  });
   t.Add("GET", "/v1/groups/{id}", R::kRead,
         [this](const RouteCall& c) { return HandleGroup(c.id); });
   t.Add("POST", "/v1/groups/{id}", R::kState,
         [this](const RouteCall& c) { return HandleUpdateGroup(c.id, *c.req, *c.by); });
-  // Uploads (docs/api.md "Uploads"): blob and manifest I/O, off the state executor.
-  t.Add("POST", "/v1/uploads/missing", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadMissing(*c.req, *c.by); });
-  t.Add("POST", "/v1/uploads/blobs", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadBlobs(*c.req, *c.by); });
-  t.Add("PUT", "/v1/uploads/blobs/{digest}", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadPiece(c.params[0], *c.req, *c.by); });
-  t.Add("GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadReceived(c.params[0], *c.by); });
-  t.Add("POST", "/v1/uploads/manifests", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadManifest(*c.req, *c.by); });
   t.Add("GET", "/v1/queue", R::kRead, [this](const RouteCall& c) { return HandleQueue(*c.req); });
   // Accounting and nodes.
   t.Add("GET", "/v1/usage", R::kRead, [this](const RouteCall& c) { return HandleUsage(*c.req); });
@@ -123,134 +50,9 @@ void Server::AddRoutes() {
             return HandleDrain(c.params[0], drain, c.req->Query("force") == "1", *c.by);
           });
   }
-  // Administration.
-  t.Add("GET", "/v1/admin/tokens", R::kRead,
-        [this](const RouteCall& c) { return HandleListTokens(*c.by); });
-  t.Add("POST", "/v1/admin/tokens", R::kState,
-        [this](const RouteCall& c) { return HandleCreateToken(*c.req, *c.by); });
-  t.Add("POST", "/v1/admin/tokens/{name}/revoke", R::kState,
-        [this](const RouteCall& c) { return HandleRevokeToken(c.params[0], *c.by); });
-  t.Add("POST", "/v1/admin/join-tokens", R::kState,
-        [this](const RouteCall& c) { return HandleCreateJoinToken(*c.req, *c.by); });
-  t.Add("POST", "/v1/admin/nodes/{name}/revoke", R::kState,
-        [this](const RouteCall& c) { return HandleRevokeNode(c.params[0], *c.by); });
-  t.Add("POST", "/v1/admin/nodes/{name}/users", R::kState,
-        [this](const RouteCall& c) { return HandleSetNodeUsers(*c.req, c.params[0], *c.by); });
-  t.Add("GET", "/v1/admin/users", R::kRead,
-        [this](const RouteCall& c) { return HandleListUsers(*c.by); });
-  t.Add("POST", "/v1/admin/users/{name}", R::kState,
-        [this](const RouteCall& c) { return HandleSetUser(c.params[0], *c.req, *c.by); });
-  t.Add("POST", "/v1/admin/teams/{name}", R::kState,
-        [this](const RouteCall& c) { return HandleSetTeam(c.params[0], *c.req, *c.by); });
-  t.Add("GET", "/v1/admin/audit", R::kRead,
-        [this](const RouteCall& c) { return HandleAudit(*c.req, *c.by); });
-  // The agents' protocol (nodes only: see Handle).
-  t.Add("GET", "/v1/specs/{id}", R::kState,
-        [this](const RouteCall& c) { return HandleGetSpec(c.id, *c.req, *c.by); });
-  t.Add("POST", "/v1/agent/register", R::kState,
-        [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/heartbeat", R::kState,
-        [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/health", R::kState,
-        [this](const RouteCall& c) { return HandleHealth(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/report", R::kState,
-        [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/logs", R::kState,
-        [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/logs/batch", R::kState,
-        [this](const RouteCall& c) { return HandleLogBatch(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/blobs", R::kRead,
-        [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
-  t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
-    HandleWatch(*c.req, *c.by, c.res);
-    return streamed();
-  });
-  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this, streamed](const RouteCall& c) {
-    HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
-    return streamed();
-  });
 }
 
-void Server::Dispatch(const RouteTable::Route& route, RouteCall call) {
-  if (route.runs_on == RunsOn::kIoThread) {
-    call.res->Send(route.handler(call));
-    return;
-  }
-  Executor& exec = route.runs_on == RunsOn::kState ? *state_exec_ : *read_exec_;
-  auto res = call.res;
-  const bool queued = exec.TryPost(
-      [&route, call = std::move(call)] {
-        net::HttpResponse out;
-        try {
-          out = route.handler(call);
-        } catch (const std::exception& e) {
-          LogError("{} {}: {}", call.req->method, call.req->path, e.what());
-          out = ErrorResponse(Status::Internal(std::string("internal error: ") + e.what()));
-        }
-        if (out.status == 0) return;
-        if (call.req->method == "GET") AnswerWithEtag(*call.req, out);
-        call.res->Send(std::move(out));
-      },
-      Server::kMaxQueuedRequests);
-  if (!queued) res->Send(BusyResponse());
-}
-
-void Server::Handle(net::HttpRequest&& request, std::shared_ptr<net::Responder> res) {
-  const std::vector<std::string> parts = Split(request.path, '/');  // "", "v1", ...
-  RouteTable::Match match = routes_.Find(request.method, parts);
-  // The matched route's template labels the request; only a request no route takes is labelled by
-  // its shape alone.
-  res = std::make_shared<ObservedResponder>(std::move(res), http_seconds_,
-                                            match.route ? match.route->path : routes_.Label(parts),
-                                            request.method);
-  const Callers callers = match.route ? match.route->callers : Callers::kIdentified;
-  auto call = [&](std::shared_ptr<net::HttpRequest> req, std::shared_ptr<Principal> by) {
-    Dispatch(*match.route, RouteCall{.req = std::move(req),
-                                     .by = std::move(by),
-                                     .res = res,
-                                     .params = std::move(match.params),
-                                     .id = match.id});
-  };
-  if (callers == Callers::kAnyone) {
-    return call(std::make_shared<net::HttpRequest>(std::move(request)), nullptr);
-  }
-  // The dashboard's page and files are served before anyone is identified.
-  if (parts.size() <= 2 && request.method == "GET") {
-    if (auto asset = HandleWebAsset(request)) return res->Send(std::move(*asset));
-  }
-  auto who = identity_->Identify(request);
-  if (!who.ok()) return res->Send(ErrorResponse(who.status()));
-  auto req = std::make_shared<net::HttpRequest>(std::move(request));
-  auto by = std::make_shared<Principal>(std::move(*who));
-  if (by->is_join) {
-    if (callers == Callers::kJoinToken) return call(std::move(req), std::move(by));
-    return res->Send(ErrorResponse(Status::Forbidden(
-        "a join token may only join a node (POST /v1/agent/join); the node then uses its own "
-        "credential")));
-  }
-  // The agents' protocol is for nodes, everything else for users.
-  const bool agent_call =
-      parts.size() >= 3 && parts[1] == "v1" && (parts[2] == "agent" || parts[2] == "specs");
-  if (agent_call && !by->is_node) {
-    return res->Send(ErrorResponse(Status::Forbidden(
-        "the agents' protocol needs a node's credential or the cluster token (" +
-        (by->is_user ? by->user + " is a user, not a node" : std::string("none presented")) +
-        ")")));
-  }
-  if (!agent_call && !by->is_user) {
-    return res->Send(ErrorResponse(Status::Forbidden(
-        "the cluster token identifies nodes, not users: present your own token (berth login) or "
-        "use the server's unix socket")));
-  }
-  if (!match.route || callers != Callers::kIdentified) {
-    return res->Send(
-        ErrorResponse(Status::NotFound("no such endpoint: " + req->method + " " + req->path)));
-  }
-  if (!match.error.ok()) return res->Send(ErrorResponse(match.error));
-  call(std::move(req), std::move(by));
-}
-
-net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse JobsApi::HandleSubmit(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
   if (!body->is_object())
@@ -286,7 +88,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
                                            by.user + " (" + by.via + "), the request says '" +
                                            *user + "'"));
   }
-  if (by.user == "root" && !options_.allow_root_jobs) {
+  if (by.user == "root" && !c_.options.allow_root_jobs) {
     return ErrorResponse(Status::Forbidden(
         "this server refuses jobs of root (they would run as root on the nodes); submit as "
         "another user, or start the server with --allow-root-jobs"));
@@ -297,7 +99,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
           "file_mounts: " + m.target + ": the source must be uploaded first (berth exec does)"));
     }
   }
-  if (Status st = uploads_->CheckSpec(by.user, request.spec); !st.ok()) return ErrorResponse(st);
+  if (Status st = c_.uploads.CheckSpec(by.user, request.spec); !st.ok()) return ErrorResponse(st);
   if (by.max_priority && request.spec.priority > *by.max_priority) {
     return ErrorResponse(Status::Forbidden(fmt::format(
         "priority {} is over your limit: {} may submit at priority {} at most (an admin raises "
@@ -309,10 +111,10 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   if (*num_jobs < 0 || (o.contains("num_jobs") && *num_jobs == 0)) {
     return ErrorResponse(Status::Invalid("num_jobs must be at least 1"));
   }
-  if (*num_jobs > options_.max_jobs_per_submit) {
+  if (*num_jobs > c_.options.max_jobs_per_submit) {
     return ErrorResponse(
         Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
-                                    *num_jobs, options_.max_jobs_per_submit)));
+                                    *num_jobs, c_.options.max_jobs_per_submit)));
   }
   request.key = req.Header("idempotency-key");
   if (request.key.size() > 255 ||
@@ -325,7 +127,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   request.depend_on_any = by.Has(Role::kOperator);
   request.as_group = o.contains("num_jobs");
   request.count = request.as_group ? static_cast<int>(*num_jobs) : 1;
-  auto answer = core_->Submit(std::move(request));
+  auto answer = c_.core.Submit(std::move(request));
   if (!answer.ok()) return ErrorResponse(answer.status());
   json::array ids;
   for (int64_t id : answer->ids) ids.push_back(id);
@@ -336,7 +138,7 @@ net::HttpResponse Server::HandleSubmit(const net::HttpRequest& req, const Princi
   return JsonResponse(201, out);
 }
 
-net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
+net::HttpResponse JobsApi::HandleListJobs(const net::HttpRequest& req) {
   JobQuery q;
   q.all = req.Query("all") == "1" || req.Query("all") == "true";
   auto limit = listing::IntParam(req, "limit", 0, 0, INT32_MAX);
@@ -371,12 +173,12 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
     } else {
       chunk.page = page + 1;
     }
-    auto got = store_->ListJobs(chunk);
+    auto got = c_.store.ListJobs(chunk);
     if (!got.ok()) return ErrorResponse(got.status());
     const bool exhausted = static_cast<int>(got->size()) <= page;
     const std::optional<int64_t> last =
         got->empty() ? std::nullopt : std::optional<int64_t>(got->back().id);
-    filter->Keep(*got, [this](const std::string& u) { return core_->TeamOf(u); });
+    filter->Keep(*got, [this](const std::string& u) { return c_.core.TeamOf(u); });
     for (JobRow& row : *got) rows.push_back(std::move(row));
     if (static_cast<int>(rows.size()) > page) {
       rows.resize(page);
@@ -392,7 +194,7 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   for (const auto& row : rows) {
     if (row.status == JobStatus::kPending) pending.push_back(row.id);
   }
-  auto waiting = core_->WaitingReasons(pending);
+  auto waiting = c_.core.WaitingReasons(pending);
   json::array jobs;
   for (const auto& row : rows) {
     auto it = waiting.find(row.id);
@@ -402,7 +204,7 @@ net::HttpResponse Server::HandleListJobs(const net::HttpRequest& req) {
   return JsonResponse(200, json::object{{"jobs", std::move(jobs)}, {"more", more}, {"next", next}});
 }
 
-net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
+net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
   auto limit_param = listing::IntParam(req, "limit", 50, 0, listing::kMaxPage);
   if (!limit_param.ok()) return ErrorResponse(limit_param.status());
   auto active_cap_param = listing::IntParam(req, "active_cap", 1000, 0, listing::kMaxQueueActive);
@@ -411,15 +213,15 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   const int active_cap = static_cast<int>(*active_cap_param);
   // By user and team only: the summary's active rows come from the core's counts by group.
   const listing::RowFilter filter{.user = req.Query("user"), .team = req.Query("team")};
-  Core::QueueOverview ov = core_->Overview(filter);
+  Core::QueueOverview ov = c_.core.Overview(filter);
   // The newest finished jobs (grouped ones stand for their group), filtered like the active ones.
   JobQuery finished_query;
   finished_query.finished_only = true;
   finished_query.limit = limit;
-  auto finished = store_->ListJobs(finished_query);
+  auto finished = c_.store.ListJobs(finished_query);
   if (!finished.ok()) return ErrorResponse(finished.status());
   const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
-  filter.Keep(*finished, [this](const std::string& u) { return core_->TeamOf(u); });
+  filter.Keep(*finished, [this](const std::string& u) { return c_.core.TeamOf(u); });
   // Every group to show, with the row that stands for it: its newest active job, or (for a group
   // with nothing active) its newest finished one.
   std::map<int64_t, int64_t> group_row;  // group -> job id
@@ -430,21 +232,21 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
   const size_t shown_active = std::min(ov.ungrouped.size(), static_cast<size_t>(active_cap));
   std::vector<int64_t> ids(ov.ungrouped.begin(), ov.ungrouped.begin() + shown_active);
   for (const auto& [group, id] : group_row) ids.push_back(id);
-  auto rows = store_->GetJobs(ids);
+  auto rows = c_.store.GetJobs(ids);
   if (!rows.ok()) return ErrorResponse(rows.status());
   std::map<int64_t, const JobRow*> by_id;
   for (const JobRow& row : *rows) by_id[row.id] = &row;
   for (const JobRow& row : *finished) by_id.try_emplace(row.id, &row);
   std::vector<int64_t> groups;
   for (const auto& [group, id] : group_row) groups.push_back(group);
-  auto counts = GroupCounts(groups);
+  auto counts = GroupCountsOf(c_, groups);
   if (!counts.ok()) return ErrorResponse(counts.status());
 
   std::vector<int64_t> pending;
   for (const JobRow& row : *rows) {
     if (row.status == JobStatus::kPending && !row.group) pending.push_back(row.id);
   }
-  auto waiting = core_->WaitingReasons(pending);
+  auto waiting = c_.core.WaitingReasons(pending);
   // Rows newest first: a group sorts by the job that stands for it.
   std::vector<std::pair<int64_t, json::object>> out;
   for (int64_t id : std::vector<int64_t>(ids.begin(), ids.begin() + shown_active)) {
@@ -480,28 +282,28 @@ net::HttpResponse Server::HandleQueue(const net::HttpRequest& req) {
                                         {"more_finished", more_finished}});
 }
 
-Result<std::map<int64_t, std::map<JobStatus, int>>> Server::GroupCounts(
-    const std::vector<int64_t>& groups) {
-  std::map<int64_t, std::map<JobStatus, int>> out = core_->TalliedGroupCounts(groups);
+Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCountsOf(
+    const ApiContext& c_, const std::vector<int64_t>& groups) {
+  std::map<int64_t, std::map<JobStatus, int>> out = c_.core.TalliedGroupCounts(groups);
   std::vector<int64_t> untallied;
   for (int64_t group : groups) {
     if (!out.count(group)) untallied.push_back(group);
   }
   if (untallied.empty()) return out;
-  auto stored = store_->GroupStatusCounts(untallied);
+  auto stored = c_.store.GroupStatusCounts(untallied);
   if (!stored.ok()) return stored.status();
   out.merge(*stored);
   return out;
 }
 
-net::HttpResponse Server::HandleGroup(int64_t group) {
-  std::optional<GroupTallies::Tally> g = core_->TalliedGroup(group);
+net::HttpResponse JobsApi::HandleGroup(int64_t group) {
+  std::optional<GroupTallies::Tally> g = c_.core.TalliedGroup(group);
   if (!g) {
-    auto size = store_->GroupSize(group);
+    auto size = c_.store.GroupSize(group);
     if (!size.ok()) return ErrorResponse(size.status());
-    auto counts = store_->GroupStatusCounts({group});
+    auto counts = c_.store.GroupStatusCounts({group});
     if (!counts.ok()) return ErrorResponse(counts.status());
-    auto info = store_->GetGroup(group);
+    auto info = c_.store.GetGroup(group);
     if (!info.ok()) return ErrorResponse(info.status());
     g = GroupTallies::Tally{.size = *size, .user = info->user, .max_running = info->max_running};
     for (const auto& [status, n] : (*counts)[group]) g->by_status[static_cast<int>(status)] = n;
@@ -515,8 +317,8 @@ net::HttpResponse Server::HandleGroup(int64_t group) {
                         {"counts", StatusCountsJson(g->Counts())}});
 }
 
-net::HttpResponse Server::HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
-                                            const Principal& by) {
+net::HttpResponse JobsApi::HandleUpdateGroup(int64_t group, const net::HttpRequest& req,
+                                             const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
   if (!body->is_object()) return ErrorResponse(Status::Invalid("the body must be a JSON object"));
@@ -537,25 +339,25 @@ net::HttpResponse Server::HandleUpdateGroup(int64_t group, const net::HttpReques
     max_running = static_cast<int>(value.as_int64());
   }
   if (!given) return ErrorResponse(Status::Invalid("say what to change: max_running"));
-  Status st = core_->SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
+  Status st = c_.core.SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
   if (!st.ok()) return ErrorResponse(st);
   return HandleGroup(group);
 }
 
-net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
-  auto rows = store_->GetJobs({id});
+net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
+  auto rows = c_.store.GetJobs({id});
   if (!rows.ok()) return ErrorResponse(rows.status());
   if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
   std::optional<WaitingDetail> waiting;
-  if (row.status == JobStatus::kPending) waiting = core_->WaitingDetailOf(id);
+  if (row.status == JobStatus::kPending) waiting = c_.core.WaitingDetailOf(id);
   json::object o = JobJson(row, waiting ? waiting->reason : "");
   o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
   // A job that asked for no memory is limited by each node's default (docs/security.md
   // "Isolation"): which, on the nodes it was placed on (null: that node enforces none).
   json::object memory_default;
   if (row.resources.memory == 0 && !row.placement.empty()) {
-    const std::map<std::string, Mib> defaults = core_->JobMemoryDefaults(row.placement);
+    const std::map<std::string, Mib> defaults = c_.core.JobMemoryDefaults(row.placement);
     for (const NodeGrant& grant : row.placement) {
       auto it = defaults.find(grant.node);
       memory_default[grant.node] =
@@ -569,7 +371,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   o["spec"] = nullptr;
   // What it waits for is everyone's to see.
   o["depends_on"] = json::array();
-  auto spec = store_->GetSpec(row.spec_id);
+  auto spec = c_.store.GetSpec(row.spec_id);
   if (spec.ok()) {
     auto v = ParseJson(*spec, "stored spec");
     if (v.ok() && v->is_object()) {
@@ -577,7 +379,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
       if (MayActOn(by, row)) o["spec"] = std::move(*v);
     }
   }
-  auto events = store_->GetEvents(id);
+  auto events = c_.store.GetEvents(id);
   if (events.ok()) {
     json::array ev;
     for (const auto& e : *events) {
@@ -589,7 +391,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
     }
     o["events"] = std::move(ev);
   }
-  auto attempts = store_->GetAttempts(id);
+  auto attempts = c_.store.GetAttempts(id);
   if (attempts.ok()) {
     json::array at;
     for (const auto& a : *attempts) at.push_back(AttemptJson(a, row));
@@ -598,7 +400,7 @@ net::HttpResponse Server::HandleShowJob(int64_t id, const Principal& by) {
   return JsonResponse(200, o);
 }
 
-net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse JobsApi::HandleCancel(const net::HttpRequest& req, const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok()) return ErrorResponse(body.status());
   if (!body->is_object())
@@ -641,7 +443,7 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
   request.user = by.user;
   request.cancel_any = by.Has(Role::kOperator);
   request.why = *why;
-  auto answer = core_->Cancel(request);
+  auto answer = c_.core.Cancel(request);
   if (!answer.ok()) return ErrorResponse(answer.status());
   if (!answer->forbidden.empty() && answer->cancelled.empty() && answer->already_finished.empty() &&
       answer->not_found.empty()) {
@@ -660,21 +462,21 @@ net::HttpResponse Server::HandleCancel(const net::HttpRequest& req, const Princi
                                         {"forbidden", ids(answer->forbidden)}});
 }
 
-net::HttpResponse Server::HandleRequeue(int64_t id, const Principal& by) {
-  Status st = core_->Requeue(id, by.user, by.Has(Role::kOperator));
-  if (st.code() == Code::kConflict && !core_->ActiveJobRow(id)) {
-    auto rows = store_->GetJobs({id});
+net::HttpResponse JobsApi::HandleRequeue(int64_t id, const Principal& by) {
+  Status st = c_.core.Requeue(id, by.user, by.Has(Role::kOperator));
+  if (st.code() == Code::kConflict && !c_.core.ActiveJobRow(id)) {
+    auto rows = c_.store.GetJobs({id});
     if (rows.ok() && rows->empty()) st = Status::NotFound(fmt::format("no job {}", id));
   }
   if (!st.ok()) return ErrorResponse(st);
   return JsonResponse(200, json::object{{"id", id}, {"status", "PENDING"}});
 }
 
-net::HttpResponse Server::HandleNodes(bool holders) {
+net::HttpResponse JobsApi::HandleNodes(bool holders) {
   std::map<std::string, std::map<int, std::vector<Core::Holder>>> held;
-  if (holders) held = core_->DeviceHolders();
+  if (holders) held = c_.core.DeviceHolders();
   json::array nodes;
-  for (const auto& node : core_->Nodes()) {
+  for (const auto& node : c_.core.Nodes()) {
     json::object o = NodeJson(node);
     if (holders) {
       // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).
@@ -696,17 +498,17 @@ net::HttpResponse Server::HandleNodes(bool holders) {
   return JsonResponse(200, json::object{{"nodes", std::move(nodes)}});
 }
 
-net::HttpResponse Server::HandleDrain(const std::string& name, bool drain, bool force,
-                                      const Principal& by) {
+net::HttpResponse JobsApi::HandleDrain(const std::string& name, bool drain, bool force,
+                                       const Principal& by) {
   BERTH_RESPOND_IF_ERROR(
       NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
-  auto node = core_->Drain(name, drain, by.user, force);
+  auto node = c_.core.Drain(name, drain, by.user, force);
   if (!node.ok()) return ErrorResponse(node.status());
   return JsonResponse(200, NodeJson(*node));
 }
 
-void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
-                        std::shared_ptr<net::Responder> res) {
+void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal& by,
+                         std::shared_ptr<net::Responder> res) {
   int64_t offset = 0;
   int rank = LogStore::kAllRanks;  // no rank: every rank of a multi-node job, interleaved
   int attempt = 0;
@@ -728,11 +530,11 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
   wait_ms = std::min(wait_ms, 60'000);
   JobRow row;
   bool live = false;
-  if (auto active = core_->ActiveJobRow(id)) {
+  if (auto active = c_.core.ActiveJobRow(id)) {
     row = active->first;
     live = active->second;
   } else {
-    auto rows = store_->GetJobs({id});
+    auto rows = c_.store.GetJobs({id});
     if (!rows.ok() || rows->empty()) {
       res->Send(ErrorResponse(Status::NotFound(fmt::format("no job {}", id))));
       return;
@@ -753,15 +555,15 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
   if (rank == LogStore::kAllRanks && row.num_nodes == 1) rank = 0;  // a single node's output
   if (attempt == 0) attempt = row.attempt;
   constexpr size_t kMaxChunk = 1 << 20;
-  bool has_data = attempt > 0 && logs_->Size(id, attempt, rank) > offset;
+  bool has_data = attempt > 0 && c_.logs.Size(id, attempt, rank) > offset;
   if (has_data || !live || wait_ms == 0) {
     // With timestamps=1 each line is prefixed by when it arrived; the offset stays the log's.
     size_t raw = 0;
     std::string data;
     if (attempt > 0 && req.Query("timestamps") == "1") {
-      data = logs_->ReadStamped(id, attempt, rank, offset, kMaxChunk, &raw);
+      data = c_.logs.ReadStamped(id, attempt, rank, offset, kMaxChunk, &raw);
     } else if (attempt > 0) {
-      data = logs_->Read(id, attempt, rank, offset, kMaxChunk);
+      data = c_.logs.Read(id, attempt, rank, offset, kMaxChunk);
       raw = data.size();
     }
     net::HttpResponse r;
@@ -781,7 +583,7 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
     if (fired->exchange(true)) return;
     // Within the executor's cap like any request: a flood of followers is answered busy (the CLI
     // asks again), not queued without bound.
-    const bool queued = read_exec_->TryPost(
+    const bool queued = c_.read_exec.TryPost(
         [this, id, req, by, res] {
           net::HttpRequest now = req;
           // Moved in rather than assigned from a literal, which gcc 12 warns about (-Wrestrict,
@@ -789,29 +591,29 @@ void Server::HandleLogs(int64_t id, const net::HttpRequest& req, const Principal
           now.query.insert_or_assign("wait_ms", std::string("0"));
           HandleLogs(id, now, by, res);
         },
-        Server::kMaxQueuedRequests);
+        kMaxQueuedRequests);
     if (!queued) res->Send(BusyResponse());
   };
-  auto waiter = core_->AddLogWaiter(id, attempt, again);
+  auto waiter = c_.core.AddLogWaiter(id, attempt, again);
   if (!waiter) {  // ended (or moved to another attempt) meanwhile
     again();
     return;
   }
-  if (logs_->Size(id, attempt, rank) > offset) {  // output arrived before the waiter was there
-    core_->RemoveLogWaiter(id, *waiter);
+  if (c_.logs.Size(id, attempt, rank) > offset) {  // output arrived before the waiter was there
+    c_.core.RemoveLogWaiter(id, *waiter);
     again();
     return;
   }
-  http_->RunAfter(wait_ms, [this, id, waiter, again] {
+  c_.http.RunAfter(wait_ms, [this, id, waiter, again] {
     // The deadline came first: forget the waiter, so that a silent job's followers do not pile up.
     // On the read executor: that takes the core's lock, which an I/O thread must never wait for
     // (it would hold up every connection dealt to that thread, and the first one accepts them all).
-    const bool queued = read_exec_->TryPost(
+    const bool queued = c_.read_exec.TryPost(
         [this, id, waiter, again] {
-          core_->RemoveLogWaiter(id, *waiter);
+          c_.core.RemoveLogWaiter(id, *waiter);
           again();
         },
-        Server::kMaxQueuedRequests);
+        kMaxQueuedRequests);
     // Busy: answered now; the waiter goes when the job writes or ends (the followers' own bound).
     if (!queued) again();
   });

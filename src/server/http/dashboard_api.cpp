@@ -1,6 +1,8 @@
 // The dashboard (docs/dashboard.md): its embedded files, the way in (one-time login links and
 // sessions, server/http/web_sessions.h), and the two reads only it needs — cluster totals and a
 // queue sorted, filtered and paged on the server, so that a browser is never sent 100,000 jobs.
+#include "server/http/dashboard_api.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "common/strings.h"
 #include "server/http/job_json.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
 #include "server/http/web_assets.h"
 #include "server/listing.h"
 
@@ -58,13 +59,35 @@ std::string HtmlEscape(const std::string& s) {
 
 }  // namespace
 
-std::string Server::SessionCookie(const std::string& id, int64_t max_age_s) const {
-  return fmt::format("{}_{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
-                     WebSessions::kCookie, port(), id, max_age_s,
-                     tls_fingerprint_.empty() ? "" : "; Secure");
+void DashboardApi::AddRoutes(RouteTable& t) {
+  using R = RunsOn;
+  // The dashboard's ways in, answered before anyone is identified (its files: HandleWebAsset).
+  t.Add(
+      "GET", "/login", R::kIoThread, [this](const RouteCall& c) { return HandleLoginPage(*c.req); },
+      Callers::kAnyone);
+  t.Add(
+      "POST", "/v1/dashboard/login", R::kRead,
+      [this](const RouteCall& c) { return HandleSessionLogin(*c.req); }, Callers::kAnyone);
+  // The dashboard.
+  t.Add("POST", "/v1/dashboard/link", R::kState,
+        [this](const RouteCall& c) { return HandleLoginLink(*c.req, *c.by); });
+  t.Add("GET", "/v1/dashboard/session", R::kRead,
+        [this](const RouteCall& c) { return HandleSessionInfo(*c.req, *c.by); });
+  t.Add("POST", "/v1/dashboard/logout", R::kRead,
+        [this](const RouteCall& c) { return HandleLogout(*c.req); });
+  t.Add("GET", "/v1/dashboard/overview", R::kRead,
+        [this](const RouteCall&) { return HandleOverview(); });
+  t.Add("GET", "/v1/dashboard/queue", R::kRead,
+        [this](const RouteCall& c) { return HandleDashboardQueue(*c.req); });
 }
 
-std::optional<net::HttpResponse> Server::HandleWebAsset(const net::HttpRequest& req) {
+std::string DashboardApi::SessionCookie(const std::string& id, int64_t max_age_s) const {
+  return fmt::format("{}_{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                     WebSessions::kCookie, c_.http.port(), id, max_age_s,
+                     c_.tls_fingerprint.empty() ? "" : "; Secure");
+}
+
+std::optional<net::HttpResponse> DashboardApi::HandleWebAsset(const net::HttpRequest& req) {
   const WebAsset* asset = FindWebAsset(req.path);
   if (asset == nullptr) return std::nullopt;
   net::HttpResponse r;
@@ -82,12 +105,12 @@ std::optional<net::HttpResponse> Server::HandleWebAsset(const net::HttpRequest& 
   return r;
 }
 
-net::HttpResponse Server::HandleLoginPage(const net::HttpRequest& req) {
+net::HttpResponse DashboardApi::HandleLoginPage(const net::HttpRequest& req) {
   net::HttpResponse r;
   AddPageHeaders(r);
   r.headers.push_back({"Cache-Control", "no-store"});
   r.content_type = "text/html; charset=utf-8";
-  auto started = sessions_->Redeem(req.Query("code"));
+  auto started = c_.sessions.Redeem(req.Query("code"));
   if (!started.ok()) {
     r.status = 401;
     r.body =
@@ -108,7 +131,7 @@ net::HttpResponse Server::HandleLoginPage(const net::HttpRequest& req) {
   return r;
 }
 
-net::HttpResponse Server::HandleSessionLogin(const net::HttpRequest& req) {
+net::HttpResponse DashboardApi::HandleSessionLogin(const net::HttpRequest& req) {
   // A JSON body only: a form of another site cannot send one without the browser asking us first.
   if (req.Header("content-type").rfind("application/json", 0) != 0) {
     return ErrorResponse(Status::Invalid("log in with a JSON body {\"token\": ...}"));
@@ -124,15 +147,15 @@ net::HttpResponse Server::HandleSessionLogin(const net::HttpRequest& req) {
   net::HttpRequest as_bearer;
   as_bearer.peer = req.peer;
   as_bearer.headers["authorization"] = "Bearer " + *secret;
-  auto who = identity_->Identify(as_bearer);
+  auto who = c_.identity.Identify(as_bearer);
   if (!who.ok()) return ErrorResponse(who.status());
   if (!who->is_user) {
     return ErrorResponse(Status::Forbidden(
         "the cluster token identifies nodes, not users: log in with your own token"));
   }
   std::optional<DurationMs> valid_for;
-  if (who->token_expires) valid_for = *who->token_expires - clock_.Now();
-  StartedSession s = sessions_->Start(who->user, *secret, valid_for);
+  if (who->token_expires) valid_for = *who->token_expires - c_.clock.Now();
+  StartedSession s = c_.sessions.Start(who->user, *secret, valid_for);
   net::HttpResponse r =
       JsonResponse(200, json::object{{"user", who->user}, {"csrf", s.session.csrf}});
   const DurationMs ttl =
@@ -141,7 +164,7 @@ net::HttpResponse Server::HandleSessionLogin(const net::HttpRequest& req) {
   return r;
 }
 
-net::HttpResponse Server::HandleLoginLink(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse DashboardApi::HandleLoginLink(const net::HttpRequest& req, const Principal& by) {
   // A link is a new session: only for a user identified by the kernel or their own token. Not for
   // a dashboard session (it would outlive its token and renew itself for ever), nor for a user a
   // node speaks for (a node's word is capped at operator; a session would not be).
@@ -158,30 +181,31 @@ net::HttpResponse Server::HandleLoginLink(const net::HttpRequest& req, const Pri
   if (std::string auth = req.Header("authorization"); auth.rfind("Bearer ", 0) == 0) {
     secret = auth.substr(7);  // the session stays bound to the token that asked for it
   }
-  const std::string path = "/login?code=" + sessions_->NewLoginCode(by.user, secret);
+  const std::string path = "/login?code=" + c_.sessions.NewLoginCode(by.user, secret);
   return JsonResponse(201, json::object{{"user", by.user},
                                         {"path", path},
-                                        {"url", url() + path},
+                                        {"url", ServerUrl(c_) + path},
                                         {"expires_in_s", WebSessions::kCodeTtl / 1000}});
 }
 
-net::HttpResponse Server::HandleSessionInfo(const net::HttpRequest& req, const Principal& by) {
+net::HttpResponse DashboardApi::HandleSessionInfo(const net::HttpRequest& req,
+                                                  const Principal& by) {
   json::object o{{"user", by.user},          {"role", std::string(RoleName(by.role))},
                  {"team", by.team},          {"via", by.via},
                  {"version", BERTH_VERSION}, {"csrf", nullptr}};
-  if (auto s = sessions_->FindInCookies(req.Header("cookie"))) o["csrf"] = s->session.csrf;
+  if (auto s = c_.sessions.FindInCookies(req.Header("cookie"))) o["csrf"] = s->session.csrf;
   return JsonResponse(200, o);
 }
 
-net::HttpResponse Server::HandleLogout(const net::HttpRequest& req) {
-  if (auto s = sessions_->FindInCookies(req.Header("cookie"))) sessions_->End(s->id);
+net::HttpResponse DashboardApi::HandleLogout(const net::HttpRequest& req) {
+  if (auto s = c_.sessions.FindInCookies(req.Header("cookie"))) c_.sessions.End(s->id);
   net::HttpResponse r = JsonResponse(200, json::object{{"ok", true}});
   r.headers.push_back({"Set-Cookie", SessionCookie("", 0)});
   return r;
 }
 
-net::HttpResponse Server::HandleOverview() {
-  Core::Totals t = core_->ClusterTotals();
+net::HttpResponse DashboardApi::HandleOverview() {
+  Core::Totals t = c_.core.ClusterTotals();
   json::object jobs;
   for (const auto& [status, n] : t.jobs) jobs[status] = n;
   json::object nodes;
@@ -198,7 +222,7 @@ net::HttpResponse Server::HandleOverview() {
   q.finished_only = true;
   q.limit = 500;
   json::array failures;
-  if (auto finished = store_->ListJobs(q); finished.ok()) {
+  if (auto finished = c_.store.ListJobs(q); finished.ok()) {
     for (const JobRow& row : *finished) {
       if (row.status != JobStatus::kFailed) continue;
       failures.push_back(JobJson(row, ""));
@@ -216,7 +240,7 @@ net::HttpResponse Server::HandleOverview() {
                                    {"recent_failures", std::move(failures)}});
 }
 
-net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
+net::HttpResponse DashboardApi::HandleDashboardQueue(const net::HttpRequest& req) {
   auto offset_param = listing::IntParam(req, "offset", 0, 0, listing::kMaxOffset);
   if (!offset_param.ok()) return ErrorResponse(offset_param.status());
   auto limit_param = listing::IntParam(req, "limit", 100, 1, listing::kMaxDashboardPage);
@@ -250,8 +274,8 @@ net::HttpResponse Server::HandleDashboardQueue(const net::HttpRequest& req) {
 }
 
 // The store's newest finished jobs, filtered here; newest first only.
-Status Server::DashboardFinishedPage(const listing::RowFilter& filter, int offset, int limit,
-                                     json::object& page) {
+Status DashboardApi::DashboardFinishedPage(const listing::RowFilter& filter, int offset, int limit,
+                                           json::object& page) {
   json::array out_rows;
   {
     JobQuery q;
@@ -265,9 +289,9 @@ Status Server::DashboardFinishedPage(const listing::RowFilter& filter, int offse
     const bool filtered = !filter.user.empty() || !filter.team.empty() || filter.status;
     q.limit = filtered ? listing::kMaxFinishedScan
                        : std::min(offset + limit + 1, listing::kMaxFinishedScan);
-    auto rows = store_->ListJobs(q);
+    auto rows = c_.store.ListJobs(q);
     if (!rows.ok()) return rows.status();
-    filter.Keep(*rows, [this](const std::string& u) { return core_->TeamOf(u); });
+    filter.Keep(*rows, [this](const std::string& u) { return c_.core.TeamOf(u); });
     for (int i = offset; i < static_cast<int>(rows->size()) && i < offset + limit; ++i) {
       json::object o = JobJson((*rows)[static_cast<size_t>(i)], "");
       o["kind"] = "job";
@@ -282,10 +306,11 @@ Status Server::DashboardFinishedPage(const listing::RowFilter& filter, int offse
 
 // Active jobs from the core's memory; a bulk group is one row (its newest matching job stands for
 // it) unless the view is of that group.
-Status Server::DashboardActivePage(const listing::RowFilter& filter, const std::string& sort,
-                                   bool descending, int offset, int limit, json::object& page) {
+Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const std::string& sort,
+                                         bool descending, int offset, int limit,
+                                         json::object& page) {
   json::array out_rows;
-  std::vector<Core::QueueEntry> entries = core_->ActiveEntries(filter);
+  std::vector<Core::QueueEntry> entries = c_.core.ActiveEntries(filter);
   struct Row {
     Core::QueueEntry entry;
     int64_t members = 1;  // matching active jobs it stands for
@@ -330,11 +355,11 @@ Status Server::DashboardActivePage(const listing::RowFilter& filter, const std::
       pending.push_back(e.id);
     }
   }
-  auto job_rows = store_->GetJobs(ids);
+  auto job_rows = c_.store.GetJobs(ids);
   if (!job_rows.ok()) return job_rows.status();
-  auto counts = GroupCounts(groups);
+  auto counts = GroupCountsOf(c_, groups);
   if (!counts.ok()) return counts.status();
-  auto waiting = core_->WaitingReasons(pending);
+  auto waiting = c_.core.WaitingReasons(pending);
   std::unordered_map<int64_t, const JobRow*> by_id;
   for (const JobRow& r : *job_rows) by_id[r.id] = &r;
   for (size_t i = first; i < last; ++i) {

@@ -59,9 +59,7 @@ size_t ConnectionsTheFdLimitAllows() {
 }  // namespace
 
 Server::Server(ServerOptions options, const Clock& clock, std::unique_ptr<Store> store)
-    : options_(std::move(options)), clock_(clock), store_(std::move(store)) {
-  AddRoutes();
-}
+    : options_(std::move(options)), clock_(clock), store_(std::move(store)) {}
 
 Server::~Server() { Stop(); }
 
@@ -160,6 +158,28 @@ Status Server::Start() {
       http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
         Handle(std::move(req), res);
       });
+  api_ = std::make_unique<ApiContext>(ApiContext{.options = options_,
+                                                 .clock = clock_,
+                                                 .store = *store_,
+                                                 .core = *core_,
+                                                 .logs = *logs_,
+                                                 .uploads = *uploads_,
+                                                 .accounts = *accounts_,
+                                                 .sessions = *sessions_,
+                                                 .identity = *identity_,
+                                                 .streams = streams_,
+                                                 .terminals = terminals_,
+                                                 .read_exec = *read_exec_,
+                                                 .http = *http_,
+                                                 .tls_fingerprint = tls_fingerprint_,
+                                                 .stopping = stopping_});
+  jobs_api_ = std::make_unique<JobsApi>(*api_);
+  terminals_api_ = std::make_unique<TerminalsApi>(*api_);
+  dashboard_api_ = std::make_unique<DashboardApi>(*api_);
+  uploads_api_ = std::make_unique<UploadsApi>(*api_);
+  admin_api_ = std::make_unique<AdminApi>(*api_);
+  agents_api_ = std::make_unique<AgentsApi>(*api_);
+  AddRoutes();
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
   scheduler_thread_ = std::thread([this] {
@@ -214,9 +234,7 @@ Status Server::SetUpTls(net::HttpServerOptions& http) {
 int Server::port() const { return http_ ? http_->port() : 0; }
 
 std::string Server::UrlFor(std::string host, int port, bool tls) {
-  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
+  return berth::UrlFor(std::move(host), port, tls);
 }
 
 std::string Server::url() const { return UrlFor(options_.host, port(), !tls_fingerprint_.empty()); }

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "common/json_util.h"
+#include "server/http/jobs_api.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
 
 namespace berth {
 namespace {
@@ -65,7 +65,7 @@ void AddRunning(std::map<std::string, UsageRow>& rows, const std::vector<Running
 
 }  // namespace
 
-json::object Server::WaitingJson(const WaitingDetail& w) {
+json::object JobsApi::WaitingJson(const WaitingDetail& w) {
   json::object o{{"reason", w.reason}};
   if (!w.explanation || !w.pass) return o;
   const sched::Explanation& x = *w.explanation;
@@ -95,7 +95,7 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
   json::value first = nullptr;
   if (x.first_waiting != 0) {
     json::object f{{"job", x.first_waiting}};
-    if (auto fw = core_->WaitingDetailOf(x.first_waiting); fw && fw->explanation) {
+    if (auto fw = c_.core.WaitingDetailOf(x.first_waiting); fw && fw->explanation) {
       const sched::Explanation& y = *fw->explanation;
       f["team"] = TeamName(team_of(y.team));
       f["user_score"] = y.user_score;
@@ -122,7 +122,7 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
     // Who holds what it needs: the users holding GPUs of that type, most first.
     if (b.resource != "cpus" && b.resource != "memory" && !b.resource.empty()) {
       json::array holders;
-      for (const auto& [user, team, milli] : core_->Holders(b.resource)) {
+      for (const auto& [user, team, milli] : c_.core.Holders(b.resource)) {
         if (holders.size() == 5) break;
         holders.push_back(
             json::object{{"user", user}, {"team", TeamName(team)}, {"gpus", Gpus(milli)}});
@@ -142,8 +142,8 @@ json::object Server::WaitingJson(const WaitingDetail& w) {
   return o;
 }
 
-net::HttpResponse Server::HandleUsage(const net::HttpRequest& req) {
-  const TimeMs now = clock_.Now();
+net::HttpResponse JobsApi::HandleUsage(const net::HttpRequest& req) {
+  const TimeMs now = c_.clock.Now();
   auto when = [&](const std::string& name, TimeMs fallback) -> Result<TimeMs> {
     const std::string text = req.Query(name);
     if (text.empty()) return fallback;
@@ -163,11 +163,11 @@ net::HttpResponse Server::HandleUsage(const net::HttpRequest& req) {
   if (*until <= *since) return ErrorResponse(Status::Invalid("'until' must be after 'since'"));
   // The rollup keeps whole hours: the window starts at the hour `since` falls in.
   const TimeMs from = *since / kHourMs * kHourMs;
-  auto stored = store_->QueryUsage(UsageQuery{from, *until, by == "team"});
+  auto stored = c_.store.QueryUsage(UsageQuery{from, *until, by == "team"});
   if (!stored.ok()) return ErrorResponse(stored.status());
   std::map<std::string, UsageRow> rows;
   for (UsageRow& r : *stored) rows[r.name] = std::move(r);
-  AddRunning(rows, core_->RunningAttempts(), from, std::min(*until, now), by == "team");
+  AddRunning(rows, c_.core.RunningAttempts(), from, std::min(*until, now), by == "team");
   json::array out;
   for (const auto& [name, r] : rows) {
     json::object gpu;
@@ -191,14 +191,14 @@ net::HttpResponse Server::HandleUsage(const net::HttpRequest& req) {
                                         {"by", by}});
 }
 
-net::HttpResponse Server::HandleListTeams() {
-  const TimeMs now = clock_.Now();
+net::HttpResponse JobsApi::HandleListTeams() {
+  const TimeMs now = c_.clock.Now();
   (void)now;
   std::map<std::string, TeamRow> teams;
-  for (TeamRow& t : accounts_->Teams()) teams[t.name] = std::move(t);
+  for (TeamRow& t : c_.accounts.Teams()) teams[t.name] = std::move(t);
   std::map<std::string, std::vector<std::string>> members;
-  for (const UserRow& u : accounts_->Users()) members[u.team].push_back(u.name);
-  auto holdings = core_->TeamHoldings();
+  for (const UserRow& u : c_.accounts.Users()) members[u.team].push_back(u.name);
+  auto holdings = c_.core.TeamHoldings();
   for (const auto& [team, held] : holdings) teams.try_emplace(team, TeamRow{.name = team});
   json::array out;
   for (const auto& [name, t] : teams) {
@@ -212,7 +212,7 @@ net::HttpResponse Server::HandleListTeams() {
         {"weight", t.weight},
         {"uses",
          GpuAmountsJson(held == holdings.end() ? std::map<std::string, MilliGpu>{} : held->second)},
-        {"usage", core_->TeamUsage(name)},
+        {"usage", c_.core.TeamUsage(name)},
         {"users", std::move(users)},
         {"updated_at", t.updated_at ? TimeToJson(t.updated_at) : json::value(nullptr)},
         {"updated_by", t.updated_by}});

@@ -12,7 +12,7 @@
 #include "protocol/agent_protocol.h"
 #include "server/accounts.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
+#include "server/http/terminals_api.h"
 
 namespace berth {
 
@@ -38,10 +38,28 @@ Result<int64_t> QueryInt(const net::HttpRequest& req, const std::string& name,
 
 }  // namespace
 
-Result<TerminalBridges::Target> Server::SessionTarget(int64_t id, int rank, SessionKind kind,
-                                                      const Principal& by, bool audit) {
+void TerminalsApi::AddRoutes(RouteTable& t) {
+  using R = RunsOn;
+  // A handler that answers through its Responder (a stream) returns this.
+  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
+  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleAttach(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this, streamed](const RouteCall& c) {
+    HandleExecInto(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this, streamed](const RouteCall& c) {
+    HandlePortForward(c.id, *c.req, *c.by, c.res);
+    return streamed();
+  });
+}
+
+Result<TerminalBridges::Target> TerminalsApi::SessionTarget(int64_t id, int rank, SessionKind kind,
+                                                            const Principal& by, bool audit) {
   auto target =
-      kind == SessionKind::kAttach ? core_->TerminalOf(id, rank) : core_->PortOf(id, rank);
+      kind == SessionKind::kAttach ? c_.core.TerminalOf(id, rank) : c_.core.PortOf(id, rank);
   if (!target.ok()) return target.status();
   const char* what = kind == SessionKind::kAttach ? "attaching to"
                      : kind == SessionKind::kExec ? "running a command in"
@@ -51,10 +69,10 @@ Result<TerminalBridges::Target> Server::SessionTarget(int64_t id, int rank, Sess
         "job {} belongs to {}: {} another user's job needs the operator role ({} is {})", id,
         target->row.user, what, by.user, RoleName(by.role)));
   }
-  BERTH_RETURN_IF_ERROR(terminals_.CheckRoom(by.user));
+  BERTH_RETURN_IF_ERROR(c_.terminals.CheckRoom(by.user));
   // An operator reaching into another user's job acts as that user: on the record first.
   if (audit && by.user != target->row.user) {
-    BERTH_RETURN_IF_ERROR(accounts_->Audit(
+    BERTH_RETURN_IF_ERROR(c_.accounts.Audit(
         by,
         kind == SessionKind::kAttach ? "attach"
         : kind == SessionKind::kExec ? "exec"
@@ -69,8 +87,8 @@ Result<TerminalBridges::Target> Server::SessionTarget(int64_t id, int rank, Sess
                                  .user = by.user};
 }
 
-void Server::HandleAttach(int64_t id, const net::HttpRequest& req, const Principal& by,
-                          std::shared_ptr<net::Responder> res) {
+void TerminalsApi::HandleAttach(int64_t id, const net::HttpRequest& req, const Principal& by,
+                                std::shared_ptr<net::Responder> res) {
   if (!req.websocket_upgrade) {
     return res->Send(
         ErrorResponse(Status::Invalid("attach is a WebSocket (Upgrade: websocket, subprotocol " +
@@ -84,14 +102,15 @@ void Server::HandleAttach(int64_t id, const net::HttpRequest& req, const Princip
   if (!bridge.ok()) return res->Send(ErrorResponse(bridge.status()));
   res->AcceptWebSocket(kSessionSubprotocol, [this, bridge = *bridge,
                                              offset = *offset](std::shared_ptr<net::WebSocket> ws) {
-    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
-      return proto::SessionMessage{sid, bridge.job, bridge.attempt, bridge.rank, offset};
-    });
+    (void)c_.terminals.Open(
+        std::move(ws), bridge, c_.clock.Monotonic(), [&](const std::string& sid) {
+          return proto::SessionMessage{sid, bridge.job, bridge.attempt, bridge.rank, offset};
+        });
   });
 }
 
-void Server::HandleExecInto(int64_t id, const net::HttpRequest& req, const Principal& by,
-                            std::shared_ptr<net::Responder> res) {
+void TerminalsApi::HandleExecInto(int64_t id, const net::HttpRequest& req, const Principal& by,
+                                  std::shared_ptr<net::Responder> res) {
   if (!req.websocket_upgrade) {
     return res->Send(ErrorResponse(
         Status::Invalid("exec is a WebSocket (Upgrade: websocket, subprotocol " +
@@ -120,15 +139,16 @@ void Server::HandleExecInto(int64_t id, const net::HttpRequest& req, const Princ
                           .cols = static_cast<int>(*cols)};
   res->AcceptWebSocket(kSessionSubprotocol, [this, bridge = *bridge, exec = std::move(exec)](
                                                 std::shared_ptr<net::WebSocket> ws) mutable {
-    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
-      exec.sid = sid;
-      return exec;
-    });
+    (void)c_.terminals.Open(std::move(ws), bridge, c_.clock.Monotonic(),
+                            [&](const std::string& sid) {
+                              exec.sid = sid;
+                              return exec;
+                            });
   });
 }
 
-void Server::HandlePortForward(int64_t id, const net::HttpRequest& req, const Principal& by,
-                               std::shared_ptr<net::Responder> res) {
+void TerminalsApi::HandlePortForward(int64_t id, const net::HttpRequest& req, const Principal& by,
+                                     std::shared_ptr<net::Responder> res) {
   auto port = QueryInt(req, "port", "", 1, 65535);
   if (!port.ok()) return res->Send(ErrorResponse(port.status()));
   auto rank = QueryInt(req, "rank", "0", 0, std::numeric_limits<int>::max());
@@ -144,10 +164,11 @@ void Server::HandlePortForward(int64_t id, const net::HttpRequest& req, const Pr
   }
   res->AcceptWebSocket(net::kStreamSubprotocol, [this, bridge = *bridge,
                                                  port = *port](std::shared_ptr<net::WebSocket> ws) {
-    (void)terminals_.Open(std::move(ws), bridge, clock_.Monotonic(), [&](const std::string& sid) {
-      return proto::ForwardMessage{sid, bridge.job, bridge.attempt, bridge.rank,
-                                   static_cast<int>(port)};
-    });
+    (void)c_.terminals.Open(std::move(ws), bridge, c_.clock.Monotonic(),
+                            [&](const std::string& sid) {
+                              return proto::ForwardMessage{sid, bridge.job, bridge.attempt,
+                                                           bridge.rank, static_cast<int>(port)};
+                            });
   });
 }
 

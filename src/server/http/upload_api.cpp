@@ -4,7 +4,7 @@
 
 #include "common/strings.h"
 #include "server/http/responses.h"
-#include "server/http/server.h"
+#include "server/http/uploads_api.h"
 
 namespace berth {
 namespace {
@@ -24,38 +24,54 @@ Result<std::vector<std::string>> StringList(const json::object& body, const char
 
 }  // namespace
 
-net::HttpResponse Server::HandleUploadMissing(const net::HttpRequest& req, const Principal& by) {
+void UploadsApi::AddRoutes(RouteTable& t) {
+  using R = RunsOn;
+  // Uploads (docs/api.md "Uploads"): blob and manifest I/O, off the state executor.
+  t.Add("POST", "/v1/uploads/missing", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadMissing(*c.req, *c.by); });
+  t.Add("POST", "/v1/uploads/blobs", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadBlobs(*c.req, *c.by); });
+  t.Add("PUT", "/v1/uploads/blobs/{digest}", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadPiece(c.params[0], *c.req, *c.by); });
+  t.Add("GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadReceived(c.params[0], *c.by); });
+  t.Add("POST", "/v1/uploads/manifests", R::kRead,
+        [this](const RouteCall& c) { return HandleUploadManifest(*c.req, *c.by); });
+}
+
+net::HttpResponse UploadsApi::HandleUploadMissing(const net::HttpRequest& req,
+                                                  const Principal& by) {
   auto body = ParseJson(req.body);
   if (!body.ok() || !body->is_object()) {
     return ErrorResponse(Status::Invalid("missing: body must be {\"digests\": [...]}"));
   }
   auto digests = StringList(body->as_object(), "digests");
   if (!digests.ok()) return ErrorResponse(digests.status());
-  auto missing = uploads_->Missing(by.user, *digests);
+  auto missing = c_.uploads.Missing(by.user, *digests);
   if (!missing.ok()) return ErrorResponse(missing.status());
   json::array out(missing->begin(), missing->end());
   return JsonResponse(200, json::object{{"missing", std::move(out)}});
 }
 
-net::HttpResponse Server::HandleUploadBlobs(const net::HttpRequest& req, const Principal& by) {
-  auto stored = uploads_->PutFrames(by.user, req.body);
+net::HttpResponse UploadsApi::HandleUploadBlobs(const net::HttpRequest& req, const Principal& by) {
+  auto stored = c_.uploads.PutFrames(by.user, req.body);
   if (!stored.ok()) return ErrorResponse(stored.status());
   return JsonResponse(200, json::object{{"stored", *stored}});
 }
 
-net::HttpResponse Server::HandleUploadPiece(const std::string& digest, const net::HttpRequest& req,
-                                            const Principal& by) {
+net::HttpResponse UploadsApi::HandleUploadPiece(const std::string& digest,
+                                                const net::HttpRequest& req, const Principal& by) {
   auto offset = ParseDecimal(req.Query("offset"));
   auto size = ParseDecimal(req.Query("size"));
   if (!offset || !size) {
     return ErrorResponse(Status::Invalid("a piece says where it goes: ?offset=N&size=TOTAL"));
   }
   bool last = req.Query("last") == "1";
-  auto received = uploads_->PutPiece(by.user, digest, *offset, req.body, last, *size);
+  auto received = c_.uploads.PutPiece(by.user, digest, *offset, req.body, last, *size);
   if (!received.ok()) {
     net::HttpResponse r = ErrorResponse(received.status());
     if (received.status().code() == Code::kConflict && !last) {
-      auto now = uploads_->Received(by.user, digest);
+      auto now = c_.uploads.Received(by.user, digest);
       r = JsonResponse(409, json::object{{"error", received.status().message()},
                                          {"received", now.ok() ? *now : 0}});
     }
@@ -64,14 +80,15 @@ net::HttpResponse Server::HandleUploadPiece(const std::string& digest, const net
   return JsonResponse(200, json::object{{"received", *received}});
 }
 
-net::HttpResponse Server::HandleUploadReceived(const std::string& digest, const Principal& by) {
-  auto received = uploads_->Received(by.user, digest);
+net::HttpResponse UploadsApi::HandleUploadReceived(const std::string& digest, const Principal& by) {
+  auto received = c_.uploads.Received(by.user, digest);
   if (!received.ok()) return ErrorResponse(received.status());
   return JsonResponse(200, json::object{{"received", *received}});
 }
 
-net::HttpResponse Server::HandleUploadManifest(const net::HttpRequest& req, const Principal& by) {
-  auto registered = uploads_->RegisterManifest(by.user, req.body);
+net::HttpResponse UploadsApi::HandleUploadManifest(const net::HttpRequest& req,
+                                                   const Principal& by) {
+  auto registered = c_.uploads.RegisterManifest(by.user, req.body);
   if (!registered.ok()) return ErrorResponse(registered.status());
   return JsonResponse(200, json::object{{"manifest", registered->digest},
                                         {"files", registered->files},
