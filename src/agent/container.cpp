@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "agent/pull_script.h"
 #include "common/strings.h"
 #include "supervise/cgroup.h"
 #include "upload/digest.h"
@@ -107,38 +108,7 @@ std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::stri
   return out;
 }
 
-namespace {
-
-// berth_progress: while podman pulls (with $log its output), every `every_ms` a line
-// "berth: pull progress: L layers, B bytes" when B grew. podman prints nothing while a layer
-// downloads when its output is not a terminal; it downloads each blob into a file under TMPDIR
-// (set here to the user's download dir: one pull of theirs at a time, under the lock), so the
-// largest size each file reached, summed, is what came so far. L counts the blobs it fetches
-// ("Copying blob" lines, not those "skipped: already exists").
-std::string ProgressFunction(const std::string& store, int every_ms) {
-  return fmt::format(
-      "export TMPDIR={download}\n"
-      "berth_progress() {{\n"
-      "  local -A most; local last=0 total size name v layers\n"
-      // A wait that nothing outlives when the reporter is killed (no sleep left running): a read,
-      // by bash itself, of a pipe that nobody writes, for as long as the timeout.
-      "  while :; do\n"
-      "    read -rt {every} <> <(:)\n"
-      "    while read -r size name; do\n"
-      "      [ \"${{most[$name]:-0}}\" -lt \"$size\" ] && most[$name]=$size\n"
-      "    done < <(find \"$TMPDIR\" -type f -printf '%s %p\\n' 2>/dev/null)\n"
-      "    total=0; for v in \"${{most[@]}}\"; do total=$((total + v)); done\n"
-      "    [ $total -gt $last ] || continue\n"
-      "    last=$total\n"
-      "    layers=$(grep '^Copying blob' \"$log\" | grep -vc 'skipped')\n"
-      "    echo \"berth: pull progress: $layers layers, $total bytes\"\n"
-      "  done\n"
-      "}}\n",
-      fmt::arg("download", ShellQuote(store + "/download")),
-      fmt::arg("every", fmt::format("{:.3f}", every_ms / 1000.0)));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 bool HasNvidiaCdiSpec(const std::vector<std::string>& dirs) {
   return std::any_of(dirs.begin(), dirs.end(), [](const std::string& dir) {
@@ -216,166 +186,53 @@ std::string FormatDownloaded(int64_t bytes) {
 
 std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
   const std::string store = UserStoreDir(host, rank.uid);
-  const std::string run_dir = UserRunDir(host, rank.uid);
   const std::string& image = rank.spec.image;
   const std::string registry = RegistryOf(image);
   const bool insecure = !registry.empty() &&
                         std::find(host.insecure_registries.begin(), host.insecure_registries.end(),
                                   registry) != host.insecure_registries.end();
-  const std::string podman = PodmanCommand(host, rank.uid);
   const PullPolicy pull = rank.spec.pull;
-  const bool pinned = image.find('@') != std::string::npos;
-  // What a tag resolved to: "DIGEST REF" (the reference checked, as names are hashes).
-  const std::string cache = store + "/tags/" + upload::Sha256Hex(image);
-  std::string s = fmt::format(
-      // The user's own directories below the two the agent made theirs.
-      "umask 077\n"
-      "mkdir -p {store}/storage {store}/tmp {store}/tags {store}/download {run}/run {run}/xdg || "
-      "exit 125\n"
-      "export XDG_RUNTIME_DIR={run}/xdg\n"
-      // The user's podman on this node, with this store ($BERTH_PODMAN in every job): rewritten
-      // when it says something else (another agent version), else left alone (read by bash
-      // itself: a warm start spawns nothing for it).
-      "wrapper={wrapper_text}\n"
-      "current=; IFS= read -rd '' current 2>/dev/null < {store}/podman\n"
-      "if [ \"$current\" != \"$wrapper\"$'\\n' ]; then\n"
-      "  printf '%s\\n' \"$wrapper\" > {store}/podman.new.$$ && chmod 700 {store}/podman.new.$$ && "
-      "mv -f {store}/podman.new.$$ {store}/podman\n"
-      "fi\n"
-      "image={image}\n"
-      "cache={cache}\n"
-      // Containers of this user's jobs killed past their grace leave a record (no process):
-      // removed once five minutes old (a younger one may be a job's on its way to start), and
-      // only when the store lists any (a podman call costs tens of milliseconds).
-      "if grep -qs '\"berth-' {store}/storage/*-containers/containers.json; then\n"
-      "  {podman} container prune -f --filter label=berth.job --filter until=5m >/dev/null 2>&1\n"
-      "fi\n"
-      // Whether digest $1 is an image here, without asking podman: the store's image list.
-      "known() {{ grep -qs \"\\\"$1\\\"\" {store}/storage/*-images/images.json; }}\n",
-      fmt::arg("store", ShellQuote(store)), fmt::arg("run", ShellQuote(run_dir)),
-      fmt::arg("image", ShellQuote(image)), fmt::arg("cache", ShellQuote(cache)),
-      fmt::arg("podman", podman),
-      fmt::arg("wrapper_text", ShellQuote(PodmanWrapper(host, rank.uid))));
-  // A warm image needs no lock and no podman.
-  if (pinned && pull != PullPolicy::kAlways) {
-    s += fmt::format("if known {0}; then echo \"berth: image $image is {0}\"; exit 0; fi\n",
-                     ShellQuote(image.substr(image.find('@') + 1)));
-  } else if (!pinned && pull == PullPolicy::kMissing && host.tag_ttl_s > 0) {
-    // A tag asked of its registry less than tag_ttl_s ago is taken as it resolved then.
-    s += fmt::format(
-        "if [ -f \"$cache\" ] && [ $(( $(date +%s) - $(stat -c %Y \"$cache\") )) -lt {ttl} ]; "
-        "then\n"
-        "  read -r d r < \"$cache\"\n"
-        "  if [ \"$r\" = \"$image\" ] && known \"$d\"; then echo \"berth: image $image is $d\"; "
-        "exit 0; fi\n"
-        "fi\n",
-        fmt::arg("ttl", host.tag_ttl_s));
-  }
-  // One pull at a time of this user's on this node (released while waiting to try again): a
-  // second job of an image waits for the first pull, then finds its layers here.
-  s += "exec 9>>" + ShellQuote(store + "/pull.lock") + " && flock 9\n";
-  // What a killed pull left of its downloads (only one pull of the user's runs: the lock).
-  s += "rm -rf " + ShellQuote(store + "/download") + "/* 2>/dev/null\n";
-  s += ProgressFunction(store, host.pull_progress_ms);
-  s += "digest=$(" + podman +
-       " image inspect --format '{{.Digest}}' \"$image\" 2>/dev/null) && have=1 || have=0\n";
-  if (pull == PullPolicy::kNever) {
-    s += "if [ $have = 0 ]; then\n"
-         "  echo \"berth: image pull failed: $image is not on this node (container.pull: never)\" "
-         ">&2\n"
-         "  exit 125\n"
-         "fi\n";
-    return s + "echo \"berth: image $image is $digest\"\n";
-  }
-  // missing: an image pinned by digest that is here is used as it is; a tag is asked of its
-  // registry (a moved tag brings its new layers; the others are not downloaded), and where the
-  // registry cannot be reached the node's copy is used. always: asked each time, and a failure
-  // is final.
-  const bool may_skip = pull == PullPolicy::kMissing && pinned;
-  const bool may_fall_back = pull == PullPolicy::kMissing && !pinned;
-  s += "unreached=0\n";
-  if (may_fall_back && !registry.empty() && host.registry_probe_ms > 0) {
-    // The node's copy without podman's retries when the registry does not even take a connection.
-    const auto [probe_host, probe_port] = RegistryAddress(registry, insecure);
-    s += fmt::format(
-        "if [ $have = 1 ] && [ -z \"$HTTPS_PROXY$https_proxy$HTTP_PROXY$http_proxy$ALL_PROXY"
-        "$all_proxy\" ] && ! timeout {secs} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {host} {port} "
-        "2>/dev/null; then\n"
-        "  unreached=1\n"
-        "  echo \"berth: the registry {registry} could not be reached; using this node's copy of "
-        "$image\"\n"
-        "fi\n",
-        fmt::arg("secs", fmt::format("{:.3f}", host.registry_probe_ms / 1000.0)),
-        fmt::arg("host", ShellQuote(probe_host)), fmt::arg("port", probe_port),
-        fmt::arg("registry", registry));
-  }
+  const size_t at = image.find('@');
   // podman 5 and later retry within a pull unless told not to: berth's loop does it, knowing when
   // the node's copy will do.
   const bool podman_retries = !host.version.empty() && std::atoi(host.version.c_str()) >= 5;
-  s += fmt::format(
-      "if [ $have = 0 ] || {{ [ {may_skip} = 0 ] && [ $unreached = 0 ]; }}; then\n"
-      "  if [ $have = 0 ]; then echo \"berth: pulling $image\"; else echo \"berth: checking "
-      "$image at its registry\"; fi\n"
-      // On the run dir (tmpfs where it can be), not on the disk that may be full.
-      "  log=$XDG_RUNTIME_DIR/pull-{name}.log\n"
-      "  delay=2 tries=0 pruned=0 unreachable=0\n"
-      "  while :; do\n"
-      "    : > \"$log\"; berth_progress & reporter=$!\n"
-      // podman's warning that / is not a shared mount (rootless, on most hosts) says nothing
-      // about the job: not in its output.
-      "    {podman} pull{tls}{retry} \"$image\" 2>&1 | grep --line-buffered -v "
-      "'is not a shared mount, this could cause issues' | tee \"$log\"\n"
-      "    rc=${{PIPESTATUS[0]}}\n"
-      "    kill $reporter 2>/dev/null; wait $reporter 2>/dev/null\n"
-      "    [ $rc = 0 ] && break\n"
-      "    unreachable=0\n"
-      // A full disk: this user's images that no container uses go (once), then it is tried
-      // again; still full, the job fails naming the sizes.
-      "    if grep -qi 'no space left on device' \"$log\"; then\n"
-      "      if [ $pruned = 0 ]; then\n"
-      "        pruned=1\n"
-      "        echo \"berth: the disk is full; removing your images that no container uses\"\n"
-      "        {podman} image prune -a -f >/dev/null 2>&1\n"
-      "        continue\n"
-      "      fi\n"
-      "      echo \"berth: image pull failed: no space left on device for $image: your images on "
-      "this node take $(du -sh {store}/storage 2>/dev/null | cut -f1), the disk has $(df -h "
-      "--output=avail {store} 2>/dev/null | tail -1 | tr -d ' ') free\" >&2\n"
-      "      break\n"
-      "    fi\n"
-      // A registry's name that does not resolve is not tried again (DNS answered: there is no
-      // such host), nor is a wrong name or a refused login; only a registry that could not be
-      // reached is, and not when the node's copy will do (podman has retried already).
-      "    if grep -qi 'no such host' \"$log\"; then unreachable=1; break; fi\n"
-      "    grep -qiE 'connection refused|i/o timeout|network is unreachable|"
-      "no route to host|TLS handshake timeout|connection reset|: 50[234] ' \"$log\" || break\n"
-      "    unreachable=1\n"
-      "    [ $have = 1 ] && [ {may_fall_back} = 1 ] && break\n"
-      "    [ $tries -ge {retries} ] && break\n"
-      "    tries=$((tries + 1))\n"
-      "    echo \"berth: the registry could not be reached; trying again in ${{delay}}s\"\n"
-      "    flock -u 9; sleep $delay; flock 9\n"
-      "    delay=$((delay * 2))\n"
-      "  done\n"
-      "  rm -f \"$log\"\n"
-      "  if [ $rc != 0 ] && [ $unreachable = 1 ] && [ $have = 1 ] && [ {may_fall_back} = 1 ]; "
-      "then\n"
-      "    echo \"berth: the registry could not be reached; using this node's copy of $image\"\n"
-      "  elif [ $rc != 0 ]; then\n"
-      "    exit $rc\n"
-      "  fi\n"
-      "  digest=$({podman} image inspect --format '{{{{.Digest}}}}' \"$image\") || exit 125\n"
-      "  if [ $rc = 0 ] && [ {pinned} = 0 ]; then printf '%s %s\\n' \"$digest\" \"$image\" > "
-      "\"$cache\"; fi\n"
-      "elif [ $unreached = 0 ]; then\n"
-      "  echo \"berth: image $image is on this node\"\n"
-      "fi\n",
-      fmt::arg("may_skip", may_skip ? 1 : 0), fmt::arg("may_fall_back", may_fall_back ? 1 : 0),
-      fmt::arg("pinned", pinned ? 1 : 0), fmt::arg("store", ShellQuote(store)),
-      fmt::arg("name", rank.name), fmt::arg("retries", std::max(0, host.pull_retries)),
-      fmt::arg("podman", podman), fmt::arg("tls", insecure ? " --tls-verify=false" : ""),
-      fmt::arg("retry", podman_retries ? " --retry=0" : ""));
-  return s + "echo \"berth: image $image is $digest\"\n";
+  std::string pull_flags = insecure ? "--tls-verify=false" : "";
+  if (podman_retries) pull_flags += pull_flags.empty() ? "--retry=0" : " --retry=0";
+  std::string probe_host, probe_port, probe_secs;
+  if (!registry.empty() && host.registry_probe_ms > 0) {
+    const auto [address, port] = RegistryAddress(registry, insecure);
+    probe_host = address;
+    probe_port = std::to_string(port);
+    probe_secs = fmt::format("{:.3f}", host.registry_probe_ms / 1000.0);
+  }
+  // What agent/pull.sh reads (its head says what each one is), then the script itself.
+  const std::pair<const char*, std::string> vars[] = {
+      {"store", store},
+      {"run", UserRunDir(host, rank.uid)},
+      {"image", image},
+      // What a tag resolved to: "DIGEST REF" (the reference checked, as names are hashes).
+      {"cache", store + "/tags/" + upload::Sha256Hex(image)},
+      {"wrapper", PodmanWrapper(host, rank.uid)},
+      {"policy", pull == PullPolicy::kAlways  ? "always"
+                 : pull == PullPolicy::kNever ? "never"
+                                              : "missing"},
+      {"pinned", at != std::string::npos ? "1" : "0"},
+      {"digest", at != std::string::npos ? image.substr(at + 1) : ""},
+      {"tag_ttl", std::to_string(std::max<int64_t>(0, host.tag_ttl_s))},
+      {"probe_host", probe_host},
+      {"probe_port", probe_port},
+      {"probe_secs", probe_secs},
+      {"registry", registry},
+      {"name", rank.name},
+      {"retries", std::to_string(std::max(0, host.pull_retries))},
+      {"pull_flags", pull_flags},
+      {"progress_every", fmt::format("{:.3f}", host.pull_progress_ms / 1000.0)},
+  };
+  std::string s;
+  for (const auto& [name, value] : vars) s += fmt::format("{}={}\n", name, ShellQuote(value));
+  s += "pd() { " + PodmanCommand(host, rank.uid) + " \"$@\"; }\n";
+  s += kPullScript;
+  return s;
 }
 
 std::string ExecIntoContainerScript(const ContainerHost& host, const std::string& name, uid_t uid,

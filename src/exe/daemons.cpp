@@ -117,24 +117,24 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--lease: expected a duration of at least 300ms, like 30s");
   if (!grace) return Status::Invalid("--kill-grace: expected a duration like 10s");
   if (!starvation) return Status::Invalid("--starvation: expected a duration like 10m");
-  options.lease_ms = *lease;
-  options.kill_grace_ms = *grace;
+  options.core.lease_ms = *lease;
+  options.core.kill_grace_ms = *grace;
   auto interactive_limit = ParseDuration(flags.interactive_time_limit);
   if (!interactive_limit || *interactive_limit < 0) {
     return Status::Invalid("--interactive-time-limit: expected a duration like 8h (0: none)");
   }
-  options.interactive_time_limit_ms = *interactive_limit;
+  options.core.interactive_time_limit_ms = *interactive_limit;
   auto idle_limit = ParseDuration(flags.interactive_idle_limit);
   if (!idle_limit || *idle_limit < 0) {
     return Status::Invalid("--interactive-idle-limit: expected a duration like 2h (0: none)");
   }
-  options.interactive_idle_limit_ms = *idle_limit;
+  options.core.interactive_idle_limit_ms = *idle_limit;
   auto connect_timeout = ParseDuration(flags.interactive_connect_timeout);
   if (!connect_timeout || *connect_timeout <= 0) {
     return Status::Invalid("--interactive-connect-timeout: expected a duration like 10s (above 0)");
   }
   options.interactive_connect_ms = *connect_timeout;
-  options.starvation_ms = *starvation;
+  options.core.starvation_ms = *starvation;
   auto upload_retention = ParseDuration(flags.upload_retention);
   if (!upload_retention || *upload_retention < 0) {
     return Status::Invalid("--upload-retention: expected a duration like 7d (0: keep for ever)");
@@ -159,7 +159,7 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   if (!node_retention || *node_retention < 0) {
     return Status::Invalid("--node-retention: expected a duration like 7d (0: never)");
   }
-  options.node_retention_ms = *node_retention;
+  options.core.node_retention_ms = *node_retention;
   options.max_connections = static_cast<size_t>(flags.max_connections);
   options.max_connections_per_peer = static_cast<size_t>(flags.max_connections_per_peer);
   auto half_life = ParseDuration(flags.fair_share_half_life);
@@ -175,10 +175,10 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--reclaim-window: expected a positive duration like 1m");
   }
   if (flags.reclaim_limit < 0) return Status::Invalid("--reclaim-limit must be >= 0");
-  options.usage.half_life_ms = *half_life;
-  options.admission_charge_s = static_cast<double>(*charge) / 1000;
-  options.reclaim_limit = flags.reclaim_limit;
-  options.reclaim_window = *window;
+  options.core.usage.half_life_ms = *half_life;
+  options.core.admission_charge_s = static_cast<double>(*charge) / 1000;
+  options.core.reclaim_limit = flags.reclaim_limit;
+  options.core.reclaim_window = *window;
   for (const std::string& item : Split(flags.gpu_weights, ',')) {
     if (Trim(item).empty()) continue;
     const size_t eq = item.find('=');
@@ -191,7 +191,7 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
           "A100=2,T4=0.5; got '" +
           item + "'");
     }
-    options.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
+    options.core.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
   }
   return options;
 }

@@ -18,7 +18,7 @@ ActiveJob& JobTable::Enter(ActiveJob job) {
 }
 
 ActiveJob& JobTable::Enter(Txn& txn, ActiveJob job) {
-  txn.journal.SaveAs(*this, job.row.id, [] { return Snapshot(); });
+  txn.journal.Save(*this, job.row.id);  // absent, unless it is there already (then kept)
   return Enter(std::move(job));
 }
 

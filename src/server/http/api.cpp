@@ -108,14 +108,6 @@ net::HttpResponse JobsApi::HandleSubmit(const net::HttpRequest& req, const Princ
   }
   auto num_jobs = GetInt(o, "num_jobs", 0);
   if (!num_jobs.ok()) return ErrorResponse(num_jobs.status());
-  if (*num_jobs < 0 || (o.contains("num_jobs") && *num_jobs == 0)) {
-    return ErrorResponse(Status::Invalid("num_jobs must be at least 1"));
-  }
-  if (*num_jobs > c_.options.max_jobs_per_submit) {
-    return ErrorResponse(
-        Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
-                                    *num_jobs, c_.options.max_jobs_per_submit)));
-  }
   request.key = req.Header("idempotency-key");
   if (request.key.size() > 255 ||
       std::any_of(request.key.begin(), request.key.end(),
@@ -126,7 +118,10 @@ net::HttpResponse JobsApi::HandleSubmit(const net::HttpRequest& req, const Princ
   request.user = by.user;
   request.depend_on_any = by.Has(Role::kOperator);
   request.as_group = o.contains("num_jobs");
-  request.count = request.as_group ? static_cast<int>(*num_jobs) : 1;
+  // Its range (at least 1, at most the server's jobs per submission) is the Core's rule
+  // (Core::PrepareSubmission); a count past an int is past any limit.
+  request.count =
+      request.as_group ? static_cast<int>(std::clamp<int64_t>(*num_jobs, -1, INT32_MAX)) : 1;
   auto answer = c_.core.Submit(std::move(request));
   if (!answer.ok()) return ErrorResponse(answer.status());
   json::array ids;

@@ -112,20 +112,8 @@ Status Server::Start() {
   if (!blobs.ok()) return blobs.status();
   uploads_ =
       std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits, options_.upload_quota);
-  CoreOptions core;
-  core.lease_ms = options_.lease_ms;
-  core.kill_grace_ms = options_.kill_grace_ms;
-  core.interactive_time_limit_ms = options_.interactive_time_limit_ms;
-  core.interactive_idle_limit_ms = options_.interactive_idle_limit_ms;
-  core.starvation_ms = options_.starvation_ms;
-  core.max_jobs_per_submit = options_.max_jobs_per_submit;
-  BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.usage));
-  core.usage = options_.usage;
-  core.admission_charge_s = options_.admission_charge_s;
-  core.reclaim_limit = options_.reclaim_limit;
-  core.reclaim_window = options_.reclaim_window;
-  core.node_retention_ms = options_.node_retention_ms;
-  core_ = std::make_unique<Core>(core, *store_, clock_, streams_);
+  BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.core.usage));
+  core_ = std::make_unique<Core>(options_.core, *store_, clock_, streams_);
   BERTH_RETURN_IF_ERROR(core_->Load());
   BERTH_RETURN_IF_ERROR(core_->LoadUsage());
   core_->SetShareRules(accounts_->Users(), accounts_->Teams());
@@ -319,9 +307,9 @@ void Server::HousekeepingLoop() {
     core_->RetryFailedCancels();
     terminals_.ExpireWaiting(clock_.Monotonic());
     int64_t now = clock_.Monotonic();
-    if (options_.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
+    if (options_.core.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
       next_idle_check = now + 1000;
-      core_->EndIdleInteractive(terminals_.SeenAt(now, options_.interactive_idle_limit_ms),
+      core_->EndIdleInteractive(terminals_.SeenAt(now, options_.core.interactive_idle_limit_ms),
                                 watching_since);
     }
     // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.

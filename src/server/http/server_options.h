@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "common/json_util.h"
-#include "server/core/usage_ledger.h"
+#include "server/core/core.h"
 #include "server/uploads.h"
 #include "upload/manifest.h"
 
@@ -36,18 +36,11 @@ struct ServerOptions {
   bool tls = false;
   std::string tls_cert;
   std::string tls_key;
-  DurationMs lease_ms = 30'000;
-  DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
-  DurationMs interactive_time_limit_ms = 24 * 3'600'000;  // CoreOptions'
-  DurationMs interactive_idle_limit_ms = 0;               // CoreOptions'
+  // The state machine's own settings (server/core/core.h: leases, kill grace, interactive limits,
+  // starvation, fair share, jobs per submission, node retention), passed to the Core as they are.
+  CoreOptions core;
   DurationMs interactive_connect_ms = 10'000;  // a session's wait for its node (TerminalBridges)
-  DurationMs starvation_ms = 10 * 60'000;
-  UsageConfig usage;                 // fair share: half-life and GPU weights
-  double admission_charge_s = 3600;  // each weighted GPU held counts this much in advance
-  int reclaim_limit = 3;             // reclaims per team per reclaim_window
-  DurationMs reclaim_window = 60'000;
   size_t max_body_bytes = 64 << 20;
-  int max_jobs_per_submit = 100'000;
   int threads = 0;  // I/O threads; 0: sized from the CPUs this process may use
   // Several servers on one PostgreSQL (docs/ha.md): what GET /v1/health says under "ha" (this
   // server's role, the leader, the store). Called on an I/O thread: must not wait. Unset: one
@@ -72,7 +65,6 @@ struct ServerOptions {
   // the unix socket count in the total only): net::HttpServerOptions'.
   size_t max_connections = 0;
   size_t max_connections_per_peer = 512;
-  DurationMs node_retention_ms = 7LL * 24 * 3'600'000;  // CoreOptions'
 };
 
 // The URL a listener on `host`:`port` is reached at (a wildcard host as 127.0.0.1).

@@ -299,6 +299,25 @@ class PullScriptTest : public ::testing::Test {
   std::string podman_, store_, output_;
 };
 
+// The pull is a script of its own (src/agent/pull.sh, compiled in): every form PullScript writes
+// (each policy, a pinned digest, an insecure registry, podman 5) is one bash parses.
+TEST_F(PullScriptTest, EveryFormIsValidBash) {
+  ContainerHost host = Host(podman_, store_);
+  host.insecure_registries = {"localhost:5000"};
+  host.version = "5.0.2";
+  for (const char* image : {"localhost:5000/x:1", "ubuntu", "r.io/y@sha256:0123abcd"}) {
+    for (PullPolicy policy : {PullPolicy::kMissing, PullPolicy::kAlways, PullPolicy::kNever}) {
+      ContainerRank rank = Rank();
+      rank.spec.image = image;
+      rank.spec.pull = policy;
+      const std::string script = dir_.File("lint.sh");
+      std::ofstream(script) << PullScript(host, rank);
+      const std::string cmd = "bash -n " + script + " 2>" + dir_.File("lint.err");
+      EXPECT_EQ(std::system(cmd.c_str()), 0) << image << ": " << ReadFileOr(dir_.File("lint.err"));
+    }
+  }
+}
+
 TEST_F(PullScriptTest, PullsWhatIsMissingOnceAndSaysItsDigest) {
   ContainerRank rank = Rank();
   ASSERT_EQ(Pull(rank), 0) << output_;
