@@ -2,6 +2,7 @@
 // as "berth: ..." on stderr. Not thread-safe (one command per process).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -281,6 +282,20 @@ int Usage(const GlobalFlags& g, const UsageFlags& flags);
 Result<std::string> ServerFingerprint(const std::string& url);
 
 // Helpers shared by the commands.
+// Which output of a job to read, and how.
+// Which output of a job to read, and how.
+struct LogStream {
+  int64_t id = 0;
+  int rank = -1;    // -1: every rank, interleaved
+  int attempt = 0;  // 0: the latest, following a requeue to the next
+  bool follow = true;
+  bool timestamps = false;  // each line prefixed by when it reached the server
+};
+// Follows a job's output from `*from` (the start when null) until the job ends, to stdout or to
+// `sink`; the job's final status into `final_status`. Returns false on a connection error
+// (logs_cmd.cpp).
+bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status,
+                int64_t* from = nullptr, const std::function<void(std::string_view)>& sink = {});
 int Fail(const Status& status);  // prints "berth: message", returns 1
 // A job's accelerators as "TYPE:N" ("-" when none), from its JSON.
 std::string GpusOf(const boost::json::object& job);

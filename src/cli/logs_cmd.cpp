@@ -25,6 +25,49 @@
 
 namespace berth::cli {
 
+// Follows a job's output from `offset` until the job ends. Returns false on a connection error.
+bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status, int64_t* from,
+                const std::function<void(std::string_view)>& sink) {
+  const int64_t id = s.id;
+  const int attempt = s.attempt;
+  const bool follow = s.follow;
+  int64_t start = from != nullptr ? *from : 0;
+  int64_t& offset = from != nullptr ? *from : start;
+  int current_attempt = attempt;
+  while (true) {
+    std::string target = fmt::format("/v1/jobs/{}/logs?offset={}&rank={}&attempt={}&wait_ms={}{}",
+                                     id, offset, s.rank, current_attempt, follow ? 20'000 : 0,
+                                     s.timestamps ? "&timestamps=1" : "");
+    auto res = conn.http().Request("GET", target, "", 70'000);
+    if (!res.ok()) {
+      fmt::print(stderr, "berth: {}\n", res.status().message());
+      return false;
+    }
+    if (res->status != 200) {
+      fmt::print(stderr, "berth: {}\n", conn.Decode(*res, "GET", target).status().message());
+      return false;
+    }
+    if (!res->body.empty() && sink) {
+      sink(res->body);
+    } else if (!res->body.empty()) {
+      fwrite(res->body.data(), 1, res->body.size(), stdout);
+      fflush(stdout);
+    }
+    int reported_attempt = std::atoi(res->Header("X-Berth-Attempt").c_str());
+    if (attempt == 0 && current_attempt != 0 && reported_attempt != current_attempt) {
+      // The job was requeued: follow the new attempt from its start.
+      fmt::print(stderr, "berth: job {} restarted (attempt {})\n", id, reported_attempt);
+      offset = 0;
+    } else {
+      offset = std::atoll(res->Header("X-Berth-Offset").c_str());
+    }
+    if (attempt == 0) current_attempt = reported_attempt;
+    if (final_status) *final_status = res->Header("X-Berth-Status");
+    if (res->Header("X-Berth-Done") == "1") return true;
+    if (!follow && res->body.empty()) return true;
+  }
+}
+
 namespace {
 
 // Prints the last `lines` lines of what job `id` printed so far; `offset` gets where they end.

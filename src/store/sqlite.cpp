@@ -230,4 +230,8 @@ Status Transaction::Commit() {
   return Status::Ok();
 }
 
+Status Corrupt(const SqliteDb& db, const std::string& what, const Status& cause) {
+  return Status::Internal(db.path() + ": " + what + ": " + cause.message());
+}
+
 }  // namespace berth

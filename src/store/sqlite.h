@@ -129,6 +129,9 @@ class SqliteDb {
   std::unordered_map<std::string, Statement> cache_;
 };
 
+// The error for a row of `db` that cannot be read back (`what`: which row), from its decoder's.
+Status Corrupt(const SqliteDb& db, const std::string& what, const Status& cause);
+
 // A transaction that rolls back unless Commit() succeeds. Write transactions use BEGIN IMMEDIATE so
 // that the write lock is taken (or waited for, up to the busy timeout) at the start rather than
 // failing with SQLITE_BUSY half-way through when a read would have to be upgraded.
