@@ -110,7 +110,7 @@ Status Core::Load() {
     }
     job.queued_at = row.submitted_at;  // a requeued job's last requeue is not kept: close enough
     if (IsActive(row.status)) {
-      Allocate(unused, row.placement, row.resources, +1);
+      nodes_.Allocate(unused, row.placement, row.resources, +1);
       // When its attempt was placed: its usage runs from then.
       auto attempts = store_.GetAttempts(row.id);
       if (attempts.ok()) {
@@ -214,28 +214,9 @@ size_t Core::RememberedSpecsForTesting() {
 
 Core::ActiveJob& Core::MutJob(Txn& txn, ActiveJob& job) { return jobs_.Edit(txn, job); }
 
-NodeRuntime& Core::MutNode(Txn& txn, NodeRuntime& node) {
-  txn.journal.SaveAs(nodes_, node.row.name, [&] { return NodeTable::Snapshot(node); });
-  node.view_stale = true;
-  return node;
-}
-
 void Core::SaveDying(Txn& txn, const AttemptKey& key) { txn.journal.Save(dying_, key); }
 
 void Core::SaveLaunchHeld(Txn& txn) { txn.journal.SaveValue(launch_held_); }
-
-void Core::Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node,
-                    int sign) {
-  for (const auto& grant : placement) {
-    auto it = nodes_.find(grant.node);
-    if (it == nodes_.end()) continue;
-    NodeRuntime& node = MutNode(txn, it->second);
-    node.cpus_used += sign * per_node.cpus;
-    node.memory_used += sign * per_node.memory;
-    for (const auto& g : grant.gpus) node.gpu_used[g.index] += sign * g.milli;
-    if (sign > 0) ++node.sched_gen;
-  }
-}
 
 Status Core::Execute(Txn& txn) {
   if (!txn.batch.empty()) {
@@ -515,7 +496,7 @@ void Core::CheckLeases() {
     if (runtime.row.state == NodeState::kDown || runtime.lease_expires > mono) continue;
     LogWarn("node {}: lease expired; marking it down", name);
     ++txn.out.events.lease_expiries;
-    NodeRuntime& node = MutNode(txn, runtime);
+    NodeRuntime& node = nodes_.Edit(txn, runtime);
     node.row.state = NodeState::kDown;
     node.row.down_since = now;
     node.session.clear();

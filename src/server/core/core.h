@@ -476,7 +476,6 @@ class Core {
 
   // core.cpp: txns — commit, then apply (CountCommitted), then send (SendCommitted).
   ActiveJob& MutJob(Txn& txn, ActiveJob& job) REQUIRES(mu_);
-  NodeRuntime& MutNode(Txn& txn, NodeRuntime& node) REQUIRES(mu_);
   void SaveDying(Txn& txn, const AttemptKey& key) REQUIRES(mu_);
   void SaveLaunchHeld(Txn& txn) REQUIRES(mu_);
   // Commits the txn's batch; then runs its effects (CountCommitted, then SendCommitted), or undoes
@@ -498,8 +497,6 @@ class Core {
   std::shared_ptr<const JobSpec> ReadSpec(int64_t spec_id);
   // Makes `spec` what SpecFor(spec_id) answers while some job holds it.
   void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec) REQUIRES(mu_);
-  void Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node, int sign)
-      REQUIRES(mu_);
   // Drops the jobs `txn` finished for good (ended, processes gone) from memory.
   void ReapFinished(const Txn& txn) REQUIRES(mu_);
   static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);

@@ -231,7 +231,7 @@ void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
     LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
             job_id, attempt, node.row.name);
     job.terminating = true;
-    Allocate(txn, held, job.row.resources, +1);
+    nodes_.Allocate(txn, held, job.row.resources, +1);
     // In memory again: its books hear it enter (counted in its group's tally under its status
     // already, and again in its group's limit and its submission's waiter, which forget their
     // group or submission with its last job in memory), and leave if this is not committed.
@@ -267,7 +267,7 @@ void Core::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& ke
   dying.unheld.erase(rank);
   dying.alive.insert(rank);
   SaveDying(txn, key);
-  Allocate(txn, {*grant}, dying.per_node, +1);
+  nodes_.Allocate(txn, {*grant}, dying.per_node, +1);
   dying_.Add(key, std::move(dying));
 }
 
@@ -294,7 +294,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
     nodes_.Add(name);
     existing = nodes_.find(name);
   }
-  NodeRuntime& node = MutNode(txn, existing->second);
+  NodeRuntime& node = nodes_.Edit(txn, existing->second);
   bool is_new = node.row.name.empty();
   node.row.name = name;
   node.row.node_id = request.node_id;
@@ -341,7 +341,7 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
         rank.exited = !hold;
         if (hold) {
           rank.unheld = false;
-          Allocate(txn, {grant}, job.row.resources, +1);
+          nodes_.Allocate(txn, {grant}, job.row.resources, +1);
         }
       }
       if (job.AllRanksExited()) Release(txn, job);

@@ -32,7 +32,7 @@ void Core::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealth health,
   const std::set<int> faulty = health.FaultyGpus();
   const std::set<int> before = runtime.health.FaultyGpus();
   const bool was_drained = runtime.health.NodeFaulty();
-  NodeRuntime& node = MutNode(txn, runtime);
+  NodeRuntime& node = nodes_.Edit(txn, runtime);
   const std::string& name = node.row.name;
   if (faulty != before || was_drained != health.NodeFaulty()) {
     ++node.sched_gen;

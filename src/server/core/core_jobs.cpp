@@ -81,7 +81,7 @@ void Core::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string&
   txn.out.kick = true;
   if (!holds_resources) return;
   if (job.AllRanksExited()) {
-    Allocate(txn, job.row.placement, job.row.resources, -1);
+    nodes_.Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The user sees the end at once; the devices stay held until every process is really gone,
     // so that no new job lands on a GPU that a dying one still uses.
@@ -137,7 +137,7 @@ void Core::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, Ti
     if (!exited && !node_down) dying.alive.insert(grant.rank);
   }
   if (dying.alive.empty()) {
-    Allocate(txn, job.row.placement, job.row.resources, -1);
+    nodes_.Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The old attempt keeps its resources until its processes are gone: no new job (nor this
     // job's next attempt) lands on devices it still uses.
@@ -250,7 +250,7 @@ Placement ActiveJob::HeldGrants() const {
 void Core::Release(Txn& txn, ActiveJob& job) {
   if (!job.terminating) return;
   MutJob(txn, job);
-  Allocate(txn, job.HeldGrants(), job.row.resources, -1);
+  nodes_.Allocate(txn, job.HeldGrants(), job.row.resources, -1);
   job.terminating = false;
   CountJob(job);
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
@@ -266,7 +266,7 @@ void Core::DyingRankGone(Txn& txn, int64_t job, int attempt, int rank) {
   SaveDying(txn, key);
   std::optional<DyingAttempt> ended = dying_.RankGone(key, rank);
   if (!ended) return;
-  Allocate(txn, ended->Held(), ended->per_node, -1);
+  nodes_.Allocate(txn, ended->Held(), ended->per_node, -1);
   txn.out.kick = true;
   LaunchUnblocked(txn, key);
 }
@@ -368,7 +368,7 @@ void Core::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std
   attempt.placement = job.row.placement;
   attempt.placed_at = now;
   txn.batch.attempts.push_back({job.row.id, attempt});
-  Allocate(txn, job.row.placement, job.row.resources, +1);
+  nodes_.Allocate(txn, job.row.placement, job.row.resources, +1);
 }
 
 }  // namespace berth

@@ -506,7 +506,7 @@ Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::s
       .target = name,
       .detail =
           clear_health ? "--force: health faults cleared: " + it->second.health.NodeReason() : ""});
-  NodeRuntime& node = MutNode(txn, it->second);
+  NodeRuntime& node = nodes_.Edit(txn, it->second);
   node.row.draining = drain;
   ++node.sched_gen;
   if (clear_health) {

@@ -69,4 +69,23 @@ bool NodeTable::Forget(const std::string& name) {
   return true;
 }
 
+NodeRuntime& NodeTable::Edit(Txn& txn, NodeRuntime& node) {
+  txn.journal.SaveAs(*this, node.row.name, [&] { return Snapshot(node); });
+  node.view_stale = true;
+  return node;
+}
+
+void NodeTable::Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node,
+                         int sign) {
+  for (const auto& grant : placement) {
+    auto it = nodes_.find(grant.node);
+    if (it == nodes_.end()) continue;
+    NodeRuntime& node = Edit(txn, it->second);
+    node.cpus_used += sign * per_node.cpus;
+    node.memory_used += sign * per_node.memory;
+    for (const auto& g : grant.gpus) node.gpu_used[g.index] += sign * g.milli;
+    if (sign > 0) ++node.sched_gen;
+  }
+}
+
 }  // namespace berth

@@ -3,8 +3,9 @@
 // node changed, and the capacity-only views the feasibility check at submission reads, rebuilt only
 // after a node joined or its capacity, state or drain changed.
 //
-// A change to a node goes through a Txn (Core::MutNode marks the view stale and saves the node in
-// the txn's undo journal); Restore puts a saved node back when the txn's commit failed.
+// A change to a node goes through a Txn (Edit marks the view stale and saves the node in the txn's
+// undo journal; Allocate is the only writer of what jobs hold); Restore puts a saved node back when
+// the txn's commit failed.
 //
 // Not thread-safe; the Core guards it with its state lock.
 #pragma once
@@ -16,6 +17,7 @@
 
 #include "protocol/agent_protocol.h"
 #include "sched/cluster.h"
+#include "server/core/txn.h"
 #include "store/store.h"
 
 namespace berth {
@@ -59,6 +61,14 @@ class NodeTable {
   Map::const_iterator find(const std::string& name) const { return nodes_.find(name); }
   size_t count(const std::string& name) const { return nodes_.count(name); }
   size_t size() const { return nodes_.size(); }
+
+  // Saves `node` in `txn`'s journal before its first change there and marks its view stale;
+  // `node` itself, to change.
+  NodeRuntime& Edit(Txn& txn, NodeRuntime& node);
+  // Takes (`sign` +1) or gives back (-1) what `placement` holds of each of its nodes, in `txn`:
+  // `per_node` CPUs and memory, and each grant's GPUs. Only this writes a node's counters; a take
+  // bumps the node's sched_gen (a placement decided on an older snapshot may no longer fit).
+  void Allocate(Txn& txn, const Placement& placement, const ResourceRequest& per_node, int sign);
 
   // A node that joins (or is loaded): its place, empty until filled in.
   NodeRuntime& Add(const std::string& name);

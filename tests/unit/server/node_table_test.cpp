@@ -94,5 +94,38 @@ TEST(NodeTableTest, RestorePutsANodeBackOrRemovesOneThatDidNotExist) {
   EXPECT_EQ(table.CapacityViews().size(), 1u);
 }
 
+// What jobs hold of a node changes only through Allocate, in a txn: a take bumps the node's
+// generation, a give-back does not, and the txn's undo puts the node back as it was.
+TEST(NodeTableTest, AllocateTakesAndGivesBackInATxnAndAnUndoPutsTheNodeBack) {
+  NodeTable table;
+  AddUpNode(table, "n1");
+  AddUpNode(table, "n2");
+  const Placement placement = {NodeGrant{.node = "n1", .rank = 0, .gpus = {{1, 500}}},
+                               NodeGrant{.node = "n2", .rank = 1, .gpus = {}},
+                               NodeGrant{.node = "gone", .rank = 2, .gpus = {}}};
+  const ResourceRequest per_node{.cpus = 2'000, .memory = 1'024};
+  Txn take;
+  table.Allocate(take, placement, per_node, +1);
+  NodeRuntime& n1 = table.find("n1")->second;
+  EXPECT_EQ(n1.cpus_used, 2'000);
+  EXPECT_EQ(n1.memory_used, 1'024);
+  EXPECT_EQ(n1.gpu_used[1], 500);
+  EXPECT_EQ(n1.sched_gen, 1u);
+  EXPECT_TRUE(n1.view_stale);
+  EXPECT_EQ(table.find("n2")->second.cpus_used, 2'000);
+
+  Txn give;
+  table.Allocate(give, placement, per_node, -1);
+  EXPECT_EQ(n1.cpus_used, 0);
+  EXPECT_EQ(n1.gpu_used[1], 0);
+  EXPECT_EQ(n1.sched_gen, 1u) << "freed resources do not bump the generation";
+  give.journal.Undo();
+  EXPECT_EQ(n1.cpus_used, 2'000) << "the give-back undone";
+  take.journal.Undo();
+  EXPECT_EQ(table.find("n1")->second.cpus_used, 0);
+  EXPECT_EQ(table.find("n1")->second.sched_gen, 0u);
+  EXPECT_EQ(table.find("n2")->second.memory_used, 0);
+}
+
 }  // namespace
 }  // namespace berth
