@@ -46,9 +46,9 @@ class CoreTest : public ::testing::Test {
     sessions_.clear();
   }
 
-  // A node with `cpus` CPUs and `gpus` V100s. Returns its session.
-  std::string Register(const std::string& name, int cpus = 8, int gpus = 0,
-                       std::vector<proto::AttemptRank> running = {}) {
+  // The registration of a node with `cpus` CPUs and `gpus` V100s that runs `running`.
+  static proto::RegisterRequest Registration(const std::string& name, int cpus = 8, int gpus = 0,
+                                             std::vector<proto::AttemptRank> running = {}) {
     proto::RegisterRequest r;
     r.name = name;
     r.node_id = "node-id-of-" + name;
@@ -57,7 +57,13 @@ class CoreTest : public ::testing::Test {
     r.memory_mib = 64 * 1024;
     for (int i = 0; i < gpus; ++i) r.gpus.push_back({i, "V100"});
     r.running = std::move(running);
-    auto answer = core_->Register(r, "127.0.0.1");
+    return r;
+  }
+
+  // Registers that node (Registration); its session.
+  std::string Register(const std::string& name, int cpus = 8, int gpus = 0,
+                       std::vector<proto::AttemptRank> running = {}) {
+    auto answer = core_->Register(Registration(name, cpus, gpus, std::move(running)), "127.0.0.1");
     EXPECT_TRUE(answer.ok()) << answer.status().message();
     sessions_[name] = answer.ok() ? answer->session : "";
     return sessions_[name];

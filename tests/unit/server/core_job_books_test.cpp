@@ -54,12 +54,7 @@ TEST_F(CoreTest, AnObserverHearsEveryJobEnterAndLeaveAcrossSubmitLoadUndoAndReap
   core_->AddJobObserver(&second);
   ASSERT_TRUE(core_->Load().ok());
   EXPECT_EQ(second.InMemory(), (std::set<int64_t>{later})) << "loaded";
-  proto::RegisterRequest r;
-  r.name = "n1";
-  r.node_id = "node-id-of-n1";
-  r.cpus_milli = 8000;
-  r.memory_mib = 64 * 1024;
-  r.running = {{runs, 1, 0}};
+  proto::RegisterRequest r = Registration("n1", 8, 0, {{runs, 1, 0}});
   store_->FailWrites(1);
   ASSERT_FALSE(core_->Register(r, "127.0.0.1").ok());
   EXPECT_EQ(second.in[runs], 1);
