@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "agent/pull_script.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 #include "supervise/cgroup.h"
 #include "upload/digest.h"
@@ -211,7 +212,7 @@ std::string PullScript(const ContainerHost& host, const ContainerRank& rank) {
       {"run", UserRunDir(host, rank.uid)},
       {"image", image},
       // What a tag resolved to: "DIGEST REF" (the reference checked, as names are hashes).
-      {"cache", store + "/tags/" + upload::Sha256Hex(image)},
+      {"cache", store + "/tags/" + Sha256Hex(image)},
       {"wrapper", PodmanWrapper(host, rank.uid)},
       {"policy", pull == PullPolicy::kAlways  ? "always"
                  : pull == PullPolicy::kNever ? "never"

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "common/files.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 
 namespace berth::net {
@@ -186,12 +187,7 @@ Result<std::string> CertificateFingerprint(const std::string& cert_path) {
 
 std::string FingerprintOfDer(std::string_view der) { return Sha256Digest(der); }
 
-std::string Sha256Digest(std::string_view data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return "sha256:" +
-         HexEncode(std::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
-}
+std::string Sha256Digest(std::string_view data) { return "sha256:" + Sha256Hex(data); }
 
 std::string OpenSslErrors() {
   std::string out;

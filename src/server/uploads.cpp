@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "common/sha256.h"
 #include "upload/blob_frames.h"
 #include "upload/digest.h"
 
@@ -140,9 +141,8 @@ Result<Uploads::Registered> Uploads::RegisterManifest(const std::string& user,
       }
     }
   }
-  Registered out{.digest = upload::Sha256Hex(text),
-                 .files = manifest->Files(),
-                 .bytes = manifest->TotalBytes()};
+  Registered out{
+      .digest = Sha256Hex(text), .files = manifest->Files(), .bytes = manifest->TotalBytes()};
   BERTH_RETURN_IF_ERROR(blobs_->Put(user, out.digest, text));
   MutexLock lock(mu_);
   usable_.Put(user + "/" + out.digest, true);

@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "common/mutex.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 #include "store/blob_store.h"
 #include "store/sqlite.h"
@@ -262,7 +263,7 @@ class FileBlobStore final : public BlobStore {
 
   // Checks `data` against `digest` and writes it under data/ unless it is there already.
   Status Keep(const std::string& digest, std::string_view data) {
-    std::string actual = upload::Sha256Hex(data);
+    std::string actual = Sha256Hex(data);
     if (actual != digest) return Mismatch(digest, actual);
     if (HasFile(digest, static_cast<int64_t>(data.size()))) return Status::Ok();
     std::string tmp = TempPath(digest);
@@ -291,7 +292,7 @@ class FileBlobStore final : public BlobStore {
     return dir_ + "/partial/" + OwnerPrefix(owner) + digest;
   }
   static std::string OwnerPrefix(std::string_view owner) {
-    return upload::Sha256Hex(owner).substr(0, 16) + "-";
+    return Sha256Hex(owner).substr(0, 16) + "-";
   }
 
   bool HasFile(const std::string& digest, int64_t size) const {

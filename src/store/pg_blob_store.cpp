@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/mutex.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 #include "store/blob_store.h"
 #include "store/pg.h"
@@ -59,7 +60,7 @@ class PgBlobStore final : public BlobStore {
   }
 
   Status Put(std::string_view owner, const std::string& digest, std::string_view data) override {
-    std::string actual = upload::Sha256Hex(data);
+    std::string actual = Sha256Hex(data);
     if (actual != digest) return Mismatch(digest, actual);
     MutexLock lock(mu_);
     auto txn = PgTransaction::Begin(*db_);
@@ -234,7 +235,7 @@ class PgBlobStore final : public BlobStore {
 
   // Checks the pieces of `digest` from `owner` (`total` bytes) and makes them the blob.
   Status Complete(std::string_view owner, const std::string& digest, int64_t total) REQUIRES(mu_) {
-    upload::Sha256 hash;
+    Sha256 hash;
     for (int64_t at = 0; at < total;) {
       auto part = ReadRows("upload_pieces", "owner = $1 AND digest = $2",
                            PgParams().Add(owner).Add(digest), at, 8 * kChunkBytes);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "common/files.h"
+#include "common/sha256.h"
 #include "fakes/fake_connection.h"
 #include "fakes/temp_dir.h"
 #include "upload/digest.h"
@@ -22,7 +23,7 @@ class NodeUploadsTest : public ::testing::Test {
   std::string Publish(const std::map<std::string, std::string>& files) {
     upload::Manifest m;
     for (const auto& [path, text] : files) {
-      std::string digest = upload::Sha256Hex(text);
+      std::string digest = Sha256Hex(text);
       conn_.AddBlob(digest, text);
       m.entries.push_back({.kind = upload::ManifestEntry::Kind::kFile,
                            .path = path,
@@ -31,7 +32,7 @@ class NodeUploadsTest : public ::testing::Test {
                            .digest = digest});
     }
     std::string text = upload::SerializeManifest(m);
-    std::string digest = upload::Sha256Hex(text);
+    std::string digest = Sha256Hex(text);
     conn_.AddBlob(digest, text);
     return digest;
   }
@@ -68,7 +69,7 @@ TEST_F(NodeUploadsTest, BuildsTheTreeAndFetchesEachBlobOnce) {
 TEST_F(NodeUploadsTest, ACorruptBlobFailsTheBuild) {
   NodeUploads uploads(dir_.File("cache"), 1 << 20);
   std::string manifest = Publish({{"a", "good\n"}});
-  conn_.AddBlob(upload::Sha256Hex("good\n"), "evil\n");
+  conn_.AddBlob(Sha256Hex("good\n"), "evil\n");
   auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt, {});
   ASSERT_FALSE(built.ok());
   EXPECT_NE(built.status().message().find("corrupted"), std::string::npos);
@@ -95,10 +96,10 @@ TEST_F(NodeUploadsTest, ABlobThatEndsBeforeItsManifestsSizeFailsTheBuild) {
                        .path = "a",
                        .mode = 0640,
                        .size = 1 << 20,
-                       .digest = upload::Sha256Hex(text)});
-  conn_.AddBlob(upload::Sha256Hex(text), text);
+                       .digest = Sha256Hex(text)});
+  conn_.AddBlob(Sha256Hex(text), text);
   const std::string manifest_text = upload::SerializeManifest(m);
-  const std::string manifest = upload::Sha256Hex(manifest_text);
+  const std::string manifest = Sha256Hex(manifest_text);
   conn_.AddBlob(manifest, manifest_text);
   auto built = uploads.Build(conn_, base_, manifest, dir_.File("w"), std::nullopt, {});
   ASSERT_FALSE(built.ok());

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/sha256.h"
 #include "fakes/fake_clock.h"
 #include "fakes/temp_dir.h"
 #include "upload/blob_frames.h"
@@ -28,7 +29,7 @@ class UploadsTest : public ::testing::Test {
   }
   // Uploads `text` as `user`'s; answers its digest.
   std::string Send(const std::string& user, const std::string& text) {
-    std::string digest = upload::Sha256Hex(text);
+    std::string digest = Sha256Hex(text);
     std::string body;
     upload::AppendFrame(body, digest, 0, text);
     EXPECT_TRUE(uploads_->PutFrames(user, body).ok());
@@ -42,7 +43,7 @@ class UploadsTest : public ::testing::Test {
                          .path = "f",
                          .mode = 0644,
                          .size = size.value_or(static_cast<int64_t>(text.size())),
-                         .digest = upload::Sha256Hex(text)});
+                         .digest = Sha256Hex(text)});
     return uploads_->RegisterManifest(user, upload::SerializeManifest(m));
   }
   bool Has(const std::string& user, const std::string& digest) {
@@ -74,7 +75,7 @@ TEST_F(UploadsTest, ANodeReadsOnlyWhatTheJobsManifestsHold) {
   std::string other = Send("alice", "outside\n");
   auto m = Register("alice", "inside\n");
   ASSERT_TRUE(m.ok());
-  auto frames = uploads_->ReadFrames({m->digest}, {{upload::Sha256Hex("inside\n"), 2}});
+  auto frames = uploads_->ReadFrames({m->digest}, {{Sha256Hex("inside\n"), 2}});
   ASSERT_TRUE(frames.ok()) << frames.status().message();
   auto parsed = upload::ParseFrames(*frames);
   ASSERT_EQ(parsed->size(), 1u);
@@ -97,7 +98,7 @@ TEST_F(UploadsTest, RetentionCollectsWhatNoLiveJobUsesAndNobodyTouched) {
   EXPECT_FALSE(Has("alice", loose));
   EXPECT_TRUE(Has("alice", asked));
   EXPECT_TRUE(Has("alice", live->digest));
-  EXPECT_TRUE(Has("alice", upload::Sha256Hex("in a live job\n")));
+  EXPECT_TRUE(Has("alice", Sha256Hex("in a live job\n")));
   // Once the job has ended, its upload goes too.
   clock_.StepWall(8 * kDay);
   gone = uploads_->Collect({}, clock_.Now() - 7 * kDay, clock_.Now() - kDay);
@@ -129,15 +130,14 @@ TEST_F(UploadsTest, AUsersUploadsStayWithinTheirQuotaAndTheDisksFloor) {
   Send("alice", first);
   const std::string second(600, 'b');
   std::string body;
-  upload::AppendFrame(body, upload::Sha256Hex(second), 0, second);
+  upload::AppendFrame(body, Sha256Hex(second), 0, second);
   auto over = uploads_->PutFrames("alice", body);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), Code::kTooLarge);
   EXPECT_NE(over.status().message().find("quota of 1000 B per user"), std::string::npos)
       << over.status().message();
   // Pieces count too, as they come.
-  auto piece =
-      uploads_->PutPiece("alice", upload::Sha256Hex(second), 0, second.substr(0, 500), false, 600);
+  auto piece = uploads_->PutPiece("alice", Sha256Hex(second), 0, second.substr(0, 500), false, 600);
   ASSERT_FALSE(piece.ok());
   EXPECT_EQ(piece.status().code(), Code::kTooLarge);
   // Bob has a quota of his own.

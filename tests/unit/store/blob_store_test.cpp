@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/sha256.h"
 #include "fakes/fake_clock.h"
 #include "fakes/temp_dir.h"
 #include "store/pg_store.h"
@@ -44,7 +45,7 @@ class BlobStoreTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(BlobStoreTest, AnOwnerSeesOnlyWhatTheyUploaded) {
   const std::string data = "hello\n";
-  const std::string digest = upload::Sha256Hex(data);
+  const std::string digest = Sha256Hex(data);
   EXPECT_EQ(*store_->Missing("alice", {digest}), std::vector<std::string>{digest});
   ASSERT_TRUE(store_->Put("alice", digest, data).ok());
   EXPECT_TRUE(store_->Missing("alice", {digest})->empty());
@@ -57,17 +58,17 @@ TEST_P(BlobStoreTest, AnOwnerSeesOnlyWhatTheyUploaded) {
 }
 
 TEST_P(BlobStoreTest, AMismatchIsAConflictAndKeepsNothing) {
-  const std::string digest = upload::Sha256Hex("one");
+  const std::string digest = Sha256Hex("one");
   Status st = store_->Put("alice", digest, "two");
   EXPECT_EQ(st.code(), Code::kConflict);
-  EXPECT_NE(st.message().find(upload::Sha256Hex("two")), std::string::npos);
+  EXPECT_NE(st.message().find(Sha256Hex("two")), std::string::npos);
   EXPECT_EQ(store_->Size(digest).status().code(), Code::kNotFound);
   EXPECT_FALSE(store_->Missing("alice", {digest})->empty());
 }
 
 TEST_P(BlobStoreTest, PiecesResumeWhereTheyStopped) {
   const std::string data(3000, 'x');
-  const std::string digest = upload::Sha256Hex(data);
+  const std::string digest = Sha256Hex(data);
   EXPECT_EQ(*store_->Append("alice", digest, 0, data.substr(0, 1000), false), 1000);
   // A retry from the wrong place is told where to go on.
   auto wrong = store_->Append("alice", digest, 0, data.substr(0, 1000), false);
@@ -78,13 +79,13 @@ TEST_P(BlobStoreTest, PiecesResumeWhereTheyStopped) {
   EXPECT_TRUE(store_->Missing("alice", {digest})->empty());
   EXPECT_EQ(*store_->Read(digest, 0, 5000), data);
   // A whole blob sent in pieces that do not add up is refused.
-  const std::string other = upload::Sha256Hex("abc");
+  const std::string other = Sha256Hex("abc");
   EXPECT_EQ(store_->Append("alice", other, 0, "abd", true).status().code(), Code::kConflict);
   EXPECT_EQ(*store_->Received("alice", other), 0);
 }
 
 TEST_P(BlobStoreTest, OwnersSurviveAReopen) {
-  const std::string digest = upload::Sha256Hex("kept");
+  const std::string digest = Sha256Hex("kept");
   ASSERT_TRUE(store_->Put("alice", digest, "kept").ok());
   store_.reset();
   Open();
@@ -96,12 +97,12 @@ TEST_P(BlobStoreTest, BigBlobsReadAcrossChunks) {
   std::string data;
   for (int i = 0; i < 300'000; ++i) data += static_cast<char>(i * 7 % 251);  // 3 MiB-ish: chunks
   data += data + data + data + data + data + data + data + data + data;
-  const std::string digest = upload::Sha256Hex(data);
+  const std::string digest = Sha256Hex(data);
   ASSERT_TRUE(store_->Put("alice", digest, data).ok());
   EXPECT_EQ(*store_->Size(digest), static_cast<int64_t>(data.size()));
   EXPECT_EQ(*store_->Read(digest, 1'000'000, 2'500'000), data.substr(1'000'000, 2'500'000));
   EXPECT_EQ(*store_->Read(digest, 0, data.size() + 10), data);
-  const std::string empty = upload::Sha256Hex("");
+  const std::string empty = Sha256Hex("");
   ASSERT_TRUE(store_->Put("alice", empty, "").ok());
   EXPECT_EQ(*store_->Size(empty), 0);
   EXPECT_EQ(*store_->Read(empty, 0, 10), "");
@@ -112,31 +113,30 @@ TEST_P(BlobStoreTest, BigBlobsReadAcrossChunks) {
 TEST_P(BlobStoreTest, AnOwnersBytesCountTheirBlobsAndTheirPieces) {
   const std::string a(1000, 'a');
   const std::string b(300, 'b');
-  ASSERT_TRUE(store_->Put("alice", upload::Sha256Hex(a), a).ok());
-  ASSERT_TRUE(store_->Put("bob", upload::Sha256Hex(a), a).ok());  // stored once, bob's too
-  ASSERT_TRUE(store_->Append("alice", upload::Sha256Hex(b + b), 0, b, false).ok());
+  ASSERT_TRUE(store_->Put("alice", Sha256Hex(a), a).ok());
+  ASSERT_TRUE(store_->Put("bob", Sha256Hex(a), a).ok());  // stored once, bob's too
+  ASSERT_TRUE(store_->Append("alice", Sha256Hex(b + b), 0, b, false).ok());
   EXPECT_EQ(*store_->UsedBy("alice"), 1300);
   EXPECT_EQ(*store_->UsedBy("bob"), 1000);
   EXPECT_EQ(*store_->UsedBy("carol"), 0);
-  EXPECT_EQ(*store_->Sizes({upload::Sha256Hex(a), upload::Sha256Hex("none")}),
-            (std::vector<int64_t>{1000, -1}));
+  EXPECT_EQ(*store_->Sizes({Sha256Hex(a), Sha256Hex("none")}), (std::vector<int64_t>{1000, -1}));
 }
 
 // Pieces of an upload nobody goes on with expire after their own (short) retention, whatever the
 // blobs' retention; finished blobs stay.
 TEST_P(BlobStoreTest, UnfinishedPiecesExpireOnTheirOwn) {
   const std::string kept = "kept";
-  ASSERT_TRUE(store_->Put("alice", upload::Sha256Hex(kept), kept).ok());
+  ASSERT_TRUE(store_->Put("alice", Sha256Hex(kept), kept).ok());
   const std::string big(2000, 'p');
-  ASSERT_TRUE(store_->Append("alice", upload::Sha256Hex(big), 0, big.substr(0, 500), false).ok());
+  ASSERT_TRUE(store_->Append("alice", Sha256Hex(big), 0, big.substr(0, 500), false).ok());
   auto live = [](const std::string&) { return false; };
   constexpr DurationMs kHour = 3'600'000;
   ASSERT_TRUE(store_->Collect(live, clock_.Now() - 7 * 24 * kHour, clock_.Now() - 6 * kHour).ok());
-  EXPECT_EQ(*store_->Received("alice", upload::Sha256Hex(big)), 500) << "not old yet";
+  EXPECT_EQ(*store_->Received("alice", Sha256Hex(big)), 500) << "not old yet";
   clock_.StepWall(7 * kHour);
   ASSERT_TRUE(store_->Collect(live, clock_.Now() - 7 * 24 * kHour, clock_.Now() - 6 * kHour).ok());
-  EXPECT_EQ(*store_->Received("alice", upload::Sha256Hex(big)), 0);
-  EXPECT_TRUE(store_->Missing("alice", {upload::Sha256Hex(kept)})->empty());
+  EXPECT_EQ(*store_->Received("alice", Sha256Hex(big)), 0);
+  EXPECT_TRUE(store_->Missing("alice", {Sha256Hex(kept)})->empty());
   EXPECT_EQ(*store_->UsedBy("alice"), 4);
 }
 
