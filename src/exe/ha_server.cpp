@@ -161,7 +161,7 @@ int RunHaServer(ServerOptions options, const HaOptions& ha, const sigset_t& stop
     if (!elector) {
       my_url = !ha.advertise_url.empty()
                    ? ha.advertise_url
-                   : Server::UrlFor(options.host, options.port, !options.tls_cert.empty());
+                   : UrlFor(options.host, options.port, !options.tls_cert.empty());
       elector = std::make_unique<Elector>(
           ElectorOptions{.holder = holder, .url = my_url, .lease_ms = ha.lease_ms}, *lease,
           SystemClock::Get());

@@ -639,7 +639,7 @@ class Core {
     void Entered(ActiveJob& job) override;
     void Left(ActiveJob& job) override;
     void Edited(const ActiveJob& job) override;
-    void Restored(const ActiveJob* was, ActiveJob& job) override;
+    void Restored(ActiveJob* was, ActiveJob& job) override;
 
    private:
     Core* const core_;

@@ -28,12 +28,12 @@ void Core::JobBooks::Edited(const ActiveJob& job) {
   core_->Touch(job.row.id);
 }
 
-void Core::JobBooks::Restored(const ActiveJob* was, ActiveJob& job) {
+void Core::JobBooks::Restored(ActiveJob* was, ActiveJob& job) {
   core_->mu_.AssertHeld();
   // The counts go back with the job: the job as it had become leaves them, the job as it was is
   // counted again where it was then. (The group tallies were not moved: that waits for the commit,
   // Outbox::tally_moves.)
-  if (was != nullptr && was->counted) core_->counts_.Remove(*was->counted, was->row.user);
+  if (was != nullptr) core_->UncountJob(*was);
   core_->AddToCounts(job);
   // A placement put back may be one a rebuild during the txn no longer had.
   core_->node_jobs_.MarkStale();

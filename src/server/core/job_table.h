@@ -43,9 +43,9 @@ class JobTable {
     virtual void Left(ActiveJob& /*job*/) {}
     // `job` is about to change (Edit): it is still as it was.
     virtual void Edited(const ActiveJob& /*job*/) {}
-    // An undo put `job` back as it was; `was` is the job as it had become (nullptr: it was not in
-    // the table).
-    virtual void Restored(const ActiveJob* /*was*/, ActiveJob& /*job*/) {}
+    // An undo put `job` back as it was; `was` is the job as it had become, gone once the notices
+    // are told (nullptr: it was not in the table).
+    virtual void Restored(ActiveJob* /*was*/, ActiveJob& /*job*/) {}
   };
 
   // Observers are told in the order they subscribed; each lives as long as the table.

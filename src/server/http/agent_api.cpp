@@ -26,8 +26,6 @@ Status SpeaksFor(const Principal& by, const std::string& node) {
 
 void AgentsApi::AddRoutes(RouteTable& t) {
   using R = RunsOn;
-  // A handler that answers through its Responder (a stream) returns this.
-  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
   // A join token does one thing: it is exchanged for a node's own credential.
   t.Add(
       "POST", "/v1/agent/join", R::kState,
@@ -50,13 +48,13 @@ void AgentsApi::AddRoutes(RouteTable& t) {
         [this](const RouteCall& c) { return HandleLogBatch(*c.req, *c.by); });
   t.Add("POST", "/v1/agent/blobs", R::kRead,
         [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
-  t.Add("GET", "/v1/agent/watch", R::kState, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/agent/watch", R::kState, [this](const RouteCall& c) {
     HandleWatch(*c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
-  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this](const RouteCall& c) {
     HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
 }
 

@@ -18,8 +18,6 @@ namespace berth {
 // The API's routes; each names who may call it and where it runs (server/http/routes.h).
 void JobsApi::AddRoutes(RouteTable& t) {
   using R = RunsOn;
-  // A handler that answers through its Responder (a stream) returns this.
-  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
   // Jobs, groups and the queue.
   t.Add("POST", "/v1/jobs", R::kState,
         [this](const RouteCall& c) { return HandleSubmit(*c.req, *c.by); });
@@ -30,9 +28,9 @@ void JobsApi::AddRoutes(RouteTable& t) {
         [this](const RouteCall& c) { return HandleShowJob(c.id, *c.by); });
   t.Add("POST", "/v1/jobs/{id}/requeue", R::kState,
         [this](const RouteCall& c) { return HandleRequeue(c.id, *c.by); });
-  t.Add("GET", "/v1/jobs/{id}/logs", R::kRead, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/jobs/{id}/logs", R::kRead, [this](const RouteCall& c) {
     HandleLogs(c.id, *c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
   t.Add("GET", "/v1/groups/{id}", R::kRead,
         [this](const RouteCall& c) { return HandleGroup(c.id); });

@@ -53,7 +53,8 @@ struct ApiContext {
   const std::atomic<bool>& stopping;  // the server is stopping: streams end
 };
 
-// Requests an executor queues at most; past it a request is answered busy (BusyResponse).
+// Requests waiting for a handler thread, per executor: past it a request is answered 503 with
+// Retry-After (BusyResponse: a flood is refused, not queued without bound).
 constexpr size_t kMaxQueuedRequests = 10'000;
 // 503 with Retry-After: a request that found its executor's queue full (server_routes.cpp).
 net::HttpResponse BusyResponse();

@@ -29,6 +29,10 @@ enum class RunsOn { kIoThread, kState, kRead };
 enum class Callers { kAnyone, kJoinToken, kIdentified };
 
 // A matched request, as its handler gets it.
+// What a handler that answers through its Responder (a stream, a WebSocket) returns: no answer
+// for the dispatcher to send.
+inline net::HttpResponse StreamedAnswer() { return net::HttpResponse{.status = 0}; }
+
 struct RouteCall {
   std::shared_ptr<net::HttpRequest> req;
   std::shared_ptr<Principal> by;  // null for Callers::kAnyone

@@ -221,10 +221,6 @@ Status Server::SetUpTls(net::HttpServerOptions& http) {
 
 int Server::port() const { return http_ ? http_->port() : 0; }
 
-std::string Server::UrlFor(std::string host, int port, bool tls) {
-  return berth::UrlFor(std::move(host), port, tls);
-}
-
 std::string Server::url() const { return UrlFor(options_.host, port(), !tls_fingerprint_.empty()); }
 
 void Server::Stop() {

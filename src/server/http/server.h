@@ -57,10 +57,8 @@ namespace berth {
 
 class Server {
  public:
-  // Listings' pages and caps: server/listing.h.
-  // Requests waiting for a handler thread, per executor: past it a request is answered 503 with
-  // Retry-After (a flood is refused, not queued without bound).
-  static constexpr size_t kMaxQueuedRequests = berth::kMaxQueuedRequests;
+  // Listings' pages and caps: server/listing.h; requests queued per executor: kMaxQueuedRequests
+  // (api_context.h).
 
   // `store` holds the durable state (src/exe opens SQLite under the state dir; tests may wrap it
   // to inject faults). `clock` must outlive the server.
@@ -73,8 +71,6 @@ class Server {
   Status Start();
   int port() const;
   std::string url() const;
-  // The URL a listener on `host`:`port` is reached at (a wildcard host as 127.0.0.1).
-  static std::string UrlFor(std::string host, int port, bool tls);
   const std::string& token() const { return token_; }
   // The unix socket's path ("" when none).
   const std::string& unix_socket() const { return options_.unix_socket; }

@@ -40,19 +40,17 @@ Result<int64_t> QueryInt(const net::HttpRequest& req, const std::string& name,
 
 void TerminalsApi::AddRoutes(RouteTable& t) {
   using R = RunsOn;
-  // A handler that answers through its Responder (a stream) returns this.
-  constexpr auto streamed = [] { return net::HttpResponse{.status = 0}; };
-  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this](const RouteCall& c) {
     HandleAttach(c.id, *c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
-  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this](const RouteCall& c) {
     HandleExecInto(c.id, *c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
-  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this, streamed](const RouteCall& c) {
+  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this](const RouteCall& c) {
     HandlePortForward(c.id, *c.req, *c.by, c.res);
-    return streamed();
+    return StreamedAnswer();
   });
 }
 

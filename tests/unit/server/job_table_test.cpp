@@ -16,7 +16,7 @@ class Recorder : public JobTable::Observer {
   void Entered(ActiveJob& job) override { heard.push_back("in:" + Id(job)); }
   void Left(ActiveJob& job) override { heard.push_back("out:" + Id(job)); }
   void Edited(const ActiveJob& job) override { heard.push_back("edit:" + Id(job)); }
-  void Restored(const ActiveJob* was, ActiveJob& job) override {
+  void Restored(ActiveJob* was, ActiveJob& job) override {
     heard.push_back("back:" + Id(job) +
                     (was ? " from " + std::string(JobStatusName(was->row.status)) : ""));
   }
