@@ -2,15 +2,16 @@
 // 10k nodes): a Core over a real SQLite store in a temp dir, 10,000 registered nodes (8 V100 each,
 // 32 CPUs), 100,000 one-GPU jobs submitted in one group, one pass (80,000 placed, 20,000 left
 // waiting, with their reasons). Then, per iteration, the page as the server builds it: build info,
-// Core::WriteGauges (one walk of the jobs and nodes under the core's lock), the counters and
+// ReadModel::WriteGauges (one walk of the jobs and nodes under the core's lock), the counters and
 // histograms. The page's size is reported.
 //
 //   BM_Scrape          the whole page
-//   BM_ScrapeGauges    Core::WriteGauges alone (the part that holds the core's lock)
-//   BM_DashboardQueue  Core::ActiveEntries: what the dashboard's queue page copies under the core's
+//   BM_ScrapeGauges    ReadModel::WriteGauges alone (the part that holds the core's lock)
+//   BM_DashboardQueue  ReadModel::ActiveEntries: what the dashboard's queue page copies under the
+//   core's
 //                      lock (every active job's id, group, user, status, priority) before the
 //                      server sorts, groups and pages it
-//   BM_DashboardTotals Core::ClusterTotals: the dashboard overview's counts
+//   BM_DashboardTotals ReadModel::ClusterTotals: the dashboard overview's counts
 //
 // Setting up (10,000 registrations, 100,000 submissions, one pass with 160 commits) takes ~10 s
 // on a 2-CPU VM. Build and run (bench/README.md):
@@ -71,7 +72,7 @@ struct World {
       r.cpus_milli = 32 * 1000;
       r.memory_mib = 256 * 1024;
       for (int d = 0; d < kGpusPerNode; ++d) r.gpus.push_back({d, "V100"});
-      Check(core->Register(r, "127.0.0.1").status(), "register");
+      Check(core->agents().Register(r, "127.0.0.1").status(), "register");
     }
     JobSpec spec;
     spec.name = "sweep";
@@ -82,9 +83,9 @@ struct World {
     // Ten users, so that the pending gauges have more than one series per reason.
     for (int u = 0; u < 10; ++u) {
       SubmitRequest r{.spec = spec, .user = "user-" + std::to_string(u), .count = kJobs / 10};
-      Check(core->Submit(std::move(r)).status(), "submit");
+      Check(core->admission().Submit(std::move(r)).status(), "submit");
     }
-    core->RunPass();
+    core->scheduling().RunPass();
   }
 };
 
@@ -100,7 +101,7 @@ void BM_Scrape(benchmark::State& state) {
     metrics::ExpositionWriter out;
     out.Family("berth_build_info", "gauge", "Build.");
     out.Sample("berth_build_info", {{"version", "bench"}}, 1);
-    w.core->WriteGauges(out);
+    w.core->reads().WriteGauges(out);
     w.core->metrics().Write(out);
     bytes = out.text().size();
     benchmark::DoNotOptimize(out.text().data());
@@ -113,7 +114,7 @@ void BM_ScrapeGauges(benchmark::State& state) {
   World& w = TheWorld();
   for (auto _ : state) {
     metrics::ExpositionWriter out;
-    w.core->WriteGauges(out);
+    w.core->reads().WriteGauges(out);
     benchmark::DoNotOptimize(out.text().data());
   }
 }
@@ -123,7 +124,7 @@ void BM_DashboardQueue(benchmark::State& state) {
   World& w = TheWorld();
   size_t n = 0;
   for (auto _ : state) {
-    auto entries = w.core->ActiveEntries({});
+    auto entries = w.core->reads().ActiveEntries({});
     n = entries.size();
     benchmark::DoNotOptimize(entries.data());
   }
@@ -134,7 +135,7 @@ BENCHMARK(BM_DashboardQueue)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_DashboardTotals(benchmark::State& state) {
   World& w = TheWorld();
   for (auto _ : state) {
-    auto totals = w.core->ClusterTotals();
+    auto totals = w.core->reads().ClusterTotals();
     benchmark::DoNotOptimize(totals.cpus);
   }
 }

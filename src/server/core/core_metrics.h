@@ -1,9 +1,10 @@
 // CoreMetrics: the counters and histograms of what the Core did (docs/monitoring.md), updated as
 // changes are applied — after their commit, so that a change the store refused counts nothing —
-// and written to /metrics with the gauges the Core computes at scrape time (Core::WriteMetrics).
+// and written to /metrics with the gauges the Core computes at scrape time
+// (ReadModel::WriteGauges).
 //
-// Events are collected in a txn while it is built (TxnEvents) and counted by Core::Execute once
-// the txn's commit succeeded.
+// Events are collected in a txn while it is built (TxnEvents) and counted by CoreState::Execute
+// once the txn's commit succeeded.
 //
 // Thread-safety: every family is safe to update and write from any thread (common/metrics.h).
 #pragma once

@@ -8,11 +8,11 @@
 // A tally counts every job of its group, those already reaped from memory included (under their
 // final status, which no longer changes). It is made when the group's submission is applied (all
 // its jobs pending) or, at load, from the store's counts; it moves as the core's jobs change
-// status, once each change is committed (Core::TallyJob notes the move in the plan,
-// Core::CountCommitted makes it: readers never see a change a failed commit undoes), and is dropped
-// with the group's last job in memory — from then on the store answers for the group. A job of a
-// group that has no tally never starts one. It keeps the group's max_running too, as GroupLimits
-// holds it.
+// status, once each change is committed (JobBooks::TallyJob notes the move in the plan,
+// CoreState::CountCommitted makes it: readers never see a change a failed commit undoes), and is
+// dropped with the group's last job in memory — from then on the store answers for the group. A job
+// of a group that has no tally never starts one. It keeps the group's max_running too, as
+// GroupLimits holds it.
 //
 // Thread-safety: thread-safe; one mutex of its own, never held while calling out. The Core changes
 // it under its own lock (core lock, then this one); readers take only this one.

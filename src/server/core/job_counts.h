@@ -2,7 +2,7 @@
 // each user has pending — kept as jobs change, so that /metrics (berth_jobs{status,pool,team}),
 // the dashboard's totals and max-pending-jobs at submission read them without walking every job.
 // A job is counted under a key (status slot, group); the Core keeps each job's key with the job
-// (Core::ActiveJob::counted) and moves it as the job changes (Core::CountJob).
+// (ActiveJob::counted) and moves it as the job changes (JobBooks::CountJob).
 //
 // Thread-safety: none; the Core owns one and guards it with its mutex.
 #pragma once

@@ -7,7 +7,7 @@
 //
 // Entries may be stale (a job since requeued, placed elsewhere, or gone from memory): callers check
 // each job's own placement, as they did when they walked every job. An entry is never missing for
-// a job whose placement names the node: each placement is added when it is set (Core::Place, a
+// a job whose placement names the node: each placement is added when it is set (Lifecycle::Place, a
 // load, a held ended attempt), and an undo asks for a rebuild. The stale ones are bounded: past
 // kSlack entries per job in memory (plus kFloor), the next look rebuilds the index from the jobs.
 //

@@ -156,8 +156,8 @@ class UndoJournal {
   Log* last_ = nullptr;  // the log saved to last (a run of saves to one table finds it at once)
 };
 
-// What a committed Txn does after its commit, in this order (Core::CountCommitted, then
-// Core::SendCommitted): books and metrics, then sessions, messages, wakes, reaping and a pass.
+// What a committed Txn does after its commit, in this order (CoreState::CountCommitted, then
+// CoreState::SendCommitted): books and metrics, then sessions, messages, wakes, reaping and a pass.
 struct Outbox {
   std::vector<std::pair<std::string, std::string>> opens;  // (node, session)
   std::vector<std::string> closes;
@@ -180,7 +180,7 @@ struct Txn {
   Outbox out;
   UndoJournal journal;
   // Waiters whose dependencies can no longer hold, to cancel: a worklist, so that a long chain of
-  // cancellations does not recurse (Core::DrainDependencyFailures).
+  // cancellations does not recurse (Lifecycle::DrainDependencyFailures).
   std::vector<sched::Dependencies::Key> dep_failures;
   bool draining_deps = false;
 };

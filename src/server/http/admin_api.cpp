@@ -197,11 +197,11 @@ net::HttpResponse AdminApi::HandleSetNodeUsers(const net::HttpRequest& req, cons
 }
 
 net::HttpResponse AdminApi::HandleRevokeNode(const std::string& node, const Principal& by) {
-  auto revoked = c_.accounts.RevokeNode(by, node, c_.core.NodeLastSeen(node).has_value());
+  auto revoked = c_.accounts.RevokeNode(by, node, c_.core.reads().NodeLastSeen(node).has_value());
   if (!revoked.ok()) return ErrorResponse(revoked.status());
   // Its agent's session ends now: its calls fail from here on (it cannot register again), and
   // its lease runs out as any silent node's does.
-  c_.core.EndSession(node);
+  c_.core.agents().EndSession(node);
   json::array names;
   bool freed = false;
   for (const TokenRow& row : *revoked) {
@@ -277,7 +277,7 @@ net::HttpResponse AdminApi::HandleSetUser(const std::string& name, const net::Ht
   }
   auto row = c_.accounts.SetUser(by, change);
   if (!row.ok()) return ErrorResponse(row.status());
-  c_.core.SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
+  c_.core.scheduling().SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
   return JsonResponse(200, UserJson(*row));
 }
 
@@ -312,7 +312,7 @@ net::HttpResponse AdminApi::HandleSetTeam(const std::string& name, const net::Ht
   }
   auto row = c_.accounts.SetTeam(by, change);
   if (!row.ok()) return ErrorResponse(row.status());
-  c_.core.SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
+  c_.core.scheduling().SetShareRules(c_.accounts.Users(), c_.accounts.Teams());
   json::object quota;
   for (const auto& [type, milli] : row->quota) quota[type] = double(milli) / kMilliPerGpu;
   json::object borrow;

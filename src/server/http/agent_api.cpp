@@ -65,7 +65,7 @@ net::HttpResponse AgentsApi::HandleJoin(const net::HttpRequest& req, const Princ
     return ErrorResponse(Status::Invalid("join: body must be {\"node\": NAME}"));
   }
   const std::string node(body->as_object().at("node").as_string());
-  auto created = c_.accounts.JoinNode(by, node, c_.core.NodeLastSeen(node));
+  auto created = c_.accounts.JoinNode(by, node, c_.core.reads().NodeLastSeen(node));
   if (!created.ok()) return ErrorResponse(created.status());
   LogInfo("node {} joined with {} and holds credential {}", node, by.via, created->row.name);
   return JsonResponse(
@@ -88,7 +88,7 @@ net::HttpResponse AgentsApi::HandleRegister(const net::HttpRequest& req, const P
         "give each node its own credential (docs/security.md \"Node credentials\")",
         request->name);
   }
-  auto answer = c_.core.Register(*request, req.remote_address);
+  auto answer = c_.core.agents().Register(*request, req.remote_address);
   if (!answer.ok()) return ErrorResponse(answer.status());
   // Its new session's queue starts empty: what was waiting for the node is sent again.
   c_.terminals.InviteAgain(request->name);
@@ -123,7 +123,7 @@ net::HttpResponse AgentsApi::HandleHeartbeat(const net::HttpRequest& req, const 
   auto request = proto::HeartbeatRequest::Decode(*body);
   if (!request.ok()) return ErrorResponse(400, request.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
-  auto answer = c_.core.Heartbeat(request->node, request->session);
+  auto answer = c_.core.agents().Heartbeat(request->node, request->session);
   if (!answer.ok()) return ErrorResponse(answer.status());
   return JsonResponse(200, answer->Encode());
 }
@@ -136,7 +136,7 @@ net::HttpResponse AgentsApi::HandleHealth(const net::HttpRequest& req, const Pri
   auto request = proto::HealthRequest::Decode(*body);
   if (!request.ok()) return ErrorResponse(400, request.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
-  auto answer = c_.core.ReportHealth(*request);
+  auto answer = c_.core.agents().ReportHealth(*request);
   if (!answer.ok()) return ErrorResponse(answer.status());
   return JsonResponse(200, answer->Encode());
 }
@@ -149,7 +149,7 @@ net::HttpResponse AgentsApi::HandleReport(const net::HttpRequest& req, const Pri
   auto batch = proto::ReportRequest::Decode(*body);
   if (!batch.ok()) return ErrorResponse(400, batch.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, batch->node));
-  auto results = c_.core.Report(*batch);
+  auto results = c_.core.agents().Report(*batch);
   if (!results.ok()) return ErrorResponse(results.status());
   return JsonResponse(200, proto::ReportAnswer{std::move(*results)}.Encode());
 }
@@ -158,8 +158,8 @@ net::HttpResponse AgentsApi::HandleLogAppend(const net::HttpRequest& req, const 
   auto append = proto::LogAppend::FromQuery(req.query);
   if (!append.ok()) return ErrorResponse(400, append.status().message());
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, append->node));
-  auto prefix =
-      c_.core.LogPrefix(append->node, append->session, append->job, append->attempt, append->rank);
+  auto prefix = c_.core.agents().LogPrefix(append->node, append->session, append->job,
+                                           append->attempt, append->rank);
   if (!prefix.ok()) return ErrorResponse(prefix.status());
   auto size =
       c_.logs.Append(append->job, append->attempt, append->rank, append->offset, req.body, *prefix);
@@ -169,7 +169,7 @@ net::HttpResponse AgentsApi::HandleLogAppend(const net::HttpRequest& req, const 
                                     size.status().message()}
                  .Encode());
   }
-  c_.core.LogsAppended(append->job);
+  c_.core.reads().LogsAppended(append->job);
   return JsonResponse(200, proto::LogAppendAnswer{*size, ""}.Encode());
 }
 
@@ -179,7 +179,7 @@ net::HttpResponse AgentsApi::HandleLogBatch(const net::HttpRequest& req, const P
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, node));
   auto pieces = proto::DecodeLogBatch(req.body);
   if (!pieces.ok()) return ErrorResponse(400, pieces.status().message());
-  if (!c_.core.SessionIs(node, session)) {
+  if (!c_.core.agents().SessionIs(node, session)) {
     return ErrorResponse(
         Status::Conflict("unknown agent session for node '" + node + "'; register again"));
   }
@@ -190,7 +190,7 @@ net::HttpResponse AgentsApi::HandleLogBatch(const net::HttpRequest& req, const P
   ranks.reserve(pieces->size());
   for (const proto::LogPiece& p : *pieces) ranks.push_back({p.job, p.attempt, p.rank});
   // The core's lock once for the batch, not once per piece.
-  std::vector<Result<std::string>> prefixes = c_.core.LogPrefixes(node, session, ranks);
+  std::vector<Result<std::string>> prefixes = c_.core.agents().LogPrefixes(node, session, ranks);
   for (size_t i = 0; i < pieces->size(); ++i) {
     const proto::LogPiece& p = (*pieces)[i];
     Result<std::string>& prefix = prefixes[i];
@@ -213,7 +213,7 @@ net::HttpResponse AgentsApi::HandleLogBatch(const net::HttpRequest& req, const P
     answer.results.push_back({*size, ""});
     appended.insert(p.job);
   }
-  if (!appended.empty()) c_.core.LogsAppended(appended);
+  if (!appended.empty()) c_.core.reads().LogsAppended(appended);
   if (!ended.ok()) return ErrorResponse(ended);
   return JsonResponse(200, answer.Encode());
 }
@@ -228,7 +228,8 @@ net::HttpResponse AgentsApi::HandleGetSpec(int64_t spec_id, const net::HttpReque
         "spec: say which node and session fetch it, for which job (?node=N&session=S&job=J)"));
   }
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, req.Query("node")));
-  if (Status may = c_.core.MayReadSpec(req.Query("node"), req.Query("session"), *job, spec_id);
+  if (Status may =
+          c_.core.agents().MayReadSpec(req.Query("node"), req.Query("session"), *job, spec_id);
       !may.ok()) {
     return ErrorResponse(may);
   }
@@ -261,7 +262,7 @@ net::HttpResponse AgentsApi::HandleAgentBlobs(const net::HttpRequest& req, const
     wanted.emplace_back(std::string(w.as_array()[0].as_string()), *AsInt(w.as_array()[1]));
   }
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, *node));
-  auto manifests = c_.core.JobUploads(*node, *session, *job);
+  auto manifests = c_.core.agents().JobUploads(*node, *session, *job);
   if (!manifests.ok()) return ErrorResponse(manifests.status());
   auto frames = c_.uploads.ReadFrames(*manifests, wanted);
   if (!frames.ok()) return ErrorResponse(frames.status());

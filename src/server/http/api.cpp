@@ -117,10 +117,10 @@ net::HttpResponse JobsApi::HandleSubmit(const net::HttpRequest& req, const Princ
   request.depend_on_any = by.Has(Role::kOperator);
   request.as_group = o.contains("num_jobs");
   // Its range (at least 1, at most the server's jobs per submission) is the Core's rule
-  // (Core::PrepareSubmission); a count past an int is past any limit.
+  // (Admission::PrepareSubmission); a count past an int is past any limit.
   request.count =
       request.as_group ? static_cast<int>(std::clamp<int64_t>(*num_jobs, -1, INT32_MAX)) : 1;
-  auto answer = c_.core.Submit(std::move(request));
+  auto answer = c_.core.admission().Submit(std::move(request));
   if (!answer.ok()) return ErrorResponse(answer.status());
   json::array ids;
   for (int64_t id : answer->ids) ids.push_back(id);
@@ -171,7 +171,7 @@ net::HttpResponse JobsApi::HandleListJobs(const net::HttpRequest& req) {
     const bool exhausted = static_cast<int>(got->size()) <= page;
     const std::optional<int64_t> last =
         got->empty() ? std::nullopt : std::optional<int64_t>(got->back().id);
-    filter->Keep(*got, [this](const std::string& u) { return c_.core.TeamOf(u); });
+    filter->Keep(*got, [this](const std::string& u) { return c_.core.reads().TeamOf(u); });
     for (JobRow& row : *got) rows.push_back(std::move(row));
     if (static_cast<int>(rows.size()) > page) {
       rows.resize(page);
@@ -187,7 +187,7 @@ net::HttpResponse JobsApi::HandleListJobs(const net::HttpRequest& req) {
   for (const auto& row : rows) {
     if (row.status == JobStatus::kPending) pending.push_back(row.id);
   }
-  auto waiting = c_.core.WaitingReasons(pending);
+  auto waiting = c_.core.reads().WaitingReasons(pending);
   json::array jobs;
   for (const auto& row : rows) {
     auto it = waiting.find(row.id);
@@ -206,7 +206,7 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
   const int active_cap = static_cast<int>(*active_cap_param);
   // By user and team only: the summary's active rows come from the core's counts by group.
   const listing::RowFilter filter{.user = req.Query("user"), .team = req.Query("team")};
-  Core::QueueOverview ov = c_.core.Overview(filter);
+  ReadModel::QueueOverview ov = c_.core.reads().Overview(filter);
   // The newest finished jobs (grouped ones stand for their group), filtered like the active ones.
   JobQuery finished_query;
   finished_query.finished_only = true;
@@ -214,7 +214,7 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
   auto finished = c_.store.ListJobs(finished_query);
   if (!finished.ok()) return ErrorResponse(finished.status());
   const bool more_finished = limit > 0 && static_cast<int>(finished->size()) == limit;
-  filter.Keep(*finished, [this](const std::string& u) { return c_.core.TeamOf(u); });
+  filter.Keep(*finished, [this](const std::string& u) { return c_.core.reads().TeamOf(u); });
   // Every group to show, with the row that stands for it: its newest active job, or (for a group
   // with nothing active) its newest finished one.
   std::map<int64_t, int64_t> group_row;  // group -> job id
@@ -239,7 +239,7 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
   for (const JobRow& row : *rows) {
     if (row.status == JobStatus::kPending && !row.group) pending.push_back(row.id);
   }
-  auto waiting = c_.core.WaitingReasons(pending);
+  auto waiting = c_.core.reads().WaitingReasons(pending);
   // Rows newest first: a group sorts by the job that stands for it.
   std::vector<std::pair<int64_t, json::object>> out;
   for (int64_t id : std::vector<int64_t>(ids.begin(), ids.begin() + shown_active)) {
@@ -277,7 +277,7 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
 
 Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCountsOf(
     const ApiContext& c_, const std::vector<int64_t>& groups) {
-  std::map<int64_t, std::map<JobStatus, int>> out = c_.core.TalliedGroupCounts(groups);
+  std::map<int64_t, std::map<JobStatus, int>> out = c_.core.admission().TalliedGroupCounts(groups);
   std::vector<int64_t> untallied;
   for (int64_t group : groups) {
     if (!out.count(group)) untallied.push_back(group);
@@ -290,7 +290,7 @@ Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCountsOf(
 }
 
 net::HttpResponse JobsApi::HandleGroup(int64_t group) {
-  std::optional<GroupTallies::Tally> g = c_.core.TalliedGroup(group);
+  std::optional<GroupTallies::Tally> g = c_.core.admission().TalliedGroup(group);
   if (!g) {
     auto size = c_.store.GroupSize(group);
     if (!size.ok()) return ErrorResponse(size.status());
@@ -332,7 +332,8 @@ net::HttpResponse JobsApi::HandleUpdateGroup(int64_t group, const net::HttpReque
     max_running = static_cast<int>(value.as_int64());
   }
   if (!given) return ErrorResponse(Status::Invalid("say what to change: max_running"));
-  Status st = c_.core.SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
+  Status st =
+      c_.core.admission().SetGroupLimit(group, max_running, by.user, by.Has(Role::kOperator));
   if (!st.ok()) return ErrorResponse(st);
   return HandleGroup(group);
 }
@@ -343,14 +344,14 @@ net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
   if (rows->empty()) return ErrorResponse(Status::NotFound(fmt::format("no job {}", id)));
   const JobRow& row = rows->front();
   std::optional<WaitingDetail> waiting;
-  if (row.status == JobStatus::kPending) waiting = c_.core.WaitingDetailOf(id);
+  if (row.status == JobStatus::kPending) waiting = c_.core.reads().WaitingDetailOf(id);
   json::object o = JobJson(row, waiting ? waiting->reason : "");
   o["waiting"] = waiting ? json::value(WaitingJson(*waiting)) : json::value(nullptr);
   // A job that asked for no memory is limited by each node's default (docs/security.md
   // "Isolation"): which, on the nodes it was placed on (null: that node enforces none).
   json::object memory_default;
   if (row.resources.memory == 0 && !row.placement.empty()) {
-    const std::map<std::string, Mib> defaults = c_.core.JobMemoryDefaults(row.placement);
+    const std::map<std::string, Mib> defaults = c_.core.reads().JobMemoryDefaults(row.placement);
     for (const NodeGrant& grant : row.placement) {
       auto it = defaults.find(grant.node);
       memory_default[grant.node] =
@@ -436,7 +437,7 @@ net::HttpResponse JobsApi::HandleCancel(const net::HttpRequest& req, const Princ
   request.user = by.user;
   request.cancel_any = by.Has(Role::kOperator);
   request.why = *why;
-  auto answer = c_.core.Cancel(request);
+  auto answer = c_.core.admission().Cancel(request);
   if (!answer.ok()) return ErrorResponse(answer.status());
   if (!answer->forbidden.empty() && answer->cancelled.empty() && answer->already_finished.empty() &&
       answer->not_found.empty()) {
@@ -456,8 +457,8 @@ net::HttpResponse JobsApi::HandleCancel(const net::HttpRequest& req, const Princ
 }
 
 net::HttpResponse JobsApi::HandleRequeue(int64_t id, const Principal& by) {
-  Status st = c_.core.Requeue(id, by.user, by.Has(Role::kOperator));
-  if (st.code() == Code::kConflict && !c_.core.ActiveJobRow(id)) {
+  Status st = c_.core.admission().Requeue(id, by.user, by.Has(Role::kOperator));
+  if (st.code() == Code::kConflict && !c_.core.reads().ActiveJobRow(id)) {
     auto rows = c_.store.GetJobs({id});
     if (rows.ok() && rows->empty()) st = Status::NotFound(fmt::format("no job {}", id));
   }
@@ -466,10 +467,10 @@ net::HttpResponse JobsApi::HandleRequeue(int64_t id, const Principal& by) {
 }
 
 net::HttpResponse JobsApi::HandleNodes(bool holders) {
-  std::map<std::string, std::map<int, std::vector<Core::Holder>>> held;
-  if (holders) held = c_.core.DeviceHolders();
+  std::map<std::string, std::map<int, std::vector<ReadModel::Holder>>> held;
+  if (holders) held = c_.core.reads().DeviceHolders();
   json::array nodes;
-  for (const auto& node : c_.core.Nodes()) {
+  for (const auto& node : c_.core.reads().Nodes()) {
     json::object o = NodeJson(node);
     if (holders) {
       // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).
@@ -495,7 +496,7 @@ net::HttpResponse JobsApi::HandleDrain(const std::string& name, bool drain, bool
                                        const Principal& by) {
   BERTH_RESPOND_IF_ERROR(
       NeedRole(by, Role::kOperator, std::string(drain ? "draining" : "undraining") + " a node"));
-  auto node = c_.core.Drain(name, drain, by.user, force);
+  auto node = c_.core.agents().Drain(name, drain, by.user, force);
   if (!node.ok()) return ErrorResponse(node.status());
   return JsonResponse(200, NodeJson(*node));
 }
@@ -523,7 +524,7 @@ void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principa
   wait_ms = std::min(wait_ms, 60'000);
   JobRow row;
   bool live = false;
-  if (auto active = c_.core.ActiveJobRow(id)) {
+  if (auto active = c_.core.reads().ActiveJobRow(id)) {
     row = active->first;
     live = active->second;
   } else {
@@ -587,13 +588,13 @@ void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principa
         kMaxQueuedRequests);
     if (!queued) res->Send(BusyResponse());
   };
-  auto waiter = c_.core.AddLogWaiter(id, attempt, again);
+  auto waiter = c_.core.reads().AddLogWaiter(id, attempt, again);
   if (!waiter) {  // ended (or moved to another attempt) meanwhile
     again();
     return;
   }
   if (c_.logs.Size(id, attempt, rank) > offset) {  // output arrived before the waiter was there
-    c_.core.RemoveLogWaiter(id, *waiter);
+    c_.core.reads().RemoveLogWaiter(id, *waiter);
     again();
     return;
   }
@@ -603,7 +604,7 @@ void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principa
     // (it would hold up every connection dealt to that thread, and the first one accepts them all).
     const bool queued = c_.read_exec.TryPost(
         [this, id, waiter, again] {
-          c_.core.RemoveLogWaiter(id, *waiter);
+          c_.core.reads().RemoveLogWaiter(id, *waiter);
           again();
         },
         kMaxQueuedRequests);

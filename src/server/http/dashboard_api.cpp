@@ -205,7 +205,7 @@ net::HttpResponse DashboardApi::HandleLogout(const net::HttpRequest& req) {
 }
 
 net::HttpResponse DashboardApi::HandleOverview() {
-  Core::Totals t = c_.core.ClusterTotals();
+  ReadModel::Totals t = c_.core.reads().ClusterTotals();
   json::object jobs;
   for (const auto& [status, n] : t.jobs) jobs[status] = n;
   json::object nodes;
@@ -291,7 +291,7 @@ Status DashboardApi::DashboardFinishedPage(const listing::RowFilter& filter, int
                        : std::min(offset + limit + 1, listing::kMaxFinishedScan);
     auto rows = c_.store.ListJobs(q);
     if (!rows.ok()) return rows.status();
-    filter.Keep(*rows, [this](const std::string& u) { return c_.core.TeamOf(u); });
+    filter.Keep(*rows, [this](const std::string& u) { return c_.core.reads().TeamOf(u); });
     for (int i = offset; i < static_cast<int>(rows->size()) && i < offset + limit; ++i) {
       json::object o = JobJson((*rows)[static_cast<size_t>(i)], "");
       o["kind"] = "job";
@@ -310,15 +310,15 @@ Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const
                                          bool descending, int offset, int limit,
                                          json::object& page) {
   json::array out_rows;
-  std::vector<Core::QueueEntry> entries = c_.core.ActiveEntries(filter);
+  std::vector<ReadModel::QueueEntry> entries = c_.core.reads().ActiveEntries(filter);
   struct Row {
-    Core::QueueEntry entry;
+    ReadModel::QueueEntry entry;
     int64_t members = 1;  // matching active jobs it stands for
   };
   std::vector<Row> rows;
   rows.reserve(entries.size());
   std::unordered_map<int64_t, size_t> group_row;
-  for (Core::QueueEntry& e : entries) {
+  for (ReadModel::QueueEntry& e : entries) {
     if (e.group && !filter.group) {
       auto [it, fresh] = group_row.try_emplace(*e.group, rows.size());
       if (!fresh) {
@@ -329,8 +329,8 @@ Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const
     rows.push_back(Row{std::move(e), 1});
   }
   auto key_less = [&](const Row& a, const Row& b) {
-    const Core::QueueEntry& x = a.entry;
-    const Core::QueueEntry& y = b.entry;
+    const ReadModel::QueueEntry& x = a.entry;
+    const ReadModel::QueueEntry& y = b.entry;
     if (sort == "priority" && x.priority != y.priority) return x.priority < y.priority;
     if (sort == "user" && x.user != y.user) return x.user < y.user;
     if (sort == "status" && x.status != y.status) return x.status < y.status;
@@ -347,7 +347,7 @@ Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const
   std::vector<int64_t> groups;
   std::vector<int64_t> pending;
   for (size_t i = first; i < last; ++i) {
-    const Core::QueueEntry& e = rows[i].entry;
+    const ReadModel::QueueEntry& e = rows[i].entry;
     ids.push_back(e.id);
     if (e.group && !filter.group) {
       groups.push_back(*e.group);
@@ -359,7 +359,7 @@ Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const
   if (!job_rows.ok()) return job_rows.status();
   auto counts = GroupCountsOf(c_, groups);
   if (!counts.ok()) return counts.status();
-  auto waiting = c_.core.WaitingReasons(pending);
+  auto waiting = c_.core.reads().WaitingReasons(pending);
   std::unordered_map<int64_t, const JobRow*> by_id;
   for (const JobRow& r : *job_rows) by_id[r.id] = &r;
   for (size_t i = first; i < last; ++i) {

@@ -1,6 +1,6 @@
 // GET /metrics: the Prometheus text exposition of what the server did and what it holds now
 // (docs/monitoring.md). Built from the core's counters (no lock), one walk of its state under the
-// lock (Core::WriteGauges), and the HTTP histograms.
+// lock (ReadModel::WriteGauges), and the HTTP histograms.
 #include "common/metrics.h"
 #include "server/http/server.h"
 
@@ -10,7 +10,7 @@ net::HttpResponse Server::HandleMetrics() {
   metrics::ExpositionWriter out;
   out.Family("berth_build_info", "gauge", "The running server's version (always 1).");
   out.Sample("berth_build_info", {{"version", BERTH_VERSION}}, 1);
-  core_->WriteGauges(out);
+  core_->reads().WriteGauges(out);
   core_->metrics().Write(out);
   http_seconds_.Write(out);
   out.Family("berth_upload_blobs_total", "counter",

@@ -115,8 +115,8 @@ Status Server::Start() {
   BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.core.usage));
   core_ = std::make_unique<Core>(options_.core, *store_, clock_, streams_);
   BERTH_RETURN_IF_ERROR(core_->Load());
-  BERTH_RETURN_IF_ERROR(core_->LoadUsage());
-  core_->SetShareRules(accounts_->Users(), accounts_->Teams());
+  BERTH_RETURN_IF_ERROR(core_->scheduling().LoadUsage());
+  core_->scheduling().SetShareRules(accounts_->Users(), accounts_->Teams());
 
   int cpus = ReadCpuBudget().usable;
   net::HttpServerOptions http;
@@ -179,7 +179,7 @@ Status Server::Start() {
     NameThisThread("berth-house");
     HousekeepingLoop();
   });
-  core_->RequestPass();
+  core_->scheduling().RequestPass();
   LogInfo("listening on {}{} ({} I/O threads{})", url(),
           options_.unix_socket.empty() ? "" : " and unix:" + options_.unix_socket, http.threads,
           options_.require_token ? ", TCP clients need a token" : "");
@@ -239,14 +239,14 @@ void Server::Stop() {
 
 void Server::SchedulerLoop() {
   while (!stopping_) {
-    if (!core_->WaitForPassRequest(1000)) {
+    if (!core_->scheduling().WaitForPassRequest(1000)) {
       if (scheduler_trim_owed_.exchange(false)) TrimThisThreadsArena();
       continue;
     }
-    if (!core_->RunPass() && !stopping_) {
+    if (!core_->scheduling().RunPass() && !stopping_) {
       // A commit failed (the store is unreachable?): try again shortly, not in a tight loop.
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      core_->RequestPass();
+      core_->scheduling().RequestPass();
     }
   }
 }
@@ -254,7 +254,7 @@ void Server::SchedulerLoop() {
 void Server::CollectUploads() {
   if (collecting_uploads_.exchange(true)) return;
   read_exec_->Post([this] {
-    auto live = core_->LiveUploads();
+    auto live = core_->agents().LiveUploads();
     if (live.ok()) {
       // A retention of 0 keeps every blob (nothing was stored before the epoch); pieces of
       // unfinished uploads expire either way.
@@ -298,22 +298,22 @@ void Server::HousekeepingLoop() {
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
-    core_->CheckLeases();
-    core_->CheckTimeLimits();
-    core_->RetryFailedCancels();
+    core_->agents().CheckLeases();
+    core_->lifecycle().CheckTimeLimits();
+    core_->lifecycle().RetryFailedCancels();
     terminals_.ExpireWaiting(clock_.Monotonic());
     int64_t now = clock_.Monotonic();
     if (options_.core.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
       next_idle_check = now + 1000;
-      core_->EndIdleInteractive(terminals_.SeenAt(now, options_.core.interactive_idle_limit_ms),
-                                watching_since);
+      core_->lifecycle().EndIdleInteractive(
+          terminals_.SeenAt(now, options_.core.interactive_idle_limit_ms), watching_since);
     }
     // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
     streams_.PingSome(25);
     if (now >= next_collect) {
       next_collect = now + 10 * 60'000;
       CollectUploads();
-      core_->ForgetGoneNodes();
+      core_->agents().ForgetGoneNodes();
     }
     // Scheduling passes over a big queue build large short-lived snapshots, and request bursts
     // grow every handler thread's arena; give the memory back rather than keep each peak for ever
@@ -322,7 +322,7 @@ void Server::HousekeepingLoop() {
     // allocates — the I/O threads answering health checks included. Once per busy period:
     // trimming walks the whole heap even when there is little to give back. The trim ends when
     // every thread has trimmed its arena, when work arrives, or after 2 s.
-    int64_t busy = core_->last_pass_with_work();
+    int64_t busy = core_->scheduling().last_pass_with_work();
     if (!trim_started && busy != trimmed_after && now - busy >= 3000) {
       trimmed_after = busy;
       trim_started = now;

@@ -95,7 +95,7 @@ json::object JobsApi::WaitingJson(const WaitingDetail& w) {
   json::value first = nullptr;
   if (x.first_waiting != 0) {
     json::object f{{"job", x.first_waiting}};
-    if (auto fw = c_.core.WaitingDetailOf(x.first_waiting); fw && fw->explanation) {
+    if (auto fw = c_.core.reads().WaitingDetailOf(x.first_waiting); fw && fw->explanation) {
       const sched::Explanation& y = *fw->explanation;
       f["team"] = TeamName(team_of(y.team));
       f["user_score"] = y.user_score;
@@ -122,7 +122,7 @@ json::object JobsApi::WaitingJson(const WaitingDetail& w) {
     // Who holds what it needs: the users holding GPUs of that type, most first.
     if (b.resource != "cpus" && b.resource != "memory" && !b.resource.empty()) {
       json::array holders;
-      for (const auto& [user, team, milli] : c_.core.Holders(b.resource)) {
+      for (const auto& [user, team, milli] : c_.core.reads().Holders(b.resource)) {
         if (holders.size() == 5) break;
         holders.push_back(
             json::object{{"user", user}, {"team", TeamName(team)}, {"gpus", Gpus(milli)}});
@@ -167,7 +167,7 @@ net::HttpResponse JobsApi::HandleUsage(const net::HttpRequest& req) {
   if (!stored.ok()) return ErrorResponse(stored.status());
   std::map<std::string, UsageRow> rows;
   for (UsageRow& r : *stored) rows[r.name] = std::move(r);
-  AddRunning(rows, c_.core.RunningAttempts(), from, std::min(*until, now), by == "team");
+  AddRunning(rows, c_.core.reads().RunningAttempts(), from, std::min(*until, now), by == "team");
   json::array out;
   for (const auto& [name, r] : rows) {
     json::object gpu;
@@ -198,7 +198,7 @@ net::HttpResponse JobsApi::HandleListTeams() {
   for (TeamRow& t : c_.accounts.Teams()) teams[t.name] = std::move(t);
   std::map<std::string, std::vector<std::string>> members;
   for (const UserRow& u : c_.accounts.Users()) members[u.team].push_back(u.name);
-  auto holdings = c_.core.TeamHoldings();
+  auto holdings = c_.core.reads().TeamHoldings();
   for (const auto& [team, held] : holdings) teams.try_emplace(team, TeamRow{.name = team});
   json::array out;
   for (const auto& [name, t] : teams) {
@@ -212,7 +212,7 @@ net::HttpResponse JobsApi::HandleListTeams() {
         {"weight", t.weight},
         {"uses",
          GpuAmountsJson(held == holdings.end() ? std::map<std::string, MilliGpu>{} : held->second)},
-        {"usage", c_.core.TeamUsage(name)},
+        {"usage", c_.core.reads().TeamUsage(name)},
         {"users", std::move(users)},
         {"updated_at", t.updated_at ? TimeToJson(t.updated_at) : json::value(nullptr)},
         {"updated_by", t.updated_by}});

@@ -56,8 +56,8 @@ void TerminalsApi::AddRoutes(RouteTable& t) {
 
 Result<TerminalBridges::Target> TerminalsApi::SessionTarget(int64_t id, int rank, SessionKind kind,
                                                             const Principal& by, bool audit) {
-  auto target =
-      kind == SessionKind::kAttach ? c_.core.TerminalOf(id, rank) : c_.core.PortOf(id, rank);
+  auto target = kind == SessionKind::kAttach ? c_.core.reads().TerminalOf(id, rank)
+                                             : c_.core.reads().PortOf(id, rank);
   if (!target.ok()) return target.status();
   const char* what = kind == SessionKind::kAttach ? "attaching to"
                      : kind == SessionKind::kExec ? "running a command in"

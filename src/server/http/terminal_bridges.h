@@ -74,8 +74,8 @@ class TerminalBridges {
   size_t size() const EXCLUDES(mu_);
   // Sessions closed so far because their node did not join in time (ExpireWaiting).
   uint64_t unanswered() const EXCLUDES(mu_);
-  // When each job last had a session (Core::EndIdleInteractive), as the calls see it: every job
-  // with one open or waiting now is marked seen at `now_ms`. Entries older than `keep_ms` are
+  // When each job last had a session (Lifecycle::EndIdleInteractive), as the calls see it: every
+  // job with one open or waiting now is marked seen at `now_ms`. Entries older than `keep_ms` are
   // forgotten (a job unseen for that long is idle either way), and at most max_sessions * 64
   // are kept (the oldest go first).
   std::map<int64_t, int64_t> SeenAt(int64_t now_ms, int64_t keep_ms) EXCLUDES(mu_);

@@ -19,7 +19,7 @@ namespace {
 TEST_F(CoreTest, SpecsOfEndedSubmissionsAreForgotten) {
   Register("n1", 8);
   int64_t blocker = Submit(Spec(/*cpus=*/8));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", blocker);
   int64_t live = Submit(Spec(/*cpus=*/8));  // waits for the blocker, holding its spec
   for (int i = 0; i < 1000; ++i) {
@@ -27,14 +27,14 @@ TEST_F(CoreTest, SpecsOfEndedSubmissionsAreForgotten) {
     CancelRequest cancel;
     cancel.ids = {id};
     cancel.user = "alice";
-    ASSERT_TRUE(core_->Cancel(cancel).ok());
+    ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   }
-  EXPECT_LE(core_->RememberedSpecsForTesting(), 130u);
+  EXPECT_LE(core_->reads().RememberedSpecsForTesting(), 130u);
 
   // The live job's spec is still at hand: placed once the blocker ended, it is sent with its
   // launch.
   ASSERT_TRUE(Report("n1", {Entry(blocker, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(live).status, JobStatus::kStarting);
   bool spec_sent = false;
   for (const auto& s : channel_.sent()) {
@@ -51,17 +51,17 @@ TEST_F(CoreTest, SpecsOfEndedSubmissionsAreForgotten) {
 TEST_F(CoreTest, TheIdleSweepForgetsTheSpecsOfABurst) {
   Register("n1", 8);
   int64_t blocker = Submit(Spec(/*cpus=*/8));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", blocker);
   std::vector<int64_t> burst;
   for (int i = 0; i < 500; ++i) burst.push_back(Submit(Spec()));
   CancelRequest cancel;
   cancel.ids = burst;
   cancel.user = "alice";
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
-  EXPECT_GT(core_->RememberedSpecsForTesting(), 500u);
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
+  EXPECT_GT(core_->reads().RememberedSpecsForTesting(), 500u);
   core_->ForgetUnheldSpecs();
-  EXPECT_EQ(core_->RememberedSpecsForTesting(), 1u);  // the blocker's
+  EXPECT_EQ(core_->reads().RememberedSpecsForTesting(), 1u);  // the blocker's
 }
 
 // A spec the core forgot is read from the store again when a job needs it (a restart's jobs).
@@ -70,9 +70,9 @@ TEST_F(CoreTest, AForgottenSpecIsReadAgainFromTheStore) {
   int64_t id = Submit(Spec());
   Restart();
   Register("n1", 8);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(id).status, JobStatus::kStarting);
-  EXPECT_GE(core_->RememberedSpecsForTesting(), 1u);
+  EXPECT_GE(core_->reads().RememberedSpecsForTesting(), 1u);
 }
 
 }  // namespace
@@ -90,24 +90,24 @@ TEST_F(CoreTest, CancelAllIsCommittedInChunks) {
   Restart();
   Register("n1", 8);
   SubmitRequest sweep{.spec = Spec(), .user = "alice", .count = 250, .as_group = true};
-  ASSERT_TRUE(core_->Submit(std::move(sweep)).ok());
+  ASSERT_TRUE(core_->admission().Submit(std::move(sweep)).ok());
   const int writes = store_->writes();
   CancelRequest all{.all = true, .user = "alice"};
   store_->FailWriteNumber(2);
-  auto partial = core_->Cancel(all);
+  auto partial = core_->admission().Cancel(all);
   ASSERT_FALSE(partial.ok());
   EXPECT_EQ(partial.status().code(), Code::kUnavailable);
   EXPECT_NE(partial.status().message().find("100 job(s) were cancelled"), std::string::npos)
       << partial.status().message();
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
-  auto rest = core_->Cancel(all);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
+  auto rest = core_->admission().Cancel(all);
   ASSERT_TRUE(rest.ok()) << rest.status().message();
   EXPECT_EQ(rest->cancelled.size(), 150u);
   EXPECT_EQ(store_->writes() - writes, 2 + 2);  // two chunks, one failed; then two chunks
   auto rows = store_->inner().ListJobs(JobQuery{.all = true, .limit = 1000});
   ASSERT_TRUE(rows.ok());
   for (const JobRow& row : *rows) EXPECT_EQ(row.status, JobStatus::kCancelled) << row.id;
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A 50,000-job `cancel --all` stalled requests that take the lock for up to 0.9 s on a busy host:
@@ -121,7 +121,7 @@ TEST_F(CoreTest, RequestsGetInBetweenTheChunksOfACancelAll) {
   Restart();
   Register("n1", 8);
   SubmitRequest sweep{.spec = Spec(), .user = "alice", .count = 1500, .as_group = true};
-  ASSERT_TRUE(core_->Submit(std::move(sweep)).ok());
+  ASSERT_TRUE(core_->admission().Submit(std::move(sweep)).ok());
   cpu_set_t all;
   ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
   cpu_set_t one;
@@ -137,7 +137,7 @@ TEST_F(CoreTest, RequestsGetInBetweenTheChunksOfACancelAll) {
   const int before = store_->writes();
   std::thread cancel([&] {
     CancelRequest all{.all = true, .user = "alice"};
-    EXPECT_TRUE(core_->Cancel(all).ok());
+    EXPECT_TRUE(core_->admission().Cancel(all).ok());
   });
   while (store_->writes() < before + 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   int asked = 0;
@@ -148,7 +148,7 @@ TEST_F(CoreTest, RequestsGetInBetweenTheChunksOfACancelAll) {
     sched_param idle{};
     ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);
     asked = store_->writes();
-    EXPECT_EQ(core_->Nodes().size(), 1u);
+    EXPECT_EQ(core_->reads().Nodes().size(), 1u);
     answered = store_->writes();
   });
   asker.join();
@@ -168,21 +168,21 @@ TEST_F(CoreTest, ANodeDownPastItsRetentionIsForgotten) {
   Register("gone", 8);
   Register("here", 8);
   clock_.Advance(2'000);
-  core_->CheckLeases();  // both down: silent for two leases
+  core_->agents().CheckLeases();  // both down: silent for two leases
   Register("here", 8);
-  EXPECT_EQ(core_->ForgetGoneNodes(), 0u) << "down for 1 s only";
+  EXPECT_EQ(core_->agents().ForgetGoneNodes(), 0u) << "down for 1 s only";
   clock_.Advance(61'000);
   Register("here", 8);
-  EXPECT_EQ(core_->ForgetGoneNodes(), 1u);
-  ASSERT_EQ(core_->Nodes().size(), 1u);
-  EXPECT_EQ(core_->Nodes().front().row.name, "here");
-  EXPECT_FALSE(core_->NodeLastSeen("gone"));
+  EXPECT_EQ(core_->agents().ForgetGoneNodes(), 1u);
+  ASSERT_EQ(core_->reads().Nodes().size(), 1u);
+  EXPECT_EQ(core_->reads().Nodes().front().row.name, "here");
+  EXPECT_FALSE(core_->reads().NodeLastSeen("gone"));
   auto stored = store_->inner().LoadNodes();
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->size(), 2u) << "kept in the store";
   Restart();
-  EXPECT_EQ(core_->Nodes().size(), 1u) << "not loaded again";
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().Nodes().size(), 1u) << "not loaded again";
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A node that speaks for any user ('*') could make the core remember a cancel --all epoch for every
@@ -191,16 +191,16 @@ TEST_F(CoreTest, CancelEpochsAreKeptOnlyForUsersWithSubmissionsInFlight) {
   Register("n1", 8);
   for (int i = 0; i < 1000; ++i) {
     CancelRequest all{.all = true, .user = "made-up-" + std::to_string(i)};
-    ASSERT_TRUE(core_->Cancel(all).ok());
+    ASSERT_TRUE(core_->admission().Cancel(all).ok());
   }
-  const std::string state = core_->DebugState();
+  const std::string state = core_->reads().DebugState();
   EXPECT_EQ(state.find("made-up-"), std::string::npos) << "no epoch kept for a user with nothing";
   // A submission in flight is still caught by its user's cancel --all (core_commit_test holds one
   // in flight across a cancel), and the epoch goes with it.
   Submit(Spec(), "alice");
   CancelRequest all{.all = true, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(all).ok());
-  EXPECT_EQ(core_->DebugState().find("alice="), std::string::npos);
+  ASSERT_TRUE(core_->admission().Cancel(all).ok());
+  EXPECT_EQ(core_->reads().DebugState().find("alice="), std::string::npos);
 }
 
 }  // namespace

@@ -19,22 +19,22 @@ using proto::ReportEvent;
 TEST_F(CoreTest, PassWithPreemptionWhoseCommitFailsLeavesVictimRunningAndSendsNothing) {
   Register("n1", 8, 2);
   int64_t low = Submit(Spec(1, 2, 0));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", low);
   int64_t high = Submit(Spec(1, 2, 10));
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
 
   store_->FailWrites(1);
-  EXPECT_FALSE(core_->RunPass());
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_FALSE(core_->scheduling().RunPass());
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent) << "a stop or launch left before the commit";
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
   EXPECT_EQ(Stored(low).status, JobStatus::kRunning);
   EXPECT_EQ(Stored(high).attempt, 0);
 
   // Retried: job 1 is requeued and told to stop; job 2 is placed (attempt 1) but not launched.
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(low).status, JobStatus::kPending);
   EXPECT_EQ(Stored(high).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(high).attempt, 1);
@@ -56,18 +56,18 @@ TEST_F(CoreTest, PassWithPreemptionWhoseCommitFailsLeavesVictimRunningAndSendsNo
 TEST_F(CoreTest, ReportBatchWhoseCommitFailsIsAppliedWhenRetried) {
   Register("n1");
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
 
   store_->FailWrites(1);
   auto failed = Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 0)});
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
   auto retried = Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 0)});
   ASSERT_TRUE(retried.ok());
@@ -83,7 +83,7 @@ TEST_F(CoreTest, ReportBatchWithABadEntryAnswersItAndAppliesTheRest) {
   Register("n1");
   int64_t a = Submit(Spec());
   int64_t b = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", a);
   Run("n1", b);
   proto::ReportEntry bad{{b, 1, 0}, Status::Invalid("report: 'event' must be a string")};
@@ -104,25 +104,25 @@ TEST_F(CoreTest, ReportBatchWithABadEntryAnswersItAndAppliesTheRest) {
 TEST_F(CoreTest, CancelWhoseCommitFailsStopsNothing) {
   Register("n1", 1);
   int64_t running = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", running);
   int64_t pending = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
-  std::string before = core_->DebugState();
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
 
   store_->FailWrites(1);
   CancelRequest cancel;
   cancel.ids = {running, pending};
   cancel.user = "alice";
-  auto failed = core_->Cancel(cancel);
+  auto failed = core_->admission().Cancel(cancel);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
-  auto done = core_->Cancel(cancel);
+  auto done = core_->admission().Cancel(cancel);
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->cancelled.size(), 2u);
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
@@ -138,7 +138,7 @@ TEST_F(CoreTest, CancelAllWhoseCommitFailsCancelsNoLaterSubmission) {
   CancelRequest cancel;
   cancel.all = true;
   cancel.user = "alice";
-  ASSERT_FALSE(core_->Cancel(cancel).ok());
+  ASSERT_FALSE(core_->admission().Cancel(cancel).ok());
   int64_t later = Submit(Spec());
   EXPECT_EQ(Stored(later).status, JobStatus::kPending);
 }
@@ -150,17 +150,18 @@ TEST_F(CoreTest, ACancelOfAJustCommittedSubmissionIsHonoured) {
   Register("n1");
   store_->HoldAfterSubmit(true);
   Result<SubmitAnswer> submitted = Status::Internal("not run");
-  std::thread submitter([&] { submitted = core_->Submit({.spec = Spec(), .user = "alice"}); });
+  std::thread submitter(
+      [&] { submitted = core_->admission().Submit({.spec = Spec(), .user = "alice"}); });
   while (store_->held_after_submit() < 1) std::this_thread::yield();
   auto rows = store_->inner().ListJobs(JobQuery{.all = true});
   ASSERT_TRUE(rows.ok() && rows->size() == 1u);
   const int64_t id = rows->front().id;
   CancelRequest cancel{.ids = {id}, .user = "bob"};  // not his: refused as ever
-  auto refused = core_->Cancel(cancel);
+  auto refused = core_->admission().Cancel(cancel);
   ASSERT_TRUE(refused.ok()) << refused.status().message();
   EXPECT_EQ(refused->forbidden, std::vector<int64_t>{id});
   cancel.user = "alice";
-  auto answer = core_->Cancel(cancel);
+  auto answer = core_->admission().Cancel(cancel);
   ASSERT_TRUE(answer.ok()) << answer.status().message();
   EXPECT_EQ(answer->cancelled, std::vector<int64_t>{id});
   EXPECT_TRUE(answer->already_finished.empty());
@@ -169,9 +170,9 @@ TEST_F(CoreTest, ACancelOfAJustCommittedSubmissionIsHonoured) {
   ASSERT_TRUE(submitted.ok());
   EXPECT_EQ(Stored(id).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(id).reason, "cancelled by alice");
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_TRUE(channel_.Launches("n1").empty());
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A submission in flight when its user ran `cancel --all` is cancelled by a second commit. That
@@ -182,39 +183,42 @@ TEST_F(CoreTest, AnInFlightSubmissionsCancelWhoseCommitFailsIsRetriedUntilCommit
   Register("n1");
   store_->HoldWrites(true);
   Result<SubmitAnswer> submitted = Status::Internal("not run");
-  std::thread submitter([&] { submitted = core_->Submit({.spec = Spec(), .user = "alice"}); });
+  std::thread submitter(
+      [&] { submitted = core_->admission().Submit({.spec = Spec(), .user = "alice"}); });
   while (store_->held_writes() < 1) std::this_thread::yield();
   CancelRequest all{.all = true, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(all).ok());  // writes nothing (no job yet), so it is not held
-  store_->FailWriteNumber(2);            // the submission commits; the cancel that follows fails
+  ASSERT_TRUE(
+      core_->admission().Cancel(all).ok());  // writes nothing (no job yet), so it is not held
+  store_->FailWriteNumber(2);  // the submission commits; the cancel that follows fails
   store_->HoldWrites(false);
   submitter.join();
   ASSERT_TRUE(submitted.ok()) << submitted.status().message();
   const int64_t id = submitted->ids.front();
   EXPECT_EQ(Stored(id).status, JobStatus::kPending);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_TRUE(channel_.Launches("n1").empty()) << "an owed cancel's job was placed";
-  EXPECT_NE(core_->DebugState().find("owed cancels: " + std::to_string(id)), std::string::npos);
+  EXPECT_NE(core_->reads().DebugState().find("owed cancels: " + std::to_string(id)),
+            std::string::npos);
   store_->FailWrites(1);
-  core_->RetryFailedCancels();  // the retry fails too: still owed
+  core_->lifecycle().RetryFailedCancels();  // the retry fails too: still owed
   EXPECT_EQ(Stored(id).status, JobStatus::kPending);
-  core_->RetryFailedCancels();
+  core_->lifecycle().RetryFailedCancels();
   EXPECT_EQ(Stored(id).status, JobStatus::kCancelled);
-  EXPECT_NE(core_->DebugState().find("owed cancels:\n"), std::string::npos);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_NE(core_->reads().DebugState().find("owed cancels:\n"), std::string::npos);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 TEST_F(CoreTest, DrainWhoseCommitFailsLeavesTheNodeSchedulable) {
   Register("n1");
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   store_->FailWrites(1);
-  auto failed = core_->Drain("n1", true);
+  auto failed = core_->agents().Drain("n1", true);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DebugState(), before);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
 }
 
@@ -222,7 +226,7 @@ TEST_F(CoreTest, DrainWhoseCommitFailsLeavesTheNodeSchedulable) {
 // was opened or resent, and the node's row is unchanged.
 TEST_F(CoreTest, RegisterWhoseCommitFailsKeepsTheOldSession) {
   std::string session = Register("n1", 8);
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
   store_->FailWrites(1);
   proto::RegisterRequest again;
@@ -230,13 +234,13 @@ TEST_F(CoreTest, RegisterWhoseCommitFailsKeepsTheOldSession) {
   again.node_id = "node-id-of-n1";
   again.cpus_milli = 16'000;  // it says it grew
   again.memory_mib = 1024;
-  auto failed = core_->Register(again, "127.0.0.1");
+  auto failed = core_->agents().Register(again, "127.0.0.1");
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent);
-  EXPECT_TRUE(core_->Heartbeat("n1", session).ok());
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_TRUE(core_->agents().Heartbeat("n1", session).ok());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // n1's lease runs out while job 1 runs there; recording that fails. The node stays up (in memory
@@ -244,17 +248,17 @@ TEST_F(CoreTest, RegisterWhoseCommitFailsKeepsTheOldSession) {
 TEST_F(CoreTest, LeaseExpiryWhoseCommitFailsIsRecordedAtTheNextCheck) {
   Register("n1");
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.Advance(options_.lease_ms + 1);
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
   store_->FailWrites(1);
-  core_->CheckLeases();
-  EXPECT_EQ(core_->DebugState(), before);
+  core_->agents().CheckLeases();
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
-  core_->CheckLeases();
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
+  core_->agents().CheckLeases();
   EXPECT_EQ(Stored(job).status, JobStatus::kLost);
   EXPECT_EQ(channel_.closes(), std::vector<std::string>{"n1"});
 }
@@ -266,18 +270,18 @@ TEST_F(CoreTest, TimeLimitCheckWhoseCommitFailsIsRecordedAtTheNextCheck) {
   JobSpec spec = Spec();
   spec.time_limit = 60'000;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.Advance(60'001);
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
   store_->FailWrites(1);
-  core_->CheckTimeLimits();
-  EXPECT_EQ(core_->DebugState(), before);
+  core_->lifecycle().CheckTimeLimits();
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent) << "a stop left before the commit";
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
   EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
   EXPECT_EQ(channel_.Stops("n1").size(), 1u);
 }
@@ -288,12 +292,12 @@ TEST_F(CoreTest, TimeLimitCheckWhoseCommitFailsIsRecordedAtTheNextCheck) {
 TEST_F(CoreTest, ARegistrationThatHoldsEndedAttemptsWhoseCommitFailsHoldsNothing) {
   Register("n1", 8);
   int64_t job = Submit(Spec(/*cpus=*/8));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   CancelRequest cancel{.ids = {job}, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   Restart();
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   proto::RegisterRequest r;
   r.name = "n1";
   r.node_id = "node-id-of-n1";
@@ -301,13 +305,13 @@ TEST_F(CoreTest, ARegistrationThatHoldsEndedAttemptsWhoseCommitFailsHoldsNothing
   r.memory_mib = 64 * 1024;
   r.running = {{job, 1, 0}};
   store_->FailWrites(1);
-  auto failed = core_->Register(r, "127.0.0.1");
+  auto failed = core_->agents().Register(r, "127.0.0.1");
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
-  ASSERT_TRUE(core_->Register(r, "127.0.0.1").ok());
-  EXPECT_EQ(core_->Nodes().front().cpus_used, 8000) << "the stopping job's CPUs are held";
+  EXPECT_EQ(core_->reads().DebugState(), before);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
+  ASSERT_TRUE(core_->agents().Register(r, "127.0.0.1").ok());
+  EXPECT_EQ(core_->reads().Nodes().front().cpus_used, 8000) << "the stopping job's CPUs are held";
   EXPECT_EQ(Stored(job).status, JobStatus::kCancelled);
 }
 
@@ -317,13 +321,13 @@ TEST_F(CoreTest, SubmitWhoseCommitFailsKeepsNothing) {
   SubmitRequest r;
   r.spec = Spec();
   r.user = "alice";
-  auto failed = core_->Submit(std::move(r));
+  auto failed = core_->admission().Submit(std::move(r));
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
   auto listed = store_->inner().ListJobs(JobQuery{.all = true});
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty());
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A pass whose first chunk commits and whose second fails: the first chunk's jobs are placed and
@@ -336,15 +340,15 @@ TEST_F(CoreTest, PassCommitsInChunksAndAFailedChunkLeavesItsJobsPending) {
   std::vector<int64_t> jobs;
   for (int i = 0; i < 4; ++i) jobs.push_back(Submit(Spec(1)));
   store_->FailWriteNumber(2);
-  EXPECT_FALSE(core_->RunPass());
+  EXPECT_FALSE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(jobs[0]).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(jobs[1]).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(jobs[2]).status, JobStatus::kPending);
   EXPECT_EQ(Stored(jobs[3]).status, JobStatus::kPending);
   EXPECT_EQ(channel_.Launches().size(), 2u);
-  EXPECT_NE(core_->WaitingReason(jobs[2]).find("could not record"), std::string::npos);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
-  ASSERT_TRUE(core_->RunPass());
+  EXPECT_NE(core_->reads().WaitingReason(jobs[2]).find("could not record"), std::string::npos);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(channel_.Launches().size(), 4u);
 }
 

@@ -33,9 +33,9 @@ class CoreTest : public ::testing::Test {
   // undo, restarts), none went astray.
   void TearDown() override {
     if (core_) {
-      EXPECT_TRUE(core_->JobCountsConsistentForTesting());
-      EXPECT_TRUE(core_->PassIndexConsistentForTesting());
-      EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+      EXPECT_TRUE(core_->books().JobCountsConsistentForTesting());
+      EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
+      EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
     }
   }
 
@@ -63,7 +63,8 @@ class CoreTest : public ::testing::Test {
   // Registers that node (Registration); its session.
   std::string Register(const std::string& name, int cpus = 8, int gpus = 0,
                        std::vector<proto::AttemptRank> running = {}) {
-    auto answer = core_->Register(Registration(name, cpus, gpus, std::move(running)), "127.0.0.1");
+    auto answer =
+        core_->agents().Register(Registration(name, cpus, gpus, std::move(running)), "127.0.0.1");
     EXPECT_TRUE(answer.ok()) << answer.status().message();
     sessions_[name] = answer.ok() ? answer->session : "";
     return sessions_[name];
@@ -87,7 +88,7 @@ class CoreTest : public ::testing::Test {
     SubmitRequest r;
     r.spec = std::move(spec);
     r.user = user;
-    auto answer = core_->Submit(std::move(r));
+    auto answer = core_->admission().Submit(std::move(r));
     EXPECT_TRUE(answer.ok()) << answer.status().message();
     return answer.ok() ? answer->ids.front() : 0;
   }
@@ -111,7 +112,7 @@ class CoreTest : public ::testing::Test {
     batch.node = node;
     batch.session = sessions_[node];
     batch.entries = std::move(entries);
-    return core_->Report(batch);
+    return core_->agents().Report(batch);
   }
 
   // Reports rank 0 of `job`'s attempt `attempt` on `node` accepted and running.
@@ -132,7 +133,7 @@ class CoreTest : public ::testing::Test {
     FakeChannel channel;
     Core fresh(options_, store_->inner(), clock_, channel);
     EXPECT_TRUE(fresh.Load().ok());
-    return fresh.DurableState();
+    return fresh.reads().DurableState();
   }
 
   TempDir dir_;

@@ -25,14 +25,14 @@ class GroupTallyTest : public CoreTest {
     r.user = "alice";
     r.count = count;
     r.as_group = true;
-    auto answer = core_->Submit(std::move(r));
+    auto answer = core_->admission().Submit(std::move(r));
     EXPECT_TRUE(answer.ok()) << answer.status().message();
     if (!answer.ok() || !answer->group) return {0, {}};
     return {*answer->group, answer->ids};
   }
 
   Counts Tallied(int64_t group) {
-    auto g = core_->TalliedGroup(group);
+    auto g = core_->admission().TalliedGroup(group);
     EXPECT_TRUE(g.has_value()) << "group " << group << " is not tallied";
     return g ? g->Counts() : Counts{};
   }
@@ -74,13 +74,13 @@ TEST_F(GroupTallyTest, FollowsTheGroupUntilItsLastJobLeavesMemory) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(4);
   ASSERT_EQ(ids.size(), 4u);
-  auto g = core_->TalliedGroup(group);
+  auto g = core_->admission().TalliedGroup(group);
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->size, 4);
   EXPECT_EQ(g->user, "alice");
   EXPECT_EQ(g->Counts(), (Counts{{JobStatus::kPending, 4}}));
 
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", ids[0]);
   EXPECT_EQ(
       Tallied(group),
@@ -88,28 +88,29 @@ TEST_F(GroupTallyTest, FollowsTheGroupUntilItsLastJobLeavesMemory) {
   EXPECT_EQ(Tallied(group), InStore(group));
 
   ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 0)}).ok());
-  ASSERT_FALSE(core_->ActiveJobRow(ids[0]).has_value()) << "the finished job left memory";
+  ASSERT_FALSE(core_->reads().ActiveJobRow(ids[0]).has_value()) << "the finished job left memory";
   EXPECT_EQ(Tallied(group)[JobStatus::kSucceeded], 1);
   EXPECT_EQ(Tallied(group), InStore(group));
 
   CancelRequest cancel;
   cancel.all = true;
   cancel.user = "alice";
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kSucceeded, 1}, {JobStatus::kCancelled, 3}}))
       << "the placed job is cancelled while its process stops";
   EXPECT_EQ(Tallied(group), InStore(group));
 
   // The placed job's rank exits: the last job leaves memory, and the tally with it.
-  ASSERT_TRUE(core_->ActiveJobRow(ids[1]).has_value() || core_->ActiveJobRow(ids[2]).has_value());
+  ASSERT_TRUE(core_->reads().ActiveJobRow(ids[1]).has_value() ||
+              core_->reads().ActiveJobRow(ids[2]).has_value());
   for (int64_t id : {ids[1], ids[2]}) {
-    if (core_->ActiveJobRow(id)) {
+    if (core_->reads().ActiveJobRow(id)) {
       ASSERT_TRUE(Report("n1", {Entry(id, 1, 0, ReportEvent::kAccepted),
                                 Entry(id, 1, 0, ReportEvent::kExited, 143)})
                       .ok());
     }
   }
-  EXPECT_FALSE(core_->TalliedGroup(group).has_value());
+  EXPECT_FALSE(core_->admission().TalliedGroup(group).has_value());
   EXPECT_EQ(InStore(group), (Counts{{JobStatus::kSucceeded, 1}, {JobStatus::kCancelled, 3}}));
 }
 
@@ -118,10 +119,10 @@ TEST_F(GroupTallyTest, AFailedCommitLeavesTheTallyAsItWas) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(3);
   store_->FailWrites(1);
-  EXPECT_FALSE(core_->RunPass());
+  EXPECT_FALSE(core_->scheduling().RunPass());
   EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 3}}));
   EXPECT_EQ(Tallied(group), InStore(group));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 1}, {JobStatus::kStarting, 2}}));
   EXPECT_EQ(Tallied(group), InStore(group));
 }
@@ -132,7 +133,7 @@ TEST_F(GroupTallyTest, AChangeBeingCommittedIsNotShownYet) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(2);
   store_->HoldWrites(true);
-  std::thread pass([this] { EXPECT_TRUE(core_->RunPass()); });
+  std::thread pass([this] { EXPECT_TRUE(core_->scheduling().RunPass()); });
   while (store_->held_writes() < 1) std::this_thread::yield();
   EXPECT_EQ(Tallied(group), (Counts{{JobStatus::kPending, 2}}));
   store_->HoldWrites(false);
@@ -145,7 +146,7 @@ TEST_F(GroupTallyTest, AChangeBeingCommittedIsNotShownYet) {
 TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(4, /*max_running=*/2);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", ids[0]);
   Run("n1", ids[1]);
   ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 0)}).ok());
@@ -155,13 +156,13 @@ TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
       (Counts{{JobStatus::kPending, 2}, {JobStatus::kRunning, 1}, {JobStatus::kSucceeded, 1}}));
 
   Restart();
-  auto g = core_->TalliedGroup(group);
+  auto g = core_->admission().TalliedGroup(group);
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->Counts(), before);
   EXPECT_EQ(g->size, 4);
   EXPECT_EQ(g->user, "alice");
   EXPECT_EQ(g->max_running, 2);
-  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+  EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
 }
 
 // The group's limit is kept with its tally: a change shows at once, one whose commit failed does
@@ -169,15 +170,15 @@ TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
 TEST_F(GroupTallyTest, KeepsTheGroupsLimitAsCommitted) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(3, /*max_running=*/2);
-  ASSERT_TRUE(core_->TalliedGroup(group).has_value());
-  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 2);
-  ASSERT_TRUE(core_->SetGroupLimit(group, 3, "alice", false).ok());
-  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 3);
+  ASSERT_TRUE(core_->admission().TalliedGroup(group).has_value());
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 2);
+  ASSERT_TRUE(core_->admission().SetGroupLimit(group, 3, "alice", false).ok());
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 3);
   store_->FailWrites(1);
-  EXPECT_FALSE(core_->SetGroupLimit(group, std::nullopt, "alice", false).ok());
-  EXPECT_EQ(core_->TalliedGroup(group)->max_running, 3);
-  ASSERT_TRUE(core_->SetGroupLimit(group, std::nullopt, "alice", false).ok());
-  EXPECT_EQ(core_->TalliedGroup(group)->max_running, std::nullopt);
+  EXPECT_FALSE(core_->admission().SetGroupLimit(group, std::nullopt, "alice", false).ok());
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 3);
+  ASSERT_TRUE(core_->admission().SetGroupLimit(group, std::nullopt, "alice", false).ok());
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, std::nullopt);
 }
 
 // A job of a group cancelled while its process still ran, and a restart: the agent registers still
@@ -189,10 +190,10 @@ TEST_F(GroupTallyTest, KeepsTheGroupsLimitAsCommitted) {
 TEST_F(GroupTallyTest, AStoppingJobHeldAfterARestartCountsForItsGroup) {
   Register("n1", 8);
   auto [group, ids] = SubmitGroup(4, /*max_running=*/1);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", ids[0]);
   CancelRequest cancel{.ids = {ids[0]}, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   Restart();
 
   proto::RegisterRequest r;
@@ -201,23 +202,24 @@ TEST_F(GroupTallyTest, AStoppingJobHeldAfterARestartCountsForItsGroup) {
   r.cpus_milli = 8000;
   r.memory_mib = 64 * 1024;
   r.running = {{ids[0], 1, 0}};
-  const std::string before = core_->DebugState();
+  const std::string before = core_->reads().DebugState();
   store_->FailWrites(1);
-  ASSERT_FALSE(core_->Register(r, "127.0.0.1").ok());
-  EXPECT_EQ(core_->DebugState(), before);
-  EXPECT_EQ(core_->TalliedGroup(group)->live, 3);
-  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+  ASSERT_FALSE(core_->agents().Register(r, "127.0.0.1").ok());
+  EXPECT_EQ(core_->reads().DebugState(), before);
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->live, 3);
+  EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
   Register("n1", 8, 0, {{ids[0], 1, 0}});
-  EXPECT_EQ(core_->TalliedGroup(group)->live, 4) << "the stopping job is in memory again";
-  EXPECT_TRUE(core_->GroupTalliesConsistentForTesting());
+  EXPECT_EQ(core_->admission().TalliedGroup(group)->live, 4)
+      << "the stopping job is in memory again";
+  EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
 
   ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 143)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(ids[1]).status, JobStatus::kStarting);
   Run("n1", ids[1]);
   ASSERT_TRUE(Report("n1", {Entry(ids[1], 1, 0, ReportEvent::kExited, 0)}).ok());
-  EXPECT_EQ(core_->GroupLimit(group), 1) << "two of the group's jobs are still pending";
-  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(core_->admission().GroupLimit(group), 1) << "two of the group's jobs are still pending";
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(ids[2]).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(ids[3]).status, JobStatus::kPending) << "max_running 1";
   EXPECT_EQ(Tallied(group), InStore(group));

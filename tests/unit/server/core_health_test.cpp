@@ -21,7 +21,7 @@ class CoreHealthTest : public CoreTest {
     r.session = sessions_[node];
     r.health.faults = std::move(faults);
     r.health.probes.push_back({.name = "xid", .ok = faults.empty()});
-    return core_->ReportHealth(r);
+    return core_->agents().ReportHealth(r);
   }
 
   static proto::HealthFault Fault(int gpu, const std::string& reason, bool sticky = false) {
@@ -32,7 +32,7 @@ class CoreHealthTest : public CoreTest {
   int GpuOf(int64_t job) { return Stored(job).placement.at(0).gpus.at(0).index; }
 
   NodeStatus Node(const std::string& name) {
-    for (auto& n : core_->Nodes()) {
+    for (auto& n : core_->reads().Nodes()) {
       if (n.row.name == name) return n;
     }
     return {};
@@ -42,7 +42,7 @@ class CoreHealthTest : public CoreTest {
 TEST_F(CoreHealthTest, AGpuFaultRequeuesOnlyTheJobOnThatGpuAndFencesIt) {
   std::vector<int64_t> jobs;
   for (int i = 0; i < 3; ++i) jobs.push_back(Submit(Spec(1, /*gpus=*/1)));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   std::map<int, int64_t> on;
   for (int64_t j : jobs) {
     Run("n1", j);
@@ -62,18 +62,18 @@ TEST_F(CoreHealthTest, AGpuFaultRequeuesOnlyTheJobOnThatGpuAndFencesIt) {
   // The old attempt holds GPU 2 until its rank is gone; then nobody gets GPU 2.
   auto r = Report("n1", {Entry(on[2], 1, 0, proto::ReportEvent::kExited, 143)});
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(on[2]).status, JobStatus::kStarting);
   EXPECT_EQ(GpuOf(on[2]), 3) << "placed again, on the one healthy free GPU";
   int64_t waits = Submit(Spec(1, 1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(waits).status, JobStatus::kPending) << "GPU 2 is fenced";
   EXPECT_EQ(Node("n1").health.faults.size(), 1u);
   EXPECT_EQ(Node("n1").row.draining, false);
 
   // Fault gone: GPU 2 is given out again.
   ASSERT_TRUE(Health("n1", {}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(waits).status, JobStatus::kStarting);
   EXPECT_EQ(GpuOf(waits), 2);
 }
@@ -82,7 +82,7 @@ TEST_F(CoreHealthTest, RecoveryOnNodeFaultFailMakesTheJobFail) {
   JobSpec spec = Spec(1, 1);
   spec.on_node_fault = RecoveryAction::kFail;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   ASSERT_TRUE(Health("n1", {Fault(GpuOf(job), "ecc: 2 uncorrected ECC errors on GPU 0")}).ok());
   EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
@@ -91,16 +91,16 @@ TEST_F(CoreHealthTest, RecoveryOnNodeFaultFailMakesTheJobFail) {
 
 TEST_F(CoreHealthTest, ANodeFaultKeepsNewJobsAwayButLetsRunningOnesFinish) {
   int64_t running = Submit(Spec(1, 1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", running);
   ASSERT_TRUE(Health("n1", {Fault(-1, "health.d/nhc: /scratch full")}).ok());
   int64_t waits = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(waits).status, JobStatus::kPending);
   EXPECT_EQ(Stored(running).status, JobStatus::kRunning);
   EXPECT_EQ(Node("n1").health.NodeReason(), "health.d/nhc: /scratch full");
   ASSERT_TRUE(Health("n1", {}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(waits).status, JobStatus::kStarting);
 }
 
@@ -111,15 +111,15 @@ TEST_F(CoreHealthTest, ANodeRegisteringUnhealthyTakesNoJobs) {
   r.cpus_milli = 64'000;
   r.memory_mib = 1024;
   r.health = proto::NodeHealth{{Fault(-1, "disk: /state has 3 MiB free (below 512 MiB)")}, {}};
-  ASSERT_TRUE(core_->Register(r, "127.0.0.1").ok());
+  ASSERT_TRUE(core_->agents().Register(r, "127.0.0.1").ok());
   int64_t big = Submit(Spec(16));  // fits only n2
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(big).status, JobStatus::kPending);
 }
 
 TEST_F(CoreHealthTest, AFailingPrologRequeuesTheJob) {
   int64_t job = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   proto::ReportEntry failed = Entry(job, 1, 0, proto::ReportEvent::kExited, 1, "prolog");
   failed.report->reason = "prolog/10-scratch: exit code 3: no scratch space";
   auto r = Report("n1", {Entry(job, 1, 0, proto::ReportEvent::kAccepted), failed});
@@ -135,26 +135,26 @@ TEST_F(CoreHealthTest, AFailingPrologRequeuesTheJob) {
 TEST_F(CoreHealthTest, UndrainForceClearsAHealthDrainAndTellsTheAgent) {
   ASSERT_TRUE(Health("n1", {Fault(-1, "prolog/10-scratch: exit code 3", /*sticky=*/true)}).ok());
   // A plain undrain leaves the health drain.
-  ASSERT_TRUE(core_->Drain("n1", false, "ops").ok());
+  ASSERT_TRUE(core_->agents().Drain("n1", false, "ops").ok());
   EXPECT_TRUE(Node("n1").health.NodeFaulty());
   const size_t before = channel_.sent().size();
-  auto node = core_->Drain("n1", false, "ops", /*force=*/true);
+  auto node = core_->agents().Drain("n1", false, "ops", /*force=*/true);
   ASSERT_TRUE(node.ok());
   EXPECT_FALSE(node->health.NodeFaulty());
   auto sent = channel_.sent();
   ASSERT_EQ(sent.size(), before + 1);
   EXPECT_TRUE(std::holds_alternative<proto::HealthResetMessage>(sent.back().message));
   int64_t job = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
 }
 
 TEST_F(CoreHealthTest, AnOperatorsDrainOutlivesCleanHealth) {
-  ASSERT_TRUE(core_->Drain("n1", true, "ops").ok());
+  ASSERT_TRUE(core_->agents().Drain("n1", true, "ops").ok());
   ASSERT_TRUE(Health("n1", {}).ok());
   ASSERT_TRUE(Health("n1", {}).ok());
   int64_t job = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
   EXPECT_TRUE(Node("n1").row.draining);
 }
@@ -163,7 +163,7 @@ TEST_F(CoreHealthTest, AnUnknownSessionIsAConflict) {
   proto::HealthRequest r;
   r.node = "n1";
   r.session = "stale";
-  EXPECT_EQ(core_->ReportHealth(r).status().code(), Code::kConflict);
+  EXPECT_EQ(core_->agents().ReportHealth(r).status().code(), Code::kConflict);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ Result<SubmitAnswer> SubmitKeyed(Core& core, JobSpec spec, const std::string& ke
   r.key = key;
   r.count = count;
   r.as_group = as_group;
-  return core.Submit(std::move(r));
+  return core.admission().Submit(std::move(r));
 }
 
 int64_t StoredJobs(FaultyStore& store) {
@@ -39,7 +39,7 @@ TEST_F(CoreTest, RepeatedKeyGetsTheFirstSubmissionsJobs) {
   EXPECT_EQ(again->ids, first->ids);
   EXPECT_EQ(again->group, first->group);
   EXPECT_EQ(StoredJobs(*store_), 5);
-  EXPECT_EQ(core_->JobCountsConsistentForTesting(), true);
+  EXPECT_EQ(core_->books().JobCountsConsistentForTesting(), true);
   // Another user's same key is another submission; so is a submission without a key.
   auto bobs = SubmitKeyed(*core_, Spec(), "k1", "bob");
   ASSERT_TRUE(bobs.ok());
@@ -71,7 +71,7 @@ TEST_F(CoreTest, RepeatOfARecordedSubmissionIsAnsweredAfterLimitsChanged) {
   UserRow alice;
   alice.name = "alice";
   alice.max_pending_jobs = 2;  // she is at her limit now
-  core_->SetShareRules({alice}, {});
+  core_->scheduling().SetShareRules({alice}, {});
   EXPECT_EQ(SubmitKeyed(*core_, Spec(), "fresh").status().code(), Code::kForbidden);
   auto again = SubmitKeyed(*core_, Spec(), "k", "alice", 2, true);
   ASSERT_TRUE(again.ok()) << again.status().message();
@@ -126,7 +126,7 @@ TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
     clients.emplace_back(
         [&, i] { answers[i] = SubmitKeyed(*core_, Spec(), i % 2 ? "a" : "b", "alice", 2, true); });
   }
-  while (core_->QueuedSubmissionsForTesting() < kThreads) std::this_thread::yield();
+  while (core_->admission().QueuedSubmissionsForTesting() < kThreads) std::this_thread::yield();
   store_->HoldWrites(false);
   for (auto& t : clients) t.join();
   std::map<std::string, std::vector<int64_t>> ids_of;
@@ -145,16 +145,17 @@ TEST_F(CoreTest, ConcurrentRepeatsOfOneKeyMakeOneSubmission) {
 TEST_F(CoreTest, OneKeyWithTwoBodiesInOneGroupCommitIsAConflict) {
   Register("n1");
   store_->HoldWrites(true);
-  std::thread front([&] { EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "bob"}).ok()); });
+  std::thread front(
+      [&] { EXPECT_TRUE(core_->admission().Submit({.spec = Spec(), .user = "bob"}).ok()); });
   while (store_->held_writes() < 1) std::this_thread::yield();
   JobSpec other = Spec();
   other.run = "echo other";
   Result<SubmitAnswer> first = Status::Internal("not run");
   Result<SubmitAnswer> second = Status::Internal("not run");
   std::thread a([&] { first = SubmitKeyed(*core_, Spec(), "k"); });
-  while (core_->QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
+  while (core_->admission().QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
   std::thread b([&] { second = SubmitKeyed(*core_, other, "k"); });
-  while (core_->QueuedSubmissionsForTesting() < 3) std::this_thread::yield();
+  while (core_->admission().QueuedSubmissionsForTesting() < 3) std::this_thread::yield();
   store_->HoldWrites(false);
   front.join();
   a.join();
@@ -177,15 +178,17 @@ TEST_F(CoreTest, ConcurrentSubmissionsCannotTogetherExceedMaxPendingJobs) {
   Register("n1");
   UserRow alice{.name = "alice"};
   alice.max_pending_jobs = 3;
-  core_->SetShareRules({alice}, {});
+  core_->scheduling().SetShareRules({alice}, {});
   store_->HoldWrites(true);
-  std::thread front([&] { EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "bob"}).ok()); });
+  std::thread front(
+      [&] { EXPECT_TRUE(core_->admission().Submit({.spec = Spec(), .user = "bob"}).ok()); });
   while (store_->held_writes() < 1) std::this_thread::yield();
   Result<SubmitAnswer> first = Status::Internal("not run");
-  std::thread a([&] { first = core_->Submit({.spec = Spec(), .user = "alice", .count = 2}); });
-  while (core_->QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
+  std::thread a(
+      [&] { first = core_->admission().Submit({.spec = Spec(), .user = "alice", .count = 2}); });
+  while (core_->admission().QueuedSubmissionsForTesting() < 2) std::this_thread::yield();
   // Two of her three are admitted but not yet recorded: two more are over the cap.
-  auto over = core_->Submit({.spec = Spec(), .user = "alice", .count = 2});
+  auto over = core_->admission().Submit({.spec = Spec(), .user = "alice", .count = 2});
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), Code::kForbidden);
   EXPECT_NE(over.status().message().find("has 2 pending"), std::string::npos)
@@ -194,8 +197,8 @@ TEST_F(CoreTest, ConcurrentSubmissionsCannotTogetherExceedMaxPendingJobs) {
   front.join();
   a.join();
   ASSERT_TRUE(first.ok()) << first.status().message();
-  EXPECT_TRUE(core_->Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
-  EXPECT_FALSE(core_->Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
+  EXPECT_TRUE(core_->admission().Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
+  EXPECT_FALSE(core_->admission().Submit({.spec = Spec(), .user = "alice", .count = 1}).ok());
 }
 
 }  // namespace

@@ -37,13 +37,13 @@ TEST_F(CoreTest, AnObserverHearsEveryJobEnterAndLeaveAcrossSubmitLoadUndoAndReap
   const int64_t quick = Submit(Spec(/*cpus=*/1));
   EXPECT_EQ(first.InMemory(), (std::set<int64_t>{runs, waits, quick}));  // submitted
   CancelRequest cancel_waiting{.ids = {waits, quick}, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel_waiting).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel_waiting).ok());
   EXPECT_EQ(first.InMemory(), (std::set<int64_t>{runs})) << "reaped once over";
   EXPECT_EQ(first.out[waits], 1);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", runs);
   CancelRequest cancel{.ids = {runs}, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   EXPECT_EQ(first.InMemory(), (std::set<int64_t>{runs})) << "still stopping: still in memory";
   const int64_t later = Submit(Spec(/*cpus=*/1));
 
@@ -56,7 +56,7 @@ TEST_F(CoreTest, AnObserverHearsEveryJobEnterAndLeaveAcrossSubmitLoadUndoAndReap
   EXPECT_EQ(second.InMemory(), (std::set<int64_t>{later})) << "loaded";
   proto::RegisterRequest r = Registration("n1", 8, 0, {{runs, 1, 0}});
   store_->FailWrites(1);
-  ASSERT_FALSE(core_->Register(r, "127.0.0.1").ok());
+  ASSERT_FALSE(core_->agents().Register(r, "127.0.0.1").ok());
   EXPECT_EQ(second.in[runs], 1);
   EXPECT_EQ(second.out[runs], 1) << "the undo took it out again";
   Register("n1", 8, 0, {{runs, 1, 0}});

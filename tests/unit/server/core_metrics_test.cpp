@@ -15,7 +15,7 @@ class CoreMetricsTest : public CoreTest {
  protected:
   std::string Gauges() {
     metrics::ExpositionWriter out;
-    core_->WriteGauges(out);
+    core_->reads().WriteGauges(out);
     return out.Take();
   }
 };
@@ -24,7 +24,7 @@ TEST_F(CoreMetricsTest, LaunchesWaitsRunTimesAndOutcomesAreCounted) {
   Register("n1", 8, 2);
   const int64_t a = Submit(Spec(1, 1));
   clock_.StepWall(5'000);  // it waited five seconds
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   const CoreMetrics& m = core_->metrics();
   EXPECT_EQ(m.launches.Value({}), 1);
   EXPECT_EQ(m.admission_wait_seconds.Count({""}), 1U);
@@ -50,20 +50,20 @@ TEST_F(CoreMetricsTest, AChangeTheStoreRefusedCountsNothing) {
   Register("n1", 8, 2);
   Submit(Spec(1, 1));
   store_->FailWrites(1);
-  EXPECT_FALSE(core_->RunPass());  // the placement could not be recorded
+  EXPECT_FALSE(core_->scheduling().RunPass());  // the placement could not be recorded
   EXPECT_EQ(core_->metrics().launches.Value({}), 0);
   EXPECT_EQ(core_->metrics().admission_wait_seconds.Count({""}), 0U);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(core_->metrics().launches.Value({}), 1);
 }
 
 TEST_F(CoreMetricsTest, PreemptionsAreCountedByReason) {
   Register("n1", 8, 1);
   const int64_t low = Submit(Spec(1, 1, 0));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", low);
   Submit(Spec(1, 1, 5));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(core_->metrics().preemptions.Value({"priority"}), 1);
   EXPECT_EQ(core_->metrics().preemptions.Value({"reclaim"}), 0);
 }
@@ -74,7 +74,7 @@ TEST_F(CoreMetricsTest, PendingJobsHasASeriesWhenNothingIsPending) {
   Register("n1", 8);
   EXPECT_THAT(Gauges(), HasSubstr("berth_pending_jobs{reason=\"new\",user=\"\",team=\"\"} 0\n"));
   const int64_t a = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", a);
   EXPECT_THAT(Gauges(), HasSubstr("berth_pending_jobs{reason=\"new\",user=\"\",team=\"\"} 0\n"));
 }
@@ -82,10 +82,10 @@ TEST_F(CoreMetricsTest, PendingJobsHasASeriesWhenNothingIsPending) {
 TEST_F(CoreMetricsTest, GaugesShowJobsGpusNodesAndWhyJobsWait) {
   Register("n1", 8, 2);
   Register("n2", 8, 2);
-  ASSERT_TRUE(core_->Drain("n2", true).ok());
+  ASSERT_TRUE(core_->agents().Drain("n2", true).ok());
   const int64_t a = Submit(Spec(1, 2));
   Submit(Spec(1, 2));  // no room left: waits for resources
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", a);
   Submit(Spec(1, 1), "bob");  // not yet considered by a pass
   const std::string page = Gauges();
@@ -106,32 +106,34 @@ TEST_F(CoreMetricsTest, GaugesShowJobsGpusNodesAndWhyJobsWait) {
 TEST_F(CoreMetricsTest, LeaseExpiriesAreCountedAndTheirGpusAreDown) {
   Register("n1", 8, 2);
   clock_.Advance(options_.lease_ms + 1);
-  core_->CheckLeases();
+  core_->agents().CheckLeases();
   EXPECT_EQ(core_->metrics().lease_expiries.Value({}), 1);
   EXPECT_THAT(Gauges(), HasSubstr("berth_gpus{type=\"V100\",state=\"down\"} 2\n"));
 }
 
 TEST(ReasonClass, NamesTheKindOfWait) {
-  EXPECT_EQ(Core::ReasonClass("waiting for resources: needs V100:4 on 1 node"), "resources");
-  EXPECT_EQ(Core::ReasonClass("preempting lower-priority job 3; starts on n1 once it stops"),
+  EXPECT_EQ(ReadModel::ReasonClass("waiting for resources: needs V100:4 on 1 node"), "resources");
+  EXPECT_EQ(ReadModel::ReasonClass("preempting lower-priority job 3; starts on n1 once it stops"),
             "preempting");
-  EXPECT_EQ(Core::ReasonClass("reclaiming team red's quota from other teams' borrowed job 4"),
+  EXPECT_EQ(ReadModel::ReasonClass("reclaiming team red's quota from other teams' borrowed job 4"),
             "reclaiming");
-  EXPECT_EQ(Core::ReasonClass("waiting: user alice's running jobs hold 8 GPUs and this job needs "
-                              "1 more; the user's max-running-gpus is 8"),
-            "user_cap");
-  EXPECT_EQ(Core::ReasonClass("waiting: team nlp holds 8 A100 and this job needs 2 more; its "
-                              "quota is 6 and it may borrow 2 beyond it"),
+  EXPECT_EQ(
+      ReadModel::ReasonClass("waiting: user alice's running jobs hold 8 GPUs and this job needs "
+                             "1 more; the user's max-running-gpus is 8"),
+      "user_cap");
+  EXPECT_EQ(ReadModel::ReasonClass("waiting: team nlp holds 8 A100 and this job needs 2 more; its "
+                                   "quota is 6 and it may borrow 2 beyond it"),
             "team_borrow_limit");
-  EXPECT_EQ(Core::ReasonClass("waiting: no node in pool 'prod'"), "no_node");
-  EXPECT_EQ(Core::ReasonClass(
+  EXPECT_EQ(ReadModel::ReasonClass("waiting: no node in pool 'prod'"), "no_node");
+  EXPECT_EQ(ReadModel::ReasonClass(
                 "waiting: group 3 is at its max_running (32 of its jobs placed, at most 32)"),
             "group_cap");
-  EXPECT_EQ(Core::ReasonClass("waiting for resources: needs V100:8 on 1 node; no whole V100 free "
-                              "on any node; holds a reservation on n1 (expected free in 5m)"),
-            "reservation");
-  EXPECT_EQ(Core::ReasonClass("invalid request: num_nodes must be at least 1"), "invalid");
-  EXPECT_EQ(Core::ReasonClass("the server could not record its placement"), "other");
+  EXPECT_EQ(
+      ReadModel::ReasonClass("waiting for resources: needs V100:8 on 1 node; no whole V100 free "
+                             "on any node; holds a reservation on n1 (expected free in 5m)"),
+      "reservation");
+  EXPECT_EQ(ReadModel::ReasonClass("invalid request: num_nodes must be at least 1"), "invalid");
+  EXPECT_EQ(ReadModel::ReasonClass("the server could not record its placement"), "other");
 }
 
 }  // namespace

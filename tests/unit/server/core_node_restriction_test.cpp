@@ -14,7 +14,7 @@ class NodeRestrictionTest : public CoreTest {
     Register("n1", 8);
     Register("n2", 4);
     on_n1 = Submit(Spec(/*cpus=*/8));
-    ASSERT_TRUE(core_->RunPass());
+    ASSERT_TRUE(core_->scheduling().RunPass());
     ASSERT_EQ(Stored(on_n1).placement.front().node, "n1");
     Run("n1", on_n1);
   }
@@ -24,66 +24,72 @@ class NodeRestrictionTest : public CoreTest {
 // Any agent could write into any user's job log, and with unbounded job/attempt/rank create files
 // until the disk was full.
 TEST_F(NodeRestrictionTest, ALogAppendForAnotherNodesJobIsForbidden) {
-  auto own = core_->LogPrefix("n1", sessions_["n1"], on_n1, 1, 0);
+  auto own = core_->agents().LogPrefix("n1", sessions_["n1"], on_n1, 1, 0);
   ASSERT_TRUE(own.ok()) << own.status().message();
   EXPECT_EQ(*own, "");
-  auto other = core_->LogPrefix("n2", sessions_["n2"], on_n1, 1, 0);
+  auto other = core_->agents().LogPrefix("n2", sessions_["n2"], on_n1, 1, 0);
   EXPECT_EQ(other.status().code(), Code::kForbidden);
   EXPECT_NE(other.status().message().find("node n2 holds no rank 0 of job"), std::string::npos);
   // Attempts and ranks that were never placed anywhere, and jobs that do not exist.
-  EXPECT_EQ(core_->LogPrefix("n1", sessions_["n1"], on_n1, 2, 0).status().code(), Code::kForbidden);
-  EXPECT_EQ(core_->LogPrefix("n1", sessions_["n1"], on_n1, 1, 7).status().code(), Code::kForbidden);
-  EXPECT_EQ(core_->LogPrefix("n1", sessions_["n1"], 999'999, 1, 0).status().code(),
+  EXPECT_EQ(core_->agents().LogPrefix("n1", sessions_["n1"], on_n1, 2, 0).status().code(),
+            Code::kForbidden);
+  EXPECT_EQ(core_->agents().LogPrefix("n1", sessions_["n1"], on_n1, 1, 7).status().code(),
+            Code::kForbidden);
+  EXPECT_EQ(core_->agents().LogPrefix("n1", sessions_["n1"], 999'999, 1, 0).status().code(),
             Code::kForbidden);
   // A wrong session is what it was: register again.
-  EXPECT_EQ(core_->LogPrefix("n1", "nope", on_n1, 1, 0).status().code(), Code::kConflict);
+  EXPECT_EQ(core_->agents().LogPrefix("n1", "nope", on_n1, 1, 0).status().code(), Code::kConflict);
 
   // Ended and reaped: the last output may still come, from its node only (read from the store).
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
-  ASSERT_FALSE(core_->ActiveJobRow(on_n1));
-  EXPECT_TRUE(core_->LogPrefix("n1", sessions_["n1"], on_n1, 1, 0).ok());
-  EXPECT_EQ(core_->LogPrefix("n2", sessions_["n2"], on_n1, 1, 0).status().code(), Code::kForbidden);
+  ASSERT_FALSE(core_->reads().ActiveJobRow(on_n1));
+  EXPECT_TRUE(core_->agents().LogPrefix("n1", sessions_["n1"], on_n1, 1, 0).ok());
+  EXPECT_EQ(core_->agents().LogPrefix("n2", sessions_["n2"], on_n1, 1, 0).status().code(),
+            Code::kForbidden);
 }
 
 // GET /v1/specs/N answered any node for any spec, with its environment's secrets.
 TEST_F(NodeRestrictionTest, ASpecIsReadOnlyByANodeThatRunsOneOfItsJobs) {
   const int64_t spec = Stored(on_n1).spec_id;
-  EXPECT_TRUE(core_->MayReadSpec("n1", sessions_["n1"], on_n1, spec).ok());
-  EXPECT_EQ(core_->MayReadSpec("n2", sessions_["n2"], on_n1, spec).code(), Code::kForbidden);
-  EXPECT_EQ(core_->MayReadSpec("n1", sessions_["n1"], on_n1, spec + 1).code(), Code::kForbidden);
-  EXPECT_EQ(core_->MayReadSpec("n1", "nope", on_n1, spec).code(), Code::kConflict);
-  const int64_t pending = Submit(Spec(/*cpus=*/8));  // placed nowhere yet
-  EXPECT_EQ(core_->MayReadSpec("n1", sessions_["n1"], pending, Stored(pending).spec_id).code(),
+  EXPECT_TRUE(core_->agents().MayReadSpec("n1", sessions_["n1"], on_n1, spec).ok());
+  EXPECT_EQ(core_->agents().MayReadSpec("n2", sessions_["n2"], on_n1, spec).code(),
             Code::kForbidden);
+  EXPECT_EQ(core_->agents().MayReadSpec("n1", sessions_["n1"], on_n1, spec + 1).code(),
+            Code::kForbidden);
+  EXPECT_EQ(core_->agents().MayReadSpec("n1", "nope", on_n1, spec).code(), Code::kConflict);
+  const int64_t pending = Submit(Spec(/*cpus=*/8));  // placed nowhere yet
+  EXPECT_EQ(
+      core_->agents().MayReadSpec("n1", sessions_["n1"], pending, Stored(pending).spec_id).code(),
+      Code::kForbidden);
 }
 
 // A report about a rank of a live attempt placed on another node is forged: the whole batch is
 // refused and nothing changes (n2 could end n1's job).
 TEST_F(NodeRestrictionTest, AReportAboutAnotherNodesJobIsForbiddenAndChangesNothing) {
-  const std::string before = core_->DebugState();
+  const std::string before = core_->reads().DebugState();
   auto forged = Report("n2", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 1)});
   ASSERT_FALSE(forged.ok());
   EXPECT_EQ(forged.status().code(), Code::kForbidden);
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(Stored(on_n1).status, JobStatus::kRunning);
 }
 
 // A dying attempt's ranks free its resources when its own node reports them gone; another node's
 // report of it changed the state (it freed n1's CPUs while the process still ran).
 TEST_F(NodeRestrictionTest, ADyingRankIsReportedGoneOnlyByItsNode) {
-  ASSERT_TRUE(core_->Requeue(on_n1, "alice", false).ok());
+  ASSERT_TRUE(core_->admission().Requeue(on_n1, "alice", false).ok());
   auto forged = Report("n2", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 143)});
   EXPECT_EQ(forged.status().code(), Code::kForbidden);
-  auto nodes = core_->Nodes();
+  auto nodes = core_->reads().Nodes();
   ASSERT_EQ(nodes.front().row.name, "n1");
   EXPECT_EQ(nodes.front().cpus_used, 8000);  // still held by the dying attempt
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 143)}).ok());
-  EXPECT_EQ(core_->Nodes().front().cpus_used, 0);
+  EXPECT_EQ(core_->reads().Nodes().front().cpus_used, 0);
 }
 
 // The CPUs of `node` in use, as the core counts them.
 MilliCpu CpusUsed(Core& core, const std::string& node) {
-  for (const auto& n : core.Nodes()) {
+  for (const auto& n : core.reads().Nodes()) {
     if (n.row.name == node) return n.cpus_used;
   }
   return -1;
@@ -94,9 +100,9 @@ MilliCpu CpusUsed(Core& core, const std::string& node) {
 // included, until n1 re-registered (which it need not do for days). Now a registration claims only
 // ranks placed on its own node; the rest are ignored.
 TEST_F(NodeRestrictionTest, ARegistrationCannotHoldAnotherNodesResources) {
-  ASSERT_TRUE(core_->Requeue(on_n1, "alice", false).ok());
+  ASSERT_TRUE(core_->admission().Requeue(on_n1, "alice", false).ok());
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 143)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   ASSERT_EQ(Stored(on_n1).attempt, 2);
   Run("n1", on_n1, 2);
   const MilliCpu n1_before = CpusUsed(*core_, "n1");
@@ -108,7 +114,7 @@ TEST_F(NodeRestrictionTest, ARegistrationCannotHoldAnotherNodesResources) {
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 2, 0, proto::ReportEvent::kExited, 0)}).ok());
   EXPECT_EQ(CpusUsed(*core_, "n1"), 0);
   const int64_t bobs = Submit(Spec(/*cpus=*/8), "bob");
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(bobs).status, JobStatus::kStarting);
 }
 
@@ -119,7 +125,7 @@ TEST_F(NodeRestrictionTest, ARegistrationCannotHoldAnotherNodesResources) {
 TEST_F(NodeRestrictionTest, AnEndedGangIsHeldRankByRankByTheNodesThatRunIt) {
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
   const int64_t gang = Submit(Spec(/*cpus=*/4, 0, 0, /*num_nodes=*/2));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   const JobRow placed = Stored(gang);
   ASSERT_EQ(placed.placement.size(), 2u);
   std::map<std::string, int> rank_on;
@@ -127,7 +133,7 @@ TEST_F(NodeRestrictionTest, AnEndedGangIsHeldRankByRankByTheNodesThatRunIt) {
   Run("n1", gang, 1, rank_on["n1"]);
   Run("n2", gang, 1, rank_on["n2"]);
   CancelRequest cancel{.ids = {gang}, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   Restart();
 
   Register("n2", 4, 0, {{gang, 1, rank_on["n2"]}, {gang, 1, rank_on["n1"]}});
@@ -148,15 +154,15 @@ TEST_F(NodeRestrictionTest, AnEndedGangIsHeldRankByRankByTheNodesThatRunIt) {
 TEST_F(NodeRestrictionTest, ADyingGangIsHeldRankByRankByTheNodesThatRunIt) {
   ASSERT_TRUE(Report("n1", {Entry(on_n1, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
   const int64_t gang = Submit(Spec(/*cpus=*/2, 0, 0, /*num_nodes=*/2));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   std::map<std::string, int> rank_on;
   for (const auto& g : Stored(gang).placement) rank_on[g.node] = g.rank;
-  ASSERT_TRUE(core_->Requeue(gang, "alice", false).ok());
+  ASSERT_TRUE(core_->admission().Requeue(gang, "alice", false).ok());
   for (const std::string node : {"n1", "n2"}) {
     ASSERT_TRUE(
         Report(node, {Entry(gang, 1, rank_on[node], proto::ReportEvent::kExited, 143)}).ok());
   }
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   ASSERT_EQ(Stored(gang).attempt, 2);
   rank_on.clear();
   for (const auto& g : Stored(gang).placement) rank_on[g.node] = g.rank;

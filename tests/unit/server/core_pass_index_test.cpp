@@ -18,30 +18,30 @@ using proto::ReportEvent;
 TEST_F(CoreTest, PassIndexRebuiltAfterMoreChangesThanJobsStillSeesTheRunningJob) {
   Register("n1", 8, 2);
   int64_t low = Submit(Spec(1, 2, 0));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", low);
-  const int rebuilds = core_->PassIndexRebuildsForTesting();
+  const int rebuilds = core_->books().PassIndexRebuildsForTesting();
 
   SubmitRequest bulk;
   bulk.spec = Spec(1, 2, 0);
   bulk.user = "bob";
   bulk.count = 3000;
   bulk.as_group = true;
-  auto group = core_->Submit(std::move(bulk));
+  auto group = core_->admission().Submit(std::move(bulk));
   ASSERT_TRUE(group.ok()) << group.status().message();
   CancelRequest cancel;
   cancel.all = true;
   cancel.user = "bob";
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
-  ASSERT_TRUE(core_->PassIndexConsistentForTesting());
-  EXPECT_EQ(core_->PassIndexRebuildsForTesting(), rebuilds + 1);
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
+  ASSERT_TRUE(core_->books().PassIndexConsistentForTesting());
+  EXPECT_EQ(core_->books().PassIndexRebuildsForTesting(), rebuilds + 1);
 
   int64_t high = Submit(Spec(1, 2, 10));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(low).status, JobStatus::kPending)
       << "the running job was not seen: not preempted";
   EXPECT_EQ(Stored(high).status, JobStatus::kStarting);
-  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 }
 
 // A job that ends leaves the index; its resources are free for the next job at once, and a job
@@ -50,35 +50,35 @@ TEST_F(CoreTest, PassIndexFollowsEndsAndUndoneCommits) {
   Register("n1", 2);
   int64_t first = Submit(Spec(2));
   int64_t second = Submit(Spec(2));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", first);
-  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 
   ASSERT_TRUE(Report("n1", {Entry(first, 1, 0, ReportEvent::kExited, 0)}).ok());
   EXPECT_EQ(Stored(first).status, JobStatus::kSucceeded);
   store_->FailWrites(1);
-  EXPECT_FALSE(core_->RunPass());
+  EXPECT_FALSE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(second).status, JobStatus::kPending);
-  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(second).status, JobStatus::kStarting);
-  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 }
 
 // After a restart the index is built from the loaded jobs: the running job is still preemptible.
 TEST_F(CoreTest, PassIndexAfterRestartHoldsTheLoadedRunningJobs) {
   Register("n1", 8, 2);
   int64_t low = Submit(Spec(1, 2, 0));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", low);
   Restart();
   Register("n1", 8, 2, {{low, 1, 0}});
   int64_t high = Submit(Spec(1, 2, 10));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(low).status, JobStatus::kPending);
   EXPECT_EQ(Stored(high).status, JobStatus::kStarting);
-  EXPECT_TRUE(core_->PassIndexConsistentForTesting());
+  EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 }
 
 }  // namespace

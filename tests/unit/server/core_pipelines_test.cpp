@@ -26,7 +26,7 @@ class PipelineCoreTest : public CoreTest {
     r.user = user;
     r.count = count;
     r.as_group = true;
-    auto answer = core_->Submit(std::move(r));
+    auto answer = core_->admission().Submit(std::move(r));
     EXPECT_TRUE(answer.ok()) << answer.status().message();
     if (!answer.ok()) return {0, {}};
     return {*answer->group, answer->ids};
@@ -36,7 +36,7 @@ class PipelineCoreTest : public CoreTest {
     SubmitRequest r;
     r.spec = std::move(spec);
     r.user = user;
-    return core_->Submit(std::move(r));
+    return core_->admission().Submit(std::move(r));
   }
 
   int Placed(const std::vector<int64_t>& jobs) {
@@ -52,7 +52,7 @@ class PipelineCoreTest : public CoreTest {
 TEST_F(PipelineCoreTest, AFailedDependencyCancelsTheChainAllOrNothing) {
   Register("n1", 8);
   int64_t prep = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", prep);
   JobSpec sweep_spec = Spec();
   sweep_spec.depends_on = {After(DependencyKind::kOk, {prep})};
@@ -60,24 +60,25 @@ TEST_F(PipelineCoreTest, AFailedDependencyCancelsTheChainAllOrNothing) {
   JobSpec eval_spec = Spec();
   eval_spec.depends_on = {After(DependencyKind::kOk, {sweep}, true)};
   int64_t eval = Submit(eval_spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Placed(sweep_jobs), 0) << "placed before its dependency held";
-  EXPECT_EQ(core_->WaitingReason(sweep_jobs[0]), fmt::format("waiting for job {} (RUNNING)", prep));
-  EXPECT_EQ(core_->WaitingReason(eval),
+  EXPECT_EQ(core_->reads().WaitingReason(sweep_jobs[0]),
+            fmt::format("waiting for job {} (RUNNING)", prep));
+  EXPECT_EQ(core_->reads().WaitingReason(eval),
             fmt::format("waiting for group {} (0 of 3 jobs ended)", sweep));
   metrics::ExpositionWriter gauges;
-  core_->WriteGauges(gauges);
+  core_->reads().WriteGauges(gauges);
   EXPECT_NE(gauges.Take().find(R"(berth_pending_jobs{reason="dependency",user="",team=""} 4)"),
             std::string::npos);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   size_t sent = channel_.count();
   store_->FailWrites(1);
   ASSERT_FALSE(Report("n1", {Entry(prep, 1, 0, ReportEvent::kExited, 3)}).ok());
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_EQ(channel_.count(), sent);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
   ASSERT_TRUE(Report("n1", {Entry(prep, 1, 0, ReportEvent::kExited, 3)}).ok());
   for (int64_t id : sweep_jobs) {
@@ -87,7 +88,7 @@ TEST_F(PipelineCoreTest, AFailedDependencyCancelsTheChainAllOrNothing) {
   EXPECT_EQ(Stored(eval).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(eval).reason, fmt::format("dependency group {} failed (job {} was cancelled)",
                                              sweep, sweep_jobs.front()));
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A dependency that succeeds releases its dependants, which a pass then places; a notok
@@ -101,13 +102,13 @@ TEST_F(PipelineCoreTest, ASucceededDependencyReleasesOkAndCancelsNotOk) {
   JobSpec notok = Spec();
   notok.depends_on = {After(DependencyKind::kNotOk, {prep})};
   int64_t alarm = Submit(notok);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", prep);
   ASSERT_TRUE(Report("n1", {Entry(prep, 1, 0, ReportEvent::kExited, 0)}).ok());
   EXPECT_EQ(Stored(alarm).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(alarm).reason,
             fmt::format("dependency notok:{} can no longer hold: job {} succeeded", prep, prep));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
 }
 
@@ -119,7 +120,7 @@ TEST_F(PipelineCoreTest, DependenciesThatEndedAreReadBeforeTheLock) {
   Register("n1", 8);
   int64_t prep = Submit(Spec());
   auto [group, members] = SubmitGroup(Spec(), 2);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   for (int64_t id : {prep, members[0], members[1]}) {
     Run("n1", id);
     ASSERT_TRUE(Report("n1", {Entry(id, 1, 0, ReportEvent::kExited, 0)}).ok());
@@ -130,9 +131,9 @@ TEST_F(PipelineCoreTest, DependenciesThatEndedAreReadBeforeTheLock) {
   const int reads = store_->get_jobs_calls();
   int64_t next = Submit(after);
   EXPECT_EQ(store_->get_jobs_calls() - reads, 1);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // Unknown jobs, other users' jobs and dependencies that can never hold are refused at submit.
@@ -156,12 +157,12 @@ TEST_F(PipelineCoreTest, SubmitRefusesDependenciesThatCannotWork) {
   operator_request.spec = theirs;
   operator_request.user = "ops";
   operator_request.depend_on_any = true;
-  EXPECT_TRUE(core_->Submit(std::move(operator_request)).ok());
+  EXPECT_TRUE(core_->admission().Submit(std::move(operator_request)).ok());
 
   CancelRequest cancel;
   cancel.ids = {bobs};
   cancel.user = "bob";
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   JobSpec never = Spec();
   never.depends_on = {After(DependencyKind::kOk, {bobs})};
   refused = TrySubmit(never, "bob");
@@ -180,12 +181,12 @@ TEST_F(PipelineCoreTest, ARestartWaitsOutItsBackoffAndAFailedCommitKeepsNothing)
   spec.retry.on_exit_codes = {75};
   spec.retry.backoff = 30'000;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   store_->FailWrites(1);
   ASSERT_FALSE(Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 75)}).ok());
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->reads().DebugState(), before);
 
   ASSERT_TRUE(Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 75)}).ok());
   JobRow row = Stored(job);
@@ -197,13 +198,14 @@ TEST_F(PipelineCoreTest, ARestartWaitsOutItsBackoffAndAFailedCommitKeepsNothing)
   ASSERT_EQ(attempts->size(), 1u);
   EXPECT_EQ((*attempts)[0].outcome, JobStatus::kFailed);
   EXPECT_EQ((*attempts)[0].exit_code, 75);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kPending) << "placed during its backoff";
   clock_.Advance(30'001);
-  EXPECT_TRUE(core_->WaitForPassRequest(0)) << "the end of the backoff asks for a pass";
-  ASSERT_TRUE(core_->RunPass());
+  EXPECT_TRUE(core_->scheduling().WaitForPassRequest(0))
+      << "the end of the backoff asks for a pass";
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(job).attempt, 2);
 
@@ -229,7 +231,7 @@ TEST_F(PipelineCoreTest, OutOfMemoryIsAnOutcomeRestartedOnlyWithOnOom) {
   spec.retry.max_restarts = 2;
   spec.retry.on_exit_codes = {137};
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   ASSERT_TRUE(Report("n1", {oom_exit(job, 1)}).ok());
   JobRow row = Stored(job);
@@ -244,7 +246,7 @@ TEST_F(PipelineCoreTest, OutOfMemoryIsAnOutcomeRestartedOnlyWithOnOom) {
 
   spec.retry.on_oom = true;
   int64_t again = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", again);
   ASSERT_TRUE(Report("n1", {oom_exit(again, 1)}).ok());
   EXPECT_EQ(Stored(again).status, JobStatus::kPending);
@@ -258,7 +260,7 @@ TEST_F(PipelineCoreTest, AnAttemptKeepsWhatItsRanksUsed) {
   Register("n1", 4);
   Register("n2", 4);
   int64_t job = Submit(Spec(4, 0, 0, 2));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job, 1, 0);
   Run("n2", job, 1, 1);
   auto exit = [&](int rank, int64_t peak, int64_t cpu) {
@@ -292,17 +294,17 @@ TEST_F(PipelineCoreTest, AGangRestartsEveryRankTogether) {
   JobSpec spec = Spec(4, 0, 0, 2);
   spec.retry.max_restarts = 1;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job, 1, 0);
   Run("n2", job, 1, 1);
   ASSERT_TRUE(Report("n2", {Entry(job, 1, 1, ReportEvent::kExited, 9)}).ok());
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
   EXPECT_EQ(channel_.Stops("n1")[0].attempt, 1);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(job).status, JobStatus::kPending) << "placed while rank 0 still runs";
   ASSERT_TRUE(Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 143)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   JobRow row = Stored(job);
   EXPECT_EQ(row.status, JobStatus::kStarting);
   EXPECT_EQ(row.attempt, 2);
@@ -315,10 +317,10 @@ TEST_F(PipelineCoreTest, PreemptionsAndLostSupervisorsAreNotRestarts) {
   JobSpec low = Spec(1, 2, 0);
   low.retry.max_restarts = 3;
   int64_t victim = Submit(low);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", victim);
   int64_t high = Submit(Spec(1, 2, 10));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   JobRow row = Stored(victim);
   EXPECT_EQ(row.status, JobStatus::kPending);
   EXPECT_EQ(row.restarts, 0);
@@ -326,7 +328,7 @@ TEST_F(PipelineCoreTest, PreemptionsAndLostSupervisorsAreNotRestarts) {
   ASSERT_TRUE(Report("n1", {Entry(victim, 1, 0, ReportEvent::kExited, 143)}).ok());
   Run("n1", high);
   ASSERT_TRUE(Report("n1", {Entry(high, 1, 0, ReportEvent::kExited, 0)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", victim, 2);
   ASSERT_TRUE(Report("n1", {Entry(victim, 2, 0, ReportEvent::kExited, 137, "supervisor")}).ok());
   row = Stored(victim);
@@ -341,10 +343,10 @@ TEST_F(PipelineCoreTest, RetryNeverEndsAPreemptedJob) {
   JobSpec low = Spec(1, 2, 0);
   low.retry.never = true;
   int64_t victim = Submit(low);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", victim);
   Submit(Spec(1, 2, 10));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   JobRow row = Stored(victim);
   EXPECT_EQ(row.status, JobStatus::kPreempted);
   EXPECT_EQ(row.preemptions, 0);
@@ -358,20 +360,20 @@ TEST_F(PipelineCoreTest, AJobScopedTimeLimitSumsItsAttempts) {
   spec.time_limit_scope = TimeLimitScope::kJob;
   spec.retry.max_restarts = 5;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.Advance(6'000);
   ASSERT_TRUE(Report("n1", {Entry(job, 1, 0, ReportEvent::kExited, 1)}).ok());
   EXPECT_EQ(Stored(job).run_ms, 6'000);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job, 2);
   auto launches = channel_.Launches("n1");
   ASSERT_EQ(launches.size(), 2u);
   clock_.Advance(3'000);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kRunning) << "9 s of 10";
   clock_.Advance(1'500);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
   EXPECT_EQ(Stored(job).reason, "time limit 10s exceeded (over 2 attempts)");
 }
@@ -383,7 +385,7 @@ TEST_F(PipelineCoreTest, TheLaunchCarriesTheWarningSignal) {
   spec.time_limit = 60'000;
   spec.signal = WarnSignal{10, "USR1", 15'000};
   Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   auto launches = channel_.Launches("n1");
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].warn_signal, 10);
@@ -397,23 +399,23 @@ TEST_F(PipelineCoreTest, MaxRunningCapsAGroupAndCanBeRaised) {
   JobSpec spec = Spec();
   spec.max_running = 2;
   auto [group, jobs] = SubmitGroup(spec, 6);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Placed(jobs), 2);
-  EXPECT_EQ(core_->WaitingReason(jobs[5]),
+  EXPECT_EQ(core_->reads().WaitingReason(jobs[5]),
             fmt::format("waiting: group {} is at its max_running (2 of its jobs placed, at most 2)",
                         group));
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 
-  std::string before = core_->DebugState();
+  std::string before = core_->reads().DebugState();
   store_->FailWrites(1);
-  EXPECT_EQ(core_->SetGroupLimit(group, 4, "alice", false).code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
-  EXPECT_EQ(core_->SetGroupLimit(group, 4, "bob", false).code(), Code::kForbidden);
-  ASSERT_TRUE(core_->SetGroupLimit(group, 4, "alice", false).ok());
-  ASSERT_TRUE(core_->RunPass());
+  EXPECT_EQ(core_->admission().SetGroupLimit(group, 4, "alice", false).code(), Code::kUnavailable);
+  EXPECT_EQ(core_->reads().DebugState(), before);
+  EXPECT_EQ(core_->admission().SetGroupLimit(group, 4, "bob", false).code(), Code::kForbidden);
+  ASSERT_TRUE(core_->admission().SetGroupLimit(group, 4, "alice", false).ok());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Placed(jobs), 4);
-  EXPECT_EQ(core_->GroupLimit(group), 4);
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->admission().GroupLimit(group), 4);
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 }  // namespace
@@ -431,10 +433,10 @@ TEST_F(PipelineCoreTest, ADependantRequeuedAfterARestartRunsAgain) {
   spec.depends_on = {After(DependencyKind::kOk, {prep})};
   spec.retry.max_restarts = 1;
   int64_t next = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", prep);
   ASSERT_TRUE(Report("n1", {Entry(prep, 1, 0, ReportEvent::kExited, 0)}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", next);
 
   Restart();
@@ -442,7 +444,7 @@ TEST_F(PipelineCoreTest, ADependantRequeuedAfterARestartRunsAgain) {
   Run("n1", next);
   ASSERT_TRUE(Report("n1", {Entry(next, 1, 0, ReportEvent::kExited, 2)}).ok());
   EXPECT_EQ(Stored(next).status, JobStatus::kPending);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(next).attempt, 2);
 }
@@ -468,12 +470,12 @@ TEST_F(PipelineCoreTest, CancelsThatCouldNotBeCommittedAreRetried) {
   Restart();
   EXPECT_EQ(Stored(next).status, JobStatus::kPending);
   Register("n1", 8);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "placed although its dependency failed";
-  core_->RetryFailedCancels();
+  core_->lifecycle().RetryFailedCancels();
   EXPECT_EQ(Stored(next).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(next).reason, fmt::format("dependency {} failed", prep));
-  EXPECT_EQ(core_->DurableState(), FreshDurableState());
+  EXPECT_EQ(core_->reads().DurableState(), FreshDurableState());
 }
 
 // A chain of 3,000 jobs, each waiting for the one before: the head fails, and the whole chain is
@@ -481,7 +483,7 @@ TEST_F(PipelineCoreTest, CancelsThatCouldNotBeCommittedAreRetried) {
 TEST_F(PipelineCoreTest, ALongChainIsCancelledWithoutDeepRecursion) {
   Register("n1", 8);
   int64_t head = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", head);
   int64_t last = head;
   for (int i = 0; i < 3000; ++i) {
@@ -501,14 +503,14 @@ TEST_F(PipelineCoreTest, AGroupLimitGoesWithTheGroup) {
   JobSpec spec = Spec();
   spec.max_running = 1;
   auto [group, jobs] = SubmitGroup(spec, 1);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", jobs[0]);
-  EXPECT_EQ(core_->GroupLimit(group), 1);
+  EXPECT_EQ(core_->admission().GroupLimit(group), 1);
   ASSERT_TRUE(Report("n1", {Entry(jobs[0], 1, 0, ReportEvent::kExited, 0)}).ok());
-  EXPECT_EQ(core_->GroupLimit(group), std::nullopt);
-  ASSERT_TRUE(core_->SetGroupLimit(group, 5, "alice", false).ok());
-  EXPECT_EQ(core_->GroupLimit(group), std::nullopt);
-  EXPECT_EQ(core_->DebugState().find("group "), std::string::npos);
+  EXPECT_EQ(core_->admission().GroupLimit(group), std::nullopt);
+  ASSERT_TRUE(core_->admission().SetGroupLimit(group, 5, "alice", false).ok());
+  EXPECT_EQ(core_->admission().GroupLimit(group), std::nullopt);
+  EXPECT_EQ(core_->reads().DebugState().find("group "), std::string::npos);
 }
 
 }  // namespace

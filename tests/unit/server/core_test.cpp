@@ -20,14 +20,14 @@ using proto::ReportEvent;
 TEST_F(CoreTest, SteppedWallClockExpiresNoLease) {
   Register("n1");
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.StepWall(3'600'000);
-  core_->CheckLeases();
+  core_->agents().CheckLeases();
   EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
   EXPECT_TRUE(channel_.closes().empty());
   clock_.Advance(options_.lease_ms + 1);
-  core_->CheckLeases();
+  core_->agents().CheckLeases();
   EXPECT_EQ(Stored(job).status, JobStatus::kLost);
 }
 
@@ -35,11 +35,11 @@ TEST_F(CoreTest, SteppedWallClockExpiresNoLease) {
 TEST_F(CoreTest, HeartbeatRenewsTheLease) {
   std::string session = Register("n1");
   clock_.Advance(options_.lease_ms - 1);
-  ASSERT_TRUE(core_->Heartbeat("n1", session).ok());
+  ASSERT_TRUE(core_->agents().Heartbeat("n1", session).ok());
   clock_.Advance(options_.lease_ms - 1);
-  core_->CheckLeases();
+  core_->agents().CheckLeases();
   EXPECT_TRUE(channel_.closes().empty());
-  EXPECT_EQ(core_->Heartbeat("n1", "not-the-session").status().code(), Code::kConflict);
+  EXPECT_EQ(core_->agents().Heartbeat("n1", "not-the-session").status().code(), Code::kConflict);
 }
 
 // Job 1 has a 1-minute time limit. The wall clock jumps two hours: it keeps running. A minute of
@@ -49,13 +49,13 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
   JobSpec spec = Spec();
   spec.time_limit = 60'000;
   int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.StepWall(2 * 3'600'000);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
   clock_.Advance(60'001);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
   EXPECT_NE(Stored(job).reason.find("time limit"), std::string::npos);
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
@@ -66,39 +66,39 @@ TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
 TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
   Register("n1");
   Register("n2");
-  EXPECT_EQ(core_->TerminalOf(99, 0).status().code(), Code::kNotFound);
+  EXPECT_EQ(core_->reads().TerminalOf(99, 0).status().code(), Code::kNotFound);
   JobSpec batch = Spec();
   int64_t plain = Submit(batch);
   JobSpec spec = Spec(1, 0, 0, 2);
   spec.interactive = true;
   int64_t job = Submit(spec);
-  auto waiting = core_->TerminalOf(job, 0);
+  auto waiting = core_->reads().TerminalOf(job, 0);
   ASSERT_FALSE(waiting.ok());
   EXPECT_EQ(waiting.status().code(), Code::kConflict);
   EXPECT_NE(waiting.status().message().find("PENDING, not RUNNING yet"), std::string::npos)
       << waiting.status().message();
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run(Stored(plain).placement.at(0).node, plain);
-  auto refused = core_->TerminalOf(plain, 0);
+  auto refused = core_->reads().TerminalOf(plain, 0);
   EXPECT_EQ(refused.status().code(), Code::kConflict);
   EXPECT_NE(refused.status().message().find("not interactive"), std::string::npos);
   // A port of any running job may be forwarded, interactive or not.
-  auto port = core_->PortOf(plain, 0);
+  auto port = core_->reads().PortOf(plain, 0);
   ASSERT_TRUE(port.ok()) << port.status().message();
   EXPECT_EQ(port->node, Stored(plain).placement.at(0).node);
-  EXPECT_EQ(core_->PortOf(plain, 1).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(core_->PortOf(99, 0).status().code(), Code::kNotFound);
+  EXPECT_EQ(core_->reads().PortOf(plain, 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(core_->reads().PortOf(99, 0).status().code(), Code::kNotFound);
   const Placement placed = Stored(job).placement;
   ASSERT_EQ(placed.size(), 2u);
   for (int rank = 0; rank < 2; ++rank) Run(placed[rank].node, job, 1, rank);
   for (int rank = 0; rank < 2; ++rank) {
-    auto target = core_->TerminalOf(job, rank);
+    auto target = core_->reads().TerminalOf(job, rank);
     ASSERT_TRUE(target.ok()) << target.status().message();
     EXPECT_EQ(target->node, placed[rank].node);
     EXPECT_EQ(target->row.user, "alice");
     EXPECT_EQ(target->row.attempt, 1);
   }
-  EXPECT_EQ(core_->TerminalOf(job, 2).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(core_->reads().TerminalOf(job, 2).status().code(), Code::kInvalidArgument);
 }
 
 // An interactive job without a time limit gets the server's default; one with its own keeps it,
@@ -112,7 +112,7 @@ TEST_F(CoreTest, AnInteractiveJobGetsTheDefaultTimeLimit) {
   int64_t own = Submit(shell);
   int64_t batch = Submit(Spec());
   auto limit_of = [&](int64_t job) {
-    auto row = core_->ActiveJobRow(job);
+    auto row = core_->reads().ActiveJobRow(job);
     EXPECT_TRUE(row.has_value());
     auto spec = store_->inner().GetSpec(row->first.spec_id);
     EXPECT_TRUE(spec.ok());
@@ -141,21 +141,21 @@ TEST_F(CoreTest, AnInteractiveJobNobodyAttachesToEndsAfterTheIdleLimit) {
   int64_t attached = Submit(spec);
   int64_t batch = Submit(Spec());
   clock_.Advance(3'600'000);  // an hour pending counts for nothing
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   for (int64_t job : {idle, attached, batch}) Run("n1", job);
   clock_.Advance(300'000);
   std::map<int64_t, int64_t> seen{{attached, clock_.Monotonic()}};
   clock_.Advance(300'001);
-  core_->EndIdleInteractive(seen, watching_since);
+  core_->lifecycle().EndIdleInteractive(seen, watching_since);
   EXPECT_EQ(Stored(idle).status, JobStatus::kFailed);
   EXPECT_NE(Stored(idle).reason.find("idle limit 10m exceeded"), std::string::npos)
       << Stored(idle).reason;
   EXPECT_EQ(Stored(attached).status, JobStatus::kRunning) << "seen 5 minutes ago";
   clock_.Advance(300'000);
   // A server that began to watch a minute ago gives every job the whole limit.
-  core_->EndIdleInteractive(seen, clock_.Monotonic() - 60'000);
+  core_->lifecycle().EndIdleInteractive(seen, clock_.Monotonic() - 60'000);
   EXPECT_EQ(Stored(attached).status, JobStatus::kRunning);
-  core_->EndIdleInteractive(seen, watching_since);
+  core_->lifecycle().EndIdleInteractive(seen, watching_since);
   EXPECT_EQ(Stored(attached).status, JobStatus::kFailed);
   EXPECT_EQ(Stored(batch).status, JobStatus::kRunning);
   ASSERT_EQ(channel_.Stops("n1").size(), 2u);
@@ -173,10 +173,10 @@ TEST_F(CoreTest, ANodeGetsEachSpecOnceASessionBeforeItsFirstLaunch) {
   sweep.user = "alice";
   sweep.count = 3;
   sweep.as_group = true;
-  auto swept = core_->Submit(std::move(sweep));
+  auto swept = core_->admission().Submit(std::move(sweep));
   ASSERT_TRUE(swept.ok()) << swept.status().message();
   int64_t single = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
 
   // Checks what n1 was sent since `from`: four launches, each after the spec it uses, and each spec
   // once. Returns where it ended.
@@ -216,20 +216,20 @@ TEST_F(CoreTest, ANodeGetsEachSpecOnceASessionBeforeItsFirstLaunch) {
 TEST_F(CoreTest, PassDropsThePlacementOfAJobCancelledWhileItDecided) {
   Register("n1", 1);
   int64_t job = Submit(Spec(1));
-  core_->SetPassHookForTesting([&] {
+  core_->scheduling().SetPassHookForTesting([&] {
     CancelRequest cancel;
     cancel.ids = {job};
     cancel.user = "alice";
-    ASSERT_TRUE(core_->Cancel(cancel).ok());
+    ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
   });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
   EXPECT_EQ(Stored(job).status, JobStatus::kCancelled);
   EXPECT_EQ(Stored(job).attempt, 0);
   EXPECT_TRUE(channel_.Launches().empty());
   // n1's CPU is free: another job takes it.
   int64_t next = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
 }
 
@@ -238,12 +238,13 @@ TEST_F(CoreTest, PassDropsThePlacementOfAJobCancelledWhileItDecided) {
 TEST_F(CoreTest, PassDropsAPlacementOnANodeDrainedWhileItDecided) {
   Register("n1");
   int64_t job = Submit(Spec());
-  core_->SetPassHookForTesting([&] { ASSERT_TRUE(core_->Drain("n1", true).ok()); });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
+  core_->scheduling().SetPassHookForTesting(
+      [&] { ASSERT_TRUE(core_->agents().Drain("n1", true).ok()); });
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
   EXPECT_TRUE(channel_.Launches().empty());
-  EXPECT_TRUE(core_->WaitForPassRequest(0));
+  EXPECT_TRUE(core_->scheduling().WaitForPassRequest(0));
 }
 
 // A pass that decides nothing (n1's one GPU held, GPU jobs waiting) paces the next: it starts no
@@ -253,51 +254,53 @@ TEST_F(CoreTest, PassDropsAPlacementOnANodeDrainedWhileItDecided) {
 TEST_F(CoreTest, APassThatDecidedNothingPacesTheNext) {
   Register("n1", 8, 1);
   int64_t held = Submit(Spec(1, 1));
-  ASSERT_TRUE(core_->WaitForPassRequest(0));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().WaitForPassRequest(0));
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(held).status, JobStatus::kStarting);
   int64_t waiting = Submit(Spec(1, 1));
-  EXPECT_TRUE(core_->WaitForPassRequest(0)) << "a pass that placed a job paces nothing";
+  EXPECT_TRUE(core_->scheduling().WaitForPassRequest(0))
+      << "a pass that placed a job paces nothing";
 
-  core_->SetPassHookForTesting([&] { clock_.Advance(40); });  // a pass of 40 ms
-  ASSERT_TRUE(core_->RunPass());
+  core_->scheduling().SetPassHookForTesting([&] { clock_.Advance(40); });  // a pass of 40 ms
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(waiting).status, JobStatus::kPending);
   Submit(Spec(1, 1));
-  EXPECT_FALSE(core_->WaitForPassRequest(0)) << "paced for 3 x 40 ms after the pass";
+  EXPECT_FALSE(core_->scheduling().WaitForPassRequest(0)) << "paced for 3 x 40 ms after the pass";
   clock_.Advance(119);
-  EXPECT_FALSE(core_->WaitForPassRequest(0));
+  EXPECT_FALSE(core_->scheduling().WaitForPassRequest(0));
   clock_.Advance(1);
-  EXPECT_TRUE(core_->WaitForPassRequest(0)) << "the request was kept through the pacing";
-  EXPECT_FALSE(core_->WaitForPassRequest(0)) << "and taken once";
+  EXPECT_TRUE(core_->scheduling().WaitForPassRequest(0))
+      << "the request was kept through the pacing";
+  EXPECT_FALSE(core_->scheduling().WaitForPassRequest(0)) << "and taken once";
   EXPECT_EQ(core_->metrics().passes.Value({"decided"}), 1);
   EXPECT_EQ(core_->metrics().passes.Value({"nothing"}), 1);
 
   // A fruitless pass of 10 s paces the next by the cap, 1 s, not 30 s.
-  core_->SetPassHookForTesting([&] { clock_.Advance(10'000); });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
-  core_->RequestPass();
+  core_->scheduling().SetPassHookForTesting([&] { clock_.Advance(10'000); });
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
+  core_->scheduling().RequestPass();
   clock_.Advance(options_.max_pass_pacing_ms - 1);
-  EXPECT_FALSE(core_->WaitForPassRequest(0));
+  EXPECT_FALSE(core_->scheduling().WaitForPassRequest(0));
   clock_.Advance(1);
-  EXPECT_TRUE(core_->WaitForPassRequest(0));
+  EXPECT_TRUE(core_->scheduling().WaitForPassRequest(0));
 
   // While paced, a wait with a timeout sleeps (monotonic time stands still here): it returns
   // false after its timeout, or at once when the core shuts down.
-  core_->SetPassHookForTesting([&] { clock_.Advance(100); });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
-  core_->RequestPass();
+  core_->scheduling().SetPassHookForTesting([&] { clock_.Advance(100); });
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
+  core_->scheduling().RequestPass();
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(core_->WaitForPassRequest(30));
+  EXPECT_FALSE(core_->scheduling().WaitForPassRequest(30));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(25));
   std::atomic<bool> returned{false};
   std::thread waiter([&] {
-    EXPECT_FALSE(core_->WaitForPassRequest(60'000));
+    EXPECT_FALSE(core_->scheduling().WaitForPassRequest(60'000));
     returned = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  core_->RequestPass();  // no wake-up: a request is pending already
+  core_->scheduling().RequestPass();  // no wake-up: a request is pending already
   core_->Shutdown();
   waiter.join();
   EXPECT_TRUE(returned);
@@ -308,9 +311,9 @@ TEST_F(CoreTest, APassThatDecidedNothingPacesTheNext) {
 TEST_F(CoreTest, PassDropsAPlacementOnANodeThatChangedWhileItDecided) {
   Register("n1", 2);
   int64_t job = Submit(Spec(2));
-  core_->SetPassHookForTesting([&] { Register("n1", 1); });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
+  core_->scheduling().SetPassHookForTesting([&] { Register("n1", 1); });
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
 }
 
@@ -319,13 +322,13 @@ TEST_F(CoreTest, PassDropsAPlacementOnANodeThatChangedWhileItDecided) {
 TEST_F(CoreTest, PassKeepsAPlacementWhenResourcesWereOnlyFreedMeanwhile) {
   Register("n1", 2);
   int64_t first = Submit(Spec(1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", first);
   int64_t second = Submit(Spec(1));
-  core_->SetPassHookForTesting(
+  core_->scheduling().SetPassHookForTesting(
       [&] { ASSERT_TRUE(Report("n1", {Entry(first, 1, 0, ReportEvent::kExited, 0)}).ok()); });
-  ASSERT_TRUE(core_->RunPass());
-  core_->SetPassHookForTesting(nullptr);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  core_->scheduling().SetPassHookForTesting(nullptr);
   EXPECT_EQ(Stored(second).status, JobStatus::kStarting);
 }
 
@@ -340,7 +343,7 @@ TEST_F(CoreTest, ConcurrentSubmissionsAreGroupCommitted) {
   for (int i = 0; i < 16; ++i) {
     users.emplace_back([&, i] { ids[i] = Submit(Spec(), "user" + std::to_string(i)); });
   }
-  while (core_->QueuedSubmissionsForTesting() < 16) std::this_thread::yield();
+  while (core_->admission().QueuedSubmissionsForTesting() < 16) std::this_thread::yield();
   const int calls_before = store_->submit_calls();
   store_->HoldWrites(false);
   for (auto& t : users) t.join();
@@ -358,7 +361,7 @@ TEST_F(CoreTest, ConcurrentSubmissionsAreGroupCommitted) {
 TEST_F(CoreTest, GangWhoseSetupFailsOnOneRankFreesEveryNode) {
   for (const char* n : {"a", "b", "c"}) Register(n, 4);
   int64_t job = Submit(Spec(4, 0, 0, 3));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   JobRow row = Stored(job);
   ASSERT_EQ(row.placement.size(), 3u);
   std::map<int, std::string> node_of;
@@ -372,15 +375,15 @@ TEST_F(CoreTest, GangWhoseSetupFailsOnOneRankFreesEveryNode) {
   EXPECT_EQ(channel_.Stops(node_of[2]).size(), 1u);
   // The devices of a stopping job stay held until every rank is gone.
   int64_t next = Submit(Spec(4));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "ranks 0 and 2 are still stopping";
   ASSERT_TRUE(Report(node_of[0], {Entry(job, 1, 0, ReportEvent::kExited, 143, "setup")}).ok());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kPending) << "rank 2 is still stopping";
   ASSERT_TRUE(Report(node_of[2], {Entry(job, 1, 2, ReportEvent::kExited, 143, "setup")}).ok());
   int64_t more = Submit(Spec(4));
   int64_t third = Submit(Spec(4));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(next).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(more).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(third).status, JobStatus::kStarting) << "all three nodes are free again";
@@ -391,7 +394,7 @@ TEST_F(CoreTest, GangWhoseSetupFailsOnOneRankFreesEveryNode) {
 TEST_F(CoreTest, ReRegistrationResendsMissingLaunchesAndStopsStaleAttempts) {
   Register("n1");
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   ASSERT_EQ(channel_.Launches("n1").size(), 1u);
   Register("n1", 8, 0, {{job + 100, 1, 0}});
   auto launches = channel_.Launches("n1");
@@ -407,7 +410,7 @@ TEST_F(CoreTest, ReRegistrationResendsMissingLaunchesAndStopsStaleAttempts) {
 TEST_F(CoreTest, ReportOfAnEarlierAttemptIsToldToStop) {
   Register("n1");
   int64_t job = Submit(Spec());
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   auto results = Report("n1", {Entry(job, 7, 0, ReportEvent::kRunning)});
   ASSERT_TRUE(results.ok());
   EXPECT_EQ((*results)[0].action, proto::ReportAction::kStop);
@@ -423,7 +426,7 @@ TEST_F(CoreTest, UsersCancelOnlyTheirOwnJobsAndEventsSayWhoDid) {
   CancelRequest by_bob;
   by_bob.ids = {alices, bobs};
   by_bob.user = "bob";
-  auto answer = core_->Cancel(by_bob);
+  auto answer = core_->admission().Cancel(by_bob);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->cancelled, std::vector<int64_t>{bobs});
   EXPECT_EQ(answer->forbidden, std::vector<int64_t>{alices});
@@ -433,14 +436,14 @@ TEST_F(CoreTest, UsersCancelOnlyTheirOwnJobsAndEventsSayWhoDid) {
   CancelRequest all_of_bob;
   all_of_bob.all = true;
   all_of_bob.user = "bob";
-  ASSERT_TRUE(core_->Cancel(all_of_bob).ok());
+  ASSERT_TRUE(core_->admission().Cancel(all_of_bob).ok());
   EXPECT_EQ(Stored(alices2).status, JobStatus::kPending);
 
   CancelRequest by_operator;
   by_operator.ids = {alices};
   by_operator.user = "olga";
   by_operator.cancel_any = true;
-  answer = core_->Cancel(by_operator);
+  answer = core_->admission().Cancel(by_operator);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->cancelled, std::vector<int64_t>{alices});
   auto events = store_->GetEvents(alices);
@@ -453,7 +456,7 @@ TEST_F(CoreTest, UsersCancelOnlyTheirOwnJobsAndEventsSayWhoDid) {
 // Draining is an administrative action: it lands in the audit log with who did it.
 TEST_F(CoreTest, DrainIsAudited) {
   Register("n1");
-  ASSERT_TRUE(core_->Drain("n1", true, "olga").ok());
+  ASSERT_TRUE(core_->agents().Drain("n1", true, "olga").ok());
   auto audit = store_->ListAudit(10);
   ASSERT_TRUE(audit.ok());
   ASSERT_EQ(audit->size(), 1u);
@@ -468,27 +471,29 @@ TEST_F(CoreTest, DrainIsAudited) {
 TEST_F(CoreTest, RequeueIsTheOwnersOrAnOperators) {
   Register("n1", 1);
   int64_t job = Submit(Spec(1), "alice");
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
-  EXPECT_EQ(core_->Requeue(job, "bob", false).code(), Code::kForbidden);
-  std::string before = core_->DebugState();
+  EXPECT_EQ(core_->admission().Requeue(job, "bob", false).code(), Code::kForbidden);
+  std::string before = core_->reads().DebugState();
   store_->FailWrites(1);
-  EXPECT_EQ(core_->Requeue(job, "alice", false).code(), Code::kUnavailable);
-  EXPECT_EQ(core_->DebugState(), before);
+  EXPECT_EQ(core_->admission().Requeue(job, "alice", false).code(), Code::kUnavailable);
+  EXPECT_EQ(core_->reads().DebugState(), before);
   EXPECT_TRUE(channel_.Stops("n1").empty());
 
-  ASSERT_TRUE(core_->Requeue(job, "alice", false).ok());
+  ASSERT_TRUE(core_->admission().Requeue(job, "alice", false).ok());
   EXPECT_EQ(Stored(job).status, JobStatus::kPending);
   ASSERT_EQ(channel_.Stops("n1").size(), 1u);
   auto events = store_->GetEvents(job);
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->back().by, "alice");
   EXPECT_EQ(events->back().reason, "requeued by alice");
-  EXPECT_EQ(core_->Requeue(job, "alice", false).code(), Code::kConflict);  // queued already
+  EXPECT_EQ(core_->admission().Requeue(job, "alice", false).code(),
+            Code::kConflict);  // queued already
 
   int64_t other = Submit(Spec(1), "bob");
-  EXPECT_EQ(core_->Requeue(other, "olga", false).code(), Code::kForbidden);
-  EXPECT_EQ(core_->Requeue(other, "olga", true).code(), Code::kConflict);  // pending: nothing to do
+  EXPECT_EQ(core_->admission().Requeue(other, "olga", false).code(), Code::kForbidden);
+  EXPECT_EQ(core_->admission().Requeue(other, "olga", true).code(),
+            Code::kConflict);  // pending: nothing to do
 }
 
 // A container job's pull, as its reason shows it: "pulling image REF" when it starts, then how
@@ -503,14 +508,14 @@ TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
   node.cpus_milli = 8000;
   node.memory_mib = 64 * 1024;
   node.labels[kContainerRuntimeLabel] = "podman";
-  auto registered = core_->Register(node, "127.0.0.1");
+  auto registered = core_->agents().Register(node, "127.0.0.1");
   ASSERT_TRUE(registered.ok()) << registered.status().message();
   sessions_["n1"] = registered->session;
   JobSpec spec = Spec(1);
   spec.container = ContainerSpec{.image = "reg:5000/bb:1"};
   spec.time_limit = 10'000;
   const int64_t job = Submit(spec);
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   auto report = [&](proto::Report r) {
     r.job = job;
     r.attempt = 1;
@@ -534,15 +539,15 @@ TEST_F(CoreTest, PullProgressIsTheReasonWhileItLastsAndNotHistory) {
   EXPECT_EQ(store_->GetEvents(job)->back().reason, "pulled image reg:5000/bb@sha256:ab");
   // The pull's time is not running time: a 10 s time_limit counts from RUNNING.
   clock_.Advance(30'000);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kStarting);
   Run("n1", job);
   clock_.Advance(9'000);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
   EXPECT_TRUE(channel_.Stops("n1").empty());
   clock_.Advance(2'000);
-  core_->CheckTimeLimits();
+  core_->lifecycle().CheckTimeLimits();
   EXPECT_EQ(channel_.Stops("n1").size(), 1u) << "the time limit did not stop the job";
 }
 

@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 class FairShareCoreTest : public CoreTest {
  protected:
   void Rules(std::vector<UserRow> users, std::vector<TeamRow> teams) {
-    core_->SetShareRules(users, teams);
+    core_->scheduling().SetShareRules(users, teams);
   }
   static TeamRow Team(const std::string& name, MilliGpu quota_v100) {
     TeamRow t;
@@ -44,9 +44,9 @@ TEST_F(FairShareCoreTest, SubmissionsBeyondMaxPendingJobsAreRefused) {
   alice.max_pending_jobs = 2;
   Rules({alice}, {});
   // No pass runs: the jobs stay pending.
-  ASSERT_TRUE(core_->Submit({.spec = Spec(1), .user = "alice", .count = 2}).ok());
+  ASSERT_TRUE(core_->admission().Submit({.spec = Spec(1), .user = "alice", .count = 2}).ok());
   SubmitRequest more{.spec = Spec(1), .user = "alice", .count = 1};
-  auto refused = core_->Submit(std::move(more));
+  auto refused = core_->admission().Submit(std::move(more));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kForbidden);
   EXPECT_THAT(refused.status().message(), HasSubstr("max-pending-jobs"));
@@ -54,9 +54,9 @@ TEST_F(FairShareCoreTest, SubmissionsBeyondMaxPendingJobsAreRefused) {
   Submit(Spec(1), "bob");  // nobody else is limited
   // A job of hers that leaves the queue makes room for one more (the count is kept as jobs change).
   CancelRequest cancel{.all = true, .user = "alice"};
-  ASSERT_TRUE(core_->Cancel(cancel).ok());
-  EXPECT_TRUE(core_->Submit({.spec = Spec(1), .user = "alice", .count = 2}).ok());
-  EXPECT_FALSE(core_->Submit({.spec = Spec(1), .user = "alice", .count = 1}).ok());
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
+  EXPECT_TRUE(core_->admission().Submit({.spec = Spec(1), .user = "alice", .count = 2}).ok());
+  EXPECT_FALSE(core_->admission().Submit({.spec = Spec(1), .user = "alice", .count = 1}).ok());
 }
 
 TEST_F(FairShareCoreTest, MaxRunningGpusHoldsJobsWithAReason) {
@@ -66,10 +66,10 @@ TEST_F(FairShareCoreTest, MaxRunningGpusHoldsJobsWithAReason) {
   Rules({alice}, {});
   const int64_t a = Submit(Spec(1, 2));
   const int64_t b = Submit(Spec(1, 1));
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(a).status, JobStatus::kStarting);
   EXPECT_EQ(Stored(b).status, JobStatus::kPending);
-  EXPECT_THAT(core_->WaitingReason(b), HasSubstr("max-running-gpus is 2"));
+  EXPECT_THAT(core_->reads().WaitingReason(b), HasSubstr("max-running-gpus is 2"));
 }
 
 // red and blue each have a quota of 2 of n1's 4 V100s. blue takes all four (two borrowed); red's
@@ -88,13 +88,13 @@ TEST_F(FairShareCoreTest, ReclaimTakesBackBorrowedWorkAtTheRateLimit) {
     blue.push_back(Submit(Spec(1, 1), "bob"));
     clock_.Advance(1000);
   }
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   RunAll("n1", blue);
   for (int64_t id : blue) ASSERT_EQ(Stored(id).status, JobStatus::kRunning);
 
   const int64_t r1 = Submit(Spec(1, 1), "rita");
   const int64_t r2 = Submit(Spec(1, 1), "rita");
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   EXPECT_EQ(Stored(r1).status, JobStatus::kStarting);
   EXPECT_THAT(Stored(r1).reason, HasSubstr("by reclaiming its team's quota"));
   int requeued = 0;
@@ -105,8 +105,8 @@ TEST_F(FairShareCoreTest, ReclaimTakesBackBorrowedWorkAtTheRateLimit) {
   }
   EXPECT_EQ(requeued, 1);
   EXPECT_EQ(Stored(r2).status, JobStatus::kPending);
-  EXPECT_THAT(core_->WaitingReason(r2), HasSubstr("reclaims allowed per 1m"));
-  auto detail = core_->WaitingDetailOf(r2);
+  EXPECT_THAT(core_->reads().WaitingReason(r2), HasSubstr("reclaims allowed per 1m"));
+  auto detail = core_->reads().WaitingDetailOf(r2);
   ASSERT_TRUE(detail && detail->explanation && detail->pass);
   EXPECT_EQ(detail->explanation->quota_state, sched::Explanation::Quota::kWithin);
   EXPECT_EQ(detail->pass->teams()[static_cast<size_t>(detail->explanation->team)], "red");
@@ -115,8 +115,8 @@ TEST_F(FairShareCoreTest, ReclaimTakesBackBorrowedWorkAtTheRateLimit) {
   // A minute later the window allows another reclaim.
   clock_.Advance(61'000);
   clock_.StepWall(61'000);
-  ASSERT_TRUE(core_->RunPass());
-  EXPECT_NE(Stored(r2).status, JobStatus::kPending) << core_->WaitingReason(r2);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  EXPECT_NE(Stored(r2).status, JobStatus::kPending) << core_->reads().WaitingReason(r2);
 }
 
 // An attempt's usage is recorded with its end, in the same commit, and feeds fair share; a failed
@@ -127,7 +127,7 @@ TEST_F(FairShareCoreTest, UsageIsRecordedWithTheAttemptsEnd) {
   const TimeMs start = clock_.Now();
   const int64_t job = Submit(Spec(2, 2));
   clock_.StepWall(5'000);  // it waited 5 s
-  ASSERT_TRUE(core_->RunPass());
+  ASSERT_TRUE(core_->scheduling().RunPass());
   Run("n1", job);
   clock_.StepWall(3'600'000);  // and ran an hour on 2 GPUs
 
@@ -152,15 +152,15 @@ TEST_F(FairShareCoreTest, UsageIsRecordedWithTheAttemptsEnd) {
   EXPECT_EQ(r.preemptions, 0);
 
   // 7200 GPU-seconds, decayed over one hour of a 7-day half-life while they were used.
-  const double usage = core_->TeamUsage("vision");
+  const double usage = core_->reads().TeamUsage("vision");
   EXPECT_NEAR(usage, 7200.0, 7200.0 * 0.01);
   EXPECT_LT(usage, 7200.0);
   FakeChannel channel;
   Core fresh(options_, store_->inner(), clock_, channel);
   ASSERT_TRUE(fresh.Load().ok());
-  ASSERT_TRUE(fresh.LoadUsage().ok());
-  fresh.SetShareRules({User("alice", "vision")}, {Team("vision", 4 * kMilliPerGpu)});
-  EXPECT_NEAR(fresh.TeamUsage("vision"), usage, usage * 0.01);
+  ASSERT_TRUE(fresh.scheduling().LoadUsage().ok());
+  fresh.scheduling().SetShareRules({User("alice", "vision")}, {Team("vision", 4 * kMilliPerGpu)});
+  EXPECT_NEAR(fresh.reads().TeamUsage("vision"), usage, usage * 0.01);
 }
 
 // Quotas and caps are written by Accounts and read back by a restarted server.

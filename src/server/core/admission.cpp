@@ -1,19 +1,48 @@
-// The users' side of the core: submissions (group-committed), cancels, drains, node listings.
+// Admission: submit (checked, group-committed, applied), cancel, requeue, group limits, dependencies named.
+#include "server/core/admission.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
 
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
-#include "server/core/core.h"
 
 namespace berth {
-
 namespace {
+
+sched::DepKind KindOf(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::kOk:
+      return sched::DepKind::kOk;
+    case DependencyKind::kNotOk:
+      return sched::DepKind::kNotOk;
+    case DependencyKind::kAny:
+      return sched::DepKind::kAny;
+  }
+  return sched::DepKind::kOk;
+}
+
+std::string Owned(const std::string& what, const std::string& owner) {
+  return fmt::format(
+      "{} belongs to {}: a job may only wait for its owner's jobs (operators may "
+      "name anyone's)",
+      what, owner);
+}
 
 // "cancelled by alice", or "cancelled by alice: local cluster stopped" with a reason.
 std::string CancelReason(const CancelRequest& request) {
@@ -28,7 +57,7 @@ std::string SubmitFingerprint(const std::string& spec_json, int count, bool as_g
 
 }  // namespace
 
-Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
+Result<SubmitAnswer> Admission::Submit(SubmitRequest request) {
   BERTH_RETURN_IF_ERROR(PrepareSubmission(request));
   SubmitWriter writer;
   writer.request = &request;
@@ -40,7 +69,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   if (!request.key.empty()) {
     // Sent before? Then the answer is what it made, whatever has changed since (limits, nodes).
     writer.fingerprint = SubmitFingerprint(writer.spec_json, request.count, request.as_group);
-    auto found = store_.FindSubmission(request.user, request.key);
+    auto found = s_.store.FindSubmission(request.user, request.key);
     if (!found.ok()) {
       return Status::Unavailable("the submission's idempotency key could not be looked up (" +
                                  found.status().message() + "); nothing was recorded, try again");
@@ -48,7 +77,7 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
     if (*found) return SubmitQueue::AnswerFrom(writer, **found);
   }
   {
-    HandlerLock lock(this);
+    HandlerLock lock(s_);
     BERTH_RETURN_IF_ERROR(AdmitLocked(writer));
   }
   Result<SubmitAnswer> answer = CommitInGroup(writer);
@@ -56,11 +85,11 @@ Result<SubmitAnswer> Core::Submit(SubmitRequest request) {
   return answer;
 }
 
-Status Core::PrepareSubmission(SubmitRequest& request) const {
+Status Admission::PrepareSubmission(SubmitRequest& request) const {
   if (request.count < 1) return Status::Invalid("num_jobs must be at least 1");
-  if (request.count > options_.max_jobs_per_submit) {
+  if (request.count > s_.options.max_jobs_per_submit) {
     return Status::Invalid(fmt::format("num_jobs {} is over the limit of {} jobs per submission",
-                                       request.count, options_.max_jobs_per_submit));
+                                       request.count, s_.options.max_jobs_per_submit));
   }
   if (request.spec.name.empty()) request.spec.name = "job";
   // `retry: never`: no attempt is ever started twice, so a preempted job or one whose node is lost
@@ -74,8 +103,8 @@ Status Core::PrepareSubmission(SubmitRequest& request) const {
   // A forgotten shell must not hold its node for ever: the server's default time limit, in the
   // stored spec (so `berth show` says it).
   if (request.spec.interactive && !request.spec.time_limit &&
-      options_.interactive_time_limit_ms > 0) {
-    request.spec.time_limit = options_.interactive_time_limit_ms;
+      s_.options.interactive_time_limit_ms > 0) {
+    request.spec.time_limit = s_.options.interactive_time_limit_ms;
   }
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
@@ -83,14 +112,14 @@ Status Core::PrepareSubmission(SubmitRequest& request) const {
   return Status::Ok();
 }
 
-Status Core::AdmitLocked(SubmitWriter& writer) {
+Status Admission::AdmitLocked(SubmitWriter& writer) {
   const SubmitRequest& request = *writer.request;
-  writer.received_at_seq = cancel_.seq;
+  writer.received_at_seq = s_.cancel.seq;
   JobRow row;
   row.num_nodes = request.spec.num_nodes;
   row.resources = request.spec.resources;
-  const sched::JobRequest asked = RequestFor(row, request.spec);
-  Status feasible = sched::CheckFeasible(nodes_.CapacityViews(), asked);
+  const sched::JobRequest asked = s_.RequestFor(row, request.spec);
+  Status feasible = sched::CheckFeasible(s_.nodes.CapacityViews(), asked);
   if (request.spec.container) {
     BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
   }
@@ -98,7 +127,7 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
     return Status::Infeasible("this job can never run here: " + feasible.message());
   }
   if (std::string w =
-          UnenforcedLimits(sched::NodesThatCouldHold(nodes_.CapacityViews(), asked), request.spec);
+          UnenforcedLimits(sched::NodesThatCouldHold(s_.nodes.CapacityViews(), asked), request.spec);
       !w.empty()) {
     writer.warnings.push_back(std::move(w));
   }
@@ -106,12 +135,12 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
   // per user as jobs change).
   // Submissions admitted but not yet recorded count too (reserved_pending_), so that concurrent
   // ones cannot together go past the cap.
-  const UserRow* rules = shares_.RulesOf(request.user);
+  const UserRow* rules = s_.shares.RulesOf(request.user);
   const bool capped = rules != nullptr && rules->max_pending_jobs;
   if (capped) {
-    auto reserved = reserved_pending_.find(request.user);
-    const int64_t pending = counts_.Pending(request.user) +
-                            (reserved == reserved_pending_.end() ? 0 : reserved->second);
+    auto reserved = s_.reserved_pending.find(request.user);
+    const int64_t pending = s_.counts.Pending(request.user) +
+                            (reserved == s_.reserved_pending.end() ? 0 : reserved->second);
     const int64_t limit = *rules->max_pending_jobs;
     if (pending + request.count > limit) {
       return Status::Forbidden(fmt::format(
@@ -133,30 +162,30 @@ Status Core::AdmitLocked(SubmitWriter& writer) {
   }
   // Every admitted submission is counted until it is applied (for a capped user, against their
   // cap): the users with submissions in flight are those a `cancel --all` must remember.
-  reserved_pending_[request.user] += request.count;
+  s_.reserved_pending[request.user] += request.count;
   writer.reserved_pending = request.count;
   return Status::Ok();
 }
 
 // Group commit (server/core/submit_queue.h): the writer at the queue's front records everything
 // queued behind it in one store transaction, outside the state lock, then applies it to memory.
-Result<SubmitAnswer> Core::CommitInGroup(SubmitWriter& writer) {
-  if (!submits_.Join(writer)) return std::move(writer.answer);
-  const SubmitQueue::Group group = submits_.TakeGroup();
-  const TimeMs now = clock_.Now();
+Result<SubmitAnswer> Admission::CommitInGroup(SubmitWriter& writer) {
+  if (!s_.submits.Join(writer)) return std::move(writer.answer);
+  const SubmitQueue::Group group = s_.submits.TakeGroup();
+  const TimeMs now = s_.clock.Now();
   const std::vector<SubmitQueue::Entry*> writing = group.Writing();
   std::vector<Submission> subs = SubmissionsOf(writing, now);
   Result<std::vector<SubmitResult>> stored = std::vector<SubmitResult>();
-  if (!subs.empty()) stored = store_.SubmitMany(subs);
+  if (!subs.empty()) stored = s_.store.SubmitMany(subs);
   {
-    HandlerLock lock(this);
+    HandlerLock lock(s_);
     ApplyGroupLocked(group.entries, writing, stored, now);
   }
-  submits_.Finish(group, stored, now);
+  s_.submits.Finish(group, stored, now);
   return std::move(writer.answer);
 }
 
-std::vector<Submission> Core::SubmissionsOf(const std::vector<SubmitQueue::Entry*>& writing,
+std::vector<Submission> Admission::SubmissionsOf(const std::vector<SubmitQueue::Entry*>& writing,
                                             TimeMs now) {
   std::vector<Submission> subs;
   subs.reserve(writing.size());
@@ -181,15 +210,15 @@ std::vector<Submission> Core::SubmissionsOf(const std::vector<SubmitQueue::Entry
   return subs;
 }
 
-void Core::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
+void Admission::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
                             const std::vector<SubmitQueue::Entry*>& writing,
                             const Result<std::vector<SubmitResult>>& stored, TimeMs now) {
   // Recorded (counted in counts_ now) or refused: no longer reserved.
   for (SubmitQueue::Entry* entry : group) {
     auto* w = static_cast<SubmitWriter*>(entry);
     if (w->reserved_pending == 0) continue;
-    auto reserved = reserved_pending_.find(w->request->user);
-    if ((reserved->second -= w->reserved_pending) <= 0) reserved_pending_.erase(reserved);
+    auto reserved = s_.reserved_pending.find(w->request->user);
+    if ((reserved->second -= w->reserved_pending) <= 0) s_.reserved_pending.erase(reserved);
     w->reserved_pending = 0;
   }
   for (size_t i = 0; i < writing.size(); ++i) {
@@ -207,24 +236,24 @@ void Core::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
   // with submissions in flight, whatever names a node may speak for).
   for (SubmitQueue::Entry* entry : group) {
     const std::string& user = static_cast<SubmitWriter*>(entry)->request->user;
-    if (!reserved_pending_.count(user)) cancel_.user_seq.erase(user);
+    if (!s_.reserved_pending.count(user)) s_.cancel.user_seq.erase(user);
   }
-  if (stored.ok() && !writing.empty()) RequestPassLocked();
+  if (stored.ok() && !writing.empty()) s_.RequestPassLocked();
 }
 
-void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {
+void Admission::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, TimeMs now) {
   SubmitRequest& request = *writer.request;
   std::shared_ptr<const JobSpec> shared(new JobSpec(std::move(request.spec)));
-  RememberSpec(stored.spec_id, shared);
+  s_.RememberSpec(stored.spec_id, shared);
   AddSubmittedJobs(request, stored, shared, now);
-  if (stored.group && shared->max_running) group_limits_.Set(*stored.group, *shared->max_running);
+  if (stored.group && shared->max_running) s_.group_limits.Set(*stored.group, *shared->max_running);
   // What happened to the submission between its commit and now: cancels that caught it in flight,
   // dependencies that may have failed meanwhile.
   Txn txn;
-  auto user_seq = cancel_.user_seq.find(request.user);
+  auto user_seq = s_.cancel.user_seq.find(request.user);
   const bool cancelled_in_flight =
-      cancel_.all_users_seq > writer.received_at_seq ||
-      (user_seq != cancel_.user_seq.end() && user_seq->second > writer.received_at_seq);
+      s_.cancel.all_users_seq > writer.received_at_seq ||
+      (user_seq != s_.cancel.user_seq.end() && user_seq->second > writer.received_at_seq);
   std::vector<std::pair<int64_t, std::string>> cancelling =
       CancelOnArrival(txn, stored.ids, cancelled_in_flight, now);
   if (!shared->depends_on.empty() && !cancelled_in_flight) {
@@ -236,30 +265,30 @@ void Core::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored, Time
       LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
                stored.ids.back(), conditions.status().message());
     } else {
-      AddWaiter(txn, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
+      life_.AddWaiter(txn, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
                 static_cast<int>(stored.ids.size()), now);
     }
   }
   if (!txn.batch.empty() || !txn.out.deps_changed.empty()) {
-    Status st = Execute(txn);
+    Status st = s_.Execute(txn);
     // The jobs stay pending, as recorded: the submission itself succeeded. The cancels promised
     // are owed: those jobs are never placed, and the cancels are retried until they are committed
     // (RetryOwedCancels), as are cancellations of jobs whose dependencies failed.
     if (!st.ok()) {
       LogError("after recording a submission: {}; its cancels are retried", st.message());
-      if (!shared->depends_on.empty()) waiters_.RetryCancel(stored.spec_id);
-      for (auto& [id, why] : cancelling) owed_cancels_[id] = std::move(why);
+      if (!shared->depends_on.empty()) s_.waiters.RetryCancel(stored.spec_id);
+      for (auto& [id, why] : cancelling) s_.owed_cancels[id] = std::move(why);
     } else {
-      for (const auto& [id, why] : cancelling) owed_cancels_.erase(id);
+      for (const auto& [id, why] : cancelling) s_.owed_cancels.erase(id);
     }
   }
   writer.answer = SubmitAnswer{.group = stored.group, .ids = stored.ids};
 }
 
-void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& stored,
+void Admission::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& stored,
                             const std::shared_ptr<const JobSpec>& shared, TimeMs now) {
   // Every job of the submission has the same pool and owner: one count group for all.
-  const uint32_t count_group = CountGroup(shared->pool, request.user);
+  const uint32_t count_group = books_.CountGroup(shared->pool, request.user);
   if (stored.group) {
     GroupTallies::Tally tally;
     tally.size = static_cast<int64_t>(stored.ids.size());
@@ -267,7 +296,7 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
     tally.max_running = shared->max_running;
     tally.by_status[static_cast<int>(JobStatus::kPending)] = tally.size;
     tally.live = tally.size;
-    tallies_.Start(*stored.group, std::move(tally));
+    s_.tallies.Start(*stored.group, std::move(tally));
   }
   std::shared_ptr<const sched::JobRequest> shared_request;
   for (size_t i = 0; i < stored.ids.size(); ++i) {
@@ -287,18 +316,18 @@ void Core::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& st
     job.queued_at = now;
     job.spec = shared;
     if (!shared_request) {
-      shared_request = std::make_shared<const sched::JobRequest>(RequestFor(job.row, *shared));
+      shared_request = std::make_shared<const sched::JobRequest>(s_.RequestFor(job.row, *shared));
     }
     job.request = shared_request;
     job.group_size = request.count;
     job.ranks.resize(static_cast<size_t>(shared->num_nodes));
     job.count_group = count_group;
     if (stored.group) job.tallied = JobStatus::kPending;
-    jobs_.Enter(std::move(job));
+    s_.jobs.Enter(std::move(job));
   }
 }
 
-std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Txn& txn,
+std::vector<std::pair<int64_t, std::string>> Admission::CancelOnArrival(Txn& txn,
                                                                    const std::vector<int64_t>& ids,
                                                                    bool cancelled_in_flight,
                                                                    TimeMs now) {
@@ -307,19 +336,19 @@ std::vector<std::pair<int64_t, std::string>> Core::CancelOnArrival(Txn& txn,
     // Cancelled before it got here: by a cancel --all that arrived while it was submitted, or by
     // a cancel of its id between its commit and now (Cancel found it in the store only).
     std::string why;
-    if (auto owed = owed_cancels_.find(id); owed != owed_cancels_.end()) {
+    if (auto owed = s_.owed_cancels.find(id); owed != s_.owed_cancels.end()) {
       why = owed->second;
     } else if (cancelled_in_flight) {
       why = "cancelled by a cancel --all that arrived while it was submitted";
     }
     if (why.empty()) continue;
-    EndJob(txn, jobs_.at(id), JobStatus::kCancelled, why, std::nullopt, now);
+    life_.EndJob(txn, s_.jobs.at(id), JobStatus::kCancelled, why, std::nullopt, now);
     cancelling.emplace_back(id, std::move(why));
   }
   return cancelling;
 }
 
-Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
+Result<CancelAnswer> Admission::Cancel(const CancelRequest& request) {
   bool by_filter = request.all || request.all_users || request.group;
   if (request.ids.empty() && !by_filter) {
     return Status::Invalid("say which jobs: 'ids', 'group' or 'all'");
@@ -334,28 +363,28 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   for (size_t next = 0, chunk = 0; chunk == 0 || next < ids.size(); ++chunk) {
     // Requests that waited for the lock during the last chunk take it first: each waits for one
     // chunk at most, however many jobs the cancel ends.
-    if (chunk > 0) LetWaitingHandlersIn();
-    HandlerLock lock(this);
-    TimeMs now = clock_.Now();
+    if (chunk > 0) s_.LetWaitingHandlersIn();
+    HandlerLock lock(s_);
+    TimeMs now = s_.clock.Now();
     Txn txn;
     txn.by = request.user;
     if (chunk == 0) {
-      txn.journal.SaveValue(cancel_);
-      if (request.all_users) cancel_.all_users_seq = ++cancel_.seq;
+      txn.journal.SaveValue(s_.cancel);
+      if (request.all_users) s_.cancel.all_users_seq = ++s_.cancel.seq;
       // A user's epoch matters only to their submissions in flight (ApplyGroupLocked forgets it
       // with their last one).
-      if (request.all && !request.all_users && reserved_pending_.count(request.user)) {
-        cancel_.user_seq[request.user] = ++cancel_.seq;
+      if (request.all && !request.all_users && s_.reserved_pending.count(request.user)) {
+        s_.cancel.user_seq[request.user] = ++s_.cancel.seq;
       }
       ids = CancelTargets(request);
     }
     const size_t cancelled_before = answer.cancelled.size();
-    const size_t end = std::min(ids.size(), next + std::max<size_t>(1, options_.pass_commit_chunk));
+    const size_t end = std::min(ids.size(), next + std::max<size_t>(1, s_.options.pass_commit_chunk));
     for (; next < end; ++next) {
       const int64_t id = ids[next];
-      auto it = jobs_.find(id);
+      auto it = s_.jobs.find(id);
       // Ended for the user (perhaps still stopping): reported as finished, never ended twice.
-      if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
+      if (it == s_.jobs.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
         unknown.push_back(id);
         continue;
       }
@@ -363,12 +392,12 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
         answer.forbidden.push_back(id);
         continue;
       }
-      EndJob(txn, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
+      life_.EndJob(txn, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
       answer.cancelled.push_back(id);
     }
     txn.out.reap = true;
     txn.out.kick = true;
-    if (Status st = Execute(txn); !st.ok()) {
+    if (Status st = s_.Execute(txn); !st.ok()) {
       if (chunk == 0) return st;
       return Status::Unavailable(fmt::format(
           "{} job(s) were cancelled, then the store failed ({}); run the same cancel again for the "
@@ -380,14 +409,14 @@ Result<CancelAnswer> Core::Cancel(const CancelRequest& request) {
   return answer;
 }
 
-std::vector<int64_t> Core::CancelTargets(const CancelRequest& request) {
+std::vector<int64_t> Admission::CancelTargets(const CancelRequest& request) {
   std::vector<int64_t> ids;
   std::set<int64_t> seen;
   for (int64_t id : request.ids) {
     if (seen.insert(id).second) ids.push_back(id);
   }
   if (request.all || request.all_users || request.group) {
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : s_.jobs) {
       if (job.terminating || IsTerminal(job.row.status)) continue;
       if (request.group && job.row.group != *request.group) continue;
       if (request.all && !request.all_users && job.row.user != request.user) continue;
@@ -397,9 +426,9 @@ std::vector<int64_t> Core::CancelTargets(const CancelRequest& request) {
   return ids;
 }
 
-Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
+Status Admission::CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
                            CancelAnswer& answer) {
-  auto rows = store_.GetJobs(unknown);
+  auto rows = s_.store.GetJobs(unknown);
   if (!rows.ok()) {
     return Status::Unavailable(fmt::format(
         "{} job(s) cancelled, but whether jobs {} exist could not be read ({}); try again",
@@ -419,8 +448,8 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
     }
   }
   if (just_submitted.empty()) return Status::Ok();
-  HandlerLock lock(this);
-  TimeMs now = clock_.Now();
+  HandlerLock lock(s_);
+  TimeMs now = s_.clock.Now();
   const std::string why = CancelReason(request);
   Txn txn;
   txn.by = request.user;
@@ -430,47 +459,28 @@ Status Core::CancelUnknown(const CancelRequest& request, const std::vector<int64
       answer.forbidden.push_back(row->id);
       continue;
     }
-    auto it = jobs_.find(row->id);
-    if (it == jobs_.end()) {
+    auto it = s_.jobs.find(row->id);
+    if (it == s_.jobs.end()) {
       owed.push_back(row->id);  // its submission's apply cancels it
     } else if (it->second.terminating || IsTerminal(it->second.row.status)) {
       answer.already_finished.push_back(row->id);
       continue;
     } else {
-      EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+      life_.EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
     }
     answer.cancelled.push_back(row->id);
   }
   txn.out.reap = true;
   txn.out.kick = true;
-  BERTH_RETURN_IF_ERROR(Execute(txn));
-  for (int64_t id : owed) owed_cancels_[id] = why;
+  BERTH_RETURN_IF_ERROR(s_.Execute(txn));
+  for (int64_t id : owed) s_.owed_cancels[id] = why;
   return Status::Ok();
 }
 
-void Core::RetryOwedCancels() {
-  if (owed_cancels_.empty()) return;
-  TimeMs now = clock_.Now();
-  Txn txn;
-  std::vector<int64_t> settled;
-  for (const auto& [id, why] : owed_cancels_) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;  // not applied yet: its submission's apply cancels it
-    if (!it->second.terminating && !IsTerminal(it->second.row.status)) {
-      EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
-    }
-    settled.push_back(id);
-  }
-  txn.out.reap = true;
-  if (Execute(txn).ok()) {
-    for (int64_t id : settled) owed_cancels_.erase(id);
-  }
-}
-
-Status Core::Requeue(int64_t id, const std::string& user, bool any) {
-  HandlerLock lock(this);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
+Status Admission::Requeue(int64_t id, const std::string& user, bool any) {
+  HandlerLock lock(s_);
+  auto it = s_.jobs.find(id);
+  if (it == s_.jobs.end() || it->second.terminating || IsTerminal(it->second.row.status)) {
     return Status::Conflict(
         fmt::format("job {} is not active: only a queued or running job can be "
                     "requeued",
@@ -486,87 +496,18 @@ Status Core::Requeue(int64_t id, const std::string& user, bool any) {
   }
   Txn txn;
   txn.by = user;
-  ReturnToQueue(txn, job, "requeued by " + user, clock_.Now());
-  return Execute(txn);
+  life_.ReturnToQueue(txn, job, "requeued by " + user, s_.clock.Now());
+  return s_.Execute(txn);
 }
 
-Result<NodeStatus> Core::Drain(const std::string& name, bool drain, const std::string& by,
-                               bool force) {
-  HandlerLock lock(this);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
-  Txn txn;
-  txn.by = by;
-  const bool clear_health = !drain && force && !it->second.health.faults.empty();
-  txn.batch.audit.push_back(AuditRow{
-      .seq = 0,
-      .at = clock_.Now(),
-      .by = by,
-      .action = drain ? "drain" : "undrain",
-      .target = name,
-      .detail =
-          clear_health ? "--force: health faults cleared: " + it->second.health.NodeReason() : ""});
-  NodeRuntime& node = nodes_.Edit(txn, it->second);
-  node.row.draining = drain;
-  ++node.sched_gen;
-  if (clear_health) {
-    // The agent forgets its faults too and probes afresh: a fault still there drains it again.
-    node.health.faults.clear();
-    if (!node.session.empty()) txn.out.sends.emplace_back(name, proto::HealthResetMessage{});
-  }
-  txn.batch.nodes.push_back(node.row);
-  txn.out.kick = true;
-  BERTH_RETURN_IF_ERROR(Execute(txn));
-  nodes_.CapacityChanged();
-  return StatusOf(node);
-}
-
-std::map<std::string, std::map<int, std::vector<Core::Holder>>> Core::DeviceHolders() {
-  std::map<std::string, std::map<int, std::vector<Holder>>> out;
-  HandlerLock lock(this);
-  auto add = [&](int64_t id, const std::string& user, const Placement& placement) {
-    for (const NodeGrant& grant : placement) {
-      for (const GpuGrant& gpu : grant.gpus) out[grant.node][gpu.index].emplace_back(id, user);
-    }
-  };
-  for (const auto& [id, job] : jobs_) {
-    if (IsActive(job.row.status) || job.terminating) add(id, job.row.user, job.row.placement);
-  }
-  for (const auto& [key, dying] : dying_) {  // earlier attempts still stopping
-    auto job = jobs_.find(key.first);
-    add(key.first, job == jobs_.end() ? "" : job->second.row.user, dying.placement);
-  }
-  return out;
-}
-
-std::vector<NodeStatus> Core::Nodes() {
-  HandlerLock lock(this);
-  std::vector<NodeStatus> out;
-  out.reserve(nodes_.size());
-  for (const auto& [name, node] : nodes_) {
-    out.push_back(StatusOf(node));
-  }
-  return out;
-}
-
-std::map<std::string, Mib> Core::JobMemoryDefaults(const Placement& placement) {
-  std::map<std::string, Mib> out;
-  HandlerLock lock(this);
-  for (const NodeGrant& grant : placement) {
-    auto it = nodes_.find(grant.node);
-    if (it != nodes_.end()) out[grant.node] = it->second.job_memory_default;
-  }
-  return out;
-}
-
-std::string Core::UnenforcedLimits(const std::vector<std::string>& candidates,
+std::string Admission::UnenforcedLimits(const std::vector<std::string>& candidates,
                                    const JobSpec& spec) const {
   // The nodes among them that say they isolate nothing ("none: REASON"), with the first reason.
   std::vector<std::string> open;
   std::string why;
   for (const std::string& name : candidates) {
-    auto node = nodes_.find(name);
-    if (node == nodes_.end() || !node->second.isolation.starts_with("none")) continue;
+    auto node = s_.nodes.find(name);
+    if (node == s_.nodes.end() || !node->second.isolation.starts_with("none")) continue;
     open.push_back(name);
     if (why.empty()) why = node->second.isolation;
   }
@@ -596,12 +537,12 @@ std::string Core::UnenforcedLimits(const std::vector<std::string>& candidates,
       open.size(), candidates.size(), names, why, what);
 }
 
-Status Core::CheckContainerPlacement(const JobSpec& spec, bool feasible) {
+Status Admission::CheckContainerPlacement(const JobSpec& spec, bool feasible) {
   const std::string& pool = spec.pool;
   size_t in_pool = 0, with_runtime = 0;
   Status refused;
   bool mounts_allowed = spec.container->mounts.empty();
-  for (const auto& [name, node] : nodes_) {
+  for (const auto& [name, node] : s_.nodes) {
     if (!pool.empty() && node.row.pool != pool) continue;
     ++in_pool;
     if (!node.row.labels.count(kContainerRuntimeLabel)) continue;
@@ -621,6 +562,186 @@ Status Core::CheckContainerPlacement(const JobSpec& spec, bool feasible) {
   }
   if (with_runtime > 0 && !mounts_allowed) return refused;
   return Status::Ok();
+}
+
+size_t Admission::QueuedSubmissionsForTesting() { return s_.submits.QueuedForTesting(); }
+
+Admission::DependencyRows Admission::ReadDependencyRows(const JobSpec& spec) {
+  DependencyRows out;
+  std::vector<int64_t> job_ids;
+  for (const Dependency& d : spec.depends_on) {
+    if (!d.groups) {
+      job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
+      continue;
+    }
+    for (int64_t id : d.ids) {
+      auto info = s_.store.GetGroup(id);
+      auto counts = info.ok() ? s_.store.GroupStatusCounts({id}) : info.status();
+      if (!counts.ok()) continue;  // asked again under the lock, which says what is wrong
+      out.groups.emplace(id, std::move(*info));
+      out.counts.emplace(id, std::move((*counts)[id]));
+    }
+  }
+  if (!job_ids.empty()) {
+    auto rows = s_.store.GetJobs(job_ids);
+    if (rows.ok()) {
+      for (JobRow& row : *rows) out.jobs.emplace(row.id, std::move(row));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<sched::DepCondition>> Admission::DependencyConditions(const JobSpec& spec,
+                                                                    const std::string& user,
+                                                                    bool any_owner,
+                                                                    const DependencyRows* read) {
+  std::vector<int64_t> job_ids;
+  for (const Dependency& d : spec.depends_on) {
+    if (!d.groups) job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
+  }
+  // Jobs that are not in memory have ended (or never existed): the store says which. Under the
+  // lock the store agrees with memory: every change to a job is committed with the lock held. A
+  // row read before the lock (`read`) is used when it cannot have changed since: an ended job's.
+  // Anything else (not read, or read while it was still active) is read again here.
+  std::map<int64_t, JobRow> stored;
+  std::vector<int64_t> to_read;
+  for (int64_t id : job_ids) {
+    if (s_.jobs.count(id)) continue;
+    const JobRow* early = nullptr;
+    if (read) {
+      if (auto it = read->jobs.find(id); it != read->jobs.end()) early = &it->second;
+    }
+    if (early && IsTerminal(early->status)) {
+      stored.emplace(id, *early);
+    } else {
+      to_read.push_back(id);
+    }
+  }
+  if (!to_read.empty()) {
+    auto rows = s_.store.GetJobs(to_read);
+    if (!rows.ok())
+      return Status::Unavailable("cannot read dependencies: " + rows.status().message());
+    for (JobRow& row : *rows) stored[row.id] = std::move(row);
+  }
+  std::vector<sched::DepCondition> conditions;
+  for (const Dependency& d : spec.depends_on) {
+    sched::DepCondition c{KindOf(d.kind), {}};
+    for (int64_t id : d.ids) {
+      sched::DepTarget t;
+      t.id = id;
+      if (d.groups) {
+        t.group = true;
+        auto counts = GroupCounts(id, read);
+        if (!counts.ok()) {
+          if (counts.status().code() != Code::kNotFound) return counts.status();
+          return Status::NotFound(
+              fmt::format("dependency {}: group {} does not exist", DependencyText(d), id));
+        }
+        if (counts->first != user && !any_owner)
+          return Status::Forbidden(Owned(fmt::format("group {}", id), counts->first));
+        t.total = 0;
+        for (const auto& [status, n] : counts->second) {
+          t.total += n;
+          if (!IsTerminal(status)) continue;
+          // A job that ended but whose processes still stop counts as ended: its status is final.
+          t.ended += n;
+          if (status != JobStatus::kSucceeded) t.not_ok += n;
+        }
+        if (t.not_ok > 0) t.first_not_ok = fmt::format("{} of its jobs did not succeed", t.not_ok);
+      } else {
+        const JobRow* row = nullptr;
+        auto active = s_.jobs.find(id);
+        if (active != s_.jobs.end()) {
+          row = &active->second.row;
+        } else if (auto it = stored.find(id); it != stored.end()) {
+          row = &it->second;
+        }
+        if (row == nullptr) {
+          return Status::NotFound(fmt::format(
+              "dependency {}: job {} does not exist (a job can only wait for jobs submitted "
+              "before it, so dependencies never form a cycle)",
+              DependencyText(d), id));
+        }
+        if (row->user != user && !any_owner)
+          return Status::Forbidden(Owned(fmt::format("job {}", id), row->user));
+        if (IsTerminal(row->status)) {
+          t.ended = 1;
+          if (row->status != JobStatus::kSucceeded) {
+            t.not_ok = 1;
+            t.first_not_ok = sched::Dependencies::EndedText(row->status);
+          }
+        }
+      }
+      c.targets.push_back(std::move(t));
+    }
+    conditions.push_back(std::move(c));
+  }
+  return conditions;
+}
+
+Result<std::pair<std::string, std::map<JobStatus, int>>> Admission::GroupCounts(
+    int64_t group, const DependencyRows* read) {
+  if (read) {
+    auto info = read->groups.find(group);
+    auto counts = read->counts.find(group);
+    if (info != read->groups.end() && counts != read->counts.end()) {
+      // Still true under the lock when as many of its jobs are active in memory as were in the
+      // store then: none ended (or was applied) in between. A group's jobs have consecutive ids.
+      int64_t active_then = 0;
+      for (const auto& [status, n] : counts->second) active_then += IsTerminal(status) ? 0 : n;
+      int64_t active_now = 0;
+      for (auto it = s_.jobs.lower_bound(info->second.first_job);
+           it != s_.jobs.end() && it->first <= info->second.last_job; ++it) {
+        active_now += IsTerminal(it->second.row.status) ? 0 : 1;
+      }
+      if (active_now == active_then) return std::pair(info->second.user, counts->second);
+    }
+  }
+  auto info = s_.store.GetGroup(group);
+  if (!info.ok()) {
+    if (info.status().code() == Code::kNotFound) return info.status();
+    return Status::Unavailable("cannot read group: " + info.status().message());
+  }
+  auto counts = s_.store.GroupStatusCounts({group});
+  if (!counts.ok()) return Status::Unavailable("cannot read group: " + counts.status().message());
+  return std::pair(info->user, (*counts)[group]);
+}
+
+std::optional<int> Admission::GroupLimit(int64_t group) {
+  HandlerLock lock(s_);
+  return s_.group_limits.Limit(group);
+}
+
+Status Admission::SetGroupLimit(int64_t group, std::optional<int> max_running, const std::string& user,
+                           bool any) {
+  if (max_running && (*max_running < 1 || *max_running > kMaxRunning)) {
+    return Status::Invalid(fmt::format("max_running must be between 1 and {}", kMaxRunning));
+  }
+  // The group's owner never changes: read before the lock (a round trip on PostgreSQL).
+  auto info = s_.store.GetGroup(group);
+  if (!info.ok()) return info.status();
+  HandlerLock lock(s_);
+  if (info->user != user && !any) {
+    return Status::Forbidden(
+        fmt::format("group {} belongs to {}; changing another user's group needs the operator role",
+                    group, info->user));
+  }
+  Txn txn;
+  txn.by = user;
+  txn.journal.Save(s_.group_limits, group);
+  txn.batch.group_limits.emplace_back(group, max_running);
+  AuditRow audit;
+  audit.at = s_.clock.Now();
+  audit.by = user;
+  audit.action = "group update";
+  audit.target = fmt::format("group {}", group);
+  audit.detail = max_running ? fmt::format("max_running {}", *max_running) : "max_running none";
+  txn.batch.audit.push_back(std::move(audit));
+  s_.group_limits.Set(group, max_running);
+  txn.out.kick = true;  // a higher limit may let more of its jobs start now
+  Status st = s_.Execute(txn);
+  if (st.ok()) s_.tallies.SetLimit(group, max_running);  // read without the lock: once committed
+  return st;
 }
 
 }  // namespace berth

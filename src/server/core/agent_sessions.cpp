@@ -1,56 +1,102 @@
-// The agents' side of the core: registration and reconciliation, heartbeats, reports. Every report
-// names (job, attempt, rank); only the current attempt is applied and anything else is told to stop
-// (fencing).
-#include <fmt/format.h>
+// AgentSessions: registration, heartbeats, reports, health, leases, drains and a session's rights.
+#include "server/core/agent_sessions.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "common/json_util.h"
 #include "common/log.h"
+#include "common/quantity.h"
 #include "common/strings.h"
-#include "server/core/core.h"
+#include "net/tls.h"
 
 namespace berth {
 
-Result<NodeRuntime*> Core::Authenticate(const std::string& node, const std::string& session) {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.session.empty() || it->second.session != session) {
+Result<NodeStatus> AgentSessions::Drain(const std::string& name, bool drain, const std::string& by,
+                               bool force) {
+  HandlerLock lock(s_);
+  auto it = s_.nodes.find(name);
+  if (it == s_.nodes.end()) return Status::NotFound("no node named '" + name + "'");
+  Txn txn;
+  txn.by = by;
+  const bool clear_health = !drain && force && !it->second.health.faults.empty();
+  txn.batch.audit.push_back(AuditRow{
+      .seq = 0,
+      .at = s_.clock.Now(),
+      .by = by,
+      .action = drain ? "drain" : "undrain",
+      .target = name,
+      .detail =
+          clear_health ? "--force: health faults cleared: " + it->second.health.NodeReason() : ""});
+  NodeRuntime& node = s_.nodes.Edit(txn, it->second);
+  node.row.draining = drain;
+  ++node.sched_gen;
+  if (clear_health) {
+    // The agent forgets its faults too and probes afresh: a fault still there drains it again.
+    node.health.faults.clear();
+    if (!node.session.empty()) txn.out.sends.emplace_back(name, proto::HealthResetMessage{});
+  }
+  txn.batch.nodes.push_back(node.row);
+  txn.out.kick = true;
+  BERTH_RETURN_IF_ERROR(s_.Execute(txn));
+  s_.nodes.CapacityChanged();
+  return ReadModel::StatusOf(node);
+}
+
+Result<NodeRuntime*> AgentSessions::Authenticate(const std::string& node, const std::string& session) {
+  auto it = s_.nodes.find(node);
+  if (it == s_.nodes.end() || it->second.session.empty() || it->second.session != session) {
     return Status::Conflict("unknown agent session for node '" + node + "'; register again");
   }
   return &it->second;
 }
 
-void Core::EndSession(const std::string& node) {
-  HandlerLock lock(this);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.session.empty()) return;
+void AgentSessions::EndSession(const std::string& node) {
+  HandlerLock lock(s_);
+  auto it = s_.nodes.find(node);
+  if (it == s_.nodes.end() || it->second.session.empty()) return;
   // A session lives in memory only: nothing to commit. The lease is left to run out.
   it->second.session.clear();
-  channel_.Close(node);
-  specs_.SessionChanged(node);
+  s_.channel.Close(node);
+  s_.specs.SessionChanged(node);
   LogInfo("node {}: its session was ended (credential revoked)", node);
 }
 
-bool Core::SessionIs(const std::string& node, const std::string& session) {
-  HandlerLock lock(this);
-  return Authenticate(node, session).ok() && !shutdown_;
+bool AgentSessions::SessionIs(const std::string& node, const std::string& session) {
+  HandlerLock lock(s_);
+  return Authenticate(node, session).ok() && !s_.shutdown;
 }
 
-const Placement* Core::LivePlacement(int64_t job, int attempt) const {
-  if (auto dying = dying_.find({job, attempt}); dying != dying_.end()) {
+const Placement* AgentSessions::LivePlacement(int64_t job, int attempt) const {
+  if (auto dying = s_.dying.find({job, attempt}); dying != s_.dying.end()) {
     return &dying->second.placement;
   }
-  auto j = jobs_.find(job);
+  auto j = s_.jobs.find(job);
   // A job back in the queue keeps its last attempt's number but no placement: not live.
-  if (j == jobs_.end() || j->second.row.attempt != attempt || j->second.row.placement.empty()) {
+  if (j == s_.jobs.end() || j->second.row.attempt != attempt || j->second.row.placement.empty()) {
     return nullptr;
   }
   return &j->second.row.placement;
 }
 
-Result<std::string> Core::LogPrefix(const std::string& node, const std::string& session,
+Result<std::string> AgentSessions::LogPrefix(const std::string& node, const std::string& session,
                                     int64_t job, int attempt, int rank) {
   return std::move(LogPrefixes(node, session, {{job, attempt, rank}}).front());
 }
 
-std::vector<Result<std::string>> Core::LogPrefixes(const std::string& node,
+std::vector<Result<std::string>> AgentSessions::LogPrefixes(const std::string& node,
                                                    const std::string& session,
                                                    const std::vector<proto::AttemptRank>& ranks) {
   // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
@@ -62,7 +108,7 @@ std::vector<Result<std::string>> Core::LogPrefixes(const std::string& node,
   std::vector<Result<std::string>> out(ranks.size(), Status::Internal("not looked up"));
   std::vector<size_t> ended;  // of `ranks`: attempts no longer live
   {
-    HandlerLock lock(this);
+    HandlerLock lock(s_);
     auto runtime = Authenticate(node, session);
     if (!runtime.ok()) return std::vector<Result<std::string>>(ranks.size(), runtime.status());
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -79,7 +125,7 @@ std::vector<Result<std::string>> Core::LogPrefixes(const std::string& node,
   for (size_t i : ended) {
     const proto::AttemptRank& r = ranks[i];
     auto it = read.find(r.job);
-    if (it == read.end()) it = read.emplace(r.job, store_.GetAttempts(r.job)).first;
+    if (it == read.end()) it = read.emplace(r.job, s_.store.GetAttempts(r.job)).first;
     if (!it->second.ok()) {
       out[i] = it->second.status();
       continue;
@@ -92,19 +138,19 @@ std::vector<Result<std::string>> Core::LogPrefixes(const std::string& node,
   return out;
 }
 
-Status Core::NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank) {
+Status AgentSessions::NotPlacedHere(const std::string& node, int64_t job, int attempt, int rank) {
   return Status::Forbidden(fmt::format(
       "node {} holds no rank {} of job {} attempt {}: a node may touch only what is placed on it",
       node, rank, job, attempt));
 }
 
-Status Core::MayReadSpec(const std::string& node, const std::string& session, int64_t job,
+Status AgentSessions::MayReadSpec(const std::string& node, const std::string& session, int64_t job,
                          int64_t spec_id) {
-  HandlerLock lock(this);
+  HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
-  auto j = jobs_.find(job);
-  if (j == jobs_.end() || j->second.row.spec_id != spec_id ||
+  auto j = s_.jobs.find(job);
+  if (j == s_.jobs.end() || j->second.row.spec_id != spec_id ||
       !PlacedOn(j->second.row.placement, node)) {
     return Status::Forbidden(fmt::format(
         "node {} runs no job {} of spec {}: a node reads only the specs of its own jobs", node, job,
@@ -113,27 +159,27 @@ Status Core::MayReadSpec(const std::string& node, const std::string& session, in
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> Core::JobUploads(const std::string& node,
+Result<std::vector<std::string>> AgentSessions::JobUploads(const std::string& node,
                                                   const std::string& session, int64_t job) {
-  HandlerLock lock(this);
+  HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
-  auto j = jobs_.find(job);
-  if (j == jobs_.end() || !PlacedOn(j->second.row.placement, node)) {
+  auto j = s_.jobs.find(job);
+  if (j == s_.jobs.end() || !PlacedOn(j->second.row.placement, node)) {
     return Status::Forbidden(fmt::format(
         "node {} runs no job {}: a node reads only the uploads of its own jobs", node, job));
   }
   std::shared_ptr<const JobSpec> held =
-      j->second.spec ? j->second.spec : SpecFor(j->second.row.spec_id);
+      j->second.spec ? j->second.spec : s_.SpecFor(j->second.row.spec_id);
   if (!held) return Status::Unavailable(fmt::format("job {}'s spec cannot be read", job));
   return UploadsOf(*held);
 }
 
-Result<std::set<std::string>> Core::LiveUploads() {
-  HandlerLock lock(this);
+Result<std::set<std::string>> AgentSessions::LiveUploads() {
+  HandlerLock lock(s_);
   std::set<std::string> out;
-  for (const auto& [id, job] : jobs_) {
-    std::shared_ptr<const JobSpec> spec = job.spec ? job.spec : specs_.Find(job.row.spec_id);
+  for (const auto& [id, job] : s_.jobs) {
+    std::shared_ptr<const JobSpec> spec = job.spec ? job.spec : s_.specs.Find(job.row.spec_id);
     if (!spec) {
       return Status::Unavailable(fmt::format("job {}'s spec is not in memory", id));
     }
@@ -142,18 +188,18 @@ Result<std::set<std::string>> Core::LiveUploads() {
   return out;
 }
 
-Result<proto::HeartbeatAnswer> Core::Heartbeat(const std::string& node,
+Result<proto::HeartbeatAnswer> AgentSessions::Heartbeat(const std::string& node,
                                                const std::string& session) {
-  HandlerLock lock(this);
+  HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
   // A lease lives in memory only: a restarted server gives every node a fresh one (Load()).
-  (*runtime)->lease_expires = clock_.Monotonic() + options_.lease_ms;
-  (*runtime)->row.last_seen = clock_.Now();
-  return proto::HeartbeatAnswer{true, options_.lease_ms};
+  (*runtime)->lease_expires = s_.clock.Monotonic() + s_.options.lease_ms;
+  (*runtime)->row.last_seen = s_.clock.Now();
+  return proto::HeartbeatAnswer{true, s_.options.lease_ms};
 }
 
-Core::ForgottenAttempts Core::ReadForgotten(
+AgentSessions::ForgottenAttempts AgentSessions::ReadForgotten(
     const std::set<std::tuple<int64_t, int, int>>& running) {
   // Which of the agent's attempts the memory does not explain: read outside the lock, since the
   // store may be slow (a remote database), then used under it. What is read is history (ended
@@ -161,36 +207,36 @@ Core::ForgottenAttempts Core::ReadForgotten(
   std::set<int64_t> unknown_jobs;
   std::set<int64_t> old_attempts;
   {
-    HandlerLock lock(this);
+    HandlerLock lock(s_);
     for (const auto& [job_id, attempt, rank] : running) {
-      auto j = jobs_.find(job_id);
-      if (j == jobs_.end()) {
+      auto j = s_.jobs.find(job_id);
+      if (j == s_.jobs.end()) {
         unknown_jobs.insert(job_id);
-      } else if (j->second.row.attempt != attempt && !dying_.count({job_id, attempt})) {
+      } else if (j->second.row.attempt != attempt && !s_.dying.count({job_id, attempt})) {
         old_attempts.insert(job_id);
       }
     }
   }
   ForgottenAttempts out;
   if (!unknown_jobs.empty()) {
-    auto rows = store_.GetJobs({unknown_jobs.begin(), unknown_jobs.end()});
+    auto rows = s_.store.GetJobs({unknown_jobs.begin(), unknown_jobs.end()});
     if (rows.ok()) {
       for (auto& row : *rows) out.rows.emplace(row.id, std::move(row));
     }
     // The specs of the ended ones, which HoldEndedAttempts keeps in memory with them.
     for (const auto& [id, row] : out.rows) {
       if (!IsTerminal(row.status) || out.specs.count(row.spec_id)) continue;
-      if (auto spec = ReadSpec(row.spec_id)) out.specs.emplace(row.spec_id, std::move(spec));
+      if (auto spec = s_.ReadSpec(row.spec_id)) out.specs.emplace(row.spec_id, std::move(spec));
     }
   }
   for (int64_t job : old_attempts) {
-    auto attempts = store_.GetAttempts(job);
+    auto attempts = s_.store.GetAttempts(job);
     if (attempts.ok()) out.attempts.emplace(job, std::move(*attempts));
   }
   return out;
 }
 
-void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
+void AgentSessions::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
                              const std::set<std::tuple<int64_t, int, int>>& running,
                              const ForgottenAttempts& forgotten) {
   // An agent still runs an attempt that the store says has ended: the job was cancelled (or
@@ -199,7 +245,7 @@ void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
   // that no new job lands on devices the dying one still uses. The node is not schedulable before
   // this runs (it had no session).
   for (const auto& [job_id, attempt, rank] : running) {
-    if (jobs_.count(job_id)) continue;
+    if (s_.jobs.count(job_id)) continue;
     auto found = forgotten.rows.find(job_id);
     if (found == forgotten.rows.end()) continue;
     const JobRow& row = found->second;
@@ -209,7 +255,7 @@ void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
     // Read with the rows, outside the lock (ReadForgotten): nothing here waits for the store.
     auto spec = forgotten.specs.find(row.spec_id);
     job.spec = spec != forgotten.specs.end() ? spec->second : std::make_shared<const JobSpec>();
-    RememberSpec(row.spec_id, job.spec);
+    s_.RememberSpec(row.spec_id, job.spec);
     job.ranks.resize(static_cast<size_t>(std::max(1, row.num_nodes)));
     // A registration claims only ranks placed on its own node, and holds only their grants:
     // another node's ranks are held when that node registers still running them (Register), so
@@ -231,21 +277,21 @@ void Core::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
     LogInfo("job {} attempt {} is still stopping on {}; its resources stay held until it is gone",
             job_id, attempt, node.row.name);
     job.terminating = true;
-    nodes_.Allocate(txn, held, job.row.resources, +1);
+    s_.nodes.Allocate(txn, held, job.row.resources, +1);
     // In memory again: its books hear it enter (counted in its group's tally under its status
     // already, and again in its group's limit and its submission's waiter, which forget their
     // group or submission with its last job in memory), and leave if this is not committed.
-    jobs_.Enter(txn, std::move(job));
+    s_.jobs.Enter(txn, std::move(job));
   }
 }
 
-void Core::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key, int rank,
+void AgentSessions::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key, int rank,
                          const ResourceRequest& per_node, const ForgottenAttempts& forgotten) {
   // An earlier attempt of a queued or running job that the agent still runs (a server restart
   // forgot it) holds the grant of that rank, if the rank was placed on this node; the attempt's
   // other ranks are held when their own nodes claim them.
   DyingAttempt dying;
-  if (std::optional<DyingAttempt> known = dying_.Save(key)) {
+  if (std::optional<DyingAttempt> known = s_.dying.Save(key)) {
     if (!known->unheld.count(rank)) return;  // held already, or not part of the attempt
     dying = std::move(*known);
   } else {
@@ -266,35 +312,35 @@ void Core::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& ke
   }
   dying.unheld.erase(rank);
   dying.alive.insert(rank);
-  SaveDying(txn, key);
-  nodes_.Allocate(txn, {*grant}, dying.per_node, +1);
-  dying_.Add(key, std::move(dying));
+  s_.SaveDying(txn, key);
+  s_.nodes.Allocate(txn, {*grant}, dying.per_node, +1);
+  s_.dying.Add(key, std::move(dying));
 }
 
-Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& request,
+Result<proto::RegisterAnswer> AgentSessions::Register(const proto::RegisterRequest& request,
                                              const std::string& remote_address) {
   BERTH_RETURN_IF_ERROR(request.Validate());
   std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank) the agent has
   for (const auto& r : request.running) running.insert({r.job, r.attempt, r.rank});
   ForgottenAttempts forgotten = ReadForgotten(running);
 
-  HandlerLock lock(this);
+  HandlerLock lock(s_);
   const std::string& name = request.name;
-  TimeMs now = clock_.Now();
-  int64_t mono = clock_.Monotonic();
-  auto existing = nodes_.find(name);
-  if (existing != nodes_.end() && existing->second.row.node_id != request.node_id &&
+  TimeMs now = s_.clock.Now();
+  int64_t mono = s_.clock.Monotonic();
+  auto existing = s_.nodes.find(name);
+  if (existing != s_.nodes.end() && existing->second.row.node_id != request.node_id &&
       existing->second.row.state != NodeState::kDown && existing->second.lease_expires > mono) {
     return Status::Conflict("node name '" + name +
                             "' is held by another live agent; pick another --name");
   }
   Txn txn;
-  if (existing == nodes_.end()) {
-    txn.journal.Save(nodes_, name);
-    nodes_.Add(name);
-    existing = nodes_.find(name);
+  if (existing == s_.nodes.end()) {
+    txn.journal.Save(s_.nodes, name);
+    s_.nodes.Add(name);
+    existing = s_.nodes.find(name);
   }
-  NodeRuntime& node = nodes_.Edit(txn, existing->second);
+  NodeRuntime& node = s_.nodes.Edit(txn, existing->second);
   bool is_new = node.row.name.empty();
   node.row.name = name;
   node.row.node_id = request.node_id;
@@ -312,9 +358,9 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   node.row.last_seen = now;
   node.row.down_since.reset();
   node.session = RandomHex(12);
-  node.lease_expires = mono + options_.lease_ms;
+  node.lease_expires = mono + s_.options.lease_ms;
   ++node.sched_gen;
-  nodes_.CapacityChanged();
+  s_.nodes.CapacityChanged();
   txn.out.opens.emplace_back(name, node.session);  // the old session's stream and queue are dropped
   txn.batch.nodes.push_back(node.row);
 
@@ -322,9 +368,9 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   // are told to stop.
   ApplyHealth(txn, node, request.health.value_or(proto::NodeHealth{}), now);
   HoldEndedAttempts(txn, node, running, forgotten);
-  for (int64_t id : JobsOn(name)) {
-    auto found = jobs_.find(id);
-    if (found == jobs_.end()) continue;
+  for (int64_t id : books_.JobsOn(name)) {
+    auto found = s_.jobs.find(id);
+    if (found == s_.jobs.end()) continue;
     ActiveJob& job = found->second;
     if (job.terminating) {
       // A rank the agent no longer has is gone: its exit was reported, or it never started. One it
@@ -336,37 +382,37 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
         const bool runs = running.count({id, job.row.attempt, grant.rank}) > 0;
         const bool hold = runs && rank.unheld;
         if (!hold && (runs || rank.exited)) continue;
-        if (!changed) MutJob(txn, job);
+        if (!changed) s_.MutJob(txn, job);
         changed = true;
         rank.exited = !hold;
         if (hold) {
           rank.unheld = false;
-          nodes_.Allocate(txn, {grant}, job.row.resources, +1);
+          s_.nodes.Allocate(txn, {grant}, job.row.resources, +1);
         }
       }
-      if (job.AllRanksExited()) Release(txn, job);
+      if (job.AllRanksExited()) life_.Release(txn, job);
       continue;
     }
-    if (!IsActive(job.row.status) || launch_held_.count(id)) continue;
+    if (!IsActive(job.row.status) || s_.launch_held.count(id)) continue;
     for (const auto& grant : job.row.placement) {
       if (grant.node != name || running.count({id, job.row.attempt, grant.rank})) continue;
-      txn.out.sends.emplace_back(name, LaunchFor(job, grant.rank));
+      txn.out.sends.emplace_back(name, life_.LaunchFor(job, grant.rank));
     }
   }
   // Dying attempts: ranks here the agent no longer has are gone. Earlier attempts of queued or
   // running jobs that it still runs (a server restart forgot them) are held again until gone.
-  for (const auto& rank : dying_.AliveOn(name)) {
+  for (const auto& rank : s_.dying.AliveOn(name)) {
     if (!running.count(rank))
-      DyingRankGone(txn, std::get<0>(rank), std::get<1>(rank), std::get<2>(rank));
+      life_.DyingRankGone(txn, std::get<0>(rank), std::get<1>(rank), std::get<2>(rank));
   }
   for (const auto& [job_id, attempt, rank] : running) {
-    auto j = jobs_.find(job_id);
-    if (j == jobs_.end() || j->second.row.attempt == attempt) continue;
+    auto j = s_.jobs.find(job_id);
+    if (j == s_.jobs.end() || j->second.row.attempt == attempt) continue;
     HoldDyingRank(txn, name, AttemptKey{job_id, attempt}, rank, j->second.row.resources, forgotten);
   }
   for (const auto& [job_id, attempt, rank] : running) {
-    auto j = jobs_.find(job_id);
-    bool current = j != jobs_.end() && j->second.row.attempt == attempt &&
+    auto j = s_.jobs.find(job_id);
+    bool current = j != s_.jobs.end() && j->second.row.attempt == attempt &&
                    IsActive(j->second.row.status) && !j->second.terminating;
     if (!current) {
       txn.out.sends.emplace_back(
@@ -375,14 +421,14 @@ Result<proto::RegisterAnswer> Core::Register(const proto::RegisterRequest& reque
   }
   txn.out.kick = true;
   txn.out.reap = true;
-  BERTH_RETURN_IF_ERROR(Execute(txn));
+  BERTH_RETURN_IF_ERROR(s_.Execute(txn));
   LogInfo("node {} registered ({} GPUs, {} CPUs) at {}", name, request.gpus.size(),
           FormatMilli(request.cpus_milli), node.row.address);
-  return proto::RegisterAnswer{node.session, options_.lease_ms,
-                               std::max<DurationMs>(100, options_.lease_ms / 4)};
+  return proto::RegisterAnswer{node.session, s_.options.lease_ms,
+                               std::max<DurationMs>(100, s_.options.lease_ms / 4)};
 }
 
-void Core::ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& r, TimeMs now) {
+void AgentSessions::ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& r, TimeMs now) {
   // Still STARTING (time_limit counts from RUNNING), with the image in its reason; the job's
   // history keeps what the image resolved to (the first rank to say).
   if (job.row.status != JobStatus::kStarting || !job.spec->container) return;
@@ -392,18 +438,18 @@ void Core::ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& r, TimeMs
     // entry every few seconds of a long pull would bury the rest). Rank 0's only: a gang's ranks
     // would take turns rewriting the row.
     if (r.rank == 0 && StartsWith(job.row.reason, "pulling image")) {
-      MutJob(txn, job).row.reason =
+      s_.MutJob(txn, job).row.reason =
           "pulling image " + job.spec->container->image + ": " + r.progress;
       txn.batch.jobs.push_back(job.row);
     }
   } else if (!pulled && !StartsWith(job.row.reason, "pull")) {
-    Transition(txn, job, JobStatus::kStarting, "pulling image " + job.spec->container->image, now);
+    life_.Transition(txn, job, JobStatus::kStarting, "pulling image " + job.spec->container->image, now);
   } else if (pulled && !StartsWith(job.row.reason, "pulled")) {
-    Transition(txn, job, JobStatus::kStarting, "pulled image " + r.reason, now);
+    life_.Transition(txn, job, JobStatus::kStarting, "pulled image " + r.reason, now);
   }
 }
 
-void Core::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const proto::Report& r,
+void AgentSessions::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const proto::Report& r,
                      TimeMs now) {
   std::string where =
       job.row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
@@ -412,19 +458,19 @@ void Core::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const pr
     // policy may try again, a short registry outage past), the node stays up.
     const std::string what =
         r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
-    FailAttempt(txn, job, JobStatus::kFailed, what + where, r.exit_code, now, false);
+    life_.FailAttempt(txn, job, JobStatus::kFailed, what + where, r.exit_code, now, false);
   } else if (r.phase == "launch") {
-    EndJob(txn, job, JobStatus::kFailed, "could not start" + where + ": " + r.reason, r.exit_code,
+    life_.EndJob(txn, job, JobStatus::kFailed, "could not start" + where + ": " + r.reason, r.exit_code,
            now);
   } else if (r.phase == "prolog") {
     // The node's prolog failed before the job started: the node is at fault (and drained by
     // its agent), not the job.
-    EndForNodeFault(txn, job, fmt::format("prolog failed on node {}: {}", node.row.name, r.reason),
+    life_.EndForNodeFault(txn, job, fmt::format("prolog failed on node {}: {}", node.row.name, r.reason),
                     now);
   } else if (r.phase == "supervisor") {
     // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
     // code, so it is never restarted by the retry policy (nor counted as a restart).
-    EndJob(txn, job, JobStatus::kFailed,
+    life_.EndJob(txn, job, JobStatus::kFailed,
            fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
            r.exit_code, now);
   } else if (!r.exit_code || *r.exit_code != 0) {
@@ -441,28 +487,28 @@ void Core::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const pr
       if (!r.reason.empty()) what += " (" + r.reason + ")";
       what = std::string(r.phase == "setup" ? "setup failed: " : "") + what + where;
     }
-    FailAttempt(txn, job, status, what, r.exit_code, now, oom);
+    life_.FailAttempt(txn, job, status, what, r.exit_code, now, oom);
   } else {
-    if (job.AllRanksExited()) EndJob(txn, job, JobStatus::kSucceeded, "exit code 0", 0, now);
+    if (job.AllRanksExited()) life_.EndJob(txn, job, JobStatus::kSucceeded, "exit code 0", 0, now);
   }
 }
 
-proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& r,
+proto::ReportResult AgentSessions::ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& r,
                                       TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
   bool exited = r.event == proto::ReportEvent::kExited;
-  if (dying_.count({r.job, r.attempt})) {
+  if (s_.dying.count({r.job, r.attempt})) {
     // An earlier attempt being stopped: it holds its resources until each rank is reported gone
     // (by the node it was placed on: Report refuses a batch about another node's ranks).
     if (exited) {
-      DyingRankGone(txn, r.job, r.attempt, r.rank);
+      life_.DyingRankGone(txn, r.job, r.attempt, r.rank);
     } else {
       result.action = proto::ReportAction::kStop;
     }
     return result;
   }
-  auto it = jobs_.find(r.job);
-  ActiveJob* job = it == jobs_.end() ? nullptr : &it->second;
+  auto it = s_.jobs.find(r.job);
+  ActiveJob* job = it == s_.jobs.end() ? nullptr : &it->second;
   const bool on_this_node = job && PlacedOn(job->row.placement, node.row.name, r.rank);
   if (!job || job->row.attempt != r.attempt || !on_this_node || r.rank < 0 ||
       r.rank >= static_cast<int>(job->ranks.size())) {
@@ -472,14 +518,14 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
   }
   if (job->terminating || IsTerminal(job->row.status)) {
     if (exited) {
-      MutJob(txn, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
-      if (job->AllRanksExited()) Release(txn, *job);
+      s_.MutJob(txn, *job).ranks[static_cast<size_t>(r.rank)].exited = true;
+      if (job->AllRanksExited()) life_.Release(txn, *job);
     } else {
       result.action = proto::ReportAction::kStop;
     }
     return result;
   }
-  MutJob(txn, *job);
+  s_.MutJob(txn, *job);
   RankState& rs = job->ranks[static_cast<size_t>(r.rank)];
   switch (r.event) {
     case proto::ReportEvent::kAccepted:
@@ -490,7 +536,7 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
     case proto::ReportEvent::kSettingUp:
       rs.setting_up = true;
       if (job->row.status == JobStatus::kStarting) {
-        Transition(txn, *job, JobStatus::kSettingUp, "setup running", now);
+        life_.Transition(txn, *job, JobStatus::kSettingUp, "setup running", now);
       }
       break;
     case proto::ReportEvent::kRunning: {
@@ -498,7 +544,7 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
       bool all = true;
       for (const auto& x : job->ranks) all = all && (x.running || x.exited);
       if (all && job->row.status != JobStatus::kRunning) {
-        Transition(txn, *job, JobStatus::kRunning, "running", now);
+        life_.Transition(txn, *job, JobStatus::kRunning, "running", now);
       }
       break;
     }
@@ -513,11 +559,11 @@ proto::ReportResult Core::ApplyReport(Txn& txn, NodeRuntime& node, const proto::
   return result;
 }
 
-Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& request) {
-  HandlerLock lock(this);
+Result<std::vector<proto::ReportResult>> AgentSessions::Report(const proto::ReportBatch& request) {
+  HandlerLock lock(s_);
   auto runtime = Authenticate(request.node, request.session);
   if (!runtime.ok()) return runtime.status();
-  TimeMs now = clock_.Now();
+  TimeMs now = s_.clock.Now();
   Txn txn;
   NodeRuntime& node = **runtime;
   // An attempt's ranks are placed on the nodes of its placement and nowhere else: a report about a
@@ -541,10 +587,128 @@ Result<std::vector<proto::ReportResult>> Core::Report(const proto::ReportBatch& 
     }
     results.push_back(ApplyReport(txn, node, *entry.report, now));
   }
-  BERTH_RETURN_IF_ERROR(Execute(txn));
+  BERTH_RETURN_IF_ERROR(s_.Execute(txn));
   // The lease is renewed only once the batch is recorded (a failed commit leaves memory as is).
-  node.lease_expires = clock_.Monotonic() + options_.lease_ms;
+  node.lease_expires = s_.clock.Monotonic() + s_.options.lease_ms;
   return results;
+}
+
+void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealth health, TimeMs now) {
+  if (health == runtime.health) return;
+  const std::set<int> faulty = health.FaultyGpus();
+  const std::set<int> before = runtime.health.FaultyGpus();
+  const bool was_drained = runtime.health.NodeFaulty();
+  NodeRuntime& node = s_.nodes.Edit(txn, runtime);
+  const std::string& name = node.row.name;
+  if (faulty != before || was_drained != health.NodeFaulty()) {
+    ++node.sched_gen;
+    s_.nodes.CapacityChanged();
+    txn.out.kick = true;
+    if (health.NodeFaulty() && !was_drained) {
+      LogWarn("node {} drained by its health probes: {}", name, health.NodeReason());
+    } else if (!health.NodeFaulty() && was_drained) {
+      LogInfo("node {} is healthy again", name);
+    }
+  }
+  node.health = std::move(health);
+  // Attempts holding a GPU found faulty now end: a job on a GPU that fell off the bus cannot go on,
+  // and one on a GPU with uncorrected errors computes garbage. Only newly faulty GPUs are looked
+  // for: no job is placed on a GPU that was faulty already (and a report whose commit failed is
+  // undone, health included, so its GPUs are new again next time).
+  std::set<int> newly;
+  std::set_difference(faulty.begin(), faulty.end(), before.begin(), before.end(),
+                      std::inserter(newly, newly.end()));
+  if (newly.empty()) return;
+  for (int64_t id : books_.JobsOn(name)) {
+    auto found = s_.jobs.find(id);
+    if (found == s_.jobs.end()) continue;
+    ActiveJob& job = found->second;
+    if (job.terminating || !IsActive(job.row.status)) continue;
+    int bad = -1;
+    for (const auto& grant : job.row.placement) {
+      if (grant.node != name) continue;
+      for (const auto& gpu : grant.gpus) {
+        if (newly.count(gpu.index)) bad = gpu.index;
+      }
+    }
+    if (bad < 0) continue;
+    life_.EndForNodeFault(txn, job,
+                    fmt::format("health: {} on node {}", node.health.GpuReason(bad), name), now);
+  }
+}
+
+Result<proto::HealthAnswer> AgentSessions::ReportHealth(const proto::HealthRequest& request) {
+  HandlerLock lock(s_);
+  auto runtime = Authenticate(request.node, request.session);
+  if (!runtime.ok()) return runtime.status();
+  const TimeMs now = s_.clock.Now();
+  Txn txn;
+  ApplyHealth(txn, **runtime, request.health, now);
+  if (!txn.batch.empty()) txn.out.reap = true;
+  BERTH_RETURN_IF_ERROR(s_.Execute(txn));
+  return proto::HealthAnswer{s_.clock.Now()};
+}
+
+size_t AgentSessions::ForgetGoneNodes() {
+  CoreLock lock(s_);
+  const TimeMs now = s_.clock.Now();
+  std::vector<std::string> gone;
+  for (const auto& [name, node] : s_.nodes) {
+    if (GoneForGood(node.row, now, s_.options.node_retention_ms)) gone.push_back(name);
+  }
+  size_t forgotten = 0;
+  for (const std::string& name : gone) {
+    if (!s_.nodes.Forget(name)) continue;
+    ++forgotten;
+    LogInfo("node {} has been down for over the node retention: forgotten (its row is kept)", name);
+  }
+  return forgotten;
+}
+
+void AgentSessions::CheckLeases() {
+  CoreLock lock(s_);
+  int64_t mono = s_.clock.Monotonic();
+  TimeMs now = s_.clock.Now();
+  Txn txn;
+  for (auto& [name, runtime] : s_.nodes) {
+    if (runtime.row.state == NodeState::kDown || runtime.lease_expires > mono) continue;
+    LogWarn("node {}: lease expired; marking it down", name);
+    ++txn.out.events.lease_expiries;
+    NodeRuntime& node = s_.nodes.Edit(txn, runtime);
+    node.row.state = NodeState::kDown;
+    node.row.down_since = now;
+    node.session.clear();
+    ++node.sched_gen;
+    s_.nodes.CapacityChanged();
+    txn.out.closes.push_back(name);
+    txn.batch.nodes.push_back(node.row);
+    // Dying ranks died with the node.
+    for (const auto& [job_id, attempt, rank] : s_.dying.AliveOn(name))
+      life_.DyingRankGone(txn, job_id, attempt, rank);
+    for (int64_t id : books_.JobsOn(name)) {
+      auto found = s_.jobs.find(id);
+      if (found == s_.jobs.end()) continue;
+      ActiveJob& job = found->second;
+      bool here = false;
+      for (const auto& g : job.row.placement) here = here || g.node == name;
+      if (!here || (!IsActive(job.row.status) && !job.terminating)) continue;
+      if (job.terminating) {  // its processes died with the node
+        life_.Release(txn, job);
+        continue;
+      }
+      std::string why = "node " + name + " stopped answering (lease expired)";
+      if (job.spec->on_node_lost == RecoveryAction::kRequeue) {
+        life_.ReturnToQueue(txn, job, why + "; requeued", now);
+      } else {
+        life_.EndJob(txn, job, JobStatus::kLost, why, std::nullopt, now);
+      }
+    }
+  }
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = s_.Execute(txn);
+  if (!st.ok()) LogError("lost nodes stay as they were until the next check: {}", st.message());
 }
 
 }  // namespace berth

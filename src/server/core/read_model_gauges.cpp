@@ -1,11 +1,28 @@
-// The gauges of /metrics: the state as it is at scrape time (docs/monitoring.md).
+// ReadModel: the dashboard's totals and the /metrics gauges.
+#include "server/core/read_model.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <tuple>
 
-#include "server/core/core.h"
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/quantity.h"
+#include "common/strings.h"
+#include "net/tls.h"
 
 namespace berth {
-
 namespace {
 
 // What a scrape reads under the core's lock, copied into small tables; the page is written from
@@ -17,6 +34,7 @@ struct NodeGpus {
   MilliGpu used = 0;
   MilliGpu total = 0;
 };
+
 struct GaugeTables {
   std::vector<std::pair<std::string, std::string>> groups;  // (pool, team) of each count group
   std::vector<JobCounts::Slots> counts;                     // by group
@@ -67,7 +85,7 @@ void WritePendingGauges(metrics::ExpositionWriter& out, const sched::Waiting* pa
     std::vector<int> class_of;
     for (const std::string& r : pass->reasons()) {
       class_of.push_back(
-          class_ids.try_emplace(Core::ReasonClass(r), static_cast<int>(class_ids.size()))
+          class_ids.try_emplace(ReadModel::ReasonClass(r), static_cast<int>(class_ids.size()))
               .first->second);
     }
     std::map<std::pair<int, int32_t>, std::pair<const sched::Waiting::Entry*, int64_t>> by;
@@ -167,7 +185,7 @@ void WriteNodeGauges(metrics::ExpositionWriter& out, const GaugeTables& t) {
 
 }  // namespace
 
-std::string_view Core::ReasonClass(std::string_view reason) {
+std::string_view ReadModel::ReasonClass(std::string_view reason) {
   auto starts = [&](std::string_view prefix) { return reason.substr(0, prefix.size()) == prefix; };
   auto has = [&](std::string_view part) { return reason.find(part) != std::string_view::npos; };
   if (starts("preempting")) return "preempting";
@@ -182,61 +200,14 @@ std::string_view Core::ReasonClass(std::string_view reason) {
   return "other";
 }
 
-uint32_t Core::CountGroup(const std::string& pool, const std::string& user) {
-  return counts_.Group(pool, shares_.TeamOf(user));
-}
-
-uint32_t Core::CountGroupOf(ActiveJob& job) {
-  if (!job.count_group) job.count_group = CountGroup(job.spec ? job.spec->pool : "", job.row.user);
-  return *job.count_group;
-}
-
-void Core::CountJob(ActiveJob& job) {
-  std::optional<std::pair<int, uint32_t>> key;
-  if (!IsTerminal(job.row.status) || job.terminating) {
-    const int slot = job.terminating ? JobCounts::kStoppingSlot : static_cast<int>(job.row.status);
-    key.emplace(slot, CountGroupOf(job));
-  }
-  if (key == job.counted) return;
-  UncountJob(job);
-  job.counted = key;
-  AddToCounts(job);
-}
-
-void Core::AddToCounts(const ActiveJob& job) {
-  if (job.counted) counts_.Add(*job.counted, job.row.user);
-}
-
-void Core::UncountJob(ActiveJob& job) {
-  if (!job.counted) return;
-  counts_.Remove(*job.counted, job.row.user);
-  job.counted.reset();
-}
-
-void Core::RecountAllJobs() {
-  counts_.Clear();
-  for (auto& [id, job] : jobs_) {
-    job.counted.reset();
-    job.count_group.reset();  // its user may have changed teams
-    CountJob(job);
-  }
-}
-
-bool Core::JobCountsConsistentForTesting() {
-  MutexLock lock(mu_);
-  const JobCounts kept = counts_;
-  RecountAllJobs();
-  return kept.SameCounts(counts_);
-}
-
-void Core::WriteGauges(metrics::ExpositionWriter& out) {
+void ReadModel::WriteGauges(metrics::ExpositionWriter& out) {
   GaugeTables t;
   {
-    HandlerLock lock(this);
-    t.groups = counts_.groups();
-    t.counts = counts_.counts();
-    t.node_gpus.reserve(nodes_.size());
-    for (const auto& [name, node] : nodes_) {
+    HandlerLock lock(s_);
+    t.groups = s_.counts.groups();
+    t.counts = s_.counts.counts();
+    t.node_gpus.reserve(s_.nodes.size());
+    for (const auto& [name, node] : s_.nodes) {
       const bool down = node.row.state == NodeState::kDown;
       ++t.nodes[std::string(NodeStateName(
           ShownNodeState(node.row.state, node.row.draining || node.health.NodeFaulty())))];
@@ -264,7 +235,7 @@ void Core::WriteGauges(metrics::ExpositionWriter& out) {
       }
     }
   }
-  auto [pass, on_dependencies] = waiting_.ForGauges();
+  auto [pass, on_dependencies] = s_.waiting.ForGauges();
   int64_t pending = 0;
   for (const auto& c : t.counts) pending += c[static_cast<size_t>(JobStatus::kPending)];
   WriteJobGauges(out, t);

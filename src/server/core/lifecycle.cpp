@@ -1,39 +1,53 @@
-// Job state transitions. Each one changes the in-memory job (through the txn's journal) and adds
-// its writes (job row, event, attempt) and messages to the txn, which the caller executes.
+// Lifecycle: transitions, launches, ends, dependencies and the housekeeping checks.
+#include "server/core/lifecycle.h"
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
 
+#include "common/json_util.h"
 #include "common/log.h"
+#include "common/quantity.h"
 #include "common/strings.h"
-#include "server/core/core.h"
+#include "net/tls.h"
 
 namespace berth {
 
-void Core::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
+void Lifecycle::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                       TimeMs now) {
-  MutJob(txn, job);
+  s_.MutJob(txn, job);
   job.row.status = status;
   job.row.reason = reason;
-  TallyJob(txn, job);
+  books_.TallyJob(txn, job);
   if (status == JobStatus::kRunning && !job.row.started_at) {
     job.row.started_at = now;
-    job.running_since = clock_.Monotonic();
+    job.running_since = s_.clock.Monotonic();
   }
-  CountJob(job);
+  books_.CountJob(job);
   txn.batch.jobs.push_back(job.row);
   txn.batch.events.push_back({job.row.id, JobEvent{now, status, job.row.attempt, reason, txn.by}});
   if (IsTerminal(status)) {
     txn.out.wake_logs.insert(job.row.id);
     txn.out.reap = true;
     DependencyEnded(txn, job, now);
-  } else if (waiters_.size() > 0) {
+  } else if (s_.waiters.size() > 0) {
     // Jobs waiting for this one show its status in their reason.
-    for (auto key : waiters_.Watching(job.row.id, job.row.group)) txn.out.deps_changed.insert(key);
+    for (auto key : s_.waiters.Watching(job.row.id, job.row.group)) txn.out.deps_changed.insert(key);
   }
 }
 
-Core::MeasuredUse Core::MeasuredUseOf(const ActiveJob& job) {
+Lifecycle::MeasuredUse Lifecycle::MeasuredUseOf(const ActiveJob& job) {
   // A partial sum would mislead (the efficiency divides by every rank's allotment): only when every
   // rank reported what it used.
   MeasuredUse use;
@@ -49,15 +63,15 @@ Core::MeasuredUse Core::MeasuredUseOf(const ActiveJob& job) {
   return use;
 }
 
-void Core::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
+void Lifecycle::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
   MeasuredUse use = MeasuredUseOf(job);
   attempt.peak_memory_bytes = use.peak_memory_bytes;
   attempt.cpu_ms = use.cpu_ms;
 }
 
-void Core::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
+void Lifecycle::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                   std::optional<int> exit_code, TimeMs now) {
-  MutJob(txn, job);
+  s_.MutJob(txn, job);
   bool holds_resources = IsActive(job.row.status);
   job.row.exit_code = exit_code;
   job.row.ended_at = now;
@@ -81,25 +95,25 @@ void Core::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string&
   txn.out.kick = true;
   if (!holds_resources) return;
   if (job.AllRanksExited()) {
-    nodes_.Allocate(txn, job.row.placement, job.row.resources, -1);
+    s_.nodes.Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The user sees the end at once; the devices stay held until every process is really gone,
     // so that no new job lands on a GPU that a dying one still uses.
     job.terminating = true;
-    CountJob(job);
+    books_.CountJob(job);
     StopRanks(txn, job, reason);
   }
 }
 
-DurationMs Core::RunningFor(const ActiveJob& job) const {
+DurationMs Lifecycle::RunningFor(const ActiveJob& job) const {
   if (job.running_since == 0) return 0;
-  return std::max<DurationMs>(0, clock_.Monotonic() - job.running_since);
+  return std::max<DurationMs>(0, s_.clock.Monotonic() - job.running_since);
 }
 
-void Core::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, TimeMs now,
+void Lifecycle::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, TimeMs now,
                          RequeueCause cause, std::optional<JobStatus> outcome,
                          std::optional<int> exit_code) {
-  MutJob(txn, job);
+  s_.MutJob(txn, job);
   const bool preempted = cause == RequeueCause::kPreempted;
   RecordUsage(txn, job, now, false, preempted);
   // A restart keeps its place in the queue (the queue is ordered by id); the wait it is measured
@@ -130,20 +144,20 @@ void Core::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, Ti
   StopRanks(txn, job, reason);
   DyingAttempt dying{job.row.placement, job.row.resources, {}};
   for (const auto& grant : job.row.placement) {
-    auto node = nodes_.find(grant.node);
+    auto node = s_.nodes.find(grant.node);
     bool exited =
         static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited;
-    bool node_down = node == nodes_.end() || node->second.row.state == NodeState::kDown;
+    bool node_down = node == s_.nodes.end() || node->second.row.state == NodeState::kDown;
     if (!exited && !node_down) dying.alive.insert(grant.rank);
   }
   if (dying.alive.empty()) {
-    nodes_.Allocate(txn, job.row.placement, job.row.resources, -1);
+    s_.nodes.Allocate(txn, job.row.placement, job.row.resources, -1);
   } else {
     // The old attempt keeps its resources until its processes are gone: no new job (nor this
     // job's next attempt) lands on devices it still uses.
     AttemptKey key{job.row.id, job.row.attempt};
-    SaveDying(txn, key);
-    dying_.Add(key, std::move(dying));
+    s_.SaveDying(txn, key);
+    s_.dying.Add(key, std::move(dying));
   }
   job.row.placement.clear();
   job.row.started_at.reset();
@@ -163,7 +177,7 @@ void Core::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, Ti
   txn.out.kick = true;
 }
 
-void Core::FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
+void Lifecycle::FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                        std::optional<int> exit_code, TimeMs now, bool out_of_memory) {
   const RetryPolicy& retry = job.spec->retry;
   bool retryable = job.row.restarts < retry.max_restarts;  // `never`: max_restarts is 0
@@ -200,10 +214,10 @@ void Core::FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::st
   ReturnToQueue(txn, job, reason, now, RequeueCause::kRestart, status, exit_code);
 }
 
-UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
+UsageRecord Lifecycle::UsageOf(const ActiveJob& job, TimeMs now) const {
   UsageRecord u;
   u.user = job.row.user;
-  u.team = shares_.TeamOf(job.row.user);
+  u.team = s_.shares.TeamOf(job.row.user);
   u.gpu_type = job.row.resources.gpu_type;
   u.gpu_milli = job.gpu_milli_held();
   u.cpu_milli = TotalCpuMilli(job.row.resources, job.row.placement);
@@ -219,20 +233,20 @@ UsageRecord Core::UsageOf(const ActiveJob& job, TimeMs now) const {
   return u;
 }
 
-void Core::RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted) {
+void Lifecycle::RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted) {
   UsageRecord u = UsageOf(job, now);
   u.job_ended = job_ended;
   u.preempted = preempted;
   txn.batch.usage.push_back(std::move(u));
 }
 
-void Core::StopRanks(Txn& txn, const ActiveJob& job, const std::string& reason) {
+void Lifecycle::StopRanks(Txn& txn, const ActiveJob& job, const std::string& reason) {
   for (const auto& grant : job.row.placement) {
     if (static_cast<size_t>(grant.rank) < job.ranks.size() && job.ranks[grant.rank].exited) {
       continue;
     }
-    auto it = nodes_.find(grant.node);
-    if (it == nodes_.end() || it->second.row.state == NodeState::kDown) continue;
+    auto it = s_.nodes.find(grant.node);
+    if (it == s_.nodes.end() || it->second.row.state == NodeState::kDown) continue;
     txn.out.sends.emplace_back(grant.node,
                                proto::StopMessage{job.row.id, job.row.attempt, grant.rank, reason});
   }
@@ -247,12 +261,12 @@ Placement ActiveJob::HeldGrants() const {
   return held;
 }
 
-void Core::Release(Txn& txn, ActiveJob& job) {
+void Lifecycle::Release(Txn& txn, ActiveJob& job) {
   if (!job.terminating) return;
-  MutJob(txn, job);
-  nodes_.Allocate(txn, job.HeldGrants(), job.row.resources, -1);
+  s_.MutJob(txn, job);
+  s_.nodes.Allocate(txn, job.HeldGrants(), job.row.resources, -1);
   job.terminating = false;
-  CountJob(job);
+  books_.CountJob(job);
   // Followers of its logs were kept waiting while its processes stopped: now the log is complete.
   txn.out.wake_logs.insert(job.row.id);
   txn.out.reap = true;
@@ -260,41 +274,41 @@ void Core::Release(Txn& txn, ActiveJob& job) {
   LaunchUnblocked(txn, AttemptKey{job.row.id, job.row.attempt});
 }
 
-void Core::DyingRankGone(Txn& txn, int64_t job, int attempt, int rank) {
+void Lifecycle::DyingRankGone(Txn& txn, int64_t job, int attempt, int rank) {
   AttemptKey key{job, attempt};
-  if (!dying_.count(key)) return;
-  SaveDying(txn, key);
-  std::optional<DyingAttempt> ended = dying_.RankGone(key, rank);
+  if (!s_.dying.count(key)) return;
+  s_.SaveDying(txn, key);
+  std::optional<DyingAttempt> ended = s_.dying.RankGone(key, rank);
   if (!ended) return;
-  nodes_.Allocate(txn, ended->Held(), ended->per_node, -1);
+  s_.nodes.Allocate(txn, ended->Held(), ended->per_node, -1);
   txn.out.kick = true;
   LaunchUnblocked(txn, key);
 }
 
-void Core::LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone) {
+void Lifecycle::LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone) {
   // Only the few jobs whose launch is held are looked at, not every active job: this runs on
   // every release of a stopped attempt.
-  if (launch_held_.empty()) return;
-  SaveLaunchHeld(txn);
-  for (auto it = launch_held_.begin(); it != launch_held_.end();) {
-    auto j = jobs_.find(*it);
-    if (j == jobs_.end()) {
-      it = launch_held_.erase(it);
+  if (s_.launch_held.empty()) return;
+  s_.SaveLaunchHeld(txn);
+  for (auto it = s_.launch_held.begin(); it != s_.launch_held.end();) {
+    auto j = s_.jobs.find(*it);
+    if (j == s_.jobs.end()) {
+      it = s_.launch_held.erase(it);
       continue;
     }
     ActiveJob& job = j->second;
-    if (gone && job.launch_after.count(*gone)) MutJob(txn, job).launch_after.erase(*gone);
+    if (gone && job.launch_after.count(*gone)) s_.MutJob(txn, job).launch_after.erase(*gone);
     if (!job.launch_after.empty()) {
       ++it;
       continue;
     }
-    it = launch_held_.erase(it);
+    it = s_.launch_held.erase(it);
     if (job.row.status != JobStatus::kStarting || job.terminating) continue;  // ended meanwhile
     SendLaunches(txn, job);
   }
 }
 
-proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
+proto::LaunchMessage Lifecycle::LaunchFor(const ActiveJob& job, int rank) const {
   proto::LaunchMessage m;
   m.job = job.row.id;
   m.attempt = job.row.attempt;
@@ -304,8 +318,8 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
   m.name = job.row.name;
   m.user = job.row.user;
   for (const auto& grant : job.row.placement) {
-    auto it = nodes_.find(grant.node);
-    m.node_ips.push_back(it == nodes_.end() ? std::string() : it->second.row.address);
+    auto it = s_.nodes.find(grant.node);
+    m.node_ips.push_back(it == s_.nodes.end() ? std::string() : it->second.row.address);
     if (grant.rank == rank) {
       for (const auto& g : grant.gpus) m.gpus.push_back(g.index);
     }
@@ -318,7 +332,7 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
     m.group_rank = job.row.rank.value_or(0);
     m.num_jobs = job.group_size;
   }
-  m.kill_grace_ms = job.spec->kill_grace.value_or(options_.kill_grace_ms);
+  m.kill_grace_ms = job.spec->kill_grace.value_or(s_.options.kill_grace_ms);
   if (job.spec->signal && job.spec->time_limit) {
     // The warning goes out `before` the limit; the agent's supervisor times it from the start of
     // the run step, as the limit runs from the job's start of RUNNING.
@@ -334,20 +348,20 @@ proto::LaunchMessage Core::LaunchFor(const ActiveJob& job, int rank) const {
   return m;
 }
 
-void Core::SendLaunches(Txn& txn, const ActiveJob& job) {
+void Lifecycle::SendLaunches(Txn& txn, const ActiveJob& job) {
   for (const auto& grant : job.row.placement) {
-    if (nodes_.count(grant.node))
+    if (s_.nodes.count(grant.node))
       txn.out.sends.emplace_back(grant.node, LaunchFor(job, grant.rank));
   }
 }
 
-void Core::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std::string& how,
+void Lifecycle::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std::string& how,
                  TimeMs now) {
-  MutJob(txn, job);
+  s_.MutJob(txn, job);
   job.row.attempt += 1;
   job.row.not_before.reset();
   job.row.placement = placement;
-  node_jobs_.Add(job.row.id, placement);
+  s_.node_jobs.Add(job.row.id, placement);
   job.row.started_at.reset();
   job.row.ended_at.reset();
   job.row.exit_code.reset();
@@ -355,7 +369,7 @@ void Core::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std
   job.placed_at = now;
   job.running_since = 0;
   txn.out.events.placed.emplace_back(
-      counts_.GroupNames(CountGroupOf(job)).second,  // the job's team
+      s_.counts.GroupNames(books_.CountGroupOf(job)).second,  // the job's team
       static_cast<double>(std::max<TimeMs>(0, now - job.queued_at)) / 1000);
   std::vector<std::string> where;
   for (const auto& g : placement) {
@@ -368,7 +382,180 @@ void Core::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std
   attempt.placement = job.row.placement;
   attempt.placed_at = now;
   txn.batch.attempts.push_back({job.row.id, attempt});
-  nodes_.Allocate(txn, job.row.placement, job.row.resources, +1);
+  s_.nodes.Allocate(txn, job.row.placement, job.row.resources, +1);
+}
+
+void Lifecycle::RetryOwedCancels() {
+  if (s_.owed_cancels.empty()) return;
+  TimeMs now = s_.clock.Now();
+  Txn txn;
+  std::vector<int64_t> settled;
+  for (const auto& [id, why] : s_.owed_cancels) {
+    auto it = s_.jobs.find(id);
+    if (it == s_.jobs.end()) continue;  // not applied yet: its submission's apply cancels it
+    if (!it->second.terminating && !IsTerminal(it->second.row.status)) {
+      EndJob(txn, it->second, JobStatus::kCancelled, why, std::nullopt, now);
+    }
+    settled.push_back(id);
+  }
+  txn.out.reap = true;
+  if (s_.Execute(txn).ok()) {
+    for (int64_t id : settled) s_.owed_cancels.erase(id);
+  }
+}
+
+void Lifecycle::EndForNodeFault(Txn& txn, ActiveJob& job, const std::string& why, TimeMs now) {
+  if (job.spec->on_node_fault == RecoveryAction::kRequeue) {
+    ReturnToQueue(txn, job, why + "; requeued", now);
+  } else {
+    EndJob(txn, job, JobStatus::kFailed, why, std::nullopt, now);
+  }
+}
+
+void Lifecycle::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t watching_since) {
+  const DurationMs limit = s_.options.interactive_idle_limit_ms;
+  if (limit <= 0) return;
+  CoreLock lock(s_);
+  const int64_t mono = s_.clock.Monotonic();
+  if (mono - watching_since <= limit) return;
+  TimeMs now = s_.clock.Now();
+  Txn txn;
+  for (auto& [id, job] : s_.jobs) {
+    if (job.terminating || job.row.status != JobStatus::kRunning || !job.spec->interactive ||
+        job.running_since == 0) {
+      continue;
+    }
+    int64_t active = std::max(job.running_since, watching_since);
+    if (auto it = seen.find(id); it != seen.end()) active = std::max(active, it->second);
+    if (mono - active <= limit) continue;
+    EndJob(txn, job, JobStatus::kFailed,
+           "idle limit " + FormatDuration(limit) +
+               " exceeded: no one attached to the interactive job (the server's "
+               "--interactive-idle-limit)",
+           std::nullopt, now);
+  }
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = s_.Execute(txn);
+  if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
+}
+
+void Lifecycle::RetryFailedCancels() {
+  CoreLock lock(s_);
+  RetryDependencyCancels();
+  RetryOwedCancels();
+}
+
+void Lifecycle::CheckTimeLimits() {
+  CoreLock lock(s_);
+  int64_t mono = s_.clock.Monotonic();
+  TimeMs now = s_.clock.Now();
+  Txn txn;
+  // Only the jobs with a time limit among those holding resources (the pass index), not every job:
+  // this runs every 200 ms under the lock.
+  books_.RefreshPassIndex();
+  std::vector<int64_t> limited;
+  for (const auto& [id, held] : s_.held_index) {
+    if (held.time_limited) limited.push_back(id);
+  }
+  for (int64_t id : limited) {
+    auto found = s_.jobs.find(id);
+    if (found == s_.jobs.end()) continue;
+    ActiveJob& job = found->second;
+    if (job.terminating || !IsActive(job.row.status) || !job.spec->time_limit) continue;
+    // With time_limit_scope: job the limit bounds the running time of every attempt, summed.
+    const bool whole_job = job.spec->time_limit_scope == TimeLimitScope::kJob;
+    const DurationMs before = whole_job ? job.row.run_ms : 0;
+    if (job.running_since == 0 || before + mono - job.running_since <= *job.spec->time_limit) {
+      continue;
+    }
+    EndJob(
+        txn, job, JobStatus::kFailed,
+        "time limit " + FormatDuration(*job.spec->time_limit) + " exceeded" +
+            (whole_job && job.row.attempt > 1 ? fmt::format(" (over {} attempts)", job.row.attempt)
+                                              : std::string()),
+        std::nullopt, now);
+  }
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = s_.Execute(txn);
+  if (!st.ok()) LogError("time limits are enforced at the next check: {}", st.message());
+}
+
+void Lifecycle::AddWaiter(Txn& txn, int64_t spec_id, std::vector<sched::DepCondition> conditions,
+                     int64_t first, int64_t last, int live, TimeMs now) {
+  sched::DepState state = s_.waiters.Add(spec_id, std::move(conditions), {first, last, live});
+  txn.out.deps_changed.insert(spec_id);
+  if (state == sched::DepState::kFailed) {
+    txn.dep_failures.push_back(spec_id);
+    DrainDependencyFailures(txn, now);
+  }
+}
+
+void Lifecycle::DrainDependencyFailures(Txn& txn, TimeMs now) {
+  if (txn.draining_deps) return;  // the outer call goes on with the list
+  txn.draining_deps = true;
+  while (!txn.dep_failures.empty()) {
+    auto key = txn.dep_failures.back();
+    txn.dep_failures.pop_back();
+    const sched::Dependencies::Waiter* w = s_.waiters.Find(key);
+    if (w != nullptr) CancelWaiters(txn, key, w->why, now);
+  }
+  txn.draining_deps = false;
+}
+
+void Lifecycle::RetryDependencyCancels() {
+  if (s_.waiters.cancel_retries().empty()) return;
+  Txn txn;
+  TimeMs now = s_.clock.Now();
+  for (auto key : s_.waiters.cancel_retries()) {
+    const sched::Dependencies::Waiter* w = s_.waiters.Find(key);
+    if (w != nullptr && w->state == sched::DepState::kFailed) txn.dep_failures.push_back(key);
+  }
+  DrainDependencyFailures(txn, now);
+  if (s_.Execute(txn).ok()) s_.waiters.CancelRetriesDone();
+}
+
+void Lifecycle::CancelWaiters(Txn& txn, sched::Dependencies::Key key, const std::string& why,
+                         TimeMs now) {
+  const DependencyWaiters::Jobs* range = s_.waiters.JobsOf(key);
+  if (range == nullptr) return;
+  const auto [first, last, live] = *range;
+  for (auto it = s_.jobs.lower_bound(first); it != s_.jobs.end() && it->first <= last; ++it) {
+    ActiveJob& job = it->second;
+    if (job.row.spec_id != key || job.row.status != JobStatus::kPending) continue;
+    EndJob(txn, job, JobStatus::kCancelled, why, std::nullopt, now);
+  }
+}
+
+void Lifecycle::DependencyEnded(Txn& txn, const ActiveJob& job, TimeMs now) {
+  if (s_.waiters.size() == 0) return;
+  std::vector<sched::Dependencies::Key> keys = s_.waiters.Watching(job.row.id, job.row.group);
+  if (keys.empty()) return;
+  for (auto key : keys) {
+    txn.journal.Save(s_.waiters, key);
+    txn.out.deps_changed.insert(key);  // the reason names the dependency's status
+  }
+  for (const auto& change : s_.waiters.JobEnded(job.row.id, job.row.group, job.row.status)) {
+    if (change.state == sched::DepState::kMet) {
+      txn.out.kick = true;
+    } else if (change.state == sched::DepState::kFailed) {
+      txn.dep_failures.push_back(change.key);  // its jobs are cancelled, which may cascade
+    }
+  }
+  DrainDependencyFailures(txn, now);
+}
+
+bool Lifecycle::Eligible(int64_t id, const PendingView& job, TimeMs now) const {
+  if (job.not_before && *job.not_before > now) return false;
+  if (!s_.owed_cancels.empty() && s_.owed_cancels.count(id)) return false;  // the commit is retried
+  // A job placed before had its dependencies met, and they never stop holding.
+  if (!job.awaits_dependencies) return true;
+  // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
+  const sched::Dependencies::Waiter* w = s_.waiters.Find(job.job->row.spec_id);
+  return w != nullptr && w->state == sched::DepState::kMet;
 }
 
 }  // namespace berth

@@ -1,0 +1,358 @@
+// Scheduling: the passes (snapshot under the lock, decide without it, apply in chunks) and fair share.
+#include "server/core/scheduling.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "common/json_util.h"
+#include "common/log.h"
+#include "common/quantity.h"
+#include "common/strings.h"
+#include "net/tls.h"
+
+namespace berth {
+
+Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
+  books_.RefreshPassIndex();
+  assert(books_.PassIndexConsistent());
+  PassInput in;
+  sched::Snapshot& snap = in.snapshot;
+  snap.now = now;
+  snap.nodes.reserve(s_.nodes.size());
+  for (auto& [name, node] : s_.nodes) {
+    snap.nodes.push_back(NodeTable::ViewOf(node));
+    in.node_gens.emplace(name, node.sched_gen);
+  }
+  std::map<int64_t, int> group_running;
+  // This runs under the lock, so a submission waits for it: no copy or reallocation of 100,000
+  // requests (ExpandPending copies them after), no hash table of their generations (sorted by id,
+  // as both indexes are: merged, then searched). The snapshot's vector of requests is reserved
+  // first, as the biggest block: allocated after the smaller ones it no longer fits the scheduler
+  // thread's heap, and every pass mapped a fresh one and faulted ~30 MB in (measured).
+  snap.pending.reserve(s_.pending_index.size());
+  in.pending.reserve(s_.pending_index.size());
+  snap.running.reserve(s_.held_index.size() + s_.dying.size());
+  in.job_gens.reserve(s_.pending_index.size() + s_.held_index.size());
+  auto pending = s_.pending_index.begin();
+  auto held = s_.held_index.begin();
+  while (pending != s_.pending_index.end() || held != s_.held_index.end()) {
+    if (held == s_.held_index.end() ||
+        (pending != s_.pending_index.end() && pending->first < held->first)) {
+      const PendingView& job = pending->second;
+      // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
+      // nothing back, reserve nothing, and cost the pass nothing but this check.
+      if (life_.Eligible(pending->first, job, now)) {
+        in.pending.emplace_back(pending->first, job.request);
+        // A submission's jobs share their request and sit together in id order: one reference
+        // each, mostly.
+        if (in.keep.empty() || in.keep.back().get() != job.request) {
+          in.keep.push_back(job.job->request);
+        }
+        in.job_gens.emplace_back(pending->first, job.gen);
+      }
+      ++pending;
+      continue;
+    }
+    const HeldView& h = held->second;
+    if (h.group && s_.group_limits.Limited(*h.group)) ++group_running[*h.group];
+    snap.running.push_back(h.view);
+    in.job_gens.emplace_back(held->first, h.gen);
+    ++held;
+  }
+  for (const auto& [key, dying] : s_.dying) {
+    // An earlier attempt still stopping counts against its group's max_running: it holds resources.
+    if (!s_.group_limits.limits().empty()) {
+      auto job = s_.jobs.find(key.first);
+      if (job != s_.jobs.end() && job->second.row.group &&
+          s_.group_limits.Limited(*job->second.row.group)) {
+        ++group_running[*job->second.row.group];
+      }
+    }
+    auto r = std::make_shared<sched::RunningJob>();
+    r->id = key.first;
+    r->attempt = key.second;
+    r->per_node = dying.per_node;
+    r->placement = dying.placement;
+    r->stopping = true;  // holds resources until its processes are gone; never a victim again
+    snap.running.push_back(std::move(r));
+  }
+  for (const auto& [group, limit] : s_.group_limits.limits()) {
+    auto running = group_running.find(group);
+    snap.group_caps[group] = {limit, running == group_running.end() ? 0 : running->second};
+  }
+  AddShares(snap);
+  return in;
+}
+
+void Scheduling::ExpandPending(PassInput& in) {
+  std::vector<sched::JobRequest>& out = in.snapshot.pending;
+  out.reserve(out.size() + in.pending.size());
+  for (const auto& [id, request] : in.pending) {
+    out.push_back(*request);
+    out.back().id = id;
+  }
+  in.pending = {};
+  in.keep = {};
+}
+
+bool Scheduling::NodesUnchanged(const Placement& placement,
+                          const std::unordered_map<std::string, uint64_t>& gens) {
+  for (const auto& grant : placement) {
+    auto node = s_.nodes.find(grant.node);
+    auto seen = gens.find(grant.node);
+    if (node == s_.nodes.end() || seen == gens.end() || node->second.sched_gen != seen->second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Scheduling::NoteNodeGens(const Placement& placement,
+                        std::unordered_map<std::string, uint64_t>& gens) {
+  for (const auto& grant : placement) {
+    auto node = s_.nodes.find(grant.node);
+    if (node != s_.nodes.end()) gens[grant.node] = node->second.sched_gen;
+  }
+}
+
+bool Scheduling::RunPass() {
+  const int64_t began = s_.clock.Monotonic();
+  PassInput in;
+  std::function<void()> hook;
+  {
+    CoreLock lock(s_);
+    if (!s_.counts.AnyPending()) {
+      s_.pass_not_before = 0;
+      return true;  // without a walk of the running jobs
+    }
+    in = BuildPassInput(s_.clock.Now());
+    hook = s_.pass_hook;
+  }
+  ExpandPending(in);
+
+  // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
+  const auto pass_start = std::chrono::steady_clock::now();
+  sched::PassResult result = sched::Schedule(in.snapshot, PassConfig());
+  s_.metrics.pass_seconds.Observe(
+      {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
+  if (hook) hook();
+  { s_.waiting.NewPass(std::make_shared<const sched::Waiting>(std::move(result.waiting))); }
+
+  // Placements first, then preemptions; in chunks, each chunk one commit under one hold of the
+  // lock, so that a pass placing 100,000 jobs never holds the lock for long.
+  size_t total = result.placements.size() + result.preemptions.size();
+  s_.metrics.passes.Add({total > 0 ? "decided" : "nothing"});
+  size_t next = 0;
+  bool dropped = false;
+  while (next < total) {
+    // Between chunks, requests waiting for the lock go first (a submission waits for at most one
+    // chunk, not for the whole pass).
+    s_.LetWaitingHandlersIn();
+    CoreLock lock(s_);
+    TimeMs now = s_.clock.Now();
+    Txn txn;
+    std::vector<int64_t> placed;
+    size_t end = std::min(total, next + std::max<size_t>(1, s_.options.pass_commit_chunk));
+    for (; next < end; ++next) {
+      const bool applied =
+          next < result.placements.size()
+              ? ApplyPlacement(txn, result.placements[next], in, now)
+              : ApplyPreemption(txn, result.preemptions[next - result.placements.size()], in, now);
+      if (!applied) {
+        dropped = true;
+        continue;
+      }
+      placed.push_back(next < result.placements.size()
+                           ? result.placements[next].job
+                           : result.preemptions[next - result.placements.size()].preemptor);
+    }
+    if (placed.empty()) continue;
+    life_.LaunchUnblocked(txn);  // preemptors whose victims had nothing left running
+    // Committed before anything is sent: an agent never runs an attempt the store does not know.
+    txn.out.reap = true;
+    Status st = s_.Execute(txn);
+    if (!st.ok()) {
+      s_.waiting.Note(placed, "the server could not record its placement (" + st.message() +
+                                "); it is retried");
+      s_.last_pass_with_work = s_.clock.Monotonic();
+      return false;
+    }
+    s_.waiting.Placed(placed);
+  }
+  const int64_t ended = s_.clock.Monotonic();
+  s_.last_pass_with_work = ended;
+  // A pass that decided nothing paces the next (CoreOptions::fruitless_pass_pacing): until
+  // something changes that lets a job start, every pass over a deep queue finds the same, and
+  // each submission asks for one.
+  s_.pass_not_before =
+      total > 0 ? 0
+                : ended + std::min<int64_t>(s_.options.max_pass_pacing_ms,
+                                            (ended - began) * s_.options.fruitless_pass_pacing);
+  if (dropped) {
+    CoreLock lock(s_);
+    s_.RequestPassLocked();  // what changed under the pass is decided again on a fresh snapshot
+  }
+  return true;
+}
+
+sched::Config Scheduling::PassConfig() const {
+  sched::Config config;
+  config.starvation_bound = s_.options.starvation_ms;
+  config.admission_charge_s = s_.options.admission_charge_s;
+  config.gpu_weights = s_.options.usage.gpu_weights;
+  config.reclaim_limit = s_.options.reclaim_limit;
+  config.reclaim_window = s_.options.reclaim_window;
+  return config;
+}
+
+// A decision is applied only on the state the pass saw: the job (and every victim) has the
+// generation of the snapshot, and the nodes it uses have not changed since (except by this pass's
+// own earlier decisions).
+bool Scheduling::AsPassSaw(const PassInput& in, int64_t id) {
+  auto it = s_.jobs.find(id);
+  auto seen =
+      std::lower_bound(in.job_gens.begin(), in.job_gens.end(), std::make_pair(id, uint64_t{0}));
+  return it != s_.jobs.end() && seen != in.job_gens.end() && seen->first == id &&
+         it->second.gen == seen->second;
+}
+
+bool Scheduling::ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInput& in, TimeMs now) {
+  if (!AsPassSaw(in, d.job) || s_.jobs.at(d.job).row.status != JobStatus::kPending ||
+      !NodesUnchanged(d.placement, in.node_gens)) {
+    return false;
+  }
+  ActiveJob& job = s_.jobs.at(d.job);
+  life_.Place(txn, job, d.placement, "", now);
+  life_.SendLaunches(txn, job);
+  NoteNodeGens(d.placement, in.node_gens);
+  return true;
+}
+
+// The victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
+// preemptor is placed at once on what they free, so that nobody else can take it, but launched
+// only when their processes are gone.
+bool Scheduling::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, PassInput& in, TimeMs now) {
+  bool valid = AsPassSaw(in, d.preemptor) &&
+               s_.jobs.at(d.preemptor).row.status == JobStatus::kPending &&
+               NodesUnchanged(d.placement, in.node_gens);
+  for (int64_t v : d.victims) valid = valid && AsPassSaw(in, v);
+  if (!valid) return false;
+  ActiveJob& job = s_.jobs.at(d.preemptor);
+  std::vector<std::string> victims;
+  for (int64_t victim_id : d.victims) {
+    ActiveJob& victim = s_.jobs.at(victim_id);
+    if (!IsActive(victim.row.status) || victim.terminating) continue;
+    std::string why =
+        d.reclaim ? fmt::format("reclaimed by team {} for job {} (its quota)",
+                                d.team.empty() ? "(default)" : d.team, job.row.id)
+                  : fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
+    txn.out.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
+    if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
+      life_.ReturnToQueue(txn, victim, why + "; requeued", now, Lifecycle::RequeueCause::kPreempted);
+    } else {
+      life_.EndJob(txn, victim, JobStatus::kPreempted, why, std::nullopt, now);
+    }
+    victims.push_back(std::to_string(victim_id));
+  }
+  // The launch waits for every attempt named by the decision (victims, and jobs already stopping
+  // whose resources the placement also uses) that still has processes running.
+  std::set<AttemptKey> launch_after;
+  for (const auto& a : d.launch_after) {
+    AttemptKey key{a.job, a.attempt};
+    auto t = s_.jobs.find(a.job);
+    bool stopping = t != s_.jobs.end() && t->second.terminating && t->second.row.attempt == a.attempt;
+    if (s_.dying.count(key) || stopping) launch_after.insert(key);
+  }
+  life_.Place(txn, job, d.placement,
+        (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
+            Join(victims, ", "),
+        now);
+  if (d.reclaim) txn.out.reclaims.push_back(d.team);
+  NoteNodeGens(d.placement, in.node_gens);
+  job.launch_after = std::move(launch_after);
+  s_.SaveLaunchHeld(txn);
+  s_.launch_held.insert(job.row.id);
+  return true;
+}
+
+void Scheduling::RequestPass() {
+  CoreLock lock(s_);
+  s_.RequestPassLocked();
+}
+
+bool Scheduling::WaitForPassRequest(DurationMs timeout_ms) {
+  CoreLock lock(s_);
+  if (!s_.backoffs.empty()) {
+    // A restart's backoff ends: wake for it (wall time, as stored).
+    timeout_ms = std::clamp<DurationMs>(s_.backoffs.begin()->first - s_.clock.Now() + 1, 0, timeout_ms);
+  }
+  if (!s_.pass_requested && !s_.shutdown && timeout_ms > 0) s_.pass_cv.WaitFor(s_.mu, timeout_ms);
+  for (TimeMs now = s_.clock.Now(); !s_.backoffs.empty() && s_.backoffs.begin()->first <= now;) {
+    s_.backoffs.erase(s_.backoffs.begin());
+    s_.pass_requested = true;
+  }
+  if (!s_.shutdown && !s_.pass_requested) {
+    // A reclaim leaving its team's rate-limit window may let a job held by the limit reclaim now;
+    // nothing else would start a pass for it (no job or node changed).
+    if (s_.shares.ExpireReclaims(s_.clock.Now())) s_.pass_requested = true;
+  }
+  if (s_.shutdown || !s_.pass_requested) return false;
+  if (int64_t paced = s_.pass_not_before - s_.clock.Monotonic(); paced > 0) {
+    // Woken early only by Shutdown: further requests do not signal while one is pending.
+    if (timeout_ms > 0) s_.pass_cv.WaitFor(s_.mu, std::min(paced, timeout_ms));
+    if (s_.shutdown || s_.clock.Monotonic() < s_.pass_not_before) return false;
+  }
+  s_.pass_requested = false;
+  return true;
+}
+
+void Scheduling::SetShareRules(const std::vector<UserRow>& users, const std::vector<TeamRow>& teams) {
+  CoreLock lock(s_);
+  s_.shares.SetRules(users, teams);
+  books_.RecountAllJobs();     // users may have changed teams
+  s_.RequestPassLocked();  // a new quota or cap may let jobs start, or hold them
+}
+
+Status Scheduling::LoadUsage() {
+  const TimeMs now = s_.clock.Now();
+  // Ten half-lives back: what is older weighs less than a thousandth.
+  auto buckets = s_.store.LoadUsageBuckets(now - 10 * s_.options.usage.half_life_ms);
+  if (!buckets.ok()) return buckets.status();
+  CoreLock lock(s_);
+  for (const UsageBucket& b : *buckets) s_.shares.AddBucket(b);
+  LogInfo("loaded {} hours of usage for fair share", buckets->size());
+  return Status::Ok();
+}
+
+void Scheduling::AddShares(sched::Snapshot& snap) {
+  // Running attempts count for what they used so far (the admission charge is the pass's).
+  // From the pass index (current: BuildPassInput refreshed it), without looking each job up.
+  std::vector<FairShare::Running> running;
+  for (const auto& [id, held] : s_.held_index) {
+    if (!held.holds_gpus) continue;
+    const sched::RunningJob& r = *held.view;
+    running.push_back(
+        {r.user, s_.shares.RunningUse(r.per_node.gpu_type, TotalGpuMilli(r.per_node, r.placement),
+                                    held.placed_at, snap.now)});
+  }
+  s_.shares.AddTo(snap, running);
+}
+
+void Scheduling::SetPassHookForTesting(std::function<void()> hook) {
+  CoreLock lock(s_);
+  s_.pass_hook = std::move(hook);
+}
+
+}  // namespace berth
