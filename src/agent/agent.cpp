@@ -59,7 +59,27 @@ Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connecti
       launcher_(launcher),
       specs_(kMaxCachedSpecs, kMaxCachedSpecBytes),
       accounts_(options_.lookup_account, kAccountCacheMs, kMaxCachedAccounts),
-      uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes) {}
+      uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes),
+      health_({options_.health, options_.state_dir, options_.name, options_.only_user,
+               options_.command_runner, options_.kernel_log, options_.node_system},
+              clock_, connection_, stop_,
+              {.session =
+                   [this] {
+                     MutexLock lock(mu_);
+                     return session_;
+                   },
+               .register_again =
+                   [this] {
+                     MutexLock lock(mu_);
+                     need_register_ = true;
+                   },
+               .node_idle = [this] { return NodeIdle(); }}) {}
+
+bool Agent::NodeIdle() {
+  MutexLock lock(mu_);
+  return launches_.empty() && launching_.empty() &&
+         std::all_of(jobs_.begin(), jobs_.end(), [](const auto& j) { return j.second.exited; });
+}
 
 Agent::~Agent() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -78,10 +98,11 @@ void Agent::RequestStop() {
 
 void Agent::WakeAll() {
   // Under the lock: a loop that saw stop_ unset under it is then surely waiting, and gets this.
-  MutexLock lock(mu_);
-  for (CondVar* cv : {&launch_cv_, &upload_cv_, &ship_cv_, &health_cv_, &epilog_cv_, &stop_cv_}) {
-    cv->SignalAll();
+  {
+    MutexLock lock(mu_);
+    for (CondVar* cv : {&launch_cv_, &upload_cv_, &ship_cv_, &stop_cv_}) cv->SignalAll();
   }
+  health_.WakeAll();
 }
 
 void Agent::Pause(CondVar& wake, int64_t ms) {
@@ -217,7 +238,7 @@ Status Agent::Run() {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   }
   AdoptExisting();
-  SetUpHealth();
+  health_.SetUp(resources_, cgroups_);
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
@@ -239,8 +260,8 @@ Status Agent::Run() {
   std::thread launcher([this] { LauncherLoop(); });
   std::thread upload_launcher([this] { UploadLauncherLoop(); });
   std::thread shipper([this] { ShipperLoop(); });
-  std::thread health([this] { HealthLoop(); });
-  std::thread epilogs([this] { EpilogLoop(); });
+  std::thread health([this] { health_.Loop(); });
+  std::thread epilogs([this] { health_.EpilogLoop(); });
   ControlLoop();
   WakeAll();
   heartbeat.join();
@@ -285,8 +306,8 @@ Status Agent::Register() {
     for (const auto& [key, job] : jobs_) request.running.push_back(job.id);
     for (const auto& launch : launches_) request.running.push_back(launch.id());
     for (const auto& [key, id] : launching_) request.running.push_back(id);
-    request.health = health_.Health();
   }
+  request.health = health_.Health();
   int64_t sent_at = clock_.Monotonic();  // the server's lease starts no earlier than this
   auto answer = connection_.Register(request);
   if (!answer.ok()) return answer.status();
@@ -348,7 +369,7 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     return;
   }
   if (std::holds_alternative<proto::HealthResetMessage>(message)) {
-    ResetHealth();
+    health_.Reset();
     return;
   }
   if (const auto* session = std::get_if<proto::SessionMessage>(&message)) {
@@ -716,7 +737,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
       has_pull = !plan->pull.empty();
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
-      if (error.empty()) prolog_failure = RunProlog(*plan);
+      if (error.empty()) prolog_failure = health_.RunProlog(*plan);
     }
   }
   MutexLock lock(mu_);

@@ -31,7 +31,7 @@
 #include "agent/container.h"
 #include "agent/cpu_pins.h"
 #include "agent/discovery.h"
-#include "agent/health_book.h"
+#include "agent/health_keeper.h"
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
@@ -144,32 +144,7 @@ class Agent {
   void ControlLoop() EXCLUDES(mu_);
   void HandleMessage(const proto::WatchMessage& message) EXCLUDES(mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
-  // Node health (agent/agent_health.cpp). SetUpHealth builds the prober, loads sticky faults and
-  // runs the first round (before the node registers: a node whose probes fail never comes UP).
-  void SetUpHealth() EXCLUDES(mu_);
-  void HealthLoop() EXCLUDES(mu_);
-  // One round of light probes (and the idle ones when due and the node is idle); sends the
-  // health when `send`.
-  void ProbeRound(bool send) EXCLUDES(mu_);
-  // Posts the book's health to the server; measures the clock skew from its answer. One send at
-  // a time (health_send_mu_), so that the server gets the books in the order they were read: a
-  // round's send must not overwrite a newer drain (a failing prolog's) sent by another thread.
-  void SendHealth() EXCLUDES(mu_, health_send_mu_);
-  // An operator's `berth undrain --force`: the health thread forgets every fault, then probes
-  // afresh.
-  void ResetHealth() EXCLUDES(mu_);
-  // A failing prolog or epilog: a sticky node fault, kept in <state>/health.json and sent at once.
-  void AddStickyFault(const std::string& probe, const std::string& reason) EXCLUDES(mu_);
-  void SaveStickyFaults() REQUIRES(mu_);
-  // The environment of a rank's prolog and epilog: who, which job, which GPUs.
-  std::map<std::string, std::string> HookEnvironment(const RunPlan& plan) const;
-  // Runs the prolog scripts for the rank about to start from `plan`: "" when they passed, else
-  // why the rank cannot start here (and the node is drained).
-  std::string RunProlog(const RunPlan& plan) EXCLUDES(mu_);
-  // Queues the epilog of an ended rank (its run plan in `dir`, read now: the directory is
-  // recycled once the server has the rank's end).
-  void QueueEpilog(const std::string& dir, int exit_code) EXCLUDES(mu_);
-  void EpilogLoop() EXCLUDES(mu_);
+  // Whether no rank runs or starts (HealthKeeper runs its heavy probes only then).
   bool NodeIdle() EXCLUDES(mu_);
   void LauncherLoop() EXCLUDES(mu_);
   // Launches whose jobs need uploaded content (a workdir, file mounts), which may take long to
@@ -276,8 +251,6 @@ class Agent {
   CondVar launch_cv_;  // LauncherLoop: launches_
   CondVar upload_cv_;  // UploadLauncherLoop: upload_launches_
   CondVar ship_cv_;    // ShipperLoop without inotify: reports_ or dirty_
-  CondVar health_cv_;  // HealthLoop: health_reset_
-  CondVar epilog_cv_;  // EpilogLoop: epilogs_
   CondVar stop_cv_;    // HeartbeatLoop, Pause, Run's last wait: stop_ or sessions_running_
   std::map<std::string, LocalJob> jobs_ GUARDED_BY(mu_);  // key "job-attempt-rank"
   std::deque<proto::LaunchMessage> launches_ GUARDED_BY(mu_);
@@ -297,17 +270,9 @@ class Agent {
   bool need_register_ GUARDED_BY(mu_) = true;
   std::string old_specs_;  // <state>/specs.old to remove once registered; set before the threads
   std::atomic<bool> stop_{false};
-  // Node health: the prober (set before the threads; RunLight/RunIdle from the health thread
-  // only, RunHooks from any), what it found, and the epilogs waiting to run.
-  std::unique_ptr<HealthProber> prober_;
-  NodeUploads uploads_;   // thread-safe itself
-  Mutex health_send_mu_;  // taken before mu_, never while holding it
-  HealthBook health_ GUARDED_BY(mu_);
-  std::optional<int64_t> clock_skew_ms_ GUARDED_BY(mu_);
-  int64_t last_idle_probe_ GUARDED_BY(mu_) = 0;  // monotonic ms
-  bool health_reset_ GUARDED_BY(mu_) = false;    // ResetHealth() asked, not yet done
-  std::deque<std::map<std::string, std::string>> epilogs_ GUARDED_BY(mu_);  // their environments
-  static constexpr size_t kMaxQueuedEpilogs = 10'000;
+  NodeUploads uploads_;  // thread-safe itself
+  // Node health: probes, hooks, sticky faults (its own lock; set up in Run(), before the threads).
+  HealthKeeper health_;
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
   // thousand jobs, a 50 ms scan alone would eat most of a core. A full scan still runs every
   // second.

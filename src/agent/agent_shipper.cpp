@@ -188,7 +188,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
       }
     }
   }
-  for (const auto& [dir, exit_code] : ended) QueueEpilog(dir, exit_code);
+  for (const auto& [dir, exit_code] : ended) health_.QueueEpilog(dir, exit_code);
   proto::ReportRequest request{options_.name, session, {}};
   {
     MutexLock lock(mu_);

@@ -1,4 +1,5 @@
-// Admission: submit (checked, group-committed, applied), cancel, requeue, group limits, dependencies named.
+// Admission: submit (checked, group-committed, applied), cancel, requeue, group limits,
+// dependencies named.
 #include "server/core/admission.h"
 
 #include <fmt/format.h>
@@ -126,8 +127,8 @@ Status Admission::AdmitLocked(SubmitWriter& writer) {
   if (!feasible.ok()) {
     return Status::Infeasible("this job can never run here: " + feasible.message());
   }
-  if (std::string w =
-          UnenforcedLimits(sched::NodesThatCouldHold(s_.nodes.CapacityViews(), asked), request.spec);
+  if (std::string w = UnenforcedLimits(sched::NodesThatCouldHold(s_.nodes.CapacityViews(), asked),
+                                       request.spec);
       !w.empty()) {
     writer.warnings.push_back(std::move(w));
   }
@@ -186,7 +187,7 @@ Result<SubmitAnswer> Admission::CommitInGroup(SubmitWriter& writer) {
 }
 
 std::vector<Submission> Admission::SubmissionsOf(const std::vector<SubmitQueue::Entry*>& writing,
-                                            TimeMs now) {
+                                                 TimeMs now) {
   std::vector<Submission> subs;
   subs.reserve(writing.size());
   for (SubmitQueue::Entry* entry : writing) {
@@ -211,8 +212,8 @@ std::vector<Submission> Admission::SubmissionsOf(const std::vector<SubmitQueue::
 }
 
 void Admission::ApplyGroupLocked(const std::vector<SubmitQueue::Entry*>& group,
-                            const std::vector<SubmitQueue::Entry*>& writing,
-                            const Result<std::vector<SubmitResult>>& stored, TimeMs now) {
+                                 const std::vector<SubmitQueue::Entry*>& writing,
+                                 const Result<std::vector<SubmitResult>>& stored, TimeMs now) {
   // Recorded (counted in counts_ now) or refused: no longer reserved.
   for (SubmitQueue::Entry* entry : group) {
     auto* w = static_cast<SubmitWriter*>(entry);
@@ -265,8 +266,8 @@ void Admission::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored,
       LogError("jobs {}..{}: dependencies unreadable ({}); they wait", stored.ids.front(),
                stored.ids.back(), conditions.status().message());
     } else {
-      life_.AddWaiter(txn, stored.spec_id, std::move(*conditions), stored.ids.front(), stored.ids.back(),
-                static_cast<int>(stored.ids.size()), now);
+      life_.AddWaiter(txn, stored.spec_id, std::move(*conditions), stored.ids.front(),
+                      stored.ids.back(), static_cast<int>(stored.ids.size()), now);
     }
   }
   if (!txn.batch.empty() || !txn.out.deps_changed.empty()) {
@@ -286,7 +287,7 @@ void Admission::ApplySubmitted(SubmitWriter& writer, const SubmitResult& stored,
 }
 
 void Admission::AddSubmittedJobs(const SubmitRequest& request, const SubmitResult& stored,
-                            const std::shared_ptr<const JobSpec>& shared, TimeMs now) {
+                                 const std::shared_ptr<const JobSpec>& shared, TimeMs now) {
   // Every job of the submission has the same pool and owner: one count group for all.
   const uint32_t count_group = books_.CountGroup(shared->pool, request.user);
   if (stored.group) {
@@ -327,10 +328,8 @@ void Admission::AddSubmittedJobs(const SubmitRequest& request, const SubmitResul
   }
 }
 
-std::vector<std::pair<int64_t, std::string>> Admission::CancelOnArrival(Txn& txn,
-                                                                   const std::vector<int64_t>& ids,
-                                                                   bool cancelled_in_flight,
-                                                                   TimeMs now) {
+std::vector<std::pair<int64_t, std::string>> Admission::CancelOnArrival(
+    Txn& txn, const std::vector<int64_t>& ids, bool cancelled_in_flight, TimeMs now) {
   std::vector<std::pair<int64_t, std::string>> cancelling;  // (job, why)
   for (int64_t id : ids) {
     // Cancelled before it got here: by a cancel --all that arrived while it was submitted, or by
@@ -379,7 +378,8 @@ Result<CancelAnswer> Admission::Cancel(const CancelRequest& request) {
       ids = CancelTargets(request);
     }
     const size_t cancelled_before = answer.cancelled.size();
-    const size_t end = std::min(ids.size(), next + std::max<size_t>(1, s_.options.pass_commit_chunk));
+    const size_t end =
+        std::min(ids.size(), next + std::max<size_t>(1, s_.options.pass_commit_chunk));
     for (; next < end; ++next) {
       const int64_t id = ids[next];
       auto it = s_.jobs.find(id);
@@ -392,7 +392,8 @@ Result<CancelAnswer> Admission::Cancel(const CancelRequest& request) {
         answer.forbidden.push_back(id);
         continue;
       }
-      life_.EndJob(txn, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt, now);
+      life_.EndJob(txn, it->second, JobStatus::kCancelled, CancelReason(request), std::nullopt,
+                   now);
       answer.cancelled.push_back(id);
     }
     txn.out.reap = true;
@@ -427,7 +428,7 @@ std::vector<int64_t> Admission::CancelTargets(const CancelRequest& request) {
 }
 
 Status Admission::CancelUnknown(const CancelRequest& request, const std::vector<int64_t>& unknown,
-                           CancelAnswer& answer) {
+                                CancelAnswer& answer) {
   auto rows = s_.store.GetJobs(unknown);
   if (!rows.ok()) {
     return Status::Unavailable(fmt::format(
@@ -501,7 +502,7 @@ Status Admission::Requeue(int64_t id, const std::string& user, bool any) {
 }
 
 std::string Admission::UnenforcedLimits(const std::vector<std::string>& candidates,
-                                   const JobSpec& spec) const {
+                                        const JobSpec& spec) const {
   // The nodes among them that say they isolate nothing ("none: REASON"), with the first reason.
   std::vector<std::string> open;
   std::string why;
@@ -591,10 +592,8 @@ Admission::DependencyRows Admission::ReadDependencyRows(const JobSpec& spec) {
   return out;
 }
 
-Result<std::vector<sched::DepCondition>> Admission::DependencyConditions(const JobSpec& spec,
-                                                                    const std::string& user,
-                                                                    bool any_owner,
-                                                                    const DependencyRows* read) {
+Result<std::vector<sched::DepCondition>> Admission::DependencyConditions(
+    const JobSpec& spec, const std::string& user, bool any_owner, const DependencyRows* read) {
   std::vector<int64_t> job_ids;
   for (const Dependency& d : spec.depends_on) {
     if (!d.groups) job_ids.insert(job_ids.end(), d.ids.begin(), d.ids.end());
@@ -712,8 +711,8 @@ std::optional<int> Admission::GroupLimit(int64_t group) {
   return s_.group_limits.Limit(group);
 }
 
-Status Admission::SetGroupLimit(int64_t group, std::optional<int> max_running, const std::string& user,
-                           bool any) {
+Status Admission::SetGroupLimit(int64_t group, std::optional<int> max_running,
+                                const std::string& user, bool any) {
   if (max_running && (*max_running < 1 || *max_running > kMaxRunning)) {
     return Status::Invalid(fmt::format("max_running must be between 1 and {}", kMaxRunning));
   }

@@ -25,7 +25,7 @@
 namespace berth {
 
 Result<NodeStatus> AgentSessions::Drain(const std::string& name, bool drain, const std::string& by,
-                               bool force) {
+                                        bool force) {
   HandlerLock lock(s_);
   auto it = s_.nodes.find(name);
   if (it == s_.nodes.end()) return Status::NotFound("no node named '" + name + "'");
@@ -55,7 +55,8 @@ Result<NodeStatus> AgentSessions::Drain(const std::string& name, bool drain, con
   return ReadModel::StatusOf(node);
 }
 
-Result<NodeRuntime*> AgentSessions::Authenticate(const std::string& node, const std::string& session) {
+Result<NodeRuntime*> AgentSessions::Authenticate(const std::string& node,
+                                                 const std::string& session) {
   auto it = s_.nodes.find(node);
   if (it == s_.nodes.end() || it->second.session.empty() || it->second.session != session) {
     return Status::Conflict("unknown agent session for node '" + node + "'; register again");
@@ -92,13 +93,13 @@ const Placement* AgentSessions::LivePlacement(int64_t job, int attempt) const {
 }
 
 Result<std::string> AgentSessions::LogPrefix(const std::string& node, const std::string& session,
-                                    int64_t job, int attempt, int rank) {
+                                             int64_t job, int attempt, int rank) {
   return std::move(LogPrefixes(node, session, {{job, attempt, rank}}).front());
 }
 
-std::vector<Result<std::string>> AgentSessions::LogPrefixes(const std::string& node,
-                                                   const std::string& session,
-                                                   const std::vector<proto::AttemptRank>& ranks) {
+std::vector<Result<std::string>> AgentSessions::LogPrefixes(
+    const std::string& node, const std::string& session,
+    const std::vector<proto::AttemptRank>& ranks) {
   // Multi-node jobs also get an interleaved log, each line tagged "(rank R, node) ".
   auto prefix = [&](const Placement& placement,
                     const proto::AttemptRank& r) -> Result<std::string> {
@@ -145,7 +146,7 @@ Status AgentSessions::NotPlacedHere(const std::string& node, int64_t job, int at
 }
 
 Status AgentSessions::MayReadSpec(const std::string& node, const std::string& session, int64_t job,
-                         int64_t spec_id) {
+                                  int64_t spec_id) {
   HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
@@ -160,7 +161,8 @@ Status AgentSessions::MayReadSpec(const std::string& node, const std::string& se
 }
 
 Result<std::vector<std::string>> AgentSessions::JobUploads(const std::string& node,
-                                                  const std::string& session, int64_t job) {
+                                                           const std::string& session,
+                                                           int64_t job) {
   HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
@@ -189,7 +191,7 @@ Result<std::set<std::string>> AgentSessions::LiveUploads() {
 }
 
 Result<proto::HeartbeatAnswer> AgentSessions::Heartbeat(const std::string& node,
-                                               const std::string& session) {
+                                                        const std::string& session) {
   HandlerLock lock(s_);
   auto runtime = Authenticate(node, session);
   if (!runtime.ok()) return runtime.status();
@@ -237,8 +239,8 @@ AgentSessions::ForgottenAttempts AgentSessions::ReadForgotten(
 }
 
 void AgentSessions::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
-                             const std::set<std::tuple<int64_t, int, int>>& running,
-                             const ForgottenAttempts& forgotten) {
+                                      const std::set<std::tuple<int64_t, int, int>>& running,
+                                      const ForgottenAttempts& forgotten) {
   // An agent still runs an attempt that the store says has ended: the job was cancelled (or
   // failed, or timed out) and its processes were still being stopped when this server started.
   // Its resources stay held until they are gone, as they would have been without the restart, so
@@ -285,8 +287,9 @@ void AgentSessions::HoldEndedAttempts(Txn& txn, const NodeRuntime& node,
   }
 }
 
-void AgentSessions::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key, int rank,
-                         const ResourceRequest& per_node, const ForgottenAttempts& forgotten) {
+void AgentSessions::HoldDyingRank(Txn& txn, const std::string& node, const AttemptKey& key,
+                                  int rank, const ResourceRequest& per_node,
+                                  const ForgottenAttempts& forgotten) {
   // An earlier attempt of a queued or running job that the agent still runs (a server restart
   // forgot it) holds the grant of that rank, if the rank was placed on this node; the attempt's
   // other ranks are held when their own nodes claim them.
@@ -318,7 +321,7 @@ void AgentSessions::HoldDyingRank(Txn& txn, const std::string& node, const Attem
 }
 
 Result<proto::RegisterAnswer> AgentSessions::Register(const proto::RegisterRequest& request,
-                                             const std::string& remote_address) {
+                                                      const std::string& remote_address) {
   BERTH_RETURN_IF_ERROR(request.Validate());
   std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank) the agent has
   for (const auto& r : request.running) running.insert({r.job, r.attempt, r.rank});
@@ -443,14 +446,15 @@ void AgentSessions::ApplyPulling(Txn& txn, ActiveJob& job, const proto::Report& 
       txn.batch.jobs.push_back(job.row);
     }
   } else if (!pulled && !StartsWith(job.row.reason, "pull")) {
-    life_.Transition(txn, job, JobStatus::kStarting, "pulling image " + job.spec->container->image, now);
+    life_.Transition(txn, job, JobStatus::kStarting, "pulling image " + job.spec->container->image,
+                     now);
   } else if (pulled && !StartsWith(job.row.reason, "pulled")) {
     life_.Transition(txn, job, JobStatus::kStarting, "pulled image " + r.reason, now);
   }
 }
 
-void AgentSessions::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node, const proto::Report& r,
-                     TimeMs now) {
+void AgentSessions::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node,
+                              const proto::Report& r, TimeMs now) {
   std::string where =
       job.row.num_nodes > 1 ? fmt::format(" on rank {} ({})", r.rank, node.row.name) : "";
   if (r.phase == "pull") {
@@ -460,19 +464,19 @@ void AgentSessions::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node,
         r.reason == "stopped" ? "stopped while its image was pulled" : r.reason;
     life_.FailAttempt(txn, job, JobStatus::kFailed, what + where, r.exit_code, now, false);
   } else if (r.phase == "launch") {
-    life_.EndJob(txn, job, JobStatus::kFailed, "could not start" + where + ": " + r.reason, r.exit_code,
-           now);
+    life_.EndJob(txn, job, JobStatus::kFailed, "could not start" + where + ": " + r.reason,
+                 r.exit_code, now);
   } else if (r.phase == "prolog") {
     // The node's prolog failed before the job started: the node is at fault (and drained by
     // its agent), not the job.
-    life_.EndForNodeFault(txn, job, fmt::format("prolog failed on node {}: {}", node.row.name, r.reason),
-                    now);
+    life_.EndForNodeFault(
+        txn, job, fmt::format("prolog failed on node {}: {}", node.row.name, r.reason), now);
   } else if (r.phase == "supervisor") {
     // berth lost track of the rank (its supervisor was killed): not a failure of the job's own
     // code, so it is never restarted by the retry policy (nor counted as a restart).
     life_.EndJob(txn, job, JobStatus::kFailed,
-           fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
-           r.exit_code, now);
+                 fmt::format("exit code {} ({}){}", r.exit_code.value_or(137), r.reason, where),
+                 r.exit_code, now);
   } else if (!r.exit_code || *r.exit_code != 0) {
     JobStatus status = r.phase == "setup" ? JobStatus::kFailedSetup : JobStatus::kFailed;
     const bool oom = IsOutOfMemory(r.reason);
@@ -494,7 +498,7 @@ void AgentSessions::ApplyExit(Txn& txn, ActiveJob& job, const NodeRuntime& node,
 }
 
 proto::ReportResult AgentSessions::ApplyReport(Txn& txn, NodeRuntime& node, const proto::Report& r,
-                                      TimeMs now) {
+                                               TimeMs now) {
   proto::ReportResult result{r.job, r.attempt, r.rank, proto::ReportAction::kOk, ""};
   bool exited = r.event == proto::ReportEvent::kExited;
   if (s_.dying.count({r.job, r.attempt})) {
@@ -593,7 +597,8 @@ Result<std::vector<proto::ReportResult>> AgentSessions::Report(const proto::Repo
   return results;
 }
 
-void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealth health, TimeMs now) {
+void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealth health,
+                                TimeMs now) {
   if (health == runtime.health) return;
   const std::set<int> faulty = health.FaultyGpus();
   const std::set<int> before = runtime.health.FaultyGpus();
@@ -632,8 +637,8 @@ void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealt
       }
     }
     if (bad < 0) continue;
-    life_.EndForNodeFault(txn, job,
-                    fmt::format("health: {} on node {}", node.health.GpuReason(bad), name), now);
+    life_.EndForNodeFault(
+        txn, job, fmt::format("health: {} on node {}", node.health.GpuReason(bad), name), now);
   }
 }
 

@@ -42,8 +42,7 @@ class AgentSessions {
   // Takes the node's health (docs/operators.md "Node health"): a node-level fault keeps it from
   // new jobs, a GPU's fault makes that GPU unallocatable and ends the attempts that hold it (their
   // recovery.on_node_fault applies). Conflict: unknown session. Unavailable: not recorded.
-  Result<proto::HealthAnswer> ReportHealth(const proto::HealthRequest& request)
-      EXCLUDES(core_lock);
+  Result<proto::HealthAnswer> ReportHealth(const proto::HealthRequest& request) EXCLUDES(core_lock);
   // Applies a batch of reports all or nothing; entries that could not be decoded, or name nothing
   // applicable, are answered one by one. Conflict: unknown session. Unavailable: not recorded.
   Result<std::vector<proto::ReportResult>> Report(const proto::ReportBatch& request)

@@ -114,10 +114,10 @@ void CoreState::CountCommitted(const Txn& txn) {
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
     if (u.gpu_milli > 0) {
       metrics.user_gpu_seconds.Add({u.user, u.team, u.gpu_type},
-                                    seconds * static_cast<double>(u.gpu_milli) / kMilliPerGpu);
+                                   seconds * static_cast<double>(u.gpu_milli) / kMilliPerGpu);
     }
     metrics.user_cpu_seconds.Add({u.user, u.team},
-                                  seconds * static_cast<double>(u.cpu_milli) / kMilliPerCpu);
+                                 seconds * static_cast<double>(u.cpu_milli) / kMilliPerCpu);
   }
   for (const auto& [status, run] : txn.out.events.finished) {
     metrics.jobs_finished.Add({status});
@@ -130,8 +130,7 @@ void CoreState::CountCommitted(const Txn& txn) {
   for (const std::string& reason : txn.out.events.preempted) metrics.preemptions.Add({reason});
   if (txn.out.events.lease_expiries > 0)
     metrics.lease_expiries.Add({}, txn.out.events.lease_expiries);
-  if (txn.out.events.out_of_memory > 0)
-    metrics.out_of_memory.Add({}, txn.out.events.out_of_memory);
+  if (txn.out.events.out_of_memory > 0) metrics.out_of_memory.Add({}, txn.out.events.out_of_memory);
   for (const std::string& team : txn.out.reclaims) shares.Reclaimed(team, clock.Now());
   for (const auto& hint : txn.out.backoffs) backoffs.insert(hint);
 }

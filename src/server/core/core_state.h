@@ -1,9 +1,9 @@
 // CoreState: the server core's tables and its one transaction. Every service of the core
 // (admission.h, scheduling.h, lifecycle.h, agent_sessions.h, read_model.h, and the job books of
 // job_books.h) holds a reference to the one CoreState of its Core and shares its tables and its
-// lock; the state itself decides nothing. Its methods are what every change does with a Txn (txn.h):
-// Execute commits the batch, then applies the outbox (CountCommitted) and sends (SendCommitted), or
-// undoes the memory changes when the commit fails (Undo).
+// lock; the state itself decides nothing. Its methods are what every change does with a Txn
+// (txn.h): Execute commits the batch, then applies the outbox (CountCommitted) and sends
+// (SendCommitted), or undoes the memory changes when the commit fails (Undo).
 //
 // Thread-safety: the tables are guarded by `mu`. The thread-safety analysis knows holding it by one
 // name, `core_lock`, whichever service holds it (each reaches the state through its own reference,

@@ -174,7 +174,7 @@ PendingView JobBooks::PendingViewOf(ActiveJob& job) {
 }
 
 std::optional<HeldView> JobBooks::IndexJob(int64_t id, ActiveJob* job,
-                                             std::optional<HeldView> was) {
+                                           std::optional<HeldView> was) {
   if (job == nullptr || job->row.status == JobStatus::kPending ||
       (!IsActive(job->row.status) && !job->terminating)) {
     return std::nullopt;

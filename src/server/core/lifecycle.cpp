@@ -25,7 +25,7 @@
 namespace berth {
 
 void Lifecycle::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
-                      TimeMs now) {
+                           TimeMs now) {
   s_.MutJob(txn, job);
   job.row.status = status;
   job.row.reason = reason;
@@ -43,7 +43,8 @@ void Lifecycle::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std
     DependencyEnded(txn, job, now);
   } else if (s_.waiters.size() > 0) {
     // Jobs waiting for this one show its status in their reason.
-    for (auto key : s_.waiters.Watching(job.row.id, job.row.group)) txn.out.deps_changed.insert(key);
+    for (auto key : s_.waiters.Watching(job.row.id, job.row.group))
+      txn.out.deps_changed.insert(key);
   }
 }
 
@@ -70,7 +71,7 @@ void Lifecycle::AddRankUsage(const ActiveJob& job, AttemptRow& attempt) {
 }
 
 void Lifecycle::EndJob(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
-                  std::optional<int> exit_code, TimeMs now) {
+                       std::optional<int> exit_code, TimeMs now) {
   s_.MutJob(txn, job);
   bool holds_resources = IsActive(job.row.status);
   job.row.exit_code = exit_code;
@@ -111,8 +112,8 @@ DurationMs Lifecycle::RunningFor(const ActiveJob& job) const {
 }
 
 void Lifecycle::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reason, TimeMs now,
-                         RequeueCause cause, std::optional<JobStatus> outcome,
-                         std::optional<int> exit_code) {
+                              RequeueCause cause, std::optional<JobStatus> outcome,
+                              std::optional<int> exit_code) {
   s_.MutJob(txn, job);
   const bool preempted = cause == RequeueCause::kPreempted;
   RecordUsage(txn, job, now, false, preempted);
@@ -178,7 +179,7 @@ void Lifecycle::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reaso
 }
 
 void Lifecycle::FailAttempt(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
-                       std::optional<int> exit_code, TimeMs now, bool out_of_memory) {
+                            std::optional<int> exit_code, TimeMs now, bool out_of_memory) {
   const RetryPolicy& retry = job.spec->retry;
   bool retryable = job.row.restarts < retry.max_restarts;  // `never`: max_restarts is 0
   if (out_of_memory) ++txn.out.events.out_of_memory;
@@ -233,7 +234,8 @@ UsageRecord Lifecycle::UsageOf(const ActiveJob& job, TimeMs now) const {
   return u;
 }
 
-void Lifecycle::RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended, bool preempted) {
+void Lifecycle::RecordUsage(Txn& txn, const ActiveJob& job, TimeMs now, bool job_ended,
+                            bool preempted) {
   UsageRecord u = UsageOf(job, now);
   u.job_ended = job_ended;
   u.preempted = preempted;
@@ -356,7 +358,7 @@ void Lifecycle::SendLaunches(Txn& txn, const ActiveJob& job) {
 }
 
 void Lifecycle::Place(Txn& txn, ActiveJob& job, const Placement& placement, const std::string& how,
-                 TimeMs now) {
+                      TimeMs now) {
   s_.MutJob(txn, job);
   job.row.attempt += 1;
   job.row.not_before.reset();
@@ -485,7 +487,7 @@ void Lifecycle::CheckTimeLimits() {
 }
 
 void Lifecycle::AddWaiter(Txn& txn, int64_t spec_id, std::vector<sched::DepCondition> conditions,
-                     int64_t first, int64_t last, int live, TimeMs now) {
+                          int64_t first, int64_t last, int live, TimeMs now) {
   sched::DepState state = s_.waiters.Add(spec_id, std::move(conditions), {first, last, live});
   txn.out.deps_changed.insert(spec_id);
   if (state == sched::DepState::kFailed) {
@@ -519,7 +521,7 @@ void Lifecycle::RetryDependencyCancels() {
 }
 
 void Lifecycle::CancelWaiters(Txn& txn, sched::Dependencies::Key key, const std::string& why,
-                         TimeMs now) {
+                              TimeMs now) {
   const DependencyWaiters::Jobs* range = s_.waiters.JobsOf(key);
   if (range == nullptr) return;
   const auto [first, last, live] = *range;

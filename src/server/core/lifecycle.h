@@ -75,8 +75,7 @@ class Lifecycle {
   proto::LaunchMessage LaunchFor(const ActiveJob& job, int rank) const REQUIRES(core_lock);
   // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches
   // of preemptors left waiting on nothing.
-  void LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone = std::nullopt)
-      REQUIRES(core_lock);
+  void LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(core_lock);
   // A terminating job whose processes are all gone: frees its resources.
   void Release(Txn& txn, ActiveJob& job) REQUIRES(core_lock);
   // Marks rank `rank` of a dying attempt gone; frees the attempt's resources when it was the last.

@@ -67,10 +67,12 @@ NodeStatus ReadModel::StatusOf(const NodeRuntime& node) {
                     node.isolation, node.job_memory_default, node.health};
 }
 
-std::optional<uint64_t> ReadModel::AddLogWaiter(int64_t job, int attempt, std::function<void()> fire) {
+std::optional<uint64_t> ReadModel::AddLogWaiter(int64_t job, int attempt,
+                                                std::function<void()> fire) {
   HandlerLock lock(s_);
   auto it = s_.jobs.find(job);
-  bool live = it != s_.jobs.end() && (!IsTerminal(it->second.row.status) || it->second.terminating) &&
+  bool live = it != s_.jobs.end() &&
+              (!IsTerminal(it->second.row.status) || it->second.terminating) &&
               it->second.row.attempt == attempt;
   if (!live || s_.shutdown) return std::nullopt;
   return s_.log_followers.Add(job, std::move(fire));
@@ -180,7 +182,8 @@ double ReadModel::TeamUsage(const std::string& team) {
   return usage;
 }
 
-std::vector<std::tuple<std::string, std::string, MilliGpu>> ReadModel::Holders(const std::string& type) {
+std::vector<std::tuple<std::string, std::string, MilliGpu>> ReadModel::Holders(
+    const std::string& type) {
   CoreLock lock(s_);
   std::map<std::string, MilliGpu> by_user;
   for (const auto& [id, job] : s_.jobs) {

@@ -1,6 +1,4 @@
 // ReadModel for tests: the state as canonical text (DebugState, DurableState).
-#include "server/core/read_model.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,6 +19,7 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/read_model.h"
 
 namespace berth {
 namespace {

@@ -1,4 +1,5 @@
-// Scheduling: the passes (snapshot under the lock, decide without it, apply in chunks) and fair share.
+// Scheduling: the passes (snapshot under the lock, decide without it, apply in chunks) and fair
+// share.
 #include "server/core/scheduling.h"
 
 #include <fmt/format.h>
@@ -108,7 +109,7 @@ void Scheduling::ExpandPending(PassInput& in) {
 }
 
 bool Scheduling::NodesUnchanged(const Placement& placement,
-                          const std::unordered_map<std::string, uint64_t>& gens) {
+                                const std::unordered_map<std::string, uint64_t>& gens) {
   for (const auto& grant : placement) {
     auto node = s_.nodes.find(grant.node);
     auto seen = gens.find(grant.node);
@@ -120,7 +121,7 @@ bool Scheduling::NodesUnchanged(const Placement& placement,
 }
 
 void Scheduling::NoteNodeGens(const Placement& placement,
-                        std::unordered_map<std::string, uint64_t>& gens) {
+                              std::unordered_map<std::string, uint64_t>& gens) {
   for (const auto& grant : placement) {
     auto node = s_.nodes.find(grant.node);
     if (node != s_.nodes.end()) gens[grant.node] = node->second.sched_gen;
@@ -185,7 +186,7 @@ bool Scheduling::RunPass() {
     Status st = s_.Execute(txn);
     if (!st.ok()) {
       s_.waiting.Note(placed, "the server could not record its placement (" + st.message() +
-                                "); it is retried");
+                                  "); it is retried");
       s_.last_pass_with_work = s_.clock.Monotonic();
       return false;
     }
@@ -228,7 +229,8 @@ bool Scheduling::AsPassSaw(const PassInput& in, int64_t id) {
          it->second.gen == seen->second;
 }
 
-bool Scheduling::ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInput& in, TimeMs now) {
+bool Scheduling::ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInput& in,
+                                TimeMs now) {
   if (!AsPassSaw(in, d.job) || s_.jobs.at(d.job).row.status != JobStatus::kPending ||
       !NodesUnchanged(d.placement, in.node_gens)) {
     return false;
@@ -243,7 +245,8 @@ bool Scheduling::ApplyPlacement(Txn& txn, const sched::PlaceDecision& d, PassInp
 // The victims go back to the queue (or end PREEMPTED, as they asked) and are stopped; the
 // preemptor is placed at once on what they free, so that nobody else can take it, but launched
 // only when their processes are gone.
-bool Scheduling::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, PassInput& in, TimeMs now) {
+bool Scheduling::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, PassInput& in,
+                                 TimeMs now) {
   bool valid = AsPassSaw(in, d.preemptor) &&
                s_.jobs.at(d.preemptor).row.status == JobStatus::kPending &&
                NodesUnchanged(d.placement, in.node_gens);
@@ -260,7 +263,8 @@ bool Scheduling::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, Pass
                   : fmt::format("preempted by job {} (priority {})", job.row.id, job.row.priority);
     txn.out.events.preempted.push_back(d.reclaim ? "reclaim" : "priority");
     if (victim.spec->on_preemption == RecoveryAction::kRequeue) {
-      life_.ReturnToQueue(txn, victim, why + "; requeued", now, Lifecycle::RequeueCause::kPreempted);
+      life_.ReturnToQueue(txn, victim, why + "; requeued", now,
+                          Lifecycle::RequeueCause::kPreempted);
     } else {
       life_.EndJob(txn, victim, JobStatus::kPreempted, why, std::nullopt, now);
     }
@@ -272,13 +276,15 @@ bool Scheduling::ApplyPreemption(Txn& txn, const sched::PreemptDecision& d, Pass
   for (const auto& a : d.launch_after) {
     AttemptKey key{a.job, a.attempt};
     auto t = s_.jobs.find(a.job);
-    bool stopping = t != s_.jobs.end() && t->second.terminating && t->second.row.attempt == a.attempt;
+    bool stopping =
+        t != s_.jobs.end() && t->second.terminating && t->second.row.attempt == a.attempt;
     if (s_.dying.count(key) || stopping) launch_after.insert(key);
   }
-  life_.Place(txn, job, d.placement,
-        (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
-            Join(victims, ", "),
-        now);
+  life_.Place(
+      txn, job, d.placement,
+      (d.reclaim ? " by reclaiming its team's quota from job(s) " : " by preempting job(s) ") +
+          Join(victims, ", "),
+      now);
   if (d.reclaim) txn.out.reclaims.push_back(d.team);
   NoteNodeGens(d.placement, in.node_gens);
   job.launch_after = std::move(launch_after);
@@ -296,7 +302,8 @@ bool Scheduling::WaitForPassRequest(DurationMs timeout_ms) {
   CoreLock lock(s_);
   if (!s_.backoffs.empty()) {
     // A restart's backoff ends: wake for it (wall time, as stored).
-    timeout_ms = std::clamp<DurationMs>(s_.backoffs.begin()->first - s_.clock.Now() + 1, 0, timeout_ms);
+    timeout_ms =
+        std::clamp<DurationMs>(s_.backoffs.begin()->first - s_.clock.Now() + 1, 0, timeout_ms);
   }
   if (!s_.pass_requested && !s_.shutdown && timeout_ms > 0) s_.pass_cv.WaitFor(s_.mu, timeout_ms);
   for (TimeMs now = s_.clock.Now(); !s_.backoffs.empty() && s_.backoffs.begin()->first <= now;) {
@@ -318,11 +325,12 @@ bool Scheduling::WaitForPassRequest(DurationMs timeout_ms) {
   return true;
 }
 
-void Scheduling::SetShareRules(const std::vector<UserRow>& users, const std::vector<TeamRow>& teams) {
+void Scheduling::SetShareRules(const std::vector<UserRow>& users,
+                               const std::vector<TeamRow>& teams) {
   CoreLock lock(s_);
   s_.shares.SetRules(users, teams);
-  books_.RecountAllJobs();     // users may have changed teams
-  s_.RequestPassLocked();  // a new quota or cap may let jobs start, or hold them
+  books_.RecountAllJobs();  // users may have changed teams
+  s_.RequestPassLocked();   // a new quota or cap may let jobs start, or hold them
 }
 
 Status Scheduling::LoadUsage() {
@@ -345,7 +353,7 @@ void Scheduling::AddShares(sched::Snapshot& snap) {
     const sched::RunningJob& r = *held.view;
     running.push_back(
         {r.user, s_.shares.RunningUse(r.per_node.gpu_type, TotalGpuMilli(r.per_node, r.placement),
-                                    held.placed_at, snap.now)});
+                                      held.placed_at, snap.now)});
   }
   s_.shares.AddTo(snap, running);
 }

@@ -1,13 +1,11 @@
-// The agent's side of node health (docs/operators.md "Node health"): probe rounds on an interval,
-// heavy probes while the node is idle, the prolog before each rank and the epilog after it, and
-// the health sent to the server. What the probes check is agent/health_probes.h; when a fault is
-// forgotten, agent/health_book.h.
+// HealthKeeper: node health's probe rounds, hooks, sticky faults and sends (health_keeper.h).
+#include "agent/health_keeper.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "agent/agent.h"
 #include "common/files.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -20,24 +18,33 @@ constexpr char kStickyFile[] = "health.json";
 
 }  // namespace
 
-void Agent::SetUpHealth() {
-  if (!options_.command_runner) options_.command_runner = std::make_shared<ProcessRunner>();
-  if (!options_.node_system) options_.node_system = std::make_shared<LocalNodeSystem>();
-  if (!options_.kernel_log && !options_.health.kernel_log.empty()) {
-    options_.kernel_log = std::make_shared<FileKernelLog>(options_.health.kernel_log);
+HealthKeeper::HealthKeeper(Settings settings, const Clock& clock, AgentConnection& connection,
+                           const std::atomic<bool>& stop, AgentSide side)
+    : settings_(std::move(settings)),
+      clock_(clock),
+      connection_(connection),
+      stop_(stop),
+      side_(std::move(side)) {
+  if (!settings_.command_runner) settings_.command_runner = std::make_shared<ProcessRunner>();
+  if (!settings_.node_system) settings_.node_system = std::make_shared<LocalNodeSystem>();
+  if (!settings_.kernel_log && !settings_.health.kernel_log.empty()) {
+    settings_.kernel_log = std::make_shared<FileKernelLog>(settings_.health.kernel_log);
   }
+}
+
+void HealthKeeper::SetUp(const NodeResources& resources, const CgroupHost& cgroups) {
   ProbeTargets targets;
-  for (const auto& gpu : resources_.gpus) targets.gpus.push_back(gpu.index);
-  targets.disk_paths.push_back(options_.state_dir);
-  if (!cgroups_.unified_dir.empty()) targets.cgroup_dirs.push_back(cgroups_.unified_dir);
-  for (const auto& [controller, dir] : cgroups_.v1_dirs) targets.cgroup_dirs.push_back(dir);
-  prober_ =
-      std::make_unique<HealthProber>(options_.health, std::move(targets), *options_.command_runner,
-                                     options_.kernel_log.get(), *options_.node_system);
+  for (const auto& gpu : resources.gpus) targets.gpus.push_back(gpu.index);
+  targets.disk_paths.push_back(settings_.state_dir);
+  if (!cgroups.unified_dir.empty()) targets.cgroup_dirs.push_back(cgroups.unified_dir);
+  for (const auto& [controller, dir] : cgroups.v1_dirs) targets.cgroup_dirs.push_back(dir);
+  prober_ = std::make_unique<HealthProber>(settings_.health, std::move(targets),
+                                           *settings_.command_runner, settings_.kernel_log.get(),
+                                           *settings_.node_system);
   {
     MutexLock lock(mu_);
-    health_ = HealthBook(options_.health.clean_runs);
-    auto text = ReadFileOr(options_.state_dir + "/" + kStickyFile);
+    book_ = HealthBook(settings_.health.clean_runs);
+    auto text = ReadFileOr(settings_.state_dir + "/" + kStickyFile);
     if (!text.empty()) {
       auto json = ParseJson(text, kStickyFile);
       auto saved = json.ok() ? proto::NodeHealth::Decode(*json, kStickyFile)
@@ -46,39 +53,44 @@ void Agent::SetUpHealth() {
         LogWarn("{}: {}; its faults are forgotten", kStickyFile, saved.status().message());
       } else {
         for (const auto& f : saved->faults) {
-          health_.AddSticky(f.probe, f.gpu, f.reason, f.since_ms);
+          book_.AddSticky(f.probe, f.gpu, f.reason, f.since_ms);
         }
       }
     }
   }
-  if (!options_.health.enabled) return;
+  if (!settings_.health.enabled) return;
   ProbeRound(/*send=*/false);  // registration carries it
   MutexLock lock(mu_);
-  if (health_.NodeFaulty()) {
-    LogWarn("unhealthy at start: {}; the node joins drained", health_.Health().NodeReason());
+  if (book_.NodeFaulty()) {
+    LogWarn("unhealthy at start: {}; the node joins drained", book_.Health().NodeReason());
   }
 }
 
-bool Agent::NodeIdle() {
+proto::NodeHealth HealthKeeper::Health() const {
   MutexLock lock(mu_);
-  return launches_.empty() && launching_.empty() &&
-         std::all_of(jobs_.begin(), jobs_.end(), [](const auto& j) { return j.second.exited; });
+  return book_.Health();
 }
 
-void Agent::ProbeRound(bool send) {
+void HealthKeeper::WakeAll() {
+  MutexLock lock(mu_);
+  health_cv_.SignalAll();
+  epilog_cv_.SignalAll();
+}
+
+void HealthKeeper::ProbeRound(bool send) {
   std::optional<int64_t> skew;
   bool idle_due = false;
   {
     MutexLock lock(mu_);
     skew = clock_skew_ms_;
     idle_due = last_idle_probe_ == 0 ||
-               clock_.Monotonic() - last_idle_probe_ >= options_.health.idle_interval_ms;
+               clock_.Monotonic() - last_idle_probe_ >= settings_.health.idle_interval_ms;
   }
   std::vector<ProbeRun> runs = prober_->RunLight(skew);
-  if (idle_due && NodeIdle()) {
+  if (idle_due && side_.node_idle()) {
     // A launch stops a heavy probe: the job has the GPUs, the probe runs at the next idle time.
     bool aborted = false;
-    auto idle = prober_->RunIdle([this] { return stop_.load() || !NodeIdle(); }, &aborted);
+    auto idle = prober_->RunIdle([this] { return stop_.load() || !side_.node_idle(); }, &aborted);
     for (auto& run : idle) runs.push_back(std::move(run));
     MutexLock lock(mu_);
     if (!aborted) last_idle_probe_ = clock_.Monotonic();
@@ -91,28 +103,22 @@ void Agent::ProbeRound(bool send) {
       if (!run.findings.empty()) {
         LogWarn("health: {}", run.findings.front().reason);
       }
-      changed = health_.Record(run, now) || changed;
+      changed = book_.Record(run, now) || changed;
     }
   }
   if (changed) LogInfo("health changed; telling the server");
-  if (send) SendHealth();
+  if (send) Send();
 }
 
-void Agent::SendHealth() {
-  MutexLock sending(health_send_mu_);
-  proto::HealthRequest request;
-  {
-    MutexLock lock(mu_);
-    if (session_.empty()) return;
-    request = {options_.name, session_, health_.Health()};
-  }
+void HealthKeeper::Send() {
+  MutexLock sending(send_mu_);
+  const std::string session = side_.session();
+  if (session.empty()) return;
+  proto::HealthRequest request{settings_.node_name, session, Health()};
   const TimeMs sent = clock_.Now();
   auto answer = connection_.SendHealth(request);
   if (!answer.ok()) {
-    if (answer.status().code() == Code::kConflict) {
-      MutexLock lock(mu_);
-      need_register_ = true;
-    }
+    if (answer.status().code() == Code::kConflict) side_.register_again();
     return;
   }
   const TimeMs received = clock_.Now();
@@ -122,23 +128,23 @@ void Agent::SendHealth() {
   }
 }
 
-void Agent::HealthLoop() {
-  const HealthSettings& settings = options_.health;
+void HealthKeeper::Loop() {
+  const HealthSettings& settings = settings_.health;
   while (!stop_) {
     bool reset = false;
     {
       MutexLock lock(mu_);
       const int64_t since = clock_.Monotonic();
       for (int64_t now = since;
-           !stop_ && !health_reset_ && (!settings.enabled || now < since + settings.interval_ms);
+           !stop_ && !reset_ && (!settings.enabled || now < since + settings.interval_ms);
            now = clock_.Monotonic()) {
         health_cv_.WaitFor(mu_, settings.enabled ? since + settings.interval_ms - now : 60'000);
       }
       if (stop_) return;
-      reset = health_reset_;
-      health_reset_ = false;
+      reset = reset_;
+      reset_ = false;
       if (reset) {
-        health_.Reset();
+        book_.Reset();
         SaveStickyFaults();
       }
     }
@@ -146,31 +152,31 @@ void Agent::HealthLoop() {
     if (settings.enabled) {
       ProbeRound(/*send=*/true);
     } else {
-      SendHealth();
+      Send();
     }
   }
 }
 
-void Agent::ResetHealth() {
+void HealthKeeper::Reset() {
   MutexLock lock(mu_);
-  health_reset_ = true;
+  reset_ = true;
   health_cv_.Signal();
 }
 
-void Agent::AddStickyFault(const std::string& probe, const std::string& reason) {
+void HealthKeeper::AddStickyFault(const std::string& probe, const std::string& reason) {
   {
     MutexLock lock(mu_);
-    health_.AddSticky(probe, -1, reason, clock_.Now());
+    book_.AddSticky(probe, -1, reason, clock_.Now());
     SaveStickyFaults();
   }
   LogError("health: {}; the node is drained until an operator clears it", reason);
-  SendHealth();
+  Send();
 }
 
-void Agent::SaveStickyFaults() {
+void HealthKeeper::SaveStickyFaults() {
   proto::NodeHealth sticky;
-  sticky.faults = health_.StickyFaults();
-  const std::string path = options_.state_dir + "/" + kStickyFile;
+  sticky.faults = book_.StickyFaults();
+  const std::string path = settings_.state_dir + "/" + kStickyFile;
   if (sticky.faults.empty()) {
     ::unlink(path.c_str());
     return;
@@ -180,12 +186,12 @@ void Agent::SaveStickyFaults() {
   }
 }
 
-std::map<std::string, std::string> Agent::HookEnvironment(const RunPlan& plan) const {
+std::map<std::string, std::string> HealthKeeper::HookEnvironment(const RunPlan& plan) const {
   std::map<std::string, std::string> env;
   const char* path = ::getenv("PATH");
   env["PATH"] = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  env["BERTH_NODE"] = options_.name;
-  env["BERTH_USER"] = plan.run_as ? plan.run_as->user : options_.only_user;
+  env["BERTH_NODE"] = settings_.node_name;
+  env["BERTH_USER"] = plan.run_as ? plan.run_as->user : settings_.only_user;
   for (const char* key : {"BERTH_JOB_ID", "BERTH_ATTEMPT", "BERTH_NODE_RANK", "BERTH_JOB_NAME",
                           "CUDA_VISIBLE_DEVICES"}) {
     auto it = plan.run_env.find(key);
@@ -195,16 +201,16 @@ std::map<std::string, std::string> Agent::HookEnvironment(const RunPlan& plan) c
   return env;
 }
 
-std::string Agent::RunProlog(const RunPlan& plan) {
+std::string HealthKeeper::RunProlog(const RunPlan& plan) {
   std::string failed =
-      prober_->RunHooks(options_.health.prolog_dir, "prolog", HookEnvironment(plan));
+      prober_->RunHooks(settings_.health.prolog_dir, "prolog", HookEnvironment(plan));
   if (failed.empty()) return "";
   AddStickyFault("prolog", failed);
   return failed;
 }
 
-void Agent::QueueEpilog(const std::string& dir, int exit_code) {
-  if (options_.node_system->Executables(options_.health.epilog_dir).empty()) return;
+void HealthKeeper::QueueEpilog(const std::string& dir, int exit_code) {
+  if (settings_.node_system->Executables(settings_.health.epilog_dir).empty()) return;
   auto plan = ReadRunPlan(dir);
   if (!plan.ok()) return;
   auto env = HookEnvironment(*plan);
@@ -218,7 +224,7 @@ void Agent::QueueEpilog(const std::string& dir, int exit_code) {
   epilog_cv_.Signal();
 }
 
-void Agent::EpilogLoop() {
+void HealthKeeper::EpilogLoop() {
   while (true) {
     std::map<std::string, std::string> env;
     {
@@ -228,7 +234,7 @@ void Agent::EpilogLoop() {
       env = std::move(epilogs_.front());
       epilogs_.pop_front();
     }
-    std::string failed = prober_->RunHooks(options_.health.epilog_dir, "epilog", env);
+    std::string failed = prober_->RunHooks(settings_.health.epilog_dir, "epilog", env);
     if (!failed.empty()) AddStickyFault("epilog", failed);
   }
 }
