@@ -1,0 +1,99 @@
+// Lifecycle (server/core/lifecycle.h): time limits on monotonic time, interactive jobs' default
+// time limit and idle limit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "common/json_util.h"
+#include "core_fixture.h"
+#include "spec/job_spec.h"
+
+namespace berth::testing {
+namespace {
+
+using proto::ReportEvent;
+
+// Job 1 has a 1-minute time limit. The wall clock jumps two hours: it keeps running. A minute of
+// monotonic time later it is stopped, FAILED for its time limit.
+TEST_F(CoreTest, TimeLimitsRunOnMonotonicTime) {
+  Register("n1");
+  JobSpec spec = Spec();
+  spec.time_limit = 60'000;
+  int64_t job = Submit(spec);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("n1", job);
+  clock_.StepWall(2 * 3'600'000);
+  core_->lifecycle().CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kRunning);
+  clock_.Advance(60'001);
+  core_->lifecycle().CheckTimeLimits();
+  EXPECT_EQ(Stored(job).status, JobStatus::kFailed);
+  EXPECT_NE(Stored(job).reason.find("time limit"), std::string::npos);
+  ASSERT_EQ(channel_.Stops("n1").size(), 1u);
+}
+
+// An interactive job without a time limit gets the server's default; one with its own keeps it,
+// and a batch job gets none.
+TEST_F(CoreTest, AnInteractiveJobGetsTheDefaultTimeLimit) {
+  Register("n1");
+  JobSpec shell = Spec();
+  shell.interactive = true;
+  int64_t defaulted = Submit(shell);
+  shell.time_limit = 600'000;
+  int64_t own = Submit(shell);
+  int64_t batch = Submit(Spec());
+  auto limit_of = [&](int64_t job) {
+    auto row = core_->reads().ActiveJobRow(job);
+    EXPECT_TRUE(row.has_value());
+    auto spec = store_->inner().GetSpec(row->first.spec_id);
+    EXPECT_TRUE(spec.ok());
+    auto parsed = SpecFromJson(json::parse(*spec));
+    EXPECT_TRUE(parsed.ok());
+    return parsed.ok() ? parsed->time_limit : std::nullopt;
+  };
+  EXPECT_EQ(limit_of(defaulted), options_.interactive_time_limit_ms);
+  EXPECT_EQ(options_.interactive_time_limit_ms, 24 * 3'600'000);
+  EXPECT_EQ(limit_of(own), 600'000);
+  EXPECT_EQ(limit_of(batch), std::nullopt);
+}
+
+// With --interactive-idle-limit 10m, a running interactive job ends once no session was seen for
+// 10 minutes: not counting from before it ran, nor from before the caller began to watch (a server
+// just started), and a session seen later starts the count again. Batch jobs never end for it.
+TEST_F(CoreTest, AnInteractiveJobNobodyAttachesToEndsAfterTheIdleLimit) {
+  options_.interactive_idle_limit_ms = 600'000;
+  options_.interactive_time_limit_ms = 0;
+  Restart();
+  Register("n1");
+  const int64_t watching_since = clock_.Monotonic();
+  JobSpec spec = Spec();
+  spec.interactive = true;
+  int64_t idle = Submit(spec);
+  int64_t attached = Submit(spec);
+  int64_t batch = Submit(Spec());
+  clock_.Advance(3'600'000);  // an hour pending counts for nothing
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  for (int64_t job : {idle, attached, batch}) Run("n1", job);
+  clock_.Advance(300'000);
+  std::map<int64_t, int64_t> seen{{attached, clock_.Monotonic()}};
+  clock_.Advance(300'001);
+  core_->lifecycle().EndIdleInteractive(seen, watching_since);
+  EXPECT_EQ(Stored(idle).status, JobStatus::kFailed);
+  EXPECT_NE(Stored(idle).reason.find("idle limit 10m exceeded"), std::string::npos)
+      << Stored(idle).reason;
+  EXPECT_EQ(Stored(attached).status, JobStatus::kRunning) << "seen 5 minutes ago";
+  clock_.Advance(300'000);
+  // A server that began to watch a minute ago gives every job the whole limit.
+  core_->lifecycle().EndIdleInteractive(seen, clock_.Monotonic() - 60'000);
+  EXPECT_EQ(Stored(attached).status, JobStatus::kRunning);
+  core_->lifecycle().EndIdleInteractive(seen, watching_since);
+  EXPECT_EQ(Stored(attached).status, JobStatus::kFailed);
+  EXPECT_EQ(Stored(batch).status, JobStatus::kRunning);
+  ASSERT_EQ(channel_.Stops("n1").size(), 2u);
+}
+
+}  // namespace
+}  // namespace berth::testing
