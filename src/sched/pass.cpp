@@ -9,6 +9,7 @@
 #include "sched/matching.h"
 #include "sched/running_sweep.h"
 #include "sched/short_text.h"
+#include "sched/waiting_reasons.h"
 
 namespace berth::sched::internal {
 namespace {
@@ -465,7 +466,7 @@ bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason
   if (!job.exclusive.empty()) return TryPlaceExclusive(job, need, reason);
   std::vector<NodeIdx> nodes = BestNodes(job, need, static_cast<size_t>(job.num_nodes));
   if (nodes.size() < static_cast<size_t>(job.num_nodes)) {
-    *reason = WhyNot(job, need);
+    *reason = WaitingReasons(*this).WhyNot(job, need);
     return false;
   }
   Commit(job, need, nodes);
@@ -545,7 +546,7 @@ bool Pass::TryPlaceExclusive(const JobRequest& job, const Need& need, std::strin
       return true;
     }
   }
-  *reason = ExclusiveReason(job, need, d);
+  *reason = WaitingReasons(*this).ExclusiveReason(job, need, d);
   return false;
 }
 

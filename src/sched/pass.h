@@ -167,10 +167,8 @@ class Pass {
   // exclusively. Empty, with *reason set, when there are none.
   std::vector<NodeIdx> EligibleNodes(const JobRequest& job, std::string* reason) const;
   std::vector<NodeIdx> ScanEligible(const JobRequest& job, std::string* reason) const;
-  std::string WhyNot(const JobRequest& job, const Need& need) const;
-  std::string ResourceReason(const JobRequest& job, const Need& need,
-                             const std::vector<NodeIdx>& eligible) const;
-  std::string ExclusiveReason(const JobRequest& job, const Need& need, Domains& domains) const;
+  // Why a job was not placed, in words (waiting_reasons.h): it reads this pass's state.
+  friend class WaitingReasons;
 
   // preemption.cpp
   // Where a preemption could go, cheapest first: a node (or an exclusive domain) and what evicting
@@ -245,7 +243,6 @@ class Pass {
   // The earliest time `need` fits on node i as the jobs there end (kNever: only once a job without
   // a time limit ends); nullopt when it does not fit even with the node empty.
   std::optional<TimeMs> FreeTime(NodeIdx i, const Need& need) const;
-  std::string ReservedReason(const JobRequest& job, const std::vector<NodeIdx>& blocked) const;
 
   const Snapshot& snapshot_;
   const Config& config_;

@@ -137,24 +137,4 @@ std::string Pass::Reserve(const JobRequest& job, const Need& need) {
          FormatDuration(until - snapshot_.now) + ")";
 }
 
-std::string Pass::ReservedReason(const JobRequest& job, const std::vector<NodeIdx>& blocked) const {
-  (void)job;
-  const Reservation& r = reservations_[static_cast<size_t>(reserved_[blocked.front()])];
-  std::vector<std::string> names;
-  for (NodeIdx i : blocked) {
-    if (names.size() == 4) break;
-    names.push_back(state_.name(i));
-  }
-  std::string out = "waiting: " + ListNames(names) + (blocked.size() == 1 ? " is" : " are") +
-                    " reserved for job " + std::to_string(r.job) +
-                    ", which has waited longer than " + FormatDuration(config_.starvation_bound) +
-                    "; ";
-  if (r.until == kNever || r.until <= snapshot_.now) {
-    return out + "no other job may start there until " +
-           (blocked.size() == 1 ? "it frees" : "they free");
-  }
-  return out + "only a job whose time_limit ends within " +
-         FormatDuration(r.until - snapshot_.now) + " may start there";
-}
-
 }  // namespace berth::sched::internal

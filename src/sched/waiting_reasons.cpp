@@ -1,27 +1,27 @@
-// The waiting reasons of a pass: the sentence `berth show` prints for a job that was not placed,
-// naming the scarce resource ("needs V100:4 on 1 node; most free on one node: 2 V100 (n1)"). Kept
-// apart from the placement policies in pass.cpp: these only describe, they never decide.
+// WaitingReasons (waiting_reasons.h): the sentence `berth show` prints for a job a pass did not
+// place.
+#include "sched/waiting_reasons.h"
+
 #include <algorithm>
 
 #include "common/quantity.h"
 #include "sched/describe.h"
 #include "sched/matching.h"
-#include "sched/pass.h"
 
 namespace berth::sched::internal {
 
-std::string Pass::WhyNot(const JobRequest& job, const Need& need) const {
+std::string WaitingReasons::WhyNot(const JobRequest& job, const Need& need) const {
   std::string reason;
-  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  std::vector<NodeIdx> eligible = pass_.EligibleNodes(job, &reason);
   if (eligible.empty()) return reason;
-  if (!reserved_.empty()) {
+  if (!pass_.reserved_.empty()) {
     // Enough nodes fit, but some are reserved for a job that has waited too long.
     std::vector<NodeIdx> blocked;
     size_t fits = 0;
     for (NodeIdx i : eligible) {
-      if (!state_.Fits(i, need)) continue;
+      if (!pass_.state_.Fits(i, need)) continue;
       ++fits;
-      if (Blocked(i, job)) blocked.push_back(i);
+      if (pass_.Blocked(i, job)) blocked.push_back(i);
     }
     if (!blocked.empty() && fits >= static_cast<size_t>(job.num_nodes)) {
       return ReservedReason(job, blocked);
@@ -30,8 +30,8 @@ std::string Pass::WhyNot(const JobRequest& job, const Need& need) const {
   return ResourceReason(job, need, eligible);
 }
 
-std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
-                                 const std::vector<NodeIdx>& eligible) const {
+std::string WaitingReasons::ResourceReason(const JobRequest& job, const Need& need,
+                                           const std::vector<NodeIdx>& eligible) const {
   const ResourceRequest& r = job.per_node;
   const size_t needed = static_cast<size_t>(job.num_nodes);
   const std::string where =
@@ -58,7 +58,7 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
       const int64_t have = have_of(i);
       if (have >= amount) {
         ++enough;
-        some_names(names, state_.name(i));
+        some_names(names, pass_.state_.name(i));
       }
       if (have > best) {
         best = have;
@@ -66,26 +66,26 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
       }
     }
     if (enough >= needed) return std::nullopt;
-    blocking_ = Blocking{resource,
-                         static_cast<double>(amount) / unit,
-                         job.num_nodes,
-                         static_cast<int>(enough),
-                         static_cast<double>(std::max<int64_t>(best, 0)) / unit,
-                         best_node == kNoNode ? "" : state_.name(best_node)};
+    pass_.blocking_ = Blocking{resource,
+                               static_cast<double>(amount) / unit,
+                               job.num_nodes,
+                               static_cast<int>(enough),
+                               static_cast<double>(std::max<int64_t>(best, 0)) / unit,
+                               best_node == kNoNode ? "" : pass_.state_.name(best_node)};
     if (enough > 0) {
       return head(what) + "only " + CountNodes(static_cast<int>(enough)) +
              (enough == 1 ? " has" : " have") + " that free (" + ListNames(names) + ")";
     }
     if (best <= 0) return head(what) + none;
-    return head(what) + "most free on one node: " + show(best) + " (" + state_.name(best_node) +
-           ")";
+    return head(what) + "most free on one node: " + show(best) + " (" +
+           pass_.state_.name(best_node) + ")";
   };
 
   if (r.wants_gpu()) {
     const std::string gpus = FormatGpus(r.gpu_type, r.gpu_milli);
     const int t = need.type;
     const bool has_type = std::any_of(eligible.begin(), eligible.end(),
-                                      [&](NodeIdx i) { return state_.devices_of(t, i) > 0; });
+                                      [&](NodeIdx i) { return pass_.state_.devices_of(t, i) > 0; });
     if (!has_type) {
       return head(gpus) + "no schedulable node" + DescribeScope(job) + " has " + r.gpu_type +
              " GPUs";
@@ -94,13 +94,13 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
     if (r.fractional_gpu()) {
       why = scarce(
           r.gpu_type, kMilliPerGpu, gpus, r.gpu_milli,
-          [&](NodeIdx i) { return state_.largest_free(t, i); },
+          [&](NodeIdx i) { return pass_.state_.largest_free(t, i); },
           [&](int64_t have) { return FormatMilli(have) + " of one " + r.gpu_type; },
           "every " + r.gpu_type + " is fully taken");
     } else {
       why = scarce(
           r.gpu_type, 1, gpus, r.gpu_devices(),
-          [&](NodeIdx i) { return int64_t{state_.whole_free(t, i)}; },
+          [&](NodeIdx i) { return int64_t{pass_.state_.whole_free(t, i)}; },
           [&](int64_t have) { return std::to_string(have) + " " + r.gpu_type; },
           "no whole " + r.gpu_type + " free on any node");
     }
@@ -109,14 +109,14 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
   if (r.cpus > 0) {
     std::optional<std::string> why = scarce(
         "cpus", kMilliPerCpu, DescribeCpus(r.cpus), r.cpus,
-        [&](NodeIdx i) { return state_.cpus_free(i); },
+        [&](NodeIdx i) { return pass_.state_.cpus_free(i); },
         [](int64_t have) { return DescribeCpus(have); }, "no CPUs free on any node");
     if (why) return *why;
   }
   if (r.memory > 0) {
     std::optional<std::string> why = scarce(
         "memory", 1, DescribeMemory(r.memory), r.memory,
-        [&](NodeIdx i) { return state_.memory_free(i); },
+        [&](NodeIdx i) { return pass_.state_.memory_free(i); },
         [](int64_t have) { return FormatMib(have); }, "no memory free on any node");
     if (why) return *why;
   }
@@ -124,21 +124,22 @@ std::string Pass::ResourceReason(const JobRequest& job, const Need& need,
   size_t enough = 0;
   std::vector<std::string> names;
   for (NodeIdx i : eligible) {
-    if (!state_.Fits(i, need)) continue;
+    if (!pass_.state_.Fits(i, need)) continue;
     ++enough;
-    some_names(names, state_.name(i));
+    some_names(names, pass_.state_.name(i));
   }
   if (enough == 0) return head(DescribeRequest(r)) + "no node has all of it free at once";
   return head(DescribeRequest(r)) + "only " + CountNodes(static_cast<int>(enough)) +
          (enough == 1 ? " has" : " have") + " all of it free at once (" + ListNames(names) + ")";
 }
 
-std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domains& d) const {
+std::string WaitingReasons::ExclusiveReason(const JobRequest& job, const Need& need,
+                                            Pass::Domains& d) const {
   std::string reason;
-  std::vector<NodeIdx> eligible = EligibleNodes(job, &reason);
+  std::vector<NodeIdx> eligible = pass_.EligibleNodes(job, &reason);
   if (eligible.empty()) return reason;
   const std::string& key = job.exclusive;
-  std::vector<uint8_t> is_eligible(state_.size(), 0);
+  std::vector<uint8_t> is_eligible(pass_.state_.size(), 0);
   for (NodeIdx i : eligible) is_eligible[i] = 1;
 
   std::vector<std::string> busy;
@@ -150,9 +151,10 @@ std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domai
     bool any_eligible = false;
     bool blocked = false;  // holding it would keep a starving job off its reserved node
     for (NodeIdx m : d.members[dom]) {
-      usable = usable || (state_.schedulable(m) && InPoolAndSelector(state_.view(m), job));
+      usable =
+          usable || (pass_.state_.schedulable(m) && InPoolAndSelector(pass_.state_.view(m), job));
       any_eligible = any_eligible || is_eligible[m];
-      blocked = blocked || Blocked(m, job);
+      blocked = blocked || pass_.Blocked(m, job);
     }
     if (!usable) continue;
     if (d.grants[dom] > 0 || !any_eligible || blocked) {
@@ -177,7 +179,7 @@ std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domai
   for (int dom : free_domains) {
     size_t fits = 0;
     for (NodeIdx m : d.members[static_cast<size_t>(dom)]) {
-      if (is_eligible[m] && state_.Fits(m, need)) ++fits;
+      if (is_eligible[m] && pass_.state_.Fits(m, need)) ++fits;
     }
     if (fits > most_fits) {
       most_fits = fits;
@@ -189,6 +191,28 @@ std::string Pass::ExclusiveReason(const JobRequest& job, const Need& need, Domai
          CountNodes(job.num_nodes) + " in one free '" + key + "' domain; at most " +
          std::to_string(most_fits) + " fit in one (" +
          d.values[static_cast<size_t>(most_fits_domain)] + ")";
+}
+
+std::string WaitingReasons::ReservedReason(const JobRequest& job,
+                                           const std::vector<NodeIdx>& blocked) const {
+  (void)job;
+  const Pass::Reservation& r =
+      pass_.reservations_[static_cast<size_t>(pass_.reserved_[blocked.front()])];
+  std::vector<std::string> names;
+  for (NodeIdx i : blocked) {
+    if (names.size() == 4) break;
+    names.push_back(pass_.state_.name(i));
+  }
+  std::string out = "waiting: " + ListNames(names) + (blocked.size() == 1 ? " is" : " are") +
+                    " reserved for job " + std::to_string(r.job) +
+                    ", which has waited longer than " +
+                    FormatDuration(pass_.config_.starvation_bound) + "; ";
+  if (r.until == kNever || r.until <= pass_.snapshot_.now) {
+    return out + "no other job may start there until " +
+           (blocked.size() == 1 ? "it frees" : "they free");
+  }
+  return out + "only a job whose time_limit ends within " +
+         FormatDuration(r.until - pass_.snapshot_.now) + " may start there";
 }
 
 }  // namespace berth::sched::internal
