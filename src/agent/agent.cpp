@@ -60,6 +60,7 @@ Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connecti
       specs_(kMaxCachedSpecs, kMaxCachedSpecBytes),
       accounts_(options_.lookup_account, kAccountCacheMs, kMaxCachedAccounts),
       uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes),
+      spare_dirs_(options_.state_dir + "/jobs"),
       health_({options_.health, options_.state_dir, options_.name, options_.only_user,
                options_.command_runner, options_.kernel_log, options_.node_system},
               clock_, connection_, stop_,
@@ -165,12 +166,7 @@ void Agent::AdoptExisting() {
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (StartsWith(name, kSpareDirPrefix)) {
-      spare_dirs_.push_back(root + "/" + name);
-      next_spare_ =
-          std::max<int64_t>(next_spare_, std::atoll(name.c_str() + kSpareDirPrefix.size()) + 1);
-      continue;
-    }
+    if (spare_dirs_.Adopt(name)) continue;
     auto parts = Split(name, '-');
     if (parts.size() != 3) continue;
     LocalJob job;
@@ -722,7 +718,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
   job.id = m.id();
   job.dir = options_.state_dir + "/jobs/" + key;
   std::error_code ec;
-  if (!TakeSpareDir(job.dir)) std::filesystem::create_directories(job.dir, ec);
+  if (!spare_dirs_.Take(job.dir)) std::filesystem::create_directories(job.dir, ec);
   if (ec) error = "cannot create " + job.dir + ": " + ec.message();
   // Jobs of other users must reach their work dir inside (search), never list or read it.
   ::chmod(job.dir.c_str(), options_.lookup_account ? 0711 : 0700);
@@ -752,7 +748,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     ship_cv_.Signal();
     lock.Unlock();
-    RecycleDir(job.dir, /*reusable=*/true);  // no supervisor ever ran in it
+    spare_dirs_.Recycle(job.dir, /*reusable=*/true);  // no supervisor ever ran in it
     return;
   }
   if (!error.empty()) {

@@ -37,6 +37,7 @@
 #include "agent/launcher.h"
 #include "agent/node_uploads.h"
 #include "agent/parsed_specs.h"
+#include "agent/spare_dirs.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/resources.h"
@@ -197,17 +198,6 @@ class Agent {
   // server would hold its resources for good: records one (exit 137). Returns whether the job has
   // ended (recorded now or before).
   bool RecordEndOfDeadSupervisor(const LocalJob& job);
-  // Job directories are recycled. A finished job's directory, emptied, is renamed to a spare
-  // (<state>/jobs/.spare-N), and the next launch renames a spare into place. On ext4 without a
-  // journal, creating a job's directory and its four files was most of the kernel time of a launch
-  // (ext4 searches for a free inode past every recently deleted one); a rename and a truncate
-  // allocate none. TakeSpareDir renames a spare to `dir` (false: none left, or the rename failed).
-  bool TakeSpareDir(const std::string& dir) EXCLUDES(mu_);
-  static constexpr std::string_view kSpareDirPrefix = ".spare-";
-  // Empties a finished job's directory and keeps it as a spare, or removes it: when not
-  // `reusable` (the job's supervisor died, and its processes may still write to its files), with
-  // too many spares, or with an unexpected entry in it.
-  void RecycleDir(const std::string& dir, bool reusable) EXCLUDES(mu_);
   // Sleeps up to `ms` or until RequestStop() (or until `wake` is signalled).
   void Pause(int64_t ms) EXCLUDES(mu_) { Pause(stop_cv_, ms); }
   void Pause(CondVar& wake, int64_t ms) EXCLUDES(mu_);
@@ -270,7 +260,8 @@ class Agent {
   bool need_register_ GUARDED_BY(mu_) = true;
   std::string old_specs_;  // <state>/specs.old to remove once registered; set before the threads
   std::atomic<bool> stop_{false};
-  NodeUploads uploads_;  // thread-safe itself
+  NodeUploads uploads_;   // thread-safe itself
+  SpareDirs spare_dirs_;  // recycled job directories (its own lock)
   // Node health: probes, hooks, sticky faults (its own lock; set up in Run(), before the threads).
   HealthKeeper health_;
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
@@ -279,8 +270,6 @@ class Agent {
   int inotify_fd_ = -1;                                    // set before the threads start
   std::map<int, std::string> watch_keys_ GUARDED_BY(mu_);  // inotify watch -> job key
   std::set<std::string> dirty_ GUARDED_BY(mu_);            // jobs to look at in the next round
-  std::vector<std::string> spare_dirs_ GUARDED_BY(mu_);    // see TakeSpareDir
-  int64_t next_spare_ GUARDED_BY(mu_) = 0;                 // the next spare's number
 };
 
 }  // namespace berth

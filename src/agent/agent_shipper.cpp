@@ -37,15 +37,6 @@
 
 namespace berth {
 
-namespace {
-
-constexpr size_t kMaxSpareDirs = 1024;
-// The files a job's directory holds; RecycleDir empties them, and anything else makes it remove
-// the directory instead.
-constexpr std::string_view kJobFiles[] = {"run.json", "supervisor.pid", "events", "output.log"};
-
-}  // namespace
-
 void Agent::WatchDir(LocalJob& job, const std::string& key) {
   if (inotify_fd_ < 0) return;
   job.watch = inotify_add_watch(inotify_fd_, job.dir.c_str(),
@@ -252,7 +243,7 @@ void Agent::ApplyReportAnswer(const proto::ReportRequest& request,
     }
   }
   lock.Unlock();
-  for (const auto& [dir, reusable] : done_dirs) RecycleDir(dir, reusable);
+  for (const auto& [dir, reusable] : done_dirs) spare_dirs_.Recycle(dir, reusable);
 }
 
 void Agent::ShipOutputs(std::vector<LocalJob>& jobs, std::vector<ShipState>& ships,
@@ -344,74 +335,6 @@ void Agent::AddEventReports(const proto::AttemptRank& id, const std::vector<Supe
       out.push_back(proto::Report::Event(id, *event, e.reason));
     }
   }
-}
-
-bool Agent::TakeSpareDir(const std::string& dir) {
-  std::string spare;
-  {
-    MutexLock lock(mu_);
-    if (spare_dirs_.empty()) return false;
-    spare = std::move(spare_dirs_.back());
-    spare_dirs_.pop_back();
-  }
-  // Over an existing job directory (a launch sent again) the rename fails, and the spare goes.
-  if (::rename(spare.c_str(), dir.c_str()) == 0) return true;
-  RemoveTreeNoFollow(spare);
-  return false;
-}
-
-void Agent::RecycleDir(const std::string& dir, bool reusable) {
-  // The work dir is its user's: removed as them; what they cannot remove themselves (files of
-  // another uid, from a rootless container) is removed below without following any link.
-  RemoveTreeAsOwner(dir + "/work");
-  bool keep = reusable;
-  if (keep) {
-    MutexLock lock(mu_);
-    keep = spare_dirs_.size() < kMaxSpareDirs;
-  }
-  if (keep) {
-    DIR* d = opendir(dir.c_str());
-    keep = d != nullptr;
-    while (keep && d) {
-      dirent* e = readdir(d);
-      if (!e) break;
-      std::string_view name = e->d_name;
-      if (name == "." || name == "..") continue;
-      keep = std::find(std::begin(kJobFiles), std::end(kJobFiles), name) != std::end(kJobFiles);
-    }
-    if (d) closedir(d);
-  }
-  if (keep) {
-    // Emptied and given back to the agent's user (a job's output is its user's, see the
-    // supervisor), so that nothing of one job is readable through the next.
-    for (std::string_view name : kJobFiles) {
-      std::string path = dir + "/" + std::string(name);
-      int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
-      if (fd < 0) {
-        keep = errno == ENOENT;
-        if (!keep) break;
-        continue;
-      }
-      struct stat st {};
-      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-          ((st.st_uid != ::geteuid() || st.st_gid != ::getegid()) &&
-           ::fchown(fd, ::geteuid(), ::getegid()) != 0)) {
-        keep = false;
-      }
-      ::close(fd);
-      if (!keep) break;
-    }
-  }
-  if (keep) {
-    MutexLock lock(mu_);
-    std::string spare =
-        fmt::format("{}/jobs/{}{}", options_.state_dir, kSpareDirPrefix, next_spare_++);
-    if (::rename(dir.c_str(), spare.c_str()) == 0) {
-      spare_dirs_.push_back(std::move(spare));
-      return;
-    }
-  }
-  RemoveTreeNoFollow(dir);
 }
 
 }  // namespace berth

@@ -24,12 +24,12 @@
 #include "server/core/core.h"
 #include "server/http/identity.h"
 #include "server/http/routes.h"
-#include "server/http/server_options.h"
 #include "server/http/terminal_bridges.h"
 #include "server/http/watch_streams.h"
 #include "server/http/web_sessions.h"
 #include "server/listing.h"
 #include "server/log_store.h"
+#include "server/server_options.h"
 #include "server/uploads.h"
 #include "store/store.h"
 

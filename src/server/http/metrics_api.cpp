@@ -10,17 +10,20 @@ net::HttpResponse Server::HandleMetrics() {
   metrics::ExpositionWriter out;
   out.Family("berth_build_info", "gauge", "The running server's version (always 1).");
   out.Sample("berth_build_info", {{"version", BERTH_VERSION}}, 1);
-  core_->reads().WriteGauges(out);
-  core_->metrics().Write(out);
+  control_->core().reads().WriteGauges(out);
+  control_->core().metrics().Write(out);
   http_seconds_.Write(out);
   out.Family("berth_upload_blobs_total", "counter",
              "Blobs of workdirs and file mounts received whole from users.");
-  out.Sample("berth_upload_blobs_total", {}, static_cast<double>(uploads_->blobs_received()));
+  out.Sample("berth_upload_blobs_total", {},
+             static_cast<double>(control_->uploads().blobs_received()));
   out.Family("berth_upload_bytes_total", "counter", "Bytes of those blobs.");
-  out.Sample("berth_upload_bytes_total", {}, static_cast<double>(uploads_->bytes_received()));
+  out.Sample("berth_upload_bytes_total", {},
+             static_cast<double>(control_->uploads().bytes_received()));
   out.Family("berth_upload_piece_bytes_total", "counter",
              "Bytes of big blobs received in pieces (a resumed upload sends only the rest).");
-  out.Sample("berth_upload_piece_bytes_total", {}, static_cast<double>(uploads_->piece_bytes()));
+  out.Sample("berth_upload_piece_bytes_total", {},
+             static_cast<double>(control_->uploads().piece_bytes()));
   out.Family("berth_interactive_sessions", "gauge",
              "Sessions (attach, exec --into, port-forward connections) waiting for their node or "
              "relayed now.");

@@ -18,9 +18,6 @@ namespace berth {
 
 namespace {
 
-// How far below the I/O threads the executors and the scheduler run (nice steps).
-constexpr int kWorkNice = 5;
-
 // Reads the token file, or creates it (mode 0600) with a fresh random token.
 Result<std::string> LoadOrCreateToken(const std::string& path) {
   std::string existing = Trim(ReadFileOr(path));
@@ -90,33 +87,13 @@ Status Server::Start() {
   }
   if (options_.unix_socket.empty()) options_.unix_socket = options_.state_dir + "/berth.sock";
   if (options_.unix_socket == "-") options_.unix_socket.clear();
-  accounts_ = std::make_unique<Accounts>(*store_, clock_, Identity::BuiltinAdmins(system_users_));
-  BERTH_RETURN_IF_ERROR(accounts_->Load());
+  control_ = std::make_unique<ControlPlane>(options_, clock_, *store_, streams_);
+  BERTH_RETURN_IF_ERROR(control_->Open(Identity::BuiltinAdmins(system_users_)));
   sessions_ = std::make_unique<WebSessions>(clock_);
   identity_ = std::make_unique<Identity>(IdentityOptions{.cluster_token = token_,
                                                          .tokens_on_tcp = options_.require_token,
                                                          .owner_only = options_.owner_only},
-                                         *accounts_, system_users_, sessions_.get());
-
-  if (options_.log_store.empty()) {
-    logs_ = std::make_unique<LogStore>(options_.state_dir + "/logs");
-  } else {
-    Result<std::unique_ptr<LogBytes>> bytes =
-        OpenPgLogBytes(options_.log_store, options_.log_store_fence);
-    if (!bytes.ok()) return bytes.status();
-    logs_ = std::make_unique<LogStore>(std::move(*bytes));
-  }
-  auto blobs = options_.upload_store.empty()
-                   ? OpenFileBlobStore(options_.state_dir + "/uploads", clock_)
-                   : OpenPgBlobStore(options_.upload_store, clock_);
-  if (!blobs.ok()) return blobs.status();
-  uploads_ =
-      std::make_unique<Uploads>(std::move(*blobs), options_.upload_limits, options_.upload_quota);
-  BERTH_RETURN_IF_ERROR(CheckUsageConfig(options_.core.usage));
-  core_ = std::make_unique<Core>(options_.core, *store_, clock_, streams_);
-  BERTH_RETURN_IF_ERROR(core_->Load());
-  BERTH_RETURN_IF_ERROR(core_->scheduling().LoadUsage());
-  core_->scheduling().SetShareRules(accounts_->Users(), accounts_->Teams());
+                                         control_->accounts(), system_users_, sessions_.get());
 
   int cpus = ReadCpuBudget().usable;
   net::HttpServerOptions http;
@@ -140,7 +117,8 @@ Status Server::Start() {
   // The I/O threads and the readers keep the default priority; changes and passes run a little
   // below it, so that on a busy machine a health check or a listing is answered before a pass or a
   // big submission goes on.
-  state_exec_ = std::make_unique<Executor>(std::max(4, cpus), "berth-state", kWorkNice);
+  state_exec_ =
+      std::make_unique<Executor>(std::max(4, cpus), "berth-state", ControlPlane::kWorkNice);
   read_exec_ = std::make_unique<Executor>(std::max(2, cpus), "berth-read");
   http_ = std::make_unique<net::HttpServer>(
       http, [this](net::HttpRequest&& req, std::shared_ptr<net::Responder> res) {
@@ -149,10 +127,10 @@ Status Server::Start() {
   api_ = std::make_unique<ApiContext>(ApiContext{.options = options_,
                                                  .clock = clock_,
                                                  .store = *store_,
-                                                 .core = *core_,
-                                                 .logs = *logs_,
-                                                 .uploads = *uploads_,
-                                                 .accounts = *accounts_,
+                                                 .core = control_->core(),
+                                                 .logs = control_->logs(),
+                                                 .uploads = control_->uploads(),
+                                                 .accounts = control_->accounts(),
                                                  .sessions = *sessions_,
                                                  .identity = *identity_,
                                                  .streams = streams_,
@@ -170,16 +148,7 @@ Status Server::Start() {
   AddRoutes();
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
-  scheduler_thread_ = std::thread([this] {
-    NameThisThread("berth-sched");
-    LowerThisThreadPriority(kWorkNice);
-    SchedulerLoop();
-  });
-  housekeeping_thread_ = std::thread([this] {
-    NameThisThread("berth-house");
-    HousekeepingLoop();
-  });
-  core_->scheduling().RequestPass();
+  control_->Start(HousekeepingHooks());
   LogInfo("listening on {}{} ({} I/O threads{})", url(),
           options_.unix_socket.empty() ? "" : " and unix:" + options_.unix_socket, http.threads,
           options_.require_token ? ", TCP clients need a token" : "");
@@ -227,113 +196,31 @@ void Server::Stop() {
   if (!started_.exchange(false)) return;
   stopping_ = true;
   // End every stream and long poll so that clients notice at once and reconnect elsewhere/later.
-  core_->Shutdown();
   streams_.EndAll();
-  if (scheduler_thread_.joinable()) scheduler_thread_.join();
-  if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
+  control_->Stop();
   http_->Stop();
   state_exec_->Stop();
   read_exec_->Stop();
   streams_.EndAll();
 }
 
-void Server::SchedulerLoop() {
-  while (!stopping_) {
-    if (!core_->scheduling().WaitForPassRequest(1000)) {
-      if (scheduler_trim_owed_.exchange(false)) TrimThisThreadsArena();
-      continue;
-    }
-    if (!core_->scheduling().RunPass() && !stopping_) {
-      // A commit failed (the store is unreachable?): try again shortly, not in a tight loop.
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      core_->scheduling().RequestPass();
-    }
-  }
-}
-
-void Server::CollectUploads() {
-  if (collecting_uploads_.exchange(true)) return;
-  read_exec_->Post([this] {
-    auto live = core_->agents().LiveUploads();
-    if (live.ok()) {
-      // A retention of 0 keeps every blob (nothing was stored before the epoch); pieces of
-      // unfinished uploads expire either way.
-      const TimeMs before =
-          options_.upload_retention_ms > 0 ? clock_.Now() - options_.upload_retention_ms : 0;
-      auto gone =
-          uploads_->Collect(*live, before, clock_.Now() - options_.upload_piece_retention_ms);
-      if (!gone.ok()) {
-        LogWarn("uploads not collected: {}", gone.status().message());
-      } else if (*gone > 0) {
-        LogInfo("{} uploaded blobs no job uses were deleted (--upload-retention)", *gone);
-      }
-    }
-    collecting_uploads_ = false;
-  });
-}
-
-void Server::StartIdleTrim() {
-  core_->ForgetUnheldSpecs();  // their entries would pin heap pages (SpecCache::Sweep)
-  heap::BeginIdleTrim();
-  // The scheduler thread, then each thread posted to. Only this thread reads the count to end the
-  // trim, after these additions, so a thread that counts down before its addition does no harm.
-  arena_trims_owed_ = 1;
-  scheduler_trim_owed_ = true;
-  arena_trims_owed_ += state_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
-  arena_trims_owed_ += read_exec_->PostToEachThread([this] { TrimThisThreadsArena(); });
-  heap::TrimThisThreadsArena();  // the housekeeping thread's own
-}
-
-void Server::TrimThisThreadsArena() {
-  heap::TrimThisThreadsArena();
-  --arena_trims_owed_;
-}
-
-void Server::HousekeepingLoop() {
-  int64_t trimmed_after = 0;  // the busy period (its last pass) the heap was last trimmed after
-  std::optional<int64_t> trim_started;                 // while an idle trim runs
-  int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
-  const int64_t watching_since = clock_.Monotonic();   // sessions are seen from now on
-  int64_t next_idle_check = 0;
-  while (!stopping_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (stopping_) break;
-    core_->agents().CheckLeases();
-    core_->lifecycle().CheckTimeLimits();
-    core_->lifecycle().RetryFailedCancels();
-    terminals_.ExpireWaiting(clock_.Monotonic());
-    int64_t now = clock_.Monotonic();
-    if (options_.core.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
-      next_idle_check = now + 1000;
-      core_->lifecycle().EndIdleInteractive(
-          terminals_.SeenAt(now, options_.core.interactive_idle_limit_ms), watching_since);
-    }
-    // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per tick.
-    streams_.PingSome(25);
-    if (now >= next_collect) {
-      next_collect = now + 10 * 60'000;
-      CollectUploads();
-      core_->agents().ForgetGoneNodes();
-    }
-    // Scheduling passes over a big queue build large short-lived snapshots, and request bursts
-    // grow every handler thread's arena; give the memory back rather than keep each peak for ever
-    // (common/heap.h). Only once the scheduler has been quiet for a while: malloc_trim holds the
-    // allocator's lock for tens of milliseconds on a big heap, which would stall every thread that
-    // allocates — the I/O threads answering health checks included. Once per busy period:
-    // trimming walks the whole heap even when there is little to give back. The trim ends when
-    // every thread has trimmed its arena, when work arrives, or after 2 s.
-    int64_t busy = core_->scheduling().last_pass_with_work();
-    if (!trim_started && busy != trimmed_after && now - busy >= 3000) {
-      trimmed_after = busy;
-      trim_started = now;
-      StartIdleTrim();
-    } else if (trim_started &&
-               (arena_trims_owed_ <= 0 || busy != trimmed_after || now - *trim_started >= 2000)) {
-      heap::EndIdleTrim();
-      trim_started.reset();
-    }
-  }
-  if (trim_started) heap::EndIdleTrim();
+ControlPlane::Hooks Server::HousekeepingHooks() {
+  return {
+      .tick =
+          [this](int64_t mono) {
+            terminals_.ExpireWaiting(mono);
+            // Every stream gets a ping about every 5 s (25 ticks of 200 ms), a 25th of them per
+            // tick.
+            streams_.PingSome(25);
+          },
+      .sessions_seen = [this](int64_t mono,
+                              DurationMs limit) { return terminals_.SeenAt(mono, limit); },
+      .post_read = [this](std::function<void()> work) { read_exec_->Post(std::move(work)); },
+      .on_each_request_thread =
+          [this](std::function<void()> work) {
+            return state_exec_->PostToEachThread(work) + read_exec_->PostToEachThread(work);
+          },
+  };
 }
 
 }  // namespace berth

@@ -1,15 +1,15 @@
 // Server: berth's control plane over HTTP. It serves the users' API and the agents' protocol
-// (docs/api.md) in front of the Core (server/core/core.h), which holds the state and makes every
-// change (commit, then apply, then send); it keeps the agents' watch streams
-// (server/http/watch_streams.h), the jobs' logs (server/log_store.h), and runs the scheduler and
-// housekeeping threads.
+// (docs/api.md) in front of the ControlPlane (server/control_plane.h: the Core, which holds the
+// state and makes every change, the accounts, logs and uploads, and the scheduler and housekeeping
+// threads), and keeps what is HTTP's own: identity, the agents' watch streams
+// (server/http/watch_streams.h), terminal bridges, executors and routes.
 //
 // Threads. The HttpServer's I/O threads only parse requests and write answers: every handler that
 // may wait for the core's lock or for the store runs on an executor — `state_exec_` for changes
 // (submit, cancel, drain and the agents' calls), `read_exec_` for reads (listings, show, logs,
 // specs, nodes) — so that a health check never waits and a listing never waits behind a
-// submission or a scheduling pass. The scheduler thread runs passes when the core asks for one;
-// the housekeeping thread checks leases and time limits every 200 ms and pings agents.
+// submission or a scheduling pass. The control plane's threads run the passes and the housekeeping;
+// its housekeeping tick also pings the agents' streams and expires waiting terminals here.
 //
 // Routes. The handlers are grouped per concern (JobsApi, AgentsApi, AdminApi, UploadsApi,
 // TerminalsApi, DashboardApi), each built in Start with an ApiContext (api_context.h) and adding
@@ -33,6 +33,7 @@
 #include "net/http.h"
 #include "net/http_server.h"
 #include "server/accounts.h"
+#include "server/control_plane.h"
 #include "server/core/core.h"
 #include "server/http/admin_api.h"
 #include "server/http/agents_api.h"
@@ -42,7 +43,6 @@
 #include "server/http/identity.h"
 #include "server/http/jobs_api.h"
 #include "server/http/routes.h"
-#include "server/http/server_options.h"
 #include "server/http/terminal_bridges.h"
 #include "server/http/terminals_api.h"
 #include "server/http/uploads_api.h"
@@ -50,6 +50,7 @@
 #include "server/http/web_sessions.h"
 #include "server/listing.h"
 #include "server/log_store.h"
+#include "server/server_options.h"
 #include "server/uploads.h"
 #include "store/store.h"
 
@@ -87,16 +88,8 @@ class Server {
   void Dispatch(const RouteTable::Route& route, RouteCall call);
   // Sets up TLS when it is on: the certificate (made if needed) and its fingerprint.
   Status SetUpTls(net::HttpServerOptions& http);
-  void SchedulerLoop();
-  void HousekeepingLoop();
-  // Starts an idle trim (common/heap.h): asks every thread that allocates for requests and passes
-  // to give its heap arena's free top back; HousekeepingLoop ends it.
-  void StartIdleTrim();
-  // Gives the calling thread's arena back during an idle trim, and counts it.
-  void TrimThisThreadsArena();
-  // Deletes the uploads no live job uses past their retention (Uploads::Collect), on the read
-  // executor; one at a time.
-  void CollectUploads();
+  // What the control plane's housekeeping tends on this side (ControlPlane::Hooks).
+  ControlPlane::Hooks HousekeepingHooks();
 
   // metrics_api.cpp: Prometheus text exposition (docs/monitoring.md).
   net::HttpResponse HandleMetrics();
@@ -107,22 +100,15 @@ class Server {
   std::string tls_fingerprint_;
   std::unique_ptr<Store> store_;
   RealSystemUsers system_users_;
-  std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<WebSessions> sessions_;
   std::unique_ptr<Identity> identity_;
   // Before http_: the requests being read hold shares of its budget until they end.
   std::unique_ptr<BodyAdmission> body_admission_;
-  std::unique_ptr<LogStore> logs_;
-  std::unique_ptr<Uploads> uploads_;
-  std::atomic<bool> collecting_uploads_{false};
-  // The threads of an idle trim that have not yet trimmed their arenas; whether the scheduler
-  // thread still has to (it trims when it next wakes without a pass to run).
-  std::atomic<int> arena_trims_owed_{0};
-  std::atomic<bool> scheduler_trim_owed_{false};
   WatchStreams streams_;
   // Outlives http_, whose WebSockets it relays.
   TerminalBridges terminals_{streams_, 1024, 32, options_.interactive_connect_ms};
-  std::unique_ptr<Core> core_;
+  // The accounts, logs, uploads, the Core and the scheduler and housekeeping threads.
+  std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<Executor> state_exec_;
   std::unique_ptr<Executor> read_exec_;
   std::unique_ptr<net::HttpServer> http_;
@@ -142,8 +128,6 @@ class Server {
       "template, method and status code.",
       {"route", "method", "code"},
       metrics::HistogramFamily::FastSeconds()};
-  std::thread scheduler_thread_;
-  std::thread housekeeping_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
 };

@@ -1,8 +1,9 @@
 // The agent's managers, each owning its state and lock (agent/agent.h composes them): the CPUs
 // pinned ranks hold (cpu_pins.h), the specs parsed for launches (parsed_specs.h), the unix accounts
-// looked up for them (account_cache.h).
+// looked up for them (account_cache.h), the recycled job directories (spare_dirs.h).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "agent/account_cache.h"
 #include "agent/cpu_pins.h"
 #include "agent/parsed_specs.h"
+#include "agent/spare_dirs.h"
+#include "common/files.h"
+#include "fakes/temp_dir.h"
 
 namespace berth {
 namespace {
@@ -102,6 +106,39 @@ TEST(AccountCacheTest, AnAccountIsLookedUpOncePerTtlAndAnUnknownUserIsNotKept) {
   ASSERT_TRUE(cache.Get("carol", 2030).ok());
   ASSERT_TRUE(cache.Get("alice", 2040).ok());
   EXPECT_EQ(lookups["alice"], 3);
+}
+
+// A finished job's directory is emptied and kept as a spare; the next launch renames it into
+// place, with nothing of the last job in it. A directory with an unexpected entry, or one not
+// reusable (its supervisor died), is removed instead. An earlier agent's spares are adopted.
+TEST(SpareDirsTest, AFinishedJobsDirectoryIsEmptiedAndReused) {
+  testing::TempDir state;
+  const std::string jobs = state.path() + "/jobs";
+  std::filesystem::create_directories(jobs + "/1-1-0");
+  WriteFileAtomic(jobs + "/1-1-0/output.log", "secret output\n");
+  SpareDirs spares(jobs);
+  EXPECT_FALSE(spares.Take(jobs + "/2-1-0"));  // none yet
+
+  spares.Recycle(jobs + "/1-1-0", /*reusable=*/true);
+  EXPECT_EQ(spares.size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(jobs + "/1-1-0"));
+  ASSERT_TRUE(spares.Take(jobs + "/2-1-0"));
+  EXPECT_EQ(ReadFileOr(jobs + "/2-1-0/output.log"), "");  // emptied
+  EXPECT_EQ(spares.size(), 0u);
+
+  std::filesystem::create_directories(jobs + "/3-1-0");
+  WriteFileAtomic(jobs + "/3-1-0/left-behind", "x");
+  spares.Recycle(jobs + "/3-1-0", /*reusable=*/true);
+  std::filesystem::create_directories(jobs + "/4-1-0");
+  spares.Recycle(jobs + "/4-1-0", /*reusable=*/false);
+  EXPECT_EQ(spares.size(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(jobs + "/3-1-0"));
+  EXPECT_FALSE(std::filesystem::exists(jobs + "/4-1-0"));
+
+  SpareDirs restarted(jobs);
+  EXPECT_TRUE(restarted.Adopt(".spare-7"));
+  EXPECT_FALSE(restarted.Adopt("5-1-0"));
+  EXPECT_EQ(restarted.size(), 1u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// AgentSessions (server/core/agent_sessions.h): leases on monotonic time, heartbeats, specs sent once
-// per session, gang setup failures, re-registration, fenced reports, audited drains, pull progress.
+// AgentSessions (server/core/agent_sessions.h): leases on monotonic time, heartbeats, specs sent
+// once per session, gang setup failures, re-registration, fenced reports, audited drains, pull
+// progress.
 #include <gtest/gtest.h>
 
 #include <atomic>
