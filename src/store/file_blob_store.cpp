@@ -192,13 +192,12 @@ class FileBlobStore final : public BlobStore {
             "o.digest = b.digest AND o.stored_ms >= ?1) LIMIT 10000");
         if (!old.ok()) return old.status();
         old->Bind(1, before);
-        while (true) {
-          auto row = old->Step();
-          if (!row.ok()) return row.status();
-          if (!*row) break;
+        Status read = old->ForEachRow([&]() -> Status {
           std::string digest = old->Text(0);
           if (!live(digest)) gone.push_back(std::move(digest));
-        }
+          return Status::Ok();
+        });
+        if (!read.ok()) return read;
         auto del_blob = db_->Cached("DELETE FROM blobs WHERE digest = ?1");
         if (!del_blob.ok()) return del_blob.status();
         auto del_owners = db_->Cached("DELETE FROM owners WHERE digest = ?1");

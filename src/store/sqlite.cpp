@@ -81,6 +81,13 @@ Result<bool> Statement::Step() {
   return db_->Error(QuoteSql(sqlite3_sql(stmt_)), rc);
 }
 
+Status Statement::StepToRow(const std::string& missing) {
+  Result<bool> ready = Step();
+  if (!ready.ok()) return ready.status();
+  if (!*ready) return Status::NotFound(missing);
+  return Status::Ok();
+}
+
 Status Statement::Run() {
   for (;;) {
     Result<bool> row = Step();

@@ -50,6 +50,20 @@ class Statement {
   Result<bool> Step();
   // Steps until done, ignoring rows: for INSERT/UPDATE/DELETE.
   Status Run();
+  // Steps through every row, calling `row()` for each (it reads the columns from this statement);
+  // stops at the first error, a step's or one `row` returns. The loop a SELECT of many rows needs.
+  template <class RowFn>
+  Status ForEachRow(RowFn&& row) {
+    for (;;) {
+      Result<bool> ready = Step();
+      if (!ready.ok()) return ready.status();
+      if (!*ready) return Status::Ok();
+      if (Status st = row(); !st.ok()) return st;
+    }
+  }
+  // Steps to the statement's one row: Ok when it is ready to read, NotFound(`missing`) when there
+  // is none, the step's error otherwise.
+  Status StepToRow(const std::string& missing);
   // Makes the statement ready to run again and drops its bindings.
   void Reset();
 

@@ -160,10 +160,7 @@ Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<UserRow> users;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     std::optional<Role> role = ParseRole(s.Text(1));
     if (!role) {
       return Status::Internal(read_db_->path() + ": user " + s.Text(0) + ": unknown role \"" +
@@ -177,7 +174,9 @@ Result<std::vector<UserRow>> SqliteStore::LoadUsers() {
                             .max_pending_jobs = ToOptInt(s.OptInt(7)),
                             .updated_at = s.Int(4),
                             .updated_by = s.Text(5)});
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return users;
 }
 
@@ -189,10 +188,7 @@ Result<std::vector<TokenRow>> SqliteStore::LoadTokens() {
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<TokenRow> tokens;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     tokens.push_back(TokenRow{.name = s.Text(0),
                               .user = s.Text(1),
                               .hash = s.Text(2),
@@ -201,7 +197,9 @@ Result<std::vector<TokenRow>> SqliteStore::LoadTokens() {
                               .revoked_at = s.OptInt(5),
                               .created_by = s.Text(6),
                               .speaks_for = s.Text(7)});
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return tokens;
 }
 
@@ -214,17 +212,16 @@ Result<std::vector<AuditRow>> SqliteStore::ListAudit(int limit) {
   Statement& s = **ref;
   s.Bind(1, limit > 0 ? int64_t{limit} : kAllRows);
   std::vector<AuditRow> rows;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     rows.push_back(AuditRow{.seq = s.Int(0),
                             .at = s.Int(1),
                             .by = s.Text(2),
                             .action = s.Text(3),
                             .target = s.Text(4),
                             .detail = s.Text(5)});
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return rows;
 }
 
@@ -235,10 +232,7 @@ Result<std::vector<TeamRow>> SqliteStore::LoadTeams() {
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<TeamRow> teams;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     TeamRow t;
     t.name = s.Text(0);
     Result<std::map<std::string, MilliGpu>> quota = DecodeMilliMap(s.Text(1));
@@ -253,7 +247,9 @@ Result<std::vector<TeamRow>> SqliteStore::LoadTeams() {
     t.updated_at = s.Int(4);
     t.updated_by = s.Text(5);
     teams.push_back(std::move(t));
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return teams;
 }
 
@@ -289,10 +285,7 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
       if (!ref.ok()) return ref.status();
       Statement& s = **ref;
       s.Bind(1, range.from).Bind(2, range.to);
-      for (;;) {
-        Result<bool> row = s.Step();
-        if (!row.ok()) return row.status();
-        if (!*row) break;
+      Status read = s.ForEachRow([&]() -> Status {
         totals.Add(s.TextView(0), s.TextView(1),
                    BucketSums{.gpu_milli_ms = s.Int(2),
                               .cpu_milli_ms = s.Int(3),
@@ -304,7 +297,9 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
                               .measured_cpu_milli_ms = s.Int(9),
                               .peak_memory_mib_ms = s.Int(10),
                               .asked_memory_mib_ms = s.Int(11)});
-      }
+        return Status::Ok();
+      });
+      if (!read.ok()) return read;
     }
     BERTH_RETURN_IF_ERROR(txn->Commit());
   }
@@ -333,10 +328,7 @@ Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   s.Bind(1, since);
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     buckets.push_back(
         UsageBucket{.hour = s.Int(0),
                     .user = s.Text(1),
@@ -344,7 +336,9 @@ Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {
                     .gpu_type = s.Text(3),
                     .gpu_seconds = static_cast<double>(s.Int(4)) / kMilliMsPerSecond,
                     .cpu_seconds = static_cast<double>(s.Int(5)) / kMilliMsPerSecond});
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   BERTH_RETURN_IF_ERROR(txn->Commit());
   return buckets;
 }

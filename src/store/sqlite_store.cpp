@@ -435,14 +435,13 @@ Result<std::vector<JobRow>> SqliteStore::QueryJobs(SqliteDb& db, const std::stri
   Statement& s = **ref;
   for (size_t i = 0; i < params.size(); ++i) s.Bind(static_cast<int>(i) + 1, params[i]);
   std::vector<JobRow> jobs;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     Result<JobRow> job = ReadJob(db, s);
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(*job));
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return jobs;
 }
 
@@ -555,10 +554,7 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
   Statement& s = **ref;
   s.Bind(1, job);
   std::vector<JobEvent> events;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     std::string status = s.Text(1);
     std::optional<JobStatus> parsed = ParseJobStatus(status);
     if (!parsed) {
@@ -570,7 +566,9 @@ Result<std::vector<JobEvent>> SqliteStore::GetEvents(int64_t job) {
                               .attempt = static_cast<int>(s.Int(2)),
                               .reason = s.Text(3),
                               .by = s.Text(4)});
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return events;
 }
 
@@ -583,10 +581,7 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
   Statement& s = **ref;
   s.Bind(1, job);
   std::vector<AttemptRow> attempts;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     AttemptRow a;
     a.attempt = static_cast<int>(s.Int(0));
     const std::string what =
@@ -609,7 +604,9 @@ Result<std::vector<AttemptRow>> SqliteStore::GetAttempts(int64_t job) {
     a.peak_memory_bytes = s.OptInt(7);
     a.cpu_ms = s.OptInt(8);
     attempts.push_back(std::move(a));
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return attempts;
 }
 
@@ -618,9 +615,7 @@ Result<std::string> SqliteStore::GetSpec(int64_t spec_id) {
   Result<StatementRef> ref = read_db_->Cached("SELECT body FROM specs WHERE id = ?1");
   if (!ref.ok()) return ref.status();
   (*ref)->Bind(1, spec_id);
-  Result<bool> row = (*ref)->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return Status::NotFound("spec " + std::to_string(spec_id) + " not found");
+  BERTH_RETURN_IF_ERROR((*ref)->StepToRow("spec " + std::to_string(spec_id) + " not found"));
   return (*ref)->Text(0);
 }
 
@@ -629,9 +624,7 @@ Result<int> SqliteStore::GroupSize(int64_t group) {
   Result<StatementRef> ref = read_db_->Cached("SELECT size FROM groups WHERE id = ?1");
   if (!ref.ok()) return ref.status();
   (*ref)->Bind(1, group);
-  Result<bool> row = (*ref)->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
+  BERTH_RETURN_IF_ERROR((*ref)->StepToRow("group " + std::to_string(group) + " not found"));
   return static_cast<int>((*ref)->Int(0));
 }
 
@@ -644,9 +637,7 @@ Result<Store::GroupInfo> SqliteStore::GetGroup(int64_t group) {
       "JOIN jobs j ON j.group_id = g.id WHERE g.id = ?1 GROUP BY g.id");
   if (!ref.ok()) return ref.status();
   (*ref)->Bind(1, group);
-  Result<bool> row = (*ref)->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return Status::NotFound("group " + std::to_string(group) + " not found");
+  BERTH_RETURN_IF_ERROR((*ref)->StepToRow("group " + std::to_string(group) + " not found"));
   GroupInfo info;
   info.max_running = ToOptInt((*ref)->OptInt(0));
   info.first_job = (*ref)->Int(1);
@@ -662,12 +653,11 @@ Result<std::map<int64_t, int>> SqliteStore::LoadGroupLimits() {
       "(SELECT group_id FROM jobs WHERE active = 1 AND group_id IS NOT NULL)");
   if (!ref.ok()) return ref.status();
   std::map<int64_t, int> out;
-  for (;;) {
-    Result<bool> row = (*ref)->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = (*ref)->ForEachRow([&]() -> Status {
     out[(*ref)->Int(0)] = static_cast<int>((*ref)->Int(1));
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return out;
 }
 
@@ -684,14 +674,13 @@ Result<std::map<int64_t, std::map<JobStatus, int>>> SqliteStore::GroupStatusCoun
     if (!ref.ok()) return ref.status();
     (*ref)->Bind(1, group);
     std::map<JobStatus, int>& counts = out[group];
-    while (true) {
-      Result<bool> row = (*ref)->Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
+    Status read = (*ref)->ForEachRow([&]() -> Status {
       std::optional<JobStatus> status = ParseJobStatus((*ref)->Text(0));
       if (!status) return Status::Internal("group " + std::to_string(group) + ": bad status");
       counts[*status] = static_cast<int>((*ref)->Int(1));
-    }
+      return Status::Ok();
+    });
+    if (!read.ok()) return read;
   }
   return out;
 }
@@ -704,10 +693,7 @@ Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
   std::vector<NodeRow> nodes;
-  for (;;) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  Status read = s.ForEachRow([&]() -> Status {
     NodeRow n;
     n.name = s.Text(0);
     const std::string what = "node " + n.name;
@@ -733,7 +719,9 @@ Result<std::vector<NodeRow>> SqliteStore::LoadNodes() {
     n.last_seen = s.Int(11);
     n.down_since = s.OptInt(12);
     nodes.push_back(std::move(n));
-  }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
   return nodes;
 }
 

@@ -76,5 +76,40 @@ TEST(SqliteOpenTest, MissingDirectoryIsAnErrorNamingThePath) {
       << db.status().message();
 }
 
+// The row loop: every row once, in order; the first error a row returns ends the loop with it;
+// a statement's one row, or NotFound with the caller's words.
+TEST_F(SqliteTest, ForEachRowReadsEveryRowAndStopsAtTheFirstError) {
+  ASSERT_TRUE(db_->Exec("INSERT INTO t VALUES ('a'), ('b'), ('c')").ok());
+  Result<StatementRef> select = db_->Cached("SELECT v FROM t ORDER BY v");
+  ASSERT_TRUE(select.ok());
+  std::string seen;
+  Status all = (*select)->ForEachRow([&]() -> Status {
+    seen += (*select)->Text(0);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(all.ok());
+  EXPECT_EQ(seen, "abc");
+
+  (*select)->Reset();
+  seen.clear();
+  Status stopped = (*select)->ForEachRow([&]() -> Status {
+    seen += (*select)->Text(0);
+    return seen.size() == 2 ? Status::Internal("bad row") : Status::Ok();
+  });
+  EXPECT_EQ(stopped.message(), "bad row");
+  EXPECT_EQ(seen, "ab");
+
+  Result<StatementRef> one = db_->Cached("SELECT v FROM t WHERE v = ?1");
+  ASSERT_TRUE(one.ok());
+  (*one)->Bind(1, std::string_view("b"));
+  ASSERT_TRUE((*one)->StepToRow("no b").ok());
+  EXPECT_EQ((*one)->Text(0), "b");
+  (*one)->Reset();
+  (*one)->Bind(1, std::string_view("z"));
+  Status none = (*one)->StepToRow("no z");
+  EXPECT_EQ(none.code(), Code::kNotFound);
+  EXPECT_EQ(none.message(), "no z");
+}
+
 }  // namespace
 }  // namespace berth
