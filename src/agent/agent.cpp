@@ -74,7 +74,20 @@ Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connecti
                      MutexLock lock(mu_);
                      need_register_ = true;
                    },
-               .node_idle = [this] { return NodeIdle(); }}) {}
+               .node_idle = [this] { return NodeIdle(); }}),
+      relays_({options_.state_dir, options_.name, &containers_, &cgroups_}, launcher_, connection_,
+              stop_,
+              {.session =
+                   [this] {
+                     MutexLock lock(mu_);
+                     return session_;
+                   },
+               .runs =
+                   [this](const std::string& key) {
+                     MutexLock lock(mu_);
+                     auto it = jobs_.find(key);
+                     return it != jobs_.end() && !it->second.exited;
+                   }}) {}
 
 bool Agent::NodeIdle() {
   MutexLock lock(mu_);
@@ -87,9 +100,7 @@ Agent::~Agent() {
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
 }
 
-std::string Agent::KeyOf(const proto::AttemptRank& id) {
-  return fmt::format("{}-{}-{}", id.job, id.attempt, id.rank);
-}
+std::string Agent::KeyOf(const proto::AttemptRank& id) { return RankKey(id); }
 
 void Agent::RequestStop() {
   stop_ = true;
@@ -268,9 +279,9 @@ Status Agent::Run() {
   epilogs.join();
   if (cleanup.joinable()) cleanup.join();
   ShipOnce(true);  // flush what the jobs wrote and reported up to now
-  MutexLock lock(mu_);
   // Relays see the stop within half a second; the sessions' jobs run on.
-  for (int i = 0; i < 50 && sessions_running_ > 0; ++i) stop_cv_.WaitFor(mu_, 100);
+  relays_.WaitForAll(5000);
+  MutexLock lock(mu_);
   LogInfo("stopped; {} job(s) keep running under their supervisors", jobs_.size());
   return Status::Ok();
 }
@@ -369,15 +380,15 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     return;
   }
   if (const auto* session = std::get_if<proto::SessionMessage>(&message)) {
-    StartSession(session->id(), [this, m = *session] { RunSession(m); });
+    relays_.Terminal(*session);
     return;
   }
   if (const auto* exec = std::get_if<proto::ExecMessage>(&message)) {
-    StartSession(exec->id(), [this, m = *exec] { RunExec(m); });
+    relays_.Exec(*exec);
     return;
   }
   if (const auto* forward = std::get_if<proto::ForwardMessage>(&message)) {
-    StartSession(forward->id(), [this, m = *forward] { RunForward(m); });
+    relays_.Forward(*forward);
     return;
   }
   const auto* stop = std::get_if<proto::StopMessage>(&message);

@@ -37,6 +37,7 @@
 #include "agent/launcher.h"
 #include "agent/node_uploads.h"
 #include "agent/parsed_specs.h"
+#include "agent/session_relays.h"
 #include "agent/spare_dirs.h"
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -202,21 +203,6 @@ class Agent {
   void Pause(int64_t ms) EXCLUDES(mu_) { Pause(stop_cv_, ms); }
   void Pause(CondVar& wake, int64_t ms) EXCLUDES(mu_);
   void WakeAll() EXCLUDES(mu_);  // every loop below, to see stop_
-  // A user attached to one of this node's interactive ranks: relays the session on a thread of
-  // its own (at most kMaxSessions at once; the server times out one never opened).
-  void StartSession(const proto::AttemptRank& id, std::function<void()> relay) EXCLUDES(mu_);
-  void RunSession(const proto::SessionMessage& m) EXCLUDES(mu_);
-  // A user running a command into one of this node's ranks (`berth exec --into`).
-  void RunExec(const proto::ExecMessage& m) EXCLUDES(mu_);
-  // Opens session `sid`'s WebSocket, then a leg (`open_leg`), and relays the two
-  // (agent/session_pump.h); a leg that cannot be had is told the user as an error and 4004.
-  void RelayLeg(const std::string& sid, const proto::AttemptRank& id,
-                const std::function<Result<int>()>& open_leg) EXCLUDES(mu_);
-  // A user forwarding a port of one of this node's ranks (agent/port_owner.h): relays the
-  // connection to it; one the rank does not listen on is refused, the reason in the close.
-  void RunForward(const proto::ForwardMessage& m) EXCLUDES(mu_);
-  Result<int> ConnectToRankPort(const proto::ForwardMessage& m) EXCLUDES(mu_);
-  static constexpr int kMaxSessions = 256;
   static std::string KeyOf(const proto::AttemptRank& id);
 
   AgentOptions options_;
@@ -241,7 +227,7 @@ class Agent {
   CondVar launch_cv_;  // LauncherLoop: launches_
   CondVar upload_cv_;  // UploadLauncherLoop: upload_launches_
   CondVar ship_cv_;    // ShipperLoop without inotify: reports_ or dirty_
-  CondVar stop_cv_;    // HeartbeatLoop, Pause, Run's last wait: stop_ or sessions_running_
+  CondVar stop_cv_;    // HeartbeatLoop, Pause: stop_
   std::map<std::string, LocalJob> jobs_ GUARDED_BY(mu_);  // key "job-attempt-rank"
   std::deque<proto::LaunchMessage> launches_ GUARDED_BY(mu_);
   // Taken from launches_ (and in launching_), waiting for the upload launcher.
@@ -252,9 +238,6 @@ class Agent {
   std::set<std::string> stopped_launches_ GUARDED_BY(mu_);  // of launching_, told to stop
   std::deque<proto::Report> reports_ GUARDED_BY(mu_);       // waiting to be sent
   std::string session_ GUARDED_BY(mu_);
-  // Interactive sessions being relayed (agent/session_pump.h), each on a thread of its own; Run()
-  // waits for them to end after a stop.
-  int sessions_running_ GUARDED_BY(mu_) = 0;
   DurationMs heartbeat_ms_ GUARDED_BY(mu_) = 5000;
   DurationMs lease_ms_ GUARDED_BY(mu_) = 30'000;
   bool need_register_ GUARDED_BY(mu_) = true;
@@ -264,6 +247,9 @@ class Agent {
   SpareDirs spare_dirs_;  // recycled job directories (its own lock)
   // Node health: probes, hooks, sticky faults (its own lock; set up in Run(), before the threads).
   HealthKeeper health_;
+  // Terminals, execs and port forwards relayed to ranks (its own lock); Run() waits for them to
+  // see a stop.
+  SessionRelays relays_;
   // The shipper wakes on changes in job directories (inotify) instead of scanning them all: with a
   // thousand jobs, a 50 ms scan alone would eat most of a core. A full scan still runs every
   // second.
