@@ -1,8 +1,11 @@
 // The agent's managers, each owning its state and lock (agent/agent.h composes them): the CPUs
 // pinned ranks hold (cpu_pins.h), the specs parsed for launches (parsed_specs.h), the unix accounts
-// looked up for them (account_cache.h), the recycled job directories (spare_dirs.h).
+// looked up for them (account_cache.h), the recycled job directories (spare_dirs.h), the
+// interactive sessions' relays (session_relays.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -11,8 +14,10 @@
 #include "agent/account_cache.h"
 #include "agent/cpu_pins.h"
 #include "agent/parsed_specs.h"
+#include "agent/session_relays.h"
 #include "agent/spare_dirs.h"
 #include "common/files.h"
+#include "fakes/fake_launcher.h"
 #include "fakes/temp_dir.h"
 
 namespace berth {
@@ -139,6 +144,82 @@ TEST(SpareDirsTest, AFinishedJobsDirectoryIsEmptiedAndReused) {
   EXPECT_TRUE(restarted.Adopt(".spare-7"));
   EXPECT_FALSE(restarted.Adopt("5-1-0"));
   EXPECT_EQ(restarted.size(), 1u);
+}
+
+// A connection that records the sessions the relays open, and opens none.
+class SessionRecorder final : public AgentConnection {
+ public:
+  Result<proto::RegisterAnswer> Register(const proto::RegisterRequest&) override {
+    return Status::Unavailable("not here");
+  }
+  Status Heartbeat(const proto::HeartbeatRequest&) override {
+    return Status::Unavailable("not here");
+  }
+  Result<proto::HealthAnswer> SendHealth(const proto::HealthRequest&) override {
+    return Status::Unavailable("not here");
+  }
+  Result<proto::ReportAnswer> Report(const proto::ReportRequest&, int64_t) override {
+    return Status::Unavailable("not here");
+  }
+  Result<proto::LogBatchAnswer> AppendLogs(const std::string&, const std::string&,
+                                           const std::vector<proto::LogPiece>&, int64_t) override {
+    return Status::Unavailable("not here");
+  }
+  Result<std::string> GetSpec(const SpecFetch&) override { return Status::Unavailable("not here"); }
+  Result<std::string> FetchBlobs(const BlobFetch&) override {
+    return Status::Unavailable("not here");
+  }
+  Status Watch(const std::string&, const std::string&,
+               const std::function<bool(const proto::WatchMessage&)>&) override {
+    return Status::Unavailable("not here");
+  }
+  void AbortWatch() override {}
+  Result<std::unique_ptr<net::WebSocketClient>> OpenSession(const std::string& node,
+                                                            const std::string& session,
+                                                            const std::string& sid) override {
+    MutexLock lock(mu_);
+    opened.push_back(node + " " + session + " " + sid);
+    return Status::NotFound("the server no longer waits for it");
+  }
+  std::vector<std::string> Opened() {
+    MutexLock lock(mu_);
+    return opened;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::string> opened GUARDED_BY(mu_);
+};
+
+// Each session is relayed on a thread of its own, in the agent's current session with the server;
+// one the server no longer waits for ends at once, and WaitForAll sees every relay end. RankKey
+// names a rank's job directory.
+TEST(SessionRelaysTest, EachSessionIsRelayedInTheAgentsSessionAndEnds) {
+  testing::TempDir state;
+  SessionRecorder connection;
+  testing::FakeLauncher launcher;
+  std::atomic<bool> stop{false};
+  ContainerHost containers;
+  CgroupHost cgroups;
+  SessionRelays relays({state.path(), "n1", &containers, &cgroups}, launcher, connection, stop,
+                       {.session = [] { return std::string("s-7"); },
+                        .runs = [](const std::string&) { return true; }});
+  proto::SessionMessage terminal;
+  terminal.sid = "t1";
+  terminal.job = 4;
+  terminal.attempt = 1;
+  proto::ForwardMessage forward;
+  forward.sid = "f1";
+  forward.job = 4;
+  forward.attempt = 1;
+  forward.port = 8888;
+  relays.Terminal(terminal);
+  relays.Forward(forward);
+  relays.WaitForAll(5000);
+  std::vector<std::string> opened = connection.Opened();
+  std::sort(opened.begin(), opened.end());
+  EXPECT_EQ(opened, std::vector<std::string>({"n1 s-7 f1", "n1 s-7 t1"}));
+  EXPECT_EQ(RankKey(terminal.id()), "4-1-0");
 }
 
 }  // namespace
