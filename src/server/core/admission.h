@@ -74,16 +74,6 @@ class Admission {
                        bool any) EXCLUDES(core_lock);
   // A group's max_running now (none: no limit).
   std::optional<int> GroupLimit(int64_t group) EXCLUDES(core_lock);
-  // A bulk group as memory knows it while it has jobs there (group_tallies.h; without the state
-  // lock); nullopt when it has none, or no tally: ask the store.
-  std::optional<GroupTallies::Tally> TalliedGroup(int64_t group) const {
-    return s_.tallies.Find(group);
-  }
-  // The status counts of those of `groups` that memory tallies; the others are left out.
-  std::map<int64_t, std::map<JobStatus, int>> TalliedGroupCounts(
-      const std::vector<int64_t>& groups) const {
-    return s_.tallies.Counts(groups);
-  }
 
   // What the store says of a submission's dependencies, read before the state lock is taken (a
   // round trip each on PostgreSQL): the rows of the jobs it names, each group's owner and counts.

@@ -257,4 +257,39 @@ std::vector<ReadModel::QueueEntry> ReadModel::ActiveEntries(const listing::RowFi
   return out;
 }
 
+Result<std::pair<JobRow, bool>> ReadModel::JobRowOf(int64_t job) {
+  if (auto active = ActiveJobRow(job)) return *active;
+  auto rows = s_.store.GetJobs({job});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return Status::NotFound(fmt::format("no job {}", job));
+  return std::make_pair(std::move(rows->front()), false);
+}
+
+Result<GroupTallies::Tally> ReadModel::Group(int64_t group) {
+  if (std::optional<GroupTallies::Tally> tallied = TalliedGroup(group)) return *tallied;
+  auto size = s_.store.GroupSize(group);
+  if (!size.ok()) return size.status();
+  auto counts = s_.store.GroupStatusCounts({group});
+  if (!counts.ok()) return counts.status();
+  auto info = s_.store.GetGroup(group);
+  if (!info.ok()) return info.status();
+  GroupTallies::Tally g{.size = *size, .user = info->user, .max_running = info->max_running};
+  for (const auto& [status, n] : (*counts)[group]) g.by_status[static_cast<int>(status)] = n;
+  return g;
+}
+
+Result<std::map<int64_t, std::map<JobStatus, int>>> ReadModel::GroupCounts(
+    const std::vector<int64_t>& groups) {
+  std::map<int64_t, std::map<JobStatus, int>> out = s_.tallies.Counts(groups);
+  std::vector<int64_t> untallied;
+  for (int64_t group : groups) {
+    if (!out.count(group)) untallied.push_back(group);
+  }
+  if (untallied.empty()) return out;
+  auto stored = s_.store.GroupStatusCounts(untallied);
+  if (!stored.ok()) return stored.status();
+  out.merge(*stored);
+  return out;
+}
+
 }  // namespace berth

@@ -69,6 +69,22 @@ class ReadModel {
   }
   // The in-memory row of an active (or still stopping) job, and whether its output may still grow.
   std::optional<std::pair<JobRow, bool>> ActiveJobRow(int64_t job) EXCLUDES(core_lock);
+  // A job's row, and whether its output may still grow: memory's while it is active, else the
+  // store's (an ended job). NotFound ("no job N") for an unknown one; the store's error.
+  Result<std::pair<JobRow, bool>> JobRowOf(int64_t job) EXCLUDES(core_lock);
+
+  // --- bulk groups: memory's tally while the group has jobs there, else the store ---
+  // A bulk group as memory knows it (group_tallies.h; without the state lock); nullopt when it has
+  // no jobs in memory.
+  std::optional<GroupTallies::Tally> TalliedGroup(int64_t group) const {
+    return s_.tallies.Find(group);
+  }
+  // A bulk group: its tally, else its size, owner, limit and counts read from the store.
+  // NotFound for an unknown group.
+  Result<GroupTallies::Tally> Group(int64_t group);
+  // The status counts of `groups`: tallied ones from memory, the others from the store.
+  Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCounts(
+      const std::vector<int64_t>& groups);
   // Where a user reaches rank `rank` of job `job` (server/http/terminal_bridges.h): the job's row
   // and that rank's node. NotFound for no active job; Conflict for a job not RUNNING (the reason
   // says its status); Invalid for a rank it does not have. TerminalOf is for its terminal, and is

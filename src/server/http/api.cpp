@@ -232,7 +232,7 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
   for (const JobRow& row : *finished) by_id.try_emplace(row.id, &row);
   std::vector<int64_t> groups;
   for (const auto& [group, id] : group_row) groups.push_back(group);
-  auto counts = GroupCountsOf(c_, groups);
+  auto counts = c_.core.reads().GroupCounts(groups);
   if (!counts.ok()) return ErrorResponse(counts.status());
 
   std::vector<int64_t> pending;
@@ -275,32 +275,9 @@ net::HttpResponse JobsApi::HandleQueue(const net::HttpRequest& req) {
                                         {"more_finished", more_finished}});
 }
 
-Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCountsOf(
-    const ApiContext& c_, const std::vector<int64_t>& groups) {
-  std::map<int64_t, std::map<JobStatus, int>> out = c_.core.admission().TalliedGroupCounts(groups);
-  std::vector<int64_t> untallied;
-  for (int64_t group : groups) {
-    if (!out.count(group)) untallied.push_back(group);
-  }
-  if (untallied.empty()) return out;
-  auto stored = c_.store.GroupStatusCounts(untallied);
-  if (!stored.ok()) return stored.status();
-  out.merge(*stored);
-  return out;
-}
-
 net::HttpResponse JobsApi::HandleGroup(int64_t group) {
-  std::optional<GroupTallies::Tally> g = c_.core.admission().TalliedGroup(group);
-  if (!g) {
-    auto size = c_.store.GroupSize(group);
-    if (!size.ok()) return ErrorResponse(size.status());
-    auto counts = c_.store.GroupStatusCounts({group});
-    if (!counts.ok()) return ErrorResponse(counts.status());
-    auto info = c_.store.GetGroup(group);
-    if (!info.ok()) return ErrorResponse(info.status());
-    g = GroupTallies::Tally{.size = *size, .user = info->user, .max_running = info->max_running};
-    for (const auto& [status, n] : (*counts)[group]) g->by_status[static_cast<int>(status)] = n;
-  }
+  Result<GroupTallies::Tally> g = c_.core.reads().Group(group);
+  if (!g.ok()) return ErrorResponse(g.status());
   return JsonResponse(
       200, json::object{{"group", group},
                         {"jobs", g->size},
@@ -458,9 +435,9 @@ net::HttpResponse JobsApi::HandleCancel(const net::HttpRequest& req, const Princ
 
 net::HttpResponse JobsApi::HandleRequeue(int64_t id, const Principal& by) {
   Status st = c_.core.admission().Requeue(id, by.user, by.Has(Role::kOperator));
-  if (st.code() == Code::kConflict && !c_.core.reads().ActiveJobRow(id)) {
-    auto rows = c_.store.GetJobs({id});
-    if (rows.ok() && rows->empty()) st = Status::NotFound(fmt::format("no job {}", id));
+  if (st.code() == Code::kConflict) {
+    auto found = c_.core.reads().JobRowOf(id);
+    if (found.status().code() == Code::kNotFound) st = found.status();
   }
   if (!st.ok()) return ErrorResponse(st);
   return JsonResponse(200, json::object{{"id", id}, {"status", "PENDING"}});
@@ -522,19 +499,14 @@ void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principa
     return;
   }
   wait_ms = std::min(wait_ms, 60'000);
-  JobRow row;
-  bool live = false;
-  if (auto active = c_.core.reads().ActiveJobRow(id)) {
-    row = active->first;
-    live = active->second;
-  } else {
-    auto rows = c_.store.GetJobs({id});
-    if (!rows.ok() || rows->empty()) {
-      res->Send(ErrorResponse(Status::NotFound(fmt::format("no job {}", id))));
-      return;
-    }
-    row = rows->front();
+  auto found = c_.core.reads().JobRowOf(id);
+  if (!found.ok()) {
+    res->Send(ErrorResponse(found.status().code() == Code::kNotFound
+                                ? found.status()
+                                : Status::NotFound(fmt::format("no job {}", id))));
+    return;
   }
+  const auto& [row, live] = *found;
   if (!MayActOn(by, row)) {
     res->Send(ErrorResponse(Status::Forbidden(fmt::format(
         "job {} belongs to {}: reading another user's logs needs the operator role ({} is {})", id,

@@ -64,9 +64,4 @@ inline std::string ServerUrl(const ApiContext& c) {
   return UrlFor(c.options.host, c.http.port(), !c.tls_fingerprint.empty());
 }
 
-// Each group's jobs per status: the core's tally where it keeps one, the store's count else
-// (api.cpp; the queue, `berth wait` and the dashboard read it).
-Result<std::map<int64_t, std::map<JobStatus, int>>> GroupCountsOf(
-    const ApiContext& c, const std::vector<int64_t>& groups);
-
 }  // namespace berth

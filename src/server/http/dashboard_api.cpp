@@ -357,7 +357,7 @@ Status DashboardApi::DashboardActivePage(const listing::RowFilter& filter, const
   }
   auto job_rows = c_.store.GetJobs(ids);
   if (!job_rows.ok()) return job_rows.status();
-  auto counts = GroupCountsOf(c_, groups);
+  auto counts = c_.core.reads().GroupCounts(groups);
   if (!counts.ok()) return counts.status();
   auto waiting = c_.core.reads().WaitingReasons(pending);
   std::unordered_map<int64_t, const JobRow*> by_id;

@@ -32,7 +32,7 @@ class GroupTallyTest : public CoreTest {
   }
 
   Counts Tallied(int64_t group) {
-    auto g = core_->admission().TalliedGroup(group);
+    auto g = core_->reads().TalliedGroup(group);
     EXPECT_TRUE(g.has_value()) << "group " << group << " is not tallied";
     return g ? g->Counts() : Counts{};
   }
@@ -74,7 +74,7 @@ TEST_F(GroupTallyTest, FollowsTheGroupUntilItsLastJobLeavesMemory) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(4);
   ASSERT_EQ(ids.size(), 4u);
-  auto g = core_->admission().TalliedGroup(group);
+  auto g = core_->reads().TalliedGroup(group);
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->size, 4);
   EXPECT_EQ(g->user, "alice");
@@ -110,7 +110,7 @@ TEST_F(GroupTallyTest, FollowsTheGroupUntilItsLastJobLeavesMemory) {
                       .ok());
     }
   }
-  EXPECT_FALSE(core_->admission().TalliedGroup(group).has_value());
+  EXPECT_FALSE(core_->reads().TalliedGroup(group).has_value());
   EXPECT_EQ(InStore(group), (Counts{{JobStatus::kSucceeded, 1}, {JobStatus::kCancelled, 3}}));
 }
 
@@ -156,7 +156,7 @@ TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
       (Counts{{JobStatus::kPending, 2}, {JobStatus::kRunning, 1}, {JobStatus::kSucceeded, 1}}));
 
   Restart();
-  auto g = core_->admission().TalliedGroup(group);
+  auto g = core_->reads().TalliedGroup(group);
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->Counts(), before);
   EXPECT_EQ(g->size, 4);
@@ -170,15 +170,15 @@ TEST_F(GroupTallyTest, ARestartTalliesTheGroupFromTheStore) {
 TEST_F(GroupTallyTest, KeepsTheGroupsLimitAsCommitted) {
   Register("n1", 2);
   auto [group, ids] = SubmitGroup(3, /*max_running=*/2);
-  ASSERT_TRUE(core_->admission().TalliedGroup(group).has_value());
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 2);
+  ASSERT_TRUE(core_->reads().TalliedGroup(group).has_value());
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->max_running, 2);
   ASSERT_TRUE(core_->admission().SetGroupLimit(group, 3, "alice", false).ok());
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 3);
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->max_running, 3);
   store_->FailWrites(1);
   EXPECT_FALSE(core_->admission().SetGroupLimit(group, std::nullopt, "alice", false).ok());
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, 3);
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->max_running, 3);
   ASSERT_TRUE(core_->admission().SetGroupLimit(group, std::nullopt, "alice", false).ok());
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->max_running, std::nullopt);
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->max_running, std::nullopt);
 }
 
 // A job of a group cancelled while its process still ran, and a restart: the agent registers still
@@ -206,10 +206,10 @@ TEST_F(GroupTallyTest, AStoppingJobHeldAfterARestartCountsForItsGroup) {
   store_->FailWrites(1);
   ASSERT_FALSE(core_->agents().Register(r, "127.0.0.1").ok());
   EXPECT_EQ(core_->reads().DebugState(), before);
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->live, 3);
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->live, 3);
   EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
   Register("n1", 8, 0, {{ids[0], 1, 0}});
-  EXPECT_EQ(core_->admission().TalliedGroup(group)->live, 4)
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->live, 4)
       << "the stopping job is in memory again";
   EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
 

@@ -1,4 +1,5 @@
-// ReadModel (server/core/read_model.h): where a terminal or a port-forward reaches a job.
+// ReadModel (server/core/read_model.h): where a terminal or a port-forward reaches a job, and the
+// "memory, else store" reads of a job's row and a group's counts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -53,6 +54,52 @@ TEST_F(CoreTest, TerminalOfARunningInteractiveJobNamesItsRanksNode) {
     EXPECT_EQ(target->row.attempt, 1);
   }
   EXPECT_EQ(core_->reads().TerminalOf(job, 2).status().code(), Code::kInvalidArgument);
+}
+
+// A job's row and a group's counts come from memory while the job or group is active there, and
+// from the store once they are over: the same answer either way, NotFound for what never was.
+TEST_F(CoreTest, RowsAndGroupCountsComeFromMemoryElseTheStore) {
+  Register("n1");
+  SubmitRequest r;
+  r.spec = Spec(1);
+  r.user = "alice";
+  r.count = 2;
+  r.as_group = true;
+  auto answer = core_->admission().Submit(std::move(r));
+  ASSERT_TRUE(answer.ok() && answer->group) << answer.status().message();
+  const int64_t group = *answer->group;
+  const int64_t job = answer->ids.front();
+
+  auto active = core_->reads().JobRowOf(job);
+  ASSERT_TRUE(active.ok()) << active.status().message();
+  EXPECT_EQ(active->first.status, JobStatus::kPending);
+  EXPECT_TRUE(active->second);  // its output may still grow
+  ASSERT_TRUE(core_->reads().TalliedGroup(group).has_value());
+  auto tallied = core_->reads().Group(group);
+  ASSERT_TRUE(tallied.ok());
+  EXPECT_EQ(tallied->size, 2);
+  EXPECT_EQ(tallied->Counts()[JobStatus::kPending], 2);
+
+  CancelRequest cancel;
+  cancel.all = true;
+  cancel.user = "alice";
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
+  EXPECT_FALSE(core_->reads().TalliedGroup(group).has_value());  // reaped: the store answers
+  auto ended = core_->reads().JobRowOf(job);
+  ASSERT_TRUE(ended.ok()) << ended.status().message();
+  EXPECT_EQ(ended->first.status, JobStatus::kCancelled);
+  EXPECT_FALSE(ended->second);
+  auto stored = core_->reads().Group(group);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->size, 2);
+  EXPECT_EQ(stored->user, "alice");
+  EXPECT_EQ(stored->Counts()[JobStatus::kCancelled], 2);
+  auto counts = core_->reads().GroupCounts({group});
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[group][JobStatus::kCancelled], 2);
+
+  EXPECT_EQ(core_->reads().JobRowOf(999).status().code(), Code::kNotFound);
+  EXPECT_EQ(core_->reads().Group(999).status().code(), Code::kNotFound);
 }
 
 }  // namespace
