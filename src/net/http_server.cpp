@@ -35,19 +35,9 @@
 
 namespace berth::net {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace ssl = asio::ssl;
-namespace websocket = beast::websocket;
-using tcp = asio::ip::tcp;
-using local = asio::local::stream_protocol;
-using http_internal::kServerName;
-using http_internal::OpenConnections;
-using http_internal::PlainStream;
-using http_internal::RefuseConnection;
-using http_internal::Session;
-using http_internal::TlsStream;
+// The connection parts (http_ws_session.h, http_session.h) are this file's own, split out for
+// their length: their names, and Boost's namespace aliases, are used as if declared here.
+using namespace http_internal;  // NOLINT(build/namespaces)
 
 namespace {
 
