@@ -33,10 +33,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "net/connection_slots.h"
+#include "net/http_server.h"
 
 namespace berth::net::http_internal {
 
