@@ -30,6 +30,9 @@ if git grep -n '#include "server/http/' -- src/server/core; then
   exit 1
 fi
 
+stage "shape (scripts/check_shape.py: class, file and function sizes)"
+python3 scripts/check_shape.py
+
 stage "headers compile on their own (g++ -fsyntax-only)"
 git ls-files 'src/*.h' 'tests/*.h' | xargs -P"$jobs" -I{} sh -c \
   'echo "#include \"$1\"" | g++ -std=c++20 -fsyntax-only -x c++ -I src -I tests - ||
