@@ -209,8 +209,7 @@ TEST_F(GroupTallyTest, AStoppingJobHeldAfterARestartCountsForItsGroup) {
   EXPECT_EQ(core_->reads().TalliedGroup(group)->live, 3);
   EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
   Register("n1", 8, 0, {{ids[0], 1, 0}});
-  EXPECT_EQ(core_->reads().TalliedGroup(group)->live, 4)
-      << "the stopping job is in memory again";
+  EXPECT_EQ(core_->reads().TalliedGroup(group)->live, 4) << "the stopping job is in memory again";
   EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
 
   ASSERT_TRUE(Report("n1", {Entry(ids[0], 1, 0, ReportEvent::kExited, 143)}).ok());
