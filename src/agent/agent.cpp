@@ -222,13 +222,11 @@ Status Agent::Run() {
   resources_ = DiscoverNode(options_.gpus);
   if (options_.cpus) resources_.cpus = *options_.cpus;
   if (options_.memory) resources_.memory = *options_.memory;
-  if (!options_.gpus.empty()) {
-    auto gpus = ParseGpuDeclaration(options_.gpus);
-    if (!gpus.ok()) return gpus.status();
-    resources_.gpus = *gpus;
-  } else if (!resources_.gpus.empty()) {
-    gpu_minors_ = DiscoverGpuMinors();  // declared GPUs are numbered by their device files
-  }
+  Result<NodeGpus> gpus = LoadNodeGpus(options_.gpus, options_.mig, options_.name, resources_.gpus,
+                                       options_.gpu_device_dir);
+  if (!gpus.ok()) return gpus.status();
+  gpus_ = std::move(*gpus);
+  resources_.gpus = gpus_.offered();
   cgroups_ =
       options_.isolation ? DetectCgroups() : CgroupHost{.reason = "turned off (--isolation off)"};
   if (cgroups_.layout == CgroupLayout::kNone && options_.require_isolation) {
@@ -245,7 +243,7 @@ Status Agent::Run() {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   }
   AdoptExisting();
-  health_.SetUp(resources_, cgroups_);
+  health_.SetUp(gpus_.gpu_indices(), cgroups_);
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
@@ -420,30 +418,27 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
   limits.cpu_milli = request.cpus;
   limits.pids_max = options_.job_pids_max;
   limits.node_cpu_milli = resources_.cpus;
-  for (const auto& gpu : resources_.gpus) {
-    if (std::find(m.gpus.begin(), m.gpus.end(), gpu.index) != m.gpus.end()) continue;
-    struct stat st {};
-    // The device file is named by the driver's minor number, which need not be the index.
-    auto minor = gpu_minors_.find(gpu.index);
-    const int file = minor == gpu_minors_.end() ? gpu.index : minor->second;
-    const std::string path = options_.gpu_device_dir + "/nvidia" + std::to_string(file);
-    if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
-      limits.denied_devices.emplace_back(major(st.st_rdev), minor(st.st_rdev));
-    }
-  }
+  limits.denied_devices = gpus_.Denied(m.gpus);
   return limits;
 }
 
 void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const {
-  // With the other devices fenced off, CUDA sees only the rank's own, numbered from 0 (Slurm's
-  // rule); BERTH_GPU_IDS keeps their indices on the node. Where nothing is fenced (no device files
-  // found: GPUs declared on a machine without them) the indices stay the node's.
-  if (m.gpus.empty() || plan.limits.denied_devices.empty()) return;
+  // A MIG slice is named by its UUID, fenced or not (CUDA enumerates slices by UUID only). With
+  // the other devices fenced off, CUDA sees only the rank's own whole GPUs, numbered from 0
+  // (Slurm's rule). BERTH_GPU_IDS keeps their indices on the node. Where nothing is fenced (no
+  // device files found: GPUs declared on a machine without them) the indices stay the node's.
+  if (m.gpus.empty()) return;
   std::vector<std::string> physical, visible;
   for (size_t i = 0; i < m.gpus.size(); ++i) {
     physical.push_back(std::to_string(m.gpus[i]));
     visible.push_back(std::to_string(i));
   }
+  if (std::optional<std::string> uuids = gpus_.SliceUuids(m.gpus)) {
+    plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
+    plan.run_env["CUDA_VISIBLE_DEVICES"] = *uuids;
+    return;
+  }
+  if (plan.limits.denied_devices.empty()) return;
   plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
   plan.run_env["CUDA_VISIBLE_DEVICES"] = Join(visible, ",");
 }

@@ -35,6 +35,7 @@
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
+#include "agent/node_gpus.h"
 #include "agent/node_uploads.h"
 #include "agent/parsed_specs.h"
 #include "agent/session_relays.h"
@@ -57,6 +58,7 @@ struct AgentOptions {
   std::string name;
   std::string state_dir;
   std::string gpus;              // declared "TYPE:N"; empty: discover with nvidia-smi
+  std::string mig;               // declared MIG layout of those (agent/mig.h); empty: none
   std::optional<MilliCpu> cpus;  // empty: what this process may use
   std::optional<Mib> memory;     // empty: MemTotal
   std::string pool;
@@ -210,9 +212,9 @@ class Agent {
   AgentConnection& connection_;
   Launcher& launcher_;
   NodeResources resources_;
-  CgroupHost cgroups_;             // set in Run(), read-only after
-  ContainerHost containers_;       // set in Run(), read-only after
-  std::map<int, int> gpu_minors_;  // discovered GPUs: index -> device minor (Run(), read-only)
+  CgroupHost cgroups_;        // set in Run(), read-only after
+  ContainerHost containers_;  // set in Run(), read-only after
+  NodeGpus gpus_;             // its GPUs and their files (set in Run(), read-only after)
   // Its managers, each with its own lock: the CPUs pinned ranks hold (configured in Run()), the
   // specs parsed for launches, the unix accounts looked up for them.
   CpuPins cpu_pins_;

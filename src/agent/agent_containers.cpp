@@ -131,7 +131,11 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     rank.home = home;
   }
   BERTH_RETURN_IF_ERROR(MakeContainerDirs(rank.uid, rank.gid));
-  rank.devices = ContainerGpuDevices(containers_, m.gpus, gpu_minors_, options_.gpu_device_dir);
+  rank.devices = ContainerGpuDevices(containers_, gpus_.GpusOpened(m.gpus), gpus_.minors(),
+                                     options_.gpu_device_dir);
+  for (const std::string& cap : gpus_.CapFiles(m.gpus)) {
+    rank.devices.emplace_back(cap, "/dev/nvidia-caps/" + cap.substr(cap.rfind('/') + 1));
+  }
   if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;
   std::vector<std::string> task_envs;
   for (const auto& [name, value] : spec.envs) task_envs.push_back(name);

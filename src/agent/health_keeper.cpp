@@ -32,9 +32,9 @@ HealthKeeper::HealthKeeper(Settings settings, const Clock& clock, AgentConnectio
   }
 }
 
-void HealthKeeper::SetUp(const NodeResources& resources, const CgroupHost& cgroups) {
+void HealthKeeper::SetUp(const std::vector<int>& gpus, const CgroupHost& cgroups) {
   ProbeTargets targets;
-  for (const auto& gpu : resources.gpus) targets.gpus.push_back(gpu.index);
+  targets.gpus = gpus;
   targets.disk_paths.push_back(settings_.state_dir);
   if (!cgroups.unified_dir.empty()) targets.cgroup_dirs.push_back(cgroups.unified_dir);
   for (const auto& [controller, dir] : cgroups.v1_dirs) targets.cgroup_dirs.push_back(dir);

@@ -52,9 +52,10 @@ class HealthKeeper {
   HealthKeeper(Settings settings, const Clock& clock, AgentConnection& connection,
                const std::atomic<bool>& stop, AgentSide side);
 
-  // Builds the prober for the node's GPUs, state dir and cgroups, loads the sticky faults and runs
-  // the first round (before the node registers: a node whose probes fail never comes UP).
-  void SetUp(const NodeResources& resources, const CgroupHost& cgroups) EXCLUDES(mu_);
+  // Builds the prober for the node's GPUs (`gpus`: their indices, never a MIG slice's), state dir
+  // and cgroups, loads the sticky faults and runs the first round (before the node registers: a
+  // node whose probes fail never comes UP).
+  void SetUp(const std::vector<int>& gpus, const CgroupHost& cgroups) EXCLUDES(mu_);
   // What the probes found last (sent with each registration).
   proto::NodeHealth Health() const EXCLUDES(mu_);
   // The health thread: a round every interval (or at once after Reset), until the stop.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "agent/node_gpus.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -43,9 +44,10 @@ Status HollowNodes::Register(size_t index) {
   request.cpus_milli = options_.cpus.value_or(8 * kMilliPerCpu);
   request.memory_mib = options_.memory.value_or(64 * kMibPerGib);
   if (!options_.gpus.empty()) {
-    auto declared = ParseGpuDeclaration(options_.gpus);
-    if (!declared.ok()) return declared.status();
-    for (const auto& g : *declared) request.gpus.push_back({g.index, g.type});
+    // No device files: the declared GPUs and MIG slices are only offered.
+    auto gpus = LoadNodeGpus(options_.gpus, options_.mig, request.name, {}, "/nonexistent");
+    if (!gpus.ok()) return gpus.status();
+    request.gpus = gpus->offered();
   }
   auto answer = connection_->Register(request);
   if (!answer.ok()) {

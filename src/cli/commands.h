@@ -72,6 +72,7 @@ struct AgentFlags {
   std::string name;
   std::string state_dir;
   std::string gpus;
+  std::string mig;
   std::string cpus;
   std::string memory;
   std::string pool;

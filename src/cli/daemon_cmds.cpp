@@ -258,6 +258,10 @@ void AddAgentCommand(CommandContext& c) {
       "Simulate N nodes named NAME-0..NAME-(N-1) that run jobs without processes (a job lasts "
       "BERTH_HOLLOW_SECONDS from its envs, or until cancelled); for scale tests");
   agent->add_option("--gpus", agent_flags.gpus, "Declare GPUs TYPE:N instead of asking nvidia-smi");
+  agent->add_option("--mig", agent_flags.mig,
+                    "Declare MIG slices of the declared GPUs: GPU=PROFILE,PROFILE...;GPU=... "
+                    "(e.g. '0=3g.40gb,3g.40gb;1=1g.10gb*7'; a GPU not named stays whole; "
+                    "docs/gpus.md)");
   agent->add_option("--cpus", agent_flags.cpus,
                     "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");

@@ -77,12 +77,24 @@ inline MilliCpu TotalCpuMilli(const ResourceRequest& per_node, const Placement& 
   return per_node.cpus * static_cast<MilliCpu>(placement.size());
 }
 
-// One GPU of a node, as its agent discovered or declared it.
+// One GPU of a node, as its agent discovered or declared it: a whole GPU, or a MIG slice of one
+// (agent/mig.h), which is a device of its own typed by its profile ("A100-3g.40gb").
 struct GpuDevice {
-  int index = 0;     // what CUDA_VISIBLE_DEVICES lists
-  std::string type;  // "V100"
+  int index = 0;     // the device's index on the node: what grants name
+  std::string type;  // "V100", "A100-3g.40gb"
+  int parent = -1;   // a slice's GPU index; -1 for a whole GPU
+  bool slice() const { return parent >= 0; }
   bool operator==(const GpuDevice&) const = default;
 };
+
+// The GPU that device `index` of `devices` is on: a slice's parent, else the index itself. Health
+// probes, and their faults, are about GPUs: a fault on a GPU is a fault of each of its slices.
+inline int GpuOfDevice(const std::vector<GpuDevice>& devices, int index) {
+  for (const GpuDevice& d : devices) {
+    if (d.index == index) return d.slice() ? d.parent : index;
+  }
+  return index;
+}
 
 // "0,1,3": the CUDA_VISIBLE_DEVICES value for a grant.
 std::string CudaVisibleDevices(const NodeGrant& grant);

@@ -339,6 +339,7 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.name = flags.name;
   options.state_dir = flags.state_dir;
   options.gpus = flags.gpus;
+  options.mig = flags.mig;
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
     if (!cpus || *cpus <= 0)

@@ -196,7 +196,11 @@ json::object RegisterRequest::Encode() const {
   o["cpus_milli"] = cpus_milli;
   o["memory_mib"] = memory_mib;
   json::array g;
-  for (const auto& gpu : gpus) g.push_back(json::object{{"index", gpu.index}, {"type", gpu.type}});
+  for (const auto& gpu : gpus) {
+    json::object d{{"index", gpu.index}, {"type", gpu.type}};
+    if (gpu.slice()) d["parent"] = gpu.parent;
+    g.push_back(std::move(d));
+  }
   o["gpus"] = std::move(g);
   json::array r;
   for (const auto& a : running) {
@@ -259,6 +263,7 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
       NodeGpu gpu;
       gpu.index = gf.Int("index", -1);
       gpu.type = gf.String("type", "");
+      gpu.parent = static_cast<int>(gf.Int("parent", -1));
       if (!gf.ok()) return Status::Invalid(kGpuMessage);
       r.gpus.push_back(std::move(gpu));
     }
@@ -290,7 +295,8 @@ Status RegisterRequest::Validate() const {
     if (!IsValidName(k) || !IsValidName(v)) return Status::Invalid(kLabelsMessage);
   }
   for (const auto& gpu : gpus) {
-    if (gpu.index < 0 || !IsValidName(gpu.type)) return Status::Invalid(kGpuMessage);
+    if (gpu.index < 0 || gpu.parent < -1 || !IsValidName(gpu.type))
+      return Status::Invalid(kGpuMessage);
   }
   return Status::Ok();
 }

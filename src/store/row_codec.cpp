@@ -48,8 +48,11 @@ std::string EncodeLabels(const std::map<std::string, std::string>& labels) {
 std::string EncodeGpus(const std::vector<GpuDevice>& gpus) {
   json::array a;
   a.reserve(gpus.size());
-  for (const GpuDevice& gpu : gpus)
-    a.push_back(json::object{{"index", gpu.index}, {"type", gpu.type}});
+  for (const GpuDevice& gpu : gpus) {
+    json::object d{{"index", gpu.index}, {"type", gpu.type}};
+    if (gpu.slice()) d["parent"] = gpu.parent;
+    a.push_back(std::move(d));
+  }
   return json::serialize(a);
 }
 
@@ -133,7 +136,10 @@ Result<std::vector<GpuDevice>> DecodeGpus(const std::string& text) {
     std::optional<int64_t> index = o ? IntField(*o, "index") : std::nullopt;
     const json::string* type = o ? StringField(*o, "type") : nullptr;
     if (!index || type == nullptr) return Status::Internal("GPU needs index and type: " + text);
-    gpus.push_back(GpuDevice{.index = static_cast<int>(*index), .type = std::string(*type)});
+    std::optional<int64_t> parent = IntField(*o, "parent");
+    gpus.push_back(GpuDevice{.index = static_cast<int>(*index),
+                             .type = std::string(*type),
+                             .parent = parent ? static_cast<int>(*parent) : -1});
   }
   return gpus;
 }

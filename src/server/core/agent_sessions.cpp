@@ -633,7 +633,8 @@ void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealt
     for (const auto& grant : job.row.placement) {
       if (grant.node != name) continue;
       for (const auto& gpu : grant.gpus) {
-        if (newly.count(gpu.index)) bad = gpu.index;
+        const int physical = GpuOfDevice(node.row.gpus, gpu.index);  // a slice's GPU
+        if (newly.count(physical)) bad = physical;
       }
     }
     if (bad < 0) continue;

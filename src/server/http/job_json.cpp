@@ -125,7 +125,7 @@ json::object NodeJson(const NodeStatus& node) {
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
     cap_gpus[d.type] = (cap_gpus.contains(d.type) ? cap_gpus[d.type].as_int64() : 0) + 1;
     // A GPU its node's probes fenced is free to nobody (as the scheduler sees it).
-    const std::string fault = node.health.GpuReason(d.index);
+    const std::string fault = node.health.GpuReason(d.slice() ? d.parent : d.index);
     double free_share =
         fault.empty() ? static_cast<double>(kMilliPerGpu - held) / kMilliPerGpu : 0.0;
     double prior = free_gpus.contains(d.type) ? free_gpus[d.type].to_number<double>() : 0.0;
@@ -136,6 +136,7 @@ json::object NodeJson(const NodeStatus& node) {
       free_gpus[d.type] = sum;
     }
     json::object device{{"index", d.index}, {"type", d.type}, {"free", free_share}};
+    if (d.slice()) device["gpu"] = d.parent;      // a MIG slice: the GPU it is part of
     if (!fault.empty()) device["fault"] = fault;  // given to no job until it clears
     devices.push_back(std::move(device));
   }

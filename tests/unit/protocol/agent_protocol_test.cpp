@@ -63,6 +63,20 @@ TEST(Register, RequestRoundTripsInTheAgentsFieldOrder) {
             R"("isolation":"v1","job_memory_default_mib":4096})");
 }
 
+TEST(Register, AMigSliceNamesItsGpu) {
+  RegisterRequest r = FullRegister();
+  r.gpus = {{1, "A100"}, {100, "A100-3g.40gb", 0}};
+  EXPECT_EQ(RoundTrip(r), r);
+  EXPECT_NE(SerializeJson(r.Encode())
+                .find(R"("gpus":[{"index":1,"type":"A100"},)"
+                      R"({"index":100,"type":"A100-3g.40gb","parent":0}])"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(RegisterRequest::Decode(
+                Parse(R"({"name": "n", "node_id": "0123456789", "cpus_milli": 1000,)"
+                      R"( "gpus": [{"index": 100, "type": "A100-3g.40gb", "parent": -2}]})"))),
+            "register: each GPU needs an index and a type");
+}
+
 TEST(Register, TheIntegrationTestsFakeAgentRegisters) {
   // tests/integration/test_dispatch.py speaks the protocol by hand.
   auto r = RegisterRequest::Decode(Parse(

@@ -78,6 +78,40 @@ TEST_F(CoreHealthTest, AGpuFaultRequeuesOnlyTheJobOnThatGpuAndFencesIt) {
   EXPECT_EQ(GpuOf(waits), 2);
 }
 
+TEST_F(CoreHealthTest, AFaultOnAGpuInMigModeEndsTheJobsOnItsSlicesAndFencesThem) {
+  // m1: GPU 0 whole, GPU 1 in MIG mode as two A100-3g.40gb slices (agent/mig.h).
+  proto::RegisterRequest r = Registration("m1", 8);
+  r.gpus = {{0, "A100"}, {200, "A100-3g.40gb", 1}, {201, "A100-3g.40gb", 1}};
+  auto answer = core_->agents().Register(r, "127.0.0.1");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  sessions_["m1"] = answer->session;
+  JobSpec slice = Spec(1);
+  slice.resources.gpu_type = "A100-3g.40gb";
+  slice.resources.gpu_milli = 1000;
+  JobSpec whole = Spec(1);
+  whole.resources.gpu_type = "A100";
+  whole.resources.gpu_milli = 1000;
+  const int64_t on_slice = Submit(slice), on_whole = Submit(whole);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("m1", on_slice);
+  Run("m1", on_whole);
+  EXPECT_GE(GpuOf(on_slice), 200);
+
+  // The probes name GPU 1, not the slice: the job on the slice ends, the one on GPU 0 runs on.
+  ASSERT_TRUE(Health("m1", {Fault(1, "xid 79 on GPU 1 (fell off the bus)")}).ok());
+  EXPECT_EQ(Stored(on_slice).status, JobStatus::kPending);
+  EXPECT_EQ(Stored(on_slice).reason,
+            "health: xid 79 on GPU 1 (fell off the bus) on node m1; requeued");
+  EXPECT_EQ(Stored(on_whole).status, JobStatus::kRunning);
+  ASSERT_TRUE(Report("m1", {Entry(on_slice, 1, 0, proto::ReportEvent::kExited, 143)}).ok());
+  // Neither slice of the faulty GPU is given out.
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  EXPECT_EQ(Stored(on_slice).status, JobStatus::kPending);
+  ASSERT_TRUE(Health("m1", {}).ok());
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  EXPECT_EQ(Stored(on_slice).status, JobStatus::kStarting);
+}
+
 TEST_F(CoreHealthTest, RecoveryOnNodeFaultFailMakesTheJobFail) {
   JobSpec spec = Spec(1, 1);
   spec.on_node_fault = RecoveryAction::kFail;

@@ -618,7 +618,7 @@ TEST_P(StoreContractTest, NodesRoundTripAndAreReplacedByName) {
             .address = "10.0.0.2",
             .cpus = 96'000,
             .memory = 512 * 1024,
-            .gpus = {{0, "H100"}, {1, "H100"}},
+            .gpus = {{0, "H100"}, {1, "H100"}, {200, "H100-3g.40gb", 1}},
             .registered_at = kT0,
             .last_seen = kT0 + 5,
             .down_since = std::nullopt};
@@ -650,9 +650,8 @@ TEST_P(StoreContractTest, NodesRoundTripAndAreReplacedByName) {
   EXPECT_EQ(rb.address, "10.0.0.2");
   EXPECT_EQ(rb.cpus, 96'000);
   EXPECT_EQ(rb.memory, 512 * 1024);
-  ASSERT_EQ(rb.gpus.size(), 2u);
-  EXPECT_EQ(rb.gpus[1].index, 1);
-  EXPECT_EQ(rb.gpus[1].type, "H100");
+  EXPECT_EQ(rb.gpus, b.gpus);  // a MIG slice with its GPU
+  EXPECT_EQ(rb.gpus[1].parent, -1);
   EXPECT_EQ(rb.registered_at, kT0);
   EXPECT_EQ(rb.last_seen, kT0 + 5);
   EXPECT_FALSE(rb.down_since.has_value());

@@ -1,0 +1,134 @@
+#include "agent/node_gpus.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <set>
+
+#include "agent/discovery.h"
+#include "common/files.h"
+#include "common/strings.h"
+
+namespace berth {
+
+namespace {
+
+std::optional<std::pair<int, int>> CharDevice(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
+  return std::make_pair(static_cast<int>(major(st.st_rdev)), static_cast<int>(minor(st.st_rdev)));
+}
+
+bool Holds(const std::vector<int>& granted, int index) {
+  return std::find(granted.begin(), granted.end(), index) != granted.end();
+}
+
+}  // namespace
+
+NodeGpus::NodeGpus(std::vector<GpuDevice> gpus, std::vector<MigSlice> slices,
+                   std::map<int, int> minors, std::map<std::string, int> mig_minors,
+                   std::string device_dir)
+    : gpus_(std::move(gpus)),
+      slices_(std::move(slices)),
+      minors_(std::move(minors)),
+      mig_minors_(std::move(mig_minors)),
+      device_dir_(std::move(device_dir)),
+      offered_(OfferedDevices(gpus_, slices_)) {}
+
+std::vector<int> NodeGpus::gpu_indices() const {
+  std::vector<int> indices;
+  for (const GpuDevice& gpu : gpus_) indices.push_back(gpu.index);
+  return indices;
+}
+
+const MigSlice* NodeGpus::SliceAt(int index) const {
+  auto it = std::find_if(slices_.begin(), slices_.end(),
+                         [&](const MigSlice& s) { return s.index == index; });
+  return it == slices_.end() ? nullptr : &*it;
+}
+
+std::string NodeGpus::GpuFile(int gpu) const {
+  auto minor = minors_.find(gpu);
+  return device_dir_ + "/nvidia" + std::to_string(minor == minors_.end() ? gpu : minor->second);
+}
+
+std::vector<int> NodeGpus::GpusOpened(const std::vector<int>& granted) const {
+  std::set<int> opened;
+  for (int index : granted) {
+    const MigSlice* slice = SliceAt(index);
+    opened.insert(slice ? slice->gpu : index);
+  }
+  return {opened.begin(), opened.end()};
+}
+
+std::vector<std::string> NodeGpus::CapFiles(const std::vector<int>& granted) const {
+  std::vector<std::string> files;
+  for (int index : granted) {
+    const MigSlice* slice = SliceAt(index);
+    if (slice == nullptr) continue;
+    auto minor = minors_.find(slice->gpu);
+    const int gpu_minor = minor == minors_.end() ? slice->gpu : minor->second;
+    for (std::string& f : MigCapFiles(*slice, gpu_minor, mig_minors_, device_dir_ + "/nvidia-caps"))
+      files.push_back(std::move(f));
+  }
+  return files;
+}
+
+std::vector<std::pair<int, int>> NodeGpus::Denied(const std::vector<int>& granted) const {
+  std::vector<std::pair<int, int>> denied;
+  const std::vector<int> opened = GpusOpened(granted);
+  for (const GpuDevice& gpu : gpus_) {
+    if (Holds(opened, gpu.index)) continue;
+    if (auto device = CharDevice(GpuFile(gpu.index))) denied.push_back(*device);
+  }
+  for (const MigSlice& slice : slices_) {
+    if (Holds(granted, slice.index)) continue;
+    for (const std::string& file : CapFiles({slice.index})) {
+      if (auto device = CharDevice(file)) denied.push_back(*device);
+    }
+  }
+  return denied;
+}
+
+std::optional<std::string> NodeGpus::SliceUuids(const std::vector<int>& granted) const {
+  std::vector<std::string> uuids;
+  for (int index : granted) {
+    if (const MigSlice* slice = SliceAt(index)) uuids.push_back(slice->uuid);
+  }
+  if (uuids.empty()) return std::nullopt;
+  return Join(uuids, ",");
+}
+
+Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::string& declared_mig,
+                              const std::string& node, std::vector<GpuDevice> discovered,
+                              const std::string& device_dir) {
+  std::vector<GpuDevice> gpus = std::move(discovered);
+  std::map<int, int> minors;
+  if (!declared_gpus.empty()) {
+    Result<std::vector<GpuDevice>> declared = ParseGpuDeclaration(declared_gpus);
+    if (!declared.ok()) return declared.status();
+    gpus = std::move(*declared);
+  } else if (!gpus.empty()) {
+    minors = DiscoverGpuMinors();  // declared GPUs are numbered by their device files
+  }
+  std::vector<MigSlice> slices;
+  if (!declared_mig.empty()) {
+    if (declared_gpus.empty()) {
+      return Status::Invalid("--mig declares slices of declared GPUs: name them with --gpus too");
+    }
+    Result<std::vector<MigSlice>> parsed =
+        ParseMigDeclaration(declared_mig, static_cast<int>(gpus.size()), node);
+    if (!parsed.ok()) return parsed.status();
+    slices = std::move(*parsed);
+  }
+  std::string table;
+  if (!slices.empty()) {
+    table = ReadFileOr(device_dir + "/nvidia-caps/mig-minors");
+    if (table.empty()) table = ReadFileOr("/proc/driver/nvidia-caps/mig-minors");
+  }
+  return NodeGpus(std::move(gpus), std::move(slices), std::move(minors), ParseMigMinors(table),
+                  device_dir);
+}
+
+}  // namespace berth

@@ -1,0 +1,141 @@
+"""MIG slices as devices of their own (docs/gpus.md), on the real kernel of this machine.
+
+An agent declares two A100s, the first in MIG mode with two 3g.40gb slices
+(`--gpus A100:2 --mig '0=3g.40gb,3g.40gb'`), over device files mknod'ed here: nvidia0 and nvidia1
+(NVIDIA's major 195) and the slices' capability files under nvidia-caps/ with the driver's table of
+their minors (mig-minors). An allowed open fails ENXIO (no driver behind the file), a denied one
+EPERM (the rank's cgroup). As root, on a host whose cgroups the agent can use.
+"""
+
+import os
+import re
+import unittest
+
+from harness import BerthTestCase
+from test_isolation import cgroup_host_usable
+
+# The capability files of each slice (its GPU instance's, then its compute instance's), as the
+# table below gives them: slice 0 is GPU instance 1, slice 1 GPU instance 2 (agent/mig.h).
+CAPS = {100: (12, 13), 101: (21, 22)}
+CAPS_MAJOR = 238  # the driver's is assigned at load; any major without a driver here will do
+MIG_MINORS = ("config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+              "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n")
+
+
+@unittest.skipIf(cgroup_host_usable() is not None, cgroup_host_usable() or "")
+class GpuSlicesTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        b = self.b
+        self.server = b.start_server()
+        self.devdir = self.path("dev")
+        os.makedirs(os.path.join(self.devdir, "nvidia-caps"))
+        for i in range(2):
+            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
+        for minors in CAPS.values():
+            for m in minors:
+                os.mknod(os.path.join(self.devdir, "nvidia-caps", f"nvidia-cap{m}"), 0o666 | 0o020000,
+                         os.makedev(CAPS_MAJOR, m))
+        with open(os.path.join(self.devdir, "nvidia-caps", "mig-minors"), "w") as f:
+            f.write(MIG_MINORS)
+        self.env = {"BERTH_SERVER": self.server.url}
+        b.start_agent(self.server.url, name="mig", gpus="A100:2", state_dir=self.path("agent-mig"),
+                      extra=["--mig", "0=3g.40gb,3g.40gb", "--cpus", "4", "--memory", "4",
+                             "--gpu-device-dir", self.devdir, "--require-isolation"])
+        b.wait_nodes_up(["mig"], env=self.env)
+
+    def probe(self, wait_for=None):
+        """A job script that opens both GPUs and every capability file, printing what each open did
+        and the job's GPU variables; with `wait_for` (a directory), it first leaves a file there and
+        waits until two are there (both jobs run at once)."""
+        caps = [m for minors in CAPS.values() for m in minors]
+        barrier = ""
+        if wait_for:
+            barrier = (f"d = {wait_for!r}\nopen(os.path.join(d, os.environ['BERTH_JOB_ID']), 'w').close()\n"
+                       "t = time.time()\n"
+                       "while len(os.listdir(d)) < 2 and time.time() - t < 60: time.sleep(0.05)\n"
+                       "print('together', len(os.listdir(d)))\n")
+        script = ("import os, errno, time\n" + barrier +
+                  f"dev = {self.devdir!r}\n"
+                  "def try_open(name, path):\n"
+                  "    try:\n        os.close(os.open(path, os.O_RDWR)); r = 'opened'\n"
+                  "    except OSError as e:\n        r = errno.errorcode[e.errno]\n"
+                  "    print(name, r)\n"
+                  "for i in range(2): try_open('gpu%d' % i, '%s/nvidia%d' % (dev, i))\n"
+                  f"for m in {caps!r}: try_open('cap%d' % m, '%s/nvidia-caps/nvidia-cap%d' % (dev, m))\n"
+                  "print('ids', os.environ['BERTH_GPU_IDS'], os.environ['CUDA_VISIBLE_DEVICES'])\n")
+        self.probes = getattr(self, "probes", 0) + 1
+        path = self.path(f"probe-{self.probes}.py")
+        with open(path, "w") as f:
+            f.write(script)
+        return f"python3 {path}"
+
+    def logs(self, job):
+        return self.b.run("logs", job, "--no-follow", env=self.env)[1]
+
+    def test_the_node_offers_the_whole_gpu_and_the_two_slices(self):
+        node = self.b.nodes(env=self.env)[0]
+        self.assertEqual(node["capacity"]["gpus"], {"A100": 1, "A100-3g.40gb": 2})
+        self.assertEqual([(d["index"], d["type"], d.get("gpu")) for d in node["devices"]],
+                         [(1, "A100", None), (100, "A100-3g.40gb", 0), (101, "A100-3g.40gb", 0)])
+
+    def test_two_jobs_on_two_slices_of_one_gpu_run_at_once_each_opening_only_its_own(self):
+        b = self.b
+        barrier = self.path("barrier")
+        os.makedirs(barrier)
+        jobs = [b.submit("--gpus", "A100-3g.40gb:1", "--", self.probe(barrier), env=self.env)
+                for _ in range(2)]
+        seen = {}
+        for job in jobs:
+            self.assertEqual(b.wait_status(job, "SUCCEEDED", "FAILED", timeout=90, env=self.env)["status"],
+                             "SUCCEEDED", self.logs(job))
+            out = self.logs(job)
+            self.assertIn("together 2", out)
+            m = re.search(r"ids (\d+) (\S+)", out)
+            self.assertIsNotNone(m, out)
+            index, visible = int(m.group(1)), m.group(2)
+            self.assertRegex(visible, r"^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+            seen[index] = visible
+            self.assertIn("gpu0 ENXIO", out)  # the slice's GPU
+            self.assertIn("gpu1 EPERM", out)  # the whole A100 next to it
+            for slice_index, minors in CAPS.items():
+                for minor in minors:
+                    self.assertIn(f"cap{minor} {'ENXIO' if slice_index == index else 'EPERM'}", out)
+        self.assertEqual(set(seen), {100, 101})
+        self.assertEqual(len(set(seen.values())), 2)
+
+    def test_a_whole_gpu_job_gets_the_gpu_not_in_mig_mode_and_no_slice(self):
+        b = self.b
+        job = b.submit("--gpus", "A100:1", "--", self.probe(), env=self.env)
+        self.assertEqual(b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"],
+                         "SUCCEEDED")
+        out = self.logs(job)
+        self.assertIn("ids 1 0", out)
+        self.assertIn("gpu0 EPERM", out)
+        self.assertIn("gpu1 ENXIO", out)
+        for minors in CAPS.values():
+            for minor in minors:
+                self.assertIn(f"cap{minor} EPERM", out)
+        # Two whole A100s are more than the node has whole: the GPU in MIG mode is not one.
+        rc, _, err = b.run("exec", "-d", "--gpus", "A100:2", "--", "true", check=False, env=self.env)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("A100", err)
+
+    def test_a_profile_the_cluster_lacks_is_refused_naming_those_it_has(self):
+        rc, _, err = self.b.run("exec", "-d", "--gpus", "A100-1g.10gb:1", "--", "true", check=False,
+                                env=self.env)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unknown GPU type 'A100-1g.10gb'", err)
+        self.assertIn("A100-3g.40gb", err)
+
+    def test_a_bad_layout_stops_the_agent_naming_what_is_wrong(self):
+        d = self.b.start_agent(self.server.url, name="bad", gpus="A100:1", state_dir=self.path("agent-bad"),
+                               extra=["--mig", "0=3g.40gb*3"])
+        self.assertNotEqual(d.proc.wait(timeout=30), 0)
+        with open(d.log_path) as f:
+            self.assertIn("take 9 compute slices; a GPU has 7", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
