@@ -385,6 +385,72 @@ void BM_SnapshotCopyFullQueue(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotCopyFullQueue)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- MIG slices (issue 64) ----
+//
+// bench/scale.py's 1,000 nodes of 8 GPUs, whole or sliced. Sliced: GPUs 4-7 of every node are in
+// MIG mode, seven 1g.10gb slices each, offered as devices of their own (agent/mig.h: index 100 x
+// (GPU + 1) + position, type "H100-1g.10gb"), so a node has 4 + 28 devices. Each queue holds
+// 100,000 one-device jobs of the nodes' types (70% H100), and on the sliced cluster 7 of 8 ask for
+// a slice, as its devices are; the whole pass places 8,000 and the sliced one 32,000. Compared per
+// placement (what a device more costs a placement), and full with nothing fitting (what 32 devices
+// a node cost the scan that finds nothing).
+
+constexpr int kSlicedGpus = 4;
+constexpr int kSlicesPerGpu = 7;
+
+Snapshot SlicedNodes(bool sliced, bool full) {
+  Snapshot s = ThousandNodes();
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    NodeView& n = s.nodes[i];
+    if (sliced) {
+      n.gpus.resize(kGpusPerNode - kSlicedGpus);
+      for (int g = kGpusPerNode - kSlicedGpus; g < kGpusPerNode; ++g) {
+        for (int k = 0; k < kSlicesPerGpu; ++k) {
+          n.gpus.push_back(
+              {100 * (g + 1) + k, GpuTypeOf(static_cast<int>(i)) + "-1g.10gb", kMilliPerGpu});
+        }
+      }
+    }
+    if (full) {
+      for (Device& d : n.gpus) d.free = 0;
+    }
+  }
+  return s;
+}
+
+std::vector<JobRequest> OneDeviceQueue(bool sliced) {
+  std::mt19937 rng(5);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<JobRequest> jobs;
+  jobs.reserve(kPending);
+  for (int k = 0; k < kPending; ++k) {
+    JobRequest j;
+    j.id = 1'000'000 + k;
+    j.priority = pick(0, 3);
+    j.submitted_at = kNow - 100'000 + k;
+    std::string type = pick(0, 9) < 7 ? "H100" : "A100";
+    if (sliced && pick(0, 7) < 7) type += "-1g.10gb";
+    j.per_node = PerNode(type, 1);
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+void SlicePasses(benchmark::State& state, bool sliced, bool full) {
+  Snapshot s = SlicedNodes(sliced, full);
+  s.now = kNow;
+  s.pending = OneDeviceQueue(sliced);
+  PlacementPasses(state, s);
+}
+void BM_WholeGpus_OneDevicePlacements(benchmark::State& state) { SlicePasses(state, false, false); }
+void BM_Slices_OneDevicePlacements(benchmark::State& state) { SlicePasses(state, true, false); }
+void BM_WholeGpus_FullNothingFits(benchmark::State& state) { SlicePasses(state, false, true); }
+void BM_Slices_FullNothingFits(benchmark::State& state) { SlicePasses(state, true, true); }
+BENCHMARK(BM_WholeGpus_OneDevicePlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Slices_OneDevicePlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WholeGpus_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Slices_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // ---- Fair share (issue 12) ----
 //
 // The same clusters and queues, owned: 200 users (user-000..199) in 20 teams (team-00..19, ten
@@ -632,7 +698,8 @@ void BM_FairShare_OneJobIntoBusyCluster(benchmark::State& state) {
 BENCHMARK(BM_FairShare_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The display reporter the command line asks for, which also keeps every run's real time and, at
-// the end, prints each fair/plain ratio of medians (of the repetitions; one run: its time).
+// the end, prints each ratio of a benchmark to its baseline (fair share to plain, slices to whole
+// GPUs): of medians (of the repetitions; one run: its time), per pass or per placement.
 class RatioReporter : public benchmark::BenchmarkReporter {
  public:
   explicit RatioReporter(benchmark::BenchmarkReporter* inner) : inner_(inner) {}
@@ -649,41 +716,59 @@ class RatioReporter : public benchmark::BenchmarkReporter {
         t.real.median = r.GetAdjustedRealTime();
         t.cpu.median = r.GetAdjustedCPUTime();
       }
+      // From the runs themselves: the aggregates' counters are statistics of them (a cv is 0).
+      if (auto placed = r.counters.find("placed");
+          r.run_type == Run::RT_Iteration && placed != r.counters.end()) {
+        t.placed = placed->second;
+      }
     }
     inner_->ReportRuns(runs);
   }
   void Finalize() override {
     inner_->Finalize();
-    // {fair, plain, target ratio (0: none)}
+    // {benchmark, its baseline, target ratio (0: none), per placement (else per pass)}
     static const struct {
       const char* fair;
       const char* plain;
       double target;
+      bool per_placement;
     } kPairs[] = {
-        {"BM_FairShare_FullClusterNothingFits", "BM_FullClusterNothingFits", 1.5},
-        {"BM_FairShare_FullClusterReclaimLimited", "BM_FullClusterNothingFits", 1.5},
-        {"BM_FairShare_EmptyClusterPlacements", "BM_EmptyClusterPlacements", 1.5},
-        {"BM_FairShare_FullClusterMassPreemption", "BM_FullClusterMassPreemption", 1.5},
-        {"BM_FairShare_OneJobIntoBusyCluster", "BM_OneJobIntoBusyCluster", 0},
+        {"BM_FairShare_FullClusterNothingFits", "BM_FullClusterNothingFits", 1.5, false},
+        {"BM_FairShare_FullClusterReclaimLimited", "BM_FullClusterNothingFits", 1.5, false},
+        {"BM_FairShare_EmptyClusterPlacements", "BM_EmptyClusterPlacements", 1.5, false},
+        {"BM_FairShare_FullClusterMassPreemption", "BM_FullClusterMassPreemption", 1.5, false},
+        {"BM_FairShare_OneJobIntoBusyCluster", "BM_OneJobIntoBusyCluster", 0, false},
+        {"BM_Slices_OneDevicePlacements", "BM_WholeGpus_OneDevicePlacements", 1.3, true},
+        {"BM_Slices_FullNothingFits", "BM_WholeGpus_FullNothingFits", 1.3, false},
     };
     bool header = false;
     for (const auto& p : kPairs) {
       const Times* fair = Find(p.fair);
       const Times* plain = Find(p.plain);
       if (fair == nullptr || plain == nullptr) continue;
+      if (p.per_placement && (fair->placed <= 0 || plain->placed <= 0)) continue;
       if (!header) {
-        std::cout << "\nfair share / plain, medians per pass (real time; CPU time):\n";
+        std::cout << "\nbenchmark / its baseline, medians (real time; CPU time), per pass or "
+                     "per placement:\n";
         header = true;
       }
-      const double f = fair->real.Median() / benchmark::GetTimeUnitMultiplier(fair->unit);
-      const double q = plain->real.Median() / benchmark::GetTimeUnitMultiplier(plain->unit);
-      const double fc = fair->cpu.Median() / benchmark::GetTimeUnitMultiplier(fair->unit);
-      const double qc = plain->cpu.Median() / benchmark::GetTimeUnitMultiplier(plain->unit);
+      // Per placement: µs per job placed; per pass: ms.
+      const double fair_div = p.per_placement ? fair->placed / 1e3 : 1.0;
+      const double plain_div = p.per_placement ? plain->placed / 1e3 : 1.0;
+      const double f =
+          fair->real.Median() / benchmark::GetTimeUnitMultiplier(fair->unit) / fair_div;
+      const double q =
+          plain->real.Median() / benchmark::GetTimeUnitMultiplier(plain->unit) / plain_div;
+      const double fc =
+          fair->cpu.Median() / benchmark::GetTimeUnitMultiplier(fair->unit) / fair_div;
+      const double qc =
+          plain->cpu.Median() / benchmark::GetTimeUnitMultiplier(plain->unit) / plain_div;
       const double ratio = f / q;
       char line[256];
       std::snprintf(line, sizeof line,
-                    "  %-40s %9.3f / %9.3f ms = %5.2fx; CPU %9.3f / %9.3f ms = %5.2fx", p.fair,
-                    f * 1e3, q * 1e3, ratio, fc * 1e3, qc * 1e3, fc / qc);
+                    "  %-40s %9.3f / %9.3f %s = %5.2fx; CPU %9.3f / %9.3f = %5.2fx", p.fair,
+                    f * 1e3, q * 1e3, p.per_placement ? "us/placement" : "ms", ratio, fc * 1e3,
+                    qc * 1e3, fc / qc);
       std::cout << line;
       if (p.target > 0) {
         std::cout << (ratio <= p.target ? "  (target <= " : "  (MISSED: target <= ") << p.target
@@ -709,6 +794,7 @@ class RatioReporter : public benchmark::BenchmarkReporter {
     benchmark::TimeUnit unit = benchmark::kMillisecond;
     Series real;
     Series cpu;
+    double placed = 0;  // the "placed" counter of its last run
   };
   const Times* Find(const std::string& name) const {
     auto it = times_.find(name);

@@ -40,9 +40,8 @@ int ComputeSlices(std::string_view profile) {
 // A stable UUID-shaped name for a declared slice: "MIG-" and 32 hex digits of a digest, grouped
 // 8-4-4-4-12 as NVIDIA's are.
 std::string DeclaredUuid(const std::string& node, int gpu, int position) {
-  const std::string hex =
-      Sha256Hex("berth declared MIG slice " + node + "/" + std::to_string(gpu) + "/" +
-                std::to_string(position));
+  const std::string hex = Sha256Hex("berth declared MIG slice " + node + "/" + std::to_string(gpu) +
+                                    "/" + std::to_string(position));
   return "MIG-" + hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
          hex.substr(16, 4) + "-" + hex.substr(20, 12);
 }
@@ -217,8 +216,8 @@ std::vector<GpuDevice> OfferedDevices(const std::vector<GpuDevice>& gpus,
     auto parent = std::find_if(gpus.begin(), gpus.end(),
                                [&](const GpuDevice& g) { return g.index == s.gpu; });
     if (parent == gpus.end()) continue;
-    offered.push_back(GpuDevice{
-        .index = s.index, .type = MigTypeName(parent->type, s.profile), .parent = s.gpu});
+    offered.push_back(
+        GpuDevice{.index = s.index, .type = MigTypeName(parent->type, s.profile), .parent = s.gpu});
   }
   return offered;
 }

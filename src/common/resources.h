@@ -4,6 +4,8 @@
 // device (T4:0.5 -> 500); otherwise a whole number of devices times 1000 (V100:4 -> 4000).
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,22 @@ inline int GpuOfDevice(const std::vector<GpuDevice>& devices, int index) {
   }
   return index;
 }
+
+// What a MIG slice's device type says of its GPU ("A100-3g.40gb", agent/mig.h): the GPU's type and
+// the compute slices of the seven a GPU has that it takes ("A100-3g.40gb" -> {"A100", 3};
+// "H100-1c.3g.40gb" -> {"H100", 1}; "H100-1g.10gb-me" -> {"H100", 1}). nullopt for a type that is
+// not a slice's ("A100", "RTX4090").
+struct SliceShare {
+  std::string gpu_type;
+  int sevenths = 0;
+  bool operator==(const SliceShare&) const = default;
+};
+std::optional<SliceShare> SliceShareOf(const std::string& type);
+
+// The weight of one GPU-second of `type` (fair share and usage): the operator's for that type
+// (`weights`: --gpu-weights), else, for a MIG slice, its GPU type's times its share of that GPU (a
+// 3g.40gb slice of an A100 weighs 3/7 of an A100), else 1.
+double GpuTypeWeight(const std::map<std::string, double>& weights, const std::string& type);
 
 // "0,1,3": the CUDA_VISIBLE_DEVICES value for a grant.
 std::string CudaVisibleDevices(const NodeGrant& grant);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/quantity.h"
+#include "common/resources.h"
 #include "sched/running_sweep.h"
 #include "sched/short_text.h"
 
@@ -198,8 +199,7 @@ int Shares::TypeId(const std::string& type) {
   const int id = static_cast<int>(type_names_.size());
   type_names_.push_back(type);
   type_index_.emplace(type, id);
-  auto w = config_.gpu_weights.find(type);
-  type_weight_.push_back(w == config_.gpu_weights.end() ? 1.0 : w->second);
+  type_weight_.push_back(GpuTypeWeight(config_.gpu_weights, type));  // a slice: its share
   return id;
 }
 

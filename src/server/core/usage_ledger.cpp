@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "common/resources.h"
+
 namespace berth {
 namespace {
 
@@ -25,8 +27,7 @@ Status CheckUsageConfig(const UsageConfig& config) {
 }
 
 double UsageLedger::Weight(const std::string& gpu_type) const {
-  auto it = config_.gpu_weights.find(gpu_type);
-  return it == config_.gpu_weights.end() ? 1.0 : it->second;
+  return GpuTypeWeight(config_.gpu_weights, gpu_type);  // a MIG slice: its share of its GPU's
 }
 
 double UsageLedger::Decayed(const std::string& type, MilliGpu gpu_milli, TimeMs from, TimeMs to,

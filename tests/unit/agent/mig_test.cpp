@@ -98,9 +98,9 @@ TEST(Mig, TheCapabilityTableNamesEachInstancesFile) {
   EXPECT_EQ(minors.at("gpu0/gi1/ci0/access"), 13);
   const MigSlice slice{.index = 100, .gpu = 0, .profile = "3g.40gb", .gi = 2, .ci = 0};
   // Keyed by the GPU's device minor (3 here), not its index.
-  EXPECT_EQ(MigCapFiles(slice, 3, minors, "/dev/nvidia-caps"),
-            (std::vector<std::string>{"/dev/nvidia-caps/nvidia-cap30",
-                                      "/dev/nvidia-caps/nvidia-cap31"}));
+  EXPECT_EQ(
+      MigCapFiles(slice, 3, minors, "/dev/nvidia-caps"),
+      (std::vector<std::string>{"/dev/nvidia-caps/nvidia-cap30", "/dev/nvidia-caps/nvidia-cap31"}));
   EXPECT_TRUE(MigCapFiles(slice, 0, minors, "/dev/nvidia-caps").empty());
 }
 
@@ -109,9 +109,8 @@ TEST(Mig, AGpuInMigModeIsOfferedOnlyAsItsSlices) {
   auto slices = ParseMigDeclaration("0=3g.40gb,4g.40gb", 2, "n1");
   ASSERT_TRUE(slices.ok());
   const std::vector<GpuDevice> offered = OfferedDevices(gpus, *slices);
-  EXPECT_EQ(offered, (std::vector<GpuDevice>{{1, "A100", -1},
-                                             {100, "A100-3g.40gb", 0},
-                                             {101, "A100-4g.40gb", 0}}));
+  EXPECT_EQ(offered, (std::vector<GpuDevice>{
+                         {1, "A100", -1}, {100, "A100-3g.40gb", 0}, {101, "A100-4g.40gb", 0}}));
   EXPECT_TRUE(offered[1].slice());
   EXPECT_FALSE(offered[0].slice());
 }
@@ -132,7 +131,8 @@ class NodeGpusFilesTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "mknod of device files needs root";
     ASSERT_EQ(mkdir(dir_.File("nvidia-caps").c_str(), 0755), 0);
     for (int i = 0; i < 2; ++i) Node("nvidia" + std::to_string(i), 195, i);
-    for (int minor : {12, 13, 21, 22}) Node("nvidia-caps/nvidia-cap" + std::to_string(minor), 238, minor);
+    for (int minor : {12, 13, 21, 22})
+      Node("nvidia-caps/nvidia-cap" + std::to_string(minor), 238, minor);
     std::ofstream(dir_.File("nvidia-caps/mig-minors"))
         << "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
            "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n";
@@ -150,8 +150,9 @@ TEST_F(NodeGpusFilesTest, ASliceOpensItsGpuAndItsOwnCapabilitiesOnly) {
   // Slice 100 (GPU instance 1): GPU 0 and caps 12, 13 are its own; GPU 1 and caps 21, 22 are not.
   EXPECT_EQ(gpus->Denied({100}), (Devices{{195, 1}, {238, 21}, {238, 22}}));
   EXPECT_EQ(gpus->GpusOpened({100}), (std::vector<int>{0}));
-  EXPECT_EQ(gpus->CapFiles({100}), (std::vector<std::string>{dir_.File("nvidia-caps/nvidia-cap12"),
-                                                             dir_.File("nvidia-caps/nvidia-cap13")}));
+  EXPECT_EQ(gpus->CapFiles({100}),
+            (std::vector<std::string>{dir_.File("nvidia-caps/nvidia-cap12"),
+                                      dir_.File("nvidia-caps/nvidia-cap13")}));
   EXPECT_EQ(gpus->SliceUuids({101}), gpus->SliceUuids({101}));
   EXPECT_NE(gpus->SliceUuids({100}), gpus->SliceUuids({101}));
   EXPECT_TRUE(gpus->SliceUuids({100})->starts_with("MIG-"));

@@ -109,6 +109,20 @@ TEST(Strings, PathsUnderARoot) {
   EXPECT_FALSE(IsPathUnder("/other/data", "/data"));
 }
 
+TEST(Resources, AMigSlicesTypeSaysItsGpuAndItsShare) {
+  EXPECT_EQ(SliceShareOf("A100-3g.40gb"), (SliceShare{"A100", 3}));
+  EXPECT_EQ(SliceShareOf("H100-1g.10gb-me"), (SliceShare{"H100", 1}));
+  EXPECT_EQ(SliceShareOf("H100-2c.3g.40gb"), (SliceShare{"H100", 2}));
+  EXPECT_EQ(SliceShareOf("A100-7g.80gb"), (SliceShare{"A100", 7}));
+  for (const char* not_a_slice : {"A100", "RTX4090", "-3g.40gb", "A100-8g.80gb", "A100-3g.40",
+                                  "A100-3g.40gbx", "A100-g.40gb", "A100-3g.0gb", "V100-SXM2"}) {
+    EXPECT_FALSE(SliceShareOf(not_a_slice).has_value()) << not_a_slice;
+  }
+  EXPECT_DOUBLE_EQ(GpuTypeWeight({{"A100", 2.0}}, "A100-3g.40gb"), 2.0 * 3 / 7);
+  EXPECT_DOUBLE_EQ(GpuTypeWeight({{"A100", 2.0}}, "A100"), 2.0);
+  EXPECT_DOUBLE_EQ(GpuTypeWeight({}, "T4"), 1.0);
+}
+
 TEST(Resources, CudaVisibleDevicesListsTheGrantedIndices) {
   NodeGrant g{"n1", 0, {{2, 1000}, {3, 1000}}};
   EXPECT_EQ(CudaVisibleDevices(g), "2,3");

@@ -34,6 +34,25 @@ TEST(UsageLedgerTest, UsageIsWeightedAndHalvesEachHalfLife) {
   EXPECT_EQ(ledger.User("bob", kHour), 0);
 }
 
+// A MIG slice weighs its share of its GPU (issue 64): a 3g.40gb slice of an A100 is 3/7 of one,
+// unless the operator weighs its type itself.
+TEST(UsageLedgerTest, AMigSliceWeighsItsShareOfItsGpu) {
+  UsageLedger ledger(
+      UsageConfig{.half_life_ms = kHour, .gpu_weights = {{"A100", 2.0}, {"H100-1g.10gb", 0.5}}});
+  EXPECT_DOUBLE_EQ(ledger.Weight("A100-3g.40gb"), 2.0 * 3 / 7);
+  EXPECT_DOUBLE_EQ(ledger.Weight("A100-1c.3g.40gb"), 2.0 / 7);  // one compute slice of three
+  EXPECT_DOUBLE_EQ(ledger.Weight("T4-2g.10gb"), 2.0 / 7);       // its GPU unnamed: 1
+  EXPECT_DOUBLE_EQ(ledger.Weight("H100-1g.10gb"), 0.5);         // named: the operator's
+  EXPECT_DOUBLE_EQ(ledger.Weight("RTX4090"), 1.0);
+  UsageRecord whole{.user = "ada", .team = "", .gpu_type = "A100", .gpu_milli = 1'000};
+  whole.ended_at = kHour;
+  UsageRecord slice{.user = "bob", .team = "", .gpu_type = "A100-3g.40gb", .gpu_milli = 1'000};
+  slice.ended_at = kHour;
+  ledger.Add(whole);
+  ledger.Add(slice);
+  EXPECT_NEAR(ledger.User("bob", kHour), ledger.User("ada", kHour) * 3 / 7, 1e-6);
+}
+
 TEST(UsageLedgerTest, AHalfLifeOfZeroOrABadWeightIsRefused) {
   EXPECT_FALSE(CheckUsageConfig(UsageConfig{.half_life_ms = 0}).ok());
   EXPECT_FALSE(
