@@ -215,9 +215,15 @@ int PortForward(const GlobalFlags& g, const ForwardFlags& f) {
   }
   ::close(*listener);
   relays->stop = true;
-  MutexLock lock(relays->mu);
-  for (int i = 0; i < 30 && relays->running > 0; ++i) relays->cv.WaitFor(relays->mu, 100);
-  return 0;
+  {
+    MutexLock lock(relays->mu);
+    for (int i = 0; i < 30 && relays->running > 0; ++i) relays->cv.WaitFor(relays->mu, 100);
+    if (relays->running == 0) return 0;
+  }
+  // A relay still connecting (its dial does not watch the stop) must not see the process's
+  // statics destroyed under it, as returning from main would: end here, output flushed.
+  std::fflush(nullptr);
+  ::_exit(0);
 }
 
 }  // namespace
