@@ -86,6 +86,7 @@ struct GpuDevice {
   std::string type;  // "V100", "A100-3g.40gb"
   int parent = -1;   // a slice's GPU index; -1 for a whole GPU
   bool slice() const { return parent >= 0; }
+  int gpu() const { return slice() ? parent : index; }  // the GPU it is, or is a slice of
   bool operator==(const GpuDevice&) const = default;
 };
 
@@ -93,7 +94,7 @@ struct GpuDevice {
 // probes, and their faults, are about GPUs: a fault on a GPU is a fault of each of its slices.
 inline int GpuOfDevice(const std::vector<GpuDevice>& devices, int index) {
   for (const GpuDevice& d : devices) {
-    if (d.index == index) return d.slice() ? d.parent : index;
+    if (d.index == index) return d.gpu();
   }
   return index;
 }

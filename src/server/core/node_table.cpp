@@ -41,7 +41,7 @@ const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
   for (const auto& d : node.row.gpus) {
     auto used = node.gpu_used.find(d.index);
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
-    const bool fenced = faulty.count(d.slice() ? d.parent : d.index) > 0;
+    const bool fenced = faulty.count(d.gpu()) > 0;
     v.gpus.push_back({d.index, d.type, fenced ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
   }
   node.view_stale = false;

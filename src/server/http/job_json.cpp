@@ -125,7 +125,7 @@ json::object NodeJson(const NodeStatus& node) {
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
     cap_gpus[d.type] = (cap_gpus.contains(d.type) ? cap_gpus[d.type].as_int64() : 0) + 1;
     // A GPU its node's probes fenced is free to nobody (as the scheduler sees it).
-    const std::string fault = node.health.GpuReason(d.slice() ? d.parent : d.index);
+    const std::string fault = node.health.GpuReason(d.gpu());
     double free_share =
         fault.empty() ? static_cast<double>(kMilliPerGpu - held) / kMilliPerGpu : 0.0;
     double prior = free_gpus.contains(d.type) ? free_gpus[d.type].to_number<double>() : 0.0;
