@@ -196,16 +196,22 @@ void Agent::AdoptExisting() {
     // A job known to be over is never signalled: its supervisor's pid may belong to another
     // process by now (after a reboot, surely), and a stop can come before the exit is shipped.
     job.exited = exited;
+    bool lost_share = false;
     if (!exited) {
-      // Its CPUs stay its own: a later pinned rank must not get them.
-      if (auto plan = ReadRunPlan(job.dir); plan.ok() && !plan->limits.cpus.empty()) {
-        cpu_pins_.Adopt(name, plan->limits.cpus);
+      if (auto plan = ReadRunPlan(job.dir); plan.ok()) {
+        // Its CPUs stay its own: a later pinned rank must not get them.
+        if (!plan->limits.cpus.empty()) cpu_pins_.Adopt(name, plan->limits.cpus);
+        // And its GPU share the MPS daemon's it runs under, unless that died meanwhile.
+        lost_share = !mps_.Adopt(name, plan->run_env);
       }
     }
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
             exited ? " (exited)" : "");
     WatchDir(job, name);
     jobs_[name] = job;
+    if (lost_share) {
+      EndRank(name, "the MPS daemon enforcing its GPU share died while the agent was down");
+    }
   }
   closedir(d);
 }
@@ -242,6 +248,8 @@ Status Agent::Run() {
   if (inotify_fd_ < 0) {
     LogWarn("inotify unavailable ({}); scanning job directories instead", strerror(errno));
   }
+  mps_.Configure(FindExecutable(kMpsControl), options_.state_dir + "/mps");
+  LogInfo("GPU sharing: {}", mps_.Sharing());
   AdoptExisting();
   health_.SetUp(gpus_.gpu_indices(), cgroups_);
 
@@ -300,6 +308,7 @@ Status Agent::Register() {
   request.memory_mib = resources_.memory;
   request.gpus = resources_.gpus;
   request.isolation = cgroups_.Describe();
+  request.sharing = mps_.Sharing();
   if (cgroups_.layout != CgroupLayout::kNone) {
     request.job_memory_default_mib = options_.job_memory_default.value_or(resources_.memory);
   }
@@ -461,6 +470,19 @@ bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
 void Agent::StopJob(LocalJob& job) {
   if (job.exited) return;
   launcher_.Stop(job.pid, job.dir);
+}
+
+void Agent::EndRank(const std::string& key, const std::string& reason) {
+  if (launching_.count(key)) {
+    stopped_launches_.insert(key);  // (reported as never run: it goes elsewhere)
+    return;
+  }
+  auto it = jobs_.find(key);
+  if (it == jobs_.end() || it->second.exited) return;
+  LogWarn("job {} attempt {} rank {}: ending it: {}", it->second.id.job, it->second.id.attempt,
+          it->second.id.rank, reason);
+  WriteFileAtomic(it->second.dir + "/" + kStopReasonFile, reason + "\n", /*sync=*/false);
+  StopJob(it->second);
 }
 
 // Renews the node's lease. Each renewal is also written to <state>/lease, which every job's
@@ -645,6 +667,13 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
       plan.limits.cpus = *cpus;
     }
   }
+  // A fraction of a GPU runs under its device's MPS daemon, which enforces the share; without MPS
+  // on this node the share is unenforced (RegisterRequest::sharing "none").
+  if (spec.resources.fractional_gpu() && m.gpus.size() == 1 && mps_.Sharing() == "mps") {
+    auto mps = mps_.Acquire(key, gpus_.MpsShareOf(m.gpus[0], spec.resources.gpu_milli));
+    if (!mps.ok()) return mps.status();
+    for (const auto& [k, v] : *mps) plan.setup_env[k] = plan.run_env[k] = v;
+  }
   if (spec.container) {
     BERTH_RETURN_IF_ERROR(PlanContainer(m, spec, key, job_dir, account, mount_script, plan));
   }
@@ -751,6 +780,9 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
   if (stopped_launches_.erase(key) > 0) {
     launching_.erase(key);
     cpu_pins_.Release(key);
+    lock.Unlock();
+    mps_.Release(key);  // (may quit a daemon: not under the lock)
+    lock.Lock();
     reports_.push_back(proto::Report::Exited(job.id, std::nullopt, "run", "was not running"));
     ship_cv_.Signal();
     lock.Unlock();

@@ -35,6 +35,7 @@
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
 #include "agent/launcher.h"
+#include "agent/mps.h"
 #include "agent/node_gpus.h"
 #include "agent/node_uploads.h"
 #include "agent/parsed_specs.h"
@@ -131,6 +132,9 @@ class Agent {
     int watch = -1;           // inotify watch on dir
   };
 
+  // In a rank's directory: why the agent ended it (EndRank), said in its exit report.
+  static constexpr char kStopReasonFile[] = "stop_reason";
+
   Status LoadIdentity();
   // Isolation of a rank (RunPlan::cgroup, RunPlan::limits).
   RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
@@ -197,6 +201,9 @@ class Agent {
       EXCLUDES(mu_);
   void WatchDir(LocalJob& job, const std::string& key) REQUIRES(mu_);
   void StopJob(LocalJob& job) REQUIRES(mu_);
+  // Ends rank `key` for `reason` (what its exit report says in place of "stopped"): the MPS
+  // daemon its GPU share ran under died.
+  void EndRank(const std::string& key, const std::string& reason) REQUIRES(mu_);
   // A job whose supervisor is gone without an "exited" event would never be reported gone and the
   // server would hold its resources for good: records one (exit 137). Returns whether the job has
   // ended (recorded now or before).
@@ -249,6 +256,9 @@ class Agent {
   SpareDirs spare_dirs_;  // recycled job directories (its own lock)
   // Node health: probes, hooks, sticky faults (its own lock; set up in Run(), before the threads).
   HealthKeeper health_;
+  // The MPS daemons that enforce fractional GPU shares (its own lock, taken under mu_ or alone;
+  // configured in Run(), before the threads).
+  MpsDaemons mps_;
   // Terminals, execs and port forwards relayed to ranks (its own lock); Run() waits for them to
   // see a stop.
   SessionRelays relays_;

@@ -137,6 +137,9 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     rank.devices.emplace_back(cap, "/dev/nvidia-caps/" + cap.substr(cap.rfind('/') + 1));
   }
   if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;
+  if (auto pipe = plan.run_env.find("CUDA_MPS_PIPE_DIRECTORY"); pipe != plan.run_env.end()) {
+    rank.mps_pipe = pipe->second;
+  }
   std::vector<std::string> task_envs;
   for (const auto& [name, value] : spec.envs) task_envs.push_back(name);
   rank.env_names = ContainerEnvNames(plan.run_env, task_envs);

@@ -127,6 +127,11 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
     for (const auto& job : snapshot) {
       if (!job.exited) RecordEndOfDeadSupervisor(job);
     }
+    // And MPS daemons that died: the ranks that ran under them lost their GPU share.
+    if (auto lost = mps_.Check(); !lost.empty()) {
+      MutexLock lock(mu_);
+      for (const auto& [key, reason] : lost) EndRank(key, reason);
+    }
   }
   if (session.empty()) return false;
   // For each job: new events first, then its output up to now, so that an exit is reported only
@@ -136,12 +141,19 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
   // so nothing is held back then.
   bool shipped_output = false;
   std::vector<std::pair<std::string, int>> ended;  // ranks whose epilog is due: dir, exit code
+  std::vector<std::string> gone;                   // ranks whose processes are all gone
   // Each rank's new events are read before its output's size is taken (ShipOutputs), so that
   // every byte written before an event is shipped before the event is reported.
   std::vector<std::vector<SupervisorEvent>> events(snapshot.size());
   std::vector<ShipState> ships(snapshot.size());
   for (size_t i = 0; i < snapshot.size(); ++i) {
     events[i] = ParseEvents(ReadFileOr(snapshot[i].dir + "/events"));
+    for (SupervisorEvent& e : events[i]) {
+      // Stopped by the agent itself (EndRank): the exit says why.
+      if (e.kind != "exited" || e.reason != "stopped") continue;
+      const std::string why = Trim(ReadFileOr(snapshot[i].dir + "/" + kStopReasonFile));
+      if (!why.empty()) e.reason = why;
+    }
     // While its image downloads (a "pulling" not followed by what it resolved to), the rank's
     // output says how far it got: the job's reason shows it.
     ships[i].pulling = std::any_of(events[i].begin(), events[i].end(),
@@ -175,11 +187,13 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
       if (shipped_all && e.kind == "exited") {
         it->second.exited = true;
         cpu_pins_.Release(it->first);  // every process of the rank is gone
+        gone.push_back(it->first);
         if (e.phase != "launch" && e.phase != "prolog") ended.emplace_back(job.dir, e.exit_code);
       }
     }
   }
   for (const auto& [dir, exit_code] : ended) health_.QueueEpilog(dir, exit_code);
+  for (const std::string& key : gone) mps_.Release(key);  // (not under mu_: it may quit a daemon)
   proto::ReportRequest request{options_.name, session, {}};
   {
     MutexLock lock(mu_);

@@ -101,8 +101,9 @@ std::vector<std::string> ContainerEnvNames(const std::map<std::string, std::stri
   for (const auto& [name, value] : env) {
     // (BERTH_PODMAN is a path on the host: nothing inside the image)
     const bool ours = (StartsWith(name, "BERTH_") && name != kPodmanEnv) ||
-                      StartsWith(name, "SKYPILOT_") || name == "CUDA_VISIBLE_DEVICES" ||
-                      name == "HOME" || name == "USER" || name == "LOGNAME";
+                      StartsWith(name, "SKYPILOT_") || StartsWith(name, "CUDA_MPS_") ||
+                      name == "CUDA_VISIBLE_DEVICES" || name == "HOME" || name == "USER" ||
+                      name == "LOGNAME";
     const bool task = std::find(task_envs.begin(), task_envs.end(), name) != task_envs.end();
     if (ours || task) out.push_back(name);
   }
@@ -266,6 +267,9 @@ std::string StepScript(const ContainerHost& host, const ContainerRank& rank, boo
   if (rank.shm_bytes > 0) args.push_back("--shm-size=" + std::to_string(rank.shm_bytes) + "b");
   for (const auto& [from, to] : rank.devices) {
     args.insert(args.end(), {"--device", to.empty() ? from : from + ":" + to});
+  }
+  if (!rank.mps_pipe.empty()) {
+    args.insert(args.end(), {"-v", rank.mps_pipe + ":" + rank.mps_pipe, "--ipc=host"});
   }
   for (const std::string& mount : rank.spec.mounts) args.insert(args.end(), {"-v", mount});
   for (const std::string& env : rank.env_names) args.insert(args.end(), {"--env", env});

@@ -101,6 +101,9 @@ struct ContainerRank {
   // name ("nvidia.com/gpu=3") with no path inside.
   std::vector<std::pair<std::string, std::string>> devices;
   int64_t shm_bytes = 0;  // 0: podman's default
+  // A rank with a GPU fraction: its MPS daemon's pipe directory (agent/mps.h), mounted at the same
+  // path, and the host's IPC namespace, which MPS clients share memory with their server in.
+  std::string mps_pipe;
   // Variables passed from the step's environment to the container (by name: their values never
   // appear on a command line).
   std::vector<std::string> env_names;

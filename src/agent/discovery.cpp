@@ -91,6 +91,42 @@ std::optional<std::string> QueryNvidiaSmi(const std::string& fields) {
 
 }  // namespace
 
+std::map<int, Mib> ParseGpuMemory(const std::string& output) {
+  std::map<int, Mib> out;
+  for (const std::string& line : Split(output, '\n')) {
+    const size_t comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    const std::string index = Trim(line.substr(0, comma));
+    const std::string mib = Trim(line.substr(comma + 1));  // "81559 MiB"
+    if (index.empty() || index.size() > 4 || mib.empty() || mib.size() > 16 ||
+        !std::all_of(index.begin(), index.end(), ::isdigit) || !::isdigit(mib[0])) {
+      continue;
+    }
+    const Mib value = std::strtoll(mib.c_str(), nullptr, 10);
+    if (value > 0) out[std::stoi(index)] = value;
+  }
+  return out;
+}
+
+std::map<int, Mib> DiscoverGpuMemory() {
+  auto out = QueryNvidiaSmi("index,memory.total");
+  return out ? ParseGpuMemory(*out) : std::map<int, Mib>{};
+}
+
+std::optional<Mib> DeclaredGpuMemory(const std::string& type) {
+  // nvidia-smi's memory.total of each type's smallest model: a declared type names no model, and
+  // a share of the smaller memory is never more than the job's share.
+  static const std::map<std::string, Mib> kMemory = {
+      {"A10", 23028},     {"A10G", 23028},  {"A100", 40960}, {"A30", 24576},   {"A40", 46068},
+      {"A6000", 49140},   {"B200", 183359}, {"H100", 81559}, {"H200", 143771}, {"K80", 11441},
+      {"L4", 23034},      {"L40", 46068},   {"L40S", 46068}, {"P100", 16384},  {"RTX3090", 24576},
+      {"RTX4090", 24564}, {"T4", 15360},    {"V100", 16384},
+  };
+  auto it = kMemory.find(type);
+  if (it == kMemory.end()) return std::nullopt;
+  return it->second;
+}
+
 NodeResources DiscoverNode(const std::string& declared_gpus) {
   NodeResources r;
   r.cpus = static_cast<MilliCpu>(ReadCpuBudget().usable) * kMilliPerCpu;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,14 @@ std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
                                   const std::map<std::string, std::string>& information);
 // This machine's, asking nvidia-smi and the driver; empty without them.
 std::map<int, int> DiscoverGpuMinors();
+
+// Each GPU's memory (MiB, by index) from `nvidia-smi --query-gpu=index,memory.total
+// --format=csv,noheader` output ("0, 81559 MiB"); lines it cannot read are left out.
+std::map<int, Mib> ParseGpuMemory(const std::string& output);
+// This machine's, asking nvidia-smi; empty without it.
+std::map<int, Mib> DiscoverGpuMemory();
+// The memory of one GPU of a declared type (what nvidia-smi says of the type's smallest model:
+// "A100" 40960, "H100" 81559, "T4" 15360); none for a type not in the table.
+std::optional<Mib> DeclaredGpuMemory(const std::string& type);
 
 }  // namespace berth

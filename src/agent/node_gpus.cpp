@@ -100,6 +100,28 @@ std::optional<std::string> NodeGpus::SliceUuids(const std::vector<int>& granted)
   return Join(uuids, ",");
 }
 
+MpsShare NodeGpus::MpsShareOf(int device, MilliGpu milli) const {
+  MpsShare share{.device = device, .cuda_id = std::to_string(device), .milli = milli};
+  if (const MigSlice* slice = SliceAt(device)) {
+    share.cuda_id = slice->uuid;
+    // "3g.40gb", "1c.3g.40gb", "1g.10gb+me": the number before "gb".
+    const size_t gb = slice->profile.find("gb");
+    const size_t dot = slice->profile.rfind('.', gb);
+    if (gb != std::string::npos && dot != std::string::npos && dot + 1 < gb) {
+      share.device_memory = std::atoll(slice->profile.substr(dot + 1, gb - dot - 1).c_str()) * 1024;
+    }
+    return share;
+  }
+  if (auto it = memory_.find(device); it != memory_.end()) {
+    share.device_memory = it->second;
+    return share;
+  }
+  for (const GpuDevice& gpu : gpus_) {
+    if (gpu.index == device) share.device_memory = DeclaredGpuMemory(gpu.type);
+  }
+  return share;
+}
+
 Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::string& declared_mig,
                               const std::string& node, std::vector<GpuDevice> discovered,
                               const std::string& device_dir) {
@@ -127,8 +149,10 @@ Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::strin
     table = ReadFileOr(device_dir + "/nvidia-caps/mig-minors");
     if (table.empty()) table = ReadFileOr("/proc/driver/nvidia-caps/mig-minors");
   }
-  return NodeGpus(std::move(gpus), std::move(slices), std::move(minors), ParseMigMinors(table),
-                  device_dir);
+  NodeGpus out(std::move(gpus), std::move(slices), std::move(minors), ParseMigMinors(table),
+               device_dir);
+  if (declared_gpus.empty() && !out.gpu_indices().empty()) out.set_memory(DiscoverGpuMemory());
+  return out;
 }
 
 }  // namespace berth

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/mig.h"
+#include "agent/mps.h"
 #include "common/resources.h"
 #include "common/status.h"
 
@@ -45,6 +46,13 @@ class NodeGpus {
   // CUDA_VISIBLE_DEVICES for a grant of slices: their UUIDs joined by ","; nullopt for whole GPUs.
   std::optional<std::string> SliceUuids(const std::vector<int>& granted) const;
 
+  // Each GPU's memory (MiB, by index) as nvidia-smi says; set once, before the agent's threads.
+  void set_memory(std::map<int, Mib> memory) { memory_ = std::move(memory); }
+  // What MPS needs to know of `device` for a rank holding `milli` of it (agent/mps.h): how CUDA
+  // names it (a GPU's index, a slice's UUID) and its memory: a slice's from its profile
+  // ("3g.40gb": 40 GiB), a GPU's from nvidia-smi or else its declared type (DeclaredGpuMemory).
+  MpsShare MpsShareOf(int device, MilliGpu milli) const;
+
  private:
   const MigSlice* SliceAt(int index) const;
   std::string GpuFile(int gpu) const;
@@ -55,6 +63,7 @@ class NodeGpus {
   std::map<std::string, int> mig_minors_;
   std::string device_dir_;
   std::vector<GpuDevice> offered_;
+  std::map<int, Mib> memory_;
 };
 
 // The node's GPUs: declared (`declared_gpus` "A100:2", and `declared_mig` a --mig layout of

@@ -58,6 +58,13 @@ std::string HealthSummary(const json::object& n) {
 }
 
 // The HEALTH column's short form: "ok", "drained", "2 GPUs fenced" (`berth nodes NAME` says why).
+// A node's GPU sharing in full (`berth nodes NAME`).
+std::string SharingText(const std::string& sharing) {
+  if (sharing == "mps") return "mps (GPU fractions enforced by an MPS daemon per device)";
+  if (sharing == "none") return "none (GPU fractions are not enforced: no nvidia-cuda-mps-control)";
+  return sharing;
+}
+
 std::string HealthShort(const json::object& n) {
   const json::value* h = n.if_contains("health");
   if (!h || !h->is_object()) return "-";
@@ -105,6 +112,7 @@ int ShowNode(const json::object& n) {
                StrOr(fault, "since"), StrOr(fault, "cleared_by"));
   }
   fmt::print("Isolation: {}\n", StrOr(n, "isolation"));
+  fmt::print("Sharing:   {}\n", SharingText(StrOr(n, "sharing", "unknown")));
   Table t({"PROBE", "RESULT", "AT", "TOOK", "FAILURES", "TIMEOUTS"});
   for (const auto& p : health.at("probes").as_array()) {
     const json::object& probe = p.as_object();
@@ -143,7 +151,7 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
   }
   // Short forms (the table fits a terminal); `berth nodes NAME` says each in full.
   Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS free/all", "CPUS free/all", "MEM GiB free/all",
-           "ISOLATION", "HEALTH", "ADDRESS"});
+           "ISOLATION", "SHARING", "HEALTH", "ADDRESS"});
   bool shortened = false;
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
@@ -163,8 +171,8 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool, UserLabels(n),
            GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
            NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
-           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")), isolation, health,
-           std::string(n.at("address").as_string())});
+           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")), isolation,
+           StrOr(n, "sharing", "unknown"), health, std::string(n.at("address").as_string())});
   }
   fmt::print("{}", t.Render());
   if (shortened) {

@@ -208,6 +208,7 @@ json::object RegisterRequest::Encode() const {
   }
   o["running"] = std::move(r);
   o["isolation"] = isolation;
+  if (!sharing.empty()) o["sharing"] = sharing;
   if (job_memory_default_mib > 0) o["job_memory_default_mib"] = job_memory_default_mib;
   if (!container_mounts.empty()) {
     json::array m;
@@ -230,9 +231,11 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
   r.cpus_milli = f.Int64("cpus_milli", 0);
   r.memory_mib = f.Int64("memory_mib", 0);
   r.isolation = f.String("isolation", "");
+  r.sharing = f.String("sharing", "");
   r.job_memory_default_mib = f.Int64("job_memory_default_mib", 0);
   if (!f.ok()) return f.status();
   if (r.isolation.size() > 512) return Status::Invalid("register: 'isolation' is too long");
+  if (r.sharing.size() > 64) return Status::Invalid("register: 'sharing' is too long");
   if (const json::value* h = f.Find("health")) {
     auto health = NodeHealth::Decode(*h, "register");
     if (!health.ok()) return health.status();

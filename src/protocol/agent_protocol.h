@@ -113,6 +113,9 @@ struct RegisterRequest {
   // How the node isolates jobs (supervise/cgroup.h CgroupHost::Describe): "v2", "v1",
   // "none: REASON"; "" from an agent that does not say.
   std::string isolation;
+  // Whether fractional GPU shares are enforced there (agent/mps.h): "mps", "none"; "" from an
+  // agent that does not say.
+  std::string sharing;
   // The memory limit of a job that asks for none (MiB; 0: the agent does not say).
   int64_t job_memory_default_mib = 0;
   // Host paths the node lets containers mount (agent --container-mount): absolute, at most 64.

@@ -355,6 +355,7 @@ Result<proto::RegisterAnswer> AgentSessions::Register(const proto::RegisterReque
   node.row.memory = request.memory_mib;
   node.row.gpus = request.gpus;
   node.isolation = request.isolation;
+  node.sharing = request.sharing;
   node.job_memory_default = request.job_memory_default_mib;
   node.container_mounts = request.container_mounts;
   if (is_new) node.row.registered_at = now;

@@ -29,6 +29,7 @@ struct NodeRuntime {
   std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
   std::string session;               // current agent session; "" when none
   std::string isolation;             // RegisterRequest::isolation (not stored)
+  std::string sharing;               // RegisterRequest::sharing (not stored)
   Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
   std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
   proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)

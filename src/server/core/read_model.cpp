@@ -63,8 +63,14 @@ std::map<std::string, Mib> ReadModel::JobMemoryDefaults(const Placement& placeme
 }
 
 NodeStatus ReadModel::StatusOf(const NodeRuntime& node) {
-  return NodeStatus{node.row,       node.cpus_used,          node.memory_used, node.gpu_used,
-                    node.isolation, node.job_memory_default, node.health};
+  return NodeStatus{.row = node.row,
+                    .cpus_used = node.cpus_used,
+                    .memory_used = node.memory_used,
+                    .gpu_used = node.gpu_used,
+                    .isolation = node.isolation,
+                    .sharing = node.sharing,
+                    .job_memory_default = node.job_memory_default,
+                    .health = node.health};
 }
 
 std::optional<uint64_t> ReadModel::AddLogWaiter(int64_t job, int attempt,

@@ -37,6 +37,7 @@ struct NodeStatus {
   Mib memory_used = 0;
   std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
   std::string isolation;             // RegisterRequest::isolation of its agent
+  std::string sharing;               // RegisterRequest::sharing of its agent
   Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (0: none enforced)
   proto::NodeHealth health;          // what its agent's probes found last (docs/operators.md)
 };

@@ -112,6 +112,7 @@ json::object NodeJson(const NodeStatus& node) {
   for (const auto& [k, v] : row.labels) labels[k] = v;
   o["labels"] = std::move(labels);
   o["isolation"] = node.isolation.empty() ? "unknown" : node.isolation;
+  o["sharing"] = node.sharing.empty() ? "unknown" : node.sharing;
   o["job_memory_default"] = node.job_memory_default > 0
                                 ? json::value(static_cast<double>(node.job_memory_default) /
                                               static_cast<double>(kMibPerGib))

@@ -71,6 +71,23 @@ TEST(ContainerTest, AnInteractiveRunStepGivesTheContainerATerminal) {
               Not(HasSubstr("--tty")));
 }
 
+// A rank with a GPU fraction reaches its MPS daemon: the pipe directory, the host's IPC namespace
+// (MPS clients share memory with the server) and the CUDA_MPS_ variables.
+TEST(ContainerTest, AFractionalRankReachesItsMpsDaemon) {
+  ContainerRank rank = Rank();
+  EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/true),
+              Not(HasSubstr("--ipc=host")));
+  rank.mps_pipe = "/state/mps/0/pipe";
+  EXPECT_THAT(StepScript(Host("/usr/bin/podman", "/s"), rank, /*run=*/true),
+              HasSubstr(" -v /state/mps/0/pipe:/state/mps/0/pipe --ipc=host "));
+  EXPECT_EQ(
+      ContainerEnvNames({{"CUDA_MPS_PIPE_DIRECTORY", "p"},
+                         {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"},
+                         {"LD_PRELOAD", "x"}},
+                        {}),
+      (std::vector<std::string>{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY"}));
+}
+
 // podman's warnings (rootless: "/" is not a shared mount) began every container job's output.
 TEST(ContainerTest, PodmansWarningsAreNotTheJobsOutput) {
   for (const bool run : {true, false}) {

@@ -48,6 +48,7 @@ RegisterRequest FullRegister() {
   r.gpus = {{0, "H100"}, {1, "H100"}};
   r.running = {{42, 3, 1}, {43, 1, 0}};
   r.isolation = "v1";
+  r.sharing = "mps";
   r.job_memory_default_mib = 4096;
   return r;
 }
@@ -60,7 +61,7 @@ TEST(Register, RequestRoundTripsInTheAgentsFieldOrder) {
             R"("pool":"research","labels":{"rack":"r12","zone":"b"},"cpus_milli":64000,)"
             R"("memory_mib":524288,"gpus":[{"index":0,"type":"H100"},{"index":1,"type":"H100"}],)"
             R"("running":[{"job":42,"attempt":3,"rank":1},{"job":43,"attempt":1,"rank":0}],)"
-            R"("isolation":"v1","job_memory_default_mib":4096})");
+            R"("isolation":"v1","sharing":"mps","job_memory_default_mib":4096})");
 }
 
 TEST(Register, AMigSliceNamesItsGpu) {
