@@ -468,7 +468,7 @@ void AddAdminTeamCommands(CommandContext& c, CLI::App* admin) {
   team_set->add_option("name", team_flags.name, "Team name")->required();
   team_set->add_option("--gpus", team_flags.gpus,
                        "Guaranteed (nominal) quota per GPU type, like A100:16,V100:8 ('none': "
-                       "no quota)");
+                       "no quota); a MIG slice counts as its share of its GPU's type");
   team_set->add_option("--borrow-limit", team_flags.borrow_limit,
                        "How many idle GPUs beyond the quota it may borrow, per type, like A100:8 "
                        "(a type not named: no limit; A100:0 forbids borrowing; 'none': no "

@@ -114,26 +114,46 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
   }
   fmt::print("Usage from {} to {}, by {}\n", std::string(o.at("since").as_string()),
              std::string(o.at("until").as_string()), f.by);
-  Table t({f.by == "team" ? "TEAM" : "USER", "GPU-HOURS", "CPU-HOURS", "CPU EFF", "MEM EFF", "JOBS",
-           "MEAN WAIT", "PREEMPTED"});
+  // With MIG slices among the types, a column of the GPU-hours as whole GPUs (a slice by its
+  // share).
+  bool slices = false;
+  for (const auto& v : o.at("rows").as_array()) {
+    const json::object& r = v.as_object();
+    if (const json::value* whole = r.if_contains("whole_gpu_seconds")) {
+      slices = slices || SerializeJson(*whole) != SerializeJson(r.at("gpu_seconds"));
+    }
+  }
+  std::vector<std::string> head = {f.by == "team" ? "TEAM" : "USER", "GPU-HOURS"};
+  if (slices) head.push_back("AS WHOLE GPUS");
+  for (const char* h : {"CPU-HOURS", "CPU EFF", "MEM EFF", "JOBS", "MEAN WAIT", "PREEMPTED"}) {
+    head.push_back(h);
+  }
+  Table t(head);
+  auto hours = [](const json::object& by_type) {
+    std::vector<std::string> out;
+    for (const auto& [type, seconds] : by_type) {
+      out.push_back(
+          fmt::format("{}:{:.2f}", std::string(type), seconds.to_number<double>() / 3600));
+    }
+    return out.empty() ? std::string("-") : Join(out, " ");
+  };
   auto percent = [](const json::value& v) {
     return v.is_null() ? std::string("-") : fmt::format("{:.0f}%", v.to_number<double>() * 100);
   };
   for (const auto& v : o.at("rows").as_array()) {
     const json::object& r = v.as_object();
-    std::vector<std::string> gpus;
-    for (const auto& [type, seconds] : r.at("gpu_seconds").as_object()) {
-      gpus.push_back(
-          fmt::format("{}:{:.2f}", std::string(type), seconds.to_number<double>() / 3600));
-    }
     const json::value& name = r.at(f.by);
-    t.Add({name.is_null() ? "(default)" : std::string(name.as_string()),
-           gpus.empty() ? "-" : Join(gpus, " "),
-           fmt::format("{:.2f}", r.at("cpu_seconds").to_number<double>() / 3600),
-           percent(r.at("cpu_efficiency")), percent(r.at("memory_efficiency")),
-           Number(r.at("jobs")),
-           FormatDuration(static_cast<DurationMs>(r.at("mean_wait_s").to_number<double>() * 1000)),
-           Number(r.at("preemptions"))});
+    std::vector<std::string> row = {name.is_null() ? "(default)" : std::string(name.as_string()),
+                                    hours(r.at("gpu_seconds").as_object())};
+    if (slices) row.push_back(hours(r.at("whole_gpu_seconds").as_object()));
+    for (std::string cell :
+         {fmt::format("{:.2f}", r.at("cpu_seconds").to_number<double>() / 3600),
+          percent(r.at("cpu_efficiency")), percent(r.at("memory_efficiency")), Number(r.at("jobs")),
+          FormatDuration(static_cast<DurationMs>(r.at("mean_wait_s").to_number<double>() * 1000)),
+          Number(r.at("preemptions"))}) {
+      row.push_back(std::move(cell));
+    }
+    t.Add(row);
   }
   fmt::print("{}", t.Render());
   return 0;

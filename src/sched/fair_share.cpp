@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "common/quantity.h"
 #include "common/resources.h"
@@ -196,10 +197,17 @@ int Shares::UserIndex(std::string_view name) const {
 int Shares::TypeId(const std::string& type) {
   const int known = FindType(type);
   if (known >= 0) return known;
+  int counted = -1, sevenths = 7;
+  if (std::optional<SliceShare> slice = SliceShareOf(type)) {
+    counted = TypeId(slice->gpu_type);  // (interned first: a whole type counts as itself)
+    sevenths = slice->sevenths;
+  }
   const int id = static_cast<int>(type_names_.size());
   type_names_.push_back(type);
   type_index_.emplace(type, id);
   type_weight_.push_back(GpuTypeWeight(config_.gpu_weights, type));  // a slice: its share
+  counted_type_.push_back(counted < 0 ? id : counted);
+  counted_sevenths_.push_back(sevenths);
   return id;
 }
 
@@ -218,7 +226,8 @@ int Shares::FindType(const std::string& type) const {
 Ask Shares::AskOf(const JobRequest& job) {
   const MilliGpu gpus = JobGpus(job);
   if (gpus <= 0) return Ask{};
-  return Ask{TypeId(job.per_node.gpu_type), gpus};
+  const auto [type, counted] = Counted(TypeId(job.per_node.gpu_type), gpus);
+  return Ask{type, counted};
 }
 
 void Shares::Hold(int user, int type, MilliGpu milli) {
@@ -226,6 +235,7 @@ void Shares::Hold(int user, int type, MilliGpu milli) {
   Team& t = teams_[static_cast<size_t>(u.team)];
   const double weighted =
       static_cast<double>(milli) / kMilliPerGpu * type_weight_[static_cast<size_t>(type)];
+  std::tie(type, milli) = Counted(type, milli);  // (what quotas and caps see)
   u.held += milli;
   u.weighted += weighted;
   t.weighted += weighted;

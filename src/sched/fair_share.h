@@ -72,6 +72,14 @@ class Shares {
   // GPU types by index (interned: quotas and holdings are arrays).
   int TypeId(const std::string& type);
   int FindType(const std::string& type) const;  // -1 when unknown
+  // What `milli` of type `type` counts as against quotas, borrow limits and max_running_gpus: a MIG
+  // slice as its share of its GPU's type (an A100-3g.40gb: 3/7 of an A100, rounded down), anything
+  // else as itself. Quotas are of GPU types: `quota: A100: 4` covers A100 slices by that share.
+  std::pair<int, MilliGpu> Counted(int type, MilliGpu milli) const {
+    if (type < 0) return {type, milli};
+    const size_t k = static_cast<size_t>(type);
+    return {counted_type_[k], milli * counted_sevenths_[k] / 7};
+  }
   Ask AskOf(const JobRequest& job);
 
   // Whether a job asking `ask` may not start now: its user's max_running_gpus, or its team's quota
@@ -81,6 +89,7 @@ class Shares {
   // Whether a job asking `ask` fits in its team's nominal quota, on top of what the team holds.
   bool InQuota(int user, const Ask& ask) const;
   // The pass admitted a job (placed, preempting, or held for it): its user and team hold it now.
+  // (`ask` is counted already: AskOf.)
   void Admit(int user, const Ask& ask);
 
   double UserUsage(int user) const;
@@ -151,6 +160,8 @@ class Shares {
   std::unordered_map<std::string, int> type_index_;
   std::vector<std::string> type_names_;  // by index
   std::vector<double> type_weight_;
+  std::vector<int> counted_type_;      // by index: the type it counts as (Counted)
+  std::vector<int> counted_sevenths_;  // by index: the sevenths of that type it is (7: all)
   std::vector<int> running_users_;
   std::vector<int> pending_users_;
   bool plain_ = true;

@@ -728,8 +728,9 @@ void Pass::EnsureOccupancy() {
     for (size_t k = 0; k < snapshot_.running.size(); ++k) {
       const Occupant& o = occupants_[k];
       if (o.kind != Kind::kRunning || o.per_node->gpu_milli <= 0) continue;
-      if (shares_.TeamQuota(o.team, shares_.FindType(o.per_node->gpu_type)) <= 0) continue;
-      borrow_groups_[{o.team, o.per_node->gpu_type}].push_back(static_cast<int>(k));
+      const int type = shares_.Counted(shares_.FindType(o.per_node->gpu_type), 0).first;
+      if (shares_.TeamQuota(o.team, type) <= 0) continue;
+      borrow_groups_[{o.team, type}].push_back(static_cast<int>(k));
     }
     for (auto& [key, members] : borrow_groups_) {
       std::sort(members.begin(), members.end(), [&](int a, int b) {
@@ -737,12 +738,15 @@ void Pass::EnsureOccupancy() {
         const Occupant& y = occupants_[static_cast<size_t>(b)];
         return std::pair(x.started_at, x.id) < std::pair(y.started_at, y.id);
       });
-      const MilliGpu quota = shares_.TeamQuota(key.first, shares_.FindType(key.second));
+      const MilliGpu quota = shares_.TeamQuota(key.first, key.second);
       MilliGpu filled = 0;
       for (int k : members) {
         Occupant& o = occupants_[static_cast<size_t>(k)];
         o.borrowed = filled >= quota;  // older jobs fill the quota without it
-        filled += o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size());
+        filled += shares_
+                      .Counted(shares_.FindType(o.per_node->gpu_type),
+                               o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size()))
+                      .second;
       }
     }
   }

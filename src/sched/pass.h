@@ -278,7 +278,7 @@ class Pass {
   uint64_t evictions_ = 0;  // decisions that evicted someone so far
   std::vector<std::pair<uint64_t, bool>> borrowed_outside_;  // by team: (evictions_, answer)
   // (team, GPU type) -> its running occupants, oldest first: whose work is borrowed.
-  std::map<std::pair<int, std::string>, std::vector<int>> borrow_groups_;
+  std::map<std::pair<int, int>, std::vector<int>> borrow_groups_;
   int queues_priority_ = std::numeric_limits<int>::max();  // queues_ serve jobs of this priority
 
   // Decisions, in deques so that occupants can point at their placements.

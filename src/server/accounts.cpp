@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/quantity.h"
+#include "common/resources.h"
 #include "common/strings.h"
 #include "net/tls.h"
 
@@ -427,6 +428,12 @@ Result<TeamRow> Accounts::SetTeam(const Principal& by, const TeamChange& change)
       if (type.empty() || milli < 0) {
         return Status::Invalid(std::string(what) + " needs TYPE:N with N >= 0, not '" + type + ":" +
                                FormatMilli(milli) + "'");
+      }
+      // Quotas are of GPU types; a slice counts as its share of its GPU's (sched/fair_share.h).
+      if (std::optional<SliceShare> slice = SliceShareOf(type)) {
+        return Status::Invalid(std::string(what) + ": '" + type + "' is a MIG slice type: give " +
+                               slice->gpu_type + " GPUs instead: each " + type + " counts as " +
+                               std::to_string(slice->sevenths) + "/7 of one");
       }
     }
     return Status::Ok();

@@ -297,9 +297,10 @@ class FairShareTest(BerthTestCase):
             self.assertGreaterEqual(ts(got["until"]), max(ts(j["ended_at"]) for j in jobs.values()))
             rows = {}
             for r in got["rows"]:
-                self.assertEqual(set(r), {by, "gpu_seconds", "cpu_seconds", "jobs", "mean_wait_s",
-                                          "preemptions", "used_cpu_seconds", "cpu_efficiency",
-                                          "memory_efficiency"}, r)
+                self.assertEqual(set(r), {by, "gpu_seconds", "whole_gpu_seconds", "cpu_seconds", "jobs",
+                                          "mean_wait_s", "preemptions", "used_cpu_seconds",
+                                          "cpu_efficiency", "memory_efficiency"}, r)
+                self.assertEqual(r["whole_gpu_seconds"], r["gpu_seconds"])  # no slices here
                 rows[r[by]] = r
             self.assertEqual(set(rows), set(want[by]), got)
             for key, w in want[by].items():

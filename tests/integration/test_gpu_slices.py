@@ -122,6 +122,25 @@ class GpuSlicesTest(BerthTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("A100", err)
 
+    def test_usage_counts_slice_hours_by_profile_and_as_whole_gpus(self):
+        b = self.b
+        job = b.submit("--gpus", "A100-3g.40gb:1", "--", "sleep 1", env=self.env)
+        self.assertEqual(b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"],
+                         "SUCCEEDED")
+        rows = b.json("usage", "--json", env=self.env)["rows"]
+        self.assertEqual(len(rows), 1, rows)
+        sliced = rows[0]["gpu_seconds"]["A100-3g.40gb"]
+        self.assertGreater(sliced, 0.9)
+        self.assertAlmostEqual(rows[0]["whole_gpu_seconds"]["A100"], sliced * 3 / 7, places=6)
+        table = b.run("usage", env=self.env)[1]
+        self.assertIn("AS WHOLE GPUS", table)
+        self.assertRegex(table, r"A100-3g\.40gb:0\.\d\d +A100:0\.\d\d")
+        # A team quota is of GPU types: a slice type names none.
+        rc, _, err = b.run("admin", "team", "set", "vision", "--gpus", "A100-3g.40gb:2", check=False,
+                            env=self.env)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("is a MIG slice type: give A100 GPUs instead", err)
+
     def test_a_profile_the_cluster_lacks_is_refused_naming_those_it_has(self):
         rc, _, err = self.b.run("exec", "-d", "--gpus", "A100-1g.10gb:1", "--", "true", check=False,
                                 env=self.env)

@@ -14,6 +14,7 @@ void CoreMetrics::Write(metrics::ExpositionWriter& out) const {
   lease_expiries.Write(out);
   out_of_memory.Write(out);
   user_gpu_seconds.Write(out);
+  user_whole_gpu_seconds.Write(out);
   user_cpu_seconds.Write(out);
 }
 

@@ -67,6 +67,12 @@ struct CoreMetrics {
       "past 10,000 series, new ones are counted under \"_other\".",
       {"user", "team", "gpu_type"},
       kMaxUserSeries};
+  metrics::CounterFamily user_whole_gpu_seconds{
+      "berth_user_whole_gpu_seconds_total",
+      "berth_user_gpu_seconds_total as whole GPUs: a MIG slice's seconds count as its share of its "
+      "GPU, under its GPU's type (an A100-3g.40gb-second is 3/7 of an A100-second).",
+      {"user", "team", "gpu_type"},
+      kMaxUserSeries};
   metrics::CounterFamily user_cpu_seconds{
       "berth_user_cpu_seconds_total",
       "CPU-seconds allocated to ended attempts, by user and team; past 10,000 series, new "

@@ -19,6 +19,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/quantity.h"
+#include "common/resources.h"
 #include "common/strings.h"
 #include "net/tls.h"
 
@@ -113,8 +114,11 @@ void CoreState::CountCommitted(const Txn& txn) {
     shares.AddEnded(u);
     const double seconds = static_cast<double>(u.ended_at - u.placed_at) / 1000;
     if (u.gpu_milli > 0) {
-      metrics.user_gpu_seconds.Add({u.user, u.team, u.gpu_type},
-                                   seconds * static_cast<double>(u.gpu_milli) / kMilliPerGpu);
+      const double gpu_seconds = seconds * static_cast<double>(u.gpu_milli) / kMilliPerGpu;
+      metrics.user_gpu_seconds.Add({u.user, u.team, u.gpu_type}, gpu_seconds);
+      const std::optional<SliceShare> slice = SliceShareOf(u.gpu_type);
+      metrics.user_whole_gpu_seconds.Add({u.user, u.team, slice ? slice->gpu_type : u.gpu_type},
+                                         slice ? gpu_seconds * slice->sevenths / 7 : gpu_seconds);
     }
     metrics.user_cpu_seconds.Add({u.user, u.team},
                                  seconds * static_cast<double>(u.cpu_milli) / kMilliPerCpu);

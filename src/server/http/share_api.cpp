@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/json_util.h"
+#include "common/resources.h"
 #include "server/http/jobs_api.h"
 #include "server/http/responses.h"
 
@@ -171,12 +172,19 @@ net::HttpResponse JobsApi::HandleUsage(const net::HttpRequest& req) {
   json::array out;
   for (const auto& [name, r] : rows) {
     json::object gpu;
+    std::map<std::string, double> whole;  // by GPU type, a MIG slice's by its share of its GPU
     for (const auto& [type, seconds] : r.gpu_seconds) {
-      if (!type.empty() && seconds > 0) gpu[type] = seconds;
+      if (type.empty() || seconds <= 0) continue;
+      gpu[type] = seconds;
+      const std::optional<SliceShare> slice = SliceShareOf(type);
+      whole[slice ? slice->gpu_type : type] += slice ? seconds * slice->sevenths / 7 : seconds;
     }
+    json::object whole_gpu;
+    for (const auto& [type, seconds] : whole) whole_gpu[type] = seconds;
     out.push_back(json::object{
         {by, by == "team" ? TeamName(name) : json::value(name)},
         {"gpu_seconds", std::move(gpu)},
+        {"whole_gpu_seconds", std::move(whole_gpu)},
         {"cpu_seconds", r.cpu_seconds},
         {"jobs", r.jobs},
         {"mean_wait_s", r.waits > 0 ? r.wait_seconds / static_cast<double>(r.waits) : 0.0},

@@ -124,6 +124,41 @@ TEST(FairShareTest, QuotaIsPerGpuType) {
                           "starts on n1 once it stops"));
 }
 
+// A MIG slice counts against its GPU type's quota and a user's max_running_gpus by its share of its
+// GPU: two 3g.40gb slices of an A100 (3/7 each) fit in a quota of one A100 with nothing to borrow;
+// a third would not.
+TEST(FairShareTest, SlicesCountAgainstTheirGpusQuotaByTheirShare) {
+  Snapshot s;
+  s.nodes = {MakeNode("n1", 8, 32, "A100-3g.40gb", 4)};
+  s.teams = {{.name = "x", .quota = {{"A100", 1000}}, .borrow_limit = {{"A100", 0}}}};
+  s.users = {{.name = "xu", .team = "x"}};
+  s.pending = {UserJob(1, "xu", "A100-3g.40gb:1"), UserJob(2, "xu", "A100-3g.40gb:1"),
+               UserJob(3, "xu", "A100-3g.40gb:1")};
+  EXPECT_THAT(FormatDecisions(Schedule(s, Config{})),
+              ElementsAre("place 1 on n1 gpus=0", "place 2 on n1 gpus=1",
+                          "wait 3: waiting: team x holds 0.856 A100 and this job needs 0.428 more; "
+                          "its quota is 1 and it may borrow 0 beyond it"));
+  // The same holds for jobs already running, and for a user's cap.
+  s.teams.clear();
+  s.users = {{.name = "xu", .team = "x", .max_running_gpus = 1000}};
+  for (JobId id : {1, 2}) {
+    RunningJob r;
+    r.id = id;
+    r.user = "xu";
+    r.per_node.gpu_type = "A100-3g.40gb";
+    r.per_node.gpu_milli = 1000;
+    r.placement = {{"n1", 0, {{static_cast<int>(id) - 1, 1000}}}};
+    ASSERT_EQ(testing::Hold(s, r), "");
+  }
+  s.pending = {UserJob(3, "xu", "A100-3g.40gb:1"), UserJob(4, "xu", "A100-1g.10gb:1")};
+  testing::AddGpus(s.nodes[0], "A100-1g.10gb", 1);
+  EXPECT_THAT(
+      FormatDecisions(Schedule(s, Config{})),
+      ElementsAre("place 4 on n1 gpus=4",
+                  "wait 3: waiting: user xu's running jobs hold 0.856 GPUs and this job needs "
+                  "0.428 more; the user's max-running-gpus is 1"));
+}
+
 // Many random clusters of teams with quotas, users and priorities, run pass after pass with every
 // decision applied (victims go back to the queue at once) and no job ending, so that only the
 // scheduler moves work. Then:

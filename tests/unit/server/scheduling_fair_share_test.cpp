@@ -181,6 +181,13 @@ TEST_F(FairShareCoreTest, TeamsAndCapsSurviveARestart) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kForbidden);
   EXPECT_FALSE(accounts->SetTeam(root, {.name = "vision", .weight = 0}).ok());
+  // Quotas are of GPU types: a slice counts as its share of its GPU's, and names no quota itself.
+  auto slice = accounts->SetTeam(
+      root, {.name = "vision", .quota = std::map<std::string, MilliGpu>{{"A100-3g.40gb", 2000}}});
+  ASSERT_FALSE(slice.ok());
+  EXPECT_EQ(slice.status().message(),
+            "--gpus: 'A100-3g.40gb' is a MIG slice type: give A100 GPUs instead: each "
+            "A100-3g.40gb counts as 3/7 of one");
 
   Accounts again(*store_, clock_, Identity::BuiltinAdmins(sys));
   ASSERT_TRUE(again.Load().ok());
