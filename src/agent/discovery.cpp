@@ -76,9 +76,8 @@ namespace {
 
 // `nvidia-smi --query-gpu=FIELDS --format=csv,noheader`'s output; nullopt when it fails or is not
 // there.
-std::optional<std::string> QueryNvidiaSmi(const std::string& fields) {
-  const std::string command =
-      "nvidia-smi --query-gpu=" + fields + " --format=csv,noheader 2>/dev/null";
+std::optional<std::string> RunNvidiaSmi(const std::string& args) {
+  const std::string command = "nvidia-smi " + args + " 2>/dev/null";
   FILE* p = popen(command.c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;
@@ -87,6 +86,10 @@ std::optional<std::string> QueryNvidiaSmi(const std::string& fields) {
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
   if (pclose(p) != 0) return std::nullopt;
   return out;
+}
+
+std::optional<std::string> QueryNvidiaSmi(const std::string& fields) {
+  return RunNvidiaSmi("--query-gpu=" + fields + " --format=csv,noheader");
 }
 
 }  // namespace
@@ -106,6 +109,15 @@ std::map<int, Mib> ParseGpuMemory(const std::string& output) {
     if (value > 0) out[std::stoi(index)] = value;
   }
   return out;
+}
+
+std::vector<MigSlice> DiscoverMigSlices() {
+  const std::optional<std::string> listing = RunNvidiaSmi("-L");
+  if (!listing) return {};
+  std::vector<MigSlice> slices = ParseNvidiaSmiMigList(*listing);
+  if (slices.empty()) return {};
+  const std::optional<std::string> table = RunNvidiaSmi("");
+  return WithInstanceIds(std::move(slices), ParseMigDevicesTable(table.value_or("")));
 }
 
 std::map<int, Mib> DiscoverGpuMemory() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/mig.h"
 #include "common/quantity.h"
 #include "common/resources.h"
 #include "common/status.h"
@@ -40,6 +41,10 @@ std::map<int, int> ParseGpuMinors(const std::string& bus_ids,
                                   const std::map<std::string, std::string>& information);
 // This machine's, asking nvidia-smi and the driver; empty without them.
 std::map<int, int> DiscoverGpuMinors();
+
+// The slices of this machine's GPUs in MIG mode, asking `nvidia-smi -L` (profiles, UUIDs) and
+// `nvidia-smi` (the "MIG devices" table: instance ids); empty without nvidia-smi or MIG.
+std::vector<MigSlice> DiscoverMigSlices();
 
 // Each GPU's memory (MiB, by index) from `nvidia-smi --query-gpu=index,memory.total
 // --format=csv,noheader` output ("0, 81559 MiB"); lines it cannot read are left out.

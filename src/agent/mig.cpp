@@ -165,6 +165,14 @@ std::vector<MigSlice> ParseNvidiaSmiMigList(const std::string& output) {
     std::string uuid = rest.substr(uuid_at + 6);
     uuid = uuid.substr(0, uuid.find(')'));
     if (!IsMigProfile(profile) || !uuid.starts_with("MIG-")) continue;
+    // "Device  N:": its MIG device number on the GPU (what nvidia-smi's table names it by).
+    if (const size_t device_at = rest.find("Device "); device_at != std::string::npos) {
+      std::string_view number = std::string_view(rest).substr(device_at + 7);
+      while (!number.empty() && number.front() == ' ') number.remove_prefix(1);
+      if (std::optional<int> n = TakeNumber(number); n && *n >= 0 && *n < kMigIndexBase) {
+        position = *n;
+      }
+    }
     slices.push_back(MigSlice{.index = MigDeviceIndex(*gpu, position),
                               .gpu = *gpu,
                               .profile = profile,
@@ -172,6 +180,44 @@ std::vector<MigSlice> ParseNvidiaSmiMigList(const std::string& output) {
     ++position;
   }
   return slices;
+}
+
+std::map<std::pair<int, int>, std::pair<int, int>> ParseMigDevicesTable(const std::string& output) {
+  std::map<std::pair<int, int>, std::pair<int, int>> ids;
+  bool in_table = false;
+  for (const std::string& line : Split(output, '\n')) {
+    if (line.find("MIG devices:") != std::string::npos) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || line.empty() || line[0] != '|') continue;
+    // "|  0    1   0   0  |     11MiB / 20096MiB | ...": GPU, GI ID, CI ID, MIG Dev.
+    std::string_view cell = std::string_view(line).substr(1, line.find('|', 1) - 1);
+    int numbers[4];
+    int found = 0;
+    while (found < 4) {
+      while (!cell.empty() && cell.front() == ' ') cell.remove_prefix(1);
+      std::optional<int> n = TakeNumber(cell);
+      if (!n) break;
+      numbers[found++] = *n;
+    }
+    while (!cell.empty() && cell.front() == ' ') cell.remove_prefix(1);
+    if (found == 4 && cell.empty()) ids[{numbers[0], numbers[3]}] = {numbers[1], numbers[2]};
+  }
+  return ids;
+}
+
+std::vector<MigSlice> WithInstanceIds(
+    std::vector<MigSlice> slices, const std::map<std::pair<int, int>, std::pair<int, int>>& ids) {
+  std::vector<MigSlice> out;
+  for (MigSlice& slice : slices) {
+    auto it = ids.find({slice.gpu, slice.index - MigDeviceIndex(slice.gpu, 0)});
+    if (it == ids.end()) continue;
+    slice.gi = it->second.first;
+    slice.ci = it->second.second;
+    out.push_back(std::move(slice));
+  }
+  return out;
 }
 
 std::map<std::string, int> ParseMigMinors(const std::string& text) {

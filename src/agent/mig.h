@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/resources.h"
@@ -54,8 +55,20 @@ Result<std::vector<MigSlice>> ParseMigDeclaration(const std::string& decl, int g
 
 // Parses `nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-…)" lines, each followed by
 // its "  MIG 3g.20gb     Device  0: (UUID: MIG-…)" lines. Returns the slices in that order with
-// their GPU, profile and UUID (GPU and compute instance ids are not in this listing: 0).
+// their GPU, profile and UUID, each at position "Device N" on its GPU (MigDeviceIndex). GPU and
+// compute instance ids are not in this listing (0): WithInstanceIds adds them.
 std::vector<MigSlice> ParseNvidiaSmiMigList(const std::string& output);
+
+// Parses the "MIG devices" table of `nvidia-smi`'s default output, whose rows begin
+// "|  0    1   0   0  |": GPU index, GPU instance id, compute instance id, MIG device number (the
+// "Device N" of `nvidia-smi -L`). (GPU, device) -> (GI id, CI id).
+std::map<std::pair<int, int>, std::pair<int, int>> ParseMigDevicesTable(const std::string& output);
+
+// `slices` (ParseNvidiaSmiMigList's) with their GPU and compute instance ids from `ids`
+// (ParseMigDevicesTable's). A slice `ids` lacks is left out: without its ids its capability files
+// are unknown, and under device isolation no rank could open it.
+std::vector<MigSlice> WithInstanceIds(
+    std::vector<MigSlice> slices, const std::map<std::pair<int, int>, std::pair<int, int>>& ids);
 
 // Parses the driver's capability table (/proc/driver/nvidia-caps/mig-minors): "config 1",
 // "gpu0/gi1/access 12", "gpu0/gi1/ci0/access 13". Name -> the minor of its nvidia-capN file. The

@@ -135,7 +135,12 @@ Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::strin
     minors = DiscoverGpuMinors();  // declared GPUs are numbered by their device files
   }
   std::vector<MigSlice> slices;
-  if (!declared_mig.empty()) {
+  if (declared_gpus.empty() && !gpus.empty()) {
+    if (!declared_mig.empty()) {
+      return Status::Invalid("--mig declares slices of declared GPUs: name them with --gpus too");
+    }
+    slices = DiscoverMigSlices();  // (GPUs nvidia-smi lists in MIG mode)
+  } else if (!declared_mig.empty()) {
     if (declared_gpus.empty()) {
       return Status::Invalid("--mig declares slices of declared GPUs: name them with --gpus too");
     }

@@ -40,10 +40,13 @@ class GpuSlicesTest(BerthTestCase):
         with open(os.path.join(self.devdir, "nvidia-caps", "mig-minors"), "w") as f:
             f.write(MIG_MINORS)
         self.env = {"BERTH_SERVER": self.server.url}
-        b.start_agent(self.server.url, name="mig", gpus="A100:2", state_dir=self.path("agent-mig"),
-                      extra=["--mig", "0=3g.40gb,3g.40gb", "--cpus", "4", "--memory", "4",
-                             "--gpu-device-dir", self.devdir, "--require-isolation"])
+        self.start_node()
         b.wait_nodes_up(["mig"], env=self.env)
+
+    def start_node(self):
+        self.b.start_agent(self.server.url, name="mig", gpus="A100:2", state_dir=self.path("agent-mig"),
+                           extra=["--mig", "0=3g.40gb,3g.40gb", "--cpus", "4", "--memory", "4",
+                                  "--gpu-device-dir", self.devdir, "--require-isolation"])
 
     def probe(self, wait_for=None):
         """A job script that opens both GPUs and every capability file, printing what each open did
@@ -154,6 +157,75 @@ class GpuSlicesTest(BerthTestCase):
         self.assertNotEqual(d.proc.wait(timeout=30), 0)
         with open(d.log_path) as f:
             self.assertIn("take 9 compute slices; a GPU has 7", f.read())
+
+
+# What nvidia-smi says on a node with two A100s, the first in MIG mode with two 3g.40gb slices
+# (GPU instances 1 and 2, as the capability table above has them), in its real formats.
+NVIDIA_SMI = r"""#!/bin/sh
+case "$*" in
+  "--query-gpu=index,name --format=csv,noheader")
+    printf '0, NVIDIA A100-SXM4-80GB\n1, NVIDIA A100-SXM4-80GB\n' ;;
+  "--query-gpu=index,memory.total --format=csv,noheader")
+    printf '0, 81920 MiB\n1, 81920 MiB\n' ;;
+  "--query-gpu=index,pci.bus_id --format=csv,noheader")
+    printf '0, 00000000:3B:00.0\n1, 00000000:86:00.0\n' ;;
+  --query-gpu=index,pci.bus_id,ecc*)
+    printf '0, 00000000:3B:00.0, 0, No, No\n1, 00000000:86:00.0, 0, No, No\n' ;;
+  "-L")
+    cat <<'EOF'
+GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)
+  MIG 3g.40gb     Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)
+  MIG 3g.40gb     Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)
+GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)
+EOF
+    ;;
+  "")
+    cat <<'EOF'
++-----------------------------------------------------------------------------+
+| MIG devices:                                                                |
++------------------+----------------------+-----------+-----------------------+
+| GPU  GI  CI  MIG |         Memory-Usage |        Vol|         Shared        |
+|      ID  ID  Dev |           BAR1-Usage | SM     Unc| CE  ENC  DEC  OFA  JPG|
+|                  |                      |        ECC|                       |
+|==================+======================+===========+=======================|
+|  0    1   0   0  |     11MiB / 40192MiB | 42      0 |  3   0    2    0    0 |
+|                  |      0MiB / 65535MiB |           |                       |
++------------------+----------------------+-----------+-----------------------+
+|  0    2   0   1  |     11MiB / 40192MiB | 42      0 |  3   0    2    0    0 |
+|                  |      0MiB / 65535MiB |           |                       |
++------------------+----------------------+-----------+-----------------------+
+EOF
+    ;;
+  *) exit 6 ;;
+esac
+"""
+
+
+@unittest.skipIf(cgroup_host_usable() is not None, cgroup_host_usable() or "")
+class DiscoveredSlicesTest(GpuSlicesTest):
+    """The same node, its GPUs and slices found by asking nvidia-smi (a stand-in on the agent's PATH
+    that prints what a real one does) instead of declared; every test of GpuSlicesTest runs on it."""
+
+    def start_node(self):
+        bindir = self.path("bin")
+        os.makedirs(bindir)
+        with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
+            f.write(NVIDIA_SMI)
+        os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
+        self.b.start_agent(self.server.url, name="mig", gpus=None, state_dir=self.path("agent-mig"),
+                           extra=["--cpus", "4", "--memory", "4", "--gpu-device-dir", self.devdir,
+                                  "--require-isolation"],
+                           env={"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")})
+
+    def test_the_slices_are_nvidia_smis_with_their_uuids(self):
+        job = self.b.submit("--gpus", "A100-3g.40gb:2", "--", "echo $CUDA_VISIBLE_DEVICES", env=self.env)
+        self.assertEqual(self.b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)["status"],
+                         "SUCCEEDED")
+        self.assertIn("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f,MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb",
+                      self.logs(job))
+
+    def test_a_bad_layout_stops_the_agent_naming_what_is_wrong(self):
+        self.skipTest("a declared layout's (GpuSlicesTest)")
 
 
 if __name__ == "__main__":

@@ -90,6 +90,48 @@ TEST(Mig, NvidiaSmisListingGivesEachSliceItsGpuProfileAndUuid) {
   EXPECT_TRUE(ParseNvidiaSmiMigList("No devices were found\n").empty());
 }
 
+// nvidia-smi's default output ends with a table of the MIG devices and their instance ids; with
+// `-L`'s listing it gives each discovered slice the ids its capability files are named by.
+TEST(Mig, NvidiaSmisTableGivesEachListedSliceItsInstanceIds) {
+  const std::string table =
+      "+-----------------------------------------------------------------------------+\n"
+      "| MIG devices:                                                                |\n"
+      "+------------------+----------------------+-----------+-----------------------+\n"
+      "| GPU  GI  CI  MIG |         Memory-Usage |        Vol|         Shared        |\n"
+      "|      ID  ID  Dev |           BAR1-Usage | SM     Unc| CE  ENC  DEC  OFA  JPG|\n"
+      "|                  |                      |        ECC|                       |\n"
+      "|==================+======================+===========+=======================|\n"
+      "|  0    2   0   0  |     11MiB / 20096MiB | 42      0 |  3   0    2    0    0 |\n"
+      "|                  |      0MiB / 32767MiB |           |                       |\n"
+      "+------------------+----------------------+-----------+-----------------------+\n"
+      "|  0    7   0   1  |      6MiB /  4864MiB | 14      0 |  1   0    0    0    0 |\n"
+      "|                  |      0MiB /  8191MiB |           |                       |\n"
+      "+------------------+----------------------+-----------+-----------------------+\n"
+      "|  2    0   0   0  |     13MiB / 40192MiB | 98      0 |  7   0    5    1    1 |\n"
+      "+------------------+----------------------+-----------+-----------------------+\n";
+  // (The GPU table above it has rows of numbers too: only rows after "MIG devices:" count.)
+  const auto ids = ParseMigDevicesTable(
+      "|   0  NVIDIA A100-SXM4-40GB  On | 00000000:3B:00.0 Off |   On |\n"
+      "|  9    9   9   9  |\n" +
+      table);
+  EXPECT_EQ(ids, (std::map<std::pair<int, int>, std::pair<int, int>>{
+                     {{0, 0}, {2, 0}}, {{0, 1}, {7, 0}}, {{2, 0}, {0, 0}}}));
+  EXPECT_TRUE(ParseMigDevicesTable("| MIG devices: |\n|  No MIG devices found  |\n").empty());
+
+  const std::string listing =
+      "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n"
+      "  MIG 3g.20gb     Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n"
+      "  MIG 1g.5gb      Device  1: (UUID: MIG-1d099852-3be0-5e6c-8b16-11a7d76a4cd8)\n"
+      "  MIG 1g.5gb      Device  2: (UUID: MIG-1d099852-3be0-5e6c-8b16-11a7d76a4cd9)\n";
+  const std::vector<MigSlice> slices = WithInstanceIds(ParseNvidiaSmiMigList(listing), ids);
+  ASSERT_EQ(slices.size(), 2u);  // device 2 is not in the table: its files are unknown
+  EXPECT_EQ(slices[0].index, 100);
+  EXPECT_EQ(slices[0].gi, 2);
+  EXPECT_EQ(slices[1].index, 101);
+  EXPECT_EQ(slices[1].gi, 7);
+  EXPECT_EQ(slices[1].ci, 0);
+}
+
 TEST(Mig, TheCapabilityTableNamesEachInstancesFile) {
   const auto minors = ParseMigMinors(
       "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
