@@ -1,6 +1,7 @@
 #include "sched/pass.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -726,11 +727,13 @@ void Pass::EnsureOccupancy() {
   // team below its quota, and the team could then reclaim back.
   if (any_quota_) {
     for (size_t k = 0; k < snapshot_.running.size(); ++k) {
-      const Occupant& o = occupants_[k];
+      Occupant& o = occupants_[k];
       if (o.kind != Kind::kRunning || o.per_node->gpu_milli <= 0) continue;
-      const int type = shares_.Counted(shares_.FindType(o.per_node->gpu_type), 0).first;
-      if (shares_.TeamQuota(o.team, type) <= 0) continue;
-      borrow_groups_[{o.team, type}].push_back(static_cast<int>(k));
+      std::tie(o.quota_type, o.quota_gpus) =
+          shares_.Counted(shares_.FindType(o.per_node->gpu_type),
+                          o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size()));
+      if (shares_.TeamQuota(o.team, o.quota_type) <= 0) continue;
+      borrow_groups_[{o.team, o.quota_type}].push_back(static_cast<int>(k));
     }
     for (auto& [key, members] : borrow_groups_) {
       std::sort(members.begin(), members.end(), [&](int a, int b) {
@@ -743,10 +746,7 @@ void Pass::EnsureOccupancy() {
       for (int k : members) {
         Occupant& o = occupants_[static_cast<size_t>(k)];
         o.borrowed = filled >= quota;  // older jobs fill the quota without it
-        filled += shares_
-                      .Counted(shares_.FindType(o.per_node->gpu_type),
-                               o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size()))
-                      .second;
+        filled += o.quota_gpus;
       }
     }
   }

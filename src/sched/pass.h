@@ -77,6 +77,10 @@ class Pass {
     // Running work wholly beyond its team's nominal quota (or of a resource without one): other
     // teams may evict it (by priority, or to reclaim their quota). Kept current as the pass evicts.
     bool borrowed = true;
+    // What it counts as against its team's quota (Shares::Counted; a MIG slice as its share of its
+    // GPU's type): set where some team has a quota.
+    int quota_type = -1;
+    MilliGpu quota_gpus = 0;
     const ResourceRequest* per_node = nullptr;
     const std::string* exclusive = nullptr;
     const Placement* placement = nullptr;

@@ -51,19 +51,15 @@ Pass::Role Pass::RoleOf(const Occupant& o) const {
 
 void Pass::UpdateBorrowed(const Occupant& victim) {
   if (victim.per_node->gpu_milli <= 0) return;  // no quota covers it: always borrowed
-  const int type = shares_.Counted(shares_.FindType(victim.per_node->gpu_type), 0).first;
-  auto it = borrow_groups_.find({victim.team, type});
+  auto it = borrow_groups_.find({victim.team, victim.quota_type});
   if (it == borrow_groups_.end()) return;
-  const MilliGpu quota = shares_.TeamQuota(victim.team, type);
+  const MilliGpu quota = shares_.TeamQuota(victim.team, victim.quota_type);
   MilliGpu filled = 0;
   for (int k : it->second) {
     Occupant& o = occupants_[static_cast<size_t>(k)];
     if (o.kind != Kind::kRunning) continue;
     const bool borrowed = filled >= quota;  // older jobs fill the quota without it
-    filled += shares_
-                  .Counted(shares_.FindType(o.per_node->gpu_type),
-                           o.per_node->gpu_milli * static_cast<MilliGpu>(o.nodes.size()))
-                  .second;
+    filled += o.quota_gpus;
     if (borrowed != o.borrowed) {
       o.borrowed = borrowed;
       TouchOccupant(o);
