@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "agent/file_mounts.h"
+#include "agent/mig_layout.h"
 #include "agent/port_owner.h"
 #include "agent/session_pump.h"
 #include "common/files.h"
@@ -231,8 +232,11 @@ Status Agent::Run() {
   Result<NodeGpus> gpus = LoadNodeGpus(options_.gpus, options_.mig, options_.name, resources_.gpus,
                                        options_.gpu_device_dir);
   if (!gpus.ok()) return gpus.status();
-  gpus_ = std::move(*gpus);
-  resources_.gpus = gpus_.offered();
+  {
+    MutexLock lock(gpus_mu_);
+    gpus_ = std::make_shared<const NodeGpus>(std::move(*gpus));
+    resources_.gpus = gpus_->offered();
+  }
   cgroups_ =
       options_.isolation ? DetectCgroups() : CgroupHost{.reason = "turned off (--isolation off)"};
   if (cgroups_.layout == CgroupLayout::kNone && options_.require_isolation) {
@@ -251,7 +255,7 @@ Status Agent::Run() {
   mps_.Configure(FindExecutable(kMpsControl), options_.state_dir + "/mps");
   LogInfo("GPU sharing: {}", mps_.Sharing());
   AdoptExisting();
-  health_.SetUp(gpus_.gpu_indices(), cgroups_);
+  health_.SetUp(Gpus()->gpu_indices(), cgroups_);
 
   // The first registration decides whether this node may join at all.
   Status first = Register();
@@ -309,6 +313,8 @@ Status Agent::Register() {
   request.gpus = resources_.gpus;
   request.isolation = cgroups_.Describe();
   request.sharing = mps_.Sharing();
+  request.mig_reconfigure = options_.mig_reconfigure;
+  request.mig_error = mig_error_;
   if (cgroups_.layout != CgroupLayout::kNone) {
     request.job_memory_default_mib = options_.job_memory_default.value_or(resources_.memory);
   }
@@ -358,7 +364,7 @@ void Agent::ControlLoop() {
     }
     Status st = connection_.Watch(options_.name, session, [this](const proto::WatchMessage& m) {
       HandleMessage(m);
-      return !stop_.load();
+      return !stop_.load() && !reregister_.exchange(false);
     });
     if (stop_) break;
     if (!st.ok()) LogWarn("watch stream: {}", st.message());
@@ -380,6 +386,10 @@ void Agent::HandleMessage(const proto::WatchMessage& message) {
     MutexLock lock(mu_);
     launches_.push_back(*launch);
     launch_cv_.Signal();
+    return;
+  }
+  if (const auto* layout = std::get_if<proto::MigLayoutMessage>(&message)) {
+    ApplyMigLayout(*layout);
     return;
   }
   if (std::holds_alternative<proto::HealthResetMessage>(message)) {
@@ -427,7 +437,7 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
   limits.cpu_milli = request.cpus;
   limits.pids_max = options_.job_pids_max;
   limits.node_cpu_milli = resources_.cpus;
-  limits.denied_devices = gpus_.Denied(m.gpus);
+  limits.denied_devices = Gpus()->Denied(m.gpus);
   return limits;
 }
 
@@ -442,7 +452,7 @@ void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) co
     physical.push_back(std::to_string(m.gpus[i]));
     visible.push_back(std::to_string(i));
   }
-  if (std::optional<std::string> uuids = gpus_.SliceUuids(m.gpus)) {
+  if (std::optional<std::string> uuids = Gpus()->SliceUuids(m.gpus)) {
     plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
     plan.run_env["CUDA_VISIBLE_DEVICES"] = *uuids;
     return;
@@ -465,6 +475,63 @@ bool Agent::RecordEndOfDeadSupervisor(const LocalJob& job) {
   LogWarn("job {} attempt {} rank {}: its supervisor died without recording an exit", job.id.job,
           job.id.attempt, job.id.rank);
   return true;
+}
+
+std::shared_ptr<const NodeGpus> Agent::Gpus() const {
+  MutexLock lock(gpus_mu_);
+  return gpus_;
+}
+
+void Agent::ApplyMigLayout(const proto::MigLayoutMessage& m) {
+  const std::shared_ptr<const NodeGpus> now = Gpus();
+  const std::vector<MigSlice> old = now->SlicesOf(m.gpu);
+  Status st;
+  if (!options_.mig_reconfigure) {
+    st = Status::Forbidden("this node does not allow re-slicing (agent --mig-reconfigure)");
+  } else if (old.empty()) {
+    st = Status::Invalid("GPU " + std::to_string(m.gpu) + " is not in MIG mode");
+  } else if (!std::all_of(m.profiles.begin(), m.profiles.end(), IsMigProfile)) {
+    st = Status::Invalid("not a MIG layout: " + Join(m.profiles, ","));
+  }
+  // A declared layout has no driver behind it: the change is simulated (the commands recorded in
+  // <state>/mig-commands.log); a real node's runs nvidia-smi.
+  const bool declared = !options_.gpus.empty();
+  std::vector<MigSlice> fresh;
+  if (st.ok()) {
+    std::unique_ptr<CommandRunner> own;
+    CommandRunner* runner = options_.command_runner.get();
+    if (declared) {
+      own = std::make_unique<RecordingCommandRunner>(options_.state_dir + "/mig-commands.log");
+      runner = own.get();
+    } else if (!runner) {
+      own = std::make_unique<ProcessRunner>();
+      runner = own.get();
+    }
+    st = berth::ApplyMigLayout(*runner, m.gpu, old, m.profiles);
+  }
+  if (st.ok()) {
+    if (declared) {
+      fresh = DeclaredSlices(options_.name, m.gpu, m.profiles);
+    } else {
+      for (MigSlice& s : DiscoverMigSlices()) {
+        if (s.gpu == m.gpu) fresh.push_back(std::move(s));
+      }
+    }
+    auto next = std::make_shared<const NodeGpus>(
+        now->WithSlices(m.gpu, fresh, ParseMigMinors(ReadMigMinorsTable(options_.gpu_device_dir))));
+    {
+      MutexLock lock(gpus_mu_);
+      gpus_ = next;
+    }
+    resources_.gpus = next->offered();
+    mig_error_.clear();
+    LogInfo("MIG: GPU {} re-sliced to {}", m.gpu, Join(m.profiles, ","));
+  } else {
+    mig_error_ = "GPU " + std::to_string(m.gpu) + ": " + st.message();
+    LogWarn("MIG: re-slicing GPU {} to {} failed: {}", m.gpu, Join(m.profiles, ","), st.message());
+  }
+  // Registered again at once: the server learns the new slices (or the error) and ends the change.
+  reregister_ = true;
 }
 
 void Agent::StopJob(LocalJob& job) {
@@ -670,7 +737,7 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
   // A fraction of a GPU runs under its device's MPS daemon, which enforces the share; without MPS
   // on this node the share is unenforced (RegisterRequest::sharing "none").
   if (spec.resources.fractional_gpu() && m.gpus.size() == 1 && mps_.Sharing() == "mps") {
-    auto mps = mps_.Acquire(key, gpus_.MpsShareOf(m.gpus[0], spec.resources.gpu_milli));
+    auto mps = mps_.Acquire(key, Gpus()->MpsShareOf(m.gpus[0], spec.resources.gpu_milli));
     if (!mps.ok()) return mps.status();
     for (const auto& [k, v] : *mps) plan.setup_env[k] = plan.run_env[k] = v;
   }

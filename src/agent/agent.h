@@ -58,8 +58,10 @@ struct AgentOptions {
   std::string tls_fingerprint;  // pins an https server's certificate
   std::string name;
   std::string state_dir;
-  std::string gpus;              // declared "TYPE:N"; empty: discover with nvidia-smi
-  std::string mig;               // declared MIG layout of those (agent/mig.h); empty: none
+  std::string gpus;  // declared "TYPE:N"; empty: discover with nvidia-smi
+  std::string mig;   // declared MIG layout of those (agent/mig.h); empty: none
+  // Whether the server may re-slice this node's idle GPUs in MIG mode (agent/mig_layout.h).
+  bool mig_reconfigure = false;
   std::optional<MilliCpu> cpus;  // empty: what this process may use
   std::optional<Mib> memory;     // empty: MemTotal
   std::string pool;
@@ -139,6 +141,11 @@ class Agent {
   // Isolation of a rank (RunPlan::cgroup, RunPlan::limits).
   RankLimits LimitsOf(const proto::LaunchMessage& m, const ResourceRequest& request) const;
   void FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const;
+  // The node's GPUs now (a re-slice replaces them; a launch keeps the ones it planned with).
+  std::shared_ptr<const NodeGpus> Gpus() const EXCLUDES(gpus_mu_);
+  // The server re-slices a GPU (proto::MigLayoutMessage): applied, then the node registers again
+  // with its new slices, or with the error (RegisterRequest::mig_error). On the control thread.
+  void ApplyMigLayout(const proto::MigLayoutMessage& m) EXCLUDES(mu_, gpus_mu_);
   void SetUpContainers();
   // The directories of user `uid`'s image store and podman run dir (and the agent's two above
   // them), each theirs; made where missing (/run loses the run dirs at a reboot).
@@ -221,7 +228,13 @@ class Agent {
   NodeResources resources_;
   CgroupHost cgroups_;        // set in Run(), read-only after
   ContainerHost containers_;  // set in Run(), read-only after
-  NodeGpus gpus_;             // its GPUs and their files (set in Run(), read-only after)
+  // Its GPUs and their files: set in Run(); replaced whole by a re-slice (ApplyMigLayout), which
+  // also rewrites resources_.gpus (the control thread's, as Register() is) and mig_error_.
+  mutable Mutex gpus_mu_;
+  std::shared_ptr<const NodeGpus> gpus_ GUARDED_BY(gpus_mu_);
+  std::string mig_error_;  // the control thread's
+  // Set by a message that needs the node registered again at once (a re-slice): the watch ends.
+  std::atomic<bool> reregister_{false};
   // Its managers, each with its own lock: the CPUs pinned ranks hold (configured in Run()), the
   // specs parsed for launches, the unix accounts looked up for them.
   CpuPins cpu_pins_;

@@ -131,9 +131,10 @@ Status Agent::PlanContainer(const proto::LaunchMessage& m, const JobSpec& spec,
     rank.home = home;
   }
   BERTH_RETURN_IF_ERROR(MakeContainerDirs(rank.uid, rank.gid));
-  rank.devices = ContainerGpuDevices(containers_, gpus_.GpusOpened(m.gpus), gpus_.minors(),
+  const std::shared_ptr<const NodeGpus> gpus = Gpus();
+  rank.devices = ContainerGpuDevices(containers_, gpus->GpusOpened(m.gpus), gpus->minors(),
                                      options_.gpu_device_dir);
-  for (const std::string& cap : gpus_.CapFiles(m.gpus)) {
+  for (const std::string& cap : gpus->CapFiles(m.gpus)) {
     rank.devices.emplace_back(cap, "/dev/nvidia-caps/" + cap.substr(cap.rfind('/') + 1));
   }
   if (spec.resources.memory > 0) rank.shm_bytes = spec.resources.memory * 1024 * 1024;

@@ -131,6 +131,20 @@ std::string MigTypeName(const std::string& gpu_type, const std::string& profile)
   return name;
 }
 
+std::vector<MigSlice> DeclaredSlices(const std::string& node, int gpu,
+                                     const std::vector<std::string>& profiles) {
+  std::vector<MigSlice> out;
+  for (int k = 0; k < static_cast<int>(profiles.size()); ++k) {
+    out.push_back(MigSlice{.index = MigDeviceIndex(gpu, k),
+                           .gpu = gpu,
+                           .profile = profiles[static_cast<size_t>(k)],
+                           .uuid = DeclaredUuid(node, gpu, k),
+                           .gi = k + 1,
+                           .ci = 0});
+  }
+  return out;
+}
+
 Result<std::vector<MigSlice>> ParseMigDeclaration(const std::string& decl, int gpus,
                                                   const std::string& node) {
   std::vector<MigSlice> slices;

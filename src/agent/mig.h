@@ -53,6 +53,12 @@ std::string MigTypeName(const std::string& gpu_type, const std::string& profile)
 Result<std::vector<MigSlice>> ParseMigDeclaration(const std::string& decl, int gpus,
                                                   const std::string& node);
 
+// The slices of declared GPU `gpu` laid out as `profiles`, as ParseMigDeclaration makes them (slice
+// k: GPU instance k + 1, compute instance 0, a UUID from `node`, `gpu` and k). What a declared GPU
+// has after a re-slice (agent/mig_layout.h).
+std::vector<MigSlice> DeclaredSlices(const std::string& node, int gpu,
+                                     const std::vector<std::string>& profiles);
+
 // Parses `nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-…)" lines, each followed by
 // its "  MIG 3g.20gb     Device  0: (UUID: MIG-…)" lines. Returns the slices in that order with
 // their GPU, profile and UUID, each at position "Device N" on its GPU (MigDeviceIndex). GPU and

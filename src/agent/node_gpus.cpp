@@ -100,6 +100,33 @@ std::optional<std::string> NodeGpus::SliceUuids(const std::vector<int>& granted)
   return Join(uuids, ",");
 }
 
+std::vector<MigSlice> NodeGpus::SlicesOf(int gpu) const {
+  std::vector<MigSlice> out;
+  for (const MigSlice& s : slices_) {
+    if (s.gpu == gpu) out.push_back(s);
+  }
+  return out;
+}
+
+NodeGpus NodeGpus::WithSlices(int gpu, std::vector<MigSlice> fresh,
+                              std::map<std::string, int> mig_minors) const {
+  std::vector<MigSlice> slices;
+  for (const MigSlice& s : slices_) {
+    if (s.gpu != gpu) slices.push_back(s);
+  }
+  for (MigSlice& s : fresh) slices.push_back(std::move(s));
+  std::sort(slices.begin(), slices.end(),
+            [](const MigSlice& a, const MigSlice& b) { return a.index < b.index; });
+  NodeGpus out(gpus_, std::move(slices), minors_, std::move(mig_minors), device_dir_);
+  out.memory_ = memory_;
+  return out;
+}
+
+std::string ReadMigMinorsTable(const std::string& device_dir) {
+  std::string table = ReadFileOr(device_dir + "/nvidia-caps/mig-minors");
+  return table.empty() ? ReadFileOr("/proc/driver/nvidia-caps/mig-minors") : table;
+}
+
 MpsShare NodeGpus::MpsShareOf(int device, MilliGpu milli) const {
   MpsShare share{.device = device, .cuda_id = std::to_string(device), .milli = milli};
   if (const MigSlice* slice = SliceAt(device)) {
@@ -149,11 +176,7 @@ Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::strin
     if (!parsed.ok()) return parsed.status();
     slices = std::move(*parsed);
   }
-  std::string table;
-  if (!slices.empty()) {
-    table = ReadFileOr(device_dir + "/nvidia-caps/mig-minors");
-    if (table.empty()) table = ReadFileOr("/proc/driver/nvidia-caps/mig-minors");
-  }
+  const std::string table = slices.empty() ? "" : ReadMigMinorsTable(device_dir);
   NodeGpus out(std::move(gpus), std::move(slices), std::move(minors), ParseMigMinors(table),
                device_dir);
   if (declared_gpus.empty() && !out.gpu_indices().empty()) out.set_memory(DiscoverGpuMemory());

@@ -46,6 +46,13 @@ class NodeGpus {
   // CUDA_VISIBLE_DEVICES for a grant of slices: their UUIDs joined by ","; nullopt for whole GPUs.
   std::optional<std::string> SliceUuids(const std::vector<int>& granted) const;
 
+  // The slices of GPU `gpu` (empty: whole, or no slice).
+  std::vector<MigSlice> SlicesOf(int gpu) const;
+  // This node with GPU `gpu`'s slices replaced by `fresh` (a re-slice, agent/mig_layout.h) and the
+  // driver's capability table read again from `mig_minors` (ParseMigMinors).
+  NodeGpus WithSlices(int gpu, std::vector<MigSlice> fresh,
+                      std::map<std::string, int> mig_minors) const;
+
   // Each GPU's memory (MiB, by index) as nvidia-smi says; set once, before the agent's threads.
   void set_memory(std::map<int, Mib> memory) { memory_ = std::move(memory); }
   // What MPS needs to know of `device` for a rank holding `milli` of it (agent/mps.h): how CUDA
@@ -65,6 +72,10 @@ class NodeGpus {
   std::vector<GpuDevice> offered_;
   std::map<int, Mib> memory_;
 };
+
+// The driver's capability table: `device_dir`/nvidia-caps/mig-minors where that exists, else
+// /proc/driver/nvidia-caps/mig-minors.
+std::string ReadMigMinorsTable(const std::string& device_dir);
 
 // The node's GPUs: declared (`declared_gpus` "A100:2", and `declared_mig` a --mig layout of
 // those, ParseMigDeclaration) or else `discovered` (nvidia-smi's, whose device minors are asked of

@@ -73,6 +73,7 @@ struct AgentFlags {
   std::string state_dir;
   std::string gpus;
   std::string mig;
+  bool mig_reconfigure = false;
   std::string cpus;
   std::string memory;
   std::string pool;

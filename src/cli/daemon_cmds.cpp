@@ -262,6 +262,10 @@ void AddAgentCommand(CommandContext& c) {
                     "Declare MIG slices of the declared GPUs: GPU=PROFILE,PROFILE...;GPU=... "
                     "(e.g. '0=3g.40gb,3g.40gb;1=1g.10gb*7'; a GPU not named stays whole; "
                     "docs/gpus.md)");
+  agent->add_flag(
+      "--mig-reconfigure", agent_flags.mig_reconfigure,
+      "Let the server change the MIG layout of this node's idle GPUs in MIG mode to fit "
+      "the queue (nvidia-smi mig; a declared layout is simulated; docs/gpus.md)");
   agent->add_option("--cpus", agent_flags.cpus,
                     "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");

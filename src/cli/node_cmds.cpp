@@ -113,6 +113,20 @@ int ShowNode(const json::object& n) {
   }
   fmt::print("Isolation: {}\n", StrOr(n, "isolation"));
   fmt::print("Sharing:   {}\n", SharingText(StrOr(n, "sharing", "unknown")));
+  if (const json::value* mig = n.if_contains("mig"); mig && mig->is_object()) {
+    const json::object& m = mig->as_object();
+    fmt::print("MIG:       {}\n", m.at("reconfigure").as_bool()
+                                      ? "its idle GPUs may be re-sliced (--mig-reconfigure)"
+                                      : "layouts fixed");
+    for (const auto& [gpu, profiles] : m.at("changing").as_object()) {
+      std::vector<std::string> names;
+      for (const auto& p : profiles.as_array()) names.emplace_back(p.as_string());
+      fmt::print("  GPU {}:   being re-sliced to {}\n", std::string(gpu), Join(names, ","));
+    }
+    if (m.at("error").is_string()) {
+      fmt::print("  last re-slice failed: {}\n", std::string(m.at("error").as_string()));
+    }
+  }
   Table t({"PROBE", "RESULT", "AT", "TOOK", "FAILURES", "TIMEOUTS"});
   for (const auto& p : health.at("probes").as_array()) {
     const json::object& probe = p.as_object();

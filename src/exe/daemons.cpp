@@ -340,6 +340,7 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.state_dir = flags.state_dir;
   options.gpus = flags.gpus;
   options.mig = flags.mig;
+  options.mig_reconfigure = flags.mig_reconfigure;
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
     if (!cpus || *cpus <= 0)

@@ -209,6 +209,8 @@ json::object RegisterRequest::Encode() const {
   o["running"] = std::move(r);
   o["isolation"] = isolation;
   if (!sharing.empty()) o["sharing"] = sharing;
+  if (mig_reconfigure) o["mig_reconfigure"] = true;
+  if (!mig_error.empty()) o["mig_error"] = mig_error;
   if (job_memory_default_mib > 0) o["job_memory_default_mib"] = job_memory_default_mib;
   if (!container_mounts.empty()) {
     json::array m;
@@ -232,10 +234,13 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
   r.memory_mib = f.Int64("memory_mib", 0);
   r.isolation = f.String("isolation", "");
   r.sharing = f.String("sharing", "");
+  r.mig_reconfigure = f.Bool("mig_reconfigure", false);
+  r.mig_error = f.String("mig_error", "");
   r.job_memory_default_mib = f.Int64("job_memory_default_mib", 0);
   if (!f.ok()) return f.status();
   if (r.isolation.size() > 512) return Status::Invalid("register: 'isolation' is too long");
   if (r.sharing.size() > 64) return Status::Invalid("register: 'sharing' is too long");
+  if (r.mig_error.size() > 1024) return Status::Invalid("register: 'mig_error' is too long");
   if (const json::value* h = f.Find("health")) {
     auto health = NodeHealth::Decode(*h, "register");
     if (!health.ok()) return health.status();

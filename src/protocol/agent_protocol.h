@@ -116,6 +116,10 @@ struct RegisterRequest {
   // Whether fractional GPU shares are enforced there (agent/mps.h): "mps", "none"; "" from an
   // agent that does not say.
   std::string sharing;
+  // Whether the server may change the MIG layout of its idle GPUs in MIG mode (agent
+  // --mig-reconfigure; sched/reslice.h), and why the last change failed ("" when it did not).
+  bool mig_reconfigure = false;
+  std::string mig_error;
   // The memory limit of a job that asks for none (MiB; 0: the agent does not say).
   int64_t job_memory_default_mib = 0;
   // Host paths the node lets containers mount (agent --container-mount): absolute, at most 64.
@@ -289,9 +293,22 @@ struct ExecMessage {
 };
 inline constexpr size_t kMaxExecCommand = 64 << 10;
 
+// The server re-slices one of the node's idle GPUs in MIG mode (sched/reslice.h): the agent
+// replaces its GPU instances with `profiles` (nvidia-smi's names, "1g.10gb"), then registers again
+// with the new slices, or with RegisterRequest::mig_error when it could not.
+struct MigLayoutMessage {
+  int gpu = 0;
+  std::vector<std::string> profiles;
+
+  bool operator==(const MigLayoutMessage&) const = default;
+  json::object Encode() const;
+  // gpu 0-99; 1 to 7 profiles, each 1 to 32 letters, digits, ".", "+".
+  static Result<MigLayoutMessage> Decode(const json::value& message);
+};
+
 using WatchMessage =
     std::variant<HelloMessage, PingMessage, LaunchMessage, StopMessage, SpecMessage,
-                 HealthResetMessage, SessionMessage, ForwardMessage, ExecMessage>;
+                 HealthResetMessage, SessionMessage, ForwardMessage, ExecMessage, MigLayoutMessage>;
 
 // One line of the watch stream: the message's JSON and "\n".
 std::string EncodeWatchLine(const WatchMessage& message);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "common/json_util.h"
@@ -40,6 +41,38 @@ Result<HealthResetMessage> HealthResetMessage::Decode(const json::value& message
   f.Type("health_reset");
   if (!f.ok()) return f.status();
   return HealthResetMessage{};
+}
+
+json::object MigLayoutMessage::Encode() const {
+  json::array p;
+  for (const std::string& profile : profiles) p.emplace_back(profile);
+  return json::object{{"type", "mig_layout"}, {"gpu", gpu}, {"profiles", std::move(p)}};
+}
+
+Result<MigLayoutMessage> MigLayoutMessage::Decode(const json::value& message) {
+  auto obj = ObjectOf(message, "mig_layout", "message");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "mig_layout");
+  f.Type("mig_layout");
+  MigLayoutMessage m;
+  m.gpu = f.Int("gpu", std::nullopt);
+  if (!f.ok()) return f.status();
+  if (m.gpu < 0 || m.gpu > 99) return Status::Invalid("mig_layout: 'gpu' must be 0 to 99");
+  constexpr char kProfiles[] = "mig_layout: 'profiles' must be 1 to 7 MIG profile names";
+  const json::value* p = f.Find("profiles");
+  if (!p || !p->is_array() || p->as_array().empty() || p->as_array().size() > 7) {
+    return Status::Invalid(kProfiles);
+  }
+  for (const json::value& v : p->as_array()) {
+    if (!v.is_string() || v.as_string().empty() || v.as_string().size() > 32 ||
+        !std::all_of(v.as_string().begin(), v.as_string().end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+';
+        })) {
+      return Status::Invalid(kProfiles);
+    }
+    m.profiles.emplace_back(v.as_string());
+  }
+  return m;
 }
 
 json::object PingMessage::Encode() const { return json::object{{"type", "ping"}}; }
@@ -309,6 +342,7 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line) {
   if (type == "session") return widen(SessionMessage::Decode(*v));
   if (type == "forward") return widen(ForwardMessage::Decode(*v));
   if (type == "exec") return widen(ExecMessage::Decode(*v));
+  if (type == "mig_layout") return widen(MigLayoutMessage::Decode(*v));
   return Status::NotFound("watch: unknown message type '" + type + "'");
 }
 

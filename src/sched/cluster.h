@@ -35,6 +35,10 @@ struct NodeView {
   Mib memory_total = 0;
   Mib memory_free = 0;
   std::vector<Device> gpus;  // every device of the node, with what is free of each
+  // On a node whose GPUs in MIG mode may be re-sliced (sched/reslice.h): the slice types it could
+  // offer after re-slicing, with how many at most. Only "never" (CheckFeasible) reads it; a pass
+  // places on `gpus` alone.
+  std::map<std::string, int> reslice_capacity;
 };
 
 // A job waiting to be placed.

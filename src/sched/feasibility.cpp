@@ -15,10 +15,17 @@
 namespace berth::sched {
 namespace {
 
+// The devices of `type` `node` has, or could have once re-sliced (NodeView::reslice_capacity).
+int PossibleDevices(const NodeView& node, const std::string& type) {
+  const int now = DevicesOfType(node, type);
+  auto it = node.reslice_capacity.find(type);
+  return it == node.reslice_capacity.end() ? now : std::max(now, it->second);
+}
+
 // Whether `node` could hold one node's share of `request` if nothing ran on it.
 bool FitsWhenEmpty(const NodeView& node, const ResourceRequest& request) {
   return request.cpus <= node.cpus_total && request.memory <= node.memory_total &&
-         DevicesOfType(node, request.gpu_type) >= request.gpu_devices();
+         PossibleDevices(node, request.gpu_type) >= request.gpu_devices();
 }
 
 }  // namespace
@@ -42,6 +49,7 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
     std::set<std::string> types;
     for (const NodeView* n : sorted) {
       for (const Device& d : n->gpus) types.insert(d.type);
+      for (const auto& [type, most] : n->reslice_capacity) types.insert(type);
     }
     if (types.count(r.gpu_type) == 0) {
       std::string known;
@@ -71,7 +79,7 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
                               "' that exclusive placement needs");
   }
   if (r.wants_gpu() && std::none_of(in_scope.begin(), in_scope.end(), [&](const NodeView* n) {
-        return DevicesOfType(*n, r.gpu_type) > 0;
+        return PossibleDevices(*n, r.gpu_type) > 0;
       })) {
     return Status::Infeasible("no node" + scope + " has " + r.gpu_type + " GPUs");
   }
@@ -110,7 +118,7 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
         r.fractional_gpu()
             ? gpus
             : std::to_string(devices) + " " + r.gpu_type + (devices == 1 ? " GPU" : " GPUs"),
-        gpus, devices, [&](const NodeView& n) { return DevicesOfType(n, r.gpu_type); },
+        gpus, devices, [&](const NodeView& n) { return PossibleDevices(n, r.gpu_type); },
         [](int64_t have) { return std::to_string(have); });
     if (shortage) return *shortage;
   }

@@ -151,6 +151,15 @@ double MemorySliceGb(const std::vector<std::string>& layout) {
   return best;
 }
 
+std::vector<std::pair<std::string, int>> PossibleProfiles(double slice_gb) {
+  if (slice_gb <= 0) return {};
+  const auto name = [&](int g, int eighths) {
+    return std::to_string(g) + "g." + std::to_string(std::lround(slice_gb * eighths)) + "gb";
+  };
+  return {{name(1, 1), 7}, {name(1, 2), 4}, {name(2, 2), 3},
+          {name(3, 4), 2}, {name(4, 4), 1}, {name(7, 8), 1}};
+}
+
 std::vector<int> PlaceProfiles(const std::vector<std::string>& profiles, double slice_gb) {
   Packing p;
   std::vector<int> starts;

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -66,6 +67,10 @@ int MemorySlicesOf(const std::string& profile, double slice_gb);
 // A GPU's memory slice in GB, from the profiles of its layout ("3g.40gb" -> 10; "1g.10gb" alone ->
 // 10); 0 when the layout says nothing (empty).
 double MemorySliceGb(const std::vector<std::string>& layout);
+// The GPU instance profiles of a GPU whose memory slice is `slice_gb`, each with the most one GPU
+// holds: on an 80 GB A100, 1g.10gb (7), 1g.20gb (4), 2g.20gb (3), 3g.40gb (2), 4g.40gb (1),
+// 7g.80gb (1). What a node that may be re-sliced could offer (admission's "never" check).
+std::vector<std::pair<std::string, int>> PossibleProfiles(double slice_gb);
 // Places `profiles` in this order at their first allowed starts; each placed one's start, or -1
 // for one that found no room.
 std::vector<int> PlaceProfiles(const std::vector<std::string>& profiles, double slice_gb);

@@ -21,6 +21,7 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/mig_changes.h"
 
 namespace berth {
 
@@ -356,6 +357,9 @@ Result<proto::RegisterAnswer> AgentSessions::Register(const proto::RegisterReque
   node.row.gpus = request.gpus;
   node.isolation = request.isolation;
   node.sharing = request.sharing;
+  node.mig_reconfigure = request.mig_reconfigure;
+  node.mig_error = request.mig_error;
+  MigChangesReported(txn, node, now);  // its new slices, or why not
   node.job_memory_default = request.job_memory_default_mib;
   node.container_mounts = request.container_mounts;
   if (is_new) node.row.registered_at = now;

@@ -55,6 +55,10 @@ namespace berth {
 
 struct CoreOptions {
   DurationMs lease_ms = 30'000;
+  // MIG re-slicing (server/core/mig_changes.h): how long a GPU keeps a new layout (or waits after a
+  // failed change) before it may be changed again, and how long its agent has to apply one.
+  DurationMs mig_hold_ms = 10 * 60'000;
+  DurationMs mig_change_timeout_ms = 5 * 60'000;
   DurationMs kill_grace_ms = 10'000;  // SIGTERM -> SIGKILL, unless the job sets kill_grace
   // The time limit of an interactive job that sets none (0: none), so that a forgotten shell does
   // not hold its node for ever.

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <set>
 
+#include "sched/reslice.h"
+#include "server/core/mig_changes.h"
+
 namespace berth {
 
 NodeRuntime& NodeTable::Add(const std::string& name) {
@@ -41,8 +44,20 @@ const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
   for (const auto& d : node.row.gpus) {
     auto used = node.gpu_used.find(d.index);
     MilliGpu held = used == node.gpu_used.end() ? 0 : used->second;
-    const bool fenced = faulty.count(d.gpu()) > 0;
+    // (and a GPU whose MIG layout is being changed, until its agent reports the new slices)
+    const bool fenced =
+        faulty.count(d.gpu()) > 0 || (d.slice() && node.mig_changing.count(d.gpu()));
     v.gpus.push_back({d.index, d.type, fenced ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
+  }
+  // What its GPUs in MIG mode could offer once re-sliced (for admission's "never").
+  v.reslice_capacity.clear();
+  if (node.mig_reconfigure) {
+    for (const auto& [gpu, layout] : MigLayouts(node.row.gpus)) {
+      const auto& [gpu_type, profiles] = layout;
+      for (const auto& [profile, most] : sched::PossibleProfiles(sched::MemorySliceGb(profiles))) {
+        v.reslice_capacity[gpu_type + "-" + profile] += most;
+      }
+    }
   }
   node.view_stale = false;
   return v;

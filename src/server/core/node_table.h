@@ -30,7 +30,14 @@ struct NodeRuntime {
   std::string session;               // current agent session; "" when none
   std::string isolation;             // RegisterRequest::isolation (not stored)
   std::string sharing;               // RegisterRequest::sharing (not stored)
-  Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (not stored)
+  // MIG re-slicing (server/core/mig_changes.h; not stored): whether its agent allows it, why the
+  // last change failed, the layout each GPU is being given, and when each was last ordered changed
+  // or found failed.
+  bool mig_reconfigure = false;
+  std::string mig_error;
+  std::map<int, std::vector<std::string>> mig_changing;
+  std::map<int, TimeMs> mig_changed_at;
+  Mib job_memory_default = 0;  // RegisterRequest::job_memory_default_mib (not stored)
   std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
   proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)
   int64_t lease_expires = 0;                  // monotonic ms

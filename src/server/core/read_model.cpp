@@ -69,6 +69,9 @@ NodeStatus ReadModel::StatusOf(const NodeRuntime& node) {
                     .gpu_used = node.gpu_used,
                     .isolation = node.isolation,
                     .sharing = node.sharing,
+                    .mig_reconfigure = node.mig_reconfigure,
+                    .mig_error = node.mig_error,
+                    .mig_changing = node.mig_changing,
                     .job_memory_default = node.job_memory_default,
                     .health = node.health};
 }

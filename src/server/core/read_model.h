@@ -35,11 +35,14 @@ struct NodeStatus {
   NodeRow row;
   MilliCpu cpus_used = 0;
   Mib memory_used = 0;
-  std::map<int, MilliGpu> gpu_used;  // device index -> milli-GPUs held
-  std::string isolation;             // RegisterRequest::isolation of its agent
-  std::string sharing;               // RegisterRequest::sharing of its agent
-  Mib job_memory_default = 0;        // RegisterRequest::job_memory_default_mib (0: none enforced)
-  proto::NodeHealth health;          // what its agent's probes found last (docs/operators.md)
+  std::map<int, MilliGpu> gpu_used;                      // device index -> milli-GPUs held
+  std::string isolation;                                 // RegisterRequest::isolation of its agent
+  std::string sharing;                                   // RegisterRequest::sharing of its agent
+  bool mig_reconfigure = false;                          // RegisterRequest::mig_reconfigure
+  std::string mig_error;                                 // why its last MIG layout change failed
+  std::map<int, std::vector<std::string>> mig_changing;  // GPU -> the layout it is being given
+  Mib job_memory_default = 0;  // RegisterRequest::job_memory_default_mib (0: none enforced)
+  proto::NodeHealth health;    // what its agent's probes found last (docs/operators.md)
 };
 
 class ReadModel {

@@ -22,6 +22,7 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/mig_changes.h"
 
 namespace berth {
 
@@ -192,6 +193,7 @@ bool Scheduling::RunPass() {
     }
     s_.waiting.Placed(placed);
   }
+  PlanMigChanges(s_, in.snapshot);  // slices no free one offers: an idle GPU re-sliced?
   const int64_t ended = s_.clock.Monotonic();
   s_.last_pass_with_work = ended;
   // A pass that decided nothing paces the next (CoreOptions::fruitless_pass_pacing): until

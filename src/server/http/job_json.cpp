@@ -113,6 +113,18 @@ json::object NodeJson(const NodeStatus& node) {
   o["labels"] = std::move(labels);
   o["isolation"] = node.isolation.empty() ? "unknown" : node.isolation;
   o["sharing"] = node.sharing.empty() ? "unknown" : node.sharing;
+  if (node.mig_reconfigure || !node.mig_changing.empty()) {
+    json::object changing;
+    for (const auto& [gpu, profiles] : node.mig_changing) {
+      json::array p;
+      for (const std::string& profile : profiles) p.emplace_back(profile);
+      changing[std::to_string(gpu)] = std::move(p);
+    }
+    o["mig"] = json::object{
+        {"reconfigure", node.mig_reconfigure},
+        {"changing", std::move(changing)},
+        {"error", node.mig_error.empty() ? json::value(nullptr) : json::value(node.mig_error)}};
+  }
   o["job_memory_default"] = node.job_memory_default > 0
                                 ? json::value(static_cast<double>(node.job_memory_default) /
                                               static_cast<double>(kMibPerGib))

@@ -49,6 +49,8 @@ RegisterRequest FullRegister() {
   r.running = {{42, 3, 1}, {43, 1, 0}};
   r.isolation = "v1";
   r.sharing = "mps";
+  r.mig_reconfigure = true;
+  r.mig_error = "GPU 0: busy";
   r.job_memory_default_mib = 4096;
   return r;
 }
@@ -61,7 +63,8 @@ TEST(Register, RequestRoundTripsInTheAgentsFieldOrder) {
             R"("pool":"research","labels":{"rack":"r12","zone":"b"},"cpus_milli":64000,)"
             R"("memory_mib":524288,"gpus":[{"index":0,"type":"H100"},{"index":1,"type":"H100"}],)"
             R"("running":[{"job":42,"attempt":3,"rank":1},{"job":43,"attempt":1,"rank":0}],)"
-            R"("isolation":"v1","sharing":"mps","job_memory_default_mib":4096})");
+            R"("isolation":"v1","sharing":"mps","mig_reconfigure":true,"mig_error":"GPU 0: busy",)"
+            R"("job_memory_default_mib":4096})");
 }
 
 TEST(Register, AMigSliceNamesItsGpu) {
@@ -644,6 +647,20 @@ TEST(Health, RefusesBadShapesAndTooMuch) {
   for (int i = 0; i < 257; ++i) many.push_back(json::object{{"name", "p"}});
   json::object body{{"health", json::object{{"probes", many}}}};
   EXPECT_EQ(error(json::serialize(body)), "health: 'health.probes' has more than 256 entries");
+}
+
+TEST(Watch, AMigLayoutRoundTripsAndABadOneIsRefused) {
+  const MigLayoutMessage m{1, {"1g.10gb", "1g.10gb+me", "3g.40gb"}};
+  auto back = DecodeWatchMessage(EncodeWatchLine(m));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<MigLayoutMessage>(*back), m);
+  for (const char* bad : {R"({"type":"mig_layout","gpu":1,"profiles":[]})",
+                          R"({"type":"mig_layout","gpu":100,"profiles":["1g.10gb"]})",
+                          R"({"type":"mig_layout","gpu":1,"profiles":["1g 10gb"]})",
+                          R"({"type":"mig_layout","gpu":1,"profiles":"1g.10gb"})",
+                          R"({"type":"mig_layout","profiles":["1g.10gb"]})"}) {
+    EXPECT_EQ(DecodeWatchMessage(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
 }
 
 TEST(Health, TheResetMessageIsAWatchMessage) {
