@@ -82,11 +82,15 @@ std::vector<std::pair<int, int>> NodeGpus::Denied(const std::vector<int>& grante
     if (Holds(opened, gpu.index)) continue;
     if (auto device = CharDevice(GpuFile(gpu.index))) denied.push_back(*device);
   }
-  for (const MigSlice& slice : slices_) {
-    if (Holds(granted, slice.index)) continue;
-    for (const std::string& file : CapFiles({slice.index})) {
-      if (auto device = CharDevice(file)) denied.push_back(*device);
-    }
+  // Every GPU or compute instance's capability file the driver's table names, but the granted
+  // slices': also those of instances not made yet (a re-slice of another GPU makes new ones while
+  // this rank runs).
+  const std::vector<std::string> own = CapFiles(granted);
+  for (const auto& [name, minor] : mig_minors_) {
+    if (!name.starts_with("gpu") || name.find("/gi") == std::string::npos) continue;
+    const std::string file = device_dir_ + "/nvidia-caps/nvidia-cap" + std::to_string(minor);
+    if (std::find(own.begin(), own.end(), file) != own.end()) continue;
+    if (auto device = CharDevice(file)) denied.push_back(*device);
   }
   return denied;
 }

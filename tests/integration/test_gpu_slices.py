@@ -228,5 +228,93 @@ class DiscoveredSlicesTest(GpuSlicesTest):
         self.skipTest("a declared layout's (GpuSlicesTest)")
 
 
+# The capability table of a node whose GPU 0 may hold up to seven GPU instances (each re-slice's
+# new ones are numbered from 1 again, agent/mig.h DeclaredSlices), and GPU 1's 7g.80gb.
+RESLICE_MINORS = "config 1\nmonitor 2\n" + "".join(
+    f"gpu0/gi{gi}/access {10 * gi}\ngpu0/gi{gi}/ci0/access {10 * gi + 1}\n" for gi in range(1, 8)) + \
+    "gpu1/gi1/access 90\ngpu1/gi1/ci0/access 91\n"
+
+
+@unittest.skipIf(cgroup_host_usable() is not None, cgroup_host_usable() or "")
+class ReslicingTest(BerthTestCase):
+    """A node that lets the server re-slice its idle GPUs (`--mig-reconfigure`), its layout declared,
+    so the agent simulates each change and records the nvidia-smi commands a real node would run."""
+
+    def setUp(self):
+        super().setUp()
+        b = self.b
+        self.server = b.start_server()
+        self.devdir = self.path("dev")
+        os.makedirs(os.path.join(self.devdir, "nvidia-caps"))
+        for i in range(2):
+            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
+        for gi in range(1, 8):
+            for m in (10 * gi, 10 * gi + 1):
+                os.mknod(os.path.join(self.devdir, "nvidia-caps", f"nvidia-cap{m}"), 0o666 | 0o020000,
+                         os.makedev(CAPS_MAJOR, m))
+        with open(os.path.join(self.devdir, "nvidia-caps", "mig-minors"), "w") as f:
+            f.write(RESLICE_MINORS)
+        self.env = {"BERTH_SERVER": self.server.url}
+        self.state = self.path("agent-mig")
+        b.start_agent(self.server.url, name="mig", gpus="A100:2", state_dir=self.state,
+                      extra=["--mig", "0=3g.40gb,3g.40gb;1=7g.80gb", "--mig-reconfigure", "--cpus", "8",
+                             "--memory", "4", "--gpu-device-dir", self.devdir, "--require-isolation"])
+        b.wait_nodes_up(["mig"], env=self.env)
+
+    def commands(self):
+        try:
+            with open(os.path.join(self.state, "mig-commands.log")) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def test_pending_jobs_for_a_profile_re_slice_exactly_one_idle_gpu(self):
+        b = self.b
+        # GPU 1 is busy: its 7g.80gb runs a job.
+        busy = b.submit("--gpus", "A100-7g.80gb:1", "--", "sleep 300", env=self.env)
+        b.wait_status(busy, "RUNNING", timeout=60, env=self.env)
+        # No node offers a 1g.10gb: accepted all the same, as this node could once re-sliced.
+        probe = ("for f in %s/nvidia-caps/nvidia-cap*; do "
+                 "python3 -c \"import os,sys\ntry: os.close(os.open(sys.argv[1], os.O_RDWR)); print(sys.argv[1], 'opened')\n"
+                 "except OSError as e: print(sys.argv[1], e.strerror)\" $f; done; echo VISIBLE=$CUDA_VISIBLE_DEVICES"
+                 % self.devdir)
+        jobs = [b.submit("--gpus", "A100-1g.10gb:1", "--", probe, env=self.env) for _ in range(2)]
+        for job in jobs:
+            done = b.wait_status(job, "SUCCEEDED", "FAILED", timeout=90, env=self.env)
+            out = b.run("logs", job, "--no-follow", env=self.env)[1]
+            self.assertEqual(done["status"], "SUCCEEDED", out)
+            self.assertRegex(out, r"VISIBLE=MIG-[0-9a-f-]{36}")
+            # Its own slice's two capability files, and no other's.
+            self.assertEqual(len([l for l in out.splitlines() if "No such device or address" in l]), 2, out)
+        # Exactly one change, of GPU 0, in the commands a real node would run.
+        self.assertEqual(self.commands(), [
+            "nvidia-smi mig -i 0 -gi 1 -ci 0 -dci",
+            "nvidia-smi mig -i 0 -gi 1 -dgi",
+            "nvidia-smi mig -i 0 -gi 2 -ci 0 -dci",
+            "nvidia-smi mig -i 0 -gi 2 -dgi",
+            "nvidia-smi mig -i 0 -cgi 1g.10gb,1g.10gb,1g.10gb,1g.10gb,3g.40gb -C",
+        ])
+        node = b.nodes(env=self.env)[0]
+        self.assertEqual(node["capacity"]["gpus"], {"A100-1g.10gb": 4, "A100-3g.40gb": 1, "A100-7g.80gb": 1})
+        self.assertEqual(node["mig"], {"reconfigure": True, "changing": {}, "error": None})
+        self.assertIn("its idle GPUs may be re-sliced", b.run("nodes", "mig", env=self.env)[1])
+        audit = [(a["action"], a["target"], a["detail"]) for a in b.json("admin", "audit", "--json", env=self.env)
+                 if a["action"].startswith("mig")]
+        self.assertEqual(len(audit), 2, audit)
+        # (A pass may have seen the first job alone: the second then waited for the change under way.)
+        self.assertEqual(audit[0][:2], ("mig layout", "mig"))
+        self.assertRegex(audit[0][2], r"^GPU 0: 3g\.40gb,3g\.40gb -> 1g\.10gb,1g\.10gb,1g\.10gb,1g\.10gb,"
+                                      r"3g\.40gb for [12] pending A100-1g\.10gb slices?$")
+        self.assertEqual(audit[1], ("mig layout done", "mig", "GPU 0: 1g.10gb,1g.10gb,1g.10gb,1g.10gb,3g.40gb"))
+        self.assertEqual(b.status(busy, env=self.env), "RUNNING")
+        b.run("cancel", busy, env=self.env)
+
+    def test_a_profile_no_gpu_here_could_have_is_refused(self):
+        rc, _, err = self.b.run("exec", "-d", "--gpus", "A100-3g.20gb:1", "--", "true", check=False,
+                                env=self.env)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unknown GPU type 'A100-3g.20gb'", err)
+
+
 if __name__ == "__main__":
     unittest.main()

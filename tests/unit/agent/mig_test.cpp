@@ -173,11 +173,12 @@ class NodeGpusFilesTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "mknod of device files needs root";
     ASSERT_EQ(mkdir(dir_.File("nvidia-caps").c_str(), 0755), 0);
     for (int i = 0; i < 2; ++i) Node("nvidia" + std::to_string(i), 195, i);
-    for (int minor : {12, 13, 21, 22})
+    for (int minor : {12, 13, 21, 22, 31})
       Node("nvidia-caps/nvidia-cap" + std::to_string(minor), 238, minor);
     std::ofstream(dir_.File("nvidia-caps/mig-minors"))
         << "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
-           "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n";
+           "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n"
+           "gpu0/gi3/access 31\n";  // an instance not made (yet)
   }
   void Node(const std::string& name, int major, int minor) {
     ASSERT_EQ(mknod(dir_.File(name).c_str(), S_IFCHR | 0666, makedev(major, minor)), 0) << name;
@@ -189,8 +190,9 @@ TEST_F(NodeGpusFilesTest, ASliceOpensItsGpuAndItsOwnCapabilitiesOnly) {
   auto gpus = LoadNodeGpus("A100:2", "0=3g.40gb,3g.40gb", "n1", {}, dir_.path());
   ASSERT_TRUE(gpus.ok()) << gpus.status().message();
   using Devices = std::vector<std::pair<int, int>>;
-  // Slice 100 (GPU instance 1): GPU 0 and caps 12, 13 are its own; GPU 1 and caps 21, 22 are not.
-  EXPECT_EQ(gpus->Denied({100}), (Devices{{195, 1}, {238, 21}, {238, 22}}));
+  // Slice 100 (GPU instance 1): GPU 0 and caps 12, 13 are its own; GPU 1 and caps 21, 22 are not,
+  // nor 31, of an instance a re-slice may make while the rank runs.
+  EXPECT_EQ(gpus->Denied({100}), (Devices{{195, 1}, {238, 21}, {238, 22}, {238, 31}}));
   EXPECT_EQ(gpus->GpusOpened({100}), (std::vector<int>{0}));
   EXPECT_EQ(gpus->CapFiles({100}),
             (std::vector<std::string>{dir_.File("nvidia-caps/nvidia-cap12"),
@@ -199,10 +201,11 @@ TEST_F(NodeGpusFilesTest, ASliceOpensItsGpuAndItsOwnCapabilitiesOnly) {
   EXPECT_NE(gpus->SliceUuids({100}), gpus->SliceUuids({101}));
   EXPECT_TRUE(gpus->SliceUuids({100})->starts_with("MIG-"));
   // The whole GPU 1: GPU 0 and every slice's capabilities are denied.
-  EXPECT_EQ(gpus->Denied({1}), (Devices{{195, 0}, {238, 12}, {238, 13}, {238, 21}, {238, 22}}));
+  EXPECT_EQ(gpus->Denied({1}),
+            (Devices{{195, 0}, {238, 12}, {238, 13}, {238, 21}, {238, 22}, {238, 31}}));
   EXPECT_FALSE(gpus->SliceUuids({1}).has_value());
   // No GPU at all: everything is denied.
-  EXPECT_EQ(gpus->Denied({}).size(), 6u);
+  EXPECT_EQ(gpus->Denied({}).size(), 7u);
 }
 
 }  // namespace
