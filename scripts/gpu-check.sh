@@ -10,7 +10,14 @@
 #   3. a job cannot open another GPU's device file (EPERM) and can open its own;
 #   4. with two GPUs or more, two one-GPU jobs run at once on different devices;
 #   5. the health probes read the real nvidia-smi: "gpus" and "ecc" ran and found every GPU
-#      (docs/operators.md "Node health"; a GPU with real ECC trouble fails this check, rightly).
+#      (docs/operators.md "Node health"; a GPU with real ECC trouble fails this check, rightly);
+#   6. on GPUs in MIG mode (docs/gpus.md): the node offers exactly the MIG devices `nvidia-smi -L`
+#      lists, by UUID, and a job on a slice gets that slice's UUID and opens its own capability files
+#      under /dev/nvidia-caps and no other's;
+#   7. where nvidia-cuda-mps-control is on PATH: a half-GPU job runs under an MPS daemon the agent
+#      started, with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 and a memory limit.
+# Read-only: it never changes a GPU's mode or MIG layout (the agent runs without --mig-reconfigure).
+# Checks 1-4 need a GPU not in MIG mode; they are skipped, saying so, where there is none.
 # Prints one line per check and exits non-zero when one fails.
 set -uo pipefail
 berth=${1:-$(dirname "$0")/../build/src/berth}
@@ -21,8 +28,14 @@ bad() { echo "FAIL $*"; fail=1; }
 
 if [ "$(id -u)" -ne 0 ]; then echo "gpu-check: run as root (the agent makes cgroups)" >&2; exit 2; fi
 if ! command -v nvidia-smi >/dev/null 2>&1; then echo "gpu-check: no nvidia-smi here" >&2; exit 2; fi
-gpus=$(nvidia-smi -L | grep -c '^GPU ')
+listing=$(nvidia-smi -L)
+gpus=$(echo "$listing" | grep -c '^GPU ')
 if [ "$gpus" -lt 1 ]; then echo "gpu-check: nvidia-smi lists no GPU" >&2; exit 2; fi
+# GPUs in MIG mode are offered as their MIG devices, not whole.
+mig_uuids=$(echo "$listing" | sed -n 's/^ *MIG .*(UUID: \(MIG-[^)]*\)).*/\1/p' | sort)
+mig_devices=$(echo -n "$mig_uuids" | grep -c '^MIG-')
+mig_gpus=$(echo "$listing" | awk '/^GPU /{g=$0} /^ *MIG /{if (g!="") {n++; g=""}} END{print n+0}')
+expected=$((gpus - mig_gpus + mig_devices))
 
 tmp=$(mktemp -d /tmp/berth-gpu-check-XXXXXX)
 cleanup() {
@@ -46,9 +59,11 @@ for _ in $(seq 100); do "$berth" nodes --json 2>/dev/null | grep -q '"UP"' && br
 node=$("$berth" nodes --json)
 offered=$(echo "$node" | /usr/bin/python3 -c 'import json,sys; n=json.load(sys.stdin)[0]; print(sum(n["capacity"]["gpus"].values()), ",".join(n["capacity"]["gpus"]), n["isolation"])')
 read -r count types isolation <<<"$offered"
-if [ "$count" = "$gpus" ]; then ok "discovery: $count GPU(s) of type $types (nvidia-smi lists $gpus); isolation $isolation"
-else bad "discovery: the node offers $count GPU(s), nvidia-smi lists $gpus"; fi
-type=${types%%,*}
+if [ "$count" = "$expected" ]; then ok "discovery: $count device(s) of type(s) $types (nvidia-smi lists $gpus GPU(s), $mig_devices MIG device(s)); isolation $isolation"
+else bad "discovery: the node offers $count device(s), nvidia-smi lists $gpus GPU(s) of which $mig_gpus in MIG mode with $mig_devices MIG device(s)"; fi
+# A whole GPU's type has no "-" (a slice's is GPU-PROFILE).
+type=$(echo "$types" | tr ',' '\n' | grep -v -- - | head -1)
+slice_type=$(echo "$types" | tr ',' '\n' | grep -- - | head -1)
 
 run_job() {  # run_job SCRIPT -> prints the job's output
   local id
@@ -57,6 +72,16 @@ run_job() {  # run_job SCRIPT -> prints the job's output
   "$berth" logs "$id" --no-follow
 }
 
+run_on() {  # run_on GPUS SCRIPT -> prints the job's output
+  local id
+  id=$("$berth" exec -d --json --gpus "$1" -- "$2" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
+  "$berth" wait "$id" >/dev/null 2>&1
+  "$berth" logs "$id" --no-follow
+}
+
+if [ -z "$type" ]; then
+  echo "skip checks 2-4: every GPU is in MIG mode"
+else
 out=$(run_job 'nvidia-smi -L; echo "cvd=$CUDA_VISIBLE_DEVICES ids=$BERTH_GPU_IDS"')
 seen=$(echo "$out" | grep -c '^GPU ')
 if [ "$seen" = 1 ] && echo "$out" | grep -q 'cvd=0 '; then ok "a one-GPU job sees one GPU: $(echo "$out" | tail -1)"
@@ -76,6 +101,37 @@ if [ "$gpus" -ge 2 ]; then
   ia=$("$berth" logs "$a" --no-follow); ib=$("$berth" logs "$b" --no-follow)
   if [ "$ia" != "$ib" ]; then ok "two one-GPU jobs ran on different devices ($ia, $ib)"
   else bad "two one-GPU jobs shared a device: $ia"; fi
+fi
+fi
+
+if [ "$mig_devices" -gt 0 ]; then
+  offered_uuids=$(echo "$node" | /usr/bin/python3 -c '
+import json, sys
+print(sum(1 for d in json.load(sys.stdin)[0]["devices"] if "gpu" in d))')
+  if [ "$offered_uuids" = "$mig_devices" ]; then ok "MIG: the node offers the $mig_devices MIG device(s) nvidia-smi lists"
+  else bad "MIG: the node offers $offered_uuids slice(s), nvidia-smi lists $mig_devices"; fi
+  caps='for f in /dev/nvidia-caps/nvidia-cap*; do if exec 3<>"$f" 2>/dev/null; then exec 3>&-; echo "cap $f open"; else echo "cap $f $?"; fi; done; echo "cvd=$CUDA_VISIBLE_DEVICES"'
+  out=$(run_on "$slice_type:1" "$caps")
+  cvd=$(echo "$out" | sed -n 's/^cvd=//p')
+  # Of the instances' capability files (the driver's table names them gpuN/giM/...), exactly its own
+  # two (its GPU instance's and its compute instance's) open.
+  opened=$(echo "$out" | /usr/bin/python3 -c '
+import sys
+instance = set()
+for line in open("/proc/driver/nvidia-caps/mig-minors"):
+    name, _, minor = line.strip().rpartition(" ")
+    if name.startswith("gpu") and "/gi" in name:
+        instance.add("/dev/nvidia-caps/nvidia-cap" + minor)
+print(sum(1 for l in sys.stdin if l.startswith("cap ") and l.split()[1] in instance and l.rstrip().endswith(" open")))')
+  if echo "$mig_uuids" | grep -qx -- "$cvd" && [ "$opened" = 2 ]; then
+    ok "MIG: a $slice_type job sees its slice $cvd and opens its own 2 instance capability files"
+  else bad "MIG: a $slice_type job opens $opened instance capability file(s): $out"; fi
+fi
+
+if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -n "$type" ]; then
+  out=$(run_on "$type:0.5" 'echo "pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE mem=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT pipe=$CUDA_MPS_PIPE_DIRECTORY"; ls "$CUDA_MPS_PIPE_DIRECTORY" | head -3')
+  if echo "$out" | grep -q '^pct=50 mem=0=[0-9]*M pipe=/'; then ok "MPS: a half-GPU job runs under its device's daemon: $(echo "$out" | head -1)"
+  else bad "MPS: a half-GPU job: $out"; fi
 fi
 health=$("$berth" nodes gpu-check --json | /usr/bin/python3 -c '
 import json, sys
