@@ -22,6 +22,21 @@ MIG_MINORS = ("config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n
               "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n")
 
 
+def make_devices(test, cap_minors, table):
+    """A device dir as a node with two GPUs has: nvidia0 and nvidia1 (NVIDIA's major 195), the
+    capability files `cap_minors` under nvidia-caps/, and the driver's table of them, `table`."""
+    devdir = test.path("dev")
+    os.makedirs(os.path.join(devdir, "nvidia-caps"))
+    for i in range(2):
+        os.mknod(os.path.join(devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
+    for m in cap_minors:
+        os.mknod(os.path.join(devdir, "nvidia-caps", f"nvidia-cap{m}"), 0o666 | 0o020000,
+                 os.makedev(CAPS_MAJOR, m))
+    with open(os.path.join(devdir, "nvidia-caps", "mig-minors"), "w") as f:
+        f.write(table)
+    return devdir
+
+
 @unittest.skipIf(cgroup_host_usable() is not None, cgroup_host_usable() or "")
 class GpuSlicesTest(BerthTestCase):
 
@@ -29,16 +44,7 @@ class GpuSlicesTest(BerthTestCase):
         super().setUp()
         b = self.b
         self.server = b.start_server()
-        self.devdir = self.path("dev")
-        os.makedirs(os.path.join(self.devdir, "nvidia-caps"))
-        for i in range(2):
-            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
-        for minors in CAPS.values():
-            for m in minors:
-                os.mknod(os.path.join(self.devdir, "nvidia-caps", f"nvidia-cap{m}"), 0o666 | 0o020000,
-                         os.makedev(CAPS_MAJOR, m))
-        with open(os.path.join(self.devdir, "nvidia-caps", "mig-minors"), "w") as f:
-            f.write(MIG_MINORS)
+        self.devdir = make_devices(self, [m for minors in CAPS.values() for m in minors], MIG_MINORS)
         self.env = {"BERTH_SERVER": self.server.url}
         self.start_node()
         b.wait_nodes_up(["mig"], env=self.env)
@@ -244,16 +250,8 @@ class ReslicingTest(BerthTestCase):
         super().setUp()
         b = self.b
         self.server = b.start_server()
-        self.devdir = self.path("dev")
-        os.makedirs(os.path.join(self.devdir, "nvidia-caps"))
-        for i in range(2):
-            os.mknod(os.path.join(self.devdir, f"nvidia{i}"), 0o666 | 0o020000, os.makedev(195, i))
-        for gi in range(1, 8):
-            for m in (10 * gi, 10 * gi + 1):
-                os.mknod(os.path.join(self.devdir, "nvidia-caps", f"nvidia-cap{m}"), 0o666 | 0o020000,
-                         os.makedev(CAPS_MAJOR, m))
-        with open(os.path.join(self.devdir, "nvidia-caps", "mig-minors"), "w") as f:
-            f.write(RESLICE_MINORS)
+        self.devdir = make_devices(self, [m for gi in range(1, 8) for m in (10 * gi, 10 * gi + 1)],
+                                   RESLICE_MINORS)
         self.env = {"BERTH_SERVER": self.server.url}
         self.state = self.path("agent-mig")
         b.start_agent(self.server.url, name="mig", gpus="A100:2", state_dir=self.state,
