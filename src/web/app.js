@@ -197,6 +197,34 @@ function gpuCell(d, nodeDown) {
   return el;
 }
 
+// A node's devices in index order: whole GPUs as cells, and each GPU in MIG mode as a frame with
+// its slices drawn inside it, each as wide as its share of the GPU (docs/gpus.md); a GPU being
+// re-sliced says so.
+function gpuMap(n, down) {
+  const out = [];
+  const frames = new Map();
+  const changing = (n.mig && n.mig.changing) || {};
+  for (const d of n.devices) {
+    if (d.gpu === undefined) { out.push(gpuCell(d, down)); continue; }
+    let frame = frames.get(d.gpu);
+    if (!frame) {
+      const to = changing[String(d.gpu)];
+      frame = h('div', {
+        class: 'mig' + (to ? ' changing' : ''), dataset: { gpu: d.gpu },
+        title: `GPU ${d.gpu} in MIG mode` + (to ? `, being re-sliced to ${to.join(',')}` : ''),
+      });
+      frames.set(d.gpu, frame);
+      out.push(frame);
+    }
+    const sevenths = Number((/-(?:\d+c\.)?(\d)g\./.exec(d.type) || [])[1] || 1);
+    const cell = gpuCell(d, down);
+    cell.classList.add('slice');
+    cell.style.width = `${8 + sevenths * 6}px`;
+    frame.append(cell);
+  }
+  return out;
+}
+
 // What an attempt used against its request: "peak 412 MiB (40%) · CPU 12.3 s (41%)".
 function usedText(a) {
   const pct = (x) => (typeof x === 'number' ? ` (${Math.round(x * 100)}%)` : '');
@@ -229,7 +257,7 @@ async function renderNodes() {
       n.health && n.health.reason
         ? h('div', { class: 'small health-reason', title: 'drained by its health probes (docs/operators.md "Node health")' }, n.health.reason)
         : n.drained_by_operator ? h('div', { class: 'small muted' }, 'drained by an operator') : '',
-      h('div', { class: 'gpus' }, ...n.devices.map((d) => gpuCell(d, down))),
+      h('div', { class: 'gpus' }, ...gpuMap(n, down)),
       h('div', { class: 'small muted' }, `CPU ${gpuText(n.capacity.cpus - n.free.cpus)} / ${n.capacity.cpus}`), bar(n.capacity.cpus - n.free.cpus, n.capacity.cpus, 'cpu'),
       h('div', { class: 'small muted' }, `Memory ${gpuText(n.capacity.memory - n.free.memory)} / ${gpuText(n.capacity.memory)} GiB`), bar(n.capacity.memory - n.free.memory, n.capacity.memory, 'mem'));
   });
@@ -245,7 +273,8 @@ async function renderNodes() {
         h('span', {}, h('span', { class: 'gpu', style: `background:${jobColour(7)}` }), ' held (a colour per job)'),
         h('span', {}, h('span', { class: 'gpu' }, h('i', { style: `background:${jobColour(3)}` }), h('i', {})), ' shared / fractional'),
         h('span', {}, h('span', { class: 'gpu down' }), ' node down'),
-        h('span', {}, h('span', { class: 'gpu faulty' }), ' unhealthy (fenced)'))),
+        h('span', {}, h('span', { class: 'gpu faulty' }), ' unhealthy (fenced)'),
+        h('span', {}, h('span', { class: 'mig legend-mig' }, h('span', { class: 'gpu slice' }), h('span', { class: 'gpu slice' })), ' MIG slices of one GPU'))),
     h('div', { class: 'nodes' }, cards),
     nodes.length > nodesUi.shown ? h('p', {}, h('button', { onclick: () => { nodesUi.shown += 240; refresh(); } }, `Show more (${nodes.length - nodesUi.shown} not shown)`)) : '');
   const active = document.getElementById('node-filter');

@@ -216,5 +216,40 @@ class DashboardHealthBrowserTest(BerthTestCase):
         browser.screenshot(os.path.join(SHOTS, "nodes-health.png"))
 
 
+@unittest.skipUnless(find_chromium(), "no chromium on PATH")
+class DashboardMigBrowserTest(BerthTestCase):
+    """The GPU map of a node whose GPUs are in MIG mode: each GPU a frame with its slices inside."""
+
+    def test_slices_are_drawn_inside_their_gpu(self):
+        b = self.b
+        server = b.start_server()
+        b.env["BERTH_SERVER"] = server.url
+        b.start_agent(server.url, name="mig", gpus="A100:3",
+                      extra=["--mig", "0=4g.40gb,3g.40gb;1=1g.10gb*7", "--cpus", "4", "--memory", "4"])
+        b.wait_nodes_up(["mig"])
+        job = b.submit("--gpus", "A100-3g.40gb:1", "--", "sleep 300")
+        b.wait_status(job, "RUNNING", timeout=60)
+        browser = Browser(self.path("chromium-profile"))
+        self.addCleanup(browser.close)
+        browser.navigate(b.json("dashboard", "--json")["url"])
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        drawn = browser.evaluate("""(() => { const n = document.querySelector('.node');
+            return {whole: [...n.querySelectorAll('.gpus > .gpu')].map(c => Number(c.dataset.index)),
+                    frames: [...n.querySelectorAll('.gpus > .mig')].map(f => ({gpu: Number(f.dataset.gpu),
+                        slices: [...f.querySelectorAll('.gpu.slice')].map(c => ({index: Number(c.dataset.index),
+                            jobs: c.dataset.jobs, width: c.getBoundingClientRect().width}))}))}; })()""")
+        self.assertEqual(drawn["whole"], [2])  # the GPU not in MIG mode
+        self.assertEqual([f["gpu"] for f in drawn["frames"]], [0, 1])
+        first, second = drawn["frames"]
+        self.assertEqual([s["index"] for s in first["slices"]], [100, 101])
+        self.assertEqual([s["jobs"] for s in first["slices"]], ["", str(job)])  # on the 3g.40gb
+        self.assertGreater(first["slices"][0]["width"], first["slices"][1]["width"])  # 4g wider than 3g
+        self.assertEqual(len(second["slices"]), 7)
+        browser.screenshot(os.path.join(SHOTS, "nodes-mig.png"))
+        b.run("cancel", job)
+
+
 if __name__ == "__main__":
     unittest.main()
