@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/quantity.h"
 #include "common/status.h"
