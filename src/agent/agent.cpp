@@ -230,7 +230,7 @@ Status Agent::Run() {
   if (options_.cpus) resources_.cpus = *options_.cpus;
   if (options_.memory) resources_.memory = *options_.memory;
   Result<NodeGpus> gpus = LoadNodeGpus(options_.gpus, options_.mig, options_.name, resources_.gpus,
-                                       options_.gpu_device_dir);
+                                       options_.gpu_device_dir, options_.gpu_topology);
   if (!gpus.ok()) return gpus.status();
   {
     MutexLock lock(gpus_mu_);
@@ -729,7 +729,8 @@ Result<RunPlan> Agent::PlanRun(const proto::LaunchMessage& m, const JobSpec& spe
     plan.limits = LimitsOf(m, spec.resources);
     FenceGpuEnvironment(m, plan);
     if (spec.cpu_binding == CpuBinding::kCores) {
-      auto cpus = cpu_pins_.Pin(key, static_cast<int>(spec.resources.cpus / kMilliPerCpu));
+      auto cpus = cpu_pins_.Pin(key, static_cast<int>(spec.resources.cpus / kMilliPerCpu),
+                                Gpus()->NearCpus(m.gpus));
       if (!cpus.ok()) return cpus.status();
       plan.limits.cpus = *cpus;
     }

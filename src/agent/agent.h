@@ -62,6 +62,7 @@ struct AgentOptions {
   std::string mig;   // declared MIG layout of those (agent/mig.h); empty: none
   // Whether the server may re-slice this node's idle GPUs in MIG mode (agent/mig_layout.h).
   bool mig_reconfigure = false;
+  std::string gpu_topology;  // --gpu-topology: nvidia-smi topo -m's output; empty: ask nvidia-smi
   std::optional<MilliCpu> cpus;  // empty: what this process may use
   std::optional<Mib> memory;     // empty: MemTotal
   std::string pool;

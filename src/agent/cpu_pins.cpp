@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -15,13 +16,22 @@ void CpuPins::Configure(std::vector<int> node_cpus, std::map<int, std::string> c
   cores_ = std::move(cores);
 }
 
-Result<std::vector<int>> CpuPins::Pin(const std::string& key, int count) {
+Result<std::vector<int>> CpuPins::Pin(const std::string& key, int count,
+                                      const std::vector<int>& near) {
   MutexLock lock(mu_);
   std::set<int> taken;
   for (const auto& [other, cpus] : pinned_) {
     if (other != key) taken.insert(cpus.begin(), cpus.end());
   }
-  auto picked = PickCpus(node_cpus_, taken, count, cores_);
+  std::optional<std::vector<int>> picked;
+  if (!near.empty()) {
+    std::set<int> far = taken;  // what it may not take to stay near its GPUs
+    for (int cpu : node_cpus_) {
+      if (!std::binary_search(near.begin(), near.end(), cpu)) far.insert(cpu);
+    }
+    picked = PickCpus(node_cpus_, far, count, cores_);
+  }
+  if (!picked) picked = PickCpus(node_cpus_, taken, count, cores_);
   if (!picked) {
     std::vector<int> free;
     for (int cpu : node_cpus_) {

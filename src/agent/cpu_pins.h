@@ -19,8 +19,11 @@ class CpuPins {
  public:
   // The CPUs the agent may run its jobs on, and their physical cores (cpu -> core id).
   void Configure(std::vector<int> node_cpus, std::map<int, std::string> cores) EXCLUDES(mu_);
-  // Pins `count` CPUs for rank `key` (again: its earlier pins are free to it).
-  Result<std::vector<int>> Pin(const std::string& key, int count) EXCLUDES(mu_);
+  // Pins `count` CPUs for rank `key` (again: its earlier pins are free to it): all of them from
+  // `near` (the CPUs near its GPUs, NodeGpus::NearCpus) where that many are free there, else
+  // anywhere.
+  Result<std::vector<int>> Pin(const std::string& key, int count, const std::vector<int>& near = {})
+      EXCLUDES(mu_);
   // A rank found running at start, with the CPUs its run plan pinned.
   void Adopt(const std::string& key, std::vector<int> cpus) EXCLUDES(mu_);
   // Rank `key`'s processes are gone: its CPUs are free.

@@ -125,6 +125,14 @@ std::map<int, Mib> DiscoverGpuMemory() {
   return out ? ParseGpuMemory(*out) : std::map<int, Mib>{};
 }
 
+std::optional<GpuTopology> DiscoverGpuTopology() {
+  const std::optional<std::string> matrix = RunNvidiaSmi("topo -m");
+  if (!matrix) return std::nullopt;
+  Result<GpuTopology> parsed = ParseTopoMatrix(*matrix);
+  if (!parsed.ok()) return std::nullopt;
+  return *parsed;
+}
+
 std::optional<Mib> DeclaredGpuMemory(const std::string& type) {
   // nvidia-smi's memory.total of each type's smallest model: a declared type names no model, and
   // a share of the smaller memory is never more than the job's share.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/gpu_topology.h"
 #include "agent/mig.h"
 #include "common/quantity.h"
 #include "common/resources.h"
@@ -51,6 +52,9 @@ std::vector<MigSlice> DiscoverMigSlices();
 std::map<int, Mib> ParseGpuMemory(const std::string& output);
 // This machine's, asking nvidia-smi; empty without it.
 std::map<int, Mib> DiscoverGpuMemory();
+// This machine's GPU topology, from `nvidia-smi topo -m`; nullopt without nvidia-smi or when its
+// output cannot be read (the GPUs are then placed without topology).
+std::optional<GpuTopology> DiscoverGpuTopology();
 // The memory of one GPU of a declared type (what nvidia-smi says of the type's smallest model:
 // "A100" 40960, "H100" 81559, "T4" 15360); none for a type not in the table.
 std::optional<Mib> DeclaredGpuMemory(const std::string& type);

@@ -276,8 +276,12 @@ std::vector<GpuDevice> OfferedDevices(const std::vector<GpuDevice>& gpus,
     auto parent = std::find_if(gpus.begin(), gpus.end(),
                                [&](const GpuDevice& g) { return g.index == s.gpu; });
     if (parent == gpus.end()) continue;
-    offered.push_back(
-        GpuDevice{.index = s.index, .type = MigTypeName(parent->type, s.profile), .parent = s.gpu});
+    offered.push_back(GpuDevice{.index = s.index,
+                                .type = MigTypeName(parent->type, s.profile),
+                                .parent = s.gpu,
+                                .nvlink = parent->nvlink,
+                                .pcie = parent->pcie,
+                                .numa = parent->numa});
   }
   return offered;
 }

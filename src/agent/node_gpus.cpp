@@ -4,6 +4,7 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "agent/discovery.h"
@@ -123,6 +124,7 @@ NodeGpus NodeGpus::WithSlices(int gpu, std::vector<MigSlice> fresh,
             [](const MigSlice& a, const MigSlice& b) { return a.index < b.index; });
   NodeGpus out(gpus_, std::move(slices), minors_, std::move(mig_minors), device_dir_);
   out.memory_ = memory_;
+  out.topology_ = topology_;
   return out;
 }
 
@@ -153,9 +155,45 @@ MpsShare NodeGpus::MpsShareOf(int device, MilliGpu milli) const {
   return share;
 }
 
+std::vector<int> NodeGpus::NearCpus(const std::vector<int>& granted) const {
+  std::set<int> near;
+  for (int gpu : GpusOpened(granted)) {
+    auto it = topology_.find(gpu);
+    if (it != topology_.end()) near.insert(it->second.cpus.begin(), it->second.cpus.end());
+  }
+  return {near.begin(), near.end()};
+}
+
+namespace {
+
+// The topology of the node's GPUs: from --gpu-topology's file, else (discovered GPUs) nvidia-smi's.
+Result<GpuTopology> LoadTopology(const std::string& file, bool discovered,
+                                 const std::vector<GpuDevice>& gpus) {
+  if (file.empty())
+    return discovered ? DiscoverGpuTopology().value_or(GpuTopology{}) : GpuTopology{};
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    return Status::Invalid("--gpu-topology " + file + ": no such file");
+  }
+  Result<GpuTopology> topology = ParseTopoMatrix(ReadFileOr(file));
+  if (!topology.ok())
+    return Status::Invalid("--gpu-topology " + file + ": " + topology.status().message());
+  for (const auto& [gpu, links] : *topology) {
+    if (std::none_of(gpus.begin(), gpus.end(),
+                     [&](const GpuDevice& d) { return d.index == gpu; })) {
+      return Status::Invalid("--gpu-topology " + file + ": lists GPU" + std::to_string(gpu) +
+                             ", which this node does not have (" + std::to_string(gpus.size()) +
+                             " GPUs)");
+    }
+  }
+  return topology;
+}
+
+}  // namespace
+
 Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::string& declared_mig,
                               const std::string& node, std::vector<GpuDevice> discovered,
-                              const std::string& device_dir) {
+                              const std::string& device_dir, const std::string& topology_file) {
   std::vector<GpuDevice> gpus = std::move(discovered);
   std::map<int, int> minors;
   if (!declared_gpus.empty()) {
@@ -180,10 +218,14 @@ Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::strin
     if (!parsed.ok()) return parsed.status();
     slices = std::move(*parsed);
   }
+  Result<GpuTopology> topology = LoadTopology(topology_file, declared_gpus.empty(), gpus);
+  if (!topology.ok()) return topology.status();
+  ApplyGpuTopology(*topology, gpus);
   const std::string table = slices.empty() ? "" : ReadMigMinorsTable(device_dir);
   NodeGpus out(std::move(gpus), std::move(slices), std::move(minors), ParseMigMinors(table),
                device_dir);
   if (declared_gpus.empty() && !out.gpu_indices().empty()) out.set_memory(DiscoverGpuMemory());
+  out.set_topology(std::move(*topology));
   return out;
 }
 

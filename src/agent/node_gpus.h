@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/gpu_topology.h"
 #include "agent/mig.h"
 #include "agent/mps.h"
 #include "common/resources.h"
@@ -60,6 +61,12 @@ class NodeGpus {
   // ("3g.40gb": 40 GiB), a GPU's from nvidia-smi or else its declared type (DeclaredGpuMemory).
   MpsShare MpsShareOf(int device, MilliGpu milli) const;
 
+  // The node's GPU topology (agent/gpu_topology.h); set once, before the agent's threads.
+  void set_topology(GpuTopology topology) { topology_ = std::move(topology); }
+  // The CPUs near the GPUs a rank holding `granted` opens (their "CPU Affinity"), ascending; empty
+  // when unknown. A rank pinned with resources.cpu_binding gets these first.
+  std::vector<int> NearCpus(const std::vector<int>& granted) const;
+
  private:
   const MigSlice* SliceAt(int index) const;
   std::string GpuFile(int gpu) const;
@@ -71,6 +78,7 @@ class NodeGpus {
   std::string device_dir_;
   std::vector<GpuDevice> offered_;
   std::map<int, Mib> memory_;
+  GpuTopology topology_;
 };
 
 // The driver's capability table: `device_dir`/nvidia-caps/mig-minors where that exists, else
@@ -81,9 +89,12 @@ std::string ReadMigMinorsTable(const std::string& device_dir);
 // those, ParseMigDeclaration) or else `discovered` (nvidia-smi's, whose device minors are asked of
 // the driver). The capability table is read from `device_dir`/nvidia-caps/mig-minors where that
 // exists (tests write one beside their mknod'ed files), else from the driver's
-// /proc/driver/nvidia-caps/mig-minors. Errors: a bad declaration, or --mig without --gpus.
+// /proc/driver/nvidia-caps/mig-minors. The GPUs' topology comes from `topology_file` (the
+// agent's --gpu-topology: nvidia-smi topo -m's output) where given, else, for discovered GPUs,
+// from nvidia-smi. Errors: a bad declaration, --mig without --gpus, a topology file that cannot be
+// read or names a GPU the node lacks.
 Result<NodeGpus> LoadNodeGpus(const std::string& declared_gpus, const std::string& declared_mig,
                               const std::string& node, std::vector<GpuDevice> discovered,
-                              const std::string& device_dir);
+                              const std::string& device_dir, const std::string& topology_file = "");
 
 }  // namespace berth

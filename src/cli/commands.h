@@ -57,6 +57,7 @@ struct ServerFlags {
   std::string admission_charge = "1h";
   int reclaim_limit = 3;
   std::string reclaim_window = "1m";
+  std::string topology_levels;  // "block,rack,switch": node label keys, coarse to fine
   int threads = 0;
   std::string url_file;
   std::string pid_file;
@@ -74,6 +75,7 @@ struct AgentFlags {
   std::string gpus;
   std::string mig;
   bool mig_reconfigure = false;
+  std::string gpu_topology;  // a file in nvidia-smi topo -m's format
   std::string cpus;
   std::string memory;
   std::string pool;
@@ -138,8 +140,9 @@ struct ExecFlags {
   std::optional<int> num_nodes;
   std::string workdir;
   std::string pool;
-  std::string image;               // resources.image_id without "docker:"
-  std::string pull;                // container.pull: missing | always | never
+  std::string topology;  // --topology: placement.topology (LEVEL, or required=,preferred=)
+  std::string image;     // resources.image_id without "docker:"
+  std::string pull;      // container.pull: missing | always | never
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one

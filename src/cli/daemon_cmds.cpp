@@ -128,6 +128,10 @@ void AddServerCommand(CommandContext& c) {
       ->capture_default_str();
   server->add_option("--reclaim-window", server_flags.reclaim_window, "See --reclaim-limit")
       ->capture_default_str();
+  server->add_option("--topology-levels", server_flags.topology_levels,
+                     "The topology levels across nodes, coarse to fine, each a node label key "
+                     "(e.g. block,rack,switch): gangs take as few domains of the finest as can "
+                     "be, and may require one domain of a level (docs/topology.md)");
   server->add_option("--threads", server_flags.threads,
                      "HTTP worker threads (default: the CPUs this process may use)");
   server->add_option("--url-file", server_flags.url_file,
@@ -266,6 +270,10 @@ void AddAgentCommand(CommandContext& c) {
       "--mig-reconfigure", agent_flags.mig_reconfigure,
       "Let the server change the MIG layout of this node's idle GPUs in MIG mode to fit "
       "the queue (nvidia-smi mig; a declared layout is simulated; docs/gpus.md)");
+  agent->add_option("--gpu-topology", agent_flags.gpu_topology,
+                    "A file holding the GPUs' interconnect matrix in `nvidia-smi topo -m`'s "
+                    "format (default: ask nvidia-smi where the GPUs are discovered); jobs get "
+                    "the best-connected free GPUs (docs/topology.md)");
   agent->add_option("--cpus", agent_flags.cpus,
                     "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");

@@ -179,6 +179,22 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
   if (!f.pool.empty()) spec.pool = f.pool;
+  if (!f.topology.empty()) {
+    // "rack" (required), or "required=rack,preferred=switch" (either part alone too).
+    spec.topology_required.clear();
+    spec.topology_preferred.clear();
+    for (const std::string& part : Split(f.topology, ',')) {
+      const size_t eq = part.find('=');
+      const std::string key = eq == std::string::npos ? "required" : part.substr(0, eq);
+      const std::string value = eq == std::string::npos ? part : part.substr(eq + 1);
+      if ((key != "required" && key != "preferred") || value.empty()) {
+        return Status::Invalid(
+            "--topology: expected LEVEL or required=LEVEL,preferred=LEVEL, got '" + f.topology +
+            "'");
+      }
+      (key == "required" ? spec.topology_required : spec.topology_preferred) = value;
+    }
+  }
   if (!f.image.empty()) {
     const std::string ref = StartsWith(f.image, "docker:") ? f.image.substr(7) : f.image;
     if (spec.container) {
@@ -737,6 +753,11 @@ void AddExecCommand(CommandContext& c) {
                    "docker:IMAGE), on nodes that run containers");
   exec->add_option("--pool", exec_flags.pool,
                    "Run only on nodes of this pool (as the YAML's pool:)");
+  exec->add_option("--topology", exec_flags.topology,
+                   "Place a gang by the cluster's topology levels: required=LEVEL (all nodes "
+                   "under one domain of it; a bare LEVEL means this), preferred=LEVEL (as few "
+                   "domains of it as can be), or both joined by ','; as the YAML's "
+                   "placement.topology (docs/topology.md)");
   exec->add_option("--after", exec_flags.after,
                    "Start only once a dependency holds: ok:ID[,ID] (all succeeded), notok:ID (all "
                    "ended, one failed), any:ID (all ended); ok:group:G for every job of a group. "

@@ -85,6 +85,13 @@ struct GpuDevice {
   int index = 0;     // the device's index on the node: what grants name
   std::string type;  // "V100", "A100-3g.40gb"
   int parent = -1;   // a slice's GPU index; -1 for a whole GPU
+  // Its place in the node's GPU topology (agent/gpu_topology.h, from `nvidia-smi topo -m` or the
+  // agent's --gpu-topology): its NVLink island and PCIe switch as group numbers 1, 2, ... (0: not
+  // connected that way to another GPU of the node, or unknown) and its NUMA node (-1: unknown). A
+  // slice has its GPU's.
+  int nvlink = 0;
+  int pcie = 0;
+  int numa = -1;
   bool slice() const { return parent >= 0; }
   int gpu() const { return slice() ? parent : index; }  // the GPU it is, or is a slice of
   bool operator==(const GpuDevice&) const = default;

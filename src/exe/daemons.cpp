@@ -179,6 +179,18 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   options.core.admission_charge_s = static_cast<double>(*charge) / 1000;
   options.core.reclaim_limit = flags.reclaim_limit;
   options.core.reclaim_window = *window;
+  for (const std::string& level : Split(flags.topology_levels, ',')) {
+    const std::string name = Trim(level);
+    if (name.empty()) continue;
+    if (std::find(options.core.topology_levels.begin(), options.core.topology_levels.end(), name) !=
+        options.core.topology_levels.end()) {
+      return Status::Invalid("--topology-levels: '" + name + "' is named twice");
+    }
+    if (!IsValidName(name)) {
+      return Status::Invalid("--topology-levels: '" + name + "' is not a node label key");
+    }
+    options.core.topology_levels.push_back(name);
+  }
   for (const std::string& item : Split(flags.gpu_weights, ',')) {
     if (Trim(item).empty()) continue;
     const size_t eq = item.find('=');
@@ -341,6 +353,7 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.gpus = flags.gpus;
   options.mig = flags.mig;
   options.mig_reconfigure = flags.mig_reconfigure;
+  options.gpu_topology = flags.gpu_topology;
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
     if (!cpus || *cpus <= 0)

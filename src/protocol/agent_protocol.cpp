@@ -199,6 +199,9 @@ json::object RegisterRequest::Encode() const {
   for (const auto& gpu : gpus) {
     json::object d{{"index", gpu.index}, {"type", gpu.type}};
     if (gpu.slice()) d["parent"] = gpu.parent;
+    if (gpu.nvlink != 0) d["nvlink"] = gpu.nvlink;
+    if (gpu.pcie != 0) d["pcie"] = gpu.pcie;
+    if (gpu.numa >= 0) d["numa"] = gpu.numa;
     g.push_back(std::move(d));
   }
   o["gpus"] = std::move(g);
@@ -272,6 +275,9 @@ Result<RegisterRequest> RegisterRequest::Decode(const json::value& body) {
       gpu.index = gf.Int("index", -1);
       gpu.type = gf.String("type", "");
       gpu.parent = static_cast<int>(gf.Int("parent", -1));
+      gpu.nvlink = static_cast<int>(gf.Int("nvlink", 0));
+      gpu.pcie = static_cast<int>(gf.Int("pcie", 0));
+      gpu.numa = static_cast<int>(gf.Int("numa", -1));
       if (!gf.ok()) return Status::Invalid(kGpuMessage);
       r.gpus.push_back(std::move(gpu));
     }

@@ -21,6 +21,12 @@ struct Device {
   int index = 0;                 // the device index on its node
   std::string type;              // "V100"
   MilliGpu free = kMilliPerGpu;  // 1000 when nobody holds a share of it
+  // Where it sits in its node's GPU topology (GpuDevice, common/resources.h): its NVLink island,
+  // PCIe switch and NUMA node as small group numbers, 0 where unknown (or alone). Whole GPUs of a
+  // job are taken from one group where one can hold them (docs/topology.md).
+  uint8_t nvlink = 0;
+  uint8_t pcie = 0;
+  uint8_t numa = 0;
 };
 
 struct NodeView {
@@ -41,6 +47,17 @@ struct NodeView {
   std::map<std::string, int> reslice_capacity;
 };
 
+// What a gang asks of the cluster's topology levels (Config::topology_levels, sched/topology.h), by
+// index into them: all its nodes in one domain of `required`, as few domains of `preferred` as can
+// be. -1: none asked (a gang then prefers the finest level); kUndefinedLevel: a level the cluster
+// no longer defines (the job waits, saying so).
+inline constexpr int kUndefinedLevel = -2;
+struct TopologyRequest {
+  int required = -1;
+  int preferred = -1;
+  bool operator==(const TopologyRequest&) const = default;
+};
+
 // A job waiting to be placed.
 struct JobRequest {
   JobId id = 0;
@@ -53,6 +70,7 @@ struct JobRequest {
   // The host paths its container mounts: only nodes that allow each of them (NodeView).
   std::vector<std::string> container_mounts;
   std::string exclusive;  // node label key for exclusive placement; "" = none
+  TopologyRequest topology;
   TimeMs submitted_at = 0;
   std::optional<DurationMs> time_limit;
   std::optional<int64_t> group;  // its bulk group, when Snapshot::group_caps may limit it

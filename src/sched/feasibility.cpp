@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -30,7 +31,8 @@ bool FitsWhenEmpty(const NodeView& node, const ResourceRequest& request) {
 
 }  // namespace
 
-Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) {
+Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job,
+                     const std::vector<std::string>& topology_levels) {
   if (nodes.empty()) return Status::Infeasible("no nodes have joined the cluster");
   if (std::string problem = RequestProblem(job); !problem.empty()) {
     return Status::Invalid("invalid request: " + problem);
@@ -169,6 +171,34 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job) 
           "no '" + job.exclusive + "' domain has " + CountNodes(job.num_nodes) + " that " +
           (needed == 1 ? "fits" : "fit") + " (largest: " + std::to_string(largest) +
           (largest == 0 ? "" : " in " + largest_value) + ")");
+    }
+  }
+  const int required = job.topology.required;
+  if (job.exclusive.empty() && required >= 0 &&
+      static_cast<size_t>(required) < topology_levels.size()) {
+    // Domains by their values at the required level and every coarser one (sched/topology.h).
+    std::map<std::vector<std::string>, size_t> per_domain;
+    for (const NodeView* n : fit) {
+      std::vector<std::string> path;
+      for (int k = 0; k <= required; ++k) {
+        auto label = n->labels.find(topology_levels[static_cast<size_t>(k)]);
+        path.push_back(label == n->labels.end() ? "" : label->second);
+      }
+      if (!path.back().empty()) ++per_domain[path];
+    }
+    size_t largest = 0;
+    std::string largest_value;
+    for (const auto& [path, count] : per_domain) {
+      if (count > largest) {
+        largest = count;
+        largest_value = path.back();
+      }
+    }
+    if (largest < needed) {
+      const std::string& level = topology_levels[static_cast<size_t>(required)];
+      return Status::Infeasible("no '" + level + "' has " + CountNodes(job.num_nodes) +
+                                " that fit (largest: " + std::to_string(largest) +
+                                (largest == 0 ? "" : " in " + level + " " + largest_value) + ")");
     }
   }
   return Status::Ok();

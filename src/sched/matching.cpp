@@ -14,6 +14,10 @@ std::string RequestProblem(const JobRequest& job) {
   if (r.gpu_milli > kMilliPerGpu && r.gpu_milli % kMilliPerGpu != 0) {
     return "more than one GPU must be a whole number of GPUs";
   }
+  if (job.topology.required == kUndefinedLevel || job.topology.preferred == kUndefinedLevel) {
+    return "its placement.topology names a level this cluster does not define (berth server "
+           "--topology-levels)";
+  }
   return "";
 }
 

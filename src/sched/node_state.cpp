@@ -23,6 +23,53 @@ bool DevicesFit(std::span<const DeviceFree> devices, const Need& need) {
   return whole >= need.devices;
 }
 
+// The `needed` wholly free devices of a type that are best connected: all in one NVLink island if
+// one holds them, else under one PCIe switch, else on one NUMA node (at each level the group with
+// the fewest free devices that still holds them: best fit, which keeps bigger groups whole for
+// bigger jobs; ties by lowest index), else the lowest indices. `whole` is in index order.
+std::vector<int> BestConnected(const std::vector<const DeviceFree*>& whole, size_t needed) {
+  std::vector<int> out;
+  const bool known = std::any_of(whole.begin(), whole.end(), [](const DeviceFree* d) {
+    return d->nvlink != 0 || d->pcie != 0 || d->numa != 0;
+  });
+  if (known) {
+    for (uint8_t DeviceFree::*level : {&DeviceFree::nvlink, &DeviceFree::pcie, &DeviceFree::numa}) {
+      if (std::none_of(whole.begin(), whole.end(),
+                       [&](const DeviceFree* d) { return d->*level; })) {
+        continue;  // nothing known at this level
+      }
+      // Group 0 is "none known": each such device is a group of its own.
+      size_t best_size = 0;
+      const DeviceFree* best = nullptr;
+      for (const DeviceFree* d : whole) {
+        if (d->*level == 0) {
+          if (needed == 1 && (best == nullptr || best_size > 1)) best = d, best_size = 1;
+          continue;
+        }
+        size_t size = 0;
+        bool first = true;  // d is the lowest-indexed of its group
+        for (const DeviceFree* e : whole) {
+          if (e->*level != d->*level) continue;
+          if (e->index < d->index) first = false;
+          ++size;
+        }
+        if (first && size >= needed && (best == nullptr || size < best_size)) {
+          best = d;
+          best_size = size;
+        }
+      }
+      if (best == nullptr) continue;
+      for (const DeviceFree* e : whole) {
+        if (out.size() == needed) break;
+        if (e == best || (best->*level != 0 && e->*level == best->*level)) out.push_back(e->index);
+      }
+      return out;
+    }
+  }
+  for (size_t k = 0; k < needed; ++k) out.push_back(whole[k]->index);
+  return out;
+}
+
 // Devices are addressed by their `index`, which need not match their position.
 std::vector<GpuGrant> PickDevices(std::span<const DeviceFree> devices, const Need& need) {
   std::vector<GpuGrant> grants;
@@ -39,16 +86,16 @@ std::vector<GpuGrant> PickDevices(std::span<const DeviceFree> devices, const Nee
     if (best != nullptr) grants.push_back({best->index, need.milli});
     return grants;
   }
-  std::vector<int> whole;
+  std::vector<const DeviceFree*> whole;
   for (const DeviceFree& d : devices) {
-    if (d.type == need.type && d.free == kMilliPerGpu) whole.push_back(d.index);
+    if (d.type == need.type && d.free == kMilliPerGpu) whole.push_back(&d);
   }
   const size_t needed = static_cast<size_t>(need.devices);
   if (whole.size() < needed) return grants;
-  std::partial_sort(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(needed),
-                    whole.end());
+  std::sort(whole.begin(), whole.end(),
+            [](const DeviceFree* a, const DeviceFree* b) { return a->index < b->index; });
   grants.reserve(needed);
-  for (size_t k = 0; k < needed; ++k) grants.push_back({whole[k], kMilliPerGpu});
+  for (int index : BestConnected(whole, needed)) grants.push_back({index, kMilliPerGpu});
   return grants;
 }
 
@@ -213,7 +260,9 @@ bool NodeState::Load() {
         flush();
         run_type = last_type_id;
       }
-      devices_.push_back({d.index, last_type_id, d.free});
+      devices_.push_back(DeviceFree{static_cast<int16_t>(d.index),
+                                    static_cast<int16_t>(last_type_id), d.nvlink, d.pcie, d.numa,
+                                    d.free});
       run_free += d.free;
       run_whole += d.free == kMilliPerGpu ? 1 : 0;
       run_largest = std::max(run_largest, d.free);

@@ -1,7 +1,9 @@
 // Node state: what every node has free during one scheduling pass, in a compact form built for
 // speed (GPU types and pools interned as small integers, per-type totals kept current), so that
 // "does this node fit, and how tightly" is a handful of integer comparisons instead of a walk over
-// strings: whole GPUs go to the lowest-indexed fully free devices of the type; a fractional GPU to
+// strings: whole GPUs go to the best-connected set of fully free devices of the type (PickDevices,
+// node_state.cpp: one NVLink island, else one PCIe switch, else one NUMA node, the tightest such
+// group first; the lowest indices where the node's topology is unknown); a fractional GPU to
 // the device of the type with the least free share that still holds it (lowest index on ties), so
 // that shares pack onto used devices. The pass, its node index, preemption and reservations are
 // built on it.
@@ -26,9 +28,14 @@ using NodeIdx = uint32_t;
 inline constexpr NodeIdx kNoNode = std::numeric_limits<NodeIdx>::max();
 inline constexpr int kNoType = -1;
 
+// One device's free share, with its place in the node's GPU topology (Device's link groups, 0 =
+// none known). Packed into 16 bytes: a pass copies one per device of the cluster.
 struct DeviceFree {
-  int index = 0;  // the device index on its node
-  int type = kNoType;
+  int16_t index = 0;  // the device index on its node
+  int16_t type = kNoType;
+  uint8_t nvlink = 0;
+  uint8_t pcie = 0;
+  uint8_t numa = 0;
   MilliGpu free = kMilliPerGpu;
 };
 

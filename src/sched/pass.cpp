@@ -40,6 +40,7 @@ size_t HashShape(const JobRequest& j) {
   h = HashText(h, j.per_node.gpu_type);
   h = HashText(h, j.pool);
   h = HashText(h, j.exclusive);
+  h = HashInt(HashInt(h, j.topology.required), j.topology.preferred);
   for (const auto& [key, value] : j.node_selector) h = HashText(HashText(h, key), value);
   for (const std::string& path : j.container_mounts) h = HashText(h, path);
   return static_cast<size_t>(h ^ (h >> 29));
@@ -56,7 +57,7 @@ struct ShapeEq {
         x.per_node.memory != y.per_node.memory || x.per_node.gpu_milli != y.per_node.gpu_milli ||
         x.num_nodes != y.num_nodes || !SameText(x.per_node.gpu_type, y.per_node.gpu_type) ||
         !SameText(x.pool, y.pool) || !SameText(x.exclusive, y.exclusive) ||
-        x.node_selector.size() != y.node_selector.size() ||
+        x.topology != y.topology || x.node_selector.size() != y.node_selector.size() ||
         x.container_mounts.size() != y.container_mounts.size()) {
       return false;
     }
@@ -138,7 +139,8 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
       tuning_(tuning),
       shares_(snapshot, config),
       state_(snapshot.nodes),
-      index_(state_) {
+      index_(state_),
+      topology_(state_, config.topology_levels) {
   closed_.assign(state_.size(), 0);
   version_.assign(state_.size(), 0);
   for (size_t t = 0; t < shares_.team_count(); ++t) {
@@ -465,7 +467,15 @@ bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason
     return false;
   }
   if (!job.exclusive.empty()) return TryPlaceExclusive(job, need, reason);
-  std::vector<NodeIdx> nodes = BestNodes(job, need, static_cast<size_t>(job.num_nodes));
+  std::string topology_why;
+  std::vector<NodeIdx> nodes =
+      BestNodes(job, need, static_cast<size_t>(job.num_nodes), &topology_why);
+  if (!topology_why.empty()) {
+    *reason = "waiting for resources: needs " + CountNodes(job.num_nodes) + " under one '" +
+              topology_.level_name(Topology::RequiredOf(job)) + "' with " +
+              DescribeRequest(job.per_node) + "; " + topology_why;
+    return false;
+  }
   if (nodes.size() < static_cast<size_t>(job.num_nodes)) {
     *reason = WaitingReasons(*this).WhyNot(job, need);
     return false;
@@ -479,7 +489,8 @@ bool Pass::InScope(NodeIdx i, const JobRequest& job, int pool) const {
   return !job.narrowed() || InPoolAndSelector(state_.view(i), job);
 }
 
-std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, size_t count) {
+std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, size_t count,
+                                     std::string* topology_why) {
   std::vector<NodeIdx> out;
   const int pool = PoolOf(state_, job);
   if (need.unknown_type || pool == -2) return out;
@@ -487,31 +498,39 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
     return state_.Fits(i, need) && (!job.narrowed() || InPoolAndSelector(state_.view(i), job)) &&
            !Blocked(i, job);
   };
+  // A gang placed by the topology chooses among every node that fits, not the `count` tightest.
+  const bool topological = topology_.Applies(job);
+  const size_t keep = topological ? state_.size() : count;
+  std::vector<FitOrder> best;
   if (++searches_ > tuning_.index_after_searches) {
     const int slot = need.wants_gpu() ? need.type : state_.all_slot();
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
                 [&](NodeIdx i) {
                   if (fits(i)) out.push_back(i);
-                  return out.size() < count;
+                  return out.size() < keep;
                 });
-    return out;
-  }
-  // A scan of every node, keeping the `count` tightest fits in a max-heap.
-  std::vector<FitOrder> best;
-  best.reserve(count + 1);
-  for (NodeIdx i = 0; i < state_.size(); ++i) {
-    if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
-    const FitOrder order = state_.Order(i, need);
-    if (best.size() == count) {
-      if (!(order < best.front())) continue;
-      std::pop_heap(best.begin(), best.end());
-      best.pop_back();
+    if (!topological) return out;
+    for (NodeIdx i : out) best.push_back(state_.Order(i, need));
+    std::sort(best.begin(), best.end());
+  } else {
+    // A scan of every node, keeping the `keep` tightest fits in a max-heap.
+    best.reserve(std::min(keep, state_.size()) + 1);
+    for (NodeIdx i = 0; i < state_.size(); ++i) {
+      if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
+      const FitOrder order = state_.Order(i, need);
+      if (best.size() == keep) {
+        if (!(order < best.front())) continue;
+        std::pop_heap(best.begin(), best.end());
+        best.pop_back();
+      }
+      best.push_back(order);
+      std::push_heap(best.begin(), best.end());
     }
-    best.push_back(order);
-    std::push_heap(best.begin(), best.end());
+    std::sort_heap(best.begin(), best.end());
   }
-  std::sort_heap(best.begin(), best.end());
+  out.clear();
+  if (topological && best.size() >= count) return topology_.Choose(best, count, job, topology_why);
   for (const FitOrder& o : best) out.push_back(o.node);
   return out;
 }

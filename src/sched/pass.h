@@ -31,6 +31,7 @@
 #include "sched/node_index.h"
 #include "sched/node_state.h"
 #include "sched/scheduler.h"
+#include "sched/topology.h"
 
 namespace berth::sched::internal {
 
@@ -148,7 +149,10 @@ class Pass {
                const std::vector<int>& blocking, std::vector<std::string> reasons, Waiting& out);
   bool TryPlace(const JobRequest& job, const Need& need, std::string* reason);
   bool TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason);
-  std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count);
+  // The `count` best nodes for `job` (fewer when fewer fit); for a gang placed by the topology,
+  // its choice (sched/topology.h) in rank order, or none with *topology_why saying why.
+  std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count,
+                                 std::string* topology_why);
   bool InIndex(NodeIdx i) const { return state_.schedulable(i) && !closed_[i]; }
   bool InScope(NodeIdx i, const JobRequest& job, int pool) const;
   // A node reserved for a starving job, which `job` may not use (reservation.cpp).
@@ -255,6 +259,7 @@ class Pass {
   Claim claim_;  // of the preemption being decided
   NodeState state_;
   NodeIndex index_;
+  Topology topology_;            // the cluster's topology levels (Config::topology_levels)
   std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
   uint64_t closings_ = 0;        // nodes closed so far
   struct Eligible {

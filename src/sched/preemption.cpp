@@ -12,6 +12,7 @@
 // the holder, which must have lower priority. Priorities are strict, so a job is never preempted by
 // a job it could itself preempt, and equal priorities never preempt each other.
 #include <algorithm>
+#include <unordered_map>
 
 #include "sched/describe.h"
 #include "sched/matching.h"
@@ -414,8 +415,13 @@ std::optional<Pass::Choice> Pass::ChooseVictims(CandidateQueue& queue, const Job
                                                 const Need& need) {
   const int pool = PoolOf(state_, job);
   const size_t needed = static_cast<size_t>(job.num_nodes);
+  // A gang with a required topology level evicts within one domain of it: the first whose
+  // `needed` cheapest nodes come out of the queue.
+  const int required = topology_.Applies(job) ? Topology::RequiredOf(job) : -1;
+  int chosen_domain = -1;
   auto candidate = [&](NodeIdx i) {
-    return state_.schedulable(i) && InScope(i, job, pool) && !Blocked(i, job);
+    return state_.schedulable(i) && InScope(i, job, pool) && !Blocked(i, job) &&
+           (required < 0 || topology_.DomainOf(required, i) == chosen_domain);
   };
   // The `needed` cheapest nodes, each with what evicting there alone would cost.
   for (; queue.synced < touched_.size(); ++queue.synced) {  // nodes changed since the last job
@@ -426,6 +432,8 @@ std::optional<Pass::Choice> Pass::ChooseVictims(CandidateQueue& queue, const Job
     if (std::optional<Candidate> bound = NodeBound(i, job, need)) queue.Push(*bound);
   }
   std::vector<Candidate> chosen;
+  std::vector<Candidate> elsewhere;            // exact candidates popped (a required level's)
+  std::unordered_map<int, size_t> per_domain;  // of those, how many in each of its domains
   while (!queue.heap.empty() && chosen.size() < needed) {
     const Candidate c = queue.Pop();
     const NodeIdx i = c.where;
@@ -433,11 +441,21 @@ std::optional<Pass::Choice> Pass::ChooseVictims(CandidateQueue& queue, const Job
     if (Blocked(i, job)) continue;               // reservations only grow within a pass
     if (!c.exact) {
       if (std::optional<Candidate> exact = NodeExact(i, job, need, nullptr)) queue.Push(*exact);
-    } else {
+    } else if (required < 0) {
       chosen.push_back(c);
+    } else {
+      elsewhere.push_back(c);
+      const int dom = topology_.DomainOf(required, i);
+      if (dom < 0 || ++per_domain[dom] < needed) continue;
+      chosen_domain = dom;
+      for (const Candidate& e : elsewhere) {
+        if (topology_.DomainOf(required, e.where) == dom) chosen.push_back(e);
+      }
     }
   }
-  for (const Candidate& c : chosen) queue.Push(c);  // still candidates for the next job
+  for (const Candidate& c : required < 0 ? chosen : elsewhere) {
+    queue.Push(c);  // still candidates for the next job
+  }
   if (chosen.size() < needed) return std::nullopt;
 
   std::vector<int> set;
@@ -496,9 +514,12 @@ std::optional<Pass::Choice> Pass::ChooseVictims(CandidateQueue& queue, const Job
     (occupants_[static_cast<size_t>(v)].kind == Kind::kStopping ? choice.waits : choice.victims)
         .push_back(v);
   }
-  for (size_t k = 0; k < needed; ++k) {
-    choice.nodes.push_back(nodes[k].first.node);
-    choice.after.push_back(std::move(nodes[k].second));
+  for (size_t k = 0; k < needed; ++k) choice.nodes.push_back(nodes[k].first.node);
+  if (topology_.Applies(job)) topology_.RankOrder(choice.nodes);
+  for (NodeIdx i : choice.nodes) {
+    for (size_t k = 0; k < needed; ++k) {
+      if (nodes[k].first.node == i) choice.after.push_back(std::move(nodes[k].second));
+    }
   }
   return choice;
 }

@@ -8,6 +8,7 @@
 // Jobs that have waited less than the bound reserve nothing: a job that does not fit never holds
 // back one that does.
 #include <algorithm>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "sched/describe.h"
@@ -78,8 +79,24 @@ std::string Pass::Reserve(const JobRequest& job, const Need& need) {
       if (std::optional<TimeMs> t = FreeTime(i, need)) times.emplace_back(*t, i);
     }
     if (times.size() < needed) return "";
-    std::partial_sort(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(needed),
-                      times.end());
+    std::sort(times.begin(), times.end());
+    // A gang with a required topology level: the domain of it whose `needed` soonest nodes free
+    // soonest.
+    const int required = topology_.Applies(job) ? Topology::RequiredOf(job) : -1;
+    if (required >= 0) {
+      std::unordered_map<int, size_t> per_domain;
+      int domain = -1;
+      for (const auto& [t, i] : times) {
+        const int dom = topology_.DomainOf(required, i);
+        if (dom >= 0 && ++per_domain[dom] == needed) {
+          domain = dom;
+          break;
+        }
+      }
+      if (domain < 0) return "";
+      std::erase_if(
+          times, [&](const auto& t) { return topology_.DomainOf(required, t.second) != domain; });
+    }
     std::vector<std::string> names;
     for (size_t k = 0; k < needed; ++k) {
       chosen.push_back(times[k].second);

@@ -83,6 +83,9 @@ struct Config {
   // Reclaim rate limit: decisions per team within the window (TeamView::reclaims).
   int reclaim_limit = 3;
   DurationMs reclaim_window = 60'000;
+  // The topology levels across nodes, coarse to fine (`berth server --topology-levels
+  // block,rack,switch`): each a node label key (sched/topology.h).
+  std::vector<std::string> topology_levels;
 };
 
 // A pending job that starts by evicting running jobs. The victims are whole jobs (every rank of a
@@ -143,9 +146,12 @@ PassResult Schedule(const Snapshot& snapshot, const Config& config);
 // Returns Ok, or Infeasible with a message saying why: "unknown GPU type 'A100' (this cluster has:
 // T4, V100)", "no node has 8 V100 GPUs (largest: 4 on n1)", "needs 2 nodes with V100:4; only 1 such
 // node (n1)", "no node in pool 'research'", "no node matches node_selector gpu_gen=hopper", "no
-// 'rack' domain has 2 nodes that fit (largest: 1 in r1)", "no nodes have joined the cluster". A
-// malformed request gives InvalidArgument ("invalid request: num_nodes must be at least 1").
-Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job);
+// 'rack' domain has 2 nodes that fit (largest: 1 in r1)", "no nodes have joined the cluster"; for a
+// gang with a required topology level (`topology_levels`: Config's), "no 'rack' has 16 nodes that
+// fit (largest: 8 in rack r2)". A malformed request gives InvalidArgument ("invalid request:
+// num_nodes must be at least 1").
+Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job,
+                     const std::vector<std::string>& topology_levels = {});
 
 // The nodes (schedulable or not) that could hold one rank of `job` if they were empty: in its pool,
 // matching its selector and mounts, with enough total CPUs, memory and devices of the type. By

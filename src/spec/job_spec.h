@@ -146,6 +146,10 @@ struct JobSpec {
   std::string pool;  // empty: any pool
   std::map<std::string, std::string> node_selector;
   std::string exclusive;  // placement.exclusive: a node label key; empty: not exclusive
+  // placement.topology: levels of the cluster's --topology-levels (docs/topology.md): all nodes of
+  // the gang under one `required` domain, as few `preferred` ones as can be; empty: none asked.
+  std::string topology_required;
+  std::string topology_preferred;
   std::optional<DurationMs> time_limit;
   std::optional<DurationMs> kill_grace;  // SIGTERM -> SIGKILL grace; empty: the server's default
   RecoveryAction on_preemption = RecoveryAction::kRequeue;

@@ -172,13 +172,37 @@ Status GetStringMap(const json::value& v, std::string_view path,
   return Status::Ok();
 }
 
-Status GetPlacement(const json::value& v, std::string* exclusive) {
-  exclusive->clear();
+Status GetTopology(const json::value& v, JobSpec* spec) {
+  if (v.is_null()) return Status::Ok();
+  if (!v.is_object()) return WrongType("placement.topology", "an object or null", v);
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "required") {
+      BERTH_RETURN_IF_ERROR(
+          GetString(value, "placement.topology.required", &spec->topology_required));
+    } else if (key == "preferred") {
+      BERTH_RETURN_IF_ERROR(
+          GetString(value, "placement.topology.preferred", &spec->topology_preferred));
+    } else {
+      return Unknown("placement.topology", key);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GetPlacement(const json::value& v, JobSpec* spec) {
+  spec->exclusive.clear();
+  spec->topology_required.clear();
+  spec->topology_preferred.clear();
   if (v.is_null()) return Status::Ok();
   if (!v.is_object()) return WrongType("placement", "an object or null", v);
   for (const auto& [key, value] : v.get_object()) {
-    if (key != "exclusive") return Unknown("placement", key);
-    BERTH_RETURN_IF_ERROR(GetString(value, "placement.exclusive", exclusive));
+    if (key == "exclusive") {
+      BERTH_RETURN_IF_ERROR(GetString(value, "placement.exclusive", &spec->exclusive));
+    } else if (key == "topology") {
+      BERTH_RETURN_IF_ERROR(GetTopology(value, spec));
+    } else {
+      return Unknown("placement", key);
+    }
   }
   return Status::Ok();
 }
@@ -390,7 +414,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
     spec->node_selector = {labels.begin(), labels.end()};
     return Status::Ok();
   }
-  if (key == "placement") return GetPlacement(value, &spec->exclusive);
+  if (key == "placement") return GetPlacement(value, spec);
   if (key == "time_limit_s") return GetSeconds(value, key, &spec->time_limit);
   if (key == "kill_grace_s") return GetSeconds(value, key, &spec->kill_grace);
   if (key == "recovery") return GetRecoveryObject(value, spec);
@@ -417,7 +441,16 @@ json::value SpecToJson(const JobSpec& spec) {
   for (const auto& [key, value] : spec.node_selector) selector[key] = value;
 
   json::value placement = nullptr;
-  if (!spec.exclusive.empty()) placement = json::object{{"exclusive", spec.exclusive}};
+  if (!spec.exclusive.empty() || !spec.topology_required.empty() ||
+      !spec.topology_preferred.empty()) {
+    json::object p;
+    if (!spec.exclusive.empty()) p["exclusive"] = spec.exclusive;
+    json::object topology;
+    if (!spec.topology_required.empty()) topology["required"] = spec.topology_required;
+    if (!spec.topology_preferred.empty()) topology["preferred"] = spec.topology_preferred;
+    if (!topology.empty()) p["topology"] = std::move(topology);
+    placement = std::move(p);
+  }
   auto seconds = [](const std::optional<DurationMs>& d) -> json::value {
     if (!d) return nullptr;
     return Number(*d, 1000);

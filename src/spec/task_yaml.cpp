@@ -80,7 +80,8 @@ constexpr std::string_view kResourceCloudFields[] = {"cloud",         "infra",
                                                      "labels",        "accelerator_args",
                                                      "any_of",        "ordered",
                                                      "autostop"};
-constexpr std::string_view kPlacementFields[] = {"exclusive"};
+constexpr std::string_view kPlacementFields[] = {"exclusive", "topology"};
+constexpr std::string_view kTopologyFields[] = {"required", "preferred"};
 constexpr std::string_view kContainerFields[] = {"mounts", "pull", "remap_root"};
 constexpr std::string_view kRecoveryFields[] = {"on_preemption", "on_node_lost", "on_node_fault"};
 constexpr std::string_view kRetryFields[] = {"max_restarts", "on_exit_codes", "backoff", "on_oom"};
@@ -623,7 +624,19 @@ Status TaskParser::ParsePlacement(const YAML::Node& node, int line) {
   std::vector<Field> fields;
   BERTH_RETURN_IF_ERROR(ReadMap(node, "placement", line, kPlacementFields, {}, &fields));
   for (const Field& f : fields) {
-    BERTH_RETURN_IF_ERROR(String(f, "placement.exclusive", &task_.spec.exclusive));
+    if (f.name == "exclusive") {
+      BERTH_RETURN_IF_ERROR(String(f, "placement.exclusive", &task_.spec.exclusive));
+      continue;
+    }
+    if (f.value.IsNull()) continue;
+    std::vector<Field> levels;
+    BERTH_RETURN_IF_ERROR(
+        ReadMap(f.value, "placement.topology", f.line, kTopologyFields, {}, &levels));
+    for (const Field& level : levels) {
+      BERTH_RETURN_IF_ERROR(String(level, "placement.topology." + level.name,
+                                   level.name == "required" ? &task_.spec.topology_required
+                                                            : &task_.spec.topology_preferred));
+    }
   }
   return Status::Ok();
 }

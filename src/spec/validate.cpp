@@ -408,6 +408,16 @@ Status ValidateSpec(const JobSpec& spec) {
   }
   if (!spec.exclusive.empty())
     BERTH_RETURN_IF_ERROR(CheckName("placement.exclusive", spec.exclusive));
+  if (!spec.topology_required.empty())
+    BERTH_RETURN_IF_ERROR(CheckName("placement.topology.required", spec.topology_required));
+  if (!spec.topology_preferred.empty())
+    BERTH_RETURN_IF_ERROR(CheckName("placement.topology.preferred", spec.topology_preferred));
+  if (!spec.exclusive.empty() &&
+      (!spec.topology_required.empty() || !spec.topology_preferred.empty())) {
+    return Status::Invalid(
+        "placement: exclusive and topology cannot be combined (an exclusive gang keeps to its "
+        "label's domains; docs/topology.md)");
+  }
   if (spec.time_limit) {
     if (*spec.time_limit <= 0) return Status::Invalid("time_limit must be positive");
     if (*spec.time_limit > kMaxTimeLimit) {

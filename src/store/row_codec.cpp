@@ -51,6 +51,9 @@ std::string EncodeGpus(const std::vector<GpuDevice>& gpus) {
   for (const GpuDevice& gpu : gpus) {
     json::object d{{"index", gpu.index}, {"type", gpu.type}};
     if (gpu.slice()) d["parent"] = gpu.parent;
+    if (gpu.nvlink != 0) d["nvlink"] = gpu.nvlink;
+    if (gpu.pcie != 0) d["pcie"] = gpu.pcie;
+    if (gpu.numa >= 0) d["numa"] = gpu.numa;
     a.push_back(std::move(d));
   }
   return json::serialize(a);
@@ -139,7 +142,10 @@ Result<std::vector<GpuDevice>> DecodeGpus(const std::string& text) {
     std::optional<int64_t> parent = IntField(*o, "parent");
     gpus.push_back(GpuDevice{.index = static_cast<int>(*index),
                              .type = std::string(*type),
-                             .parent = parent ? static_cast<int>(*parent) : -1});
+                             .parent = parent ? static_cast<int>(*parent) : -1,
+                             .nvlink = static_cast<int>(IntField(*o, "nvlink").value_or(0)),
+                             .pcie = static_cast<int>(IntField(*o, "pcie").value_or(0)),
+                             .numa = static_cast<int>(IntField(*o, "numa").value_or(-1))});
   }
   return gpus;
 }

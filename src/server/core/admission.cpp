@@ -56,6 +56,30 @@ std::string SubmitFingerprint(const std::string& spec_json, int count, bool as_g
   return net::Sha256Digest(fmt::format("{}\n{}\n{}", spec_json, count, as_group ? "group" : "one"));
 }
 
+// A job's placement.topology names levels of the cluster's, the preferred no coarser than the
+// required (docs/topology.md).
+Status CheckTopology(const JobSpec& spec, const std::vector<std::string>& levels) {
+  auto index = [&](const std::string& name) {
+    return std::find(levels.begin(), levels.end(), name) - levels.begin();
+  };
+  for (const auto& [field, name] : {std::pair{"required", &spec.topology_required},
+                                    std::pair{"preferred", &spec.topology_preferred}}) {
+    if (name->empty() || index(*name) < static_cast<std::ptrdiff_t>(levels.size())) continue;
+    return Status::Invalid(fmt::format(
+        "placement.topology.{}: '{}' is not a topology level of this cluster ({})", field, *name,
+        levels.empty() ? "it defines none: berth server --topology-levels"
+                       : "it has: " + fmt::format("{}", fmt::join(levels, ", "))));
+  }
+  if (!spec.topology_required.empty() && !spec.topology_preferred.empty() &&
+      index(spec.topology_preferred) < index(spec.topology_required)) {
+    return Status::Invalid(fmt::format(
+        "placement.topology: preferred '{}' is coarser than required '{}' (levels, coarse to "
+        "fine: {})",
+        spec.topology_preferred, spec.topology_required, fmt::join(levels, ", ")));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<SubmitAnswer> Admission::Submit(SubmitRequest request) {
@@ -120,7 +144,9 @@ Status Admission::AdmitLocked(SubmitWriter& writer) {
   row.num_nodes = request.spec.num_nodes;
   row.resources = request.spec.resources;
   const sched::JobRequest asked = s_.RequestFor(row, request.spec);
-  Status feasible = sched::CheckFeasible(s_.nodes.CapacityViews(), asked);
+  BERTH_RETURN_IF_ERROR(CheckTopology(request.spec, s_.options.topology_levels));
+  Status feasible =
+      sched::CheckFeasible(s_.nodes.CapacityViews(), asked, s_.options.topology_levels);
   if (request.spec.container) {
     BERTH_RETURN_IF_ERROR(CheckContainerPlacement(request.spec, feasible.ok()));
   }

@@ -38,7 +38,7 @@ CoreState::CoreState(CoreOptions options_in, Store& store_in, const Clock& clock
       channel(channel_in),
       shares(options.usage, options.reclaim_window) {}
 
-sched::JobRequest CoreState::RequestFor(const JobRow& row, const JobSpec& spec) {
+sched::JobRequest CoreState::RequestFor(const JobRow& row, const JobSpec& spec) const {
   sched::JobRequest r;
   r.id = row.id;
   r.user = row.user;
@@ -56,6 +56,14 @@ sched::JobRequest CoreState::RequestFor(const JobRow& row, const JobSpec& spec) 
     }
   }
   r.exclusive = spec.exclusive;
+  // Levels by their index in the cluster's (a name it no longer defines: the job waits, saying so).
+  auto level = [&](const std::string& name) {
+    if (name.empty()) return -1;
+    const auto& levels = options.topology_levels;
+    auto it = std::find(levels.begin(), levels.end(), name);
+    return it == levels.end() ? sched::kUndefinedLevel : static_cast<int>(it - levels.begin());
+  };
+  r.topology = {level(spec.topology_required), level(spec.topology_preferred)};
   r.submitted_at = row.submitted_at;
   r.time_limit = spec.time_limit;
   r.group = row.group;

@@ -82,6 +82,8 @@ struct CoreOptions {
   double admission_charge_s = 3600;  // each weighted GPU held counts as this much use in advance
   int reclaim_limit = 3;             // reclaims per team within reclaim_window
   DurationMs reclaim_window = 60'000;
+  // Topology levels across nodes, coarse to fine (--topology-levels; docs/topology.md).
+  std::vector<std::string> topology_levels;
   // A node down for this long is gone for good: forgotten by memory (ForgetGoneNodes, and not
   // loaded at a restart), kept in the store; 0: never.
   DurationMs node_retention_ms = 7LL * 24 * 3'600'000;
@@ -157,7 +159,7 @@ class CoreState {
   void RememberSpec(int64_t spec_id, const std::shared_ptr<const JobSpec>& spec)
       REQUIRES(core_lock);
   // The scheduler's request of the job of `row`, running `spec`.
-  static sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec);
+  sched::JobRequest RequestFor(const JobRow& row, const JobSpec& spec) const;
 
   // Between the chunks of a long change (a pass's decisions, a cancel --all), waits a little while
   // requests wait for the lock (HandlerLock), so that they take it first: std::mutex would let the

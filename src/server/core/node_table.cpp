@@ -8,6 +8,12 @@
 #include "server/core/mig_changes.h"
 
 namespace berth {
+namespace {
+
+// A topology group number as the scheduler keeps it (sched::Device: one byte, 0 = none known).
+uint8_t LinkGroup(int group) { return group > 0 && group < 256 ? static_cast<uint8_t>(group) : 0; }
+
+}  // namespace
 
 NodeRuntime& NodeTable::Add(const std::string& name) {
   capacity_stale_ = true;
@@ -47,7 +53,8 @@ const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
     // (and a GPU whose MIG layout is being changed, until its agent reports the new slices)
     const bool fenced =
         faulty.count(d.gpu()) > 0 || (d.slice() && node.mig_changing.count(d.gpu()));
-    v.gpus.push_back({d.index, d.type, fenced ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held)});
+    v.gpus.push_back({d.index, d.type, fenced ? 0 : std::max<MilliGpu>(0, kMilliPerGpu - held),
+                      LinkGroup(d.nvlink), LinkGroup(d.pcie), LinkGroup(d.numa + 1)});
   }
   // What its GPUs in MIG mode could offer once re-sliced (for admission's "never").
   v.reslice_capacity.clear();

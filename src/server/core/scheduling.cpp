@@ -217,6 +217,7 @@ sched::Config Scheduling::PassConfig() const {
   config.gpu_weights = s_.options.usage.gpu_weights;
   config.reclaim_limit = s_.options.reclaim_limit;
   config.reclaim_window = s_.options.reclaim_window;
+  config.topology_levels = s_.options.topology_levels;
   return config;
 }
 

@@ -149,7 +149,10 @@ json::object NodeJson(const NodeStatus& node) {
       free_gpus[d.type] = sum;
     }
     json::object device{{"index", d.index}, {"type", d.type}, {"free", free_share}};
-    if (d.slice()) device["gpu"] = d.parent;      // a MIG slice: the GPU it is part of
+    if (d.slice()) device["gpu"] = d.parent;         // a MIG slice: the GPU it is part of
+    if (d.nvlink != 0) device["nvlink"] = d.nvlink;  // its topology (docs/topology.md)
+    if (d.pcie != 0) device["pcie"] = d.pcie;
+    if (d.numa >= 0) device["numa"] = d.numa;
     if (!fault.empty()) device["fault"] = fault;  // given to no job until it clears
     devices.push_back(std::move(device));
   }

@@ -141,10 +141,12 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
         config_.reclaim_limit = static_cast<int>(Integer(value));
       } else if (key == "reclaim-window") {
         config_.reclaim_window = Millis(value);
+      } else if (key == "topology") {
+        config_.topology_levels = Split(value, ',');
       } else {
         Fail("unknown config '" + key + "=" + value +
              "' (starvation=D, preemption=on|off, charge=D, weights=T=W,..., reclaim-limit=N, "
-             "reclaim-window=D)");
+             "reclaim-window=D, topology=LEVEL,...)");
       }
     }
   } else if (cmd == "now") {
@@ -295,6 +297,13 @@ JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& o
       job.node_selector = Labels(value);
     } else if (key == "exclusive") {
       job.exclusive = value;
+    } else if (key == "required" || key == "preferred") {
+      // A level of `config topology=...`, by name.
+      const auto& levels = config_.topology_levels;
+      auto it = std::find(levels.begin(), levels.end(), value);
+      const int level =
+          it == levels.end() ? kUndefinedLevel : static_cast<int>(it - levels.begin());
+      (key == "required" ? job.topology.required : job.topology.preferred) = level;
     } else if (key == "submitted") {
       job.submitted_at = Millis(value);
     } else if (key == "limit") {
@@ -312,6 +321,9 @@ void Script::AddNode(const std::vector<std::string>& words) {
   if (words.size() < 2) Fail("node needs a name");
   NodeView node;
   node.name = words[1];
+  // GPU topology (node option nvlink=0,1,2,3/4,5,6,7: groups of device indices; pcie= and numa=
+  // likewise), applied once the devices exist.
+  std::vector<std::pair<uint8_t Device::*, std::string>> links;
   for (const auto& [key, value] : Options(words, 2)) {
     if (key == "cpus") {
       node.cpus_total = node.cpus_free = Cpus(value);
@@ -330,8 +342,27 @@ void Script::AddNode(const std::vector<std::string>& words) {
       node.labels = Labels(value);
     } else if (key == "draining") {
       node.schedulable = false;
+    } else if (key == "nvlink" || key == "pcie" || key == "numa") {
+      links.emplace_back(key == "nvlink" ? &Device::nvlink
+                         : key == "pcie" ? &Device::pcie
+                                         : &Device::numa,
+                         value);
     } else {
       Fail("unknown node option '" + key + "'");
+    }
+  }
+  for (const auto& [level, groups] : links) {
+    uint8_t group = 0;
+    for (const std::string& members : Split(groups, '/')) {
+      ++group;
+      for (const std::string& index : Split(members, ',')) {
+        Device* d = nullptr;
+        for (Device& g : node.gpus) {
+          if (g.index == Integer(index)) d = &g;
+        }
+        if (d == nullptr) Fail("node " + node.name + " has no device " + index);
+        d->*level = group;
+      }
     }
   }
   for (const NodeView& n : snapshot_.nodes) {
@@ -708,7 +739,7 @@ std::vector<std::string> Script::RunPass() {
 std::vector<std::string> Script::Check(const std::vector<std::string>& words) {
   if (words.size() < 2) Fail("check needs an id");
   const JobRequest job = Request(Integer(words[1]), Options(words, 2));
-  Status status = CheckFeasible(snapshot_.nodes, job);
+  Status status = CheckFeasible(snapshot_.nodes, job, config_.topology_levels);
   if (status.ok()) return {"feasible"};
   if (status.code() == Code::kInfeasible) return {"infeasible: " + status.message()};
   return {"error: " + status.message()};

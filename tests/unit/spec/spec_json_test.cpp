@@ -53,6 +53,23 @@ TEST(SpecJson, InteractiveRoundTripsAndIsAbsentWhenFalse) {
   EXPECT_FALSE(SpecFromText(R"({"run":"bash","interactive":"yes"})").ok());
 }
 
+TEST(SpecJson, PlacementTopologyRoundTrips) {
+  JobSpec s;
+  s.run = "x";
+  s.topology_required = "rack";
+  s.topology_preferred = "switch";
+  json::value v = SpecToJson(s);
+  EXPECT_EQ(json::serialize(v.at("placement")),
+            R"({"topology":{"required":"rack","preferred":"switch"}})");
+  auto back = SpecFromJson(v);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->topology_required, "rack");
+  EXPECT_EQ(back->topology_preferred, "switch");
+  EXPECT_NE(
+      SpecErrorOf(R"({"run":"x","placement":{"topology":{"rack":1}}})").find("placement.topology"),
+      std::string::npos);
+}
+
 TEST(SpecJson, ShapeIsTheDocumentedOne) {
   json::value v = SpecToJson(FullSpec());
   EXPECT_EQ(json::serialize(v.at("resources")),

@@ -453,3 +453,21 @@ TEST(TaskYaml, ContainerErrorsNameTheLine) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(TaskYaml, PlacementTopologyNamesItsLevelsAndBadOnesTheirLine) {
+  ParsedTask t = MustParseTask(
+      "num_nodes: 4\nplacement:\n  topology: {required: rack, preferred: switch}\nrun: x\n");
+  EXPECT_EQ(t.spec.topology_required, "rack");
+  EXPECT_EQ(t.spec.topology_preferred, "switch");
+  EXPECT_EQ(
+      MustParseTask("placement: {topology: {preferred: switch}}\nrun: x\n").spec.topology_required,
+      "");
+  EXPECT_THAT(TaskErrorOf("run: x\nplacement:\n  topology: {requird: rack}\n"),
+              ::testing::HasSubstr("task.yaml:3: placement.topology: unknown field 'requird'"));
+}
+
+}  // namespace
+}  // namespace berth

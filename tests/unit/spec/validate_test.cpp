@@ -55,6 +55,12 @@ TEST(ValidateSpec, NamesAndLimits) {
   s = {};
   s.exclusive = "-rack";
   EXPECT_THAT(ErrorOf(s), HasSubstr("placement.exclusive"));
+  s.exclusive = "rack";
+  s.topology_required = "rack";
+  EXPECT_THAT(ErrorOf(s), HasSubstr("exclusive and topology cannot be combined"));
+  s.exclusive = "";
+  s.topology_preferred = "-switch";
+  EXPECT_THAT(ErrorOf(s), HasSubstr("placement.topology.preferred"));
   s = {};
   s.run = std::string(kMaxScriptBytes + 1, 'x');
   EXPECT_EQ(ValidateSpec(s).code(), Code::kTooLarge);

@@ -1,0 +1,67 @@
+// Topology: the cluster's topology levels across nodes (Config::topology_levels, coarse to fine:
+// block, rack, switch) as domains, and where a gang goes in them (docs/topology.md).
+//
+// A node's value at a level is its label of that name; its domain at a level is its values at that
+// level and every coarser one (switch s1 in rack r1 is not switch s1 in rack r2). A node without
+// the level's label is outside every domain of that level. A gang may ask for a `required` level
+// (all its nodes in one domain of it) and a `preferred` one (as few domains of it as possible);
+// a multi-node gang that names neither prefers the finest level. Among the domains of the required
+// level it takes the one where it spans the fewest preferred domains, then the one with the fewest
+// nodes that fit (best fit: bigger domains stay free for bigger gangs); inside it, whole preferred
+// domains largest first, and for the rest the smallest preferred domain that holds it. Its ranks
+// are then numbered in topology order (by value at each level, coarse to fine), so neighbours in
+// rank share a switch and a ring crosses the fewest.
+//
+// Domains are computed on first use and kept for the pass (labels do not change within one).
+// Internal to sched/. Not thread-safe: a pass owns its Topology.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sched/node_state.h"
+
+namespace berth::sched::internal {
+
+class Topology {
+ public:
+  // Keeps references to both, which must outlive it.
+  Topology(const NodeState& state, const std::vector<std::string>& levels)
+      : state_(state), levels_(levels) {}
+
+  int levels() const { return static_cast<int>(levels_.size()); }
+  const std::string& level_name(int level) const { return levels_[static_cast<size_t>(level)]; }
+  // Whether a job's placement follows the topology: levels exist and it is a gang, or requires a
+  // level (a node outside every domain of it will not do). Exclusive jobs keep to their own
+  // label's domains.
+  bool Applies(const JobRequest& job) const {
+    return !levels_.empty() && (job.num_nodes > 1 || job.topology.required >= 0) &&
+           job.exclusive.empty();
+  }
+  // The level a job prefers (its own, else the finest), and the one it requires (-1: none).
+  int PreferredOf(const JobRequest& job) const;
+  static int RequiredOf(const JobRequest& job) { return job.topology.required; }
+
+  // Node i's domain at `level` (numbered in value order), or -1 outside every domain of it.
+  int DomainOf(int level, NodeIdx i) const;
+  const std::string& ValueOf(int level, int domain) const;  // its value at that level
+
+  // `count` nodes of `fits` (candidates that fit the job now, best fit first) placed by the rules
+  // above, in rank order; empty when no domain of the required level holds `count` of them, with
+  // *why saying so ("at most 3 fit under one now (rack r2)").
+  std::vector<NodeIdx> Choose(const std::vector<FitOrder>& fits, size_t count,
+                              const JobRequest& job, std::string* why) const;
+  // Puts `nodes` in rank order: by domain at each level, coarse to fine, then by name.
+  void RankOrder(std::vector<NodeIdx>& nodes) const;
+
+ private:
+  void Build() const;
+
+  const NodeState& state_;
+  const std::vector<std::string>& levels_;
+  mutable bool built_ = false;
+  mutable std::vector<std::vector<int>> domain_;          // [level][node]
+  mutable std::vector<std::vector<std::string>> values_;  // [level][domain]
+};
+
+}  // namespace berth::sched::internal
