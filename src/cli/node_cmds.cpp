@@ -87,6 +87,23 @@ std::string UserLabels(const json::object& n) {
   return labels.empty() ? "-" : Join(labels, ",");
 }
 
+// A node's place in the topology levels (docs/topology.md): "r1/s1", with "?" for a level whose
+// label it lacks; "" where the cluster defines no levels.
+std::string TopologyText(const json::object& n) {
+  const json::value* t = n.if_contains("topology");
+  if (t == nullptr || !t->is_object()) return "";
+  std::vector<std::string> values;
+  for (const auto& [level, domain] : t->as_object()) {
+    if (!domain.is_string()) {
+      values.emplace_back("?");
+      continue;
+    }
+    const std::string path(domain.as_string());  // "r1/s1": its own value is the last
+    values.push_back(path.substr(path.rfind('/') + 1));
+  }
+  return Join(values, "/");
+}
+
 // `berth nodes NAME`: one node, its health and the last run of each probe.
 int ShowNode(const json::object& n) {
   fmt::print("Node:      {}\n", StrOr(n, "name"));
@@ -110,6 +127,16 @@ int ShowNode(const json::object& n) {
     const json::object& fault = f.as_object();
     fmt::print("  fault:   {} (since {}; cleared by {})\n", StrOr(fault, "reason"),
                StrOr(fault, "since"), StrOr(fault, "cleared_by"));
+  }
+  if (const json::value* t = n.if_contains("topology"); t && t->is_object()) {
+    std::vector<std::string> parts;
+    for (const auto& [level, domain] : t->as_object()) {
+      parts.push_back(std::string(level) + " " +
+                      (domain.is_string() ? std::string(domain.as_string())
+                                          : "none (no '" + std::string(level) +
+                                                "' label: outside every domain of it)"));
+    }
+    fmt::print("Topology:  {}\n", Join(parts, ", "));
   }
   fmt::print("Isolation: {}\n", StrOr(n, "isolation"));
   fmt::print("Sharing:   {}\n", SharingText(StrOr(n, "sharing", "unknown")));
@@ -164,9 +191,23 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     return 0;
   }
   // Short forms (the table fits a terminal); `berth nodes NAME` says each in full.
-  Table t({"NAME", "STATE", "POOL", "LABELS", "GPUS free/all", "CPUS free/all", "MEM GiB free/all",
-           "ISOLATION", "SHARING", "HEALTH", "ADDRESS"});
+  // With topology levels, a TOPOLOGY column after POOL: each node's finest domain.
+  const bool levels = !nodes.empty() && nodes.front().as_object().contains("topology");
+  std::vector<std::string> columns = {"NAME",
+                                      "STATE",
+                                      "POOL",
+                                      "LABELS",
+                                      "GPUS free/all",
+                                      "CPUS free/all",
+                                      "MEM GiB free/all",
+                                      "ISOLATION",
+                                      "SHARING",
+                                      "HEALTH",
+                                      "ADDRESS"};
+  if (levels) columns.insert(columns.begin() + 3, "TOPOLOGY");
+  Table t(columns);
   bool shortened = false;
+  bool outside = false;  // a node lacks some level's label
   for (const auto& nv : nodes) {
     const json::object& n = nv.as_object();
     const json::object& cap = n.at("capacity").as_object();
@@ -182,13 +223,30 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
     }
     const std::string health = HealthShort(n);
     shortened = shortened || health != HealthSummary(n);
-    t.Add({std::string(n.at("name").as_string()), state, pool.empty() ? "-" : pool, UserLabels(n),
-           GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
-           NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
-           NumText(free.at("memory")) + "/" + NumText(cap.at("memory")), isolation,
-           StrOr(n, "sharing", "unknown"), health, std::string(n.at("address").as_string())});
+    std::vector<std::string> row = {
+        std::string(n.at("name").as_string()),
+        state,
+        pool.empty() ? "-" : pool,
+        UserLabels(n),
+        GpuSummary(free.at("gpus").as_object(), cap.at("gpus").as_object()),
+        NumText(free.at("cpus")) + "/" + NumText(cap.at("cpus")),
+        NumText(free.at("memory")) + "/" + NumText(cap.at("memory")),
+        isolation,
+        StrOr(n, "sharing", "unknown"),
+        health,
+        std::string(n.at("address").as_string())};
+    if (levels) {
+      const std::string topology = TopologyText(n);
+      outside = outside || topology.find('?') != std::string::npos;
+      row.insert(row.begin() + 3, topology);
+    }
+    t.Add(row);
   }
   fmt::print("{}", t.Render());
+  if (outside) {
+    fmt::print(
+        "(?: the node lacks that topology level's label and is outside every domain of it)\n");
+  }
   if (shortened) {
     fmt::print("(berth nodes NAME says a node's isolation and health in full)\n");
   }

@@ -294,6 +294,19 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
                AsInt(po.at("rank")).value_or(0), std::string(po.at("node").as_string()),
                gpus.empty() ? "(none)" : Join(gpus, ","));
   }
+  // Where in the cluster's topology levels it runs (docs/topology.md): "rack r2 (4 nodes); switch
+  // r2/s1 (2), r2/s2 (2)".
+  if (const auto* topology = j.if_contains("topology"); topology && topology->is_object()) {
+    std::vector<std::string> levels;
+    for (const auto& [level, domains] : topology->as_object()) {
+      std::vector<std::string> parts;
+      for (const auto& [domain, count] : domains.as_object()) {
+        parts.push_back(fmt::format("{} ({})", std::string(domain), SerializeJson(count)));
+      }
+      levels.push_back(std::string(level) + " " + Join(parts, ", "));
+    }
+    fmt::print("  topology:   {}\n", Join(levels, "; "));
+  }
   if (const auto* spec = j.if_contains("spec"); spec && spec->is_object()) {
     const json::object& s = spec->as_object();
     if (s.contains("workdir"))

@@ -62,6 +62,17 @@ std::map<std::string, Mib> ReadModel::JobMemoryDefaults(const Placement& placeme
   return out;
 }
 
+std::map<std::string, std::map<std::string, std::string>> ReadModel::NodeLabels(
+    const Placement& placement) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  HandlerLock lock(s_);
+  for (const NodeGrant& grant : placement) {
+    auto it = s_.nodes.find(grant.node);
+    if (it != s_.nodes.end()) out[grant.node] = it->second.row.labels;
+  }
+  return out;
+}
+
 NodeStatus ReadModel::StatusOf(const NodeRuntime& node) {
   return NodeStatus{.row = node.row,
                     .cpus_used = node.cpus_used,

@@ -58,6 +58,10 @@ class ReadModel {
   // The memory limit each of `placement`'s nodes gives a job that asked for none (0: none
   // enforced; a node not known is left out), for `berth show`: not a copy of every node.
   std::map<std::string, Mib> JobMemoryDefaults(const Placement& placement) EXCLUDES(core_lock);
+  // The labels of `placement`'s nodes (a node not known is left out), for where in the topology a
+  // job runs (`berth show`).
+  std::map<std::string, std::map<std::string, std::string>> NodeLabels(const Placement& placement)
+      EXCLUDES(core_lock);
   // Who holds each GPU device now: node -> device index -> (job, user), for the GPU maps of
   // `berth top` (and `GET /v1/nodes?holders=1`). Walks the active jobs under the lock.
   using Holder = std::pair<int64_t, std::string>;

@@ -338,6 +338,23 @@ net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
     }
   }
   o["memory_default"] = std::move(memory_default);
+  // Where in the cluster's topology it runs: per level, its domains with how many of its nodes.
+  const std::vector<std::string>& levels = c_.core.options().topology_levels;
+  if (!levels.empty() && !row.placement.empty()) {
+    json::object topology;
+    const auto labels_of = c_.core.reads().NodeLabels(row.placement);
+    for (const NodeGrant& grant : row.placement) {  // rank order: topology order
+      auto labels = labels_of.find(grant.node);
+      if (labels == labels_of.end()) continue;
+      for (const auto& [level, domain] : NodeTopologyJson(levels, labels->second)) {
+        if (!topology.contains(level)) topology[level] = json::object();
+        const std::string key = domain.is_string() ? std::string(domain.as_string()) : "none";
+        json::object& counts = topology[level].as_object();
+        counts[key] = (counts.contains(key) ? counts[key].as_int64() : 0) + 1;
+      }
+    }
+    o["topology"] = std::move(topology);
+  }
   // The spec holds the job's environment (often secrets): its owner's and operators' to read.
   o["spec"] = nullptr;
   // What it waits for is everyone's to see.
@@ -449,6 +466,9 @@ net::HttpResponse JobsApi::HandleNodes(bool holders) {
   json::array nodes;
   for (const auto& node : c_.core.reads().Nodes()) {
     json::object o = NodeJson(node);
+    if (!c_.core.options().topology_levels.empty()) {
+      o["topology"] = NodeTopologyJson(c_.core.options().topology_levels, node.row.labels);
+    }
     if (holders) {
       // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).
       const auto& on_node = held[node.row.name];

@@ -101,6 +101,18 @@ json::object AttemptJson(const AttemptRow& a, const JobRow& row) {
   return o;
 }
 
+json::object NodeTopologyJson(const std::vector<std::string>& levels,
+                              const std::map<std::string, std::string>& labels) {
+  json::object o;
+  std::string path;
+  for (const std::string& level : levels) {
+    auto it = labels.find(level);
+    path += (path.empty() ? "" : "/") + (it == labels.end() ? std::string("?") : it->second);
+    o[level] = it == labels.end() ? json::value(nullptr) : json::value(path);
+  }
+  return o;
+}
+
 json::object NodeJson(const NodeStatus& node) {
   const NodeRow& row = node.row;
   json::object o;

@@ -15,6 +15,11 @@ json::array PlacementJson(const Placement& placement);
 // A job's row; `waiting` (the last pass's reason) replaces the stored reason of a pending job.
 json::object JobJson(const JobRow& row, const std::string& waiting);
 json::object NodeJson(const NodeStatus& node);
+// A node's place in the cluster's topology levels (docs/topology.md): {"rack": "r1", "switch":
+// "r1/s1"}, each level's domain as its values down to that level joined by "/", null where the
+// node lacks the level's label (it is then outside every domain of that level).
+json::object NodeTopologyJson(const std::vector<std::string>& levels,
+                              const std::map<std::string, std::string>& labels);
 // A node's "health": state ok|degraded (a GPU fenced)|drained, reason, since, the fenced GPUs,
 // every open fault and the last run of each probe.
 json::object NodeHealthJson(const proto::NodeHealth& health);
