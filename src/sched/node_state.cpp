@@ -29,42 +29,36 @@ bool DevicesFit(std::span<const DeviceFree> devices, const Need& need) {
 // bigger jobs; ties by lowest index), else the lowest indices. `whole` is in index order.
 std::vector<int> BestConnected(const std::vector<const DeviceFree*>& whole, size_t needed) {
   std::vector<int> out;
-  const bool known = std::any_of(whole.begin(), whole.end(), [](const DeviceFree* d) {
-    return d->nvlink != 0 || d->pcie != 0 || d->numa != 0;
-  });
-  if (known) {
-    for (uint8_t DeviceFree::*level : {&DeviceFree::nvlink, &DeviceFree::pcie, &DeviceFree::numa}) {
-      if (std::none_of(whole.begin(), whole.end(),
-                       [&](const DeviceFree* d) { return d->*level; })) {
-        continue;  // nothing known at this level
-      }
-      // Group 0 is "none known": each such device is a group of its own.
-      size_t best_size = 0;
-      const DeviceFree* best = nullptr;
-      for (const DeviceFree* d : whole) {
-        if (d->*level == 0) {
-          if (needed == 1 && (best == nullptr || best_size > 1)) best = d, best_size = 1;
-          continue;
-        }
-        size_t size = 0;
-        bool first = true;  // d is the lowest-indexed of its group
-        for (const DeviceFree* e : whole) {
-          if (e->*level != d->*level) continue;
-          if (e->index < d->index) first = false;
-          ++size;
-        }
-        if (first && size >= needed && (best == nullptr || size < best_size)) {
-          best = d;
-          best_size = size;
-        }
-      }
-      if (best == nullptr) continue;
-      for (const DeviceFree* e : whole) {
-        if (out.size() == needed) break;
-        if (e == best || (best->*level != 0 && e->*level == best->*level)) out.push_back(e->index);
-      }
-      return out;
+  for (uint8_t DeviceFree::*level : {&DeviceFree::nvlink, &DeviceFree::pcie, &DeviceFree::numa}) {
+    if (std::none_of(whole.begin(), whole.end(), [&](const DeviceFree* d) { return d->*level; })) {
+      continue;  // nothing known at this level
     }
+    // Group 0 is "none known": each such device is a group of its own.
+    size_t best_size = 0;
+    const DeviceFree* best = nullptr;
+    for (const DeviceFree* d : whole) {
+      if (d->*level == 0) {
+        if (needed == 1 && (best == nullptr || best_size > 1)) best = d, best_size = 1;
+        continue;
+      }
+      size_t size = 0;
+      bool first = true;  // d is the lowest-indexed of its group
+      for (const DeviceFree* e : whole) {
+        if (e->*level != d->*level) continue;
+        if (e->index < d->index) first = false;
+        ++size;
+      }
+      if (first && size >= needed && (best == nullptr || size < best_size)) {
+        best = d;
+        best_size = size;
+      }
+    }
+    if (best == nullptr) continue;
+    for (const DeviceFree* e : whole) {
+      if (out.size() == needed) break;
+      if (e == best || (best->*level != 0 && e->*level == best->*level)) out.push_back(e->index);
+    }
+    return out;
   }
   for (size_t k = 0; k < needed; ++k) out.push_back(whole[k]->index);
   return out;
@@ -86,16 +80,29 @@ std::vector<GpuGrant> PickDevices(std::span<const DeviceFree> devices, const Nee
     if (best != nullptr) grants.push_back({best->index, need.milli});
     return grants;
   }
-  std::vector<const DeviceFree*> whole;
-  for (const DeviceFree& d : devices) {
-    if (d.type == need.type && d.free == kMilliPerGpu) whole.push_back(&d);
-  }
   const size_t needed = static_cast<size_t>(need.devices);
+  std::vector<int> whole;
+  bool known = false;  // some device's topology is known
+  for (const DeviceFree& d : devices) {
+    if (d.type != need.type || d.free != kMilliPerGpu) continue;
+    whole.push_back(d.index);
+    known = known || d.nvlink != 0 || d.pcie != 0 || d.numa != 0;
+  }
   if (whole.size() < needed) return grants;
-  std::sort(whole.begin(), whole.end(),
-            [](const DeviceFree* a, const DeviceFree* b) { return a->index < b->index; });
   grants.reserve(needed);
-  for (int index : BestConnected(whole, needed)) grants.push_back({index, kMilliPerGpu});
+  if (!known) {  // the lowest indices
+    std::partial_sort(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(needed),
+                      whole.end());
+    for (size_t k = 0; k < needed; ++k) grants.push_back({whole[k], kMilliPerGpu});
+    return grants;
+  }
+  std::vector<const DeviceFree*> free;
+  for (const DeviceFree& d : devices) {
+    if (d.type == need.type && d.free == kMilliPerGpu) free.push_back(&d);
+  }
+  std::sort(free.begin(), free.end(),
+            [](const DeviceFree* a, const DeviceFree* b) { return a->index < b->index; });
+  for (int index : BestConnected(free, needed)) grants.push_back({index, kMilliPerGpu});
   return grants;
 }
 

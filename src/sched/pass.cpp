@@ -498,39 +498,45 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
     return state_.Fits(i, need) && (!job.narrowed() || InPoolAndSelector(state_.view(i), job)) &&
            !Blocked(i, job);
   };
-  // A gang placed by the topology chooses among every node that fits, not the `count` tightest.
-  const bool topological = topology_.Applies(job);
-  const size_t keep = topological ? state_.size() : count;
-  std::vector<FitOrder> best;
-  if (++searches_ > tuning_.index_after_searches) {
-    const int slot = need.wants_gpu() ? need.type : state_.all_slot();
+  const int slot = need.wants_gpu() ? need.type : state_.all_slot();
+  // A gang placed by the topology chooses among every node that fits, not the `count` tightest:
+  // the index finds them without visiting the nodes short of GPUs.
+  if (topology_.Applies(job)) {
+    ++searches_;
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
                 [&](NodeIdx i) {
                   if (fits(i)) out.push_back(i);
-                  return out.size() < keep;
+                  return true;
                 });
-    if (!topological) return out;
-    for (NodeIdx i : out) best.push_back(state_.Order(i, need));
-    std::sort(best.begin(), best.end());
-  } else {
-    // A scan of every node, keeping the `keep` tightest fits in a max-heap.
-    best.reserve(std::min(keep, state_.size()) + 1);
-    for (NodeIdx i = 0; i < state_.size(); ++i) {
-      if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
-      const FitOrder order = state_.Order(i, need);
-      if (best.size() == keep) {
-        if (!(order < best.front())) continue;
-        std::pop_heap(best.begin(), best.end());
-        best.pop_back();
-      }
-      best.push_back(order);
-      std::push_heap(best.begin(), best.end());
-    }
-    std::sort_heap(best.begin(), best.end());
+    if (out.size() < count) return out;
+    return topology_.Choose(
+        out, count, job, [&](NodeIdx i) { return state_.Order(i, need); }, topology_why);
   }
-  out.clear();
-  if (topological && best.size() >= count) return topology_.Choose(best, count, job, topology_why);
+  if (++searches_ > tuning_.index_after_searches) {
+    if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
+    index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
+                [&](NodeIdx i) {
+                  if (fits(i)) out.push_back(i);
+                  return out.size() < count;
+                });
+    return out;
+  }
+  // A scan of every node, keeping the `count` tightest fits in a max-heap.
+  std::vector<FitOrder> best;
+  best.reserve(count + 1);
+  for (NodeIdx i = 0; i < state_.size(); ++i) {
+    if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
+    const FitOrder order = state_.Order(i, need);
+    if (best.size() == count) {
+      if (!(order < best.front())) continue;
+      std::pop_heap(best.begin(), best.end());
+      best.pop_back();
+    }
+    best.push_back(order);
+    std::push_heap(best.begin(), best.end());
+  }
+  std::sort_heap(best.begin(), best.end());
   for (const FitOrder& o : best) out.push_back(o.node);
   return out;
 }

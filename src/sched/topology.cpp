@@ -1,6 +1,7 @@
 #include "sched/topology.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -77,21 +78,55 @@ const std::string& Topology::ValueOf(int level, int domain) const {
   return values_[static_cast<size_t>(level)][static_cast<size_t>(domain)];
 }
 
-std::vector<NodeIdx> Topology::Choose(const std::vector<FitOrder>& fits, size_t count,
-                                      const JobRequest& job, std::string* why) const {
+std::vector<NodeIdx> Topology::Choose(const std::vector<NodeIdx>& fitting, size_t count,
+                                      const JobRequest& job,
+                                      const std::function<FitOrder(NodeIdx)>& order,
+                                      std::string* why) const {
+  if (!built_) Build();
   const int required = RequiredOf(job);
   const int preferred = std::max(PreferredOf(job), required);
-  // Candidates by required domain (one group when none is required), best fit first in each.
-  std::unordered_map<int, std::vector<NodeIdx>> groups;
-  for (const FitOrder& f : fits) {
-    const int dom = required >= 0 ? DomainOf(required, f.node) : 0;
-    if (dom >= 0) groups[dom].push_back(f.node);
+  const std::vector<int>& pref_of = domain_[static_cast<size_t>(preferred)];
+  // A preferred domain lies inside one required domain (domains are paths), so counting the
+  // candidates per preferred domain says everything: per required domain, how many and how spread.
+  // A candidate outside every preferred domain is a domain of its own (numbered after the real
+  // ones); one outside every required domain is no candidate.
+  const int real = static_cast<int>(values_[static_cast<size_t>(preferred)].size());
+  std::vector<int>& counts = counts_;
+  std::vector<int> used;       // the domains with a candidate
+  std::vector<NodeIdx> first;  // a candidate of each (for its required domain)
+  std::vector<NodeIdx> alone;
+  for (NodeIdx i : fitting) {
+    if (required >= 0 && DomainOf(required, i) < 0) continue;
+    int p = pref_of[i];
+    if (p < 0) {
+      p = real + static_cast<int>(alone.size());
+      alone.push_back(i);
+    }
+    if (static_cast<size_t>(p) >= counts.size()) counts.resize(static_cast<size_t>(p) + 1, 0);
+    if (counts[static_cast<size_t>(p)]++ == 0) {
+      used.push_back(p);
+      first.push_back(i);
+    }
   }
+  // By required domain, then most candidates first, then by value: one 64-bit key each (required
+  // domain, then 2^21 - count, then preferred domain, 21 bits apiece), sorted as integers.
+  constexpr uint64_t kBits = 21;
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  std::vector<uint64_t> by(used.size());
+  for (size_t k = 0; k < used.size(); ++k) {
+    const uint64_t req = required >= 0 ? static_cast<uint64_t>(DomainOf(required, first[k])) : 0;
+    const uint64_t count_key = kMask - static_cast<uint64_t>(counts[static_cast<size_t>(used[k])]);
+    by[k] = (req << (2 * kBits)) | (count_key << kBits) | static_cast<uint64_t>(used[k]);
+  }
+  std::sort(by.begin(), by.end());
+  auto req_of = [&](uint64_t key) { return static_cast<int>(key >> (2 * kBits)); };
+  auto count_of = [&](uint64_t key) { return static_cast<int>(kMask - ((key >> kBits) & kMask)); };
+  auto domain_of = [&](uint64_t key) { return static_cast<int>(key & kMask); };
   struct Plan {
     size_t spans = 0;  // preferred domains used
     size_t size = 0;   // candidates in the required domain
     int domain = 0;
-    std::vector<NodeIdx> nodes;
+    std::vector<std::pair<int, size_t>> take;  // (preferred domain, how many of its nodes)
     bool Better(const Plan& o) const {
       return std::tie(spans, size, domain) < std::tie(o.spans, o.size, o.domain);
     }
@@ -99,50 +134,40 @@ std::vector<NodeIdx> Topology::Choose(const std::vector<FitOrder>& fits, size_t 
   std::optional<Plan> best;
   size_t most = 0;
   int most_domain = -1;
-  for (const auto& [dom, members] : groups) {
-    if (members.size() > most || (members.size() == most && dom < most_domain)) {
-      most = members.size();
+  for (size_t start = 0; start < by.size();) {
+    size_t end = start;
+    size_t total = 0;
+    while (end < by.size() && req_of(by[end]) == req_of(by[start])) total += count_of(by[end++]);
+    const int dom = req_of(by[start]);
+    if (total > most) {
+      most = total;
       most_domain = dom;
     }
-    if (members.size() < count) continue;
-    // Preferred domains in it, with their members (best fit first); a node outside every one is
-    // a domain of its own.
-    std::map<int, std::vector<NodeIdx>> by_pref;
-    int alone = -2;
-    for (NodeIdx i : members) {
-      const int p = DomainOf(preferred, i);
-      by_pref[p >= 0 ? p : alone--].push_back(i);
-    }
-    std::vector<const std::vector<NodeIdx>*> order;
-    for (const auto& [p, nodes] : by_pref) order.push_back(&nodes);
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto* a, const auto* b) { return a->size() > b->size(); });
-    // The fewest domains: whole ones largest first, then for what is left the smallest domain
-    // (not yet used) that holds it.
-    Plan plan;
-    plan.size = members.size();
-    plan.domain = dom;
-    size_t k = 0;
-    while (plan.nodes.size() < count) {
-      const size_t left = count - plan.nodes.size();
-      size_t pick = k;
-      for (size_t j = k; j < order.size() && order[j]->size() >= left; ++j) {
-        if (order[j]->size() < order[pick]->size()) pick = j;  // ties: the first by value
+    if (total >= count) {
+      // The fewest domains: whole ones largest first, then for what is left the smallest domain
+      // (not yet used) that holds it; ties by value.
+      Plan plan;
+      plan.size = total;
+      plan.domain = dom;
+      size_t got = 0;
+      for (size_t k = start; got < count; ++k) {
+        const size_t left = count - got;
+        size_t pick = k;
+        for (size_t j = k; j < end && static_cast<size_t>(count_of(by[j])) >= left; ++j) {
+          if (count_of(by[j]) < count_of(by[pick])) pick = j;
+        }
+        const size_t n = std::min(left, static_cast<size_t>(count_of(by[pick])));
+        plan.take.emplace_back(domain_of(by[pick]), n);
+        std::swap(by[k], by[pick]);
+        got += n;
+        ++plan.spans;
       }
-      if (order[pick]->size() < left) {
-        plan.nodes.insert(plan.nodes.end(), order[k]->begin(), order[k]->end());
-        ++k;
-      } else {
-        std::swap(order[k], order[pick]);
-        plan.nodes.insert(plan.nodes.end(), order[k]->begin(),
-                          order[k]->begin() + static_cast<std::ptrdiff_t>(left));
-        ++k;
-      }
-      ++plan.spans;
+      if (!best || plan.Better(*best)) best = std::move(plan);
     }
-    if (!best || plan.Better(*best)) best = std::move(plan);
+    start = end;
   }
   if (!best) {
+    for (int p : used) counts[static_cast<size_t>(p)] = 0;
     if (required < 0) return {};  // fewer candidates than nodes: the caller's reason
     *why =
         "at most " + std::to_string(most) + " fit under one now" +
@@ -150,8 +175,33 @@ std::vector<NodeIdx> Topology::Choose(const std::vector<FitOrder>& fits, size_t 
                           : "");
     return {};
   }
-  RankOrder(best->nodes);
-  return std::move(best->nodes);
+  // The nodes: in each preferred domain taken, its best fits (`counts` now marks a taken domain
+  // with its position in `take`, plus one).
+  for (int p : used) counts[static_cast<size_t>(p)] = 0;
+  const auto& take = best->take;
+  for (size_t t = 0; t < take.size(); ++t) counts[static_cast<size_t>(take[t].first)] = int(t) + 1;
+  std::vector<std::vector<FitOrder>> members(take.size());
+  for (size_t k = 0; k < alone.size(); ++k) {
+    if (const int t = counts[static_cast<size_t>(real) + k]; t > 0) {
+      members[static_cast<size_t>(t - 1)].push_back(order(alone[k]));
+    }
+  }
+  for (NodeIdx i : fitting) {
+    const int p = pref_of[i];
+    if (p < 0 || counts[static_cast<size_t>(p)] == 0) continue;
+    if (required >= 0 && DomainOf(required, i) < 0) continue;
+    members[static_cast<size_t>(counts[static_cast<size_t>(p)] - 1)].push_back(order(i));
+  }
+  for (const auto& [p, n] : take) counts[static_cast<size_t>(p)] = 0;
+  std::vector<NodeIdx> nodes;
+  for (size_t t = 0; t < take.size(); ++t) {
+    std::vector<FitOrder>& m = members[t];
+    const size_t n = take[t].second;
+    std::partial_sort(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(n), m.end());
+    for (size_t k = 0; k < n; ++k) nodes.push_back(m[k].node);
+  }
+  RankOrder(nodes);
+  return nodes;
 }
 
 void Topology::RankOrder(std::vector<NodeIdx>& nodes) const {

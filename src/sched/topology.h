@@ -16,6 +16,7 @@
 // Internal to sched/. Not thread-safe: a pass owns its Topology.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,13 @@ class Topology {
   int DomainOf(int level, NodeIdx i) const;
   const std::string& ValueOf(int level, int domain) const;  // its value at that level
 
-  // `count` nodes of `fits` (candidates that fit the job now, best fit first) placed by the rules
-  // above, in rank order; empty when no domain of the required level holds `count` of them, with
-  // *why saying so ("at most 3 fit under one now (rack r2)").
-  std::vector<NodeIdx> Choose(const std::vector<FitOrder>& fits, size_t count,
-                              const JobRequest& job, std::string* why) const;
+  // `count` nodes of `fitting` (the nodes that fit the job now) placed by the rules above, in rank
+  // order; `order` says how tightly a node fits (best fit within a domain). Empty when no domain
+  // of the required level holds `count` of them, with *why saying so ("at most 3 fit under one now
+  // (rack r2)"). O(fitting + d log d) for the d domains with a candidate.
+  std::vector<NodeIdx> Choose(const std::vector<NodeIdx>& fitting, size_t count,
+                              const JobRequest& job, const std::function<FitOrder(NodeIdx)>& order,
+                              std::string* why) const;
   // Puts `nodes` in rank order: by domain at each level, coarse to fine, then by name.
   void RankOrder(std::vector<NodeIdx>& nodes) const;
 
@@ -62,6 +65,7 @@ class Topology {
   mutable bool built_ = false;
   mutable std::vector<std::vector<int>> domain_;          // [level][node]
   mutable std::vector<std::vector<std::string>> values_;  // [level][domain]
+  mutable std::vector<int> counts_;  // Choose()'s scratch: per domain, zero between calls
 };
 
 }  // namespace berth::sched::internal

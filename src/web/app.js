@@ -237,6 +237,20 @@ function usedText(a) {
   return parts.join(' · ');
 }
 
+// The node cards under one heading per domain of the coarsest topology level ("rack r1 (16)"), those
+// outside every domain of it last.
+function domainSections(level, nodes, cards, domainOf) {
+  const groups = new Map();
+  nodes.forEach((n, k) => {
+    const d = domainOf(n);
+    if (!groups.has(d)) groups.set(d, []);
+    groups.get(d).push(cards[k]);
+  });
+  return [...groups.entries()].map(([d, members]) => h('section', { class: 'domain', dataset: { domain: d } },
+    h('h2', {}, d ? `${level} ${d} (${members.length})` : `no ${level} label (${members.length}): outside every ${level}`),
+    h('div', { class: 'nodes' }, members)));
+}
+
 async function renderNodes() {
   const data = await getJson('/v1/nodes?holders=1');
   const all = data.nodes || [];
@@ -245,7 +259,12 @@ async function renderNodes() {
   const f = nodesUi.filter.toLowerCase();
   const nodes = f ? all.filter((n) => n.name.toLowerCase().includes(f) || n.pool.toLowerCase().includes(f) ||
     Object.entries(n.labels).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(f))) : all;
-  const cards = nodes.slice(0, nodesUi.shown).map((n) => {
+  // With topology levels (docs/topology.md), nodes are grouped by their domain at the coarsest.
+  const level = all.length && all[0].topology ? Object.keys(all[0].topology)[0] : null;
+  const domainOf = (n) => (level && n.topology[level]) || '';
+  if (level) nodes.sort((a, b) => (domainOf(a) === domainOf(b) ? 0 : domainOf(a) === '' ? 1 : domainOf(b) === '' ? -1 : domainOf(a) < domainOf(b) ? -1 : 1));
+  const shown = nodes.slice(0, nodesUi.shown);
+  const cards = shown.map((n) => {
     const down = n.state === 'DOWN';
     const labels = Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(' ');
     const types = [...new Set(n.devices.map((d) => d.type))].join(', ');
@@ -275,7 +294,7 @@ async function renderNodes() {
         h('span', {}, h('span', { class: 'gpu down' }), ' node down'),
         h('span', {}, h('span', { class: 'gpu faulty' }), ' unhealthy (fenced)'),
         h('span', {}, h('span', { class: 'mig legend-mig' }, h('span', { class: 'gpu slice' }), h('span', { class: 'gpu slice' })), ' MIG slices of one GPU'))),
-    h('div', { class: 'nodes' }, cards),
+    ...(level ? domainSections(level, shown, cards, domainOf) : [h('div', { class: 'nodes' }, cards)]),
     nodes.length > nodesUi.shown ? h('p', {}, h('button', { onclick: () => { nodesUi.shown += 240; refresh(); } }, `Show more (${nodes.length - nodesUi.shown} not shown)`)) : '');
   const active = document.getElementById('node-filter');
   if (f && active) { active.focus(); active.setSelectionRange(active.value.length, active.value.length); }

@@ -251,5 +251,32 @@ class DashboardMigBrowserTest(BerthTestCase):
         b.run("cancel", job)
 
 
+class DashboardTopologyBrowserTest(BerthTestCase):
+    """With --topology-levels, the nodes page groups the nodes by their coarsest level's domain."""
+
+    def test_nodes_are_grouped_by_rack(self):
+        b = self.b
+        server = b.start_server(extra=["--topology-levels", "rack,switch"])
+        b.env["BERTH_SERVER"] = server.url
+        for name, rack in (("z-1", "r2"), ("a-1", "r1"), ("a-2", "r2"), ("m-1", None)):
+            labels = ["--label", f"rack={rack}", "--label", "switch=s1"] if rack else []
+            b.start_agent(server.url, name=name, gpus="V100:1", extra=["--cpus", "2", "--memory", "2", *labels])
+        b.wait_nodes_up(["z-1", "a-1", "a-2", "m-1"])
+        browser = Browser(self.path("chromium-profile"))
+        self.addCleanup(browser.close)
+        browser.navigate(b.json("dashboard", "--json")["url"])
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        drawn = browser.evaluate("""[...document.querySelectorAll('section.domain')].map(s => ({
+            domain: s.dataset.domain, title: s.querySelector('h2').textContent,
+            nodes: [...s.querySelectorAll('.node')].map(n => n.dataset.node)}))""")
+        self.assertEqual(drawn, [
+            {"domain": "r1", "title": "rack r1 (1)", "nodes": ["a-1"]},
+            {"domain": "r2", "title": "rack r2 (2)", "nodes": ["a-2", "z-1"]},
+            {"domain": "", "title": "no rack label (1): outside every rack", "nodes": ["m-1"]}])
+        browser.screenshot(os.path.join(SHOTS, "nodes-topology.png"))
+
+
 if __name__ == "__main__":
     unittest.main()
