@@ -513,22 +513,27 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
     return topology_.Choose(
         out, count, job, [&](NodeIdx i) { return state_.Order(i, need); }, topology_why);
   }
+  // With topology levels, a one-node job packs into a partly used domain of the coarsest level
+  // where one of its tightest fits is (Topology::Pack), keeping whole blocks free for gangs.
+  const bool pack = topology_.levels() > 0 && count == 1;
+  const size_t keep = pack ? Topology::kPackAmong : count;
   if (++searches_ > tuning_.index_after_searches) {
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
                 [&](NodeIdx i) {
                   if (fits(i)) out.push_back(i);
-                  return out.size() < count;
+                  return out.size() < keep;
                 });
+    if (pack && out.size() > 1) return {topology_.Pack(out)};
     return out;
   }
-  // A scan of every node, keeping the `count` tightest fits in a max-heap.
+  // A scan of every node, keeping the `keep` tightest fits in a max-heap.
   std::vector<FitOrder> best;
-  best.reserve(count + 1);
+  best.reserve(keep + 1);
   for (NodeIdx i = 0; i < state_.size(); ++i) {
     if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
     const FitOrder order = state_.Order(i, need);
-    if (best.size() == count) {
+    if (best.size() == keep) {
       if (!(order < best.front())) continue;
       std::pop_heap(best.begin(), best.end());
       best.pop_back();
@@ -538,6 +543,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   }
   std::sort_heap(best.begin(), best.end());
   for (const FitOrder& o : best) out.push_back(o.node);
+  if (pack && out.size() > 1) return {topology_.Pack(out)};
   return out;
 }
 
@@ -593,6 +599,7 @@ void Pass::TakeOn(NodeIdx i, const Need& need, const std::vector<GpuGrant>& gpus
   index_.Remove(i);
   state_.Take(i, need, gpus);
   index_.Insert(i);
+  topology_.Took(i);
   Touch(i);
 }
 

@@ -204,6 +204,37 @@ std::vector<NodeIdx> Topology::Choose(const std::vector<NodeIdx>& fitting, size_
   return nodes;
 }
 
+NodeIdx Topology::Pack(const std::vector<NodeIdx>& best_first) const {
+  if (!built_) Build();
+  if (!packing_) {
+    packing_ = true;
+    const size_t n = state_.size();
+    busy_node_.assign(n, 0);
+    busy_.assign(values_[0].size(), 0);
+    for (NodeIdx i = 0; i < n; ++i) {
+      const NodeView& v = state_.view(i);
+      MilliGpu all = 0;
+      for (const Device& d : v.gpus) all += kMilliPerGpu;
+      const bool idle = state_.cpus_free(i) >= v.cpus_total &&
+                        state_.memory_free(i) >= v.memory_total && state_.free_all(i) >= all;
+      if (idle) continue;
+      busy_node_[i] = 1;
+      if (domain_[0][i] >= 0) ++busy_[static_cast<size_t>(domain_[0][i])];
+    }
+  }
+  for (NodeIdx i : best_first) {
+    const int dom = domain_[0][i];
+    if (dom < 0 || busy_[static_cast<size_t>(dom)] > 0) return i;
+  }
+  return best_first.front();
+}
+
+void Topology::Took(NodeIdx i) {
+  if (!packing_ || busy_node_[i]) return;
+  busy_node_[i] = 1;
+  if (domain_[0][i] >= 0) ++busy_[static_cast<size_t>(domain_[0][i])];
+}
+
 void Topology::RankOrder(std::vector<NodeIdx>& nodes) const {
   if (levels_.empty()) return;
   std::stable_sort(nodes.begin(), nodes.end(), [&](NodeIdx a, NodeIdx b) {

@@ -57,6 +57,14 @@ class Topology {
   // Puts `nodes` in rank order: by domain at each level, coarse to fine, then by name.
   void RankOrder(std::vector<NodeIdx>& nodes) const;
 
+  // Packing: a one-node job is placed on the first of its kPackAmong tightest fits (`best_first`)
+  // that lies in a domain of the coarsest level already partly used (or in none), so that wholly
+  // free domains stay whole for the gangs that need one; on the tightest fit when all of them lie in
+  // wholly free domains. Took() tells it a node now holds something.
+  static constexpr size_t kPackAmong = 16;
+  NodeIdx Pack(const std::vector<NodeIdx>& best_first) const;
+  void Took(NodeIdx i);
+
  private:
   void Build() const;
 
@@ -66,6 +74,11 @@ class Topology {
   mutable std::vector<std::vector<int>> domain_;          // [level][node]
   mutable std::vector<std::vector<std::string>> values_;  // [level][domain]
   mutable std::vector<int> counts_;  // Choose()'s scratch: per domain, zero between calls
+  // Packing (built on first use): per node whether it holds anything, per domain of the coarsest
+  // level how many of its nodes do.
+  mutable bool packing_ = false;
+  mutable std::vector<uint8_t> busy_node_;
+  mutable std::vector<int> busy_;
 };
 
 }  // namespace berth::sched::internal
