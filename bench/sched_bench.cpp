@@ -451,6 +451,25 @@ BENCHMARK(BM_Slices_OneDevicePlacements)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_WholeGpus_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Slices_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The control for the sliced nothing-fits pass: whole GPUs only, but four types as the sliced
+// cluster has (GPUs 4-7 of each node typed "<type>-b"), and the sliced queue's mix of types. What
+// costs the same here as sliced is the number of types (and failing shapes), not slices.
+void BM_WholeFourTypes_FullNothingFits(benchmark::State& state) {
+  Snapshot s = SlicedNodes(false, true);
+  for (NodeView& n : s.nodes) {
+    for (size_t d = kGpusPerNode - kSlicedGpus; d < n.gpus.size(); ++d) n.gpus[d].type += "-1g.10gx";
+  }
+  s.now = kNow;
+  s.pending = OneDeviceQueue(true);
+  for (JobRequest& j : s.pending) {
+    if (const size_t dash = j.per_node.gpu_type.find('-'); dash != std::string::npos) {
+      j.per_node.gpu_type = j.per_node.gpu_type.substr(0, dash) + "-1g.10gx";
+    }
+  }
+  PlacementPasses(state, s);
+}
+BENCHMARK(BM_WholeFourTypes_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // ---- Topology levels (issue 65) ----
 //
 // The 10,000 nodes in three levels: block (1,000 nodes each), rack (16) and switch (4), labelled
@@ -806,6 +825,8 @@ class RatioReporter : public benchmark::BenchmarkReporter {
         {"BM_FairShare_OneJobIntoBusyCluster", "BM_OneJobIntoBusyCluster", 0, false},
         {"BM_Slices_OneDevicePlacements", "BM_WholeGpus_OneDevicePlacements", 1.3, true},
         {"BM_Slices_FullNothingFits", "BM_WholeGpus_FullNothingFits", 1.3, false},
+        {"BM_WholeFourTypes_FullNothingFits", "BM_WholeGpus_FullNothingFits", 0, false},
+        {"BM_Slices_FullNothingFits", "BM_WholeFourTypes_FullNothingFits", 1.3, false},
         {"BM_TopologyGangs_Empty", "BM_PlainGangs_Empty", 1.5, false},
         {"BM_TopologyGangs_Busy", "BM_PlainGangs_Busy", 1.5, false},
     };
