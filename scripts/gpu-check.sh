@@ -15,7 +15,9 @@
 #      lists, by UUID, and a job on a slice gets that slice's UUID and opens its own capability files
 #      under /dev/nvidia-caps and no other's;
 #   7. where nvidia-cuda-mps-control is on PATH: a half-GPU job runs under an MPS daemon the agent
-#      started, with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 and a memory limit.
+#      started, with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 and a memory limit;
+#   8. topology (docs/topology.md): the NUMA node the agent reports for each GPU is the one
+#      `nvidia-smi topo -m` names, and GPUs it puts in one NVLink island are joined by NV# there.
 # Read-only: it never changes a GPU's mode or MIG layout (the agent runs without --mig-reconfigure).
 # Checks 1-4 need a GPU not in MIG mode; they are skipped, saying so, where there is none.
 # Prints one line per check and exits non-zero when one fails.
@@ -132,6 +134,43 @@ if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -n "$type" ]; then
   out=$(run_on "$type:0.5" 'echo "pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE mem=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT pipe=$CUDA_MPS_PIPE_DIRECTORY"; ls "$CUDA_MPS_PIPE_DIRECTORY" | head -3')
   if echo "$out" | grep -q '^pct=50 mem=0=[0-9]*M pipe=/'; then ok "MPS: a half-GPU job runs under its device's daemon: $(echo "$out" | head -1)"
   else bad "MPS: a half-GPU job: $out"; fi
+fi
+topo=$(nvidia-smi topo -m 2>/dev/null)
+if [ -n "$topo" ]; then
+  verdict=$(echo "$node" | TOPO="$topo" /usr/bin/python3 -c '
+import json, os, sys
+rows = [l.split("\t") for l in os.environ["TOPO"].splitlines() if l.startswith("GPU")]
+head = [c.strip() for c in os.environ["TOPO"].splitlines()[0].split("\t")]
+numa_col = head.index("NUMA Affinity") if "NUMA Affinity" in head else -1
+devices = [d for d in json.load(sys.stdin)[0]["devices"] if "gpu" not in d]
+bad = []
+for d in devices:
+    row = next((r for r in rows if r[0].strip() == "GPU%d" % d["index"]), None)
+    if row is None:
+        continue
+    want = row[numa_col].strip() if numa_col >= 0 else ""
+    if want.isdigit() and d.get("numa") != int(want):
+        bad.append("GPU%d numa %s, nvidia-smi %s" % (d["index"], d.get("numa"), want))
+islands = {}
+for d in devices:
+    if d.get("nvlink"):
+        islands.setdefault(d["nvlink"], []).append(d["index"])
+def nv(a, b):
+    row = next(r for r in rows if r[0].strip() == "GPU%d" % a)
+    return row[head.index("GPU%d" % b)].strip().startswith("NV")
+for island, members in islands.items():
+    seen, todo = {members[0]}, [members[0]]
+    while todo:
+        a = todo.pop()
+        for b in members:
+            if b not in seen and nv(a, b):
+                seen.add(b)
+                todo.append(b)
+    if seen != set(members):
+        bad.append("island %s %s is not joined by NVLink in nvidia-smi topo -m" % (island, members))
+print("; ".join(bad) if bad else "ok " + ",".join("GPU%d:nvlink=%s,numa=%s" % (d["index"], d.get("nvlink", 0), d.get("numa")) for d in devices))')
+  if [ "${verdict%% *}" = ok ]; then ok "topology: ${verdict#ok }"
+  else bad "topology: $verdict"; fi
 fi
 health=$("$berth" nodes gpu-check --json | /usr/bin/python3 -c '
 import json, sys
