@@ -29,6 +29,17 @@ while [ ! -e "$DIR/release-$BERTH_JOB_ID" ]; do sleep 0.05; done
 
 @unittest.skipUnless(find_chromium(), "no chromium on PATH: `scripts/install-deps.sh --for-tests` installs "
                                       "Debian's (the dashboard's browser tests need it)")
+def nodes_page(test):
+    """A headless Chromium on the Nodes page of the dashboard of test.b's server (closed at cleanup)."""
+    browser = Browser(test.path("chromium-profile"))
+    test.addCleanup(browser.close)
+    browser.navigate(test.b.json("dashboard", "--json")["url"])
+    browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+    browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
+    browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+    return browser
+
+
 class DashboardBrowserTest(BerthTestCase):
 
     def setUp(self):
@@ -195,12 +206,7 @@ class DashboardHealthBrowserTest(BerthTestCase):
                           extra=["--health-interval", "200ms", "--health-dir", self.path(f"health-{name}")])
         b.wait_until(lambda: {n["name"]: n["health"]["state"] for n in b.nodes()} == {"bad": "drained", "sick": "degraded"},
                      message="one node drained, one GPU fenced")
-        browser = Browser(self.path("chromium-profile"))
-        self.addCleanup(browser.close)
-        browser.navigate(b.json("dashboard", "--json")["url"])
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
-        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        browser = nodes_page(self)
         drawn = browser.evaluate("""[...document.querySelectorAll('.node')].map(n => ({
             node: n.dataset.node, state: n.querySelector('.state').innerText,
             reason: (n.querySelector('.health-reason') || {}).innerText || '',
@@ -229,12 +235,7 @@ class DashboardMigBrowserTest(BerthTestCase):
         b.wait_nodes_up(["mig"])
         job = b.submit("--gpus", "A100-3g.40gb:1", "--", "sleep 300")
         b.wait_status(job, "RUNNING", timeout=60)
-        browser = Browser(self.path("chromium-profile"))
-        self.addCleanup(browser.close)
-        browser.navigate(b.json("dashboard", "--json")["url"])
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
-        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        browser = nodes_page(self)
         drawn = browser.evaluate("""(() => { const n = document.querySelector('.node');
             return {whole: [...n.querySelectorAll('.gpus > .gpu')].map(c => Number(c.dataset.index)),
                     frames: [...n.querySelectorAll('.gpus > .mig')].map(f => ({gpu: Number(f.dataset.gpu),
@@ -262,12 +263,7 @@ class DashboardTopologyBrowserTest(BerthTestCase):
             labels = ["--label", f"rack={rack}", "--label", "switch=s1"] if rack else []
             b.start_agent(server.url, name=name, gpus="V100:1", extra=["--cpus", "2", "--memory", "2", *labels])
         b.wait_nodes_up(["z-1", "a-1", "a-2", "m-1"])
-        browser = Browser(self.path("chromium-profile"))
-        self.addCleanup(browser.close)
-        browser.navigate(b.json("dashboard", "--json")["url"])
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
-        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/nodes'")
-        browser.wait_for("(document.body.dataset.rendered || '').startsWith('nodes:')", message="the nodes page")
+        browser = nodes_page(self)
         drawn = browser.evaluate("""[...document.querySelectorAll('section.domain')].map(s => ({
             domain: s.dataset.domain, title: s.querySelector('h2').textContent,
             nodes: [...s.querySelectorAll('.node')].map(n => n.dataset.node)}))""")
