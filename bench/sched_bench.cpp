@@ -457,7 +457,8 @@ BENCHMARK(BM_Slices_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime
 void BM_WholeFourTypes_FullNothingFits(benchmark::State& state) {
   Snapshot s = SlicedNodes(false, true);
   for (NodeView& n : s.nodes) {
-    for (size_t d = kGpusPerNode - kSlicedGpus; d < n.gpus.size(); ++d) n.gpus[d].type += "-1g.10gx";
+    for (size_t d = kGpusPerNode - kSlicedGpus; d < n.gpus.size(); ++d)
+      n.gpus[d].type += "-1g.10gx";
   }
   s.now = kNow;
   s.pending = OneDeviceQueue(true);

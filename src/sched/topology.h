@@ -59,8 +59,8 @@ class Topology {
 
   // Packing: a one-node job is placed on the first of its kPackAmong tightest fits (`best_first`)
   // that lies in a domain of the coarsest level already partly used (or in none), so that wholly
-  // free domains stay whole for the gangs that need one; on the tightest fit when all of them lie in
-  // wholly free domains. Took() tells it a node now holds something.
+  // free domains stay whole for the gangs that need one; on the tightest fit when all of them lie
+  // in wholly free domains. Took() tells it a node now holds something.
   static constexpr size_t kPackAmong = 16;
   NodeIdx Pack(const std::vector<NodeIdx>& best_first) const;
   void Took(NodeIdx i);
