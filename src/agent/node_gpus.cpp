@@ -178,7 +178,9 @@ Result<GpuTopology> LoadTopology(const std::string& file, bool discovered,
   Result<GpuTopology> topology = ParseTopoMatrix(ReadFileOr(file));
   if (!topology.ok())
     return Status::Invalid("--gpu-topology " + file + ": " + topology.status().message());
-  for (const auto& [gpu, links] : *topology) {
+  for (const auto& entry : *topology) {
+    const int gpu =
+        entry.first;  // (a structured binding cannot be captured before C++20's clang 16)
     if (std::none_of(gpus.begin(), gpus.end(),
                      [&](const GpuDevice& d) { return d.index == gpu; })) {
       return Status::Invalid("--gpu-topology " + file + ": lists GPU" + std::to_string(gpu) +
