@@ -141,6 +141,17 @@ DeviceFree* DeviceAt(std::span<DeviceFree> devices, int index) {
 
 }  // namespace
 
+const std::string* LabelOf(const NodeView& node, std::string_view key) {
+  if (node.labels.size() > 8) {
+    auto it = node.labels.find(std::string(key));
+    return it == node.labels.end() ? nullptr : &it->second;
+  }
+  for (const auto& [k, v] : node.labels) {
+    if (SameText(k, key)) return &v;
+  }
+  return nullptr;
+}
+
 void Scratch::Release(const ResourceRequest& per_node, const NodeGrant& grant) {
   cpus += per_node.cpus;
   memory += per_node.memory;

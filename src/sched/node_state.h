@@ -28,6 +28,10 @@ using NodeIdx = uint32_t;
 inline constexpr NodeIdx kNoNode = std::numeric_limits<NodeIdx>::max();
 inline constexpr int kNoType = -1;
 
+// The value of label `key` on `node`, or nullptr. Nodes carry a few labels: a walk is quicker than
+// the map's search, which calls memcmp for every comparison.
+const std::string* LabelOf(const NodeView& node, std::string_view key);
+
 // One device's free share, with its place in the node's GPU topology (Device's link groups, 0 =
 // none known). Packed into 16 bytes: a pass copies one per device of the cluster.
 struct DeviceFree {

@@ -65,19 +65,6 @@ struct ShapeEq {
   }
 };
 
-// The value of label `key` on `node`, or nullptr. Nodes carry a few labels: a walk is quicker than
-// the map's search, which calls memcmp for every comparison.
-const std::string* LabelOf(const NodeView& node, std::string_view key) {
-  if (node.labels.size() > 8) {
-    auto it = node.labels.find(std::string(key));
-    return it == node.labels.end() ? nullptr : &it->second;
-  }
-  for (const auto& [k, v] : node.labels) {
-    if (SameText(k, key)) return &v;
-  }
-  return nullptr;
-}
-
 // Priority high first, then id (then position, for duplicate ids). The server lists the queue by
 // id and uses a narrow range of priorities, so a stable counting sort by priority usually does.
 std::vector<QueueEntry> InQueueOrder(std::vector<QueueEntry> entries) {

@@ -12,18 +12,6 @@
 namespace berth::sched::internal {
 namespace {
 
-// A node's label `key`, or nullptr. Nodes carry a few labels: a walk beats the map's search.
-const std::string* LabelOf(const NodeView& node, const std::string& key) {
-  if (node.labels.size() > 8) {
-    auto it = node.labels.find(key);
-    return it == node.labels.end() ? nullptr : &it->second;
-  }
-  for (const auto& [k, v] : node.labels) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
 // A domain's sort key where -1 (outside every domain) comes last.
 int Last(int domain) { return domain < 0 ? std::numeric_limits<int>::max() : domain; }
 
@@ -213,10 +201,9 @@ NodeIdx Topology::Pack(const std::vector<NodeIdx>& best_first) const {
     busy_.assign(values_[0].size(), 0);
     for (NodeIdx i = 0; i < n; ++i) {
       const NodeView& v = state_.view(i);
-      MilliGpu all = 0;
-      for (const Device& d : v.gpus) all += kMilliPerGpu;
       const bool idle = state_.cpus_free(i) >= v.cpus_total &&
-                        state_.memory_free(i) >= v.memory_total && state_.free_all(i) >= all;
+                        state_.memory_free(i) >= v.memory_total &&
+                        state_.free_all(i) >= static_cast<MilliGpu>(v.gpus.size()) * kMilliPerGpu;
       if (idle) continue;
       busy_node_[i] = 1;
       if (domain_[0][i] >= 0) ++busy_[static_cast<size_t>(domain_[0][i])];
