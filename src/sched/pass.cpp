@@ -127,7 +127,8 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
       shares_(snapshot, config),
       state_(snapshot.nodes),
       index_(state_),
-      topology_(state_, config.topology_levels) {
+      topology_(state_, config.topology_levels),
+      kept_(topology_, state_.size()) {
   closed_.assign(state_.size(), 0);
   version_.assign(state_.size(), 0);
   for (size_t t = 0; t < shares_.team_count(); ++t) {
@@ -490,6 +491,14 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   // the index finds them without visiting the nodes short of GPUs.
   if (topology_.Applies(job)) {
     ++searches_;
+    auto order = [&](NodeIdx i) { return state_.Order(i, need); };
+    // Counts kept across the pass serve every job whose fit is its Need's alone.
+    if (tuning_.keep_topology_counts && pool == -1 && !job.narrowed() && reserved_.empty()) {
+      return kept_.Choose(
+          KeptCandidates::KeyOf(need, std::max(topology_.PreferredOf(job), job.topology.required)),
+          [&](NodeIdx i) { return InIndex(i) && state_.Fits(i, need); }, touched_, closings_, count,
+          job, order, topology_why);
+    }
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
                 [&](NodeIdx i) {
@@ -497,8 +506,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
                   return true;
                 });
     if (out.size() < count) return out;
-    return topology_.Choose(
-        out, count, job, [&](NodeIdx i) { return state_.Order(i, need); }, topology_why);
+    return topology_.Choose(out, count, job, order, topology_why);
   }
   // With topology levels, a one-node job packs into a partly used domain of the coarsest level
   // where one of its tightest fits is (Topology::Pack), keeping whole blocks free for gangs.

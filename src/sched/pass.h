@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "sched/fair_share.h"
+#include "sched/kept_candidates.h"
 #include "sched/node_index.h"
 #include "sched/node_state.h"
 #include "sched/scheduler.h"
@@ -47,6 +48,9 @@ struct Tuning {
   bool reuse_preemption_queues = true;
   // Queue entries start as cheap lower bounds of their cost (else: exact, every node evaluated).
   bool bound_preemption_queues = true;
+  // Topology-aware gangs read candidate counts kept across the pass (sched/kept_candidates.h; else:
+  // every node that fits is found and counted for each gang).
+  bool keep_topology_counts = true;
 };
 
 PassResult Schedule(const Snapshot& snapshot, const Config& config, const Tuning& tuning);
@@ -260,6 +264,7 @@ class Pass {
   NodeState state_;
   NodeIndex index_;
   Topology topology_;            // the cluster's topology levels (Config::topology_levels)
+  KeptCandidates kept_;          // for topology-aware gangs: what fits, per domain
   std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
   uint64_t closings_ = 0;        // nodes closed so far
   struct Eligible {

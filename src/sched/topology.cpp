@@ -61,6 +61,11 @@ int Topology::DomainOf(int level, NodeIdx i) const {
   return domain_[static_cast<size_t>(level)][i];
 }
 
+int Topology::domains(int level) const {
+  if (!built_) Build();
+  return static_cast<int>(values_[static_cast<size_t>(level)].size());
+}
+
 const std::string& Topology::ValueOf(int level, int domain) const {
   if (!built_) Build();
   return values_[static_cast<size_t>(level)][static_cast<size_t>(domain)];
@@ -83,19 +88,24 @@ std::vector<NodeIdx> Topology::Choose(const std::vector<NodeIdx>& fitting, size_
   std::vector<int> used;       // the domains with a candidate
   std::vector<NodeIdx> first;  // a candidate of each (for its required domain)
   std::vector<NodeIdx> alone;
-  for (NodeIdx i : fitting) {
-    if (required >= 0 && DomainOf(required, i) < 0) continue;
-    int p = pref_of[i];
-    if (p < 0) {
-      p = real + static_cast<int>(alone.size());
-      alone.push_back(i);
-    }
+  auto tally = [&](int p, NodeIdx i) {
     if (static_cast<size_t>(p) >= counts.size()) counts.resize(static_cast<size_t>(p) + 1, 0);
     if (counts[static_cast<size_t>(p)]++ == 0) {
       used.push_back(p);
       first.push_back(i);
     }
+  };
+  for (NodeIdx i : fitting) {
+    if (required >= 0 && DomainOf(required, i) < 0) continue;
+    if (pref_of[i] < 0) {
+      alone.push_back(i);
+    } else {
+      tally(pref_of[i], i);
+    }
   }
+  // Alone nodes numbered in node order (as KeptCandidates numbers them), not the order found.
+  std::sort(alone.begin(), alone.end());
+  for (size_t k = 0; k < alone.size(); ++k) tally(real + static_cast<int>(k), alone[k]);
   // By required domain, then most candidates first, then by value: one 64-bit key each (required
   // domain, then 2^21 - count, then preferred domain, 21 bits apiece), sorted as integers.
   constexpr uint64_t kBits = 21;

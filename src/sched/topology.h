@@ -46,6 +46,7 @@ class Topology {
   // Node i's domain at `level` (numbered in value order), or -1 outside every domain of it.
   int DomainOf(int level, NodeIdx i) const;
   const std::string& ValueOf(int level, int domain) const;  // its value at that level
+  int domains(int level) const;                             // how many domains `level` has
 
   // `count` nodes of `fitting` (the nodes that fit the job now) placed by the rules above, in rank
   // order; `order` says how tightly a node fits (best fit within a domain). Empty when no domain

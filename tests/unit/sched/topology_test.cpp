@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "sched/pass.h"
 #include "sched/scheduler.h"
 #include "sched_testing.h"
 
@@ -180,6 +181,61 @@ TEST(TopologyTest, APreferredLevelIsMetWheneverOneDomainHoldsTheGang) {
     ++one_switch;
   }
   EXPECT_GT(one_switch, 50);
+}
+
+// Topology-aware gangs read candidate counts kept across a pass (sched/kept_candidates.h) rather
+// than finding every node that fits per gang: random clusters (racks and switches, some nodes
+// without one or both, draining nodes, partly used GPUs) with gangs of every topology request,
+// one-node jobs, exclusive jobs (closing domains mid-pass), preemption and reservations decide the
+// same, reasons included, both ways.
+TEST(TopologyTest, KeptCountsDecideLikeRecounting) {
+  std::mt19937 rng(31);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  internal::Tuning recount;
+  recount.keep_topology_counts = false;
+  int gangs_placed = 0;
+  for (int round = 0; round < 200; ++round) {
+    Snapshot s;
+    const int nodes = pick(4, 30);
+    for (int n = 0; n < nodes; ++n) {
+      s.nodes.push_back(RandomNode(rng, n));
+      s.nodes.back().labels["rack"] = "r" + std::to_string(pick(0, 3));
+      if (pick(0, 9) == 0) s.nodes.back().labels.erase("rack");
+      for (Device& d : s.nodes.back().gpus) d.free = pick(0, 3) ? kMilliPerGpu : 0;
+    }
+    Config config = Levels();
+    config.preemption = pick(0, 1) == 1;
+    config.starvation_bound = pick(0, 1) ? 0 : 600'000;
+    JobId next = 1;
+    for (int step = 0; step < 4; ++step) {
+      s.now += 60'000;
+      for (int j = pick(0, 14); j > 0; --j) {
+        JobRequest job = MakeJob(next++, "V100:" + std::to_string(pick(1, 4)), pick(0, 3));
+        job.num_nodes = pick(0, 3) == 0 ? 1 : pick(2, 6);
+        job.topology.required = pick(-1, 1);
+        job.topology.preferred = pick(-1, 1);
+        if (job.topology.preferred >= 0 && job.topology.preferred < job.topology.required) {
+          job.topology.preferred = -1;
+        }
+        if (pick(0, 9) == 0) job.exclusive = "rack";
+        if (job.exclusive.empty() && pick(0, 9) == 0) job.node_selector["switch"] = "s0";
+        if (pick(0, 3) == 0) job.time_limit = pick(1, 10) * 60'000;
+        job.submitted_at = s.now - pick(0, 1) * 3'600'000;
+        s.pending.push_back(job);
+      }
+      PassResult kept = internal::Schedule(s, config, internal::Tuning{});
+      PassResult recounted = internal::Schedule(s, config, recount);
+      ASSERT_EQ(testing::FormatDecisions(kept), testing::FormatDecisions(recounted))
+          << "round " << round << " step " << step;
+      for (const PlaceDecision& d : kept.placements) gangs_placed += d.placement.size() > 1;
+      Apply(s, kept);
+      for (int f = pick(0, 4); f > 0 && !s.running.empty(); --f) {
+        Finish(s,
+               s.running[static_cast<size_t>(pick(0, static_cast<int>(s.running.size()) - 1))]->id);
+      }
+    }
+  }
+  EXPECT_GT(gangs_placed, 300);  // the rounds did place gangs
 }
 
 }  // namespace
