@@ -171,7 +171,7 @@ std::vector<NodeIdx> KeptCandidates::Choose(const Key& key,
                                             const std::vector<NodeIdx>& changed, uint64_t epoch,
                                             size_t count, const JobRequest& job,
                                             const std::function<FitOrder(NodeIdx)>& order,
-                                            std::string* why) {
+                                            Shortfall* shortfall) {
   Entry& e = EntryFor(key, fits, changed, epoch);
   if (static_cast<size_t>(e.fitting) < count) return {};  // the caller's reason
   const int required = Topology::RequiredOf(job);
@@ -204,10 +204,7 @@ std::vector<NodeIdx> KeptCandidates::Choose(const Key& key,
   }
   if (best < 0) {
     if (required < 0) return {};
-    *why = "at most " + std::to_string(most) + " fit under one now" +
-           (most_domain >= 0 ? " (" + topology_.level_name(required) + " " +
-                                   topology_.ValueOf(required, most_domain) + ")"
-                             : "");
+    topology_.Short(required, most, most_domain, shortfall);
     return {};
   }
   // Name the preferred domains taken: in value order, the first of each count wanted (whole ones

@@ -57,7 +57,7 @@ class KeptCandidates {
   std::vector<NodeIdx> Choose(const Key& key, const std::function<bool(NodeIdx)>& fits,
                               const std::vector<NodeIdx>& changed, uint64_t epoch, size_t count,
                               const JobRequest& job, const std::function<FitOrder(NodeIdx)>& order,
-                              std::string* why);
+                              Shortfall* shortfall);
 
  private:
   // One level's domains, every node in one (a node without the level's value alone in its own,

@@ -455,13 +455,15 @@ bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason
     return false;
   }
   if (!job.exclusive.empty()) return TryPlaceExclusive(job, need, reason);
-  std::string topology_why;
-  std::vector<NodeIdx> nodes =
-      BestNodes(job, need, static_cast<size_t>(job.num_nodes), &topology_why);
-  if (!topology_why.empty()) {
+  Shortfall shortfall;
+  std::vector<NodeIdx> nodes = BestNodes(job, need, static_cast<size_t>(job.num_nodes), &shortfall);
+  if (!shortfall.why.empty()) {
     *reason = "waiting for resources: needs " + CountNodes(job.num_nodes) + " under one '" +
               topology_.level_name(Topology::RequiredOf(job)) + "' with " +
-              DescribeRequest(job.per_node) + "; " + topology_why;
+              DescribeRequest(job.per_node) + "; " + shortfall.why +
+              (shortfall.domain >= 0
+                   ? WaitingReasons(*this).HeldBy(Topology::RequiredOf(job), shortfall.domain)
+                   : "");
     return false;
   }
   if (nodes.size() < static_cast<size_t>(job.num_nodes)) {
@@ -478,7 +480,7 @@ bool Pass::InScope(NodeIdx i, const JobRequest& job, int pool) const {
 }
 
 std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, size_t count,
-                                     std::string* topology_why) {
+                                     Shortfall* shortfall) {
   std::vector<NodeIdx> out;
   const int pool = PoolOf(state_, job);
   if (need.unknown_type || pool == -2) return out;
@@ -497,7 +499,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
       return kept_.Choose(
           KeptCandidates::KeyOf(need, std::max(topology_.PreferredOf(job), job.topology.required)),
           [&](NodeIdx i) { return InIndex(i) && state_.Fits(i, need); }, touched_, closings_, count,
-          job, order, topology_why);
+          job, order, shortfall);
     }
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
@@ -506,7 +508,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
                   return true;
                 });
     if (out.size() < count) return out;
-    return topology_.Choose(out, count, job, order, topology_why);
+    return topology_.Choose(out, count, job, order, shortfall);
   }
   // With topology levels, a one-node job packs into a partly used domain of the coarsest level
   // where one of its tightest fits is (Topology::Pack), keeping whole blocks free for gangs.

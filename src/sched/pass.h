@@ -154,9 +154,9 @@ class Pass {
   bool TryPlace(const JobRequest& job, const Need& need, std::string* reason);
   bool TryPlaceExclusive(const JobRequest& job, const Need& need, std::string* reason);
   // The `count` best nodes for `job` (fewer when fewer fit); for a gang placed by the topology,
-  // its choice (sched/topology.h) in rank order, or none with *topology_why saying why.
+  // its choice (sched/topology.h) in rank order, or none with *shortfall saying why.
   std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count,
-                                 std::string* topology_why);
+                                 Shortfall* shortfall);
   bool InIndex(NodeIdx i) const { return state_.schedulable(i) && !closed_[i]; }
   bool InScope(NodeIdx i, const JobRequest& job, int pool) const;
   // A node reserved for a starving job, which `job` may not use (reservation.cpp).

@@ -74,7 +74,7 @@ const std::string& Topology::ValueOf(int level, int domain) const {
 std::vector<NodeIdx> Topology::Choose(const std::vector<NodeIdx>& fitting, size_t count,
                                       const JobRequest& job,
                                       const std::function<FitOrder(NodeIdx)>& order,
-                                      std::string* why) const {
+                                      Shortfall* shortfall) const {
   if (!built_) Build();
   const int required = RequiredOf(job);
   const int preferred = std::max(PreferredOf(job), required);
@@ -167,10 +167,7 @@ std::vector<NodeIdx> Topology::Choose(const std::vector<NodeIdx>& fitting, size_
   if (!best) {
     for (int p : used) counts[static_cast<size_t>(p)] = 0;
     if (required < 0) return {};  // fewer candidates than nodes: the caller's reason
-    *why =
-        "at most " + std::to_string(most) + " fit under one now" +
-        (most_domain >= 0 ? " (" + level_name(required) + " " + ValueOf(required, most_domain) + ")"
-                          : "");
+    Short(required, static_cast<int>(most), most_domain, shortfall);
     return {};
   }
   // The nodes: in each preferred domain taken, its best fits (`counts` now marks a taken domain
@@ -230,6 +227,13 @@ void Topology::Took(NodeIdx i) {
   if (!packing_ || busy_node_[i]) return;
   busy_node_[i] = 1;
   if (domain_[0][i] >= 0) ++busy_[static_cast<size_t>(domain_[0][i])];
+}
+
+void Topology::Short(int required, int most, int domain, Shortfall* shortfall) const {
+  shortfall->domain = domain;
+  shortfall->why =
+      "at most " + std::to_string(most) + " fit under one now" +
+      (domain >= 0 ? " (" + level_name(required) + " " + ValueOf(required, domain) + ")" : "");
 }
 
 void Topology::RankOrder(std::vector<NodeIdx>& nodes) const {

@@ -24,6 +24,13 @@
 
 namespace berth::sched::internal {
 
+// Why no domain of a gang's required level holds it now: in words ("at most 3 fit under one now
+// (rack r2)"), and that closest domain (the first where the most fit; -1 when none has any).
+struct Shortfall {
+  std::string why;
+  int domain = -1;
+};
+
 class Topology {
  public:
   // Keeps references to both, which must outlive it.
@@ -50,11 +57,14 @@ class Topology {
 
   // `count` nodes of `fitting` (the nodes that fit the job now) placed by the rules above, in rank
   // order; `order` says how tightly a node fits (best fit within a domain). Empty when no domain
-  // of the required level holds `count` of them, with *why saying so ("at most 3 fit under one now
-  // (rack r2)"). O(fitting + d log d) for the d domains with a candidate.
+  // of the required level holds `count` of them, with *shortfall saying why. O(fitting + d log d)
+  // for the d domains with a candidate.
   std::vector<NodeIdx> Choose(const std::vector<NodeIdx>& fitting, size_t count,
                               const JobRequest& job, const std::function<FitOrder(NodeIdx)>& order,
-                              std::string* why) const;
+                              Shortfall* shortfall) const;
+  // Fills *shortfall for a gang requiring `required` when at most `most` fit under one domain of
+  // it, the first such being `domain`.
+  void Short(int required, int most, int domain, Shortfall* shortfall) const;
   // Puts `nodes` in rank order: by domain at each level, coarse to fine, then by name.
   void RankOrder(std::vector<NodeIdx>& nodes) const;
 

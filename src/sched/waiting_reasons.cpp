@@ -3,6 +3,7 @@
 #include "sched/waiting_reasons.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/quantity.h"
 #include "sched/describe.h"
@@ -213,6 +214,47 @@ std::string WaitingReasons::ReservedReason(const JobRequest& job,
   }
   return out + "only a job whose time_limit ends within " +
          FormatDuration(r.until - pass_.snapshot_.now) + " may start there";
+}
+
+std::string WaitingReasons::HeldBy(int level, int domain) const {
+  // (when it is expected back, job): by the time limits of the jobs running there; kNever last.
+  std::vector<std::pair<TimeMs, JobId>> holders;
+  auto in_domain = [&](const Placement& placement) {
+    return std::any_of(placement.begin(), placement.end(), [&](const NodeGrant& g) {
+      const NodeIdx i = pass_.state_.Find(g.node);
+      return i != kNoNode && pass_.topology_.DomainOf(level, i) == domain;
+    });
+  };
+  for (const auto& r : pass_.snapshot_.running) {
+    if (!in_domain(r->placement)) continue;
+    holders.emplace_back(r->time_limit ? r->started_at + *r->time_limit : kNever, r->id);
+  }
+  for (const PlaceDecision& d : pass_.placed_) {
+    if (in_domain(d.placement)) holders.emplace_back(kNever, d.job);
+  }
+  if (holders.empty()) return "";
+  // A job holds the domain once (an attempt stopping and one placed: the sooner back counts).
+  auto by_job = [](const auto& a, const auto& b) {
+    return std::tie(a.second, a.first) < std::tie(b.second, b.first);
+  };
+  std::sort(holders.begin(), holders.end(), by_job);
+  holders.erase(std::unique(holders.begin(), holders.end(),
+                            [](const auto& a, const auto& b) { return a.second == b.second; }),
+                holders.end());
+  std::sort(holders.begin(), holders.end());
+  std::string out = holders.size() == 1 ? ", held by job " : ", held by jobs ";
+  for (size_t k = 0; k < holders.size() && k < kHoldersNamed; ++k) {
+    out += (k == 0 ? "" : ", ") + std::to_string(holders[k].second);
+  }
+  if (holders.size() > kHoldersNamed) {
+    out += " and " + std::to_string(holders.size() - kHoldersNamed) + " more";
+  }
+  const auto& [end, first] = holders.front();
+  if (end != kNever) {
+    out += " (" + std::to_string(first) + " ends first, in " +
+           FormatDuration(std::max<TimeMs>(end - pass_.snapshot_.now, 0)) + ")";
+  }
+  return out;
 }
 
 }  // namespace berth::sched::internal

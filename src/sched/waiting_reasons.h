@@ -22,6 +22,11 @@ class WaitingReasons {
   std::string WhyNot(const JobRequest& job, const Need& need) const;
   // Why an exclusive job found no domain of `domains` it could hold whole.
   std::string ExclusiveReason(const JobRequest& job, const Need& need, Pass::Domains& d) const;
+  // What holds `domain` of topology level `level`: ", held by jobs 4, 9 (4 ends first, in 25m)",
+  // the jobs running there or placed this pass, those expected back first first (at most
+  // kHoldersNamed named); "" when nothing runs there.
+  static constexpr size_t kHoldersNamed = 5;
+  std::string HeldBy(int level, int domain) const;
 
  private:
   std::string ResourceReason(const JobRequest& job, const Need& need,

@@ -71,7 +71,7 @@ class TopologyTest(BerthTestCase):
                           timeout=30, message="the gang's reason to name the level")
         reason = self.b.show(waiting, env=self.env)["reason"]
         self.assertIn("needs 2 nodes under one 'rack' with V100:1", reason)
-        self.assertIn("at most 1 fit under one now", reason)
+        self.assertIn("at most 1 fit under one now (rack r1), held by job %s" % pair, reason)
         # It starts as soon as r1 has room again.
         self.b.run("cancel", pair, env=self.env)
         done = self.wait(waiting, "SUCCEEDED", "FAILED")
