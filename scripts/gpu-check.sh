@@ -17,7 +17,10 @@
 #   7. where nvidia-cuda-mps-control is on PATH: a half-GPU job runs under an MPS daemon the agent
 #      started, with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 and a memory limit;
 #   8. topology (docs/topology.md): the NUMA node the agent reports for each GPU is the one
-#      `nvidia-smi topo -m` names, and GPUs it puts in one NVLink island are joined by NV# there.
+#      `nvidia-smi topo -m` names, and GPUs it puts in one NVLink island are joined by NV# there;
+#   9. the NVLink domain across nodes: the node's berth.nvlink_domain label is
+#      <ClusterUUID>.<CliqueId> of `nvidia-smi -q`'s Fabric section where one is Completed, and
+#      absent where none is (every GPU without a multi-node fabric: H100/H200 HGX, PCIe cards).
 # Read-only: it never changes a GPU's mode or MIG layout (the agent runs without --mig-reconfigure).
 # Checks 1-4 need a GPU not in MIG mode; they are skipped, saying so, where there is none.
 # Prints one line per check and exits non-zero when one fails.
@@ -172,6 +175,25 @@ print("; ".join(bad) if bad else "ok " + ",".join("GPU%d:nvlink=%s,numa=%s" % (d
   if [ "${verdict%% *}" = ok ]; then ok "topology: ${verdict#ok }"
   else bad "topology: $verdict"; fi
 fi
+fabric=$(nvidia-smi -q | /usr/bin/python3 -c '
+import sys
+state = cluster = clique = None
+found = set()
+for line in sys.stdin:
+    key, _, value = line.partition(":")
+    key, value = key.strip(), value.strip()
+    if key == "State": state = value
+    if key == "CliqueId": clique = value
+    if key == "ClusterUUID":
+        cluster = value
+        if state == "Completed" and cluster.strip("0-") and cluster != "N/A" and clique.isdigit():
+            found.add(cluster + "." + clique)
+print(found.pop() if len(found) == 1 else "")')
+label=$("$berth" nodes gpu-check --json | /usr/bin/python3 -c '
+import json, sys
+print(json.load(sys.stdin).get("labels", {}).get("berth.nvlink_domain", ""))')
+if [ "$fabric" = "$label" ]; then ok "NVLink domain across nodes: '${label:-none}' (nvidia-smi -q: '${fabric:-none}')"
+else bad "NVLink domain: label '$label', nvidia-smi -q says '$fabric'"; fi
 health=$("$berth" nodes gpu-check --json | /usr/bin/python3 -c '
 import json, sys
 n = json.load(sys.stdin)

@@ -19,7 +19,9 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/discovery.h"
 #include "agent/file_mounts.h"
+#include "agent/gpu_topology.h"
 #include "agent/mig_layout.h"
 #include "agent/port_owner.h"
 #include "agent/session_pump.h"
@@ -236,6 +238,13 @@ Status Agent::Run() {
     MutexLock lock(gpus_mu_);
     gpus_ = std::make_shared<const NodeGpus>(std::move(*gpus));
     resources_.gpus = gpus_->offered();
+  }
+  // Across nodes: the NVLink domain (an NVL72 rack), a topology level's value; --label wins.
+  if (!resources_.gpus.empty() && !options_.labels.count(kNvlinkDomainLabel)) {
+    if (std::optional<std::string> domain = DiscoverNvlinkDomain()) {
+      LogInfo("GPUs in NVLink domain {} (label {})", *domain, kNvlinkDomainLabel);
+      options_.labels[kNvlinkDomainLabel] = *domain;
+    }
   }
   cgroups_ =
       options_.isolation ? DetectCgroups() : CgroupHost{.reason = "turned off (--isolation off)"};

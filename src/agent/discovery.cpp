@@ -133,6 +133,12 @@ std::optional<GpuTopology> DiscoverGpuTopology() {
   return *parsed;
 }
 
+std::optional<std::string> DiscoverNvlinkDomain() {
+  const std::optional<std::string> query = RunNvidiaSmi("-q");
+  if (!query) return std::nullopt;
+  return ParseNvlinkDomain(*query);
+}
+
 std::optional<Mib> DeclaredGpuMemory(const std::string& type) {
   // nvidia-smi's memory.total of each type's smallest model: a declared type names no model, and
   // a share of the smaller memory is never more than the job's share.

@@ -55,6 +55,9 @@ std::map<int, Mib> DiscoverGpuMemory();
 // This machine's GPU topology, from `nvidia-smi topo -m`; nullopt without nvidia-smi or when its
 // output cannot be read (the GPUs are then placed without topology).
 std::optional<GpuTopology> DiscoverGpuTopology();
+// The multi-node NVLink domain of this machine's GPUs, from `nvidia-smi -q` (ParseNvlinkDomain,
+// agent/gpu_topology.h); nullopt without nvidia-smi or such a domain.
+std::optional<std::string> DiscoverNvlinkDomain();
 // The memory of one GPU of a declared type (what nvidia-smi says of the type's smallest model:
 // "A100" 40960, "H100" 81559, "T4" 15360); none for a type not in the table.
 std::optional<Mib> DeclaredGpuMemory(const std::string& type);

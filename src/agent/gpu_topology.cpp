@@ -189,4 +189,44 @@ void ApplyGpuTopology(const GpuTopology& topology, std::vector<GpuDevice>& gpus)
   }
 }
 
+std::optional<std::string> ParseNvlinkDomain(const std::string& query_output) {
+  // One GPU's Fabric section: its lines are indented deeper than the "Fabric" line itself.
+  struct Fabric {
+    std::string state, clique, cluster;
+  };
+  std::vector<Fabric> fabrics;
+  size_t depth = std::string::npos;  // the "Fabric" line's indentation while inside one
+  for (const std::string& line : Split(query_output, '\n')) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos) continue;
+    const std::string text = Trim(line);
+    if (depth != std::string::npos && indent <= depth) depth = std::string::npos;
+    if (text == "Fabric") {
+      depth = indent;
+      fabrics.emplace_back();
+      continue;
+    }
+    if (depth == std::string::npos) continue;
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = Trim(text.substr(0, colon));
+    const std::string value = Trim(text.substr(colon + 1));
+    if (key == "State") fabrics.back().state = value;
+    if (key == "CliqueId") fabrics.back().clique = value;
+    if (key == "ClusterUUID") fabrics.back().cluster = value;
+  }
+  std::optional<std::string> domain;
+  for (const Fabric& f : fabrics) {
+    const bool zero = f.cluster.find_first_not_of("0-") == std::string::npos;
+    if (f.state != "Completed" || zero || f.cluster == "N/A" || f.clique.empty() ||
+        !std::all_of(f.clique.begin(), f.clique.end(), ::isdigit)) {
+      continue;
+    }
+    const std::string mine = f.cluster + "." + f.clique;
+    if (domain && *domain != mine) return std::nullopt;
+    domain = mine;
+  }
+  return domain;
+}
+
 }  // namespace berth

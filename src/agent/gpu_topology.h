@@ -41,4 +41,13 @@ Result<GpuTopology> ParseTopoMatrix(const std::string& text);
 // Sets each GPU's nvlink/pcie/numa from `topology` (GPUs it does not list keep theirs).
 void ApplyGpuTopology(const GpuTopology& topology, std::vector<GpuDevice>& gpus);
 
+// Across nodes: the multi-node NVLink domain this node's GPUs belong to (an NVL72 rack's NVLink
+// switch fabric), which the agent reports as node label kNvlinkDomainLabel unless --label sets it
+// (docs/topology.md). Read from `nvidia-smi -q`: each GPU's "Fabric" section, where "State" is
+// "Completed", names its "ClusterUUID" and "CliqueId"; the domain is "<ClusterUUID>.<CliqueId>"
+// (GPUs share NVLink across nodes exactly when both match). nullopt where no GPU has one (no
+// fabric: "N/A", a zero UUID, registration not completed) or where the GPUs disagree.
+inline constexpr char kNvlinkDomainLabel[] = "berth.nvlink_domain";
+std::optional<std::string> ParseNvlinkDomain(const std::string& query_output);
+
 }  // namespace berth

@@ -6,6 +6,7 @@ interleave.
   rack r1: switch s1 = t-b, t-c; switch s2 = t-a       rack r2: switch s1 = t-d
   t-e: no labels (outside every domain)
 """
+import os
 import unittest
 
 from harness import BerthTestCase
@@ -116,6 +117,67 @@ class TopologyTest(BerthTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("--topology: expected LEVEL or required=LEVEL,preferred=LEVEL", err)
         self.assertEqual(self.b.queue(env=self.env), [], "nothing refused was accepted")
+
+
+# `nvidia-smi -q` on a node of an NVL72 rack (abridged): each GPU's Fabric section names the NVLink
+# domain (ClusterUUID, CliqueId); the clique comes from the agent's environment. Anything else the
+# agent asks fails, as on a machine whose GPUs are declared (so health probes, which ask nvidia-smi
+# too, are off).
+FAKE_SMI = """#!/bin/sh
+[ "$1" = "-q" ] || exit 1
+for gpu in 0 1; do cat <<EOF
+GPU 00000008:0$gpu:00.0
+    Product Name                          : NVIDIA GB200
+    Fabric
+        State                             : Completed
+        Status                            : Success
+        CliqueId                          : $TEST_CLIQUE
+        ClusterUUID                       : 8b1f9d0c-4e5a-4f0b-9b2a-6f1c2d3e4a5b
+        Health
+            Bandwidth                     : Full
+EOF
+done
+"""
+
+
+class NvlinkDomainTest(BerthTestCase):
+    """The NVLink domain across nodes discovered from nvidia-smi as a topology level's value: n1 and
+    n2 in clique 1, n3 in clique 2, n4 in clique 2 but labelled by hand (the label wins)."""
+
+    def setUp(self):
+        super().setUp()
+        b = self.b
+        bindir = os.path.join(b.tmp, "smi-bin")
+        os.makedirs(bindir, exist_ok=True)
+        with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
+            f.write(FAKE_SMI)
+        os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
+        path = bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+        self.server = b.start_server(extra=["--topology-levels", "berth.nvlink_domain"])
+        self.env = {"BERTH_SERVER": self.server.url}
+        for name, clique, extra in [("n1", "1", []), ("n2", "1", []), ("n3", "2", []),
+                                    ("n4", "2", ["--label", "berth.nvlink_domain=by-hand"])]:
+            b.start_agent(self.server.url, name=name, gpus="GB200:2",
+                          extra=["--cpus", "2", "--memory", "2", "--health", "off", *extra],
+                          env={"PATH": path, "TEST_CLIQUE": clique})
+        b.wait_nodes_up(["n1", "n2", "n3", "n4"], env=self.env)
+
+    def test_gangs_keep_to_one_discovered_nvlink_domain(self):
+        domain = "8b1f9d0c-4e5a-4f0b-9b2a-6f1c2d3e4a5b."
+        labels = {n["name"]: n["labels"].get("berth.nvlink_domain")
+                  for n in self.b.nodes(env=self.env)}
+        self.assertEqual(labels, {"n1": domain + "1", "n2": domain + "1", "n3": domain + "2",
+                                  "n4": "by-hand"})
+        job = self.b.submit("--num-nodes", "2", "--gpus", "GB200:2", "--topology",
+                            "berth.nvlink_domain", "--", "true", env=self.env)
+        done = self.b.wait_status(job, "SUCCEEDED", "FAILED", timeout=60, env=self.env)
+        self.assertEqual(done["status"], "SUCCEEDED", done["reason"])
+        self.assertEqual(sorted(p["node"] for p in done["placement"]), ["n1", "n2"])
+        rc, _, err = self.b.run("exec", "-d", "--num-nodes", "3", "--gpus", "GB200:1", "--topology",
+                                "berth.nvlink_domain", "--", "true", check=False, env=self.env)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no 'berth.nvlink_domain' has 3 nodes that fit (largest: 2 in "
+                      "berth.nvlink_domain " + domain + "1)", err)
 
 
 if __name__ == "__main__":

@@ -128,5 +128,59 @@ TEST(GpuTopology, PinnedRanksGetCpusNearTheirGpusWhileThereAreEnough) {
   EXPECT_EQ(*c, (std::vector<int>{3}));
 }
 
+// `nvidia-smi -q` as a GB200 node prints it (abridged to what matters: every GPU has a Fabric
+// section, with a nested Health section), and as an H100 node without a multi-node fabric does.
+std::string FabricQuery(const std::vector<std::pair<std::string, std::string>>& gpus,
+                        const std::string& state = "Completed") {
+  std::string out =
+      "\n==============NVSMI LOG==============\n\n"
+      "Timestamp                                 : Thu Dec  3 06:00:00 2026\n"
+      "Driver Version                            : 570.86.15\n"
+      "CUDA Version                              : 12.8\n\n"
+      "Attached GPUs                             : " +
+      std::to_string(gpus.size()) + "\n";
+  int k = 0;
+  for (const auto& [cluster, clique] : gpus) {
+    out += "GPU 00000008:0" + std::to_string(k++) +
+           ":00.0\n"
+           "    Product Name                          : NVIDIA GB200\n"
+           "    Fabric\n"
+           "        State                             : " +
+           state +
+           "\n"
+           "        Status                            : Success\n"
+           "        CliqueId                          : " +
+           clique +
+           "\n"
+           "        ClusterUUID                       : " +
+           cluster +
+           "\n"
+           "        Health\n"
+           "            Bandwidth                     : Full\n"
+           "    Processes                             : None\n";
+  }
+  return out;
+}
+
+TEST(NvlinkDomain, ClusterUuidAndCliqueOfTheGpusFabric) {
+  const std::string uuid = "8b1f9d0c-4e5a-4f0b-9b2a-6f1c2d3e4a5b";
+  EXPECT_EQ(ParseNvlinkDomain(FabricQuery({{uuid, "7"}, {uuid, "7"}, {uuid, "7"}, {uuid, "7"}})),
+            uuid + ".7");
+}
+
+TEST(NvlinkDomain, NoneWithoutACompletedFabricOrWhereGpusDisagree) {
+  const std::string uuid = "8b1f9d0c-4e5a-4f0b-9b2a-6f1c2d3e4a5b";
+  EXPECT_EQ(ParseNvlinkDomain(FabricQuery({{"N/A", "N/A"}, {"N/A", "N/A"}}, "N/A")), std::nullopt);
+  EXPECT_EQ(ParseNvlinkDomain(FabricQuery({{uuid, "7"}}, "In Progress")), std::nullopt);
+  EXPECT_EQ(ParseNvlinkDomain(FabricQuery({{"00000000-0000-0000-0000-000000000000", "0"}})),
+            std::nullopt);
+  EXPECT_EQ(ParseNvlinkDomain(FabricQuery({{uuid, "7"}, {uuid, "8"}})), std::nullopt);
+  EXPECT_EQ(ParseNvlinkDomain(""), std::nullopt);
+  // A key of the same name outside the Fabric section is not the fabric's.
+  EXPECT_EQ(ParseNvlinkDomain("GPU 0\n    State : Completed\n    ClusterUUID : " + uuid +
+                              "\n    CliqueId : 3\n"),
+            std::nullopt);
+}
+
 }  // namespace
 }  // namespace berth
