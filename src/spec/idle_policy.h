@@ -1,0 +1,50 @@
+// IdlePolicy: when a job holding GPUs that it does not use is warned and then acted on (issue 66;
+// the cluster default is `berth server --idle-policy 'below=5,warn=10m,act=30m,action=requeue'`).
+//
+// A job's GPUs are idle at a sample when each of them is below `below` % SM utilisation or has no
+// process on it (a job with no process on its GPUs at all is idle whatever they report). Once they
+// have stayed idle for `warn` the job is warned; once for `act` (measured from the start of the
+// idleness, so act > warn) the action is taken: requeue, cancel, or none (report only).
+// Interactive jobs have their own two windows (`interactive_warn`, `interactive_act`; the batch
+// ones where not given). `exempt=yes` lets a user exempt a job with a reason (`--idle-ok`).
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace berth {
+
+enum class IdleAction { kNone, kRequeue, kCancel };
+std::string_view IdleActionName(IdleAction action);  // "none", "requeue", "cancel"
+
+struct IdlePolicy {
+  int below = 5;  // SM utilisation, percent: below it a GPU counts as idle
+  DurationMs warn = 10 * 60'000;
+  DurationMs act = 30 * 60'000;
+  IdleAction action = IdleAction::kNone;
+  DurationMs interactive_warn = 10 * 60'000;
+  DurationMs interactive_act = 30 * 60'000;
+  bool exempt = true;  // a user may exempt a job, giving a reason
+
+  bool operator==(const IdlePolicy&) const = default;
+  // The form ParseIdlePolicy reads, every key written.
+  std::string Format() const;
+};
+
+// Reads "below=5,warn=10m,act=30m,action=requeue" (keys in any order, each at most once; those not
+// given keep IdlePolicy's defaults, the interactive windows the batch ones). Refused, saying why:
+// an unknown key or action, `below` outside 1-100, a window that is no duration, a warn window
+// shorter than three samples (`sample_interval` apart: fewer cannot tell idle from a pause), and
+// an act window not longer than its warn window.
+Result<IdlePolicy> ParseIdlePolicy(std::string_view text, DurationMs sample_interval);
+
+// Where a job stands after its GPUs have been idle for `idle_for` (0: they are not idle now).
+enum class IdleVerdict { kBusy, kIdle, kWarn, kAct };
+IdleVerdict JudgeIdle(const IdlePolicy& policy, DurationMs idle_for, bool interactive);
+
+}  // namespace berth
