@@ -32,6 +32,7 @@
 #include "common/tree_removal.h"
 #include "net/ws_stream.h"
 #include "protocol/job_env.h"
+#include "spec/idle_policy.h"
 #include "spec/job_spec.h"
 #include "supervise/cpu_set.h"
 #include "supervise/supervisor.h"
@@ -62,6 +63,8 @@ Agent::Agent(AgentOptions options, const Clock& clock, AgentConnection& connecti
       launcher_(launcher),
       specs_(kMaxCachedSpecs, kMaxCachedSpecBytes),
       accounts_(options_.lookup_account, kAccountCacheMs, kMaxCachedAccounts),
+      // The idle threshold is the policy's default (the server's own is not sent to agents yet).
+      gpu_watch_(clock_, options_.gpu_sample_interval, IdlePolicy{}.below),
       uploads_(options_.state_dir + "/uploads", options_.upload_cache_bytes),
       spare_dirs_(options_.state_dir + "/jobs"),
       health_({options_.health, options_.state_dir, options_.name, options_.only_user,
@@ -239,6 +242,14 @@ Status Agent::Run() {
     gpus_ = std::make_shared<const NodeGpus>(std::move(*gpus));
     resources_.gpus = gpus_->offered();
   }
+  // GPU utilisation (agent/gpu_watch.h): sampled where nvidia-smi answers, declared GPUs too.
+  if (options_.gpu_sample_interval > 0 && !resources_.gpus.empty() &&
+      !FindExecutable("nvidia-smi").empty()) {
+    if (!gpu_runner_) gpu_runner_ = options_.command_runner;
+    if (!gpu_runner_) gpu_runner_ = std::make_shared<ProcessRunner>();
+    gpu_watch_.SetSampler(std::make_unique<NvidiaSmiSampler>(*gpu_runner_, clock_));
+    LogInfo("GPU utilisation sampled every {}", FormatDuration(options_.gpu_sample_interval));
+  }
   // Across nodes: the NVLink domain (an NVL72 rack), a topology level's value; --label wins.
   if (!resources_.gpus.empty() && !options_.labels.count(kNvlinkDomainLabel)) {
     if (std::optional<std::string> domain = DiscoverNvlinkDomain()) {
@@ -288,8 +299,11 @@ Status Agent::Run() {
   std::thread shipper([this] { ShipperLoop(); });
   std::thread health([this] { health_.Loop(); });
   std::thread epilogs([this] { health_.EpilogLoop(); });
+  std::thread gpu_sampler([this] { gpu_watch_.Loop(); });
   ControlLoop();
   WakeAll();
+  gpu_watch_.Stop();
+  gpu_sampler.join();
   heartbeat.join();
   launcher.join();
   upload_launcher.join();
@@ -581,7 +595,9 @@ void Agent::HeartbeatLoop() {
     }
     if (session.empty()) continue;
     int64_t sent_at = clock_.Monotonic();
-    Status st = connection_.Heartbeat({options_.name, session});
+    proto::HeartbeatRequest beat{options_.name, session};
+    beat.gpu_usage = gpu_watch_.Usage();
+    Status st = connection_.Heartbeat(beat);
     if (st.code() == Code::kUnavailable) continue;
     bool abort_watch = false;
     {
@@ -843,6 +859,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
       error = plan.status().message();
     } else {
       has_pull = !plan->pull.empty();
+      gpu_watch_.Hold(m.id(), m.gpus);  // (released with its CPU pins, when its processes are gone)
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
       if (error.empty()) prolog_failure = health_.RunProlog(*plan);
@@ -857,6 +874,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
   if (stopped_launches_.erase(key) > 0) {
     launching_.erase(key);
     cpu_pins_.Release(key);
+    gpu_watch_.Release(job.id);
     lock.Unlock();
     mps_.Release(key);  // (may quit a daemon: not under the lock)
     lock.Lock();

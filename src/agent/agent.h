@@ -31,6 +31,7 @@
 #include "agent/container.h"
 #include "agent/cpu_pins.h"
 #include "agent/discovery.h"
+#include "agent/gpu_watch.h"
 #include "agent/health_keeper.h"
 #include "agent/health_probes.h"
 #include "agent/job_account.h"
@@ -63,6 +64,9 @@ struct AgentOptions {
   // Whether the server may re-slice this node's idle GPUs in MIG mode (agent/mig_layout.h).
   bool mig_reconfigure = false;
   std::string gpu_topology;  // --gpu-topology: nvidia-smi topo -m's output; empty: ask nvidia-smi
+  // GPU utilisation sampling (agent/gpu_watch.h): every this often where nvidia-smi is on PATH;
+  // 0: never.
+  DurationMs gpu_sample_interval = 10'000;
   std::optional<MilliCpu> cpus;  // empty: what this process may use
   std::optional<Mib> memory;     // empty: MemTotal
   std::string pool;
@@ -237,10 +241,13 @@ class Agent {
   // Set by a message that needs the node registered again at once (a re-slice): the watch ends.
   std::atomic<bool> reregister_{false};
   // Its managers, each with its own lock: the CPUs pinned ranks hold (configured in Run()), the
-  // specs parsed for launches, the unix accounts looked up for them.
+  // specs parsed for launches, the unix accounts looked up for them, the GPU sampler and what it
+  // learned per rank.
   CpuPins cpu_pins_;
   ParsedSpecs specs_;
   AccountCache accounts_;
+  std::shared_ptr<CommandRunner> gpu_runner_;  // the sampler's (set in Run(), before the loop)
+  GpuWatch gpu_watch_;
   std::string node_id_;
   int lock_fd_ = -1;  // holds flock(<state_dir>/agent.lock) for the agent's lifetime
 

@@ -187,6 +187,7 @@ bool Agent::ShipOnce(bool final, const std::set<std::string>* only, bool may_hol
       if (shipped_all && e.kind == "exited") {
         it->second.exited = true;
         cpu_pins_.Release(it->first);  // every process of the rank is gone
+        gpu_watch_.Release(job.id);
         gone.push_back(it->first);
         if (e.phase != "launch" && e.phase != "prolog") ended.emplace_back(job.dir, e.exit_code);
       }

@@ -1,6 +1,6 @@
 // GpuUsageBook: what each job attempt's GPUs did, from the node's samples (agent/gpu_sampler.h):
 // mean and p95 SM utilisation, peak memory, and how long they have been idle (issue 66). One book
-// per node; a job enters when its GPUs are granted and leaves when it ends.
+// per node; a rank enters when its GPUs are granted and leaves when it ends.
 //
 // At a sample, a job's GPUs are idle when each of them is below the policy's threshold or has no
 // process on it (spec/idle_policy.h). A sample that failed, or that lacks one of its GPUs, is
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct GpuUse {
 
 class GpuUsageBook {
  public:
-  using Key = std::pair<int64_t, int>;  // (job, attempt)
+  using Key = std::tuple<int64_t, int, int>;  // (job, attempt, rank)
 
   explicit GpuUsageBook(int below) : below_(below) {}
 

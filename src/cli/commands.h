@@ -75,7 +75,8 @@ struct AgentFlags {
   std::string gpus;
   std::string mig;
   bool mig_reconfigure = false;
-  std::string gpu_topology;  // a file in nvidia-smi topo -m's format
+  std::string gpu_topology;                 // a file in nvidia-smi topo -m's format
+  std::string gpu_sample_interval = "10s";  // how often GPU utilisation is sampled; 0: never
   std::string cpus;
   std::string memory;
   std::string pool;

@@ -274,6 +274,11 @@ void AddAgentCommand(CommandContext& c) {
                     "A file holding the GPUs' interconnect matrix in `nvidia-smi topo -m`'s "
                     "format (default: ask nvidia-smi where the GPUs are discovered); jobs get "
                     "the best-connected free GPUs (docs/topology.md)");
+  agent
+      ->add_option("--gpu-sample-interval", agent_flags.gpu_sample_interval,
+                   "How often to sample the GPUs' utilisation with nvidia-smi, where it is on "
+                   "PATH, for each job's GPU use and idle time (0: never; docs/idle.md)")
+      ->capture_default_str();
   agent->add_option("--cpus", agent_flags.cpus,
                     "CPUs to offer (default: what this process may use)");
   agent->add_option("--memory", agent_flags.memory, "Memory to offer in GiB (default: MemTotal)");

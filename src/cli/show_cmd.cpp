@@ -52,6 +52,22 @@ std::string CpuText(const json::value& seconds) {
   return fmt::format("{:.1f} s", seconds.to_number<double>());
 }
 
+// `berth show`'s "gpu use" line for a running job (docs/idle.md): "mean 37% SM (p95 81%), peak
+// 40.2 GiB; idle 12m in all, idle now for 5m", or "utilisation unknown" where a node's sampling
+// failed.
+void PrintGpuUse(const json::object& use) {
+  const int64_t peak_mib = AsInt(use.at("peak_memory_mib")).value_or(0);
+  std::string text =
+      fmt::format("mean {:.0f}% SM (p95 {}%), peak {}", use.at("mean_sm").to_number<double>(),
+                  SerializeJson(use.at("p95_sm")), MemoryText(json::value(peak_mib * 1024 * 1024)));
+  const int64_t idle = AsInt(use.at("idle_seconds")).value_or(0);
+  const int64_t idle_for = AsInt(use.at("idle_for_seconds")).value_or(0);
+  if (idle > 0) text += "; idle " + FormatDuration(idle * 1000) + " in all";
+  if (idle_for > 0) text += ", idle now for " + FormatDuration(idle_for * 1000);
+  if (!use.at("known").as_bool()) text += "; utilisation unknown now (sampling failed)";
+  fmt::print("  gpu use:    {}\n", text);
+}
+
 // `berth show`'s "used" line: what the last ended attempt used against its request (like seff).
 void PrintUsed(const json::object& a, const json::object& job) {
   if (a.at("peak_memory_bytes").is_null() && a.at("cpu_seconds").is_null()) return;
@@ -307,6 +323,8 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     }
     fmt::print("  topology:   {}\n", Join(levels, "; "));
   }
+  if (const auto* use = j.if_contains("gpu_usage"); use && use->is_object())
+    PrintGpuUse(use->as_object());
   if (const auto* spec = j.if_contains("spec"); spec && spec->is_object()) {
     const json::object& s = spec->as_object();
     if (s.contains("workdir"))

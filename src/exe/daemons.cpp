@@ -354,6 +354,15 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.mig = flags.mig;
   options.mig_reconfigure = flags.mig_reconfigure;
   options.gpu_topology = flags.gpu_topology;
+  if (std::optional<DurationMs> every = ParseDuration(flags.gpu_sample_interval);
+      every && *every >= 0) {
+    options.gpu_sample_interval = *every;
+  } else if (flags.gpu_sample_interval == "0") {
+    options.gpu_sample_interval = 0;
+  } else {
+    return Status::Invalid("--gpu-sample-interval " + flags.gpu_sample_interval +
+                           ": not a duration (10s, 1m; 0: never)");
+  }
   if (!flags.cpus.empty()) {
     auto cpus = ParseMilli(flags.cpus);
     if (!cpus || *cpus <= 0)

@@ -338,8 +338,46 @@ Result<RegisterAnswer> RegisterAnswer::Decode(const json::value& body) {
 // ---------------------------------------------------------------------------------------------
 // Heartbeat
 
+json::object GpuUsage::Encode() const {
+  return json::object{{"job", id.job},      {"attempt", id.attempt},
+                      {"rank", id.rank},    {"known", known},
+                      {"samples", samples}, {"mean_sm_tenths", mean_sm_tenths},
+                      {"p95_sm", p95_sm},   {"peak_memory_mib", peak_memory_mib},
+                      {"idle_ms", idle_ms}, {"idle_for_ms", idle_for_ms}};
+}
+
+Result<GpuUsage> GpuUsage::Decode(const json::value& entry) {
+  auto obj = ObjectOf(entry, "heartbeat", "a gpu_usage entry");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "heartbeat: gpu_usage");
+  GpuUsage u;
+  u.id.job = f.Int64("job", std::nullopt);
+  u.id.attempt = f.Int("attempt", std::nullopt);
+  u.id.rank = f.Int("rank", std::nullopt);
+  u.known = f.Bool("known", false);
+  u.samples = f.Int("samples", 0);
+  u.mean_sm_tenths = f.Int("mean_sm_tenths", 0);
+  u.p95_sm = f.Int("p95_sm", 0);
+  u.peak_memory_mib = f.Int64("peak_memory_mib", 0);
+  u.idle_ms = f.Int64("idle_ms", 0);
+  u.idle_for_ms = f.Int64("idle_for_ms", 0);
+  if (!f.ok()) return f.status();
+  if (u.samples < 0 || u.mean_sm_tenths < 0 || u.mean_sm_tenths > 1000 || u.p95_sm < 0 ||
+      u.p95_sm > 100 || u.peak_memory_mib < 0 || u.idle_ms < 0 || u.idle_for_ms < 0) {
+    return Status::Invalid("heartbeat: gpu_usage: a value out of range (job " +
+                           std::to_string(u.id.job) + ")");
+  }
+  return u;
+}
+
 json::object HeartbeatRequest::Encode() const {
-  return json::object{{"node", node}, {"session", session}};
+  json::object o{{"node", node}, {"session", session}};
+  if (!gpu_usage.empty()) {
+    json::array usage;
+    for (const GpuUsage& u : gpu_usage) usage.push_back(u.Encode());
+    o["gpu_usage"] = std::move(usage);
+  }
+  return o;
 }
 
 Result<HeartbeatRequest> HeartbeatRequest::Decode(const json::value& body) {
@@ -350,6 +388,18 @@ Result<HeartbeatRequest> HeartbeatRequest::Decode(const json::value& body) {
   r.node = f.String("node", "");
   r.session = f.String("session", "");
   if (!f.ok()) return f.status();
+  if (const json::value* usage = f.Find("gpu_usage")) {
+    if (!usage->is_array()) return Status::Invalid("heartbeat: 'gpu_usage' must be an array");
+    if (usage->as_array().size() > kMaxGpuUsage) {
+      return Status::Invalid("heartbeat: 'gpu_usage' has more than " +
+                             std::to_string(kMaxGpuUsage) + " entries");
+    }
+    for (const json::value& entry : usage->as_array()) {
+      Result<GpuUsage> u = GpuUsage::Decode(entry);
+      if (!u.ok()) return u.status();
+      r.gpu_usage.push_back(std::move(*u));
+    }
+  }
   return r;
 }
 

@@ -322,9 +322,29 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line);
 // ---------------------------------------------------------------------------------------------
 // POST /v1/agent/heartbeat
 
+// What one rank's GPUs did so far (agent/gpu_usage.h; issue 66), sent with each heartbeat while it
+// runs on a node that samples its GPUs. SM percentages are in tenths, so the wire carries integers.
+struct GpuUsage {
+  AttemptRank id;
+  bool known = false;           // the last sample saw its GPUs ("utilisation unknown" if not)
+  int samples = 0;              // samples that saw its GPUs' utilisation
+  int mean_sm_tenths = 0;       // mean SM utilisation, in tenths of a percent
+  int p95_sm = 0;               // percent
+  int64_t peak_memory_mib = 0;  // the most its GPUs held at once
+  int64_t idle_ms = 0;          // idle in all so far
+  int64_t idle_for_ms = 0;      // the current idle spell (0: not idle now)
+
+  bool operator==(const GpuUsage&) const = default;
+  json::object Encode() const;
+  static Result<GpuUsage> Decode(const json::value& entry);
+};
+
 struct HeartbeatRequest {
   std::string node;
   std::string session;
+  // At most kMaxGpuUsage entries (one per rank on the node); absent when the node samples none.
+  static constexpr size_t kMaxGpuUsage = 4096;
+  std::vector<GpuUsage> gpu_usage;
 
   bool operator==(const HeartbeatRequest&) const = default;
 

@@ -125,6 +125,8 @@ net::HttpResponse AgentsApi::HandleHeartbeat(const net::HttpRequest& req, const 
   BERTH_RESPOND_IF_ERROR(SpeaksFor(by, request->node));
   auto answer = c_.core.agents().Heartbeat(request->node, request->session);
   if (!answer.ok()) return ErrorResponse(answer.status());
+  // (Only a heartbeat of the node's live session is heard: a stale agent's usage is not.)
+  c_.gpu_usage.Update(request->node, std::move(request->gpu_usage), c_.clock.Now());
   return JsonResponse(200, answer->Encode());
 }
 

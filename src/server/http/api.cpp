@@ -355,6 +355,20 @@ net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
     }
     o["topology"] = std::move(topology);
   }
+  // What its GPUs do (issue 66): null unless it runs on nodes that sample them.
+  o["gpu_usage"] = nullptr;
+  if (row.status == JobStatus::kRunning) {
+    if (auto use = c_.gpu_usage.Of(row.id, row.attempt, c_.clock.Now())) {
+      o["gpu_usage"] = json::object{{"known", use->known},
+                                    {"ranks", use->ranks},
+                                    {"samples", use->samples},
+                                    {"mean_sm", use->mean_sm},
+                                    {"p95_sm", use->p95_sm},
+                                    {"peak_memory_mib", use->peak_memory_mib},
+                                    {"idle_seconds", use->idle_ms / 1000},
+                                    {"idle_for_seconds", use->idle_for_ms / 1000}};
+    }
+  }
   // The spec holds the job's environment (often secrets): its owner's and operators' to read.
   o["spec"] = nullptr;
   // What it waits for is everyone's to see.

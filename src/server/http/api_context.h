@@ -1,8 +1,9 @@
 // ApiContext: what the HTTP handler groups (jobs_api.h, agents_api.h, admin_api.h, uploads_api.h,
 // terminals_api.h, dashboard_api.h) reach of the control plane the Server wires: its options, the
-// clock, the store, the Core, logs, uploads, accounts and identity, the agents' streams and the
-// terminal bridges, the read executor and the HTTP server (for timers). Each group holds one; the
-// Server builds it in Start, once every part exists, before any request is served.
+// clock, the store, the Core, logs, uploads, accounts and identity, the agents' streams, the
+// terminal bridges, the GPU usage the heartbeats bring, the read executor and the HTTP server (for
+// timers). Each group holds one; the Server builds it in Start, once every part exists, before any
+// request is served.
 //
 // Thread-safety: the parts are each thread-safe (their own headers say how); the context itself is
 // read-only after it is built.
@@ -22,6 +23,7 @@
 #include "net/http_server.h"
 #include "server/accounts.h"
 #include "server/core/core.h"
+#include "server/gpu_usage_table.h"
 #include "server/http/identity.h"
 #include "server/http/routes.h"
 #include "server/http/terminal_bridges.h"
@@ -47,8 +49,9 @@ struct ApiContext {
   Identity& identity;
   WatchStreams& streams;
   TerminalBridges& terminals;
-  Executor& read_exec;    // where a streamed answer's later reads run (HandleLogs)
-  net::HttpServer& http;  // its timers (RunAfter)
+  GpuUsageTable& gpu_usage;  // what running jobs' GPUs did, from the heartbeats
+  Executor& read_exec;       // where a streamed answer's later reads run (HandleLogs)
+  net::HttpServer& http;     // its timers (RunAfter)
   const std::string& tls_fingerprint;
   const std::atomic<bool>& stopping;  // the server is stopping: streams end
 };

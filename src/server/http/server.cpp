@@ -135,6 +135,7 @@ Status Server::Start() {
                                                  .identity = *identity_,
                                                  .streams = streams_,
                                                  .terminals = terminals_,
+                                                 .gpu_usage = gpu_usage_,
                                                  .read_exec = *read_exec_,
                                                  .http = *http_,
                                                  .tls_fingerprint = tls_fingerprint_,

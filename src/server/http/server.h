@@ -107,6 +107,7 @@ class Server {
   WatchStreams streams_;
   // Outlives http_, whose WebSockets it relays.
   TerminalBridges terminals_{streams_, 1024, 32, options_.interactive_connect_ms};
+  GpuUsageTable gpu_usage_;
   // The accounts, logs, uploads, the Core and the scheduler and housekeeping threads.
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<Executor> state_exec_;

@@ -1,10 +1,14 @@
-// GPU utilisation per job (issue 66): nvidia-smi's CSV read (agent/gpu_sampler.h) and the samples
-// attributed to the jobs holding the devices (agent/gpu_usage.h), with a sampler scripted per GPU.
+// GPU utilisation per job (issue 66): nvidia-smi's CSV read (agent/gpu_sampler.h), the samples
+// attributed to the jobs holding the devices (agent/gpu_usage.h) and the node's sampler loop
+// (agent/gpu_watch.h), with a sampler scripted per GPU.
 #include "agent/gpu_usage.h"
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "agent/gpu_sampler.h"
+#include "agent/gpu_watch.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_gpu_sampler.h"
 #include "fakes/fake_health.h"
@@ -95,7 +99,7 @@ class GpuUsageTest : public ::testing::Test {
 };
 
 TEST_F(GpuUsageTest, AJobAtZeroIsIdleItsBusyNeighbourIsNot) {
-  const GpuUsageBook::Key idle{1, 0}, busy{2, 0};
+  const GpuUsageBook::Key idle{1, 0, 0}, busy{2, 0, 0};
   book_.Hold(idle, {0, 1});
   book_.Hold(busy, {2});
   sampler_.Set(0, 0, {100}, 500);  // a process that holds memory and computes nothing
@@ -120,7 +124,7 @@ TEST_F(GpuUsageTest, AJobAtZeroIsIdleItsBusyNeighbourIsNot) {
 }
 
 TEST_F(GpuUsageTest, NoProcessIsIdleWhateverTheGpuReports) {
-  const GpuUsageBook::Key job{1, 0};
+  const GpuUsageBook::Key job{1, 0, 0};
   book_.Hold(job, {0});
   sampler_.Set(0, 40, {});  // another node's traffic, a display: no process of the job
   Tick(3);
@@ -128,7 +132,7 @@ TEST_F(GpuUsageTest, NoProcessIsIdleWhateverTheGpuReports) {
 }
 
 TEST_F(GpuUsageTest, WhatWasNotSeenIsNeverIdle) {
-  const GpuUsageBook::Key job{1, 0};
+  const GpuUsageBook::Key job{1, 0, 0};
   book_.Hold(job, {0, 3});
   sampler_.Set(0, 0, {});
   sampler_.Set(3, 0, {});
@@ -152,7 +156,7 @@ TEST_F(GpuUsageTest, WhatWasNotSeenIsNeverIdle) {
 }
 
 TEST_F(GpuUsageTest, AMigGpuWithAProcessIsBusyAndOutOfTheStatistics) {
-  const GpuUsageBook::Key job{1, 0};
+  const GpuUsageBook::Key job{1, 0, 0};
   book_.Hold(job, {0});
   sampler_.Set(0, std::nullopt, {55});
   Tick(3);
@@ -162,7 +166,7 @@ TEST_F(GpuUsageTest, AMigGpuWithAProcessIsBusyAndOutOfTheStatistics) {
 }
 
 TEST_F(GpuUsageTest, MeanAndP95OverTheSamples) {
-  const GpuUsageBook::Key job{1, 0};
+  const GpuUsageBook::Key job{1, 0, 0};
   book_.Hold(job, {0});
   for (int sm = 1; sm <= 20; ++sm) {
     sampler_.Set(0, sm * 5, {1});
@@ -174,6 +178,59 @@ TEST_F(GpuUsageTest, MeanAndP95OverTheSamples) {
   book_.Drop(job);
   EXPECT_EQ(book_.Of(job), nullptr);
   EXPECT_EQ(book_.size(), 0u);
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+// The node's sampler loop (agent/gpu_watch.h): ranks held get their use into the heartbeat.
+TEST(GpuWatch, HeldRanksAreSampledAndReported) {
+  testing::FakeClock clock;
+  auto sampler = std::make_unique<testing::FakeGpuSampler>(clock);
+  testing::FakeGpuSampler& script = *sampler;
+  GpuWatch watch(clock, 10'000, 5);
+  const proto::AttemptRank idle{7, 1, 0}, busy{8, 2, 1};
+  watch.Hold(idle, {0});  // no sampler yet: not held
+  EXPECT_TRUE(watch.Usage().empty());
+  watch.SampleOnce();
+  EXPECT_EQ(script.samples(), 0);
+  watch.SetSampler(std::move(sampler));
+  watch.SampleOnce();
+  EXPECT_EQ(script.samples(), 0) << "nobody to attribute to: nvidia-smi is not asked";
+  watch.Hold(idle, {0});
+  watch.Hold(busy, {1});
+  watch.Hold({9, 1, 0}, {});  // a rank without GPUs is not held
+  script.Set(0, 0, {});
+  script.Set(1, 75, {4242}, 2'048);
+  for (int k = 0; k < 4; ++k) {
+    clock.Advance(10'000);
+    watch.SampleOnce();
+  }
+  std::vector<proto::GpuUsage> usage = watch.Usage();
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].id, idle);
+  EXPECT_TRUE(usage[0].known);
+  EXPECT_EQ(usage[0].idle_for_ms, 30'000);
+  EXPECT_EQ(usage[0].idle_ms, 30'000);
+  EXPECT_EQ(usage[1].id, busy);
+  EXPECT_EQ(usage[1].mean_sm_tenths, 750);
+  EXPECT_EQ(usage[1].p95_sm, 75);
+  EXPECT_EQ(usage[1].peak_memory_mib, 2'048);
+  EXPECT_EQ(usage[1].idle_for_ms, 0);
+  watch.Release(idle);
+  ASSERT_EQ(watch.Usage().size(), 1u);
+  EXPECT_EQ(watch.Usage()[0].id, busy);
+}
+
+TEST(GpuWatch, TheLoopEndsWhenStopped) {
+  testing::FakeClock clock;
+  GpuWatch watch(clock, 60'000, 5);
+  std::thread loop([&] { watch.Loop(); });
+  watch.Stop();
+  loop.join();  // (a hang here is the failure)
 }
 
 }  // namespace

@@ -372,6 +372,30 @@ TEST(Heartbeat, RoundTrips) {
   EXPECT_EQ(bare->session, "");
 }
 
+TEST(Heartbeat, CarriesWhatEachRanksGpusDid) {
+  HeartbeatRequest r{"gpu-07", "c0ffee"};
+  r.gpu_usage.push_back({.id = {42, 1, 0},
+                         .known = true,
+                         .samples = 30,
+                         .mean_sm_tenths = 12,
+                         .p95_sm = 3,
+                         .peak_memory_mib = 40'231,
+                         .idle_ms = 290'000,
+                         .idle_for_ms = 290'000});
+  EXPECT_EQ(RoundTrip(r), r);
+  EXPECT_EQ(SerializeJson(r.Encode()),
+            R"({"node":"gpu-07","session":"c0ffee","gpu_usage":[{"job":42,"attempt":1,"rank":0,)"
+            R"("known":true,"samples":30,"mean_sm_tenths":12,"p95_sm":3,"peak_memory_mib":40231,)"
+            R"("idle_ms":290000,"idle_for_ms":290000}]})");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(Parse(R"({"gpu_usage":{}})"))),
+            "heartbeat: 'gpu_usage' must be an array");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(Parse(R"({"gpu_usage":[{"attempt":1,"rank":0}]})"))),
+            "heartbeat: gpu_usage: 'job' is missing");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(
+                Parse(R"({"gpu_usage":[{"job":1,"attempt":1,"rank":0,"p95_sm":101}]})"))),
+            "heartbeat: gpu_usage: a value out of range (job 1)");
+}
+
 // --- reports ---------------------------------------------------------------------------------
 
 TEST(Reports, EveryEventRoundTrips) {

@@ -1,0 +1,89 @@
+#include "agent/gpu_watch.h"
+
+#include <algorithm>
+
+namespace berth {
+
+GpuUsageBook::Key GpuWatch::KeyOf(const proto::AttemptRank& id) {
+  return {id.job, id.attempt, id.rank};
+}
+
+void GpuWatch::SetSampler(std::unique_ptr<GpuSampler> sampler) {
+  MutexLock lock(mu_);
+  sampler_ = std::move(sampler);
+}
+
+bool GpuWatch::sampling() const {
+  MutexLock lock(mu_);
+  return sampler_ != nullptr;
+}
+
+void GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices) {
+  MutexLock lock(mu_);
+  if (!sampler_ || devices.empty()) return;
+  book_.Hold(KeyOf(id), std::move(devices));
+  ranks_[KeyOf(id)] = id;
+}
+
+void GpuWatch::Release(const proto::AttemptRank& id) {
+  MutexLock lock(mu_);
+  book_.Drop(KeyOf(id));
+  ranks_.erase(KeyOf(id));
+}
+
+void GpuWatch::SampleOnce() {
+  std::shared_ptr<GpuSampler> sampler;
+  {
+    MutexLock lock(mu_);
+    if (ranks_.empty()) return;  // nobody to attribute to: nvidia-smi is not asked
+    sampler = sampler_;
+  }
+  if (!sampler) return;
+  Result<GpuSample> sample = sampler->Sample();  // (seconds at worst: not under the lock)
+  MutexLock lock(mu_);
+  book_.Record(sample, clock_.Now());
+}
+
+void GpuWatch::Loop() {
+  while (true) {
+    {
+      MutexLock lock(mu_);
+      const int64_t since = MonotonicMs();
+      for (int64_t now = since; !stop_ && now < since + interval_; now = MonotonicMs()) {
+        wake_.WaitFor(mu_, since + interval_ - now);
+      }
+      if (stop_) return;
+    }
+    SampleOnce();
+  }
+}
+
+void GpuWatch::Stop() {
+  MutexLock lock(mu_);
+  stop_ = true;
+  wake_.SignalAll();
+}
+
+std::vector<proto::GpuUsage> GpuWatch::Usage() const {
+  MutexLock lock(mu_);
+  std::vector<proto::GpuUsage> out;
+  const TimeMs now = clock_.Now();
+  for (const auto& [key, id] : ranks_) {
+    if (out.size() >= proto::HeartbeatRequest::kMaxGpuUsage) break;
+    const GpuUse* use = book_.Of(key);
+    if (use == nullptr) continue;
+    proto::GpuUsage u;
+    u.id = id;
+    u.known = use->known;
+    u.samples = use->samples;
+    u.mean_sm_tenths = static_cast<int>(use->MeanSm() * 10 + 0.5);
+    u.p95_sm = use->P95Sm();
+    u.peak_memory_mib = use->peak_memory_mib;
+    u.idle_ms = use->idle_ms;
+    u.idle_for_ms = std::max<DurationMs>(use->IdleFor(now), 0);
+    out.push_back(u);
+  }
+  return out;
+}
+
+}  // namespace berth

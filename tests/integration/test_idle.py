@@ -1,0 +1,88 @@
+"""GPU utilisation per job end to end (issue 66, docs/idle.md): an agent with declared GPUs samples
+them through the nvidia-smi on its PATH (a stand-in printing nvidia-smi's CSV from files the test
+writes), its heartbeats carry each rank's use, and `berth show` and the API report it."""
+import os
+import unittest
+
+from harness import BerthTestCase
+
+# Answers exactly the two questions the agent asks (docs/idle.md); anything else fails, as on a
+# machine whose GPUs are declared.
+FAKE_SMI = """#!/bin/sh
+[ -e "$SMI_DIR/broken" ] && exit 9
+case "$*" in
+  "--query-gpu=index,uuid,utilization.gpu,memory.used --format=csv,noheader,nounits")
+    cat "$SMI_DIR/gpus.csv" ;;
+  "--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits")
+    cat "$SMI_DIR/apps.csv" ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+class GpuUsageTest(BerthTestCase):
+
+    def setUp(self):
+        super().setUp()
+        b = self.b
+        self.smi = os.path.join(b.tmp, "smi")
+        bindir = os.path.join(b.tmp, "smi-bin")
+        os.makedirs(self.smi, exist_ok=True)
+        os.makedirs(bindir, exist_ok=True)
+        with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
+            f.write(FAKE_SMI)
+        os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
+        self.gpus(0, 0, apps="")
+        self.server = b.start_server()
+        self.env = {"BERTH_SERVER": self.server.url}
+        b.start_agent(self.server.url, name="g1", gpus="A100:2",
+                      extra=["--cpus", "2", "--memory", "2", "--health", "off",
+                             "--gpu-sample-interval", "1s"],
+                      env={"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+                           "SMI_DIR": self.smi})
+        b.wait_nodes_up(["g1"], env=self.env)
+
+    def gpus(self, sm0, sm1, apps):
+        with open(os.path.join(self.smi, "gpus.csv.tmp"), "w") as f:
+            f.write(f"0, GPU-aaaa, {sm0}, 1200\n1, GPU-bbbb, {sm1}, 900\n")
+        os.replace(os.path.join(self.smi, "gpus.csv.tmp"), os.path.join(self.smi, "gpus.csv"))
+        with open(os.path.join(self.smi, "apps.csv"), "w") as f:
+            f.write(apps)
+
+    def use(self, job):
+        return self.b.show(job, env=self.env).get("gpu_usage")
+
+    def test_a_running_jobs_gpu_use_and_idle_time_are_reported(self):
+        job = self.b.submit("--gpus", "A100:1", "--", "sleep 120", env=self.env)
+        self.b.wait_status(job, "RUNNING", timeout=60, env=self.env)
+        # Both GPUs at 0 % with no process: the job's GPU is idle, and the spell grows.
+        self.b.wait_until(lambda: (self.use(job) or {}).get("idle_for_seconds", 0) >= 2, timeout=30,
+                          message="the job's GPU to be reported idle")
+        use = self.use(job)
+        self.assertTrue(use["known"])
+        self.assertEqual(use["mean_sm"], 0)
+        self.assertEqual(use["peak_memory_mib"] in (1200, 900), True, use)
+        shown = self.b.run("show", job, env=self.env)[1]
+        self.assertIn("gpu use:    mean 0% SM (p95 0%)", shown)
+        self.assertIn("idle now for", shown)
+        # Work starts on both GPUs: busy, the spell is over.
+        self.gpus(80, 80, apps="GPU-aaaa, 4242, 1100\nGPU-bbbb, 4243, 800\n")
+        self.b.wait_until(lambda: self.use(job)["idle_for_seconds"] == 0 and
+                          self.use(job)["p95_sm"] == 80, timeout=30,
+                          message="the job's GPU to be reported busy")
+        self.assertGreater(self.use(job)["mean_sm"], 0)
+        # nvidia-smi breaks: utilisation unknown, never idle.
+        with open(os.path.join(self.smi, "broken"), "w"):
+            pass
+        self.gpus(0, 0, apps="")
+        self.b.wait_until(lambda: not self.use(job)["known"], timeout=30,
+                          message="the job's utilisation to be unknown")
+        self.assertEqual(self.use(job)["idle_for_seconds"], 0)
+        self.assertIn("utilisation unknown now", self.b.run("show", job, env=self.env)[1])
+        self.b.run("cancel", job, env=self.env)
+        done = self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
+        self.assertIsNone(done["gpu_usage"])
+
+
+if __name__ == "__main__":
+    unittest.main()
