@@ -102,6 +102,11 @@ void AddServerCommand(CommandContext& c) {
                    "End an interactive job that no one has attached to (nor port-forwarded) for "
                    "this long, e.g. 2h; 0: never")
       ->capture_default_str();
+  server->add_option(
+      "--idle-policy", server_flags.idle_policy,
+      "What happens to jobs whose GPUs stay idle, e.g. 'below=5,warn=10m,act=30m,action=requeue': "
+      "below this SM % (or with no process) for `warn` a job is warned, for `act` requeued, "
+      "cancelled or (action=none) only reported (docs/idle.md); default: none");
   server
       ->add_option("--interactive-connect-timeout", server_flags.interactive_connect_timeout,
                    "How long a session (attach, exec --into, port-forward) waits for the job's "

@@ -129,6 +129,12 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     return Status::Invalid("--interactive-idle-limit: expected a duration like 2h (0: none)");
   }
   options.core.interactive_idle_limit_ms = *idle_limit;
+  if (!flags.idle_policy.empty()) {
+    // Windows are checked against the agents' default sampling interval (agent/gpu_watch.h).
+    Result<IdlePolicy> policy = ParseIdlePolicy(flags.idle_policy, 10'000);
+    if (!policy.ok()) return policy.status();
+    options.core.idle_policy = *policy;
+  }
   auto connect_timeout = ParseDuration(flags.interactive_connect_timeout);
   if (!connect_timeout || *connect_timeout <= 0) {
     return Status::Invalid("--interactive-connect-timeout: expected a duration like 10s (above 0)");

@@ -125,6 +125,8 @@ void ControlPlane::HousekeepingLoop() {
   int64_t next_collect = clock_.Monotonic() + 60'000;  // uploads: a minute after start, then 10 min
   const int64_t watching_since = clock_.Monotonic();   // sessions are seen from now on
   int64_t next_idle_check = 0;
+  int64_t next_gpu_check = 0;
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;  // the idle policy's, per idle attempt
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (stopping_) break;
@@ -136,6 +138,16 @@ void ControlPlane::HousekeepingLoop() {
       next_idle_check = now + 1000;
       core_->lifecycle().EndIdleInteractive(
           hooks_.sessions_seen(now, options_.core.interactive_idle_limit_ms), watching_since);
+    }
+    if (options_.core.idle_policy && hooks_.idle_gpus && now >= next_gpu_check) {
+      next_gpu_check = now + 5'000;
+      const std::vector<Lifecycle::IdleGpus> idle = hooks_.idle_gpus(clock_.Now());
+      std::erase_if(told, [&](const auto& entry) {  // busy again: a new spell is told anew
+        return std::none_of(idle.begin(), idle.end(), [&](const Lifecycle::IdleGpus& i) {
+          return std::pair(i.job, i.attempt) == entry.first;
+        });
+      });
+      core_->lifecycle().ActOnIdleGpus(idle, told);
     }
     hooks_.tick(now);
     if (now >= next_collect) {

@@ -21,6 +21,7 @@ esac
 
 
 class GpuUsageTest(BerthTestCase):
+    SERVER_EXTRA = []
 
     def setUp(self):
         super().setUp()
@@ -33,7 +34,7 @@ class GpuUsageTest(BerthTestCase):
             f.write(FAKE_SMI)
         os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
         self.gpus(0, 0, apps="")
-        self.server = b.start_server()
+        self.server = b.start_server(extra=self.SERVER_EXTRA)
         self.env = {"BERTH_SERVER": self.server.url}
         b.start_agent(self.server.url, name="g1", gpus="A100:2",
                       extra=["--cpus", "2", "--memory", "2", "--health", "off",
@@ -82,6 +83,38 @@ class GpuUsageTest(BerthTestCase):
         self.b.run("cancel", job, env=self.env)
         done = self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
         self.assertIsNone(done["gpu_usage"])
+
+
+class IdlePolicyTest(GpuUsageTest):
+    """`berth server --idle-policy`: a job whose GPU stays idle is warned, then requeued; its busy
+    neighbour on the same node is untouched."""
+    SERVER_EXTRA = ["--idle-policy", "below=5,warn=30s,act=40s,action=requeue"]
+
+    def test_a_running_jobs_gpu_use_and_idle_time_are_reported(self):
+        pass  # (the parent's test, without a policy)
+
+    def test_an_idle_job_is_warned_then_requeued_and_its_busy_neighbour_runs_on(self):
+        # GPU 0 busy with a process, GPU 1 idle: the first job gets GPU 0 (lowest index), the
+        # second GPU 1.
+        self.gpus(90, 0, apps="GPU-aaaa, 4242, 1100\n")
+        busy = self.b.submit("--gpus", "A100:1", "--", "sleep 300", env=self.env)
+        self.b.wait_status(busy, "RUNNING", timeout=60, env=self.env)
+        idle = self.b.submit("--gpus", "A100:1", "--", "sleep 300", env=self.env)
+        self.b.wait_status(idle, "RUNNING", timeout=60, env=self.env)
+        self.b.wait_until(
+            lambda: any("idle GPUs" in e["reason"] and "will be requeued once idle for 40s" in
+                        e["reason"] for e in self.b.show(idle, env=self.env)["events"]),
+            timeout=90, message="the idle job's warning")
+        self.b.wait_until(lambda: self.b.show(idle, env=self.env)["attempt"] >= 2 or
+                          self.b.show(idle, env=self.env)["status"] == "PENDING", timeout=90,
+                          message="the idle job to be requeued")
+        reasons = [e["reason"] for e in self.b.show(idle, env=self.env)["events"]]
+        self.assertTrue(any("below 5% SM" in r and "; requeued (--idle-policy below=5,warn=30s,"
+                            "act=40s,action=requeue" in r for r in reasons), reasons)
+        shown = self.b.show(busy, env=self.env)
+        self.assertEqual(shown["status"], "RUNNING")
+        self.assertEqual(shown["attempt"], 1)
+        self.assertFalse(any("idle GPUs" in e["reason"] for e in shown["events"]))
 
 
 if __name__ == "__main__":

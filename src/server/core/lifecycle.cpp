@@ -443,6 +443,66 @@ void Lifecycle::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64
   if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
 }
 
+void Lifecycle::ActOnIdleGpus(const std::vector<IdleGpus>& idle,
+                              std::map<std::pair<int64_t, int>, IdleVerdict>& told) {
+  if (!s_.options.idle_policy) return;
+  const IdlePolicy& policy = *s_.options.idle_policy;
+  CoreLock lock(s_);
+  const TimeMs now = s_.clock.Now();
+  Txn txn;
+  std::vector<std::pair<int64_t, int>> told_now;
+  for (const IdleGpus& i : idle) {
+    auto it = s_.jobs.find(i.job);
+    if (it == s_.jobs.end()) continue;
+    ActiveJob& job = it->second;
+    if (job.terminating || job.row.status != JobStatus::kRunning || job.row.attempt != i.attempt) {
+      continue;
+    }
+    const bool interactive = job.spec->interactive;
+    const IdleVerdict verdict = JudgeIdle(policy, i.idle_for, interactive);
+    if (verdict != IdleVerdict::kWarn && verdict != IdleVerdict::kAct) continue;
+    const std::pair<int64_t, int> key{i.job, i.attempt};
+    const std::string idle_text =
+        fmt::format("idle GPUs: below {}% SM (mean {:.1f}% so far) for {}", policy.below, i.mean_sm,
+                    FormatDuration(i.idle_for - i.idle_for % 1000));
+    const std::string policy_text = " (--idle-policy " + policy.Format() + ")";
+    if (verdict == IdleVerdict::kAct && policy.action != IdleAction::kNone) {
+      const bool requeue = policy.action == IdleAction::kRequeue;
+      if (requeue) {
+        ReturnToQueue(txn, job, idle_text + "; requeued" + policy_text, now);
+      } else {
+        EndJob(txn, job, JobStatus::kCancelled, idle_text + "; cancelled" + policy_text,
+               std::nullopt, now);
+      }
+      told.erase(key);
+      continue;
+    }
+    // A warning, and with action none the report at the act window: each once per idle spell.
+    IdleVerdict& said = told[key];
+    if (said >= verdict) continue;
+    said = verdict;
+    told_now.push_back(key);
+    const DurationMs act = interactive ? policy.interactive_act : policy.act;
+    const char* fate = policy.action == IdleAction::kCancel    ? "cancelled"
+                       : policy.action == IdleAction::kRequeue ? "requeued"
+                                                               : "reported";
+    const std::string next =
+        verdict == IdleVerdict::kAct
+            ? "; reported only (action none)"
+            : fmt::format("; it will be {} once idle for {}", fate, FormatDuration(act));
+    txn.batch.events.push_back(
+        {job.row.id, JobEvent{now, job.row.status, job.row.attempt, idle_text + next, ""}});
+  }
+  if (txn.batch.empty()) return;
+  txn.out.reap = true;
+  txn.out.kick = true;
+  Status st = s_.Execute(txn);
+  if (!st.ok()) {
+    LogError("the idle policy is applied at the next check: {}", st.message());
+    for (const auto& key : told_now) told.erase(key);  // (told again then)
+  }
+}
+
 void Lifecycle::RetryFailedCancels() {
   CoreLock lock(s_);
   RetryDependencyCancels();

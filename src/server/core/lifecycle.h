@@ -38,6 +38,20 @@ class Lifecycle {
   // or took over does not know who was attached before). Nothing when the limit is 0.
   void EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t watching_since)
       EXCLUDES(core_lock);
+  // One running attempt whose GPUs are idle now (server/gpu_usage_table.h: its nodes' heartbeats).
+  struct IdleGpus {
+    int64_t job = 0;
+    int attempt = 0;
+    DurationMs idle_for = 0;
+    double mean_sm = 0;  // over the attempt so far
+  };
+  // Applies the idle policy (CoreOptions::idle_policy, docs/idle.md) to them: an attempt idle past
+  // its warn window gets a warning event, one idle past its act window is requeued or cancelled
+  // (with action none, reported in an event). `told` says what each attempt was told in its
+  // current idle spell, so that each event comes once: the caller forgets an attempt when its
+  // GPUs are busy again. Nothing without a policy.
+  void ActOnIdleGpus(const std::vector<IdleGpus>& idle,
+                     std::map<std::pair<int64_t, int>, IdleVerdict>& told) EXCLUDES(core_lock);
 
   // --- transitions ---
   // Moves `job` to `status` (recorded in txn; counts, tallies and dependents follow).
