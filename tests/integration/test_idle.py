@@ -4,7 +4,7 @@ writes), its heartbeats carry each rank's use, and `berth show` and the API repo
 import os
 import unittest
 
-from harness import BerthTestCase
+from harness import BerthTestCase, http
 
 # Answers exactly the two questions the agent asks (docs/idle.md); anything else fails, as on a
 # machine whose GPUs are declared.
@@ -66,6 +66,12 @@ class GpuUsageTest(BerthTestCase):
         shown = self.b.run("show", job, env=self.env)[1]
         self.assertIn("gpu use:    mean 0% SM (p95 0%)", shown)
         self.assertIn("idle now for", shown)
+        status, metrics, _ = http("GET", self.server.url + "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn("berth_gpu_sampled_jobs 1\n", metrics)
+        self.assertIn("berth_gpu_idle_jobs 1\n", metrics)
+        self.assertIn(f'berth_job_gpu_sm_percent{{job="{job}",attempt="1"}} 0\n', metrics)
+        self.assertRegex(metrics, rf'berth_job_gpu_idle_seconds{{job="{job}",attempt="1"}} [1-9]')
         # Work starts on both GPUs: busy, the spell is over.
         self.gpus(80, 80, apps="GPU-aaaa, 4242, 1100\nGPU-bbbb, 4243, 800\n")
         self.b.wait_until(lambda: self.use(job)["idle_for_seconds"] == 0 and
