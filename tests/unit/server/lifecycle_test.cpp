@@ -2,6 +2,7 @@
 // time limit and idle limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "common/json_util.h"
 #include "core_fixture.h"
+#include "spec/idle_policy.h"
 #include "spec/job_spec.h"
 
 namespace berth::testing {
@@ -93,6 +95,64 @@ TEST_F(CoreTest, AnInteractiveJobNobodyAttachesToEndsAfterTheIdleLimit) {
   EXPECT_EQ(Stored(attached).status, JobStatus::kFailed);
   EXPECT_EQ(Stored(batch).status, JobStatus::kRunning);
   ASSERT_EQ(channel_.Stops("n1").size(), 2u);
+}
+
+// The idle policy (docs/idle.md): a job whose GPUs stay idle gets one warning event per idle spell,
+// then is requeued (or cancelled; or, with action none, reported once more); an attempt that is
+// not the job's current one, and jobs without a policy, are left alone.
+TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
+  auto events_with = [&](int64_t job, const std::string& text) {
+    auto events = store_->inner().GetEvents(job);
+    EXPECT_TRUE(events.ok());
+    return std::count_if(events->begin(), events->end(), [&](const JobEvent& e) {
+      return e.reason.find(text) != std::string::npos;
+    });
+  };
+  Register("n1");
+  int64_t requeued = Submit(Spec());
+  int64_t cancelled = Submit(Spec());
+  int64_t reported = Submit(Spec());
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  for (int64_t job : {requeued, cancelled, reported}) Run("n1", job);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  using Idle = Lifecycle::IdleGpus;
+  // No policy: nothing happens.
+  core_->lifecycle().ActOnIdleGpus({Idle{requeued, 1, 3'600'000, 0.5}}, told);
+  EXPECT_EQ(Stored(requeued).status, JobStatus::kRunning);
+  EXPECT_TRUE(told.empty());
+
+  options_.idle_policy = ParseIdlePolicy("below=5,warn=10m,act=30m,action=requeue", 10'000).value();
+  Restart();
+  const std::vector<Idle> warned{{requeued, 1, 600'000, 0.5}, {requeued, 7, 3'600'000, 0}};
+  core_->lifecycle().ActOnIdleGpus(warned, told);
+  core_->lifecycle().ActOnIdleGpus(warned, told);  // told once per spell
+  EXPECT_EQ(events_with(requeued,
+                        "idle GPUs: below 5% SM (mean 0.5% so far) for 10m; it will be "
+                        "requeued once idle for 30m"),
+            1);
+  EXPECT_EQ(Stored(requeued).status, JobStatus::kRunning) << "attempt 7 is not its attempt";
+  core_->lifecycle().ActOnIdleGpus({Idle{requeued, 1, 1'800'000, 0.5}}, told);
+  EXPECT_EQ(Stored(requeued).status, JobStatus::kPending);
+  EXPECT_NE(Stored(requeued).reason.find(
+                "idle GPUs: below 5% SM (mean 0.5% so far) for 30m; requeued (--idle-policy "
+                "below=5,warn=10m,act=30m,action=requeue"),
+            std::string::npos)
+      << Stored(requeued).reason;
+  EXPECT_FALSE(told.count({requeued, 1}));
+
+  options_.idle_policy->action = IdleAction::kCancel;
+  Restart();
+  core_->lifecycle().ActOnIdleGpus({Idle{cancelled, 1, 1'800'000, 0}}, told);
+  EXPECT_EQ(Stored(cancelled).status, JobStatus::kCancelled);
+
+  options_.idle_policy->action = IdleAction::kNone;
+  Restart();
+  for (DurationMs idle : {600'000, 900'000, 1'800'000, 2'400'000}) {
+    core_->lifecycle().ActOnIdleGpus({Idle{reported, 1, idle, 0}}, told);
+  }
+  EXPECT_EQ(Stored(reported).status, JobStatus::kRunning);
+  EXPECT_EQ(events_with(reported, "; it will be reported once idle for 30m"), 1);
+  EXPECT_EQ(events_with(reported, "; reported only (action none)"), 1);
 }
 
 }  // namespace
