@@ -132,6 +132,7 @@ struct ExecFlags {
   bool detach = false;
   bool as_json = false;
   std::string name;
+  std::string idle_ok;  // exempt from the idle policy, saying why
   std::string gpus;
   std::string cpus;
   std::string memory;

@@ -179,6 +179,7 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
   if (!f.pool.empty()) spec.pool = f.pool;
+  if (!f.idle_ok.empty()) spec.idle_ok = f.idle_ok;
   if (!f.topology.empty()) {
     // "rack" (required), or "required=rack,preferred=switch" (either part alone too).
     spec.topology_required.clear();
@@ -753,6 +754,10 @@ void AddExecCommand(CommandContext& c) {
                    "docker:IMAGE), on nodes that run containers");
   exec->add_option("--pool", exec_flags.pool,
                    "Run only on nodes of this pool (as the YAML's pool:)");
+  exec->add_option("--idle-ok", exec_flags.idle_ok,
+                   "Exempt the job from the cluster's idle policy, saying why (e.g. \"data "
+                   "prep\"): its idle GPUs are reported, never acted on; refused where the policy "
+                   "allows no exemptions (as the YAML's idle_ok:; docs/idle.md)");
   exec->add_option("--topology", exec_flags.topology,
                    "Place a gang by the cluster's topology levels: required=LEVEL (all nodes "
                    "under one domain of it; a bare LEVEL means this), preferred=LEVEL (as few "

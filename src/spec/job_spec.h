@@ -167,6 +167,9 @@ struct JobSpec {
   // An interactive job (docs/user-guide.md "Interactive work"): its run step runs on a terminal
   // that `berth attach` (and `berth shell`) connect to.
   bool interactive = false;
+  // Exempts the job from the cluster's idle policy, saying why ("data prep"; docs/idle.md): its
+  // idle GPUs are reported, never acted on. Refused where the policy allows no exemptions.
+  std::string idle_ok;
 
   bool operator==(const JobSpec&) const = default;
 };

@@ -425,6 +425,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "signal") return GetSignal(value, &spec->signal);
   if (key == "container") return GetContainer(value, &spec->container);
   if (key == "interactive") return GetBool(value, key, &spec->interactive);
+  if (key == "idle_ok") return GetString(value, key, &spec->idle_ok);
   return Unknown("", key);
 }
 
@@ -515,6 +516,7 @@ json::value SpecToJson(const JobSpec& spec) {
   }
   out["signal"] = std::move(signal);
   if (spec.interactive) out["interactive"] = true;  // absent otherwise: older agents read the rest
+  if (!spec.idle_ok.empty()) out["idle_ok"] = spec.idle_ok;
   return out;
 }
 

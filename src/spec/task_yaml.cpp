@@ -64,7 +64,7 @@ constexpr std::string_view kTopFields[] = {
     "workdir",       "setup",       "run",         "priority",   "pool",
     "node_selector", "placement",   "time_limit",  "kill_grace", "recovery",
     "depends_on",    "max_running", "retry",       "signal",     "time_limit_scope",
-    "file_mounts",   "container",   "interactive",
+    "file_mounts",   "container",   "interactive", "idle_ok",
 };
 constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
                                                 "event_callback", "volumes", "experimental",
@@ -400,6 +400,8 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
       spec.interactive = v == "true";
     } else if (n == "pool") {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
+    } else if (n == "idle_ok") {
+      BERTH_RETURN_IF_ERROR(String(f, n, &spec.idle_ok));
     } else if (n == "node_selector") {
       BERTH_RETURN_IF_ERROR(ParseNodeSelector(f.value, f.line));
     } else if (n == "file_mounts") {

@@ -381,6 +381,12 @@ Status ValidateSpec(const JobSpec& spec) {
         FormatMilli(spec.resources.cpus)));
   }
   BERTH_RETURN_IF_ERROR(CheckEnvs(spec.envs));
+  if (spec.idle_ok.size() > 200 ||
+      std::any_of(spec.idle_ok.begin(), spec.idle_ok.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+    return Status::Invalid(
+        "idle_ok: a reason of at most 200 characters on one line, e.g. \"data prep\"");
+  }
   BERTH_RETURN_IF_ERROR(CheckScript("setup", spec.setup));
   BERTH_RETURN_IF_ERROR(CheckScript("run", spec.run));
   if (spec.workdir.find('\0') != std::string::npos) {

@@ -134,6 +134,11 @@ Status Admission::PrepareSubmission(SubmitRequest& request) const {
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }
+  if (!request.spec.idle_ok.empty() && s_.options.idle_policy && !s_.options.idle_policy->exempt) {
+    return Status::Invalid(
+        "idle_ok: this cluster's idle policy allows no exemptions (--idle-policy " +
+        s_.options.idle_policy->Format() + ")");
+  }
   return Status::Ok();
 }
 

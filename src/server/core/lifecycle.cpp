@@ -466,7 +466,8 @@ void Lifecycle::ActOnIdleGpus(const std::vector<IdleGpus>& idle,
         fmt::format("idle GPUs: below {}% SM (mean {:.1f}% so far) for {}", policy.below, i.mean_sm,
                     FormatDuration(i.idle_for - i.idle_for % 1000));
     const std::string policy_text = " (--idle-policy " + policy.Format() + ")";
-    if (verdict == IdleVerdict::kAct && policy.action != IdleAction::kNone) {
+    const bool exempt = !job.spec->idle_ok.empty();  // (audited when it first counts)
+    if (verdict == IdleVerdict::kAct && policy.action != IdleAction::kNone && !exempt) {
       const bool requeue = policy.action == IdleAction::kRequeue;
       if (requeue) {
         ReturnToQueue(txn, job, idle_text + "; requeued" + policy_text, now);
@@ -480,16 +481,27 @@ void Lifecycle::ActOnIdleGpus(const std::vector<IdleGpus>& idle,
     // A warning, and with action none the report at the act window: each once per idle spell.
     IdleVerdict& said = told[key];
     if (said >= verdict) continue;
+    const bool first = said < IdleVerdict::kWarn;  // the spell's first event
     said = verdict;
     told_now.push_back(key);
     const DurationMs act = interactive ? policy.interactive_act : policy.act;
-    const char* fate = policy.action == IdleAction::kCancel    ? "cancelled"
+    const char* fate = exempt                                  ? "reported"
+                       : policy.action == IdleAction::kCancel  ? "cancelled"
                        : policy.action == IdleAction::kRequeue ? "requeued"
                                                                : "reported";
-    const std::string next =
+    const std::string why = exempt ? "exempt: " + job.spec->idle_ok : "action none";
+    std::string next =
         verdict == IdleVerdict::kAct
-            ? "; reported only (action none)"
+            ? "; reported only (" + why + ")"
             : fmt::format("; it will be {} once idle for {}", fate, FormatDuration(act));
+    if (exempt && verdict == IdleVerdict::kWarn) next += " (" + why + ")";
+    if (exempt && first) {  // the exemption counts: in the audit log, with whose it is
+      txn.batch.audit.push_back(AuditRow{.at = now,
+                                         .by = job.row.user,
+                                         .action = "idle exempt",
+                                         .target = fmt::format("job {}", job.row.id),
+                                         .detail = job.spec->idle_ok});
+    }
     txn.batch.events.push_back(
         {job.row.id, JobEvent{now, job.row.status, job.row.attempt, idle_text + next, ""}});
   }

@@ -155,5 +155,57 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
   EXPECT_EQ(events_with(reported, "; reported only (action none)"), 1);
 }
 
+// A job exempted from the idle policy (`idle_ok`, docs/idle.md) is reported, never acted on, and
+// its exemption is in the audit log once it counts; where the policy allows no exemptions, such a
+// job is refused at submission.
+TEST_F(CoreTest, AnExemptJobIsOnlyReportedAndAudited) {
+  options_.idle_policy = ParseIdlePolicy("warn=10m,act=30m,action=cancel", 10'000).value();
+  Restart();
+  Register("n1");
+  JobSpec spec = Spec();
+  spec.idle_ok = "data prep";
+  int64_t exempt = Submit(spec);
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("n1", exempt);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  for (DurationMs idle : {600'000, 1'800'000, 3'600'000}) {
+    core_->lifecycle().ActOnIdleGpus({Lifecycle::IdleGpus{exempt, 1, idle, 0}}, told);
+  }
+  EXPECT_EQ(Stored(exempt).status, JobStatus::kRunning);
+  auto events = store_->inner().GetEvents(exempt);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> idle_events;
+  for (const JobEvent& e : *events) {
+    if (e.reason.starts_with("idle GPUs")) idle_events.push_back(e.reason);
+  }
+  EXPECT_EQ(idle_events,
+            (std::vector<std::string>{
+                "idle GPUs: below 5% SM (mean 0.0% so far) for 10m; it will be reported once idle "
+                "for 30m (exempt: data prep)",
+                "idle GPUs: below 5% SM (mean 0.0% so far) for 30m; reported only (exempt: data "
+                "prep)"}));
+  auto audit = store_->inner().ListAudit(100);
+  ASSERT_TRUE(audit.ok());
+  EXPECT_EQ(std::count_if(audit->begin(), audit->end(),
+                          [&](const AuditRow& a) {
+                            return a.action == "idle exempt" && a.by == "alice" &&
+                                   a.target == "job " + std::to_string(exempt) &&
+                                   a.detail == "data prep";
+                          }),
+            1);
+
+  options_.idle_policy->exempt = false;
+  Restart();
+  SubmitRequest r;
+  r.spec = spec;
+  r.user = "alice";
+  auto refused = core_->admission().Submit(std::move(r));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "idle_ok: this cluster's idle policy allows no exemptions (--idle-policy "
+            "below=5,warn=10m,act=30m,action=cancel,interactive_warn=10m,interactive_act=30m,"
+            "exempt=no)");
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/job_spec.h"
+
 namespace berth {
 namespace {
 
@@ -71,6 +73,23 @@ TEST(IdlePolicy, WarnsThenActsAsTheIdleSpellGrows) {
   EXPECT_EQ(JudgeIdle(p, 30 * 60'000, true), IdleVerdict::kIdle);  // its own windows
   EXPECT_EQ(JudgeIdle(p, 60 * 60'000, true), IdleVerdict::kWarn);
   EXPECT_EQ(JudgeIdle(p, 120 * 60'000, true), IdleVerdict::kAct);
+}
+
+// A job's exemption (`idle_ok`): in the task YAML, the stored spec, and checked.
+TEST(IdlePolicy, AJobsExemptionIsReadKeptAndChecked) {
+  Result<ParsedTask> task = ParseTaskYaml("run: python prep.py\nidle_ok: data prep\n", "t.yaml");
+  ASSERT_TRUE(task.ok()) << task.status().message();
+  EXPECT_EQ(task->spec.idle_ok, "data prep");
+  Result<JobSpec> back = SpecFromJson(SpecToJson(task->spec));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->idle_ok, "data prep");
+  EXPECT_TRUE(ValidateSpec(task->spec).ok());
+  JobSpec bad = task->spec;
+  bad.idle_ok = std::string(201, 'x');
+  EXPECT_EQ(ValidateSpec(bad).message(),
+            "idle_ok: a reason of at most 200 characters on one line, e.g. \"data prep\"");
+  bad.idle_ok = "two\nlines";
+  EXPECT_FALSE(ValidateSpec(bad).ok());
 }
 
 }  // namespace
