@@ -13,11 +13,6 @@ void GpuWatch::SetSampler(std::unique_ptr<GpuSampler> sampler) {
   sampler_ = std::move(sampler);
 }
 
-bool GpuWatch::sampling() const {
-  MutexLock lock(mu_);
-  return sampler_ != nullptr;
-}
-
 void GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices) {
   MutexLock lock(mu_);
   if (!sampler_ || devices.empty()) return;

@@ -31,7 +31,6 @@ class GpuWatch {
 
   // Starts sampling with `sampler` (none: sampling is off).
   void SetSampler(std::unique_ptr<GpuSampler> sampler) EXCLUDES(mu_);
-  bool sampling() const EXCLUDES(mu_);
   // Rank `id` holds GPUs `devices` (indices on this node) from now on; no GPUs: not held.
   void Hold(const proto::AttemptRank& id, std::vector<int> devices) EXCLUDES(mu_);
   void Release(const proto::AttemptRank& id) EXCLUDES(mu_);

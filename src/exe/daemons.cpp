@@ -362,9 +362,7 @@ Result<AgentOptions> AgentOptionsOf(const AgentFlags& flags, const std::string& 
   options.gpu_topology = flags.gpu_topology;
   if (std::optional<DurationMs> every = ParseDuration(flags.gpu_sample_interval);
       every && *every >= 0) {
-    options.gpu_sample_interval = *every;
-  } else if (flags.gpu_sample_interval == "0") {
-    options.gpu_sample_interval = 0;
+    options.gpu_sample_interval = *every;  // ("0" reads as 0 minutes: never)
   } else {
     return Status::Invalid("--gpu-sample-interval " + flags.gpu_sample_interval +
                            ": not a duration (10s, 1m; 0: never)");

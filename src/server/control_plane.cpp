@@ -142,11 +142,10 @@ void ControlPlane::HousekeepingLoop() {
     if (options_.core.idle_policy && hooks_.idle_gpus && now >= next_gpu_check) {
       next_gpu_check = now + 5'000;
       const std::vector<Lifecycle::IdleGpus> idle = hooks_.idle_gpus(clock_.Now());
-      std::erase_if(told, [&](const auto& entry) {  // busy again: a new spell is told anew
-        return std::none_of(idle.begin(), idle.end(), [&](const Lifecycle::IdleGpus& i) {
-          return std::pair(i.job, i.attempt) == entry.first;
-        });
-      });
+      std::set<std::pair<int64_t, int>> still;
+      for (const Lifecycle::IdleGpus& i : idle) still.emplace(i.job, i.attempt);
+      // Busy again (or ended): a new spell is told anew.
+      std::erase_if(told, [&](const auto& entry) { return !still.count(entry.first); });
       core_->lifecycle().ActOnIdleGpus(idle, told);
     }
     hooks_.tick(now);

@@ -20,12 +20,15 @@ void GpuUsageTable::Update(const std::string& node, std::vector<proto::GpuUsage>
                            TimeMs now) {
   MutexLock lock(mu_);
   Forget(node);
-  // Stale nodes go (a node that stopped sending heartbeats); past the bound, the stalest.
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    const std::string name = it->first;
-    const bool stale = now - it->second.at > kStaleMs;
-    ++it;
-    if (stale) Forget(name);
+  // Nodes that stopped sending heartbeats go, once a minute (not a walk of every node per beat).
+  if (now >= next_sweep_) {
+    next_sweep_ = now + kSweepMs;
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      const std::string name = it->first;
+      const bool stale = now - it->second.at > kStaleMs;
+      ++it;
+      if (stale) Forget(name);
+    }
   }
   if (usage.empty()) return;
   while (nodes_.size() >= kMaxNodes) {

@@ -4,8 +4,10 @@
 // heartbeat of each node (every few seconds) brings it back.
 //
 // A node's heartbeat replaces everything that node said before (a rank it no longer mentions has
-// ended there). Bounded: a node silent for kStaleMs is forgotten, and at most kMaxNodes nodes are
-// kept (the stalest goes first).
+// ended there); a heartbeat that says nothing of a node that said nothing costs one lookup (most
+// nodes, without sampled GPUs). Bounded: nodes silent for kStaleMs are swept out at most once every
+// kSweepMs (reads skip them meanwhile), and at most kMaxNodes nodes are kept (the stalest goes
+// first).
 //
 // Thread-safety: every method is thread-safe (one mutex).
 #pragma once
@@ -39,6 +41,7 @@ struct JobGpuUse {
 class GpuUsageTable {
  public:
   static constexpr DurationMs kStaleMs = 5 * 60'000;
+  static constexpr DurationMs kSweepMs = 60'000;
   static constexpr size_t kMaxNodes = 100'000;
 
   // The heartbeat of `node` at `now` said `usage` (empty: it holds no sampled GPUs).
@@ -57,6 +60,7 @@ class GpuUsageTable {
   void Forget(const std::string& node) REQUIRES(mu_);
 
   mutable Mutex mu_;
+  TimeMs next_sweep_ GUARDED_BY(mu_) = 0;
   std::map<std::string, NodeReport> nodes_ GUARDED_BY(mu_);
   // (job, attempt) -> the nodes reporting it.
   std::map<std::pair<int64_t, int>, std::vector<std::string>> by_job_ GUARDED_BY(mu_);
