@@ -7,7 +7,8 @@
 #                systemd's systemd-analyze (checks packaging/systemd's units), and what the
 #                container tests use: rootless podman (with runc, uidmap, catatonit), Debian's
 #                docker-registry (its service is not started) and busybox-static (the image);
-#                and socat, the peer bench/interactive.py measures sessions against.
+#                socat, the peer bench/interactive.py measures sessions against; and python3-jsonschema,
+#                which checks the API's OpenAPI description (tests/integration/test_openapi.py).
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -21,7 +22,8 @@ packages=(
   clang clang-format
 )
 if [ "$for_tests" -eq 1 ]; then
-  packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static socat)
+  packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static socat
+    python3-jsonschema)
 fi
 
 missing=()

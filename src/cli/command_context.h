@@ -45,6 +45,7 @@ struct CommandContext {
 // One per command, in the order `berth --help` lists them.
 void AddServerCommand(CommandContext& c);       // daemon_cmds.cpp
 void AddAgentCommand(CommandContext& c);        // daemon_cmds.cpp
+void AddOpenApiCommand(CommandContext& c);      // daemon_cmds.cpp
 void AddLocalCommand(CommandContext& c);        // node_cmds.cpp
 void AddExecCommand(CommandContext& c);         // job_cmds.cpp
 void AddWorkdirCommand(CommandContext& c);      // workdir_cmds.cpp

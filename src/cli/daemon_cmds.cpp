@@ -6,6 +6,15 @@ namespace berth::cli {
 
 // --- command line: the registration of each command (cli/command_context.h) ---
 
+void AddOpenApiCommand(CommandContext& c) {
+  auto& out = c.Keep<std::string>();
+  auto* cmd = c.app.add_subcommand(
+      "openapi", "Print the HTTP API's OpenAPI 3.1 description (what GET /v1/openapi.json serves)");
+  cmd->add_option("--out", out,
+                  "Write it to this file instead (left untouched when it says the same already)");
+  cmd->callback([&] { c.rc = c.daemons.openapi(out); });
+}
+
 void AddServerCommand(CommandContext& c) {
   auto& server_flags = c.Keep<ServerFlags>();
   auto* server = c.app.add_subcommand("server", "Run the control-plane server");

@@ -18,6 +18,8 @@ struct Daemons {
   std::function<int(const AgentFlags&, const std::string& self_exe)> agent;
   std::function<int(const std::string& dir)> supervise;
   std::function<int(const std::string&)> node_supervisor;
+  // `berth openapi`: prints (or writes to `out`) the HTTP API's OpenAPI description.
+  std::function<int(const std::string& out)> openapi;
 };
 
 // Parses argv and runs the command; returns the process exit status.

@@ -202,4 +202,49 @@ std::string SerializeJson(const json::value& v) {
   return out;
 }
 
+namespace {
+
+void WriteIndented(std::string& out, const json::value& v, int depth) {
+  const auto newline = [&](int d) {
+    out += '\n';
+    out.append(static_cast<size_t>(d) * 2, ' ');
+  };
+  if (v.is_object() && !v.as_object().empty()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, e] : v.as_object()) {
+      if (!first) out += ',';
+      first = false;
+      newline(depth + 1);
+      out += json::serialize(json::string_view(key));
+      out += ": ";
+      WriteIndented(out, e, depth + 1);
+    }
+    newline(depth);
+    out += '}';
+  } else if (v.is_array() && !v.as_array().empty()) {
+    out += '[';
+    bool first = true;
+    for (const json::value& e : v.as_array()) {
+      if (!first) out += ',';
+      first = false;
+      newline(depth + 1);
+      WriteIndented(out, e, depth + 1);
+    }
+    newline(depth);
+    out += ']';
+  } else {
+    WriteJson(out, v);
+  }
+}
+
+}  // namespace
+
+std::string SerializeJsonIndented(const json::value& v) {
+  std::string out;
+  WriteIndented(out, v, 0);
+  out += '\n';
+  return out;
+}
+
 }  // namespace berth

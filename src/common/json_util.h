@@ -37,5 +37,7 @@ std::string ErrorJson(const std::string& message);  // {"error": message}
 // Like json::serialize, but numbers with a fraction print as people write them ("0.5", not Boost's
 // "5E-1"), which is what scripts and humans reading `--json` output expect.
 std::string SerializeJson(const json::value& v);
+// The same, indented by two spaces a level, one member or element a line (a document people diff).
+std::string SerializeJsonIndented(const json::value& v);
 
 }  // namespace berth

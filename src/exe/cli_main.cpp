@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
       [](const cli::AgentFlags&, const std::string&) { return ExecDaemon(); },
       [](const std::string&) { return ExecDaemon(); },
       [](const std::string&) { return ExecDaemon(); },
+      [](const std::string&) { return ExecDaemon(); },
   };
   return cli::Main(argc, argv, daemons);
 }

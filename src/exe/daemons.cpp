@@ -28,6 +28,7 @@
 #include "common/unix_user.h"
 #include "exe/ha_server.h"
 #include "protocol/job_env.h"
+#include "server/http/openapi.h"
 #include "server/http/server.h"
 #include "store/store.h"
 #include "supervise/node_supervisor.h"
@@ -243,6 +244,20 @@ Result<HaOptions> HaOptionsOf(const ServerFlags& flags, const ServerOptions& opt
 }
 
 }  // namespace
+
+int RunOpenApi(const std::string& out) {
+  const std::string text = SerializeJsonIndented(OpenApiDocument(Server::DescribeRoutes()));
+  if (out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  if (ReadFile(out) == text) return 0;  // the build runs this on every build
+  if (!WriteFileAtomic(out, text, /*sync=*/false)) {
+    std::fprintf(stderr, "berth: cannot write %s\n", out.c_str());
+    return 1;
+  }
+  return 0;
+}
 
 int RunServer(const ServerFlags& flags) {
   SetLogPrefix("server");

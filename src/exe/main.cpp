@@ -5,6 +5,7 @@
 
 int main(int argc, char** argv) {
   using namespace berth;
-  cli::Daemons daemons{exe::RunServer, exe::RunAgent, exe::RunSupervisor, exe::RunNodeSupervisor};
+  cli::Daemons daemons{exe::RunServer, exe::RunAgent, exe::RunSupervisor, exe::RunNodeSupervisor,
+                       exe::RunOpenApi};
   return cli::Main(argc, argv, daemons);
 }

@@ -7,6 +7,7 @@
 
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "server/http/api_docs.h"
 #include "server/http/responses.h"
 
 namespace berth {
@@ -82,31 +83,49 @@ Status OnlyFields(const json::object& o, std::initializer_list<std::string_view>
 
 }  // namespace
 
-void AdminApi::AddRoutes(RouteTable& t) {
+void AdminApi::AddRoutes(RouteTable& t, AdminApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
-  t.Add("GET", "/v1/whoami", R::kIoThread,
-        [this](const RouteCall& c) { return HandleWhoami(*c.by); });
+  t.Add(
+      "GET", "/v1/whoami", R::kIoThread,
+      [self](const RouteCall& c) { return self->HandleWhoami(*c.by); }, Whoami());
   // Administration.
-  t.Add("GET", "/v1/admin/tokens", R::kRead,
-        [this](const RouteCall& c) { return HandleListTokens(*c.by); });
-  t.Add("POST", "/v1/admin/tokens", R::kState,
-        [this](const RouteCall& c) { return HandleCreateToken(*c.req, *c.by); });
-  t.Add("POST", "/v1/admin/tokens/{name}/revoke", R::kState,
-        [this](const RouteCall& c) { return HandleRevokeToken(c.params[0], *c.by); });
-  t.Add("POST", "/v1/admin/join-tokens", R::kState,
-        [this](const RouteCall& c) { return HandleCreateJoinToken(*c.req, *c.by); });
-  t.Add("POST", "/v1/admin/nodes/{name}/revoke", R::kState,
-        [this](const RouteCall& c) { return HandleRevokeNode(c.params[0], *c.by); });
-  t.Add("POST", "/v1/admin/nodes/{name}/users", R::kState,
-        [this](const RouteCall& c) { return HandleSetNodeUsers(*c.req, c.params[0], *c.by); });
-  t.Add("GET", "/v1/admin/users", R::kRead,
-        [this](const RouteCall& c) { return HandleListUsers(*c.by); });
-  t.Add("POST", "/v1/admin/users/{name}", R::kState,
-        [this](const RouteCall& c) { return HandleSetUser(c.params[0], *c.req, *c.by); });
-  t.Add("POST", "/v1/admin/teams/{name}", R::kState,
-        [this](const RouteCall& c) { return HandleSetTeam(c.params[0], *c.req, *c.by); });
-  t.Add("GET", "/v1/admin/audit", R::kRead,
-        [this](const RouteCall& c) { return HandleAudit(*c.req, *c.by); });
+  t.Add(
+      "GET", "/v1/admin/tokens", R::kRead,
+      [self](const RouteCall& c) { return self->HandleListTokens(*c.by); }, ListTokens());
+  t.Add(
+      "POST", "/v1/admin/tokens", R::kState,
+      [self](const RouteCall& c) { return self->HandleCreateToken(*c.req, *c.by); }, CreateToken());
+  t.Add(
+      "POST", "/v1/admin/tokens/{name}/revoke", R::kState,
+      [self](const RouteCall& c) { return self->HandleRevokeToken(c.params[0], *c.by); },
+      RevokeToken());
+  t.Add(
+      "POST", "/v1/admin/join-tokens", R::kState,
+      [self](const RouteCall& c) { return self->HandleCreateJoinToken(*c.req, *c.by); },
+      CreateJoinToken());
+  t.Add(
+      "POST", "/v1/admin/nodes/{name}/revoke", R::kState,
+      [self](const RouteCall& c) { return self->HandleRevokeNode(c.params[0], *c.by); },
+      RevokeNode());
+  t.Add(
+      "POST", "/v1/admin/nodes/{name}/users", R::kState,
+      [self](const RouteCall& c) { return self->HandleSetNodeUsers(*c.req, c.params[0], *c.by); },
+      SetNodeUsers());
+  t.Add(
+      "GET", "/v1/admin/users", R::kRead,
+      [self](const RouteCall& c) { return self->HandleListUsers(*c.by); }, ListUsers());
+  t.Add(
+      "POST", "/v1/admin/users/{name}", R::kState,
+      [self](const RouteCall& c) { return self->HandleSetUser(c.params[0], *c.req, *c.by); },
+      SetUser());
+  t.Add(
+      "POST", "/v1/admin/teams/{name}", R::kState,
+      [self](const RouteCall& c) { return self->HandleSetTeam(c.params[0], *c.req, *c.by); },
+      SetTeam());
+  t.Add(
+      "GET", "/v1/admin/audit", R::kRead,
+      [self](const RouteCall& c) { return self->HandleAudit(*c.req, *c.by); }, Audit());
 }
 
 net::HttpResponse AdminApi::HandleWhoami(const Principal& by) {

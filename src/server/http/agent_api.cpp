@@ -10,6 +10,7 @@
 #include "common/term_channel.h"
 #include "protocol/agent_protocol.h"
 #include "server/http/agents_api.h"
+#include "server/http/api_docs.h"
 #include "server/http/responses.h"
 
 namespace berth {
@@ -24,38 +25,54 @@ Status SpeaksFor(const Principal& by, const std::string& node) {
 
 }  // namespace
 
-void AgentsApi::AddRoutes(RouteTable& t) {
+void AgentsApi::AddRoutes(RouteTable& t, AgentsApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
   // A join token does one thing: it is exchanged for a node's own credential.
   t.Add(
       "POST", "/v1/agent/join", R::kState,
-      [this](const RouteCall& c) { return HandleJoin(*c.req, *c.by); }, Callers::kJoinToken);
+      [self](const RouteCall& c) { return self->HandleJoin(*c.req, *c.by); }, Join(),
+      Callers::kJoinToken);
 
   // The agents' protocol (nodes only: see Handle).
-  t.Add("GET", "/v1/specs/{id}", R::kState,
-        [this](const RouteCall& c) { return HandleGetSpec(c.id, *c.req, *c.by); });
-  t.Add("POST", "/v1/agent/register", R::kState,
-        [this](const RouteCall& c) { return HandleRegister(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/heartbeat", R::kState,
-        [this](const RouteCall& c) { return HandleHeartbeat(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/health", R::kState,
-        [this](const RouteCall& c) { return HandleHealth(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/report", R::kState,
-        [this](const RouteCall& c) { return HandleReport(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/logs", R::kState,
-        [this](const RouteCall& c) { return HandleLogAppend(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/logs/batch", R::kState,
-        [this](const RouteCall& c) { return HandleLogBatch(*c.req, *c.by); });
-  t.Add("POST", "/v1/agent/blobs", R::kRead,
-        [this](const RouteCall& c) { return HandleAgentBlobs(*c.req, *c.by); });
-  t.Add("GET", "/v1/agent/watch", R::kState, [this](const RouteCall& c) {
-    HandleWatch(*c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
-  t.Add("GET", "/v1/agent/sessions/{sid}", R::kRead, [this](const RouteCall& c) {
-    HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
+  t.Add(
+      "GET", "/v1/specs/{id}", R::kState,
+      [self](const RouteCall& c) { return self->HandleGetSpec(c.id, *c.req, *c.by); }, GetSpec());
+  t.Add(
+      "POST", "/v1/agent/register", R::kState,
+      [self](const RouteCall& c) { return self->HandleRegister(*c.req, *c.by); }, Register());
+  t.Add(
+      "POST", "/v1/agent/heartbeat", R::kState,
+      [self](const RouteCall& c) { return self->HandleHeartbeat(*c.req, *c.by); }, Heartbeat());
+  t.Add(
+      "POST", "/v1/agent/health", R::kState,
+      [self](const RouteCall& c) { return self->HandleHealth(*c.req, *c.by); }, HealthReport());
+  t.Add(
+      "POST", "/v1/agent/report", R::kState,
+      [self](const RouteCall& c) { return self->HandleReport(*c.req, *c.by); }, Report());
+  t.Add(
+      "POST", "/v1/agent/logs", R::kState,
+      [self](const RouteCall& c) { return self->HandleLogAppend(*c.req, *c.by); }, LogAppend());
+  t.Add(
+      "POST", "/v1/agent/logs/batch", R::kState,
+      [self](const RouteCall& c) { return self->HandleLogBatch(*c.req, *c.by); }, LogBatch());
+  t.Add(
+      "POST", "/v1/agent/blobs", R::kRead,
+      [self](const RouteCall& c) { return self->HandleAgentBlobs(*c.req, *c.by); }, AgentBlobs());
+  t.Add(
+      "GET", "/v1/agent/watch", R::kState,
+      [self](const RouteCall& c) {
+        self->HandleWatch(*c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      Watch());
+  t.Add(
+      "GET", "/v1/agent/sessions/{sid}", R::kRead,
+      [self](const RouteCall& c) {
+        self->HandleAgentSession(c.params[0], *c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      AgentSession());
 }
 
 net::HttpResponse AgentsApi::HandleJoin(const net::HttpRequest& req, const Principal& by) {

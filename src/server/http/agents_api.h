@@ -21,7 +21,9 @@ namespace berth {
 class AgentsApi {
  public:
   explicit AgentsApi(ApiContext& c) : c_(c) {}
-  void AddRoutes(RouteTable& t);
+  // Adds this group's routes, each calling `self`; with `self` null the routes are only described
+  // (server/http/openapi.h), never called.
+  static void AddRoutes(RouteTable& t, AgentsApi* self);
 
  private:
   net::HttpResponse HandleJoin(const net::HttpRequest& req, const Principal& by);

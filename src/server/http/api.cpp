@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "server/http/api_docs.h"
 #include "server/http/http_metrics.h"
 #include "server/http/job_json.h"
 #include "server/http/jobs_api.h"
@@ -16,37 +17,60 @@
 namespace berth {
 
 // The API's routes; each names who may call it and where it runs (server/http/routes.h).
-void JobsApi::AddRoutes(RouteTable& t) {
+void JobsApi::AddRoutes(RouteTable& t, JobsApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
   // Jobs, groups and the queue.
-  t.Add("POST", "/v1/jobs", R::kState,
-        [this](const RouteCall& c) { return HandleSubmit(*c.req, *c.by); });
-  t.Add("GET", "/v1/jobs", R::kRead, [this](const RouteCall& c) { return HandleListJobs(*c.req); });
-  t.Add("POST", "/v1/jobs/cancel", R::kState,
-        [this](const RouteCall& c) { return HandleCancel(*c.req, *c.by); });
-  t.Add("GET", "/v1/jobs/{id}", R::kRead,
-        [this](const RouteCall& c) { return HandleShowJob(c.id, *c.by); });
-  t.Add("POST", "/v1/jobs/{id}/requeue", R::kState,
-        [this](const RouteCall& c) { return HandleRequeue(c.id, *c.by); });
-  t.Add("GET", "/v1/jobs/{id}/logs", R::kRead, [this](const RouteCall& c) {
-    HandleLogs(c.id, *c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
-  t.Add("GET", "/v1/groups/{id}", R::kRead,
-        [this](const RouteCall& c) { return HandleGroup(c.id); });
-  t.Add("POST", "/v1/groups/{id}", R::kState,
-        [this](const RouteCall& c) { return HandleUpdateGroup(c.id, *c.req, *c.by); });
-  t.Add("GET", "/v1/queue", R::kRead, [this](const RouteCall& c) { return HandleQueue(*c.req); });
+  t.Add(
+      "POST", "/v1/jobs", R::kState,
+      [self](const RouteCall& c) { return self->HandleSubmit(*c.req, *c.by); }, Submit());
+  t.Add(
+      "GET", "/v1/jobs", R::kRead,
+      [self](const RouteCall& c) { return self->HandleListJobs(*c.req); }, ListJobs());
+  t.Add(
+      "POST", "/v1/jobs/cancel", R::kState,
+      [self](const RouteCall& c) { return self->HandleCancel(*c.req, *c.by); }, Cancel());
+  t.Add(
+      "GET", "/v1/jobs/{id}", R::kRead,
+      [self](const RouteCall& c) { return self->HandleShowJob(c.id, *c.by); }, ShowJob());
+  t.Add(
+      "POST", "/v1/jobs/{id}/requeue", R::kState,
+      [self](const RouteCall& c) { return self->HandleRequeue(c.id, *c.by); }, Requeue());
+  t.Add(
+      "GET", "/v1/jobs/{id}/logs", R::kRead,
+      [self](const RouteCall& c) {
+        self->HandleLogs(c.id, *c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      Logs());
+  t.Add(
+      "GET", "/v1/groups/{id}", R::kRead,
+      [self](const RouteCall& c) { return self->HandleGroup(c.id); }, ShowGroup());
+  t.Add(
+      "POST", "/v1/groups/{id}", R::kState,
+      [self](const RouteCall& c) { return self->HandleUpdateGroup(c.id, *c.req, *c.by); },
+      UpdateGroup());
+  t.Add(
+      "GET", "/v1/queue", R::kRead,
+      [self](const RouteCall& c) { return self->HandleQueue(*c.req); }, Queue());
   // Accounting and nodes.
-  t.Add("GET", "/v1/usage", R::kRead, [this](const RouteCall& c) { return HandleUsage(*c.req); });
-  t.Add("GET", "/v1/teams", R::kRead, [this](const RouteCall&) { return HandleListTeams(); });
-  t.Add("GET", "/v1/nodes", R::kRead,
-        [this](const RouteCall& c) { return HandleNodes(c.req->Query("holders") == "1"); });
+  t.Add(
+      "GET", "/v1/usage", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUsage(*c.req); }, Usage());
+  t.Add(
+      "GET", "/v1/teams", R::kRead, [self](const RouteCall&) { return self->HandleListTeams(); },
+      Teams());
+  t.Add(
+      "GET", "/v1/nodes", R::kRead,
+      [self](const RouteCall& c) { return self->HandleNodes(c.req->Query("holders") == "1"); },
+      Nodes());
   for (const bool drain : {true, false}) {
-    t.Add("POST", drain ? "/v1/nodes/{node}/drain" : "/v1/nodes/{node}/undrain", R::kState,
-          [this, drain](const RouteCall& c) {
-            return HandleDrain(c.params[0], drain, c.req->Query("force") == "1", *c.by);
-          });
+    t.Add(
+        "POST", drain ? "/v1/nodes/{node}/drain" : "/v1/nodes/{node}/undrain", R::kState,
+        [self, drain](const RouteCall& c) {
+          return self->HandleDrain(c.params[0], drain, c.req->Query("force") == "1", *c.by);
+        },
+        Drain(drain));
   }
 }
 

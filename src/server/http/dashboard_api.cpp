@@ -10,6 +10,7 @@
 
 #include "common/quantity.h"
 #include "common/strings.h"
+#include "server/http/api_docs.h"
 #include "server/http/job_json.h"
 #include "server/http/responses.h"
 #include "server/http/web_assets.h"
@@ -59,26 +60,34 @@ std::string HtmlEscape(const std::string& s) {
 
 }  // namespace
 
-void DashboardApi::AddRoutes(RouteTable& t) {
+void DashboardApi::AddRoutes(RouteTable& t, DashboardApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
   // The dashboard's ways in, answered before anyone is identified (its files: HandleWebAsset).
   t.Add(
-      "GET", "/login", R::kIoThread, [this](const RouteCall& c) { return HandleLoginPage(*c.req); },
+      "GET", "/login", R::kIoThread,
+      [self](const RouteCall& c) { return self->HandleLoginPage(*c.req); }, LoginPage(),
       Callers::kAnyone);
   t.Add(
       "POST", "/v1/dashboard/login", R::kRead,
-      [this](const RouteCall& c) { return HandleSessionLogin(*c.req); }, Callers::kAnyone);
+      [self](const RouteCall& c) { return self->HandleSessionLogin(*c.req); }, SessionLogin(),
+      Callers::kAnyone);
   // The dashboard.
-  t.Add("POST", "/v1/dashboard/link", R::kState,
-        [this](const RouteCall& c) { return HandleLoginLink(*c.req, *c.by); });
-  t.Add("GET", "/v1/dashboard/session", R::kRead,
-        [this](const RouteCall& c) { return HandleSessionInfo(*c.req, *c.by); });
-  t.Add("POST", "/v1/dashboard/logout", R::kRead,
-        [this](const RouteCall& c) { return HandleLogout(*c.req); });
-  t.Add("GET", "/v1/dashboard/overview", R::kRead,
-        [this](const RouteCall&) { return HandleOverview(); });
-  t.Add("GET", "/v1/dashboard/queue", R::kRead,
-        [this](const RouteCall& c) { return HandleDashboardQueue(*c.req); });
+  t.Add(
+      "POST", "/v1/dashboard/link", R::kState,
+      [self](const RouteCall& c) { return self->HandleLoginLink(*c.req, *c.by); }, LoginLink());
+  t.Add(
+      "GET", "/v1/dashboard/session", R::kRead,
+      [self](const RouteCall& c) { return self->HandleSessionInfo(*c.req, *c.by); }, SessionInfo());
+  t.Add(
+      "POST", "/v1/dashboard/logout", R::kRead,
+      [self](const RouteCall& c) { return self->HandleLogout(*c.req); }, Logout());
+  t.Add(
+      "GET", "/v1/dashboard/overview", R::kRead,
+      [self](const RouteCall&) { return self->HandleOverview(); }, Overview());
+  t.Add(
+      "GET", "/v1/dashboard/queue", R::kRead,
+      [self](const RouteCall& c) { return self->HandleDashboardQueue(*c.req); }, DashboardQueue());
 }
 
 std::string DashboardApi::SessionCookie(const std::string& id, int64_t max_age_s) const {

@@ -19,7 +19,9 @@ namespace berth {
 class DashboardApi {
  public:
   explicit DashboardApi(ApiContext& c) : c_(c) {}
-  void AddRoutes(RouteTable& t);
+  // Adds this group's routes, each calling `self`; with `self` null the routes are only described
+  // (server/http/openapi.h), never called.
+  static void AddRoutes(RouteTable& t, DashboardApi* self);
   // Ahead of identification: the page and its files (public); nullopt when not one of them.
   std::optional<net::HttpResponse> HandleWebAsset(const net::HttpRequest& req);
 

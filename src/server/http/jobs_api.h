@@ -19,7 +19,9 @@ namespace berth {
 class JobsApi {
  public:
   explicit JobsApi(ApiContext& c) : c_(c) {}
-  void AddRoutes(RouteTable& t);
+  // Adds this group's routes, each calling `self`; with `self` null the routes are only described
+  // (server/http/openapi.h), never called.
+  static void AddRoutes(RouteTable& t, JobsApi* self);
 
  private:
   net::HttpResponse HandleSubmit(const net::HttpRequest& req, const Principal& by);

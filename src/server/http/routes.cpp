@@ -19,13 +19,14 @@ int ParamCount(const RouteTable::Route& route) {
 }  // namespace
 
 void RouteTable::Add(std::string method, std::string path, RunsOn runs_on, Handler handler,
-                     Callers callers) {
+                     RouteDoc doc, Callers callers) {
   Route route{.method = std::move(method),
               .path = std::move(path),
               .segments = {},
               .runs_on = runs_on,
               .callers = callers,
-              .handler = std::move(handler)};
+              .handler = std::move(handler),
+              .doc = std::move(doc)};
   route.segments = Split(route.path, '/');
   routes_.push_back(std::move(route));
 }

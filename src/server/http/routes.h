@@ -6,6 +6,9 @@
 // first, so /v1/jobs/cancel is never job "cancel". The template is also the request's `route` label
 // in the HTTP metrics (server/http/http_metrics.h), so ids and names never make a series each.
 //
+// Each route carries its contract (RouteDoc, server/http/route_doc.h), from which the OpenAPI
+// description is generated (server/http/openapi.h).
+//
 // Thread-safety: built before serving (Add), then only read (Match, Label) from any thread.
 #pragma once
 
@@ -17,6 +20,7 @@
 #include "common/status.h"
 #include "net/http.h"
 #include "server/http/identity.h"
+#include "server/http/route_doc.h"
 
 namespace berth {
 
@@ -52,6 +56,7 @@ class RouteTable {
     RunsOn runs_on = RunsOn::kRead;
     Callers callers = Callers::kIdentified;
     Handler handler;
+    RouteDoc doc;  // its contract (server/http/openapi.h describes the table)
   };
   struct Match {
     const Route* route = nullptr;  // none: no route has this method and path (404)
@@ -60,13 +65,15 @@ class RouteTable {
     int64_t id = 0;
   };
 
-  void Add(std::string method, std::string path, RunsOn runs_on, Handler handler,
+  // Every route comes with its contract (server/http/api_docs.h).
+  void Add(std::string method, std::string path, RunsOn runs_on, Handler handler, RouteDoc doc,
            Callers callers = Callers::kIdentified);
   // The route of `method` for `parts` (a path split at '/': "", "v1", ...).
   Match Find(const std::string& method, const std::vector<std::string>& parts) const;
   // The template of the routes that fit `parts` whatever the method; "/{asset}" for a top-level
   // path (the dashboard's files) and "other" for paths berth does not serve.
   std::string Label(const std::vector<std::string>& parts) const;
+  const std::vector<Route>& routes() const { return routes_; }
 
  private:
   // Whether `route`'s template fits `parts`, segment by segment.

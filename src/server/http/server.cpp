@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "net/http_client.h"
 #include "net/tls.h"
+#include "server/http/openapi.h"
 
 namespace berth {
 
@@ -146,7 +147,8 @@ Status Server::Start() {
   uploads_api_ = std::make_unique<UploadsApi>(*api_);
   admin_api_ = std::make_unique<AdminApi>(*api_);
   agents_api_ = std::make_unique<AgentsApi>(*api_);
-  AddRoutes();
+  AddRoutes(routes_, this);
+  openapi_json_ = SerializeJson(OpenApiDocument(routes_));
   BERTH_RETURN_IF_ERROR(http_->Start());
   started_ = true;
   control_->Start(HousekeepingHooks());

@@ -79,12 +79,16 @@ class Server {
   const std::string& tls_fingerprint() const { return tls_fingerprint_; }
   // Stops serving: in-flight handlers finish, streams close, threads join. Idempotent.
   void Stop();
+  // The server's routes with their contracts, described only (handlers never called): what
+  // `berth openapi` prints and the tests check (server/http/openapi.h).
+  static RouteTable DescribeRoutes();
 
  private:
   void Handle(net::HttpRequest&& req, std::shared_ptr<net::Responder> res);
-  // Fills routes_ (server_routes.cpp: health and metrics, then each handler group's); runs a
-  // matched route's handler where the route says.
-  void AddRoutes();
+  // Fills `t` (server_routes.cpp: health, the OpenAPI description and metrics, then each handler
+  // group's), each handler calling `self`; with `self` null the routes are only described. Dispatch
+  // runs a matched route's handler where the route says.
+  static void AddRoutes(RouteTable& t, Server* self);
   void Dispatch(const RouteTable::Route& route, RouteCall call);
   // Sets up TLS when it is on: the certificate (made if needed) and its fingerprint.
   Status SetUpTls(net::HttpServerOptions& http);
@@ -122,7 +126,8 @@ class Server {
   std::unique_ptr<AdminApi> admin_api_;
   std::unique_ptr<AgentsApi> agents_api_;
   // berth_http_request_seconds{route,method,code}: every answer (server/http/http_metrics.h).
-  RouteTable routes_;  // filled by Start before it listens, read-only after
+  RouteTable routes_;         // filled by Start before it listens, read-only after
+  std::string openapi_json_;  // GET /v1/openapi.json: the description of routes_
   metrics::HistogramFamily http_seconds_{
       "berth_http_request_seconds",
       "Time from a request's arrival to its answer (streams: to the stream's start), by route "

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "server/http/api_docs.h"
 #include "server/http/http_metrics.h"
 #include "server/http/responses.h"
 #include "server/http/server.h"
@@ -18,26 +19,39 @@ net::HttpResponse BusyResponse() {
   return r;
 }
 
-void Server::AddRoutes() {
-  RouteTable& t = routes_;
+void Server::AddRoutes(RouteTable& t, Server* self) {
   using R = RunsOn;
   // Answered on the I/O thread, to anyone: never waits for anything.
   t.Add(
       "GET", "/v1/health", R::kIoThread,
-      [this](const RouteCall&) {
+      [self](const RouteCall&) {
         json::object health{{"ok", true}, {"version", BERTH_VERSION}};
-        if (options_.ha_status) health["ha"] = options_.ha_status();
+        if (self->options_.ha_status) health["ha"] = self->options_.ha_status();
         return JsonResponse(200, std::move(health));
       },
-      Callers::kAnyone);
-  t.Add("GET", "/metrics", R::kRead, [this](const RouteCall&) { return HandleMetrics(); });
+      api_docs::Health(), Callers::kAnyone);
+  t.Add(
+      "GET", "/v1/openapi.json", R::kIoThread,
+      [self](const RouteCall&) {
+        return net::HttpResponse{.status = 200, .body = self->openapi_json_};
+      },
+      api_docs::OpenApi(), Callers::kAnyone);
+  t.Add(
+      "GET", "/metrics", R::kRead, [self](const RouteCall&) { return self->HandleMetrics(); },
+      api_docs::Metrics());
   // Each concern's routes.
-  jobs_api_->AddRoutes(t);
-  terminals_api_->AddRoutes(t);
-  dashboard_api_->AddRoutes(t);
-  uploads_api_->AddRoutes(t);
-  admin_api_->AddRoutes(t);
-  agents_api_->AddRoutes(t);
+  JobsApi::AddRoutes(t, self ? self->jobs_api_.get() : nullptr);
+  TerminalsApi::AddRoutes(t, self ? self->terminals_api_.get() : nullptr);
+  DashboardApi::AddRoutes(t, self ? self->dashboard_api_.get() : nullptr);
+  UploadsApi::AddRoutes(t, self ? self->uploads_api_.get() : nullptr);
+  AdminApi::AddRoutes(t, self ? self->admin_api_.get() : nullptr);
+  AgentsApi::AddRoutes(t, self ? self->agents_api_.get() : nullptr);
+}
+
+RouteTable Server::DescribeRoutes() {
+  RouteTable t;
+  AddRoutes(t, nullptr);
+  return t;
 }
 
 void Server::Dispatch(const RouteTable::Route& route, RouteCall call) {

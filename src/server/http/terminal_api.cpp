@@ -11,6 +11,7 @@
 #include "net/ws_stream.h"
 #include "protocol/agent_protocol.h"
 #include "server/accounts.h"
+#include "server/http/api_docs.h"
 #include "server/http/responses.h"
 #include "server/http/terminals_api.h"
 
@@ -38,20 +39,30 @@ Result<int64_t> QueryInt(const net::HttpRequest& req, const std::string& name,
 
 }  // namespace
 
-void TerminalsApi::AddRoutes(RouteTable& t) {
+void TerminalsApi::AddRoutes(RouteTable& t, TerminalsApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
-  t.Add("GET", "/v1/jobs/{id}/attach", R::kRead, [this](const RouteCall& c) {
-    HandleAttach(c.id, *c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
-  t.Add("GET", "/v1/jobs/{id}/exec", R::kRead, [this](const RouteCall& c) {
-    HandleExecInto(c.id, *c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
-  t.Add("GET", "/v1/jobs/{id}/port-forward", R::kRead, [this](const RouteCall& c) {
-    HandlePortForward(c.id, *c.req, *c.by, c.res);
-    return StreamedAnswer();
-  });
+  t.Add(
+      "GET", "/v1/jobs/{id}/attach", R::kRead,
+      [self](const RouteCall& c) {
+        self->HandleAttach(c.id, *c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      Attach());
+  t.Add(
+      "GET", "/v1/jobs/{id}/exec", R::kRead,
+      [self](const RouteCall& c) {
+        self->HandleExecInto(c.id, *c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      ExecInto());
+  t.Add(
+      "GET", "/v1/jobs/{id}/port-forward", R::kRead,
+      [self](const RouteCall& c) {
+        self->HandlePortForward(c.id, *c.req, *c.by, c.res);
+        return StreamedAnswer();
+      },
+      PortForward());
 }
 
 Result<TerminalBridges::Target> TerminalsApi::SessionTarget(int64_t id, int rank, SessionKind kind,

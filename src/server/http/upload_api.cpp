@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.h"
+#include "server/http/api_docs.h"
 #include "server/http/responses.h"
 #include "server/http/uploads_api.h"
 
@@ -24,19 +25,29 @@ Result<std::vector<std::string>> StringList(const json::object& body, const char
 
 }  // namespace
 
-void UploadsApi::AddRoutes(RouteTable& t) {
+void UploadsApi::AddRoutes(RouteTable& t, UploadsApi* self) {
+  using namespace api_docs;
   using R = RunsOn;
   // Uploads (docs/api.md "Uploads"): blob and manifest I/O, off the state executor.
-  t.Add("POST", "/v1/uploads/missing", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadMissing(*c.req, *c.by); });
-  t.Add("POST", "/v1/uploads/blobs", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadBlobs(*c.req, *c.by); });
-  t.Add("PUT", "/v1/uploads/blobs/{digest}", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadPiece(c.params[0], *c.req, *c.by); });
-  t.Add("GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadReceived(c.params[0], *c.by); });
-  t.Add("POST", "/v1/uploads/manifests", R::kRead,
-        [this](const RouteCall& c) { return HandleUploadManifest(*c.req, *c.by); });
+  t.Add(
+      "POST", "/v1/uploads/missing", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUploadMissing(*c.req, *c.by); },
+      UploadMissing());
+  t.Add(
+      "POST", "/v1/uploads/blobs", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUploadBlobs(*c.req, *c.by); }, UploadBlobs());
+  t.Add(
+      "PUT", "/v1/uploads/blobs/{digest}", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUploadPiece(c.params[0], *c.req, *c.by); },
+      UploadPiece());
+  t.Add(
+      "GET", "/v1/uploads/blobs/{digest}/received", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUploadReceived(c.params[0], *c.by); },
+      UploadReceived());
+  t.Add(
+      "POST", "/v1/uploads/manifests", R::kRead,
+      [self](const RouteCall& c) { return self->HandleUploadManifest(*c.req, *c.by); },
+      UploadManifest());
 }
 
 net::HttpResponse UploadsApi::HandleUploadMissing(const net::HttpRequest& req,

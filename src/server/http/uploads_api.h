@@ -19,7 +19,9 @@ namespace berth {
 class UploadsApi {
  public:
   explicit UploadsApi(ApiContext& c) : c_(c) {}
-  void AddRoutes(RouteTable& t);
+  // Adds this group's routes, each calling `self`; with `self` null the routes are only described
+  // (server/http/openapi.h), never called.
+  static void AddRoutes(RouteTable& t, UploadsApi* self);
 
  private:
   net::HttpResponse HandleUploadMissing(const net::HttpRequest& req, const Principal& by);

@@ -15,9 +15,10 @@ class RoutesTest : public ::testing::Test {
     for (const char* path : {"/v1/jobs", "/v1/jobs/cancel", "/v1/jobs/{id}", "/v1/jobs/{id}/logs",
                              "/v1/nodes/{node}/drain", "/v1/specs/{id}"}) {
       const std::string method = std::string(path) == "/v1/jobs/cancel" ? "POST" : "GET";
-      table_.Add(method, path, RunsOn::kRead, [path](const RouteCall&) {
-        return net::HttpResponse{.status = 200, .body = path};
-      });
+      table_.Add(
+          method, path, RunsOn::kRead,
+          [path](const RouteCall&) { return net::HttpResponse{.status = 200, .body = path}; },
+          RouteDoc{.summary = path});
     }
   }
   RouteTable::Match Find(const std::string& method, const std::string& path) {
