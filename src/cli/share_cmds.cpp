@@ -125,6 +125,8 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
   }
   std::vector<std::string> head = {f.by == "team" ? "TEAM" : "USER", "GPU-HOURS"};
   if (slices) head.push_back("AS WHOLE GPUS");
+  head.push_back("GPU EFF");
+  head.push_back("IDLE GPU-H");
   for (const char* h : {"CPU-HOURS", "CPU EFF", "MEM EFF", "JOBS", "MEAN WAIT", "PREEMPTED"}) {
     head.push_back(h);
   }
@@ -146,6 +148,12 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
     std::vector<std::string> row = {name.is_null() ? "(default)" : std::string(name.as_string()),
                                     hours(r.at("gpu_seconds").as_object())};
     if (slices) row.push_back(hours(r.at("whole_gpu_seconds").as_object()));
+    // Sampled GPUs only (docs/idle.md): "-" where no node sampled them.
+    const json::value* idle = r.if_contains("idle_gpu_seconds");
+    row.push_back(r.contains("gpu_efficiency") ? percent(r.at("gpu_efficiency")) : "-");
+    row.push_back(idle && r.at("sampled_gpu_seconds").to_number<double>() > 0
+                      ? fmt::format("{:.2f}", idle->to_number<double>() / 3600)
+                      : std::string("-"));
     for (std::string cell :
          {fmt::format("{:.2f}", r.at("cpu_seconds").to_number<double>() / 3600),
           percent(r.at("cpu_efficiency")), percent(r.at("memory_efficiency")), Number(r.at("jobs")),
@@ -165,8 +173,8 @@ void AddUsageCommand(CommandContext& c) {
   auto& usage_flags = c.Keep<UsageFlags>();
   auto* usage = c.app.add_subcommand(
       "usage",
-      "GPU-hours by type, CPU-hours, CPU and memory efficiency, jobs, mean wait and preemptions, "
-      "per user or team");
+      "GPU-hours by type, GPU efficiency and idle GPU-hours (sampled GPUs), CPU-hours, CPU and "
+      "memory efficiency, jobs, mean wait and preemptions, per user or team");
   usage
       ->add_option("--since", usage_flags.since,
                    "Start of the window: a duration back from now (7d, 12h) or a time "

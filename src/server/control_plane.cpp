@@ -139,14 +139,16 @@ void ControlPlane::HousekeepingLoop() {
       core_->lifecycle().EndIdleInteractive(
           hooks_.sessions_seen(now, options_.core.interactive_idle_limit_ms), watching_since);
     }
-    if (options_.core.idle_policy && hooks_.idle_gpus && now >= next_gpu_check) {
+    if (hooks_.gpu_readings && now >= next_gpu_check) {
       next_gpu_check = now + 5'000;
-      const std::vector<Lifecycle::IdleGpus> idle = hooks_.idle_gpus(clock_.Now());
+      const std::vector<Lifecycle::GpuReading> readings = hooks_.gpu_readings(clock_.Now());
       std::set<std::pair<int64_t, int>> still;
-      for (const Lifecycle::IdleGpus& i : idle) still.emplace(i.job, i.attempt);
+      for (const Lifecycle::GpuReading& r : readings) {
+        if (r.idle_for > 0) still.emplace(r.job, r.attempt);
+      }
       // Busy again (or ended): a new spell is told anew.
       std::erase_if(told, [&](const auto& entry) { return !still.count(entry.first); });
-      core_->lifecycle().ActOnIdleGpus(idle, told);
+      core_->lifecycle().NoteGpuUse(readings, told);
     }
     hooks_.tick(now);
     if (now >= next_collect) {

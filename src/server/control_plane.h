@@ -40,9 +40,9 @@ class ControlPlane {
     std::function<void(int64_t mono)> tick;
     // When each interactive job last had a session (job -> monotonic ms), for the idle limit.
     std::function<std::map<int64_t, int64_t>(int64_t mono, DurationMs limit)> sessions_seen;
-    // The running attempts whose GPUs are idle now (server/gpu_usage_table.h), for the idle
-    // policy.
-    std::function<std::vector<Lifecycle::IdleGpus>(TimeMs now)> idle_gpus;
+    // What the running attempts' sampled GPUs did (server/gpu_usage_table.h), for usage and the
+    // idle policy.
+    std::function<std::vector<Lifecycle::GpuReading>(TimeMs now)> gpu_readings;
     // Runs `work` on a thread that may wait for the store (the uploads' collection).
     std::function<void(std::function<void()>)> post_read;
     // Runs `work` once on each thread that serves requests (an idle heap trim); how many.

@@ -295,12 +295,25 @@ ALTER TABLE upload_pieces ADD COLUMN stored_ms BIGINT NOT NULL DEFAULT 0;
 
 Status MigrateToV7(PgConn& conn) { return conn.Exec(kSchemaV7); }
 
+// Version 8: the sampled GPUs' time, busy time and idle time in the usage rollups (as SQLite's
+// version 8).
+constexpr const char* kSchemaV8 = R"sql(
+ALTER TABLE usage_hourly ADD COLUMN gpu_sampled_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN gpu_busy_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN gpu_idle_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_sampled_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_busy_milli_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_idle_milli_ms BIGINT NOT NULL DEFAULT 0;
+)sql";
+
+Status MigrateToV8(PgConn& conn) { return conn.Exec(kSchemaV8); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4,
-    &MigrateToV5, &MigrateToV6, &MigrateToV7,
+    &MigrateToV5, &MigrateToV6, &MigrateToV7, &MigrateToV8,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

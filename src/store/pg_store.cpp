@@ -265,7 +265,9 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
   static const std::string kSql[2] = {
       "INSERT INTO usage_hourly AS u(hour, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms, "
       "jobs, wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
-      "asked_memory_mib_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+      "asked_memory_mib_ms, gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms) VALUES "
+      "($1, "
+      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
       "ON CONFLICT (hour, \"user\", team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = u.gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = u.cpu_milli_ms + excluded.cpu_milli_ms, jobs = u.jobs + excluded.jobs, "
@@ -274,10 +276,15 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
       "used_cpu_ms = u.used_cpu_ms + excluded.used_cpu_ms, "
       "measured_cpu_milli_ms = u.measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
       "peak_memory_mib_ms = u.peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
-      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms",
+      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms, "
+      "gpu_sampled_milli_ms = u.gpu_sampled_milli_ms + excluded.gpu_sampled_milli_ms, "
+      "gpu_busy_milli_ms = u.gpu_busy_milli_ms + excluded.gpu_busy_milli_ms, "
+      "gpu_idle_milli_ms = u.gpu_idle_milli_ms + excluded.gpu_idle_milli_ms",
       "INSERT INTO usage_daily AS u(day, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms, "
       "jobs, wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
-      "asked_memory_mib_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+      "asked_memory_mib_ms, gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms) VALUES "
+      "($1, "
+      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
       "ON CONFLICT (day, \"user\", team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = u.gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = u.cpu_milli_ms + excluded.cpu_milli_ms, jobs = u.jobs + excluded.jobs, "
@@ -286,7 +293,10 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
       "used_cpu_ms = u.used_cpu_ms + excluded.used_cpu_ms, "
       "measured_cpu_milli_ms = u.measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
       "peak_memory_mib_ms = u.peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
-      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms"};
+      "asked_memory_mib_ms = u.asked_memory_mib_ms + excluded.asked_memory_mib_ms, "
+      "gpu_sampled_milli_ms = u.gpu_sampled_milli_ms + excluded.gpu_sampled_milli_ms, "
+      "gpu_busy_milli_ms = u.gpu_busy_milli_ms + excluded.gpu_busy_milli_ms, "
+      "gpu_idle_milli_ms = u.gpu_idle_milli_ms + excluded.gpu_idle_milli_ms"};
   for (const auto& [key, sums] : buckets) {
     PgCall call;
     call.sql = kSql[daily ? 1 : 0];
@@ -303,7 +313,10 @@ void AddBucketCalls(bool daily, const std::map<BucketKey, BucketSums>& buckets,
         .Add(sums.used_cpu_ms)
         .Add(sums.measured_cpu_milli_ms)
         .Add(sums.peak_memory_mib_ms)
-        .Add(sums.asked_memory_mib_ms);
+        .Add(sums.asked_memory_mib_ms)
+        .Add(sums.gpu_sampled_milli_ms)
+        .Add(sums.gpu_busy_milli_ms)
+        .Add(sums.gpu_idle_milli_ms);
     calls.push_back(std::move(call));
   }
 }
@@ -838,16 +851,20 @@ Result<std::vector<UsageRow>> PgStore::QueryUsage(const UsageQuery& query) {
   // snapshot, added up here (so both backends round the same way).
   static const std::string kSql[2][2] = {
       {"SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_hourly WHERE hour >= $1 AND hour < $2",
        "SELECT \"user\", gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_daily WHERE day >= $1 AND day < $2"},
       {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_hourly WHERE hour >= $1 AND hour < $2",
        "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_daily WHERE day >= $1 AND day < $2"}};
   UsageTotals totals;
   {
@@ -869,7 +886,10 @@ Result<std::vector<UsageRow>> PgStore::QueryUsage(const UsageQuery& query) {
                               .used_cpu_ms = s->Int(r, 8),
                               .measured_cpu_milli_ms = s->Int(r, 9),
                               .peak_memory_mib_ms = s->Int(r, 10),
-                              .asked_memory_mib_ms = s->Int(r, 11)});
+                              .asked_memory_mib_ms = s->Int(r, 11),
+                              .gpu_sampled_milli_ms = s->Int(r, 12),
+                              .gpu_busy_milli_ms = s->Int(r, 13),
+                              .gpu_idle_milli_ms = s->Int(r, 14)});
       }
     }
     BERTH_RETURN_IF_ERROR(txn->Commit());

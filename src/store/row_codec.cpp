@@ -246,6 +246,16 @@ void SplitIntoBuckets(const UsageRecord& r, std::map<BucketKey, BucketSums>& buc
     ended.peak_memory_mib_ms += peak;
     ended.asked_memory_mib_ms += asked;
   }
+  // Sampled GPUs likewise: their time, weighted by the attempt's mean SM utilisation, and idle.
+  int64_t sampled = 0;
+  if (span > 0 && r.gpu_mean_sm && r.gpu_milli > 0 &&
+      !__builtin_mul_overflow(r.gpu_milli, span, &sampled)) {
+    BucketSums& ended = bucket(FloorToHour(r.ended_at));
+    const double sm = std::clamp(*r.gpu_mean_sm, 0.0, 100.0);
+    ended.gpu_sampled_milli_ms += sampled;
+    ended.gpu_busy_milli_ms += static_cast<int64_t>(static_cast<double>(sampled) * sm / 100.0);
+    ended.gpu_idle_milli_ms += r.gpu_milli * std::clamp<DurationMs>(r.gpu_idle_ms, 0, span);
+  }
 }
 
 }  // namespace
@@ -319,7 +329,10 @@ std::vector<UsageRow> UsageTotals::Finish() && {
         .measured_cpu_seconds =
             static_cast<double>(t.sums.measured_cpu_milli_ms) / kMilliMsPerSecond,
         .peak_memory_mib_seconds = static_cast<double>(t.sums.peak_memory_mib_ms) / 1000.0,
-        .asked_memory_mib_seconds = static_cast<double>(t.sums.asked_memory_mib_ms) / 1000.0};
+        .asked_memory_mib_seconds = static_cast<double>(t.sums.asked_memory_mib_ms) / 1000.0,
+        .gpu_sampled_seconds = static_cast<double>(t.sums.gpu_sampled_milli_ms) / kMilliMsPerSecond,
+        .gpu_busy_seconds = static_cast<double>(t.sums.gpu_busy_milli_ms) / kMilliMsPerSecond,
+        .idle_gpu_seconds = static_cast<double>(t.sums.gpu_idle_milli_ms) / kMilliMsPerSecond};
     for (auto& [type, gpu] : t.gpu_milli_ms) {
       // "" is CPU-only use (a GPU amount there is a caller's slip); a type whose buckets add up to
       // 0 is left out like one never used.

@@ -77,6 +77,12 @@ struct BucketSums {
   int64_t measured_cpu_milli_ms = 0;
   int64_t peak_memory_mib_ms = 0;
   int64_t asked_memory_mib_ms = 0;
+  // Sampled GPUs of the attempts that ended in the hour (UsageRecord::gpu_mean_sm, gpu_idle_ms), in
+  // milli-GPU x ms: the time under sampling, that time weighted by SM utilisation (busy), and the
+  // time idle.
+  int64_t gpu_sampled_milli_ms = 0;
+  int64_t gpu_busy_milli_ms = 0;
+  int64_t gpu_idle_milli_ms = 0;
 
   BucketSums& operator+=(const BucketSums& o) {
     gpu_milli_ms += o.gpu_milli_ms;
@@ -89,6 +95,9 @@ struct BucketSums {
     measured_cpu_milli_ms += o.measured_cpu_milli_ms;
     peak_memory_mib_ms += o.peak_memory_mib_ms;
     asked_memory_mib_ms += o.asked_memory_mib_ms;
+    gpu_sampled_milli_ms += o.gpu_sampled_milli_ms;
+    gpu_busy_milli_ms += o.gpu_busy_milli_ms;
+    gpu_idle_milli_ms += o.gpu_idle_milli_ms;
     return *this;
   }
 };

@@ -256,12 +256,26 @@ ALTER TABLE usage_daily ADD COLUMN asked_memory_mib_ms INTEGER NOT NULL DEFAULT 
 
 Status MigrateToV7(SqliteDb& db) { return db.Exec(kSchemaV7); }
 
+// Version 8: the rollups count what sampled GPUs did (docs/idle.md): the GPU time under sampling,
+// that time weighted by SM utilisation, and the GPU time idle, for `berth usage`'s GPU efficiency
+// and idle GPU-hours (store_codec::BucketSums).
+constexpr const char* kSchemaV8 = R"sql(
+ALTER TABLE usage_hourly ADD COLUMN gpu_sampled_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN gpu_busy_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_hourly ADD COLUMN gpu_idle_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_sampled_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_busy_milli_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN gpu_idle_milli_ms INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+Status MigrateToV8(SqliteDb& db) { return db.Exec(kSchemaV8); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4,
-    &MigrateToV5, &MigrateToV6, &MigrateToV7,
+    &MigrateToV5, &MigrateToV6, &MigrateToV7, &MigrateToV8,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

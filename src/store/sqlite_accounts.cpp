@@ -22,7 +22,9 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
   static const std::string kSql[2] = {
       "INSERT INTO usage_hourly(hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
       "wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
-      "asked_memory_mib_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+      "asked_memory_mib_ms, gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms) VALUES "
+      "(?1, "
+      "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
       "ON CONFLICT(hour, user, team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
@@ -31,10 +33,15 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
       "used_cpu_ms = used_cpu_ms + excluded.used_cpu_ms, "
       "measured_cpu_milli_ms = measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
       "peak_memory_mib_ms = peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
-      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms",
+      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms, "
+      "gpu_sampled_milli_ms = gpu_sampled_milli_ms + excluded.gpu_sampled_milli_ms, "
+      "gpu_busy_milli_ms = gpu_busy_milli_ms + excluded.gpu_busy_milli_ms, "
+      "gpu_idle_milli_ms = gpu_idle_milli_ms + excluded.gpu_idle_milli_ms",
       "INSERT INTO usage_daily(day, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, "
       "wait_ms, waits, preemptions, used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, "
-      "asked_memory_mib_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+      "asked_memory_mib_ms, gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms) VALUES "
+      "(?1, "
+      "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
       "ON CONFLICT(day, user, team, gpu_type) DO UPDATE SET "
       "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
       "cpu_milli_ms = cpu_milli_ms + excluded.cpu_milli_ms, jobs = jobs + excluded.jobs, "
@@ -43,7 +50,10 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
       "used_cpu_ms = used_cpu_ms + excluded.used_cpu_ms, "
       "measured_cpu_milli_ms = measured_cpu_milli_ms + excluded.measured_cpu_milli_ms, "
       "peak_memory_mib_ms = peak_memory_mib_ms + excluded.peak_memory_mib_ms, "
-      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms"};
+      "asked_memory_mib_ms = asked_memory_mib_ms + excluded.asked_memory_mib_ms, "
+      "gpu_sampled_milli_ms = gpu_sampled_milli_ms + excluded.gpu_sampled_milli_ms, "
+      "gpu_busy_milli_ms = gpu_busy_milli_ms + excluded.gpu_busy_milli_ms, "
+      "gpu_idle_milli_ms = gpu_idle_milli_ms + excluded.gpu_idle_milli_ms"};
   Result<StatementRef> ref = db.Cached(kSql[daily ? 1 : 0]);
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
@@ -62,6 +72,9 @@ Status UpsertBuckets(SqliteDb& db, bool daily, const std::map<BucketKey, BucketS
                               .Bind(12, sums.measured_cpu_milli_ms)
                               .Bind(13, sums.peak_memory_mib_ms)
                               .Bind(14, sums.asked_memory_mib_ms)
+                              .Bind(15, sums.gpu_sampled_milli_ms)
+                              .Bind(16, sums.gpu_busy_milli_ms)
+                              .Bind(17, sums.gpu_idle_milli_ms)
                               .Run());
     s.Reset();
   }
@@ -259,16 +272,20 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
   const std::vector<UsageRange> ranges = UsageRanges(query);
   static const std::string kSql[2][2] = {
       {"SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_hourly WHERE hour >= ?1 AND hour < ?2",
        "SELECT user, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_daily WHERE day >= ?1 AND day < ?2"},
       {"SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_hourly WHERE hour >= ?1 AND hour < ?2",
        "SELECT team, gpu_type, gpu_milli_ms, cpu_milli_ms, jobs, wait_ms, waits, preemptions, "
-       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms FROM "
+       "used_cpu_ms, measured_cpu_milli_ms, peak_memory_mib_ms, asked_memory_mib_ms, "
+       "gpu_sampled_milli_ms, gpu_busy_milli_ms, gpu_idle_milli_ms FROM "
        "usage_daily WHERE day >= ?1 AND day < ?2"}};
 
   // The rows are added up here rather than by GROUP BY: SQLite groups by sorting every row into a
@@ -296,7 +313,10 @@ Result<std::vector<UsageRow>> SqliteStore::QueryUsage(const UsageQuery& query) {
                               .used_cpu_ms = s.Int(8),
                               .measured_cpu_milli_ms = s.Int(9),
                               .peak_memory_mib_ms = s.Int(10),
-                              .asked_memory_mib_ms = s.Int(11)});
+                              .asked_memory_mib_ms = s.Int(11),
+                              .gpu_sampled_milli_ms = s.Int(12),
+                              .gpu_busy_milli_ms = s.Int(13),
+                              .gpu_idle_milli_ms = s.Int(14)});
         return Status::Ok();
       });
       if (!read.ok()) return read;

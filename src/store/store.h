@@ -138,6 +138,11 @@ struct UsageRecord {
   std::optional<int64_t> cpu_used_ms;
   std::optional<int64_t> peak_memory_bytes;
   int64_t memory_mib = 0;  // each rank's resources.memory; 0: none asked
+  // What its GPUs did where its nodes sampled them (docs/idle.md): the mean SM utilisation over
+  // the attempt (percent; none: not sampled) and how long all of them sat idle. Counted, with the
+  // GPU time they are measured against, in the hour containing ended_at.
+  std::optional<double> gpu_mean_sm;
+  DurationMs gpu_idle_ms = 0;
 };
 
 // `berth usage`: totals per user or team over [since, until).
@@ -162,6 +167,11 @@ struct UsageRow {
   double measured_cpu_seconds = 0;  // CPUs x time allotted to the measured attempts
   double peak_memory_mib_seconds = 0;
   double asked_memory_mib_seconds = 0;
+  // Sampled GPUs of the attempts that ended in the window (GPU-seconds): their time, that time
+  // weighted by SM utilisation (GPU efficiency: busy over sampled), and their idle time.
+  double gpu_sampled_seconds = 0;
+  double gpu_busy_seconds = 0;
+  double idle_gpu_seconds = 0;
 };
 
 // One hour of one user's use of one GPU type (for rebuilding decayed fair-share usage at start).

@@ -89,6 +89,16 @@ class GpuUsageTest(BerthTestCase):
         self.b.run("cancel", job, env=self.env)
         done = self.b.wait_status(job, "CANCELLED", timeout=60, env=self.env)
         self.assertIsNone(done["gpu_usage"])
+        # `berth usage`: the attempt's sampled GPU time, its GPU efficiency and its idle GPU time
+        # (from its last known reading: idle at first, then busy at 80 %).
+        row = self.b.json("usage", "--json", env=self.env)["rows"][0]
+        self.assertGreater(row["sampled_gpu_seconds"], 0, row)
+        self.assertGreaterEqual(row["idle_gpu_seconds"], 2, row)
+        self.assertLess(row["idle_gpu_seconds"], row["sampled_gpu_seconds"], row)
+        self.assertTrue(0 <= row["gpu_efficiency"] <= 0.8, row)
+        table = self.b.run("usage", env=self.env)[1]
+        self.assertIn("GPU EFF", table)
+        self.assertIn("IDLE GPU-H", table)
 
 
 class IdlePolicyTest(GpuUsageTest):

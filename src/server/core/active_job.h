@@ -47,6 +47,13 @@ struct ActiveJob {
   int64_t running_since = 0;     // monotonic ms the current attempt started RUNNING (0: not yet)
   uint64_t gen = 0;              // bumped by every change
   TimeMs queued_at = 0;          // when it last entered the queue (submitted, or requeued)
+  // What the current attempt's sampled GPUs did so far (Lifecycle::NoteGpuUse), for its usage.
+  struct GpuUse {
+    int attempt = 0;
+    double mean_sm = 0;
+    DurationMs idle_ms = 0;
+  };
+  std::optional<GpuUse> gpu_use;
   // A preemptor's launch waits until its victims' processes are gone: (job, attempt) of each.
   std::set<std::pair<int64_t, int>> launch_after;
   // Where the job is counted in counts_ (berth_jobs); none when it is not (ended).

@@ -231,6 +231,12 @@ UsageRecord Lifecycle::UsageOf(const ActiveJob& job, TimeMs now) const {
   u.cpu_used_ms = use.cpu_ms;
   u.peak_memory_bytes = use.peak_memory_bytes;
   u.memory_mib = job.row.resources.memory;
+  // What its sampled GPUs did, as its nodes last said (NoteGpuUse): for GPU efficiency and idle
+  // GPU time in `berth usage`.
+  if (job.gpu_use && job.gpu_use->attempt == job.row.attempt) {
+    u.gpu_mean_sm = job.gpu_use->mean_sm;
+    u.gpu_idle_ms = job.gpu_use->idle_ms;
+  }
   return u;
 }
 
@@ -443,21 +449,24 @@ void Lifecycle::EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64
   if (!st.ok()) LogError("idle limits are enforced at the next check: {}", st.message());
 }
 
-void Lifecycle::ActOnIdleGpus(const std::vector<IdleGpus>& idle,
-                              std::map<std::pair<int64_t, int>, IdleVerdict>& told) {
-  if (!s_.options.idle_policy) return;
-  const IdlePolicy& policy = *s_.options.idle_policy;
+void Lifecycle::NoteGpuUse(const std::vector<GpuReading>& readings,
+                           std::map<std::pair<int64_t, int>, IdleVerdict>& told) {
   CoreLock lock(s_);
   const TimeMs now = s_.clock.Now();
   Txn txn;
   std::vector<std::pair<int64_t, int>> told_now;
-  for (const IdleGpus& i : idle) {
+  for (const GpuReading& i : readings) {
     auto it = s_.jobs.find(i.job);
     if (it == s_.jobs.end()) continue;
     ActiveJob& job = it->second;
     if (job.terminating || job.row.status != JobStatus::kRunning || job.row.attempt != i.attempt) {
       continue;
     }
+    // Kept for the attempt's usage record (UsageOf), whatever the policy.
+    job.gpu_use =
+        ActiveJob::GpuUse{.attempt = i.attempt, .mean_sm = i.mean_sm, .idle_ms = i.idle_ms};
+    if (!s_.options.idle_policy || i.idle_for <= 0) continue;
+    const IdlePolicy& policy = *s_.options.idle_policy;
     const bool interactive = job.spec->interactive;
     const IdleVerdict verdict = JudgeIdle(policy, i.idle_for, interactive);
     if (verdict != IdleVerdict::kWarn && verdict != IdleVerdict::kAct) continue;

@@ -38,20 +38,24 @@ class Lifecycle {
   // or took over does not know who was attached before). Nothing when the limit is 0.
   void EndIdleInteractive(const std::map<int64_t, int64_t>& seen, int64_t watching_since)
       EXCLUDES(core_lock);
-  // One running attempt whose GPUs are idle now (server/gpu_usage_table.h: its nodes' heartbeats).
-  struct IdleGpus {
+  // What a running attempt's sampled GPUs did so far (server/gpu_usage_table.h: its nodes'
+  // heartbeats), every rank's GPUs known.
+  struct GpuReading {
     int64_t job = 0;
     int attempt = 0;
-    DurationMs idle_for = 0;
-    double mean_sm = 0;  // over the attempt so far
+    DurationMs idle_for = 0;  // the current idle spell (0: busy now)
+    double mean_sm = 0;       // over the attempt so far
+    DurationMs idle_ms = 0;   // idle in all, over the attempt so far
   };
-  // Applies the idle policy (CoreOptions::idle_policy, docs/idle.md) to them: an attempt idle past
-  // its warn window gets a warning event, one idle past its act window is requeued or cancelled
-  // (with action none, reported in an event). `told` says what each attempt was told in its
-  // current idle spell, so that each event comes once: the caller forgets an attempt when its
-  // GPUs are busy again. Nothing without a policy.
-  void ActOnIdleGpus(const std::vector<IdleGpus>& idle,
-                     std::map<std::pair<int64_t, int>, IdleVerdict>& told) EXCLUDES(core_lock);
+  // Keeps each reading with its attempt (ActiveJob::gpu_use: its usage record counts GPU
+  // efficiency and idle GPU time when it ends), and applies the idle policy
+  // (CoreOptions::idle_policy, docs/idle.md) to those idle now: an attempt idle past its warn
+  // window gets a warning event, one idle past its act window is requeued or cancelled (with
+  // action none, reported in an event). `told` says what each attempt was told in its current idle
+  // spell, so that each event comes once: the caller forgets an attempt when its GPUs are busy
+  // again.
+  void NoteGpuUse(const std::vector<GpuReading>& readings,
+                  std::map<std::pair<int64_t, int>, IdleVerdict>& told) EXCLUDES(core_lock);
 
   // --- transitions ---
   // Moves `job` to `status` (recorded in txn; counts, tallies and dependents follow).

@@ -148,7 +148,10 @@ RouteDoc Usage() {
                          {"preemptions", Int()},
                          {"used_cpu_seconds", Num()},
                          {"cpu_efficiency", Nullable(Num())},
-                         {"memory_efficiency", Nullable(Num())}},
+                         {"memory_efficiency", Nullable(Num())},
+                         {"sampled_gpu_seconds", Num()},
+                         {"gpu_efficiency", Nullable(Num())},
+                         {"idle_gpu_seconds", Num()}},
                         {"gpu_seconds", "cpu_seconds", "jobs"});
   return {.summary = "Usage by user or team over a window (`berth usage`)",
           .query = {Q("since", Str(), "a duration back from now (7d) or an RFC 3339 time"),

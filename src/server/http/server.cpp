@@ -218,14 +218,15 @@ ControlPlane::Hooks Server::HousekeepingHooks() {
           },
       .sessions_seen = [this](int64_t mono,
                               DurationMs limit) { return terminals_.SeenAt(mono, limit); },
-      .idle_gpus =
+      .gpu_readings =
           [this](TimeMs now) {
-            std::vector<Lifecycle::IdleGpus> idle;
+            std::vector<Lifecycle::GpuReading> readings;
             for (const auto& [attempt, use] : gpu_usage_.All(now)) {
-              if (!use.known || use.idle_for_ms <= 0) continue;
-              idle.push_back({attempt.first, attempt.second, use.idle_for_ms, use.mean_sm});
+              if (!use.known) continue;
+              readings.push_back(
+                  {attempt.first, attempt.second, use.idle_for_ms, use.mean_sm, use.idle_ms});
             }
-            return idle;
+            return readings;
           },
       .post_read = [this](std::function<void()> work) { read_exec_->Post(std::move(work)); },
       .on_each_request_thread =

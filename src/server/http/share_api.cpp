@@ -191,7 +191,11 @@ net::HttpResponse JobsApi::HandleUsage(const net::HttpRequest& req) {
         {"preemptions", r.preemptions},
         {"used_cpu_seconds", r.used_cpu_seconds},
         {"cpu_efficiency", Ratio(r.used_cpu_seconds, r.measured_cpu_seconds)},
-        {"memory_efficiency", Ratio(r.peak_memory_mib_seconds, r.asked_memory_mib_seconds)}});
+        {"memory_efficiency", Ratio(r.peak_memory_mib_seconds, r.asked_memory_mib_seconds)},
+        // Sampled GPUs (docs/idle.md): SM utilisation over their time, and their idle time.
+        {"sampled_gpu_seconds", r.gpu_sampled_seconds},
+        {"gpu_efficiency", Ratio(r.gpu_busy_seconds, r.gpu_sampled_seconds)},
+        {"idle_gpu_seconds", r.idle_gpu_seconds}});
   }
   return JsonResponse(200, json::object{{"rows", std::move(out)},
                                         {"since", TimeToJson(from)},

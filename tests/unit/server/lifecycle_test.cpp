@@ -97,6 +97,31 @@ TEST_F(CoreTest, AnInteractiveJobNobodyAttachesToEndsAfterTheIdleLimit) {
   ASSERT_EQ(channel_.Stops("n1").size(), 2u);
 }
 
+// What a job's sampled GPUs did (the last reading of its current attempt) reaches the usage rollup
+// when the attempt ends, with or without an idle policy: `berth usage`'s GPU efficiency and idle
+// GPU-hours. A reading of another attempt is not its own.
+TEST_F(CoreTest, AJobsSampledGpuUseIsCountedInUsageWhenItEnds) {
+  Register("n1", 8, 2);
+  const int64_t job = Submit(Spec(1, 2));
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("n1", job);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  using Reading = Lifecycle::GpuReading;
+  core_->lifecycle().NoteGpuUse({Reading{job, 1, 0, 40, 3'000}}, told);
+  core_->lifecycle().NoteGpuUse({Reading{job, 2, 0, 99, 9'000}}, told);  // not its attempt
+  EXPECT_TRUE(told.empty());
+  clock_.Advance(10'000);
+  ASSERT_TRUE(Report("n1", {Entry(job, 1, 0, proto::ReportEvent::kExited, 0)}).ok());
+  ASSERT_EQ(Stored(job).status, JobStatus::kSucceeded);
+  auto usage = store_->inner().QueryUsage(UsageQuery{0, clock_.Now() + 3'600'000, false});
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  const UsageRow& row = (*usage)[0];
+  EXPECT_EQ(row.gpu_sampled_seconds, 2 * 10.0);  // 2 GPUs for 10 s
+  EXPECT_EQ(row.gpu_busy_seconds, 0.4 * 2 * 10.0);
+  EXPECT_EQ(row.idle_gpu_seconds, 2 * 3.0);
+}
+
 // The idle policy (docs/idle.md): a job whose GPUs stay idle gets one warning event per idle spell,
 // then is requeued (or cancelled; or, with action none, reported once more); an attempt that is
 // not the job's current one, and jobs without a policy, are left alone.
@@ -115,23 +140,23 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
   ASSERT_TRUE(core_->scheduling().RunPass());
   for (int64_t job : {requeued, cancelled, reported}) Run("n1", job);
   std::map<std::pair<int64_t, int>, IdleVerdict> told;
-  using Idle = Lifecycle::IdleGpus;
+  using Idle = Lifecycle::GpuReading;
   // No policy: nothing happens.
-  core_->lifecycle().ActOnIdleGpus({Idle{requeued, 1, 3'600'000, 0.5}}, told);
+  core_->lifecycle().NoteGpuUse({Idle{requeued, 1, 3'600'000, 0.5}}, told);
   EXPECT_EQ(Stored(requeued).status, JobStatus::kRunning);
   EXPECT_TRUE(told.empty());
 
   options_.idle_policy = ParseIdlePolicy("below=5,warn=10m,act=30m,action=requeue", 10'000).value();
   Restart();
   const std::vector<Idle> warned{{requeued, 1, 600'000, 0.5}, {requeued, 7, 3'600'000, 0}};
-  core_->lifecycle().ActOnIdleGpus(warned, told);
-  core_->lifecycle().ActOnIdleGpus(warned, told);  // told once per spell
+  core_->lifecycle().NoteGpuUse(warned, told);
+  core_->lifecycle().NoteGpuUse(warned, told);  // told once per spell
   EXPECT_EQ(events_with(requeued,
                         "idle GPUs: below 5% SM (mean 0.5% so far) for 10m; it will be "
                         "requeued once idle for 30m"),
             1);
   EXPECT_EQ(Stored(requeued).status, JobStatus::kRunning) << "attempt 7 is not its attempt";
-  core_->lifecycle().ActOnIdleGpus({Idle{requeued, 1, 1'800'000, 0.5}}, told);
+  core_->lifecycle().NoteGpuUse({Idle{requeued, 1, 1'800'000, 0.5}}, told);
   EXPECT_EQ(Stored(requeued).status, JobStatus::kPending);
   EXPECT_NE(Stored(requeued).reason.find(
                 "idle GPUs: below 5% SM (mean 0.5% so far) for 30m; requeued (--idle-policy "
@@ -142,13 +167,13 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
 
   options_.idle_policy->action = IdleAction::kCancel;
   Restart();
-  core_->lifecycle().ActOnIdleGpus({Idle{cancelled, 1, 1'800'000, 0}}, told);
+  core_->lifecycle().NoteGpuUse({Idle{cancelled, 1, 1'800'000, 0}}, told);
   EXPECT_EQ(Stored(cancelled).status, JobStatus::kCancelled);
 
   options_.idle_policy->action = IdleAction::kNone;
   Restart();
   for (DurationMs idle : {600'000, 900'000, 1'800'000, 2'400'000}) {
-    core_->lifecycle().ActOnIdleGpus({Idle{reported, 1, idle, 0}}, told);
+    core_->lifecycle().NoteGpuUse({Idle{reported, 1, idle, 0}}, told);
   }
   EXPECT_EQ(Stored(reported).status, JobStatus::kRunning);
   EXPECT_EQ(events_with(reported, "; it will be reported once idle for 30m"), 1);
@@ -169,7 +194,7 @@ TEST_F(CoreTest, AnExemptJobIsOnlyReportedAndAudited) {
   Run("n1", exempt);
   std::map<std::pair<int64_t, int>, IdleVerdict> told;
   for (DurationMs idle : {600'000, 1'800'000, 3'600'000}) {
-    core_->lifecycle().ActOnIdleGpus({Lifecycle::IdleGpus{exempt, 1, idle, 0}}, told);
+    core_->lifecycle().NoteGpuUse({Lifecycle::GpuReading{exempt, 1, idle, 0}}, told);
   }
   EXPECT_EQ(Stored(exempt).status, JobStatus::kRunning);
   auto events = store_->inner().GetEvents(exempt);

@@ -1390,6 +1390,34 @@ TEST_P(StoreContractTest, MeasuredUseGoesToTheHourTheAttemptEnded) {
   EXPECT_EQ(day[0].asked_memory_mib_seconds, 1'024.0 * 90 * 60);
 }
 
+// Sampled GPUs (docs/idle.md) likewise: the GPU time of the attempts whose GPUs were sampled, that
+// time weighted by their mean SM utilisation, and their idle GPU time, in the hour they ended.
+TEST_P(StoreContractTest, SampledGpuUseGoesToTheHourTheAttemptEnded) {
+  // 2 GPUs for an hour at a mean of 25 % SM, idle for 30 minutes of it (all its GPUs).
+  UsageRecord a = Use("ada", "vision", "A100", 2'000, 1'000, kH0, kH0 + kHour);
+  a.gpu_mean_sm = 25;
+  a.gpu_idle_ms = 30 * kMinute;
+  // Half a GPU for 30 minutes, busy throughout; an idle time past its span counts as the span.
+  UsageRecord b = Use("ada", "vision", "A100", 500, 1'000, kH0 + 30 * kMinute, kH0 + kHour);
+  b.gpu_mean_sm = 100;
+  b.gpu_idle_ms = 2 * kHour;
+  // Not sampled (a node without nvidia-smi): counts in none of it.
+  UsageRecord c = Use("ada", "vision", "A100", 1'000, 1'000, kH0, kH0 + kHour);
+  Batch batch;
+  batch.usage = {a, b, c};
+  MustCommit(batch);
+  for (auto [from, to] :
+       {std::pair{kH0 + kHour, kH0 + 2 * kHour},
+        std::pair{kH0 - kH0 % (24 * kHour), kH0 - kH0 % (24 * kHour) + 48 * kHour}}) {
+    std::vector<UsageRow> rows = MustQueryUsage(from, to);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].gpu_sampled_seconds, 2.0 * 3'600 + 0.5 * 1'800);
+    EXPECT_EQ(rows[0].gpu_busy_seconds, 0.25 * 2 * 3'600 + 0.5 * 1'800);
+    EXPECT_EQ(rows[0].idle_gpu_seconds, 2.0 * 1'800 + 0.5 * 1'800);
+  }
+  EXPECT_EQ(MustQueryUsage(kH0, kH0 + kHour)[0].gpu_sampled_seconds, 0);
+}
+
 TEST_P(StoreContractTest, UsageInTheSameBucketAddsUp) {
   Batch first;
   first.usage = {Use("ada", "vision", "H100", 1'000, 0, kH0, kH0 + 10 * kMinute),
