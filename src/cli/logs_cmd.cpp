@@ -54,9 +54,17 @@ bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status,
       fflush(stdout);
     }
     int reported_attempt = std::atoi(res->Header("X-Berth-Attempt").c_str());
+    // (0 from a server that does not say.)
+    const int latest_attempt = std::atoi(res->Header("X-Berth-Latest-Attempt").c_str());
     if (attempt == 0 && current_attempt != 0 && reported_attempt != current_attempt) {
       // The job was requeued: follow the new attempt from its start.
       fmt::print(stderr, "berth: job {} restarted (attempt {})\n", id, reported_attempt);
+      offset = 0;
+    } else if (attempt == 0 && res->body.empty() && latest_attempt > reported_attempt) {
+      // The attempt followed was requeued, and what it printed is all read: on to the latest one
+      // (asking for the old attempt again would be answered at once, for ever).
+      fmt::print(stderr, "berth: job {} restarted (attempt {})\n", id, latest_attempt);
+      reported_attempt = latest_attempt;
       offset = 0;
     } else {
       offset = std::atoll(res->Header("X-Berth-Offset").c_str());

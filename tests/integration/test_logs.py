@@ -99,6 +99,21 @@ class LogsTest(BerthTestCase):
         self.assertIn(f"berth: job {job} CANCELLED", follower.stderr.read())
         self.assertLess(time.monotonic() - started, 10 * SCALE, "`logs` kept waiting after the job was gone")
 
+    def test_follow_moves_on_to_the_next_attempt_after_a_requeue(self):
+        """`berth logs -f` follows a requeued job into its next attempt (a follower pinned to the old
+        attempt used to ask for it again and again, answered at once each time)."""
+        b = self.b
+        job = b.submit("--", 'echo "attempt $BERTH_ATTEMPT"; sleep 1000')
+        b.wait_status(job, "RUNNING")
+        follower = b.popen("logs", job)
+        reader = LineReader(follower.stdout)
+        self.assertEqual(reader.next(), "attempt 1\n")
+        b.run("requeue", job)
+        self.assertEqual(reader.next(timeout=60), "attempt 2\n")
+        b.run("cancel", job)
+        self.assertEqual(follower.wait(timeout=30 * SCALE), 1)
+        self.assertIn(f"berth: job {job} restarted (attempt 2)", follower.stderr.read())
+
     def test_no_follow_prints_what_is_there(self):
         b = self.b
         script = self.write("stepped.sh", STEPPED_SCRIPT)

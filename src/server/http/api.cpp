@@ -594,6 +594,8 @@ void JobsApi::HandleLogs(int64_t id, const net::HttpRequest& req, const Principa
     r.content_type = "application/octet-stream";
     r.headers.push_back({"X-Berth-Offset", std::to_string(offset + static_cast<int64_t>(raw))});
     r.headers.push_back({"X-Berth-Attempt", std::to_string(attempt)});
+    // The job's latest attempt: a follower of an earlier one learns that it moved on.
+    r.headers.push_back({"X-Berth-Latest-Attempt", std::to_string(row.attempt)});
     r.headers.push_back({"X-Berth-Status", std::string(JobStatusName(row.status))});
     r.headers.push_back({"X-Berth-Done", !live && raw < kMaxChunk ? "1" : "0"});
     r.body = std::move(data);

@@ -104,8 +104,9 @@ RouteDoc Requeue() {
 RouteDoc Logs() {
   return {.summary = "A job's output bytes from an offset (long poll with wait_ms)",
           .description =
-              "Headers: X-Berth-Offset (ask for this next), X-Berth-Attempt, X-Berth-Status, "
-              "X-Berth-Done: 1 once the job ended and everything was sent.",
+              "Headers: X-Berth-Offset (ask for this next), X-Berth-Attempt (the attempt read), "
+              "X-Berth-Latest-Attempt (the job's latest), X-Berth-Status, X-Berth-Done: 1 once "
+              "the job ended and everything was sent.",
           .query = {Q("offset", Int(), "the byte to start at"), Q("rank", Int(), "the rank"),
                     Q("attempt", Int(), "the attempt (0: the current one)"),
                     Q("wait_ms", Int(), "hold the request until output arrives (at most 60000)"),
