@@ -597,6 +597,7 @@ void Agent::HeartbeatLoop() {
     int64_t sent_at = clock_.Monotonic();
     proto::HeartbeatRequest beat{options_.name, session};
     beat.gpu_usage = gpu_watch_.Usage();
+    beat.gpus_now = gpu_watch_.GpusNow();
     Status st = connection_.Heartbeat(beat);
     if (st.code() == Code::kUnavailable) continue;
     bool abort_watch = false;

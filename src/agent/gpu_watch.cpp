@@ -36,7 +36,23 @@ void GpuWatch::SampleOnce() {
   if (!sampler) return;
   Result<GpuSample> sample = sampler->Sample();  // (seconds at worst: not under the lock)
   MutexLock lock(mu_);
-  book_.Record(sample, clock_.Now());
+  const TimeMs now = clock_.Now();
+  book_.Record(sample, now);
+  last_.clear();
+  if (!sample.ok()) return;
+  for (const GpuReading& g : sample->gpus) {
+    if (!g.sm_percent || last_.size() >= proto::HeartbeatRequest::kMaxGpusNow) continue;
+    last_.push_back({.index = g.index,
+                     .sm = std::clamp(*g.sm_percent, 0, 100),
+                     .memory_mib = std::max<int64_t>(g.memory_mib.value_or(0), 0)});
+  }
+  last_at_ = now;
+}
+
+std::vector<proto::GpuNow> GpuWatch::GpusNow() const {
+  MutexLock lock(mu_);
+  if (clock_.Now() - last_at_ > 3 * interval_) return {};
+  return last_;
 }
 
 void GpuWatch::Loop() {

@@ -44,6 +44,9 @@ class GpuWatch {
   // What each held rank's GPUs did so far, for the heartbeat (at most
   // HeartbeatRequest::kMaxGpuUsage).
   std::vector<proto::GpuUsage> Usage() const EXCLUDES(mu_);
+  // The node's GPUs as the last sample saw them (those whose utilisation it reported), for the
+  // heartbeat; none when the last sample failed or is older than three intervals.
+  std::vector<proto::GpuNow> GpusNow() const EXCLUDES(mu_);
 
  private:
   static GpuUsageBook::Key KeyOf(const proto::AttemptRank& id);
@@ -57,6 +60,8 @@ class GpuWatch {
   std::shared_ptr<GpuSampler> sampler_ GUARDED_BY(mu_);
   GpuUsageBook book_ GUARDED_BY(mu_);
   std::map<GpuUsageBook::Key, proto::AttemptRank> ranks_ GUARDED_BY(mu_);
+  std::vector<proto::GpuNow> last_ GUARDED_BY(mu_);  // the last sample's, by GPU
+  TimeMs last_at_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace berth

@@ -370,12 +370,37 @@ Result<GpuUsage> GpuUsage::Decode(const json::value& entry) {
   return u;
 }
 
+json::object GpuNow::Encode() const {
+  return json::object{{"index", index}, {"sm", sm}, {"memory_mib", memory_mib}};
+}
+
+Result<GpuNow> GpuNow::Decode(const json::value& entry) {
+  auto obj = ObjectOf(entry, "heartbeat", "a gpus_now entry");
+  if (!obj.ok()) return obj.status();
+  Fields f(**obj, "heartbeat: gpus_now");
+  GpuNow g;
+  g.index = f.Int("index", std::nullopt);
+  g.sm = f.Int("sm", 0);
+  g.memory_mib = f.Int64("memory_mib", 0);
+  if (!f.ok()) return f.status();
+  if (g.index < 0 || g.sm < 0 || g.sm > 100 || g.memory_mib < 0) {
+    return Status::Invalid("heartbeat: gpus_now: a value out of range (GPU " +
+                           std::to_string(g.index) + ")");
+  }
+  return g;
+}
+
 json::object HeartbeatRequest::Encode() const {
   json::object o{{"node", node}, {"session", session}};
   if (!gpu_usage.empty()) {
     json::array usage;
     for (const GpuUsage& u : gpu_usage) usage.push_back(u.Encode());
     o["gpu_usage"] = std::move(usage);
+  }
+  if (!gpus_now.empty()) {
+    json::array gpus;
+    for (const GpuNow& g : gpus_now) gpus.push_back(g.Encode());
+    o["gpus_now"] = std::move(gpus);
   }
   return o;
 }
@@ -398,6 +423,17 @@ Result<HeartbeatRequest> HeartbeatRequest::Decode(const json::value& body) {
       Result<GpuUsage> u = GpuUsage::Decode(entry);
       if (!u.ok()) return u.status();
       r.gpu_usage.push_back(std::move(*u));
+    }
+  }
+  if (const json::value* gpus = f.Find("gpus_now")) {
+    if (!gpus->is_array() || gpus->as_array().size() > kMaxGpusNow) {
+      return Status::Invalid("heartbeat: 'gpus_now' must be an array of at most " +
+                             std::to_string(kMaxGpusNow) + " GPUs");
+    }
+    for (const json::value& entry : gpus->as_array()) {
+      Result<GpuNow> g = GpuNow::Decode(entry);
+      if (!g.ok()) return g.status();
+      r.gpus_now.push_back(*g);
     }
   }
   return r;

@@ -339,12 +339,26 @@ struct GpuUsage {
   static Result<GpuUsage> Decode(const json::value& entry);
 };
 
+// One GPU of the node as its last sample saw it (what the dashboard shades each GPU cell by).
+struct GpuNow {
+  int index = 0;
+  int sm = 0;  // percent
+  int64_t memory_mib = 0;
+
+  bool operator==(const GpuNow&) const = default;
+  json::object Encode() const;
+  static Result<GpuNow> Decode(const json::value& entry);
+};
+
 struct HeartbeatRequest {
   std::string node;
   std::string session;
   // At most kMaxGpuUsage entries (one per rank on the node); absent when the node samples none.
   static constexpr size_t kMaxGpuUsage = 4096;
   std::vector<GpuUsage> gpu_usage;
+  // The node's GPUs at its last sample (at most kMaxGpusNow; absent when it has none recent).
+  static constexpr size_t kMaxGpusNow = 1024;
+  std::vector<GpuNow> gpus_now;
 
   bool operator==(const HeartbeatRequest&) const = default;
 

@@ -16,8 +16,8 @@ void GpuUsageTable::Forget(const std::string& node) {
   nodes_.erase(it);
 }
 
-void GpuUsageTable::Update(const std::string& node, std::vector<proto::GpuUsage> usage,
-                           TimeMs now) {
+void GpuUsageTable::Update(const std::string& node, std::vector<proto::GpuUsage> usage, TimeMs now,
+                           std::vector<proto::GpuNow> gpus_now) {
   MutexLock lock(mu_);
   Forget(node);
   // Nodes that stopped sending heartbeats go, once a minute (not a walk of every node per beat).
@@ -30,7 +30,7 @@ void GpuUsageTable::Update(const std::string& node, std::vector<proto::GpuUsage>
       if (stale) Forget(name);
     }
   }
-  if (usage.empty()) return;
+  if (usage.empty() && gpus_now.empty()) return;
   while (nodes_.size() >= kMaxNodes) {
     auto stalest = std::min_element(nodes_.begin(), nodes_.end(), [](const auto& a, const auto& b) {
       return a.second.at < b.second.at;
@@ -43,7 +43,16 @@ void GpuUsageTable::Update(const std::string& node, std::vector<proto::GpuUsage>
       reporters.push_back(node);
     }
   }
-  nodes_[node] = {now, std::move(usage)};
+  nodes_[node] = {now, std::move(usage), std::move(gpus_now)};
+}
+
+std::map<int, proto::GpuNow> GpuUsageTable::GpusOf(const std::string& node, TimeMs now) const {
+  MutexLock lock(mu_);
+  std::map<int, proto::GpuNow> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || now - it->second.at > kGpusNowMs) return out;
+  for (const proto::GpuNow& g : it->second.gpus_now) out.emplace(g.index, g);
+  return out;
 }
 
 void GpuUsageTable::Add(JobGpuUse& use, const proto::GpuUsage& rank, TimeMs at) {

@@ -44,9 +44,15 @@ class GpuUsageTable {
   static constexpr DurationMs kSweepMs = 60'000;
   static constexpr size_t kMaxNodes = 100'000;
 
-  // The heartbeat of `node` at `now` said `usage` (empty: it holds no sampled GPUs).
-  void Update(const std::string& node, std::vector<proto::GpuUsage> usage, TimeMs now)
-      EXCLUDES(mu_);
+  // How long a node's GPUs as last sampled are shown (GpusOf): a few heartbeats.
+  static constexpr DurationMs kGpusNowMs = 60'000;
+
+  // The heartbeat of `node` at `now` said `usage` (empty: it holds no sampled GPUs) and its GPUs
+  // as last sampled (`gpus_now`).
+  void Update(const std::string& node, std::vector<proto::GpuUsage> usage, TimeMs now,
+              std::vector<proto::GpuNow> gpus_now = {}) EXCLUDES(mu_);
+  // `node`'s GPUs by index as its last heartbeat said (none when older than kGpusNowMs).
+  std::map<int, proto::GpuNow> GpusOf(const std::string& node, TimeMs now) const EXCLUDES(mu_);
   std::optional<JobGpuUse> Of(int64_t job, int attempt, TimeMs now) const EXCLUDES(mu_);
   // Every attempt with a use, for the idle policy and metrics.
   std::map<std::pair<int64_t, int>, JobGpuUse> All(TimeMs now) const EXCLUDES(mu_);
@@ -55,6 +61,7 @@ class GpuUsageTable {
   struct NodeReport {
     TimeMs at = 0;
     std::vector<proto::GpuUsage> usage;
+    std::vector<proto::GpuNow> gpus_now;
   };
   static void Add(JobGpuUse& use, const proto::GpuUsage& rank, TimeMs at);
   void Forget(const std::string& node) REQUIRES(mu_);

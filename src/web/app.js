@@ -151,6 +151,9 @@ async function renderOverview() {
       h('td', {}, String(t.weight)), h('td', {}, `${(t.usage / 3600).toFixed(1)} GPU-h`),
       h('td', { class: 'muted' }, (t.users || []).join(', ')));
   });
+  const idle = (ov.idle_gpus || []).map((g) => h('tr', { dataset: { job: g.job } },
+    h('td', {}, h('a', { href: `#/job/${g.job}` }, String(g.job))), h('td', {}, g.user), h('td', {}, gpuText(g.gpus)),
+    h('td', {}, `idle for ${Math.round(g.idle_for_seconds / 60)}m`), h('td', { class: 'muted' }, `mean ${Number(g.mean_sm).toFixed(1)}% SM`)));
   const failures = (ov.recent_failures || []).map((j) => h('tr', {},
     h('td', {}, h('a', { href: `#/job/${j.id}` }, String(j.id))), h('td', {}, j.name), h('td', {}, j.user),
     h('td', {}, j.exit_code === null ? '' : `exit ${j.exit_code}`), h('td', { class: 'reason' }, j.reason), h('td', { class: 'muted' }, ago(j.ended_at))));
@@ -162,6 +165,9 @@ async function renderOverview() {
     h('h2', {}, 'Teams: GPUs held against quota'),
     teamRows.length ? h('table', {}, h('tr', {}, h('th', {}, 'team'), h('th', {}, 'holds'), h('th', {}, 'against quota'), h('th', {}, 'weight'), h('th', { title: 'decayed, weighted GPU-hours (docs/fair-share.md)' }, 'fair-share usage'), h('th', {}, 'users')), teamRows)
       : h('p', { class: 'muted' }, 'No teams.'),
+    h('h2', {}, 'Idle GPUs now'),
+    idle.length ? h('table', { id: 'idle-gpus' }, h('tr', {}, h('th', {}, 'job'), h('th', {}, 'user'), h('th', {}, 'GPUs'), h('th', {}, ''), h('th', {}, '')), idle)
+      : h('p', { class: 'muted' }, 'None (or no node samples its GPUs).'),
     h('h2', {}, 'Recent failures'),
     failures.length ? h('table', {}, failures) : h('p', { class: 'muted' }, 'None.'));
 }
@@ -177,6 +183,10 @@ function gpuCell(d, nodeDown) {
   if (nodeDown) cls.push('down');
   if (d.fault) cls.push('faulty');  // fenced by the node's health probes: given to no job
   if (holders.length) cls.push('held');
+  // Shaded by what the GPU does as its node last sampled it (docs/idle.md): a darker strip as tall
+  // as its SM utilisation, and a held GPU below 5 % drawn pale (idle).
+  const sampled = typeof d.sm === 'number';
+  if (sampled && holders.length && d.sm < 5) cls.push('idle');
   const parts = [];
   if (holders.length === 1 && used >= 0.999) {
     parts.push(h('i', { style: `background:${jobColour(holders[0].id)}` }));
@@ -188,12 +198,14 @@ function gpuCell(d, nodeDown) {
   }
   const text = `${d.type} #${d.index}` + (holders.length
     ? ': ' + holders.map((j) => `job ${j.id} (${j.user})`).join(', ') + (d.free > 0.001 ? `, ${gpuText(d.free)} free` : '')
-    : nodeDown ? ': node down' : d.fault ? '' : ': free') + (d.fault ? ` · unhealthy: ${d.fault}` : '');
+    : nodeDown ? ': node down' : d.fault ? '' : ': free') + (d.fault ? ` · unhealthy: ${d.fault}` : '') +
+    (sampled ? ` · ${d.sm}% SM${holders.length && d.sm < 5 ? ' (idle)' : ''}` : '');
   const el = h('div', {
-    class: cls.join(' '), 'aria-label': text, dataset: { index: d.index, jobs: holders.map((j) => j.id).join(','), free: d.free },
+    class: cls.join(' '), 'aria-label': text,
+    dataset: { index: d.index, jobs: holders.map((j) => j.id).join(','), free: d.free, sm: sampled ? d.sm : '' },
     onmousemove: (ev) => showTip(ev, text), onmouseleave: hideTip,
     onclick: () => { if (holders.length) location.hash = `#/job/${holders[0].id}`; },
-  }, ...parts);
+  }, ...parts, sampled ? h('b', { class: 'sm', style: `height:${Math.max(0, Math.min(100, d.sm))}%` }) : '');
   return el;
 }
 
@@ -293,6 +305,8 @@ async function renderNodes() {
         h('span', {}, h('span', { class: 'gpu' }, h('i', { style: `background:${jobColour(3)}` }), h('i', {})), ' shared / fractional'),
         h('span', {}, h('span', { class: 'gpu down' }), ' node down'),
         h('span', {}, h('span', { class: 'gpu faulty' }), ' unhealthy (fenced)'),
+        h('span', {}, h('span', { class: 'gpu held', style: `background:${jobColour(7)}` }, h('b', { class: 'sm', style: 'height:60%' })), ' SM utilisation (dark strip)'),
+        h('span', {}, h('span', { class: 'gpu held idle', style: `background:${jobColour(7)}` }), ' idle (below 5 % SM)'),
         h('span', {}, h('span', { class: 'mig legend-mig' }, h('span', { class: 'gpu slice' }), h('span', { class: 'gpu slice' })), ' MIG slices of one GPU'))),
     ...(level ? domainSections(level, shown, cards, domainOf) : [h('div', { class: 'nodes' }, cards)]),
     nodes.length > nodesUi.shown ? h('p', {}, h('button', { onclick: () => { nodesUi.shown += 240; refresh(); } }, `Show more (${nodes.length - nodesUi.shown} not shown)`)) : '');

@@ -13,7 +13,7 @@ import os
 import unittest
 
 from browser import Browser, find_chromium
-from harness import BERTH_BIN, BerthTestCase
+from harness import BERTH_BIN, BerthTestCase, http
 
 SHOTS = os.environ.get("BERTH_SCREENSHOTS") or os.path.join(os.path.dirname(os.path.dirname(BERTH_BIN)),
                                                            "dashboard-screenshots")
@@ -250,6 +250,67 @@ class DashboardMigBrowserTest(BerthTestCase):
         self.assertEqual(len(second["slices"]), 7)
         browser.screenshot(os.path.join(SHOTS, "nodes-mig.png"))
         b.run("cancel", job)
+
+
+# nvidia-smi as the agent asks it (docs/idle.md): GPU 0 at 0 % with no process, GPU 1 at 90 % with one.
+FAKE_SMI = """#!/bin/sh
+case "$*" in
+  "--query-gpu=index,uuid,utilization.gpu,memory.used --format=csv,noheader,nounits")
+    printf '0, GPU-aaaa, 0, 10\\n1, GPU-bbbb, 90, 30000\\n' ;;
+  "--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits")
+    printf 'GPU-bbbb, 4242, 29000\\n' ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+@unittest.skipUnless(find_chromium(), "no chromium on PATH")
+class DashboardGpuUseBrowserTest(BerthTestCase):
+    """Each GPU cell is shaded by what its node last sampled (issue 66, docs/idle.md): a strip as tall as
+    its SM utilisation, a held GPU below 5 % drawn idle; the overview lists who holds idle GPUs."""
+
+    def test_gpu_cells_are_shaded_by_utilisation_and_idle_holders_are_listed(self):
+        b = self.b
+        bindir = self.path("smi-bin")
+        os.makedirs(bindir, exist_ok=True)
+        self.write("smi-bin/nvidia-smi", FAKE_SMI, mode=0o755)
+        server = b.start_server()
+        b.env["BERTH_SERVER"] = server.url
+        b.start_agent(server.url, name="g1", gpus="A100:3",
+                      extra=["--cpus", "4", "--memory", "4", "--health", "off", "--gpu-sample-interval", "1s"],
+                      env={"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")})
+        b.wait_nodes_up(["g1"])
+        idle = b.submit("--gpus", "A100:1", "--", "sleep 300")   # GPU 0 (the lowest free index)
+        b.wait_status(idle, "RUNNING", timeout=60)
+        busy = b.submit("--gpus", "A100:1", "--", "sleep 300")   # GPU 1
+        b.wait_status(busy, "RUNNING", timeout=60)
+
+        def sampled():
+            devices = b.json("nodes", "--json")[0]["devices"]
+            return [d.get("sm") for d in devices] == [0, 90, None] and devices
+        b.wait_until(sampled, timeout=60, message="the node's GPUs as sampled in /v1/nodes")
+        b.wait_until(lambda: [g["job"] for g in self.overview(server)] == [idle], timeout=60,
+                     message="the idle job in the overview")
+        browser = nodes_page(self)
+        cells = browser.evaluate("""[...document.querySelectorAll('.node .gpus > .gpu')].map(c => ({
+            index: Number(c.dataset.index), sm: c.dataset.sm, idle: c.classList.contains('idle'),
+            strip: c.querySelector('b.sm') ? c.querySelector('b.sm').style.height : null,
+            label: c.getAttribute('aria-label')}))""")
+        self.assertEqual([(c["index"], c["sm"], c["idle"], c["strip"]) for c in cells],
+                         [(0, "0", True, "0%"), (1, "90", False, "90%"), (2, "", False, None)], cells)
+        self.assertIn("0% SM (idle)", cells[0]["label"])
+        self.assertIn("90% SM", cells[1]["label"])
+        browser.screenshot(os.path.join(SHOTS, "nodes-gpu-use.png"))
+        browser.evaluate("delete document.body.dataset.rendered; location.hash = '#/'")
+        browser.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        listed = browser.evaluate("[...document.querySelectorAll('#idle-gpus tr[data-job]')].map(r => Number(r.dataset.job))")
+        self.assertEqual(listed, [idle])
+        browser.screenshot(os.path.join(SHOTS, "overview-idle.png"))
+        b.run("cancel", idle, busy)
+
+    def overview(self, server):
+        status, body, _ = http("GET", server.url + "/v1/dashboard/overview")
+        return body.get("idle_gpus", []) if status == 200 else []
 
 
 class DashboardTopologyBrowserTest(BerthTestCase):

@@ -143,7 +143,8 @@ net::HttpResponse AgentsApi::HandleHeartbeat(const net::HttpRequest& req, const 
   auto answer = c_.core.agents().Heartbeat(request->node, request->session);
   if (!answer.ok()) return ErrorResponse(answer.status());
   // (Only a heartbeat of the node's live session is heard: a stale agent's usage is not.)
-  c_.gpu_usage.Update(request->node, std::move(request->gpu_usage), c_.clock.Now());
+  c_.gpu_usage.Update(request->node, std::move(request->gpu_usage), c_.clock.Now(),
+                      std::move(request->gpus_now));
   return JsonResponse(200, answer->Encode());
 }
 

@@ -502,10 +502,22 @@ net::HttpResponse JobsApi::HandleNodes(bool holders) {
   std::map<std::string, std::map<int, std::vector<ReadModel::Holder>>> held;
   if (holders) held = c_.core.reads().DeviceHolders();
   json::array nodes;
+  const TimeMs now = c_.clock.Now();
   for (const auto& node : c_.core.reads().Nodes()) {
     json::object o = NodeJson(node);
     if (!c_.core.options().topology_levels.empty()) {
       o["topology"] = NodeTopologyJson(c_.core.options().topology_levels, node.row.labels);
+    }
+    // Each whole GPU's utilisation as the node last sampled it (docs/idle.md; none: not sampled).
+    const std::map<int, proto::GpuNow> gpus_now = c_.gpu_usage.GpusOf(node.row.name, now);
+    if (!gpus_now.empty()) {
+      for (auto& dv : o["devices"].as_array()) {
+        json::object& d = dv.as_object();
+        auto it = gpus_now.find(static_cast<int>(AsInt(d["index"]).value_or(-1)));
+        if (d.contains("gpu") || it == gpus_now.end()) continue;  // (a MIG slice: not sampled)
+        d["sm"] = it->second.sm;
+        d["memory_used_mib"] = it->second.memory_mib;
+      }
     }
     if (holders) {
       // Each device's holders: {"id": job, "user": its owner} (two or more for shared devices).

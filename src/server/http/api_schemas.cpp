@@ -135,6 +135,8 @@ json::value Device() {
               {"pcie", Int()},
               {"numa", Int()},
               {"fault", Str()},
+              {"sm", Int()},
+              {"memory_used_mib", Int()},
               {"jobs", Arr(Obj({{"id", Int()}, {"user", Str()}}, {"id", "user"}))}},
              {"index", "type", "free"});
 }

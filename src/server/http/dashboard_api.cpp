@@ -213,6 +213,33 @@ net::HttpResponse DashboardApi::HandleLogout(const net::HttpRequest& req) {
   return r;
 }
 
+json::array DashboardApi::IdleGpusJson() {
+  // Who holds idle GPUs now (docs/idle.md): the running attempts whose sampled GPUs are all idle,
+  // longest idle first, at most kMaxIdleShown.
+  constexpr size_t kMaxIdleShown = 20;
+  std::vector<std::pair<std::pair<int64_t, int>, JobGpuUse>> idle;
+  for (const auto& [attempt, use] : c_.gpu_usage.All(c_.clock.Now())) {
+    if (use.known && use.idle_for_ms > 0) idle.emplace_back(attempt, use);
+  }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+    return a.second.idle_for_ms > b.second.idle_for_ms;
+  });
+  json::array out;
+  for (const auto& [attempt, use] : idle) {
+    if (out.size() >= kMaxIdleShown) break;
+    auto found = c_.core.reads().JobRowOf(attempt.first);
+    if (!found.ok() || !found->second || found->first.attempt != attempt.second) continue;
+    const JobRow& row = found->first;
+    out.push_back(json::object{
+        {"job", row.id},
+        {"user", row.user},
+        {"gpus", static_cast<double>(TotalGpuMilli(row.resources, row.placement)) / kMilliPerGpu},
+        {"idle_for_seconds", use.idle_for_ms / 1000},
+        {"mean_sm", use.mean_sm}});
+  }
+  return out;
+}
+
 net::HttpResponse DashboardApi::HandleOverview() {
   ReadModel::Totals t = c_.core.reads().ClusterTotals();
   json::object jobs;
@@ -242,6 +269,7 @@ net::HttpResponse DashboardApi::HandleOverview() {
                       json::object{{"jobs", std::move(jobs)},
                                    {"nodes", std::move(nodes)},
                                    {"gpus", std::move(gpus)},
+                                   {"idle_gpus", IdleGpusJson()},
                                    {"cpus", json::object{{"total", CpusFromMilli(t.cpus)},
                                                          {"used", CpusFromMilli(t.cpus_used)}}},
                                    {"memory", json::object{{"total", GibFromMib(t.memory)},

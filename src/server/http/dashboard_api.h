@@ -34,6 +34,8 @@ class DashboardApi {
   net::HttpResponse HandleSessionInfo(const net::HttpRequest& req, const Principal& by);
   net::HttpResponse HandleLogout(const net::HttpRequest& req);
   net::HttpResponse HandleOverview();
+  // The overview's list of who holds idle GPUs now (docs/idle.md).
+  boost::json::array IdleGpusJson();
   net::HttpResponse HandleDashboardQueue(const net::HttpRequest& req);
   // HandleDashboardQueue's two views, written into `page` (its rows, total and more).
   Status DashboardFinishedPage(const listing::RowFilter& filter, int offset, int limit,

@@ -220,6 +220,10 @@ TEST(GpuWatch, HeldRanksAreSampledAndReported) {
   EXPECT_EQ(usage[1].p95_sm, 75);
   EXPECT_EQ(usage[1].peak_memory_mib, 2'048);
   EXPECT_EQ(usage[1].idle_for_ms, 0);
+  // The node's GPUs as the last sample saw them (the dashboard's shading), until it is stale.
+  EXPECT_EQ(watch.GpusNow(), (std::vector<proto::GpuNow>{{0, 0, 0}, {1, 75, 2'048}}));
+  clock.Advance(30'001);
+  EXPECT_TRUE(watch.GpusNow().empty());
   watch.Release(idle);
   ASSERT_EQ(watch.Usage().size(), 1u);
   EXPECT_EQ(watch.Usage()[0].id, busy);

@@ -396,6 +396,19 @@ TEST(Heartbeat, CarriesWhatEachRanksGpusDid) {
             "heartbeat: gpu_usage: a value out of range (job 1)");
 }
 
+TEST(Heartbeat, CarriesEachGpuAsItsLastSampleSawIt) {
+  HeartbeatRequest r{"gpu-07", "c0ffee"};
+  r.gpus_now = {{.index = 0, .sm = 97, .memory_mib = 40'000}, {.index = 1, .sm = 0}};
+  EXPECT_EQ(RoundTrip(r), r);
+  EXPECT_EQ(SerializeJson(r.Encode()),
+            R"({"node":"gpu-07","session":"c0ffee","gpus_now":[{"index":0,"sm":97,)"
+            R"("memory_mib":40000},{"index":1,"sm":0,"memory_mib":0}]})");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(Parse(R"({"gpus_now":[{"index":0,"sm":140}]})"))),
+            "heartbeat: gpus_now: a value out of range (GPU 0)");
+  EXPECT_EQ(ErrorOf(HeartbeatRequest::Decode(Parse(R"({"gpus_now":7})"))),
+            "heartbeat: 'gpus_now' must be an array of at most 1024 GPUs");
+}
+
 // --- reports ---------------------------------------------------------------------------------
 
 TEST(Reports, EveryEventRoundTrips) {

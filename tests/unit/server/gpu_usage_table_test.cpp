@@ -49,5 +49,20 @@ TEST(GpuUsageTable, AJobsRanksAcrossNodesMakeOneUse) {
   EXPECT_TRUE(t.All(now).empty());
 }
 
+// A node's GPUs as it last sampled them are kept with its report, for kGpusNowMs.
+TEST(GpuUsageTable, ANodesGpusAsLastSampled) {
+  GpuUsageTable t;
+  const TimeMs now = 1'000'000;
+  t.Update("a", {}, now, {{0, 97, 40'000}, {1, 0, 0}});
+  std::map<int, proto::GpuNow> gpus = t.GpusOf("a", now + 1'000);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].sm, 97);
+  EXPECT_EQ(gpus[1].memory_mib, 0);
+  EXPECT_TRUE(t.GpusOf("b", now).empty());
+  EXPECT_TRUE(t.GpusOf("a", now + GpuUsageTable::kGpusNowMs + 1).empty());
+  t.Update("a", {}, now + 2'000);  // sampling stopped
+  EXPECT_TRUE(t.GpusOf("a", now + 2'000).empty());
+}
+
 }  // namespace
 }  // namespace berth
