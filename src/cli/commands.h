@@ -51,6 +51,8 @@ struct ServerFlags {
   std::string interactive_time_limit = "24h";
   std::string interactive_idle_limit = "0";
   std::string idle_policy;  // "below=5,warn=10m,act=30m,action=requeue"; empty: none
+  std::vector<std::string> team_idle_policies;  // "TEAM=POLICY" or "TEAM=none"
+  std::vector<std::string> pool_idle_policies;  // "POOL=POLICY" or "POOL=none"
   std::string interactive_connect_timeout = "10s";
   std::string starvation = "10m";
   std::string fair_share_half_life = "7d";

@@ -116,6 +116,13 @@ void AddServerCommand(CommandContext& c) {
       "What happens to jobs whose GPUs stay idle, e.g. 'below=5,warn=10m,act=30m,action=requeue': "
       "below this SM % (or with no process) for `warn` a job is warned, for `act` requeued, "
       "cancelled or (action=none) only reported (docs/idle.md); default: none");
+  server->add_option("--team-idle-policy", server_flags.team_idle_policies,
+                     "A team's own idle policy, TEAM=POLICY (POLICY as --idle-policy's, or none: "
+                     "no idle policy for the team); repeatable");
+  server->add_option(
+      "--pool-idle-policy", server_flags.pool_idle_policies,
+      "The idle policy of jobs running in a pool, POOL=POLICY or POOL=none; before a "
+      "team's and the cluster's; repeatable");
   server
       ->add_option("--interactive-connect-timeout", server_flags.interactive_connect_timeout,
                    "How long a session (attach, exec --into, port-forward) waits for the job's "

@@ -134,7 +134,15 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     // Windows are checked against the agents' default sampling interval (agent/gpu_watch.h).
     Result<IdlePolicy> policy = ParseIdlePolicy(flags.idle_policy, 10'000);
     if (!policy.ok()) return policy.status();
-    options.core.idle_policy = *policy;
+    options.core.idle_policies.cluster = *policy;
+  }
+  for (const std::string& p : flags.team_idle_policies) {
+    BERTH_RETURN_IF_ERROR(
+        AddScopedIdlePolicy(p, "--team-idle-policy", 10'000, options.core.idle_policies.teams));
+  }
+  for (const std::string& p : flags.pool_idle_policies) {
+    BERTH_RETURN_IF_ERROR(
+        AddScopedIdlePolicy(p, "--pool-idle-policy", 10'000, options.core.idle_policies.pools));
   }
   auto connect_timeout = ParseDuration(flags.interactive_connect_timeout);
   if (!connect_timeout || *connect_timeout <= 0) {

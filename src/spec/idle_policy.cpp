@@ -116,4 +116,34 @@ IdleVerdict JudgeIdle(const IdlePolicy& policy, DurationMs idle_for, bool intera
   return IdleVerdict::kIdle;
 }
 
+const IdlePolicy* IdlePolicies::For(const std::string& team, const std::string& pool) const {
+  if (auto it = pools.find(pool); it != pools.end()) return it->second ? &*it->second : nullptr;
+  if (auto it = teams.find(team); it != teams.end()) return it->second ? &*it->second : nullptr;
+  return cluster ? &*cluster : nullptr;
+}
+
+Status AddScopedIdlePolicy(std::string_view text, const char* flag, DurationMs sample_interval,
+                           std::map<std::string, std::optional<IdlePolicy>>& into) {
+  const size_t eq = text.find('=');
+  const std::string name(text.substr(0, eq == std::string_view::npos ? 0 : eq));
+  if (name.empty()) {
+    return Status::Invalid(std::string(flag) + ": expected NAME=POLICY (or NAME=none), got '" +
+                           std::string(text) + "'");
+  }
+  if (into.count(name)) {
+    return Status::Invalid(std::string(flag) + ": '" + name + "' is given twice");
+  }
+  const std::string_view policy = text.substr(eq + 1);
+  if (policy == "none") {
+    into.emplace(name, std::nullopt);
+    return Status::Ok();
+  }
+  Result<IdlePolicy> parsed = ParseIdlePolicy(policy, sample_interval);
+  if (!parsed.ok()) {
+    return Status::Invalid(std::string(flag) + " " + name + ": " + parsed.status().message());
+  }
+  into.emplace(name, *parsed);
+  return Status::Ok();
+}
+
 }  // namespace berth

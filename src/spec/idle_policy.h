@@ -8,9 +8,15 @@
 // Interactive jobs have their own two windows (`interactive_warn`, `interactive_act`; the batch
 // ones where not given). `exempt=yes` lets a user exempt a job with a reason (`--idle-ok`).
 //
+// IdlePolicies: the cluster's policy and those of teams and pools (`berth server
+// --team-idle-policy vision=... --pool-idle-policy interactive=none`): a job running in a pool
+// with a policy has that pool's, else its team's, else the cluster's; `none` turns it off there.
+//
 // Thread-safety: plain values and pure functions.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +48,20 @@ struct IdlePolicy {
 // shorter than three samples (`sample_interval` apart: fewer cannot tell idle from a pause), and
 // an act window not longer than its warn window.
 Result<IdlePolicy> ParseIdlePolicy(std::string_view text, DurationMs sample_interval);
+
+struct IdlePolicies {
+  std::optional<IdlePolicy> cluster;
+  std::map<std::string, std::optional<IdlePolicy>> teams;  // nullopt: none for the team
+  std::map<std::string, std::optional<IdlePolicy>> pools;  // nullopt: none in the pool
+  // The policy of a job of `team` in `pool`; null: none applies.
+  const IdlePolicy* For(const std::string& team, const std::string& pool) const;
+};
+
+// Reads `NAME=POLICY` (a --team-idle-policy or --pool-idle-policy value) into `into`: POLICY as
+// ParseIdlePolicy reads it, or `none`. Refused: no name, a name given twice, a bad policy (the
+// error names `flag` and the name).
+Status AddScopedIdlePolicy(std::string_view text, const char* flag, DurationMs sample_interval,
+                           std::map<std::string, std::optional<IdlePolicy>>& into);
 
 // Where a job stands after its GPUs have been idle for `idle_for` (0: they are not idle now).
 enum class IdleVerdict { kBusy, kIdle, kWarn, kAct };

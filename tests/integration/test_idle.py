@@ -133,5 +133,22 @@ class IdlePolicyTest(GpuUsageTest):
         self.assertFalse(any("idle GPUs" in e["reason"] for e in shown["events"]))
 
 
+class IdlePolicyFlagsTest(BerthTestCase):
+    """Teams' and pools' idle policies on the server's command line: a bad one is refused, naming it."""
+
+    def test_a_bad_team_or_pool_policy_is_refused_naming_it(self):
+        import subprocess
+        from harness import BERTH_BIN
+        for flag, value, said in (
+                ("--pool-idle-policy", "gpu=action=nap", "--pool-idle-policy gpu: "),
+                ("--team-idle-policy", "=none", "--team-idle-policy: expected NAME=POLICY"),
+                ("--team-idle-policy", "vision=warn=1s", "--team-idle-policy vision: ")):
+            out = subprocess.run([BERTH_BIN, "server", "--listen", "127.0.0.1:0", "--state-dir",
+                                  self.path("state"), "--idle-policy", "action=requeue", flag, value],
+                                 capture_output=True, text=True, timeout=30, env=self.b.env)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn(said, out.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -134,10 +134,12 @@ Status Admission::PrepareSubmission(SubmitRequest& request) const {
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }
-  if (!request.spec.idle_ok.empty() && s_.options.idle_policy && !s_.options.idle_policy->exempt) {
-    return Status::Invalid(
-        "idle_ok: this cluster's idle policy allows no exemptions (--idle-policy " +
-        s_.options.idle_policy->Format() + ")");
+  // (The policy of the pool it asks for, else of its team, else the cluster's.)
+  const IdlePolicy* idle =
+      s_.options.idle_policies.For(s_.shares.TeamOf(request.user), request.spec.pool);
+  if (!request.spec.idle_ok.empty() && idle && !idle->exempt) {
+    return Status::Invalid("idle_ok: the idle policy here allows no exemptions (" + idle->Format() +
+                           ")");
   }
   return Status::Ok();
 }

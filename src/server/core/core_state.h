@@ -68,8 +68,9 @@ struct CoreOptions {
   // ends (0: never), so that a detached, forgotten shell does not hold its node until its time
   // limit (Slurm's InactiveLimit).
   DurationMs interactive_idle_limit_ms = 0;
-  // What happens to jobs whose GPUs stay idle (--idle-policy; docs/idle.md); none: nothing.
-  std::optional<IdlePolicy> idle_policy;
+  // What happens to jobs whose GPUs stay idle: the cluster's (--idle-policy), teams' and pools'
+  // (docs/idle.md); none: nothing.
+  IdlePolicies idle_policies;
   DurationMs starvation_ms = 10 * 60'000;
   int max_jobs_per_submit = 100'000;
   size_t pass_commit_chunk = 500;  // decisions applied per commit (and per hold of the lock)

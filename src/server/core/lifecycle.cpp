@@ -465,8 +465,16 @@ void Lifecycle::NoteGpuUse(const std::vector<GpuReading>& readings,
     // Kept for the attempt's usage record (UsageOf), whatever the policy.
     job.gpu_use =
         ActiveJob::GpuUse{.attempt = i.attempt, .mean_sm = i.mean_sm, .idle_ms = i.idle_ms};
-    if (!s_.options.idle_policy || i.idle_for <= 0) continue;
-    const IdlePolicy& policy = *s_.options.idle_policy;
+    if (i.idle_for <= 0) continue;
+    // The policy of the pool its first rank runs in, else of its team, else the cluster's.
+    std::string pool;
+    if (!job.row.placement.empty()) {
+      auto node = s_.nodes.find(job.row.placement[0].node);
+      if (node != s_.nodes.end()) pool = node->second.row.pool;
+    }
+    const IdlePolicy* chosen = s_.options.idle_policies.For(s_.shares.TeamOf(job.row.user), pool);
+    if (chosen == nullptr) continue;
+    const IdlePolicy& policy = *chosen;
     const bool interactive = job.spec->interactive;
     const IdleVerdict verdict = JudgeIdle(policy, i.idle_for, interactive);
     if (verdict != IdleVerdict::kWarn && verdict != IdleVerdict::kAct) continue;

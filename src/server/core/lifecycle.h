@@ -49,11 +49,11 @@ class Lifecycle {
   };
   // Keeps each reading with its attempt (ActiveJob::gpu_use: its usage record counts GPU
   // efficiency and idle GPU time when it ends), and applies the idle policy
-  // (CoreOptions::idle_policy, docs/idle.md) to those idle now: an attempt idle past its warn
-  // window gets a warning event, one idle past its act window is requeued or cancelled (with
-  // action none, reported in an event). `told` says what each attempt was told in its current idle
-  // spell, so that each event comes once: the caller forgets an attempt when its GPUs are busy
-  // again.
+  // (CoreOptions::idle_policies: its pool's, team's or the cluster's; docs/idle.md) to those idle
+  // now: an attempt idle past its warn window gets a warning event, one idle past its act window is
+  // requeued or cancelled (with action none, reported in an event). `told` says what each attempt
+  // was told in its current idle spell, so that each event comes once: the caller forgets an
+  // attempt when its GPUs are busy again.
   void NoteGpuUse(const std::vector<GpuReading>& readings,
                   std::map<std::pair<int64_t, int>, IdleVerdict>& told) EXCLUDES(core_lock);
 

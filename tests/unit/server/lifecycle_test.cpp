@@ -146,7 +146,8 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
   EXPECT_EQ(Stored(requeued).status, JobStatus::kRunning);
   EXPECT_TRUE(told.empty());
 
-  options_.idle_policy = ParseIdlePolicy("below=5,warn=10m,act=30m,action=requeue", 10'000).value();
+  options_.idle_policies.cluster =
+      ParseIdlePolicy("below=5,warn=10m,act=30m,action=requeue", 10'000).value();
   Restart();
   const std::vector<Idle> warned{{requeued, 1, 600'000, 0.5}, {requeued, 7, 3'600'000, 0}};
   core_->lifecycle().NoteGpuUse(warned, told);
@@ -165,12 +166,12 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
       << Stored(requeued).reason;
   EXPECT_FALSE(told.count({requeued, 1}));
 
-  options_.idle_policy->action = IdleAction::kCancel;
+  options_.idle_policies.cluster->action = IdleAction::kCancel;
   Restart();
   core_->lifecycle().NoteGpuUse({Idle{cancelled, 1, 1'800'000, 0}}, told);
   EXPECT_EQ(Stored(cancelled).status, JobStatus::kCancelled);
 
-  options_.idle_policy->action = IdleAction::kNone;
+  options_.idle_policies.cluster->action = IdleAction::kNone;
   Restart();
   for (DurationMs idle : {600'000, 900'000, 1'800'000, 2'400'000}) {
     core_->lifecycle().NoteGpuUse({Idle{reported, 1, idle, 0}}, told);
@@ -180,11 +181,42 @@ TEST_F(CoreTest, AJobWhoseGpusStayIdleIsWarnedOnceThenActedOn) {
   EXPECT_EQ(events_with(reported, "; reported only (action none)"), 1);
 }
 
+// A pool's idle policy comes before the cluster's: an idle job on a node of pool "interactive"
+// (policy none there) runs on, the same job on a node of the default pool is requeued.
+TEST_F(CoreTest, APoolsIdlePolicyComesBeforeTheClusters) {
+  options_.idle_policies.cluster =
+      ParseIdlePolicy("warn=10m,act=30m,action=requeue", 10'000).value();
+  ASSERT_TRUE(AddScopedIdlePolicy("interactive=none", "--pool-idle-policy", 10'000,
+                                  options_.idle_policies.pools)
+                  .ok());
+  Restart();
+  proto::RegisterRequest node = Registration("i1", 1);  // room for one job
+  node.pool = "interactive";
+  auto answer = core_->agents().Register(node, "127.0.0.1");
+  ASSERT_TRUE(answer.ok());
+  sessions_["i1"] = answer->session;
+  Register("n1");
+  JobSpec in_pool = Spec();
+  in_pool.pool = "interactive";
+  const int64_t spared = Submit(in_pool);
+  const int64_t requeued = Submit(Spec());
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("i1", spared);
+  Run("n1", requeued);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  core_->lifecycle().NoteGpuUse({Lifecycle::GpuReading{spared, 1, 3'600'000, 0},
+                                 Lifecycle::GpuReading{requeued, 1, 3'600'000, 0}},
+                                told);
+  EXPECT_EQ(Stored(spared).status, JobStatus::kRunning);
+  EXPECT_EQ(Stored(requeued).status, JobStatus::kPending);
+}
+
 // A job exempted from the idle policy (`idle_ok`, docs/idle.md) is reported, never acted on, and
 // its exemption is in the audit log once it counts; where the policy allows no exemptions, such a
 // job is refused at submission.
 TEST_F(CoreTest, AnExemptJobIsOnlyReportedAndAudited) {
-  options_.idle_policy = ParseIdlePolicy("warn=10m,act=30m,action=cancel", 10'000).value();
+  options_.idle_policies.cluster =
+      ParseIdlePolicy("warn=10m,act=30m,action=cancel", 10'000).value();
   Restart();
   Register("n1");
   JobSpec spec = Spec();
@@ -219,7 +251,7 @@ TEST_F(CoreTest, AnExemptJobIsOnlyReportedAndAudited) {
                           }),
             1);
 
-  options_.idle_policy->exempt = false;
+  options_.idle_policies.cluster->exempt = false;
   Restart();
   SubmitRequest r;
   r.spec = spec;
@@ -227,8 +259,8 @@ TEST_F(CoreTest, AnExemptJobIsOnlyReportedAndAudited) {
   auto refused = core_->admission().Submit(std::move(r));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
-            "idle_ok: this cluster's idle policy allows no exemptions (--idle-policy "
-            "below=5,warn=10m,act=30m,action=cancel,interactive_warn=10m,interactive_act=30m,"
+            "idle_ok: the idle policy here allows no exemptions "
+            "(below=5,warn=10m,act=30m,action=cancel,interactive_warn=10m,interactive_act=30m,"
             "exempt=no)");
 }
 

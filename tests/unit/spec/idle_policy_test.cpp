@@ -63,6 +63,32 @@ TEST(IdlePolicy, RefusesWhatCannotWorkSayingWhy) {
   EXPECT_EQ(why("requeue"), "--idle-policy 'requeue': 'requeue' is not KEY=VALUE" + hint);
 }
 
+// Teams' and pools' policies: a job in a pool with a policy has that pool's, else its team's, else
+// the cluster's; `none` turns it off for them.
+TEST(IdlePolicy, APoolsPolicyThenATeamsThenTheClusters) {
+  IdlePolicies p;
+  EXPECT_EQ(p.For("vision", ""), nullptr);
+  p.cluster = ParseIdlePolicy("action=requeue", 10'000).value();
+  ASSERT_TRUE(AddScopedIdlePolicy("vision=action=cancel,warn=5m,act=10m", "--team-idle-policy",
+                                  10'000, p.teams)
+                  .ok());
+  ASSERT_TRUE(AddScopedIdlePolicy("research=none", "--team-idle-policy", 10'000, p.teams).ok());
+  ASSERT_TRUE(
+      AddScopedIdlePolicy("interactive=action=none", "--pool-idle-policy", 10'000, p.pools).ok());
+  EXPECT_EQ(p.For("nlp", "")->action, IdleAction::kRequeue);
+  EXPECT_EQ(p.For("vision", "")->action, IdleAction::kCancel);
+  EXPECT_EQ(p.For("vision", "")->warn, 5 * 60'000);
+  EXPECT_EQ(p.For("research", ""), nullptr);
+  EXPECT_EQ(p.For("research", "interactive")->action, IdleAction::kNone);
+  EXPECT_EQ(p.For("vision", "interactive")->action, IdleAction::kNone);
+  EXPECT_EQ(AddScopedIdlePolicy("vision=none", "--team-idle-policy", 10'000, p.teams).message(),
+            "--team-idle-policy: 'vision' is given twice");
+  EXPECT_EQ(AddScopedIdlePolicy("=none", "--team-idle-policy", 10'000, p.teams).message(),
+            "--team-idle-policy: expected NAME=POLICY (or NAME=none), got '=none'");
+  const Status bad = AddScopedIdlePolicy("gpu=action=nap", "--pool-idle-policy", 10'000, p.pools);
+  EXPECT_EQ(bad.message().rfind("--pool-idle-policy gpu: ", 0), 0u) << bad.message();
+}
+
 TEST(IdlePolicy, WarnsThenActsAsTheIdleSpellGrows) {
   const IdlePolicy p =
       ParseIdlePolicy("warn=10m,act=30m,interactive_warn=1h,interactive_act=2h", kSample).value();
