@@ -134,13 +134,6 @@ Status Admission::PrepareSubmission(SubmitRequest& request) const {
   if (request.spec.max_running && !request.as_group) {
     return Status::Invalid("max_running limits a bulk group: submit it with --num-jobs N");
   }
-  // (The policy of the pool it asks for, else of its team, else the cluster's.)
-  const IdlePolicy* idle =
-      s_.options.idle_policies.For(s_.shares.TeamOf(request.user), request.spec.pool);
-  if (!request.spec.idle_ok.empty() && idle && !idle->exempt) {
-    return Status::Invalid("idle_ok: the idle policy here allows no exemptions (" + idle->Format() +
-                           ")");
-  }
   return Status::Ok();
 }
 
@@ -152,6 +145,14 @@ Status Admission::AdmitLocked(SubmitWriter& writer) {
   row.resources = request.spec.resources;
   const sched::JobRequest asked = s_.RequestFor(row, request.spec);
   BERTH_RETURN_IF_ERROR(CheckTopology(request.spec, s_.options.topology_levels));
+  // An exemption from the idle policy of the pool it asks for, else of its team, else the
+  // cluster's (under the lock: teams change).
+  const IdlePolicy* idle =
+      s_.options.idle_policies.For(s_.shares.TeamOf(request.user), request.spec.pool);
+  if (!request.spec.idle_ok.empty() && idle && !idle->exempt) {
+    return Status::Invalid("idle_ok: the idle policy here allows no exemptions (" + idle->Format() +
+                           ")");
+  }
   Status feasible =
       sched::CheckFeasible(s_.nodes.CapacityViews(), asked, s_.options.topology_levels);
   if (request.spec.container) {
