@@ -57,6 +57,7 @@ struct ServerFlags {
   std::string starvation = "10m";
   std::string fair_share_half_life = "7d";
   std::string gpu_weights;  // "A100=2,T4=0.5"
+  double idle_charge = 0;   // fair share: an idle GPU-second costs this much more (docs/idle.md)
   std::string admission_charge = "1h";
   int reclaim_limit = 3;
   std::string reclaim_window = "1m";

@@ -140,6 +140,12 @@ void AddServerCommand(CommandContext& c) {
                      "What a GPU-second of each type costs in fair share and usage, like "
                      "A100=2,T4=0.5 (default 1 each)");
   server
+      ->add_option("--idle-charge", server_flags.idle_charge,
+                   "Fair share charges each GPU-second a job's sampled GPUs sat idle this much "
+                   "more than its use, e.g. 1: double (docs/idle.md); 0: nothing more")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  server
       ->add_option("--admission-charge", server_flags.admission_charge,
                    "Fair share counts each weighted GPU a job holds as this much use in advance")
       ->capture_default_str();

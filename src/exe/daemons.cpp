@@ -220,6 +220,7 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     }
     options.core.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
   }
+  options.core.usage.idle_charge = flags.idle_charge;
   return options;
 }
 

@@ -900,7 +900,8 @@ Result<std::vector<UsageRow>> PgStore::QueryUsage(const UsageQuery& query) {
 Result<std::vector<UsageBucket>> PgStore::LoadUsageBuckets(TimeMs since) {
   MutexLock lock(read_mu_);
   Result<PgResult> s = read_db_->Query(
-      "SELECT hour, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms FROM usage_hourly "
+      "SELECT hour, \"user\", team, gpu_type, gpu_milli_ms, cpu_milli_ms, gpu_idle_milli_ms FROM "
+      "usage_hourly "
       "WHERE hour >= $1 ORDER BY hour, \"user\" COLLATE \"C\", team COLLATE \"C\", gpu_type "
       "COLLATE \"C\"",
       PgParams().Add(since));
@@ -914,7 +915,8 @@ Result<std::vector<UsageBucket>> PgStore::LoadUsageBuckets(TimeMs since) {
                     .team = s->Text(r, 2),
                     .gpu_type = s->Text(r, 3),
                     .gpu_seconds = static_cast<double>(s->Int(r, 4)) / kMilliMsPerSecond,
-                    .cpu_seconds = static_cast<double>(s->Int(r, 5)) / kMilliMsPerSecond});
+                    .cpu_seconds = static_cast<double>(s->Int(r, 5)) / kMilliMsPerSecond,
+                    .idle_gpu_seconds = static_cast<double>(s->Int(r, 6)) / kMilliMsPerSecond});
   }
   return buckets;
 }

@@ -343,7 +343,8 @@ Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {
     if (*row) buckets.reserve(static_cast<size_t>((*count)->Int(0)));
   }
   Result<StatementRef> ref = read_db_->Cached(
-      "SELECT hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms FROM usage_hourly "
+      "SELECT hour, user, team, gpu_type, gpu_milli_ms, cpu_milli_ms, gpu_idle_milli_ms FROM "
+      "usage_hourly "
       "WHERE hour >= ?1 ORDER BY hour, user, team, gpu_type");
   if (!ref.ok()) return ref.status();
   Statement& s = **ref;
@@ -355,7 +356,8 @@ Result<std::vector<UsageBucket>> SqliteStore::LoadUsageBuckets(TimeMs since) {
                     .team = s.Text(2),
                     .gpu_type = s.Text(3),
                     .gpu_seconds = static_cast<double>(s.Int(4)) / kMilliMsPerSecond,
-                    .cpu_seconds = static_cast<double>(s.Int(5)) / kMilliMsPerSecond});
+                    .cpu_seconds = static_cast<double>(s.Int(5)) / kMilliMsPerSecond,
+                    .idle_gpu_seconds = static_cast<double>(s.Int(6)) / kMilliMsPerSecond});
     return Status::Ok();
   });
   if (!read.ok()) return read;

@@ -182,6 +182,7 @@ struct UsageBucket {
   std::string gpu_type;  // "" for CPU-only use
   double gpu_seconds = 0;
   double cpu_seconds = 0;
+  double idle_gpu_seconds = 0;  // of the attempts that ended in the hour (docs/idle.md)
 };
 
 // A user's bearer token. Only a hash of the secret is kept.

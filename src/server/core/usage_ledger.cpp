@@ -23,6 +23,9 @@ Status CheckUsageConfig(const UsageConfig& config) {
       return Status::Invalid("GPU weight of " + type + " must be a number >= 0");
     }
   }
+  if (!std::isfinite(config.idle_charge) || config.idle_charge < 0) {
+    return Status::Invalid("the idle charge must be a number >= 0");
+  }
   return Status::Ok();
 }
 
@@ -58,8 +61,14 @@ double UsageLedger::ValueAt(const std::pair<double, TimeMs>& entry, TimeMs now, 
 
 void UsageLedger::Add(const UsageRecord& record) {
   if (record.gpu_milli <= 0 || record.ended_at <= record.placed_at) return;
-  const double amount = Decayed(record.gpu_type, record.gpu_milli, record.placed_at,
-                                record.ended_at, record.ended_at);
+  double amount = Decayed(record.gpu_type, record.gpu_milli, record.placed_at, record.ended_at,
+                          record.ended_at);
+  if (config_.idle_charge > 0 && record.gpu_mean_sm && record.gpu_idle_ms > 0) {
+    const DurationMs idle = std::min(record.gpu_idle_ms, record.ended_at - record.placed_at);
+    amount += config_.idle_charge * Weight(record.gpu_type) *
+              static_cast<double>(record.gpu_milli) / kMilliPerGpu * static_cast<double>(idle) /
+              1000.0;
+  }
   const double h = static_cast<double>(config_.half_life_ms);
   AddAt(users_[record.user], amount, record.ended_at, h);
   AddAt(teams_[record.team], amount, record.ended_at, h);
@@ -67,7 +76,8 @@ void UsageLedger::Add(const UsageRecord& record) {
 
 void UsageLedger::AddBucket(const UsageBucket& bucket) {
   if (bucket.gpu_seconds <= 0) return;
-  const double amount = bucket.gpu_seconds * Weight(bucket.gpu_type);
+  const double amount = (bucket.gpu_seconds + config_.idle_charge * bucket.idle_gpu_seconds) *
+                        Weight(bucket.gpu_type);
   const TimeMs middle = bucket.hour + 30 * 60 * 1000;
   const double h = static_cast<double>(config_.half_life_ms);
   AddAt(users_[bucket.user], amount, middle, h);

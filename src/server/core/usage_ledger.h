@@ -3,6 +3,9 @@
 // half-life H, so a GPU-second used d ago counts 2^(-d/H). An attempt that held r weighted GPUs
 // from a to b contributes the exact integral r * H/ln2 * (2^(-(now-b)/H) - 2^(-(now-a)/H)).
 //
+// With an idle charge, the GPU time an attempt's sampled GPUs sat idle counts that much more (at
+// the attempt's end), so that who holds GPUs idle pays for it in the queue's order.
+//
 // Ended attempts are added once, when their end is committed; running attempts are added per pass
 // (Running()), never stored. At start-up the ledger is rebuilt from the store's hourly rollup, each
 // hour's GPU-seconds decayed from the middle of the hour.
@@ -22,6 +25,9 @@ namespace berth {
 struct UsageConfig {
   DurationMs half_life_ms = 7LL * 24 * 3600 * 1000;
   std::map<std::string, double> gpu_weights;  // GPU type -> weight; a type without one weighs 1
+  // What an idle GPU-second (all of an attempt's sampled GPUs below the idle threshold:
+  // docs/idle.md) costs on top of its use, as a multiple of it (--idle-charge; 0: nothing more).
+  double idle_charge = 0;
 };
 
 // Ok, or InvalidArgument naming what is wrong: a half-life of 0 would make usage inert (Kueue's

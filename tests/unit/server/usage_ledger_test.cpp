@@ -34,6 +34,42 @@ TEST(UsageLedgerTest, UsageIsWeightedAndHalvesEachHalfLife) {
   EXPECT_EQ(ledger.User("bob", kHour), 0);
 }
 
+// With an idle charge (docs/idle.md), the GPU time an attempt's sampled GPUs sat idle costs that
+// much more, at the attempt's end; an unsampled attempt, and a ledger without the charge, pay only
+// their use. Rebuilt from the hourly rollup, the same.
+TEST(UsageLedgerTest, IdleGpuTimeCostsTheIdleChargeMore) {
+  const UsageConfig config{
+      .half_life_ms = 1'000 * kHour, .gpu_weights = {{"A100", 2.0}}, .idle_charge = 1};
+  UsageLedger charged(config);
+  UsageLedger plain(UsageConfig{.half_life_ms = 1'000 * kHour, .gpu_weights = {{"A100", 2.0}}});
+  UsageRecord r{.user = "ada", .team = "vision", .gpu_type = "A100", .gpu_milli = 2'000};
+  r.placed_at = 0;
+  r.ended_at = kHour;
+  r.gpu_mean_sm = 10;
+  r.gpu_idle_ms = kHour / 2;  // idle half the time
+  charged.Add(r);
+  plain.Add(r);
+  // 2 GPUs x weight 2 x 1800 s idle, once more (barely decayed with a half-life of 1000 h).
+  EXPECT_NEAR(charged.User("ada", kHour) - plain.User("ada", kHour), 2 * 2 * 1'800, 1e-6);
+  UsageRecord unsampled = r;
+  unsampled.user = "bob";
+  unsampled.gpu_mean_sm.reset();
+  charged.Add(unsampled);
+  plain.Add(unsampled);
+  EXPECT_NEAR(charged.User("bob", kHour), plain.User("bob", kHour), 1e-9);
+  UsageLedger rebuilt(config);
+  rebuilt.AddBucket(UsageBucket{.hour = 0,
+                                .user = "ada",
+                                .team = "vision",
+                                .gpu_type = "A100",
+                                .gpu_seconds = 2 * 3'600.0,
+                                .idle_gpu_seconds = 2 * 1'800.0});
+  // (A bucket decays from the middle of its hour: within a part in a thousand here.)
+  EXPECT_NEAR(rebuilt.User("ada", kHour), charged.User("ada", kHour),
+              1e-3 * charged.User("ada", kHour));
+  EXPECT_FALSE(CheckUsageConfig(UsageConfig{.idle_charge = -1}).ok());
+}
+
 // A MIG slice weighs its share of its GPU (issue 64): a 3g.40gb slice of an A100 is 3/7 of one,
 // unless the operator weighs its type itself.
 TEST(UsageLedgerTest, AMigSliceWeighsItsShareOfItsGpu) {

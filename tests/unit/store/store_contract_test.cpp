@@ -1416,6 +1416,10 @@ TEST_P(StoreContractTest, SampledGpuUseGoesToTheHourTheAttemptEnded) {
     EXPECT_EQ(rows[0].idle_gpu_seconds, 2.0 * 1'800 + 0.5 * 1'800);
   }
   EXPECT_EQ(MustQueryUsage(kH0, kH0 + kHour)[0].gpu_sampled_seconds, 0);
+  // The hourly buckets fair share is rebuilt from carry the idle GPU time (--idle-charge).
+  double idle = 0;
+  for (const UsageBucket& bucket : MustLoadBuckets(kH0)) idle += bucket.idle_gpu_seconds;
+  EXPECT_EQ(idle, 2.0 * 1'800 + 0.5 * 1'800);
 }
 
 TEST_P(StoreContractTest, UsageInTheSameBucketAddsUp) {
