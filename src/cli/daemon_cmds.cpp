@@ -6,6 +6,32 @@ namespace berth::cli {
 
 // --- command line: the registration of each command (cli/command_context.h) ---
 
+namespace {
+
+// `berth server`'s idle-GPU options (docs/idle.md).
+void AddIdleOptions(CLI::App* server, ServerFlags& server_flags) {
+  server->add_option(
+      "--idle-policy", server_flags.idle_policy,
+      "What happens to jobs whose GPUs stay idle, e.g. 'below=5,warn=10m,act=30m,action=requeue': "
+      "below this SM % (or with no process) for `warn` a job is warned, for `act` requeued, "
+      "cancelled or (action=none) only reported (docs/idle.md); default: none");
+  server->add_option("--team-idle-policy", server_flags.team_idle_policies,
+                     "A team's own idle policy, TEAM=POLICY (POLICY as --idle-policy's, or none: "
+                     "no idle policy for the team); repeatable");
+  server->add_option(
+      "--pool-idle-policy", server_flags.pool_idle_policies,
+      "The idle policy of jobs running in a pool, POOL=POLICY or POOL=none; before a "
+      "team's and the cluster's; repeatable");
+  server
+      ->add_option("--idle-charge", server_flags.idle_charge,
+                   "Fair share charges each GPU-second a job's sampled GPUs sat idle this much "
+                   "more than its use, e.g. 1: double (docs/idle.md); 0: nothing more")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+}
+
+}  // namespace
+
 void AddOpenApiCommand(CommandContext& c) {
   auto& out = c.Keep<std::string>();
   auto* cmd = c.app.add_subcommand(
@@ -111,18 +137,7 @@ void AddServerCommand(CommandContext& c) {
                    "End an interactive job that no one has attached to (nor port-forwarded) for "
                    "this long, e.g. 2h; 0: never")
       ->capture_default_str();
-  server->add_option(
-      "--idle-policy", server_flags.idle_policy,
-      "What happens to jobs whose GPUs stay idle, e.g. 'below=5,warn=10m,act=30m,action=requeue': "
-      "below this SM % (or with no process) for `warn` a job is warned, for `act` requeued, "
-      "cancelled or (action=none) only reported (docs/idle.md); default: none");
-  server->add_option("--team-idle-policy", server_flags.team_idle_policies,
-                     "A team's own idle policy, TEAM=POLICY (POLICY as --idle-policy's, or none: "
-                     "no idle policy for the team); repeatable");
-  server->add_option(
-      "--pool-idle-policy", server_flags.pool_idle_policies,
-      "The idle policy of jobs running in a pool, POOL=POLICY or POOL=none; before a "
-      "team's and the cluster's; repeatable");
+  AddIdleOptions(server, server_flags);
   server
       ->add_option("--interactive-connect-timeout", server_flags.interactive_connect_timeout,
                    "How long a session (attach, exec --into, port-forward) waits for the job's "
@@ -139,12 +154,6 @@ void AddServerCommand(CommandContext& c) {
   server->add_option("--gpu-weights", server_flags.gpu_weights,
                      "What a GPU-second of each type costs in fair share and usage, like "
                      "A100=2,T4=0.5 (default 1 each)");
-  server
-      ->add_option("--idle-charge", server_flags.idle_charge,
-                   "Fair share charges each GPU-second a job's sampled GPUs sat idle this much "
-                   "more than its use, e.g. 1: double (docs/idle.md); 0: nothing more")
-      ->check(CLI::Range(0.0, 100.0))
-      ->capture_default_str();
   server
       ->add_option("--admission-charge", server_flags.admission_charge,
                    "Fair share counts each weighted GPU a job holds as this much use in advance")
