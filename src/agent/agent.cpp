@@ -860,7 +860,8 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
       error = plan.status().message();
     } else {
       has_pull = !plan->pull.empty();
-      gpu_watch_.Hold(m.id(), m.gpus);  // (released with its CPU pins, when its processes are gone)
+      gpu_watch_.Hold(m.id(), m.gpus,
+                      m.idle_below);  // (released with its CPU pins, when its processes are gone)
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
       if (error.empty()) prolog_failure = health_.RunProlog(*plan);

@@ -15,9 +15,10 @@ int GpuUse::P95Sm() const {
   return 100;
 }
 
-void GpuUsageBook::Hold(const Key& key, std::vector<int> devices) {
+void GpuUsageBook::Hold(const Key& key, std::vector<int> devices, int below) {
   Held& held = held_[key];
   held.devices = std::move(devices);
+  held.below = below > 0 ? below : below_;
 }
 
 void GpuUsageBook::Drop(const Key& key) { held_.erase(key); }
@@ -58,7 +59,7 @@ void GpuUsageBook::Record(const Result<GpuSample>& sample, TimeMs now) {
         sm_total += *r->sm_percent;
         ++sm_count;
       }
-      const bool device_idle = r->pids.empty() || (r->sm_percent && *r->sm_percent < below_);
+      const bool device_idle = r->pids.empty() || (r->sm_percent && *r->sm_percent < held.below);
       idle = idle && device_idle;
     }
     if (!seen) {

@@ -46,8 +46,9 @@ class GpuUsageBook {
 
   explicit GpuUsageBook(int below) : below_(below) {}
 
-  // The attempt holds GPUs `devices` (indices on this node) from now on.
-  void Hold(const Key& key, std::vector<int> devices);
+  // The attempt holds GPUs `devices` (indices on this node) from now on; its GPUs are idle below
+  // `below` % SM (0: the book's own threshold).
+  void Hold(const Key& key, std::vector<int> devices, int below = 0);
   void Drop(const Key& key);
   // Attributes one sample (or its failure, at `now`) to every attempt held.
   void Record(const Result<GpuSample>& sample, TimeMs now);
@@ -57,6 +58,7 @@ class GpuUsageBook {
  private:
   struct Held {
     std::vector<int> devices;
+    int below = 0;
     GpuUse use;
     std::optional<TimeMs> last_idle;  // when the previous sample found it idle
   };

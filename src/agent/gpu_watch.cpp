@@ -13,10 +13,10 @@ void GpuWatch::SetSampler(std::unique_ptr<GpuSampler> sampler) {
   sampler_ = std::move(sampler);
 }
 
-void GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices) {
+void GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices, int below) {
   MutexLock lock(mu_);
   if (!sampler_ || devices.empty()) return;
-  book_.Hold(KeyOf(id), std::move(devices));
+  book_.Hold(KeyOf(id), std::move(devices), below);
   ranks_[KeyOf(id)] = id;
 }
 

@@ -188,6 +188,9 @@ struct LaunchMessage {
   // `signal`, before its time limit); 0: none.
   int warn_signal = 0;
   int64_t warn_after_ms = 0;
+  // The SM % below which the rank's GPUs count as idle: its idle policy's `below` (docs/idle.md);
+  // 0: the agent's default (5).
+  int idle_below = 0;
 
   bool operator==(const LaunchMessage&) const = default;
 

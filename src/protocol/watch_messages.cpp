@@ -114,6 +114,7 @@ json::object LaunchMessage::Encode() const {
     m["warn_signal"] = warn_signal;
     m["warn_after_ms"] = warn_after_ms;
   }
+  if (idle_below > 0) m["idle_below"] = idle_below;
   return m;
 }
 
@@ -166,7 +167,11 @@ Result<LaunchMessage> LaunchMessage::Decode(const json::value& message) {
   m.kill_grace_ms = f.Int64("kill_grace_ms", 10'000);
   m.warn_signal = f.Int("warn_signal", 0);
   m.warn_after_ms = f.Int64("warn_after_ms", 0);
+  m.idle_below = f.Int("idle_below", 0);
   if (!f.ok()) return f.status();
+  if (m.idle_below < 0 || m.idle_below > 100) {
+    return Status::Invalid("launch: 'idle_below' must be a percentage");
+  }
   if (m.warn_signal < 0 || m.warn_signal > 64 || m.warn_after_ms < 0) {
     return Status::Invalid(
         "launch: 'warn_signal' must be a signal number and 'warn_after_ms' >= 0");

@@ -353,7 +353,20 @@ proto::LaunchMessage Lifecycle::LaunchFor(const ActiveJob& job, int rank) const 
       m.warn_after_ms = left - job.spec->signal->before;
     }
   }
+  // The agent judges the rank's GPUs idle by its policy's threshold.
+  if (const IdlePolicy* idle = IdlePolicyOf(job); idle && !m.gpus.empty())
+    m.idle_below = idle->below;
   return m;
+}
+
+const IdlePolicy* Lifecycle::IdlePolicyOf(const ActiveJob& job) const {
+  // The policy of the pool its first rank runs in, else of its team, else the cluster's.
+  std::string pool;
+  if (!job.row.placement.empty()) {
+    auto node = s_.nodes.find(job.row.placement[0].node);
+    if (node != s_.nodes.end()) pool = node->second.row.pool;
+  }
+  return s_.options.idle_policies.For(s_.shares.TeamOf(job.row.user), pool);
 }
 
 void Lifecycle::SendLaunches(Txn& txn, const ActiveJob& job) {
@@ -466,13 +479,7 @@ void Lifecycle::NoteGpuUse(const std::vector<GpuReading>& readings,
     job.gpu_use =
         ActiveJob::GpuUse{.attempt = i.attempt, .mean_sm = i.mean_sm, .idle_ms = i.idle_ms};
     if (i.idle_for <= 0) continue;
-    // The policy of the pool its first rank runs in, else of its team, else the cluster's.
-    std::string pool;
-    if (!job.row.placement.empty()) {
-      auto node = s_.nodes.find(job.row.placement[0].node);
-      if (node != s_.nodes.end()) pool = node->second.row.pool;
-    }
-    const IdlePolicy* chosen = s_.options.idle_policies.For(s_.shares.TeamOf(job.row.user), pool);
+    const IdlePolicy* chosen = IdlePolicyOf(job);
     if (chosen == nullptr) continue;
     const IdlePolicy& policy = *chosen;
     const bool interactive = job.spec->interactive;

@@ -91,6 +91,9 @@ class Lifecycle {
              TimeMs now) REQUIRES(core_lock);
   void SendLaunches(Txn& txn, const ActiveJob& job) REQUIRES(core_lock);
   proto::LaunchMessage LaunchFor(const ActiveJob& job, int rank) const REQUIRES(core_lock);
+  // The idle policy that applies to `job` (CoreOptions::idle_policies): its first rank's pool's,
+  // else its team's, else the cluster's; null: none.
+  const IdlePolicy* IdlePolicyOf(const ActiveJob& job) const REQUIRES(core_lock);
   // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches
   // of preemptors left waiting on nothing.
   void LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(core_lock);

@@ -123,6 +123,18 @@ TEST_F(GpuUsageTest, AJobAtZeroIsIdleItsBusyNeighbourIsNot) {
   EXPECT_EQ(book_.Of(idle)->idle_ms, 60'000);
 }
 
+// A rank held with its policy's own threshold (the launch's idle_below) is judged by it.
+TEST_F(GpuUsageTest, ARanksOwnThresholdJudgesIt) {
+  const GpuUsageBook::Key strict{1, 0, 0}, usual{2, 0, 0};
+  book_.Hold(strict, {0}, 50);
+  book_.Hold(usual, {1});
+  sampler_.Set(0, 30, {100});
+  sampler_.Set(1, 30, {200});
+  Tick(3);
+  EXPECT_GT(book_.Of(strict)->idle_ms, 0);  // 30 % is below 50
+  EXPECT_EQ(book_.Of(usual)->idle_ms, 0);   // but not below 5
+}
+
 TEST_F(GpuUsageTest, NoProcessIsIdleWhateverTheGpuReports) {
   const GpuUsageBook::Key job{1, 0, 0};
   book_.Hold(job, {0});

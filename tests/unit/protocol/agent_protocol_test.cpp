@@ -199,6 +199,7 @@ TEST(Watch, EveryMessageComesBackFromItsLine) {
   bulk.group = 5;
   bulk.group_rank = 3;
   bulk.num_jobs = 8;
+  bulk.idle_below = 20;  // its idle policy's threshold
   std::vector<WatchMessage> messages = {HelloMessage{},
                                         PingMessage{},
                                         GangLaunch(),

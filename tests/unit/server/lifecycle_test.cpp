@@ -211,6 +211,21 @@ TEST_F(CoreTest, APoolsIdlePolicyComesBeforeTheClusters) {
   EXPECT_EQ(Stored(requeued).status, JobStatus::kPending);
 }
 
+// A GPU job's launch carries its idle policy's threshold, which its agent judges its GPUs by; a
+// job without GPUs, or without a policy, gets none.
+TEST_F(CoreTest, ALaunchCarriesItsIdlePolicysThreshold) {
+  options_.idle_policies.cluster = ParseIdlePolicy("below=20,action=none", 10'000).value();
+  Restart();
+  Register("n1", 8, 2);
+  const int64_t gpu = Submit(Spec(1, 1));
+  const int64_t cpu = Submit(Spec(1, 0));
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  std::map<int64_t, int> below;
+  for (const proto::LaunchMessage& m : channel_.Launches("n1")) below[m.job] = m.idle_below;
+  EXPECT_EQ(below[gpu], 20);
+  EXPECT_EQ(below[cpu], 0);
+}
+
 // A job exempted from the idle policy (`idle_ok`, docs/idle.md) is reported, never acted on, and
 // its exemption is in the audit log once it counts; where the policy allows no exemptions, such a
 // job is refused at submission.
