@@ -210,6 +210,10 @@ void Agent::AdoptExisting() {
         // And its GPU share the MPS daemon's it runs under, unless that died meanwhile.
         lost_share = !mps_.Adopt(name, plan->run_env);
       }
+      // Its GPUs are sampled again (docs/idle.md).
+      if (auto hold = GpuWatch::ParseHold(ReadFileOr(job.dir + "/" + GpuWatch::kHoldFile))) {
+        gpu_watch_.Hold(job.id, hold->first, hold->second);
+      }
     }
     LogInfo("re-adopting job {} attempt {} rank {}{}", job.id.job, job.id.attempt, job.id.rank,
             exited ? " (exited)" : "");
@@ -860,8 +864,12 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
       error = plan.status().message();
     } else {
       has_pull = !plan->pull.empty();
-      gpu_watch_.Hold(m.id(), m.gpus,
-                      m.idle_below);  // (released with its CPU pins, when its processes are gone)
+      // (Released with its CPU pins, when its processes are gone; kept in its dir for a restart.)
+      gpu_watch_.Hold(m.id(), m.gpus, m.idle_below);
+      if (!m.gpus.empty()) {
+        WriteFileAtomic(job.dir + "/" + GpuWatch::kHoldFile,
+                        GpuWatch::HoldText(m.gpus, m.idle_below), /*sync=*/false);
+      }
       Status st = WriteRunPlan(job.dir, *plan);
       if (!st.ok()) error = st.message();
       if (error.empty()) prolog_failure = health_.RunProlog(*plan);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
+
 namespace berth {
 
 GpuUsageBook::Key GpuWatch::KeyOf(const proto::AttemptRank& id) {
@@ -95,6 +97,26 @@ std::vector<proto::GpuUsage> GpuWatch::Usage() const {
     out.push_back(u);
   }
   return out;
+}
+
+std::string GpuWatch::HoldText(const std::vector<int>& devices, int below) {
+  std::string out;
+  for (int d : devices) out += (out.empty() ? "" : ",") + std::to_string(d);
+  return out + " " + std::to_string(below) + "\n";
+}
+
+std::optional<std::pair<std::vector<int>, int>> GpuWatch::ParseHold(std::string_view text) {
+  const std::vector<std::string> parts = Split(Trim(std::string(text)), ' ');
+  if (parts.size() != 2) return std::nullopt;
+  std::vector<int> devices;
+  for (const std::string& d : Split(parts[0], ',')) {
+    std::optional<int64_t> index = ParseDecimal(d);
+    if (!index || *index < 0 || *index > 1'000'000) return std::nullopt;
+    devices.push_back(static_cast<int>(*index));
+  }
+  std::optional<int64_t> below = ParseDecimal(parts[1]);
+  if (devices.empty() || !below || *below < 0 || *below > 100) return std::nullopt;
+  return std::make_pair(std::move(devices), static_cast<int>(*below));
 }
 
 }  // namespace berth

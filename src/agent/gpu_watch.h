@@ -12,7 +12,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/gpu_sampler.h"
@@ -48,6 +51,13 @@ class GpuWatch {
   // The node's GPUs as the last sample saw them (those whose utilisation it reported), for the
   // heartbeat; none when the last sample failed or is older than three intervals.
   std::vector<proto::GpuNow> GpusNow() const EXCLUDES(mu_);
+
+  // What a rank's hold is kept as in its job dir (kHoldFile), so that an agent that restarts holds
+  // a re-adopted rank again: "0,1 20\n" (its devices, its idle threshold). ParseHold: none for
+  // anything else (a MIG slice's UUID, a damaged file).
+  static constexpr char kHoldFile[] = "gpu_hold";
+  static std::string HoldText(const std::vector<int>& devices, int below);
+  static std::optional<std::pair<std::vector<int>, int>> ParseHold(std::string_view text);
 
  private:
   static GpuUsageBook::Key KeyOf(const proto::AttemptRank& id);

@@ -36,12 +36,16 @@ class GpuUsageTest(BerthTestCase):
         self.gpus(0, 0, apps="")
         self.server = b.start_server(extra=self.SERVER_EXTRA)
         self.env = {"BERTH_SERVER": self.server.url}
-        b.start_agent(self.server.url, name="g1", gpus="A100:2",
-                      extra=["--cpus", "2", "--memory", "2", "--health", "off",
-                             "--gpu-sample-interval", "1s"],
-                      env={"PATH": bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
-                           "SMI_DIR": self.smi})
+        self.bindir = bindir
+        self.agent = self.start_agent()
         b.wait_nodes_up(["g1"], env=self.env)
+
+    def start_agent(self):
+        return self.b.start_agent(self.server.url, name="g1", gpus="A100:2",
+                                  extra=["--cpus", "2", "--memory", "2", "--health", "off",
+                                         "--gpu-sample-interval", "1s"],
+                                  env={"PATH": self.bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+                                       "SMI_DIR": self.smi})
 
     def gpus(self, sm0, sm1, apps):
         with open(os.path.join(self.smi, "gpus.csv.tmp"), "w") as f:
@@ -99,6 +103,27 @@ class GpuUsageTest(BerthTestCase):
         table = self.b.run("usage", env=self.env)[1]
         self.assertIn("GPU EFF", table)
         self.assertIn("IDLE GPU-H", table)
+
+
+class AdoptedRankTest(GpuUsageTest):
+    """An agent that restarts (kill -9) re-adopts a running rank and samples its GPUs again."""
+
+    def test_a_running_jobs_gpu_use_and_idle_time_are_reported(self):
+        pass  # (the parent's test)
+
+    def test_a_rank_adopted_by_a_restarted_agent_is_sampled_again(self):
+        job = self.b.submit("--gpus", "A100:1", "--", "sleep 300", env=self.env)
+        self.b.wait_status(job, "RUNNING", timeout=60, env=self.env)
+        self.b.wait_until(lambda: (self.use(job) or {}).get("known"), timeout=30,
+                          message="the job's GPU use")
+        self.agent.kill()
+        self.gpus(80, 0, apps="GPU-aaaa, 4242, 1100\n")  # only the new agent can see this
+        self.agent = self.start_agent()
+        self.b.wait_until(lambda: (self.use(job) or {}).get("p95_sm") == 80, timeout=60,
+                          message="the re-adopted rank's GPU sampled again")
+        shown = self.b.show(job, env=self.env)
+        self.assertEqual((shown["status"], shown["attempt"]), ("RUNNING", 1))
+        self.b.run("cancel", job, env=self.env)
 
 
 class IdlePolicyTest(GpuUsageTest):

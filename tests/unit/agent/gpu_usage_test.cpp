@@ -241,6 +241,19 @@ TEST(GpuWatch, HeldRanksAreSampledAndReported) {
   EXPECT_EQ(watch.Usage()[0].id, busy);
 }
 
+// A rank's hold as kept in its job dir, for an agent that restarts: read back as written; anything
+// else (a MIG slice's UUID, a damaged file) is no hold.
+TEST(GpuWatch, AHoldIsKeptAsTextAndReadBack) {
+  EXPECT_EQ(GpuWatch::HoldText({0, 3}, 20), "0,3 20\n");
+  auto back = GpuWatch::ParseHold(GpuWatch::HoldText({0, 3}, 20));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->first, (std::vector<int>{0, 3}));
+  EXPECT_EQ(back->second, 20);
+  for (const char* bad : {"", "0,3", "MIG-4f1c 5", "0,-1 5", "0 101", "0,,1 5", "x y z"}) {
+    EXPECT_FALSE(GpuWatch::ParseHold(bad)) << bad;
+  }
+}
+
 TEST(GpuWatch, TheLoopEndsWhenStopped) {
   testing::FakeClock clock;
   GpuWatch watch(clock, 60'000, 5);
