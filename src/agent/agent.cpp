@@ -865,8 +865,7 @@ void Agent::Launch(const proto::LaunchMessage& m, std::shared_ptr<const JobSpec>
     } else {
       has_pull = !plan->pull.empty();
       // (Released with its CPU pins, when its processes are gone; kept in its dir for a restart.)
-      gpu_watch_.Hold(m.id(), m.gpus, m.idle_below);
-      if (!m.gpus.empty()) {
+      if (gpu_watch_.Hold(m.id(), m.gpus, m.idle_below)) {
         WriteFileAtomic(job.dir + "/" + GpuWatch::kHoldFile,
                         GpuWatch::HoldText(m.gpus, m.idle_below), /*sync=*/false);
       }

@@ -15,11 +15,12 @@ void GpuWatch::SetSampler(std::unique_ptr<GpuSampler> sampler) {
   sampler_ = std::move(sampler);
 }
 
-void GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices, int below) {
+bool GpuWatch::Hold(const proto::AttemptRank& id, std::vector<int> devices, int below) {
   MutexLock lock(mu_);
-  if (!sampler_ || devices.empty()) return;
+  if (!sampler_ || devices.empty()) return false;
   book_.Hold(KeyOf(id), std::move(devices), below);
   ranks_[KeyOf(id)] = id;
+  return true;
 }
 
 void GpuWatch::Release(const proto::AttemptRank& id) {

@@ -35,8 +35,8 @@ class GpuWatch {
   // Starts sampling with `sampler` (none: sampling is off).
   void SetSampler(std::unique_ptr<GpuSampler> sampler) EXCLUDES(mu_);
   // Rank `id` holds GPUs `devices` (indices on this node) from now on, idle below `below` % SM
-  // (its idle policy's; 0: the watch's default); no GPUs: not held.
-  void Hold(const proto::AttemptRank& id, std::vector<int> devices, int below = 0) EXCLUDES(mu_);
+  // (its idle policy's; 0: the watch's default); no GPUs, or no sampler: not held (false).
+  bool Hold(const proto::AttemptRank& id, std::vector<int> devices, int below = 0) EXCLUDES(mu_);
   void Release(const proto::AttemptRank& id) EXCLUDES(mu_);
 
   // One sample now, attributed (Loop's step; tests call it directly).

@@ -21,7 +21,9 @@ namespace {
 
 // The files a job's directory holds; Recycle empties them, and anything else makes it remove the
 // directory instead.
-constexpr std::string_view kJobFiles[] = {"run.json", "supervisor.pid", "events", "output.log"};
+// (gpu_hold: agent/gpu_watch.h's, for a rank whose GPUs are sampled.)
+constexpr std::string_view kJobFiles[] = {"run.json", "supervisor.pid", "events", "output.log",
+                                          "gpu_hold"};
 
 }  // namespace
 

@@ -122,6 +122,12 @@ const IdlePolicy* IdlePolicies::For(const std::string& team, const std::string& 
   return cluster ? &*cluster : nullptr;
 }
 
+std::string IdlePolicies::Source(const std::string& team, const std::string& pool) const {
+  if (pools.count(pool)) return "--pool-idle-policy " + pool + "=";
+  if (teams.count(team)) return "--team-idle-policy " + team + "=";
+  return "--idle-policy ";
+}
+
 Status AddScopedIdlePolicy(std::string_view text, const char* flag, DurationMs sample_interval,
                            std::map<std::string, std::optional<IdlePolicy>>& into) {
   const size_t eq = text.find('=');

@@ -55,6 +55,9 @@ struct IdlePolicies {
   std::map<std::string, std::optional<IdlePolicy>> pools;  // nullopt: none in the pool
   // The policy of a job of `team` in `pool`; null: none applies.
   const IdlePolicy* For(const std::string& team, const std::string& pool) const;
+  // Where For's policy comes from, as the server's flag names it: "--pool-idle-policy P=",
+  // "--team-idle-policy T=" or "--idle-policy ".
+  std::string Source(const std::string& team, const std::string& pool) const;
 };
 
 // Reads `NAME=POLICY` (a --team-idle-policy or --pool-idle-policy value) into `into`: POLICY as

@@ -359,14 +359,19 @@ proto::LaunchMessage Lifecycle::LaunchFor(const ActiveJob& job, int rank) const 
   return m;
 }
 
+std::string Lifecycle::PoolOf(const ActiveJob& job) const {
+  if (job.row.placement.empty()) return "";
+  auto node = s_.nodes.find(job.row.placement[0].node);
+  return node == s_.nodes.end() ? "" : node->second.row.pool;
+}
+
 const IdlePolicy* Lifecycle::IdlePolicyOf(const ActiveJob& job) const {
   // The policy of the pool its first rank runs in, else of its team, else the cluster's.
-  std::string pool;
-  if (!job.row.placement.empty()) {
-    auto node = s_.nodes.find(job.row.placement[0].node);
-    if (node != s_.nodes.end()) pool = node->second.row.pool;
-  }
-  return s_.options.idle_policies.For(s_.shares.TeamOf(job.row.user), pool);
+  return s_.options.idle_policies.For(s_.shares.TeamOf(job.row.user), PoolOf(job));
+}
+
+std::string Lifecycle::IdlePolicySource(const ActiveJob& job) const {
+  return s_.options.idle_policies.Source(s_.shares.TeamOf(job.row.user), PoolOf(job));
 }
 
 void Lifecycle::SendLaunches(Txn& txn, const ActiveJob& job) {
@@ -489,8 +494,10 @@ void Lifecycle::NoteGpuUse(const std::vector<GpuReading>& readings,
     const std::string idle_text =
         fmt::format("idle GPUs: below {}% SM (mean {:.1f}% so far) for {}", policy.below, i.mean_sm,
                     FormatDuration(i.idle_for - i.idle_for % 1000));
-    const std::string policy_text = " (--idle-policy " + policy.Format() + ")";
-    const bool exempt = !job.spec->idle_ok.empty();  // (audited when it first counts)
+    const std::string policy_text = " (" + IdlePolicySource(job) + policy.Format() + ")";
+    // (Where the policy that applies here allows it: a job may land in a pool whose does not.
+    // Audited when it first counts.)
+    const bool exempt = !job.spec->idle_ok.empty() && policy.exempt;
     if (verdict == IdleVerdict::kAct && policy.action != IdleAction::kNone && !exempt) {
       const bool requeue = policy.action == IdleAction::kRequeue;
       if (requeue) {

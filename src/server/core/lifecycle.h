@@ -94,6 +94,10 @@ class Lifecycle {
   // The idle policy that applies to `job` (CoreOptions::idle_policies): its first rank's pool's,
   // else its team's, else the cluster's; null: none.
   const IdlePolicy* IdlePolicyOf(const ActiveJob& job) const REQUIRES(core_lock);
+  // Where that policy comes from, as its flag says it ("--idle-policy ", "--team-idle-policy T=").
+  std::string IdlePolicySource(const ActiveJob& job) const REQUIRES(core_lock);
+  // The pool of the node its first rank runs on ("" when none).
+  std::string PoolOf(const ActiveJob& job) const REQUIRES(core_lock);
   // Takes `gone` (a stopped attempt now gone) off the held launches' lists, and sends the launches
   // of preemptors left waiting on nothing.
   void LaunchUnblocked(Txn& txn, std::optional<AttemptKey> gone = std::nullopt) REQUIRES(core_lock);

@@ -75,7 +75,8 @@ void UsageLedger::Add(const UsageRecord& record) {
 }
 
 void UsageLedger::AddBucket(const UsageBucket& bucket) {
-  if (bucket.gpu_seconds <= 0) return;
+  // (An hour may hold only idle time: an attempt that ended on the hour's boundary.)
+  if (bucket.gpu_seconds <= 0 && (config_.idle_charge <= 0 || bucket.idle_gpu_seconds <= 0)) return;
   const double amount = (bucket.gpu_seconds + config_.idle_charge * bucket.idle_gpu_seconds) *
                         Weight(bucket.gpu_type);
   const TimeMs middle = bucket.hour + 30 * 60 * 1000;

@@ -165,8 +165,14 @@ RouteDoc Overview() {
                             {"type", "total", "used", "down"}))},
            {"cpus", amount},
            {"memory", amount},
-           {"recent_failures", Arr(Ref("Job"))}},
-          {"jobs", "nodes", "gpus", "cpus", "memory", "recent_failures"})};
+           {"recent_failures", Arr(Ref("Job"))},
+           {"idle_gpus", Arr(Obj({{"job", Int()},
+                                  {"user", Str()},
+                                  {"gpus", Num()},
+                                  {"idle_for_seconds", Int()},
+                                  {"mean_sm", Num()}},
+                                 {"job", "user", "gpus", "idle_for_seconds"}))}},
+          {"jobs", "nodes", "gpus", "cpus", "memory", "recent_failures", "idle_gpus"})};
 }
 
 RouteDoc DashboardQueue() {

@@ -106,7 +106,11 @@ RouteDoc Register() {
 RouteDoc Heartbeat() {
   return {.summary = "Renew the node's lease (and report its GPUs' use)",
           .description = kNodes,
-          .request = NodeCall({{"gpu_usage", Arr(Map(Any()))}}, {}),
+          .request = NodeCall(
+              {{"gpu_usage", Arr(Map(Any()))},
+               {"gpus_now",
+                Arr(Obj({{"index", Int()}, {"sm", Int()}, {"memory_mib", Int()}}, {"index"}))}},
+              {}),
           .response = Obj({{"ok", Bool()}, {"lease_ms", Int()}}),
           .errors = {{409, "register again"}}};
 }

@@ -113,6 +113,7 @@ json::object Responses(const RouteTable::Route& route) {
   if (names_something) out["404"] = ErrorAnswer("no such one");
   if (route.method != "GET") out["413"] = ErrorAnswer("the body is over the limit");
   for (const StatusDoc& e : doc.errors) {
+    if (e.status == doc.ok_status) continue;  // (the success answer is the route's own)
     json::value answer = ErrorAnswer(e.description);
     if (!e.content_type.empty()) {
       answer.as_object()["content"] =
@@ -168,12 +169,18 @@ json::object Operation(const RouteTable::Route& route) {
 json::object OpenApiDocument(const RouteTable& table) {
   json::object paths;
   std::set<std::string> tags;
+  std::set<std::string> ids;  // operationIds are unique in a document: a clash gets a number
   for (const RouteTable::Route& route : table.routes()) {
     json::value& item = paths[route.path];
     if (!item.is_object()) item = json::object{};
     std::string method = route.method;
     for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    item.as_object()[method] = Operation(route);
+    json::object op = Operation(route);
+    std::string id(op["operationId"].as_string());
+    for (int n = 2; !ids.insert(id).second; ++n)
+      id = std::string(op["operationId"].as_string()) + std::to_string(n);
+    op["operationId"] = id;
+    item.as_object()[method] = std::move(op);
     tags.insert(Tag(route));
   }
   json::array tag_list;

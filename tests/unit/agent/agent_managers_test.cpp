@@ -121,6 +121,7 @@ TEST(SpareDirsTest, AFinishedJobsDirectoryIsEmptiedAndReused) {
   const std::string jobs = state.path() + "/jobs";
   std::filesystem::create_directories(jobs + "/1-1-0");
   WriteFileAtomic(jobs + "/1-1-0/output.log", "secret output\n");
+  WriteFileAtomic(jobs + "/1-1-0/gpu_hold", "0 5\n");  // a sampled GPU job's (agent/gpu_watch.h)
   SpareDirs spares(jobs);
   EXPECT_FALSE(spares.Take(jobs + "/2-1-0"));  // none yet
 
@@ -129,6 +130,7 @@ TEST(SpareDirsTest, AFinishedJobsDirectoryIsEmptiedAndReused) {
   EXPECT_FALSE(std::filesystem::exists(jobs + "/1-1-0"));
   ASSERT_TRUE(spares.Take(jobs + "/2-1-0"));
   EXPECT_EQ(ReadFileOr(jobs + "/2-1-0/output.log"), "");  // emptied
+  EXPECT_EQ(ReadFileOr(jobs + "/2-1-0/gpu_hold"), "");
   EXPECT_EQ(spares.size(), 0u);
 
   std::filesystem::create_directories(jobs + "/3-1-0");

@@ -226,6 +226,34 @@ TEST_F(CoreTest, ALaunchCarriesItsIdlePolicysThreshold) {
   EXPECT_EQ(below[cpu], 0);
 }
 
+// An exemption counts only where the policy that applies allows it: a job exempted under the
+// cluster's policy that lands in a pool whose policy allows none is acted on, the event naming that
+// pool's policy.
+TEST_F(CoreTest, AnExemptionCountsOnlyWhereThePolicyAllowsIt) {
+  options_.idle_policies.cluster =
+      ParseIdlePolicy("warn=10m,act=30m,action=requeue", 10'000).value();
+  ASSERT_TRUE(AddScopedIdlePolicy("strict=warn=10m,act=30m,action=cancel,exempt=no",
+                                  "--pool-idle-policy", 10'000, options_.idle_policies.pools)
+                  .ok());
+  Restart();
+  proto::RegisterRequest node = Registration("s1");
+  node.pool = "strict";
+  auto answer = core_->agents().Register(node, "127.0.0.1");
+  ASSERT_TRUE(answer.ok());
+  sessions_["s1"] = answer->session;
+  JobSpec spec = Spec();
+  spec.idle_ok = "data prep";
+  const int64_t job = Submit(spec);  // (it asks for no pool: the cluster's policy allows it)
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("s1", job);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  core_->lifecycle().NoteGpuUse({Lifecycle::GpuReading{job, 1, 3'600'000, 0}}, told);
+  EXPECT_EQ(Stored(job).status, JobStatus::kCancelled);
+  EXPECT_NE(Stored(job).reason.find("; cancelled (--pool-idle-policy strict=below=5,"),
+            std::string::npos)
+      << Stored(job).reason;
+}
+
 // A job exempted from the idle policy (`idle_ok`, docs/idle.md) is reported, never acted on, and
 // its exemption is in the audit log once it counts; where the policy allows no exemptions, such a
 // job is refused at submission.

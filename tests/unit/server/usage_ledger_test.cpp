@@ -67,6 +67,11 @@ TEST(UsageLedgerTest, IdleGpuTimeCostsTheIdleChargeMore) {
   // (A bucket decays from the middle of its hour: within a part in a thousand here.)
   EXPECT_NEAR(rebuilt.User("ada", kHour), charged.User("ada", kHour),
               1e-3 * charged.User("ada", kHour));
+  // An hour that holds only idle time (an attempt that ended on its boundary) is charged too.
+  UsageLedger boundary(config);
+  boundary.AddBucket(
+      UsageBucket{.hour = 0, .user = "cy", .gpu_type = "A100", .idle_gpu_seconds = 60});
+  EXPECT_GT(boundary.User("cy", kHour), 0);
   EXPECT_FALSE(CheckUsageConfig(UsageConfig{.idle_charge = -1}).ok());
 }
 
