@@ -299,8 +299,13 @@ class FairShareTest(BerthTestCase):
             for r in got["rows"]:
                 self.assertEqual(set(r), {by, "gpu_seconds", "whole_gpu_seconds", "cpu_seconds", "jobs",
                                           "mean_wait_s", "preemptions", "used_cpu_seconds",
-                                          "cpu_efficiency", "memory_efficiency"}, r)
+                                          "cpu_efficiency", "memory_efficiency", "sampled_gpu_seconds",
+                                          "gpu_efficiency", "idle_gpu_seconds"}, r)
                 self.assertEqual(r["whole_gpu_seconds"], r["gpu_seconds"])  # no slices here
+                # Sampled GPUs only (docs/idle.md): none without an nvidia-smi on the agents' PATH.
+                self.assertGreaterEqual(r["sampled_gpu_seconds"], r["idle_gpu_seconds"], r)
+                if not r["sampled_gpu_seconds"]:
+                    self.assertIsNone(r["gpu_efficiency"], r)
                 rows[r[by]] = r
             self.assertEqual(set(rows), set(want[by]), got)
             for key, w in want[by].items():
