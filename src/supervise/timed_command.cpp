@@ -51,7 +51,23 @@ ExecArgs BuildExecArgs(const std::string& path, const TimedCommand& command) {
 // LBNL NHC re-run themselves in a new session unless they lead their group, and would escape the
 // kill), writes the command's pid and then its wait status to `status_fd`. Async-signal-safe calls
 // only (it runs after a fork of a threaded process).
+// Closes every descriptor but the watcher's own three, first thing and by raw system calls: the
+// caller's others (the agent's lock, its listening sockets) must not live on in a watcher whose
+// command hangs after its caller died, or a restarted agent could not take its state dir.
+void CloseAllBut(int a, int b, int c) {
+  int keep[3] = {a, b, c};
+  std::sort(std::begin(keep), std::end(keep));
+  long from = 3;
+  for (int k : keep) {
+    if (k < from) continue;
+    if (k > from) ::syscall(SYS_close_range, from, static_cast<long>(k - 1), 0L);
+    from = k + 1;
+  }
+  ::syscall(SYS_close_range, from, static_cast<long>(~0U), 0L);
+}
+
 [[noreturn]] void WatchChild(const ExecArgs& args, int out_fd, int null_fd, int status_fd) {
+  CloseAllBut(out_fd, null_fd, status_fd);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
