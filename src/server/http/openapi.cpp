@@ -19,10 +19,6 @@ const char* const kIdentity =
     "`Authorization: Bearer TOKEN`; in a browser the dashboard's session cookie (with the "
     "`X-Berth-CSRF` header on changes). Every error is `{\"error\": \"what is wrong\"}`.";
 
-bool IsTemplateParameter(const std::string& segment) {
-  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
-}
-
 json::value ErrorAnswer(const std::string& description) {
   return json::object{
       {"description", description},
@@ -59,7 +55,7 @@ std::string Tag(const RouteTable::Route& route) {
 json::array Parameters(const RouteTable::Route& route) {
   json::array out;
   for (const std::string& segment : route.segments) {
-    if (!IsTemplateParameter(segment)) continue;
+    if (!RouteTable::IsParameter(segment)) continue;
     const std::string name = segment.substr(1, segment.size() - 2);
     json::value s = name == "id" ? Described(Int(), "a positive integer") : Str();
     out.push_back(json::object{{"name", name}, {"in", "path"}, {"required", true}, {"schema", s}});
@@ -97,7 +93,7 @@ json::object Responses(const RouteTable::Route& route) {
   bool names_something = false;
   for (const std::string& s : route.segments) {
     has_id = has_id || s == "{id}";
-    names_something = names_something || IsTemplateParameter(s);
+    names_something = names_something || RouteTable::IsParameter(s);
   }
   if (route.method == "GET" && route.runs_on != RunsOn::kIoThread &&
       doc.response_type == "application/json") {

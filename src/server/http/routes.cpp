@@ -6,13 +6,9 @@ namespace berth {
 
 namespace {
 
-bool IsParam(const std::string& segment) {
-  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
-}
-
 int ParamCount(const RouteTable::Route& route) {
   int n = 0;
-  for (const std::string& s : route.segments) n += IsParam(s) ? 1 : 0;
+  for (const std::string& s : route.segments) n += RouteTable::IsParameter(s) ? 1 : 0;
   return n;
 }
 
@@ -35,7 +31,7 @@ bool RouteTable::Fits(const Route& route, const std::vector<std::string>& parts)
   if (route.segments.size() != parts.size()) return false;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& s = route.segments[i];
-    if (IsParam(s) ? parts[i].empty() : s != parts[i]) return false;
+    if (RouteTable::IsParameter(s) ? parts[i].empty() : s != parts[i]) return false;
   }
   return true;
 }
@@ -50,7 +46,7 @@ RouteTable::Match RouteTable::Find(const std::string& method,
   if (!match.route) return match;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& s = match.route->segments[i];
-    if (!IsParam(s)) continue;
+    if (!RouteTable::IsParameter(s)) continue;
     match.params.push_back(parts[i]);
     if (s != "{id}") continue;
     std::optional<int64_t> id = ParseDecimal(parts[i]);

@@ -74,6 +74,10 @@ class RouteTable {
   // path (the dashboard's files) and "other" for paths berth does not serve.
   std::string Label(const std::vector<std::string>& parts) const;
   const std::vector<Route>& routes() const { return routes_; }
+  // Whether a template's segment is a parameter ("{id}", "{node}").
+  static bool IsParameter(const std::string& segment) {
+    return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+  }
 
  private:
   // Whether `route`'s template fits `parts`, segment by segment.
