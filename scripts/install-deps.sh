@@ -8,9 +8,11 @@
 #                container tests use: rootless podman (with runc, uidmap, catatonit), Debian's
 #                docker-registry (its service is not started) and busybox-static (the image);
 #                socat, the peer bench/interactive.py measures sessions against; python3-jsonschema,
-#                which checks the API's OpenAPI description (tests/integration/test_openapi.py); and
+#                which checks the API's OpenAPI description (tests/integration/test_openapi.py);
 #                python3-venv and python3-pip (with python3-setuptools and python3-wheel), with which
-#                tests/integration/test_python_client.py installs the Python client offline.
+#                tests/integration/test_python_client.py installs the Python client offline; and
+#                python3-aiosmtpd and openssl: the mail relay and the HTTPS receiver's certificate of
+#                tests/integration/test_notify.py.
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--for-tests" ]; then for_tests=1; fi
@@ -25,7 +27,8 @@ packages=(
 )
 if [ "$for_tests" -eq 1 ]; then
   packages+=(chromium fonts-dejavu-core podman runc uidmap catatonit busybox-static socat
-    python3-jsonschema python3-venv python3-pip python3-setuptools python3-wheel)
+    python3-jsonschema python3-venv python3-pip python3-setuptools python3-wheel python3-aiosmtpd
+    openssl)
 fi
 
 missing=()

@@ -61,14 +61,14 @@ Status HollowNodes::Register(size_t index) {
   return Status::Ok();
 }
 
-std::optional<double> HollowNodes::HollowSeconds(size_t index, const proto::LaunchMessage& launch) {
+HollowNodes::HollowRun HollowNodes::RunOf(size_t index, const proto::LaunchMessage& launch) {
   const int64_t spec_id = launch.spec_id;
   {
     std::lock_guard lock(mu_);
-    auto it = spec_seconds_.find(spec_id);
-    if (it != spec_seconds_.end()) return it->second;
+    auto it = spec_runs_.find(spec_id);
+    if (it != spec_runs_.end()) return it->second;
   }
-  std::optional<double> seconds;
+  HollowRun run;
   SpecFetch fetch{.spec_id = spec_id, .job = launch.job};
   {
     std::lock_guard lock(mu_);
@@ -82,24 +82,28 @@ std::optional<double> HollowNodes::HollowSeconds(size_t index, const proto::Laun
       auto spec = SpecFromJson(*v);
       if (spec.ok()) {
         for (const auto& [k, val] : spec->envs) {
-          if (k == "BERTH_HOLLOW_SECONDS") {
-            try {
-              seconds = std::stod(val);
-            } catch (...) {
+          try {
+            if (k == "BERTH_HOLLOW_SECONDS") run.seconds = std::stod(val);
+            if (k == "BERTH_HOLLOW_EXIT") {
+              const size_t slash = val.find('/');
+              run.exit_code = std::stoi(val.substr(0, slash));
+              if (slash != std::string::npos)
+                run.every = std::max<int64_t>(1, std::stoll(val.substr(slash + 1)));
             }
+          } catch (...) {
           }
         }
       }
     }
   }
   std::lock_guard lock(mu_);
-  spec_seconds_[spec_id] = seconds;
-  return seconds;
+  spec_runs_[spec_id] = run;
+  return run;
 }
 
 void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
   if (const auto* launch = std::get_if<proto::LaunchMessage>(&m)) {
-    std::optional<double> seconds = HollowSeconds(index, *launch);
+    const HollowRun run = RunOf(index, *launch);
     proto::AttemptRank id = launch->id();
     auto key = std::make_tuple(id.job, id.attempt, id.rank);
     std::lock_guard lock(mu_);
@@ -108,9 +112,9 @@ void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
     node.running.insert(key);
     node.reports.push_back(proto::Report::Event(id, proto::ReportEvent::kAccepted));
     node.reports.push_back(proto::Report::Event(id, proto::ReportEvent::kRunning));
-    if (seconds) {
-      timers_.push_back({clock_.Monotonic() + static_cast<int64_t>(*seconds * 1000), index, id.job,
-                         id.attempt, id.rank});
+    if (run.seconds) {
+      timers_.push_back({clock_.Monotonic() + static_cast<int64_t>(*run.seconds * 1000), index,
+                         id.job, id.attempt, id.rank, id.job % run.every == 0 ? run.exit_code : 0});
       std::push_heap(timers_.begin(), timers_.end());
     }
     cv_.notify_all();
@@ -199,7 +203,8 @@ void HollowNodes::ReporterLoop() {
         timers_.pop_back();
         Node& node = nodes_[t.node];
         if (node.running.erase({t.job, t.attempt, t.rank})) {
-          node.reports.push_back(proto::Report::Exited({t.job, t.attempt, t.rank}, 0, "run", ""));
+          node.reports.push_back(
+              proto::Report::Exited({t.job, t.attempt, t.rank}, t.exit_code, "run", ""));
         }
       }
       for (size_t i = 0; i < nodes_.size(); ++i) {

@@ -4,7 +4,8 @@
 // Each node registers with the declared resources, keeps its own watch stream, heartbeats and
 // reports over the real agent protocol — the server cannot tell them from real agents — but "runs"
 // jobs without processes: a job lasts as many seconds as its env var BERTH_HOLLOW_SECONDS says
-// (absent: until it is stopped), then exits 0, reported like a real exit.
+// (absent: until it is stopped), then exits 0, reported like a real exit — or exits CODE where
+// BERTH_HOLLOW_EXIT says "CODE" (every job) or "CODE/N" (the jobs whose id N divides).
 //
 // Threads: one watch-stream reader per node, one heartbeat thread, one reporter/timer thread.
 // Shared state is guarded by `mu_`. Run() blocks until RequestStop().
@@ -51,6 +52,7 @@ class HollowNodes {
     int64_t job;
     int attempt;
     int rank;
+    int exit_code = 0;
     bool operator<(const Timer& o) const { return due_ms > o.due_ms; }  // min-heap
   };
 
@@ -59,7 +61,13 @@ class HollowNodes {
   void HeartbeatLoop();
   void ReporterLoop();
   void OnMessage(size_t index, const proto::WatchMessage& m);
-  std::optional<double> HollowSeconds(size_t index, const proto::LaunchMessage& launch);
+  // How a spec's jobs run: how long (none: until stopped) and how they exit.
+  struct HollowRun {
+    std::optional<double> seconds;
+    int exit_code = 0;
+    int64_t every = 1;  // exit_code for the jobs whose id this divides; 0 for the others
+  };
+  HollowRun RunOf(size_t index, const proto::LaunchMessage& launch);
 
   AgentOptions options_;
   int count_;
@@ -67,9 +75,9 @@ class HollowNodes {
   std::unique_ptr<AgentConnection> connection_;  // one for every simulated node
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Node> nodes_;    // guarded by mu_ (the vector's size is fixed)
-  std::vector<Timer> timers_;  // guarded by mu_; a heap
-  std::map<int64_t, std::optional<double>> spec_seconds_;  // guarded by mu_
+  std::vector<Node> nodes_;                 // guarded by mu_ (the vector's size is fixed)
+  std::vector<Timer> timers_;               // guarded by mu_; a heap
+  std::map<int64_t, HollowRun> spec_runs_;  // guarded by mu_
   std::atomic<bool> stop_{false};
   DurationMs heartbeat_ms_ = 5000;
 };

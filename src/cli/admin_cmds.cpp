@@ -23,14 +23,6 @@ std::string Str(const json::object& o, const char* key) {
   return SerializeJson(*v);
 }
 
-// Connects, calls, and prints a failure: the common shape of every admin command.
-Result<json::value> CallServer(const GlobalFlags& g, const std::string& method,
-                               const std::string& target, const std::string& body = "") {
-  Connection conn(g.server, g.token, g.self_exe);
-  BERTH_RETURN_IF_ERROR(conn.Connect());
-  return conn.Call(method, target, body);
-}
-
 }  // namespace
 
 Result<std::string> ServerFingerprint(const std::string& url) {

@@ -70,5 +70,6 @@ void AddDashboardCommand(CommandContext& c);    // admin_cmds.cpp
 void AddLoginCommand(CommandContext& c);        // admin_cmds.cpp
 void AddUsageCommand(CommandContext& c);        // share_cmds.cpp
 void AddAdminCommand(CommandContext& c);        // admin_cmds.cpp
+void AddNotifyCommand(CommandContext& c);       // notify_cmds.cpp
 
 }  // namespace berth::cli

@@ -62,6 +62,15 @@ struct ServerFlags {
   int reclaim_limit = 3;
   std::string reclaim_window = "1m";
   std::string topology_levels;  // "block,rack,switch": node label keys, coarse to fine
+  // Notifications (docs/notifications.md).
+  std::string smtp;                    // HOST:PORT of the mail relay; "": no mail
+  std::string smtp_from;               // the sender address
+  std::string smtp_starttls = "auto";  // auto, require, off
+  std::string smtp_ca_file;
+  std::string webhook_ca_file;
+  std::string notify_retry_cap = "10m";
+  std::string notify_give_up = "24h";
+  int notify_rate = 60;  // deliveries a minute per user
   int threads = 0;
   std::string url_file;
   std::string pid_file;
@@ -136,6 +145,7 @@ struct ExecFlags {
   bool as_json = false;
   std::string name;
   std::string idle_ok;  // exempt from the idle policy, saying why
+  std::string notify;   // "end,fail,pending>2h": the events its owner is told of
   std::string gpus;
   std::string cpus;
   std::string memory;
@@ -308,6 +318,9 @@ struct LogStream {
 bool FollowLogs(Connection& conn, const LogStream& s, std::string* final_status,
                 int64_t* from = nullptr, const std::function<void(std::string_view)>& sink = {});
 int Fail(const Status& status);  // prints "berth: message", returns 1
+// Connects to the server and makes one call (job_cmds.cpp): the shape of the simple commands.
+Result<boost::json::value> CallServer(const GlobalFlags& g, const std::string& method,
+                                      const std::string& target, const std::string& body = "");
 // A job's accelerators as "TYPE:N" ("-" when none), from its JSON.
 std::string GpusOf(const boost::json::object& job);
 // POST /v1/jobs of `spec` (`num_jobs` copies as a group when set), keyed for resending ("": a

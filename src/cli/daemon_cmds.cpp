@@ -30,6 +30,37 @@ void AddIdleOptions(CLI::App* server, ServerFlags& server_flags) {
       ->capture_default_str();
 }
 
+// `berth server`'s notification options (docs/notifications.md).
+void AddNotifyOptions(CLI::App* server, ServerFlags& flags) {
+  server->add_option("--smtp", flags.smtp,
+                     "The mail relay notifications are sent through, HOST:PORT (needs "
+                     "--smtp-from); default: no mail");
+  server->add_option("--smtp-from", flags.smtp_from, "The address notifications are mailed from");
+  server
+      ->add_option("--smtp-starttls", flags.smtp_starttls,
+                   "STARTTLS with the relay: auto (when it offers it), require, off")
+      ->check(CLI::IsMember({"auto", "require", "off"}))
+      ->capture_default_str();
+  server->add_option("--smtp-ca-file", flags.smtp_ca_file,
+                     "PEM CAs the relay's certificate is checked against (default: the system's)");
+  server->add_option("--webhook-ca-file", flags.webhook_ca_file,
+                     "PEM CAs https webhooks are checked against (default: the system's)");
+  server
+      ->add_option("--notify-retry-cap", flags.notify_retry_cap,
+                   "The longest wait between tries of a failing delivery (they start at 2s and "
+                   "double)")
+      ->capture_default_str();
+  server
+      ->add_option("--notify-give-up", flags.notify_give_up,
+                   "A notification still failing this long after its event is marked failed")
+      ->capture_default_str();
+  server
+      ->add_option("--notify-rate", flags.notify_rate,
+                   "Notifications delivered a minute per user at most (more wait their turn)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void AddOpenApiCommand(CommandContext& c) {
@@ -138,6 +169,7 @@ void AddServerCommand(CommandContext& c) {
                    "this long, e.g. 2h; 0: never")
       ->capture_default_str();
   AddIdleOptions(server, server_flags);
+  AddNotifyOptions(server, server_flags);
   server
       ->add_option("--interactive-connect-timeout", server_flags.interactive_connect_timeout,
                    "How long a session (attach, exec --into, port-forward) waits for the job's "

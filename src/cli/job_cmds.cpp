@@ -22,6 +22,7 @@
 #include "common/strings.h"
 #include "net/http.h"
 #include "spec/job_spec.h"
+#include "spec/notify_events.h"
 
 namespace berth::cli {
 
@@ -37,6 +38,13 @@ std::string GpusOf(const json::object& job) {
 int Fail(const Status& status) {
   fmt::print(stderr, "berth: {}\n", status.message());
   return status.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+Result<json::value> CallServer(const GlobalFlags& g, const std::string& method,
+                               const std::string& target, const std::string& body) {
+  Connection conn(g.server, g.token, g.self_exe);
+  BERTH_RETURN_IF_ERROR(conn.Connect());
+  return conn.Call(method, target, body);
 }
 
 namespace {
@@ -180,6 +188,11 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (!f.workdir.empty()) spec.workdir = f.workdir;
   if (!f.pool.empty()) spec.pool = f.pool;
   if (!f.idle_ok.empty()) spec.idle_ok = f.idle_ok;
+  if (!f.notify.empty()) {
+    Result<NotifyEvents> events = ParseNotifyEvents(f.notify);
+    if (!events.ok()) return Status::Invalid("--" + events.status().message());
+    spec.notify = FormatNotifyEvents(*events);
+  }
   if (!f.topology.empty()) {
     // "rack" (required), or "required=rack,preferred=switch" (either part alone too).
     spec.topology_required.clear();
@@ -758,6 +771,12 @@ void AddExecCommand(CommandContext& c) {
                    "Exempt the job from the cluster's idle policy, saying why (e.g. \"data "
                    "prep\"): its idle GPUs are reported, never acted on; refused where the policy "
                    "allows no exemptions (as the YAML's idle_ok:; docs/idle.md)");
+  exec->add_option(
+      "--notify", exec_flags.notify,
+      "Tell you of these events, by your sinks (berth notify set): started, end, "
+      "fail, oom, preempted, pending>DURATION, e.g. end,fail; a --num-jobs group sends "
+      "one summary when it ends (add each for one notice per job); as the YAML's "
+      "notify: (docs/notifications.md)");
   exec->add_option("--topology", exec_flags.topology,
                    "Place a gang by the cluster's topology levels: required=LEVEL (all nodes "
                    "under one domain of it; a bare LEVEL means this), preferred=LEVEL (as few "

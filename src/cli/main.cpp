@@ -43,7 +43,7 @@ constexpr std::array kCommands = {
     Command{"status", AddStatusCommand},       Command{"whoami", AddWhoamiCommand},
     Command{"dashboard", AddDashboardCommand}, Command{"login", AddLoginCommand},
     Command{"usage", AddUsageCommand},         Command{"admin", AddAdminCommand},
-    Command{"openapi", AddOpenApiCommand},
+    Command{"notify", AddNotifyCommand},       Command{"openapi", AddOpenApiCommand},
 };
 
 }  // namespace

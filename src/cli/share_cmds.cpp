@@ -13,13 +13,6 @@
 namespace berth::cli {
 namespace {
 
-Result<json::value> Call(const GlobalFlags& g, const std::string& method, const std::string& target,
-                         const std::string& body = "") {
-  Connection conn(g.server, g.token, g.self_exe);
-  BERTH_RETURN_IF_ERROR(conn.Connect());
-  return conn.Call(method, target, body);
-}
-
 // "A100:16,V100:8" -> {"A100": 16, "V100": 8}; "none" -> {}.
 Result<json::object> GpuAmounts(const std::string& flag, const std::string& text) {
   json::object out;
@@ -67,7 +60,8 @@ int TeamSet(const GlobalFlags& g, const TeamSetFlags& f) {
     body["borrow_limit"] = std::move(*limit);
   }
   if (f.weight) body["weight"] = *f.weight;
-  auto res = Call(g, "POST", "/v1/admin/teams/" + net::UrlEncode(f.name), SerializeJson(body));
+  auto res =
+      CallServer(g, "POST", "/v1/admin/teams/" + net::UrlEncode(f.name), SerializeJson(body));
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
   fmt::print("team {}: quota {}, borrow limit {}, weight {}\n", f.name, Amounts(o.at("quota")),
@@ -77,7 +71,7 @@ int TeamSet(const GlobalFlags& g, const TeamSetFlags& f) {
 }
 
 int TeamList(const GlobalFlags& g, bool as_json) {
-  auto res = Call(g, "GET", "/v1/teams");
+  auto res = CallServer(g, "GET", "/v1/teams");
   if (!res.ok()) return Fail(res.status());
   const json::array& teams = res->as_object().at("teams").as_array();
   if (as_json) {
@@ -105,7 +99,7 @@ int Usage(const GlobalFlags& g, const UsageFlags& f) {
   }
   std::string target = "/v1/usage?by=" + f.by + "&since=" + net::UrlEncode(f.since);
   if (!f.until.empty()) target += "&until=" + net::UrlEncode(f.until);
-  auto res = Call(g, "GET", target);
+  auto res = CallServer(g, "GET", target);
   if (!res.ok()) return Fail(res.status());
   const json::object& o = res->as_object();
   if (f.as_json) {

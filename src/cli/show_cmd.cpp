@@ -236,6 +236,21 @@ void PrintEvents(const json::array& events) {
   fmt::print("{}", t.Render());
 }
 
+// Its notifications (docs/notifications.md): what was sent where, and what failed.
+void PrintNotifications(const json::array& notices) {
+  fmt::print("Notifications:\n");
+  Table t({"  EVENT", "SINK", "STATE", "TRIES", "LAST ERROR"});
+  for (const auto& nv : notices) {
+    const json::object& n = nv.as_object();
+    t.Add({"  " + std::string(n.at("id").as_string()), std::string(n.at("sink").as_string()),
+           std::string(n.at("state").as_string()),
+           std::to_string(AsInt(n.at("attempts")).value_or(0)),
+           n.at("last_error").as_string().empty() ? "-"
+                                                  : std::string(n.at("last_error").as_string())});
+  }
+  fmt::print("{}", t.Render());
+}
+
 }  // namespace
 
 int Show(const GlobalFlags& g, int64_t id, bool as_json) {
@@ -341,6 +356,10 @@ int Show(const GlobalFlags& g, int64_t id, bool as_json) {
     PrintAttempts(attempts->as_array());
   }
   if (const auto* events = j.if_contains("events"); events) PrintEvents(events->as_array());
+  if (const auto* notices = j.if_contains("notifications");
+      notices && notices->is_array() && !notices->as_array().empty()) {
+    PrintNotifications(notices->as_array());
+  }
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "common/sha256.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "common/strings.h"
 
@@ -32,6 +33,14 @@ std::string Sha256Hex(std::string_view data) {
   Sha256 h;
   h.Update(data);
   return h.Finish();
+}
+
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &size);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(mac), size));
 }
 
 }  // namespace berth

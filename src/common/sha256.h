@@ -1,6 +1,7 @@
 // SHA-256 through OpenSSL: the one helper for every digest berth computes — uploaded content's
 // names (upload/digest.h), image-tag cache keys, token hashes, certificate fingerprints and
-// submission fingerprints. A digest is 64 lowercase hex characters.
+// submission fingerprints — and HMAC-SHA256, which signs webhooks. A digest is 64 lowercase hex
+// characters.
 //
 // Thread-safety: the functions are thread-safe; one Sha256 object is used by one thread.
 #pragma once
@@ -13,6 +14,10 @@ namespace berth {
 
 // The digest of `data`, in hex.
 std::string Sha256Hex(std::string_view data);
+
+// HMAC-SHA256 of `data` under `key` (RFC 2104), in hex: what signs a webhook's body
+// (docs/notifications.md).
+std::string HmacSha256Hex(std::string_view key, std::string_view data);
 
 // A digest computed over bytes given in pieces.
 class Sha256 {

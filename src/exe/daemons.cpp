@@ -27,6 +27,7 @@
 #include "common/strings.h"
 #include "common/unix_user.h"
 #include "exe/ha_server.h"
+#include "net/smtp_client.h"
 #include "protocol/job_env.h"
 #include "server/http/openapi.h"
 #include "server/http/server.h"
@@ -88,6 +89,33 @@ std::string ReadToken(const std::string& flag, const std::string& file) {
 namespace {
 
 // The server's options from its command line; an error names the flag.
+// The notifications' relay, trust and retries (docs/notifications.md).
+Status ParseNotifyFlags(const ServerFlags& flags, ServerOptions& options) {
+  if (!flags.smtp.empty()) {
+    BERTH_RETURN_IF_ERROR(net::ParseSmtpRelay(flags.smtp, &options.notify_relay.smtp));
+    if (flags.smtp_from.find('@') == std::string::npos ||
+        flags.smtp_from.find_first_of(" <>\r\n") != std::string::npos) {
+      return Status::Invalid("--smtp needs --smtp-from ADDR, the address mail comes from");
+    }
+  }
+  options.notify_relay.smtp.from = flags.smtp_from;
+  options.notify_relay.smtp.starttls = flags.smtp_starttls;
+  options.notify_relay.smtp.ca_file = flags.smtp_ca_file;
+  options.notify_relay.webhook_ca_file = flags.webhook_ca_file;
+  auto cap = ParseDuration(flags.notify_retry_cap);
+  auto give_up = ParseDuration(flags.notify_give_up);
+  if (!cap || *cap < 1000) {
+    return Status::Invalid("--notify-retry-cap: expected a duration of at least 1s, like 10m");
+  }
+  if (!give_up || *give_up <= 0) {
+    return Status::Invalid("--notify-give-up: expected a positive duration like 24h");
+  }
+  options.notify.retry_cap_ms = *cap;
+  options.notify.give_up_ms = *give_up;
+  options.notify.per_user_per_minute = flags.notify_rate;
+  return Status::Ok();
+}
+
 Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
   ServerOptions options;
   auto colon = flags.listen.rfind(':');
@@ -221,6 +249,7 @@ Result<ServerOptions> ServerOptionsOf(const ServerFlags& flags) {
     options.core.usage.gpu_weights[Trim(item.substr(0, eq))] = weight;
   }
   options.core.usage.idle_charge = flags.idle_charge;
+  BERTH_RETURN_IF_ERROR(ParseNotifyFlags(flags, options));
   return options;
 }
 

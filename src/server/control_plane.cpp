@@ -41,6 +41,10 @@ Status ControlPlane::Open(std::set<std::string> builtin_admins) {
   BERTH_RETURN_IF_ERROR(core_->Load());
   BERTH_RETURN_IF_ERROR(core_->scheduling().LoadUsage());
   core_->scheduling().SetShareRules(accounts_->Users(), accounts_->Teams());
+  notice_transport_ = std::make_unique<RelayTransport>(options_.notify_relay);
+  notice_sender_ =
+      std::make_unique<NoticeSender>(store_, clock_, *notice_transport_, options_.notify);
+  core_->notices().SetBell([sender = notice_sender_.get()] { sender->Ring(); });
   return Status::Ok();
 }
 
@@ -56,6 +60,7 @@ void ControlPlane::Start(Hooks hooks) {
     NameThisThread("berth-house");
     HousekeepingLoop();
   });
+  notice_sender_->Start();
   core_->scheduling().RequestPass();
 }
 
@@ -66,6 +71,7 @@ void ControlPlane::Stop() {
   core_->Shutdown();  // ends every log follower's wait and wakes the scheduler
   if (scheduler_thread_.joinable()) scheduler_thread_.join();
   if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
+  if (notice_sender_) notice_sender_->Stop();
 }
 
 void ControlPlane::SchedulerLoop() {
@@ -133,6 +139,7 @@ void ControlPlane::HousekeepingLoop() {
     core_->agents().CheckLeases();
     core_->lifecycle().CheckTimeLimits();
     core_->lifecycle().RetryFailedCancels();
+    core_->notices().CheckPending();
     int64_t now = clock_.Monotonic();
     if (options_.core.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
       next_idle_check = now + 1000;

@@ -1,8 +1,9 @@
 // ControlPlane: berth's server without HTTP — the composition root of the control plane. It opens
 // what the state needs beside the store (the accounts, the jobs' logs, the uploads), builds and
 // loads the Core (server/core/core.h) with its services, and runs the scheduler thread (a pass
-// whenever the core asks for one) and the housekeeping thread (leases, time and idle limits, owed
-// cancels, gone nodes, uploads no job uses, heap trims when idle). The HTTP front
+// whenever the core asks for one), the housekeeping thread (leases, time and idle limits, owed
+// cancels, gone nodes, uploads no job uses, `pending>` notices, heap trims when idle) and the
+// notices' sender (server/notify/notice_sender.h). The HTTP front
 // (server/http/server.h) builds one from the one ServerOptions, serves the API over it, and hands
 // it what housekeeping must also tend on the HTTP side (Hooks).
 //
@@ -25,6 +26,7 @@
 #include "server/accounts.h"
 #include "server/core/core.h"
 #include "server/log_store.h"
+#include "server/notify/notice_sender.h"
 #include "server/server_options.h"
 #include "server/uploads.h"
 #include "store/store.h"
@@ -72,6 +74,7 @@ class ControlPlane {
   Accounts& accounts() { return *accounts_; }
   LogStore& logs() { return *logs_; }
   Uploads& uploads() { return *uploads_; }
+  NoticeSender& notice_sender() { return *notice_sender_; }
 
  private:
   void SchedulerLoop();
@@ -94,6 +97,9 @@ class ControlPlane {
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Uploads> uploads_;
   std::unique_ptr<Core> core_;
+  // Notifications' delivery (server/notify/notice_sender.h), started with the other threads.
+  std::unique_ptr<RelayTransport> notice_transport_;
+  std::unique_ptr<NoticeSender> notice_sender_;
   std::atomic<bool> collecting_uploads_{false};
   // The threads of an idle trim that have not yet trimmed their arenas; whether the scheduler
   // thread still has to (it trims when it next wakes without a pass to run).

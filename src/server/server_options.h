@@ -14,6 +14,8 @@
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "server/core/core.h"
+#include "server/notify/notice_sender.h"
+#include "server/notify/notice_transport.h"
 #include "server/uploads.h"
 #include "upload/manifest.h"
 
@@ -65,6 +67,10 @@ struct ServerOptions {
   // the unix socket count in the total only): net::HttpServerOptions'.
   size_t max_connections = 0;
   size_t max_connections_per_peer = 512;
+  // Notifications (docs/notifications.md): the mail relay and webhooks' trust, and the sender's
+  // retries and rate limit.
+  RelayOptions notify_relay;
+  NoticeSenderOptions notify;
 };
 
 // The URL a listener on `host`:`port` is reached at (a wildcard host as 127.0.0.1).

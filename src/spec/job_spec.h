@@ -170,6 +170,8 @@ struct JobSpec {
   // Exempts the job from the cluster's idle policy, saying why ("data prep"; docs/idle.md): its
   // idle GPUs are reported, never acted on. Refused where the policy allows no exemptions.
   std::string idle_ok;
+  // Whom to tell of what (spec/notify_events.h): the events' canonical text, "" for none.
+  std::string notify;
 
   bool operator==(const JobSpec&) const = default;
 };

@@ -426,6 +426,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "container") return GetContainer(value, &spec->container);
   if (key == "interactive") return GetBool(value, key, &spec->interactive);
   if (key == "idle_ok") return GetString(value, key, &spec->idle_ok);
+  if (key == "notify") return GetString(value, key, &spec->notify);
   return Unknown("", key);
 }
 
@@ -517,6 +518,7 @@ json::value SpecToJson(const JobSpec& spec) {
   out["signal"] = std::move(signal);
   if (spec.interactive) out["interactive"] = true;  // absent otherwise: older agents read the rest
   if (!spec.idle_ok.empty()) out["idle_ok"] = spec.idle_ok;
+  if (!spec.notify.empty()) out["notify"] = spec.notify;
   return out;
 }
 

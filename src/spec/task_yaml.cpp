@@ -21,6 +21,7 @@
 
 #include "common/strings.h"
 #include "spec/job_spec.h"
+#include "spec/notify_events.h"
 
 namespace berth {
 namespace {
@@ -64,7 +65,7 @@ constexpr std::string_view kTopFields[] = {
     "workdir",       "setup",       "run",         "priority",   "pool",
     "node_selector", "placement",   "time_limit",  "kill_grace", "recovery",
     "depends_on",    "max_running", "retry",       "signal",     "time_limit_scope",
-    "file_mounts",   "container",   "interactive", "idle_ok",
+    "file_mounts",   "container",   "interactive", "idle_ok",    "notify",
 };
 constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
                                                 "event_callback", "volumes", "experimental",
@@ -221,6 +222,8 @@ class TaskParser {
   // A scalar as a string; null leaves `out` alone.
   Status String(const Field& f, const std::string& path, std::string* out);
   Status Int(const Field& f, const std::string& path, int* out);
+  // `notify: end,fail` or a list of events (spec/notify_events.h), kept in canonical form.
+  Status ParseNotify(const Field& f);
 
   Status Error(int line, std::string_view message) const {
     return Status::Invalid(fmt::format("{}:{}: {}", source_, line, message));
@@ -352,6 +355,22 @@ Status TaskParser::String(const Field& f, const std::string& path, std::string* 
   return Status::Ok();
 }
 
+Status TaskParser::ParseNotify(const Field& f) {
+  if (f.value.IsNull()) return Status::Ok();
+  std::string text = f.value.IsScalar() ? f.value.Scalar() : "";
+  for (const YAML::Node& item : f.value.IsSequence() ? f.value : YAML::Node()) {
+    if (!item.IsScalar()) {
+      return Error(LineOf(item, f.line), "notify: expected events like end, got " + Describe(item));
+    }
+    text += (text.empty() ? "" : ",") + item.Scalar();
+  }
+  if (f.value.IsMap()) return Error(f.line, "notify: expected events like \"end,fail\", got a map");
+  Result<NotifyEvents> events = ParseNotifyEvents(text);
+  if (!events.ok()) return Error(f.line, events.status().message());
+  task_.spec.notify = FormatNotifyEvents(*events);
+  return Status::Ok();
+}
+
 Status TaskParser::Int(const Field& f, const std::string& path, int* out) {
   if (f.value.IsNull()) return Status::Ok();
   int64_t v = 0;
@@ -402,6 +421,8 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
     } else if (n == "idle_ok") {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.idle_ok));
+    } else if (n == "notify") {
+      BERTH_RETURN_IF_ERROR(ParseNotify(f));
     } else if (n == "node_selector") {
       BERTH_RETURN_IF_ERROR(ParseNodeSelector(f.value, f.line));
     } else if (n == "file_mounts") {

@@ -11,6 +11,7 @@
 
 #include "common/strings.h"
 #include "spec/job_spec.h"
+#include "spec/notify_events.h"
 
 namespace berth {
 namespace {
@@ -110,9 +111,10 @@ Status CheckEnvs(const std::vector<std::pair<std::string, std::string>>& envs) {
     }
     // berth sets these itself for every job (docs/design.md "Environment of a job"); letting a task
     // file override them would hand the job the wrong devices or the wrong rank.
-    // BERTH_HOLLOW_SECONDS is the one berth reads instead of setting: a hollow node's simulated run
-    // time.
-    if ((StartsWith(key, "BERTH_") && key != "BERTH_HOLLOW_SECONDS") ||
+    // BERTH_HOLLOW_SECONDS and BERTH_HOLLOW_EXIT are the ones berth reads instead of setting: a
+    // hollow node's simulated run time and exit (agent/hollow.h).
+    if ((StartsWith(key, "BERTH_") && key != "BERTH_HOLLOW_SECONDS" &&
+         key != "BERTH_HOLLOW_EXIT") ||
         StartsWith(key, "SKYPILOT_")) {
       return Status::Invalid(fmt::format("envs.{} is reserved: berth sets {}* variables itself",
                                          key, key.substr(0, key.find('_') + 1)));
@@ -386,6 +388,10 @@ Status ValidateSpec(const JobSpec& spec) {
                   [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
     return Status::Invalid(
         "idle_ok: a reason of at most 200 characters on one line, e.g. \"data prep\"");
+  }
+  if (!spec.notify.empty()) {
+    Result<NotifyEvents> notify = ParseNotifyEvents(spec.notify);
+    if (!notify.ok()) return notify.status();
   }
   BERTH_RETURN_IF_ERROR(CheckScript("setup", spec.setup));
   BERTH_RETURN_IF_ERROR(CheckScript("run", spec.run));

@@ -506,6 +506,7 @@ Status PgStore::Commit(const Batch& batch) {
     call.not_found = "commit: group " + std::to_string(group) + " does not exist";
     calls.push_back(std::move(call));
   }
+  AddNotificationCalls(batch, calls);
   MutexLock lock(mu_);
   Result<PgTransaction> txn = PgTransaction::Begin(*db_);
   if (!txn.ok()) return txn.status();

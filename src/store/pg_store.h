@@ -58,6 +58,11 @@ class PgStore final : public Store {
   Result<std::vector<TeamRow>> LoadTeams() override;
   Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) override;
   Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
+  Result<std::vector<NotifySinkRow>> LoadNotifySinks() override;
+  Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) override;
+  Status UpdateNotice(const NoticeUpdate& update) override;
+  Result<std::vector<NoticeRow>> ListNotices(const std::string& user, std::optional<int64_t> job,
+                                             int limit) override;
 
   // Fencing (docs/ha.md): with a token set, every write transaction first checks that the leader
   // lease still carries it (berth_fence), and fails with kUnavailable ("this server no longer
@@ -78,6 +83,8 @@ class PgStore final : public Store {
       : db_(std::move(db)), read_db_(std::move(read_db)) {}
 
   Result<SubmitResult> InsertSubmission(const Submission& submission) REQUIRES(mu_);
+  // The batch's sinks and notices (store/pg_notify.cpp).
+  static void AddNotificationCalls(const Batch& batch, std::vector<PgCall>& calls);
   static PgCall InsertSubmitKeyCall(const Submission& submission, const SubmitResult& result);
 
   Mutex mu_;

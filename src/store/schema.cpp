@@ -270,12 +270,50 @@ ALTER TABLE usage_daily ADD COLUMN gpu_idle_milli_ms INTEGER NOT NULL DEFAULT 0;
 
 Status MigrateToV8(SqliteDb& db) { return db.Exec(kSchemaV8); }
 
+// Version 9: notifications (docs/notifications.md): each user's sinks, and the outbox of notices
+// written with the changes they tell of, each delivered at least once.
+constexpr const char* kSchemaV9 = R"sql(
+CREATE TABLE notify_sinks (
+  user       TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  target     TEXT NOT NULL,
+  secret     TEXT NOT NULL,
+  format     TEXT NOT NULL,
+  events     TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (user, kind)
+) WITHOUT ROWID;
+CREATE TABLE notices (
+  seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id   TEXT NOT NULL,
+  user       TEXT NOT NULL,
+  sink       TEXT NOT NULL,
+  type       TEXT NOT NULL,
+  job        INTEGER NOT NULL,
+  grp        INTEGER,
+  created_at INTEGER NOT NULL,
+  payload    TEXT NOT NULL,
+  state      TEXT NOT NULL,
+  attempts   INTEGER NOT NULL,
+  next_at    INTEGER NOT NULL,
+  last_error TEXT NOT NULL,
+  sent_at    INTEGER,
+  UNIQUE (event_id, sink)
+);
+CREATE INDEX notices_due ON notices(state, next_at);
+CREATE INDEX notices_user ON notices(user, seq);
+CREATE INDEX notices_job ON notices(job);
+CREATE INDEX notices_created ON notices(created_at);
+)sql";
+
+Status MigrateToV9(SqliteDb& db) { return db.Exec(kSchemaV9); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
-    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4,
-    &MigrateToV5, &MigrateToV6, &MigrateToV7, &MigrateToV8,
+    &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
+    &MigrateToV6, &MigrateToV7, &MigrateToV8, &MigrateToV9,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

@@ -416,6 +416,7 @@ Status SqliteStore::Commit(const Batch& batch) {
   for (const AuditRow& row : batch.audit) BERTH_RETURN_IF_ERROR(AppendAudit(row));
   for (const TeamRow& team : batch.teams) BERTH_RETURN_IF_ERROR(UpsertTeam(team));
   BERTH_RETURN_IF_ERROR(AddUsage(batch.usage));
+  BERTH_RETURN_IF_ERROR(WriteNotifications(batch));
   for (const auto& [group, limit] : batch.group_limits) {
     Result<StatementRef> ref = db_->Cached("UPDATE groups SET max_running = ?2 WHERE id = ?1");
     if (!ref.ok()) return ref.status();

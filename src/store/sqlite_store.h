@@ -68,6 +68,11 @@ class SqliteStore final : public Store {
   Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) override;
   // Ordered by hour, then user, team and GPU type (the primary key).
   Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
+  Result<std::vector<NotifySinkRow>> LoadNotifySinks() override;
+  Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) override;
+  Status UpdateNotice(const NoticeUpdate& update) override;
+  Result<std::vector<NoticeRow>> ListNotices(const std::string& user, std::optional<int64_t> job,
+                                             int limit) override;
 
   // Bounds on a usage record (store/row_codec.h).
   static constexpr DurationMs kMaxUsageSpanMs = store_codec::kMaxUsageSpanMs;
@@ -92,6 +97,8 @@ class SqliteStore final : public Store {
   Status AppendAudit(const AuditRow& row);
   Status UpsertTeam(const TeamRow& team);
   Status AddUsage(const std::vector<UsageRecord>& usage);
+  // The batch's sinks and notices (store/sqlite_notify.cpp).
+  Status WriteNotifications(const Batch& batch);
 
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)

@@ -210,6 +210,49 @@ struct AuditRow {
   std::string detail;
 };
 
+// A user's default sink for notifications (docs/notifications.md): an e-mail address or a webhook.
+// One per (user, kind). The webhook's secret signs its deliveries; the API never shows it again.
+struct NotifySinkRow {
+  std::string user;
+  std::string kind;    // "email" or "webhook"
+  std::string target;  // the address or the URL
+  std::string secret;  // webhook: the signing secret
+  std::string format;  // webhook: "json" (berth's event) or "slack" (Slack-compatible text too)
+  // The events a job without a `notify:` of its own is notified of ("" = none: only jobs that
+  // ask; spec/notify_events.h).
+  std::string events;
+  TimeMs updated_at = 0;
+};
+
+// One notification to deliver, written in the transaction of the change it tells of (the outbox;
+// docs/notifications.md). One row per (event, sink); a second write of the same pair is ignored.
+struct NoticeRow {
+  int64_t seq = 0;       // assigned by the store, ascending
+  std::string event_id;  // stable for the event: "job-42.3.end", "group-7.end" (receivers dedupe)
+  std::string user;      // whom it is for
+  std::string sink;      // "email" or "webhook" (the user's sink of that kind at delivery)
+  std::string type;      // started, end, fail, oom, preempted, pending, summary, test
+  int64_t job = 0;       // the job (a group's summary: its first job)
+  std::optional<int64_t> group;
+  TimeMs created_at = 0;
+  std::string payload;            // the event's JSON
+  std::string state = "pending";  // pending, sent, failed
+  int attempts = 0;
+  TimeMs next_at = 0;  // not tried before
+  std::string last_error;
+  std::optional<TimeMs> sent_at;
+};
+
+// A delivery tried: its new state.
+struct NoticeUpdate {
+  int64_t seq = 0;
+  std::string state;
+  int attempts = 0;
+  TimeMs next_at = 0;
+  std::string last_error;
+  std::optional<TimeMs> sent_at;
+};
+
 // A new submission: one spec shared by `count` jobs.
 struct Submission {
   std::string spec_json;
@@ -256,10 +299,15 @@ struct Batch {
   std::vector<UsageRecord> usage;                        // added to the hourly rollup
   // (group, max_running) set on an existing group; none: no limit.
   std::vector<std::pair<int64_t, std::optional<int>>> group_limits;
+  std::vector<NotifySinkRow> notify_sinks;  // inserted or replaced by (user, kind)
+  // (user, kind) sinks removed
+  std::vector<std::pair<std::string, std::string>> notify_sink_deletes;
+  std::vector<NoticeRow> notices;  // appended (seq assigned), unless (event_id, sink) exists
   bool empty() const {
     return jobs.empty() && events.empty() && attempts.empty() && nodes.empty() && users.empty() &&
            tokens.empty() && audit.empty() && teams.empty() && usage.empty() &&
-           group_limits.empty();
+           group_limits.empty() && notify_sinks.empty() && notify_sink_deletes.empty() &&
+           notices.empty();
   }
 };
 
@@ -345,7 +393,21 @@ class Store {
   virtual Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) = 0;
   // Every bucket of an hour that starts at or after `since`, oldest first.
   virtual Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) = 0;
+
+  // Notifications (docs/notifications.md). Every sink, by (user, kind).
+  virtual Result<std::vector<NotifySinkRow>> LoadNotifySinks() = 0;
+  // At most `limit` pending notices due at `now` (next_at <= now), oldest first.
+  virtual Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) = 0;
+  // Records what a delivery did.
+  virtual Status UpdateNotice(const NoticeUpdate& update) = 0;
+  // The newest `limit` notices of `user` ("": everyone's), or of job `job` when given; newest
+  // first. Notices sent or failed more than `kNoticeRetentionMs` ago are deleted as new ones come.
+  virtual Result<std::vector<NoticeRow>> ListNotices(const std::string& user,
+                                                     std::optional<int64_t> job, int limit) = 0;
 };
+
+// How long a delivered (or failed) notice is kept for `berth notify ls` and `berth show`.
+inline constexpr TimeMs kNoticeRetentionMs = 7LL * 24 * 3600 * 1000;
 
 // Opens (creating if needed) the SQLite database at `path` in WAL mode and migrates its schema.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);

@@ -145,6 +145,23 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->LoadUsageBuckets(since);
   }
+  Result<std::vector<NotifySinkRow>> LoadNotifySinks() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadNotifySinks();
+  }
+  Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) override {
+    if (fail_reads_) return ReadError();
+    return inner_->DueNotices(now, limit);
+  }
+  Status UpdateNotice(const NoticeUpdate& update) override {
+    BERTH_RETURN_IF_ERROR(BeforeWrite());
+    return inner_->UpdateNotice(update);
+  }
+  Result<std::vector<NoticeRow>> ListNotices(const std::string& user, std::optional<int64_t> job,
+                                             int limit) override {
+    if (fail_reads_) return ReadError();
+    return inner_->ListNotices(user, job, limit);
+  }
 
  private:
   Status BeforeWrite() {

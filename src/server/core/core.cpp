@@ -30,14 +30,18 @@ Core::Core(CoreOptions options, Store& store, const Clock& clock, AgentChannel& 
   state_.jobs.Subscribe(&books_);
   state_.jobs.Subscribe(&state_.group_limits);
   state_.jobs.Subscribe(&state_.waiters);
+  state_.jobs.Subscribe(&state_.notices);
 }
 
 Status Core::Load() {
   auto nodes = state_.store.LoadNodes();
   if (!nodes.ok()) return nodes.status();
+  auto sinks = state_.store.LoadNotifySinks();
+  if (!sinks.ok()) return sinks.status();
   auto jobs = state_.store.LoadActiveJobs();
   if (!jobs.ok()) return jobs.status();
   CoreLock lock(state_);
+  state_.notices.Load(std::move(*sinks));  // before the jobs enter: their `pending>` deadlines
   TimeMs now = state_.clock.Now();
   int64_t mono = state_.clock.Monotonic();
   for (auto& row : *nodes) {

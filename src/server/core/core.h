@@ -8,8 +8,8 @@
 // header — admission (submit, cancel, requeue, group limits), scheduling (passes, preemption, fair
 // share), lifecycle (transitions, launches, ends, dependencies, time limits), agent sessions
 // (register, heartbeat, reports, health, leases, drain, a session's rights) and the read model
-// (nodes, the queue, gauges, the dashboard, log followers) — and the job books (job_books.h) that
-// watch the job table. docs/design.md describes the rooms.
+// (nodes, the queue, gauges, the dashboard, log followers), notices (notifications' outbox) — and
+// the job books (job_books.h) that watch the job table. docs/design.md describes the rooms.
 //
 // Commit, then apply, then send. Every state change (a pass, a report batch, a cancel, a drain, a
 // registration, a lease expiry, a time limit) is built as a Txn: the store Batch, the in-memory
@@ -35,6 +35,7 @@
 #include "server/core/core_state.h"
 #include "server/core/job_books.h"
 #include "server/core/lifecycle.h"
+#include "server/core/notices.h"
 #include "server/core/read_model.h"
 #include "server/core/scheduling.h"
 
@@ -59,6 +60,7 @@ class Core {
   AgentSessions& agents() { return agents_; }
   ReadModel& reads() { return reads_; }
   JobBooks& books() { return books_; }
+  Notices& notices() { return notices_; }
 
   const CoreOptions& options() const { return state_.options; }
   // What the core did: counters and histograms, updated as changes are applied
@@ -80,6 +82,7 @@ class Core {
   Scheduling scheduling_{state_, books_, lifecycle_};
   AgentSessions agents_{state_, books_, lifecycle_};
   ReadModel reads_{state_, lifecycle_};
+  Notices notices_{state_};
 };
 
 }  // namespace berth

@@ -22,6 +22,7 @@
 #include "common/resources.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/notices.h"
 
 namespace berth {
 
@@ -99,6 +100,7 @@ void CoreState::SaveDying(Txn& txn, const AttemptKey& key) { txn.journal.Save(dy
 void CoreState::SaveLaunchHeld(Txn& txn) { txn.journal.SaveValue(launch_held); }
 
 Status CoreState::Execute(Txn& txn) {
+  if (!txn.notice_groups.empty()) AddGroupSummaries(*this, txn, clock.Now());
   if (!txn.batch.empty()) {
     const auto start = std::chrono::steady_clock::now();
     Status st = store.Commit(txn.batch);
@@ -166,6 +168,7 @@ void CoreState::SendCommitted(const Txn& txn) {
   for (int64_t job : txn.out.wake_logs) WakeLogWaiters(job);
   if (txn.out.reap) ReapFinished(txn);
   if (txn.out.kick) RequestPassLocked();
+  if (txn.out.notices && notice_bell) notice_bell();
 }
 
 void CoreState::SendSpecOnce(const std::string& node, int64_t spec_id) {

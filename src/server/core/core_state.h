@@ -43,6 +43,7 @@
 #include "server/core/log_followers.h"
 #include "server/core/node_jobs.h"
 #include "server/core/node_table.h"
+#include "server/core/notice_book.h"
 #include "server/core/spec_cache.h"
 #include "server/core/submit_queue.h"
 #include "server/core/txn.h"
@@ -245,6 +246,10 @@ class CoreState {
   // (server/core/submit_queue.h). Keys are remembered for 10 minutes: by then no writer that looked
   // its key up earlier is queued.
   SubmitQueue submits{options.max_group_commit_jobs, 10 * 60 * 1000};
+  // Notifications: the users' sinks and what is owed (server/core/notices.h).
+  NoticeBook notices GUARDED_BY(core_lock);
+  // Rung after a commit that wrote notices: the sender (server/notify/notice_sender.h) waits on it.
+  std::function<void()> notice_bell;  // set before Start; called under the lock, must not wait
 
  private:
   // Execute's steps. What a committed txn adds to the books: the usage ledger, the metrics,

@@ -21,12 +21,14 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/notices.h"
 
 namespace berth {
 
 void Lifecycle::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std::string& reason,
                            TimeMs now) {
   s_.MutJob(txn, job);
+  const JobStatus from = job.row.status;
   job.row.status = status;
   job.row.reason = reason;
   books_.TallyJob(txn, job);
@@ -37,6 +39,7 @@ void Lifecycle::Transition(Txn& txn, ActiveJob& job, JobStatus status, const std
   books_.CountJob(job);
   txn.batch.jobs.push_back(job.row);
   txn.batch.events.push_back({job.row.id, JobEvent{now, status, job.row.attempt, reason, txn.by}});
+  NoticeTransition(s_, txn, job, from, now);
   if (IsTerminal(status)) {
     txn.out.wake_logs.insert(job.row.id);
     txn.out.reap = true;
@@ -117,6 +120,8 @@ void Lifecycle::ReturnToQueue(Txn& txn, ActiveJob& job, const std::string& reaso
   s_.MutJob(txn, job);
   const bool preempted = cause == RequeueCause::kPreempted;
   RecordUsage(txn, job, now, false, preempted);
+  if (preempted || cause == RequeueCause::kRestart)
+    NoticeRequeue(s_, txn, job, preempted, reason, now);
   // A restart keeps its place in the queue (the queue is ordered by id); the wait it is measured
   // by starts again.
   job.queued_at = now;

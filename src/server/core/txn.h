@@ -172,6 +172,17 @@ struct Outbox {
   std::set<sched::Dependencies::Key> deps_changed;   // their waiting reasons are written again
   std::vector<std::pair<TimeMs, int64_t>> backoffs;  // (not_before, job): restarts to wake for
   TxnEvents events;                                  // counted in the metrics once committed
+  bool notices = false;  // the batch holds notices: the sender is woken (server/core/notices.h)
+};
+
+// A bulk group one of whose jobs ended in a txn, and whose owner asked to hear of its end: once
+// the txn's moves are counted, a group with no job left active gets its summary
+// (AddGroupSummaries, server/core/notices.h).
+struct GroupNoticeAsk {
+  std::string user;
+  std::string name;
+  int64_t job = 0;     // the job whose end was seen (the summary names the group by it)
+  std::string events;  // the jobs' notify events (spec/notify_events.h)
 };
 
 struct Txn {
@@ -183,6 +194,7 @@ struct Txn {
   // cancellations does not recurse (Lifecycle::DrainDependencyFailures).
   std::vector<sched::Dependencies::Key> dep_failures;
   bool draining_deps = false;
+  std::map<int64_t, GroupNoticeAsk> notice_groups;  // by group
 };
 
 }  // namespace berth

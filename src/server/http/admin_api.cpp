@@ -65,22 +65,6 @@ json::object UserJson(const UserRow& u) {
                       {"updated_by", u.updated_by}};
 }
 
-Result<json::object> BodyObject(const net::HttpRequest& req) {
-  auto body = ParseJson(req.body.empty() ? "{}" : req.body);
-  if (!body.ok()) return body.status();
-  if (!body->is_object()) return Status::Invalid("request body must be a JSON object");
-  return body->as_object();
-}
-
-Status OnlyFields(const json::object& o, std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : o) {
-    if (std::find(known.begin(), known.end(), std::string_view(key)) == known.end()) {
-      return Status::Invalid("unknown field '" + std::string(key) + "'");
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 void AdminApi::AddRoutes(RouteTable& t, AdminApi* self) {

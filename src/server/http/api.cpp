@@ -11,6 +11,7 @@
 #include "server/http/http_metrics.h"
 #include "server/http/job_json.h"
 #include "server/http/jobs_api.h"
+#include "server/http/notify_api.h"
 #include "server/http/responses.h"
 #include "server/listing.h"
 
@@ -379,6 +380,12 @@ net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
     }
     o["topology"] = std::move(topology);
   }
+  // Its notifications (and its group's summary), newest first (docs/notifications.md).
+  json::array notices;
+  if (auto rows = c_.store.ListNotices(row.user, id, 50); rows.ok()) {
+    for (const NoticeRow& n : *rows) notices.push_back(NotifyApi::NoticeJson(n));
+  }
+  o["notifications"] = std::move(notices);
   // What its GPUs do (issue 66): null unless it runs on nodes that sample them.
   o["gpu_usage"] = nullptr;
   if (row.status == JobStatus::kRunning) {

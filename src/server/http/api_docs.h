@@ -11,7 +11,8 @@
 
 namespace berth::api_docs {
 
-// components/schemas: Error, Job, JobDetail, QueueRow, Group, Node, Token, User, Team.
+// components/schemas: Error, Job, JobDetail, QueueRow, Group, Node, Token, User, Team, Notice,
+// NotifySink.
 json::object Schemas();
 
 // api_docs_jobs.cpp: the server's own routes, jobs, groups, queue, accounting, nodes, terminals.
@@ -54,6 +55,10 @@ RouteDoc SessionInfo();
 RouteDoc Logout();
 RouteDoc Overview();
 RouteDoc DashboardQueue();
+RouteDoc NotifyList();
+RouteDoc NotifySetSink();
+RouteDoc NotifyRemoveSink();
+RouteDoc NotifyTest();
 
 // api_docs_nodes.cpp: uploads and the agents' protocol.
 RouteDoc UploadMissing();

@@ -194,4 +194,42 @@ RouteDoc DashboardQueue() {
                           {"view", "offset", "limit", "total", "more", "rows"})};
 }
 
+const char* const kOwnSinks = "Acts on the caller's own sinks (docs/notifications.md).";
+
+RouteDoc NotifyList() {
+  return {.summary = "The caller's notification sinks and latest notices, newest first",
+          .description = kOwnSinks,
+          .query = {{"limit", Int(), "notices (1..1000, default 50)"}},
+          .response = Obj({{"sinks", Arr(Ref("NotifySink"))}, {"notices", Arr(Ref("Notice"))}},
+                          {"sinks", "notices"})};
+}
+
+RouteDoc NotifySetSink() {
+  return {.summary = "Set the caller's e-mail address or webhook (replacing the one of that kind)",
+          .description = std::string(kOwnSinks) +
+                         " A webhook must be https (http only to loopback) and needs a secret "
+                         "of 16 to 512 characters, which signs its deliveries and is never "
+                         "shown again; `events` are the defaults of jobs without `notify:`.",
+          .request = Closed(Obj({{"kind", Enum({"email", "webhook"})},
+                                 {"target", Str()},
+                                 {"secret", Str()},
+                                 {"format", Enum({"json", "slack"})},
+                                 {"events", Str()}},
+                                {"kind", "target"})),
+          .response = Ref("NotifySink")};
+}
+
+RouteDoc NotifyRemoveSink() {
+  return {.summary = "Remove the caller's sink of this kind (email or webhook)",
+          .description = kOwnSinks,
+          .response = Obj({{"removed", Str()}}, {"removed"})};
+}
+
+RouteDoc NotifyTest() {
+  return {.summary = "Send a test notification to each of the caller's sinks",
+          .description = std::string(kOwnSinks) + " 409 when the caller has no sink.",
+          .response = Obj({{"id", Str()}}, {"id"}),
+          .errors = {{409, "the caller has no sink"}}};
+}
+
 }  // namespace berth::api_docs

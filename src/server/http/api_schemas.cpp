@@ -119,11 +119,40 @@ json::value JobDetail() {
                             {"depends_on", Arr(Str())},
                             {"waiting", Nullable(Map(Any()))},
                             {"gpu_usage", Nullable(GpuUsage())},
-                            {"topology", Map(Map(Int()))}},
+                            {"topology", Map(Map(Int()))},
+                            {"notifications", Arr(Ref("Notice"))}},
                            {"spec", "events", "attempts", "depends_on"});
   return Described(
       json::object{{"allOf", json::array{Ref("Job"), std::move(detail)}}},
       "A job with its spec, events and attempts (docs/api.md \"Show\"): `berth show --json`.");
+}
+
+json::value Notice() {
+  return Described(
+      Obj({{"id", Str()},
+           {"type",
+            Enum({"started", "end", "fail", "oom", "preempted", "pending", "summary", "test"})},
+           {"sink", Enum({"email", "webhook"})},
+           {"job", Int()},
+           {"group", Nullable(Int())},
+           {"state", Enum({"pending", "sent", "failed"})},
+           {"attempts", Int()},
+           {"created_at", Time()},
+           {"sent_at", Nullable(Time())},
+           {"next_at", Nullable(Time())},
+           {"last_error", Str()}},
+          {"id", "type", "sink", "job", "state", "attempts", "created_at"}),
+      "A notification to one sink, and how its delivery went (docs/notifications.md).");
+}
+
+json::value NotifySink() {
+  return Described(Obj({{"kind", Enum({"email", "webhook"})},
+                        {"target", Str()},
+                        {"format", Enum({"json", "slack"})},
+                        {"events", Str()},
+                        {"updated_at", Time()}},
+                       {"kind", "target", "events"}),
+                   "A user's e-mail address or webhook; a webhook's secret is never shown.");
 }
 
 json::value Device() {
@@ -257,6 +286,8 @@ json::object Schemas() {
       {"Token", Token()},
       {"User", User()},
       {"Team", Team()},
+      {"Notice", Notice()},
+      {"NotifySink", NotifySink()},
   };
 }
 

@@ -84,6 +84,7 @@ net::HttpResponse Server::HandleMetrics() {
   out.Sample("berth_interactive_sessions_unanswered_total", {},
              static_cast<double>(terminals_.unanswered()));
   WriteGpuUsage(gpu_usage_, clock_.Now(), out);
+  control_->notice_sender().WriteMetrics(out);
   return net::HttpResponse{.status = 200,
                            .content_type = "text/plain; version=0.0.4; charset=utf-8",
                            .body = out.Take()};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace berth {
@@ -88,6 +89,22 @@ void AnswerWithEtag(const net::HttpRequest& req, net::HttpResponse& out) {
     out.body.clear();
   }
   out.headers.push_back({"ETag", std::move(tag)});
+}
+
+Result<json::object> BodyObject(const net::HttpRequest& req) {
+  auto body = ParseJson(req.body.empty() ? "{}" : req.body);
+  if (!body.ok()) return body.status();
+  if (!body->is_object()) return Status::Invalid("request body must be a JSON object");
+  return body->as_object();
+}
+
+Status OnlyFields(const json::object& o, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : o) {
+    if (std::find(known.begin(), known.end(), std::string_view(key)) == known.end()) {
+      return Status::Invalid("unknown field '" + std::string(key) + "'");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace berth

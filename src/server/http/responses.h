@@ -2,7 +2,9 @@
 // Status code (docs/api.md). Pure; thread-safe.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "common/json_util.h"
 #include "common/status.h"
@@ -23,6 +25,11 @@ net::HttpResponse ErrorResponse(int status, const std::string& message);
 inline net::HttpResponse ErrorResponse(const Status& st) {
   return ErrorResponse(HttpStatusOf(st.code()), st.message());
 }
+
+// A request's body as a JSON object ("" is {}); Invalid otherwise.
+Result<json::object> BodyObject(const net::HttpRequest& req);
+// Invalid naming the first field of `o` not in `known`.
+Status OnlyFields(const json::object& o, std::initializer_list<std::string_view> known);
 
 }  // namespace berth
 

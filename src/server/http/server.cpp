@@ -146,6 +146,7 @@ Status Server::Start() {
   dashboard_api_ = std::make_unique<DashboardApi>(*api_);
   uploads_api_ = std::make_unique<UploadsApi>(*api_);
   admin_api_ = std::make_unique<AdminApi>(*api_);
+  notify_api_ = std::make_unique<NotifyApi>(*api_);
   agents_api_ = std::make_unique<AgentsApi>(*api_);
   AddRoutes(routes_, this);
   openapi_json_ = SerializeJson(OpenApiDocument(routes_));

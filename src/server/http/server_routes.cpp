@@ -45,6 +45,7 @@ void Server::AddRoutes(RouteTable& t, Server* self) {
   DashboardApi::AddRoutes(t, self ? self->dashboard_api_.get() : nullptr);
   UploadsApi::AddRoutes(t, self ? self->uploads_api_.get() : nullptr);
   AdminApi::AddRoutes(t, self ? self->admin_api_.get() : nullptr);
+  NotifyApi::AddRoutes(t, self ? self->notify_api_.get() : nullptr);
   AgentsApi::AddRoutes(t, self ? self->agents_api_.get() : nullptr);
 }
 
