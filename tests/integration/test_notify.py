@@ -55,6 +55,12 @@ class Mailbox:
         self.messages = []
         self.lock = threading.Lock()
 
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("nobody@"):
+            return "550 5.1.1 no such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server, session, envelope):
         with self.lock:
             self.messages.append((envelope.rcpt_tos, envelope.content.decode("utf-8", "replace")))
@@ -293,6 +299,23 @@ class NotifyTest(BerthTestCase):
         self.assertEqual(event["failures"], "exit 1: 20")
         self.assertEqual(self.mailbox.subjects(),
                          [f"berth: group {group} (sweep): 1000 jobs: 980 succeeded, 20 failed (exit 1: 20)"])
+
+    def test_a_relay_that_refuses_is_reported_per_delivery(self):
+        b = self.b
+        b.start_agent(self.server.url, name="sim", gpus="H100:8", extra=("--hollow", "1"))
+        b.wait_nodes_up(["sim-0"], env=self.env)
+        b.run("notify", "set", "--email", "nobody@example.com", env=self.env)
+        job = b.submit("--notify", "end", "--env", "BERTH_HOLLOW_SECONDS=0", "--", "x", env=self.env)
+        b.wait_status(job, "SUCCEEDED", env=self.env)
+        b.wait_until(lambda: [n["state"] for n in self.notices()] == ["failed"], timeout=30,
+                     message="the refused delivery marked failed")
+        notice = self.notices()[0]
+        self.assertEqual(notice["attempts"], 1)  # a 5xx is not retried
+        self.assertIn("550 5.1.1 no such user here", notice["last_error"])
+        _, listing, _ = b.run("notify", "ls", env=self.env)
+        self.assertIn("failed", listing)
+        self.assertIn("no such user", listing)
+        self.assertEqual(self.mailbox.messages, [])
 
     def test_bad_sinks_are_refused_clearly(self):
         b = self.b

@@ -215,6 +215,18 @@ class OpenApiTest(BerthTestCase):
         c("POST", "/v1/admin/teams/vision", {"weight": "heavy"}, expect=400)
         c("GET", "/v1/admin/audit?limit=10", expect=200)
         c("GET", "/v1/admin/audit?limit=lots", expect=400)
+        # Notifications: the caller's own sinks.
+        c("POST", "/v1/notify/test", expect=409)
+        c("POST", "/v1/notify/sinks", {"kind": "email", "target": "root@example.com", "events": "end"},
+          expect=200)
+        c("POST", "/v1/notify/sinks", {"kind": "webhook", "target": "http://example.com/x",
+                                       "secret": "x" * 20}, expect=400)
+        c("POST", "/v1/notify/sinks", {"kind": "email", "colour": "red"}, expect=400)
+        c("POST", "/v1/notify/test", expect=200)
+        c("GET", "/v1/notify?limit=5", expect=200)
+        c("GET", "/v1/notify?limit=0", expect=400)
+        c("DELETE", "/v1/notify/sinks/email", expect=200)
+        c("DELETE", "/v1/notify/sinks/email", expect=404)
         spare = c("POST", "/v1/admin/tokens", {"user": "alice", "name": "alice-2"}, expect=201)
         c("POST", "/v1/admin/tokens/alice-2/revoke", expect=200)
         c("POST", "/v1/admin/tokens/nobody/revoke", expect=404)

@@ -222,7 +222,8 @@ RouteDoc NotifySetSink() {
 RouteDoc NotifyRemoveSink() {
   return {.summary = "Remove the caller's sink of this kind (email or webhook)",
           .description = kOwnSinks,
-          .response = Obj({{"removed", Str()}}, {"removed"})};
+          .response = Obj({{"removed", Str()}}, {"removed"}),
+          .errors = {{404, "the caller has no sink of that kind"}}};
 }
 
 RouteDoc NotifyTest() {

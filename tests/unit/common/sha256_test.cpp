@@ -17,5 +17,13 @@ TEST(Sha256Test, KnownVectorsAndPiecesAgree) {
   EXPECT_EQ(h.Finish(), Sha256Hex("abc"));
 }
 
+// RFC 4231's test cases 1 and 2 (what signs a webhook, docs/notifications.md).
+TEST(Sha256Test, HmacMatchesRfc4231) {
+  EXPECT_EQ(HmacSha256Hex(std::string(20, '\x0b'), "Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
 }  // namespace
 }  // namespace berth

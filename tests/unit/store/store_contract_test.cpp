@@ -1598,5 +1598,100 @@ TEST_P(StoreContractTest, PipelineFieldsAndGroupLimitsRoundTrip) {
   EXPECT_EQ(store_->Commit(unknown).code(), Code::kNotFound);
 }
 
+// ---- Notifications (docs/notifications.md) ----
+
+namespace notify_test {
+
+NoticeRow Notice(const std::string& id, const std::string& sink, int64_t job, TimeMs at,
+                 std::optional<int64_t> group = std::nullopt) {
+  NoticeRow n;
+  n.event_id = id;
+  n.user = "alice";
+  n.sink = sink;
+  n.type = "end";
+  n.job = job;
+  n.group = group;
+  n.created_at = at;
+  n.next_at = at;
+  n.payload = "{\"id\":\"" + id + "\"}";
+  return n;
+}
+
+}  // namespace notify_test
+
+// Sinks are upserted by (user, kind) and deleted; the secret is kept for the sender.
+TEST_P(StoreContractTest, NotifySinksUpsertAndDelete) {
+  Batch b;
+  b.notify_sinks.push_back({.user = "alice", .kind = "email", .target = "a@example.com"});
+  b.notify_sinks.push_back({.user = "alice",
+                            .kind = "webhook",
+                            .target = "https://h.example.com",
+                            .secret = "s3cret",
+                            .format = "slack",
+                            .events = "end",
+                            .updated_at = 5});
+  MustCommit(b);
+  Batch again;
+  again.notify_sinks.push_back({.user = "alice", .kind = "email", .target = "b@example.com"});
+  again.notify_sink_deletes.emplace_back("alice", "webhook");
+  MustCommit(again);
+  Result<std::vector<NotifySinkRow>> sinks = store_->LoadNotifySinks();
+  ASSERT_TRUE(sinks.ok()) << sinks.status().message();
+  ASSERT_EQ(sinks->size(), 1u);
+  EXPECT_EQ((*sinks)[0].target, "b@example.com");
+  MustCommit(b);
+  sinks = store_->LoadNotifySinks();
+  ASSERT_EQ(sinks->size(), 2u);
+  EXPECT_EQ((*sinks)[1].secret, "s3cret");
+  EXPECT_EQ((*sinks)[1].format, "slack");
+  EXPECT_EQ((*sinks)[1].updated_at, 5);
+}
+
+// An (event, sink) is written once; due notices come oldest first; an update is kept; a job's
+// notices include its group's.
+TEST_P(StoreContractTest, NoticesAreWrittenOnceAndDeliveredInOrder) {
+  const SubmitResult group = MustSubmit(MakeSubmission(2, true));
+  const int64_t first = group.ids[0];
+  Batch b;
+  b.notices.push_back(notify_test::Notice("job-1.1.end", "email", first, kT0 + 20));
+  b.notices.push_back(notify_test::Notice("job-1.1.end", "webhook", first, kT0 + 10));
+  b.notices.push_back(
+      notify_test::Notice("group-x.end", "email", group.ids[1], kT0 + 30, group.group));
+  MustCommit(b);
+  MustCommit(b);  // written again (a retried commit): ignored
+  Result<std::vector<NoticeRow>> due = store_->DueNotices(kT0 + 25, 10);
+  ASSERT_TRUE(due.ok()) << due.status().message();
+  ASSERT_EQ(due->size(), 2u);
+  EXPECT_EQ((*due)[0].sink, "webhook");
+  EXPECT_EQ((*due)[1].sink, "email");
+  NoticeUpdate sent{.seq = (*due)[0].seq,
+                    .state = "sent",
+                    .attempts = 1,
+                    .next_at = kT0 + 10,
+                    .last_error = "",
+                    .sent_at = kT0 + 26};
+  ASSERT_TRUE(store_->UpdateNotice(sent).ok());
+  NoticeUpdate retry{.seq = (*due)[1].seq,
+                     .state = "pending",
+                     .attempts = 1,
+                     .next_at = kT0 + 1000,
+                     .last_error = "refused"};
+  ASSERT_TRUE(store_->UpdateNotice(retry).ok());
+  due = store_->DueNotices(kT0 + 100, 10);
+  ASSERT_EQ(due->size(), 1u);
+  EXPECT_EQ((*due)[0].event_id, "group-x.end");
+  Result<std::vector<NoticeRow>> of_job = store_->ListNotices("alice", first, 10);
+  ASSERT_TRUE(of_job.ok()) << of_job.status().message();
+  ASSERT_EQ(of_job->size(), 3u);  // its two, and its group's summary; newest first
+  EXPECT_EQ((*of_job)[0].event_id, "group-x.end");
+  EXPECT_EQ((*of_job)[0].group, group.group);
+  EXPECT_EQ((*of_job)[1].sink, "webhook");  // written after the email one
+  EXPECT_EQ((*of_job)[1].state, "sent");
+  EXPECT_EQ((*of_job)[1].sent_at, kT0 + 26);
+  EXPECT_EQ((*of_job)[2].last_error, "refused");
+  EXPECT_TRUE(store_->ListNotices("bob", std::nullopt, 10)->empty());
+  EXPECT_EQ(store_->ListNotices("", std::nullopt, 10)->size(), 3u);
+}
+
 }  // namespace
 }  // namespace berth
