@@ -774,7 +774,7 @@ void AddExecCommand(CommandContext& c) {
   exec->add_option(
       "--notify", exec_flags.notify,
       "Tell you of these events, by your sinks (berth notify set): started, end, "
-      "fail, oom, preempted, pending>DURATION, e.g. end,fail; a --num-jobs group sends "
+      "fail, oom, preempted, idle, pending>DURATION, e.g. end,fail; a --num-jobs group sends "
       "one summary when it ends (add each for one notice per job); as the YAML's "
       "notify: (docs/notifications.md)");
   exec->add_option("--topology", exec_flags.topology,

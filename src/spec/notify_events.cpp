@@ -8,7 +8,8 @@ namespace berth {
 
 namespace {
 
-constexpr const char* kEventList = "started, end, fail, oom, preempted, pending>DURATION, each";
+constexpr const char* kEventList =
+    "started, end, fail, oom, preempted, idle, pending>DURATION, each";
 
 Status SetEvent(const std::string& word, NotifyEvents& events) {
   if (word.rfind("pending>", 0) == 0) {
@@ -30,6 +31,8 @@ Status SetEvent(const std::string& word, NotifyEvents& events) {
     events.oom = true;
   } else if (word == "preempted") {
     events.preempted = true;
+  } else if (word == "idle") {
+    events.idle = true;
   } else if (word == "each") {
     events.each = true;
   } else {
@@ -65,6 +68,7 @@ std::string FormatNotifyEvents(const NotifyEvents& events) {
   if (events.fail) add("fail");
   if (events.oom) add("oom");
   if (events.preempted) add("preempted");
+  if (events.idle) add("idle");
   if (events.pending_after) add("pending>" + FormatDuration(*events.pending_after));
   if (events.each) add("each");
   return out;

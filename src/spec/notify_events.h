@@ -3,7 +3,8 @@
 //
 // The events: `started` (an attempt started running), `end` (the job ended, however), `fail` (it
 // failed), `oom` (an attempt ran out of memory), `preempted` (an attempt was preempted or
-// reclaimed) and `pending>DURATION` (still waiting DURATION after its submission). `each` asks a
+// reclaimed), `idle` (its GPUs sat idle long enough for the idle policy to warn, docs/idle.md; once
+// per attempt) and `pending>DURATION` (still waiting DURATION after its submission). `each` asks a
 // bulk group's jobs to notify one by one; without it a group sends one summary when its last job
 // ends (and its `started`/`pending>` notices once, for its first job).
 //
@@ -24,17 +25,19 @@ struct NotifyEvents {
   bool fail = false;
   bool oom = false;
   bool preempted = false;
+  bool idle = false;
   std::optional<DurationMs> pending_after;
   bool each = false;
 
-  bool any() const { return started || end || fail || oom || preempted || pending_after; }
+  bool any() const { return started || end || fail || oom || preempted || idle || pending_after; }
   bool operator==(const NotifyEvents&) const = default;
 };
 
 // Parses "end,fail,pending>2h" (commas, optional spaces; "" is none). Invalid names the word and
 // lists the events.
 Result<NotifyEvents> ParseNotifyEvents(const std::string& text);
-// The canonical text of `events` ("started,end,fail,oom,preempted,pending>2h,each"; "" for none).
+// The canonical text of `events` ("started,end,fail,oom,preempted,idle,pending>2h,each"; "" for
+// none).
 std::string FormatNotifyEvents(const NotifyEvents& events);
 
 }  // namespace berth

@@ -540,6 +540,7 @@ void Lifecycle::NoteGpuUse(const std::vector<GpuReading>& readings,
     }
     txn.batch.events.push_back(
         {job.row.id, JobEvent{now, job.row.status, job.row.attempt, idle_text + next, ""}});
+    if (verdict == IdleVerdict::kWarn) NoticeIdle(s_, txn, job, idle_text + next, now);
   }
   if (txn.batch.empty()) return;
   txn.out.reap = true;

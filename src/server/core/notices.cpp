@@ -209,6 +209,16 @@ void NoticeRequeue(CoreState& s, Txn& txn, const ActiveJob& job, bool preempted,
   AddNotice(s, txn, job.row.user, type, job.row.id, job.row.group, payload, now);
 }
 
+void NoticeIdle(CoreState& s, Txn& txn, const ActiveJob& job, const std::string& warning,
+                TimeMs now) {
+  if (!s.notices.HasSinks(job.row.user)) return;
+  std::optional<NotifyEvents> events = s.notices.EventsOf(job);
+  if (!events || !events->idle || (job.row.group && !events->each)) return;
+  json::object payload = JobPayload(job, JobEventId(job, "idle"), "idle", now);
+  payload["reason"] = warning;
+  AddNotice(s, txn, job.row.user, "idle", job.row.id, job.row.group, payload, now);
+}
+
 void AddGroupSummaries(CoreState& s, Txn& txn, TimeMs now) {
   // Each group's moves in this txn, counted once (a cancel of a 10,000-job group is one txn).
   std::map<int64_t, std::array<int64_t, GroupTallies::kStatuses>> deltas;

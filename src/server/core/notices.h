@@ -40,6 +40,9 @@ void NoticeTransition(CoreState& s, Txn& txn, const ActiveJob& job, JobStatus fr
 // restarted after a failure (`oom` when it ran out of memory).
 void NoticeRequeue(CoreState& s, Txn& txn, const ActiveJob& job, bool preempted,
                    const std::string& reason, TimeMs now) REQUIRES(core_lock);
+// The idle policy warned `job` that its GPUs sit idle (Lifecycle::NoteGpuUse): `warning` says so.
+void NoticeIdle(CoreState& s, Txn& txn, const ActiveJob& job, const std::string& warning,
+                TimeMs now) REQUIRES(core_lock);
 // Before the commit: the summaries of the groups in txn.notice_groups that have no job left
 // active once the txn's moves are counted.
 void AddGroupSummaries(CoreState& s, Txn& txn, TimeMs now) REQUIRES(core_lock);

@@ -94,6 +94,8 @@ std::string NoticeHeadline(const json::object& e) {
     what += Str(e, "reason");
   } else if (type == "preempted") {
     what = Str(e, "requeued") == "true" ? "was preempted and is queued again" : "was preempted";
+  } else if (type == "idle") {
+    what = "has idle GPUs: " + Str(e, "reason");
   } else if (type == "oom") {
     what =
         Str(e, "requeued") == "true" ? "ran out of memory and is restarted" : "ran out of memory";

@@ -7,6 +7,7 @@
 
 #include "common/json_util.h"
 #include "core_fixture.h"
+#include "spec/idle_policy.h"
 
 namespace berth::testing {
 namespace {
@@ -172,6 +173,28 @@ TEST_F(NoticesTest, PendingTooLongIsToldOnce) {
   clock_.Advance(120'000);
   core_->notices().CheckPending();
   EXPECT_EQ(Ids().size(), 1u) << placed;
+}
+
+// The idle policy's warning is an `idle` notice for a job that asked (once per attempt).
+TEST_F(NoticesTest, AnIdleWarningIsToldToThoseWhoAsked) {
+  options_.idle_policies.cluster =
+      ParseIdlePolicy("below=5,warn=10m,act=30m,action=requeue", 10'000).value();
+  Restart();
+  SetSink("alice");
+  Register("n1");
+  const int64_t job = Submit(Notifying("idle"));
+  const int64_t quiet = Submit(Notifying("end"));
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  Run("n1", job);
+  Run("n1", quiet);
+  std::map<std::pair<int64_t, int>, IdleVerdict> told;
+  using Idle = Lifecycle::GpuReading;
+  core_->lifecycle().NoteGpuUse({Idle{job, 1, 600'000, 0.5}, Idle{quiet, 1, 600'000, 0.5}}, told);
+  ASSERT_EQ(Ids(), std::vector<std::string>{"job-" + std::to_string(job) + ".1.idle"});
+  json::object event = json::parse(Notices()[0].payload).as_object();
+  EXPECT_NE(
+      std::string(event.at("reason").as_string()).find("it will be requeued once idle for 30m"),
+      std::string::npos);
 }
 
 // Sinks survive a restart; removing one stops its notices.

@@ -13,12 +13,12 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(NotifyEvents, ParsesEveryEventAndPrintsThemCanonically) {
-  auto events = ParseNotifyEvents(" fail, end ,pending>90m,oom,preempted,started,each");
+  auto events = ParseNotifyEvents(" fail, end ,pending>90m,oom,idle,preempted,started,each");
   ASSERT_TRUE(events.ok()) << events.status().message();
   EXPECT_TRUE(events->started && events->end && events->fail && events->oom && events->preempted);
-  EXPECT_TRUE(events->each);
+  EXPECT_TRUE(events->each && events->idle);
   EXPECT_EQ(events->pending_after, 90 * 60'000);
-  EXPECT_EQ(FormatNotifyEvents(*events), "started,end,fail,oom,preempted,pending>1h30m,each");
+  EXPECT_EQ(FormatNotifyEvents(*events), "started,end,fail,oom,preempted,idle,pending>1h30m,each");
   auto again = ParseNotifyEvents(FormatNotifyEvents(*events));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *events);
