@@ -30,7 +30,7 @@ from .errors import (ApiError, BerthWarning, ConfigError, ConnectionError, WaitT
 from .models import (STATUSES, TERMINAL_STATUSES, CancelResult, Group, GroupInfo, Identity, Job,
                      JobInfo, JobList, Progress, Requeued, WaitResult)
 from .progress import ProgressView
-from .taskfile import MAX_RUNNING, PreparedTask, prepare_task
+from .taskfile import MAX_RUNNING, PreparedTask, notify_text, prepare_task
 from .transport import DEFAULT_RETRY_FOR, DEFAULT_TIMEOUT, Response, Retry, ServerUrl, Transport
 from .transport import mark_submission_error
 
@@ -150,24 +150,26 @@ class Client:
                name: Optional[str] = None, gpus: Optional[str] = None,
                cpus: Optional[Union[float, str]] = None, memory: Optional[Union[float, str]] = None,
                envs: Optional[Mapping[str, Any]] = None, priority: Optional[int] = None,
-               workdir: Optional[str] = None) -> Union[Job, Group]:
+               workdir: Optional[str] = None, notify: Any = None) -> Union[Job, Group]:
         """Submits a task (a task file's path, YAML text, a dict, or a command; berth.taskfile)
         as ``berth exec -d`` does. Returns the Job, or with ``num_jobs`` the Group of its
         ``num_jobs`` jobs (ranks 0..N-1, each with BERTH_JOB_RANK). ``after`` (jobs, groups, ids or
         texts like ``any:10``) and ``max_running`` (with ``num_jobs``) are ``--after`` and
         ``--max-running``. The submission carries an Idempotency-Key (a fresh one unless given) and
-        is sent again with it when its answer was lost: it never submits twice."""
+        is sent again with it when its answer was lost: it never submits twice. ``notify``
+        ("end,fail" or a list) is ``--notify`` (docs/notifications.md)."""
         _check_submission(num_jobs, max_running, idempotency_key)
         prepared = prepare_task(task, name=name, gpus=gpus, cpus=cpus, memory=memory, envs=envs,
                                 priority=priority, workdir=workdir, after=after,
-                                max_running=max_running)
+                                max_running=max_running, notify=notify)
         return self._submit(prepared, num_jobs, idempotency_key)
 
     def sweep(self, param_grid: Any, template: Any, *, max_running: Optional[int] = None,
               after: Any = None, idempotency_key: Optional[str] = None, name: Optional[str] = None,
               gpus: Optional[str] = None, cpus: Optional[Union[float, str]] = None,
               memory: Optional[Union[float, str]] = None, envs: Optional[Mapping[str, Any]] = None,
-              priority: Optional[int] = None, workdir: Optional[str] = None) -> Group:
+              priority: Optional[int] = None, workdir: Optional[str] = None,
+              notify: Any = None) -> Group:
         """Runs `template` (a task or a command, as submit takes) once per point of `param_grid`,
         as one bulk group: ``{"lr": [0.1, 0.01], "bs": [32, 64]}`` is 4 jobs, each with its point's
         parameters in its environment (``$lr``, ``$bs``; all of them as JSON in ``$SWEEP_PARAMS``).
@@ -176,7 +178,8 @@ class Client:
         points = _sweep.expand_grid(param_grid)
         prepared = prepare_task(template, name=name, gpus=gpus, cpus=cpus, memory=memory,
                                 envs=envs, priority=priority, workdir=workdir, after=after,
-                                max_running=max_running, run_prefix=_sweep.run_prefix(points))
+                                max_running=max_running, run_prefix=_sweep.run_prefix(points),
+                                notify=notify)
         group = self._submit(prepared, len(points), idempotency_key, params=tuple(points))
         assert isinstance(group, Group)
         return group
@@ -450,6 +453,49 @@ class Client:
                              f"got {max_running!r}")
         return GroupInfo.from_json(self._call("POST", f"/v1/groups/{_group_id(group)}",
                                               {"max_running": max_running}, retry=Retry.ONCE))
+
+    # --- notifications (docs/notifications.md) ---
+
+    def notify_set(self, *, email: Optional[str] = None, webhook: Optional[str] = None,
+                   secret: Optional[str] = None, format: str = "json",
+                   events: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Sets your e-mail address and/or webhook (each replaces the one you had), as
+        ``berth notify set``. A webhook needs ``secret`` (16 to 512 characters), which signs its
+        deliveries (berth.webhooks.verify); ``format`` is "json" or "slack"; ``events`` the
+        defaults of your jobs without ``notify``. The sinks as the server keeps them."""
+        if email is None and webhook is None:
+            raise ValueError("notify_set: say where to: email= and/or webhook=")
+        sinks = []
+        for kind, target in (("email", email), ("webhook", webhook)):
+            if target is None:
+                continue
+            body: Dict[str, Any] = {"kind": kind, "target": target}
+            if events is not None:
+                body["events"] = notify_text(events)
+            if kind == "webhook":
+                if not isinstance(secret, str):
+                    raise ValueError("notify_set: a webhook needs secret= (16 to 512 characters)")
+                body["secret"] = secret
+                body["format"] = format
+            sinks.append(self._call("POST", "/v1/notify/sinks", body, retry=Retry.ONCE))
+        return sinks
+
+    def notify_unset(self, *, email: bool = False, webhook: bool = False) -> None:
+        """Removes your e-mail address and/or webhook; NotFoundError when there is none."""
+        for kind, remove in (("email", email), ("webhook", webhook)):
+            if remove:
+                self._call("DELETE", f"/v1/notify/sinks/{kind}", retry=Retry.ONCE)
+
+    def notifications(self, limit: int = 50) -> Dict[str, Any]:
+        """``{"sinks": [...], "notices": [...]}``: your sinks and latest notices, newest first
+        (each with its ``state``, ``attempts`` and ``last_error``), as ``berth notify ls``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValueError(f"limit: expected 1 to 1000, got {limit!r}")
+        return self._call("GET", f"/v1/notify?limit={limit}", retry=Retry.SAFE)
+
+    def notify_test(self) -> str:
+        """Sends a test notification to each of your sinks; its event id."""
+        return str(self._call("POST", "/v1/notify/test", retry=Retry.ONCE).get("id", ""))
 
 
 # --- checks and helpers ---

@@ -102,7 +102,7 @@ class Placement:
 class JobInfo:
     """A job as the server describes it (``GET /v1/jobs/{id}`` or a listing's row).
 
-    ``spec``, ``events``, ``attempts``, ``waiting`` and ``depends_on`` are filled by
+    ``spec``, ``events``, ``attempts``, ``waiting``, ``depends_on`` and ``notifications`` are filled by
     :meth:`berth.Client.show` only (listings leave them empty).
     """
 
@@ -131,6 +131,7 @@ class JobInfo:
     attempts: List[Dict[str, Any]] = field(default_factory=list)
     waiting: Optional[Dict[str, Any]] = None
     depends_on: List[str] = field(default_factory=list)
+    notifications: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -140,6 +141,7 @@ class JobInfo:
         events = data.get("events")
         attempts = data.get("attempts")
         depends = data.get("depends_on")
+        notices = data.get("notifications")
         waiting = data.get("waiting")
         spec = data.get("spec")
         return cls(
@@ -161,6 +163,8 @@ class JobInfo:
             attempts=[a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else [],
             waiting=waiting if isinstance(waiting, dict) else None,
             depends_on=[d for d in depends if isinstance(d, str)] if isinstance(depends, list) else [],
+            notifications=([n for n in notices if isinstance(n, dict)]
+                           if isinstance(notices, list) else []),
             raw=dict(data))
 
     @property

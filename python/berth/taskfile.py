@@ -199,7 +199,8 @@ def prepare_task(task: Any, *, cwd: Optional[str] = None, name: Optional[str] = 
                  memory: Optional[Union[float, str]] = None,
                  envs: Optional[Mapping[str, Any]] = None, priority: Optional[int] = None,
                  workdir: Optional[str] = None, after: Any = None,
-                 max_running: Optional[int] = None, run_prefix: str = "") -> PreparedTask:
+                 max_running: Optional[int] = None, run_prefix: str = "",
+                 notify: Any = None) -> PreparedTask:
     """The task file text for a submission (see the module's docstring). ValueError/TypeError for
     what the CLI (or the server) would refuse, before anything is sent."""
     doc, default_name = _load(task)
@@ -216,6 +217,8 @@ def prepare_task(task: Any, *, cwd: Optional[str] = None, name: Optional[str] = 
         doc.set("depends_on", _as_list(doc.get("depends_on")) + dependencies)
     if max_running is not None:
         doc.set("max_running", max_running)
+    if notify is not None:
+        doc.set("notify", notify_text(notify))
     if run_prefix:
         run = doc.get("run")
         if not isinstance(run, str) or not run.strip():
@@ -226,6 +229,25 @@ def prepare_task(task: Any, *, cwd: Optional[str] = None, name: Optional[str] = 
         raise ValueError(f"run is {len(run.encode())} bytes, over the limit of {MAX_SCRIPT_BYTES}")
     final_name = doc.get("name")
     return PreparedTask(text=doc.render(), name=final_name if isinstance(final_name, str) else "")
+
+
+NOTIFY_EVENTS = ("started", "end", "fail", "oom", "preempted", "idle", "each")
+
+
+def notify_text(notify: Any) -> str:
+    """``notify`` ("end,fail", or a list of events) as the server takes it (docs/notifications.md);
+    ValueError naming a word it does not know."""
+    if isinstance(notify, str):
+        words = [w.strip() for w in notify.split(",") if w.strip()]
+    elif isinstance(notify, (list, tuple)) and all(isinstance(w, str) for w in notify):
+        words = [w.strip() for w in notify]
+    else:
+        raise TypeError(f"notify: expected events like 'end,fail' or a list, got {notify!r}")
+    for word in words:
+        if word not in NOTIFY_EVENTS and not re.match(r"^pending>[0-9][0-9a-z.]*$", word):
+            raise ValueError(f"notify: unknown event '{word}'; the events are "
+                             f"{', '.join(NOTIFY_EVENTS[:-1])}, pending>DURATION, each")
+    return ",".join(words)
 
 
 def _apply_name(doc: Doc, name: Optional[str], default_name: str) -> None:

@@ -17,11 +17,17 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import unittest
 
 from harness import BerthTestCase, http as http_call
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "python"))
+import berth  # noqa: E402
+from berth.webhooks import SignatureError, verify as client_verify  # noqa: E402
 
 try:
     from aiosmtpd.controller import Controller
@@ -299,6 +305,37 @@ class NotifyTest(BerthTestCase):
         self.assertEqual(event["failures"], "exit 1: 20")
         self.assertEqual(self.mailbox.subjects(),
                          [f"berth: group {group} (sweep): 1000 jobs: 980 succeeded, 20 failed (exit 1: 20)"])
+
+    def test_the_python_client_sets_sinks_asks_and_verifies(self):
+        b = self.b
+        b.start_agent(self.server.url, name="sim", gpus="H100:8", extra=("--hollow", "1"))
+        b.wait_nodes_up(["sim-0"], env=self.env)
+        receiver = self.start_receiver()
+        client = berth.Client(self.server.url)
+        self.addCleanup(client.close)
+        sinks = client.notify_set(webhook=f"https://127.0.0.1:{self.hook_port}/hook", secret=SECRET,
+                                  events=["end"])
+        self.assertEqual([(s["kind"], s["events"]) for s in sinks], [("webhook", "end")])
+        with self.assertRaises(ValueError):
+            client.submit("x", notify="end,whenever")
+        job = client.submit({"run": "x", "envs": {"BERTH_HOLLOW_SECONDS": "0"}}, notify=["end", "fail"])
+        job.wait(progress=False, timeout=30)
+        b.wait_until(lambda: receiver.ids(), timeout=30, message="the delivery")
+        headers, _, raw = receiver.events()[0]
+        event = client_verify(SECRET, headers["X-Berth-Signature"], raw)
+        self.assertEqual((event["id"], event["job"], event["status"]), (f"job-{job.id}.1.end", job.id, "SUCCEEDED"))
+        with self.assertRaises(SignatureError):
+            client_verify(SECRET, headers["X-Berth-Signature"], raw, now=time.time() + 3600)
+        with self.assertRaises(SignatureError):
+            client_verify(SECRET, headers["X-Berth-Signature"], raw + b" ")
+        b.wait_until(lambda: client.notifications()["notices"][0]["state"] == "sent", timeout=10,
+                     message="the notice marked sent")
+        self.assertEqual([n["id"] for n in client.show(job).notifications], [f"job-{job.id}.1.end"])
+        self.assertTrue(client.notify_test().startswith("test-"))
+        client.notify_unset(webhook=True)
+        with self.assertRaises(berth.NotFoundError):
+            client.notify_unset(webhook=True)
+        self.assertEqual(client.notifications()["sinks"], [])
 
     def test_a_relay_that_refuses_is_reported_per_delivery(self):
         b = self.b

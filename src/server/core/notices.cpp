@@ -259,7 +259,12 @@ void AddGroupSummaries(CoreState& s, Txn& txn, TimeMs now) {
     o["group"] = group;
     o["name"] = ask.name;
     o["user"] = ask.user;
-    o["status"] = failed > 0 ? "FAILED" : "SUCCEEDED";
+    // Its worst ending: a failure, else a cancellation or preemption, else all succeeded.
+    const auto count = [&](JobStatus st) { return counts[static_cast<size_t>(st)]; };
+    o["status"] = failed > 0                         ? "FAILED"
+                  : count(JobStatus::kCancelled) > 0 ? "CANCELLED"
+                  : count(JobStatus::kPreempted) > 0 ? "PREEMPTED"
+                                                     : "SUCCEEDED";
     o["group_size"] = tally->size;
     o["counts"] = std::move(by_status);
     AddNotice(s, txn, ask.user, "summary", ask.job, group, o, now);

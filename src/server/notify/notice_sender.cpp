@@ -60,7 +60,7 @@ int NoticeSender::Drain() {
     LogWarn("notifications: cannot read the sinks: {}", sinks.status().message());
     return 0;
   }
-  std::erase_if(minute_, [now](const auto& entry) { return now - entry.second.first >= 60'000; });
+  std::erase_if(minute_, [now](const auto& entry) { return now - entry.second.start >= 60'000; });
   for (const NoticeRow& row : *due) {
     if (stopping_) break;
     NoticeUpdate update = Deliver(row, *sinks, clock_.Now());
@@ -71,14 +71,15 @@ int NoticeSender::Drain() {
 }
 
 std::optional<TimeMs> NoticeSender::RateLimited(const std::string& user, TimeMs now) {
-  auto& [start, count] = minute_[user];
-  if (now - start >= 60'000) {
-    start = now;
-    count = 0;
+  Minute& m = minute_[user];
+  if (now - m.start >= 60'000) m = Minute{.start = now};
+  if (m.sent < options_.per_user_per_minute) {
+    ++m.sent;
+    return std::nullopt;
   }
-  if (count >= options_.per_user_per_minute) return start + 60'000;
-  ++count;
-  return std::nullopt;
+  // The k-th notice over the limit waits for minute 1 + k / limit after this one.
+  const int64_t later = 1 + m.deferred++ / options_.per_user_per_minute;
+  return m.start + later * 60'000;
 }
 
 NoticeUpdate NoticeSender::Deliver(const NoticeRow& row, const std::vector<NotifySinkRow>& sinks,

@@ -9,8 +9,10 @@
 // server killed mid-delivery leaves the notice pending: the next leader delivers it again, and
 // receivers dedupe by event id.
 //
-// Rate limit: at most `per_user_per_minute` deliveries a minute per user; more wait their turn (a
-// flood is slowed, nothing dropped; groups send one summary in the first place).
+// Rate limit: at most `per_user_per_minute` deliveries a minute per user; more wait their turn,
+// each given a slot in a later minute (`per_user_per_minute` a minute), so that a flood is written
+// back once per notice, not once per minute; nothing is dropped (groups send one summary in the
+// first place).
 //
 // A mail goes to the user's email sink's address; a webhook is POSTed to the URL of the user's
 // webhook sink, signed with its secret as it is at delivery (a rotated secret signs the retries).
@@ -74,9 +76,14 @@ class NoticeSender {
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   std::mutex drain_mu_;  // one round at a time
-  // Per user: the start of its current minute and the deliveries in it (guarded by drain_mu_;
-  // users without a delivery this minute are dropped each round).
-  std::map<std::string, std::pair<TimeMs, int>> minute_;
+  // Per user: the start of its current minute, the deliveries in it and the notices deferred from
+  // it to later minutes (guarded by drain_mu_; users idle for a minute are dropped each round).
+  struct Minute {
+    TimeMs start = 0;
+    int sent = 0;
+    int64_t deferred = 0;
+  };
+  std::map<std::string, Minute> minute_;
   metrics::CounterFamily sent_{"berth_notifications_sent_total",
                                "Notifications delivered, by sink (email, webhook).",
                                {"sink"}};

@@ -142,19 +142,25 @@ TEST_F(NoticeSenderTest, GivesUpAfterTheWindowOrAtARefusal) {
   EXPECT_GE(Row("job-7.1.end").attempts, 60'000 / 8'000);
 }
 
-// More than the per-user rate waits for the next minute; nothing is dropped.
+// More than the per-user rate wait for later minutes, `per_user_per_minute` a minute; nothing is
+// dropped, and a deferred notice is written back once, not every minute.
 TEST_F(NoticeSenderTest, TheRateLimitDefersAndDropsNothing) {
   options_.per_user_per_minute = 2;
-  for (int i = 0; i < 3; ++i) Write("job-" + std::to_string(i) + ".1.end", "email");
+  for (int i = 0; i < 7; ++i) Write("job-" + std::to_string(i) + ".1.end", "email");
   NoticeSender sender = Sender();
   sender.Drain();
   EXPECT_EQ(transport_.mails.size(), 2u);
   EXPECT_EQ(Row("job-2.1.end").state, "pending");
   EXPECT_EQ(Row("job-2.1.end").attempts, 0);
-  clock_.Advance(60'000);
-  sender.Drain();
-  EXPECT_EQ(transport_.mails.size(), 3u);
-  EXPECT_EQ(Row("job-2.1.end").state, "sent");
+  EXPECT_EQ(Row("job-3.1.end").next_at, clock_.Now() + 60'000);
+  EXPECT_EQ(Row("job-4.1.end").next_at, clock_.Now() + 120'000);
+  EXPECT_EQ(Row("job-6.1.end").next_at, clock_.Now() + 180'000);
+  for (size_t minute = 1; minute <= 3; ++minute) {
+    clock_.Advance(60'000);
+    EXPECT_EQ(sender.Drain(), minute < 3 ? 2 : 1);
+    EXPECT_EQ(transport_.mails.size(), std::min<size_t>(2 + 2 * minute, 7));
+  }
+  EXPECT_EQ(Row("job-6.1.end").state, "sent");
 }
 
 // A notice whose user removed the sink fails, saying so.

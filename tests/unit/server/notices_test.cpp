@@ -149,6 +149,7 @@ TEST_F(NoticesTest, AGroupCancelledAtOnceSendsOneSummary) {
   EXPECT_EQ(Ids(), std::vector<std::string>{"group-" + std::to_string(group) + ".end"});
   json::object summary = json::parse(Notices().back().payload).as_object();
   EXPECT_EQ(json::serialize(summary.at("counts")), R"({"CANCELLED":300})");
+  EXPECT_EQ(summary.at("status").as_string(), "CANCELLED");
 }
 
 // `pending>1m`: a job still waiting a minute after its submission is told once; one placed before
