@@ -148,7 +148,8 @@ void AddNotifyCommand(CommandContext& c) {
       ->capture_default_str();
   set->add_option("--events", set_flags.events,
                   "Events of your jobs that have no --notify of their own, e.g. end,fail "
-                  "(default: none, only jobs that ask)");
+                  "(default: none, only jobs that ask); operators may add nodes (a node drained, "
+                  "faulted or down)");
   c.AddGlobal(set);
   set->callback([&] { c.rc = NotifySet(c.g, set_flags); });
 

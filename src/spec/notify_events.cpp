@@ -9,7 +9,8 @@ namespace berth {
 namespace {
 
 constexpr const char* kEventList =
-    "started, end, fail, oom, preempted, idle, pending>DURATION, each";
+    "started, end, fail, oom, preempted, idle, pending>DURATION, each (and for an operator's "
+    "defaults, nodes)";
 
 Status SetEvent(const std::string& word, NotifyEvents& events) {
   if (word.rfind("pending>", 0) == 0) {
@@ -33,6 +34,8 @@ Status SetEvent(const std::string& word, NotifyEvents& events) {
     events.preempted = true;
   } else if (word == "idle") {
     events.idle = true;
+  } else if (word == "nodes") {
+    events.nodes = true;
   } else if (word == "each") {
     events.each = true;
   } else {
@@ -51,7 +54,7 @@ Result<NotifyEvents> ParseNotifyEvents(const std::string& text) {
     if (word.empty()) continue;
     BERTH_RETURN_IF_ERROR(SetEvent(word, events));
   }
-  if (events.each && !events.any()) {
+  if (events.each && !events.any() && !events.nodes) {
     return Status::Invalid("notify: 'each' needs events to send, e.g. end,fail,each");
   }
   return events;
@@ -71,6 +74,7 @@ std::string FormatNotifyEvents(const NotifyEvents& events) {
   if (events.idle) add("idle");
   if (events.pending_after) add("pending>" + FormatDuration(*events.pending_after));
   if (events.each) add("each");
+  if (events.nodes) add("nodes");
   return out;
 }
 

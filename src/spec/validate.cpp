@@ -392,6 +392,10 @@ Status ValidateSpec(const JobSpec& spec) {
   if (!spec.notify.empty()) {
     Result<NotifyEvents> notify = ParseNotifyEvents(spec.notify);
     if (!notify.ok()) return notify.status();
+    if (notify->nodes) {
+      return Status::Invalid(
+          "notify: nodes is an operator's event (berth notify set --events nodes), not a job's");
+    }
   }
   BERTH_RETURN_IF_ERROR(CheckScript("setup", spec.setup));
   BERTH_RETURN_IF_ERROR(CheckScript("run", spec.run));

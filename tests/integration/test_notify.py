@@ -337,6 +337,20 @@ class NotifyTest(BerthTestCase):
             client.notify_unset(webhook=True)
         self.assertEqual(client.notifications()["sinks"], [])
 
+    def test_operators_hear_of_a_drained_node(self):
+        b = self.b
+        b.start_agent(self.server.url, name="sim", gpus="H100:8", extra=("--hollow", "1"))
+        b.wait_nodes_up(["sim-0"], env=self.env)
+        b.run("notify", "set", "--email", "oncall@example.com", "--events", "nodes", env=self.env)
+        b.run("drain", "sim-0", env=self.env)
+        b.wait_until(lambda: self.mailbox.subjects(), timeout=30, message="the node's mail")
+        me = b.json("whoami", "--json", env=self.env)["user"]
+        self.assertEqual(self.mailbox.subjects(), [f"berth: node sim-0 DRAINING: drained by {me}"])
+        self.assertIn("berth nodes sim-0", self.mailbox.messages[0][1])
+        rc, _, err = b.run("exec", "-d", "--notify", "nodes", "--", "true", env=self.env, check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("an operator's event", err)
+
     def test_a_relay_that_refuses_is_reported_per_delivery(self):
         b = self.b
         b.start_agent(self.server.url, name="sim", gpus="H100:8", extra=("--hollow", "1"))

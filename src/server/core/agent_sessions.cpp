@@ -22,6 +22,7 @@
 #include "common/strings.h"
 #include "net/tls.h"
 #include "server/core/mig_changes.h"
+#include "server/core/notices.h"
 
 namespace berth {
 
@@ -51,6 +52,8 @@ Result<NodeStatus> AgentSessions::Drain(const std::string& name, bool drain, con
   }
   txn.batch.nodes.push_back(node.row);
   txn.out.kick = true;
+  if (drain)
+    NoticeNode(s_, txn, name, "node_drained", "DRAINING", "drained by " + by, s_.clock.Now());
   BERTH_RETURN_IF_ERROR(s_.Execute(txn));
   s_.nodes.CapacityChanged();
   return ReadModel::StatusOf(node);
@@ -616,6 +619,8 @@ void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealt
     txn.out.kick = true;
     if (health.NodeFaulty() && !was_drained) {
       LogWarn("node {} drained by its health probes: {}", name, health.NodeReason());
+      NoticeNode(s_, txn, name, "node_fault", "FAULTY",
+                 "drained by its health probes: " + health.NodeReason(), now);
     } else if (!health.NodeFaulty() && was_drained) {
       LogInfo("node {} is healthy again", name);
     }
@@ -629,6 +634,12 @@ void AgentSessions::ApplyHealth(Txn& txn, NodeRuntime& runtime, proto::NodeHealt
   std::set_difference(faulty.begin(), faulty.end(), before.begin(), before.end(),
                       std::inserter(newly, newly.end()));
   if (newly.empty()) return;
+  if (!node.health.NodeFaulty()) {
+    std::string gpus;
+    for (int gpu : newly) gpus += (gpus.empty() ? "" : "; ") + node.health.GpuReason(gpu);
+    NoticeNode(s_, txn, name, "node_fault", "FAULTY", "GPUs fenced by its health probes: " + gpus,
+               now);
+  }
   for (int64_t id : books_.JobsOn(name)) {
     auto found = s_.jobs.find(id);
     if (found == s_.jobs.end()) continue;
@@ -693,6 +704,7 @@ void AgentSessions::CheckLeases() {
     s_.nodes.CapacityChanged();
     txn.out.closes.push_back(name);
     txn.batch.nodes.push_back(node.row);
+    NoticeNode(s_, txn, name, "node_down", "DOWN", "stopped answering (lease expired)", now);
     // Dying ranks died with the node.
     for (const auto& [job_id, attempt, rank] : s_.dying.AliveOn(name))
       life_.DyingRankGone(txn, job_id, attempt, rank);

@@ -26,6 +26,8 @@ class NoticeBook : public JobTable::Observer {
   // The events `job` notifies of: its spec's, else its owner's defaults; none without a sink.
   std::optional<NotifyEvents> EventsOf(const ActiveJob& job) const;
   bool HasSinks(const std::string& user) const { return sinks_.count(user) > 0; }
+  // The users whose sinks' events include `nodes` (operators: the API checks), by name.
+  const std::set<std::string>& node_watchers() const { return node_watchers_; }
   const std::vector<NotifySinkRow>* SinksOf(const std::string& user) const;
   void SetSink(NotifySinkRow row);
   void RemoveSink(const std::string& user, const std::string& kind);
@@ -40,7 +42,9 @@ class NoticeBook : public JobTable::Observer {
 
  private:
   std::optional<std::pair<TimeMs, int64_t>> PendingKey(const ActiveJob& job) const;
+  void NoteWatcher(const std::string& user);
   std::map<std::string, std::vector<NotifySinkRow>> sinks_;  // by user, sorted by kind
+  std::set<std::string> node_watchers_;
 };
 
 }  // namespace berth

@@ -119,9 +119,21 @@ void NoticeBook::SetSink(NotifySinkRow row) {
   row.secret.clear();
   auto& list = sinks_[row.user];
   std::erase_if(list, [&](const NotifySinkRow& r) { return r.kind == row.kind; });
+  const std::string user = row.user;
   list.push_back(std::move(row));
   std::sort(list.begin(), list.end(),
             [](const NotifySinkRow& a, const NotifySinkRow& b) { return a.kind < b.kind; });
+  NoteWatcher(user);
+}
+
+void NoticeBook::NoteWatcher(const std::string& user) {
+  node_watchers_.erase(user);
+  const std::vector<NotifySinkRow>* sinks = SinksOf(user);
+  if (sinks == nullptr) return;
+  for (const NotifySinkRow& sink : *sinks) {
+    Result<NotifyEvents> events = ParseNotifyEvents(sink.events);
+    if (events.ok() && events->nodes) node_watchers_.insert(user);
+  }
 }
 
 void NoticeBook::RemoveSink(const std::string& user, const std::string& kind) {
@@ -129,6 +141,7 @@ void NoticeBook::RemoveSink(const std::string& user, const std::string& kind) {
   if (it == sinks_.end()) return;
   std::erase_if(it->second, [&](const NotifySinkRow& r) { return r.kind == kind; });
   if (it->second.empty()) sinks_.erase(it);
+  NoteWatcher(user);
 }
 
 std::optional<NotifyEvents> NoticeBook::EventsOf(const ActiveJob& job) const {
@@ -207,6 +220,25 @@ void NoticeRequeue(CoreState& s, Txn& txn, const ActiveJob& job, bool preempted,
   payload["reason"] = reason;
   payload["requeued"] = true;
   AddNotice(s, txn, job.row.user, type, job.row.id, job.row.group, payload, now);
+}
+
+void NoticeNode(CoreState& s, Txn& txn, const std::string& node, const std::string& type,
+                const std::string& status, const std::string& reason, TimeMs now) {
+  if (s.notices.node_watchers().empty()) return;
+  const std::string id = fmt::format("node-{}.{}.{}", node, type, now);
+  json::object o;
+  o["version"] = 1;
+  o["id"] = id;
+  o["type"] = type;
+  o["created_at"] = now;
+  o["job"] = nullptr;
+  o["node"] = node;
+  o["status"] = status;
+  o["reason"] = reason;
+  for (const std::string& user : s.notices.node_watchers()) {
+    o["user"] = user;
+    AddNotice(s, txn, user, type, 0, std::nullopt, o, now);
+  }
 }
 
 void NoticeIdle(CoreState& s, Txn& txn, const ActiveJob& job, const std::string& warning,

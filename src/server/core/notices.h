@@ -40,6 +40,11 @@ void NoticeTransition(CoreState& s, Txn& txn, const ActiveJob& job, JobStatus fr
 // restarted after a failure (`oom` when it ran out of memory).
 void NoticeRequeue(CoreState& s, Txn& txn, const ActiveJob& job, bool preempted,
                    const std::string& reason, TimeMs now) REQUIRES(core_lock);
+// A node changed as operators hear of (`nodes` in their sinks' events): `type` node_drained,
+// node_fault or node_down; `status` DRAINING, FAULTY or DOWN.
+void NoticeNode(CoreState& s, Txn& txn, const std::string& node, const std::string& type,
+                const std::string& status, const std::string& reason, TimeMs now)
+    REQUIRES(core_lock);
 // The idle policy warned `job` that its GPUs sit idle (Lifecycle::NoteGpuUse): `warning` says so.
 void NoticeIdle(CoreState& s, Txn& txn, const ActiveJob& job, const std::string& warning,
                 TimeMs now) REQUIRES(core_lock);
@@ -55,8 +60,8 @@ class Notices {
  public:
   explicit Notices(CoreState& state) : s_(state) {}
 
-  // Sets (adds or replaces) `row.user`'s sink of `row.kind`, validated. Unavailable when the store
-  // could not record it.
+  // Sets (adds or replaces) `row.user`'s sink of `row.kind`, validated (`nodes` in its events
+  // only for an operator: the caller says). Unavailable when the store could not record it.
   Status SetSink(NotifySinkRow row) EXCLUDES(core_lock);
   // NotFound when the user has no sink of that kind.
   Status RemoveSink(const std::string& user, const std::string& kind) EXCLUDES(core_lock);

@@ -209,14 +209,16 @@ RouteDoc NotifySetSink() {
           .description = std::string(kOwnSinks) +
                          " A webhook must be https (http only to loopback) and needs a secret "
                          "of 16 to 512 characters, which signs its deliveries and is never "
-                         "shown again; `events` are the defaults of jobs without `notify:`.",
+                         "shown again; `events` are the defaults of jobs without `notify:`, and "
+                         "`nodes` there (operators only; 403 otherwise) adds the nodes' events.",
           .request = Closed(Obj({{"kind", Enum({"email", "webhook"})},
                                  {"target", Str()},
                                  {"secret", Str()},
                                  {"format", Enum({"json", "slack"})},
                                  {"events", Str()}},
                                 {"kind", "target"})),
-          .response = Ref("NotifySink")};
+          .response = Ref("NotifySink"),
+          .errors = {{403, "`nodes` in `events`, asked by a user who is not an operator"}}};
 }
 
 RouteDoc NotifyRemoveSink() {

@@ -130,8 +130,8 @@ json::value JobDetail() {
 json::value Notice() {
   return Described(
       Obj({{"id", Str()},
-           {"type",
-            Enum({"started", "end", "fail", "oom", "preempted", "pending", "summary", "test"})},
+           {"type", Enum({"started", "end", "fail", "oom", "preempted", "idle", "pending",
+                          "summary", "test", "node_drained", "node_fault", "node_down"})},
            {"sink", Enum({"email", "webhook"})},
            {"job", Int()},
            {"group", Nullable(Int())},

@@ -5,6 +5,7 @@
 
 #include "server/http/api_docs.h"
 #include "server/http/responses.h"
+#include "spec/notify_events.h"
 
 namespace berth {
 
@@ -92,6 +93,10 @@ net::HttpResponse NotifyApi::HandleSetSink(const net::HttpRequest& req, const Pr
   row.secret = *secret;
   row.format = row.kind == "webhook" ? *format : "";
   row.events = *events;
+  if (Result<NotifyEvents> asked = ParseNotifyEvents(row.events);
+      asked.ok() && asked->nodes && !by.Has(Role::kOperator)) {
+    return ErrorResponse(403, "notify: only operators hear of nodes (events: nodes)");
+  }
   if (row.kind == "email" && !row.secret.empty()) {
     return ErrorResponse(400, "notify: an email sink takes no secret");
   }

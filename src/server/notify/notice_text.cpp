@@ -15,7 +15,7 @@ namespace {
 
 std::string Str(const json::object& o, const char* key) {
   const json::value* v = o.if_contains(key);
-  if (v == nullptr) return "";
+  if (v == nullptr || v->is_null()) return "";
   if (v->is_string()) return std::string(v->as_string());
   return SerializeJson(*v);
 }
@@ -85,6 +85,9 @@ std::string NoticeHeadline(const json::object& e) {
     return fmt::format("berth: group {} ({}): {}", Str(e, "group"), Str(e, "name"), line);
   }
   if (type == "test") return "berth: a test notification for " + Str(e, "user");
+  if (type.starts_with("node_")) {
+    return "berth: node " + Str(e, "node") + " " + Str(e, "status") + ": " + Str(e, "reason");
+  }
   std::string what;
   if (type == "started") {
     what = Str(e, "id").starts_with("group-") ? "started (its group's first job)" : "started";
@@ -117,6 +120,7 @@ net::MailMessage NoticeMail(const json::object& e, const std::string& to) {
   auto line = [&body, &e](const char* label, const char* key) {
     if (const std::string v = Str(e, key); !v.empty()) body += fmt::format("{:<10} {}\n", label, v);
   };
+  line("Node:", "node");
   line("Job:", "job");
   line("Name:", "name");
   line("Group:", "group");
@@ -134,9 +138,11 @@ net::MailMessage NoticeMail(const json::object& e, const std::string& to) {
     body += fmt::format("{:<10} {}\n", "Nodes:", list);
   }
   const std::string job = Str(e, "job");
-  if (Str(e, "type") == "summary") {
+  if (!Str(e, "node").empty()) {
+    body += "\nberth nodes " + Str(e, "node") + "\n";
+  } else if (Str(e, "type") == "summary") {
     body += "\nberth queue --group " + Str(e, "group") + "\n";
-  } else if (job != "0") {
+  } else if (!job.empty() && job != "0") {
     body += "\nberth show " + job + "\nberth logs " + job + "\n";
   }
   mail.body = body;

@@ -198,6 +198,34 @@ TEST_F(NoticesTest, AnIdleWarningIsToldToThoseWhoAsked) {
       std::string::npos);
 }
 
+// An operator whose sink asks for `nodes` hears of drains and of nodes going down; a user's job
+// cannot ask for them.
+TEST_F(NoticesTest, OperatorsHearOfDrainedAndDownNodes) {
+  SetSink("ops", "nodes");
+  SetSink("alice", "end");
+  Register("n1");
+  ASSERT_TRUE(core_->agents().Drain("n1", true, "bob", false).ok());
+  clock_.Advance(options_.lease_ms + 1);
+  core_->agents().CheckLeases();
+  std::vector<NoticeRow> notices = Notices("ops");
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices[0].type, "node_drained");
+  EXPECT_EQ(notices[1].type, "node_down");
+  json::object drained = json::parse(notices[0].payload).as_object();
+  EXPECT_EQ(drained.at("node").as_string(), "n1");
+  EXPECT_EQ(drained.at("status").as_string(), "DRAINING");
+  EXPECT_EQ(drained.at("reason").as_string(), "drained by bob");
+  EXPECT_TRUE(drained.at("job").is_null());
+  EXPECT_TRUE(Notices("alice").empty());
+  JobSpec spec = Spec();
+  spec.notify = "end,nodes";
+  EXPECT_NE(ValidateSpec(spec).message().find("an operator's event"), std::string::npos);
+  core_->notices().RemoveSink("ops", "email");
+  ASSERT_TRUE(core_->agents().Drain("n1", false, "bob", false).ok());
+  ASSERT_TRUE(core_->agents().Drain("n1", true, "bob", false).ok());
+  EXPECT_EQ(Notices("ops").size(), 2u);  // no longer a watcher
+}
+
 // Sinks survive a restart; removing one stops its notices.
 TEST_F(NoticesTest, SinksAreDurableAndRemovable) {
   SetSink("alice");
