@@ -1,9 +1,9 @@
 """Notifications (docs/notifications.md): e-mail through a real SMTP relay, signed webhooks to a real
 HTTPS receiver, an outbox that loses nothing.
 
-The relay is Python's aiosmtpd (Debian's python3-aiosmtpd) on 127.0.0.1; the receiver is an HTTPS
-server with a certificate made here by openssl, which the berth server trusts through
---webhook-ca-file. Jobs run on a real agent (mail: end, fail, oom) or on hollow nodes (the 1,000-job
+The relay is Python's aiosmtpd (Debian's python3-aiosmtpd) on 127.0.0.1 (also with STARTTLS required);
+the receiver is an HTTPS server with a certificate made here by openssl, which the berth server trusts
+through --webhook-ca-file (and --smtp-ca-file). Jobs run on a real agent (mail: end, fail, oom) or on hollow nodes (the 1,000-job
 group). The receiver verifies every delivery's X-Berth-Signature the way docs/notifications.md tells
 receivers to, and counts deliveries per event id.
 """
@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import http.server
 import json
+import logging
 import os
 import shutil
 import socket
@@ -33,6 +34,9 @@ try:
     from aiosmtpd.controller import Controller
 except ImportError:  # pragma: no cover - install-deps --for-tests installs it
     Controller = None
+
+# aiosmtpd logs the handshake the untrusting server refuses (a test below) as an error; it is expected.
+logging.getLogger("mail.log").setLevel(logging.CRITICAL)
 
 SECRET = "s3cret-for-the-webhook-tests-0123456789"
 TOLERANCE = 300  # seconds a receiver accepts between the signature's t and its own clock
@@ -350,6 +354,36 @@ class NotifyTest(BerthTestCase):
         rc, _, err = b.run("exec", "-d", "--notify", "nodes", "--", "true", env=self.env, check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("an operator's event", err)
+
+    def test_mail_over_starttls_with_the_relays_certificate_checked(self):
+        b = self.b
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, self.key)
+        mailbox = Mailbox()
+        relay = Controller(mailbox, hostname="127.0.0.1", port=free_port(), tls_context=ctx,
+                           require_starttls=True)
+        relay.start()
+        self.addCleanup(relay.stop)
+        server = b.start_server(state_dir=self.path("tls-server"), extra=[
+            "--smtp", f"127.0.0.1:{relay.port}", "--smtp-from", "berth@cluster.example",
+            "--smtp-starttls", "require", "--smtp-ca-file", self.cert])
+        env = {"BERTH_SERVER": server.url}
+        b.run("notify", "set", "--email", "alice@example.com", env=env)
+        b.run("notify", "test", env=env)
+        b.wait_until(lambda: mailbox.subjects(), timeout=30, message="the mail over TLS")
+        self.assertEqual(len(mailbox.subjects()), 1)
+        self.assertTrue(mailbox.subjects()[0].startswith("berth: a test notification for "))
+        # The same relay, its certificate not trusted (the system's CAs): refused, said per delivery.
+        other = b.start_server(state_dir=self.path("untrusting"), extra=[
+            "--smtp", f"127.0.0.1:{relay.port}", "--smtp-from", "berth@cluster.example"])
+        env = {"BERTH_SERVER": other.url}
+        b.run("notify", "set", "--email", "alice@example.com", env=env)
+        b.run("notify", "test", env=env)
+        b.wait_until(lambda: b.json("notify", "ls", "--json", env=env)["notices"][0]["last_error"],
+                     timeout=30, message="the failed TLS handshake reported")
+        notice = b.json("notify", "ls", "--json", env=env)["notices"][0]
+        self.assertIn("TLS", notice["last_error"])
+        self.assertEqual(len(mailbox.subjects()), 1)
 
     def test_a_relay_that_refuses_is_reported_per_delivery(self):
         b = self.b
