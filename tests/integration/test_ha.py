@@ -16,6 +16,8 @@ import threading
 import time
 import unittest
 
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 from harness import SCALE, BerthTestCase, http, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,7 +83,7 @@ class HaTest(BerthTestCase):
         return self.b.start_server(
             state_dir=self.path(f"server-{i}"), listen=self.urls[i].removeprefix("http://"),
             extra=["--store", self.store, "--token-file", self.token_file, "--leader-lease", LEASE,
-                   "--kill-grace", "5s"])
+                   "--kill-grace", "5s", "--notify-retry-cap", "1s"])
 
     def health(self, url):
         try:
@@ -192,6 +194,40 @@ class HaTest(BerthTestCase):
         self.assertEqual(self.resolve(errors, acked), [])
         extra = sorted(set(ids) - set(acked) - {running, probe})
         self.assertEqual(extra, [], f"jobs nobody was told about (errors: {errors[-3:]})")
+
+    def test_a_failover_resumes_delivering_the_outbox(self):
+        """A notice committed by one leader and not yet delivered (its receiver is down) is delivered by
+        the next leader, from the outbox in PostgreSQL (docs/notifications.md)."""
+        b = self.b
+        first = wait_until(lambda: self.leader() is not None and self.leader() + 1, 30,
+                           message="a leader") - 1
+        port = free_port()
+        secret = self.write("hook-secret", "a-webhook-secret-for-the-ha-test\n")
+        b.run("notify", "set", "--webhook", f"http://127.0.0.1:{port}/hook", "--secret-file", secret,
+              env=self.env)
+        job = b.submit("--notify", "end", "--", "true", env=self.env)
+        b.wait_status(job, "SUCCEEDED", env=self.env)
+        wait_until(lambda: b.json("notify", "ls", "--json", env=self.env)["notices"][0]["attempts"] >= 1,
+                   30, message="a failed delivery to the receiver that is down")
+        self.servers[first].kill(signal.SIGKILL)
+        received = []
+
+        class Receiver(BaseHTTPRequestHandler):
+            def do_POST(self):
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        receiver = ThreadingHTTPServer(("127.0.0.1", port), Receiver)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        self.addCleanup(receiver.server_close)
+        self.addCleanup(receiver.shutdown)
+        wait_until(lambda: received, 30, message="the new leader's delivery")
+        self.assertEqual([e["id"] for e in received], [f"job-{job}.1.end"])
 
     def test_an_upload_reaches_the_agent_after_a_failover(self):
         """A workdir uploaded to one leader is served by the next: blobs live in the database."""
