@@ -61,9 +61,24 @@ int NoticeSender::Drain() {
     return 0;
   }
   std::erase_if(minute_, [now](const auto& entry) { return now - entry.second.start >= 60'000; });
+  // A sink that failed in this round is not tried again in it: its other notices wait for the same
+  // retry, so one receiver that hangs costs a round one timeout, not one per notice.
+  std::map<std::pair<std::string, std::string>, NoticeUpdate> failed;
   for (const NoticeRow& row : *due) {
     if (stopping_) break;
-    NoticeUpdate update = Deliver(row, *sinks, clock_.Now());
+    const auto sink = std::make_pair(row.user, row.sink);
+    NoticeUpdate update;
+    if (auto earlier = failed.find(sink); earlier != failed.end()) {
+      update = NoticeUpdate{.seq = row.seq,
+                            .state = "pending",
+                            .attempts = row.attempts,
+                            .next_at = earlier->second.next_at,
+                            .last_error = "waiting: " + earlier->second.last_error,
+                            .sent_at = std::nullopt};
+    } else {
+      update = Deliver(row, *sinks, clock_.Now());
+      if (update.state == "pending" && update.attempts > row.attempts) failed[sink] = update;
+    }
     Status st = store_.UpdateNotice(update);
     if (!st.ok()) LogWarn("notifications: notice {} not updated: {}", row.seq, st.message());
   }

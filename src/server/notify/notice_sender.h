@@ -9,6 +9,9 @@
 // server killed mid-delivery leaves the notice pending: the next leader delivers it again, and
 // receivers dedupe by event id.
 //
+// A sink whose delivery failed is not tried again in the same round: its other notices wait for the
+// same retry, so a receiver that hangs costs each round one timeout, not one per notice.
+//
 // Rate limit: at most `per_user_per_minute` deliveries a minute per user; more wait their turn,
 // each given a slot in a later minute (`per_user_per_minute` a minute), so that a flood is written
 // back once per notice, not once per minute; nothing is dropped (groups send one summary in the

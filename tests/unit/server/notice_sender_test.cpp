@@ -122,6 +122,24 @@ TEST_F(NoticeSenderTest, FailuresAreRetriedWithBackoffUntilDelivered) {
   EXPECT_EQ(transport_.posts.size(), 3u);
 }
 
+// A receiver that fails is tried once a round: its other notices wait for the same retry.
+TEST_F(NoticeSenderTest, AFailingSinkIsTriedOnceARound) {
+  for (int i = 0; i < 5; ++i) Write("job-" + std::to_string(i) + ".1.end", "webhook");
+  Write("job-9.1.end", "email");
+  transport_.Answer({Status::Unavailable("timed out")});
+  NoticeSender sender = Sender();
+  EXPECT_EQ(sender.Drain(), 6);
+  EXPECT_EQ(transport_.posts.size(), 1u);
+  EXPECT_EQ(transport_.mails.size(), 1u);  // another sink goes on
+  EXPECT_EQ(Row("job-3.1.end").attempts, 0);
+  EXPECT_EQ(Row("job-3.1.end").next_at, clock_.Now() + 2'000);
+  EXPECT_EQ(Row("job-3.1.end").last_error, "waiting: timed out");
+  clock_.Advance(2'000);
+  sender.Drain();
+  EXPECT_EQ(transport_.posts.size(), 6u);
+  EXPECT_EQ(Row("job-3.1.end").state, "sent");
+}
+
 // Still failing past give_up, or refused for good: failed, with the last error kept.
 TEST_F(NoticeSenderTest, GivesUpAfterTheWindowOrAtARefusal) {
   Write("job-7.1.end", "webhook");
