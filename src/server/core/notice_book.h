@@ -35,9 +35,11 @@ class NoticeBook : public JobTable::Observer {
   void Entered(ActiveJob& job) override;
   void Left(ActiveJob& job) override;
 
-  // (wall time due, job): pending jobs with a `pending>` event not yet due.
+  // (wall time due, job): jobs that entered memory pending with a `pending>` event not yet due;
+  // erased when due (Notices::CheckPending) or when the job leaves memory.
   std::set<std::pair<TimeMs, int64_t>> pending_due;
-  // The group-wide events written ("group-7.started"), so that a group's 10,000 starts write one.
+  // The group-wide events written ("group-7.started"), so that a group's 10,000 starts write one;
+  // forgotten when the group's last job ends (AddGroupSummaries).
   std::set<std::string> told;
 
  private:

@@ -160,17 +160,18 @@ std::optional<NotifyEvents> NoticeBook::EventsOf(const ActiveJob& job) const {
 }
 
 std::optional<std::pair<TimeMs, int64_t>> NoticeBook::PendingKey(const ActiveJob& job) const {
-  if (job.row.status != JobStatus::kPending || job.row.attempt > 0) return std::nullopt;
   std::optional<NotifyEvents> events = EventsOf(job);
   if (!events || !events->pending_after) return std::nullopt;
   return std::make_pair(job.row.submitted_at + *events->pending_after, job.row.id);
 }
 
 void NoticeBook::Entered(ActiveJob& job) {
+  if (job.row.status != JobStatus::kPending || job.row.attempt > 0) return;
   if (auto key = PendingKey(job)) pending_due.insert(*key);
 }
 
 void NoticeBook::Left(ActiveJob& job) {
+  // Whatever its status now: a deadline outlives no job in memory.
   if (auto key = PendingKey(job)) pending_due.erase(*key);
 }
 
@@ -195,11 +196,10 @@ void NoticeTransition(CoreState& s, Txn& txn, const ActiveJob& job, JobStatus fr
     return;
   }
   if (grouped) {
-    if (events->end || events->fail || events->oom || events->preempted) {
-      txn.notice_groups.emplace(
-          *job.row.group,
-          GroupNoticeAsk{job.row.user, job.row.name, job.row.id, FormatNotifyEvents(*events)});
-    }
+    // Looked at once the txn's moves are counted: its summary, and the group-wide events written
+    // for it forgotten once it is over.
+    txn.notice_groups.emplace(*job.row.group, GroupNoticeAsk{job.row.user, job.row.name, job.row.id,
+                                                             FormatNotifyEvents(*events)});
     return;
   }
   if (std::optional<std::string> type = EndType(*events, job)) {
@@ -278,9 +278,16 @@ void AddGroupSummaries(CoreState& s, Txn& txn, TimeMs now) {
       by_status[std::string(JobStatusName(status))] = counts[i];
     }
     if (active > 0) continue;
+    for (const char* type : {"started", "pending"}) {  // the group is over: forget its events
+      const std::string told = fmt::format("group-{}.{}", group, type);
+      if (s.notices.told.count(told) == 0) continue;
+      txn.journal.SaveValue(s.notices.told);
+      s.notices.told.erase(told);
+    }
     Result<NotifyEvents> events = ParseNotifyEvents(ask.events);
     if (!events.ok()) continue;
-    if (!events->end && failed == 0) continue;  // asked only for failures, and none failed
+    const bool ends = events->end || events->fail || events->oom || events->preempted;
+    if (!ends || (!events->end && failed == 0)) continue;  // no end asked, or no failure
     const std::string id = fmt::format("group-{}.end", group);
     json::object o;
     o["version"] = 1;
@@ -300,12 +307,6 @@ void AddGroupSummaries(CoreState& s, Txn& txn, TimeMs now) {
     o["group_size"] = tally->size;
     o["counts"] = std::move(by_status);
     AddNotice(s, txn, ask.user, "summary", ask.job, group, o, now);
-    for (const char* type : {"started", "pending"}) {
-      const std::string told = fmt::format("group-{}.{}", group, type);
-      if (s.notices.told.count(told) == 0) continue;
-      txn.journal.SaveValue(s.notices.told);
-      s.notices.told.erase(told);
-    }
   }
 }
 
