@@ -74,6 +74,10 @@ struct JobRequest {
   TimeMs submitted_at = 0;
   std::optional<DurationMs> time_limit;
   std::optional<int64_t> group;  // its bulk group, when Snapshot::group_caps may limit it
+  // The reservation it asked to run in (`--reservation N`): it runs only on that reservation's
+  // nodes, inside its window. "" = none (a member of a team with a reservation may still use that
+  // reservation's nodes: ReservedWindow::team).
+  std::string reservation;
 
   // Whether more than its pool decides which nodes may take it: a node_selector, or container
   // mounts some nodes do not allow (InPoolAndSelector).
@@ -135,6 +139,23 @@ struct UserView {
   std::optional<MilliGpu> max_running_gpus;  // over all GPU types, whole GPUs x 1000
 };
 
+// One window of an operator's reservation (docs/reservations.md): the occurrence that holds at
+// Snapshot::now, or the next one. Before `start`, a job may start on its nodes only if its
+// time_limit ends by then (backfill); inside [start, end), only its members' jobs run there (none
+// in a maintenance window). Windows of one node never overlap (the server refuses them).
+struct ReservedWindow {
+  std::string name;
+  TimeMs start = 0;
+  TimeMs end = 0;
+  bool all_nodes = false;          // every node of the cluster
+  std::vector<std::string> nodes;  // else these (names of nodes gone are ignored)
+  // Its members: jobs that name it (JobRequest::reservation) whose user is among `users` (none
+  // listed: any such job), or any job of `team`'s users (team != "").
+  std::vector<std::string> users;
+  std::string team;
+  bool maintenance = false;  // no job at all inside the window
+};
+
 struct Snapshot {
   std::vector<NodeView> nodes;
   // Shared and immutable: the server keeps each running job's view built while the job is
@@ -144,6 +165,7 @@ struct Snapshot {
   std::vector<TeamView> teams;
   std::vector<UserView> users;
   std::map<int64_t, GroupCap> group_caps;  // by group; groups without a cap are absent
+  std::vector<ReservedWindow> reserved;    // operators' reservations, by window
   TimeMs now = 0;
 };
 

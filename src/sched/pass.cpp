@@ -24,6 +24,7 @@ namespace {
 struct ShapeRef {
   const JobRequest* job;
   size_t hash;
+  int windows;  // ReservedWindows::ShapeKey: jobs operators' reservations treat alike
 };
 
 // A queue of 100,000 jobs is hashed once per pass (sched/short_text.h for its strings).
@@ -53,7 +54,7 @@ struct ShapeEq {
   bool operator()(const ShapeRef& a, const ShapeRef& b) const {
     const JobRequest& x = *a.job;
     const JobRequest& y = *b.job;
-    if (a.hash != b.hash || x.per_node.cpus != y.per_node.cpus ||
+    if (a.hash != b.hash || a.windows != b.windows || x.per_node.cpus != y.per_node.cpus ||
         x.per_node.memory != y.per_node.memory || x.per_node.gpu_milli != y.per_node.gpu_milli ||
         x.num_nodes != y.num_nodes || !SameText(x.per_node.gpu_type, y.per_node.gpu_type) ||
         !SameText(x.pool, y.pool) || !SameText(x.exclusive, y.exclusive) ||
@@ -128,7 +129,8 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
       state_(snapshot.nodes),
       index_(state_),
       topology_(state_, config.topology_levels),
-      kept_(topology_, state_.size()) {
+      kept_(topology_, state_.size()),
+      windows_(snapshot, state_, shares_) {
   closed_.assign(state_.size(), 0);
   version_.assign(state_.size(), 0);
   for (size_t t = 0; t < shares_.team_count(); ++t) {
@@ -197,8 +199,10 @@ PassResult Pass::Run() {
     std::unordered_map<ShapeRef, uint32_t, ShapeHash, ShapeEq> ids;
     for (uint32_t k = 0; k < pending.size(); ++k) {
       const JobRequest& job = pending[k];
-      auto [it, fresh] =
-          ids.try_emplace(ShapeRef{&job, HashShape(job)}, static_cast<uint32_t>(shapes.size()));
+      const int windows = windows_.ShapeKey(job);
+      auto [it, fresh] = ids.try_emplace(
+          ShapeRef{&job, HashShape(job) ^ static_cast<size_t>(windows + 2), windows},
+          static_cast<uint32_t>(shapes.size()));
       if (fresh) {
         shapes.push_back(
             {&job, state_.NeedOf(job.per_node), {}, {}, false, kNoReason, -1, -1, nullptr});
@@ -250,6 +254,9 @@ PassResult Pass::Run() {
   std::vector<uint32_t> outcome(pending.size(), kNoReason);  // kNoReason: placed
   std::vector<uint32_t> considered;
   considered.reserve(pending.size());
+  // Some reservation (a starving job's, or an operator's) may keep a job off a node for its time
+  // limit: a failure then says nothing of jobs with shorter limits (Memo). Starving jobs add them.
+  auto reserving_now = [&] { return !reservations_.empty() || !windows_.empty(); };
   auto consider = [&](const QueueEntry& e) -> bool {  // true: admitted
     // Only what the shape says is read until the job has something left to try: in a long queue
     // of jobs that cannot start, a job's own request is never touched.
@@ -318,11 +325,18 @@ PassResult Pass::Run() {
     }
     const JobRequest& job = pending[e.pos];
     const Need& need = shape.need;
+    // A job that names an operator's reservation waits for its window (docs/reservations.md).
+    if (!job.reservation.empty() && !windows_.empty()) {
+      if (std::string why = windows_.NotInForce(job); !why.empty()) {
+        outcome[e.pos] = add(std::move(why));
+        return false;
+      }
+    }
     if (!shape.place.Covers(job.time_limit)) {
       std::string reason;
       blocking_.reset();
       if (TryPlace(job, need, &reason)) return true;
-      shape.place.Add(!reservations_.empty(), job.time_limit);
+      shape.place.Add(reserving_now(), job.time_limit);
       shape.reason = add(std::move(reason));
       if (blocking_) {
         shape.blocking = static_cast<int>(blockings_.size());
@@ -336,7 +350,7 @@ PassResult Pass::Run() {
         outcome[e.pos] = add(std::move(reason));
         return true;
       }
-      preempt.Add(!reservations_.empty(), job.time_limit);
+      preempt.Add(reserving_now(), job.time_limit);
     }
     if (reclaim_memo != nullptr) {
       std::string reason;
@@ -346,7 +360,7 @@ PassResult Pass::Run() {
         outcome[e.pos] = add(std::move(reason));
         return true;
       }
-      reclaim_memo->Add(!reservations_.empty(), job.time_limit);
+      reclaim_memo->Add(reserving_now(), job.time_limit);
     }
     if (!shape.reserved && e.starving) {
       std::string more = Reserve(job, need);
@@ -495,7 +509,8 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
     ++searches_;
     auto order = [&](NodeIdx i) { return state_.Order(i, need); };
     // Counts kept across the pass serve every job whose fit is its Need's alone.
-    if (tuning_.keep_topology_counts && pool == -1 && !job.narrowed() && reserved_.empty()) {
+    if (tuning_.keep_topology_counts && pool == -1 && !job.narrowed() && reserved_.empty() &&
+        windows_.empty()) {
       return kept_.Choose(
           KeptCandidates::KeyOf(need, std::max(topology_.PreferredOf(job), job.topology.required)),
           [&](NodeIdx i) { return InIndex(i) && state_.Fits(i, need); }, touched_, closings_, count,

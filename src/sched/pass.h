@@ -31,6 +31,7 @@
 #include "sched/kept_candidates.h"
 #include "sched/node_index.h"
 #include "sched/node_state.h"
+#include "sched/reserved_windows.h"
 #include "sched/scheduler.h"
 #include "sched/topology.h"
 
@@ -161,6 +162,7 @@ class Pass {
   bool InScope(NodeIdx i, const JobRequest& job, int pool) const;
   // A node reserved for a starving job, which `job` may not use (reservation.cpp).
   bool Blocked(NodeIdx i, const JobRequest& job) const;
+
   void Commit(const JobRequest& job, const Need& need, const std::vector<NodeIdx>& nodes);
   void TakeOn(NodeIdx i, const Need& need, const std::vector<GpuGrant>& gpus);
   // From now on `job` holds `placement` on `nodes` in this pass.
@@ -265,6 +267,7 @@ class Pass {
   NodeIndex index_;
   Topology topology_;            // the cluster's topology levels (Config::topology_levels)
   KeptCandidates kept_;          // for topology-aware gangs: what fits, per domain
+  ReservedWindows windows_;      // operators' reservations (Snapshot::reserved)
   std::vector<uint8_t> closed_;  // inside a domain held by an exclusive job
   uint64_t closings_ = 0;        // nodes closed so far
   struct Eligible {

@@ -22,6 +22,7 @@ bool Pass::Starving(const JobRequest& job) const {
 }
 
 bool Pass::Blocked(NodeIdx i, const JobRequest& job) const {
+  if (windows_.Blocks(i, job)) return true;
   if (reserved_.empty() || reserved_[i] < 0) return false;
   const Reservation& r = reservations_[static_cast<size_t>(reserved_[i])];
   // A job sure to be gone before the reserved nodes free delays nobody.
@@ -75,7 +76,9 @@ std::string Pass::Reserve(const JobRequest& job, const Need& need) {
     // The nodes that free soonest (ties: by name).
     std::vector<std::pair<TimeMs, NodeIdx>> times;
     for (NodeIdx i = 0; i < state_.size(); ++i) {
-      if (!state_.schedulable(i) || !InScope(i, job, pool) || taken(i)) continue;
+      if (!state_.schedulable(i) || !InScope(i, job, pool) || taken(i) || windows_.Blocks(i, job)) {
+        continue;
+      }
       if (std::optional<TimeMs> t = FreeTime(i, need)) times.emplace_back(*t, i);
     }
     if (times.size() < needed) return "";
@@ -112,7 +115,11 @@ std::string Pass::Reserve(const JobRequest& job, const Need& need) {
     std::vector<int> present;
     for (size_t dom = 0; dom < d.values.size(); ++dom) {
       const std::vector<NodeIdx>& members = d.members[dom];
-      if (std::any_of(members.begin(), members.end(), taken)) continue;
+      if (std::any_of(members.begin(), members.end(), taken) ||
+          std::any_of(members.begin(), members.end(),
+                      [&](NodeIdx m) { return windows_.Blocks(m, job); })) {
+        continue;
+      }
       present.clear();
       TimeMs empty_at = snapshot_.now;
       for (NodeIdx m : members) {

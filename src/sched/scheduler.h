@@ -159,4 +159,18 @@ Status CheckFeasible(const std::vector<NodeView>& nodes, const JobRequest& job,
 std::vector<std::string> NodesThatCouldHold(const std::vector<NodeView>& nodes,
                                             const JobRequest& job);
 
+// Nodes for a reservation of `count` GPUs of `type` (in `pool`, "" = any) over whole nodes: the
+// fewest nodes whose GPUs of the type add up to `count`, none of `excluded`. With topology levels
+// (Config::topology_levels), within one domain of the finest level that can hold them (the domain
+// with the fewest GPUs of the type that is enough), else the next coarser level, else anywhere.
+// Among candidates, nodes with more GPUs of the type first, then by name. Empty with *why set when
+// the cluster cannot: "only 8 H100 GPUs on nodes free of other reservations in pool 'p' (16
+// asked)".
+std::vector<std::string> PickReservedNodes(const std::vector<NodeView>& nodes,
+                                           const std::string& type, int count,
+                                           const std::string& pool,
+                                           const std::vector<std::string>& topology_levels,
+                                           const std::vector<std::string>& excluded,
+                                           std::string* why);
+
 }  // namespace berth::sched

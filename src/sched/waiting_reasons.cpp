@@ -15,17 +15,24 @@ std::string WaitingReasons::WhyNot(const JobRequest& job, const Need& need) cons
   std::string reason;
   std::vector<NodeIdx> eligible = pass_.EligibleNodes(job, &reason);
   if (eligible.empty()) return reason;
-  if (!pass_.reserved_.empty()) {
-    // Enough nodes fit, but some are reserved for a job that has waited too long.
+  if (!pass_.reserved_.empty() || !pass_.windows_.empty()) {
+    // Enough nodes fit, but some are reserved: by an operator, or for a job that has waited too
+    // long.
     std::vector<NodeIdx> blocked;
+    std::vector<NodeIdx> in_windows;
     size_t fits = 0;
     for (NodeIdx i : eligible) {
       if (!pass_.state_.Fits(i, need)) continue;
       ++fits;
-      if (pass_.Blocked(i, job)) blocked.push_back(i);
+      if (pass_.windows_.Blocks(i, job)) {
+        in_windows.push_back(i);
+      } else if (pass_.Blocked(i, job)) {
+        blocked.push_back(i);
+      }
     }
-    if (!blocked.empty() && fits >= static_cast<size_t>(job.num_nodes)) {
-      return ReservedReason(job, blocked);
+    if (fits >= static_cast<size_t>(job.num_nodes)) {
+      if (!in_windows.empty()) return pass_.windows_.Reason(job, in_windows);
+      if (!blocked.empty()) return ReservedReason(job, blocked);
     }
   }
   return ResourceReason(job, need, eligible);

@@ -60,6 +60,7 @@ class Script {
   std::map<std::string, MilliGpu> GpuAmounts(const std::string& text) const;
   std::vector<std::string> Explain(const std::vector<std::string>& words) const;
   std::vector<std::string> RunPass();
+  void Reserve(const std::vector<std::string>& words);
   std::vector<std::string> Check(const std::vector<std::string>& words);
 
   std::string name_;
@@ -94,6 +95,11 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
     AddUser(words);
   } else if (cmd == "group") {
     SetGroup(words);
+  } else if (cmd == "reserve") {
+    Reserve(words);
+  } else if (cmd == "unreserve") {
+    if (words.size() != 2) Fail("unreserve NAME");
+    std::erase_if(snapshot_.reserved, [&](const ReservedWindow& w) { return w.name == words[1]; });
   } else if (cmd == "explain") {
     return Explain(words);
   } else if (cmd == "schedule") {
@@ -212,6 +218,37 @@ std::vector<std::string> Script::Run(const std::string& line, int line_no) {
   return {};
 }
 
+// "reserve NAME start=T end=T nodes=n1,n2|all [users=a,b] [team=T] [maintenance]": an operator's
+// reservation window, as the server hands it to a pass (it replaces one of the same name).
+void Script::Reserve(const std::vector<std::string>& words) {
+  if (words.size() < 2) Fail("reserve NAME start=T end=T nodes=...");
+  ReservedWindow w;
+  w.name = words[1];
+  for (const auto& [key, value] : Options(words, 2)) {
+    if (key == "start") {
+      w.start = Millis(value);
+    } else if (key == "end") {
+      w.end = Millis(value);
+    } else if (key == "nodes") {
+      if (value == "all") {
+        w.all_nodes = true;
+      } else {
+        w.nodes = Split(value, ',');
+      }
+    } else if (key == "users") {
+      w.users = Split(value, ',');
+    } else if (key == "team") {
+      w.team = value;
+    } else if (key == "maintenance") {
+      w.maintenance = true;
+    } else {
+      Fail("unknown reserve option '" + key + "'");
+    }
+  }
+  std::erase_if(snapshot_.reserved, [&](const ReservedWindow& r) { return r.name == w.name; });
+  snapshot_.reserved.push_back(std::move(w));
+}
+
 std::map<std::string, std::string> Script::Options(const std::vector<std::string>& words,
                                                    size_t from) {
   std::map<std::string, std::string> options;
@@ -293,6 +330,8 @@ JobRequest Script::Request(JobId id, const std::map<std::string, std::string>& o
       job.num_nodes = static_cast<int>(Integer(value));
     } else if (key == "pool") {
       job.pool = value;
+    } else if (key == "reservation") {
+      job.reservation = value;
     } else if (key == "selector") {
       job.node_selector = Labels(value);
     } else if (key == "exclusive") {
