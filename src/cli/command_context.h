@@ -71,5 +71,6 @@ void AddLoginCommand(CommandContext& c);        // admin_cmds.cpp
 void AddUsageCommand(CommandContext& c);        // share_cmds.cpp
 void AddAdminCommand(CommandContext& c);        // admin_cmds.cpp
 void AddNotifyCommand(CommandContext& c);       // notify_cmds.cpp
+void AddReserveCommand(CommandContext& c);      // reserve_cmds.cpp
 
 }  // namespace berth::cli

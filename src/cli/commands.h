@@ -156,9 +156,10 @@ struct ExecFlags {
   std::optional<int> num_nodes;
   std::string workdir;
   std::string pool;
-  std::string topology;  // --topology: placement.topology (LEVEL, or required=,preferred=)
-  std::string image;     // resources.image_id without "docker:"
-  std::string pull;      // container.pull: missing | always | never
+  std::string reservation;  // --reservation
+  std::string topology;     // --topology: placement.topology (LEVEL, or required=,preferred=)
+  std::string image;        // resources.image_id without "docker:"
+  std::string pull;         // container.pull: missing | always | never
   std::vector<std::string> after;  // dependencies, added to the task file's depends_on
   std::optional<int> max_running;
   std::string idempotency_key;  // "": a fresh one

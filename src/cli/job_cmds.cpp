@@ -187,6 +187,7 @@ Status ApplyOverrides(const ExecFlags& f, JobSpec& spec) {
   if (f.num_nodes) spec.num_nodes = *f.num_nodes;
   if (!f.workdir.empty()) spec.workdir = f.workdir;
   if (!f.pool.empty()) spec.pool = f.pool;
+  if (!f.reservation.empty()) spec.reservation = f.reservation;
   if (!f.idle_ok.empty()) spec.idle_ok = f.idle_ok;
   if (!f.notify.empty()) {
     Result<NotifyEvents> events = ParseNotifyEvents(f.notify);
@@ -767,6 +768,9 @@ void AddExecCommand(CommandContext& c) {
                    "docker:IMAGE), on nodes that run containers");
   exec->add_option("--pool", exec_flags.pool,
                    "Run only on nodes of this pool (as the YAML's pool:)");
+  exec->add_option("--reservation", exec_flags.reservation,
+                   "Run in this reservation (berth reserve list): only on its nodes, inside its "
+                   "window; as the YAML's reservation:");
   exec->add_option("--idle-ok", exec_flags.idle_ok,
                    "Exempt the job from the cluster's idle policy, saying why (e.g. \"data "
                    "prep\"): its idle GPUs are reported, never acted on; refused where the policy "

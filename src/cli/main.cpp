@@ -44,6 +44,7 @@ constexpr std::array kCommands = {
     Command{"dashboard", AddDashboardCommand}, Command{"login", AddLoginCommand},
     Command{"usage", AddUsageCommand},         Command{"admin", AddAdminCommand},
     Command{"notify", AddNotifyCommand},       Command{"openapi", AddOpenApiCommand},
+    Command{"reserve", AddReserveCommand},
 };
 
 }  // namespace

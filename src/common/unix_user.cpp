@@ -16,4 +16,11 @@ std::optional<std::string> UserNameOf(uid_t uid) {
   return std::string(found->pw_name);
 }
 
+bool UserExists(const std::string& name) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  return getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr;
+}
+
 }  // namespace berth

@@ -144,6 +144,9 @@ struct JobSpec {
   std::string run;    // bash script, may be empty (the job then just succeeds)
   int priority = 0;
   std::string pool;  // empty: any pool
+  // An operator's reservation to run in (docs/reservations.md): only on its nodes, inside its
+  // window; "" = none.
+  std::string reservation;
   std::map<std::string, std::string> node_selector;
   std::string exclusive;  // placement.exclusive: a node label key; empty: not exclusive
   // placement.topology: levels of the cluster's --topology-levels (docs/topology.md): all nodes of

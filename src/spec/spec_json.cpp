@@ -408,6 +408,7 @@ Status GetField(std::string_view key, const json::value& value, JobSpec* spec) {
   if (key == "run") return GetString(value, key, &spec->run);
   if (key == "priority") return GetInt(value, key, &spec->priority);
   if (key == "pool") return GetString(value, key, &spec->pool);
+  if (key == "reservation") return GetString(value, key, &spec->reservation);
   if (key == "node_selector") {
     std::vector<std::pair<std::string, std::string>> labels;
     BERTH_RETURN_IF_ERROR(GetStringMap(value, key, &labels));
@@ -491,6 +492,7 @@ json::value SpecToJson(const JobSpec& spec) {
   }
   out["priority"] = spec.priority;
   out["pool"] = spec.pool;
+  if (!spec.reservation.empty()) out["reservation"] = spec.reservation;
   out["node_selector"] = std::move(selector);
   out["placement"] = placement;
   out["time_limit_s"] = seconds(spec.time_limit);

@@ -66,6 +66,7 @@ constexpr std::string_view kTopFields[] = {
     "node_selector", "placement",   "time_limit",  "kill_grace", "recovery",
     "depends_on",    "max_running", "retry",       "signal",     "time_limit_scope",
     "file_mounts",   "container",   "interactive", "idle_ok",    "notify",
+    "reservation",
 };
 constexpr std::string_view kTopCloudFields[] = {"storage_mounts", "service", "config",
                                                 "event_callback", "volumes", "experimental",
@@ -417,8 +418,8 @@ Status TaskParser::ParseTop(const YAML::Node& top) {
                      fmt::format("interactive: expected true or false, got {}", Describe(f.value)));
       }
       spec.interactive = v == "true";
-    } else if (n == "pool") {
-      BERTH_RETURN_IF_ERROR(String(f, n, &spec.pool));
+    } else if (n == "pool" || n == "reservation") {
+      BERTH_RETURN_IF_ERROR(String(f, n, n == "pool" ? &spec.pool : &spec.reservation));
     } else if (n == "idle_ok") {
       BERTH_RETURN_IF_ERROR(String(f, n, &spec.idle_ok));
     } else if (n == "notify") {

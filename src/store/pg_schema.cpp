@@ -345,12 +345,25 @@ CREATE INDEX notices_created ON notices(created_at);
 
 Status MigrateToV9(PgConn& conn) { return conn.Exec(kSchemaV9); }
 
+// Version 10: operators' reservations (as SQLite's version 10).
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE reservations (
+  name       TEXT PRIMARY KEY,
+  spec       TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  updated_by TEXT NOT NULL
+);
+)sql";
+
+Status MigrateToV10(PgConn& conn) { return conn.Exec(kSchemaV10); }
+
 using Migration = Status (*)(PgConn&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
-    &MigrateToV6, &MigrateToV7, &MigrateToV8, &MigrateToV9,
+    &MigrateToV6, &MigrateToV7, &MigrateToV8, &MigrateToV9, &MigrateToV10,
 };
 static_assert(std::size(kMigrations) == kPgSchemaVersion, "one migration per schema version");
 

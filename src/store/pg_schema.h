@@ -17,7 +17,7 @@
 
 namespace berth {
 
-constexpr int kPgSchemaVersion = 9;
+constexpr int kPgSchemaVersion = 10;
 
 // Brings the schema of the database `conn` is connected to to kPgSchemaVersion.
 Status MigratePgSchema(PgConn& conn);

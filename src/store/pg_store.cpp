@@ -507,6 +507,7 @@ Status PgStore::Commit(const Batch& batch) {
     calls.push_back(std::move(call));
   }
   AddNotificationCalls(batch, calls);
+  AddReservationCalls(batch, calls);
   MutexLock lock(mu_);
   Result<PgTransaction> txn = PgTransaction::Begin(*db_);
   if (!txn.ok()) return txn.status();

@@ -59,6 +59,7 @@ class PgStore final : public Store {
   Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) override;
   Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
   Result<std::vector<NotifySinkRow>> LoadNotifySinks() override;
+  Result<std::vector<ReservationRow>> LoadReservations() override;
   Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) override;
   Status UpdateNotice(const NoticeUpdate& update) override;
   Result<std::vector<NoticeRow>> ListNotices(const std::string& user, std::optional<int64_t> job,
@@ -85,6 +86,7 @@ class PgStore final : public Store {
   Result<SubmitResult> InsertSubmission(const Submission& submission) REQUIRES(mu_);
   // The batch's sinks and notices (store/pg_notify.cpp).
   static void AddNotificationCalls(const Batch& batch, std::vector<PgCall>& calls);
+  static void AddReservationCalls(const Batch& batch, std::vector<PgCall>& calls);
   static PgCall InsertSubmitKeyCall(const Submission& submission, const SubmitResult& result);
 
   Mutex mu_;

@@ -308,12 +308,25 @@ CREATE INDEX notices_created ON notices(created_at);
 
 Status MigrateToV9(SqliteDb& db) { return db.Exec(kSchemaV9); }
 
+// Version 10: operators' reservations (docs/reservations.md), each a JSON definition by name.
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE reservations (
+  name       TEXT PRIMARY KEY,
+  spec       TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  updated_by TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+Status MigrateToV10(SqliteDb& db) { return db.Exec(kSchemaV10); }
+
 using Migration = Status (*)(SqliteDb&);
 
 // kMigrations[v] takes a database from version v to v + 1.
 constexpr Migration kMigrations[] = {
     &MigrateToV1, &MigrateToV2, &MigrateToV3, &MigrateToV4, &MigrateToV5,
-    &MigrateToV6, &MigrateToV7, &MigrateToV8, &MigrateToV9,
+    &MigrateToV6, &MigrateToV7, &MigrateToV8, &MigrateToV9, &MigrateToV10,
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 

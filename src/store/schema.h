@@ -14,7 +14,7 @@ namespace berth {
 
 // The version this binary writes. Adding version 6: write `Status MigrateToV6(SqliteDb&)` in
 // schema.cpp, append it to kMigrations there, and bump this.
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // Brings the schema of `db` to kSchemaVersion. Fails (changing nothing beyond the migrations that
 // completed) if a migration fails or the database is newer than kSchemaVersion.

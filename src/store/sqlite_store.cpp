@@ -417,6 +417,7 @@ Status SqliteStore::Commit(const Batch& batch) {
   for (const TeamRow& team : batch.teams) BERTH_RETURN_IF_ERROR(UpsertTeam(team));
   BERTH_RETURN_IF_ERROR(AddUsage(batch.usage));
   BERTH_RETURN_IF_ERROR(WriteNotifications(batch));
+  BERTH_RETURN_IF_ERROR(WriteReservations(batch));
   for (const auto& [group, limit] : batch.group_limits) {
     Result<StatementRef> ref = db_->Cached("UPDATE groups SET max_running = ?2 WHERE id = ?1");
     if (!ref.ok()) return ref.status();

@@ -69,6 +69,7 @@ class SqliteStore final : public Store {
   // Ordered by hour, then user, team and GPU type (the primary key).
   Result<std::vector<UsageBucket>> LoadUsageBuckets(TimeMs since) override;
   Result<std::vector<NotifySinkRow>> LoadNotifySinks() override;
+  Result<std::vector<ReservationRow>> LoadReservations() override;
   Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) override;
   Status UpdateNotice(const NoticeUpdate& update) override;
   Result<std::vector<NoticeRow>> ListNotices(const std::string& user, std::optional<int64_t> job,
@@ -99,6 +100,7 @@ class SqliteStore final : public Store {
   Status AddUsage(const std::vector<UsageRecord>& usage);
   // The batch's sinks and notices (store/sqlite_notify.cpp).
   Status WriteNotifications(const Batch& batch);
+  Status WriteReservations(const Batch& batch);
 
   std::mutex mu_;
   std::unique_ptr<SqliteDb> db_;  // guarded by mu_ (the connection and its statement cache)

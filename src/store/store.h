@@ -253,6 +253,16 @@ struct NoticeUpdate {
   std::optional<TimeMs> sent_at;
 };
 
+// An operator's reservation (docs/reservations.md): its definition as the server's
+// server/reservations/reservation.h encodes it (JSON), by name.
+struct ReservationRow {
+  std::string name;
+  std::string spec;  // JSON
+  TimeMs created_at = 0;
+  TimeMs updated_at = 0;
+  std::string updated_by;
+};
+
 // A new submission: one spec shared by `count` jobs.
 struct Submission {
   std::string spec_json;
@@ -303,11 +313,13 @@ struct Batch {
   // (user, kind) sinks removed
   std::vector<std::pair<std::string, std::string>> notify_sink_deletes;
   std::vector<NoticeRow> notices;  // appended (seq assigned), unless (event_id, sink) exists
+  std::vector<ReservationRow> reservations;      // inserted or replaced by name
+  std::vector<std::string> reservation_deletes;  // by name
   bool empty() const {
     return jobs.empty() && events.empty() && attempts.empty() && nodes.empty() && users.empty() &&
            tokens.empty() && audit.empty() && teams.empty() && usage.empty() &&
            group_limits.empty() && notify_sinks.empty() && notify_sink_deletes.empty() &&
-           notices.empty();
+           notices.empty() && reservations.empty() && reservation_deletes.empty();
   }
 };
 
@@ -396,6 +408,8 @@ class Store {
 
   // Notifications (docs/notifications.md). Every sink, by (user, kind).
   virtual Result<std::vector<NotifySinkRow>> LoadNotifySinks() = 0;
+  // Every reservation, by name.
+  virtual Result<std::vector<ReservationRow>> LoadReservations() = 0;
   // At most `limit` pending notices due at `now` (next_at <= now), oldest first.
   virtual Result<std::vector<NoticeRow>> DueNotices(TimeMs now, int limit) = 0;
   // Records what a delivery did.

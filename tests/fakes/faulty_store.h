@@ -145,6 +145,10 @@ class FaultyStore final : public Store {
     if (fail_reads_) return ReadError();
     return inner_->LoadUsageBuckets(since);
   }
+  Result<std::vector<ReservationRow>> LoadReservations() override {
+    if (fail_reads_) return ReadError();
+    return inner_->LoadReservations();
+  }
   Result<std::vector<NotifySinkRow>> LoadNotifySinks() override {
     if (fail_reads_) return ReadError();
     return inner_->LoadNotifySinks();

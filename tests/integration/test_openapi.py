@@ -227,6 +227,22 @@ class OpenApiTest(BerthTestCase):
         c("GET", "/v1/notify?limit=0", expect=400)
         c("DELETE", "/v1/notify/sinks/email", expect=200)
         c("DELETE", "/v1/notify/sinks/email", expect=404)
+        # Reservations: operators create (alice may not), anyone reads (docs/reservations.md).
+        window = {"name": "r1", "start": "now+1h", "duration": "1h", "nodes": ["node-0"]}
+        c("POST", "/v1/reservations", window, expect=201)
+        c("POST", "/v1/reservations", window, expect=409)
+        c("POST", "/v1/reservations", {**window, "name": "r2"}, expect=400)  # overlaps r1
+        c("POST", "/v1/reservations", {**window, "name": "r3"}, expect=403, token=self.alice)
+        c("GET", "/v1/reservations", expect=200)
+        c("GET", "/v1/reservations/r1", expect=200)
+        c("GET", "/v1/reservations/nope", expect=404)
+        c("PATCH", "/v1/reservations/r1", {"duration": "2h", "repeat": "weekly"}, expect=200)
+        c("PATCH", "/v1/reservations/nope", {"duration": "2h"}, expect=404)
+        status, ics, headers = http("GET", self.url + "/v1/reservations.ics")
+        self.check("GET", "/v1/reservations.ics", status, ics, headers)
+        self.assertIn("BEGIN:VEVENT", ics)
+        c("DELETE", "/v1/reservations/r1", expect=200)
+        c("DELETE", "/v1/reservations/r1", expect=404)
         spare = c("POST", "/v1/admin/tokens", {"user": "alice", "name": "alice-2"}, expect=201)
         c("POST", "/v1/admin/tokens/alice-2/revoke", expect=200)
         c("POST", "/v1/admin/tokens/nobody/revoke", expect=404)

@@ -38,6 +38,9 @@ Status Core::Load() {
   if (!nodes.ok()) return nodes.status();
   auto sinks = state_.store.LoadNotifySinks();
   if (!sinks.ok()) return sinks.status();
+  auto reservations = state_.store.LoadReservations();
+  if (!reservations.ok()) return reservations.status();
+  BERTH_RETURN_IF_ERROR(reservations_.Load(*reservations));
   auto jobs = state_.store.LoadActiveJobs();
   if (!jobs.ok()) return jobs.status();
   CoreLock lock(state_);

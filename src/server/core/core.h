@@ -37,6 +37,7 @@
 #include "server/core/lifecycle.h"
 #include "server/core/notices.h"
 #include "server/core/read_model.h"
+#include "server/core/reservations.h"
 #include "server/core/scheduling.h"
 
 namespace berth {
@@ -61,6 +62,7 @@ class Core {
   ReadModel& reads() { return reads_; }
   JobBooks& books() { return books_; }
   Notices& notices() { return notices_; }
+  Reservations& reservations() { return reservations_; }
 
   const CoreOptions& options() const { return state_.options; }
   // What the core did: counters and histograms, updated as changes are applied
@@ -83,6 +85,7 @@ class Core {
   AgentSessions agents_{state_, books_, lifecycle_};
   ReadModel reads_{state_, lifecycle_};
   Notices notices_{state_};
+  Reservations reservations_{state_};
 };
 
 }  // namespace berth

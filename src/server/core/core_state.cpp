@@ -68,6 +68,7 @@ sched::JobRequest CoreState::RequestFor(const JobRow& row, const JobSpec& spec) 
   r.submitted_at = row.submitted_at;
   r.time_limit = spec.time_limit;
   r.group = row.group;
+  r.reservation = spec.reservation;
   return r;
 }
 

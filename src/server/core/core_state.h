@@ -44,6 +44,7 @@
 #include "server/core/node_jobs.h"
 #include "server/core/node_table.h"
 #include "server/core/notice_book.h"
+#include "server/core/reservation.h"
 #include "server/core/spec_cache.h"
 #include "server/core/submit_queue.h"
 #include "server/core/txn.h"
@@ -248,6 +249,10 @@ class CoreState {
   SubmitQueue submits{options.max_group_commit_jobs, 10 * 60 * 1000};
   // Notifications: the users' sinks and what is owed (server/core/notices.h).
   NoticeBook notices GUARDED_BY(core_lock);
+  // Operators' reservations, by name (server/core/reservations.h), and when the next window of
+  // one starts or ends after the last pass (0: none): a pass is due then.
+  std::map<std::string, Reservation> reservations GUARDED_BY(core_lock);
+  TimeMs next_window_change GUARDED_BY(core_lock) = 0;
   // Rung after a commit that wrote notices: the sender (server/notify/notice_sender.h) waits on it.
   std::function<void()> notice_bell;  // set before Start; called under the lock, must not wait
 

@@ -95,7 +95,24 @@ Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
     snap.group_caps[group] = {limit, running == group_running.end() ? 0 : running->second};
   }
   AddShares(snap);
+  AddReservedWindows(snap);
   return in;
+}
+
+void Scheduling::AddReservedWindows(sched::Snapshot& snap) {
+  s_.next_window_change = 0;
+  auto note = [&](TimeMs at) {
+    if (at > snap.now && (s_.next_window_change == 0 || at < s_.next_window_change)) {
+      s_.next_window_change = at;
+    }
+  };
+  for (const auto& [name, r] : s_.reservations) {
+    std::optional<Window> w = WindowOf(r, snap.now);
+    if (!w) continue;
+    snap.reserved.push_back(ViewOf(r, *w));
+    note(w->start);
+    note(w->end);
+  }
 }
 
 void Scheduling::ExpandPending(PassInput& in) {
@@ -312,6 +329,10 @@ bool Scheduling::WaitForPassRequest(DurationMs timeout_ms) {
   for (TimeMs now = s_.clock.Now(); !s_.backoffs.empty() && s_.backoffs.begin()->first <= now;) {
     s_.backoffs.erase(s_.backoffs.begin());
     s_.pass_requested = true;
+  }
+  if (!s_.shutdown && !s_.pass_requested && s_.next_window_change > 0 &&
+      s_.clock.Now() >= s_.next_window_change) {
+    s_.pass_requested = true;  // a reservation's window starts or ends (docs/reservations.md)
   }
   if (!s_.shutdown && !s_.pass_requested) {
     // A reclaim leaving its team's rate-limit window may let a job held by the limit reclaim now;

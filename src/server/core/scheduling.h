@@ -69,6 +69,8 @@ class Scheduling {
   static void ExpandPending(PassInput& in);
   // The snapshot's users and teams: rules, decayed usage (running attempts included), reclaims.
   void AddShares(sched::Snapshot& snap) REQUIRES(core_lock);
+  // Operators' reservations: each one's window at snap.now; notes when the next starts or ends.
+  void AddReservedWindows(sched::Snapshot& snap) REQUIRES(core_lock);
   sched::Config PassConfig() const;
   // Whether the nodes of `placement` are as the pass saw them (else the decision is dropped).
   bool NodesUnchanged(const Placement& placement,

@@ -129,6 +129,10 @@ net::HttpResponse JobsApi::HandleSubmit(const net::HttpRequest& req, const Princ
         "it with `berth admin user set {} --max-priority N`)",
         request.spec.priority, by.user, *by.max_priority, by.user)));
   }
+  if (!request.spec.reservation.empty()) {
+    Status may = c_.core.reservations().MayUse(request.spec.reservation, by.user, by.team);
+    if (!may.ok()) return ErrorResponse(may);
+  }
   auto num_jobs = GetInt(o, "num_jobs", 0);
   if (!num_jobs.ok()) return ErrorResponse(num_jobs.status());
   request.key = req.Header("idempotency-key");

@@ -12,7 +12,7 @@
 namespace berth::api_docs {
 
 // components/schemas: Error, Job, JobDetail, QueueRow, Group, Node, Token, User, Team, Notice,
-// NotifySink.
+// NotifySink, Reservation.
 json::object Schemas();
 
 // api_docs_jobs.cpp: the server's own routes, jobs, groups, queue, accounting, nodes, terminals.
@@ -59,6 +59,15 @@ RouteDoc NotifyList();
 RouteDoc NotifySetSink();
 RouteDoc NotifyRemoveSink();
 RouteDoc NotifyTest();
+
+// api_docs_reservations.cpp: operators' reservations.
+json::value ReservationSchema();
+RouteDoc ListReservations();
+RouteDoc ReservationsCalendar();
+RouteDoc ShowReservation();
+RouteDoc CreateReservation();
+RouteDoc UpdateReservation();
+RouteDoc DeleteReservation();
 
 // api_docs_nodes.cpp: uploads and the agents' protocol.
 RouteDoc UploadMissing();

@@ -288,6 +288,7 @@ json::object Schemas() {
       {"Team", Team()},
       {"Notice", Notice()},
       {"NotifySink", NotifySink()},
+      {"Reservation", ReservationSchema()},
   };
 }
 

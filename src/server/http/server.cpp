@@ -147,6 +147,7 @@ Status Server::Start() {
   uploads_api_ = std::make_unique<UploadsApi>(*api_);
   admin_api_ = std::make_unique<AdminApi>(*api_);
   notify_api_ = std::make_unique<NotifyApi>(*api_);
+  reservations_api_ = std::make_unique<ReservationsApi>(*api_);
   agents_api_ = std::make_unique<AgentsApi>(*api_);
   AddRoutes(routes_, this);
   openapi_json_ = SerializeJson(OpenApiDocument(routes_));

@@ -43,6 +43,7 @@
 #include "server/http/identity.h"
 #include "server/http/jobs_api.h"
 #include "server/http/notify_api.h"
+#include "server/http/reservations_api.h"
 #include "server/http/routes.h"
 #include "server/http/terminal_bridges.h"
 #include "server/http/terminals_api.h"
@@ -126,6 +127,7 @@ class Server {
   std::unique_ptr<UploadsApi> uploads_api_;
   std::unique_ptr<AdminApi> admin_api_;
   std::unique_ptr<NotifyApi> notify_api_;
+  std::unique_ptr<ReservationsApi> reservations_api_;
   std::unique_ptr<AgentsApi> agents_api_;
   // berth_http_request_seconds{route,method,code}: every answer (server/http/http_metrics.h).
   RouteTable routes_;         // filled by Start before it listens, read-only after

@@ -46,6 +46,7 @@ void Server::AddRoutes(RouteTable& t, Server* self) {
   UploadsApi::AddRoutes(t, self ? self->uploads_api_.get() : nullptr);
   AdminApi::AddRoutes(t, self ? self->admin_api_.get() : nullptr);
   NotifyApi::AddRoutes(t, self ? self->notify_api_.get() : nullptr);
+  ReservationsApi::AddRoutes(t, self ? self->reservations_api_.get() : nullptr);
   AgentsApi::AddRoutes(t, self ? self->agents_api_.get() : nullptr);
 }
 

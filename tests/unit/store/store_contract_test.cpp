@@ -1647,6 +1647,34 @@ TEST_P(StoreContractTest, NotifySinksUpsertAndDelete) {
   EXPECT_EQ((*sinks)[1].updated_at, 5);
 }
 
+// Reservations are upserted by name (created_at kept from the first write) and deleted.
+TEST_P(StoreContractTest, ReservationsUpsertAndDelete) {
+  Batch b;
+  b.reservations.push_back({.name = "demo",
+                            .spec = R"({"a":1})",
+                            .created_at = 5,
+                            .updated_at = 5,
+                            .updated_by = "root"});
+  b.reservations.push_back({.name = "upgrade", .spec = "{}", .created_at = 6, .updated_at = 6});
+  MustCommit(b);
+  Batch again;
+  again.reservations.push_back({.name = "demo",
+                                .spec = R"({"a":2})",
+                                .created_at = 9,
+                                .updated_at = 9,
+                                .updated_by = "ops"});
+  again.reservation_deletes.push_back("upgrade");
+  MustCommit(again);
+  Result<std::vector<ReservationRow>> rows = store_->LoadReservations();
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].name, "demo");
+  EXPECT_EQ((*rows)[0].spec, R"({"a":2})");
+  EXPECT_EQ((*rows)[0].created_at, 5);
+  EXPECT_EQ((*rows)[0].updated_at, 9);
+  EXPECT_EQ((*rows)[0].updated_by, "ops");
+}
+
 // An (event, sink) is written once; due notices come oldest first; an update is kept; a job's
 // notices include its group's.
 TEST_P(StoreContractTest, NoticesAreWrittenOnceAndDeliveredInOrder) {

@@ -1,0 +1,72 @@
+// Reservations: the core's service for operators' reservations and maintenance windows
+// (docs/reservations.md) — create, update, delete (each committed with an audit row before memory
+// changes), list, and whether a user may name one. The definitions live in CoreState; each pass
+// takes their windows at its `now` (Scheduling::BuildPassInput), and a pass is due whenever a
+// window starts or ends.
+//
+// The caller (the HTTP API) checks who asks: operators create; the creator or an admin changes or
+// deletes; and that the users and team named exist (Accounts). Everything else is checked here:
+// times, node names, capacity, overlaps.
+//
+// Thread-safety: every method takes the core lock (EXCLUDES(core_lock)).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "server/core/core_state.h"
+
+namespace berth {
+
+// What `berth reserve create|update` asks: text as given (parsed and checked here). Unset fields of
+// an update stay as they are.
+struct ReservationAsk {
+  std::string name;
+  std::optional<std::string> start;     // RFC 3339 or now+DURATION
+  std::optional<std::string> duration;  // "2h"
+  std::optional<std::string> repeat;    // "", daily, weekly, cron
+  std::optional<std::vector<std::string>> nodes;
+  std::optional<std::string> gpus;  // "H100:16"
+  std::optional<std::string> pool;
+  std::optional<bool> all_nodes;
+  std::optional<std::vector<std::string>> users;
+  std::optional<std::string> team;
+  std::optional<bool> maintenance;
+  std::optional<std::string> release_unused;  // "30m"; "0" or "" for never
+};
+
+class Reservations {
+ public:
+  explicit Reservations(CoreState& state) : s_(state) {}
+
+  // InvalidArgument (a bad time, an overlap naming the other, nodes unknown or too few), Conflict
+  // (the name is taken), Unavailable (not recorded).
+  Result<Reservation> Create(const ReservationAsk& ask, const std::string& by) EXCLUDES(core_lock);
+  // As Create; NotFound for an unknown name; Forbidden unless `by` made it or `admin`.
+  Result<Reservation> Update(const ReservationAsk& ask, const std::string& by, bool admin)
+      EXCLUDES(core_lock);
+  // Jobs running in it keep running; jobs naming it that wait run as any job would.
+  Status Delete(const std::string& name, const std::string& by, bool admin) EXCLUDES(core_lock);
+  std::vector<Reservation> List() EXCLUDES(core_lock);
+  std::optional<Reservation> Get(const std::string& name) EXCLUDES(core_lock);
+  // Whether `user` (of `team`) may submit jobs naming `name`: NotFound, Forbidden (not
+  // among its users or team; a maintenance window) or Ok.
+  Status MayUse(const std::string& name, const std::string& user, const std::string& team)
+      EXCLUDES(core_lock);
+  // Reads the store's reservations (Core::Load).
+  Status Load(const std::vector<ReservationRow>& rows) EXCLUDES(core_lock);
+
+ private:
+  // `base` with `ask` applied, checked against the cluster and the other reservations at `now`.
+  Result<Reservation> Apply(const ReservationAsk& ask, Reservation base, TimeMs now)
+      REQUIRES(core_lock);
+  Status CheckWhere(Reservation& r, TimeMs now) REQUIRES(core_lock);
+  Result<Reservation> Commit(Reservation r, const std::string& action, const std::string& by)
+      REQUIRES(core_lock);
+
+  CoreState& s_;
+};
+
+}  // namespace berth
