@@ -23,6 +23,8 @@ struct ReserveFlags {
   std::optional<std::string> team;
   bool maintenance = false;
   bool no_maintenance = false;
+  bool evict = false;
+  bool no_evict = false;
   std::optional<std::string> repeat;
   std::optional<std::string> release_unused;
   bool as_json = false;
@@ -81,6 +83,8 @@ json::object Body(const ReserveFlags& f, bool create) {
   if (f.all) b["all"] = true;
   if (f.maintenance) b["maintenance"] = true;
   if (f.no_maintenance) b["maintenance"] = false;
+  if (f.evict) b["evict"] = true;
+  if (f.no_evict) b["evict"] = false;
   return b;
 }
 
@@ -91,6 +95,7 @@ void PrintOne(const json::object& r) {
              Text(r, "repeat") == "-" ? "" : ", repeating " + Text(r, "repeat"));
   fmt::print("where:       {}\n", Where(r));
   fmt::print("for:         {}\n", Who(r));
+  if (r.at("evict").as_bool()) fmt::print("at start:    evicts jobs that do not belong\n");
   if (Text(r, "release_unused_s") != "0") {
     fmt::print("released:    when unused for {}s\n", Text(r, "release_unused_s"));
   }
@@ -177,6 +182,9 @@ void AddWhenWhereWho(CLI::App* cmd, ReserveFlags& f) {
   cmd->add_option("--release-unused", f.release_unused,
                   "End a window early once its nodes have run none of its jobs for this long "
                   "(30m)");
+  cmd->add_flag("--evict", f.evict,
+                "At each window's start, preempt the jobs running on its nodes that do not belong "
+                "(requeued); without it they run on (a maintenance window always evicts)");
   cmd->add_flag("--json", f.as_json, "Machine-readable output");
 }
 
@@ -208,6 +216,7 @@ void AddReserveCommand(CommandContext& c) {
   update->add_flag("--maintenance", update_flags.maintenance, "Make it a maintenance window");
   update->add_flag("--no-maintenance", update_flags.no_maintenance,
                    "Make it an ordinary reservation again");
+  update->add_flag("--no-evict", update_flags.no_evict, "Let running jobs run on at its start");
   c.AddGlobal(update);
   update->callback([&] { c.rc = Update(c.g, update_flags); });
 

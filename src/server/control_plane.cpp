@@ -140,6 +140,7 @@ void ControlPlane::HousekeepingLoop() {
     core_->lifecycle().CheckTimeLimits();
     core_->lifecycle().RetryFailedCancels();
     core_->notices().CheckPending();
+    core_->reservations().Tick();
     int64_t now = clock_.Monotonic();
     if (options_.core.interactive_idle_limit_ms > 0 && now >= next_idle_check) {
       next_idle_check = now + 1000;

@@ -147,20 +147,44 @@ class ReservationsTest(BerthTestCase):
         self.assertNotEqual(code, 0)
         self.assertIn("no reservation named 'now'", err)
 
-    def test_maintenance_window_takes_no_jobs_and_gives_the_node_back(self):
+    def test_maintenance_window_evicts_takes_no_jobs_and_gives_the_node_back_after_health(self):
         self.cluster()
-        self.nodes()
+        for name in ("n1", "n2"):
+            self.b.start_agent(self.server.url, name, "V100:1", extra=("--health-interval", "3s"))
+        self.b.wait_nodes_up(["n1", "n2"])
+        # A job without a time limit runs on n1 before the window is made: at the start it is evicted
+        # (requeued) and runs again on n2.
+        first = self.submit("--", "sleep", "600")
+        self.assertEqual(self.b.wait_status(first, "RUNNING")["placement"][0]["node"], "n1")
         start = time.time() + 8
         self.reserve("create", "--name", "upgrade", "--start", "now+8s", "--duration", "20s",
                      "--nodes", "n1", "--maintenance")
-        # Drained ahead: a job without a time limit goes to n2, not n1.
-        first = self.submit("--", "sleep", "600")
-        self.assertEqual(self.b.wait_status(first, "RUNNING")["placement"][0]["node"], "n2")
-        time.sleep(max(0, start - time.time()) + 1)
+        self.b.wait_until(lambda: self.b.show(first)["attempt"] == 2 and self.b.status(first) == "RUNNING",
+                          start - time.time() + 30, message="the evicted job to run again")
+        self.assertGreaterEqual(time.time(), start - 1)
+        self.assertEqual(self.node_of(first), "n2")
         inside = self.submit("--time", "5s", "--", "sleep", "1")
         self.b.wait_until(lambda: "maintenance window 'upgrade'" in self.reason(inside), 20,
                           message="the maintenance reason")
         self.assertEqual(self.b.status(inside), "PENDING")
-        # The window ends: n1 takes jobs again.
+        # The window ends; n1 takes jobs again once its health probes report after it.
         self.b.wait_status(inside, "SUCCEEDED", timeout=start + 20 - time.time() + 30)
         self.assertEqual(self.node_of(inside), "n1")
+        self.assertIn("passed its health probes after maintenance window 'upgrade'", self.server.log())
+
+    def test_an_unused_window_releases_itself(self):
+        self.cluster()
+        self.nodes()
+        self.reserve("create", "--name", "idle", "--start", "now", "--duration", "1h", "--nodes", "n1,n2",
+                     "--users", "root", "--release-unused", "4s")
+        # Nobody runs in it: a job of no reservation waits, then starts once the window lets go.
+        job = self.submit("--", "sleep", "600")
+        self.b.wait_until(lambda: "reserved by 'idle'" in self.reason(job), 20, message="the reason")
+        self.b.wait_status(job, "RUNNING", timeout=40)
+        shown = self.b.json("reserve", "show", "idle", "--json")
+        self.assertFalse(shown["active"])
+        self.assertIsNone(shown["window"])
+        self.assertIn("released_start", shown)
+        audit = self.b.json("admin", "audit", "--json")
+        rows = audit["audit"] if isinstance(audit, dict) else audit
+        self.assertIn("reserve release", [a["action"] for a in rows])

@@ -666,6 +666,17 @@ Result<proto::HealthAnswer> AgentSessions::ReportHealth(const proto::HealthReque
   const TimeMs now = s_.clock.Now();
   Txn txn;
   ApplyHealth(txn, **runtime, request.health, now);
+  if ((*runtime)->maintenance_ended > 0 && !request.health.NodeFaulty()) {
+    // Its probes ran clean after its maintenance window: it takes jobs again.
+    NodeRuntime& node = s_.nodes.Edit(txn, **runtime);
+    LogInfo("node {} passed its health probes after maintenance window '{}': back in service",
+            node.row.name, node.maintenance);
+    node.maintenance_ended = 0;
+    node.maintenance.clear();
+    ++node.sched_gen;
+    s_.nodes.CapacityChanged();
+    txn.out.kick = true;
+  }
   if (!txn.batch.empty()) txn.out.reap = true;
   BERTH_RETURN_IF_ERROR(s_.Execute(txn));
   return proto::HealthAnswer{s_.clock.Now()};

@@ -36,7 +36,7 @@ const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
   sched::NodeView& v = node.view;
   v.name = node.row.name;
   v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty() &&
-                  !node.health.NodeFaulty();
+                  !node.health.NodeFaulty() && node.maintenance_ended == 0;
   v.pool = node.row.pool;
   v.labels = node.row.labels;
   v.container_mounts = node.container_mounts;

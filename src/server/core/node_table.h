@@ -40,7 +40,12 @@ struct NodeRuntime {
   Mib job_memory_default = 0;  // RegisterRequest::job_memory_default_mib (not stored)
   std::vector<std::string> container_mounts;  // RegisterRequest::container_mounts (not stored)
   proto::NodeHealth health;                   // the agent's last (not stored: it sends it again)
-  int64_t lease_expires = 0;                  // monotonic ms
+  // After a maintenance window (docs/reservations.md): when it ended. The node takes no job until
+  // its agent reports health without a node fault after then (0: not held; not stored: a
+  // restarted server takes each agent's first report).
+  TimeMs maintenance_ended = 0;
+  std::string maintenance;    // the window's name, while held
+  int64_t lease_expires = 0;  // monotonic ms
   // Bumped by every change that may invalidate a placement decided on an older snapshot:
   // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
   uint64_t sched_gen = 0;

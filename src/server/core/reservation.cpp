@@ -88,6 +88,7 @@ json::object ReservationJson(const Reservation& r, TimeMs now) {
                  {"users", Strings(r.users)},
                  {"team", r.team},
                  {"maintenance", r.maintenance},
+                 {"evict", r.evict},
                  {"release_unused_s", r.release_unused / 1000},
                  {"created_at", TimeToJson(r.created_at)},
                  {"created_by", r.created_by},
@@ -144,6 +145,7 @@ Result<Reservation> ReservationFromRow(const ReservationRow& row) {
   BERTH_RETURN_IF_ERROR(take(StringsFrom(o, "users"), &r.users));
   BERTH_RETURN_IF_ERROR(take(GetString(o, "team"), &r.team));
   BERTH_RETURN_IF_ERROR(take(GetBool(o, "maintenance"), &r.maintenance));
+  BERTH_RETURN_IF_ERROR(take(GetBool(o, "evict"), &r.evict));
   BERTH_RETURN_IF_ERROR(take(GetString(o, "created_by"), &r.created_by));
   r.created_at = row.created_at;
   r.updated_at = row.updated_at;

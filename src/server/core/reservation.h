@@ -30,6 +30,9 @@ struct Reservation {
   std::vector<std::string> users;
   std::string team;
   bool maintenance = false;  // no jobs inside the window; nodes come back when it ends
+  // At each window's start, jobs running on its nodes that do not belong are preempted (requeued,
+  // unless their recovery says otherwise); else they run on.
+  bool evict = false;
   // Ends the occurrence early when no job has used its nodes for this long (0: never).
   DurationMs release_unused = 0;
   TimeMs created_at = 0;

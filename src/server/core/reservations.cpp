@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/log.h"
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "server/core/node_table.h"
@@ -127,6 +128,106 @@ Status Reservations::Load(const std::vector<ReservationRow>& rows) {
   return Status::Ok();
 }
 
+bool Reservations::Member(const Reservation& r, const JobSpec& spec, const std::string& user,
+                          const std::string& team) {
+  if (r.maintenance) return false;
+  if (!r.team.empty() && r.team == team) return true;
+  return spec.reservation == r.name &&
+         (r.users.empty() || std::find(r.users.begin(), r.users.end(), user) != r.users.end());
+}
+
+void Reservations::Tick() {
+  CoreLock lock(s_);
+  const TimeMs now = s_.clock.Now();
+  const TimeMs last = last_tick_ == 0 ? now : last_tick_;
+  if (first_tick_ == 0) first_tick_ = now;
+  last_tick_ = now;
+  if (s_.reservations.empty()) return;
+  Txn txn;
+  txn.by = "berth";
+  for (auto& [name, r] : s_.reservations) {
+    if (r.maintenance && last < now) HoldAfterMaintenance(txn, r, last, now);
+    std::optional<Window> w = WindowOf(r, now);
+    if (!w || w->start > now) continue;
+    // Evicts once, as the window starts (and on the first tick after a restart inside it).
+    if ((r.evict || r.maintenance) && (last < w->start || last == now)) Evict(txn, r, now);
+    if (r.release_unused > 0) ReleaseIfUnused(txn, r, *w, now);
+  }
+  if (txn.batch.empty() && !txn.out.kick) return;
+  Status st = s_.Execute(txn);
+  if (!st.ok()) LogWarn("reservations: not recorded: {}", st.message());
+}
+
+void Reservations::Evict(Txn& txn, const Reservation& r, TimeMs now) {
+  std::vector<int64_t> out;
+  for (const auto& [id, held] : s_.held_index) {
+    const bool here = std::any_of(held.view->placement.begin(), held.view->placement.end(),
+                                  [&](const NodeGrant& g) { return Covers(r, g.node); });
+    if (!here) continue;
+    auto it = s_.jobs.find(id);
+    if (it == s_.jobs.end() || !it->second.spec || it->second.terminating) continue;
+    ActiveJob& job = it->second;
+    if (Member(r, *job.spec, job.row.user, s_.shares.TeamOf(job.row.user))) continue;
+    out.push_back(id);
+  }
+  for (int64_t id : out) {
+    ActiveJob& job = s_.jobs.at(id);
+    const std::string why = (r.maintenance ? "maintenance window '" : "reservation '") + r.name +
+                            "' started on its nodes";
+    txn.out.events.preempted.push_back("reservation");
+    if (job.spec->on_preemption == RecoveryAction::kRequeue) {
+      life_.ReturnToQueue(txn, job, why + "; requeued", now, Lifecycle::RequeueCause::kPreempted);
+    } else {
+      life_.EndJob(txn, job, JobStatus::kPreempted, why, std::nullopt, now);
+    }
+  }
+}
+
+void Reservations::ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, TimeMs now) {
+  TimeMs& used = last_used_[r.name];
+  // From the window's start (or this server's, when it started inside the window).
+  if (used < w.start) used = std::max(w.start, first_tick_);
+  for (const auto& [id, held] : s_.held_index) {
+    auto it = s_.jobs.find(id);
+    if (it == s_.jobs.end() || !it->second.spec) continue;
+    const bool here = std::any_of(held.view->placement.begin(), held.view->placement.end(),
+                                  [&](const NodeGrant& g) { return Covers(r, g.node); });
+    if (here &&
+        Member(r, *it->second.spec, it->second.row.user, s_.shares.TeamOf(it->second.row.user))) {
+      used = now;
+      return;
+    }
+  }
+  if (now - used < r.release_unused) return;
+  LogInfo("reservation '{}' released: its nodes ran none of its jobs for {}", r.name,
+          FormatDuration(r.release_unused));
+  r.released_start = w.start;
+  txn.batch.reservations.push_back(RowOf(r));
+  txn.batch.audit.push_back(AuditRow{.at = now,
+                                     .by = "berth",
+                                     .action = "reserve release",
+                                     .target = r.name,
+                                     .detail = "unused for " + FormatDuration(r.release_unused)});
+  txn.out.kick = true;
+}
+
+void Reservations::HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now) {
+  // The window that held at the last tick, if it has ended since.
+  std::optional<Window> w = WindowOf(r, last);
+  if (!w || w->start > last || w->end > now) return;
+  for (auto& [name, runtime] : s_.nodes) {
+    if (!Covers(r, name)) continue;
+    NodeRuntime& node = s_.nodes.Edit(txn, runtime);
+    node.maintenance_ended = w->end;
+    node.maintenance = r.name;
+    ++node.sched_gen;
+    LogInfo("node {}: maintenance window '{}' ended; back in service once its health probes pass",
+            name, r.name);
+  }
+  s_.nodes.CapacityChanged();
+  txn.out.kick = true;
+}
+
 Result<Reservation> Reservations::Apply(const ReservationAsk& ask, Reservation r, TimeMs now) {
   std::string error;
   if (ask.start) {
@@ -160,6 +261,7 @@ Result<Reservation> Reservations::Apply(const ReservationAsk& ask, Reservation r
   if (ask.users) r.users = *ask.users;
   if (ask.team) r.team = *ask.team;
   if (ask.maintenance) r.maintenance = *ask.maintenance;
+  if (ask.evict) r.evict = *ask.evict;
   const int wheres = (ask.nodes ? 1 : 0) + (ask.gpus ? 1 : 0) + (ask.all_nodes.value_or(false));
   if (wheres > 1) return Status::Invalid("say where once: --nodes, --gpus or --all");
   if (ask.pool && !ask.gpus) return Status::Invalid("--pool goes with --gpus");

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "server/core/core_state.h"
+#include "server/core/lifecycle.h"
 
 namespace berth {
 
@@ -35,11 +36,12 @@ struct ReservationAsk {
   std::optional<std::string> team;
   std::optional<bool> maintenance;
   std::optional<std::string> release_unused;  // "30m"; "0" or "" for never
+  std::optional<bool> evict;  // at a window's start, evict what runs there and does not belong
 };
 
 class Reservations {
  public:
-  explicit Reservations(CoreState& state) : s_(state) {}
+  Reservations(CoreState& state, Lifecycle& life) : s_(state), life_(life) {}
 
   // InvalidArgument (a bad time, an overlap naming the other, nodes unknown or too few), Conflict
   // (the name is taken), Unavailable (not recorded).
@@ -55,6 +57,11 @@ class Reservations {
   // among its users or team; a maintenance window) or Ok.
   Status MayUse(const std::string& name, const std::string& user, const std::string& team)
       EXCLUDES(core_lock);
+  // Housekeeping (every tick): at a window's start, evicts what runs on its nodes and does not
+  // belong (`evict`; a maintenance window: everything); ends a window early when its nodes ran
+  // none of its jobs for `release_unused`; when a maintenance window ends, holds its nodes until
+  // their health probes pass.
+  void Tick() EXCLUDES(core_lock);
   // Reads the store's reservations (Core::Load).
   Status Load(const std::vector<ReservationRow>& rows) EXCLUDES(core_lock);
 
@@ -66,7 +73,21 @@ class Reservations {
   Result<Reservation> Commit(Reservation r, const std::string& action, const std::string& by)
       REQUIRES(core_lock);
 
+  // Tick's parts, each adding to `txn`.
+  void Evict(Txn& txn, const Reservation& r, TimeMs now) REQUIRES(core_lock);
+  void ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, TimeMs now) REQUIRES(core_lock);
+  void HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now)
+      REQUIRES(core_lock);
+  // Whether a job of `spec`, of `user` (of `team`), is a member of `r`.
+  static bool Member(const Reservation& r, const JobSpec& spec, const std::string& user,
+                     const std::string& team);
+
   CoreState& s_;
+  Lifecycle& life_;
+  // Tick's memory: when it last ran, and when each reservation's nodes last ran one of its jobs.
+  TimeMs first_tick_ GUARDED_BY(core_lock) = 0;
+  TimeMs last_tick_ GUARDED_BY(core_lock) = 0;
+  std::map<std::string, TimeMs> last_used_ GUARDED_BY(core_lock);
 };
 
 }  // namespace berth

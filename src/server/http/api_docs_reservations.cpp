@@ -21,7 +21,8 @@ json::value AskSchema(bool create) {
                        {"users", Arr(Str())},
                        {"team", Str()},
                        {"maintenance", Bool()},
-                       {"release_unused", Str()}});
+                       {"release_unused", Str()},
+                       {"evict", Bool()}});
   if (create) o.as_object()["required"] = json::array{"name", "start", "duration"};
   return Closed(std::move(o));
 }
@@ -40,6 +41,7 @@ json::value ReservationSchema() {
               {"users", Arr(Str())},
               {"team", Str()},
               {"maintenance", Bool()},
+              {"evict", Bool()},
               {"release_unused_s", Int()},
               {"created_at", Time()},
               {"created_by", Str()},

@@ -160,7 +160,7 @@ Result<ReservationAsk> ReservationsApi::AskOf(const net::HttpRequest& req,
   if (!o.ok()) return o.status();
   BERTH_RETURN_IF_ERROR(
       OnlyFields(*o, {"name", "start", "duration", "repeat", "nodes", "gpus", "pool", "all",
-                      "users", "team", "maintenance", "release_unused"}));
+                      "users", "team", "maintenance", "release_unused", "evict"}));
   ReservationAsk ask;
   ask.name = name;
   if (ask.name.empty()) {
@@ -187,7 +187,8 @@ Result<ReservationAsk> ReservationsApi::AskOf(const net::HttpRequest& req,
     *out = *v;
   }
   for (auto [key, out] :
-       {std::pair{"all", &ask.all_nodes}, std::pair{"maintenance", &ask.maintenance}}) {
+       {std::pair{"all", &ask.all_nodes}, std::pair{"maintenance", &ask.maintenance},
+        std::pair{"evict", &ask.evict}}) {
     Result<std::optional<bool>> v = FlagField(*o, key);
     if (!v.ok()) return v.status();
     *out = *v;
