@@ -783,6 +783,83 @@ void BM_FairShare_OneJobIntoBusyCluster(benchmark::State& state) {
 }
 BENCHMARK(BM_FairShare_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// ---- Reservations (issue 67) ----
+//
+// The plain benchmarks' clusters and queues with 100 operators' reservations (docs/reservations.md)
+// of 10 nodes each, spread over the cluster (reservation r holds nodes 100r .. 100r+9): the even
+// ones in force for user "ops" (whose jobs are none of the queue's), the odd ones starting 30 min
+// to 50 h from now. 1,000 of the 10,000 nodes are reserved; the pass must keep the queue off the
+// ones in force and let only jobs that end in time onto the others.
+void AddReservations(Snapshot& s) {
+  constexpr int kReservations = 100;
+  constexpr int kReservedNodes = 10;
+  const int stride = static_cast<int>(s.nodes.size()) / kReservations;
+  for (int r = 0; r < kReservations; ++r) {
+    ReservedWindow w;
+    w.name = "resv-" + std::to_string(r);
+    w.start = r % 2 == 0 ? kNow - 3'600'000 : kNow + (r + 1) * 1'800'000LL;
+    w.end = w.start + 4 * 3'600'000LL;
+    w.users = {"ops"};
+    for (int k = 0; k < kReservedNodes; ++k) {
+      w.nodes.push_back(s.nodes[static_cast<size_t>(r * stride + k)].name);
+    }
+    s.reserved.push_back(std::move(w));
+  }
+}
+
+void BM_Reserved_EmptyClusterPlacements(benchmark::State& state) {
+  Snapshot s;
+  s.now = kNow;
+  s.nodes = MakeNodes();
+  s.pending = MakeQueue(kPending, 1);
+  AddReservations(s);
+  PlacementPasses(state, s);
+}
+BENCHMARK(BM_Reserved_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Reserved_FullClusterNothingFits(benchmark::State& state) {
+  Snapshot s = FullCluster(/*priority=*/10);
+  s.pending = MakeQueue(kPending, 2);
+  AddReservations(s);
+  PassResult last;
+  for (auto _ : state) {
+    PassResult result = Schedule(s, Config{});
+    state.PauseTiming();
+    last = std::move(result);
+    state.ResumeTiming();
+  }
+  Report(state, last);
+}
+BENCHMARK(BM_Reserved_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Reserved_OneJobIntoBusyCluster(benchmark::State& state) {
+  Snapshot s = BusyCluster();
+  AddReservations(s);
+  JobRequest job;
+  job.id = 5'000'000;
+  job.priority = 1;
+  job.submitted_at = kNow;
+  job.per_node = PerNode("H100", 2);
+  s.pending = {job};
+  OneJobPasses(state, s);
+}
+BENCHMARK(BM_Reserved_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Reserved_TopologyGangs_Busy(benchmark::State& state) {
+  Snapshot s = TopologyCluster(/*busy=*/true);
+  AddReservations(s);
+  Config config;
+  config.preemption = false;
+  config.topology_levels = {"block", "rack", "switch"};
+  PassResult last;
+  for (auto _ : state) {
+    last = Schedule(s, config);
+    benchmark::DoNotOptimize(last);
+  }
+  Report(state, last);
+}
+BENCHMARK(BM_Reserved_TopologyGangs_Busy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The display reporter the command line asks for, which also keeps every run's real time and, at
 // the end, prints each ratio of a benchmark to its baseline (fair share to plain, slices to whole
 // GPUs): of medians (of the repetitions; one run: its time), per pass or per placement.
@@ -830,6 +907,10 @@ class RatioReporter : public benchmark::BenchmarkReporter {
         {"BM_Slices_FullNothingFits", "BM_WholeFourTypes_FullNothingFits", 1.3, false},
         {"BM_TopologyGangs_Empty", "BM_PlainGangs_Empty", 1.5, false},
         {"BM_TopologyGangs_Busy", "BM_PlainGangs_Busy", 1.5, false},
+        {"BM_Reserved_EmptyClusterPlacements", "BM_EmptyClusterPlacements", 1.2, false},
+        {"BM_Reserved_FullClusterNothingFits", "BM_FullClusterNothingFits", 1.2, false},
+        {"BM_Reserved_OneJobIntoBusyCluster", "BM_OneJobIntoBusyCluster", 1.2, false},
+        {"BM_Reserved_TopologyGangs_Busy", "BM_TopologyGangs_Busy", 1.2, false},
     };
     bool header = false;
     for (const auto& p : kPairs) {

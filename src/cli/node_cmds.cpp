@@ -168,6 +168,25 @@ int ShowNode(const json::object& n) {
 
 }  // namespace
 
+// "12-03 16:00Z" of an RFC 3339 time (the year, seconds and fraction left out).
+std::string ShortTime(const json::value& v) {
+  const std::string t = v.is_string() ? std::string(v.as_string()) : "";
+  return t.size() >= 16 ? t.substr(5, 5) + " " + t.substr(11, 5) + "Z" : t;
+}
+
+// The RESERVED column: "demo until 12-03 16:00Z", "demo from 12-04 09:00Z", "maintenance upgrade
+// until ...", "upgrade over: awaiting health", or "-".
+std::string ReservedText(const json::object& n) {
+  if (n.contains("maintenance_hold")) {
+    return StrOr(n, "maintenance_hold") + " over: awaiting health";
+  }
+  if (!n.contains("reservation")) return "-";
+  const json::object& r = n.at("reservation").as_object();
+  const bool active = r.at("active").as_bool();
+  return std::string(r.at("maintenance").as_bool() ? "maintenance " : "") + StrOr(r, "name") +
+         (active ? " until " + ShortTime(r.at("end")) : " from " + ShortTime(r.at("start")));
+}
+
 int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
   Connection conn(g.server, g.token, g.self_exe);
   Status st = conn.Connect();
@@ -205,6 +224,11 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
                                       "HEALTH",
                                       "ADDRESS"};
   if (levels) columns.insert(columns.begin() + 3, "TOPOLOGY");
+  // With reservations, a RESERVED column after STATE: the window in force, else the next in a week.
+  const bool reservations = std::any_of(nodes.begin(), nodes.end(), [](const json::value& v) {
+    return v.as_object().contains("reservation") || v.as_object().contains("maintenance_hold");
+  });
+  if (reservations) columns.insert(columns.begin() + 2, "RESERVED");
   Table t(columns);
   bool shortened = false;
   bool outside = false;  // a node lacks some level's label
@@ -235,6 +259,7 @@ int Nodes(const GlobalFlags& g, bool as_json, const std::string& only) {
         StrOr(n, "sharing", "unknown"),
         health,
         std::string(n.at("address").as_string())};
+    if (reservations) row.insert(row.begin() + 2, ReservedText(n));
     if (levels) {
       const std::string topology = TopologyText(n);
       outside = outside || topology.find('?') != std::string::npos;

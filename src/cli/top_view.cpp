@@ -89,6 +89,25 @@ void AddTotals(const TopFrameInput& in, std::vector<std::string>& lines) {
   lines.push_back("");
 }
 
+// After a node's line: its reservation (docs/reservations.md) — "  [reserved demo]" while one
+// holds it, "  [maintenance upgrade]", "  [demo at 12-04 09:00Z]" when one is ahead, "" when none.
+std::string ReservedMark(const json::object& n) {
+  if (const json::value* hold = n.if_contains("maintenance_hold")) {
+    return "  [after maintenance " + Str(*hold) + ": awaiting health]";
+  }
+  const json::value* r = n.if_contains("reservation");
+  if (r == nullptr || !r->is_object()) return "";
+  const json::object& o = r->as_object();
+  const std::string name = Str(o.at("name"));
+  if (o.at("active").as_bool()) {
+    return o.at("maintenance").as_bool() ? "  [maintenance " + name + "]"
+                                         : "  [reserved " + name + "]";
+  }
+  const std::string start = Str(o.at("start"));
+  return "  [" + name + " at " +
+         (start.size() >= 16 ? start.substr(5, 5) + " " + start.substr(11, 5) + "Z" : start) + "]";
+}
+
 // The GPU maps: one line per node, a cell per device (a letter per job, '+' shared, '.' free, 'x'
 // down), then which job each letter is.
 void AddNodeMaps(const TopFrameInput& in, std::vector<std::string>& lines) {
@@ -141,9 +160,9 @@ void AddNodeMaps(const TopFrameInput& in, std::vector<std::string>& lines) {
     const json::object& free = n.at("free").as_object();
     const double cpus = AsNumber(cap.at("cpus"));
     const double mem = AsNumber(cap.at("memory"));
-    lines.push_back(fmt::format("{:<{}}  {:<8}  {:<16}  {}  {}", Str(n.at("name")), name_width,
+    lines.push_back(fmt::format("{:<{}}  {:<8}  {:<16}  {}  {}{}", Str(n.at("name")), name_width,
                                 state, map, Bar(cpus - AsNumber(free.at("cpus")), cpus, 10),
-                                Bar(mem - AsNumber(free.at("memory")), mem, 10)));
+                                Bar(mem - AsNumber(free.at("memory")), mem, 10), ReservedMark(n)));
   }
   if (!legend.empty()) {
     std::vector<std::string> parts;

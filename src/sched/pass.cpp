@@ -110,14 +110,18 @@ PassResult Schedule(const Snapshot& snapshot, const Config& config, const Tuning
 }
 
 bool Pass::Memo::Covers(const std::optional<DurationMs>& limit) const {
-  return any || std::find(limits.begin(), limits.end(), limit) != limits.end();
+  if (any) return true;
+  if (!limit) return unlimited || shortest.has_value();
+  return shortest && *limit >= *shortest;
 }
 
 void Pass::Memo::Add(bool reservations, const std::optional<DurationMs>& limit) {
   if (!reservations) {
     any = true;
-  } else if (!Covers(limit)) {
-    limits.push_back(limit);
+  } else if (!limit) {
+    unlimited = true;
+  } else if (!shortest || *limit < *shortest) {
+    shortest = limit;
   }
 }
 
@@ -163,6 +167,10 @@ PassResult Pass::Run() {
     int blocking = -1;             // into blockings_ (the numbers behind `reason`)
     int memo_team = -1;            // the team of `team_preempt`
     Memo* team_preempt = nullptr;  // with quotas: preemption failed for jobs of memo_team
+    bool limited = false;          // some job of the shape has a time limit
+    // Whether `m` covers every job of the shape, whatever its limit: the common case of a long
+    // queue needs not read the job's request.
+    bool AllCovered(const Memo& m) const { return m.any || (!limited && m.unlimited); }
   };
   std::vector<ShapeState> shapes;
   std::vector<Ask> asks;  // by shape: what it asks of quotas and caps
@@ -209,6 +217,7 @@ PassResult Pass::Run() {
         shapes.back().need.valid = RequestProblem(job).empty();
         asks.push_back(shares_.AskOf(job));
       }
+      shapes[it->second].limited = shapes[it->second].limited || job.time_limit.has_value();
       const int user = shares_.pending_users()[k];
       jobs.id[k] = job.id;
       jobs.shape[k] = it->second;
@@ -254,9 +263,9 @@ PassResult Pass::Run() {
   std::vector<uint32_t> outcome(pending.size(), kNoReason);  // kNoReason: placed
   std::vector<uint32_t> considered;
   considered.reserve(pending.size());
-  // Some reservation (a starving job's, or an operator's) may keep a job off a node for its time
-  // limit: a failure then says nothing of jobs with shorter limits (Memo). Starving jobs add them.
-  auto reserving_now = [&] { return !reservations_.empty() || !windows_.empty(); };
+  // Whether a reservation (a starving job's, or an operator's) kept the job off a node since
+  // `before` (blocks_): only then does its failure depend on its time limit (Memo).
+  auto reserving_now = [&](uint64_t before) { return blocks_ != before; };
   auto consider = [&](const QueueEntry& e) -> bool {  // true: admitted
     // Only what the shape says is read until the job has something left to try: in a long queue
     // of jobs that cannot start, a job's own request is never touched.
@@ -318,8 +327,8 @@ PassResult Pass::Run() {
       }
       return it->second;
     };
-    if (shape.place.any && (!config_.preemption || preempt.any) && reclaim_memo == nullptr &&
-        (shape.reserved || !e.starving)) {
+    if (shape.AllCovered(shape.place) && (!config_.preemption || shape.AllCovered(preempt)) &&
+        reclaim_memo == nullptr && (shape.reserved || !e.starving)) {
       outcome[e.pos] = waits(shape.reason);  // the common case of a long queue: nothing to try
       return false;
     }
@@ -335,8 +344,9 @@ PassResult Pass::Run() {
     if (!shape.place.Covers(job.time_limit)) {
       std::string reason;
       blocking_.reset();
+      const uint64_t before = blocks_;
       if (TryPlace(job, need, &reason)) return true;
-      shape.place.Add(reserving_now(), job.time_limit);
+      shape.place.Add(reserving_now(before), job.time_limit);
       shape.reason = add(std::move(reason));
       if (blocking_) {
         shape.blocking = static_cast<int>(blockings_.size());
@@ -345,22 +355,24 @@ PassResult Pass::Run() {
     }
     if (config_.preemption && !preempt.Covers(job.time_limit)) {
       std::string reason;
+      const uint64_t before = blocks_;
       if (TryPreempt(e.shape, job, need, Claim{job.priority, team, false}, &reason) !=
           Outcome::kNone) {
         outcome[e.pos] = add(std::move(reason));
         return true;
       }
-      preempt.Add(reserving_now(), job.time_limit);
+      preempt.Add(reserving_now(before), job.time_limit);
     }
     if (reclaim_memo != nullptr) {
       std::string reason;
+      const uint64_t before = blocks_;
       const Outcome got = TryPreempt(e.shape, job, need, Claim{job.priority, team, true}, &reason);
       if (got != Outcome::kNone) {
         if (got == Outcome::kPreempted) shares_.Reclaimed(team, snapshot_.now);
         outcome[e.pos] = add(std::move(reason));
         return true;
       }
-      reclaim_memo->Add(reserving_now(), job.time_limit);
+      reclaim_memo->Add(reserving_now(before), job.time_limit);
     }
     if (!shape.reserved && e.starving) {
       std::string more = Reserve(job, need);
@@ -472,6 +484,7 @@ bool Pass::TryPlace(const JobRequest& job, const Need& need, std::string* reason
   Shortfall shortfall;
   std::vector<NodeIdx> nodes = BestNodes(job, need, static_cast<size_t>(job.num_nodes), &shortfall);
   if (!shortfall.why.empty()) {
+    if (shortfall.domain >= 0) RunningNodes();  // HeldBy reads them
     *reason = "waiting for resources: needs " + CountNodes(job.num_nodes) + " under one '" +
               topology_.level_name(Topology::RequiredOf(job)) + "' with " +
               DescribeRequest(job.per_node) + "; " + shortfall.why +
@@ -502,6 +515,12 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
     return state_.Fits(i, need) && (!job.narrowed() || InPoolAndSelector(state_.view(i), job)) &&
            !Blocked(i, job);
   };
+  // A member of a reservation window in force may use its nodes, which the index leaves out: its
+  // search scans every node (such jobs are few).
+  const bool member = windows_.MemberInForce(job);
+  auto candidate = [&](NodeIdx i) {
+    return member ? state_.schedulable(i) && !closed_[i] : InIndex(i);
+  };
   const int slot = need.wants_gpu() ? need.type : state_.all_slot();
   // A gang placed by the topology chooses among every node that fits, not the `count` tightest:
   // the index finds them without visiting the nodes short of GPUs.
@@ -516,12 +535,21 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
           [&](NodeIdx i) { return InIndex(i) && state_.Fits(i, need); }, touched_, closings_, count,
           job, order, shortfall);
     }
-    if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
-    index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
-                [&](NodeIdx i) {
-                  if (fits(i)) out.push_back(i);
-                  return true;
-                });
+    if (member) {
+      for (NodeIdx i = 0; i < state_.size(); ++i) {
+        if (candidate(i) && (pool < 0 || state_.pool(i) == pool) && fits(i)) out.push_back(i);
+      }
+      std::sort(out.begin(), out.end(), [&](NodeIdx a, NodeIdx b) {
+        return state_.Order(a, need) < state_.Order(b, need);
+      });
+    } else {
+      if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
+      index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
+                  [&](NodeIdx i) {
+                    if (fits(i)) out.push_back(i);
+                    return true;
+                  });
+    }
     if (out.size() < count) return out;
     return topology_.Choose(out, count, job, order, shortfall);
   }
@@ -529,7 +557,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   // where one of its tightest fits is (Topology::Pack), keeping whole blocks free for gangs.
   const bool pack = topology_.levels() > 0 && count == 1;
   const size_t keep = pack ? Topology::kPackAmong : count;
-  if (++searches_ > tuning_.index_after_searches) {
+  if (++searches_ > tuning_.index_after_searches && !member) {
     if (!index_.built(slot)) index_.Build(slot, [&](NodeIdx i) { return InIndex(i); });
     index_.Scan(slot, pool, need.wants_gpu() ? need.milli : 0, need.cpus, need.memory,
                 [&](NodeIdx i) {
@@ -543,7 +571,7 @@ std::vector<NodeIdx> Pass::BestNodes(const JobRequest& job, const Need& need, si
   std::vector<FitOrder> best;
   best.reserve(keep + 1);
   for (NodeIdx i = 0; i < state_.size(); ++i) {
-    if (!InIndex(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
+    if (!candidate(i) || (pool >= 0 && state_.pool(i) != pool) || !fits(i)) continue;
     const FitOrder order = state_.Order(i, need);
     if (best.size() == keep) {
       if (!(order < best.front())) continue;
@@ -577,7 +605,8 @@ bool Pass::TryPlaceExclusive(const JobRequest& job, const Need& need, std::strin
           blocked = true;
           break;
         }
-        if (InIndex(m) && InScope(m, job, pool) && state_.Fits(m, need)) {
+        if ((InIndex(m) || (windows_.ActiveOn(m) && state_.schedulable(m) && !closed_[m])) &&
+            InScope(m, job, pool) && state_.Fits(m, need)) {
           fits.push_back(state_.Order(m, need));
         }
       }

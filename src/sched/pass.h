@@ -114,9 +114,12 @@ class Pass {
   };
 
   // What a job's shape has already shown in this pass (see Run()).
+  // Under reservations a job may use a reserved node only if its time limit ends in time, so a
+  // failure with limit L says the same of any longer limit and of none (and nothing of shorter).
   struct Memo {
-    bool any = false;                               // failed while no reservation was in force
-    std::vector<std::optional<DurationMs>> limits;  // failed under reservations, for these limits
+    bool any = false;        // failed while no reservation was in force: for every limit
+    bool unlimited = false;  // failed under reservations without a limit
+    std::optional<DurationMs> shortest;  // the shortest limit that failed under reservations
     bool Covers(const std::optional<DurationMs>& limit) const;
     void Add(bool reservations, const std::optional<DurationMs>& limit);
   };
@@ -158,7 +161,11 @@ class Pass {
   // its choice (sched/topology.h) in rank order, or none with *shortfall saying why.
   std::vector<NodeIdx> BestNodes(const JobRequest& job, const Need& need, size_t count,
                                  Shortfall* shortfall);
-  bool InIndex(NodeIdx i) const { return state_.schedulable(i) && !closed_[i]; }
+  // Nodes inside an operator's reservation window are left out: only its members' jobs may start
+  // there, and BestNodes finds those by a scan.
+  bool InIndex(NodeIdx i) const {
+    return state_.schedulable(i) && !closed_[i] && !windows_.ActiveOn(i);
+  }
   bool InScope(NodeIdx i, const JobRequest& job, int pool) const;
   // A node reserved for a starving job, which `job` may not use (reservation.cpp).
   bool Blocked(NodeIdx i, const JobRequest& job) const;
@@ -309,6 +316,9 @@ class Pass {
   };
   std::vector<Reservation> reservations_;
   std::vector<int> reserved_;  // node -> reservation, -1; empty until the first reservation
+  // Times Blocked() kept a job off a node: an attempt that never was failed whatever the job's
+  // time limit (its Memo needs no limit).
+  mutable uint64_t blocks_ = 0;
 
   // Why the last WhyNot() call's job waits, as numbers (waiting_reasons.cpp).
   mutable std::optional<Blocking> blocking_;

@@ -22,11 +22,17 @@ bool Pass::Starving(const JobRequest& job) const {
 }
 
 bool Pass::Blocked(NodeIdx i, const JobRequest& job) const {
-  if (windows_.Blocks(i, job)) return true;
+  if (windows_.Blocks(i, job)) {
+    ++blocks_;
+    return true;
+  }
   if (reserved_.empty() || reserved_[i] < 0) return false;
   const Reservation& r = reservations_[static_cast<size_t>(reserved_[i])];
   // A job sure to be gone before the reserved nodes free delays nobody.
-  return !(job.time_limit && r.until != kNever && snapshot_.now + *job.time_limit <= r.until);
+  const bool blocked =
+      !(job.time_limit && r.until != kNever && snapshot_.now + *job.time_limit <= r.until);
+  blocks_ += blocked ? 1 : 0;
+  return blocked;
 }
 
 TimeMs Pass::EndOf(const Occupant& o) const {

@@ -45,6 +45,10 @@ ReservedWindows::ReservedWindows(const Snapshot& snapshot, const NodeState& stat
       }
     }
     const bool active = view.start <= snapshot.now && snapshot.now < view.end;
+    if (active && window.team >= 0) {
+      team_in_force_.resize(teams_.size(), 0);
+      team_in_force_[static_cast<size_t>(window.team)] = 1;
+    }
     for (NodeIdx i : window.nodes) {
       OnNode& on = on_node_[i];
       if (active) {
@@ -59,6 +63,10 @@ ReservedWindows::ReservedWindows(const Snapshot& snapshot, const NodeState& stat
 
 const ReservedWindows::Member& ReservedWindows::MemberOf(const JobRequest& job) const {
   if (memo_.job == job.id) return memo_;
+  return Membership(job);
+}
+
+const ReservedWindows::Member& ReservedWindows::Membership(const JobRequest& job) const {
   memo_ = Member{};
   memo_.job = job.id;
   if (!job.reservation.empty()) {
@@ -85,6 +93,17 @@ const ReservedWindows::Member& ReservedWindows::MemberOf(const JobRequest& job) 
   return memo_;
 }
 
+bool ReservedWindows::MemberInForce(const JobRequest& job) const {
+  if (windows_.empty()) return false;
+  const Member& m = MemberOf(job);
+  if (m.window >= 0) {
+    const ReservedWindow& v = *windows_[static_cast<size_t>(m.window)].view;
+    return !m.denied && !v.maintenance && v.start <= snapshot_.now && snapshot_.now < v.end;
+  }
+  return m.team >= 0 && static_cast<size_t>(m.team) < team_in_force_.size() &&
+         team_in_force_[static_cast<size_t>(m.team)] != 0;
+}
+
 bool ReservedWindows::Admits(int window, const Member& m) const {
   const Window& w = windows_[static_cast<size_t>(window)];
   if (w.view->maintenance) return false;
@@ -93,7 +112,7 @@ bool ReservedWindows::Admits(int window, const Member& m) const {
 
 bool ReservedWindows::Blocks(NodeIdx i, const JobRequest& job) const {
   if (windows_.empty()) return false;
-  const Member& m = MemberOf(job);
+  const Member& m = memo_.job == job.id ? memo_ : Membership(job);
   const OnNode& on = on_node_[i];
   if (m.window >= 0 && (m.denied || on.active != m.window)) return true;
   if (on.active >= 0 && !Admits(on.active, m)) return true;

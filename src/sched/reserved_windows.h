@@ -31,6 +31,11 @@ class ReservedWindows {
   ReservedWindows(const Snapshot& snapshot, const NodeState& state, const Shares& shares);
 
   bool empty() const { return windows_.empty(); }
+  // Whether a window is in force on node i (then only its members' jobs may start there: the
+  // pass keeps such nodes out of its index, and searches for members without it).
+  bool ActiveOn(NodeIdx i) const { return !on_node_.empty() && on_node_[i].active >= 0; }
+  // Whether `job` is a member of some window in force (it may start on nodes ActiveOn).
+  bool MemberInForce(const JobRequest& job) const;
   // Whether `job` may not start on node i now.
   bool Blocks(NodeIdx i, const JobRequest& job) const;
   // Why a job that names a reservation cannot start anywhere now (its window has not begun, or its
@@ -59,6 +64,7 @@ class ReservedWindows {
     int team = -1;        // its user's team, when some window belongs to that team
   };
   const Member& MemberOf(const JobRequest& job) const;
+  const Member& Membership(const JobRequest& job) const;  // computes and keeps it
   bool Admits(int window, const Member& m) const;
   std::string Names(const std::vector<NodeIdx>& nodes) const;
 
@@ -67,7 +73,8 @@ class ReservedWindows {
   const Shares& shares_;
   std::vector<Window> windows_;
   std::vector<std::string> teams_;
-  std::vector<OnNode> on_node_;  // by node; empty when no window covers a node
+  std::vector<uint8_t> team_in_force_;  // by teams_: some window of the team is in force
+  std::vector<OnNode> on_node_;         // by node; empty when no window covers a node
   mutable Member memo_;
 };
 

@@ -232,8 +232,21 @@ std::string WaitingReasons::HeldBy(int level, int domain) const {
       return i != kNoNode && pass_.topology_.DomainOf(level, i) == domain;
     });
   };
+  // The running jobs' nodes, when the pass has found them (Pass::RunningNodes): no lookup by name.
+  const std::vector<NodeIdx>& nodes = pass_.running_nodes_;
+  size_t at = 0;
   for (const auto& r : pass_.snapshot_.running) {
-    if (!in_domain(r->placement)) continue;
+    bool here = false;
+    if (!nodes.empty()) {
+      for (size_t k = 0; k < r->placement.size(); ++k) {
+        const NodeIdx i = nodes[at + k];
+        here = here || (i != kNoNode && pass_.topology_.DomainOf(level, i) == domain);
+      }
+      at += r->placement.size();
+    } else {
+      here = in_domain(r->placement);
+    }
+    if (!here) continue;
     holders.emplace_back(r->time_limit ? r->started_at + *r->time_limit : kNever, r->id);
   }
   for (const PlaceDecision& d : pass_.placed_) {

@@ -128,7 +128,9 @@ function showLogin(message) {
 // ---- overview -------------------------------------------------------------------------------
 
 async function renderOverview() {
-  const [ov, teams] = await Promise.all([getJson('/v1/dashboard/overview'), getJson('/v1/teams')]);
+  const [ov, teams, resv] = await Promise.all([getJson('/v1/dashboard/overview'), getJson('/v1/teams'),
+    // A failure here (not a lost session) is said in its panel; the rest of the overview still draws.
+    getJson('/v1/reservations').catch((e) => { if (e instanceof HttpError && e.status === 401) throw e; return { error: e.message }; })]);
   const jobs = ov.jobs || {};
   const n = (k) => jobs[k] || 0;
   const card = (label, big, extra) => h('div', { class: 'card panel' }, h('div', { class: 'label' }, label), h('div', { class: 'big' }, big), extra || '');
@@ -169,7 +171,87 @@ async function renderOverview() {
     idle.length ? h('table', { id: 'idle-gpus' }, h('tr', {}, h('th', {}, 'job'), h('th', {}, 'user'), h('th', {}, 'GPUs'), h('th', {}, ''), h('th', {}, '')), idle)
       : h('p', { class: 'muted' }, 'None (or no node samples its GPUs).'),
     h('h2', {}, 'Recent failures'),
-    failures.length ? h('table', {}, failures) : h('p', { class: 'muted' }, 'None.'));
+    failures.length ? h('table', {}, failures) : h('p', { class: 'muted' }, 'None.'),
+    reservationsPanel(resv));
+}
+
+// ---- reservations ---------------------------------------------------------------------------
+
+const DAY_MS = 86400000;
+const RESV_SPAN_MS = 7 * DAY_MS;
+const RESV_PERIOD_MS = { daily: DAY_MS, weekly: 7 * DAY_MS };
+const WEEKDAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+
+// Who a reservation is for, as `berth reserve list` says it.
+function resvWho(r) {
+  if (r.maintenance) return 'maintenance';
+  if (r.team) return `team ${r.team}`;
+  return (r.users || []).length ? `users ${r.users.join(', ')}` : 'anyone naming it';
+}
+
+// Its windows that start before `to`: the one the server gives (the current or next), then, for a
+// daily or weekly repeat, one per period after it. The server alone reads a cron repeat: its one window.
+function resvWindows(r, to) {
+  if (!r.window) return [];
+  const first = Date.parse(r.window.start);
+  const out = [{ start: first, end: Date.parse(r.window.end), active: !!r.active }];
+  const period = RESV_PERIOD_MS[r.repeat];
+  if (period) {
+    for (let k = 1, s = first + period; s < to && k < 1000; k++, s += period) {
+      out.push({ start: s, end: s + r.duration_s * 1000, active: false });
+    }
+  }
+  return out.filter((w) => w.start < to);
+}
+
+function utcText(t) { return new Date(t).toISOString().slice(0, 16).replace('T', ' '); }
+
+// The next 7 days from the server's now as a time axis, a row per reservation with its windows as bars
+// (docs/dashboard.md "Reservations").
+function reservationsPanel(data) {
+  const ical = h('a', { id: 'resv-ical', href: '/v1/reservations.ics', title: 'the next 30 days as an iCalendar feed' }, 'Subscribe (iCal)');
+  const head = h('h2', {}, 'Reservations ', h('span', { class: 'small' }, ical));
+  if (data.error) return h('section', { id: 'reservations' }, head, h('p', { class: 'error' }, data.error));
+  const list = data.reservations || [];
+  const from = data.now ? Date.parse(data.now) : Date.now();
+  const to = from + RESV_SPAN_MS;
+  const x = (t) => (100 * (Math.min(Math.max(t, from), to) - from)) / RESV_SPAN_MS;
+  // A tick at each UTC midnight inside the span.
+  const ticks = [];
+  for (let t = Math.ceil(from / DAY_MS) * DAY_MS; t < to; t += DAY_MS) ticks.push(t);
+  const grid = () => ticks.map((t) => h('span', { class: 'resv-grid', style: `left:${x(t).toFixed(3)}%` }));
+  const axis = h('div', { class: 'resv-axis' }, h('div', { class: 'resv-label muted small' }, 'UTC'),
+    h('div', { class: 'resv-track' }, ...ticks.map((t) => {
+      const d = new Date(t);
+      return h('span', { class: 'resv-tick', style: `left:${x(t).toFixed(3)}%`, dataset: { t: new Date(t).toISOString() } },
+        `${WEEKDAYS[d.getUTCDay()]} ${d.toISOString().slice(5, 10)}`);
+    })));
+  const rows = list.map((r) => {
+    const where = r.all_nodes ? 'all nodes' : (r.gpus ? `${r.gpus} on ` : '') + (r.nodes || []).join(', ');
+    const windows = resvWindows(r, to).filter((w) => w.end > from);
+    const bars = windows.map((w) => {
+      const cls = ['resv-bar'];
+      if (r.maintenance) cls.push('maintenance');
+      if (w.active) cls.push('active');
+      const text = `${r.name} (${resvWho(r)}): ${utcText(w.start)} – ${utcText(w.end)} UTC on ${where}` + (w.active ? ' · now' : '');
+      return h('span', {
+        class: cls.join(' '), 'aria-label': text,
+        dataset: { start: new Date(w.start).toISOString(), end: new Date(w.end).toISOString() },
+        style: `left:${x(w.start).toFixed(3)}%;width:${(x(w.end) - x(w.start)).toFixed(3)}%`,
+        onmousemove: (ev) => showTip(ev, text), onmouseleave: hideTip,
+      });
+    });
+    const repeat = !r.repeat ? '' : RESV_PERIOD_MS[r.repeat] ? ` (${r.repeat})` : ` (repeats: ${r.repeat})`;
+    const none = windows.length ? '' : h('span', { class: 'resv-none muted small' },
+      r.window ? `next window ${utcText(Date.parse(r.window.start))} UTC` : 'no window left');
+    return h('div', { class: 'resv-row' + (r.maintenance ? ' maintenance' : ''), dataset: { name: r.name } },
+      h('div', { class: 'resv-label', title: `${r.name}: for ${resvWho(r)} on ${where}; by ${r.created_by}` },
+        h('b', {}, r.name), ' ', h('span', { class: 'muted small' }, resvWho(r) + repeat)),
+      h('div', { class: 'resv-track' }, ...grid(), ...bars, none));
+  });
+  return h('section', { id: 'reservations', dataset: { from: new Date(from).toISOString(), to: new Date(to).toISOString() } },
+    head,
+    rows.length ? h('div', { class: 'resv-timeline panel' }, axis, rows) : h('p', { class: 'muted' }, 'No reservations.'));
 }
 
 // ---- nodes ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ them, not all), and logs out and back in with a pasted token. A screenshot of ea
 build/dashboard-screenshots (or $BERTH_SCREENSHOTS).
 """
 
+import datetime
 import json
 import os
 import unittest
@@ -189,6 +190,59 @@ class DashboardBrowserTest(BerthTestCase):
             self.write(f"release-{j}", "")
             self.write(f"say-{j}", "")
         b.run("cancel", "--all")
+
+    def test_reservations_timeline_shows_the_next_week(self):
+        """The overview's Reservations panel: the next 7 days, a row per reservation, a bar per window (a
+        daily one's windows computed in the page), maintenance bars marked, and the iCal feed linked."""
+        b, br = self.b, self.browser
+        br.navigate(b.json("dashboard", "--json")["url"])
+        br.wait_for("(document.body.dataset.rendered || '').startsWith('overview:')", message="the overview")
+        self.assertIn("No reservations.", br.evaluate("document.getElementById('reservations').innerText"))
+
+        node = b.nodes()[0]["name"]
+        b.run("reserve", "create", "--name", "train", "--start", "now+1h", "--duration", "2h", "--nodes", node,
+              "--repeat", "daily", "--users", "root")
+        # Clear of train's windows (1h to 3h from now, each day) on the same node.
+        b.run("reserve", "create", "--name", "upgrade", "--start", "now+52h", "--duration", "4h", "--nodes", node,
+              "--maintenance")
+        b.run("reserve", "create", "--name", "demo", "--start", "now", "--duration", "30m", "--nodes", node)
+        # The overview's next refresh draws them.
+        br.wait_for("document.querySelectorAll('#reservations .resv-row').length === 3", message="the reservations")
+        drawn = br.evaluate("""(() => { const p = document.getElementById('reservations');
+            return {from: p.dataset.from, to: p.dataset.to, ical: document.querySelector('a#resv-ical').href,
+                    ticks: document.querySelectorAll('#reservations .resv-tick').length,
+                    rows: [...p.querySelectorAll('.resv-row')].map(r => ({name: r.dataset.name,
+                        label: r.querySelector('.resv-label').innerText,
+                        bars: [...r.querySelectorAll('.resv-bar')].map(e => ({start: e.dataset.start,
+                            end: e.dataset.end, cls: [...e.classList].sort()}))}))}; })()""")
+        rows = {r["name"]: r for r in drawn["rows"]}
+        self.assertEqual(sorted(rows), ["demo", "train", "upgrade"])
+        self.assertTrue(drawn["ical"].endswith("/v1/reservations.ics"), drawn["ical"])
+        self.assertEqual(drawn["ticks"], 7)  # a UTC midnight per day of the span
+
+        def ms(iso):
+            return int(datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+        day = 86400 * 1000
+        start, end = ms(drawn["from"]), ms(drawn["to"])
+        self.assertEqual(end - start, 7 * day)
+        # The daily one: a bar per day from its next window while it starts before the span's end — from
+        # now+1h, 7 of them (the 8th would start an hour after it).
+        first = ms(b.json("reserve", "show", "train", "--json")["window"]["start"])
+        expected = [first + k * day for k in range(8) if first + k * day < end]
+        self.assertEqual(len(expected), 7)
+        train = rows["train"]
+        self.assertEqual([ms(x["start"]) for x in train["bars"]], expected)
+        self.assertEqual([ms(x["end"]) - ms(x["start"]) for x in train["bars"]], [2 * 3600 * 1000] * 7)
+        self.assertEqual({tuple(x["cls"]) for x in train["bars"]}, {("resv-bar",)})
+        self.assertIn("users root", train["label"])
+        self.assertIn("daily", train["label"])
+        upgrade = rows["upgrade"]
+        self.assertEqual([x["cls"] for x in upgrade["bars"]], [["maintenance", "resv-bar"]])
+        self.assertIn("maintenance", upgrade["label"])
+        # The window in force now is highlighted, drawn from the span's start.
+        self.assertEqual([x["cls"] for x in rows["demo"]["bars"]], [["active", "resv-bar"]])
+        self.assertIn("anyone naming it", rows["demo"]["label"])
+        self.shot("overview-reservations")
 
 
 @unittest.skipUnless(find_chromium(), "no chromium on PATH: `scripts/install-deps.sh --for-tests` installs "

@@ -44,6 +44,12 @@ class ReservationsTest(BerthTestCase):
         start = time.time() + 30
         self.reserve("create", "--name", "demo", "--start", "now+30s", "--duration", "1m",
                      "--nodes", "n1", "--users", "root")
+        # `berth nodes` and `berth top` mark the node with the window ahead.
+        _, out, _ = self.b.run("nodes")
+        self.assertIn("RESERVED", out)
+        self.assertRegex(out, r"n1 +UP +demo from ")
+        _, out, _ = self.b.run("top", "--once")
+        self.assertIn("[demo at ", out)
         # n2 taken by a job without a time limit: the next such job may not start on n1 before the window.
         filler = self.submit("--", "sleep", "600")
         self.assertEqual(self.b.wait_status(filler, "RUNNING")["placement"][0]["node"], "n2")
@@ -64,6 +70,10 @@ class ReservationsTest(BerthTestCase):
         self.b.wait_status(member, "RUNNING", timeout=start - time.time() + 30)
         self.assertGreaterEqual(time.time(), start - 2)
         self.assertEqual(self.node_of(member), "n1")
+        _, out, _ = self.b.run("nodes")
+        self.assertRegex(out, r"n1 +UP +demo until ")
+        _, out, _ = self.b.run("top", "--once")
+        self.assertIn("[reserved demo]", out)
         listed = self.b.json("reserve", "list", "--json")["reservations"]
         self.assertEqual([(r["name"], r["active"]) for r in listed], [("demo", True)])
 

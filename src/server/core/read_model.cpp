@@ -42,12 +42,37 @@ std::map<std::string, std::map<int, std::vector<ReadModel::Holder>>> ReadModel::
   return out;
 }
 
+namespace {
+// `berth nodes` marks a node with a reservation starting within this.
+constexpr DurationMs kReservedAhead = 7LL * 24 * 3600 * 1000;
+}  // namespace
+
 std::vector<NodeStatus> ReadModel::Nodes() {
   HandlerLock lock(s_);
   std::vector<NodeStatus> out;
   out.reserve(s_.nodes.size());
+  // Each node's reservation: the window in force, else the soonest within a week.
+  const TimeMs now = s_.clock.Now();
+  std::map<std::string, NodeStatus::Reserved> reserved;
+  for (const auto& [name, r] : s_.reservations) {
+    std::optional<Window> w = WindowOf(r, now);
+    if (!w || w->start > now + kReservedAhead) continue;
+    NodeStatus::Reserved mark{r.name, w->start, w->end, w->start <= now, r.maintenance};
+    auto put = [&](const std::string& node) {
+      auto [it, fresh] = reserved.try_emplace(node, mark);
+      if (!fresh && (mark.active || (!it->second.active && mark.start < it->second.start))) {
+        it->second = mark;
+      }
+    };
+    if (r.all_nodes) {
+      for (const auto& [node, runtime] : s_.nodes) put(node);
+    } else {
+      for (const std::string& node : r.nodes) put(node);
+    }
+  }
   for (const auto& [name, node] : s_.nodes) {
     out.push_back(StatusOf(node));
+    if (auto it = reserved.find(name); it != reserved.end()) out.back().reserved = it->second;
   }
   return out;
 }
@@ -84,7 +109,8 @@ NodeStatus ReadModel::StatusOf(const NodeRuntime& node) {
                     .mig_error = node.mig_error,
                     .mig_changing = node.mig_changing,
                     .job_memory_default = node.job_memory_default,
-                    .health = node.health};
+                    .health = node.health,
+                    .maintenance_hold = node.maintenance};
 }
 
 std::optional<uint64_t> ReadModel::AddLogWaiter(int64_t job, int attempt,

@@ -43,6 +43,16 @@ struct NodeStatus {
   std::map<int, std::vector<std::string>> mig_changing;  // GPU -> the layout it is being given
   Mib job_memory_default = 0;  // RegisterRequest::job_memory_default_mib (0: none enforced)
   proto::NodeHealth health;    // what its agent's probes found last (docs/operators.md)
+  // The operator's reservation that holds it now, else the next within a week
+  // (docs/reservations.md); name "" when none.
+  struct Reserved {
+    std::string name;
+    TimeMs start = 0;
+    TimeMs end = 0;
+    bool active = false;
+    bool maintenance = false;
+  } reserved;
+  std::string maintenance_hold;  // a maintenance window it waits to pass health probes after
 };
 
 class ReadModel {

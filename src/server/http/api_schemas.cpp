@@ -212,7 +212,14 @@ json::value Node() {
            {"down_since", Nullable(Time())},
            {"drained_by_operator", Bool()},
            {"health", NodeHealth()},
-           {"topology", Map(Nullable(Str()))}},
+           {"topology", Map(Nullable(Str()))},
+           {"reservation", Obj({{"name", Str()},
+                                {"start", Time()},
+                                {"end", Time()},
+                                {"active", Bool()},
+                                {"maintenance", Bool()}},
+                               {"name", "start", "end", "active", "maintenance"})},
+           {"maintenance_hold", Str()}},
           {"name", "state", "pool", "labels", "capacity", "free", "devices", "health"}),
       "A node (docs/api.md \"Nodes\"): `berth nodes --json` prints a list of them.");
 }

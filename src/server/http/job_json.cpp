@@ -142,6 +142,14 @@ json::object NodeJson(const NodeStatus& node) {
                                               static_cast<double>(kMibPerGib))
                                 : json::value(nullptr);
   o["address"] = row.address;
+  if (!node.reserved.name.empty()) {
+    o["reservation"] = json::object{{"name", node.reserved.name},
+                                    {"start", TimeToJson(node.reserved.start)},
+                                    {"end", TimeToJson(node.reserved.end)},
+                                    {"active", node.reserved.active},
+                                    {"maintenance", node.reserved.maintenance}};
+  }
+  if (!node.maintenance_hold.empty()) o["maintenance_hold"] = node.maintenance_hold;
   json::object cap_gpus;
   json::object free_gpus;
   json::array devices;
