@@ -229,6 +229,29 @@ class HaTest(BerthTestCase):
         wait_until(lambda: received, 30, message="the new leader's delivery")
         self.assertEqual([e["id"] for e in received], [f"job-{job}.1.end"])
 
+    def test_a_reservation_holds_across_a_failover(self):
+        """A reservation made on one leader is the next leader's too: its window keeps other jobs off
+        its node, and deleting it there lets them run (docs/reservations.md)."""
+        b = self.b
+        first = wait_until(lambda: self.leader() is not None and self.leader() + 1, 30,
+                           message="a leader") - 1
+        b.run("reserve", "create", "--name", "hold", "--start", "now", "--duration", "1h", "--nodes", "node-0",
+              "--users", "root", env=self.env)
+        job = b.submit("--", "true", env=self.env)
+
+        def reason():
+            return b.show(job, env=self.env).get("reason") or ""
+        wait_until(lambda: "reserved by 'hold'" in reason(), 30, message="the reservation's reason")
+        self.servers[first].kill(signal.SIGKILL)
+        wait_until(lambda: self.leader() not in (None, first), 60, message="a new leader")
+        shown = b.json("reserve", "show", "hold", "--json", env=self.env)
+        self.assertTrue(shown["active"])
+        self.assertEqual(shown["nodes"], ["node-0"])
+        wait_until(lambda: "reserved by 'hold'" in reason(), 30, message="the new leader's reason")
+        self.assertEqual(b.status(job, env=self.env), "PENDING")
+        b.run("reserve", "delete", "hold", env=self.env)
+        b.wait_status(job, "SUCCEEDED", timeout=60, env=self.env)
+
     def test_an_upload_reaches_the_agent_after_a_failover(self):
         """A workdir uploaded to one leader is served by the next: blobs live in the database."""
         b = self.b
