@@ -232,12 +232,52 @@ void PlacementPasses(benchmark::State& state, const Snapshot& s) {
   Report(state, last);
 }
 
-void BM_EmptyClusterPlacements(benchmark::State& state) {
+// Reservations (issue 67), for the BM_Reserved_* twins: the plain benchmarks' clusters and queues
+// with 100 operators' reservations (docs/reservations.md) of 10 nodes each, spread over the cluster
+// (reservation r holds nodes 100r .. 100r+9): the even ones in force for user "ops" (whose jobs are
+// none of the queue's), the odd ones starting 30 min to 50 h from now. 1,000 of the 10,000 nodes
+// are reserved; the pass must keep the queue off the ones in force and let only jobs that end in
+// time onto the others.
+void AddReservations(Snapshot& s) {
+  constexpr int kReservations = 100;
+  constexpr int kReservedNodes = 10;
+  const int stride = static_cast<int>(s.nodes.size()) / kReservations;
+  for (int r = 0; r < kReservations; ++r) {
+    ReservedWindow w;
+    w.name = "resv-" + std::to_string(r);
+    w.start = r % 2 == 0 ? kNow - 3'600'000 : kNow + (r + 1) * 1'800'000LL;
+    w.end = w.start + 4 * 3'600'000LL;
+    w.users = {"ops"};
+    for (int k = 0; k < kReservedNodes; ++k) {
+      w.nodes.push_back(s.nodes[static_cast<size_t>(r * stride + k)].name);
+    }
+    s.reserved.push_back(std::move(w));
+  }
+}
+
+// Passes over `s` whose decisions are freed outside the timing.
+void FreedPasses(benchmark::State& state, const Snapshot& s) {
+  PassResult last;
+  for (auto _ : state) {
+    PassResult result = Schedule(s, Config{});
+    state.PauseTiming();
+    last = std::move(result);
+    state.ResumeTiming();
+  }
+  Report(state, last);
+}
+
+void EmptyClusterPlacements(benchmark::State& state, bool reserved) {
   Snapshot s;
   s.now = kNow;
   s.nodes = MakeNodes();
   s.pending = MakeQueue(kPending, 1);
+  if (reserved) AddReservations(s);
   PlacementPasses(state, s);
+}
+void BM_EmptyClusterPlacements(benchmark::State& state) { EmptyClusterPlacements(state, false); }
+void BM_Reserved_EmptyClusterPlacements(benchmark::State& state) {
+  EmptyClusterPlacements(state, true);
 }
 BENCHMARK(BM_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -299,17 +339,15 @@ void BM_OneJobAmongRunningCpuJobs(benchmark::State& state) {
 }
 BENCHMARK(BM_OneJobAmongRunningCpuJobs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_FullClusterNothingFits(benchmark::State& state) {
+void FullClusterNothingFits(benchmark::State& state, bool reserved) {
   Snapshot s = FullCluster(/*priority=*/10);  // above every pending job: nobody may preempt
   s.pending = MakeQueue(kPending, 2);
-  PassResult last;
-  for (auto _ : state) {
-    PassResult result = Schedule(s, Config{});
-    state.PauseTiming();
-    last = std::move(result);
-    state.ResumeTiming();
-  }
-  Report(state, last);
+  if (reserved) AddReservations(s);
+  FreedPasses(state, s);
+}
+void BM_FullClusterNothingFits(benchmark::State& state) { FullClusterNothingFits(state, false); }
+void BM_Reserved_FullClusterNothingFits(benchmark::State& state) {
+  FullClusterNothingFits(state, true);
 }
 BENCHMARK(BM_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -318,19 +356,13 @@ BENCHMARK(BM_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime
 void BM_FullClusterMassPreemption(benchmark::State& state) {
   Snapshot s = FullCluster(/*priority=*/0);
   s.pending = MakeQueue(kPending, 2);
-  PassResult last;
-  for (auto _ : state) {
-    PassResult result = Schedule(s, Config{});
-    state.PauseTiming();
-    last = std::move(result);
-    state.ResumeTiming();
-  }
-  Report(state, last);
+  FreedPasses(state, s);
 }
 BENCHMARK(BM_FullClusterMassPreemption)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_OneJobIntoBusyCluster(benchmark::State& state) {
+void OneJobIntoBusyCluster(benchmark::State& state, bool reserved) {
   Snapshot s = BusyCluster();
+  if (reserved) AddReservations(s);
   JobRequest job;
   job.id = 5'000'000;
   job.priority = 1;
@@ -338,6 +370,10 @@ void BM_OneJobIntoBusyCluster(benchmark::State& state) {
   job.per_node = PerNode("H100", 2);
   s.pending = {job};
   OneJobPasses(state, s);
+}
+void BM_OneJobIntoBusyCluster(benchmark::State& state) { OneJobIntoBusyCluster(state, false); }
+void BM_Reserved_OneJobIntoBusyCluster(benchmark::State& state) {
+  OneJobIntoBusyCluster(state, true);
 }
 BENCHMARK(BM_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -516,8 +552,9 @@ Snapshot TopologyCluster(bool busy) {
   return s;
 }
 
-void TopologyPasses(benchmark::State& state, bool levels, bool busy) {
-  const Snapshot s = TopologyCluster(busy);
+void TopologyPasses(benchmark::State& state, bool levels, bool busy, bool reserved = false) {
+  Snapshot s = TopologyCluster(busy);
+  if (reserved) AddReservations(s);
   Config config;
   config.preemption = false;
   if (levels) config.topology_levels = {"block", "rack", "switch"};
@@ -536,6 +573,9 @@ BENCHMARK(BM_PlainGangs_Empty)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TopologyGangs_Empty)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PlainGangs_Busy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TopologyGangs_Busy)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_Reserved_TopologyGangs_Busy(benchmark::State& state) {
+  TopologyPasses(state, true, true, /*reserved=*/true);
+}
 
 // ---- Fair share (issue 12) ----
 //
@@ -783,81 +823,10 @@ void BM_FairShare_OneJobIntoBusyCluster(benchmark::State& state) {
 }
 BENCHMARK(BM_FairShare_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// ---- Reservations (issue 67) ----
-//
-// The plain benchmarks' clusters and queues with 100 operators' reservations (docs/reservations.md)
-// of 10 nodes each, spread over the cluster (reservation r holds nodes 100r .. 100r+9): the even
-// ones in force for user "ops" (whose jobs are none of the queue's), the odd ones starting 30 min
-// to 50 h from now. 1,000 of the 10,000 nodes are reserved; the pass must keep the queue off the
-// ones in force and let only jobs that end in time onto the others.
-void AddReservations(Snapshot& s) {
-  constexpr int kReservations = 100;
-  constexpr int kReservedNodes = 10;
-  const int stride = static_cast<int>(s.nodes.size()) / kReservations;
-  for (int r = 0; r < kReservations; ++r) {
-    ReservedWindow w;
-    w.name = "resv-" + std::to_string(r);
-    w.start = r % 2 == 0 ? kNow - 3'600'000 : kNow + (r + 1) * 1'800'000LL;
-    w.end = w.start + 4 * 3'600'000LL;
-    w.users = {"ops"};
-    for (int k = 0; k < kReservedNodes; ++k) {
-      w.nodes.push_back(s.nodes[static_cast<size_t>(r * stride + k)].name);
-    }
-    s.reserved.push_back(std::move(w));
-  }
-}
-
-void BM_Reserved_EmptyClusterPlacements(benchmark::State& state) {
-  Snapshot s;
-  s.now = kNow;
-  s.nodes = MakeNodes();
-  s.pending = MakeQueue(kPending, 1);
-  AddReservations(s);
-  PlacementPasses(state, s);
-}
+// The reservations' twins (AddReservations), after the benchmarks they are measured against.
 BENCHMARK(BM_Reserved_EmptyClusterPlacements)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-void BM_Reserved_FullClusterNothingFits(benchmark::State& state) {
-  Snapshot s = FullCluster(/*priority=*/10);
-  s.pending = MakeQueue(kPending, 2);
-  AddReservations(s);
-  PassResult last;
-  for (auto _ : state) {
-    PassResult result = Schedule(s, Config{});
-    state.PauseTiming();
-    last = std::move(result);
-    state.ResumeTiming();
-  }
-  Report(state, last);
-}
 BENCHMARK(BM_Reserved_FullClusterNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-void BM_Reserved_OneJobIntoBusyCluster(benchmark::State& state) {
-  Snapshot s = BusyCluster();
-  AddReservations(s);
-  JobRequest job;
-  job.id = 5'000'000;
-  job.priority = 1;
-  job.submitted_at = kNow;
-  job.per_node = PerNode("H100", 2);
-  s.pending = {job};
-  OneJobPasses(state, s);
-}
 BENCHMARK(BM_Reserved_OneJobIntoBusyCluster)->Unit(benchmark::kMicrosecond)->UseRealTime();
-
-void BM_Reserved_TopologyGangs_Busy(benchmark::State& state) {
-  Snapshot s = TopologyCluster(/*busy=*/true);
-  AddReservations(s);
-  Config config;
-  config.preemption = false;
-  config.topology_levels = {"block", "rack", "switch"};
-  PassResult last;
-  for (auto _ : state) {
-    last = Schedule(s, config);
-    benchmark::DoNotOptimize(last);
-  }
-  Report(state, last);
-}
 BENCHMARK(BM_Reserved_TopologyGangs_Busy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The display reporter the command line asks for, which also keeps every run's real time and, at

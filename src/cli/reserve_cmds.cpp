@@ -102,10 +102,10 @@ void PrintOne(const json::object& r) {
   fmt::print("created:     {} by {}\n", Text(r, "created_at"), Text(r, "created_by"));
 }
 
-int Create(const GlobalFlags& g, const ReserveFlags& f) {
-  auto res = CallServer(g, "POST", "/v1/reservations", SerializeJson(Body(f, true)));
+// One reservation the server answered with, as JSON or in words.
+int PrintAnswer(const Result<json::value>& res, bool as_json) {
   if (!res.ok()) return Fail(res.status());
-  if (f.as_json) {
+  if (as_json) {
     fmt::print("{}\n", SerializeJson(*res));
     return 0;
   }
@@ -113,15 +113,15 @@ int Create(const GlobalFlags& g, const ReserveFlags& f) {
   return 0;
 }
 
+int Create(const GlobalFlags& g, const ReserveFlags& f) {
+  return PrintAnswer(CallServer(g, "POST", "/v1/reservations", SerializeJson(Body(f, true))),
+                     f.as_json);
+}
+
 int Update(const GlobalFlags& g, const ReserveFlags& f) {
-  auto res = CallServer(g, "PATCH", "/v1/reservations/" + f.name, SerializeJson(Body(f, false)));
-  if (!res.ok()) return Fail(res.status());
-  if (f.as_json) {
-    fmt::print("{}\n", SerializeJson(*res));
-    return 0;
-  }
-  PrintOne(res->as_object());
-  return 0;
+  return PrintAnswer(
+      CallServer(g, "PATCH", "/v1/reservations/" + f.name, SerializeJson(Body(f, false))),
+      f.as_json);
 }
 
 int List(const GlobalFlags& g, bool as_json) {
@@ -147,14 +147,7 @@ int List(const GlobalFlags& g, bool as_json) {
 }
 
 int Show(const GlobalFlags& g, const std::string& name, bool as_json) {
-  auto res = CallServer(g, "GET", "/v1/reservations/" + name);
-  if (!res.ok()) return Fail(res.status());
-  if (as_json) {
-    fmt::print("{}\n", SerializeJson(*res));
-    return 0;
-  }
-  PrintOne(res->as_object());
-  return 0;
+  return PrintAnswer(CallServer(g, "GET", "/v1/reservations/" + name), as_json);
 }
 
 int Delete(const GlobalFlags& g, const std::string& name) {
