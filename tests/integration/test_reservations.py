@@ -10,8 +10,14 @@
 - A maintenance window: n1 takes no jobs inside it, and takes them again when it ends.
 """
 import time
+from datetime import datetime
 
 from harness import BerthTestCase, http
+
+
+def ts(text):
+    """RFC 3339 with milliseconds and Z -> seconds since the epoch."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 class ReservationsTest(BerthTestCase):
@@ -185,12 +191,14 @@ class ReservationsTest(BerthTestCase):
     def test_an_unused_window_releases_itself(self):
         self.cluster()
         self.nodes()
+        made = time.time()
         self.reserve("create", "--name", "idle", "--start", "now", "--duration", "1h", "--nodes", "n1,n2",
                      "--users", "root", "--release-unused", "4s")
-        # Nobody runs in it: a job of no reservation waits, then starts once the window lets go.
+        # Nobody runs in it: a job of no reservation waits, then starts once the window lets go (not
+        # before: its start is at least the release time after the reservation was made).
         job = self.submit("--", "sleep", "600")
-        self.b.wait_until(lambda: "reserved by 'idle'" in self.reason(job), 20, message="the reason")
-        self.b.wait_status(job, "RUNNING", timeout=40)
+        started = self.b.wait_status(job, "RUNNING", timeout=40)["started_at"]
+        self.assertGreaterEqual(ts(started), made + 3.5)
         shown = self.b.json("reserve", "show", "idle", "--json")
         self.assertFalse(shown["active"])
         self.assertIsNone(shown["window"])

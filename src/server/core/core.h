@@ -85,7 +85,7 @@ class Core {
   AgentSessions agents_{state_, books_, lifecycle_};
   ReadModel reads_{state_, lifecycle_};
   Notices notices_{state_};
-  Reservations reservations_{state_, lifecycle_};
+  Reservations reservations_{state_, books_, lifecycle_};
 };
 
 }  // namespace berth

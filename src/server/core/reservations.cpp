@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/log.h"
 #include "common/quantity.h"
@@ -158,17 +159,34 @@ void Reservations::Tick() {
   if (!st.ok()) LogWarn("reservations: not recorded: {}", st.message());
 }
 
+std::vector<int64_t> Reservations::JobsOn(const Reservation& r) {
+  std::set<int64_t> out;
+  auto look = [&](const std::string& node) {
+    // The node's index may name jobs since moved or gone (node_jobs.h): each is checked.
+    for (int64_t id : books_.JobsOn(node)) {
+      auto it = s_.jobs.find(id);
+      if (it == s_.jobs.end() || !it->second.spec || it->second.terminating) continue;
+      const JobRow& row = it->second.row;
+      if (!IsActive(row.status) || row.status == JobStatus::kPending) continue;
+      if (std::any_of(row.placement.begin(), row.placement.end(),
+                      [&](const NodeGrant& g) { return g.node == node; })) {
+        out.insert(id);
+      }
+    }
+  };
+  if (r.all_nodes) {
+    for (const auto& [name, node] : s_.nodes) look(name);
+  } else {
+    for (const std::string& node : r.nodes) look(node);
+  }
+  return {out.begin(), out.end()};
+}
+
 void Reservations::Evict(Txn& txn, const Reservation& r, TimeMs now) {
   std::vector<int64_t> out;
-  for (const auto& [id, held] : s_.held_index) {
-    const bool here = std::any_of(held.view->placement.begin(), held.view->placement.end(),
-                                  [&](const NodeGrant& g) { return Covers(r, g.node); });
-    if (!here) continue;
-    auto it = s_.jobs.find(id);
-    if (it == s_.jobs.end() || !it->second.spec || it->second.terminating) continue;
-    ActiveJob& job = it->second;
-    if (Member(r, *job.spec, job.row.user, s_.shares.TeamOf(job.row.user))) continue;
-    out.push_back(id);
+  for (int64_t id : JobsOn(r)) {
+    const ActiveJob& job = s_.jobs.at(id);
+    if (!Member(r, *job.spec, job.row.user, s_.shares.TeamOf(job.row.user))) out.push_back(id);
   }
   for (int64_t id : out) {
     ActiveJob& job = s_.jobs.at(id);
@@ -187,13 +205,9 @@ void Reservations::ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, Ti
   TimeMs& used = last_used_[r.name];
   // From the window's start (or this server's, when it started inside the window).
   if (used < w.start) used = std::max(w.start, first_tick_);
-  for (const auto& [id, held] : s_.held_index) {
-    auto it = s_.jobs.find(id);
-    if (it == s_.jobs.end() || !it->second.spec) continue;
-    const bool here = std::any_of(held.view->placement.begin(), held.view->placement.end(),
-                                  [&](const NodeGrant& g) { return Covers(r, g.node); });
-    if (here &&
-        Member(r, *it->second.spec, it->second.row.user, s_.shares.TeamOf(it->second.row.user))) {
+  for (int64_t id : JobsOn(r)) {
+    const ActiveJob& job = s_.jobs.at(id);
+    if (Member(r, *job.spec, job.row.user, s_.shares.TeamOf(job.row.user))) {
       used = now;
       return;
     }
@@ -213,8 +227,9 @@ void Reservations::ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, Ti
 
 void Reservations::HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now) {
   // The window that held at the last tick, if it has ended since.
+  // (The window that held at `last` or came next: it ended since if its end is past.)
   std::optional<Window> w = WindowOf(r, last);
-  if (!w || w->start > last || w->end > now) return;
+  if (!w || w->end <= last || w->end > now) return;
   for (auto& [name, runtime] : s_.nodes) {
     if (!Covers(r, name)) continue;
     NodeRuntime& node = s_.nodes.Edit(txn, runtime);

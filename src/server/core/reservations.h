@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "server/core/core_state.h"
+#include "server/core/job_books.h"
 #include "server/core/lifecycle.h"
 
 namespace berth {
@@ -41,7 +42,8 @@ struct ReservationAsk {
 
 class Reservations {
  public:
-  Reservations(CoreState& state, Lifecycle& life) : s_(state), life_(life) {}
+  Reservations(CoreState& state, JobBooks& books, Lifecycle& life)
+      : s_(state), books_(books), life_(life) {}
 
   // InvalidArgument (a bad time, an overlap naming the other, nodes unknown or too few), Conflict
   // (the name is taken), Unavailable (not recorded).
@@ -78,11 +80,14 @@ class Reservations {
   void ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, TimeMs now) REQUIRES(core_lock);
   void HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now)
       REQUIRES(core_lock);
+  // The jobs holding resources on `r`'s nodes now, each once, by id.
+  std::vector<int64_t> JobsOn(const Reservation& r) REQUIRES(core_lock);
   // Whether a job of `spec`, of `user` (of `team`), is a member of `r`.
   static bool Member(const Reservation& r, const JobSpec& spec, const std::string& user,
                      const std::string& team);
 
   CoreState& s_;
+  JobBooks& books_;
   Lifecycle& life_;
   // Tick's memory: when it last ran, and when each reservation's nodes last ran one of its jobs.
   TimeMs first_tick_ GUARDED_BY(core_lock) = 0;
