@@ -160,24 +160,23 @@ void Reservations::Tick() {
 }
 
 std::vector<int64_t> Reservations::JobsOn(const Reservation& r) {
+  std::vector<std::string> nodes = r.nodes;
+  if (r.all_nodes) {
+    nodes.clear();
+    for (const auto& [name, node] : s_.nodes) nodes.push_back(name);
+  }
   std::set<int64_t> out;
-  auto look = [&](const std::string& node) {
+  for (const std::string& node : nodes) {
     // The node's index may name jobs since moved or gone (node_jobs.h): each is checked.
     for (int64_t id : books_.JobsOn(node)) {
       auto it = s_.jobs.find(id);
       if (it == s_.jobs.end() || !it->second.spec || it->second.terminating) continue;
       const JobRow& row = it->second.row;
       if (!IsActive(row.status) || row.status == JobStatus::kPending) continue;
-      if (std::any_of(row.placement.begin(), row.placement.end(),
-                      [&](const NodeGrant& g) { return g.node == node; })) {
-        out.insert(id);
+      for (const NodeGrant& g : row.placement) {
+        if (g.node == node) out.insert(id);
       }
     }
-  };
-  if (r.all_nodes) {
-    for (const auto& [name, node] : s_.nodes) look(name);
-  } else {
-    for (const std::string& node : r.nodes) look(node);
   }
   return {out.begin(), out.end()};
 }

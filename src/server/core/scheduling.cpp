@@ -100,19 +100,16 @@ Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
 }
 
 void Scheduling::AddReservedWindows(sched::Snapshot& snap) {
-  s_.next_window_change = 0;
-  auto note = [&](TimeMs at) {
-    if (at > snap.now && (s_.next_window_change == 0 || at < s_.next_window_change)) {
-      s_.next_window_change = at;
-    }
-  };
+  TimeMs next = 0;  // the soonest start or end after now
   for (const auto& [name, r] : s_.reservations) {
     std::optional<Window> w = WindowOf(r, snap.now);
     if (!w) continue;
     snap.reserved.push_back(ViewOf(r, *w));
-    note(w->start);
-    note(w->end);
+    for (TimeMs at : {w->start, w->end}) {
+      if (at > snap.now && (next == 0 || at < next)) next = at;
+    }
   }
+  s_.next_window_change = next;
 }
 
 void Scheduling::ExpandPending(PassInput& in) {
