@@ -206,3 +206,22 @@ class ReservationsTest(BerthTestCase):
         audit = self.b.json("admin", "audit", "--json")
         rows = audit["audit"] if isinstance(audit, dict) else audit
         self.assertIn("reserve release", [a["action"] for a in rows])
+
+    def test_a_teams_reservation_takes_its_users_jobs_without_naming_it(self):
+        self.cluster()
+        self.nodes()
+        self.b.run("drain", "n2")
+        self.b.run("admin", "user", "set", "root", "--team", "ml")
+        self.reserve("create", "--name", "lab", "--start", "now", "--duration", "1h", "--nodes", "n1",
+                     "--team", "ml")
+        # root is in team ml: its job runs on the team's node without --reservation.
+        member = self.submit("--", "sleep", "600")
+        self.assertEqual(self.b.wait_status(member, "RUNNING", timeout=30)["placement"][0]["node"], "n1")
+        self.b.run("cancel", str(member))
+        self.b.wait_status(member, "CANCELLED", timeout=30)
+        # Out of the team, the same job waits, told whose the node is and until when.
+        self.b.run("admin", "user", "set", "root", "--team", "vision")
+        other = self.submit("--", "sleep", "600")
+        self.b.wait_until(lambda: "reserved by 'lab' (for team ml) until" in self.reason(other), 30,
+                          message="the team reservation's reason")
+        self.assertEqual(self.b.status(other), "PENDING")
