@@ -150,18 +150,20 @@ class Client:
                name: Optional[str] = None, gpus: Optional[str] = None,
                cpus: Optional[Union[float, str]] = None, memory: Optional[Union[float, str]] = None,
                envs: Optional[Mapping[str, Any]] = None, priority: Optional[int] = None,
-               workdir: Optional[str] = None, notify: Any = None) -> Union[Job, Group]:
+               workdir: Optional[str] = None, notify: Any = None,
+               reservation: Optional[str] = None) -> Union[Job, Group]:
         """Submits a task (a task file's path, YAML text, a dict, or a command; berth.taskfile)
         as ``berth exec -d`` does. Returns the Job, or with ``num_jobs`` the Group of its
         ``num_jobs`` jobs (ranks 0..N-1, each with BERTH_JOB_RANK). ``after`` (jobs, groups, ids or
         texts like ``any:10``) and ``max_running`` (with ``num_jobs``) are ``--after`` and
         ``--max-running``. The submission carries an Idempotency-Key (a fresh one unless given) and
         is sent again with it when its answer was lost: it never submits twice. ``notify``
-        ("end,fail" or a list) is ``--notify`` (docs/notifications.md)."""
+        ("end,fail" or a list) is ``--notify`` (docs/notifications.md); ``reservation`` is
+        ``--reservation`` (docs/reservations.md)."""
         _check_submission(num_jobs, max_running, idempotency_key)
         prepared = prepare_task(task, name=name, gpus=gpus, cpus=cpus, memory=memory, envs=envs,
                                 priority=priority, workdir=workdir, after=after,
-                                max_running=max_running, notify=notify)
+                                max_running=max_running, notify=notify, reservation=reservation)
         return self._submit(prepared, num_jobs, idempotency_key)
 
     def sweep(self, param_grid: Any, template: Any, *, max_running: Optional[int] = None,
@@ -453,6 +455,14 @@ class Client:
                              f"got {max_running!r}")
         return GroupInfo.from_json(self._call("POST", f"/v1/groups/{_group_id(group)}",
                                               {"max_running": max_running}, retry=Retry.ONCE))
+
+    # --- reservations (docs/reservations.md) ---
+
+    def reservations(self) -> List[Dict[str, Any]]:
+        """Every reservation, each with its ``window`` (``start``, ``end``; None when none is left)
+        and whether it is ``active``, as ``berth reserve list --json``."""
+        answer = self._call("GET", "/v1/reservations", retry=Retry.SAFE)
+        return list(answer.get("reservations") or [])
 
     # --- notifications (docs/notifications.md) ---
 

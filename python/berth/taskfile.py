@@ -200,7 +200,7 @@ def prepare_task(task: Any, *, cwd: Optional[str] = None, name: Optional[str] = 
                  envs: Optional[Mapping[str, Any]] = None, priority: Optional[int] = None,
                  workdir: Optional[str] = None, after: Any = None,
                  max_running: Optional[int] = None, run_prefix: str = "",
-                 notify: Any = None) -> PreparedTask:
+                 notify: Any = None, reservation: Optional[str] = None) -> PreparedTask:
     """The task file text for a submission (see the module's docstring). ValueError/TypeError for
     what the CLI (or the server) would refuse, before anything is sent."""
     doc, default_name = _load(task)
@@ -219,6 +219,10 @@ def prepare_task(task: Any, *, cwd: Optional[str] = None, name: Optional[str] = 
         doc.set("max_running", max_running)
     if notify is not None:
         doc.set("notify", notify_text(notify))
+    if reservation is not None:
+        if not isinstance(reservation, str) or not reservation:
+            raise TypeError(f"reservation: expected a reservation's name, got {reservation!r}")
+        doc.set("reservation", reservation)
     if run_prefix:
         run = doc.get("run")
         if not isinstance(run, str) or not run.strip():

@@ -9,10 +9,16 @@
   create; deleting a reservation leaves its running job running.
 - A maintenance window: n1 takes no jobs inside it, and takes them again when it ends.
 """
+import os
+import sys
 import time
 from datetime import datetime
 
 from harness import BerthTestCase, http
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "python"))
+import berth  # noqa: E402
 
 
 def ts(text):
@@ -225,3 +231,16 @@ class ReservationsTest(BerthTestCase):
         self.b.wait_until(lambda: "reserved by 'lab' (for team ml) until" in self.reason(other), 30,
                           message="the team reservation's reason")
         self.assertEqual(self.b.status(other), "PENDING")
+
+    def test_the_python_client_lists_reservations_and_submits_into_one(self):
+        self.cluster()
+        self.nodes()
+        self.reserve("create", "--name", "py", "--start", "now", "--duration", "1h", "--nodes", "n2",
+                     "--users", "root")
+        client = berth.Client(server=self.server.url)
+        listed = client.reservations()
+        self.assertEqual([(r["name"], r["active"], r["nodes"]) for r in listed], [("py", True, ["n2"])])
+        job = client.submit("sleep 600", gpus="V100:1", reservation="py")
+        self.assertEqual(self.b.wait_status(job.id, "RUNNING", timeout=30)["placement"][0]["node"], "n2")
+        with self.assertRaises(TypeError):
+            client.submit("true", reservation="")
