@@ -605,8 +605,8 @@ bool Pass::TryPlaceExclusive(const JobRequest& job, const Need& need, std::strin
           blocked = true;
           break;
         }
-        if ((InIndex(m) || (windows_.ActiveOn(m) && state_.schedulable(m) && !closed_[m])) &&
-            InScope(m, job, pool) && state_.Fits(m, need)) {
+        // (Nodes in a window in force too, which the index leaves out: Blocked said it may.)
+        if (state_.schedulable(m) && !closed_[m] && InScope(m, job, pool) && state_.Fits(m, need)) {
           fits.push_back(state_.Order(m, need));
         }
       }

@@ -6,9 +6,8 @@
 //   - N inside a window (start <= now < end): only its members' jobs start there, none in a
 //     maintenance window. Members: jobs that name it (`--reservation`) and whose user it lists (or
 //     it lists none), and any job of its team's users.
-//   - N with a window ahead (the next to start on it): J starts there only if its time_limit ends
-//   by
-//     that start (backfill); a job without a time limit does not.
+//   - N with a window ahead (the next to start on it): J starts there only if its time_limit
+//     ends by that start (backfill); a job without a time limit does not.
 //   - A job naming a reservation runs only on that reservation's nodes, inside its window; before
 //     the window it waits (NotInForce says until when).
 //

@@ -29,16 +29,24 @@ Result<std::vector<std::string>> StringsFrom(const json::object& o, const char* 
 
 }  // namespace
 
-std::optional<Window> WindowOf(const Reservation& r, TimeMs now) {
-  std::optional<Recurrence> rule = ParseRecurrence(r.repeat, nullptr);
-  if (!rule) return std::nullopt;
-  std::optional<Window> w = CurrentOrNextWindow(*rule, r.start, r.duration, now);
+namespace {
+
+// WindowOf with `r`'s repeat rule parsed (by the caller, once for many calls).
+std::optional<Window> WindowBy(const Reservation& r, const Recurrence& rule, TimeMs now) {
+  std::optional<Window> w = CurrentOrNextWindow(rule, r.start, r.duration, now);
   if (w && w->start == r.released_start) {
     // Released early: the next occurrence (none for a one-off).
-    w = CurrentOrNextWindow(*rule, r.start, r.duration, std::max(now, w->end));
+    w = CurrentOrNextWindow(rule, r.start, r.duration, std::max(now, w->end));
     if (w && w->start == r.released_start) return std::nullopt;
   }
   return w;
+}
+
+}  // namespace
+
+std::optional<Window> WindowOf(const Reservation& r, TimeMs now) {
+  std::optional<Recurrence> rule = ParseRecurrence(r.repeat, nullptr);
+  return rule ? WindowBy(r, *rule, now) : std::nullopt;
 }
 
 sched::ReservedWindow ViewOf(const Reservation& r, const Window& w) {
@@ -61,16 +69,19 @@ std::optional<TimeMs> FirstOverlap(const Reservation& a, const Reservation& b, T
                      std::any_of(a.nodes.begin(), a.nodes.end(),
                                  [&](const std::string& n) { return Covers(b, n); });
   if (!share) return std::nullopt;
-  std::optional<Window> x = WindowOf(a, now);
-  std::optional<Window> y = WindowOf(b, now);
+  std::optional<Recurrence> rule_a = ParseRecurrence(a.repeat, nullptr);
+  std::optional<Recurrence> rule_b = ParseRecurrence(b.repeat, nullptr);
+  if (!rule_a || !rule_b) return std::nullopt;
+  std::optional<Window> x = WindowBy(a, *rule_a, now);
+  std::optional<Window> y = WindowBy(b, *rule_b, now);
   for (int steps = 0; x && y && steps < 20000; ++steps) {
     if (x->start >= now + kOverlapHorizon && y->start >= now + kOverlapHorizon) break;
     if (x->start < y->end && y->start < x->end) return std::max(x->start, y->start);
     // Advance whichever ends first.
     if (x->end <= y->end) {
-      x = WindowOf(a, x->end);
+      x = WindowBy(a, *rule_a, x->end);
     } else {
-      y = WindowOf(b, y->end);
+      y = WindowBy(b, *rule_b, y->end);
     }
   }
   return std::nullopt;

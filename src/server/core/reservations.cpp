@@ -82,6 +82,7 @@ Status Reservations::Delete(const std::string& name, const std::string& by, bool
       AuditRow{.at = s_.clock.Now(), .by = by, .action = "reserve delete", .target = name});
   BERTH_RETURN_IF_ERROR(s_.Execute(txn));
   s_.reservations.erase(name);
+  last_used_.erase(name);
   s_.RequestPassLocked();
   return Status::Ok();
 }
@@ -146,17 +147,38 @@ void Reservations::Tick() {
   if (s_.reservations.empty()) return;
   Txn txn;
   txn.by = "berth";
-  for (auto& [name, r] : s_.reservations) {
+  std::vector<Reservation> released;  // applied once committed
+  for (const auto& [name, r] : s_.reservations) {
     if (r.maintenance && last < now) HoldAfterMaintenance(txn, r, last, now);
     std::optional<Window> w = WindowOf(r, now);
     if (!w || w->start > now) continue;
     // Evicts once, as the window starts (and on the first tick after a restart inside it).
     if ((r.evict || r.maintenance) && (last < w->start || last == now)) Evict(txn, r, now);
-    if (r.release_unused > 0) ReleaseIfUnused(txn, r, *w, now);
+    if (r.release_unused > 0 && Unused(r, *w, now)) {
+      released.push_back(r);
+      released.back().released_start = w->start;
+      txn.batch.reservations.push_back(RowOf(released.back()));
+      txn.batch.audit.push_back(
+          AuditRow{.at = now,
+                   .by = "berth",
+                   .action = "reserve release",
+                   .target = r.name,
+                   .detail = "unused for " + FormatDuration(r.release_unused)});
+      txn.out.kick = true;
+    }
   }
   if (txn.batch.empty() && !txn.out.kick) return;
   Status st = s_.Execute(txn);
-  if (!st.ok()) LogWarn("reservations: not recorded: {}", st.message());
+  if (!st.ok()) {
+    LogWarn("reservations: not recorded: {}", st.message());
+    return;
+  }
+  for (Reservation& r : released) {
+    LogInfo("reservation '{}' released: its nodes ran none of its jobs for {}", r.name,
+            FormatDuration(r.release_unused));
+    last_used_.erase(r.name);
+    s_.reservations[r.name] = std::move(r);
+  }
 }
 
 std::vector<int64_t> Reservations::JobsOn(const Reservation& r) {
@@ -200,7 +222,7 @@ void Reservations::Evict(Txn& txn, const Reservation& r, TimeMs now) {
   }
 }
 
-void Reservations::ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, TimeMs now) {
+bool Reservations::Unused(const Reservation& r, const Window& w, TimeMs now) {
   TimeMs& used = last_used_[r.name];
   // From the window's start (or this server's, when it started inside the window).
   if (used < w.start) used = std::max(w.start, first_tick_);
@@ -208,20 +230,10 @@ void Reservations::ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, Ti
     const ActiveJob& job = s_.jobs.at(id);
     if (Member(r, *job.spec, job.row.user, s_.shares.TeamOf(job.row.user))) {
       used = now;
-      return;
+      return false;
     }
   }
-  if (now - used < r.release_unused) return;
-  LogInfo("reservation '{}' released: its nodes ran none of its jobs for {}", r.name,
-          FormatDuration(r.release_unused));
-  r.released_start = w.start;
-  txn.batch.reservations.push_back(RowOf(r));
-  txn.batch.audit.push_back(AuditRow{.at = now,
-                                     .by = "berth",
-                                     .action = "reserve release",
-                                     .target = r.name,
-                                     .detail = "unused for " + FormatDuration(r.release_unused)});
-  txn.out.kick = true;
+  return now - used >= r.release_unused;
 }
 
 void Reservations::HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now) {

@@ -77,7 +77,8 @@ class Reservations {
 
   // Tick's parts, each adding to `txn`.
   void Evict(Txn& txn, const Reservation& r, TimeMs now) REQUIRES(core_lock);
-  void ReleaseIfUnused(Txn& txn, Reservation& r, const Window& w, TimeMs now) REQUIRES(core_lock);
+  // Whether none of `r`'s jobs has run on its nodes for its release_unused, in window `w`.
+  bool Unused(const Reservation& r, const Window& w, TimeMs now) REQUIRES(core_lock);
   void HoldAfterMaintenance(Txn& txn, const Reservation& r, TimeMs last, TimeMs now)
       REQUIRES(core_lock);
   // The jobs holding resources on `r`'s nodes now, each once, by id.
@@ -89,7 +90,8 @@ class Reservations {
   CoreState& s_;
   JobBooks& books_;
   Lifecycle& life_;
-  // Tick's memory: when it last ran, and when each reservation's nodes last ran one of its jobs.
+  // Tick's memory: when it last ran, and when each reservation's nodes last ran one of its jobs
+  // (an entry per reservation with release_unused; erased with it, or when its window is released).
   TimeMs first_tick_ GUARDED_BY(core_lock) = 0;
   TimeMs last_tick_ GUARDED_BY(core_lock) = 0;
   std::map<std::string, TimeMs> last_used_ GUARDED_BY(core_lock);

@@ -155,6 +155,9 @@ TEST_F(ReservationsTest, EvictAtTheStartAndReleaseWhenUnused) {
   core_->reservations().Tick();
   EXPECT_TRUE(core_->reservations().Get("demo")->released_start < 0);
   clock_.Advance(2 * kMinute);
+  store_->FailWrites(1);  // the release is not recorded: memory stays as it was
+  core_->reservations().Tick();
+  EXPECT_TRUE(core_->reservations().Get("demo")->released_start < 0);
   core_->reservations().Tick();
   std::optional<Reservation> released = core_->reservations().Get("demo");
   EXPECT_GE(released->released_start, 0);
