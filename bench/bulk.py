@@ -25,7 +25,7 @@ BERTH_HOME, with jobs of `cpus: 1` that run `true`:
 
 Floors, measured first in the same run (medians of 3): 1000 `bash -c true` launched and reaped by two
 parallel workers (xargs -P 2), and 1000 sequential execs of /bin/true from one bash. The run ends with the
-targets of issue 37 ("Submitting at a spooler's speed", which tightened those of "Launching at the machine's
+targets of "Submitting at a spooler's speed" (which tightened those of "Launching at the machine's
 speed"), each as a ratio to its floor or peer (or a measure), and exits 1 when any is missed.
 
 Times to SUCCEEDED are observed by polling the server every 10 ms (the newest job alone, then the list of active
@@ -60,7 +60,7 @@ TARGET_LOOP_S = 2.0
 TARGET_ACCEPT_10K_S = 0.100
 TARGET_RSS_MIB = 300
 
-# Targets of issue 37 ("Submitting at a spooler's speed"): ratios to floors or a peer measured in the same
+# Targets of "Submitting at a spooler's speed": ratios to floors or a peer measured in the same
 # run (these machines vary up to tenfold in absolute process-creation speed from day to day).
 RATIO_BULK_TO_BASH_FLOOR = 1.1   # 1000-job bulk launch to all SUCCEEDED / 1000 `bash -c true`, 2 workers
 RATIO_PRINT_TO_BASH_FLOOR = 1.5  # the same where each job prints a line, until the last line is stored
@@ -900,7 +900,7 @@ def main():
     # The issue's targets: each ratio with its floor; the exit status says whether all were met.
     rows = targets(res)
     print()
-    print("Targets (issue 37, \"Submitting at a spooler's speed\"; floors and peer from this run):")
+    print("Targets (\"Submitting at a spooler's speed\"; floors and peer from this run):")
     for name, value, floor, measure, target, met in rows:
         shown = f"{measure:.2f}" if measure < 100 else f"{measure:.0f}"
         print(f"  {name}: {value}" + (f" vs {floor}" if floor else "") +

@@ -1,4 +1,4 @@
-// What starting a job step's child in its cgroup costs (issue 32, bench/README.md "Isolation"): a
+// What starting a job step's child in its cgroup costs (bench/README.md "Isolation"): a
 // child that shares this memory (clone(CLONE_VM), as supervise/step.cpp starts steps) and exits at
 // once, started three ways into a cgroup2 cgroup made under this process's own:
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A container job from a warm image store against podman itself (issue 33): ratios from one run.
+"""A container job from a warm image store against podman itself: ratios from one run.
 
   python3 bench/container.py [--berth PATH] [--repeat N] [--json OUT]
 

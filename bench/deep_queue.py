@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Small submissions into a deep queue (issue 37): how long a one-job POST waits while passes run.
+"""Small submissions into a deep queue: how long a one-job POST waits while passes run.
 
 Starts a local cluster whose only node has one GPU, holds that GPU with a sleeping job, submits
 --pending jobs that need it (groups of 10,000; they stay PENDING), then sends --posts single-job

@@ -1,4 +1,4 @@
-// The node's GPU sampler (issue 66; agent/gpu_watch.h): what one sample costs the agent on a node
+// The node's GPU sampler (agent/gpu_watch.h): what one sample costs the agent on a node
 // with 8 GPUs running 8 one-GPU jobs. The target is at most 1 % of one core at the default
 // interval (10 s), i.e. at most 100 ms of CPU per sample. Figures in bench/README.md.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Server memory per finished submission (issue 30): does the server's RSS grow with its history?
+"""Server memory per finished submission: does the server's RSS grow with its history?
 
   python3 bench/history.py [--berth build/src/berth] [--jobs 20000] [--warmup N] [--run CMD] [--threads 4] [--json OUT]
 
@@ -11,7 +11,7 @@ submitted so far has ended) the script waits until the server has been quiet lon
 more; see src/server/http/server.cpp), then samples the server's VmRSS (/proc/<pid>/status of $BERTH_HOME/server/server.pid)
 several times, a second apart, and takes the minimum. It prints every sample, the RSS at N/2 and at N, and
 the growth per submission between the two: what the server keeps for each finished submission.
-Target (issue 30): <= 100 bytes per submission. Exit status 1 when missed (or when a job did not succeed).
+Target: <= 100 bytes per submission. Exit status 1 when missed (or when a job did not succeed).
 
 The server's idle trim gives back the free top of every arena its handler and scheduler threads use
 (src/common/heap.h), but not free memory in chunks smaller than a page between live blocks: a few long-lived

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interactive sessions (issue 36): throughput through a session and a port-forward, against socat over a
+"""Interactive sessions: throughput through a session and a port-forward, against socat over a
 local TCP pair in the same run, and what idle attached sessions cost the server.
 
   python3 bench/interactive.py [--berth build/src/berth] [--mib 100] [--repeat 3] [--sessions 100] [--json OUT]

@@ -17,7 +17,7 @@
 //                           preemptions)
 //   SnapshotCopy*           what it costs the server to copy a snapshot of that size (the passes
 //                           above time Schedule() alone)
-//   FairShare_*             the same passes with fair share (issue 12): the 100,000 jobs belong to
+//   FairShare_*             the same passes with fair share: the 100,000 jobs belong to
 //                           200 users in 20 teams with quotas, borrow limits, weights and usage
 //                           (see "Fair share" below); the target is at most 1.5x the plain pass. At
 //                           the end the binary prints each fair/plain ratio of the medians (real
@@ -232,7 +232,7 @@ void PlacementPasses(benchmark::State& state, const Snapshot& s) {
   Report(state, last);
 }
 
-// Reservations (issue 67), for the BM_Reserved_* twins: the plain benchmarks' clusters and queues
+// Reservations, for the BM_Reserved_* twins: the plain benchmarks' clusters and queues
 // with 100 operators' reservations (docs/reservations.md) of 10 nodes each, spread over the cluster
 // (reservation r holds nodes 100r .. 100r+9): the even ones in force for user "ops" (whose jobs are
 // none of the queue's), the odd ones starting 30 min to 50 h from now. 1,000 of the 10,000 nodes
@@ -421,7 +421,7 @@ void BM_SnapshotCopyFullQueue(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotCopyFullQueue)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// ---- MIG slices (issue 64) ----
+// ---- MIG slices ----
 //
 // bench/scale.py's 1,000 nodes of 8 GPUs, whole or sliced. Sliced: GPUs 4-7 of every node are in
 // MIG mode, seven 1g.10gb slices each, offered as devices of their own (agent/mig.h: index 100 x
@@ -507,7 +507,7 @@ void BM_WholeFourTypes_FullNothingFits(benchmark::State& state) {
 }
 BENCHMARK(BM_WholeFourTypes_FullNothingFits)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// ---- Topology levels (issue 65) ----
+// ---- Topology levels ----
 //
 // The 10,000 nodes in three levels: block (1,000 nodes each), rack (16) and switch (4), labelled
 // block=b0..b9, rack=r0..r624, switch=s0..s3 (a switch named within its rack). The queue: 5,000
@@ -577,7 +577,7 @@ void BM_Reserved_TopologyGangs_Busy(benchmark::State& state) {
   TopologyPasses(state, true, true, /*reserved=*/true);
 }
 
-// ---- Fair share (issue 12) ----
+// ---- Fair share ----
 //
 // The same clusters and queues, owned: 200 users (user-000..199) in 20 teams (team-00..19, ten
 // users each). Team t weighs 1 + t % 3 and has a nominal quota per GPU type in proportion to

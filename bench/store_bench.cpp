@@ -1,6 +1,6 @@
 // Store benchmarks: the cost of one bulk submission (docs/design.md "Bulk submission": 1000 jobs,
 // one request, one transaction), of the reads a restart and `berth queue` make, and of usage
-// accounting (issue 12: `berth usage` over a month of a busy cluster's history, and the start-up
+// accounting: `berth usage` over a month of a busy cluster's history, and the start-up
 // rebuild).
 //
 // Run: cmake --build build --target store_bench && ./build/bench/store_bench
@@ -173,7 +173,7 @@ void BM_UpdateJobs(benchmark::State& state) {
 }
 BENCHMARK(BM_UpdateJobs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The same into PostgreSQL (issue 14's target: 1000 jobs <= 50 ms, 10,000 <= 200 ms), side by side:
+// The same into PostgreSQL (target: 1000 jobs <= 50 ms, 10,000 <= 200 ms), side by side:
 // a database of its own, emptied between iterations; one store opened for all of them (a server's
 // connections stay open).
 // A fresh database `name` on the server BERTH_BENCH_PG names, dropped again when this dies; its
@@ -315,7 +315,7 @@ void BM_LoadActiveJobs(benchmark::State& state) {
 }
 BENCHMARK(BM_LoadActiveJobs)->Arg(100)->Arg(10'000)->Unit(benchmark::kMillisecond);
 
-// ---- Usage accounting (issue 12) ----
+// ---- Usage accounting ----
 //
 // A cluster's 60 days: 1,000,000 attempts of 200 users in 20 teams on 3 GPU types, each 10 min to
 // 6 h long (uniform), ending uniformly over the 60 days, written in end order in Commits of 10,000

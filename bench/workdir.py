@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Workdir upload against rsync (issue 34): one command, figures as ratios measured in the same run.
+"""Workdir upload against rsync: one command, figures as ratios measured in the same run.
 
 Builds a tree of 10,000 files and ~200 MB with a `.git` (5,000 small sources, 4,950 git objects, 50 data
 files of 3 MB), then, in a temporary BERTH_HOME with a local cluster:

@@ -4,7 +4,9 @@
 - no class or struct in src/ declares more than 45 member functions (counted over its header,
   private ones included; deleted ones not);
 - no source file in src/ is over 1,000 lines;
-- no function in server/, cli/, agent/, exe/ or supervise/ is over 150 lines.
+- no function in server/, cli/, agent/, exe/ or supervise/ is over 150 lines;
+- no comment in src/, tests/ or bench/ code names an issue number: comments cite files in this
+  repository (docs/design.md says where each thing is), which outlive the tracker's numbering.
 
 It reads the code with regular expressions, not a compiler: it is a guard, not a proof. Prints what
 is over and exits 1; prints the largest of each otherwise.
@@ -17,6 +19,7 @@ import sys
 MAX_METHODS = 45
 MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 150
+ISSUE_NUMBER = re.compile(r"\bissues? #?\d+\b", re.I)
 FUNCTION_DIRS = ("server", "cli", "agent", "exe", "supervise")
 NOT_FUNCTIONS = {
     "REQUIRES", "EXCLUDES", "GUARDED_BY", "ACQUIRE", "RELEASE", "PT_GUARDED_BY",
@@ -128,6 +131,13 @@ def main():
         if path.endswith(".cpp") and path.split("/")[1] in FUNCTION_DIRS:
             for n, line, what in long_functions(path):
                 over.append(f"{path}:{line}: {what}... is {n} lines (at most {MAX_FUNCTION_LINES})")
+    code = subprocess.check_output(
+        ["git", "ls-files", "src/*.cpp", "src/*.h", "tests/*.cpp", "tests/*.h", "tests/*.py", "bench/*.cpp",
+         "bench/*.py"], text=True).split()
+    for path in code:
+        for n, line in enumerate(open(path), 1):
+            if ISSUE_NUMBER.search(line):
+                over.append(f"{path}:{n}: names an issue number; cite a file of this repository instead")
     if over:
         print("\n".join(over), file=sys.stderr)
         return 1

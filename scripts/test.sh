@@ -33,7 +33,7 @@ if git grep -n '#include "server/http/' -- src/server/core; then
   exit 1
 fi
 
-stage "shape (scripts/check_shape.py: class, file and function sizes)"
+stage "shape (scripts/check_shape.py: class, file and function sizes; no issue numbers in code)"
 python3 scripts/check_shape.py
 
 stage "headers compile on their own (g++ -fsyntax-only)"

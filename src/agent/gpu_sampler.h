@@ -1,6 +1,6 @@
 // GpuSampler: one reading of every GPU on the node — SM utilisation, memory used and the compute
 // processes on it — taken every few seconds by one sampler per node, however many jobs run there
-// (issue 66; agent/gpu_usage.h attributes the readings to the jobs holding the devices).
+// (agent/gpu_usage.h attributes the readings to the jobs holding the devices).
 //
 // NvidiaSmiSampler asks nvidia-smi exactly two questions, through a CommandRunner with a hard
 // timeout (a hung driver must not hang the agent):

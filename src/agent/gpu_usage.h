@@ -1,5 +1,5 @@
 // GpuUsageBook: what each job attempt's GPUs did, from the node's samples (agent/gpu_sampler.h):
-// mean and p95 SM utilisation, peak memory, and how long they have been idle (issue 66). One book
+// mean and p95 SM utilisation, peak memory, and how long they have been idle. One book
 // per node; a rank enters when its GPUs are granted and leaves when it ends.
 //
 // At a sample, a job's GPUs are idle when each of them is below the policy's threshold or has no

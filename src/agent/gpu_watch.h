@@ -1,4 +1,4 @@
-// GpuWatch: the node's one GPU sampler loop (issue 66). Every interval it takes one sample of all
+// GpuWatch: the node's one GPU sampler loop. Every interval it takes one sample of all
 // the node's GPUs (agent/gpu_sampler.h) and attributes it to the ranks holding them
 // (agent/gpu_usage.h); the heartbeat carries what each rank's GPUs did (proto::GpuUsage). A rank
 // is held from its launch (or its re-adoption after a restart) until its processes are gone.

@@ -325,7 +325,7 @@ Result<WatchMessage> DecodeWatchMessage(std::string_view line);
 // ---------------------------------------------------------------------------------------------
 // POST /v1/agent/heartbeat
 
-// What one rank's GPUs did so far (agent/gpu_usage.h; issue 66), sent with each heartbeat while it
+// What one rank's GPUs did so far (agent/gpu_usage.h), sent with each heartbeat while it
 // runs on a node that samples its GPUs. SM percentages are in tenths, so the wire carries integers.
 struct GpuUsage {
   AttemptRank id;

@@ -1,5 +1,5 @@
-// GpuUsageTable: what each running job's GPUs did, as its nodes' heartbeats last said (issue 66;
-// agent/gpu_watch.h samples them). Telemetry, kept outside the Core's transactions: nothing is
+// GpuUsageTable: what each running job's GPUs did, as its nodes' heartbeats last said
+// (agent/gpu_watch.h samples them). Telemetry, kept outside the Core's transactions: nothing is
 // decided from a value nobody committed, a restart or failover forgets it, and the next
 // heartbeat of each node (every few seconds) brings it back.
 //

@@ -1,5 +1,5 @@
-// IdlePolicy: when a job holding GPUs that it does not use is warned and then acted on (issue 66;
-// the cluster default is `berth server --idle-policy 'below=5,warn=10m,act=30m,action=requeue'`).
+// IdlePolicy: when a job holding GPUs that it does not use is warned and then acted on
+// (the cluster default is `berth server --idle-policy 'below=5,warn=10m,act=30m,action=requeue'`).
 //
 // A job's GPUs are idle at a sample when each of them is below `below` % SM utilisation or has no
 // process on it (a job with no process on its GPUs at all is idle whatever they report). Once they

@@ -320,7 +320,7 @@ esac
 
 @unittest.skipUnless(find_chromium(), "no chromium on PATH")
 class DashboardGpuUseBrowserTest(BerthTestCase):
-    """Each GPU cell is shaded by what its node last sampled (issue 66, docs/idle.md): a strip as tall as
+    """Each GPU cell is shaded by what its node last sampled (docs/idle.md): a strip as tall as
     its SM utilisation, a held GPU below 5 % drawn idle; the overview lists who holds idle GPUs."""
 
     def test_gpu_cells_are_shaded_by_utilisation_and_idle_holders_are_listed(self):

@@ -1,4 +1,4 @@
-"""GPU utilisation per job end to end (issue 66, docs/idle.md): an agent with declared GPUs samples
+"""GPU utilisation per job end to end (docs/idle.md): an agent with declared GPUs samples
 them through the nvidia-smi on its PATH (a stand-in printing nvidia-smi's CSV from files the test
 writes), its heartbeats carry each rank's use, and `berth show` and the API report it."""
 import os

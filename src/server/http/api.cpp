@@ -390,7 +390,7 @@ net::HttpResponse JobsApi::HandleShowJob(int64_t id, const Principal& by) {
     for (const NoticeRow& n : *rows) notices.push_back(NotifyApi::NoticeJson(n));
   }
   o["notifications"] = std::move(notices);
-  // What its GPUs do (issue 66): null unless it runs on nodes that sample them.
+  // What its GPUs do: null unless it runs on nodes that sample them.
   o["gpu_usage"] = nullptr;
   if (row.status == JobStatus::kRunning) {
     if (auto use = c_.gpu_usage.Of(row.id, row.attempt, c_.clock.Now())) {

@@ -1,4 +1,4 @@
-// GPU utilisation per job (issue 66): nvidia-smi's CSV read (agent/gpu_sampler.h), the samples
+// GPU utilisation per job: nvidia-smi's CSV read (agent/gpu_sampler.h), the samples
 // attributed to the jobs holding the devices (agent/gpu_usage.h) and the node's sampler loop
 // (agent/gpu_watch.h), with a sampler scripted per GPU.
 #include "agent/gpu_usage.h"

@@ -75,7 +75,7 @@ TEST(UsageLedgerTest, IdleGpuTimeCostsTheIdleChargeMore) {
   EXPECT_FALSE(CheckUsageConfig(UsageConfig{.idle_charge = -1}).ok());
 }
 
-// A MIG slice weighs its share of its GPU (issue 64): a 3g.40gb slice of an A100 is 3/7 of one,
+// A MIG slice weighs its share of its GPU: a 3g.40gb slice of an A100 is 3/7 of one,
 // unless the operator weighs its type itself.
 TEST(UsageLedgerTest, AMigSliceWeighsItsShareOfItsGpu) {
   UsageLedger ledger(
