@@ -4,6 +4,7 @@
   python3 bench/scale.py [--berth build/src/berth] [--nodes 1000] [--jobs 100000] [--groups 10]
                          [--probe-interval-ms 20] [--probes queue,health,submit,show]
                          [--progress groups|list] [--progress-page 1000] [--json-out FILE]
+                         [--mix uniform|realistic] [--settle 20] [--restart]
 
 Starts `berth server` and one `berth agent --hollow N` process (N simulated nodes over the real protocol,
 8 H100 and 128 CPUs each), submits the jobs in bulk (`--groups` requests of jobs/groups each, user `bench`;
@@ -33,7 +34,16 @@ For each probe it prints count, p50, p99 and max, and the 5 worst samples with w
 (seconds since the first bulk POST) and how far placement had got by then. A probe sends one request at
 a time: a stall of S seconds shows as a single sample of S seconds (the requests it would have sent
 meanwhile are not counted). `--probes` picks which run; `--json-out FILE` writes every figure, the
-probes' samples and the progress polls as JSON.
+probes' samples and the progress polls as JSON (bench/plot_scale.py draws several runs as a curve).
+
+`--mix realistic` replaces the uniform 1-CPU jobs with what a GPU cluster's queue holds: bulk POSTs in turn
+of CPU-only jobs (20 %), 1-GPU and 8-GPU jobs and gangs of 2-16 whole nodes, from three teams whose GPU
+quotas split the cluster (no borrowing). Not every job fits, so placement is over when the placed count
+stops growing (`--settle`), and the figures are taken until then.
+
+From the server's own histograms over the window: scheduler passes (time deciding), and how long a pass
+held the state lock at once (berth_scheduler_lock_hold_seconds: building its snapshot, and each chunk of
+decisions applied and committed), which is what any other request may wait for.
 """
 import argparse
 import json
@@ -64,6 +74,14 @@ def rss_mib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def proc_threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
 
 
 def cpu_s(pid):
@@ -102,6 +120,49 @@ def group_counts(url, groups):
         for status, n in http(url + f"/v1/groups/{g}")["counts"].items():
             counts[status] = counts.get(status, 0) + n
     return counts
+
+
+# --mix realistic: what each bulk POST asks for, in turn (10 POSTs a cycle): 20 % CPU-only, half one-GPU
+# jobs, 8-GPU jobs, and gangs of 2-16 whole nodes (the gangs' size cycles through 2, 4, 8, 16).
+MIX_CYCLE = ("cpu", "gpu1", "gpu1", "gpu8", "gpu1", "cpu", "gpu1", "gpu8", "gpu1", "gang")
+GANG_SIZES = (2, 4, 8, 16)
+# Three teams with GPU quotas (shares of the cluster's GPUs) and no borrowing, one user each; POST g is
+# the user of team g % 3.
+TEAMS = (("vision", 0.40), ("nlp", 0.35), ("speech", 0.25))
+
+
+def mix_spec(g):
+    """The spec of bulk POST number g under --mix realistic."""
+    kind = MIX_CYCLE[g % len(MIX_CYCLE)]
+    if kind == "cpu":
+        return {"name": "cpu", "run": "python prep.py", "resources": {"cpus": 1}}
+    if kind == "gpu1":
+        return {"name": "gpu1", "run": "python train.py", "resources": {"accelerators": "H100:1", "cpus": 4}}
+    if kind == "gpu8":
+        return {"name": "gpu8", "run": "python train.py", "resources": {"accelerators": "H100:8", "cpus": 32}}
+    size = GANG_SIZES[(g // len(MIX_CYCLE)) % len(GANG_SIZES)]
+    return {"name": f"gang{size}", "run": "torchrun train.py", "num_nodes": size,
+            "resources": {"accelerators": "H100:8", "cpus": 32}}
+
+
+def set_up_teams(url, nodes):
+    """Creates TEAMS with quotas of the cluster's H100s (8 a node), a user in each, and that user's token;
+    returns the tokens in TEAMS' order."""
+    tokens = []
+    for team, share in TEAMS:
+        http(url + f"/v1/admin/teams/{team}", "POST",
+             {"quota": {"H100": int(nodes * 8 * share)}, "borrow_limit": {"H100": 0}})
+        user = team + "-user"
+        http(url + f"/v1/admin/users/{user}", "POST", {"team": team})
+        tokens.append(http(url + "/v1/admin/tokens", "POST", {"user": user, "name": user + "-bench"})["token"])
+    return tokens
+
+
+def http_as(url, token, method, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method=method,
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
 
 
 PROBE_JOB = {"spec": {"name": "probe", "run": "true", "resources": {"cpus": 1}}}
@@ -177,17 +238,19 @@ def scrape(url):
     return out
 
 
-def histogram_quantiles(m0, m1, name, qs=(50, 99)):
-    """Upper bounds of the buckets holding the qs-th percentiles of what `name` observed between two
-    scrapes (Prometheus buckets: the answer is a bucket's edge), with the count and the mean."""
+def histogram_quantiles(m0, m1, name, qs=(50, 99), labels=""):
+    """Upper bounds of the buckets holding the qs-th percentiles of what `name` (the series of `labels`,
+    'phase="commit"' say) observed between two scrapes (Prometheus buckets: the answer is a bucket's
+    edge), with the count and the mean."""
     buckets = []
-    for (n, labels), v in m1.items():
-        if n == name + "_bucket" and labels.startswith('le="'):
-            le = labels[4:-1]
-            buckets.append((math.inf if le == "+Inf" else float(le), v - m0.get((n, labels), 0)))
+    prefix = labels + "," if labels else ""
+    for (n, series), v in m1.items():
+        if n == name + "_bucket" and series.startswith(prefix + 'le="'):
+            le = series[len(prefix) + 4:-1]
+            buckets.append((math.inf if le == "+Inf" else float(le), v - m0.get((n, series), 0)))
     buckets.sort()
-    count = m1.get((name + "_count", ""), 0) - m0.get((name + "_count", ""), 0)
-    total = m1.get((name + "_sum", ""), 0) - m0.get((name + "_sum", ""), 0)
+    count = m1.get((name + "_count", labels), 0) - m0.get((name + "_count", labels), 0)
+    total = m1.get((name + "_sum", labels), 0) - m0.get((name + "_sum", labels), 0)
     out = {"count": int(count), "mean_ms": round(total / count * 1000, 2) if count else None}
     for q in qs:
         edge = None
@@ -262,6 +325,13 @@ def main():
                     help="once every job runs, kill -9 the server and start it again on its state and "
                          "port: time until it answers /v1/health, until its first pass, until every node is "
                          "UP again and a report was applied, and its RSS then against before")
+    ap.add_argument("--mix", choices=("uniform", "realistic"), default="uniform",
+                    help="uniform: every job asks for 1 CPU, all fit at once; realistic: POSTs of CPU-only (20 %%), "
+                         "1-GPU, 8-GPU and gang (2-16 nodes) jobs from three teams with GPU quotas (MIX_CYCLE, "
+                         "TEAMS): not all fit, so 'all placed' is when placement stopped growing (--settle)")
+    ap.add_argument("--settle", type=float, default=20,
+                    help="--mix realistic: placement has stopped once the placed count stayed the same this "
+                         "many seconds after the last POST; 'all placed' is when it last grew")
     ap.add_argument("--restart-timeout", type=float, default=600,
                     help="how long each step of --restart is waited for (seconds)")
     args = ap.parse_args()
@@ -299,11 +369,14 @@ def main():
         machine = f"{platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
         load_before = os.getloadavg()
         print(f"machine: {machine}; berth {berth}; load average {load_before[0]:.2f} (1 min)")
-        print(f"{args.nodes} hollow nodes joined in {joined:.2f} s; server RSS {rss_mib(server.pid):.0f} MiB")
+        agent_threads = proc_threads(agent.pid)
+        print(f"{args.nodes} hollow nodes joined in {joined:.2f} s; server RSS {rss_mib(server.pid):.0f} MiB; "
+              f"the hollow agent: {agent_threads} threads, RSS {rss_mib(agent.pid):.0f} MiB")
 
         per_group = args.jobs // args.groups
         total = per_group * args.groups
         spec = {"name": "sim", "run": "python train.py", "resources": {"cpus": 1}}
+        tokens = set_up_teams(url, args.nodes) if args.mix == "realistic" else []
 
         # The probes: a child process each (fork, before any thread of ours exists). In one process
         # their threads took turns at the GIL, and the four first requests, sent at the same instant,
@@ -339,11 +412,18 @@ def main():
         group_ids = []
         for g in range(args.groups):
             t = time.perf_counter()
-            group_ids.append(http(url + "/v1/jobs", "POST", {"spec": spec, "num_jobs": per_group})["group"])
+            if tokens:
+                body = {"spec": mix_spec(g), "num_jobs": per_group}
+                group_ids.append(http_as(url + "/v1/jobs", tokens[g % len(tokens)], "POST", body)["group"])
+            else:
+                group_ids.append(http(url + "/v1/jobs", "POST", {"spec": spec, "num_jobs": per_group})["group"])
             submit_ms.append((time.perf_counter() - t) * 1000)
             posts.append((time.monotonic() - t0m, submit_ms[-1]))
         submitted = time.monotonic() - t0m
         placed_at = running_at = None
+        last_change = (0.0, -1)  # --mix realistic: (t, placed) of the poll that first saw today's placed count
+        all_running = None  # --mix realistic: when the poll first saw every job placed so far RUNNING
+        final_placed = total
         while running_at is None and time.monotonic() - t0m < 600:
             t = time.monotonic()
             if args.progress == "groups":
@@ -354,6 +434,20 @@ def main():
             running = counts.get("RUNNING", 0)
             placed = sum(counts.values()) - pending
             progress.append((t - t0m, placed, running, (time.monotonic() - t) * 1000))
+            if args.mix == "realistic":
+                # Not every job fits: placement is over once the placed count has stood still for
+                # --settle seconds after the last POST; it ended at the poll that first saw that count,
+                # and every placed job ran at the first poll that found them all RUNNING.
+                if placed != last_change[1]:
+                    last_change = (t - t0m, placed)
+                    all_running = None
+                if running == placed and all_running is None:
+                    all_running = t - t0m
+                if all_running is not None and t - t0m - max(last_change[0], submitted) >= args.settle:
+                    placed_at, running_at, final_placed = last_change[0], all_running, placed
+                    break
+                time.sleep(0.5)
+                continue
             if placed_at is None and pending == 0:
                 placed_at = time.monotonic() - t0m
             if running == total:
@@ -376,8 +470,15 @@ def main():
         print(f"submitted {total} jobs in {args.groups} requests: {submitted:.2f} s "
               f"(per request median {statistics.median(submit_ms):.0f} ms; "
               f"each: {', '.join(f'{ms:.0f}' for ms in submit_ms)} ms)")
-        print(f"all placed after {placed_at if placed_at is None else round(placed_at, 2)} s; "
-              f"all RUNNING after {running_at if running_at is None else round(running_at, 2)} s")
+        if args.mix == "realistic":
+            print(f"placement stopped growing at {final_placed} of {total} jobs ({total - final_placed} wait for "
+                  f"GPUs or their team's quota); the last placement seen at "
+                  f"{placed_at if placed_at is None else round(placed_at, 2)} s, "
+                  f"{placed_at if placed_at is None else round(placed_at - submitted, 2)} s after the last POST "
+                  f"returned; all placed RUNNING at {running_at if running_at is None else round(running_at, 2)} s")
+        else:
+            print(f"all placed after {placed_at if placed_at is None else round(placed_at, 2)} s; "
+                  f"all RUNNING after {running_at if running_at is None else round(running_at, 2)} s")
         print(f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after (this run counts too)")
         print(f"server RSS with {total} jobs: {rss:.0f} MiB ({rss * 1024 * 1024 / total:.0f} bytes per job)")
         window = running_at if running_at is not None else time.monotonic() - t0m
@@ -428,12 +529,18 @@ def main():
             figures[name] = f
         passes = histogram_quantiles(m0, m1, "berth_scheduler_pass_seconds")
         commits = histogram_quantiles(m0, m1, "berth_store_commit_seconds")
+        holds = {phase: histogram_quantiles(m0, m1, "berth_scheduler_lock_hold_seconds", labels=f'phase="{phase}"',
+                                            qs=(50, 99, 100))
+                 for phase in ("snapshot", "commit")}
         rates = {r: route_rate(m0, m1, r, window) for r in
                  ("/v1/agent/heartbeat", "/v1/agent/report", "/v1/agent/watch", "/v1/agent/register")}
         store_bytes = dir_bytes(state) - dir_bytes(os.path.join(state, "logs"))
         print(f"scheduler passes: {passes['count']}, mean {passes['mean_ms']} ms, p50 <= {passes['p50_ms_at_most']} "
               f"ms, p99 <= {passes['p99_ms_at_most']} ms (the histogram's bucket edges); store commits: "
               f"{commits['count']}, mean {commits['mean_ms']} ms, p99 <= {commits['p99_ms_at_most']} ms")
+        print("a pass's holds of the state lock (bucket edges): " + "; ".join(
+            f"{phase} {h['count']}, mean {h['mean_ms']} ms, p50 <= {h['p50_ms_at_most']} ms, p99 <= "
+            f"{h['p99_ms_at_most']} ms, max <= {h['p100_ms_at_most']} ms" for phase, h in holds.items()))
         print("agent requests handled a second over the window: " +
               ", ".join(f"{r.rsplit('/', 1)[1]} {v}" for r, v in rates.items()))
         print(f"store (state dir without logs): {store_bytes / 2**20:.0f} MiB ({store_bytes / total:.0f} bytes per job)")
@@ -495,7 +602,7 @@ def main():
                 "nodes": args.nodes, "jobs": total, "groups": args.groups,
                 "probe_interval_ms": args.probe_interval_ms, "probes": probes,
                 "progress_by": args.progress, "progress_page": args.progress_page,
-                "nodes_joined_s": round(joined, 3), "submitted_s": round(submitted, 3),
+                "nodes_joined_s": round(joined, 3), "agent_threads": agent_threads, "submitted_s": round(submitted, 3),
                 "submit_post_ms": [round(ms, 1) for ms in submit_ms],
                 "posts": [{"returned_at_s": round(t, 3), "ms": round(ms, 1)} for t, ms in posts],
                 "all_placed_s": placed_at and round(placed_at, 3),
@@ -506,7 +613,8 @@ def main():
                              for t, pl, ru, ms in progress],
                 "latency": figures,
                 "probe_jobs": probe_counts,
-                "passes": passes, "store_commits": commits, "agent_requests_per_s": rates,
+                "mix": args.mix, "placed": final_placed,
+                "passes": passes, "store_commits": commits, "pass_lock_holds": holds, "agent_requests_per_s": rates,
                 "store_bytes": store_bytes, "restart": restart,
             }
             with open(args.json_out, "w") as out:

@@ -24,7 +24,14 @@ HollowNodes::~HollowNodes() = default;
 
 void HollowNodes::RequestStop() {
   stop_ = true;
+  {
+    // Under the lock: a waiter between its check of stop_ and its wait sees it, and Run() either
+    // has set streams_ or will see stop_ once it does.
+    std::lock_guard lock(mu_);
+    if (streams_) streams_->Stop();
+  }
   cv_.notify_all();
+  queue_cv_.notify_all();
   connection_->AbortWatch();
 }
 
@@ -128,6 +135,52 @@ void HollowNodes::OnMessage(size_t index, const proto::WatchMessage& m) {
   }
 }
 
+void HollowNodes::QueueRegistration(size_t index) {
+  nodes_[index].need_register = true;
+  if (!streams_ || nodes_[index].queued) return;
+  nodes_[index].queued = true;
+  to_register_.push_back(index);
+  queue_cv_.notify_one();
+}
+
+void HollowNodes::RegisterLoop() {
+  while (!stop_) {
+    size_t index;
+    {
+      std::unique_lock lock(mu_);
+      queue_cv_.wait(lock, [this] { return stop_ || !to_register_.empty(); });
+      if (stop_) return;
+      index = to_register_.front();
+      to_register_.pop_front();
+      nodes_[index].queued = false;
+    }
+    Status st = Register(index);
+    std::unique_lock lock(mu_);
+    if (!st.ok()) {
+      LogWarn("{}", st.message());
+      // Try again in a second; other nodes go meanwhile on the other registrars.
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_.load(); });
+      QueueRegistration(index);
+      continue;
+    }
+    const Node& node = nodes_[index];
+    streams_->Open(index, node.name, node.session);
+  }
+}
+
+void HollowNodes::DispatchLoop() {
+  while (!stop_) {
+    std::deque<std::pair<size_t, proto::WatchMessage>> batch;
+    {
+      std::unique_lock lock(mu_);
+      queue_cv_.wait(lock, [this] { return stop_ || !messages_.empty(); });
+      if (stop_) return;
+      batch.swap(messages_);
+    }
+    for (const auto& [index, message] : batch) OnMessage(index, message);
+  }
+}
+
 void HollowNodes::WatchLoop(size_t index) {
   while (!stop_) {
     bool must_register;
@@ -178,7 +231,7 @@ void HollowNodes::HeartbeatLoop() {
       Status st = connection_->Heartbeat(request);
       if (st.code() == Code::kConflict) {
         std::lock_guard lock(mu_);
-        nodes_[i].need_register = true;
+        QueueRegistration(i);
       }
     }
   }
@@ -222,7 +275,7 @@ void HollowNodes::ReporterLoop() {
         std::lock_guard lock(mu_);
         auto& pending = nodes_[index].reports;
         pending.insert(pending.begin(), reports.begin(), reports.end());  // resend next round
-        if (answer.status().code() == Code::kConflict) nodes_[index].need_register = true;
+        if (answer.status().code() == Code::kConflict) QueueRegistration(index);
         continue;
       }
       std::lock_guard lock(mu_);
@@ -253,9 +306,36 @@ Status HollowNodes::Run() {
   }
   Status first = Register(0);
   if (!first.ok() && first.code() != Code::kUnavailable) return first;
+  auto streams = WatchMux::Make(options_.server_url, options_.token,
+                                {.on_message =
+                                     [this](size_t index, const proto::WatchMessage& m) {
+                                       std::lock_guard lock(mu_);
+                                       messages_.emplace_back(index, m);
+                                       queue_cv_.notify_all();
+                                     },
+                                 .on_end =
+                                     [this](size_t index, const Status&) {
+                                       std::lock_guard lock(mu_);
+                                       QueueRegistration(index);
+                                     }});
   std::vector<std::thread> threads;
-  threads.reserve(nodes_.size() + 2);
-  for (size_t i = 0; i < nodes_.size(); ++i) threads.emplace_back([this, i] { WatchLoop(i); });
+  if (streams.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      streams_ = std::move(*streams);
+      if (stop_) streams_->Stop();  // a stop that came before streams_ was set
+      if (first.ok()) streams_->Open(0, nodes_[0].name, nodes_[0].session);
+      for (size_t i = first.ok() ? 1 : 0; i < nodes_.size(); ++i) QueueRegistration(i);
+    }
+    const size_t registrars = std::min<size_t>(nodes_.size(), 8);
+    for (size_t i = 0; i < registrars; ++i) threads.emplace_back([this] { RegisterLoop(); });
+    threads.emplace_back([this] { DispatchLoop(); });
+    threads.emplace_back([this] { streams_->Run(); });
+  } else {
+    LogInfo("{}; each node reads its watch stream on a thread of its own",
+            streams.status().message());
+    for (size_t i = 0; i < nodes_.size(); ++i) threads.emplace_back([this, i] { WatchLoop(i); });
+  }
   threads.emplace_back([this] { HeartbeatLoop(); });
   threads.emplace_back([this] { ReporterLoop(); });
   LogInfo("{} hollow nodes joining {}", count_, options_.server_url);

@@ -7,12 +7,18 @@
 // (absent: until it is stopped), then exits 0, reported like a real exit — or exits CODE where
 // BERTH_HOLLOW_EXIT says "CODE" (every job) or "CODE/N" (the jobs whose id N divides).
 //
-// Threads: one watch-stream reader per node, one heartbeat thread, one reporter/timer thread.
-// Shared state is guarded by `mu_`. Run() blocks until RequestStop().
+// Threads: a fixed few whatever the count, so that a scale benchmark measures the server and not
+// this process: against an http:// server, every node's watch stream is read on one thread
+// (agent/watch_mux.h), a few registrar threads (re)register the nodes whose stream ended, and
+// one dispatcher handles the streams' messages in order (it fetches specs, which blocks). Against
+// https:// or unix: servers each node reads its stream on a thread of its own instead. Besides:
+// one heartbeat thread, one reporter/timer thread. Shared state is guarded by `mu_`. Run() blocks
+// until RequestStop().
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +28,7 @@
 
 #include "agent/agent.h"
 #include "agent/connection.h"
+#include "agent/watch_mux.h"
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "protocol/agent_protocol.h"
@@ -43,6 +50,7 @@ class HollowNodes {
     std::string node_id;
     std::string session;
     bool need_register = true;
+    bool queued = false;                              // waits in to_register_
     std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank)
     std::vector<proto::Report> reports;
   };
@@ -57,6 +65,14 @@ class HollowNodes {
   };
 
   Status Register(size_t index);
+  // With streams_: registers the nodes queued in to_register_, then opens their streams.
+  void RegisterLoop();
+  // Marks node `index` for registration; with streams_, queues it for RegisterLoop (once). Caller
+  // holds mu_.
+  void QueueRegistration(size_t index);
+  // With streams_: handles the messages they delivered, in their order.
+  void DispatchLoop();
+  // Without streams_: one node's registrations and stream, on a thread of its own.
   void WatchLoop(size_t index);
   void HeartbeatLoop();
   void ReporterLoop();
@@ -78,6 +94,12 @@ class HollowNodes {
   std::vector<Node> nodes_;                 // guarded by mu_ (the vector's size is fixed)
   std::vector<Timer> timers_;               // guarded by mu_; a heap
   std::map<int64_t, HollowRun> spec_runs_;  // guarded by mu_
+  std::unique_ptr<WatchMux> streams_;       // null: a thread per node
+  std::condition_variable queue_cv_;        // to_register_ or messages_ grew, or stop
+  std::deque<size_t> to_register_;          // guarded by mu_
+  // Guarded by mu_. At most one launch and one stop per rank placed on these nodes: the server's
+  // placements bound it.
+  std::deque<std::pair<size_t, proto::WatchMessage>> messages_;
   std::atomic<bool> stop_{false};
   DurationMs heartbeat_ms_ = 5000;
 };

@@ -5,6 +5,7 @@ namespace berth {
 void CoreMetrics::Write(metrics::ExpositionWriter& out) const {
   pass_seconds.Write(out);
   passes.Write(out);
+  pass_lock_hold_seconds.Write(out);
   commit_seconds.Write(out);
   admission_wait_seconds.Write(out);
   job_run_seconds.Write(out);

@@ -26,6 +26,14 @@ struct CoreMetrics {
       "Time one scheduling pass spent deciding (sched::Schedule on its snapshot).",
       {},
       metrics::HistogramFamily::FastSeconds()};
+  // How long a pass held the state lock at once, apart from its deciding (which holds none): what
+  // every request waiting for the lock waits at most, pass by pass.
+  metrics::HistogramFamily pass_lock_hold_seconds{
+      "berth_scheduler_lock_hold_seconds",
+      "Time a scheduling pass held the server's state lock at once: phase=snapshot (building its "
+      "input) or commit (applying and committing one chunk of its decisions).",
+      {"phase"},
+      {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   metrics::HistogramFamily commit_seconds{"berth_store_commit_seconds",
                                           "Time one commit of a change to the store took.",
                                           {},

@@ -143,6 +143,29 @@ void Scheduling::NoteNodeGens(const Placement& placement,
   }
 }
 
+namespace {
+
+// Observes, when it goes, how long its scope held the state lock: declare it just after the
+// CoreLock.
+class LockHoldTimer {
+ public:
+  LockHoldTimer(metrics::HistogramFamily& family, const char* phase)
+      : family_(family), phase_(phase), start_(std::chrono::steady_clock::now()) {}
+  ~LockHoldTimer() {
+    family_.Observe(
+        {phase_}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+  LockHoldTimer(const LockHoldTimer&) = delete;
+  LockHoldTimer& operator=(const LockHoldTimer&) = delete;
+
+ private:
+  metrics::HistogramFamily& family_;
+  const char* phase_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
 bool Scheduling::RunPass() {
   const int64_t began = s_.clock.Monotonic();
   PassInput in;
@@ -153,6 +176,7 @@ bool Scheduling::RunPass() {
       s_.pass_not_before = 0;
       return true;  // without a walk of the running jobs
     }
+    LockHoldTimer hold(s_.metrics.pass_lock_hold_seconds, "snapshot");
     in = BuildPassInput(s_.clock.Now());
     hook = s_.pass_hook;
   }
@@ -177,6 +201,7 @@ bool Scheduling::RunPass() {
     // chunk, not for the whole pass).
     s_.LetWaitingHandlersIn();
     CoreLock lock(s_);
+    LockHoldTimer hold(s_.metrics.pass_lock_hold_seconds, "commit");
     TimeMs now = s_.clock.Now();
     Txn txn;
     std::vector<int64_t> placed;
