@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from http.client import HTTPConnection, HTTPException
@@ -137,12 +138,12 @@ def mix_spec(g):
     if kind == "cpu":
         return {"name": "cpu", "run": "python prep.py", "resources": {"cpus": 1}}
     if kind == "gpu1":
-        return {"name": "gpu1", "run": "python train.py", "resources": {"accelerators": "H100:1", "cpus": 4}}
+        return {"name": "gpu1", "run": "python train.py", "resources": {"accelerators": {"H100": 1}, "cpus": 4}}
     if kind == "gpu8":
-        return {"name": "gpu8", "run": "python train.py", "resources": {"accelerators": "H100:8", "cpus": 32}}
+        return {"name": "gpu8", "run": "python train.py", "resources": {"accelerators": {"H100": 8}, "cpus": 32}}
     size = GANG_SIZES[(g // len(MIX_CYCLE)) % len(GANG_SIZES)]
     return {"name": f"gang{size}", "run": "torchrun train.py", "num_nodes": size,
-            "resources": {"accelerators": "H100:8", "cpus": 32}}
+            "resources": {"accelerators": {"H100": 8}, "cpus": 32}}
 
 
 def set_up_teams(url, nodes):
@@ -161,8 +162,11 @@ def set_up_teams(url, nodes):
 def http_as(url, token, method, body):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method=method,
                                  headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise SystemExit(f"{method} {url}: HTTP {e.code}: {e.read().decode(errors='replace')}")
 
 
 PROBE_JOB = {"spec": {"name": "probe", "run": "true", "resources": {"cpus": 1}}}
