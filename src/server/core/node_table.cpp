@@ -32,8 +32,9 @@ void NodeTable::Restore(const std::string& name, std::optional<NodeRuntime> befo
 }
 
 const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
-  if (!node.view_stale) return node.view;
-  sched::NodeView& v = node.view;
+  if (!node.view_stale && node.view) return *node.view;
+  auto made = std::make_shared<sched::NodeView>();
+  sched::NodeView& v = *made;
   v.name = node.row.name;
   v.schedulable = node.row.state == NodeState::kUp && !node.row.draining && !node.session.empty() &&
                   !node.health.NodeFaulty() && node.maintenance_ended == 0;
@@ -66,6 +67,7 @@ const sched::NodeView& NodeTable::ViewOf(NodeRuntime& node) {
       }
     }
   }
+  node.view = std::move(made);
   node.view_stale = false;
   return v;
 }

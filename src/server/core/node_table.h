@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,7 +51,9 @@ struct NodeRuntime {
   // resources taken, state, drain, session or capacity changed. Freed resources do not bump it.
   uint64_t sched_gen = 0;
   bool view_stale = true;  // `view` must be rebuilt before the next snapshot
-  sched::NodeView view;    // cached scheduler view
+  // The cached scheduler view. Immutable once made (a rebuild makes a new one): a pass copies the
+  // pointer under the lock and the view after it (Scheduling::BuildPassInput).
+  std::shared_ptr<const sched::NodeView> view;
 };
 
 class NodeTable {
@@ -93,8 +96,9 @@ class NodeTable {
   // A node's capacity, state or drain changed: the capacity views are rebuilt when next read.
   void CapacityChanged() { capacity_stale_ = true; }
 
-  // The scheduler's view of `node`, rebuilt when it is stale: free resources, schedulable (up, not
-  // draining, with a session and without a node-level fault), a faulty GPU with nothing free.
+  // The scheduler's view of `node` (*node.view), rebuilt when it is stale: free resources,
+  // schedulable (up, not draining, with a session and without a node-level fault), a faulty GPU
+  // with nothing free.
   static const sched::NodeView& ViewOf(NodeRuntime& node);
   // Every node's view as of its capacity, for the feasibility check at submission.
   const std::vector<sched::NodeView>& CapacityViews();

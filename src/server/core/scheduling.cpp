@@ -32,14 +32,14 @@ Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
   PassInput in;
   sched::Snapshot& snap = in.snapshot;
   snap.now = now;
-  snap.nodes.reserve(s_.nodes.size());
+  in.nodes.reserve(s_.nodes.size());
   for (auto& [name, node] : s_.nodes) {
-    snap.nodes.push_back(NodeTable::ViewOf(node));
-    in.node_gens.emplace(name, node.sched_gen);
+    NodeTable::ViewOf(node);
+    in.nodes.emplace_back(node.view, node.sched_gen);
   }
   std::map<int64_t, int> group_running;
   // This runs under the lock, so a submission waits for it: no copy or reallocation of 100,000
-  // requests (ExpandPending copies them after), no hash table of their generations (sorted by id,
+  // requests (Expand copies them after), no hash table of their generations (sorted by id,
   // as both indexes are: merged, then searched). The snapshot's vector of requests is reserved
   // first, as the biggest block: allocated after the smaller ones it no longer fits the scheduler
   // thread's heap, and every pass mapped a fresh one and faulted ~30 MB in (measured).
@@ -112,7 +112,14 @@ void Scheduling::AddReservedWindows(sched::Snapshot& snap) {
   s_.next_window_change = next;
 }
 
-void Scheduling::ExpandPending(PassInput& in) {
+void Scheduling::Expand(PassInput& in) {
+  in.snapshot.nodes.reserve(in.nodes.size());
+  in.node_gens.reserve(in.nodes.size());
+  for (const auto& [view, gen] : in.nodes) {
+    in.snapshot.nodes.push_back(*view);
+    in.node_gens.emplace(view->name, gen);
+  }
+  in.nodes = {};
   std::vector<sched::JobRequest>& out = in.snapshot.pending;
   out.reserve(out.size() + in.pending.size());
   for (const auto& [id, request] : in.pending) {
@@ -180,7 +187,7 @@ bool Scheduling::RunPass() {
     in = BuildPassInput(s_.clock.Now());
     hook = s_.pass_hook;
   }
-  ExpandPending(in);
+  Expand(in);
 
   // The scheduler runs on the copy, without the lock: submissions, reports and cancels go on.
   const auto pass_start = std::chrono::steady_clock::now();

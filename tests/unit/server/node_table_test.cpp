@@ -34,8 +34,13 @@ TEST(NodeTableTest, AViewIsWhatIsFreeAndIsRebuiltOnlyWhenStale) {
 
   node.cpus_used = 8'000;  // changed without marking the view stale: the cached view stays
   EXPECT_EQ(NodeTable::ViewOf(node).cpus_free, 5'000);
+  // A pass holds on to the view it copied under the lock: a rebuild makes a new one and leaves
+  // that one as it was.
+  const std::shared_ptr<const sched::NodeView> seen_by_a_pass = node.view;
   node.view_stale = true;
   EXPECT_EQ(NodeTable::ViewOf(node).cpus_free, 0);
+  EXPECT_NE(node.view, seen_by_a_pass);
+  EXPECT_EQ(seen_by_a_pass->cpus_free, 5'000);
 }
 
 TEST(NodeTableTest, ANodeWithoutASessionDrainingOrFaultyTakesNothingAndAFaultyGpuHasNothingFree) {
