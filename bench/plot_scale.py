@@ -69,7 +69,8 @@ def panel(title, points, x0, y0):
     parts.append(f'<path d="{path}" fill="none" stroke="#236" stroke-width="2"/>')
     for x, y in points:
         parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#236"/>')
-        parts.append(f'<text x="{px(x) + 5:.1f}" y="{py(y) - 5:.1f}" font-size="10">{y:.3g}</text>')
+        value = f"{y:,.0f}" if y >= 100 else f"{y:.3g}"
+        parts.append(f'<text x="{px(x) + 5:.1f}" y="{py(y) - 5:.1f}" font-size="10">{value}</text>')
     parts.append(f'<text x="{W / 2}" y="{H - 4}" text-anchor="middle" font-size="10">jobs</text></g>')
     return "\n".join(parts)
 
