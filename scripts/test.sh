@@ -11,10 +11,9 @@
 #     TSan, `memory` under ASan), and the container ones run in neither: each end-to-end test runs
 #     under one sanitizer, which keeps CI within its time (2 cores).
 #   BERTH_SKIP_SANITIZE=1  skips the sanitizer passes (ASan and TSan).
-# The tests wait more than they compute (about half of the two CPUs is idle while they run), so the next
-# builds run behind them at idle priority (SCHED_IDLE, idle I/O class: they take only what the tests
-# leave): the lock-annotation and ASan builds behind the first tests, the TSan build behind the ASan
-# tests. A background build that fails fails the run, with its log.
+# The stages run one after another. Running the next build behind the tests at idle priority
+# (SCHED_IDLE) was tried: the tests it ran behind took 1.3-2x as long, which ate nearly all it saved
+# (bench/README.md, "CI: builds behind the tests").
 # Every build is a unity build (scripts/configure.sh) with debug information of line tables only
 # (BERTH_LINE_TABLES_ONLY, CMakeLists.txt: a failure's backtrace and a sanitizer's report keep every
 # function, file, line and inlined frame; the builds take less time). Every configuration names its options
@@ -28,33 +27,6 @@ source scripts/configure.sh
 stage() { echo "== $* (${SECONDS} s in)"; }
 jobs=$(nproc)
 ctest_args=(--output-on-failure -j"$jobs" --no-tests=error)
-sanitize=1
-[ "${BERTH_SKIP_SANITIZE:-0}" = "1" ] && sanitize=0
-
-# Runs "$@" in the background at idle CPU and I/O priority, its output in $1.log; `await NAME` waits
-# for it and fails (printing its log's end) when it failed.
-mkdir -p build-logs
-declare -A background=()
-behind() {
-  local name=$1
-  shift
-  # setsid: a process group of its own, which the exit trap can end whole.
-  ( if command -v chrt >/dev/null && chrt --idle 0 true 2>/dev/null; then
-      exec setsid chrt --idle 0 ionice -c3 nice -n 19 bash -c "$*"
-    fi
-    exec setsid nice -n 19 bash -c "$*" ) > "build-logs/$name.log" 2>&1 &
-  background[$name]=$!
-}
-await() {
-  local name=$1
-  if ! wait "${background[$name]}"; then
-    echo "the $name build failed:" >&2
-    tail -n 60 "build-logs/$name.log" >&2
-    exit 1
-  fi
-  unset "background[$name]"
-}
-trap 'for pid in "${background[@]}"; do kill -- "-$pid" "$pid" 2>/dev/null || true; done' EXIT
 
 stage "format (clang-format --dry-run --Werror)"
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
@@ -76,27 +48,15 @@ stage "build (RelWithDebInfo)"
 berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
   -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF -DBERTH_LINE_TABLES_ONLY=ON
 cmake --build build -j"$jobs"
-
-berth_configure build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
-  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
-tsa_build="cmake --build build-tsa -j$jobs --target berth_common berth_store berth_server berth_agent"
-if [ "$sanitize" = "1" ]; then
-  berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
-  berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
-  behind first "$tsa_build && cmake --build build-asan -j$jobs"
-else
-  behind first "$tsa_build"
-fi
-stage "tests (behind them: the lock-annotation build, then the ASan build)"
+stage "tests"
 (cd build && ctest "${ctest_args[@]}" --timeout 900)
 
-stage "lock annotations (clang -Wthread-safety) and the ASan build: waiting for what is left"
-await first
-echo "lock annotations: clean (build-logs/first.log)"
+stage "lock annotations (clang -Wthread-safety)"
+berth_configure build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
+  -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
+cmake --build build-tsa -j"$jobs" --target berth_common berth_store berth_server berth_agent
 
-if [ "$sanitize" = "1" ]; then
+if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   # The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers. The container
   # tests are left out of these passes: podman does most of their work (4-7 minutes a pass on a slow
   # day), and the agent's container code runs under the sanitizers in its unit tests.
@@ -104,16 +64,21 @@ if [ "$sanitize" = "1" ]; then
   sanitized_ctest_args=("${ctest_args[@]}" -E '^integration\.test_containers$')
   asan_ctest_args=("${sanitized_ctest_args[@]}" -LE '^race$')
   tsan_ctest_args=("${sanitized_ctest_args[@]}" -LE '^memory$')
-  behind tsan "cmake --build build-tsan -j$jobs"
-  stage "tests under ASan + UBSan (behind them: the TSan build)"
+  stage "build (ASan + UBSan)"
+  berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
+  cmake --build build-asan -j"$jobs"
+  stage "tests under ASan + UBSan"
   (
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     cd build-asan && ctest "${asan_ctest_args[@]}" --timeout 1500
   )
 
-  stage "the TSan build: waiting for what is left"
-  await tsan
+  stage "build (TSan)"
+  berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
+    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
+  cmake --build build-tsan -j"$jobs"
   stage "tests under TSan"
   (
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
