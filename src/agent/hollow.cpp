@@ -31,7 +31,8 @@ void HollowNodes::RequestStop() {
     if (streams_) streams_->Stop();
   }
   cv_.notify_all();
-  queue_cv_.notify_all();
+  registrations_cv_.notify_all();
+  messages_cv_.notify_all();
   connection_->AbortWatch();
 }
 
@@ -140,7 +141,7 @@ void HollowNodes::QueueRegistration(size_t index) {
   if (!streams_ || nodes_[index].queued) return;
   nodes_[index].queued = true;
   to_register_.push_back(index);
-  queue_cv_.notify_one();
+  registrations_cv_.notify_one();
 }
 
 void HollowNodes::RegisterLoop() {
@@ -148,7 +149,7 @@ void HollowNodes::RegisterLoop() {
     size_t index;
     {
       std::unique_lock lock(mu_);
-      queue_cv_.wait(lock, [this] { return stop_ || !to_register_.empty(); });
+      registrations_cv_.wait(lock, [this] { return stop_ || !to_register_.empty(); });
       if (stop_) return;
       index = to_register_.front();
       to_register_.pop_front();
@@ -173,7 +174,7 @@ void HollowNodes::DispatchLoop() {
     std::deque<std::pair<size_t, proto::WatchMessage>> batch;
     {
       std::unique_lock lock(mu_);
-      queue_cv_.wait(lock, [this] { return stop_ || !messages_.empty(); });
+      messages_cv_.wait(lock, [this] { return stop_ || !messages_.empty(); });
       if (stop_) return;
       batch.swap(messages_);
     }
@@ -311,7 +312,7 @@ Status HollowNodes::Run() {
                                      [this](size_t index, const proto::WatchMessage& m) {
                                        std::lock_guard lock(mu_);
                                        messages_.emplace_back(index, m);
-                                       queue_cv_.notify_all();
+                                       messages_cv_.notify_one();
                                      },
                                  .on_end =
                                      [this](size_t index, const Status&) {

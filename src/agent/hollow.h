@@ -95,8 +95,10 @@ class HollowNodes {
   std::vector<Timer> timers_;               // guarded by mu_; a heap
   std::map<int64_t, HollowRun> spec_runs_;  // guarded by mu_
   std::unique_ptr<WatchMux> streams_;       // null: a thread per node
-  std::condition_variable queue_cv_;        // to_register_ or messages_ grew, or stop
-  std::deque<size_t> to_register_;          // guarded by mu_
+  // One each, so that a message wakes only the dispatcher and a registration one registrar.
+  std::condition_variable registrations_cv_;  // to_register_ grew, or stop
+  std::condition_variable messages_cv_;       // messages_ grew, or stop
+  std::deque<size_t> to_register_;            // guarded by mu_
   // Guarded by mu_. At most one launch and one stop per rank placed on these nodes: the server's
   // placements bound it.
   std::deque<std::pair<size_t, proto::WatchMessage>> messages_;
