@@ -109,7 +109,7 @@ Status Core::Load() {
   state_.group_limits.Load(std::move(*limits));
   if (Status st = books_.LoadGroupTallies(); !st.ok()) return st;
   // Submissions with a job never placed that has dependencies: their id range and live jobs. (A
-  // job placed before had its dependencies met: Eligible.)
+  // job placed before had its dependencies met: PassEligible, pass_mirror.h.)
   std::map<int64_t, DependencyWaiters::Jobs> waiting;
   std::map<int64_t, int> live;  // spec -> its jobs in memory
   for (const auto& [id, job] : state_.jobs) {

@@ -190,20 +190,26 @@ class CoreState {
   JobTable jobs GUARDED_BY(core_lock);       // non-terminal + terminating
   NodeJobs node_jobs GUARDED_BY(core_lock);  // which of jobs may be on each node
   // The pass index (job_books.h): what a snapshot needs of jobs, kept current by the changes
-  // themselves, so that taking a snapshot walks the pending and the resource-holding jobs, not a
-  // tree of every job. Both are vectors sorted by id (a walk of 100,000 tree nodes scattered over
-  // the heap was most of a snapshot's cost; the touched entries are merged in). `pending_index`:
-  // every pending job's PendingView, pointing into jobs (map nodes do not move; an erased job is
-  // touched and leaves the index before the next snapshot). `held_index`: every job that holds
-  // resources (active, or ended and still stopping), with its scheduler view built once per change
-  // (generation `gen`). `touched` holds the ids changed since the last snapshot; past an eighth of
-  // jobs (+ 64), the index is rebuilt from jobs instead (`rebuild_index`), so it stays bounded by
-  // jobs.
-  std::vector<std::pair<int64_t, PendingView>> pending_index GUARDED_BY(core_lock);
+  // themselves, so that a pass learns what changed (pass_delta) and the walks of the
+  // resource-holding jobs (usage, time limits) are not walks of every job. `pending_index`: every
+  // pending job's PendingView, pointing into jobs (map nodes do not move; an erased job is touched
+  // and leaves the index before the next snapshot); a map, as placements take entries from all over
+  // a deep queue. `held_index`: every job that holds resources (active, or ended and still
+  // stopping), with its scheduler view built once per change (generation `gen`), a vector sorted by
+  // id (walked every 200 ms; the touched entries are merged in). `touched` holds the ids changed
+  // since the last refresh; past an eighth of jobs (+ 64), the index is rebuilt from jobs instead
+  // (`rebuild_index`), so it stays bounded by jobs.
+  std::map<int64_t, PendingView> pending_index GUARDED_BY(core_lock);
   std::vector<std::pair<int64_t, HeldView>> held_index GUARDED_BY(core_lock);
   std::set<int64_t> touched GUARDED_BY(core_lock);
   bool rebuild_index GUARDED_BY(core_lock) = true;
   int index_rebuilds GUARDED_BY(core_lock) = 0;
+  // What the scheduler thread's copy of the index lacks (pass_mirror.h): the ids whose entries
+  // changed since the last snapshot (unsorted, repeats allowed), or, with `pass_delta_full`, all of
+  // it (the first snapshot; after a rebuild; past half the jobs (+ 64): each change costs a
+  // lookup, a few times the copy of an entry).
+  std::vector<int64_t> pass_delta GUARDED_BY(core_lock);
+  bool pass_delta_full GUARDED_BY(core_lock) = true;
   // Jobs per state, (pool, team) and pending user: berth_jobs, the dashboard's totals and
   // max-pending-jobs without a scan.
   JobCounts counts GUARDED_BY(core_lock);
@@ -216,8 +222,9 @@ class CoreState {
   DependencyWaiters waiters GUARDED_BY(core_lock);
   // Cancels promised but not yet committed (job -> reason): a cancel of a job committed by a
   // submission not yet applied, or a cancel --all's cancel of an in-flight submission whose commit
-  // failed. Such a job is never placed (Eligible), and the cancel is retried until it is committed.
-  // Entries live from a promise to its commit (one housekeeping tick when the store is up).
+  // failed. Such a job is never placed (PassEligible, pass_mirror.h), and the cancel is retried
+  // until it is committed. Entries live from a promise to its commit (one housekeeping tick when
+  // the store is up).
   std::map<int64_t, std::string> owed_cancels GUARDED_BY(core_lock);
   // Bulk groups' max_running, for groups with jobs in jobs.
   GroupLimits group_limits GUARDED_BY(core_lock);

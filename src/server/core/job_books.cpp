@@ -105,11 +105,12 @@ void JobBooks::Restored(ActiveJob* was, ActiveJob& job) {
 void JobBooks::Touch(int64_t id) {
   if (s_.rebuild_index) return;
   s_.touched.insert(id);
-  if (s_.touched.size() > s_.jobs.size() / 8 + 64) {
-    // Changes to more than an eighth of the jobs since the last snapshot (a pass that placed many,
+  if (s_.touched.size() > s_.jobs.size() / 4 + 64) {
+    // Changes to more than a quarter of the jobs since the last refresh (a pass that placed many,
     // or many ended while nothing was pending): one walk of jobs_ in order, reusing the views of
-    // the unchanged jobs, costs less than looking each change up (measured: a refresh of 100,000
-    // changes took 62-99 ms that way).
+    // the unchanged jobs, costs less than looking each change up. (It was an eighth while pending
+    // entries were merged into a vector; a rebuild also makes the next pass copy the whole index,
+    // pass_mirror.h.)
     s_.rebuild_index = true;
     s_.touched.clear();
   }
@@ -123,7 +124,7 @@ void JobBooks::RefreshPassIndex() {
     s_.pending_index.clear();
     for (auto& [id, job] : s_.jobs) {
       if (job.row.status == JobStatus::kPending) {
-        s_.pending_index.emplace_back(id, PendingViewOf(job));
+        s_.pending_index.emplace_hint(s_.pending_index.end(), id, PendingViewOf(job));
         continue;
       }
       while (was != s_.held_index.end() && was->first < id) ++was;
@@ -135,23 +136,34 @@ void JobBooks::RefreshPassIndex() {
     s_.rebuild_index = false;
     ++s_.index_rebuilds;
     s_.touched.clear();
+    s_.pass_delta_full = true;
+    s_.pass_delta.clear();
     return;
   }
-  // A touched job filed before and after is updated in place; the entries to add or remove (sorted
-  // by id, as touched_ is) are merged in with one pass over each vector.
-  std::vector<std::pair<int64_t, std::optional<PendingView>>> pending_changes;
+  if (!s_.pass_delta_full) {
+    s_.pass_delta.insert(s_.pass_delta.end(), s_.touched.begin(), s_.touched.end());
+    if (s_.pass_delta.size() > s_.jobs.size() / 2 + 64) {
+      s_.pass_delta_full = true;  // a copy of the whole index costs less than looking each up
+      s_.pass_delta.clear();
+    }
+  }
+  // A touched job filed before and after is updated in place; the held entries to add or remove
+  // (sorted by id, as touched_ is) are merged in with one pass over the vector. Pending entries
+  // come and go one by one: placements take them from all over a deep queue, and a merge would
+  // rewrite every entry under the lock (a million pending: ~150 ms, measured).
   std::vector<std::pair<int64_t, std::optional<HeldView>>> held_changes;
   for (int64_t id : s_.touched) {
     auto found = s_.jobs.find(id);
     ActiveJob* job = found == s_.jobs.end() ? nullptr : &found->second;
-    auto was = FindEntry(s_.pending_index, id);
-    const bool was_pending = was != s_.pending_index.end() && was->first == id;
-    std::optional<PendingView> p;
-    if (job != nullptr && job->row.status == JobStatus::kPending) p = PendingViewOf(*job);
-    if (was_pending && p) {
-      was->second = *p;
-    } else if (was_pending || p) {
-      pending_changes.emplace_back(id, p);  // nullopt: remove
+    auto was = s_.pending_index.find(id);
+    if (job != nullptr && job->row.status == JobStatus::kPending) {
+      if (was != s_.pending_index.end()) {
+        was->second = PendingViewOf(*job);
+      } else {
+        s_.pending_index.emplace(id, PendingViewOf(*job));
+      }
+    } else if (was != s_.pending_index.end()) {
+      s_.pending_index.erase(was);
     }
     auto at = FindEntry(s_.held_index, id);
     const bool present = at != s_.held_index.end() && at->first == id;
@@ -164,9 +176,47 @@ void JobBooks::RefreshPassIndex() {
     }
   }
   s_.touched.clear();
-  MergeChanges(s_.pending_index, pending_changes);
   MergeChanges(s_.held_index, held_changes);
 }
+
+PassDelta JobBooks::TakePassDelta() {
+  RefreshPassIndex();
+  PassDelta delta;
+  delta.full = s_.pass_delta_full;
+  if (delta.full) {
+    delta.pending.reserve(s_.pending_index.size());
+    for (const auto& [id, p] : s_.pending_index) delta.pending.emplace_back(id, Mirrored(p));
+    delta.held.reserve(s_.held_index.size());
+    for (const auto& [id, h] : s_.held_index) delta.held.emplace_back(id, Mirrored(h));
+  } else {
+    std::sort(s_.pass_delta.begin(), s_.pass_delta.end());
+    s_.pass_delta.erase(std::unique(s_.pass_delta.begin(), s_.pass_delta.end()),
+                        s_.pass_delta.end());
+    delta.pending.reserve(s_.pass_delta.size());
+    delta.held.reserve(s_.pass_delta.size());
+    for (int64_t id : s_.pass_delta) {
+      auto p = s_.pending_index.find(id);
+      delta.pending.emplace_back(
+          id, p != s_.pending_index.end() ? std::optional(Mirrored(p->second)) : std::nullopt);
+      auto h = FindEntry(s_.held_index, id);
+      delta.held.emplace_back(id, h != s_.held_index.end() && h->first == id
+                                      ? std::optional(Mirrored(h->second))
+                                      : std::nullopt);
+    }
+  }
+  last_delta_ = {delta.full, delta.full ? s_.pending_index.size() + s_.held_index.size()
+                                        : s_.pass_delta.size()};
+  s_.pass_delta.clear();
+  s_.pass_delta_full = false;
+  return delta;
+}
+
+MirroredPending JobBooks::Mirrored(const PendingView& p) {
+  return MirroredPending{p.job->request, p.gen, p.not_before,
+                         p.awaits_dependencies ? std::optional(p.job->row.spec_id) : std::nullopt};
+}
+
+MirroredHeld JobBooks::Mirrored(const HeldView& h) { return MirroredHeld{h.view, h.gen, h.group}; }
 
 PendingView JobBooks::PendingViewOf(ActiveJob& job) {
   return PendingView{&job, job.request.get(), job.gen, job.row.not_before,
@@ -202,6 +252,11 @@ bool JobBooks::PassIndexConsistentForTesting() {
   return PassIndexConsistent();
 }
 
+std::pair<bool, size_t> JobBooks::LastPassDeltaForTesting() {
+  CoreLock lock(s_);
+  return last_delta_;
+}
+
 int JobBooks::PassIndexRebuildsForTesting() {
   CoreLock lock(s_);
   return s_.index_rebuilds;
@@ -213,8 +268,8 @@ bool JobBooks::PassIndexConsistent() {
   size_t held = 0;
   for (auto& [id, job] : s_.jobs) {
     if (job.row.status == JobStatus::kPending) {
-      auto it = FindEntry(s_.pending_index, id);
-      if (it == s_.pending_index.end() || it->first != id || !(it->second == PendingViewOf(job))) {
+      auto it = s_.pending_index.find(id);
+      if (it == s_.pending_index.end() || !(it->second == PendingViewOf(job))) {
         return false;
       }
       ++pending;

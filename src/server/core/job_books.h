@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/core/core_state.h"
+#include "server/core/pass_mirror.h"
 
 namespace berth {
 
@@ -54,6 +56,12 @@ class JobBooks final : public JobTable::Observer {
   void RefreshPassIndex() REQUIRES(core_lock);
   // Whether the index equals a walk of every job (checked before each snapshot in debug builds).
   bool PassIndexConsistent() REQUIRES(core_lock);
+  // Brings the index up to date and returns what changed in it since the last call (all of it,
+  // the first time and after a rebuild), for the scheduler thread's copy (pass_mirror.h).
+  PassDelta TakePassDelta() REQUIRES(core_lock);
+  // An index entry as the pass mirror keeps it.
+  static MirroredPending Mirrored(const PendingView& p);
+  static MirroredHeld Mirrored(const HeldView& h);
   // The ids of the jobs in memory that may be placed on `node` (NodeJobs: check each one's
   // placement), rebuilding that index first when it is due.
   std::vector<int64_t> JobsOn(const std::string& node) REQUIRES(core_lock);
@@ -68,6 +76,8 @@ class JobBooks final : public JobTable::Observer {
   bool GroupTalliesConsistentForTesting() EXCLUDES(core_lock);
   // How many times the pass index was rebuilt from every job (the first snapshot is one).
   int PassIndexRebuildsForTesting() EXCLUDES(core_lock);
+  // The last TakePassDelta's: whether it was full, and how many jobs it held.
+  std::pair<bool, size_t> LastPassDeltaForTesting() EXCLUDES(core_lock);
 
  private:
   // Job `id`'s entry for held_index if it holds resources (`job` null: erased; `was`: its entry
@@ -78,6 +88,7 @@ class JobBooks final : public JobTable::Observer {
   static PendingView PendingViewOf(ActiveJob& job);
 
   CoreState& s_;
+  std::pair<bool, size_t> last_delta_ GUARDED_BY(core_lock);  // for tests
 };
 
 }  // namespace berth

@@ -659,14 +659,4 @@ void Lifecycle::DependencyEnded(Txn& txn, const ActiveJob& job, TimeMs now) {
   DrainDependencyFailures(txn, now);
 }
 
-bool Lifecycle::Eligible(int64_t id, const PendingView& job, TimeMs now) const {
-  if (job.not_before && *job.not_before > now) return false;
-  if (!s_.owed_cancels.empty() && s_.owed_cancels.count(id)) return false;  // the commit is retried
-  // A job placed before had its dependencies met, and they never stop holding.
-  if (!job.awaits_dependencies) return true;
-  // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
-  const sched::Dependencies::Waiter* w = s_.waiters.Find(job.job->row.spec_id);
-  return w != nullptr && w->state == sched::DepState::kMet;
-}
-
 }  // namespace berth

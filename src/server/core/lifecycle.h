@@ -116,9 +116,6 @@ class Lifecycle {
   // Cancels the jobs of every waiter on txn.dep_failures, and of those their cancellation fails
   // in turn, unless an outer call is already doing it.
   void DrainDependencyFailures(Txn& txn, TimeMs now) REQUIRES(core_lock);
-  // Whether pending job `id` may be placed now: its dependencies hold, its backoff is over and no
-  // cancel of it is owed.
-  bool Eligible(int64_t id, const PendingView& job, TimeMs now) const REQUIRES(core_lock);
 
   // The usage of the job's current attempt from its placement until `now` (an attempt placed at an
   // unknown time counts none).

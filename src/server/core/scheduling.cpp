@@ -27,9 +27,11 @@
 namespace berth {
 
 Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
-  books_.RefreshPassIndex();
-  assert(books_.PassIndexConsistent());
   PassInput in;
+  // What changed in the pass index since the last pass: the lock is held in proportion to that,
+  // not to the queue (pass_mirror.h). Expand walks the mirror after the lock is released.
+  in.delta = books_.TakePassDelta();
+  assert(books_.PassIndexConsistent());
   sched::Snapshot& snap = in.snapshot;
   snap.now = now;
   in.nodes.reserve(s_.nodes.size());
@@ -37,49 +39,27 @@ Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
     NodeTable::ViewOf(node);
     in.nodes.emplace_back(node.view, node.sched_gen);
   }
-  std::map<int64_t, int> group_running;
-  // This runs under the lock, so a submission waits for it: no copy or reallocation of 100,000
-  // requests (Expand copies them after), no hash table of their generations (sorted by id,
-  // as both indexes are: merged, then searched). The snapshot's vector of requests is reserved
-  // first, as the biggest block: allocated after the smaller ones it no longer fits the scheduler
-  // thread's heap, and every pass mapped a fresh one and faulted ~30 MB in (measured).
-  snap.pending.reserve(s_.pending_index.size());
-  in.pending.reserve(s_.pending_index.size());
-  snap.running.reserve(s_.held_index.size() + s_.dying.size());
-  in.job_gens.reserve(s_.pending_index.size() + s_.held_index.size());
-  auto pending = s_.pending_index.begin();
-  auto held = s_.held_index.begin();
-  while (pending != s_.pending_index.end() || held != s_.held_index.end()) {
-    if (held == s_.held_index.end() ||
-        (pending != s_.pending_index.end() && pending->first < held->first)) {
-      const PendingView& job = pending->second;
-      // Jobs waiting for dependencies or a backoff are not the scheduler's concern: they hold
-      // nothing back, reserve nothing, and cost the pass nothing but this check.
-      if (life_.Eligible(pending->first, job, now)) {
-        in.pending.emplace_back(pending->first, job.request);
-        // A submission's jobs share their request and sit together in id order: one reference
-        // each, mostly.
-        if (in.keep.empty() || in.keep.back().get() != job.request) {
-          in.keep.push_back(job.job->request);
-        }
-        in.job_gens.emplace_back(pending->first, job.gen);
-      }
-      ++pending;
-      continue;
-    }
-    const HeldView& h = held->second;
-    if (h.group && s_.group_limits.Limited(*h.group)) ++group_running[*h.group];
-    snap.running.push_back(h.view);
-    in.job_gens.emplace_back(held->first, h.gen);
-    ++held;
+  // What decides, at the mirror's walk, whether a pending job is the scheduler's concern (jobs
+  // waiting for dependencies or a backoff hold nothing back and reserve nothing).
+  for (const auto& [id, why] : s_.owed_cancels) in.owed_cancels.insert(id);
+  auto met = [&](int64_t spec) {
+    s_.AssertHeld();
+    const sched::Dependencies::Waiter* w = s_.waiters.Find(spec);
+    // No waiter: its dependencies could not be read at start-up; it waits rather than run early.
+    if (w != nullptr && w->state == sched::DepState::kMet) in.met_specs.insert(spec);
+  };
+  for (int64_t spec : mirror_.AwaitedSpecs()) met(spec);
+  for (const auto& [id, p] : in.delta.pending) {
+    if (p && p->awaits_spec) met(*p->awaits_spec);
   }
+  in.group_limits = s_.group_limits.limits();
   for (const auto& [key, dying] : s_.dying) {
     // An earlier attempt still stopping counts against its group's max_running: it holds resources.
-    if (!s_.group_limits.limits().empty()) {
+    if (!in.group_limits.empty()) {
       auto job = s_.jobs.find(key.first);
       if (job != s_.jobs.end() && job->second.row.group &&
           s_.group_limits.Limited(*job->second.row.group)) {
-        ++group_running[*job->second.row.group];
+        ++in.group_running[*job->second.row.group];
       }
     }
     auto r = std::make_shared<sched::RunningJob>();
@@ -88,11 +68,7 @@ Scheduling::PassInput Scheduling::BuildPassInput(TimeMs now) {
     r->per_node = dying.per_node;
     r->placement = dying.placement;
     r->stopping = true;  // holds resources until its processes are gone; never a victim again
-    snap.running.push_back(std::move(r));
-  }
-  for (const auto& [group, limit] : s_.group_limits.limits()) {
-    auto running = group_running.find(group);
-    snap.group_caps[group] = {limit, running == group_running.end() ? 0 : running->second};
+    in.dying.push_back(std::move(r));
   }
   AddShares(snap);
   AddReservedWindows(snap);
@@ -120,14 +96,38 @@ void Scheduling::Expand(PassInput& in) {
     in.node_gens.emplace(view->name, gen);
   }
   in.nodes = {};
-  std::vector<sched::JobRequest>& out = in.snapshot.pending;
-  out.reserve(out.size() + in.pending.size());
-  for (const auto& [id, request] : in.pending) {
-    out.push_back(*request);
-    out.back().id = id;
+  mirror_.Apply(std::move(in.delta));
+  in.delta = {};
+  const PassMirror::PendingEntries& pending = mirror_.pending();
+  const PassMirror::HeldEntries& held = mirror_.held();
+  sched::Snapshot& snap = in.snapshot;
+  // The biggest block first (a pass's vector of requests, allocated after the smaller ones, no
+  // longer fit the scheduler thread's heap: every pass mapped a fresh one and faulted ~30 MB in).
+  snap.pending.reserve(pending.size());
+  snap.running.reserve(held.size() + in.dying.size());
+  in.job_gens.reserve(pending.size() + held.size());
+  auto p = pending.begin();
+  auto h = held.begin();
+  while (p != pending.end() || h != held.end()) {
+    if (h == held.end() || (p != pending.end() && p->first < h->first)) {
+      const auto& [id, job] = *p++;
+      if (!PassEligible(id, job, snap.now, in.owed_cancels, in.met_specs)) continue;
+      snap.pending.push_back(*job.request);
+      snap.pending.back().id = id;
+      in.job_gens.emplace_back(id, job.gen);
+      continue;
+    }
+    const auto& [id, job] = *h++;
+    if (job.group && in.group_limits.count(*job.group)) ++in.group_running[*job.group];
+    snap.running.push_back(job.view);
+    in.job_gens.emplace_back(id, job.gen);
   }
-  in.pending = {};
-  in.keep = {};
+  for (auto& r : in.dying) snap.running.push_back(std::move(r));
+  in.dying = {};
+  for (const auto& [group, limit] : in.group_limits) {
+    auto running = in.group_running.find(group);
+    snap.group_caps[group] = {limit, running == in.group_running.end() ? 0 : running->second};
+  }
 }
 
 bool Scheduling::NodesUnchanged(const Placement& placement,
@@ -174,6 +174,7 @@ class LockHoldTimer {
 }  // namespace
 
 bool Scheduling::RunPass() {
+  MutexLock pass(pass_mu_);  // one pass at a time: the mirror is the pass's
   const int64_t began = s_.clock.Monotonic();
   PassInput in;
   std::function<void()> hook;
@@ -409,6 +410,22 @@ void Scheduling::AddShares(sched::Snapshot& snap) {
                                       held.placed_at, snap.now)});
   }
   s_.shares.AddTo(snap, running);
+}
+
+bool Scheduling::MirrorMatchesIndexForTesting() {
+  MutexLock pass(pass_mu_);
+  CoreLock lock(s_);
+  mirror_.Apply(books_.TakePassDelta());
+  auto same = [](const auto& index, const auto& mirror, auto mirrored) {
+    return std::equal(index.begin(), index.end(), mirror.begin(), mirror.end(),
+                      [&](const auto& a, const auto& b) {
+                        return a.first == b.first && mirrored(a.second) == b.second;
+                      });
+  };
+  return same(s_.pending_index, mirror_.pending(),
+              [](const PendingView& p) { return JobBooks::Mirrored(p); }) &&
+         same(s_.held_index, mirror_.held(),
+              [](const HeldView& h) { return JobBooks::Mirrored(h); });
 }
 
 void Scheduling::SetPassHookForTesting(std::function<void()> hook) {

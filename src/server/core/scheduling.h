@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -21,6 +23,7 @@
 #include "server/core/core_state.h"
 #include "server/core/job_books.h"
 #include "server/core/lifecycle.h"
+#include "server/core/pass_mirror.h"
 
 namespace berth {
 
@@ -50,27 +53,33 @@ class Scheduling {
   // Runs `hook` in every RunPass between the scheduler's decision and its application, without
   // the lock: lets a test change the state while a pass is deciding.
   void SetPassHookForTesting(std::function<void()> hook) EXCLUDES(core_lock);
+  // Brings the pass's mirror up to date (as a pass would) and says whether it equals the pass
+  // index, entry for entry.
+  bool MirrorMatchesIndexForTesting() EXCLUDES(core_lock);
 
  private:
-  // A pass's input, taken under the lock: the snapshot and the generations it saw. The pending
-  // jobs' requests are noted there as (id, request) only, and copied into snapshot.pending by
-  // Expand once the lock is released: a request is immutable and shared by the jobs of a
-  // submission, so that a submission waits for a pointer per pending job, not a copy of each
-  // (100,000 of them took a third of a pass's time under the lock). Nodes likewise: a pointer to
-  // each one's immutable view, with its generation, copied into snapshot.nodes and node_gens
-  // after (10,000 nodes' views and their name-keyed generations took ~6 ms under the lock).
+  // A pass's input, taken under the lock: the snapshot's users, teams and reservations, the
+  // nodes, and what changed in the pass index since the last pass (`delta`), with what Expand needs
+  // to walk the mirror without the lock (which pending jobs are eligible; bulk groups' limits).
+  // Nodes are noted as a pointer to each one's immutable view, with its generation, and copied
+  // into snapshot.nodes and node_gens after (10,000 nodes' views and their name-keyed generations
+  // took ~6 ms under the lock).
   struct PassInput {
     sched::Snapshot snapshot;
-    std::vector<std::pair<int64_t, uint64_t>> job_gens;   // (id, gen), sorted by id
+    std::vector<std::pair<int64_t, uint64_t>> job_gens;   // (id, gen), sorted by id; by Expand
     std::unordered_map<std::string, uint64_t> node_gens;  // filled by Expand
     std::vector<std::pair<std::shared_ptr<const sched::NodeView>, uint64_t>> nodes;  // (view, gen)
-    std::vector<std::pair<int64_t, const sched::JobRequest*>> pending;               // id order
-    std::vector<std::shared_ptr<const sched::JobRequest>> keep;  // what `pending` points into
+    PassDelta delta;
+    std::set<int64_t> owed_cancels;  // never placed while their cancel is owed
+    std::set<int64_t> met_specs;     // submissions whose dependencies are met
+    std::map<int64_t, int> group_limits;
+    std::map<int64_t, int> group_running;  // dying attempts' here, the held jobs' added by Expand
+    std::vector<std::shared_ptr<sched::RunningJob>> dying;
   };
-  PassInput BuildPassInput(TimeMs now) REQUIRES(core_lock);
-  // Fills in.snapshot.pending from in.pending, in.snapshot.nodes and in.node_gens from in.nodes
-  // (and lets the pointers go). Needs no lock.
-  static void Expand(PassInput& in);
+  PassInput BuildPassInput(TimeMs now) REQUIRES(core_lock, pass_mu_);
+  // Merges in.delta into the mirror and fills the snapshot's pending and running jobs from it,
+  // job_gens and the group caps; the nodes and node_gens from in.nodes. Needs no state lock.
+  void Expand(PassInput& in) REQUIRES(pass_mu_);
   // The snapshot's users and teams: rules, decayed usage (running attempts included), reclaims.
   void AddShares(sched::Snapshot& snap) REQUIRES(core_lock);
   // Operators' reservations: each one's window at snap.now; notes when the next starts or ends.
@@ -92,6 +101,9 @@ class Scheduling {
   CoreState& s_;
   JobBooks& books_;
   Lifecycle& life_;
+  // Held by RunPass throughout (before the state lock): passes run one at a time.
+  Mutex pass_mu_;
+  PassMirror mirror_ GUARDED_BY(pass_mu_);
 };
 
 }  // namespace berth

@@ -35,6 +35,7 @@ class CoreTest : public ::testing::Test {
     if (core_) {
       EXPECT_TRUE(core_->books().JobCountsConsistentForTesting());
       EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
+      EXPECT_TRUE(core_->scheduling().MirrorMatchesIndexForTesting());
       EXPECT_TRUE(core_->books().GroupTalliesConsistentForTesting());
     }
   }

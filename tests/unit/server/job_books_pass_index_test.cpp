@@ -81,5 +81,36 @@ TEST_F(CoreTest, PassIndexAfterRestartHoldsTheLoadedRunningJobs) {
   EXPECT_TRUE(core_->books().PassIndexConsistentForTesting());
 }
 
+// The scheduler thread's copy of the index (pass_mirror.h) is brought up to date by what changed
+// since the last pass only: a pass after one more submission takes that submission's jobs under
+// the lock, not the queue; after more changes than an eighth of the jobs, all of it.
+TEST_F(CoreTest, APassTakesOnlyWhatChangedSinceTheLastOne) {
+  Register("n1", 1);
+  SubmitRequest bulk;
+  bulk.spec = Spec(1);
+  bulk.user = "bob";
+  bulk.count = 200;
+  bulk.as_group = true;
+  ASSERT_TRUE(core_->admission().Submit(bulk).ok());
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  EXPECT_EQ(core_->books().LastPassDeltaForTesting(), std::make_pair(true, size_t{200}))
+      << "the first pass takes the whole index";
+
+  int64_t more = Submit(Spec(1));
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  // The job placed by the first pass (pending, then holding), and the new one.
+  EXPECT_EQ(core_->books().LastPassDeltaForTesting(), std::make_pair(false, size_t{2}));
+  EXPECT_TRUE(core_->scheduling().MirrorMatchesIndexForTesting());
+
+  CancelRequest cancel;
+  cancel.all = true;
+  cancel.user = "bob";
+  ASSERT_TRUE(core_->admission().Cancel(cancel).ok());
+  ASSERT_TRUE(core_->scheduling().RunPass());
+  EXPECT_TRUE(core_->books().LastPassDeltaForTesting().first)
+      << "200 changes of 201 jobs: the whole index again";
+  EXPECT_EQ(Stored(more).status, JobStatus::kPending) << "the cancelled job still stops on n1";
+}
+
 }  // namespace
 }  // namespace berth::testing
