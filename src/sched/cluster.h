@@ -156,17 +156,39 @@ struct ReservedWindow {
   bool maintenance = false;  // no job at all inside the window
 };
 
+// A pending job whose request it shares with others: the server keeps one request per submission,
+// so that a snapshot of a million pending jobs copies none of them. `id` is the job's (the
+// request's own `id` is not read).
+struct SharedPendingJob {
+  JobId id = 0;
+  std::shared_ptr<const JobRequest> request;
+};
+
 struct Snapshot {
   std::vector<NodeView> nodes;
   // Shared and immutable: the server keeps each running job's view built while the job is
   // unchanged, so that taking a snapshot copies pointers, not placements (src/server/core/core.h).
   std::vector<std::shared_ptr<const RunningJob>> running;
-  std::vector<JobRequest> pending;  // any order; see scheduler.h for the order of a pass
+  // The pending jobs, in any order (see scheduler.h for the order of a pass): those of `pending`,
+  // then those of `shared_pending`, alike (PendingCount, PendingRequest and PendingId below number
+  // them so). Tests mostly fill the first; the server, the second.
+  std::vector<JobRequest> pending;
+  std::vector<SharedPendingJob> shared_pending;
   std::vector<TeamView> teams;
   std::vector<UserView> users;
   std::map<int64_t, GroupCap> group_caps;  // by group; groups without a cap are absent
   std::vector<ReservedWindow> reserved;    // operators' reservations, by window
   TimeMs now = 0;
 };
+
+// Pending job k of a snapshot (its `pending`, then its `shared_pending`): how many there are, its
+// request (whose `id` may be another job's, when shared) and its id.
+inline size_t PendingCount(const Snapshot& s) { return s.pending.size() + s.shared_pending.size(); }
+inline const JobRequest& PendingRequest(const Snapshot& s, size_t k) {
+  return k < s.pending.size() ? s.pending[k] : *s.shared_pending[k - s.pending.size()].request;
+}
+inline JobId PendingId(const Snapshot& s, size_t k) {
+  return k < s.pending.size() ? s.pending[k].id : s.shared_pending[k - s.pending.size()].id;
+}
 
 }  // namespace berth::sched

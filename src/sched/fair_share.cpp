@@ -58,11 +58,11 @@ Shares::Shares(const Snapshot& snapshot, const Config& config) : config_(config)
   // Names get provisional numbers as they are first seen, then their places in name order.
   NameNumbers seen;
   for (const UserView& u : snapshot.users) seen.Note(u.name);
-  pending_users_.resize(snapshot.pending.size());
+  pending_users_.resize(PendingCount(snapshot));
   const std::string* last = nullptr;  // a sweep's jobs share an owner: one lookup for all
   int provisional = 0;
-  for (size_t k = 0; k < snapshot.pending.size(); ++k) {
-    const JobRequest& j = snapshot.pending[k];
+  for (size_t k = 0; k < pending_users_.size(); ++k) {
+    const JobRequest& j = PendingRequest(snapshot, k);
     if (last == nullptr || !SameText(j.user, *last)) {
       provisional = seen.Note(j.user);
     }

@@ -1,6 +1,7 @@
 #include "sched/pass.h"
 
 #include <algorithm>
+#include <deque>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -153,7 +154,10 @@ Pass::Pass(const Snapshot& snapshot, const Config& config, const Tuning& tuning)
 }
 
 PassResult Pass::Run() {
-  const std::vector<JobRequest>& pending = snapshot_.pending;
+  const size_t pending = PendingCount(snapshot_);
+  // The jobs tried, when their request is shared: a copy each, with its id, which the pass's
+  // decisions and occupants point into until it ends.
+  std::deque<JobRequest> tried;
 
   // One sequential sweep over the queue groups it by shape; the queue is then walked in order
   // through these small entries, and a job's request is read again only when it is tried.
@@ -191,22 +195,24 @@ PassResult Pass::Run() {
       slot.emplace(group, static_cast<int>(caps.size()));
       caps.push_back({group, cap.max_running, cap.running, kNoReason});
     }
-    cap_of.assign(pending.size(), -1);
-    for (size_t k = 0; k < pending.size(); ++k) {
-      if (!pending[k].group) continue;
-      auto it = slot.find(*pending[k].group);
+    cap_of.assign(pending, -1);
+    for (size_t k = 0; k < pending; ++k) {
+      const std::optional<int64_t>& group = PendingRequest(snapshot_, k).group;
+      if (!group) continue;
+      auto it = slot.find(*group);
       if (it != slot.end()) cap_of[k] = it->second;
     }
   }
   PendingIndex jobs;
-  jobs.id.resize(pending.size());
-  jobs.shape.resize(pending.size());
-  jobs.user.resize(pending.size());
-  entries.reserve(pending.size());
+  jobs.id.resize(pending);
+  jobs.shape.resize(pending);
+  jobs.user.resize(pending);
+  entries.reserve(pending);
   {
     std::unordered_map<ShapeRef, uint32_t, ShapeHash, ShapeEq> ids;
-    for (uint32_t k = 0; k < pending.size(); ++k) {
-      const JobRequest& job = pending[k];
+    for (uint32_t k = 0; k < pending; ++k) {
+      const JobRequest& job = PendingRequest(snapshot_, k);
+      const JobId id = PendingId(snapshot_, k);
       const int windows = windows_.ShapeKey(job);
       auto [it, fresh] = ids.try_emplace(
           ShapeRef{&job, HashShape(job) ^ static_cast<size_t>(windows + 2), windows},
@@ -219,10 +225,10 @@ PassResult Pass::Run() {
       }
       shapes[it->second].limited = shapes[it->second].limited || job.time_limit.has_value();
       const int user = shares_.pending_users()[k];
-      jobs.id[k] = job.id;
+      jobs.id[k] = id;
       jobs.shape[k] = it->second;
       jobs.user[k] = user;
-      entries.push_back({job.priority, it->second, job.id, k, user, Starving(job)});
+      entries.push_back({job.priority, it->second, id, k, user, Starving(job)});
     }
   }
   // The plain order (one owner) is a sort; a fair one is decided job by job, as jobs are admitted.
@@ -260,9 +266,9 @@ PassResult Pass::Run() {
     reasons.push_back(std::move(reason));
     return static_cast<uint32_t>(reasons.size() - 1);
   };
-  std::vector<uint32_t> outcome(pending.size(), kNoReason);  // kNoReason: placed
+  std::vector<uint32_t> outcome(pending, kNoReason);  // kNoReason: placed
   std::vector<uint32_t> considered;
-  considered.reserve(pending.size());
+  considered.reserve(pending);
   // Whether a reservation (a starving job's, or an operator's) kept the job off a node since
   // `before` (blocks_): only then does its failure depend on its time limit (Memo).
   auto reserving_now = [&](uint64_t before) { return blocks_ != before; };
@@ -306,7 +312,7 @@ PassResult Pass::Run() {
     Memo* reclaim_memo = nullptr;
     if (in_quota && shares_.ReclaimsLeft(team) > 0) {
       reclaim_memo = &reclaim[key(e.shape, team)];
-      if (reclaim_memo->any || reclaim_memo->Covers(pending[e.pos].time_limit)) {
+      if (reclaim_memo->any || reclaim_memo->Covers(PendingRequest(snapshot_, e.pos).time_limit)) {
         reclaim_memo = nullptr;
       }
     }
@@ -332,7 +338,12 @@ PassResult Pass::Run() {
       outcome[e.pos] = waits(shape.reason);  // the common case of a long queue: nothing to try
       return false;
     }
-    const JobRequest& job = pending[e.pos];
+    const JobRequest* request = &PendingRequest(snapshot_, e.pos);
+    if (e.pos >= snapshot_.pending.size()) {
+      request = &tried.emplace_back(*request);
+      tried.back().id = e.id;
+    }
+    const JobRequest& job = *request;
     const Need& need = shape.need;
     // A job that names an operator's reservation waits for its window (docs/reservations.md).
     if (!job.reservation.empty() && !windows_.empty()) {

@@ -62,12 +62,13 @@ ReservedWindows::ReservedWindows(const Snapshot& snapshot, const NodeState& stat
 }
 
 const ReservedWindows::Member& ReservedWindows::MemberOf(const JobRequest& job) const {
-  if (memo_.job == job.id) return memo_;
+  if (memo_.request == &job && memo_.job == job.id) return memo_;
   return Membership(job);
 }
 
 const ReservedWindows::Member& ReservedWindows::Membership(const JobRequest& job) const {
   memo_ = Member{};
+  memo_.request = &job;
   memo_.job = job.id;
   if (!job.reservation.empty()) {
     for (size_t w = 0; w < windows_.size(); ++w) {
@@ -112,7 +113,7 @@ bool ReservedWindows::Admits(int window, const Member& m) const {
 
 bool ReservedWindows::Blocks(NodeIdx i, const JobRequest& job) const {
   if (windows_.empty()) return false;
-  const Member& m = memo_.job == job.id ? memo_ : Membership(job);
+  const Member& m = MemberOf(job);
   const OnNode& on = on_node_[i];
   if (m.window >= 0 && (m.denied || on.active != m.window)) return true;
   if (on.active >= 0 && !Admits(on.active, m)) return true;

@@ -57,7 +57,10 @@ class ReservedWindows {
     int next = -1;    // the next window to start on it
   };
   struct Member {
-    int64_t job = -1;     // whose membership this is
+    // Whose membership this is: the request (shared by jobs of one submission, and what decides)
+    // and the job's id.
+    const JobRequest* request = nullptr;
+    int64_t job = -1;
     int window = -1;      // the reservation it names (-1: none, or one not in the snapshot)
     bool denied = false;  // it names one whose users do not include its user
     int team = -1;        // its user's team, when some window belongs to that team

@@ -68,7 +68,8 @@ void PlanMigChanges(CoreState& s, const sched::Snapshot& snapshot) {
   // What the snapshot's pending jobs ask of slice types, less the slices it has free: the pass
   // placed jobs on free slices only, so this is what it left unmet.
   std::map<std::string, int> wanted;  // slice type -> devices
-  for (const sched::JobRequest& job : snapshot.pending) {
+  for (size_t k = 0; k < sched::PendingCount(snapshot); ++k) {
+    const sched::JobRequest& job = sched::PendingRequest(snapshot, k);
     if (!job.per_node.wants_gpu() || !SliceShareOf(job.per_node.gpu_type)) continue;
     wanted[job.per_node.gpu_type] += job.per_node.gpu_devices() * job.num_nodes;
   }

@@ -101,9 +101,8 @@ void Scheduling::Expand(PassInput& in) {
   const PassMirror::PendingEntries& pending = mirror_.pending();
   const PassMirror::HeldEntries& held = mirror_.held();
   sched::Snapshot& snap = in.snapshot;
-  // The biggest block first (a pass's vector of requests, allocated after the smaller ones, no
-  // longer fit the scheduler thread's heap: every pass mapped a fresh one and faulted ~30 MB in).
-  snap.pending.reserve(pending.size());
+  // The requests are shared, not copied (copying 755,621 of them made this take 1-1.9 s a pass).
+  snap.shared_pending.reserve(pending.size());
   snap.running.reserve(held.size() + in.dying.size());
   in.job_gens.reserve(pending.size() + held.size());
   auto p = pending.begin();
@@ -112,8 +111,7 @@ void Scheduling::Expand(PassInput& in) {
     if (h == held.end() || (p != pending.end() && p->first < h->first)) {
       const auto& [id, job] = *p++;
       if (!PassEligible(id, job, snap.now, in.owed_cancels, in.met_specs)) continue;
-      snap.pending.push_back(*job.request);
-      snap.pending.back().id = id;
+      snap.shared_pending.push_back({id, job.request});
       in.job_gens.emplace_back(id, job.gen);
       continue;
     }

@@ -766,6 +766,18 @@ std::vector<std::string> Script::RunPass() {
   }
   PassResult result = Schedule(view, config_);
   std::vector<std::string> out = FormatDecisions(result);
+  // The server's form of the same queue decides the same: every request shared (here each its
+  // own, with another job's id, which the pass must not read).
+  Snapshot shared = view;
+  shared.pending.clear();
+  for (const JobRequest& j : view.pending) {
+    auto request = std::make_shared<JobRequest>(j);
+    request->id = -1;
+    shared.shared_pending.push_back({j.id, std::move(request)});
+  }
+  if (FormatDecisions(Schedule(shared, config_)) != out) {
+    out.push_back("BROKEN: the pass decides otherwise when the requests are shared");
+  }
   for (JobId id : held)
     out.push_back("held " + std::to_string(id) + ": waiting for its dependencies");
   for (const std::string& broken : CheckInvariants(view, result)) {
