@@ -21,50 +21,9 @@
 #include "common/quantity.h"
 #include "common/strings.h"
 #include "net/tls.h"
+#include "server/core/sorted_entries.h"
 
 namespace berth {
-namespace {
-
-// The pass index's vectors are sorted by id.
-template <class T>
-auto FindEntry(std::vector<std::pair<int64_t, T>>& index, int64_t id) {
-  return std::lower_bound(index.begin(), index.end(), id,
-                          [](const auto& entry, int64_t key) { return entry.first < key; });
-}
-
-// Merges `changes` (sorted by id; a value is an entry to add, nullopt one to remove) into `index`.
-// Entries added past the last one (a submission's new jobs) are appended in place.
-template <class T>
-void MergeChanges(std::vector<std::pair<int64_t, T>>& index,
-                  std::vector<std::pair<int64_t, std::optional<T>>>& changes) {
-  if (changes.empty()) return;
-  auto change = changes.begin();
-  if (index.empty() || changes.front().first > index.back().first) {
-    for (; change != changes.end() && change->second; ++change) {
-      index.emplace_back(change->first, std::move(*change->second));
-    }
-    if (change == changes.end()) return;
-  }
-  std::vector<std::pair<int64_t, T>> out;
-  out.reserve(index.size() + changes.size());
-  auto add_before = [&](int64_t id) {
-    for (; change != changes.end() && change->first < id; ++change) {
-      out.emplace_back(change->first, std::move(*change->second));  // only additions come first
-    }
-  };
-  for (auto& entry : index) {
-    add_before(entry.first);
-    if (change != changes.end() && change->first == entry.first) {
-      ++change;  // removed
-      continue;
-    }
-    out.push_back(std::move(entry));
-  }
-  add_before(std::numeric_limits<int64_t>::max());
-  index = std::move(out);
-}
-
-}  // namespace
 
 void JobBooks::Entered(ActiveJob& job) {
   s_.AssertHeld();

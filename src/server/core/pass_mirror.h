@@ -58,10 +58,8 @@ class PassMirror {
   using PendingEntries = std::vector<std::pair<int64_t, MirroredPending>>;
   using HeldEntries = std::vector<std::pair<int64_t, MirroredHeld>>;
 
-  // Brings the mirror up to date with `delta`.
+  // Brings the mirror up to date with `delta` (a full one replaces it).
   void Apply(PassDelta delta);
-  // Forgets everything: the next delta must be full (a Core reloaded from the store).
-  void Clear();
 
   // Sorted by id.
   const PendingEntries& pending() const { return pending_; }

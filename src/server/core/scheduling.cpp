@@ -97,7 +97,6 @@ void Scheduling::Expand(PassInput& in) {
   }
   in.nodes = {};
   mirror_.Apply(std::move(in.delta));
-  in.delta = {};
   const PassMirror::PendingEntries& pending = mirror_.pending();
   const PassMirror::HeldEntries& held = mirror_.held();
   sched::Snapshot& snap = in.snapshot;
