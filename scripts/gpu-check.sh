@@ -7,7 +7,8 @@
 #   1. discovery: the node offers as many GPUs as `nvidia-smi -L` lists, of the type it names;
 #   2. a job given one GPU sees only it: `nvidia-smi -L` inside lists one GPU, CUDA_VISIBLE_DEVICES is
 #      0 and BERTH_GPU_IDS names its index on the node;
-#   3. a job cannot open another GPU's device file (EPERM) and can open its own;
+#   3. a job cannot open another GPU's device file (EPERM) and can open its own; a job without
+#      GPUs opens none;
 #   4. with two GPUs or more, two one-GPU jobs run at once on different devices;
 #   5. the health probes read the real nvidia-smi: "gpus" and "ecc" ran and found every GPU
 #      (docs/operators.md "Node health"; a GPU with real ECC trouble fails this check, rightly);
@@ -20,10 +21,14 @@
 #      `nvidia-smi topo -m` names, and GPUs it puts in one NVLink island are joined by NV# there;
 #   9. the NVLink domain across nodes: the node's berth.nvlink_domain label is
 #      <ClusterUUID>.<CliqueId> of `nvidia-smi -q`'s Fabric section where one is Completed, and
-#      absent where none is (every GPU without a multi-node fabric: H100/H200 HGX, PCIe cards).
+#      absent where none is (every GPU without a multi-node fabric: H100/H200 HGX, PCIe cards);
+#  10. CUDA works inside the fence: where the checker's python3 imports torch, a one-GPU job (and,
+#      with MPS, a half-GPU job through its daemon) multiplies two matrices on its GPU, so the fence
+#      lets through what CUDA opens besides the GPU's own file (nvidiactl, nvidia-uvm).
 # Read-only: it never changes a GPU's mode or MIG layout (the agent runs without --mig-reconfigure).
 # Checks 1-4 need a GPU not in MIG mode; they are skipped, saying so, where there is none.
-# Prints one line per check and exits non-zero when one fails.
+# Prints one line per check and exits non-zero when one fails. With GPU_CHECK_LOGS=DIR it leaves the
+# server's and the agent's logs in DIR.
 set -uo pipefail
 berth=${1:-$(dirname "$0")/../build/src/berth}
 berth=$(realpath "$berth")
@@ -47,6 +52,10 @@ cleanup() {
   [ -n "${agent_pid:-}" ] && kill "$agent_pid" 2>/dev/null
   [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null
   sleep 1
+  if [ -n "${GPU_CHECK_LOGS:-}" ]; then
+    mkdir -p "$GPU_CHECK_LOGS" && cp "$tmp"/*.log "$GPU_CHECK_LOGS"/ 2>/dev/null
+    tar czf "$GPU_CHECK_LOGS/state.tgz" -C "$tmp" --exclude='*.sock' . 2>/dev/null
+  fi
   pkill -f "$tmp" 2>/dev/null
   rm -rf "$tmp"
 }
@@ -73,14 +82,16 @@ slice_type=$(echo "$types" | tr ',' '\n' | grep -- - | head -1)
 run_job() {  # run_job SCRIPT -> prints the job's output
   local id
   id=$("$berth" exec -d --json --gpus "$type:1" -- "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
-  "$berth" wait "$id" >/dev/null 2>&1
+  # A job that did not succeed says why on stderr.
+  "$berth" wait "$id" >/dev/null 2>&1 || "$berth" show "$id" >&2
   "$berth" logs "$id" --no-follow
 }
 
-run_on() {  # run_on GPUS SCRIPT -> prints the job's output
+run_on() {  # run_on GPUS SCRIPT -> prints the job's output ("" GPUS: a job without GPUs)
   local id
-  id=$("$berth" exec -d --json --gpus "$1" -- "$2" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
-  "$berth" wait "$id" >/dev/null 2>&1
+  id=$("$berth" exec -d --json ${1:+--gpus "$1"} -- "$2" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
+  # A job that did not succeed says why on stderr.
+  "$berth" wait "$id" >/dev/null 2>&1 || "$berth" show "$id" >&2
   "$berth" logs "$id" --no-follow
 }
 
@@ -92,12 +103,19 @@ seen=$(echo "$out" | grep -c '^GPU ')
 if [ "$seen" = 1 ] && echo "$out" | grep -q 'cvd=0 '; then ok "a one-GPU job sees one GPU: $(echo "$out" | tail -1)"
 else bad "a one-GPU job sees $seen GPU(s): $out"; fi
 
-probe='mine=$BERTH_GPU_IDS; for d in /dev/nvidia[0-9]*; do i=${d#/dev/nvidia}; if exec 3<>"$d" 2>/dev/null; then exec 3>&-; echo "gpu $i open"; else echo "gpu $i denied"; fi; done; echo "mine=$mine"'
+# Denied is EPERM (the fence); an open that reaches the driver passed it, also one the driver
+# answers ENXIO (a device node with no GPU behind it).
+probe='mine=$BERTH_GPU_IDS; for d in /dev/nvidia[0-9]*; do i=${d#/dev/nvidia}; if err=$( (exec 3<>"$d") 2>&1 ); then echo "gpu $i open"; elif echo "$err" | grep -q "not permitted"; then echo "gpu $i denied"; else echo "gpu $i open"; fi; done; echo "mine=$mine"'
 out=$(run_job "$probe")
 mine=$(echo "$out" | sed -n 's/^mine=//p')
 if echo "$out" | grep -q "^gpu $mine open$" && ! echo "$out" | grep -v "^gpu $mine " | grep -q "open$"; then
-  ok "a job opens its own GPU ($mine) and no other"
+  ok "a job opens its own GPU ($mine) and no other (of $gpus)"
 else bad "device fencing: $out"; fi
+# With one GPU the check above denies nothing; a job without GPUs is denied every one.
+out=$(run_on "" "$probe")
+if echo "$out" | grep -q '^gpu [0-9]* denied$' && ! echo "$out" | grep -q 'open$'; then
+  ok "a job without GPUs opens none of them"
+else bad "device fencing of a job without GPUs: $out"; fi
 
 if [ "$gpus" -ge 2 ]; then
   a=$("$berth" exec -d --json --gpus "$type:1" -- 'echo ids=$BERTH_GPU_IDS; sleep 5' | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
@@ -137,6 +155,21 @@ if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -n "$type" ]; then
   out=$(run_on "$type:0.5" 'echo "pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE mem=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT pipe=$CUDA_MPS_PIPE_DIRECTORY"; ls "$CUDA_MPS_PIPE_DIRECTORY" | head -3')
   if echo "$out" | grep -q '^pct=50 mem=0=[0-9]*M pipe=/'; then ok "MPS: a half-GPU job runs under its device's daemon: $(echo "$out" | head -1)"
   else bad "MPS: a half-GPU job: $out"; fi
+fi
+# The checker's own python and library path, so that the job finds torch and the driver's libcuda.
+py=$(command -v python3)
+if [ -n "$type" ] && "$py" -c 'import torch' 2>/dev/null; then
+  matmul="LD_LIBRARY_PATH='${LD_LIBRARY_PATH:-}' '$py' -c 'import torch; a = torch.ones(1024, 1024, device=\"cuda\"); print(\"cuda\", torch.cuda.device_count(), torch.cuda.get_device_name(0), (a @ a)[0, 0].item())'"
+  out=$(run_on "$type:1" "$matmul" 2>&1)
+  if echo "$out" | grep -q '^cuda 1 .* 1024.0$'; then ok "CUDA in a one-GPU job: $(echo "$out" | grep '^cuda')"
+  else bad "CUDA in a one-GPU job: $out"; fi
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    out=$(run_on "$type:0.5" "$matmul" 2>&1)
+    if echo "$out" | grep -q '^cuda 1 .* 1024.0$'; then ok "CUDA in a half-GPU job under MPS: $(echo "$out" | grep '^cuda')"
+    else bad "CUDA in a half-GPU job under MPS: $out"; fi
+  fi
+else
+  echo "skip check 10: no whole GPU, or the checker's python3 has no torch"
 fi
 topo=$(nvidia-smi topo -m 2>/dev/null)
 if [ -n "$topo" ]; then

@@ -268,6 +268,11 @@ Status Agent::Run() {
                                cgroups_.Describe() + ")");
   }
   LogInfo("isolation: {}", cgroups_.Describe());
+  if (!cgroups_.undelegated.empty()) {
+    LogWarn("isolation: {} is not given the {} controller(s): jobs run without {}",
+            cgroups_.unified_dir, Join(cgroups_.undelegated, ", "),
+            "the CPU limits, process limits or CPU pinning these hold (Delegate=yes gives them)");
+  }
   SetUpContainers();
   std::vector<int> node_cpus = AllowedCpus();
   std::map<int, std::string> cores = ReadCoreIds("/sys/devices/system/cpu", node_cpus);
@@ -471,21 +476,21 @@ RankLimits Agent::LimitsOf(const proto::LaunchMessage& m, const ResourceRequest&
 void Agent::FenceGpuEnvironment(const proto::LaunchMessage& m, RunPlan& plan) const {
   // A MIG slice is named by its UUID, fenced or not (CUDA enumerates slices by UUID only). With
   // the other devices fenced off, CUDA sees only the rank's own whole GPUs, numbered from 0
-  // (Slurm's rule). BERTH_GPU_IDS keeps their indices on the node. Where nothing is fenced (no
-  // device files found: GPUs declared on a machine without them) the indices stay the node's.
+  // (Slurm's rule). BERTH_GPU_IDS keeps their indices on the node, always: also where nothing is
+  // denied (no device files found: GPUs declared on a machine without them; or the node's only
+  // GPU), and there CUDA_VISIBLE_DEVICES keeps the node's indices.
   if (m.gpus.empty()) return;
   std::vector<std::string> physical, visible;
   for (size_t i = 0; i < m.gpus.size(); ++i) {
     physical.push_back(std::to_string(m.gpus[i]));
     visible.push_back(std::to_string(i));
   }
+  plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
   if (std::optional<std::string> uuids = Gpus()->SliceUuids(m.gpus)) {
-    plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
     plan.run_env["CUDA_VISIBLE_DEVICES"] = *uuids;
     return;
   }
   if (plan.limits.denied_devices.empty()) return;
-  plan.run_env["BERTH_GPU_IDS"] = Join(physical, ",");
   plan.run_env["CUDA_VISIBLE_DEVICES"] = Join(visible, ",");
 }
 

@@ -160,17 +160,33 @@ std::string WantedControllers(const std::string& dir) {
 
 // v2: controllers are enabled for the children of `dir`. A cgroup that holds processes may not
 // (the no-internal-processes rule, EBUSY): they move into a leaf of its own, kSupervisorLeaf,
-// first.
+// first. Processes that those not yet moved fork meanwhile land in `dir` (a shell beside the agent
+// forks all the time), so the move is repeated, a bounded number of rounds. The kernel's answer is
+// read back: a controller it did not enable would leave the rank's files missing later.
 Status EnableControllers(const std::string& dir) {
+  constexpr int kMoveRounds = 20;
   const std::string want = WantedControllers(dir);
   Status st = WriteValue(dir, "cgroup.subtree_control", want);
-  if (st.ok() || st.message().find(strerror(EBUSY)) == std::string::npos) return st;
   const std::string leaf = dir + "/" + kSupervisorLeaf;
-  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return st;
-  for (const std::string& pid : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
-    if (!pid.empty()) (void)WriteValue(leaf, "cgroup.procs", pid);
+  for (int round = 0; !st.ok() && round < kMoveRounds; ++round) {
+    if (st.message().find(strerror(EBUSY)) == std::string::npos) return st;
+    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return st;
+    for (const std::string& pid : Split(ReadFileOr(dir + "/cgroup.procs"), '\n')) {
+      if (!pid.empty()) (void)WriteValue(leaf, "cgroup.procs", pid);
+    }
+    st = WriteValue(dir, "cgroup.subtree_control", want);
   }
-  return WriteValue(dir, "cgroup.subtree_control", want);
+  if (!st.ok()) return st;
+  const std::string enabled = " " + Trim(ReadFileOr(dir + "/cgroup.subtree_control")) + " ";
+  for (const std::string& controller : Split(want, ' ')) {
+    const std::string name = controller.substr(1);  // without its '+'
+    if (enabled.find(" " + name + " ") == std::string::npos &&
+        enabled.find(" +" + name + " ") == std::string::npos) {
+      return Status::Internal("the kernel did not enable the " + name + " controller for " + dir +
+                              "'s children (cgroup.subtree_control: " + Trim(enabled) + ")");
+    }
+  }
+  return Status::Ok();
 }
 
 // v1 cpuset: a new cgroup has no CPUs and no memory nodes, and no process may join it until it
@@ -210,15 +226,20 @@ Status WriteV2Limits(const std::string& dir, const RankLimits& limits,
     }
   }
   if (limits.cpu_milli > 0) {
-    // The kernel's least quota is 1 ms per period.
+    // The kernel's least quota is 1 ms per period. A kernel built without CFS bandwidth control
+    // (no cpu.max) or group scheduling (no cpu.weight) offers the cpu controller without them:
+    // nothing to write there, the CPUs asked for are not held (docs/operators.md).
     const std::string quota =
         std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
         std::to_string(kCfsPeriodUs);
-    BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.max", quota));
-    BERTH_RETURN_IF_ERROR(
-        WriteValue(dir, "cpu.weight", std::to_string(CpuWeightOf(limits.cpu_milli))));
+    if (Exists(dir + "/cpu.max")) BERTH_RETURN_IF_ERROR(WriteValue(dir, "cpu.max", quota));
+    if (Exists(dir + "/cpu.weight")) {
+      BERTH_RETURN_IF_ERROR(
+          WriteValue(dir, "cpu.weight", std::to_string(CpuWeightOf(limits.cpu_milli))));
+    }
   }
-  if (limits.pids_max > 0) {
+  // Without the pids controller given to the agent (CgroupHost::undelegated) there is no pids.max.
+  if (limits.pids_max > 0 && Exists(dir + "/pids.max")) {
     BERTH_RETURN_IF_ERROR(WriteValue(dir, "pids.max", std::to_string(limits.pids_max)));
   }
   if (!limits.cpus.empty()) {
@@ -366,7 +387,7 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
   if (const std::string leaf = std::string("/") + kSupervisorLeaf; dir->ends_with(leaf)) {
     dir = dir->substr(0, dir->size() - leaf.size());
   }
-  const std::string controllers = " " + ReadFileOr(*dir + "/cgroup.controllers") + " ";
+  const std::string controllers = " " + Trim(ReadFileOr(*dir + "/cgroup.controllers")) + " ";
   if (controllers.find(" memory") == std::string::npos) {
     host.reason = *dir + " has no memory controller (delegate it: Delegate=yes in the unit)";
     return host;
@@ -379,6 +400,11 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
   }
   host.layout = CgroupLayout::kV2;
   host.unified_dir = *dir;
+  for (const char* c : {"cpu", "pids", "cpuset"}) {
+    if (controllers.find(std::string(" ") + c + " ") == std::string::npos) {
+      host.undelegated.push_back(c);
+    }
+  }
   return host;
 }
 
@@ -412,7 +438,9 @@ Result<RankCgroup> RankCgroup::Create(const CgroupHost& host, const std::string&
         if (i + 2 == parts.size() && limits.cpu_milli > 0 && limits.node_cpu_milli > 0) {
           // The agent's cgroup, the rank's parent.
           const std::string weight = std::to_string(CpuWeightOf(limits.node_cpu_milli));
-          if (Status st = WriteValue(dir, "cpu.weight", weight); !st.ok()) return fail(st);
+          if (Exists(dir + "/cpu.weight")) {
+            if (Status st = WriteValue(dir, "cpu.weight", weight); !st.ok()) return fail(st);
+          }
         }
       }
     }

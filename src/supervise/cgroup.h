@@ -53,6 +53,9 @@ struct CgroupHost {
   // v1: controller ("memory", "cpu", "pids", "devices", "cpuset") -> this process's directory.
   std::map<std::string, std::string> v1_dirs;
   bool memsw = false;  // v1: swap is accounted (memory.memsw.*)
+  // v2: of cpu, pids and cpuset, those this process's cgroup is not given (its cgroup.controllers
+  // lacks them): ranks run without CPU limits, a process limit or CPU pinning.
+  std::vector<std::string> undelegated;
 
   // "v2", "v1" or "none: REASON", as `berth nodes` shows it.
   std::string Describe() const;

@@ -131,7 +131,8 @@ class AgentTest : public ::testing::Test {
 
 // The server launches rank 0 of job 1's first attempt on n1, on GPU 1, with spec 7 ("echo hi").
 // The agent writes the run plan into <state>/jobs/1-1-0, starts a supervisor for that directory and
-// reports the rank accepted. The run sees GPU 1 only; setup sees no CUDA_VISIBLE_DEVICES at all.
+// reports the rank accepted. The run sees GPU 1 only (BERTH_GPU_IDS names it too); setup sees no
+// CUDA_VISIBLE_DEVICES at all.
 TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   StartAgent();
   ASSERT_TRUE(WaitFor([&] { return !connection_.registers().empty(); }, kStartTimeoutMs));
@@ -151,6 +152,8 @@ TEST_F(AgentTest, LaunchStartsASupervisorWithThePlanAndReportsAccepted) {
   EXPECT_EQ(plan->run, "echo hi");
   EXPECT_EQ(plan->limits.node_cpu_milli, 4000);  // what its cgroup's parent weighs
   EXPECT_EQ(plan->run_env["CUDA_VISIBLE_DEVICES"], "1");
+  // Nothing is fenced (declared GPUs, no device files): its index on the node all the same.
+  EXPECT_EQ(plan->run_env["BERTH_GPU_IDS"], "1");
   EXPECT_EQ(plan->run_env["BERTH_JOB_ID"], "1");
   EXPECT_EQ(plan->setup_env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(plan->setup_env["BERTH_JOB_ID"], "1");

@@ -105,6 +105,7 @@ TEST(CgroupTest, V2DividesTheAgentsCgroupFromItsSupervisorLeaf) {
                                       root.path());
   ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
   EXPECT_EQ(host.unified_dir, own);
+  EXPECT_EQ(host.undelegated, (std::vector<std::string>{"cpu", "cpuset"}));
   auto cg = RankCgroup::Create(host, "berth-2/1-1-0", RankLimits{.memory_bytes = 1 << 30});
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +pids");
@@ -126,6 +127,12 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
 
   RankLimits limits{
       .memory_bytes = 256 << 20, .cpu_milli = 500, .pids_max = 100, .node_cpu_milli = 64000};
+  // The cpu controller's files, as the kernel makes them once the controller is enabled above.
+  for (const char* file : {"/berth-1/7-1-0/cpu.max", "/berth-1/7-1-0/cpu.weight",
+                           "/berth-1/7-1-0/pids.max", "/berth-1/cpu.weight"}) {
+    MakeDir(std::filesystem::path(own + file).parent_path());
+    WriteFileAtomic(own + file, "", false);
+  }
   auto cg = RankCgroup::Create(host, "berth-1/7-1-0", limits);
   ASSERT_TRUE(cg.ok()) << cg.status().message();
   const std::string dir = own + "/berth-1/7-1-0";
@@ -184,6 +191,30 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
     EXPECT_NE(fenced.status().message().find("device filter"), std::string::npos)
         << fenced.status().message();
   }
+}
+
+// An agent given only some controllers (a sandbox's cgroup that delegates memory alone), or a
+// kernel without CFS bandwidth control, has no cpu.max, cpu.weight or pids.max: the rank is made
+// all the same, its memory held, its CPUs and processes not.
+TEST(CgroupTest, V2WithoutTheCpuOrPidsFilesStillMakesTheRank) {
+  TempDir root;
+  const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
+  MakeDir(own);
+  WriteFileAtomic(own + "/cgroup.controllers", "cpu memory pids\n", false);
+  CgroupHost host = DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+  ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
+  EXPECT_EQ(host.undelegated, std::vector<std::string>{"cpuset"});
+  auto cg = RankCgroup::Create(
+      host, "berth-1/7-1-0",
+      RankLimits{
+          .memory_bytes = 1 << 30, .cpu_milli = 500, .pids_max = 100, .node_cpu_milli = 64000});
+  ASSERT_TRUE(cg.ok()) << cg.status().message();
+  EXPECT_EQ(ReadFileOr(own + "/cgroup.subtree_control"), "+memory +cpu +pids");
+  EXPECT_EQ(ReadFileOr(own + "/berth-1/7-1-0/memory.max"), std::to_string(1 << 30));
+  EXPECT_FALSE(std::filesystem::exists(own + "/berth-1/7-1-0/cpu.max"));
+  EXPECT_FALSE(std::filesystem::exists(own + "/berth-1/7-1-0/cpu.weight"));
+  EXPECT_FALSE(std::filesystem::exists(own + "/berth-1/cpu.weight"));
+  EXPECT_FALSE(std::filesystem::exists(own + "/berth-1/7-1-0/pids.max"));
 }
 
 // The real cgroup2 part of the v2 layout, on this machine's cgroup2 hierarchy (which has no
