@@ -4,7 +4,7 @@
   python3 bench/scale.py [--berth build/src/berth] [--nodes 1000] [--jobs 100000] [--groups 10]
                          [--probe-interval-ms 20] [--probes queue,health,submit,show]
                          [--progress groups|list] [--progress-page 1000] [--json-out FILE]
-                         [--mix uniform|realistic] [--settle 20] [--restart]
+                         [--mix uniform|realistic] [--settle 20] [--restart | --failover]
 
 Starts `berth server` and one `berth agent --hollow N` process (N simulated nodes over the real protocol,
 8 H100 and 128 CPUs each), submits the jobs in bulk (`--groups` requests of jobs/groups each, user `bench`;
@@ -41,6 +41,12 @@ of CPU-only jobs (20 %), 1-GPU and 8-GPU jobs and gangs of 2-16 whole nodes, fro
 quotas split the cluster (no borrowing). Not every job fits, so placement is over when the placed count
 stops growing (`--settle`), and the figures are taken until then.
 
+`--failover` runs two servers on one PostgreSQL (tests/support/pg_cluster.sh: initdb + pg_ctl in the run's
+temp dir; docs/ha.md), the hollow agent given both URLs, and once every job runs kill -9s the leader: it
+measures, each watched at once, the time until the standby leads and serves a read, until its first
+scheduler pass, until every node registered with it, until a job submitted then is placed, and until it
+applied an agent's report (that job RUNNING), and the new leader's RSS against the old one's.
+
 From the server's own histograms over the window: scheduler passes (time deciding), and how long a pass
 held the state lock at once (berth_scheduler_lock_hold_seconds: building its snapshot, and each chunk of
 decisions applied and committed), which is what any other request may wait for.
@@ -52,6 +58,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -302,6 +309,133 @@ def pct(xs, p):
     return xs[max(0, math.ceil(len(xs) * p / 100) - 1)]
 
 
+PG_CLUSTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support", "pg_cluster.sh")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def psql(uri, sql):
+    return subprocess.run(["psql", uri, "-tAqc", sql], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def start_ha_servers(berth, tmp):
+    """--failover: a PostgreSQL of the run's own and two servers on it, sharing a cluster token."""
+    pointer = os.path.join(tmp, "pg")
+    out = subprocess.run(["bash", PG_CLUSTER, "start-at", pointer], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise SystemExit("cannot start PostgreSQL: " + out.stderr)
+    with open(pointer + ".uri") as f:
+        admin = f.read().strip()
+    psql(admin, "CREATE DATABASE berth")
+    store = admin.rsplit("/", 1)[0] + "/berth"
+    token_file = os.path.join(tmp, "cluster-token")
+    with open(token_file, "w") as f:
+        f.write("scale-cluster-token\n")
+    os.chmod(token_file, 0o600)
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    servers = []
+    for i, u in enumerate(urls):
+        servers.append(subprocess.Popen(
+            [berth, "server", "--listen", u.removeprefix("http://"), "--allow-root-jobs",
+             "--state-dir", os.path.join(tmp, f"server-{i}"), "--store", store, "--token-file", token_file,
+             "--leader-lease", "3s", "--lease", "120s"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"server-{i}.log"), "a")))
+    return {"pointer": pointer, "store": store, "token_file": token_file, "urls": urls, "servers": servers,
+            "tmp": tmp}
+
+
+def leader_of(urls):
+    """The index of the server whose /v1/health says it leads, or None."""
+    for i, u in enumerate(urls):
+        try:
+            ha = http(u + "/v1/health", timeout=5).get("ha") or {}
+        except (OSError, ValueError, HTTPException):
+            continue
+        if ha.get("role") == "leader":
+            return i
+    return None
+
+
+def fail_over(ha, server, url, args, group_ids, total):
+    """kill -9 of the leader `server` (at `url`); the marks are seconds since the kill."""
+    old = ha["urls"].index(url)
+    rss_before = rss_mib(server.pid)
+    standby = ha["servers"][1 - old]
+    standby_rss_before = rss_mib(standby.pid)
+    server.kill()
+    server.wait()
+    t_kill = time.monotonic()
+    kill_wall = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+    new_url = ha["urls"][1 - old]
+
+    def serving():
+        # It leads, and answers a read of the jobs.
+        return leader_of([new_url]) == 0 and "jobs" in http(new_url + "/v1/jobs?limit=1", timeout=5)
+
+    def count(metrics, name, route=""):
+        return sum(v for k, v in metrics.items() if k[0] == name and route in k[1]
+                   and (not route or 'code="200"' in k[1]))
+
+    # Every mark is watched at once (none waits for another), polled every 50 ms; a job is submitted
+    # as soon as the new leader serves.
+    marks = dict.fromkeys(("serving_s", "first_pass_s", "nodes_registered_s", "first_placement_s",
+                           "report_applied_s"))
+    probe_job = []
+    while None in marks.values() and time.monotonic() - t_kill < args.restart_timeout:
+        try:
+            since = round(time.monotonic() - t_kill, 2)
+            if marks["serving_s"] is None:
+                if not serving():
+                    time.sleep(0.05)
+                    continue
+                marks["serving_s"] = since
+            if not probe_job:
+                probe_job.append(http(new_url + "/v1/jobs", "POST", {"spec": {"name": "after", "run": "true",
+                                                                              "resources": {"cpus": 1}}})["jobs"][0])
+            m = scrape(new_url)
+            if marks["first_pass_s"] is None and count(m, "berth_scheduler_pass_seconds_count") > 0:
+                marks["first_pass_s"] = since
+            if marks["nodes_registered_s"] is None and count(
+                    m, "berth_http_request_seconds_count", "/v1/agent/register") >= args.nodes:
+                marks["nodes_registered_s"] = since
+            status = http(new_url + f"/v1/jobs/{probe_job[0]}")["status"]
+            if marks["first_placement_s"] is None and status != "PENDING":
+                marks["first_placement_s"] = since
+            if marks["report_applied_s"] is None and status == "RUNNING":
+                marks["report_applied_s"] = since
+        except (OSError, HTTPException, ValueError):
+            pass
+        time.sleep(0.05)
+    with open(os.path.join(ha["tmp"], f"server-{1 - old}.log")) as log:
+        lines = log.readlines()
+    if None in marks.values():
+        print("the new leader's log ends:\n" + "".join(lines[-15:]))
+    # Where the time to serve went: its log's lines from taking the lease to serving.
+    steps = [l.rstrip() for l in lines if any(w in l for w in ("leading with", "loaded", "ready in", "listening on"))]
+    print("the new leader's log:\n  " + "\n  ".join(steps[-6:]) + f"\n  (killed at {kill_wall})")
+    running_after = group_counts(new_url, group_ids).get("RUNNING", 0)
+    rss_after = rss_mib(standby.pid)
+    # The old leader's RSS was read long after its last burst of work (its idle trim had run); the
+    # new one's at once and again 30 s later, once the re-registrations are over.
+    time.sleep(30)
+    rss_settled = rss_mib(standby.pid)
+    result = {**marks, "rss_before_mib": round(rss_before, 1), "standby_rss_before_mib": round(standby_rss_before, 1),
+              "rss_after_mib": round(rss_after, 1), "rss_30s_later_mib": round(rss_settled, 1),
+              "running_after": running_after}
+    print(f"failover after kill -9 of the leader with {total} active jobs (seconds since the kill): the standby "
+          f"leads and serves reads {marks['serving_s']}, its first pass {marks['first_pass_s']}, every node "
+          f"registered with it {marks['nodes_registered_s']}, "
+          f"a job submitted then placed {marks['first_placement_s']}, its report applied (RUNNING) "
+          f"{marks['report_applied_s']}; RSS {rss_before:.0f} MiB (old leader) before, {rss_after:.0f} MiB (new "
+          f"leader; {standby_rss_before:.0f} MiB as standby) after, {rss_settled:.0f} MiB 30 s later; {running_after} of {total} "
+          f"RUNNING after")
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -329,6 +463,10 @@ def main():
                     help="once every job runs, kill -9 the server and start it again on its state and "
                          "port: time until it answers /v1/health, until its first pass, until every node is "
                          "UP again and a report was applied, and its RSS then against before")
+    ap.add_argument("--failover", action="store_true",
+                    help="two servers on one PostgreSQL; once every job runs, kill -9 the leader: time until "
+                         "the standby leads and serves a read, until every node registered with it, until its "
+                         "first placement and until it applied a report, and its RSS then against the old leader's")
     ap.add_argument("--mix", choices=("uniform", "realistic"), default="uniform",
                     help="uniform: every job asks for 1 CPU, all fit at once; realistic: POSTs of CPU-only (20 %%), "
                          "1-GPU, 8-GPU and gang (2-16 nodes) jobs from three teams with GPU quotas (MIX_CYCLE, "
@@ -339,6 +477,8 @@ def main():
     ap.add_argument("--restart-timeout", type=float, default=600,
                     help="how long each step of --restart is waited for (seconds)")
     args = ap.parse_args()
+    if args.restart and args.failover:
+        ap.error("--restart and --failover: one or the other")
     probes = [p for p in args.probes.split(",") if p]
     unknown = set(probes) - set(probe_requests(0))
     if unknown:
@@ -350,18 +490,29 @@ def main():
     try:
         state = os.path.join(tmp, "server")
         url_file = os.path.join(tmp, "url")
+        ha = None  # --failover: the PostgreSQL cluster, both servers' URLs and processes
         def start_server(listen):
             return subprocess.Popen([berth, "server", "--listen", listen, "--allow-root-jobs", "--state-dir",
                                      state, "--url-file", url_file, "--lease", "120s"],
                                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "server.log"), "a"))
-        server = start_server("127.0.0.1:0")
-        procs.append(server)
-        while not (os.path.exists(url_file) and open(url_file).read().strip()):
-            time.sleep(0.01)
-        url = open(url_file).read().strip()
+        if args.failover:
+            ha = start_ha_servers(berth, tmp)
+            procs.extend(ha["servers"])
+            if wait_for(lambda: leader_of(ha["urls"]) is not None, 60) is None:
+                raise SystemExit("no server of the two leads")
+            leader = leader_of(ha["urls"])
+            server, url = ha["servers"][leader], ha["urls"][leader]
+            token_file, agent_servers = ha["token_file"], ",".join(ha["urls"])
+        else:
+            server = start_server("127.0.0.1:0")
+            procs.append(server)
+            while not (os.path.exists(url_file) and open(url_file).read().strip()):
+                time.sleep(0.01)
+            url = open(url_file).read().strip()
+            token_file, agent_servers = os.path.join(state, "token"), url
         cpus_per_node = 128
-        agent = subprocess.Popen([berth, "agent", "--hollow", str(args.nodes), "--server", url, "--name", "h",
-                                  "--token-file", os.path.join(state, "token"),
+        agent = subprocess.Popen([berth, "agent", "--hollow", str(args.nodes), "--server", agent_servers,
+                                  "--name", "h", "--token-file", token_file,
                                   "--gpus", "H100:8", "--cpus", str(cpus_per_node), "--memory", "1024"],
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "agent.log"), "w"),
                                  preexec_fn=(lambda: os.nice(args.harness_nice)) if args.harness_nice else None)
@@ -538,7 +689,10 @@ def main():
                  for phase in ("snapshot", "commit")}
         rates = {r: route_rate(m0, m1, r, window) for r in
                  ("/v1/agent/heartbeat", "/v1/agent/report", "/v1/agent/watch", "/v1/agent/register")}
-        store_bytes = dir_bytes(state) - dir_bytes(os.path.join(state, "logs"))
+        if ha:
+            store_bytes = int(psql(ha["store"], "SELECT pg_database_size(current_database())"))
+        else:
+            store_bytes = dir_bytes(state) - dir_bytes(os.path.join(state, "logs"))
         print(f"scheduler passes: {passes['count']}, mean {passes['mean_ms']} ms, p50 <= {passes['p50_ms_at_most']} "
               f"ms, p99 <= {passes['p99_ms_at_most']} ms (the histogram's bucket edges); store commits: "
               f"{commits['count']}, mean {commits['mean_ms']} ms, p99 <= {commits['p99_ms_at_most']} ms")
@@ -594,6 +748,9 @@ def main():
             print(f"restart after kill -9 with {total} active jobs (seconds since the kill): serving /v1/health "
                   f"{serving}, every node registered again {registered}, a job submitted then placed {placed}; "
                   f"RSS {rss_before:.0f} MiB before, {rss_after:.0f} MiB after; {running_after} of {total} RUNNING after")
+        failover = None
+        if ha:
+            failover = fail_over(ha, server, url, args, group_ids, total)
         n_probe = sum(probe_counts.values())
         if "submit" in probes:
             by_state = ", ".join(f"{k} {v}" for k, v in sorted(probe_counts.items()))
@@ -619,7 +776,7 @@ def main():
                 "probe_jobs": probe_counts,
                 "mix": args.mix, "placed": final_placed,
                 "passes": passes, "store_commits": commits, "pass_lock_holds": holds, "agent_requests_per_s": rates,
-                "store_bytes": store_bytes, "restart": restart,
+                "store_bytes": store_bytes, "restart": restart, "failover": failover,
             }
             with open(args.json_out, "w") as out:
                 json.dump(doc, out, indent=1)
@@ -634,6 +791,8 @@ def main():
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if ha:
+            subprocess.run(["bash", PG_CLUSTER, "stop-at", ha["pointer"]], capture_output=True, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

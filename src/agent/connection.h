@@ -159,8 +159,9 @@ class FailoverAgentConnection final : public AgentConnection {
                                                             const std::string& session,
                                                             const std::string& sid) override;
 
-  // The URL calls go to now.
+  // The URL calls go to now, and its place in the list.
   const std::string& current_url() const;
+  size_t current_index() const { return current_.load(); }
 
  private:
   // Runs `call` on the current server; moves on to the next one when it is unavailable.

@@ -14,11 +14,14 @@
 namespace berth {
 
 HollowNodes::HollowNodes(AgentOptions options, int count, const Clock& clock)
-    : options_(std::move(options)),
-      count_(count),
-      clock_(clock),
-      connection_(std::make_unique<HttpAgentConnection>(options_.server_url, options_.token,
-                                                        options_.tls_fingerprint)) {}
+    : options_(std::move(options)), count_(count), clock_(clock) {
+  for (const std::string& url : Split(options_.server_url, ',')) {
+    if (!Trim(url).empty()) server_urls_.push_back(Trim(url));
+  }
+  if (server_urls_.empty()) server_urls_.push_back(options_.server_url);
+  connection_ = std::make_unique<FailoverAgentConnection>(server_urls_, options_.token,
+                                                          options_.tls_fingerprint);
+}
 
 HollowNodes::~HollowNodes() = default;
 
@@ -36,7 +39,7 @@ void HollowNodes::RequestStop() {
   connection_->AbortWatch();
 }
 
-Status HollowNodes::Register(size_t index) {
+Status HollowNodes::Register(size_t index, FailoverAgentConnection& connection) {
   proto::RegisterRequest request;
   {
     std::lock_guard lock(mu_);
@@ -57,13 +60,15 @@ Status HollowNodes::Register(size_t index) {
     if (!gpus.ok()) return gpus.status();
     request.gpus = gpus->offered();
   }
-  auto answer = connection_->Register(request);
+  auto answer = connection.Register(request);
+  const size_t server = connection.current_index();
   if (!answer.ok()) {
     return Status(answer.status().code(), fmt::format("node {}: registration refused: {}",
                                                       request.name, answer.status().message()));
   }
   std::lock_guard lock(mu_);
   nodes_[index].session = answer->session;
+  nodes_[index].server = server;
   nodes_[index].need_register = false;
   heartbeat_ms_ = answer->heartbeat_ms;
   return Status::Ok();
@@ -144,7 +149,7 @@ void HollowNodes::QueueRegistration(size_t index) {
   registrations_cv_.notify_one();
 }
 
-void HollowNodes::RegisterLoop() {
+void HollowNodes::RegisterLoop(FailoverAgentConnection& connection) {
   while (!stop_) {
     size_t index;
     {
@@ -155,7 +160,7 @@ void HollowNodes::RegisterLoop() {
       to_register_.pop_front();
       nodes_[index].queued = false;
     }
-    Status st = Register(index);
+    Status st = Register(index, connection);
     std::unique_lock lock(mu_);
     if (!st.ok()) {
       LogWarn("{}", st.message());
@@ -165,7 +170,7 @@ void HollowNodes::RegisterLoop() {
       continue;
     }
     const Node& node = nodes_[index];
-    streams_->Open(index, node.name, node.session);
+    streams_->Open(index, node.name, node.session, node.server);
   }
 }
 
@@ -194,7 +199,7 @@ void HollowNodes::WatchLoop(size_t index) {
       name = nodes_[index].name;
     }
     if (must_register) {
-      Status st = Register(index);
+      Status st = Register(index, *connection_);
       if (!st.ok()) {
         LogWarn("{}", st.message());
         std::unique_lock lock(mu_);
@@ -305,9 +310,9 @@ Status HollowNodes::Run() {
     nodes_[i].node_id =
         fmt::format("hollow-{:016x}", std::hash<std::string>{}(base + nodes_[i].name));
   }
-  Status first = Register(0);
+  Status first = Register(0, *connection_);
   if (!first.ok() && first.code() != Code::kUnavailable) return first;
-  auto streams = WatchMux::Make(options_.server_url, options_.token,
+  auto streams = WatchMux::Make(server_urls_, options_.token,
                                 {.on_message =
                                      [this](size_t index, const proto::WatchMessage& m) {
                                        std::lock_guard lock(mu_);
@@ -325,11 +330,17 @@ Status HollowNodes::Run() {
       std::lock_guard lock(mu_);
       streams_ = std::move(*streams);
       if (stop_) streams_->Stop();  // a stop that came before streams_ was set
-      if (first.ok()) streams_->Open(0, nodes_[0].name, nodes_[0].session);
+      if (first.ok()) streams_->Open(0, nodes_[0].name, nodes_[0].session, nodes_[0].server);
       for (size_t i = first.ok() ? 1 : 0; i < nodes_.size(); ++i) QueueRegistration(i);
     }
     const size_t registrars = std::min<size_t>(nodes_.size(), 8);
-    for (size_t i = 0; i < registrars; ++i) threads.emplace_back([this] { RegisterLoop(); });
+    for (size_t i = 0; i < registrars; ++i) {
+      registrar_connections_.push_back(std::make_unique<FailoverAgentConnection>(
+          server_urls_, options_.token, options_.tls_fingerprint));
+    }
+    for (size_t i = 0; i < registrars; ++i) {
+      threads.emplace_back([this, i] { RegisterLoop(*registrar_connections_[i]); });
+    }
     threads.emplace_back([this] { DispatchLoop(); });
     threads.emplace_back([this] { streams_->Run(); });
   } else {

@@ -14,6 +14,10 @@
 // https:// or unix: servers each node reads its stream on a thread of its own instead. Besides:
 // one heartbeat thread, one reporter/timer thread. Shared state is guarded by `mu_`. Run() blocks
 // until RequestStop().
+//
+// Several servers on one store (a comma-separated --server, docs/ha.md): calls go through one
+// FailoverAgentConnection, which moves on when its server is unavailable; a node's stream is opened
+// at the server that answered its registration, and a stream that ends registers the node again.
 #pragma once
 
 #include <atomic>
@@ -50,7 +54,8 @@ class HollowNodes {
     std::string node_id;
     std::string session;
     bool need_register = true;
-    bool queued = false;                              // waits in to_register_
+    bool queued = false;  // waits in to_register_
+    size_t server = 0;    // in the server list: the one that answered its registration
     std::set<std::tuple<int64_t, int, int>> running;  // (job, attempt, rank)
     std::vector<proto::Report> reports;
   };
@@ -64,9 +69,12 @@ class HollowNodes {
     bool operator<(const Timer& o) const { return due_ms > o.due_ms; }  // min-heap
   };
 
-  Status Register(size_t index);
-  // With streams_: registers the nodes queued in to_register_, then opens their streams.
-  void RegisterLoop();
+  // Registers node `index` through `connection` (connection_, or a registrar's own).
+  Status Register(size_t index, FailoverAgentConnection& connection);
+  // With streams_: registers the nodes queued in to_register_, then opens their streams, through
+  // `connection`, this registrar's own: registrations go out side by side, as 10,000 real
+  // agents' would (one connection serves one request at a time).
+  void RegisterLoop(FailoverAgentConnection& connection);
   // Marks node `index` for registration; with streams_, queues it for RegisterLoop (once). Caller
   // holds mu_.
   void QueueRegistration(size_t index);
@@ -88,7 +96,9 @@ class HollowNodes {
   AgentOptions options_;
   int count_;
   const Clock& clock_;
-  std::unique_ptr<AgentConnection> connection_;  // one for every simulated node
+  std::vector<std::string> server_urls_;                 // --server, split at its commas
+  std::unique_ptr<FailoverAgentConnection> connection_;  // one for every simulated node
+  std::vector<std::unique_ptr<FailoverAgentConnection>> registrar_connections_;  // one each
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Node> nodes_;                 // guarded by mu_ (the vector's size is fixed)

@@ -44,33 +44,39 @@ struct WatchMux::Impl {
     bool closed = false;  // by Open or Stop: its end is not reported
   };
 
+  // One server of the list.
+  struct Server {
+    std::string host_header;
+    std::string base_path;
+    tcp::resolver::results_type endpoints;
+  };
+
   Handlers handlers;
   DurationMs idle_timeout_ms;
-  std::string host_header;
-  std::string base_path;
+  std::vector<Server> servers;
   std::string token;
-  tcp::resolver::results_type endpoints;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::unordered_map<size_t, std::shared_ptr<Stream>> open;  // on the Run() thread only
   bool stopped = false;                                      // on the Run() thread only
 
-  void Start(size_t node, const std::string& name, const std::string& session) {
+  void Start(size_t node, const std::string& name, const std::string& session, size_t server) {
     if (stopped) return;
     if (auto it = open.find(node); it != open.end()) Close(*it->second);
+    const Server& at = servers[server % servers.size()];
     auto s = std::make_shared<Stream>(io, node);
     open[node] = s;
     s->request.method(http::verb::get);
-    s->request.target(base_path + "/v1/agent/watch?node=" + net::UrlEncode(name) +
+    s->request.target(at.base_path + "/v1/agent/watch?node=" + net::UrlEncode(name) +
                       "&session=" + net::UrlEncode(session));
     s->request.version(11);
-    s->request.set(http::field::host, host_header);
+    s->request.set(http::field::host, at.host_header);
     s->request.set(http::field::user_agent, "berth");
     if (!token.empty()) s->request.set(http::field::authorization, "Bearer " + token);
     s->parser.emplace();
     s->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
     s->socket.expires_after(std::chrono::milliseconds(idle_timeout_ms));
-    s->socket.async_connect(endpoints, [this, s](beast::error_code ec, const tcp::endpoint&) {
+    s->socket.async_connect(at.endpoints, [this, s](beast::error_code ec, const tcp::endpoint&) {
       if (ec) return End(*s, Status::Unavailable("cannot connect: " + ec.message()));
       s->socket.expires_after(std::chrono::milliseconds(idle_timeout_ms));
       http::async_write(s->socket, s->request, [this, s](beast::error_code ec, size_t) {
@@ -144,26 +150,31 @@ struct WatchMux::Impl {
   }
 };
 
-Result<std::unique_ptr<WatchMux>> WatchMux::Make(const std::string& server_url,
+Result<std::unique_ptr<WatchMux>> WatchMux::Make(const std::vector<std::string>& server_urls,
                                                  const std::string& token, Handlers handlers,
                                                  DurationMs idle_timeout_ms) {
-  auto url = net::ParseUrl(server_url);
-  if (!url.ok()) return url.status();
-  if (url->scheme != "http") {
-    return Status::Invalid("watch streams on one thread speak http:// only, not " + url->scheme);
-  }
+  if (server_urls.empty()) return Status::Invalid("watch streams: no server URL");
   auto impl = std::make_unique<Impl>();
   impl->handlers = std::move(handlers);
   impl->idle_timeout_ms = idle_timeout_ms;
-  impl->host_header =
-      (url->host.find(':') != std::string::npos ? "[" + url->host + "]" : url->host) + ":" +
-      std::to_string(url->port);
-  impl->base_path = url->base_path;
   impl->token = token;
   tcp::resolver resolver(impl->io);
-  beast::error_code ec;
-  impl->endpoints = resolver.resolve(url->host, std::to_string(url->port), ec);
-  if (ec) return Status::Unavailable("cannot resolve " + url->host + ": " + ec.message());
+  for (const std::string& server_url : server_urls) {
+    auto url = net::ParseUrl(server_url);
+    if (!url.ok()) return url.status();
+    if (url->scheme != "http") {
+      return Status::Invalid("watch streams on one thread speak http:// only, not " + url->scheme);
+    }
+    Impl::Server server;
+    server.host_header =
+        (url->host.find(':') != std::string::npos ? "[" + url->host + "]" : url->host) + ":" +
+        std::to_string(url->port);
+    server.base_path = url->base_path;
+    beast::error_code ec;
+    server.endpoints = resolver.resolve(url->host, std::to_string(url->port), ec);
+    if (ec) return Status::Unavailable("cannot resolve " + url->host + ": " + ec.message());
+    impl->servers.push_back(std::move(server));
+  }
   return std::unique_ptr<WatchMux>(new WatchMux(std::move(impl)));
 }
 
@@ -171,9 +182,11 @@ WatchMux::WatchMux(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 WatchMux::~WatchMux() = default;
 
-void WatchMux::Open(size_t node, const std::string& name, const std::string& session) {
-  asio::post(impl_->io,
-             [impl = impl_.get(), node, name, session] { impl->Start(node, name, session); });
+void WatchMux::Open(size_t node, const std::string& name, const std::string& session,
+                    size_t server) {
+  asio::post(impl_->io, [impl = impl_.get(), node, name, session, server] {
+    impl->Start(node, name, session, server);
+  });
 }
 
 void WatchMux::Run() { impl_->io.run(); }

@@ -12,6 +12,10 @@
 // kMaxLineBytes, or nothing arrives within the idle timeout (the server pings streams). Opening a
 // node's stream again closes its previous one first, without reporting that one's end.
 //
+// Several servers sharing one store (docs/ha.md): the mux knows each by its place in the list it
+// was made with, and each stream is opened at the server its caller names (the one that answered
+// the node's registration: the leader).
+//
 // Thread-safety: Open and Stop may be called from any thread. Run() runs the streams on the
 // calling thread until Stop(); the handlers run there, one at a time, so they must not block:
 // every stream waits meanwhile.
@@ -21,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -38,8 +43,9 @@ class WatchMux {
   };
   static constexpr size_t kMaxLineBytes = 16 << 20;
 
-  // Invalid for a URL that is not http://; Unavailable when its host does not resolve.
-  static Result<std::unique_ptr<WatchMux>> Make(const std::string& server_url,
+  // `server_urls`: one or more. Invalid for a URL that is not http:// (or none); Unavailable
+  // when a host does not resolve.
+  static Result<std::unique_ptr<WatchMux>> Make(const std::vector<std::string>& server_urls,
                                                 const std::string& token, Handlers handlers,
                                                 DurationMs idle_timeout_ms = 20'000);
   ~WatchMux();
@@ -47,8 +53,8 @@ class WatchMux {
   WatchMux& operator=(const WatchMux&) = delete;
 
   // Opens the watch stream of node number `node` (any number the caller uses to tell its nodes
-  // apart), named `name`, in agent session `session`.
-  void Open(size_t node, const std::string& name, const std::string& session);
+  // apart), named `name`, in agent session `session`, at server number `server` of the list.
+  void Open(size_t node, const std::string& name, const std::string& session, size_t server = 0);
   void Run();
   // Closes every stream and makes Run() return; Open does nothing afterwards.
   void Stop();

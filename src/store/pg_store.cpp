@@ -525,10 +525,36 @@ Status PgStore::FinishCommit(PgTransaction& txn) {
 }
 
 Result<std::vector<JobRow>> PgStore::LoadActiveJobs() {
+  // In pages by id, all from one snapshot of the database.
   MutexLock lock(read_mu_);
-  return QueryJobs(*read_db_,
-                   "SELECT " + std::string(kJobColumns) + " FROM jobs WHERE active = 1 ORDER BY id",
-                   {});
+  BERTH_RETURN_IF_ERROR(read_db_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  Result<std::vector<JobRow>> jobs = LoadActiveJobPages();
+  if (!jobs.ok()) {
+    (void)read_db_->Exec("ROLLBACK");
+    return jobs.status();
+  }
+  BERTH_RETURN_IF_ERROR(read_db_->Exec("COMMIT"));
+  return jobs;
+}
+
+Result<std::vector<JobRow>> PgStore::LoadActiveJobPages() {
+  Result<PgResult> count = read_db_->Query("SELECT COUNT(*) FROM jobs WHERE active = 1");
+  if (!count.ok()) return count.status();
+  std::vector<JobRow> jobs;
+  jobs.reserve(static_cast<size_t>(std::max<int64_t>(0, count->Int(0, 0))));
+  const int64_t page_rows = load_page_rows_.load();
+  const std::string page_sql = "SELECT " + std::string(kJobColumns) +
+                               " FROM jobs WHERE active = 1 AND id > $1 ORDER BY id LIMIT $2";
+  for (int64_t after = 0;;) {
+    PgParams params;
+    params.Add(after).Add(page_rows);
+    Result<std::vector<JobRow>> page = QueryJobs(*read_db_, page_sql, params);
+    if (!page.ok()) return page.status();
+    for (JobRow& job : *page) jobs.push_back(std::move(job));
+    if (static_cast<int64_t>(page->size()) < page_rows) break;
+    after = jobs.back().id;
+  }
+  return jobs;
 }
 
 Result<std::vector<JobRow>> PgStore::ListJobs(const JobQuery& query) {

@@ -73,8 +73,12 @@ class PgStore final : public Store {
   // have landed though the caller was told it failed, so state in memory may miss it. Whoever holds
   // state built on this store should load it again (docs/ha.md). Thread-safe.
   bool commit_uncertain() const { return commit_uncertain_.load(); }
+  // LoadActiveJobs reads the jobs this many at a time (tests make pages small).
+  void SetLoadPageRowsForTesting(int64_t rows) { load_page_rows_ = rows; }
 
  private:
+  // Within LoadActiveJobs' read-only transaction: every active job, a page at a time.
+  Result<std::vector<JobRow>> LoadActiveJobPages() REQUIRES(read_mu_);
   // Within a write transaction: the fence check, when a token is set.
   Status CheckFence() REQUIRES(mu_);
   // Commits `txn` (on db_), noting an unknown outcome.
@@ -93,6 +97,10 @@ class PgStore final : public Store {
   std::unique_ptr<PgConn> db_ GUARDED_BY(mu_);
   std::optional<int64_t> fence_ GUARDED_BY(mu_);
   std::atomic<bool> commit_uncertain_{false};
+  // Rows per page of LoadActiveJobs: the whole answer at once held every active job's row in
+  // libpq beside the JobRows made from them (bench/README.md, "PostgreSQL failover at a million
+  // jobs").
+  std::atomic<int64_t> load_page_rows_{20'000};
   Mutex read_mu_;
   std::unique_ptr<PgConn> read_db_ GUARDED_BY(read_mu_);
 };

@@ -195,6 +195,42 @@ class HaTest(BerthTestCase):
         extra = sorted(set(ids) - set(acked) - {running, probe})
         self.assertEqual(extra, [], f"jobs nobody was told about (errors: {errors[-3:]})")
 
+    def test_hollow_nodes_follow_a_new_leader(self):
+        """A hollow agent (the scale benchmark's load generator, bench/scale.py --failover) given every
+        server's URL: its nodes' watch streams reach the leader (WatchMux opens each at the server that
+        answered the registration), and after a kill -9 of the leader every node registers with the
+        new one, its jobs keep RUNNING, and a new job runs on a hollow node."""
+        b = self.b
+        first = wait_until(lambda: self.leader() is not None and self.leader() + 1, 30,
+                           message="a leader") - 1
+        names = [f"sim-{i}" for i in range(30)]
+        b.start_agent(",".join(self.urls), name="sim", gpus="H100:8",
+                      extra=["--hollow", str(len(names)), "--token-file", self.token_file])
+        b.wait_nodes_up(names, env=self.env)
+        task = self.write("sim.yaml", "name: sim\nresources: {accelerators: H100:8}\nrun: python train.py\n")
+        sub = b.json("exec", task, "--num-jobs", 20, "-d", "--json", env=self.env)
+
+        def statuses():
+            return [j["status"] for j in b.json("queue", "--group", sub["group"], "--all", "--json", env=self.env)]
+        wait_until(lambda: statuses() == ["RUNNING"] * 20, 30, message="20 hollow jobs RUNNING")
+
+        self.servers[first].kill(signal.SIGKILL)
+        new = wait_until(lambda: (i := self.leader()) is not None and i + 1, 20, message="a new leader") - 1
+        self.assertNotEqual(new, first)
+
+        b.wait_nodes_up(names, env=self.env)
+        self.assertEqual(statuses(), ["RUNNING"] * 20)
+        # The new leader's streams reach the nodes: the 10 nodes left free each get a new job, which is
+        # launched and accepted there.
+        probes = b.json("exec", "-d", "--json", "--gpus", "H100:8", "--num-jobs", 10, "--", "true",
+                        env=self.env)
+        for job in probes["jobs"]:
+            b.wait_status(job, "RUNNING", env=self.env, timeout=30)
+        placed = {b.show(job, env=self.env)["placement"][0]["node"] for job in probes["jobs"]}
+        self.assertEqual(len(placed), 10)
+        self.assertTrue(placed <= set(names))
+        self.assertEqual(statuses(), ["RUNNING"] * 20)
+
     def test_a_failover_resumes_delivering_the_outbox(self):
         """A notice committed by one leader and not yet delivered (its receiver is down) is delivered by
         the next leader, from the outbox in PostgreSQL (docs/notifications.md)."""

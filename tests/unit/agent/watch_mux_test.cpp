@@ -2,7 +2,8 @@
 // 127.0.0.1 that plays the server's GET /v1/agent/watch: each node's messages arrive in order and
 // under its own number (a message split over two chunks too), the request names the node and
 // session and carries the token, a 409 ends the stream as Conflict, the server ending a stream is
-// reported, a reopened node's old stream is closed without a report, and Stop() ends Run().
+// reported, a reopened node's old stream is closed without a report, a stream goes to the server
+// its Open names (of several), and Stop() ends Run().
 #include "agent/watch_mux.h"
 
 #include <gtest/gtest.h>
@@ -30,25 +31,31 @@ std::string Line(int64_t job) {
 class WatchMuxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    net::HttpServerOptions o;
-    o.threads = 1;
-    server_ = std::make_unique<net::HttpServer>(o, [this](net::HttpRequest&& req,
-                                                          std::shared_ptr<net::Responder> r) {
-      std::lock_guard lock(mu_);
-      requests_.push_back(req.path + "?node=" + req.Query("node") +
-                          "&session=" + req.Query("session") + " " + req.Header("authorization"));
-      const std::string node = req.Query("node");
-      if (req.Query("session") == "stale") {
-        r->Send({.status = 409, .body = R"({"error":"unknown session"})"});
-        return;
-      }
-      r->StartStream(200, "application/x-ndjson");
-      streams_[node].push_back(r);
-      cv_.notify_all();
-    });
-    ASSERT_TRUE(server_->Start().ok());
+    // Two servers on one store: what each receives is tagged with its number.
+    for (int tag : {0, 1}) {
+      net::HttpServerOptions o;
+      o.threads = 1;
+      auto server = std::make_unique<net::HttpServer>(
+          o, [this, tag](net::HttpRequest&& req, std::shared_ptr<net::Responder> r) {
+            std::lock_guard lock(mu_);
+            requests_.push_back(req.path + "?node=" + req.Query("node") + "&session=" +
+                                req.Query("session") + " " + req.Header("authorization"));
+            servers_asked_.push_back(tag);
+            const std::string node = req.Query("node");
+            if (req.Query("session") == "stale") {
+              r->Send({.status = 409, .body = R"({"error":"unknown session"})"});
+              return;
+            }
+            r->StartStream(200, "application/x-ndjson");
+            streams_[node].push_back(r);
+            cv_.notify_all();
+          });
+      ASSERT_TRUE(server->Start().ok());
+      urls_.push_back("http://127.0.0.1:" + std::to_string(server->port()));
+      (tag == 0 ? server_ : second_) = std::move(server);
+    }
     auto streams =
-        WatchMux::Make("http://127.0.0.1:" + std::to_string(server_->port()), "tok",
+        WatchMux::Make(urls_, "tok",
                        {.on_message =
                             [this](size_t node, const proto::WatchMessage& m) {
                               std::lock_guard lock(mu_);
@@ -72,6 +79,7 @@ class WatchMuxTest : public ::testing::Test {
     if (streams_under_test_) streams_under_test_->Stop();
     if (runner_.joinable()) runner_.join();
     server_->Stop();
+    second_->Stop();
   }
 
   // The server's responder for `node`'s n-th stream, once it asked.
@@ -88,6 +96,9 @@ class WatchMuxTest : public ::testing::Test {
   }
 
   std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<net::HttpServer> second_;
+  std::vector<std::string> urls_;
+  std::vector<int> servers_asked_;  // which server each request went to
   std::unique_ptr<WatchMux> streams_under_test_;
   std::thread runner_;
   std::mutex mu_;
@@ -152,6 +163,31 @@ TEST_F(WatchMuxTest, ReopeningANodeClosesItsOldStreamWithoutAReport) {
   EXPECT_TRUE(ended_.empty());
 }
 
+// Several servers: a stream goes to the server its Open names (the one that answered the node's
+// registration); reopened at another one, it moves there.
+TEST_F(WatchMuxTest, AStreamIsOpenedAtTheServerItsOpenNames) {
+  streams_under_test_->Open(3, "h-3", "s3", 1);
+  auto at_second = StreamOf("h-3", 0);
+  ASSERT_TRUE(at_second);
+  ASSERT_TRUE(at_second->Write(Line(30)));
+  ASSERT_TRUE(WaitFor([&] { return got_.size() == 1; }));
+  streams_under_test_->Open(3, "h-3", "s3-again", 0);
+  auto at_first = StreamOf("h-3", 1);
+  ASSERT_TRUE(at_first);
+  ASSERT_TRUE(at_first->Write(Line(31)));
+  ASSERT_TRUE(WaitFor([&] { return got_.size() == 2; }));
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(servers_asked_, (std::vector<int>{1, 0}));
+  EXPECT_EQ(got_, (std::vector<std::pair<size_t, int64_t>>{{3, 30}, {3, 31}}));
+  EXPECT_TRUE(ended_.empty());
+}
+
+TEST(WatchMux, NeedsAServer) {
+  auto streams = WatchMux::Make({}, "", {});
+  ASSERT_FALSE(streams.ok());
+  EXPECT_EQ(streams.status().code(), Code::kInvalidArgument);
+}
+
 TEST_F(WatchMuxTest, StopEndsRunWithStreamsOpen) {
   streams_under_test_->Open(1, "h-1", "s1");
   ASSERT_TRUE(StreamOf("h-1"));
@@ -162,10 +198,10 @@ TEST_F(WatchMuxTest, StopEndsRunWithStreamsOpen) {
 }
 
 TEST(WatchMux, SpeaksPlainHttpOnly) {
-  auto streams = WatchMux::Make("https://127.0.0.1:1", "", {});
+  auto streams = WatchMux::Make({"https://127.0.0.1:1"}, "", {});
   ASSERT_FALSE(streams.ok());
   EXPECT_EQ(streams.status().code(), Code::kInvalidArgument);
-  EXPECT_FALSE(WatchMux::Make("unix:/tmp/berth.sock", "", {}).ok());
+  EXPECT_FALSE(WatchMux::Make({"unix:/tmp/berth.sock"}, "", {}).ok());
 }
 
 }  // namespace

@@ -106,6 +106,33 @@ TEST(PgStoreTest, SchemaVersionIsStoredAndANewerOneIsRefused) {
   EXPECT_EQ(PgQueryInt(*raw, "SELECT COUNT(*) FROM jobs"), 2);
 }
 
+// The active jobs are loaded a page at a time (a million at once held every row in libpq beside
+// the rows made from them), in id order, finished jobs left out, whether the last page is full or
+// not.
+TEST(PgStoreTest, ActiveJobsLoadAPageAtATimeInIdOrder) {
+  std::unique_ptr<PgTestDatabase> db = MustCreateDatabase();
+  ASSERT_NE(db, nullptr);
+  Result<std::unique_ptr<PgStore>> store = PgStore::Open(db->uri());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ASSERT_TRUE((*store)->Submit(MakeSubmission(7, /*as_group=*/true)).ok());
+  Result<std::vector<JobRow>> third = (*store)->GetJobs({3});
+  ASSERT_TRUE(third.ok() && third->size() == 1u);
+  Batch cancel;
+  cancel.jobs = {(*third)[0]};
+  cancel.jobs[0].status = JobStatus::kCancelled;
+  ASSERT_TRUE((*store)->Commit(cancel).ok());
+  for (int64_t rows : {2, 3, 6, 100}) {
+    (*store)->SetLoadPageRowsForTesting(rows);
+    Result<std::vector<JobRow>> active = (*store)->LoadActiveJobs();
+    ASSERT_TRUE(active.ok()) << active.status().message();
+    std::vector<int64_t> ids;
+    for (const JobRow& job : *active) ids.push_back(job.id);
+    EXPECT_EQ(ids, (std::vector<int64_t>{1, 2, 4, 5, 6, 7})) << rows << " rows a page";
+  }
+  // The snapshot's transaction ended: the connection reads on as before.
+  EXPECT_TRUE((*store)->GetJobs({1}).ok());
+}
+
 // Nothing listens on the port: the open fails at once with kUnavailable, naming the server (and
 // never the password of the URI).
 TEST(PgStoreTest, NoServerIsUnavailableAndNamesTheServer) {
