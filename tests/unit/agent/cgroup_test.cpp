@@ -47,6 +47,14 @@ constexpr char kV2Mounts[] =
 
 void MakeDir(const std::string& path) { std::filesystem::create_directories(path); }
 
+// A fake v2 host under `root`: the agent's cgroup (its path in *own) offers `controllers`.
+CgroupHost FakeV2Host(const TempDir& root, const std::string& controllers, std::string* own) {
+  *own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
+  MakeDir(*own);
+  WriteFileAtomic(*own + "/cgroup.controllers", controllers + "\n", false);
+  return DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+}
+
 // The hybrid layout (v1 controllers, an empty cgroup2 hierarchy beside them) is v1.
 TEST(CgroupTest, TheHybridLayoutIsV1) {
   TempDir root;
@@ -118,10 +126,8 @@ TEST(CgroupTest, V2DividesTheAgentsCgroupFromItsSupervisorLeaf) {
 // memory.peak, cpu.stat and memory.events; a kill writes cgroup.kill.
 TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
   TempDir root;
-  const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
-  MakeDir(own);
-  WriteFileAtomic(own + "/cgroup.controllers", "cpuset cpu io memory pids\n", false);
-  CgroupHost host = DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+  std::string own;
+  CgroupHost host = FakeV2Host(root, "cpuset cpu io memory pids", &own);
   ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
   EXPECT_EQ(host.unified_dir, own);
 
@@ -198,10 +204,8 @@ TEST(CgroupTest, V2WritesTheLimitsAndReadsUsageInAFakeTree) {
 // all the same, its memory held, its CPUs and processes not.
 TEST(CgroupTest, V2WithoutTheCpuOrPidsFilesStillMakesTheRank) {
   TempDir root;
-  const std::string own = root.path() + "/sys/fs/cgroup/system.slice/berth-agent.service";
-  MakeDir(own);
-  WriteFileAtomic(own + "/cgroup.controllers", "cpu memory pids\n", false);
-  CgroupHost host = DetectCgroupsFrom(kV2Cgroup, kV2Mounts, root.path());
+  std::string own;
+  CgroupHost host = FakeV2Host(root, "cpu memory pids", &own);
   ASSERT_EQ(host.layout, CgroupLayout::kV2) << host.reason;
   EXPECT_EQ(host.undelegated, std::vector<std::string>{"cpuset"});
   auto cg = RankCgroup::Create(
