@@ -79,13 +79,7 @@ else bad "discovery: the node offers $count device(s), nvidia-smi lists $gpus GP
 type=$(echo "$types" | tr ',' '\n' | grep -v -- - | head -1)
 slice_type=$(echo "$types" | tr ',' '\n' | grep -- - | head -1)
 
-run_job() {  # run_job SCRIPT -> prints the job's output
-  local id
-  id=$("$berth" exec -d --json --gpus "$type:1" -- "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0])')
-  # A job that did not succeed says why on stderr.
-  "$berth" wait "$id" >/dev/null 2>&1 || "$berth" show "$id" >&2
-  "$berth" logs "$id" --no-follow
-}
+run_job() { run_on "$type:1" "$1"; }  # run_job SCRIPT -> a one-GPU job's output
 
 run_on() {  # run_on GPUS SCRIPT -> prints the job's output ("" GPUS: a job without GPUs)
   local id

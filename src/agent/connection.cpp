@@ -7,6 +7,7 @@
 
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "common/term_channel.h"
 #include "net/http.h"
 #include "net/http_client.h"
@@ -238,6 +239,14 @@ void HttpAgentConnection::AbortWatchInProgress() {
   // The shared pointers keep the clients alive while they are aborted, even if their Watch
   // returns meanwhile.
   for (const auto& client : clients) client->Abort();
+}
+
+std::vector<std::string> SplitServerUrls(const std::string& list) {
+  std::vector<std::string> urls;
+  for (const std::string& url : Split(list, ',')) {
+    if (!Trim(url).empty()) urls.push_back(Trim(url));
+  }
+  return urls;
 }
 
 FailoverAgentConnection::FailoverAgentConnection(const std::vector<std::string>& server_urls,

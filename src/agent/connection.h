@@ -173,6 +173,9 @@ class FailoverAgentConnection final : public AgentConnection {
   std::atomic<size_t> current_{0};
 };
 
+// A --server value's URLs: split at its commas, blanks dropped.
+std::vector<std::string> SplitServerUrls(const std::string& list);
+
 // POST /v1/agent/join with `join_token`, to each of `servers` in turn until one answers (several
 // servers share one store: any leader takes it): node `node`'s own credential. Unavailable when
 // none answered; the server's refusal otherwise (Unauthorized, Conflict, ...).

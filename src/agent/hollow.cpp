@@ -14,10 +14,10 @@
 namespace berth {
 
 HollowNodes::HollowNodes(AgentOptions options, int count, const Clock& clock)
-    : options_(std::move(options)), count_(count), clock_(clock) {
-  for (const std::string& url : Split(options_.server_url, ',')) {
-    if (!Trim(url).empty()) server_urls_.push_back(Trim(url));
-  }
+    : options_(std::move(options)),
+      count_(count),
+      clock_(clock),
+      server_urls_(SplitServerUrls(options_.server_url)) {
   if (server_urls_.empty()) server_urls_.push_back(options_.server_url);
   connection_ = std::make_unique<FailoverAgentConnection>(server_urls_, options_.token,
                                                           options_.tls_fingerprint);

@@ -531,10 +531,7 @@ int RunAgent(const AgentFlags& flags, const std::string& self_exe) {
             self);
   }
   // --server may list several servers sharing one store (docs/ha.md): the agent follows the leader.
-  std::vector<std::string> server_urls;
-  for (const std::string& url : Split(options.server_url, ',')) {
-    if (!Trim(url).empty()) server_urls.push_back(Trim(url));
-  }
+  const std::vector<std::string> server_urls = SplitServerUrls(options.server_url);
   if (server_urls.empty()) return Fail(Status::Invalid("--server: no URL given"));
   // The node's own credential, kept in its state dir (obtained with a join token at the first
   // start), wins over the cluster token.

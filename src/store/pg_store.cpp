@@ -538,10 +538,7 @@ Result<std::vector<JobRow>> PgStore::LoadActiveJobs() {
 }
 
 Result<std::vector<JobRow>> PgStore::LoadActiveJobPages() {
-  Result<PgResult> count = read_db_->Query("SELECT COUNT(*) FROM jobs WHERE active = 1");
-  if (!count.ok()) return count.status();
   std::vector<JobRow> jobs;
-  jobs.reserve(static_cast<size_t>(std::max<int64_t>(0, count->Int(0, 0))));
   const int64_t page_rows = load_page_rows_.load();
   const std::string page_sql = "SELECT " + std::string(kJobColumns) +
                                " FROM jobs WHERE active = 1 AND id > $1 ORDER BY id LIMIT $2";

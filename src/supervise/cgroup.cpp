@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "common/files.h"
 #include "common/job_status.h"
@@ -146,12 +147,21 @@ int64_t TakeNumber(const std::string& path) {
   return value;
 }
 
+// Whether a cgroup2 controller list (cgroup.controllers' "memory pids", or cgroup.subtree_control's
+// as written, "+memory +pids") names `controller`.
+bool ListsController(const std::string& list, std::string_view controller) {
+  for (const std::string& word : Split(Trim(list), ' ')) {
+    if (std::string_view(word).substr(word.starts_with('+') ? 1 : 0) == controller) return true;
+  }
+  return false;
+}
+
 // v2: "+memory +cpu +pids +cpuset", or those of them that `dir` offers.
 std::string WantedControllers(const std::string& dir) {
-  const std::string offered = " " + Trim(ReadFileOr(dir + "/cgroup.controllers")) + " ";
+  const std::string offered = ReadFileOr(dir + "/cgroup.controllers");
   std::string want;
   for (const char* c : {"memory", "cpu", "pids", "cpuset"}) {
-    if (offered.find(std::string(" ") + c + " ") != std::string::npos) {
+    if (ListsController(offered, c)) {
       want += (want.empty() ? "+" : " +") + std::string(c);
     }
   }
@@ -177,11 +187,10 @@ Status EnableControllers(const std::string& dir) {
     st = WriteValue(dir, "cgroup.subtree_control", want);
   }
   if (!st.ok()) return st;
-  const std::string enabled = " " + Trim(ReadFileOr(dir + "/cgroup.subtree_control")) + " ";
+  const std::string enabled = ReadFileOr(dir + "/cgroup.subtree_control");
   for (const std::string& controller : Split(want, ' ')) {
     const std::string name = controller.substr(1);  // without its '+'
-    if (enabled.find(" " + name + " ") == std::string::npos &&
-        enabled.find(" +" + name + " ") == std::string::npos) {
+    if (!ListsController(enabled, name)) {
       return Status::Internal("the kernel did not enable the " + name + " controller for " + dir +
                               "'s children (cgroup.subtree_control: " + Trim(enabled) + ")");
     }
@@ -228,7 +237,7 @@ Status WriteV2Limits(const std::string& dir, const RankLimits& limits,
   if (limits.cpu_milli > 0) {
     // The kernel's least quota is 1 ms per period. A kernel built without CFS bandwidth control
     // (no cpu.max) or group scheduling (no cpu.weight) offers the cpu controller without them:
-    // nothing to write there, the CPUs asked for are not held (docs/operators.md).
+    // nothing to write there, the CPUs asked for are not held (docs/security.md "Isolation").
     const std::string quota =
         std::to_string(std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000)) + " " +
         std::to_string(kCfsPeriodUs);
@@ -387,8 +396,8 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
   if (const std::string leaf = std::string("/") + kSupervisorLeaf; dir->ends_with(leaf)) {
     dir = dir->substr(0, dir->size() - leaf.size());
   }
-  const std::string controllers = " " + Trim(ReadFileOr(*dir + "/cgroup.controllers")) + " ";
-  if (controllers.find(" memory") == std::string::npos) {
+  const std::string controllers = ReadFileOr(*dir + "/cgroup.controllers");
+  if (!ListsController(controllers, "memory")) {
     host.reason = *dir + " has no memory controller (delegate it: Delegate=yes in the unit)";
     return host;
   }
@@ -401,7 +410,7 @@ CgroupHost DetectCgroupsFrom(const std::string& proc_self_cgroup, const std::str
   host.layout = CgroupLayout::kV2;
   host.unified_dir = *dir;
   for (const char* c : {"cpu", "pids", "cpuset"}) {
-    if (controllers.find(std::string(" ") + c + " ") == std::string::npos) {
+    if (!ListsController(controllers, c)) {
       host.undelegated.push_back(c);
     }
   }
