@@ -2,7 +2,7 @@
 """End-to-end scale benchmark (issue "Scale"): a real server, 1,000 hollow nodes, 100,000 jobs.
 
   python3 bench/scale.py [--berth build/src/berth] [--nodes 1000] [--jobs 100000] [--groups 10]
-                         [--probe-interval-ms 20] [--probes queue,health,submit,show]
+                         [--probe-interval-ms 20] [--probes queue,health,submit,show[,idle]]
                          [--progress groups|list] [--progress-page 1000] [--json-out FILE]
                          [--mix uniform|realistic] [--settle 20] [--restart | --failover]
 
@@ -22,6 +22,11 @@ longer than that):
   submit  POST /v1/jobs of one 1-CPU job (user `probe`; they need free CPUs beside the bulk jobs, are
           placed like the others and are counted, not waited for)
   show    GET /v1/jobs/1                  (every 100 ms)
+  idle    GET /v1/health of a second `berth server` that does nothing else (not a default probe): the
+          floor this machine sets for an answer from an I/O thread, in the same run. Each probe also
+          records, per sample, how long its own process waited for a CPU during the request (its
+          schedstat), and the run reports how long each of the server's threads waited for a CPU each
+          time it was woken (threads by name: berth-http answers /v1/health).
 The probes run in child processes, one each, so that neither the main process's polling (it asks how
 far placement got, then sleeps 0.5 s) nor another probe can hold one up on Python's GIL (until session 30
 they were threads of one process, and their first requests, sent at the same instant, measured their turns
@@ -90,6 +95,45 @@ def proc_threads(pid):
             if line.startswith("Threads:"):
                 return int(line.split()[1])
     return 0
+
+
+def run_queue_wait_ns(path="/proc/thread-self/schedstat"):
+    """How long a thread has waited on a run queue for a CPU so far, in ns (the second field of its
+    schedstat; the first is its time on a CPU, the third how many times it ran)."""
+    with open(path) as f:
+        return int(f.read().split()[1])
+
+
+def thread_schedstats(pid):
+    """{thread name: [threads, ns on a CPU, ns waiting for one, times run]} over a process's threads."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ran, waited, slices = (int(x) for x in f.read().split()[:3])
+        except OSError:
+            continue  # the thread ended
+        agg = out.setdefault(name, [0, 0, 0, 0])
+        for i, v in enumerate((1, ran, waited, slices)):
+            agg[i] += v
+    return out
+
+
+def schedstat_delta(before, after):
+    """Per thread name, between two thread_schedstats: CPU s, s waited for a CPU, times run, and the
+    mean wait each time it was woken (ms)."""
+    out = {}
+    for name, (n, ran, waited, slices) in after.items():
+        b = before.get(name, [0, 0, 0, 0])
+        d_slices = slices - b[3]
+        if d_slices <= 0:
+            continue
+        out[name] = {"threads": n, "cpu_s": round((ran - b[1]) / 1e9, 2),
+                     "run_queue_wait_s": round((waited - b[2]) / 1e9, 2), "times_run": d_slices,
+                     "mean_wait_ms": round((waited - b[2]) / 1e6 / d_slices, 3)}
+    return out
 
 
 def cpu_s(pid):
@@ -185,6 +229,9 @@ def probe_requests(interval_ms):
     return {
         "queue": ("GET", "/v1/jobs?limit=50&page=50", None, (200,), every),
         "health": ("GET", "/v1/health", None, (200,), every),
+        # The same request to a second berth server that does nothing else (started by this script): the
+        # machine's floor for an answer from an I/O thread, in the same run, on the same two CPUs.
+        "idle": ("GET", "/v1/health", None, (200,), every),
         "submit": ("POST", "/v1/jobs", json.dumps(PROBE_JOB).encode(), (201,), every),
         # 404 until the first bulk POST has made job 1: a full answer too
         "show": ("GET", "/v1/jobs/1", None, (200, 404), 0.1),
@@ -196,6 +243,7 @@ def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out)
     turn at Python's GIL); sends {name: {"samples": [[t, ms]], "errors": [[t, what]]}}."""
     method, target, body, expect, every = probe_requests(interval_ms)[name]
     samples, errors = [], []
+    own_wait_ms = []  # per sample: how long this process itself waited for a CPU during the request
     headers = {"Content-Type": "application/json"} if body is not None else {}
     conn = HTTPConnection(host, port, timeout=120)
     try:
@@ -210,6 +258,7 @@ def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out)
     go.wait()
     t0 = t0_value.value
     while not stop.is_set():
+        waited = run_queue_wait_ns()
         sent = time.monotonic()
         try:
             conn.request(method, target, body=body, headers=headers)
@@ -218,6 +267,7 @@ def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out)
             ms = (time.monotonic() - sent) * 1000
             if r.status in expect:
                 samples.append((round(sent - t0, 4), round(ms, 3)))
+                own_wait_ms.append(round((run_queue_wait_ns() - waited) / 1e6, 3))
             else:
                 errors.append((round(sent - t0, 4), f"HTTP {r.status} after {ms:.1f} ms"))
         except (OSError, HTTPException) as e:
@@ -228,7 +278,7 @@ def probe_process(host, port, name, interval_ms, ready, go, stop, t0_value, out)
         if wait > 0:
             stop.wait(wait)
     conn.close()
-    out.send({name: {"samples": samples, "errors": errors}})
+    out.send({name: {"samples": samples, "errors": errors, "own_wait_ms": own_wait_ms}})
     out.close()
 
 
@@ -458,7 +508,7 @@ def main():
                          "poll) this many nice steps below the server and the probes, so that on a small "
                          "machine the harness does not take the CPU from what is measured (0: same priority)")
     ap.add_argument("--probes", default="queue,health,submit,show",
-                    help="which probes run (comma-separated; default all four)")
+                    help="which probes run (comma-separated; default the first four; idle: see above)")
     ap.add_argument("--restart", action="store_true",
                     help="once every job runs, kill -9 the server and start it again on its state and "
                          "port: time until it answers /v1/health, until its first pass, until every node is "
@@ -540,11 +590,22 @@ def main():
         go, stop = ctx.Event(), ctx.Event()
         t0_value = ctx.Value("d", 0.0)
         hostport = urllib.parse.urlsplit(url)
+        if "idle" in probes:
+            idle_state = os.path.join(tmp, "idle-server")
+            os.makedirs(idle_state)
+            idle_url_file = os.path.join(idle_state, "url")
+            procs.append(subprocess.Popen([berth, "server", "--listen", "127.0.0.1:0", "--state-dir", idle_state,
+                                           "--url-file", idle_url_file], stdout=subprocess.DEVNULL,
+                                          stderr=open(os.path.join(tmp, "idle-server.log"), "w")))
+            if wait_for(lambda: os.path.exists(idle_url_file) and open(idle_url_file).read().strip(), 30) is None:
+                raise SystemExit("the idle server did not start")
+            idle_hostport = urllib.parse.urlsplit(open(idle_url_file).read().strip())
         for name in probes:
             ready = ctx.Event()
             recv_end, send_end = ctx.Pipe(duplex=False)
+            target = idle_hostport if name == "idle" else hostport
             prober = ctx.Process(target=probe_process,
-                                 args=(hostport.hostname, hostport.port, name, args.probe_interval_ms,
+                                 args=(target.hostname, target.port, name, args.probe_interval_ms,
                                        ready, go, stop, t0_value, send_end), daemon=True)
             prober.start()
             send_end.close()
@@ -563,6 +624,7 @@ def main():
                 "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
         m0 = scrape(url)
+        server_threads0 = thread_schedstats(server.pid)
         go.set()
         group_ids = []
         for g in range(args.groups):
@@ -613,6 +675,7 @@ def main():
                 "probes": sum(cpu_s(p.pid) for p, _, _ in probers),
                 "bench (this script)": time.process_time()}
         m1 = scrape(url)
+        server_threads = schedstat_delta(server_threads0, thread_schedstats(server.pid))
         stop.set()
         results = {}
         for prober, recv_end, _ in probers:
@@ -679,9 +742,20 @@ def main():
                 print(f"  {name:6}: no samples ({len(r['errors'])} errors)")
             for t, what in r["errors"][:5]:
                 print(f"          error at {t:.2f} s: {what}")
+            waits = r.get("own_wait_ms", [])
+            if xs and len(waits) == len(r["samples"]):
+                # The latency less what the probe's own process waited for a CPU meanwhile.
+                less = sorted(ms - w for (_, ms), w in zip(r["samples"], waits))
+                f.update(own_wait_p99_ms=pct(sorted(waits), 99), p99_less_own_wait_ms=pct(less, 99))
+                print(f"          its process waited for a CPU: p99 {f['own_wait_p99_ms']:.1f} ms; the latency "
+                      f"less that wait: p99 {f['p99_less_own_wait_ms']:.1f} ms")
             f["samples"] = r["samples"]
+            f["own_wait_ms"] = waits
             f["error_samples"] = r["errors"]
             figures[name] = f
+        print("the server's threads over the window (by name): " + "; ".join(
+            f"{n} x{v['threads']}: {v['cpu_s']} s CPU, {v['run_queue_wait_s']} s waiting for a CPU over "
+            f"{v['times_run']} runs, {v['mean_wait_ms']} ms a run" for n, v in sorted(server_threads.items())))
         passes = histogram_quantiles(m0, m1, "berth_scheduler_pass_seconds")
         commits = histogram_quantiles(m0, m1, "berth_store_commit_seconds")
         holds = {phase: histogram_quantiles(m0, m1, "berth_scheduler_lock_hold_seconds", labels=f'phase="{phase}"',
@@ -768,7 +842,7 @@ def main():
                 "posts": [{"returned_at_s": round(t, 3), "ms": round(ms, 1)} for t, ms in posts],
                 "all_placed_s": placed_at and round(placed_at, 3),
                 "all_running_s": running_at and round(running_at, 3),
-                "cpu_s": cpu,
+                "cpu_s": cpu, "server_threads": server_threads,
                 "server_rss_mib": round(rss, 1), "bytes_per_job": round(rss * 1024 * 1024 / total),
                 "progress": [{"t_s": round(t, 3), "placed": pl, "running": ru, "poll_ms": round(ms, 1)}
                              for t, pl, ru, ms in progress],

@@ -6,8 +6,8 @@
 #     which breaks a file-by-file build, the edit-compile loop the README suggests);
 #   - checks the lock annotations with clang (-Wthread-safety as errors) on the modules that have them;
 #   - builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests under them;
-#   - builds again with ThreadSanitizer and runs the tests under it. Both passes run every unit test;
-#     the end-to-end tests are split between them (labels in tests/CMakeLists.txt: `race` under
+#   - builds again with ThreadSanitizer and runs the tests under it. Both passes run the unit tests
+#     (TSan those of the modules with threads); the end-to-end tests are split between them (labels in tests/CMakeLists.txt: `race` under
 #     TSan, `memory` under ASan), and the container ones run in neither: each end-to-end test runs
 #     under one sanitizer, and only there. The first, unsanitized pass runs the unit tests and the
 #     container tests; the end-to-end tests run against it only with BERTH_SKIP_SANITIZE=1. Running
@@ -53,8 +53,7 @@ berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -
 cmake --build build -j"$jobs"
 if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   stage "tests (unit and containers; the other end-to-end tests run under a sanitizer below)"
-  (cd build && ctest "${ctest_args[@]}" --timeout 900 -LE '^integration$' &&
-    ctest "${ctest_args[@]}" --timeout 900 -R '^integration\.test_containers$')
+  (cd build && ctest "${ctest_args[@]}" --timeout 900 -L '^(unit|unit-threadless|containers)$')
 else
   stage "tests"
   (cd build && ctest "${ctest_args[@]}" --timeout 900)
@@ -70,9 +69,18 @@ if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   # tests are left out of these passes: podman does most of their work (4-7 minutes a pass on a slow
   # day), and the agent's container code runs under the sanitizers in its unit tests.
   export BERTH_GANG_RACE_ROUNDS=6
-  sanitized_ctest_args=("${ctest_args[@]}" -E '^integration\.test_containers$')
-  asan_ctest_args=("${sanitized_ctest_args[@]}" -LE '^race$')
-  tsan_ctest_args=("${sanitized_ctest_args[@]}" -LE '^memory$')
+  # Each sanitizer pass runs its unit tests, then its end-to-end tests twice as many at a time as
+  # there are CPUs: they spend most of their time waiting (leases, time windows, sleeping jobs), and
+  # two at a time left half of the two CPUs idle (bench/README.md, "CI: the sanitized binaries'
+  # start"). The unit tests keep one per CPU. TSan runs neither the memory-labelled end-to-end tests
+  # nor the unit tests of the modules that start no thread (label unit-threadless,
+  # tests/CMakeLists.txt): it has nothing to look at there.
+  sanitized_ctest() {
+    local skip=$1
+    ctest "${ctest_args[@]}" --timeout 1500 -L '^unit' -LE "$skip" &&
+      ctest --output-on-failure -j"$((jobs * 2))" --no-tests=error --timeout 1500 -L '^integration$' \
+        -LE "$skip" -E '^integration\.test_containers$'
+  }
   stage "build (ASan + UBSan)"
   berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
     -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
@@ -81,7 +89,7 @@ if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   (
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    cd build-asan && ctest "${asan_ctest_args[@]}" --timeout 1500
+    cd build-asan && sanitized_ctest '^race$'
   )
 
   stage "build (TSan)"
@@ -91,7 +99,7 @@ if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
   stage "tests under TSan"
   (
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
-    cd build-tsan && ctest "${tsan_ctest_args[@]}" --timeout 1500
+    cd build-tsan && sanitized_ctest '^(memory|unit-threadless)$'
   )
 fi
 stage "all tests passed"
