@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Installs what berth needs, builds it with its tests, and runs every test: unit tests, golden
-# scheduler scenarios and the end-to-end tests (real server and agent processes on 127.0.0.1). Then:
-#   - checks the formatting of every C++ file (clang-format --dry-run --Werror);
+# scheduler scenarios and the end-to-end tests (real server and agent processes on 127.0.0.1):
+#   - checks the formatting of every C++ file (clang-format --dry-run --Werror) and the code's shape
+#     (scripts/check_shape.py);
 #   - checks that every header compiles on its own (the unity builds would hide a missing include,
 #     which breaks a file-by-file build, the edit-compile loop the README suggests);
 #   - checks the lock annotations with clang (-Wthread-safety as errors) on the modules that have them;
-#   - builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests under them;
-#   - builds again with ThreadSanitizer and runs the tests under it. Both passes run the unit tests
-#     (TSan those of the modules with threads); the end-to-end tests are split between them (labels in tests/CMakeLists.txt: `race` under
-#     TSan, `memory` under ASan), and the container ones run in neither: each end-to-end test runs
-#     under one sanitizer, and only there. The first, unsanitized pass runs the unit tests and the
-#     container tests; the end-to-end tests run against it only with BERTH_SKIP_SANITIZE=1. Running
-#     them a second time, unsanitized, cost ~540 s of a CI that must stay under 45 minutes on 2 cores;
-#     the TSan build is optimised like the release one, and the quick start runs the release build.
-#   BERTH_SKIP_SANITIZE=1  skips the sanitizer passes (ASan and TSan) and runs every test unsanitized.
+#   - builds with AddressSanitizer + UndefinedBehaviorSanitizer (unoptimised) and runs every unit
+#     test under them, and the end-to-end tests labelled `memory` (tests/CMakeLists.txt), the
+#     container tests among them;
+#   - builds with ThreadSanitizer, optimised like the release build (-O2, NDEBUG; the benchmarks
+#     too, so that they keep compiling), and runs under it the unit tests of the modules with threads
+#     and the end-to-end tests labelled `race`.
+# Each test runs under one sanitizer at least, each end-to-end test under one only. There is no
+# unsanitized pass: it cost ~700 s of a CI that must stay under 45 minutes on 2 cores (its build and
+# its unit tests, which both sanitizer passes run too; bench/README.md, "CI: the sanitized binaries'
+# start"); the quick start builds and runs the release build.
+#   BERTH_SKIP_SANITIZE=1  builds unsanitized (RelWithDebInfo) instead and runs every test there.
+# In a sanitizer pass the unit tests run one per CPU, then the end-to-end tests twice as many at a
+# time (they mostly wait: leases, time windows, sleeping jobs), the longest first.
 # The stages run one after another. Running the next build behind the tests at idle priority
 # (SCHED_IDLE) was tried: the tests it ran behind took 1.3-2x as long, which ate nearly all it saved
 # (bench/README.md, "CI: builds behind the tests").
@@ -47,59 +52,52 @@ git ls-files 'src/*.h' 'tests/*.h' | xargs -P"$jobs" -I{} sh -c \
   'echo "#include \"$1\"" | g++ -std=c++20 -fsyntax-only -x c++ -I src -I tests - ||
    { echo "$1 does not compile on its own: include what it uses" >&2; exit 1; }' _ {}
 
-stage "build (RelWithDebInfo)"
-berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
-  -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF -DBERTH_LINE_TABLES_ONLY=ON
-cmake --build build -j"$jobs"
-if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
-  stage "tests (unit and containers; the other end-to-end tests run under a sanitizer below)"
-  (cd build && ctest "${ctest_args[@]}" --timeout 900 -L '^(unit|unit-threadless|containers)$')
-else
-  stage "tests"
-  (cd build && ctest "${ctest_args[@]}" --timeout 900)
-fi
-
 stage "lock annotations (clang -Wthread-safety)"
 berth_configure build-tsa -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBERTH_THREAD_SAFETY=ON \
   -DBERTH_BUILD_TESTS=OFF -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
 cmake --build build-tsa -j"$jobs" --target berth_common berth_store berth_server berth_agent
 
-if [ "${BERTH_SKIP_SANITIZE:-0}" != "1" ]; then
-  # The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers. The container
-  # tests are left out of these passes: podman does most of their work (4-7 minutes a pass on a slow
-  # day), and the agent's container code runs under the sanitizers in its unit tests.
-  export BERTH_GANG_RACE_ROUNDS=6
-  # Each sanitizer pass runs its unit tests, then its end-to-end tests twice as many at a time as
-  # there are CPUs: they spend most of their time waiting (leases, time windows, sleeping jobs), and
-  # two at a time left half of the two CPUs idle (bench/README.md, "CI: the sanitized binaries'
-  # start"). The unit tests keep one per CPU. TSan runs neither the memory-labelled end-to-end tests
-  # nor the unit tests of the modules that start no thread (label unit-threadless,
-  # tests/CMakeLists.txt): it has nothing to look at there.
-  sanitized_ctest() {
-    local skip=$1
-    ctest "${ctest_args[@]}" --timeout 1500 -L '^unit' -LE "$skip" &&
-      ctest --output-on-failure -j"$((jobs * 2))" --no-tests=error --timeout 1500 -L '^integration$' \
-        -LE "$skip" -E '^integration\.test_containers$'
-  }
-  stage "build (ASan + UBSan)"
-  berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
-  cmake --build build-asan -j"$jobs"
-  stage "tests under ASan + UBSan"
-  (
-    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    cd build-asan && sanitized_ctest '^race$'
-  )
-
-  stage "build (TSan)"
-  berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
-    -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
-  cmake --build build-tsan -j"$jobs"
-  stage "tests under TSan"
-  (
-    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
-    cd build-tsan && sanitized_ctest '^(memory|unit-threadless)$'
-  )
+if [ "${BERTH_SKIP_SANITIZE:-0}" = "1" ]; then
+  stage "build (RelWithDebInfo)"
+  berth_configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON \
+    -DBERTH_SANITIZE=OFF -DBERTH_TSAN=OFF -DBERTH_LINE_TABLES_ONLY=ON
+  cmake --build build -j"$jobs"
+  stage "tests"
+  (cd build && ctest "${ctest_args[@]}" --timeout 900)
+  stage "all tests passed"
+  exit 0
 fi
+
+# The repeated end-to-end race test runs fewer rounds under the (slow) sanitizers.
+export BERTH_GANG_RACE_ROUNDS=6
+# A pass's unit tests (labels unit and unit-threadless) one per CPU, then its end-to-end tests twice
+# as many at a time: two at a time left half of the two CPUs idle. `skip`: the labels the pass skips.
+sanitized_ctest() {
+  local skip=$1
+  ctest "${ctest_args[@]}" --timeout 1500 -L '^unit' -LE "$skip" &&
+    ctest --output-on-failure -j"$((jobs * 2))" --no-tests=error --timeout 1500 -L '^integration$' -LE "$skip"
+}
+
+stage "build (ASan + UBSan)"
+berth_configure build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_TSAN=OFF \
+  -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=OFF -DBERTH_LINE_TABLES_ONLY=ON
+cmake --build build-asan -j"$jobs"
+stage "tests under ASan + UBSan (every unit test; the end-to-end tests labelled memory)"
+(
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  cd build-asan && sanitized_ctest '^race$'
+)
+
+stage "build (TSan, optimised, with the benchmarks)"
+berth_configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TSAN=ON -DBERTH_SANITIZE=OFF \
+  -DBERTH_BUILD_TESTS=ON -DBERTH_BUILD_BENCH=ON -DBERTH_LINE_TABLES_ONLY=ON
+cmake --build build-tsan -j"$jobs"
+# TSan runs neither the memory-labelled end-to-end tests nor the unit tests of the modules that
+# start no thread (label unit-threadless, tests/CMakeLists.txt): it has nothing to look at there.
+stage "tests under TSan (the unit tests of modules with threads; the end-to-end tests labelled race)"
+(
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
+  cd build-tsan && sanitized_ctest '^(memory|unit-threadless)$'
+)
 stage "all tests passed"
