@@ -8,7 +8,9 @@ so passes over the whole queue run back to back (or, since passes that decide no
 next, at most a quarter of the time), and a POST waits whenever it meets one holding the core's
 lock. Every --posts/--fits POSTs, a job that fits (one CPU, no GPU) is submitted instead and its
 status polled every millisecond until it leaves PENDING: what pacing costs a job that could start.
-Prints the POSTs' p50 / p90 / max, the fitting jobs' time to placement, and the server's CPU.
+Prints the POSTs' p50 / p90 / max, the fitting jobs' time to placement, and the server's CPU; first,
+how long each 10,000-job POST that filled the queue took, by the depth it went into (nothing is placed
+meanwhile: the time a bulk submission costs the server at that depth, without a placement beside it).
 
     python3 bench/deep_queue.py --berth build/src/berth [--pending 100000] [--posts 300]
 """
@@ -56,7 +58,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="berth-deep-", dir=args.tmpdir)
     c = bulk.Cluster(os.path.abspath(args.berth), tmp, "deep", gpus="BENCH:1")
     try:
-        gpu = bulk.queue_behind_held_gpu(c, args.pending)
+        fill_ms = []
+        gpu = bulk.queue_behind_held_gpu(c, args.pending, post_ms=fill_ms)
+        tenth = max(1, len(fill_ms) // 10)
+        print(f"{len(fill_ms)} POSTs of up to 10,000 jobs filled the queue to {args.pending}: median "
+              f"{sorted(fill_ms)[len(fill_ms) // 2]:.0f} ms; by tenths of the fill (median of each): " +
+              ", ".join(f"{sorted(fill_ms[i:i + tenth])[len(fill_ms[i:i + tenth]) // 2]:.0f}"
+                        for i in range(0, len(fill_ms), tenth)) + " ms")
         time.sleep(1)
         host, port = c.url.split("//")[1].split(":")
         conn = http.client.HTTPConnection(host, int(port))
