@@ -14,8 +14,8 @@
 #     and the end-to-end tests labelled `race`.
 # Each test runs under one sanitizer at least, each end-to-end test under one only. There is no
 # unsanitized pass: it cost ~700 s of a CI that must stay under 45 minutes on 2 cores (its build and
-# its unit tests, which both sanitizer passes run too; bench/README.md, "CI: the sanitized binaries'
-# start"); the quick start builds and runs the release build.
+# its unit tests, which ASan runs too; bench/README.md, "CI: the sanitized binaries' start"); the
+# quick start builds and runs the release build.
 #   BERTH_SKIP_SANITIZE=1  builds unsanitized (RelWithDebInfo) instead and runs every test there.
 # In a sanitizer pass the unit tests run one per CPU, then the end-to-end tests twice as many at a
 # time (they mostly wait: leases, time windows, sleeping jobs), the longest first.
